@@ -1,0 +1,225 @@
+"""Audit configuration: pydantic models, the built-in presets and how they are merged.
+
+Resolution order (later wins): preset → YAML file (`--config`) → CLI overrides. The resolved
+config is what gets written to `config.yaml` and hashed into the MLflow parent run.
+"""
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import math
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from audit.errors import AuditInputError
+
+ACCOUNTANTS = ("prv", "rdp", "gdp")
+
+
+class _Strict(BaseModel):
+    # Unknown keys are almost always typos of real keys; refuse them rather than ignore them.
+    model_config = ConfigDict(extra="forbid")
+
+
+class DataConfig(_Strict):
+    source: Literal["synthetic", "file", "breast_cancer", "digits"] = "synthetic"
+    path: str | None = Field(None, description="CSV or Parquet file when source = file")
+    label: str | None = Field(None, description="label column name when source = file")
+    n_rows: int = Field(6000, ge=100, description="rows generated when source = synthetic")
+
+    @model_validator(mode="after")
+    def _file_needs_path_and_label(self) -> "DataConfig":
+        if self.source == "file" and (not self.path or not self.label):
+            raise ValueError("source 'file' needs both 'path' and 'label'")
+        return self
+
+
+class SplitConfig(_Strict):
+    """Sizes of the three disjoint parts. Fractions of the dataset, each in (0, 1)."""
+
+    test_fraction: float = Field(0.2, gt=0, lt=1, description="utility test set, never a candidate")
+    candidate_fraction: float = Field(
+        0.4, gt=0, lt=1, description="audit candidates; each is a member by a fair coin flip"
+    )
+
+    @model_validator(mode="after")
+    def _leave_a_pool(self) -> "SplitConfig":
+        if self.test_fraction + self.candidate_fraction >= 1:
+            raise ValueError("test_fraction + candidate_fraction must be < 1 (the rest is the shadow pool)")
+        return self
+
+
+class TrainingConfig(_Strict):
+    hidden_sizes: list[int] = Field(default_factory=lambda: [256, 256], min_length=1)
+    epochs: int = Field(30, ge=1)
+    batch_size: int = Field(64, ge=1, description="expected batch size; DP-SGD samples each row with q = batch_size / n")
+    lr: float = Field(0.1, gt=0)
+    momentum: float = Field(0.9, ge=0, lt=1)
+    max_grad_norm: float = Field(1.0, gt=0, description="per-sample clipping norm C")
+
+    @field_validator("hidden_sizes")
+    @classmethod
+    def _positive_widths(cls, value: list[int]) -> list[int]:
+        if any(width < 1 for width in value):
+            raise ValueError("every hidden size must be ≥ 1")
+        return value
+
+
+class PrivacyConfig(_Strict):
+    epsilons: list[float] = Field(
+        default_factory=lambda: [0.5, 1.0, 2.0, 4.0, 8.0, math.inf], min_length=1,
+        description="target ε per model; inf = ordinary (non-private) training",
+    )
+    delta: float = Field(1e-5, description="δ of the (ε, δ) guarantee, in (0, 1)")
+    accountant: Literal["prv", "rdp", "gdp"] = "prv"
+
+    @field_validator("epsilons")
+    @classmethod
+    def _positive_epsilons(cls, value: list[float]) -> list[float]:
+        for eps in value:
+            if math.isnan(eps) or eps <= 0:
+                raise ValueError(f"every ε must be > 0 (or inf), got {eps}")
+        if len(set(value)) != len(value):
+            raise ValueError("ε values must be distinct")
+        return value
+
+    @field_validator("delta")
+    @classmethod
+    def _delta_in_open_unit_interval(cls, value: float) -> float:
+        if not 0 < value < 1:
+            raise ValueError(f"δ must be in (0, 1), got {value}")
+        return value
+
+
+class AttackConfig(_Strict):
+    names: list[str] = Field(default_factory=lambda: ["loss"], min_length=1)
+    confidence: float = Field(0.95, gt=0.5, lt=1, description="confidence of every ε lower bound and CI")
+
+
+class AuditConfig(_Strict):
+    name: str = Field("default", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+    seed: int = Field(0, ge=0)
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    data: DataConfig = Field(default_factory=DataConfig)
+    split: SplitConfig = Field(default_factory=SplitConfig)
+    training: TrainingConfig = Field(default_factory=TrainingConfig)
+    privacy: PrivacyConfig = Field(default_factory=PrivacyConfig)
+    attacks: AttackConfig = Field(default_factory=AttackConfig)
+
+    def to_plain(self) -> dict[str, Any]:
+        """JSON/YAML-safe dict: inf ε written as the string 'inf' (JSON has no infinity)."""
+        plain = self.model_dump(mode="python")
+        plain["privacy"]["epsilons"] = [_eps_to_plain(e) for e in self.privacy.epsilons]
+        return plain
+
+    def config_hash(self) -> str:
+        canonical = json.dumps(self.to_plain(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()[:12]
+
+
+def _eps_to_plain(eps: float) -> float | str:
+    return "inf" if math.isinf(eps) else eps
+
+
+# The presets are plain data so `--config` files can be written as diffs against them.
+PRESETS: dict[str, dict[str, Any]] = {
+    # End to end in well under 2 minutes on 2 CPU cores: used by CI.
+    "smoke": {
+        "name": "smoke",
+        "data": {"n_rows": 1500},
+        "training": {"hidden_sizes": [64, 64], "epochs": 8},
+        "privacy": {"epsilons": [1.0, 8.0, "inf"]},
+    },
+    # The main job: a clear leakage gradient from ε = ∞ down to ε = 0.5.
+    "default": {"name": "default"},
+    # Paper-grade: more data and candidates, hence tighter bounds.
+    "full": {
+        "name": "full",
+        "data": {"n_rows": 20000},
+        "training": {"epochs": 60},
+        "privacy": {"epsilons": [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, "inf"]},
+    },
+}
+
+
+def _deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    merged = copy.deepcopy(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _format_validation_error(error: ValidationError, source: str) -> AuditInputError:
+    first = error.errors()[0]
+    field = ".".join(str(part) for part in first["loc"]) or "(top level)"
+    message = first["msg"]
+    if first["type"] == "extra_forbidden":
+        message = "unknown field (check the spelling against the README's config reference)"
+    elif "input" in first and not isinstance(first["input"], dict):
+        message = f"{message} (got {first['input']!r})"
+    extra = f" (and {len(error.errors()) - 1} more problem(s))" if len(error.errors()) > 1 else ""
+    return AuditInputError(f"{source}: field '{field}'", message + extra)
+
+
+def read_config_file(path: str | Path) -> dict[str, Any]:
+    """Parse a YAML config with `safe_load` (never constructs arbitrary Python objects)."""
+    path = Path(path)
+    if not path.is_file():
+        raise AuditInputError(f"config file '{path}'", "does not exist or is not a file")
+    try:
+        content = yaml.safe_load(path.read_text())
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise AuditInputError(f"config file '{path}'", f"is not valid YAML ({exc})") from None
+    if content is None:
+        return {}
+    if not isinstance(content, dict):
+        raise AuditInputError(f"config file '{path}'", "must be a YAML mapping of fields")
+    return content
+
+
+def resolve_config(
+    preset: str = "default",
+    config_file: str | Path | None = None,
+    overrides: dict[str, Any] | None = None,
+) -> AuditConfig:
+    """Preset → file → overrides, validated. Raises AuditInputError naming the bad field."""
+    if preset not in PRESETS:
+        raise AuditInputError("--preset", f"unknown preset '{preset}'; expected one of {', '.join(PRESETS)}")
+    raw = PRESETS[preset]
+    source = f"preset '{preset}'"
+    if config_file is not None:
+        raw = _deep_merge(raw, read_config_file(config_file))
+        source = f"config file '{config_file}'"
+    if overrides:
+        raw = _deep_merge(raw, overrides)
+    try:
+        return AuditConfig.model_validate(raw)
+    except ValidationError as exc:
+        raise _format_validation_error(exc, source) from None
+
+
+def parse_epsilon_list(text: str) -> list[float]:
+    """'1,8,inf' → [1.0, 8.0, inf]; raises AuditInputError naming --epsilons."""
+    values = []
+    for item in text.split(","):
+        item = item.strip().lower()
+        if not item:
+            continue
+        try:
+            values.append(math.inf if item in ("inf", "infinity", "∞") else float(item))
+        except ValueError:
+            raise AuditInputError("--epsilons", f"'{item}' is not a number or 'inf'") from None
+    if not values:
+        raise AuditInputError("--epsilons", "expected a comma-separated list such as 1,8,inf")
+    return values
+
+
+def config_to_yaml(config: AuditConfig) -> str:
+    return yaml.safe_dump(config.to_plain(), sort_keys=False)

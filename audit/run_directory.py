@@ -1,0 +1,67 @@
+"""Run folders that appear complete or not at all.
+
+Everything of a run is written under a hidden staging name (`.<stamp>-<name>.partial`) and renamed
+to `<stamp>-<name>` only when the run succeeded, so a crash or a bad input never leaves a folder
+that looks like a finished audit.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from audit.errors import AuditInputError
+
+
+class StagedRunDirectory:
+    def __init__(self, out_root: str | Path, name: str):
+        self.out_root = Path(out_root)
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        self.name = f"{stamp}-{name}"
+        self.staging = self.out_root / f".{self.name}.partial"
+        self.final = self.out_root / self.name
+
+    def create(self) -> Path:
+        try:
+            self.out_root.mkdir(parents=True, exist_ok=True)
+            suffix = 1
+            while self.final.exists() or self.staging.exists():  # two runs in the same second
+                suffix += 1
+                self.final = self.out_root / f"{self.name}-{suffix}"
+                self.staging = self.out_root / f".{self.name}-{suffix}.partial"
+            self.staging.mkdir()
+            probe = self.staging / ".write-test"
+            probe.write_text("ok")
+            probe.unlink()
+        except OSError as exc:
+            raise AuditInputError(f"--out '{self.out_root}'", f"is not a writable directory ({exc.strerror})") from None
+        return self.staging
+
+    def commit(self) -> Path:
+        os.replace(self.staging, self.final)
+        return self.final
+
+    def discard(self) -> None:
+        shutil.rmtree(self.staging, ignore_errors=True)
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write to a temporary file in the same folder, then rename: readers never see half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+        os.replace(temp, path)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+
+
+def write_json_atomic(path: Path, payload: Any) -> None:
+    # allow_nan=False: JSON has no infinity; a stray inf must fail loudly, not write invalid JSON.
+    write_text_atomic(path, json.dumps(payload, indent=2, allow_nan=False) + "\n")

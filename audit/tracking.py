@@ -1,0 +1,101 @@
+"""All MLflow calls of the harness, in one place.
+
+Layout (DESIGN.md): one experiment per audit name; one parent run per `run` invocation; one child
+run per target ε. Runs are created through `MlflowClient` with explicit terminal statuses so a
+crashed audit leaves its runs FAILED rather than dangling RUNNING.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+from audit.errors import AuditInputError
+
+DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
+
+# No telemetry from an audit tool, and nothing that reaches out of the machine.
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+os.environ.setdefault("DO_NOT_TRACK", "true")
+
+
+def _quiet_mlflow_logs() -> None:
+    for name in ("alembic", "mlflow", "sqlalchemy"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def _sqlite_artifact_root(tracking_uri: str) -> str | None:
+    """Artifacts of a SQLite store go beside the database file, in `mlartifacts/`."""
+    prefix = "sqlite:///"
+    if not tracking_uri.startswith(prefix):
+        return None
+    db_path = Path(tracking_uri[len(prefix):])
+    return (db_path.resolve().parent / "mlartifacts").as_uri()
+
+
+class AuditTracker:
+    """A thin, explicit layer over `MlflowClient` for one audit invocation."""
+
+    def __init__(self, tracking_uri: str | None, experiment_name: str):
+        _quiet_mlflow_logs()
+        from mlflow.tracking import MlflowClient
+
+        self.tracking_uri = tracking_uri or DEFAULT_TRACKING_URI
+        try:
+            self.client = MlflowClient(tracking_uri=self.tracking_uri)
+            experiment = self.client.get_experiment_by_name(experiment_name)
+            if experiment is None:
+                self.experiment_id = self.client.create_experiment(
+                    experiment_name, artifact_location=_sqlite_artifact_root(self.tracking_uri)
+                )
+            else:
+                self.experiment_id = experiment.experiment_id
+        except Exception as exc:  # mlflow raises many types for an unusable store
+            raise AuditInputError(
+                f"--tracking-uri '{self.tracking_uri}'", f"cannot open the MLflow tracking store ({exc})"
+            ) from None
+        self.open_runs: list[str] = []
+
+    def start_run(self, name: str, *, parent_id: str | None = None, tags: dict[str, str] | None = None) -> str:
+        all_tags = dict(tags or {})
+        if parent_id is not None:
+            all_tags["mlflow.parentRunId"] = parent_id
+        run = self.client.create_run(self.experiment_id, tags=all_tags, run_name=name)
+        self.open_runs.append(run.info.run_id)
+        return run.info.run_id
+
+    def log_params(self, run_id: str, params: dict[str, Any]) -> None:
+        from mlflow.entities import Param
+
+        entries = [Param(key, str(value)) for key, value in params.items()]
+        self.client.log_batch(run_id, params=entries)
+
+    def log_metrics(self, run_id: str, metrics: dict[str, float | None]) -> None:
+        from mlflow.entities import Metric
+
+        # MLflow stores no null; a missing value (e.g. no ε for a non-private target) is not logged.
+        entries = [
+            Metric(key, float(value), 0, 0)
+            for key, value in metrics.items()
+            if value is not None and not (isinstance(value, float) and math.isnan(value))
+        ]
+        if entries:
+            self.client.log_batch(run_id, metrics=entries)
+
+    def log_artifact(self, run_id: str, path: Path, artifact_path: str | None = None) -> None:
+        self.client.log_artifact(run_id, str(path), artifact_path=artifact_path)
+
+    def finish(self, run_id: str, status: str = "FINISHED") -> None:
+        self.client.set_terminated(run_id, status=status)
+        if run_id in self.open_runs:
+            self.open_runs.remove(run_id)
+
+    def fail_open_runs(self, status: str = "FAILED") -> None:
+        """Children first, then the parent: nothing is left RUNNING after an error or Ctrl-C."""
+        for run_id in reversed(list(self.open_runs)):
+            try:
+                self.finish(run_id, status)
+            except Exception:  # the store itself may be the problem; never mask the original error
+                pass

@@ -1,0 +1,145 @@
+"""Training one audit target: DP-SGD through Opacus at a target ε, or ordinary SGD for ε = ∞.
+
+The private path is Opacus `make_private_with_epsilon` with Poisson sampling (the sampling its
+accountants assume), flat per-sample clipping to `max_grad_norm` and the noise multiplier that
+the selected accountant says reaches the target ε over the configured epochs. The non-private
+path trains the same architecture with the same optimizer, epochs and batch size on shuffled
+fixed-size batches, so the two differ only in clipping, noise and sampling.
+"""
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+from targets.models import MLP, build_mlp
+
+# Opacus's hooks fire on the first layer, whose input needs no gradient; harmless and noisy.
+warnings.filterwarnings("ignore", message="Full backward hook is firing")
+
+
+@dataclass(frozen=True)
+class TrainingSpec:
+    hidden_sizes: Sequence[int]
+    epochs: int
+    batch_size: int
+    lr: float
+    momentum: float
+    max_grad_norm: float
+
+
+@dataclass
+class TrainedTarget:
+    model: MLP  # plain module (Opacus wrapper removed), on the CPU
+    epsilon_target: float | None  # None = non-private
+    delta: float
+    noise_multiplier: float | None
+    sample_rate: float
+    steps: int
+    max_grad_norm: float | None
+    accountant: str | None
+    accountant_epsilon: float | None  # what the PrivacyEngine's own accountant reports after training
+    poisson_sampling: bool
+    train_seconds: float
+
+    def logits(self, features: np.ndarray, batch_size: int = 8192) -> np.ndarray:
+        return predict_logits(self.model, features, batch_size)
+
+
+@torch.no_grad()
+def predict_logits(model: nn.Module, features: np.ndarray, batch_size: int = 8192) -> np.ndarray:
+    model.eval()
+    device = next(model.parameters()).device
+    outputs = [
+        model(torch.as_tensor(features[i : i + batch_size], device=device)).float().cpu()
+        for i in range(0, len(features), batch_size)
+    ]
+    return torch.cat(outputs).numpy()
+
+
+def train_target(
+    features: np.ndarray,
+    labels: np.ndarray,
+    n_classes: int,
+    spec: TrainingSpec,
+    *,
+    epsilon: float,
+    delta: float,
+    accountant: str,
+    seed: int,
+    device: torch.device,
+    on_epoch: Callable[[int, int], None] | None = None,
+) -> TrainedTarget:
+    """Train one MLP on (features, labels); `epsilon = inf` means ordinary training."""
+    torch.manual_seed(seed)  # Poisson sampling and Opacus noise draw from the global generator
+    model = build_mlp(features.shape[1], spec.hidden_sizes, n_classes, seed=seed).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=spec.lr, momentum=spec.momentum)
+    dataset = TensorDataset(torch.as_tensor(features), torch.as_tensor(labels))
+    loader_seed = torch.Generator().manual_seed(seed)
+    loader = DataLoader(dataset, batch_size=spec.batch_size, shuffle=True, generator=loader_seed)
+    private = math.isfinite(epsilon)
+    engine = None
+    if private:
+        from opacus import PrivacyEngine
+
+        with warnings.catch_warnings():
+            # Opacus warns about secure_mode on every call; the README documents the choice.
+            warnings.simplefilter("ignore")
+            engine = PrivacyEngine(accountant=accountant)
+            model, optimizer, loader = engine.make_private_with_epsilon(
+                module=model,
+                optimizer=optimizer,
+                data_loader=loader,
+                target_epsilon=epsilon,
+                target_delta=delta,
+                epochs=spec.epochs,
+                max_grad_norm=spec.max_grad_norm,
+                poisson_sampling=True,
+            )
+    sample_rate = 1.0 / len(loader)
+    criterion = nn.CrossEntropyLoss()
+    steps = 0
+    started = time.perf_counter()
+    for epoch in range(spec.epochs):
+        model.train()
+        for batch_features, batch_labels in loader:
+            optimizer.zero_grad(set_to_none=True)
+            loss = criterion(model(batch_features.to(device)), batch_labels.to(device))
+            loss.backward()
+            optimizer.step()
+            steps += 1
+        if on_epoch is not None:
+            on_epoch(epoch + 1, spec.epochs)
+    train_seconds = time.perf_counter() - started
+
+    plain = model._module if private else model
+    plain = plain.cpu().eval()
+    if private:
+        model.remove_hooks()  # inference on the plain module must not collect per-sample gradients
+    accountant_epsilon = None
+    noise_multiplier = None
+    if private:
+        noise_multiplier = float(optimizer.noise_multiplier)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            accountant_epsilon = float(engine.get_epsilon(delta))
+    return TrainedTarget(
+        model=plain,
+        epsilon_target=epsilon if private else None,
+        delta=delta,
+        noise_multiplier=noise_multiplier,
+        sample_rate=sample_rate,
+        steps=steps,
+        max_grad_norm=spec.max_grad_norm if private else None,
+        accountant=accountant if private else None,
+        accountant_epsilon=accountant_epsilon,
+        poisson_sampling=private,
+        train_seconds=train_seconds,
+    )

@@ -1,0 +1,774 @@
+"""Train many MLPs at once with DP-SGD, vectorised over models with `torch.func`.
+
+Shadow models and LiRA reference models (dozens to hundreds of them) dominate the cost of strong
+membership-inference attacks. Training them one at a time spends most of the time in Python and
+in small kernels; here the parameters of `chunk_size` models are stacked
+(`torch.func.stack_module_state`) and one step of all of them is a single `vmap` over models of
+`vmap(grad(per-sample loss))` over rows, run through `torch.func.functional_call`.
+
+DP-SGD semantics are those of Opacus's `DPOptimizer` behind `PrivacyEngine.make_private(...,
+poisson_sampling=True)` with `loss_reduction="mean"` (opacus 1.6, `optimizers/optimizer.py`,
+`data_loader.py`, `utils/uniform_sampler.py`), applied to every model independently:
+
+* Poisson sampling: at every step each of model k's own training rows (`in_masks[k]`) joins the
+  batch independently with probability q = `sample_rate` (`UniformWithReplacementSampler`).
+  Models have training sets of different sizes, so a step's batches are masks over the shared
+  rows, gathered into a (models, max batch) block whose padding rows get weight zero.
+* per-sample clipping over all parameters at once ("flat" clipping): factor
+  `min(1, C / (‖g_i‖ + 1e-6))` where ‖g_i‖ is the 2-norm of the per-parameter 2-norms, exactly
+  as `DPOptimizer.clip_and_accumulate`.
+* Gaussian noise N(0, σ²C²) per coordinate added to the clipped sum (`add_noise`), then division
+  by the *expected* batch size (`scale_grad`). Opacus computes it as
+  `int(len(dataset) * sample_rate)` (a floor, `PrivacyEngine.make_private`); the same floor of
+  q·n_k is used here with n_k = `in_masks[k].sum()`.
+* plain SGD (`lr`, optional `momentum`, no dampening / Nesterov / weight decay), per model.
+* non-private mode (σ = 0 and C = None, for ε = ∞ references): the ordinary mean gradient over
+  the Poisson-sampled batch, no clipping (an empty batch gives a zero gradient).
+
+Seeding: one `seed` drives everything. Model k uses two 63-bit seeds derived from
+`numpy.random.SeedSequence([seed, k])` (`model_seeds`): the first initialises it exactly as
+`build_mlp(..., seed=model_init_seed(seed, k))`, the second seeds a `torch.Generator` on the
+training device that draws, at every step, first the model's Poisson uniforms (one per shared
+row) and then, when σ > 0, its flat noise vector. Because every model owns its generator, model
+k's weights depend only on (seed, k, its data, the spec, the device type): not on K, not on
+`chunk_size`, not on the other models. CPU and CUDA generators differ, so the same seed gives
+different (equally valid) models on the two devices.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.func import functional_call, grad, stack_module_state, vmap
+
+from targets.models import MLP, build_mlp
+
+__all__ = [
+    "DPSGDSpec",
+    "StackedModels",
+    "accountant_epsilon",
+    "clipped_noisy_gradient_sum",
+    "default_chunk_size",
+    "dpsgd_step",
+    "mean_gradient",
+    "model_init_seed",
+    "model_seeds",
+    "resolve_device",
+    "supports_ghost_norms",
+    "train_many",
+]
+
+# Opacus's clipping denominator: C / (norm + 1e-6), `DPOptimizer.clip_and_accumulate`.
+OPACUS_CLIP_EPSILON = 1e-6
+
+# Bytes that one chunk of models may use at once for a step (see `default_chunk_size`).
+_CPU_WORKING_SET_BUDGET = 512 * 2**20
+_CUDA_FREE_MEMORY_FRACTION = 0.25
+
+
+@dataclass(frozen=True)
+class DPSGDSpec:
+    """One DP-SGD configuration, shared by every model trained together.
+
+    `noise_multiplier` σ is 0 and `max_grad_norm` C is None for non-private training; σ = 0 with a
+    C is clip-only training (no privacy, ε = ∞). `sample_rate` q is each row's Poisson inclusion
+    probability per step, relative to the model's own training set; `steps` is T.
+    """
+
+    noise_multiplier: float
+    max_grad_norm: float | None
+    sample_rate: float
+    steps: int
+    lr: float
+    momentum: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.noise_multiplier) and self.noise_multiplier >= 0):
+            raise ValueError(f"noise_multiplier must be a finite number >= 0, got {self.noise_multiplier!r}")
+        if self.max_grad_norm is None:
+            if self.noise_multiplier != 0:
+                raise ValueError(
+                    f"max_grad_norm is None (non-private) but noise_multiplier={self.noise_multiplier!r}; "
+                    "noise needs a clipping norm"
+                )
+        elif not (math.isfinite(self.max_grad_norm) and self.max_grad_norm > 0):
+            raise ValueError(f"max_grad_norm must be > 0 or None, got {self.max_grad_norm!r}")
+        if not (0 < self.sample_rate <= 1):
+            raise ValueError(f"sample_rate must be in (0, 1], got {self.sample_rate!r}")
+        if isinstance(self.steps, bool) or not isinstance(self.steps, (int, np.integer)) or self.steps < 0:
+            raise ValueError(f"steps must be an integer >= 0, got {self.steps!r}")
+        if not (math.isfinite(self.lr) and self.lr > 0):
+            raise ValueError(f"lr must be > 0, got {self.lr!r}")
+        if not (0 <= self.momentum < 1):
+            raise ValueError(f"momentum must be in [0, 1), got {self.momentum!r}")
+
+    @classmethod
+    def for_epochs(
+        cls,
+        *,
+        train_size: int,
+        batch_size: int,
+        epochs: int,
+        noise_multiplier: float,
+        max_grad_norm: float | None,
+        lr: float,
+        momentum: float = 0.0,
+    ) -> DPSGDSpec:
+        """The spec `make_private(poisson_sampling=True)` produces from a DataLoader.
+
+        Opacus sets q = 1 / len(data_loader) = 1 / ceil(train_size / batch_size) and draws
+        len(data_loader) batches per epoch.
+        """
+        if train_size <= 0:
+            raise ValueError(f"train_size must be > 0, got {train_size!r}")
+        if batch_size <= 0:
+            raise ValueError(f"batch_size must be > 0, got {batch_size!r}")
+        if epochs < 0:
+            raise ValueError(f"epochs must be >= 0, got {epochs!r}")
+        batches_per_epoch = math.ceil(train_size / batch_size)
+        return cls(
+            noise_multiplier=noise_multiplier,
+            max_grad_norm=max_grad_norm,
+            sample_rate=1 / batches_per_epoch,
+            steps=epochs * batches_per_epoch,
+            lr=lr,
+            momentum=momentum,
+        )
+
+    @property
+    def private(self) -> bool:
+        """True when the training is differentially private (σ > 0 with clipping)."""
+        return self.max_grad_norm is not None and self.noise_multiplier > 0
+
+    @property
+    def accountant_inputs(self) -> tuple[float, float, int]:
+        """(σ, q, T): one entry of an Opacus accountant's `history`."""
+        return (float(self.noise_multiplier), float(self.sample_rate), int(self.steps))
+
+    def epsilon(self, delta: float, accountant: str = "prv") -> float:
+        """The accountant's ε at `delta` for this spec (∞ when not private)."""
+        return accountant_epsilon(self.noise_multiplier, self.sample_rate, self.steps, delta, accountant)
+
+
+def accountant_epsilon(
+    noise_multiplier: float, sample_rate: float, steps: int, delta: float, accountant: str = "prv"
+) -> float:
+    """ε of T steps of the Poisson-subsampled Gaussian mechanism (σ, q), from an Opacus accountant.
+
+    `accountant` is an `opacus.accountants` registry name ("rdp", "prv", "gdp"). The result is what
+    `PrivacyEngine(accountant=...).get_epsilon(delta)` reports after T optimizer steps: the
+    accountant's history is set to the single entry (σ, q, T). σ = 0 gives ∞; T = 0 gives 0.
+    """
+    from opacus.accountants import create_accountant
+
+    if not (0 < delta < 1):
+        raise ValueError(f"delta must be in (0, 1), got {delta!r}")
+    if noise_multiplier < 0:
+        raise ValueError(f"noise_multiplier must be >= 0, got {noise_multiplier!r}")
+    if not (0 < sample_rate <= 1):
+        raise ValueError(f"sample_rate must be in (0, 1], got {sample_rate!r}")
+    if steps < 0:
+        raise ValueError(f"steps must be >= 0, got {steps!r}")
+    if steps == 0:
+        return 0.0
+    if noise_multiplier == 0:
+        return math.inf
+    try:
+        acc = create_accountant(accountant)
+    except ValueError:
+        raise ValueError(f"accountant must be an opacus accountant name (rdp, prv, gdp), got {accountant!r}") from None
+    acc.history = [(float(noise_multiplier), float(sample_rate), int(steps))]
+    return float(acc.get_epsilon(delta=delta))
+
+
+# --------------------------------------------------------------------------------------------
+# seeding and devices
+
+
+def model_seeds(seed: int, k: int) -> tuple[int, int]:
+    """(init seed, training-generator seed) of model k, from `SeedSequence([seed, k])`.
+
+    Hashing (seed, k) instead of e.g. `seed + k` keeps the models of different seeds disjoint
+    (seed 0's model 1 is not seed 1's model 0).
+    """
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
+    words = np.random.SeedSequence([int(seed), int(k)]).generate_state(2, dtype=np.uint64)
+    mask = (1 << 63) - 1
+    return int(words[0]) & mask, int(words[1]) & mask
+
+
+def model_init_seed(seed: int, k: int) -> int:
+    """The `build_mlp` seed that gives model k of `train_many(seed=seed)` its initial weights."""
+    return model_seeds(seed, k)[0]
+
+
+def resolve_device(device: str | torch.device = "auto") -> torch.device:
+    """"auto" → CUDA when available, else CPU; "cuda" without a GPU is a ValueError."""
+    if isinstance(device, torch.device):
+        device = str(device)
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device == "cpu":
+        return torch.device("cpu")
+    if device.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise ValueError(f"device={device!r} but CUDA is not available")
+        return torch.device(device)
+    raise ValueError(f"device must be 'auto', 'cpu' or 'cuda', got {device!r}")
+
+
+def default_chunk_size(
+    template: nn.Module,
+    expected_batch_size: float,
+    device: torch.device,
+    *,
+    method: str = "auto",
+    n_rows: int = 0,
+) -> int:
+    """How many models to step at once so that one step's working set fits a memory budget.
+
+    Per model, one step holds its parameters, momentum and noise (a few copies of P floats),
+    its Poisson uniforms over the N shared rows, and the per-row tensors: with "vmap" the
+    per-sample gradients (batch × P floats, plus ~2x autograd intermediates), with "ghost" only
+    activations and their gradients (batch × Σ layer widths). The batch is taken as q·n plus
+    four standard deviations of its Poisson size. Budget: 512 MiB on CPU (larger chunks stop
+    paying off on a few cores), a quarter of the free memory on CUDA.
+    """
+    method = _resolve_method(method, template)
+    n_params = sum(p.numel() for p in template.parameters())
+    rows = expected_batch_size + 4 * math.sqrt(max(expected_batch_size, 1.0)) + 1
+    if method == "vmap":
+        per_row = 3 * n_params
+    else:
+        widths = [m.in_features + m.out_features for m in template.modules() if isinstance(m, nn.Linear)]
+        per_row = 4 * sum(widths)
+    per_model = 4 * (rows * per_row + 5 * n_params + 2 * n_rows)
+    if device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(device)
+        budget = _CUDA_FREE_MEMORY_FRACTION * free
+    else:
+        budget = _CPU_WORKING_SET_BUDGET
+    return max(1, int(budget // per_model))
+
+
+# --------------------------------------------------------------------------------------------
+# the single-step core
+
+
+def _per_sample_loss(template: nn.Module, params: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor):
+    logits = functional_call(template, params, (x.unsqueeze(0),))
+    return F.cross_entropy(logits, y.unsqueeze(0))
+
+
+def _masked_mean_loss(template, params, x, y, weight):
+    losses = F.cross_entropy(functional_call(template, params, (x,)), y, reduction="none")
+    return (losses * weight).sum()
+
+
+def _per_sample_gradients(template: nn.Module):
+    # inner vmap: rows share the model's parameters; outer vmap: models and their own rows.
+    per_row = vmap(grad(lambda p, x, y: _per_sample_loss(template, p, x, y)), in_dims=(None, 0, 0))
+    return vmap(per_row, in_dims=(0, 0, 0))
+
+
+# Parameter-free modules that act on each sample alone: allowed between Linear layers for "ghost".
+_SAMPLEWISE_ACTIVATIONS = (nn.ReLU, nn.LeakyReLU, nn.Tanh, nn.Sigmoid, nn.GELU, nn.ELU, nn.Identity)
+
+
+def supports_ghost_norms(template: nn.Module) -> bool:
+    """True when `template` is a Sequential of biased Linear layers and sample-wise activations."""
+    if not isinstance(template, nn.Sequential):
+        return False
+    for layer in template:
+        if isinstance(layer, nn.Linear):
+            if layer.bias is None:
+                return False
+        elif not isinstance(layer, _SAMPLEWISE_ACTIVATIONS) or any(True for _ in layer.parameters()):
+            return False
+    return any(isinstance(layer, nn.Linear) for layer in template)
+
+
+def _linear_names(template: nn.Sequential) -> list[str]:
+    return [name for name, layer in template.named_children() if isinstance(layer, nn.Linear)]
+
+
+def _per_sample_bias_gradients(template: nn.Sequential):
+    """vmap(grad) of each row's loss w.r.t. the biases only, returning every Linear's input too.
+
+    A Linear layer's per-sample bias gradient is ∂ℓ_i/∂z_i (z its output) and its per-sample
+    weight gradient is the rank-one ∂ℓ_i/∂z_i ⊗ a_i (a its input), so these two give every
+    per-sample gradient without materialising the weight ones.
+    """
+    children = list(template.named_children())
+
+    def loss_and_inputs(biases, weights, x, y):
+        h = x.unsqueeze(0)
+        inputs = []
+        for name, layer in children:
+            if isinstance(layer, nn.Linear):
+                inputs.append(h)
+                h = functional_call(layer, {"weight": weights[name], "bias": biases[name]}, (h,))
+            else:
+                h = layer(h)
+        return F.cross_entropy(h, y.unsqueeze(0)), inputs
+
+    per_row = vmap(grad(loss_and_inputs, has_aux=True), in_dims=(None, None, 0, 0))
+    return vmap(per_row, in_dims=(0, 0, 0, 0))
+
+
+def _clip_factors(norms: torch.Tensor, max_grad_norm: float, valid: torch.Tensor) -> torch.Tensor:
+    factor = (max_grad_norm / (norms + OPACUS_CLIP_EPSILON)).clamp(max=1.0)
+    return factor * valid.to(factor.dtype)
+
+
+def _accumulate_clipped_vmap(template, params, X, y, valid, max_grad_norm, summed):
+    names = list(params)
+    n_models, n_rows = valid.shape
+    grads = _per_sample_gradients(template)(params, X, y)
+    per_param_norms = [grads[n].reshape(n_models, n_rows, -1).norm(2, dim=-1) for n in names]
+    norms = torch.stack(per_param_norms, dim=-1).norm(2, dim=-1)
+    factor = _clip_factors(norms, max_grad_norm, valid)
+    for n in names:
+        summed[n] += torch.einsum("kb,kb...->k...", factor, grads[n])
+
+
+def _accumulate_clipped_ghost(template, params, X, y, valid, max_grad_norm, summed):
+    linear = _linear_names(template)
+    weights = {n: params[f"{n}.weight"] for n in linear}
+    biases = {n: params[f"{n}.bias"] for n in linear}
+    bias_grads, inputs = _per_sample_bias_gradients(template)(biases, weights, X, y)
+    gs = [bias_grads[n] for n in linear]  # (K, B, out)
+    acts = [a.squeeze(2) for a in inputs]  # (K, B, in)
+    # Opacus's per-sample norm: the 2-norm of the per-parameter norms, with
+    # ‖g ⊗ a‖_F = ‖g‖·‖a‖ for the weights (Goodfellow 2015, arXiv:1510.01799).
+    per_param_norms = []
+    for g, a in zip(gs, acts):
+        g_norm = g.norm(2, dim=-1)
+        per_param_norms += [g_norm * a.norm(2, dim=-1), g_norm]
+    norms = torch.stack(per_param_norms, dim=-1).norm(2, dim=-1)
+    factor = _clip_factors(norms, max_grad_norm, valid)
+    for n, g, a in zip(linear, gs, acts):
+        scaled = g * factor.unsqueeze(-1)
+        # Σ_i c_i g_i a_iᵀ as one batched matmul: "ghost clipping" (Li et al. 2021, arXiv:2110.05679).
+        summed[f"{n}.weight"] += torch.bmm(scaled.transpose(1, 2), a)
+        summed[f"{n}.bias"] += scaled.sum(dim=1)
+
+
+def clipped_noisy_gradient_sum(
+    template: nn.Module,
+    params: dict[str, torch.Tensor],
+    X: torch.Tensor,
+    y: torch.Tensor,
+    valid: torch.Tensor,
+    *,
+    max_grad_norm: float,
+    noise_multiplier: float = 0.0,
+    generators: Sequence[torch.Generator] | None = None,
+    row_chunk_size: int | None = None,
+    method: str = "auto",
+) -> dict[str, torch.Tensor]:
+    """Σ_i min(1, C/(‖∇ℓ_i‖+1e-6)) ∇ℓ_i + N(0, σ²C² I) for each of K stacked models.
+
+    This is Opacus's `p.summed_grad` after `clip_and_accumulate` plus the noise of `add_noise`
+    (before `scale_grad`). `params` maps parameter names of `template` (only its structure is
+    used; it may live on the meta device) to tensors of shape (K, *shape); `X` is
+    (K, B, features), `y` (K, B) class indices, `valid` (K, B) bool: False rows are padding and
+    contribute nothing. ℓ_i is the cross-entropy of row i alone. Noise for model k is one flat
+    standard normal vector drawn from `generators[k]`, laid out in `params` order; it is skipped
+    (and `generators` may be None) when σ = 0. Rows are processed `row_chunk_size` at a time to
+    bound memory (same result up to float summation order).
+
+    `method` picks how per-sample gradients are obtained, both with `vmap(grad(...))` over rows
+    inside a `vmap` over models:
+    "vmap" materialises every per-sample gradient (any template; memory K·B·params);
+    "ghost" takes per-sample gradients w.r.t. the biases only and uses that a Linear layer's
+    per-sample weight gradient is the outer product of that bias gradient and the layer input,
+    so norms are products of vector norms and the clipped sum is one matmul per layer (only
+    Sequentials of Linear layers and sample-wise activations, such as `MLP`; same numbers up to
+    float rounding, far less memory and time). "auto" = "ghost" when the template allows it.
+    """
+    if max_grad_norm is None or max_grad_norm <= 0:
+        raise ValueError(f"max_grad_norm must be > 0, got {max_grad_norm!r}")
+    method = _resolve_method(method, template)
+    accumulate = _accumulate_clipped_ghost if method == "ghost" else _accumulate_clipped_vmap
+    summed = {name: torch.zeros_like(p) for name, p in params.items()}
+    for start, stop in _row_blocks(valid.shape[1], row_chunk_size):
+        accumulate(
+            template, params, X[:, start:stop], y[:, start:stop], valid[:, start:stop], max_grad_norm, summed
+        )
+    if noise_multiplier > 0:
+        noise = _flat_standard_normal(params, generators)
+        std = noise_multiplier * max_grad_norm
+        for n in summed:
+            summed[n] += std * noise[n]
+    return summed
+
+
+def _row_blocks(n_rows: int, row_chunk_size: int | None) -> list[tuple[int, int]]:
+    step = max(row_chunk_size or n_rows, 1)
+    return [(start, min(start + step, n_rows)) for start in range(0, n_rows, step)]
+
+
+def _resolve_method(method: str, template: nn.Module) -> str:
+    if method == "auto":
+        return "ghost" if supports_ghost_norms(template) else "vmap"
+    if method == "vmap":
+        return method
+    if method == "ghost":
+        if not supports_ghost_norms(template):
+            raise ValueError("method='ghost' needs a Sequential of biased Linear layers and sample-wise activations")
+        return method
+    raise ValueError(f"method must be 'auto', 'vmap' or 'ghost', got {method!r}")
+
+
+def mean_gradient(
+    template: nn.Module,
+    params: dict[str, torch.Tensor],
+    X: torch.Tensor,
+    y: torch.Tensor,
+    valid: torch.Tensor,
+) -> dict[str, torch.Tensor]:
+    """Ordinary (non-private) gradient of the mean cross-entropy over each model's valid rows.
+
+    A model with no valid row gets a zero gradient.
+    """
+    weight = valid.to(X.dtype)
+    weight = weight / weight.sum(dim=1, keepdim=True).clamp(min=1.0)
+    batched = vmap(grad(lambda p, x, t, w: _masked_mean_loss(template, p, x, t, w)), in_dims=(0, 0, 0, 0))
+    return batched(params, X, y, weight)
+
+
+def _flat_standard_normal(params: dict[str, torch.Tensor], generators) -> dict[str, torch.Tensor]:
+    first = next(iter(params.values()))
+    n_models = first.shape[0]
+    if generators is None or len(generators) != n_models:
+        raise ValueError(f"generators: need one torch.Generator per model ({n_models}) when noise_multiplier > 0")
+    sizes = [p[0].numel() for p in params.values()]
+    flat = torch.empty((n_models, sum(sizes)), device=first.device, dtype=first.dtype)
+    for k, generator in enumerate(generators):
+        flat[k].normal_(generator=generator)
+    pieces = flat.split(sizes, dim=1)
+    return {name: piece.reshape(p.shape) for (name, p), piece in zip(params.items(), pieces)}
+
+
+def dpsgd_step(
+    template: nn.Module,
+    params: dict[str, torch.Tensor],
+    momentum_buffers: dict[str, torch.Tensor] | None,
+    X: torch.Tensor,
+    y: torch.Tensor,
+    valid: torch.Tensor,
+    spec: DPSGDSpec,
+    expected_batch_sizes: torch.Tensor,
+    generators: Sequence[torch.Generator] | None = None,
+    *,
+    row_chunk_size: int | None = None,
+    method: str = "auto",
+) -> None:
+    """One DP-SGD (or, for a non-private spec, SGD) step of K stacked models, in place.
+
+    Private / clip-only: grad_k = (clipped sum + noise) / expected_batch_sizes[k] as Opacus's
+    DPOptimizer with loss_reduction="mean"; non-private: the mean gradient over the batch.
+    Then torch.optim.SGD's update: buf = momentum·buf + grad (buf starts at zero, which equals
+    SGD's first-step copy), p -= lr·buf. `momentum_buffers` must be given when momentum > 0.
+    `method` is `clipped_noisy_gradient_sum`'s.
+    """
+    if spec.max_grad_norm is None:
+        grads = mean_gradient(template, params, X, y, valid)
+    else:
+        grads = clipped_noisy_gradient_sum(
+            template,
+            params,
+            X,
+            y,
+            valid,
+            max_grad_norm=spec.max_grad_norm,
+            noise_multiplier=spec.noise_multiplier,
+            generators=generators,
+            row_chunk_size=row_chunk_size,
+            method=method,
+        )
+        for name, g in grads.items():
+            g /= expected_batch_sizes.to(g.dtype).reshape((-1,) + (1,) * (g.dim() - 1))
+    for name, g in grads.items():
+        if spec.momentum > 0:
+            if momentum_buffers is None:
+                raise ValueError("momentum_buffers: required when momentum > 0")
+            buf = momentum_buffers[name]
+            buf.mul_(spec.momentum).add_(g)
+            g = buf
+        params[name].add_(g, alpha=-spec.lr)
+
+
+# --------------------------------------------------------------------------------------------
+# training many models
+
+
+@dataclass(frozen=True, eq=False)
+class StackedModels:
+    """K trained MLPs as stacked parameters (on CPU), with what is needed to audit them.
+
+    `params[name]` has shape (K, *shape of MLP parameter `name`). `batch_sizes[k, t]` is model
+    k's Poisson batch size at step t; `expected_batch_sizes[k]` = floor(q·n_k) as Opacus.
+    `trained_on`, `method` and `chunk_size` record how `train_many` ran.
+    """
+
+    in_features: int
+    hidden_sizes: tuple[int, ...]
+    n_classes: int
+    params: dict[str, torch.Tensor]
+    spec: DPSGDSpec
+    seed: int
+    train_sizes: torch.Tensor
+    expected_batch_sizes: torch.Tensor
+    batch_sizes: torch.Tensor
+    trained_on: str
+    method: str
+    chunk_size: int
+
+    def __len__(self) -> int:
+        return int(self.train_sizes.shape[0])
+
+    @property
+    def accountant_inputs(self) -> tuple[float, float, int]:
+        """(σ, q, T) for the accountant; the same for every model."""
+        return self.spec.accountant_inputs
+
+    def epsilon(self, delta: float, accountant: str = "prv") -> float:
+        return self.spec.epsilon(delta, accountant)
+
+    def model(self, k: int) -> MLP:
+        """Model k as an ordinary `MLP` (a fresh module on CPU; its state_dict is MLP's)."""
+        if not (-len(self) <= k < len(self)):
+            raise IndexError(f"model index {k} out of range for {len(self)} models")
+        module = MLP(self.in_features, self.hidden_sizes, self.n_classes)
+        module.load_state_dict({name: p[k].clone() for name, p in self.params.items()})
+        return module
+
+    def logits(
+        self,
+        X: torch.Tensor | np.ndarray,
+        *,
+        batch_size: int = 8192,
+        chunk_size: int | None = None,
+        device: str | torch.device = "auto",
+    ) -> torch.Tensor:
+        """Logits of every model on every row: a CPU float32 tensor of shape (K, N, n_classes).
+
+        Computed on `device` (auto = CUDA when present), `chunk_size` models (default: all) and
+        `batch_size` rows at a time.
+        """
+        dev = resolve_device(device)
+        X = _as_float_matrix(X, "X", self.in_features)
+        n_models = len(self)
+        chunk = n_models if chunk_size is None else _positive_int(chunk_size, "chunk_size")
+        batch_size = _positive_int(batch_size, "batch_size")
+        template = _meta_template(self.in_features, self.hidden_sizes, self.n_classes)
+        forward = vmap(lambda p, x: functional_call(template, p, (x,)), in_dims=(0, None))
+        out = torch.empty((n_models, X.shape[0], self.n_classes), dtype=torch.float32)
+        with torch.no_grad():
+            for k0 in range(0, n_models, chunk):
+                k1 = min(k0 + chunk, n_models)
+                params = {n: p[k0:k1].to(dev) for n, p in self.params.items()}
+                for r0 in range(0, X.shape[0], batch_size):
+                    xb = X[r0 : r0 + batch_size].to(dev)
+                    out[k0:k1, r0 : r0 + xb.shape[0]] = forward(params, xb).float().cpu()
+        return out
+
+
+def _meta_template(in_features: int, hidden_sizes: Sequence[int], n_classes: int) -> nn.Module:
+    # Only the structure is used by functional_call; build_mlp keeps the global RNG untouched.
+    return build_mlp(in_features, hidden_sizes, n_classes, seed=0).to("meta")
+
+
+def _positive_int(value, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def _as_float_matrix(X, name: str, in_features: int) -> torch.Tensor:
+    X = torch.as_tensor(np.asarray(X) if not isinstance(X, torch.Tensor) else X)
+    if X.dim() != 2 or X.shape[1] != in_features:
+        raise ValueError(f"{name} must have shape (rows, {in_features}), got {tuple(X.shape)}")
+    if not X.is_floating_point():
+        X = X.float()
+    X = X.to(torch.float32).cpu()
+    if not torch.isfinite(X).all():
+        raise ValueError(f"{name} contains NaN or infinite values")
+    return X
+
+
+def _validate_inputs(in_features, hidden_sizes, n_classes, X, y, in_masks, spec):
+    _positive_int(in_features, "in_features")
+    if n_classes is None or int(n_classes) < 2:
+        raise ValueError(f"n_classes must be >= 2, got {n_classes!r}")
+    if not isinstance(spec, DPSGDSpec):
+        raise ValueError(f"spec must be a DPSGDSpec, got {type(spec).__name__}")
+    X = _as_float_matrix(X, "X", in_features)
+    y = torch.as_tensor(np.asarray(y) if not isinstance(y, torch.Tensor) else y).cpu()
+    if y.shape != (X.shape[0],):
+        raise ValueError(f"y must have shape ({X.shape[0]},) to match X, got {tuple(y.shape)}")
+    if y.is_floating_point():
+        if not torch.equal(y, y.round()):
+            raise ValueError("y must hold integer class indices")
+    y = y.long()
+    if X.shape[0] and (int(y.min()) < 0 or int(y.max()) >= n_classes):
+        raise ValueError(f"y must hold class indices in [0, {n_classes}), got range [{int(y.min())}, {int(y.max())}]")
+    masks = torch.as_tensor(np.asarray(in_masks) if not isinstance(in_masks, torch.Tensor) else in_masks).cpu()
+    if masks.dim() != 2 or masks.shape[1] != X.shape[0]:
+        raise ValueError(f"in_masks must have shape (n_models, {X.shape[0]}) to match X, got {tuple(masks.shape)}")
+    if masks.dtype != torch.bool:
+        if not ((masks == 0) | (masks == 1)).all():
+            raise ValueError("in_masks must be boolean (or 0/1)")
+        masks = masks.bool()
+    if masks.shape[0] == 0:
+        raise ValueError("in_masks has no rows: need at least one model (K >= 1)")
+    sizes = masks.sum(dim=1)
+    empty = torch.nonzero(sizes == 0).flatten()
+    if len(empty):
+        raise ValueError(f"in_masks rows {empty.tolist()[:10]} select no training rows; every model needs data")
+    expected = torch.floor(sizes.double() * spec.sample_rate).long()
+    if spec.max_grad_norm is not None and bool((expected == 0).any()):
+        k = int(torch.nonzero(expected == 0).flatten()[0])
+        raise ValueError(
+            f"sample_rate={spec.sample_rate} gives model {k} (training size {int(sizes[k])}) an expected "
+            "batch size floor(q*n) of 0; Opacus divides by it"
+        )
+    return X, y, masks, sizes, expected
+
+
+def _expected_batch_sizes(train_sizes: torch.Tensor, sample_rate: float) -> torch.Tensor:
+    # Opacus: expected_batch_size = int(len(dataset) * sample_rate), a float product then floor.
+    return torch.tensor([int(int(n) * sample_rate) for n in train_sizes], dtype=torch.long)
+
+
+def train_many(
+    in_features: int,
+    hidden_sizes: Sequence[int],
+    n_classes: int,
+    X: torch.Tensor | np.ndarray,
+    y: torch.Tensor | np.ndarray,
+    in_masks: torch.Tensor | np.ndarray,
+    spec: DPSGDSpec,
+    *,
+    seed: int,
+    device: str | torch.device = "auto",
+    chunk_size: int | None = None,
+    row_chunk_size: int | None = None,
+    method: str = "auto",
+) -> StackedModels:
+    """Train K = len(in_masks) MLPs with DP-SGD (see the module docstring for the semantics).
+
+    Model k trains on the rows of the shared `X` (N, in_features) / `y` (N,) where
+    `in_masks[k]` (bool, (K, N)) is True. Models are trained `chunk_size` at a time (default from
+    `default_chunk_size`), each chunk for all `spec.steps` steps; `row_chunk_size` further bounds
+    memory by splitting each batch's rows. Neither changes the result beyond float summation
+    order, and model k's result does not depend on the other models. `method` ("auto", "ghost",
+    "vmap") is how per-sample gradients are clipped, see `clipped_noisy_gradient_sum`.
+    """
+    X, y, masks, train_sizes, _ = _validate_inputs(in_features, hidden_sizes, n_classes, X, y, in_masks, spec)
+    hidden_sizes = tuple(int(h) for h in hidden_sizes)
+    n_classes = int(n_classes)
+    seed_pairs = [model_seeds(seed, k) for k in range(masks.shape[0])]
+    dev = resolve_device(device)
+    if row_chunk_size is not None:
+        row_chunk_size = _positive_int(row_chunk_size, "row_chunk_size")
+    expected = _expected_batch_sizes(train_sizes, spec.sample_rate)
+
+    template = _meta_template(in_features, hidden_sizes, n_classes)
+    method = _resolve_method(method, template)
+    if chunk_size is None:
+        chunk_size = default_chunk_size(
+            template, spec.sample_rate * float(train_sizes.max()), dev, method=method, n_rows=X.shape[0]
+        )
+    chunk_size = _positive_int(chunk_size, "chunk_size")
+
+    n_models, n_rows = masks.shape
+    X_dev, y_dev = X.to(dev), y.to(dev)
+    out_params: dict[str, list[torch.Tensor]] = {}
+    batch_sizes = torch.zeros((n_models, spec.steps), dtype=torch.long)
+    for k0 in range(0, n_models, chunk_size):
+        k1 = min(k0 + chunk_size, n_models)
+        params, sizes = _train_chunk(
+            template,
+            [build_mlp(in_features, hidden_sizes, n_classes, seed=s[0]) for s in seed_pairs[k0:k1]],
+            [torch.Generator(device=dev).manual_seed(s[1]) for s in seed_pairs[k0:k1]],
+            X_dev,
+            y_dev,
+            masks[k0:k1].to(dev),
+            expected[k0:k1].to(dev),
+            spec,
+            row_chunk_size,
+            method,
+        )
+        for name, p in params.items():
+            out_params.setdefault(name, []).append(p.cpu())
+        batch_sizes[k0:k1] = sizes.cpu()
+    return StackedModels(
+        in_features=in_features,
+        hidden_sizes=hidden_sizes,
+        n_classes=n_classes,
+        params={name: torch.cat(chunks) for name, chunks in out_params.items()},
+        spec=spec,
+        seed=int(seed),
+        train_sizes=train_sizes,
+        expected_batch_sizes=expected,
+        batch_sizes=batch_sizes,
+        trained_on=dev.type,
+        method=method,
+        chunk_size=chunk_size,
+    )
+
+
+def _train_chunk(template, models, generators, X, y, masks, expected, spec, row_chunk_size, method):
+    dev = X.device
+    stacked, _ = stack_module_state(models)
+    params = {name: p.detach().to(dev).contiguous() for name, p in stacked.items()}
+    buffers = {name: torch.zeros_like(p) for name, p in params.items()} if spec.momentum > 0 else None
+    n_models, n_rows = masks.shape
+    uniforms = torch.empty((n_models, n_rows), device=dev)
+    sizes = torch.zeros((n_models, spec.steps), dtype=torch.long, device=dev)
+    arange_rows = None
+    for t in range(spec.steps):
+        # Poisson sampling as UniformWithReplacementSampler: rand(n) < q, per model, own stream.
+        for k, generator in enumerate(generators):
+            uniforms[k].uniform_(generator=generator)
+        batch = (uniforms < spec.sample_rate) & masks
+        counts = batch.sum(dim=1)
+        sizes[:, t] = counts
+        width = int(counts.max())
+        if width == 0:
+            # Every batch is empty: the gradient is pure noise (or zero when non-private).
+            valid = torch.zeros((n_models, 1), dtype=torch.bool, device=dev)
+            index = torch.zeros((n_models, 1), dtype=torch.long, device=dev)
+        else:
+            # Gather each model's sampled rows to the front of a (models, width) block.
+            rows, cols = batch.nonzero(as_tuple=True)
+            slot = (batch.cumsum(dim=1) - 1)[rows, cols]
+            index = torch.zeros((n_models, width), dtype=torch.long, device=dev)
+            index[rows, slot] = cols
+            if arange_rows is None or arange_rows.shape[0] < width:
+                arange_rows = torch.arange(max(width, 1), device=dev)
+            valid = arange_rows[:width].unsqueeze(0) < counts.unsqueeze(1)
+        with torch.no_grad():
+            dpsgd_step(
+                template,
+                params,
+                buffers,
+                X[index],
+                y[index],
+                valid,
+                spec,
+                expected,
+                generators,
+                row_chunk_size=row_chunk_size,
+                method=method,
+            )
+    return params, sizes
