@@ -31,6 +31,9 @@ The same tile gives, at no extra matrix cost, the nearest neighbours in the othe
 from __future__ import annotations
 
 import math
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 
 import numpy as np
 import torch
@@ -53,6 +56,7 @@ _EXTRA_BLOCKS = 2  # blocks kept beyond k, against float32 error in the block mi
 _FAR = np.float32(1e30)  # "infinitely far" for padding rows; finite so that BLAS never sees inf
 DEFAULT_CHUNK_SIZE = 512  # query rows per chunk
 DEFAULT_TILE_SIZE = 2048  # reference rows per tile
+_THREADS_LOCK = threading.Lock()
 
 
 def _as_matrix(name: str, x) -> np.ndarray:
@@ -94,110 +98,185 @@ def _augmented(x: np.ndarray, centre: np.ndarray, n_padded: int, query_side: boo
 
 
 def _exact_rerank(
-    queries: np.ndarray,
-    query_index: np.ndarray,
-    reference: np.ndarray,
-    candidates: np.ndarray,
+    queries: torch.Tensor,
+    query_index: torch.Tensor,
+    reference: torch.Tensor,
+    candidates: torch.Tensor,
     k: int,
     exclude_self: bool,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Exact top-k among `candidates` (rows of `reference`, −1 = none) for each query row."""
     valid = candidates >= 0
-    safe = np.where(valid, candidates, 0)
-    diff = reference[safe] - queries[query_index][:, None, :]
-    dist2 = np.einsum("ijk,ijk->ij", diff, diff, dtype=np.float64)
-    dist2[~valid] = np.inf
+    safe = torch.where(valid, candidates, 0)
+    n, m = safe.shape
+    picked = reference.index_select(0, safe.reshape(-1)).view(n, m, -1)
+    diff = (picked - queries.index_select(0, query_index).unsqueeze(1)).double()
+    dist2 = (diff * diff).sum(dim=2)
+    dist2.masked_fill_(~valid, math.inf)
     if exclude_self:
-        dist2[safe == query_index[:, None]] = np.inf
-    order = np.argsort(dist2, axis=1, kind="stable")[:, :k]
-    best2 = np.take_along_axis(dist2, order, axis=1)
-    best_index = np.take_along_axis(safe, order, axis=1)
-    return np.sqrt(best2), best_index.astype(np.int64)
+        dist2.masked_fill_(safe == query_index.unsqueeze(1), math.inf)
+    best2, order = torch.topk(dist2, k, dim=1, largest=False, sorted=True)
+    return best2.sqrt().numpy(), torch.gather(safe, 1, order).numpy()
 
 
-def _block_members(block_ids: np.ndarray, tile: int, per_tile: int, n_rows: int) -> np.ndarray:
-    """Row indices of blocks: block β of tile t = β // per_tile holds rows t·tile + β % per_tile + s·per_tile."""
-    t, b = np.divmod(block_ids, per_tile)
-    rows = (t * tile + b)[..., None] + per_tile * np.arange(_BLOCK)
+def _block_members(block_ids: torch.Tensor, tile: int, per_tile: int, n_rows: int) -> torch.Tensor:
+    """Rows of blocks: block β of tile t = β // per_tile holds rows t·tile + β % per_tile + s·per_tile."""
+    t, b = torch.div(block_ids, per_tile, rounding_mode="floor"), block_ids % per_tile
+    rows = (t * tile + b).unsqueeze(-1) + per_tile * torch.arange(_BLOCK)
     rows = rows.reshape(*block_ids.shape[:-1], -1)
-    return np.where(rows < n_rows, rows, -1)
+    return torch.where(rows < n_rows, rows, -1)
+
+
+@contextmanager
+def _one_intra_op_thread():
+    # Many small GEMMs with OpenMP threads stall on shared/oversubscribed CPUs (each barrier waits
+    # for a descheduled thread: measured 150 s vs 9 s per 1e10 pairs on 2 busy cores), so the
+    # search parallelises over whole query chunks instead and runs each op single-threaded.
+    with _THREADS_LOCK:
+        previous = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            yield previous
+        finally:
+            torch.set_num_threads(previous)
+
+
+class _BestTwoBlocks:
+    """Per row: the two smallest (approximate block minimum, block id) pairs seen so far.
+
+    Fed one candidate block per row and tile (that tile's best), it always holds the row's best
+    block overall, which is all k = 1 needs; the runner-up is a margin for float32 error.
+    """
+
+    def __init__(self, n_rows: int):
+        self.v1 = torch.full((n_rows,), float(_FAR))
+        self.b1 = torch.zeros(n_rows, dtype=torch.int64)
+        self.v2 = self.v1.clone()
+        self.b2 = self.b1.clone()
+
+    def update(self, start: int, value: torch.Tensor, block: torch.Tensor) -> None:
+        stop = start + value.shape[0]
+        v1, b1, v2, b2 = (x[start:stop] for x in (self.v1, self.b1, self.v2, self.b2))
+        first = value < v1
+        second = ~first & (value < v2)
+        v2.copy_(torch.where(first, v1, torch.where(second, value, v2)))
+        b2.copy_(torch.where(first, b1, torch.where(second, block, b2)))
+        v1.copy_(torch.where(first, value, v1))
+        b1.copy_(torch.where(first, block, b1))
+
+    @staticmethod
+    def best_blocks(states: list["_BestTwoBlocks"], n_rows: int) -> torch.Tensor:
+        values = torch.stack([x for s in states for x in (s.v1, s.v2)], dim=1)[:n_rows]
+        blocks = torch.stack([x for s in states for x in (s.b1, s.b2)], dim=1)[:n_rows]
+        keep = torch.topk(values, 2, dim=1, largest=False).indices
+        return torch.gather(blocks, 1, keep)
+
+
+def _tile_best_block(blocks_min: torch.Tensor, first_block: int) -> tuple[torch.Tensor, torch.Tensor]:
+    value, block = torch.min(blocks_min, dim=1)
+    return value, block + first_block
 
 
 def _search(
     a: np.ndarray,
     b: np.ndarray,
     k_a: int,
-    k_b: int,
+    nearest_b: bool,
     *,
     exclude_self: bool,
     chunk_size: int,
     tile_size: int,
+    n_threads: int | None = None,
 ):
-    """k_a nearest rows of b for each row of a, and k_b nearest rows of a for each row of b."""
+    """The k_a nearest rows of b for each row of a; if `nearest_b`, also the nearest a-row per b-row.
+
+    `exclude_self` (a is b): with k_a = 1 only the tiles on and above the diagonal are computed
+    and each serves both of its sides (half the matrix products).
+    """
     n_a, n_b = a.shape[0], b.shape[0]
+    symmetric = exclude_self and k_a == 1
     qc = _round_up(max(chunk_size, _BLOCK), _BLOCK)
     rc = _round_up(max(min(tile_size, _round_up(n_b, _BLOCK)), _BLOCK), _BLOCK)
+    if symmetric:
+        qc = rc = min(qc, rc)  # same partition into blocks on both sides of a tile
+        nearest_b = False
     n_a_pad, n_b_pad = _round_up(n_a, qc), _round_up(n_b, rc)
     row_blocks_per_tile, col_blocks_per_chunk = rc // _BLOCK, qc // _BLOCK
     n_row_blocks = n_b_pad // _BLOCK
-    m_a = min(k_a + _EXTRA_BLOCKS, n_row_blocks)
-    m_b = min(k_b + _EXTRA_BLOCKS, n_a_pad // _BLOCK)
+    n_chunks, n_tiles = n_a_pad // qc, n_b_pad // rc
 
     centre = b.mean(axis=0, dtype=np.float64).astype(np.float32)
     a_aug = _augmented(a, centre, n_a_pad, query_side=True)
     b_aug = _augmented(b, centre, n_b_pad, query_side=False)
+    a_t, b_t = torch.from_numpy(a), torch.from_numpy(b)
+    far = float(_FAR)
 
     dist_a = np.empty((n_a, k_a)) if k_a else None
     index_a = np.empty((n_a, k_a), dtype=np.int64) if k_a else None
-    tile = torch.empty((qc, rc), dtype=torch.float32)
-    row_block_min = torch.empty((qc, n_row_blocks), dtype=torch.float32) if k_a else None
-    col_block_min = torch.empty((n_b_pad, col_blocks_per_chunk), dtype=torch.float32) if k_b else None
-    best_col_val = torch.full((n_b_pad, m_b), float(_FAR)) if k_b else None
-    best_col_blk = torch.zeros((n_b_pad, m_b), dtype=torch.int64) if k_b else None
 
-    for c in range(n_a_pad // qc):
-        q0 = c * qc
-        a_chunk = a_aug[q0:q0 + qc]
-        for t in range(n_b_pad // rc):
-            r0 = t * rc
-            torch.mm(a_chunk, b_aug[r0:r0 + rc].T, out=tile)
-            if exclude_self:
-                lo, hi = max(q0, r0), min(q0 + qc, r0 + rc, n_a)
-                if lo < hi:
-                    diag = torch.arange(lo, hi)
-                    tile[diag - q0, diag - r0] = float(_FAR)
-            if k_a:
-                # Strided blocks (row r0 + s·W + β for s < 16) make this a middle-axis reduction,
-                # which vectorises; contiguous blocks of 16 would be an innermost one (≈10× slower).
-                torch.amin(tile.view(qc, _BLOCK, row_blocks_per_tile), dim=1,
-                           out=row_block_min[:, t * row_blocks_per_tile:(t + 1) * row_blocks_per_tile])
-            if k_b:
-                col_block_min[r0:r0 + rc] = torch.amin(tile.view(_BLOCK, col_blocks_per_chunk, rc), dim=0).T
-        if k_a:
+    def run_chunks(chunks: list[int]):
+        tile = torch.empty((qc, rc), dtype=torch.float32)
+        block_min = torch.empty((qc, n_row_blocks)) if k_a >= 2 else None
+        rows_state = _BestTwoBlocks(n_a_pad) if k_a == 1 else None
+        cols_state = rows_state if symmetric else (_BestTwoBlocks(n_b_pad) if nearest_b else None)
+        for c in chunks:
+            q0 = c * qc
+            a_chunk = a_aug[q0:q0 + qc]
+            for t in range(c if symmetric else 0, n_tiles):
+                r0 = t * rc
+                torch.mm(a_chunk, b_aug[r0:r0 + rc].T, out=tile)
+                if exclude_self:
+                    lo, hi = max(q0, r0), min(q0 + qc, r0 + rc, n_a)
+                    if lo < hi:
+                        diag = torch.arange(lo, hi)
+                        tile[diag - q0, diag - r0] = far
+                if k_a:
+                    # Strided blocks (rows r0 + s·W + β, s < 16) make this a middle-axis
+                    # reduction, which vectorises; contiguous blocks would be innermost (≈10× slower).
+                    tile_blocks = torch.amin(tile.view(qc, _BLOCK, row_blocks_per_tile), dim=1)
+                    if block_min is not None:
+                        block_min[:, t * row_blocks_per_tile:(t + 1) * row_blocks_per_tile] = tile_blocks
+                    else:
+                        rows_state.update(q0, *_tile_best_block(tile_blocks, t * row_blocks_per_tile))
+                if cols_state is not None and not (symmetric and t == c):
+                    col_blocks = torch.amin(tile.view(_BLOCK, col_blocks_per_chunk, rc), dim=0)
+                    cols_state.update(r0, *_tile_best_block(col_blocks.T, c * col_blocks_per_chunk))
             n_valid = min(qc, n_a - q0)
-            if n_valid > 0:
-                top_blocks = torch.topk(row_block_min[:n_valid], m_a, dim=1, largest=False).indices.numpy()
+            if block_min is not None and n_valid > 0:
+                m = min(k_a + _EXTRA_BLOCKS, n_row_blocks)
+                top_blocks = torch.topk(block_min[:n_valid], m, dim=1, largest=False).indices
                 candidates = _block_members(top_blocks, rc, row_blocks_per_tile, n_b)
-                query_index = np.arange(q0, q0 + n_valid)
-                d, i = _exact_rerank(a, query_index, b, candidates, k_a, exclude_self)
+                d, i = _exact_rerank(a_t, torch.arange(q0, q0 + n_valid), b_t, candidates, k_a, exclude_self)
                 dist_a[q0:q0 + n_valid], index_a[q0:q0 + n_valid] = d, i
-        if k_b:
-            block_ids = torch.arange(c * col_blocks_per_chunk, (c + 1) * col_blocks_per_chunk)
-            merged_val = torch.cat([best_col_val, col_block_min], dim=1)
-            merged_blk = torch.cat([best_col_blk, block_ids.expand(n_b_pad, -1)], dim=1)
-            best_col_val, pick = torch.topk(merged_val, m_b, dim=1, largest=False)
-            best_col_blk = torch.gather(merged_blk, 1, pick)
+        return rows_state, cols_state
 
-    dist_b = index_b = None
-    if k_b:
-        dist_b = np.empty((n_b, k_b))
-        index_b = np.empty((n_b, k_b), dtype=np.int64)
-        blocks = best_col_blk[:n_b].numpy()
-        for s in range(0, n_b, qc):
-            e = min(s + qc, n_b)
-            candidates = _block_members(blocks[s:e], qc, col_blocks_per_chunk, n_a)
-            d, i = _exact_rerank(b, np.arange(s, e), a, candidates, k_b, exclude_self)
-            dist_b[s:e], index_b[s:e] = d, i
+    def rerank_from_states(states, n_rows, queries, reference, n_reference, tile, per_tile, k, into):
+        blocks = _BestTwoBlocks.best_blocks(states, n_rows)
+        dist, index = into
+        for s in range(0, n_rows, 4096):
+            e = min(s + 4096, n_rows)
+            candidates = _block_members(blocks[s:e], tile, per_tile, n_reference)
+            dist[s:e], index[s:e] = _exact_rerank(queries, torch.arange(s, e), reference, candidates, k, exclude_self)
+
+    with _one_intra_op_thread() as available:
+        workers = max(1, min(n_threads or available, n_chunks))
+        # Interleaved chunks balance the work when the symmetric search skips lower tiles.
+        assignments = [list(range(w, n_chunks, workers)) for w in range(workers)]
+        if workers == 1:
+            states = [run_chunks(assignments[0])]
+        else:
+            with ThreadPoolExecutor(workers) as pool:
+                states = list(pool.map(run_chunks, assignments))
+
+        if k_a == 1:
+            rerank_from_states([s[0] for s in states], n_a, a_t, b_t, n_b, rc, row_blocks_per_tile, 1,
+                               (dist_a, index_a))
+        dist_b = index_b = None
+        if nearest_b:
+            dist_b = np.empty((n_b, 1))
+            index_b = np.empty((n_b, 1), dtype=np.int64)
+            rerank_from_states([s[1] for s in states], n_b, b_t, a_t, n_a, qc, col_blocks_per_chunk, 1,
+                               (dist_b, index_b))
     return dist_a, index_a, dist_b, index_b
 
 
@@ -232,7 +311,7 @@ def nearest_neighbours(
     if exclude_self and q.shape != r.shape:
         raise ValueError("exclude_self: queries and reference must be the same rows")
     k = _check_k("k", k, r.shape[0] - int(exclude_self))
-    d, i, _, _ = _search(q, r, k, 0, exclude_self=exclude_self, chunk_size=chunk_size, tile_size=tile_size)
+    d, i, _, _ = _search(q, r, k, False, exclude_self=exclude_self, chunk_size=chunk_size, tile_size=tile_size)
     return d, i
 
 
@@ -252,20 +331,19 @@ def mutual_nearest_neighbours(
     a,
     b,
     k_a: int = 2,
-    k_b: int = 1,
     *,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     tile_size: int = DEFAULT_TILE_SIZE,
 ) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
-    """Both directions from one pass: `((dist, idx) of the k_a nearest b-rows per a-row,
-    (dist, idx) of the k_b nearest a-rows per b-row)`. Either k may be 0 (that side is `None`)."""
+    """Both directions from one pass over the a × b distances:
+    `((dist, idx) of the k_a nearest b-rows per a-row, (dist, idx) of the nearest a-row per b-row)`,
+    shapes (n_a, k_a) and (n_b, 1). `k_a` may be 0 (that side is `(None, None)`)."""
     x = _as_matrix("a", a)
     y = _as_matrix("b", b)
     if x.shape[1] != y.shape[1]:
         raise ValueError(f"b: has {y.shape[1]} features, a has {x.shape[1]}")
     k_a = _check_k("k_a", k_a, y.shape[0], allow_zero=True)
-    k_b = _check_k("k_b", k_b, x.shape[0], allow_zero=True)
-    da, ia, db, ib = _search(x, y, k_a, k_b, exclude_self=False, chunk_size=chunk_size, tile_size=tile_size)
+    da, ia, db, ib = _search(x, y, k_a, True, exclude_self=False, chunk_size=chunk_size, tile_size=tile_size)
     return (da, ia), (db, ib)
 
 

@@ -65,8 +65,6 @@ def run(
 ) -> None:
     """Train targets at each ε, attack them, bound ε empirically, log to MLflow, write results."""
     from audit.config import parse_epsilon_list, resolve_config
-    from audit.runner import run_audit
-    from reports.console import results_summary_table
 
     overrides: dict = {}
     if epsilons is not None:
@@ -78,6 +76,10 @@ def run(
     if name is not None:
         overrides["name"] = name
     resolved = resolve_config(preset, config, overrides)
+    # Imported after the config is validated: a typo in a flag should not wait for torch to load.
+    from audit.runner import run_audit
+    from reports.console import results_summary_table
+
     with Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("epochs"),
         TimeElapsedColumn(), console=err_console, transient=False,
@@ -100,7 +102,8 @@ def main(argv: list[str] | None = None) -> None:
     try:
         app(args=argv, standalone_mode=True)
     except AuditInputError as exc:
-        err_console.print(f"[bold red]error:[/bold red] {exc}", highlight=False)
+        # Plain print, not rich: one unwrapped line that scripts and CI logs can grep.
+        print(f"error: {exc}", file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT)
 
 

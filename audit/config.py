@@ -195,7 +195,12 @@ def resolve_config(
     raw = PRESETS[preset]
     source = f"preset '{preset}'"
     if config_file is not None:
-        raw = _deep_merge(raw, read_config_file(config_file))
+        from_file = read_config_file(config_file)
+        data_path = (from_file.get("data") or {}).get("path") if isinstance(from_file.get("data"), dict) else None
+        if isinstance(data_path, str) and not Path(data_path).is_absolute():
+            # Paths in a config file are relative to that file, not to wherever the audit is started.
+            from_file["data"]["path"] = str(Path(config_file).parent / data_path)
+        raw = _deep_merge(raw, from_file)
         source = f"config file '{config_file}'"
     if overrides:
         raw = _deep_merge(raw, overrides)

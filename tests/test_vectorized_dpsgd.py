@@ -203,7 +203,7 @@ def test_non_private_spec_has_infinite_epsilon():
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_poisson_batches_have_mean_qn_and_are_independent_across_models(device):
-    n_rows, q, steps = 1000, 0.1, 200
+    n_rows, q, steps = 1000, 0.1, 120
     X, y = _data(n_rows, seed=3)
     sizes = [200, 500, 1000, 1000]
     in_masks = torch.zeros((4, n_rows), dtype=torch.bool)
@@ -217,7 +217,7 @@ def test_poisson_batches_have_mean_qn_and_are_independent_across_models(device):
     for k, n in enumerate(sizes):
         standard_error = math.sqrt(q * (1 - q) * n / steps)
         assert abs(batch_sizes[k].mean() - q * n) < 4 * standard_error
-        assert batch_sizes[k].var() == pytest.approx(q * (1 - q) * n, rel=0.35)
+        assert batch_sizes[k].var() == pytest.approx(q * (1 - q) * n, rel=0.5)
     assert stacked.expected_batch_sizes.tolist() == [int(n * q) for n in sizes]
     assert not torch.equal(stacked.batch_sizes[2], stacked.batch_sizes[3])
     assert abs(torch.corrcoef(batch_sizes[2:])[0, 1]) < 0.3
