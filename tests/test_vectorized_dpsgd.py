@@ -334,7 +334,7 @@ def test_spec_for_epochs_matches_make_private_sampling():
 
 def test_benchmark_reports_both_rates_side_by_side():
     result = benchmark_training(2, device="cpu", n_rows=40, in_features=4, hidden_sizes=(8,), epochs=1,
-                                batch_size=10, opacus_models=1)
+                                batch_size=10, opacus_models=1, repeats=1)
     assert result["device"] == "cpu"
     assert result["opacus_models_per_second"] > 0 and result["vectorized_models_per_second"] > 0
     assert result["speedup"] == pytest.approx(
