@@ -97,6 +97,81 @@ def run(
         raise typer.Exit(EXIT_FAILED)
 
 
+@app.command()
+def accountants(
+    noise_multiplier: Annotated[float, typer.Option("--noise-multiplier", help="σ")],
+    sample_rate: Annotated[float, typer.Option("--sample-rate", help="Poisson sampling rate q")],
+    steps: Annotated[int, typer.Option("--steps", help="number of DP-SGD steps T")],
+    delta: Annotated[float, typer.Option("--delta")] = 1e-5,
+) -> None:
+    """ε of Opacus's RDP, PRV, GDP accountants and dp_accounting's PLD for one (σ, q, T, δ)."""
+    from rich.table import Table
+
+    from audit.accountant_check import pld_epsilon_interval, validate_dpsgd_parameters
+    from audit.accountants import DPSGDEvent, epsilon_opacus
+
+    validate_dpsgd_parameters(noise_multiplier, sample_rate, steps, delta)
+    event = DPSGDEvent(noise_multiplier, sample_rate, steps)
+    lower, upper = pld_epsilon_interval(event, delta)
+    table = Table(title=f"ε for σ={noise_multiplier:g}, q={sample_rate:g}, T={steps}, δ={delta:g} (Poisson sampling)")
+    table.add_column("accountant")
+    table.add_column("ε", justify="right")
+    table.add_column("vs PLD", justify="right")
+    for name in ("rdp", "prv", "gdp"):
+        value = epsilon_opacus(event, delta, name)
+        verdict = "UNSOUND (below PLD lower)" if value < lower else f"{value / upper - 1:+.1%}"
+        table.add_row(f"opacus {name}", f"{value:.4f}", verdict)
+    table.add_row("dp_accounting PLD (tight, upper)", f"{upper:.4f}", "reference")
+    table.add_row("dp_accounting PLD (optimistic, lower)", f"{lower:.4f}", "true ε ≥ this")
+    console.print(table)
+
+
+@app.command("accountant-check")
+def accountant_check(
+    accountant: Annotated[str, typer.Option("--accountant", help="module:function (σ, q, T, δ) -> ε; runs your code")],
+    grid: Annotated[Optional[Path], typer.Option("--grid", help="YAML with noise_multipliers, sample_rates, steps, deltas")] = None,
+    margin: Annotated[float, typer.Option("--margin", help="'loose' when more than this fraction above PLD")] = 0.10,
+    json_out: Annotated[Optional[Path], typer.Option("--json", help="write the per-point results here")] = None,
+    tracking_uri: Annotated[Optional[str], typer.Option("--tracking-uri")] = None,
+) -> None:
+    """Check a user accountant against the tight PLD reference on a grid; exit 1 if any point is unsound."""
+    from rich.table import Table
+
+    from audit.accountant_check import check_accountant, load_grid, summarize
+    from audit.run_directory import write_json_atomic
+    from audit.user_code import load_user_function
+
+    if not margin >= 0:
+        raise AuditInputError("--margin", f"must be ≥ 0, got {margin}")
+    function = load_user_function(accountant, "--accountant")
+    points = check_accountant(function, load_grid(str(grid) if grid else None), margin)
+    summary = {"accountant": accountant, "margin": margin, **summarize(points)}
+    table = Table(title=f"accountant-check: {accountant}")
+    for header in ("σ", "q", "T", "δ", "reported ε", "PLD ε [lower, upper]", "label"):
+        table.add_column(header, justify="right")
+    colours = {"ok": "green", "loose": "yellow", "unsound": "red", "invalid": "red"}
+    for p in points:
+        reported = "—" if p.reported is None else f"{p.reported:.4f}"
+        table.add_row(f"{p.noise_multiplier:g}", f"{p.sample_rate:g}", str(p.steps), f"{p.delta:g}", reported,
+                      f"[{p.pld_lower:.4f}, {p.pld_upper:.4f}]", f"[{colours[p.label]}]{p.label}[/]")
+    console.print(table)
+    for p in points:
+        if p.label in ("unsound", "invalid"):
+            console.print(f"[red]{p.label}[/red] σ={p.noise_multiplier:g} q={p.sample_rate:g} T={p.steps}: {p.message}")
+    console.print(f"counts: {summary['counts']}")
+    if json_out is not None:
+        write_json_atomic(json_out, summary)
+    from audit.tracking import AuditTracker
+
+    tracker = AuditTracker(tracking_uri, "accountant-check")
+    run_id = tracker.start_run(accountant, tags={"accountant": accountant})
+    tracker.log_params(run_id, {"margin": margin, "n_points": len(points)})
+    tracker.log_metrics(run_id, {f"n_{label}": float(n) for label, n in summary["counts"].items()})
+    tracker.finish(run_id)
+    if not summary["passed"]:
+        raise typer.Exit(EXIT_FAILED)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: user errors become one line on stderr and exit code 2."""
     try:

@@ -1,0 +1,38 @@
+"""Loading user functions named as `module:function`.
+
+This runs the user's code, exactly like `python -m module` or pytest would: only the module the
+user names is imported (from the current directory or the installed packages), nothing is read
+from data files, and nothing is unpickled.
+"""
+from __future__ import annotations
+
+import importlib
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from audit.errors import AuditInputError
+
+_SPEC = re.compile(r"^(?P<module>[A-Za-z_][\w.]*):(?P<function>[A-Za-z_]\w*)$")
+
+
+def load_user_function(spec: str, flag: str) -> Callable:
+    match = _SPEC.match(spec or "")
+    if match is None:
+        raise AuditInputError(flag, f"expected 'module:function' (e.g. my_pkg.dp:epsilon), got {spec!r}")
+    cwd = str(Path.cwd())
+    if cwd not in sys.path:  # like `python -m`: modules beside the user are importable
+        sys.path.insert(0, cwd)
+    try:
+        module = importlib.import_module(match["module"])
+    except ModuleNotFoundError as exc:
+        raise AuditInputError(flag, f"cannot import module '{match['module']}' ({exc})") from None
+    except Exception as exc:  # the user's module raised while importing
+        raise AuditInputError(flag, f"importing '{match['module']}' raised {type(exc).__name__}: {exc}") from None
+    function = getattr(module, match["function"], None)
+    if function is None:
+        raise AuditInputError(flag, f"module '{match['module']}' has no attribute '{match['function']}'")
+    if not callable(function):
+        raise AuditInputError(flag, f"'{spec}' is not callable")
+    return function
