@@ -62,7 +62,9 @@ def _train_opacus_one(X, y, in_features, hidden_sizes, n_classes, spec, batch_si
     optimizer = torch.optim.SGD(model.parameters(), lr=spec.lr, momentum=spec.momentum)
     loader = DataLoader(TensorDataset(X.to(device), y.to(device)), batch_size=batch_size)
     engine = PrivacyEngine(accountant="prv")
+    criterion = torch.nn.CrossEntropyLoss()
     with warnings.catch_warnings():
+        # Opacus warns about secure RNG being off and about full backward hooks on every model.
         warnings.simplefilter("ignore")
         model, optimizer, loader = engine.make_private(
             module=model,
@@ -73,14 +75,13 @@ def _train_opacus_one(X, y, in_features, hidden_sizes, n_classes, spec, batch_si
             poisson_sampling=True,
             noise_generator=torch.Generator(device=device).manual_seed(seed),
         )
-    criterion = torch.nn.CrossEntropyLoss()
-    model.train()
-    for _ in range(epochs):
-        for xb, yb in loader:
-            optimizer.zero_grad(set_to_none=True)
-            if len(xb):
-                criterion(model(xb), yb).backward()
-            optimizer.step()
+        model.train()
+        for _ in range(epochs):
+            for xb, yb in loader:
+                optimizer.zero_grad(set_to_none=True)
+                if len(xb):
+                    criterion(model(xb), yb).backward()
+                optimizer.step()
     return model
 
 
@@ -136,7 +137,9 @@ def benchmark_training(
 
     # Warm-up: one short run of each path.
     warm_spec = DPSGDSpec(noise_multiplier, max_grad_norm, spec.sample_rate, 2, spec.lr)
-    _train_opacus_one(X[masks[0]], y[masks[0]], in_features, hidden_sizes, n_classes, warm_spec, batch_size, 1, seed, dev)
+    _train_opacus_one(
+        X[masks[0]], y[masks[0]], in_features, hidden_sizes, n_classes, warm_spec, batch_size, 1, seed, dev
+    )
     train_many(in_features, hidden_sizes, n_classes, X, y, masks[:2], warm_spec, seed=seed, device=dev,
                chunk_size=chunk_size, method=method)
 
@@ -199,4 +202,5 @@ if __name__ == "__main__":  # pragma: no cover - manual use; the CLI is `privacy
     import json
     import sys
 
-    print(json.dumps(benchmark_training(int(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT_N_MODELS), indent=2))
+    n_models = int(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT_N_MODELS
+    print(json.dumps(benchmark_training(n_models), indent=2))

@@ -191,7 +191,9 @@ def accountant_epsilon(
     try:
         acc = create_accountant(accountant)
     except ValueError:
-        raise ValueError(f"accountant must be an opacus accountant name (rdp, prv, gdp), got {accountant!r}") from None
+        raise ValueError(
+            f"accountant must be an opacus accountant name (rdp, prv, gdp), got {accountant!r}"
+        ) from None
     acc.history = [(float(noise_multiplier), float(sample_rate), int(steps))]
     return float(acc.get_epsilon(delta=delta))
 
@@ -432,7 +434,9 @@ def _resolve_method(method: str, template: nn.Module) -> str:
         return method
     if method == "ghost":
         if not supports_ghost_norms(template):
-            raise ValueError("method='ghost' needs a Sequential of biased Linear layers and sample-wise activations")
+            raise ValueError(
+                "method='ghost' needs a Sequential of biased Linear layers and sample-wise activations"
+            )
         return method
     raise ValueError(f"method must be 'auto', 'vmap' or 'ghost', got {method!r}")
 
@@ -458,11 +462,13 @@ def _flat_standard_normal(params: dict[str, torch.Tensor], generators) -> dict[s
     first = next(iter(params.values()))
     n_models = first.shape[0]
     if generators is None or len(generators) != n_models:
-        raise ValueError(f"generators: need one torch.Generator per model ({n_models}) when noise_multiplier > 0")
+        raise ValueError(
+            f"generators: need one torch.Generator per model ({n_models}) when noise_multiplier > 0"
+        )
     sizes = [p[0].numel() for p in params.values()]
     flat = torch.empty((n_models, sum(sizes)), device=first.device, dtype=first.dtype)
-    for k, generator in enumerate(generators):
-        flat[k].normal_(generator=generator)
+    for row, generator in zip(flat.unbind(0), generators):
+        row.normal_(generator=generator)
     pieces = flat.split(sizes, dim=1)
     return {name: piece.reshape(p.shape) for (name, p), piece in zip(params.items(), pieces)}
 
@@ -634,10 +640,15 @@ def _validate_inputs(in_features, hidden_sizes, n_classes, X, y, in_masks, spec)
             raise ValueError("y must hold integer class indices")
     y = y.long()
     if X.shape[0] and (int(y.min()) < 0 or int(y.max()) >= n_classes):
-        raise ValueError(f"y must hold class indices in [0, {n_classes}), got range [{int(y.min())}, {int(y.max())}]")
-    masks = torch.as_tensor(np.asarray(in_masks) if not isinstance(in_masks, torch.Tensor) else in_masks).cpu()
+        raise ValueError(
+            f"y must hold class indices in [0, {n_classes}), got range [{int(y.min())}, {int(y.max())}]"
+        )
+    masks = in_masks if isinstance(in_masks, torch.Tensor) else torch.as_tensor(np.asarray(in_masks))
+    masks = masks.cpu()
     if masks.dim() != 2 or masks.shape[1] != X.shape[0]:
-        raise ValueError(f"in_masks must have shape (n_models, {X.shape[0]}) to match X, got {tuple(masks.shape)}")
+        raise ValueError(
+            f"in_masks must have shape (n_models, {X.shape[0]}) to match X, got {tuple(masks.shape)}"
+        )
     if masks.dtype != torch.bool:
         if not ((masks == 0) | (masks == 1)).all():
             raise ValueError("in_masks must be boolean (or 0/1)")
@@ -647,7 +658,9 @@ def _validate_inputs(in_features, hidden_sizes, n_classes, X, y, in_masks, spec)
     sizes = masks.sum(dim=1)
     empty = torch.nonzero(sizes == 0).flatten()
     if len(empty):
-        raise ValueError(f"in_masks rows {empty.tolist()[:10]} select no training rows; every model needs data")
+        raise ValueError(
+            f"in_masks rows {empty.tolist()[:10]} select no training rows; every model needs data"
+        )
     expected = _expected_batch_sizes(sizes, spec.sample_rate)
     if spec.max_grad_norm is not None and bool((expected == 0).any()):
         k = int(torch.nonzero(expected == 0).flatten()[0])
@@ -687,7 +700,9 @@ def train_many(
     order, and model k's result does not depend on the other models. `method` ("auto", "ghost",
     "vmap") is how per-sample gradients are clipped, see `clipped_noisy_gradient_sum`.
     """
-    X, y, masks, train_sizes, expected = _validate_inputs(in_features, hidden_sizes, n_classes, X, y, in_masks, spec)
+    X, y, masks, train_sizes, expected = _validate_inputs(
+        in_features, hidden_sizes, n_classes, X, y, in_masks, spec
+    )
     hidden_sizes = tuple(int(h) for h in hidden_sizes)
     n_classes = int(n_classes)
     seed_pairs = [model_seeds(seed, k) for k in range(masks.shape[0])]
@@ -747,11 +762,12 @@ def _train_chunk(template, models, generators, X, y, masks, expected, spec, row_
     buffers = {name: torch.zeros_like(p) for name, p in params.items()} if spec.momentum > 0 else None
     n_models, n_rows = masks.shape
     uniforms = torch.empty((n_models, n_rows), device=dev)
+    uniform_rows = uniforms.unbind(0)  # views made once: the per-model loop below runs every step
     sizes = torch.zeros((n_models, spec.steps), dtype=torch.long, device=dev)
     for t in range(spec.steps):
         # Poisson sampling as UniformWithReplacementSampler: rand(n) < q, per model, own stream.
-        for k, generator in enumerate(generators):
-            uniforms[k].uniform_(generator=generator)
+        for row, generator in zip(uniform_rows, generators):
+            row.uniform_(generator=generator)
         batch = (uniforms < spec.sample_rate) & masks
         counts = batch.sum(dim=1)
         sizes[:, t] = counts

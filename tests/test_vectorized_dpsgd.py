@@ -153,7 +153,9 @@ def test_training_with_full_batches_equals_opacus_make_private_per_model(device)
 
     for k in range(3):
         mask = in_masks[k].to(device)
-        reference = _opacus_full_batch_training(X[mask], y[mask], spec, spec.steps, model_init_seed(11, k), device)
+        reference = _opacus_full_batch_training(
+            X[mask], y[mask], spec, spec.steps, model_init_seed(11, k), device
+        )
         ours = stacked.model(k).state_dict()
         for name, p in reference.state_dict().items():
             torch.testing.assert_close(ours[name], p.detach().cpu(), atol=1e-5, rtol=1e-5)
