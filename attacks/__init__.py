@@ -1,11 +1,18 @@
 """Membership-inference attacks, chosen by name. A new attack = one module + one entry here."""
 from __future__ import annotations
 
-from attacks.base import AttackContext, MembershipAttack, QueryableModel
+from attacks.base import AttackContext, AttackOptions, MembershipAttack, QueryableModel, TargetTraining
+from attacks.lira import LiraOfflineAttack, LiraOnlineAttack
 from attacks.loss import LossAttack
+from attacks.rmia import RmiaAttack
+from attacks.shadow import ShadowAttack
 
 ATTACKS: dict[str, type] = {
     "loss": LossAttack,
+    "shadow": ShadowAttack,
+    "lira": LiraOnlineAttack,
+    "lira_offline": LiraOfflineAttack,
+    "rmia": RmiaAttack,
 }
 
 
@@ -17,4 +24,5 @@ def get_attack(name: str) -> MembershipAttack:
     return ATTACKS[name]()
 
 
-__all__ = ["ATTACKS", "AttackContext", "MembershipAttack", "QueryableModel", "get_attack"]
+__all__ = ["ATTACKS", "AttackContext", "AttackOptions", "MembershipAttack", "QueryableModel", "TargetTraining",
+           "get_attack"]

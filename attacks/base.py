@@ -7,8 +7,8 @@ each attack is visible in what it reads.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Protocol
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -21,6 +21,30 @@ class QueryableModel(Protocol):
 
 
 @dataclass(frozen=True)
+class AttackOptions:
+    """Attack knobs from the config's `attacks:` section (validated there)."""
+
+    n_shadow_models: int = 8
+    n_reference_models: int = 64
+    lira_global_variance: str = "auto"  # auto | always | never; auto = global when fewer than 64 references
+    rmia_a: float = 0.3
+    rmia_gamma: float = 2.0
+    rmia_population: int = 1000
+
+
+@dataclass(frozen=True)
+class TargetTraining:
+    """How the target was trained: reference and shadow models are trained exactly the same way."""
+
+    spec: TrainingSpec
+    noise_multiplier: float  # 0 for the non-private target
+    max_grad_norm: float | None  # None for the non-private target
+    sample_rate: float
+    steps: int
+    train_size: int  # rows in the target's training set
+
+
+@dataclass(frozen=True)
 class AttackContext:
     candidate_features: np.ndarray
     candidate_labels: np.ndarray
@@ -28,13 +52,15 @@ class AttackContext:
     # Population data the attacker may draw from (disjoint from candidates and the test set).
     pool_features: np.ndarray
     pool_labels: np.ndarray
-    # How the target was trained, for attacks that train shadow/reference models "like the target".
-    training: TrainingSpec
+    training: TargetTraining
     epsilon: float
     delta: float
     accountant: str
     seed: int
     device: torch.device
+    options: AttackOptions = field(default_factory=AttackOptions)
+    # Models trained once per target and shared by the attacks that use them (LiRA and RMIA).
+    cache: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
 class MembershipAttack(Protocol):

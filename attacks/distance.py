@@ -78,19 +78,40 @@ def _round_up(n: int, multiple: int) -> int:
     return int(math.ceil(n / multiple) * multiple)
 
 
-def _augmented(x: np.ndarray, centre: np.ndarray, n_padded: int, query_side: bool) -> torch.Tensor:
+def _isometric_reduction(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Centre on b's mean and rotate onto the span of all rows (drops exactly-null directions).
+
+    Distances are unchanged (a translation and an orthonormal projection onto a subspace that
+    contains every centred row), but the matrix products get shorter: one-hot blocks have a
+    constant row sum, so each categorical column loses one dimension after centring, and the
+    "unseen category" coordinates vanish when no row uses them. GEMM time is ~linear in width.
+    Smaller centred norms also shrink the float32 cancellation error of the norm trick.
+    """
+    centre = b.mean(axis=0, dtype=np.float64)
+    second_moment = np.zeros((a.shape[1], a.shape[1]))
+    for x in (a, b):
+        for s in range(0, x.shape[0], 65536):
+            block = x[s:s + 65536].astype(np.float64) - centre
+            second_moment += block.T @ block
+    eigenvalues, eigenvectors = np.linalg.eigh(second_moment)
+    keep = eigenvalues > 1e-9 * max(eigenvalues.max(), 1e-300)
+    basis = eigenvectors[:, keep] if keep.any() else eigenvectors[:, -1:]
+    basis32, centre32 = basis.astype(np.float32), centre.astype(np.float32)
+    return (a - centre32) @ basis32, (b - centre32) @ basis32
+
+
+def _augmented(x: np.ndarray, n_padded: int, query_side: bool) -> torch.Tensor:
     """[−2x, |x|², 1] (query side) or [x, 1, |x|²] (reference side), padded with far-away rows."""
     n, d = x.shape
     out = np.zeros((n_padded, d + 2), dtype=np.float32)
-    centred = x - centre
-    norms = np.einsum("ij,ij->i", centred, centred, dtype=np.float64).astype(np.float32)
+    norms = np.einsum("ij,ij->i", x, x, dtype=np.float64).astype(np.float32)
     if query_side:
-        out[:n, :d] = -2.0 * centred
+        out[:n, :d] = -2.0 * x
         out[:n, d] = norms
         out[n:, d] = _FAR
         out[:, d + 1] = 1.0
     else:
-        out[:n, :d] = centred
+        out[:n, :d] = x
         out[:, d] = 1.0
         out[:n, d + 1] = norms
         out[n:, d + 1] = _FAR
@@ -110,13 +131,14 @@ def _exact_rerank(
     safe = torch.where(valid, candidates, 0)
     n, m = safe.shape
     picked = reference.index_select(0, safe.reshape(-1)).view(n, m, -1)
-    diff = (picked - queries.index_select(0, query_index).unsqueeze(1)).double()
-    dist2 = (diff * diff).sum(dim=2)
-    dist2.masked_fill_(~valid, math.inf)
+    # From differences, not the norm trick: an exact copy gets exactly 0.
+    picked.sub_(queries.index_select(0, query_index).unsqueeze(1))
+    dist = torch.linalg.vector_norm(picked, dim=2)
+    dist.masked_fill_(~valid, math.inf)
     if exclude_self:
-        dist2.masked_fill_(safe == query_index.unsqueeze(1), math.inf)
-    best2, order = torch.topk(dist2, k, dim=1, largest=False, sorted=True)
-    return best2.sqrt().numpy(), torch.gather(safe, 1, order).numpy()
+        dist.masked_fill_(safe == query_index.unsqueeze(1), math.inf)
+    best, order = torch.topk(dist, k, dim=1, largest=False, sorted=True)
+    return best.double().numpy(), torch.gather(safe, 1, order).numpy()
 
 
 def _block_members(block_ids: torch.Tensor, tile: int, per_tile: int, n_rows: int) -> torch.Tensor:
@@ -154,15 +176,22 @@ class _BestTwoBlocks:
         self.v2 = self.v1.clone()
         self.b2 = self.b1.clone()
 
-    def update(self, start: int, value: torch.Tensor, block: torch.Tensor) -> None:
-        stop = start + value.shape[0]
-        v1, b1, v2, b2 = (x[start:stop] for x in (self.v1, self.b1, self.v2, self.b2))
+    def offer(self, start: int, block_min: torch.Tensor, dim: int, first_block: int) -> None:
+        """Offer one tile's block minima for rows start.. (`block_min` has the blocks along `dim`)."""
+        value = block_min.amin(dim=dim)
+        # Most tiles improve nothing once a row has seen a few: find the block only where needed.
+        improved = torch.nonzero(value < self.v2[start:start + value.shape[0]]).squeeze(1)
+        if improved.numel() == 0:
+            return
+        value = value.index_select(0, improved)
+        block = block_min.index_select(1 - dim, improved).argmin(dim=dim) + first_block
+        rows = improved + start
+        v1, b1 = self.v1.index_select(0, rows), self.b1.index_select(0, rows)
         first = value < v1
-        second = ~first & (value < v2)
-        v2.copy_(torch.where(first, v1, torch.where(second, value, v2)))
-        b2.copy_(torch.where(first, b1, torch.where(second, block, b2)))
-        v1.copy_(torch.where(first, value, v1))
-        b1.copy_(torch.where(first, block, b1))
+        self.v2.index_copy_(0, rows, torch.where(first, v1, value))
+        self.b2.index_copy_(0, rows, torch.where(first, b1, block))
+        self.v1.index_copy_(0, rows, torch.where(first, value, v1))
+        self.b1.index_copy_(0, rows, torch.where(first, block, b1))
 
     @staticmethod
     def best_blocks(states: list["_BestTwoBlocks"], n_rows: int) -> torch.Tensor:
@@ -170,11 +199,6 @@ class _BestTwoBlocks:
         blocks = torch.stack([x for s in states for x in (s.b1, s.b2)], dim=1)[:n_rows]
         keep = torch.topk(values, 2, dim=1, largest=False).indices
         return torch.gather(blocks, 1, keep)
-
-
-def _tile_best_block(blocks_min: torch.Tensor, first_block: int) -> tuple[torch.Tensor, torch.Tensor]:
-    value, block = torch.min(blocks_min, dim=1)
-    return value, block + first_block
 
 
 def _search(
@@ -205,9 +229,9 @@ def _search(
     n_row_blocks = n_b_pad // _BLOCK
     n_chunks, n_tiles = n_a_pad // qc, n_b_pad // rc
 
-    centre = b.mean(axis=0, dtype=np.float64).astype(np.float32)
-    a_aug = _augmented(a, centre, n_a_pad, query_side=True)
-    b_aug = _augmented(b, centre, n_b_pad, query_side=False)
+    a_low, b_low = _isometric_reduction(a, b)
+    a_aug = _augmented(a_low, n_a_pad, query_side=True)
+    b_aug = _augmented(b_low, n_b_pad, query_side=False)
     a_t, b_t = torch.from_numpy(a), torch.from_numpy(b)
     far = float(_FAR)
 
@@ -237,10 +261,10 @@ def _search(
                     if block_min is not None:
                         block_min[:, t * row_blocks_per_tile:(t + 1) * row_blocks_per_tile] = tile_blocks
                     else:
-                        rows_state.update(q0, *_tile_best_block(tile_blocks, t * row_blocks_per_tile))
+                        rows_state.offer(q0, tile_blocks, 1, t * row_blocks_per_tile)
                 if cols_state is not None and not (symmetric and t == c):
                     col_blocks = torch.amin(tile.view(_BLOCK, col_blocks_per_chunk, rc), dim=0)
-                    cols_state.update(r0, *_tile_best_block(col_blocks.T, c * col_blocks_per_chunk))
+                    cols_state.offer(r0, col_blocks, 0, c * col_blocks_per_chunk)
             n_valid = min(qc, n_a - q0)
             if block_min is not None and n_valid > 0:
                 m = min(k_a + _EXTRA_BLOCKS, n_row_blocks)

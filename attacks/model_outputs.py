@@ -8,4 +8,27 @@ from scipy.special import logsumexp
 def per_example_cross_entropy(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
     """−log softmax(logits)[y] per row, via log-sum-exp so confident models do not overflow."""
     logits = np.asarray(logits, dtype=np.float64)
-    return logsumexp(logits, axis=1) - logits[np.arange(len(labels)), labels]
+    return logsumexp(logits, axis=-1) - np.take_along_axis(logits, _label_index(logits, labels), axis=-1)[..., 0]
+
+
+def logit_scaled_confidence(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """LiRA's φ = log p_y − log Σ_{y'≠y} p_y' (Carlini et al. 2022, arXiv 2112.03570, eq. 4).
+
+    Computed as z_y − logsumexp_{y'≠y} z_y' on the logits, which is exact and never takes the log
+    of 1 − p_y (which rounds to 0 for confident models). Works on (..., N, C) arrays.
+    """
+    logits = np.asarray(logits, dtype=np.float64)
+    index = _label_index(logits, labels)
+    true_logit = np.take_along_axis(logits, index, axis=-1)[..., 0]
+    others = logits.copy()
+    np.put_along_axis(others, index, -np.inf, axis=-1)
+    return true_logit - logsumexp(others, axis=-1)
+
+
+def true_class_probability(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    return np.exp(-per_example_cross_entropy(logits, labels))
+
+
+def _label_index(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    labels = np.asarray(labels, dtype=np.int64)
+    return np.broadcast_to(labels[:, None], logits.shape[:-1] + (1,))

@@ -172,6 +172,38 @@ def accountant_check(
         raise typer.Exit(EXIT_FAILED)
 
 
+@app.command()
+def bench(
+    models: Annotated[int, typer.Option("--models", help="models trained at once by the vectorized trainer")] = 64,
+    device: Annotated[str, typer.Option(help="auto | cpu | cuda")] = "auto",
+    epochs: Annotated[int, typer.Option(help="epochs per model")] = 2,
+    json_out: Annotated[Optional[Path], typer.Option("--json", help="also write the measurements here")] = None,
+) -> None:
+    """Models/second of sequential Opacus vs the vectorized trainer, measured side by side on this device."""
+    from rich.table import Table
+
+    from audit.run_directory import write_json_atomic
+    from targets.devices import resolve_device
+    from targets.training_benchmark import benchmark_training
+
+    if models < 1:
+        raise AuditInputError("--models", f"must be ≥ 1, got {models}")
+    if epochs < 1:
+        raise AuditInputError("--epochs", f"must be ≥ 1, got {epochs}")
+    resolved = resolve_device(device)
+    err_console.print(f"benchmarking {models} models on {resolved} (Opacus one at a time vs vectorized)…")
+    result = benchmark_training(n_models=models, device=str(resolved), epochs=epochs)
+    table = Table(title=f"training throughput on {result.get('device', resolved)}")
+    table.add_column("trainer")
+    table.add_column("models / s", justify="right")
+    table.add_row("Opacus, sequential", f"{result['opacus_models_per_second']:.2f}")
+    table.add_row(f"vectorized ({result.get('method', '')}), {models} models", f"{result['vectorized_models_per_second']:.2f}")
+    table.add_row("ratio", f"{result['speedup']:.1f}×")
+    console.print(table)
+    if json_out is not None:
+        write_json_atomic(json_out, result)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: user errors become one line on stderr and exit code 2."""
     try:

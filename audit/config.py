@@ -95,9 +95,38 @@ class PrivacyConfig(_Strict):
         return value
 
 
+DEFAULT_ATTACKS = ["loss", "shadow", "lira", "lira_offline", "rmia"]
+
+
 class AttackConfig(_Strict):
-    names: list[str] = Field(default_factory=lambda: ["loss"], min_length=1)
+    names: list[str] = Field(default_factory=lambda: list(DEFAULT_ATTACKS), min_length=1)
     confidence: float = Field(0.95, gt=0.5, lt=1, description="confidence of every ε lower bound and CI")
+    n_shadow_models: int = Field(8, description="Shokri shadow models per target, trained like it on the pool")
+    n_reference_models: int = Field(64, description="LiRA/RMIA reference models per target; each candidate IN half")
+    lira_global_variance: Literal["auto", "always", "never"] = "auto"
+    rmia_a: float = Field(0.3, ge=0, le=1, description="RMIA offline correction coefficient a")
+    rmia_gamma: float = Field(2.0, gt=0, description="RMIA pairwise likelihood-ratio threshold γ")
+    rmia_population: int = Field(1000, ge=10, description="population samples z drawn from the pool")
+
+    @field_validator("names")
+    @classmethod
+    def _known_distinct_attacks(cls, value: list[str]) -> list[str]:
+        from attacks import ATTACKS
+
+        unknown = [name for name in value if name not in ATTACKS]
+        if unknown:
+            raise ValueError(f"unknown attack '{unknown[0]}'; available: {', '.join(ATTACKS)}")
+        if len(set(value)) != len(value):
+            raise ValueError("attack names must be distinct")
+        return value
+
+    @field_validator("n_shadow_models", "n_reference_models")
+    @classmethod
+    def _enough_models(cls, value: int, info) -> int:
+        minimum = 1 if info.field_name == "n_shadow_models" else 2
+        if value < minimum:
+            raise ValueError(f"must be ≥ {minimum}, got {value}")
+        return value
 
 
 class AuditConfig(_Strict):
@@ -133,6 +162,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "data": {"n_rows": 1500},
         "training": {"hidden_sizes": [64, 64], "epochs": 8},
         "privacy": {"epsilons": [1.0, 8.0, "inf"]},
+        "attacks": {"n_shadow_models": 4, "n_reference_models": 8, "rmia_population": 300},
     },
     # The main job: a clear leakage gradient from ε = ∞ down to ε = 0.5.
     "default": {"name": "default"},
@@ -142,6 +172,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "data": {"n_rows": 20000},
         "training": {"epochs": 60},
         "privacy": {"epsilons": [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, "inf"]},
+        "attacks": {"n_shadow_models": 16, "n_reference_models": 256, "rmia_population": 5000},
     },
 }
 

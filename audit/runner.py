@@ -15,7 +15,8 @@ from typing import Any, Protocol
 import numpy as np
 import pandas as pd
 
-from attacks import AttackContext, get_attack
+from attacks import AttackContext, AttackOptions, TargetTraining, get_attack
+from attacks.reference_models import check_pool_capacity
 from audit.accountants import DPSGDEvent, epsilons_for_event
 from audit.attack_evaluation import best_sound_lower_bound, evaluate_attack, roc_points
 from audit.config import AuditConfig, config_to_yaml
@@ -60,6 +61,15 @@ class AuditRun:
 def target_seed(config_seed: int, index: int) -> int:
     """Seed of the `index`-th target: one config seed drives everything, streams stay independent."""
     return int(np.random.SeedSequence([config_seed, 1, index]).generate_state(1)[0])
+
+
+def _attack_options(config: AuditConfig) -> AttackOptions:
+    a = config.attacks
+    return AttackOptions(
+        n_shadow_models=a.n_shadow_models, n_reference_models=a.n_reference_models,
+        lira_global_variance=a.lira_global_variance, rmia_a=a.rmia_a, rmia_gamma=a.rmia_gamma,
+        rmia_population=a.rmia_population,
+    )
 
 
 def _validate_training_set(data: TabularData, splits: AuditSplits, delta: float) -> list[str]:
@@ -188,6 +198,7 @@ def run_audit(
     )
     run_warnings = _validate_training_set(data, splits, config.privacy.delta)
     attacks = [get_attack(name) for name in config.attacks.names]
+    check_pool_capacity(config.attacks.names, _attack_options(config), len(splits.pool_idx), len(splits.train_idx))
     for text in run_warnings:
         progress.note(f"warning: {text}")
 
@@ -245,6 +256,7 @@ def _sweep(
     test_x, test_y = data.features[splits.test_idx], data.labels[splits.test_idx]
     cand_x, cand_y = data.features[splits.candidate_idx], data.labels[splits.candidate_idx]
     members = splits.candidate_member
+    attack_options = _attack_options(config)
     targets, notes, curves = [], list(run_warnings), []
     child_ids = []
     for index, epsilon in enumerate(config.privacy.epsilons):
@@ -261,8 +273,12 @@ def _sweep(
         context = AttackContext(
             candidate_features=cand_x, candidate_labels=cand_y, n_classes=data.n_classes,
             pool_features=data.features[splits.pool_idx], pool_labels=data.labels[splits.pool_idx],
-            training=spec, epsilon=epsilon, delta=config.privacy.delta,
-            accountant=config.privacy.accountant, seed=seed, device=device,
+            training=TargetTraining(
+                spec=spec, noise_multiplier=trained.noise_multiplier or 0.0, max_grad_norm=trained.max_grad_norm,
+                sample_rate=trained.sample_rate, steps=trained.steps, train_size=len(train_y),
+            ),
+            epsilon=epsilon, delta=config.privacy.delta, accountant=config.privacy.accountant, seed=seed,
+            device=device, options=attack_options,
         )
         accountant_eps = trained.accountant_epsilon
         attack_records, score_columns = [], {}

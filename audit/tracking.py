@@ -39,8 +39,9 @@ class AuditTracker:
     """A thin, explicit layer over `MlflowClient` for one audit invocation."""
 
     def __init__(self, tracking_uri: str | None, experiment_name: str):
-        _quiet_mlflow_logs()
         from mlflow.tracking import MlflowClient
+
+        _quiet_mlflow_logs()  # after the import: mlflow configures its own logger when imported
 
         self.tracking_uri = tracking_uri or DEFAULT_TRACKING_URI
         try:

@@ -1,0 +1,122 @@
+"""Reference and shadow models, trained like the target with the vectorized DP-SGD trainer.
+
+Reference models (LiRA, RMIA) are trained on the audit candidates: every candidate is in exactly
+half of the K references (Carlini et al. 2022's balanced design), so each candidate has K/2 IN and
+K/2 OUT models. The references' membership is drawn independently of the target's coin flips.
+RMIA's population samples z come from the pool and are in no reference's training set.
+
+Shadow models (Shokri et al. 2017) are trained on the pool only: each takes a random subset of the
+target's training-set size as its IN set and the rest of the pool as OUT.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from attacks.base import AttackContext
+from audit.errors import AuditInputError
+from targets.vectorized_dpsgd import DPSGDSpec, train_many
+
+
+@dataclass(frozen=True)
+class ReferenceBank:
+    in_masks: np.ndarray  # (K, n_candidates) bool: candidate i in reference k's training set
+    candidate_logits: np.ndarray  # (K, n_candidates, C)
+    population_features: np.ndarray  # (Z, d) pool rows never used to train a reference
+    population_labels: np.ndarray
+    population_logits: np.ndarray  # (K, Z, C)
+
+
+def check_pool_capacity(attack_names: list[str], options, n_pool: int, n_train: int) -> None:
+    """Refuse, before anything is trained, settings the pool cannot supply."""
+    if "shadow" in attack_names:
+        _check_shadow_pool(options.n_shadow_models, n_pool, n_train)
+    if "rmia" in attack_names and options.rmia_population > n_pool:
+        raise AuditInputError(
+            "attacks.rmia_population",
+            f"asks for {options.rmia_population} population samples but the pool holds {n_pool} rows",
+        )
+
+
+def _check_shadow_pool(n_models: int, n_pool: int, n_train: int) -> None:
+    if n_models < 1:
+        raise AuditInputError("attacks.n_shadow_models", f"must be ≥ 1, got {n_models}")
+    # A shadow mimics the target only if it trains on as many rows, and keeps some rows OUT.
+    needed = n_train + max(20, n_train // 10)
+    if n_pool < needed:
+        raise AuditInputError(
+            "split",
+            f"the shadow pool has {n_pool} rows; {n_models} shadow models each need {n_train} training rows "
+            f"plus held-out rows (≥ {needed}): lower the split fractions or add data",
+        )
+
+
+def dpsgd_spec_like_target(context: AttackContext) -> DPSGDSpec:
+    t = context.training
+    return DPSGDSpec(
+        noise_multiplier=t.noise_multiplier,
+        max_grad_norm=t.max_grad_norm,
+        sample_rate=t.sample_rate,
+        steps=t.steps,
+        lr=t.spec.lr,
+        momentum=t.spec.momentum,
+    )
+
+
+def balanced_in_masks(n_models: int, n_records: int, rng: np.random.Generator) -> np.ndarray:
+    """Each record in exactly ⌊K/2⌋ of the K models, the models chosen at random per record."""
+    masks = np.zeros((n_models, n_records), dtype=bool)
+    for i in range(n_records):
+        masks[rng.permutation(n_models)[: n_models // 2], i] = True
+    return masks
+
+
+def _train(context: AttackContext, features: np.ndarray, labels: np.ndarray, in_masks: np.ndarray, seed: int):
+    return train_many(
+        features.shape[1], context.training.spec.hidden_sizes, context.n_classes,
+        features, labels, in_masks, dpsgd_spec_like_target(context), seed=seed, device=context.device,
+    )
+
+
+def reference_bank(context: AttackContext) -> ReferenceBank:
+    """Train (once per target, cached in the context) the K reference models."""
+    if "reference_bank" in context.cache:
+        return context.cache["reference_bank"]
+    options = context.options
+    n_models = options.n_reference_models
+    if n_models < 2:
+        raise AuditInputError("attacks.n_reference_models", f"must be ≥ 2 (half IN, half OUT per candidate), got {n_models}")
+    check_pool_capacity(["rmia"], options, len(context.pool_features), context.training.train_size)
+    rng = np.random.default_rng([context.seed, 0xA11A])
+    masks = balanced_in_masks(n_models, len(context.candidate_features), rng)
+    models = _train(context, context.candidate_features, context.candidate_labels, masks, seed=context.seed + 1)
+    population = rng.choice(len(context.pool_features), size=options.rmia_population, replace=False)
+    pop_x, pop_y = context.pool_features[population], context.pool_labels[population]
+    bank = ReferenceBank(
+        in_masks=masks,
+        candidate_logits=models.logits(context.candidate_features, device=context.device).numpy(),
+        population_features=pop_x,
+        population_labels=pop_y,
+        population_logits=models.logits(pop_x, device=context.device).numpy(),
+    )
+    context.cache["reference_bank"] = bank
+    return bank
+
+
+@dataclass(frozen=True)
+class ShadowModels:
+    in_masks: np.ndarray  # (k, n_pool) bool
+    pool_logits: np.ndarray  # (k, n_pool, C)
+
+
+def shadow_models(context: AttackContext, n_train: int) -> ShadowModels:
+    n_models = context.options.n_shadow_models
+    n_pool = len(context.pool_features)
+    _check_shadow_pool(n_models, n_pool, n_train)
+    rng = np.random.default_rng([context.seed, 0x5AD0])
+    masks = np.zeros((n_models, n_pool), dtype=bool)
+    for k in range(n_models):
+        masks[k, rng.choice(n_pool, size=n_train, replace=False)] = True
+    models = _train(context, context.pool_features, context.pool_labels, masks, seed=context.seed + 2)
+    return ShadowModels(in_masks=masks, pool_logits=models.logits(context.pool_features, device=context.device).numpy())
