@@ -1,0 +1,181 @@
+"""A short Markdown summary of an audit for pull-request comments and CI job summaries.
+
+Verdict line, one compact table row per target ε (and per synthetic entry), the failed rules.
+GitHub renders HTML inside Markdown, so `&` and `<` in text from results are escaped (no tag can
+open) and `|` is escaped, so that a name can neither inject markup nor break the table.
+"""
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+__all__ = ["render_summary_markdown", "write_summary_markdown"]
+
+
+def render_summary_markdown(results: dict[str, Any], *, evaluation: Any = None) -> str:
+    """Markdown for a PR comment. `evaluation` (audit.policy.PolicyEvaluation) adds check counts."""
+    verdict = results.get("verdict") or {}
+    policy = verdict.get("policy")
+    name = _cell(_get(results, "config", "name") or "audit")
+    if verdict.get("passed") is False:
+        head = f"### ❌ privacy-audit `{name}`: FAIL"
+    elif policy:
+        head = f"### ✅ privacy-audit `{name}`: PASS"
+    else:
+        head = f"### ⚪ privacy-audit `{name}`: no policy evaluated (no ε violation)"
+    lines = [head, ""]
+    if policy:
+        lines.append(f"Policy: `{_cell(policy)}`" + _counts(evaluation, results))
+        lines.append("")
+
+    targets = results.get("targets") or []
+    if targets:
+        accountant = _get(results, "config", "privacy", "accountant") or "accountant"
+        attacks = _attack_names(results)
+        header = ["ε target", f"{_cell(accountant)} ε", "PLD ε", "best ε LB", "test acc"]
+        header += [f"{_cell(a)} AUC (CI) · TPR@0.1%" for a in attacks]
+        header.append("violation")
+        lines.append("| " + " | ".join(header) + " |")
+        lines.append("|" + "|".join("---:" for _ in header) + "|")
+        for target in targets:
+            eps_acc = target.get("epsilon_accountant")
+            if eps_acc is None:
+                eps_acc = (target.get("epsilon") or {}).get(accountant)
+            best = _num(target.get("epsilon_lb_best"), 2)
+            if target.get("epsilon_lb_best_method"):
+                best += f" ({_cell(target['epsilon_lb_best_method'])})"
+            row = [
+                _eps(target.get("epsilon_target")), _num(eps_acc), _num((target.get("epsilon") or {}).get("pld")),
+                best, _num(target.get("test_accuracy")),
+            ]
+            by_name = {str(a.get("name")): a for a in target.get("attacks") or []}
+            for attack_name in attacks:
+                attack = by_name.get(attack_name)
+                if attack is None:
+                    row.append("—")
+                    continue
+                ci = attack.get("auc_ci") or [None, None]
+                row.append(f"{_num(attack.get('auc'))} ({_num(ci[0], 2)}–{_num(ci[1], 2)}) · "
+                           f"{_num(_tpr(attack, 0.001), 4)}")
+            row.append("**YES**" if target.get("violation") else "no")
+            lines.append("| " + " | ".join(row) + " |")
+        lines.append("")
+
+    synthetic = [s for s in results.get("synthetic") or [] if isinstance(s, dict)]
+    if synthetic:
+        lines.append("| generator | ε target | NNDR p10 | DCR share (CI) | distance-MIA AUC |")
+        lines.append("|---|---:|---:|---:|---:|")
+        for entry in synthetic:
+            dcr = entry.get("dcr") if isinstance(entry.get("dcr"), dict) else {}
+            nndr = entry.get("nndr") if isinstance(entry.get("nndr"), dict) else {}
+            mia = entry.get("mia") if isinstance(entry.get("mia"), dict) else {}
+            ci = dcr.get("dcr_share_ci") or [None, None]
+            lines.append(
+                f"| {_cell(entry.get('generator') or '—')} | {_eps(entry.get('epsilon_target'))} | {_num(nndr.get('p10'))} "
+                f"| {_num(dcr.get('dcr_share'))} ({_num(ci[0], 2)}–{_num(ci[1], 2)}) | {_num(mia.get('auc'))} |"
+            )
+        lines.append("")
+
+    reasons = [str(r) for r in verdict.get("reasons") or []]
+    if reasons:
+        lines.append("**Failed rules:**" if policy else "**Violations:**")
+        lines += [f"- {_cell(reason, table=False)}" for reason in reasons]
+        lines.append("")
+
+    confidence = _confidence(results)
+    foot = ["sound lower bounds (Clopper-Pearson, one-run)"
+            + (f" at {100 * confidence:g} % confidence" if confidence else "")
+            + "; a bound of 0 is not a proof of privacy"]
+    sha = _get(results, "environment", "git_sha")
+    if sha:
+        foot.append(f"commit `{_cell(str(sha)[:12])}`")
+    run_id = _get(results, "mlflow", "parent_run_id")
+    if run_id:
+        foot.append(f"MLflow run `{_cell(run_id)}`")
+    lines.append("<sub>" + " · ".join(foot) + "</sub>")
+    return "\n".join(lines) + "\n"
+
+
+def write_summary_markdown(results: dict[str, Any], path: Path, *, evaluation: Any = None) -> Path:
+    """Write the summary to `path` atomically (temp file in the same folder, then os.replace)."""
+    path = Path(path)
+    _write_atomic(path, render_summary_markdown(results, evaluation=evaluation))
+    return path
+
+
+def _counts(evaluation: Any, results: dict[str, Any]) -> str:
+    checks = None
+    if evaluation is not None:
+        checks = [c.status for c in evaluation.checks]
+    elif isinstance(results.get("policy_evaluation"), dict):
+        checks = [c.get("status") for c in results["policy_evaluation"].get("checks") or [] if isinstance(c, dict)]
+    if not checks:
+        return ""
+    return (f" — {checks.count('fail')} failed, {checks.count('pass')} passed, "
+            f"{checks.count('not applicable')} not applicable")
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(temp, path)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+
+
+def _get(mapping: Any, *keys: str) -> Any:
+    for key in keys:
+        if not isinstance(mapping, dict) or key not in mapping:
+            return None
+        mapping = mapping[key]
+    return mapping
+
+
+def _cell(value: Any, *, table: bool = True) -> str:
+    text = ("" if value is None else str(value)).replace("&", "&amp;").replace("<", "&lt;").replace("`", "'").replace("\n", " ")
+    return text.replace("|", "\\|") if table else text
+
+
+def _num(value: Any, digits: int = 3) -> str:
+    if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+        return "—"
+    if math.isinf(value):
+        return "∞"
+    return f"{value:.{digits}f}"
+
+
+def _eps(value: Any) -> str:
+    if value is None or (isinstance(value, float) and math.isinf(value)):
+        return "∞"
+    return f"{value:g}" if isinstance(value, (int, float)) else _cell(value)
+
+
+def _tpr(attack: dict[str, Any], level: float) -> Any:
+    for key, value in (attack.get("tpr_at_fpr") or {}).items():
+        try:
+            if math.isclose(float(key), level, rel_tol=1e-9):
+                return value
+        except (TypeError, ValueError):
+            continue
+    return None
+
+
+def _attack_names(results: dict[str, Any]) -> list[str]:
+    names = [str(n) for n in results.get("attacks_run") or []]
+    for target in results.get("targets") or []:
+        for attack in target.get("attacks") or []:
+            if attack.get("name") is not None and str(attack["name"]) not in names:
+                names.append(str(attack["name"]))
+    return names
+
+
+def _confidence(results: dict[str, Any]) -> float | None:
+    value = _get(results, "config", "attacks", "confidence")
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
