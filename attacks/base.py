@@ -7,6 +7,7 @@ each attack is visible in what it reads.
 """
 from __future__ import annotations
 
+from collections.abc import MutableMapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -59,8 +60,9 @@ class AttackContext:
     seed: int
     device: torch.device
     options: AttackOptions = field(default_factory=AttackOptions)
-    # Models trained once per target and shared by the attacks that use them (LiRA and RMIA).
-    cache: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    # What attacks train once per target (reference/shadow model outputs, as dicts of arrays),
+    # shared between attacks and, in a `run`, checkpointed to disk for --resume.
+    cache: MutableMapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
 class MembershipAttack(Protocol):

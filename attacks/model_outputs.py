@@ -6,9 +6,13 @@ from scipy.special import logsumexp
 
 
 def per_example_cross_entropy(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
-    """−log softmax(logits)[y] per row, via log-sum-exp so confident models do not overflow."""
-    logits = np.asarray(logits, dtype=np.float64)
-    return logsumexp(logits, axis=-1) - np.take_along_axis(logits, _label_index(logits, labels), axis=-1)[..., 0]
+    """−log softmax(logits)[y] per row, accurate for confident models.
+
+    Written as softplus(−φ) = log1p(exp(−φ)) with φ the logit-scaled confidence: the textbook
+    logsumexp(z) − z_y rounds every loss below ~1e-16 to exactly 0, which turns the most confident
+    (most member-like) candidates into one big tie and hides the low-FPR end of the ROC.
+    """
+    return np.logaddexp(0.0, -logit_scaled_confidence(logits, labels))
 
 
 def logit_scaled_confidence(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:

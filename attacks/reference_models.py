@@ -10,7 +10,7 @@ target's training-set size as its IN set and the rest of the pool as OUT.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
@@ -82,7 +82,7 @@ def _train(context: AttackContext, features: np.ndarray, labels: np.ndarray, in_
 def reference_bank(context: AttackContext) -> ReferenceBank:
     """Train (once per target, cached in the context) the K reference models."""
     if "reference_bank" in context.cache:
-        return context.cache["reference_bank"]
+        return ReferenceBank(**context.cache["reference_bank"])
     options = context.options
     n_models = options.n_reference_models
     if n_models < 2:
@@ -100,7 +100,7 @@ def reference_bank(context: AttackContext) -> ReferenceBank:
         population_labels=pop_y,
         population_logits=models.logits(pop_x, device=context.device).numpy(),
     )
-    context.cache["reference_bank"] = bank
+    context.cache["reference_bank"] = asdict(bank)  # plain arrays: the cache may checkpoint them to disk
     return bank
 
 
@@ -114,9 +114,13 @@ def shadow_models(context: AttackContext, n_train: int) -> ShadowModels:
     n_models = context.options.n_shadow_models
     n_pool = len(context.pool_features)
     _check_shadow_pool(n_models, n_pool, n_train)
+    if "shadow_models" in context.cache:
+        return ShadowModels(**context.cache["shadow_models"])
     rng = np.random.default_rng([context.seed, 0x5AD0])
     masks = np.zeros((n_models, n_pool), dtype=bool)
     for k in range(n_models):
         masks[k, rng.choice(n_pool, size=n_train, replace=False)] = True
     models = _train(context, context.pool_features, context.pool_labels, masks, seed=context.seed + 2)
-    return ShadowModels(in_masks=masks, pool_logits=models.logits(context.pool_features, device=context.device).numpy())
+    shadows = ShadowModels(in_masks=masks, pool_logits=models.logits(context.pool_features, device=context.device).numpy())
+    context.cache["shadow_models"] = asdict(shadows)
+    return shadows

@@ -39,13 +39,21 @@ def evaluate_attack(
     confidence: float,
     threshold_seed: int,
     accountant_epsilon: float | None,
+    membership_randomized: bool = True,
 ) -> dict[str, Any]:
-    """Metrics of one attack on one target (see DESIGN.md, results.json `attacks[]`)."""
+    """Metrics of one attack on one target (see DESIGN.md, results.json `attacks[]`).
+
+    The one-run bound is valid only when each candidate's membership was an independent fair coin
+    flip; with `membership_randomized=False` (e.g. a user's own member/non-member split) it is not
+    computed and reported as None.
+    """
     auc, (auc_lo, auc_hi) = auc_with_ci(scores, members, confidence=confidence)
     cp = epsilon_lower_bound_clopper_pearson(
         scores, members, delta, confidence=confidence, strategy=HeldOut(fraction=0.5, seed=threshold_seed)
     )
-    one_run = epsilon_lower_bound_one_run(scores, members, delta, confidence=confidence)
+    one_run = (
+        epsilon_lower_bound_one_run(scores, members, delta, confidence=confidence) if membership_randomized else None
+    )
     gdp = epsilon_estimate_gdp(
         scores, members, delta, confidence=confidence, strategy=HeldOut(fraction=0.5, seed=threshold_seed)
     )
@@ -63,10 +71,13 @@ def evaluate_attack(
         },
         "advantage": advantage,
         "advantage_bound": bound,
-        "epsilon_lb": {"clopper_pearson": cp.epsilon, "one_run": one_run.epsilon},
-        "epsilon_lb_details": {"clopper_pearson": cp.details, "one_run": one_run.details},
+        "epsilon_lb": {"clopper_pearson": cp.epsilon, "one_run": one_run.epsilon if one_run else None},
+        "epsilon_lb_details": {
+            "clopper_pearson": cp.details,
+            "one_run": one_run.details if one_run else "not computed: membership was not declared a fair coin flip",
+        },
         "epsilon_estimate_gdp": {
-            "epsilon": gdp.epsilon,
+            "epsilon": gdp.epsilon if math.isfinite(gdp.epsilon) else None,  # JSON has no infinity
             "label": "estimate (assumes GDP); not a lower bound, never used for a violation",
             "details": gdp.details,
         },
@@ -82,7 +93,7 @@ def best_sound_lower_bound(attacks: list[dict[str, Any]]) -> tuple[float, str | 
     for attack in attacks:
         for method in SOUND_BOUNDS:
             value = attack["epsilon_lb"][method]
-            if value > best:
+            if value is not None and value > best:
                 best, where = value, f"{attack['name']}/{method}"
     return best, where
 

@@ -25,7 +25,17 @@ if not console.is_terminal:  # piped or in CI: do not squeeze the results table 
     console = Console(width=160)
 err_console = Console(stderr=True)
 
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+def _sigterm_as_interrupt() -> None:
+    """SIGTERM (a CI timeout, a scheduler) ends a run like Ctrl-C: runs marked KILLED, checkpoints kept."""
+    import signal
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, handler)
 
 
 @app.callback()
@@ -55,13 +65,15 @@ class _RichProgress:
 @app.command()
 def run(
     config: Annotated[Optional[Path], typer.Option("--config", help="YAML config; fields override the preset")] = None,
-    preset: Annotated[str, typer.Option(help="smoke | default | full")] = "default",
+    preset: Annotated[Optional[str], typer.Option(help="smoke | default | full  [default: default]")] = None,
     out: Annotated[Path, typer.Option("--out", help="folder that receives runs/<timestamp>-<name>/")] = Path("runs"),
     tracking_uri: Annotated[Optional[str], typer.Option("--tracking-uri", help="MLflow store (default sqlite:///mlflow.db)")] = None,
     device: Annotated[Optional[str], typer.Option(help="auto | cpu | cuda")] = None,
     epsilons: Annotated[Optional[str], typer.Option(help="comma-separated target ε, e.g. 1,8,inf")] = None,
     seed: Annotated[Optional[int], typer.Option(help="the one seed that drives data, splits, training")] = None,
     name: Annotated[Optional[str], typer.Option(help="audit name (MLflow experiment, folder suffix)")] = None,
+    resume: Annotated[Optional[str], typer.Option(help="continue an interrupted run: its folder, or 'latest'")] = None,
+    policy: Annotated[Optional[Path], typer.Option("--policy", help="YAML policy; exit 1 when a rule fails")] = None,
 ) -> None:
     """Train targets at each ε, attack them, bound ε empirically, log to MLflow, write results."""
     from audit.config import parse_epsilon_list, resolve_config
@@ -75,26 +87,147 @@ def run(
         overrides["seed"] = seed
     if name is not None:
         overrides["name"] = name
-    resolved = resolve_config(preset, config, overrides)
-    # Imported after the config is validated: a typo in a flag should not wait for torch to load.
+    if resume is not None and resume != "latest" and config is None and preset is None and not overrides:
+        from audit.runner import stored_config
+
+        resolved = stored_config(out, resume)  # `--resume DIR` alone: the config the run started with
+    else:
+        resolved = resolve_config(preset or "default", config, overrides)
+    from audit.policy import load_policy
+
+    loaded_policy = load_policy(policy) if policy is not None else None  # a bad policy fails before training
+    # Imported after the inputs are validated: a typo in a flag should not wait for torch to load.
     from audit.runner import run_audit
     from reports.console import results_summary_table
 
-    with Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("epochs"),
-        TimeElapsedColumn(), console=err_console, transient=False,
-    ) as bar:
-        audit_run = run_audit(resolved, out_dir=out, tracking_uri=tracking_uri, preset=preset, progress=_RichProgress(bar))
+    _sigterm_as_interrupt()
+
+    try:
+        with Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("epochs"),
+            TimeElapsedColumn(), console=err_console, transient=False,
+        ) as bar:
+            audit_run = run_audit(resolved, out_dir=out, tracking_uri=tracking_uri, preset=preset or "default",
+                                  progress=_RichProgress(bar), resume=resume, policy=loaded_policy)
+    except KeyboardInterrupt:
+        raise typer.Exit(EXIT_INTERRUPTED) from None
     results = audit_run.results
     console.print(results_summary_table(results))
     for note in results["notes"]:
         console.print(f"[yellow]note:[/yellow] {note}")
     console.print(f"results: {audit_run.run_dir}/results.json")
+    console.print(f"report:  {audit_run.run_dir}/report.html")
     console.print(f"MLflow:  {results['mlflow']['tracking_uri']} (parent run {results['mlflow']['parent_run_id']})")
-    if not results["verdict"]["passed"]:
-        for reason in results["verdict"]["reasons"]:
-            err_console.print(f"[red]VIOLATION[/red] {reason}")
-        raise typer.Exit(EXIT_FAILED)
+    _print_verdict(results)
+
+
+def _print_verdict(results: dict) -> None:
+    """One line per failed rule or violation; exit 1 when the verdict failed."""
+    verdict = results["verdict"]
+    kind = "POLICY" if verdict.get("policy") else "VIOLATION"
+    if verdict["passed"]:
+        console.print(f"[green]PASS[/green]{' (policy ' + str(verdict['policy']) + ')' if verdict.get('policy') else ''}")
+        return
+    for reason in verdict["reasons"]:
+        err_console.print(f"[red]{kind} FAILED[/red] {reason}", highlight=False, soft_wrap=True)
+    raise typer.Exit(EXIT_FAILED)
+
+
+@app.command()
+def gate(
+    results_file: Annotated[Path, typer.Argument(metavar="RESULTS", help="a results.json")],
+    policy: Annotated[Path, typer.Option("--policy", help="YAML policy")],
+    out: Annotated[Optional[Path], typer.Option("--out", help="where junit.xml and summary.md go (default: beside RESULTS)")] = None,
+) -> None:
+    """Evaluate a policy on a results file: exit 0 pass, 1 fail, 2 bad input."""
+    from audit.policy import evaluate_policy, load_policy, load_results, verdict_from_evaluation
+    from reports.junit import write_junit_xml
+    from reports.markdown_summary import write_summary_markdown
+
+    loaded_policy = load_policy(policy)
+    results = load_results(results_file)
+    evaluation = evaluate_policy(loaded_policy, results, source=f"results file '{results_file}'")
+    gated = {**results, "verdict": verdict_from_evaluation(evaluation), "policy_evaluation": evaluation.as_dict()}
+    folder = out or results_file.parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise AuditInputError(f"--out '{folder}'", f"is not a writable directory ({exc.strerror})") from None
+    write_junit_xml(evaluation, folder / "junit.xml")
+    write_summary_markdown(gated, folder / "summary.md", evaluation=evaluation)
+    n_fail = len(evaluation.failures)
+    console.print(f"{len(evaluation.checks)} checks, {n_fail} failed; junit: {folder / 'junit.xml'}")
+    _print_verdict(gated)
+
+
+@app.command()
+def report(
+    results_file: Annotated[Path, typer.Argument(metavar="RESULTS", help="a results.json")],
+    out: Annotated[Optional[Path], typer.Option("--out", help="folder for report.html (default: beside RESULTS)")] = None,
+) -> None:
+    """Re-render report.html (and summary.md) from a results file."""
+    from audit.policy import load_results
+    from reports.html_report import write_html_report
+    from reports.markdown_summary import write_summary_markdown
+
+    results = load_results(results_file)
+    folder = out or results_file.parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise AuditInputError(f"--out '{folder}'", f"is not a writable directory ({exc.strerror})") from None
+    path = write_html_report(results, results_file.parent, out_dir=folder)
+    write_summary_markdown(results, folder / "summary.md")
+    console.print(f"report: {path}")
+
+
+@app.command("audit-scores")
+def audit_scores_command(
+    scores_file: Annotated[Path, typer.Argument(metavar="F", help="CSV/Parquet: member (0/1) + score (higher = member) or loss")],
+    delta: Annotated[float, typer.Option(help="δ of the bounds")] = 1e-5,
+    claimed_epsilon: Annotated[Optional[float], typer.Option("--claimed-epsilon", help="the ε the model claims")] = None,
+    membership_randomized: Annotated[bool, typer.Option("--membership-randomized", help="membership was a fair coin per record (enables the one-run bound)")] = False,
+    confidence: Annotated[float, typer.Option(help="confidence of bounds and CIs")] = 0.95,
+    policy: Annotated[Optional[Path], typer.Option("--policy", help="YAML policy; exit 1 when a rule fails")] = None,
+    out: Annotated[Path, typer.Option("--out", help="folder that receives <timestamp>-scores/")] = Path("runs"),
+    tracking_uri: Annotated[Optional[str], typer.Option("--tracking-uri")] = None,
+) -> None:
+    """Audit your own membership scores: every attack metric, ε lower bounds, report, gate."""
+    from audit.policy import load_policy
+    from audit.run_directory import StagedRunDirectory
+    from audit.runner import write_outputs
+    from audit.score_audit import audit_scores
+    from audit.tracking import AuditTracker
+    from reports.console import results_summary_table
+
+    loaded_policy = load_policy(policy) if policy is not None else None
+    results = audit_scores(scores_file, delta=delta, confidence=confidence, claimed_epsilon=claimed_epsilon,
+                           membership_randomized=membership_randomized)
+    run_dir = StagedRunDirectory(out, "scores")
+    staging = run_dir.create()
+    tracker = AuditTracker(tracking_uri, "audit-scores")
+    run_id = tracker.start_run(scores_file.name, tags={"source": str(scores_file)})
+    try:
+        target = results["targets"][0]
+        attack = target["attacks"][0]
+        tracker.log_params(run_id, {"delta": delta, "claimed_epsilon": claimed_epsilon, "confidence": confidence,
+                                    "membership_randomized": membership_randomized})
+        tracker.log_metrics(run_id, {"auc": attack["auc"], "tpr_at_fpr_0.001": attack["tpr_at_fpr"]["0.001"],
+                                     "eps_lb_cp": attack["epsilon_lb"]["clopper_pearson"],
+                                     "eps_lb_one_run": attack["epsilon_lb"]["one_run"], "eps_lb_best": target["epsilon_lb_best"]})
+        results["mlflow"] = {"tracking_uri": tracker.tracking_uri, "parent_run_id": run_id}
+        write_outputs(results, staging, loaded_policy, tracker, run_id)
+        final = run_dir.commit()
+        tracker.finish(run_id)
+    except BaseException:
+        tracker.fail_open_runs()
+        run_dir.discard()
+        raise
+    console.print(results_summary_table(results))
+    for note in results["notes"]:
+        console.print(f"[yellow]note:[/yellow] {note}")
+    console.print(f"results: {final}/results.json\nreport:  {final}/report.html")
+    _print_verdict(results)
 
 
 @app.command()

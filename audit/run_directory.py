@@ -41,6 +41,28 @@ class StagedRunDirectory:
             raise AuditInputError(f"--out '{self.out_root}'", f"is not a writable directory ({exc.strerror})") from None
         return self.staging
 
+    @classmethod
+    def resume(cls, out_root: str | Path, spec: str | Path, name: str) -> "StagedRunDirectory":
+        """The staging folder of an interrupted run: `latest` (newest for this audit name) or a path."""
+        out_root = Path(out_root)
+        if str(spec) == "latest":
+            found = sorted(out_root.glob(f".*-{name}.partial")) if out_root.is_dir() else []
+            if not found:
+                raise AuditInputError("--resume latest", f"no interrupted run named '{name}' under '{out_root}'")
+            staging = found[-1]
+        else:
+            staging = Path(spec)
+            if not staging.name.startswith(".") and (staging / "results.json").is_file():
+                raise AuditInputError(f"--resume '{spec}'", "is a finished run; nothing to resume")
+        if not (staging / "config.yaml").is_file():
+            raise AuditInputError(f"--resume '{spec}'", "is not the folder of an interrupted run (no config.yaml inside)")
+        run = cls.__new__(cls)
+        run.out_root = staging.parent
+        run.staging = staging
+        run.name = staging.name.removeprefix(".").removesuffix(".partial")
+        run.final = staging.parent / run.name
+        return run
+
     def commit(self) -> Path:
         os.replace(self.staging, self.final)
         return self.final

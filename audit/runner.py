@@ -6,8 +6,8 @@ audit (metrics, bounds, verdict, MLflow) → reports (figures, tables).
 """
 from __future__ import annotations
 
+import json
 import math
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -19,15 +19,21 @@ from attacks import AttackContext, AttackOptions, TargetTraining, get_attack
 from attacks.reference_models import check_pool_capacity
 from audit.accountants import DPSGDEvent, epsilons_for_event
 from audit.attack_evaluation import best_sound_lower_bound, evaluate_attack, roc_points
-from audit.config import AuditConfig, config_to_yaml
+from audit.checkpoints import ArrayCache, TargetCheckpoints
+from audit.config import AuditConfig, config_to_yaml, read_config_file
 from audit.environment import describe_environment
 from audit.errors import AuditInputError
+from audit.policy import Policy, PolicyEvaluation, evaluate_policy, verdict_from_evaluation
 from audit.run_directory import StagedRunDirectory, write_json_atomic, write_text_atomic
 from audit.tracking import AuditTracker
+from reports.html_report import write_html_report
+from reports.junit import write_junit_xml
+from reports.markdown_summary import write_summary_markdown
 from reports.figures import RocCurve, epsilon_label, plot_empirical_vs_accountant, plot_privacy_utility, plot_roc_curves
 from targets.datasets import TabularData, load_dataset
 from targets.devices import resolve_device
 from targets.splits import AuditSplits, make_audit_splits
+from targets.models import build_mlp
 from targets.training import TrainedTarget, TrainingSpec, train_target
 
 SCHEMA_VERSION = 1
@@ -172,6 +178,46 @@ def results_table(results: dict[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def write_outputs(
+    results: dict[str, Any], folder: Path, policy: Policy | None, tracker: AuditTracker | None, parent_id: str | None
+) -> PolicyEvaluation | None:
+    """Verdict (policy or built-in violation check), results.json, report.html, summary.md, junit.xml."""
+    evaluation = None
+    if policy is not None:
+        evaluation = evaluate_policy(policy, results)
+        results["verdict"] = verdict_from_evaluation(evaluation)
+        results["policy_evaluation"] = evaluation.as_dict()
+    write_json_atomic(folder / "results.json", results)  # first: the report quotes its SHA-256
+    report = write_html_report(results, folder, evaluation=evaluation)
+    summary = write_summary_markdown(results, folder / "summary.md", evaluation=evaluation)
+    outputs = [report, summary]
+    if evaluation is not None:
+        outputs.append(write_junit_xml(evaluation, folder / "junit.xml"))
+    if tracker is not None and parent_id is not None:
+        for path in outputs:
+            tracker.log_artifact(parent_id, path)
+    return evaluation
+
+
+def _resolve_resume(config: AuditConfig, out_dir: str | Path, resume: str | Path) -> StagedRunDirectory:
+    run_dir = StagedRunDirectory.resume(out_dir, resume, config.name)
+    stored = read_config_file(run_dir.staging / "config.yaml")
+    stored_hash = AuditConfig.model_validate(stored).config_hash()
+    if stored_hash != config.config_hash():
+        raise AuditInputError(
+            f"--resume '{resume}'",
+            f"that run was started with another config (hash {stored_hash}, now {config.config_hash()}); "
+            "resume with the same config, or give only --resume DIR to use the stored one",
+        )
+    return run_dir
+
+
+def stored_config(out_dir: str | Path, resume: str | Path, name: str = "default") -> AuditConfig:
+    """The resolved config saved in an interrupted run's folder (for `run --resume DIR` alone)."""
+    run_dir = StagedRunDirectory.resume(out_dir, resume, name)
+    return AuditConfig.model_validate(read_config_file(run_dir.staging / "config.yaml"))
+
+
 def run_audit(
     config: AuditConfig,
     *,
@@ -179,11 +225,15 @@ def run_audit(
     tracking_uri: str | None = None,
     preset: str | None = None,
     progress: Progress | None = None,
+    resume: str | Path | None = None,
+    policy: Policy | None = None,
 ) -> AuditRun:
     """Run the whole audit described by `config`; returns the results dict and the run folder.
 
-    Raises AuditInputError for bad input before anything is trained; on any error the staging
-    folder is removed and the MLflow runs are marked FAILED (KILLED on Ctrl-C).
+    Bad input raises AuditInputError before anything is trained, and nothing is left on disk. An
+    interruption (Ctrl-C, SIGTERM, SIGKILL) or a crash leaves the hidden staging folder with every
+    finished piece checkpointed: `resume="latest"` (or the folder's path) recomputes only what is
+    missing. MLflow runs of an interrupted attempt end KILLED (FAILED after an error), never RUNNING.
     """
     progress = progress or _Silent()
     device = resolve_device(config.device)
@@ -202,22 +252,110 @@ def run_audit(
     for text in run_warnings:
         progress.note(f"warning: {text}")
 
-    run_dir = StagedRunDirectory(out_dir, config.name)
-    staging = run_dir.create()
+    if resume is not None:
+        run_dir = _resolve_resume(config, out_dir, resume)
+    else:
+        run_dir = StagedRunDirectory(out_dir, config.name)
+        run_dir.create()
     tracker = None
     try:
         tracker = AuditTracker(tracking_uri, config.name)
-        results = _sweep(config, data, splits, attacks, device, staging, tracker, preset, run_warnings, progress)
+        results = _sweep(config, data, splits, attacks, device, run_dir.staging, tracker, preset, run_warnings, progress)
+        write_outputs(results, run_dir.staging, policy, tracker, results["mlflow"]["parent_run_id"])
         final = run_dir.commit()
-        results_path = final / "results.json"
-        tracker.log_artifact(results["mlflow"]["parent_run_id"], results_path)
+        tracker.log_artifact(results["mlflow"]["parent_run_id"], final / "results.json")
         tracker.finish(results["mlflow"]["parent_run_id"], "FINISHED")
         return AuditRun(results=results, run_dir=final)
+    except AuditInputError:
+        if tracker is not None:
+            tracker.fail_open_runs("FAILED")
+        if resume is None:
+            run_dir.discard()
+        raise
     except BaseException as exc:
         if tracker is not None:
             tracker.fail_open_runs("KILLED" if isinstance(exc, KeyboardInterrupt) else "FAILED")
-        run_dir.discard()
+        progress.note(f"interrupted; finished pieces are kept: resume with --resume {run_dir.staging}")
         raise
+
+
+@dataclass
+class _SweepInputs:
+    config: AuditConfig
+    data: TabularData
+    splits: AuditSplits
+    spec: TrainingSpec
+    device: object
+    attack_options: AttackOptions
+
+
+def _load_or_train_target(inputs: _SweepInputs, epsilon: float, seed: int, ckpt: TargetCheckpoints,
+                          progress: Progress) -> TrainedTarget:
+    config, data, splits = inputs.config, inputs.data, inputs.splits
+    meta, state = ckpt.load_json("target"), ckpt.load_state_dict("target")
+    if meta is not None and state is not None:
+        model = build_mlp(data.features.shape[1], inputs.spec.hidden_sizes, data.n_classes, seed=seed)
+        model.load_state_dict(state)
+        progress.epoch_done(inputs.spec.epochs, inputs.spec.epochs)
+        return TrainedTarget(model=model.eval(), **meta)
+    trained = train_target(
+        data.features[splits.train_idx], data.labels[splits.train_idx], data.n_classes, inputs.spec,
+        epsilon=epsilon, delta=config.privacy.delta, accountant=config.privacy.accountant,
+        seed=seed, device=inputs.device, on_epoch=progress.epoch_done,
+    )
+    ckpt.save_state_dict("target", trained.model.state_dict())
+    ckpt.save_json("target", {k: v for k, v in trained.__dict__.items() if k != "model"})
+    return trained
+
+
+def _audit_target(inputs: _SweepInputs, index: int, epsilon: float, attacks: list, ckpt: TargetCheckpoints,
+                  progress: Progress) -> tuple[dict[str, Any], dict[str, np.ndarray], list[str]]:
+    """Train (or reload) one target and run every attack on it; each finished piece is checkpointed."""
+    config, data, splits = inputs.config, inputs.data, inputs.splits
+    seed = target_seed(config.seed, index)
+    finished = ckpt.load_json("record")
+    if finished is not None:  # completed by an earlier, interrupted attempt
+        progress.epoch_done(inputs.spec.epochs, inputs.spec.epochs)
+        return finished["record"], ckpt.load_arrays("scores"), finished["notes"]
+    trained = _load_or_train_target(inputs, epsilon, seed, ckpt, progress)
+    test_x, test_y = data.features[splits.test_idx], data.labels[splits.test_idx]
+    cand_y = data.labels[splits.candidate_idx]
+    test_accuracy = float((trained.logits(test_x).argmax(axis=1) == test_y).mean())
+    context = AttackContext(
+        candidate_features=data.features[splits.candidate_idx], candidate_labels=cand_y, n_classes=data.n_classes,
+        pool_features=data.features[splits.pool_idx], pool_labels=data.labels[splits.pool_idx],
+        training=TargetTraining(
+            spec=inputs.spec, noise_multiplier=trained.noise_multiplier or 0.0, max_grad_norm=trained.max_grad_norm,
+            sample_rate=trained.sample_rate, steps=trained.steps, train_size=len(splits.train_idx),
+        ),
+        epsilon=epsilon, delta=config.privacy.delta, accountant=config.privacy.accountant, seed=seed,
+        device=inputs.device, options=inputs.attack_options, cache=ArrayCache(ckpt),
+    )
+    attack_records, score_columns = [], {}
+    for attack in attacks:
+        stored = ckpt.load_arrays(f"scores_{attack.name}")
+        if stored is None:
+            scores = np.asarray(attack.scores(trained, context), dtype=np.float64)
+            ckpt.save_arrays(f"scores_{attack.name}", {"scores": scores})
+        else:
+            scores = stored["scores"]
+        score_columns[attack.name] = scores
+        attack_records.append(
+            evaluate_attack(
+                attack.name, scores, splits.candidate_member, cand_y, delta=config.privacy.delta,
+                confidence=config.attacks.confidence, threshold_seed=seed,
+                accountant_epsilon=trained.accountant_epsilon,
+            )
+        )
+    record, notes = _target_record(trained, config, test_accuracy, attack_records)
+    record["seed"] = seed
+    ckpt.save_arrays("scores", score_columns)
+    ckpt.save_json("record", {"record": record, "notes": notes})
+    return record, score_columns, notes
+
+
+def _epsilon_tag(epsilon: float) -> str:
+    return "inf" if math.isinf(epsilon) else f"{epsilon:g}"
 
 
 def _sweep(
@@ -232,77 +370,59 @@ def _sweep(
     run_warnings: list[str],
     progress: Progress,
 ) -> dict[str, Any]:
-    spec = TrainingSpec(**config.training.model_dump())
+    inputs = _SweepInputs(config, data, splits, TrainingSpec(**config.training.model_dump()), device,
+                          _attack_options(config))
     environment = describe_environment(str(device), config.seed)
-    parent_id = tracker.start_run(
-        config.name,
-        tags={
-            "preset": preset or "custom",
-            "config_hash": config.config_hash(),
-            "git_sha": environment["git_sha"] or "unknown",
-            "dataset": data.description,
-        },
-    )
+    attempts_path = staging / "checkpoints" / "mlflow_attempts.json"
+    earlier_attempts = json.loads(attempts_path.read_text()) if attempts_path.is_file() else []
+    for attempt in earlier_attempts:  # a SIGKILLed attempt could not close its own runs
+        tracker.close_if_running([attempt["parent_run_id"], *attempt["child_run_ids"]], "KILLED")
+    parent_tags = {
+        "preset": preset or "custom",
+        "config_hash": config.config_hash(),
+        "git_sha": environment["git_sha"] or "unknown",
+        "dataset": data.description,
+    }
+    if earlier_attempts:
+        parent_tags["resumed_from"] = ",".join(a["parent_run_id"] for a in earlier_attempts)
+    parent_id = tracker.start_run(config.name, tags=parent_tags)
+    attempt = {"parent_run_id": parent_id, "child_run_ids": []}
+
+    def save_attempts() -> None:
+        write_json_atomic(attempts_path, earlier_attempts + [attempt])
+
+    save_attempts()
     tracker.log_params(parent_id, {"seed": config.seed, "device": str(device), "delta": config.privacy.delta,
                                    "accountant": config.privacy.accountant, "n_targets": len(config.privacy.epsilons)})
     figures = staging / "figures"
     scores_dir = staging / "scores"
-    figures.mkdir()
-    scores_dir.mkdir()
+    figures.mkdir(exist_ok=True)
+    scores_dir.mkdir(exist_ok=True)
     splits.save(staging / "splits.npz")
     write_text_atomic(staging / "config.yaml", config_to_yaml(config))
 
-    train_x, train_y = data.features[splits.train_idx], data.labels[splits.train_idx]
-    test_x, test_y = data.features[splits.test_idx], data.labels[splits.test_idx]
-    cand_x, cand_y = data.features[splits.candidate_idx], data.labels[splits.candidate_idx]
     members = splits.candidate_member
-    attack_options = _attack_options(config)
     targets, notes, curves = [], list(run_warnings), []
-    child_ids = []
     for index, epsilon in enumerate(config.privacy.epsilons):
-        label = epsilon_label(epsilon)
-        progress.target_started(index, len(config.privacy.epsilons), label, spec.epochs)
-        seed = target_seed(config.seed, index)
+        label, tag = epsilon_label(epsilon), _epsilon_tag(epsilon)
+        progress.target_started(index, len(config.privacy.epsilons), label, inputs.spec.epochs)
         child_id = tracker.start_run(f"{config.name} {label}", parent_id=parent_id)
-        trained = train_target(
-            train_x, train_y, data.n_classes, spec,
-            epsilon=epsilon, delta=config.privacy.delta, accountant=config.privacy.accountant,
-            seed=seed, device=device, on_epoch=progress.epoch_done,
+        attempt["child_run_ids"].append(child_id)
+        save_attempts()
+        record, score_columns, target_notes = _audit_target(
+            inputs, index, epsilon, attacks, TargetCheckpoints(staging / "checkpoints" / f"eps_{tag}"), progress
         )
-        test_accuracy = float((trained.logits(test_x).argmax(axis=1) == test_y).mean())
-        context = AttackContext(
-            candidate_features=cand_x, candidate_labels=cand_y, n_classes=data.n_classes,
-            pool_features=data.features[splits.pool_idx], pool_labels=data.labels[splits.pool_idx],
-            training=TargetTraining(
-                spec=spec, noise_multiplier=trained.noise_multiplier or 0.0, max_grad_norm=trained.max_grad_norm,
-                sample_rate=trained.sample_rate, steps=trained.steps, train_size=len(train_y),
-            ),
-            epsilon=epsilon, delta=config.privacy.delta, accountant=config.privacy.accountant, seed=seed,
-            device=device, options=attack_options,
-        )
-        accountant_eps = trained.accountant_epsilon
-        attack_records, score_columns = [], {}
-        for attack in attacks:
-            scores = np.asarray(attack.scores(trained, context), dtype=np.float64)
-            score_columns[attack.name] = scores
-            attack_records.append(
-                evaluate_attack(
-                    attack.name, scores, members, cand_y, delta=config.privacy.delta,
-                    confidence=config.attacks.confidence, threshold_seed=seed, accountant_epsilon=accountant_eps,
-                )
-            )
-            fpr, tpr = roc_points(scores, members)
-            curves.append((epsilon, attack.name, fpr, tpr))
-        record, target_notes = _target_record(trained, config, test_accuracy, attack_records)
         record["mlflow_run_id"] = child_id
-        record["seed"] = seed
         notes += target_notes
         targets.append(record)
+        for name, scores in score_columns.items():
+            fpr, tpr = roc_points(scores, members)
+            curves.append((epsilon, name, fpr, tpr))
 
-        tag = "inf" if math.isinf(epsilon) else f"{epsilon:g}"
         scores_path = scores_dir / f"scores_eps_{tag}.csv"
         pd.DataFrame(
-            {"candidate_index": splits.candidate_idx, "member": members.astype(int), "label": cand_y, **score_columns}
+            {"candidate_index": splits.candidate_idx, "member": members.astype(int),
+             "label": data.labels[splits.candidate_idx], **score_columns}
         ).to_csv(scores_path, index=False)
         roc_path = plot_roc_curves(
             [RocCurve(name, f, t) for (e, name, f, t) in curves if e == epsilon],
@@ -312,13 +432,12 @@ def _sweep(
         tracker.log_params(child_id, {
             "epsilon_target": tag, "delta": config.privacy.delta, "noise_multiplier": record["noise_multiplier"],
             "sample_rate": record["sample_rate"], "steps": record["steps"], "max_grad_norm": record["max_grad_norm"],
-            "accountant": record["accountant"], "seed": seed,
+            "accountant": record["accountant"], "seed": record["seed"],
         })
         tracker.log_metrics(child_id, _child_metrics(record))
         tracker.log_artifact(child_id, roc_path)
         tracker.log_artifact(child_id, scores_path)
         tracker.finish(child_id)
-        child_ids.append(child_id)
 
     attack_names = [a.name for a in attacks]
     roc_all = plot_roc_curves(
@@ -366,9 +485,9 @@ def _sweep(
         "notes": notes,
         "verdict": {"passed": not violations, "policy": None, "reasons": reasons},
         "mlflow": {"tracking_uri": tracker.tracking_uri, "experiment_id": tracker.experiment_id,
-                   "parent_run_id": parent_id, "child_run_ids": child_ids},
+                   "parent_run_id": parent_id, "child_run_ids": attempt["child_run_ids"],
+                   "resumed_from": [a["parent_run_id"] for a in earlier_attempts]},
     }
-    write_json_atomic(staging / "results.json", results)
     write_text_atomic(staging / "results.csv", results_table(results).to_csv(index=False))
     for figure in (roc_all, eps_fig, utility_fig):
         tracker.log_artifact(parent_id, figure)

@@ -93,6 +93,15 @@ class AuditTracker:
         if run_id in self.open_runs:
             self.open_runs.remove(run_id)
 
+    def close_if_running(self, run_ids: list[str], status: str) -> None:
+        """Terminate runs an earlier, killed process left RUNNING (it could not close them itself)."""
+        for run_id in run_ids:
+            try:
+                if self.client.get_run(run_id).info.status == "RUNNING":
+                    self.client.set_terminated(run_id, status=status)
+            except Exception:  # a run deleted by the user, or another store: nothing to close
+                pass
+
     def fail_open_runs(self, status: str = "FAILED") -> None:
         """Children first, then the parent: nothing is left RUNNING after an error or Ctrl-C."""
         for run_id in reversed(list(self.open_runs)):

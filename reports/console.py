@@ -16,7 +16,7 @@ def _fmt(value: float | None, digits: int = 3) -> str:
 
 
 def results_summary_table(results: dict[str, Any]) -> Table:
-    accountant = results["config"]["privacy"]["accountant"]
+    accountant = results["config"].get("privacy", {}).get("accountant", "claimed")
     table = Table(title=f"privacy-audit: {results['config']['name']}", show_lines=False)
     for header in ("ε target", f"{accountant} ε", "PLD ε", "test acc", "attack", "AUC (95% CI)",
                    "TPR@0.1%", "TPR@1%", "ε LB (CP)", "ε LB (1-run)", "violation"):
@@ -28,7 +28,7 @@ def results_summary_table(results: dict[str, Any]) -> Table:
             lo, hi = attack["auc_ci"]
             table.add_row(
                 ("∞" if eps_target is None else f"{eps_target:g}") if first else "",
-                _fmt(target["epsilon"].get(accountant)) if first else "",
+                _fmt(target["epsilon"].get(accountant, target.get("epsilon_accountant"))) if first else "",
                 _fmt(target["epsilon"].get("pld")) if first else "",
                 _fmt(target["test_accuracy"]) if first else "",
                 attack["name"],

@@ -144,10 +144,10 @@ def labels_to_classes(values: pd.Series, where: str) -> tuple[np.ndarray, int]:
     return encoded.astype(np.int64), int(classes.size)
 
 
-def read_table(path: str | Path) -> pd.DataFrame:
-    """CSV or Parquet by suffix, with errors that name the file."""
+def read_table(path: str | Path, role: str = "data file") -> pd.DataFrame:
+    """CSV or Parquet by suffix, with errors that name the file and its role."""
     path = Path(path)
-    where = f"data file '{path}'"
+    where = f"{role} '{path}'"
     if not path.is_file():
         raise AuditInputError(where, "does not exist or is not a file")
     suffix = path.suffix.lower()

@@ -17,9 +17,10 @@ numeric c → one coordinate (clip(x_c) − min_c) / range_c / √p; categorical
 fitted categories, each hot coordinate 1/√(2p) (two rows that differ put 1/√(2p) in two different
 coordinates: squared distance 2 · 1/(2p) = 1/p, i.e. δ_c = 1). Euclidean rather than the
 classical L1 Gower mean was chosen for speed: squared Euclidean distances come from one matrix
-product (BLAS), L1 needs an explicit |x − y| per pair and coordinate (measured ≈ 25× slower on
-CPU for 100k × 100k rows; see benchmarks/bench_synthetic.py). Ranks, ratios and shares of
-distances (NNDR, DCR share) are the usual Gower ones up to the RMS-vs-mean aggregation.
+product (BLAS), L1 needs an explicit |x − y| per pair and coordinate (measured ~10× slower on
+2 CPU cores; see attacks/distance.py and benchmarks/bench_synthetic.py). Both weigh every
+column equally and cap its contribution at 1; the RMS aggregation weighs one large difference
+more than several small ones, where the mean (L1) Gower would weigh them alike.
 
 Edge cases, all deliberate:
 

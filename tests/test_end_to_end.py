@@ -6,6 +6,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from tests.conftest import REPO
+
+EXAMPLES = REPO / "examples"
 RESULT_KEYS = {"schema_version", "config", "environment", "targets", "synthetic", "verdict"}
 TARGET_KEYS = {"epsilon_target", "delta", "noise_multiplier", "sample_rate", "steps", "max_grad_norm", "epsilon",
                "test_accuracy", "attacks", "epsilon_lb_best", "violation"}
@@ -13,7 +16,9 @@ ATTACK_KEYS = {"name", "auc", "auc_ci", "tpr_at_fpr", "advantage", "epsilon_lb",
 
 
 def _run_dirs(root: Path) -> list[Path]:
-    return sorted(p for p in (root / "runs").iterdir() if p.is_dir()) if (root / "runs").exists() else []
+    """Finished run folders (the hidden `.…partial` staging folders of unfinished runs excluded)."""
+    runs = root / "runs"
+    return sorted(p for p in runs.iterdir() if p.is_dir() and not p.name.startswith(".")) if runs.exists() else []
 
 
 @pytest.fixture(scope="module")
@@ -21,7 +26,8 @@ def smoke_run(tmp_path_factory):
     from tests.conftest import run_cli
 
     root = tmp_path_factory.mktemp("smoke")
-    proc = run_cli("run", "--preset", "smoke", "--tracking-uri", f"sqlite:///{root}/mlflow.db", cwd=root)
+    proc = run_cli("run", "--preset", "smoke", "--tracking-uri", f"sqlite:///{root}/mlflow.db",
+                   "--policy", str(EXAMPLES / "policy-lenient.yaml"), cwd=root)
     return root, proc
 
 
@@ -36,7 +42,7 @@ def test_smoke_run_writes_every_promised_file(smoke_run):
     (run_dir,) = _run_dirs(root)
     assert run_dir.name.endswith("-smoke")
     for name in ("results.json", "results.csv", "config.yaml", "splits.npz", "figures/roc_all.png",
-                 "figures/empirical_vs_accountant.png"):
+                 "figures/empirical_vs_accountant.png", "report.html", "summary.md", "junit.xml"):
         assert (run_dir / name).is_file(), name
     assert not [p for p in (root / "runs").iterdir() if p.name.startswith(".")]  # no staging left
 
@@ -60,7 +66,7 @@ def test_results_json_follows_schema_version_1(smoke_run):
             assert eps["pld"] <= eps["prv"] + 0.05  # the tight reference is never above PRV beyond tolerance
     assert results["verdict"]["passed"] is True  # correct Opacus targets: no violation
     csv = pd.read_csv(run_dir / "results.csv")
-    assert len(csv) == 3 and math.isinf(csv["epsilon_target"].iloc[-1])
+    assert len(csv) == 3 * len(results["attacks_run"]) and math.isinf(csv["epsilon_target"].iloc[-1])
 
 
 def test_mlflow_store_holds_a_parent_and_one_child_per_epsilon(smoke_run):
@@ -87,13 +93,15 @@ def test_mlflow_store_holds_a_parent_and_one_child_per_epsilon(smoke_run):
     assert {"results.json", "empirical_vs_accountant.png"} <= artifacts
 
 
-def test_the_same_seed_gives_identical_numbers_on_cpu(smoke_run, tmp_path):
+def test_the_same_seed_gives_identical_numbers_and_a_strict_policy_fails_the_run(smoke_run, tmp_path):
     from tests.conftest import run_cli
 
     root, _ = smoke_run
     proc = run_cli("run", "--preset", "smoke", "--device", "cpu", "--tracking-uri", f"sqlite:///{tmp_path}/m.db",
-                   cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr[-2000:]
+                   "--policy", str(EXAMPLES / "policy-strict.yaml"), cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert "POLICY FAILED" in proc.stderr and "ε = ∞" in proc.stderr  # the failed rule, with its target
+    assert "max_" in proc.stderr  # ...and the rule's name
     (first,) = _run_dirs(root)
     (second,) = _run_dirs(tmp_path)
 
@@ -105,3 +113,117 @@ def test_the_same_seed_gives_identical_numbers_on_cpu(smoke_run, tmp_path):
         return results["targets"]
 
     assert numbers(first) == numbers(second)
+    strict = json.loads((second / "results.json").read_text())
+    assert strict["verdict"]["passed"] is False and strict["verdict"]["reasons"]
+
+
+def test_a_malformed_policy_is_refused_before_any_training(cli, tmp_path):
+    (tmp_path / "p.yaml").write_text("rules:\n  max_auc: [1, 2]\n")
+    proc = cli("run", "--preset", "smoke", "--policy", "p.yaml")
+    assert proc.returncode == 2 and "rules.max_auc" in proc.stderr and not (tmp_path / "runs").exists()
+
+
+def test_gate_passes_a_lenient_policy_and_fails_a_strict_one_with_junit(smoke_run, cli, tmp_path):
+    import xml.etree.ElementTree as ET
+
+    root, _ = smoke_run
+    (run_dir,) = _run_dirs(root)
+    lenient = cli("gate", "--policy", str(EXAMPLES / "policy-lenient.yaml"), str(run_dir / "results.json"), "--out", "g1")
+    assert lenient.returncode == 0, lenient.stderr
+    strict = cli("gate", "--policy", str(EXAMPLES / "policy-strict.yaml"), str(run_dir / "results.json"), "--out", "g2")
+    assert strict.returncode == 1 and "POLICY FAILED" in strict.stderr
+    suite = ET.parse(tmp_path / "g2" / "junit.xml").getroot()
+    assert suite.iter("testcase") and any(case.find("failure") is not None for case in suite.iter("testcase"))
+    assert "FAIL" in (tmp_path / "g2" / "summary.md").read_text()
+
+
+def test_report_re_renders_from_results_json(smoke_run, cli, tmp_path):
+    root, _ = smoke_run
+    (run_dir,) = _run_dirs(root)
+    proc = cli("report", str(run_dir / "results.json"), "--out", "rep")
+    assert proc.returncode == 0, proc.stderr
+    html = (tmp_path / "rep" / "report.html").read_text()
+    assert "data:image/png;base64" in html and "ε = ∞" in html or "∞" in html
+
+
+def test_audit_scores_turns_a_score_file_into_bounds_report_and_verdict(smoke_run, cli, tmp_path):
+    root, _ = smoke_run
+    (run_dir,) = _run_dirs(root)
+    scores = pd.read_csv(run_dir / "scores" / "scores_eps_inf.csv")
+    scores[["member", "loss"]].rename(columns={"loss": "score"}).to_csv(tmp_path / "s.csv", index=False)
+    proc = cli("audit-scores", "s.csv", "--membership-randomized", "--tracking-uri", f"sqlite:///{tmp_path}/m.db")
+    assert proc.returncode == 0, proc.stderr
+    (out,) = _run_dirs(tmp_path)
+    results = json.loads((out / "results.json").read_text())
+    attack = results["targets"][0]["attacks"][0]
+    assert attack["n_members"] + attack["n_nonmembers"] == len(scores)
+    assert (out / "report.html").is_file()
+    bad = cli("audit-scores", "s.csv", "--claimed-epsilon", "-1")
+    assert bad.returncode == 2 and "--claimed-epsilon" in bad.stderr
+
+
+def test_a_run_killed_mid_sweep_resumes_to_the_same_results(smoke_run, tmp_path):
+    """SIGKILL a real `run` after its first target is checkpointed, resume it, compare with an unbroken run."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import mlflow
+
+    from tests.conftest import run_cli
+
+    root, _ = smoke_run
+    db = f"sqlite:///{tmp_path}/m.db"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "audit.cli", "run", "--preset", "smoke", "--tracking-uri", db],
+        cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 300
+    while not list(tmp_path.glob("runs/.*.partial/checkpoints/eps_1/record.json")):
+        assert proc.poll() is None, "the run ended before it could be killed"
+        assert time.monotonic() < deadline, "no checkpoint appeared"
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    (partial,) = tmp_path.glob("runs/.*.partial")
+    assert not (partial / "results.json").exists()
+    assert not _run_dirs(tmp_path)  # nothing that looks finished
+
+    resumed = run_cli("run", "--preset", "smoke", "--tracking-uri", db, "--resume", "latest", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    (finished,) = _run_dirs(tmp_path)
+    assert not partial.exists()
+
+    def numbers(path):
+        results = json.loads((path / "results.json").read_text())
+        for target in results["targets"]:
+            target.pop("mlflow_run_id")
+            target.pop("train_seconds")  # wall-clock time, the only number allowed to differ
+        return results["targets"]
+
+    (unbroken,) = _run_dirs(root)
+    assert numbers(finished) == numbers(unbroken)
+
+    mlflow.set_tracking_uri(db)
+    runs = mlflow.search_runs(experiment_names=["smoke"])
+    assert "RUNNING" not in set(runs["status"])
+    results = json.loads((finished / "results.json").read_text())
+    killed_parent = results["mlflow"]["resumed_from"][0]
+    assert runs.set_index("run_id").loc[killed_parent, "status"] == "KILLED"
+    parent = runs.set_index("run_id").loc[results["mlflow"]["parent_run_id"]]
+    assert parent["tags.resumed_from"] == killed_parent and parent["status"] == "FINISHED"
+
+
+def test_resume_with_another_config_is_refused(tmp_path):
+    from tests.conftest import run_cli
+
+    partial = tmp_path / "runs" / ".20260101T000000Z-smoke.partial"
+    partial.mkdir(parents=True)
+    (partial / "config.yaml").write_text("name: smoke\nseed: 99\n")
+    proc = run_cli("run", "--preset", "smoke", "--resume", "latest", cwd=tmp_path)
+    assert proc.returncode == 2 and "another config" in proc.stderr
+    proc = run_cli("run", "--preset", "smoke", "--resume", "runs/nothing-here", cwd=tmp_path)
+    assert proc.returncode == 2 and "not the folder of an interrupted run" in proc.stderr

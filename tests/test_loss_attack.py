@@ -32,6 +32,13 @@ def test_cross_entropy_is_stable_for_extreme_logits():
     assert np.allclose(loss, [2000.0, np.log(2)])
 
 
+def test_tiny_losses_of_confident_members_stay_distinct_instead_of_rounding_to_zero():
+    logits = np.array([[40.0, 0.0], [50.0, 0.0], [3.0, 1.0, ]])
+    loss = per_example_cross_entropy(logits, np.array([0, 0, 0]))
+    assert 0 < loss[1] < loss[0] < loss[2]
+    assert loss[0] == pytest.approx(np.exp(-40.0), rel=1e-9)
+
+
 def test_members_with_lower_loss_get_higher_scores_and_a_positive_bound():
     rng = np.random.default_rng(0)
     n = 2000

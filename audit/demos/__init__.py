@@ -1,0 +1,1 @@
+"""Demonstration code for the audits: DP trainers (correct and deliberately broken) and mechanisms."""

@@ -1,0 +1,107 @@
+"""Bring your own scores: audit a membership-score file produced anywhere.
+
+The file (CSV or Parquet) has a `member` column (0/1) and either `score` (higher = more likely a
+member) or `loss` (lower = more likely a member; scored as −loss). An optional `label` column gives
+the per-class breakdown. The result has the same shape as a `run`'s results.json (one target, one
+attack), so the report, the policy gate and the JSON Schema apply unchanged.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from audit.attack_evaluation import best_sound_lower_bound, evaluate_attack
+from audit.environment import describe_environment
+from audit.errors import AuditInputError
+from targets.datasets import read_table
+
+SCHEMA_VERSION = 1
+
+
+def read_scores(path: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, str]:
+    """(scores, members, labels, source column) from a user file, validated column by column."""
+    frame = read_table(path, role="scores file")
+    where = f"scores file '{path}'"
+    if "member" not in frame.columns:
+        raise AuditInputError(where, f"has no 'member' column (columns: {', '.join(map(str, frame.columns[:10]))})")
+    has_score, has_loss = "score" in frame.columns, "loss" in frame.columns
+    if has_score == has_loss:
+        raise AuditInputError(where, "needs exactly one of the columns 'score' (higher = member) or 'loss' (lower = member)")
+    column = "score" if has_score else "loss"
+    member = frame["member"]
+    if not pd.api.types.is_numeric_dtype(member) or not member.isin([0, 1]).all():
+        raise AuditInputError(f"{where}: column 'member'", "must hold only 0 and 1")
+    values = pd.to_numeric(frame[column], errors="coerce")
+    bad = values.isna() | ~np.isfinite(values.fillna(0.0))
+    if bad.any():
+        row = int(np.flatnonzero(bad.to_numpy())[0])
+        raise AuditInputError(f"{where}: column '{column}'", f"row {row + 2} is not a finite number ({frame[column].iloc[row]!r})")
+    members = member.to_numpy().astype(bool)
+    if members.all() or not members.any():
+        raise AuditInputError(f"{where}: column 'member'", "needs both members (1) and non-members (0)")
+    scores = values.to_numpy(dtype=np.float64)
+    if column == "loss":
+        scores = -scores
+    labels = frame["label"].to_numpy() if "label" in frame.columns else np.zeros(len(frame), dtype=np.int64)
+    return scores, members, labels, column
+
+
+def audit_scores(
+    path: str | Path,
+    *,
+    delta: float = 1e-5,
+    confidence: float = 0.95,
+    claimed_epsilon: float | None = None,
+    membership_randomized: bool = False,
+    seed: int = 0,
+    name: str = "scores",
+) -> dict[str, Any]:
+    """Every attack metric and ε lower bound for one score file, as a results dict (schema_version 1)."""
+    if not 0 < delta < 1:
+        raise AuditInputError("--delta", f"must be in (0, 1), got {delta}")
+    if not 0.5 < confidence < 1:
+        raise AuditInputError("--confidence", f"must be in (0.5, 1), got {confidence}")
+    if claimed_epsilon is not None and not claimed_epsilon > 0:
+        raise AuditInputError("--claimed-epsilon", f"must be > 0, got {claimed_epsilon}")
+    scores, members, labels, column = read_scores(path)
+    attack = evaluate_attack(
+        name, scores, members, labels, delta=delta, confidence=confidence, threshold_seed=seed,
+        accountant_epsilon=claimed_epsilon, membership_randomized=membership_randomized,
+    )
+    best, best_method = best_sound_lower_bound([attack])
+    violation = claimed_epsilon is not None and best > claimed_epsilon
+    notes = [] if membership_randomized else [
+        "one-run bound not computed: pass --membership-randomized only if each record's membership was a fair coin flip"
+    ]
+    target = {
+        "epsilon_target": claimed_epsilon,
+        "delta": delta,
+        "noise_multiplier": None, "sample_rate": None, "steps": None, "max_grad_norm": None,
+        "poisson_sampling": None,
+        "accountant": "claimed" if claimed_epsilon is not None else None,
+        "epsilon": {"claimed": claimed_epsilon} if claimed_epsilon is not None else {},
+        "epsilon_accountant": claimed_epsilon,
+        "test_accuracy": None,
+        "attacks": [attack],
+        "epsilon_lb_best": best,
+        "epsilon_lb_best_method": best_method,
+        "epsilon_lb_ratio": best / claimed_epsilon if claimed_epsilon else None,
+        "violation": bool(violation),
+    }
+    reasons = [f"empirical lower bound {best:.3f} ({best_method}) exceeds the claimed ε {claimed_epsilon:g}"] if violation else []
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "config": {"name": name, "source": str(path), "score_column": column, "delta": delta,
+                   "confidence": confidence, "claimed_epsilon": claimed_epsilon,
+                   "membership_randomized": membership_randomized, "seed": seed},
+        "environment": describe_environment("cpu", seed),
+        "data": {"description": f"scores from {Path(path).name}", "n_candidates": int(len(scores))},
+        "attacks_run": [name],
+        "targets": [target],
+        "synthetic": [],
+        "notes": notes,
+        "verdict": {"passed": not violation, "policy": None, "reasons": reasons},
+    }

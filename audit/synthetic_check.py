@@ -1,0 +1,312 @@
+"""The synthetic-data privacy check: train, holdout and synthetic tables in, one JSON-ready dict out.
+
+Used by `privacy-audit synth-check --train F --holdout F --synthetic F` and by the main run for the
+synthesizers it trains. Reading files (`read_table`) is the only I/O; `synthetic_privacy_checks`
+is a pure function of three DataFrames.
+
+What it reports (STATS.md, "Synthetic data"):
+- "nndr": d(nearest train) / d(2nd-nearest train) per synthetic row (near 0 = near-copies);
+- "nndr_real_vs_synthetic": the textbook variant, d(nearest train) / d(nearest other synthetic);
+- "dcr": distance to the closest train vs closest holdout row, share closer to train (ideal 0.5);
+- "mia": the distance attack of `attacks.distance` — members = train rows, non-members = holdout
+  rows, score = −distance to the nearest synthetic row — with AUC, TPR at low FPR, advantage and
+  ε lower bounds (the synthesizer's DP guarantee covers any function of its output, so a bound
+  above its claimed ε is a violation);
+- "fidelity": marginals (KS / TVD), correlation distance, TSTR when a target column is given;
+- "flags"/"passed": the three tests that say "this release leaks", each at level
+  α/3 (Bonferroni over the three, α = 1 − confidence).
+
+Three nearest-neighbour passes cover everything: synthetic × train (2 nearest train rows per
+synthetic row, and the nearest synthetic row per train row), synthetic × holdout (both directions,
+nearest only), and synthetic × synthetic (half the matrix, by symmetry).
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from attacks.distance import DISTANCE_THREAT_MODEL, mutual_nearest_neighbours, nearest_distances, nearest_neighbours
+from audit.attack_evaluation import FPR_LEVELS
+from audit.attack_metrics import advantage_bound, auc_with_ci, membership_advantage, tpr_at_fpr
+from audit.epsilon_bounds import HeldOut, epsilon_lower_bound_clopper_pearson, epsilon_lower_bound_one_run
+from audit.synthetic_metrics import (
+    column_fidelity,
+    correlation_distance,
+    dcr_from_distances,
+    equal_size_reference_rows,
+    nndr_from_distances,
+    nndr_real_vs_synthetic_from_distances,
+    tstr,
+)
+from targets.tabular_encoding import MixedTypeEncoder, NanPolicy, SyntheticDataError
+
+__all__ = ["read_table", "synthetic_privacy_checks", "SyntheticDataError"]
+
+_READERS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
+_N_FLAG_TESTS = 3
+
+
+def read_table(path: str | Path, role: str) -> pd.DataFrame:
+    """Read a CSV (`.csv`, `.csv.gz`) or Parquet (`.parquet`, `.pq`) file; `role` names it in errors.
+
+    A missing, unreadable or empty file, or an unknown suffix, raises `SyntheticDataError` naming
+    the role and the path. The path is kept in `df.attrs["source"]` for later messages.
+    """
+    p = Path(path)
+    where = f"{role} file '{p}'"
+    suffixes = [s.lower() for s in p.suffixes]
+    suffix = suffixes[-2] if len(suffixes) >= 2 and suffixes[-1] == ".gz" else (suffixes[-1] if suffixes else "")
+    kind = _READERS.get(suffix)
+    if kind is None:
+        raise SyntheticDataError(where, f"unknown file type '{suffix or p.name}'; expected .csv, .csv.gz, .parquet or .pq")
+    if not p.is_file():
+        raise SyntheticDataError(where, "does not exist or is not a file")
+    try:
+        df = pd.read_csv(p) if kind == "csv" else pd.read_parquet(p)
+    except pd.errors.EmptyDataError as exc:
+        raise SyntheticDataError(where, "is empty") from exc
+    except Exception as exc:  # pandas/pyarrow raise many types for a corrupt file; all mean "unreadable"
+        raise SyntheticDataError(where, f"cannot be read as {kind.upper()}: {type(exc).__name__}: {exc}") from exc
+    if df.shape[1] == 0:
+        raise SyntheticDataError(where, "has no columns")
+    if df.shape[0] == 0:
+        raise SyntheticDataError(where, "has no rows")
+    df.attrs["source"] = str(p)
+    return df
+
+
+def _check_probability(name: str, value: float) -> float:
+    value = float(value)
+    if not 0 < value < 1:
+        raise ValueError(f"{name}: expected a number in (0, 1), got {value!r}")
+    return value
+
+
+def _membership_attack(
+    member_distances: np.ndarray,
+    nonmember_distances: np.ndarray,
+    *,
+    delta: float,
+    confidence: float,
+    seed: int,
+    membership_randomized: bool,
+    accountant_epsilon: float | None,
+) -> dict[str, Any]:
+    scores = -np.concatenate([member_distances, nonmember_distances])
+    members = np.r_[np.ones(member_distances.size, bool), np.zeros(nonmember_distances.size, bool)]
+    auc, (auc_lo, auc_hi) = auc_with_ci(scores, members, confidence=confidence)
+    cp = epsilon_lower_bound_clopper_pearson(
+        scores, members, delta, confidence=confidence, strategy=HeldOut(fraction=0.5, seed=seed)
+    )
+    epsilon_lb: dict[str, float | None] = {"clopper_pearson": cp.epsilon, "one_run": None}
+    details: dict[str, Any] = {"clopper_pearson": cp.details}
+    if membership_randomized:
+        one_run = epsilon_lower_bound_one_run(scores, members, delta, confidence=confidence)
+        epsilon_lb["one_run"], details["one_run"] = one_run.epsilon, one_run.details
+        one_run_note = None
+    else:
+        one_run_note = (
+            "not computed: the one-run bound (Steinke et al. 2023) is valid only if each record's "
+            "membership was an independent fair coin flip; a given train/holdout split is not "
+            "(pass membership_randomized=True if it was)"
+        )
+    result: dict[str, Any] = {
+        "name": "distance",
+        "threat_model": DISTANCE_THREAT_MODEL,
+        "auc": float(auc),
+        "auc_ci": [float(auc_lo), float(auc_hi)],
+        "tpr_at_fpr": {str(level): value for level, value in tpr_at_fpr(scores, members, FPR_LEVELS).items()},
+        "advantage": membership_advantage(scores, members),
+        "advantage_bound": None,
+        "epsilon_lb": epsilon_lb,
+        "epsilon_lb_details": details,
+        "one_run_note": one_run_note,
+        "membership_randomized": membership_randomized,
+        "confidence": confidence,
+        "n_members": int(member_distances.size),
+        "n_nonmembers": int(nonmember_distances.size),
+    }
+    if accountant_epsilon is not None and math.isfinite(accountant_epsilon):
+        result["advantage_bound"] = advantage_bound(accountant_epsilon, delta)
+    return result
+
+
+def _flags(
+    dcr: dict[str, Any],
+    d_train: np.ndarray,
+    d_holdout: np.ndarray,
+    train_index: np.ndarray,
+    holdout_index: np.ndarray,
+    member_distances: np.ndarray,
+    nonmember_distances: np.ndarray,
+    mia: dict[str, Any],
+    *,
+    confidence: float,
+    accountant_epsilon: float | None,
+) -> tuple[list[dict[str, str]], float]:
+    alpha_each = (1 - confidence) / _N_FLAG_TESTS
+    flags = []
+    p_dcr = dcr["permutation_p_value"] if dcr["permutation_p_value"] is not None else dcr["sign_test_p_value"]
+    if p_dcr < alpha_each:
+        flags.append({
+            "check": "dcr",
+            "message": f"synthetic rows are closer to train than to holdout more often than chance "
+            f"(dcr_share {dcr['dcr_share']:.3f} vs {dcr['expected_share_if_not_memorising']:.3f} "
+            f"expected, permutation p = {p_dcr:.2g})",
+        })
+    # Distinct real rows copied exactly, so that 100 copies of one record count once: under "no
+    # memorisation" a copied record is a training record with probability 1/2 (equal-size sets).
+    copied_train = np.unique(train_index[(d_train == 0) & (d_holdout > 0)]).size
+    copied_holdout = np.unique(holdout_index[(d_holdout == 0) & (d_train > 0)]).size
+    if copied_train + copied_holdout:
+        p = stats.binomtest(copied_train, copied_train + copied_holdout, 0.5, alternative="greater").pvalue
+        if p < alpha_each:
+            flags.append({
+                "check": "exact_copies",
+                "message": f"{copied_train} distinct training rows are copied exactly into the synthetic "
+                f"data (vs {copied_holdout} holdout rows, p = {p:.2g})",
+            })
+    # One-sided test of AUC > 0.5 at α_each = lower end of a two-sided (1 − 2 α_each) interval.
+    _, (auc_low, _) = auc_with_ci(
+        -np.concatenate([member_distances, nonmember_distances]),
+        np.r_[np.ones(member_distances.size, bool), np.zeros(nonmember_distances.size, bool)],
+        confidence=1 - 2 * alpha_each,
+    )
+    if auc_low > 0.5:
+        flags.append({
+            "check": "mia",
+            "message": f"the distance attack tells train from holdout rows (AUC {mia['auc']:.3f}, "
+            f"one-sided lower bound {auc_low:.3f} > 0.5)",
+        })
+    if accountant_epsilon is not None and math.isfinite(accountant_epsilon):
+        best = max(v for v in mia["epsilon_lb"].values() if v is not None)
+        if best > accountant_epsilon:
+            flags.append({
+                "check": "epsilon_violation",
+                "message": f"empirical ε lower bound {best:.3f} exceeds the generator's claimed ε "
+                f"{accountant_epsilon:.3f}",
+            })
+    return flags, alpha_each
+
+
+def synthetic_privacy_checks(
+    train_df: pd.DataFrame,
+    holdout_df: pd.DataFrame,
+    synthetic_df: pd.DataFrame,
+    *,
+    nan_policy: NanPolicy = "error",
+    target_column: str | None = None,
+    seed: int = 0,
+    delta: float = 1e-5,
+    confidence: float = 0.95,
+    membership_randomized: bool = False,
+    subsample_train: bool = False,
+    accountant_epsilon: float | None = None,
+) -> dict[str, Any]:
+    """Privacy checks of a synthetic table against its training table and a same-size holdout.
+
+    `holdout_df` must come from the same population as `train_df` and must NOT have been used to
+    fit the generator. `membership_randomized`: each record was put in train or holdout by an
+    independent fair coin flip (enables the one-run ε bound). `subsample_train`: accept a holdout
+    under 90% of the train size by comparing against a random train subset. `accountant_epsilon`:
+    the generator's claimed ε (None = unknown/non-private), to compare the ε lower bound with.
+    Seeding (size equalisation, threshold split of the ε bound, TSTR models) is all from `seed`.
+    Bad input raises `SyntheticDataError` naming the file role and column.
+    """
+    confidence = _check_probability("confidence", confidence)
+    delta = _check_probability("delta", delta)
+    encoder = MixedTypeEncoder(nan_policy=nan_policy).fit(train_df, holdout_df)
+    if target_column is not None and str(target_column) not in encoder.columns_:
+        # Checked before the expensive passes; TSTR itself runs last.
+        raise SyntheticDataError(
+            f"target column '{target_column}'", f"not in the train data (columns: {encoder.columns_})"
+        )
+    warnings: list[str] = []
+    frames = {}
+    for role, df in (("train", train_df), ("holdout", holdout_df), ("synthetic", synthetic_df)):
+        kept, n_dropped = encoder.drop_missing(df, role)
+        if n_dropped:
+            warnings.append(f"{role}: dropped {n_dropped} of {df.shape[0]} rows with missing values (nan_policy='drop_rows')")
+        frames[role] = kept
+    encoded = {role: encoder.transform(df, role) for role, df in frames.items()}
+    unseen = encoder.unseen_categories(frames["synthetic"])
+    if unseen:
+        listing = ", ".join(f"'{c}' ({n} rows)" for c, n in unseen.items())
+        warnings.append(f"synthetic: categories never seen in train/holdout in {listing}; they count as mismatches")
+    x_train, x_holdout, x_synthetic = encoded["train"], encoded["holdout"], encoded["synthetic"]
+    n_train, n_holdout, n_synthetic = (x.shape[0] for x in (x_train, x_holdout, x_synthetic))
+    if n_train < 2:
+        raise SyntheticDataError("train", f"has {n_train} usable row(s); NNDR needs at least 2")
+    if n_synthetic < 2:
+        raise SyntheticDataError("synthetic", f"has {n_synthetic} usable row(s); at least 2 are needed")
+
+    train_rows, holdout_rows, size_warnings = equal_size_reference_rows(
+        n_train, n_holdout, subsample_train=subsample_train, seed=seed
+    )
+    warnings += size_warnings
+    x_holdout_used = x_holdout[holdout_rows]
+
+    # Pass 1: synthetic × all train rows. NNDR and the member side of the attack use every train row.
+    (syn_to_train, syn_to_train_index), (train_to_syn, _) = mutual_nearest_neighbours(x_synthetic, x_train, k_a=2)
+    # Pass 2: synthetic × (equal-size) holdout rows.
+    (syn_to_holdout, syn_to_holdout_index), (holdout_to_syn, _) = mutual_nearest_neighbours(
+        x_synthetic, x_holdout_used, k_a=1
+    )
+    # Pass 3: synthetic × synthetic, for the textbook NNDR variant.
+    syn_to_syn = nearest_distances(x_synthetic, x_synthetic, k=1, exclude_self=True)
+
+    if train_rows.size == n_train:
+        d_train_for_dcr, i_train_for_dcr = syn_to_train[:, 0], syn_to_train_index[:, 0]
+    else:
+        d, i = nearest_neighbours(x_synthetic, x_train[train_rows], k=1)
+        d_train_for_dcr, i_train_for_dcr = d[:, 0], i[:, 0]
+    d_holdout_for_dcr, i_holdout_for_dcr = syn_to_holdout[:, 0], syn_to_holdout_index[:, 0]
+    dcr = dcr_from_distances(
+        d_train_for_dcr, d_holdout_for_dcr, confidence, size_warnings,
+        train_index=i_train_for_dcr, holdout_index=i_holdout_for_dcr,
+        n_train=train_rows.size, n_holdout=holdout_rows.size,
+    )
+    dcr.update({"n_train": int(train_rows.size), "n_holdout": int(holdout_rows.size)})
+
+    member_distances, nonmember_distances = train_to_syn[:, 0], holdout_to_syn[:, 0]
+    mia = _membership_attack(
+        member_distances, nonmember_distances, delta=delta, confidence=confidence, seed=seed,
+        membership_randomized=membership_randomized, accountant_epsilon=accountant_epsilon,
+    )
+    flags, alpha_each = _flags(
+        dcr, d_train_for_dcr, d_holdout_for_dcr, i_train_for_dcr, i_holdout_for_dcr,
+        member_distances, nonmember_distances, mia,
+        confidence=confidence, accountant_epsilon=accountant_epsilon,
+    )
+
+    fidelity: dict[str, Any] = {
+        **column_fidelity(frames["train"], frames["synthetic"]),
+        "correlation_distance": correlation_distance(frames["train"], frames["synthetic"]),
+        "tstr": None,
+    }
+    if target_column is not None:
+        fidelity["tstr"] = tstr(frames["train"], frames["holdout"], frames["synthetic"], target_column, seed=seed)
+
+    return {
+        "nndr": nndr_from_distances(syn_to_train),
+        "nndr_real_vs_synthetic": nndr_real_vs_synthetic_from_distances(syn_to_train[:, 0], syn_to_syn[:, 0]),
+        "dcr": dcr,
+        "mia": mia,
+        "fidelity": fidelity,
+        "flags": flags,
+        "flag_alpha_each": alpha_each,
+        "passed": not flags,
+        "warnings": warnings,
+        "encoding": encoder.describe(),
+        "n_train": n_train,
+        "n_holdout": n_holdout,
+        "n_synthetic": n_synthetic,
+        "seed": seed,
+        "delta": delta,
+        "confidence": confidence,
+    }

@@ -1,0 +1,277 @@
+"""Canary audits of training code: broken DP-SGD is caught, correct DP-SGD is not, nulls give 0."""
+import json
+import sys
+
+import numpy as np
+import pytest
+
+from audit.accountants import DPSGDEvent, epsilon_pld
+from audit.canary_audit import (
+    canary_scores,
+    default_audit_data,
+    dirac_canary_audit,
+    make_canary,
+    multi_run_canary_audit,
+    one_run_canary_audit,
+    resolve_claim,
+    run_canary_audit,
+)
+from audit.errors import AuditInputError
+
+
+from audit.demos import dp_trainers  # noqa: E402
+
+FEATURES, LABELS = default_audit_data(256, seed=0)
+CLAIMED = epsilon_pld(DPSGDEvent(**{k: dp_trainers.CLAIM[k] for k in ("noise_multiplier", "sample_rate", "steps")}),
+                      dp_trainers.CLAIM["delta"])
+
+
+# --------------------------------------------------------------------------------------------------
+# Cheap stand-in trainers (numpy, microseconds): the statistics do not care how a model is made.
+# --------------------------------------------------------------------------------------------------
+
+
+class _Centroids:
+    def __init__(self, centres):
+        self.centres = centres
+
+    def logits(self, features):
+        return -((features[:, None, :] - self.centres[None]) ** 2).sum(-1)
+
+
+def noisy_centroids(features, labels, seed):
+    """Class means plus noise: a model that barely depends on any single record."""
+    rng = np.random.default_rng(seed)
+    centres = np.stack([features[labels == c].mean(0) for c in range(int(labels.max()) + 1)])
+    return _Centroids(centres + rng.normal(0, 0.1, centres.shape))
+
+
+class _Memoriser:
+    def __init__(self, features, labels):
+        self.features, self.labels = features, labels
+
+    def predict_proba(self, features):
+        nearest = ((features[:, None, :] - self.features[None]) ** 2).sum(-1).argmin(1)
+        proba = np.full((len(features), 2), 0.01)
+        proba[np.arange(len(features)), self.labels[nearest]] = 0.99
+        return proba
+
+
+def nearest_neighbour(features, labels, seed):
+    """1-NN: remembers every training record, the opposite of differential privacy."""
+    return _Memoriser(features, labels)
+
+
+# --------------------------------------------------------------------------------------------------
+# Multi-run audits of the demonstration trainers (Opacus DP-SGD, claim ε ≈ 1)
+# --------------------------------------------------------------------------------------------------
+
+
+def _audit(trainer, seed=0, **kwargs):
+    return multi_run_canary_audit(
+        trainer, FEATURES, LABELS, canary_kind="out_of_distribution", n_models=50,
+        claimed_epsilon=CLAIMED, delta=dp_trainers.CLAIM["delta"], seed=seed, **kwargs,
+    )
+
+
+def test_the_demo_claim_is_epsilon_about_1():
+    assert CLAIMED == pytest.approx(1.0, abs=0.02)
+
+
+def test_a_trainer_without_per_sample_clipping_is_caught():
+    result = _audit(dp_trainers.broken_no_clipping)
+    assert result["violation"]
+    assert result["epsilon_lower_bound"] > CLAIMED
+    json.dumps(result, allow_nan=False)
+
+
+def test_a_trainer_with_a_64th_of_the_claimed_noise_is_caught():
+    result = _audit(dp_trainers.broken_low_noise)
+    assert result["violation"]
+    assert result["evaluation"]["n_positive"] == result["evaluation"]["n_negative"] == 25
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_correct_dpsgd_is_not_flagged_over_3_seeds(seed):
+    result = _audit(dp_trainers.correct_dpsgd, seed=seed)
+    assert not result["violation"]
+    assert result["epsilon_lower_bound"] <= CLAIMED
+
+
+def test_null_runs_never_inserting_the_canary_give_zero_in_at_least_95_percent_of_repeats():
+    bounds = [
+        multi_run_canary_audit(
+            noisy_centroids, FEATURES, LABELS, n_models=50, claimed_epsilon=1.0, delta=1e-5,
+            seed=s, insert_canary=False,
+        )["epsilon_lower_bound"]
+        for s in range(40)
+    ]
+    assert sum(b == 0 for b in bounds) >= 38
+
+
+def test_null_runs_of_the_leakiest_demo_trainer_give_zero():
+    # The unclipped trainer is caught when the canary is inserted; never inserting it, both sides
+    # are the same mechanism and the audit must find nothing.
+    result = multi_run_canary_audit(
+        dp_trainers.broken_no_clipping, FEATURES, LABELS, n_models=20, claimed_epsilon=CLAIMED,
+        delta=1e-5, seed=0, insert_canary=False,
+    )
+    assert result["epsilon_lower_bound"] == 0.0 and not result["canary_inserted"]
+
+
+# --------------------------------------------------------------------------------------------------
+# One-run audit
+# --------------------------------------------------------------------------------------------------
+
+
+def test_a_memorising_trainer_is_caught_in_one_run():
+    result = one_run_canary_audit(
+        nearest_neighbour, FEATURES, LABELS, n_canaries=1000, canary_kind="out_of_distribution",
+        claimed_epsilon=1.0, delta=1e-5, seed=0,
+    )
+    assert result["violation"] and result["epsilon_lower_bound"] > 3.0
+    assert 400 < result["n_inserted"] < 600  # fair coins
+    json.dumps(result, allow_nan=False)
+
+
+def test_one_run_audit_of_correct_dpsgd_stays_below_its_claim():
+    result = one_run_canary_audit(
+        dp_trainers.correct_dpsgd, FEATURES, LABELS, n_canaries=200, claimed_epsilon=CLAIMED,
+        delta=1e-5, seed=0,
+    )
+    assert not result["violation"]
+
+
+# --------------------------------------------------------------------------------------------------
+# White-box Dirac canary on the harness's DP-SGD (Nasr et al. 2023)
+# --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("sigma, q, steps", [(1.0, 1.0, 1), (1.0, 1.0, 2), (1.0, 0.5, 4), (2.0, 1.0, 1)])
+def test_the_dirac_audit_of_the_harness_dpsgd_never_exceeds_the_accountant(sigma, q, steps):
+    result = dirac_canary_audit(noise_multiplier=sigma, sample_rate=q, steps=steps, n_runs=1000, delta=1e-5, seed=0)
+    assert result["epsilon_lower_bound"] <= result["accountant_epsilon_pld"]
+    assert not result["violation"]
+
+
+def test_the_dirac_audit_sees_the_canary_and_catches_an_understated_claim():
+    # One Gaussian step with σ = 1 is ε = 4.38 at δ = 1e-5; an accountant claiming ε = 1 is wrong.
+    result = dirac_canary_audit(noise_multiplier=1.0, sample_rate=1.0, steps=1, n_runs=1000, delta=1e-5,
+                                claimed_epsilon=1.0, seed=0)
+    assert result["violation"] and result["epsilon_lower_bound"] > 1.0
+    assert result["gdp_estimate"]["epsilon"] > result["epsilon_lower_bound"]
+    json.dumps(result, allow_nan=False)
+
+
+def test_dirac_null_runs_give_zero_in_at_least_95_percent_of_200_repeats():
+    bounds = [
+        dirac_canary_audit(noise_multiplier=1.0, sample_rate=0.5, steps=2, n_runs=100, delta=1e-5, seed=s,
+                           insert_canary=False)["epsilon_lower_bound"]
+        for s in range(200)
+    ]
+    assert sum(b == 0 for b in bounds) >= 190
+
+
+# --------------------------------------------------------------------------------------------------
+# Claims, canaries, the CLI entry point and bad input
+# --------------------------------------------------------------------------------------------------
+
+
+def test_the_claim_comes_from_the_trainer_module_and_flags_override_it():
+    from_module = resolve_claim(dp_trainers.correct_dpsgd)
+    assert from_module.epsilon == pytest.approx(CLAIMED) and from_module.is_dpsgd
+    assert from_module.steps == 20 and from_module.sample_rate == 0.25
+    from_flags = resolve_claim(dp_trainers.correct_dpsgd, claimed_epsilon=2.0, delta=1e-6)
+    assert (from_flags.epsilon, from_flags.delta, from_flags.is_dpsgd) == (2.0, 1e-6, False)
+    with pytest.raises(AuditInputError) as info:
+        resolve_claim(noisy_centroids)
+    assert info.value.where == "--claimed-epsilon"
+
+
+def test_the_out_of_distribution_canary_lives_in_a_column_no_real_record_uses():
+    canary = make_canary("out_of_distribution", FEATURES, LABELS, seed=0, label=1)
+    X_in, y_in = canary.dataset(FEATURES, LABELS, include=True)
+    X_out, _ = canary.dataset(FEATURES, LABELS, include=False)
+    assert X_in.shape == (257, FEATURES.shape[1] + 1) and X_out.shape == (256, FEATURES.shape[1] + 1)
+    assert np.all(X_out[:, -1] == 0) and X_in[-1, -1] > 10 * np.abs(FEATURES).max()
+    assert y_in[-1] == 1
+    mislabeled = make_canary("mislabeled", FEATURES, LABELS, seed=0)
+    assert mislabeled.label != LABELS[mislabeled.source_row]
+    assert np.array_equal(mislabeled.features, FEATURES[mislabeled.source_row])
+
+
+def test_canary_scores_do_not_saturate_where_the_loss_does():
+    class Confident:
+        def logits(self, features):
+            return np.array([[0.0, 50.0], [0.0, 5000.0]])
+
+    scaled = canary_scores(Confident(), np.zeros((2, 3)), np.array([1, 1]))
+    loss = canary_scores(Confident(), np.zeros((2, 3)), np.array([1, 1]), statistic="loss")
+    assert scaled.tolist() == [50.0, 5000.0]
+    assert loss[0] == pytest.approx(0.0, abs=1e-15) and loss[1] == 0.0
+
+
+def test_the_cli_entry_point_loads_a_user_trainer_and_its_claim(tmp_path, monkeypatch):
+    (tmp_path / "my_trainer_module.py").write_text(
+        "import numpy as np\n"
+        "CLAIM = {'epsilon': 1.0, 'delta': 1e-5}\n"
+        "class M:\n"
+        "    def __init__(self, X, y): self.X, self.y = X, y\n"
+        "    def predict_proba(self, F):\n"
+        "        i = ((F[:, None] - self.X[None]) ** 2).sum(-1).argmin(1)\n"
+        "        p = np.full((len(F), 2), 0.01); p[np.arange(len(F)), self.y[i]] = 0.99; return p\n"
+        "def train(features, labels, seed):\n"
+        "    return M(features, labels)\n"
+        "def no_logits(features, labels, seed):\n"
+        "    return 'a model'\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    result = run_canary_audit("my_trainer_module:train", n_models=30, seed=0)
+    assert result["violation"] and result["claim"]["epsilon"] == 1.0
+    assert result["trainer"] == "my_trainer_module:train"
+    json.dumps(result, allow_nan=False)
+    with pytest.raises(AuditInputError) as info:
+        run_canary_audit("my_trainer_module:no_logits", n_models=4)
+    assert info.value.where == "--trainer" and "logits" in info.value.message
+
+
+def test_dirac_kind_audits_the_claimed_dpsgd_configuration():
+    result = run_canary_audit(dp_trainers.correct_dpsgd, kind="dirac", n_models=500, seed=0)
+    assert not result["violation"] and result["steps"] == 20
+    with pytest.raises(AuditInputError) as info:
+        run_canary_audit(noisy_centroids, kind="dirac", claimed_epsilon=1.0, delta=1e-5)
+    assert info.value.where == "--kind"
+
+
+def _raises(*args, **kwargs):
+    raise RuntimeError("out of memory")
+
+
+@pytest.mark.parametrize(
+    "call, where",
+    [
+        (lambda: run_canary_audit(noisy_centroids, n_models=0, claimed_epsilon=1.0, delta=1e-5), "--models"),
+        (lambda: run_canary_audit(noisy_centroids, n_models=10, claimed_epsilon=0.0, delta=1e-5), "--claimed-epsilon"),
+        (lambda: run_canary_audit(noisy_centroids, n_models=10, claimed_epsilon=-2.0, delta=1e-5), "--claimed-epsilon"),
+        (lambda: run_canary_audit(noisy_centroids, n_models=10, claimed_epsilon=1.0), "--delta"),
+        (lambda: run_canary_audit(noisy_centroids, kind="poisoned", claimed_epsilon=1.0, delta=1e-5), "--kind"),
+        (lambda: run_canary_audit(noisy_centroids, mode="twice", claimed_epsilon=1.0, delta=1e-5), "--mode"),
+        (lambda: run_canary_audit(_raises, n_models=4, claimed_epsilon=1.0, delta=1e-5), "--trainer"),
+        (lambda: run_canary_audit("no_such_module:train"), "--trainer"),
+        (lambda: multi_run_canary_audit(noisy_centroids, FEATURES, LABELS[:10], n_models=4, claimed_epsilon=1.0,
+                                        delta=1e-5), "labels"),
+        (lambda: dirac_canary_audit(noise_multiplier=0.0, sample_rate=1.0, steps=1, n_runs=10, delta=1e-5),
+         "noise_multiplier"),
+    ],
+)
+def test_bad_input_names_the_problem(call, where):
+    with pytest.raises(AuditInputError) as info:
+        call()
+    assert info.value.where == where
+
+
+def test_a_malformed_claim_in_the_trainer_module_is_bad_input(monkeypatch):
+    module = sys.modules[__name__]
+    monkeypatch.setattr(module, "CLAIM", {"epsilon": 1.0}, raising=False)
+    with pytest.raises(AuditInputError, match="expected keys"):
+        resolve_claim(noisy_centroids)
