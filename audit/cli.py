@@ -337,6 +337,89 @@ def bench(
         write_json_atomic(json_out, result)
 
 
+def _record_audit(kind: str, result: dict, out: Path, tracking_uri: str | None, params: dict) -> Path:
+    """Write `<out>/<timestamp>-<kind>/<kind>.json` atomically and log one MLflow run in experiment `<kind>`."""
+    from audit.run_directory import StagedRunDirectory, write_json_atomic
+    from audit.tracking import AuditTracker
+
+    run_dir = StagedRunDirectory(out, kind)
+    staging = run_dir.create()
+    tracker = AuditTracker(tracking_uri, kind)
+    run_id = tracker.start_run(kind, tags={key: str(value) for key, value in params.items()})
+    try:
+        tracker.log_params(run_id, params)
+        tracker.log_metrics(run_id, {"epsilon_lower_bound": result.get("epsilon_lower_bound"),
+                                     "claimed_epsilon": result.get("claimed_epsilon"),
+                                     "violation": float(bool(result.get("violation")))})
+        result = {**result, "mlflow": {"tracking_uri": tracker.tracking_uri, "run_id": run_id}}
+        write_json_atomic(staging / f"{kind}.json", result)
+        final = run_dir.commit()
+        tracker.log_artifact(run_id, final / f"{kind}.json")
+        tracker.finish(run_id)
+    except BaseException:
+        tracker.fail_open_runs()
+        run_dir.discard()
+        raise
+    return final / f"{kind}.json"
+
+
+def _print_bound(result: dict, what: str, path: Path) -> None:
+    claim = result.get("claimed_epsilon")
+    bound = result.get("epsilon_lower_bound")
+    console.print(f"{what}: empirical ε lower bound {bound:.3f} at {result.get('confidence', 0.95):.0%} confidence "
+                  f"(claimed ε {claim if claim is None else f'{claim:.3f}'}, δ {result.get('delta')})")
+    if result.get("gdp_estimate") is not None:
+        console.print(f"GDP estimate (assumes a Gaussian trade-off; not a bound): {result['gdp_estimate']}")
+    console.print(f"details: {path}")
+    if result.get("violation"):
+        err_console.print(f"[red]VIOLATION[/red] the lower bound {bound:.3f} exceeds the claimed ε {claim:.3f}")
+        raise typer.Exit(EXIT_FAILED)
+    console.print("[green]no violation[/green] (a bound below the claim is not a proof that the claim holds)")
+
+
+@app.command("canary-audit")
+def canary_audit(
+    trainer: Annotated[str, typer.Option("--trainer", help="module:function (features, labels, seed) -> model; runs your code")],
+    kind: Annotated[str, typer.Option(help="out_of_distribution | mislabeled | dirac")] = "out_of_distribution",
+    mode: Annotated[str, typer.Option(help="multi (K models with, K without) | one-run")] = "multi",
+    models: Annotated[int, typer.Option("--models", help="K: models per side (multi mode) or runs (dirac)")] = 50,
+    canaries: Annotated[int, typer.Option("--canaries", help="m canaries for one-run mode")] = 200,
+    claimed_epsilon: Annotated[Optional[float], typer.Option("--claimed-epsilon", help="overrides the trainer's CLAIM")] = None,
+    delta: Annotated[Optional[float], typer.Option(help="δ of the claim")] = None,
+    rows: Annotated[int, typer.Option(help="rows of the harness's default data the trainer is given")] = 256,
+    seed: Annotated[int, typer.Option()] = 0,
+    out: Annotated[Path, typer.Option("--out")] = Path("runs"),
+    tracking_uri: Annotated[Optional[str], typer.Option("--tracking-uri")] = None,
+) -> None:
+    """Audit your DP training code with canaries: exit 1 when a lower bound contradicts its claimed ε."""
+    from audit.canary_audit import run_canary_audit
+
+    result = run_canary_audit(trainer, kind=kind, mode=mode, n_models=models, n_canaries=canaries,
+                              claimed_epsilon=claimed_epsilon, delta=delta, seed=seed, n_rows=rows)
+    path = _record_audit("canary-audit", result, out, tracking_uri,
+                         {"trainer": trainer, "kind": kind, "mode": mode, "models": models, "seed": seed})
+    _print_bound(result, f"canary audit of {trainer} ({kind}, {mode})", path)
+
+
+@app.command("mechanism-audit")
+def mechanism_audit(
+    mechanism: Annotated[str, typer.Option("--mechanism", help="module:function (data, rng) -> output; runs your code")],
+    trials: Annotated[int, typer.Option("--trials", help="runs on each of the two neighbouring datasets")] = 20000,
+    claimed_epsilon: Annotated[Optional[float], typer.Option("--claimed-epsilon")] = None,
+    delta: Annotated[Optional[float], typer.Option()] = None,
+    seed: Annotated[int, typer.Option()] = 0,
+    out: Annotated[Path, typer.Option("--out")] = Path("runs"),
+    tracking_uri: Annotated[Optional[str], typer.Option("--tracking-uri")] = None,
+) -> None:
+    """Black-box audit of a randomized function on two neighbouring datasets (Clopper-Pearson bound)."""
+    from audit.mechanism_audit import run_mechanism_audit
+
+    result = run_mechanism_audit(mechanism, n_trials=trials, claimed_epsilon=claimed_epsilon, delta=delta, seed=seed)
+    path = _record_audit("mechanism-audit", result, out, tracking_uri,
+                         {"mechanism": mechanism, "trials": trials, "seed": seed})
+    _print_bound(result, f"mechanism audit of {mechanism}", path)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: user errors become one line on stderr and exit code 2."""
     try:
