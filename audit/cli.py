@@ -49,17 +49,24 @@ class _RichProgress:
     def __init__(self, progress: Progress):
         self.progress = progress
         self.task = None
+        self.started = False
 
     def target_started(self, index: int, total: int, label: str, epochs: int) -> None:
-        if self.task is not None:
-            self.progress.update(self.task, visible=True)
+        # Started on the first target, not before: input errors found earlier print one clean line.
+        if not self.started:
+            self.progress.start()
+            self.started = True
         self.task = self.progress.add_task(f"target {index + 1}/{total} ({label})", total=epochs)
+
+    def stop(self) -> None:
+        if self.started:
+            self.progress.stop()
 
     def epoch_done(self, epoch: int, epochs: int) -> None:
         self.progress.update(self.task, completed=epoch)
 
     def note(self, text: str) -> None:
-        self.progress.console.print(f"[yellow]{text}[/yellow]")
+        self.progress.console.print(f"[yellow]{text}[/yellow]", soft_wrap=True)
 
 
 @app.command()
@@ -102,15 +109,17 @@ def run(
 
     _sigterm_as_interrupt()
 
+    progress = _RichProgress(Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("epochs"),
+        TimeElapsedColumn(), console=err_console, transient=False,
+    ))
     try:
-        with Progress(
-            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("epochs"),
-            TimeElapsedColumn(), console=err_console, transient=False,
-        ) as bar:
-            audit_run = run_audit(resolved, out_dir=out, tracking_uri=tracking_uri, preset=preset or "default",
-                                  progress=_RichProgress(bar), resume=resume, policy=loaded_policy)
+        audit_run = run_audit(resolved, out_dir=out, tracking_uri=tracking_uri, preset=preset or "default",
+                              progress=progress, resume=resume, policy=loaded_policy)
     except KeyboardInterrupt:
         raise typer.Exit(EXIT_INTERRUPTED) from None
+    finally:
+        progress.stop()
     results = audit_run.results
     console.print(results_summary_table(results))
     for note in results["notes"]:
@@ -426,7 +435,7 @@ def main(argv: list[str] | None = None) -> None:
         app(args=argv, standalone_mode=True)
     except AuditInputError as exc:
         # Plain print, not rich: one unwrapped line that scripts and CI logs can grep.
-        print(f"error: {exc}", file=sys.stderr)
+        print("error: " + " ".join(str(exc).split()), file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT)
 
 

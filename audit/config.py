@@ -206,8 +206,12 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
         raise AuditInputError(f"config file '{path}'", "does not exist or is not a file")
     try:
         content = yaml.safe_load(path.read_text())
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise AuditInputError(f"config file '{path}'", f"is not valid YAML ({exc})") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        raise AuditInputError(f"config file '{path}'", f"is not valid YAML ({where}{getattr(exc, 'problem', None) or exc})") from None
+    except UnicodeDecodeError:
+        raise AuditInputError(f"config file '{path}'", "is not UTF-8 text") from None
     if content is None:
         return {}
     if not isinstance(content, dict):

@@ -140,7 +140,7 @@ def labels_to_classes(values: pd.Series, where: str) -> tuple[np.ndarray, int]:
         raise AuditInputError(where, "must hold integer class labels (found fractional values)")
     classes, encoded = np.unique(numeric, return_inverse=True)
     if classes.size < 2:
-        raise AuditInputError(where, f"has a single class ({classes[0]!r}); membership inference needs ≥ 2")
+        raise AuditInputError(where, f"has a single class ({classes[0].item()!r}); membership inference needs ≥ 2")
     return encoded.astype(np.int64), int(classes.size)
 
 
