@@ -39,6 +39,19 @@ def test_tiny_losses_of_confident_members_stay_distinct_instead_of_rounding_to_z
     assert loss[0] == pytest.approx(np.exp(-40.0), rel=1e-9)
 
 
+def test_the_loss_score_orders_candidates_exactly_as_minus_the_loss_even_when_the_loss_underflows():
+    rng = np.random.default_rng(2)
+    logits = rng.normal(0, 3, (500, 3))
+    labels = rng.integers(0, 3, 500)
+    scores = get_attack("loss").scores(_TableModel(logits), _context(500, labels))
+    assert np.array_equal(np.argsort(scores, kind="stable"),
+                          np.argsort(-per_example_cross_entropy(logits, labels), kind="stable"))
+    saturated = np.array([[800.0, 0.0], [900.0, 0.0]])  # loss underflows to 0.0 for both
+    assert np.all(per_example_cross_entropy(saturated, np.array([0, 0])) == 0.0)
+    s = get_attack("loss").scores(_TableModel(saturated), _context(2, np.array([0, 0])))
+    assert s[1] > s[0]
+
+
 def test_members_with_lower_loss_get_higher_scores_and_a_positive_bound():
     rng = np.random.default_rng(0)
     n = 2000

@@ -340,3 +340,16 @@ def test_dcr_permutation_spread_matches_random_relabelling_when_synthetic_rows_c
 def test_an_unknown_target_column_is_named_before_any_work():
     with pytest.raises(SyntheticDataError, match=r"target column 'income_band'"):
         synthetic_privacy_checks(TRAIN, HOLDOUT, INDEPENDENT, target_column="income_band")
+
+
+def test_the_textbook_nndr_on_a_row_sample_uses_the_nearest_other_synthetic_row(monkeypatch):
+    import audit.synthetic_check as synthetic_check
+
+    full = synthetic_privacy_checks(TRAIN, HOLDOUT, INDEPENDENT)["nndr_real_vs_synthetic"]
+    monkeypatch.setattr(synthetic_check, "TEXTBOOK_NNDR_MAX_ROWS", 600)
+    sampled = synthetic_privacy_checks(TRAIN, HOLDOUT, INDEPENDENT)["nndr_real_vs_synthetic"]
+    assert (full["n_synthetic_rows_evaluated"], sampled["n_synthetic_rows_evaluated"]) == (N, 600)
+    assert sampled["median"] == pytest.approx(full["median"], abs=0.05)
+    rows = np.array([0, 5, 7])
+    x = np.array([[0.0], [0.0], [1.0], [3.0], [0.5], [0.0], [9.0], [8.0]], dtype=np.float32)
+    np.testing.assert_allclose(synthetic_check._nearest_other_row(x, rows), [0.0, 0.0, 1.0])
