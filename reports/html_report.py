@@ -17,7 +17,6 @@ import hashlib
 import html
 import json
 import math
-import os
 import tempfile
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -25,6 +24,13 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from audit.run_directory import write_text_atomic
+from reports.results_access import attack_names as _attack_names
+from reports.results_access import confidence as _confidence
+from reports.results_access import get as _get
+from reports.results_access import is_number as _is_number
+from reports.results_access import tpr_at as _tpr
 
 __all__ = ["render_html_report", "write_html_report", "ATTACK_METHOD_NOTES"]
 
@@ -202,15 +208,7 @@ def write_html_report(
         raise ValueError("write_html_report needs run_dir or out_dir to know where report.html goes")
     page = render_html_report(results, run_dir, evaluation=evaluation)
     path = target_dir / REPORT_FILENAME
-    target_dir.mkdir(parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(dir=target_dir, prefix=f".{REPORT_FILENAME}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(page)
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
+    write_text_atomic(path, page)
     return path
 
 
@@ -222,16 +220,8 @@ def _text(value: Any) -> str:
     return html.escape("" if value is None else str(value), quote=True)
 
 
-def _get(mapping: Any, *keys: str, default: Any = None) -> Any:
-    for key in keys:
-        if not isinstance(mapping, dict) or key not in mapping:
-            return default
-        mapping = mapping[key]
-    return mapping
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _num(value: Any, digits: int = 3) -> str:
@@ -258,24 +248,8 @@ def _ci(interval: Any, digits: int = 3) -> str:
     return "—"
 
 
-def _tpr(attack: dict[str, Any], level: float) -> Any:
-    table = attack.get("tpr_at_fpr") or {}
-    for key, value in table.items():
-        try:
-            if math.isclose(float(key), level, rel_tol=1e-9):
-                return value
-        except (TypeError, ValueError):
-            continue
-    return None
 
 
-def _confidence(results: dict[str, Any]) -> float | None:
-    for target in results.get("targets") or []:
-        for attack in target.get("attacks") or []:
-            if _is_number(attack.get("confidence")):
-                return attack["confidence"]
-    value = _get(results, "config", "attacks", "confidence")
-    return value if _is_number(value) else None
 
 
 def _pct(value: float | None) -> str:
@@ -290,13 +264,6 @@ def _method_text(method: Any) -> str:
     return f"{attack}, {_ESTIMATOR_NAMES.get(estimator, estimator)}" if estimator else str(method)
 
 
-def _attack_names(results: dict[str, Any]) -> list[str]:
-    names = [str(n) for n in results.get("attacks_run") or []]
-    for target in results.get("targets") or []:
-        for attack in target.get("attacks") or []:
-            if attack.get("name") is not None and str(attack["name"]) not in names:
-                names.append(str(attack["name"]))
-    return names
 
 
 def _accountant(results: dict[str, Any]) -> str | None:

@@ -7,10 +7,14 @@ open) and `|` is escaped, so that a name can neither inject markup nor break the
 from __future__ import annotations
 
 import math
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
+
+from audit.run_directory import write_text_atomic
+from reports.results_access import attack_names as _attack_names
+from reports.results_access import confidence as _confidence
+from reports.results_access import get as _get
+from reports.results_access import tpr_at as _tpr
 
 __all__ = ["render_summary_markdown", "write_summary_markdown"]
 
@@ -102,7 +106,7 @@ def render_summary_markdown(results: dict[str, Any], *, evaluation: Any = None) 
 def write_summary_markdown(results: dict[str, Any], path: Path, *, evaluation: Any = None) -> Path:
     """Write the summary to `path` atomically (temp file in the same folder, then os.replace)."""
     path = Path(path)
-    _write_atomic(path, render_summary_markdown(results, evaluation=evaluation))
+    write_text_atomic(path, render_summary_markdown(results, evaluation=evaluation))
     return path
 
 
@@ -118,24 +122,8 @@ def _counts(evaluation: Any, results: dict[str, Any]) -> str:
             f"{checks.count('not applicable')} not applicable")
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
 
 
-def _get(mapping: Any, *keys: str) -> Any:
-    for key in keys:
-        if not isinstance(mapping, dict) or key not in mapping:
-            return None
-        mapping = mapping[key]
-    return mapping
 
 
 def _cell(value: Any, *, table: bool = True) -> str:
@@ -157,25 +145,6 @@ def _eps(value: Any) -> str:
     return f"{value:g}" if isinstance(value, (int, float)) else _cell(value)
 
 
-def _tpr(attack: dict[str, Any], level: float) -> Any:
-    for key, value in (attack.get("tpr_at_fpr") or {}).items():
-        try:
-            if math.isclose(float(key), level, rel_tol=1e-9):
-                return value
-        except (TypeError, ValueError):
-            continue
-    return None
 
 
-def _attack_names(results: dict[str, Any]) -> list[str]:
-    names = [str(n) for n in results.get("attacks_run") or []]
-    for target in results.get("targets") or []:
-        for attack in target.get("attacks") or []:
-            if attack.get("name") is not None and str(attack["name"]) not in names:
-                names.append(str(attack["name"]))
-    return names
 
-
-def _confidence(results: dict[str, Any]) -> float | None:
-    value = _get(results, "config", "attacks", "confidence")
-    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None

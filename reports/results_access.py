@@ -1,0 +1,48 @@
+"""Reading results.json dicts defensively, for every renderer (HTML, Markdown, JUnit)."""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+
+def get(mapping: Any, *keys: str, default: Any = None) -> Any:
+    """mapping[k1][k2]… or `default` where a key is missing or a level is not a dict."""
+    for key in keys:
+        if not isinstance(mapping, dict) or key not in mapping:
+            return default
+        mapping = mapping[key]
+    return mapping
+
+
+def is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def tpr_at(attack: dict[str, Any], level: float) -> Any:
+    """The attack's TPR at FPR `level`, whatever the key's spelling ("0.001", 0.001, "1e-3")."""
+    for key, value in (attack.get("tpr_at_fpr") or {}).items():
+        try:
+            if math.isclose(float(key), level, rel_tol=1e-9):
+                return value
+        except (TypeError, ValueError):
+            continue
+    return None
+
+
+def attack_names(results: dict[str, Any]) -> list[str]:
+    """Attacks in run order, including any that only appear inside a target."""
+    names = [str(n) for n in results.get("attacks_run") or []]
+    for target in results.get("targets") or []:
+        for attack in target.get("attacks") or []:
+            if attack.get("name") is not None and str(attack["name"]) not in names:
+                names.append(str(attack["name"]))
+    return names
+
+
+def confidence(results: dict[str, Any]) -> float | None:
+    for target in results.get("targets") or []:
+        for attack in target.get("attacks") or []:
+            if is_number(attack.get("confidence")):
+                return attack["confidence"]
+    value = get(results, "config", "attacks", "confidence")
+    return value if is_number(value) else None
