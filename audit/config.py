@@ -76,6 +76,11 @@ class PrivacyConfig(_Strict):
     )
     delta: float = Field(1e-5, description="δ of the (ε, δ) guarantee, in (0, 1)")
     accountant: Literal["prv", "rdp", "gdp"] = "prv"
+    secure_mode: bool = Field(
+        False,
+        description="Opacus secure_mode (cryptographically secure noise via torchcsprng): for a release "
+        "audit; slower and not reproducible from the seed",
+    )
 
     @field_validator("epsilons")
     @classmethod

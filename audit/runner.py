@@ -301,7 +301,7 @@ def _load_or_train_target(inputs: _SweepInputs, epsilon: float, seed: int, ckpt:
     trained = train_target(
         data.features[splits.train_idx], data.labels[splits.train_idx], data.n_classes, inputs.spec,
         epsilon=epsilon, delta=config.privacy.delta, accountant=config.privacy.accountant,
-        seed=seed, device=inputs.device, on_epoch=progress.epoch_done,
+        seed=seed, device=inputs.device, on_epoch=progress.epoch_done, secure_mode=config.privacy.secure_mode,
     )
     ckpt.save_state_dict("target", trained.model.state_dict())
     ckpt.save_json("target", {k: v for k, v in trained.__dict__.items() if k != "model"})

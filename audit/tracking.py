@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,49 @@ def _sqlite_artifact_root(tracking_uri: str) -> str | None:
     return (db_path.resolve().parent / "mlartifacts").as_uri()
 
 
+LOCK_RETRIES = 6
+# Errors of two processes touching one SQLite store at once: a held write lock, or both creating
+# the schema of a new store (the loser's migration step finds the winner's column or table).
+_CONTENTION = ("database is locked", "duplicate column name", "already exists")
+
+
+def _with_lock_retries(call, *args, **kwargs):
+    """SQLite lets one writer at a time: retry a contended call with backoff, then say what to do."""
+    import time
+
+    for attempt in range(LOCK_RETRIES):
+        try:
+            return call(*args, **kwargs)
+        except Exception as exc:  # sqlalchemy's OperationalError arrives wrapped in MlflowException
+            if not any(text in str(exc) for text in _CONTENTION):
+                raise
+            if attempt == LOCK_RETRIES - 1:
+                raise AuditInputError(
+                    "--tracking-uri",
+                    "the SQLite tracking store stayed locked by another writer; for concurrent runs use an "
+                    "MLflow tracking server (README: 'Where results land')",
+                ) from None
+            time.sleep(0.2 * 2**attempt)
+
+
+@contextmanager
+def _sqlite_init_lock(tracking_uri: str):
+    prefix = "sqlite:///"
+    if not tracking_uri.startswith(prefix):
+        yield
+        return
+    import fcntl
+
+    lock_path = Path(tracking_uri[len(prefix):]).resolve().with_suffix(".init-lock")
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_path, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 class AuditTracker:
     """A thin, explicit layer over `MlflowClient` for one audit invocation."""
 
@@ -45,25 +89,37 @@ class AuditTracker:
 
         self.tracking_uri = tracking_uri or DEFAULT_TRACKING_URI
         try:
-            self.client = MlflowClient(tracking_uri=self.tracking_uri)
-            experiment = self.client.get_experiment_by_name(experiment_name)
-            if experiment is None:
-                self.experiment_id = self.client.create_experiment(
-                    experiment_name, artifact_location=_sqlite_artifact_root(self.tracking_uri)
-                )
-            else:
-                self.experiment_id = experiment.experiment_id
+            # Opening a new store creates (migrates) its schema, which two processes must not do at
+            # once: serialise it with a lock file beside a SQLite database.
+            with _sqlite_init_lock(self.tracking_uri):
+                self.client = _with_lock_retries(MlflowClient, tracking_uri=self.tracking_uri)
+                self.experiment_id = _with_lock_retries(self._experiment_id, experiment_name)
+        except AuditInputError:
+            raise
         except Exception as exc:  # mlflow raises many types for an unusable store
             raise AuditInputError(
                 f"--tracking-uri '{self.tracking_uri}'", f"cannot open the MLflow tracking store ({exc})"
             ) from None
         self.open_runs: list[str] = []
 
+    def _experiment_id(self, name: str) -> str:
+        experiment = self.client.get_experiment_by_name(name)
+        if experiment is not None:
+            return experiment.experiment_id
+        try:
+            return self.client.create_experiment(name, artifact_location=_sqlite_artifact_root(self.tracking_uri))
+        except Exception:
+            # Another run created it between our lookup and our create: use theirs.
+            experiment = self.client.get_experiment_by_name(name)
+            if experiment is None:
+                raise
+            return experiment.experiment_id
+
     def start_run(self, name: str, *, parent_id: str | None = None, tags: dict[str, str] | None = None) -> str:
         all_tags = dict(tags or {})
         if parent_id is not None:
             all_tags["mlflow.parentRunId"] = parent_id
-        run = self.client.create_run(self.experiment_id, tags=all_tags, run_name=name)
+        run = _with_lock_retries(self.client.create_run, self.experiment_id, tags=all_tags, run_name=name)
         self.open_runs.append(run.info.run_id)
         return run.info.run_id
 
@@ -71,7 +127,7 @@ class AuditTracker:
         from mlflow.entities import Param
 
         entries = [Param(key, str(value)) for key, value in params.items()]
-        self.client.log_batch(run_id, params=entries)
+        _with_lock_retries(self.client.log_batch, run_id, params=entries)
 
     def log_metrics(self, run_id: str, metrics: dict[str, float | None]) -> None:
         from mlflow.entities import Metric
@@ -83,13 +139,13 @@ class AuditTracker:
             if value is not None and not (isinstance(value, float) and math.isnan(value))
         ]
         if entries:
-            self.client.log_batch(run_id, metrics=entries)
+            _with_lock_retries(self.client.log_batch, run_id, metrics=entries)
 
     def log_artifact(self, run_id: str, path: Path, artifact_path: str | None = None) -> None:
         self.client.log_artifact(run_id, str(path), artifact_path=artifact_path)
 
     def finish(self, run_id: str, status: str = "FINISHED") -> None:
-        self.client.set_terminated(run_id, status=status)
+        _with_lock_retries(self.client.set_terminated, run_id, status=status)
         if run_id in self.open_runs:
             self.open_runs.remove(run_id)
 

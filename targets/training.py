@@ -95,8 +95,13 @@ def train_target(
     seed: int,
     device: torch.device,
     on_epoch: Callable[[int, int], None] | None = None,
+    secure_mode: bool = False,
 ) -> TrainedTarget:
-    """Train one MLP on (features, labels); `epsilon = inf` means ordinary training."""
+    """Train one MLP on (features, labels); `epsilon = inf` means ordinary training.
+
+    `secure_mode` makes Opacus draw noise and Poisson samples from a cryptographically secure
+    generator (needs the `torchcsprng` package); the run is then not reproducible from `seed`.
+    """
     torch.manual_seed(seed)  # Poisson sampling and Opacus noise draw from the global generator
     model = build_mlp(features.shape[1], spec.hidden_sizes, n_classes, seed=seed).to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=spec.lr, momentum=spec.momentum)
@@ -111,7 +116,12 @@ def train_target(
         with warnings.catch_warnings():
             # Opacus warns about secure_mode on every call; the README documents the choice.
             warnings.simplefilter("ignore")
-            engine = PrivacyEngine(accountant=accountant)
+            try:
+                engine = PrivacyEngine(accountant=accountant, secure_mode=secure_mode)
+            except ImportError as exc:
+                from audit.errors import AuditInputError
+
+                raise AuditInputError("privacy.secure_mode", f"needs the torchcsprng package ({exc})") from None
             model, optimizer, loader = engine.make_private_with_epsilon(
                 module=model,
                 optimizer=optimizer,

@@ -78,6 +78,7 @@ CASES = [
     (["run", "--device", "tpu"], "device"),
     (["run", "--device", "cuda"], "cuda"),  # no GPU here (CI has none either)
     (["run", "--out", "a_file/sub"], "--out"),
+    (["run", "--name", "../escape"], "field 'name'"),  # names become folder names: no path escapes
     # run: data files
     (["run", "--config", "wrong_label.yaml"], "no label column 'target'"),
     (["run", "--config", "text_label.yaml"], "numeric class labels"),

@@ -1,0 +1,34 @@
+"""Two `run`s writing to one SQLite MLflow store at the same time both finish with every run recorded."""
+import os
+import subprocess
+import sys
+
+import mlflow
+
+from tests.conftest import REPO
+
+TINY = "privacy:\n  epsilons: [1.0, .inf]\nattacks:\n  names: [loss]\n"
+
+
+def test_two_runs_against_the_same_sqlite_store_both_finish_with_all_their_runs(tmp_path):
+    db = f"sqlite:///{tmp_path}/shared.db"
+    procs = []
+    for name in ("first", "second"):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "tiny.yaml").write_text(TINY)
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "audit.cli", "run", "--preset", "smoke", "--config", "tiny.yaml",
+             "--tracking-uri", db],
+            cwd=folder, env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True,
+        ))
+    for proc in procs:
+        _, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, err[-2000:]
+    mlflow.set_tracking_uri(db)
+    runs = mlflow.search_runs(experiment_names=["smoke"])
+    assert len(runs) == 2 * 3  # two parents, each with one child per ε
+    assert set(runs["status"]) == {"FINISHED"}
+    parents = runs[runs["tags.mlflow.parentRunId"].isna()]
+    assert len(parents) == 2
