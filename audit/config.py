@@ -138,6 +138,12 @@ class AuditConfig(_Strict):
     name: str = Field("default", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
     seed: int = Field(0, ge=0)
     device: Literal["auto", "cpu", "cuda"] = "auto"
+    cpu_threads: int = Field(
+        1, ge=1, le=256,
+        description="torch intra-op threads on the CPU. 1 by default: the models are small, and on a "
+        "shared 2-core machine a second spinning OpenMP thread made training up to 10x slower; raise it "
+        "on a many-core machine (numbers may then differ in the last bits from a 1-thread run)",
+    )
     data: DataConfig = Field(default_factory=DataConfig)
     split: SplitConfig = Field(default_factory=SplitConfig)
     training: TrainingConfig = Field(default_factory=TrainingConfig)

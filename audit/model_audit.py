@@ -375,16 +375,41 @@ def audit_user_model(
     one value: the claimed ε, inf = non-private), `privacy.delta`/`accountant`, `attacks`, `seed`;
     its `data` and `split` sections are not used. `attack_names` (default: `config.attacks.names`)
     — `loss` always runs; `shadow`, `lira`, `lira_offline`, `rmia` need `population`. `device`:
-    where reference/shadow models train ("auto": `config.device`, then CUDA when present).
+    where reference/shadow models train ("auto": `config.device`, then CUDA when present); on the
+    CPU torch uses `config.cpu_threads` threads (1 when the config has no such field) meanwhile.
     `scores_path`: if given, every candidate's membership, label and attack scores are written
     there as CSV (higher = member). All user mistakes raise AuditInputError before any training.
     """
-    weights, members, nonmembers = Path(weights), Path(members), Path(nonmembers)
-    population = Path(population) if population is not None else None
+    torch_device = resolve_device(device if device != "auto" else config.device)
+    # Small models: on a shared CPU a second spinning OpenMP thread makes training many times slower
+    # (the same reason `run` uses `config.cpu_threads`, default 1). Restored on return.
+    threads = int(getattr(config, "cpu_threads", 1)) if torch_device.type == "cpu" else None
+    previous = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        return _audit(config, weights=Path(weights), members=Path(members), nonmembers=Path(nonmembers), label=label,
+                      population=Path(population) if population is not None else None, attack_names=attack_names,
+                      torch_device=torch_device, scores_path=scores_path)
+    finally:
+        torch.set_num_threads(previous)
+
+
+def _audit(
+    config: AuditConfig,
+    *,
+    weights: Path,
+    members: Path,
+    nonmembers: Path,
+    label: str,
+    population: Path | None,
+    attack_names: list[str] | None,
+    torch_device: torch.device,
+    scores_path: Path | None,
+) -> dict[str, Any]:
     claimed = _claimed_epsilon(config)
     names, notes = _attack_names(config, attack_names, population is not None)
     options = _attack_options(config)
-    torch_device = resolve_device(device if device != "auto" else config.device)
 
     # Data: members first, its column order is the reference for the other files.
     member_table = _read_table(members, "members file", label, None)

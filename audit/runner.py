@@ -237,6 +237,10 @@ def run_audit(
     """
     progress = progress or _Silent()
     device = resolve_device(config.device)
+    if device.type == "cpu":
+        import torch
+
+        torch.set_num_threads(config.cpu_threads)
     data = load_dataset(
         config.data.source, n_rows=config.data.n_rows, seed=config.seed, path=config.data.path, label=config.data.label
     )

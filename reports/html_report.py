@@ -286,7 +286,9 @@ def _header(results: dict[str, Any], run_dir: Path | None) -> str:
     if _get(results, "data", "description"):
         bits.append(_text(results["data"]["description"]))
     if run_dir is not None:
-        bits.append(f"run folder <code>{_text(run_dir.name)}</code>")
+        # A run renders its report while still in its hidden staging folder: show the final name.
+        folder_name = run_dir.name.removeprefix(".").removesuffix(".partial")
+        bits.append(f"run folder <code>{_text(folder_name)}</code>")
     bits.append(f"rendered {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}")
     return (
         "<header><h1>Privacy audit report</h1>"
