@@ -346,6 +346,60 @@ def bench(
         write_json_atomic(json_out, result)
 
 
+@app.command("audit-model")
+def audit_model(
+    weights: Annotated[Path, typer.Option("--weights", help="state_dict (.pt, loaded weights_only) or .safetensors")],
+    members: Annotated[Path, typer.Option("--members", help="CSV/Parquet of the model's training rows")],
+    nonmembers: Annotated[Path, typer.Option("--nonmembers", help="CSV/Parquet of rows it never saw")],
+    label: Annotated[str, typer.Option("--label", help="label column (integer classes)")],
+    config: Annotated[Optional[Path], typer.Option("--config", help="YAML: training section = the model's architecture and training")] = None,
+    claimed_epsilon: Annotated[Optional[str], typer.Option("--claimed-epsilon", help="the ε the model claims ('inf' = none)")] = None,
+    population: Annotated[Optional[Path], typer.Option("--population", help="population rows for reference/shadow models")] = None,
+    attacks: Annotated[Optional[str], typer.Option("--attacks", help="comma-separated, e.g. loss,lira,rmia")] = None,
+    device: Annotated[str, typer.Option(help="auto | cpu | cuda")] = "auto",
+    policy: Annotated[Optional[Path], typer.Option("--policy")] = None,
+    out: Annotated[Path, typer.Option("--out")] = Path("runs"),
+    tracking_uri: Annotated[Optional[str], typer.Option("--tracking-uri")] = None,
+) -> None:
+    """Audit your own trained PyTorch MLP from its weights and member / non-member files."""
+    from audit.config import parse_epsilon_list, resolve_config
+    from audit.model_audit import audit_user_model
+    from audit.policy import load_policy
+    from audit.run_directory import StagedRunDirectory
+    from audit.runner import _child_metrics, write_outputs
+    from audit.tracking import AuditTracker
+    from reports.console import results_summary_table
+
+    overrides = {"privacy": {"epsilons": parse_epsilon_list(claimed_epsilon)}} if claimed_epsilon else None
+    resolved = resolve_config("default", config, overrides)
+    loaded_policy = load_policy(policy) if policy is not None else None
+    names = [name.strip() for name in attacks.split(",") if name.strip()] if attacks else None
+    run_dir = StagedRunDirectory(out, resolved.name)
+    staging = run_dir.create()
+    tracker = None
+    try:
+        results = audit_user_model(resolved, weights=weights, members=members, nonmembers=nonmembers, label=label,
+                                   population=population, attack_names=names, device=device,
+                                   scores_path=staging / "scores" / "scores.csv")
+        tracker = AuditTracker(tracking_uri, resolved.name)
+        run_id = tracker.start_run(f"audit-model {weights.name}", tags={"weights": str(weights)})
+        tracker.log_metrics(run_id, _child_metrics(results["targets"][0]))
+        results["mlflow"] = {"tracking_uri": tracker.tracking_uri, "parent_run_id": run_id}
+        write_outputs(results, staging, loaded_policy, tracker, run_id)
+        final = run_dir.commit()
+        tracker.finish(run_id)
+    except BaseException:
+        if tracker is not None:
+            tracker.fail_open_runs()
+        run_dir.discard()
+        raise
+    console.print(results_summary_table(results))
+    for note in results["notes"]:
+        console.print(f"[yellow]note:[/yellow] {note}", soft_wrap=True)
+    console.print(f"results: {final}/results.json\nreport:  {final}/report.html")
+    _print_verdict(results)
+
+
 def _record_audit(kind: str, result: dict, out: Path, tracking_uri: str | None, params: dict) -> Path:
     """Write `<out>/<timestamp>-<kind>/<kind>.json` atomically and log one MLflow run in experiment `<kind>`."""
     from audit.run_directory import StagedRunDirectory, write_json_atomic

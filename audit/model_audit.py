@@ -180,7 +180,13 @@ def _load_state_dict(path: Path) -> tuple[dict[str, torch.Tensor], str, list[str
         except Exception as exc:  # UnpicklingError, RuntimeError (not a torch file), EOFError, ...
             text = str(exc)
             found = re.search(r"Unsupported global: GLOBAL ([\w.]+)", text)
-            reason = f"it holds a pickled {found.group(1)} object" if found else text.strip().splitlines()[0][:200]
+            if found:
+                reason = f"it holds a pickled {found.group(1)} object"
+            else:  # torch's own text suggests weights_only=False, which this tool never does
+                detail = re.search(r"WeightsUnpickler error:\s*(.+)", text)
+                reason = "it is not a PyTorch file of tensors" + (
+                    f" ({detail.group(1).strip()[:120]})" if detail else f" ({type(exc).__name__})"
+                )
             raise AuditInputError(
                 where,
                 f"could not be loaded as a state_dict with torch.load(weights_only=True): {reason}. Save the "
@@ -336,13 +342,17 @@ def _dpsgd_parameters(config: AuditConfig, n_members: int, claimed: float) -> tu
     steps = config.training.epochs * n_batches
     if math.isinf(claimed):
         return 0.0, sample_rate, steps
+    import warnings
+
     from opacus.accountants.utils import get_noise_multiplier
 
     try:
-        sigma = get_noise_multiplier(
-            target_epsilon=claimed, target_delta=config.privacy.delta, sample_rate=sample_rate,
-            epochs=config.training.epochs, accountant=config.privacy.accountant,
-        )
+        with warnings.catch_warnings():  # the accountants' warnings about their α grid / approximations
+            warnings.simplefilter("ignore")
+            sigma = get_noise_multiplier(
+                target_epsilon=claimed, target_delta=config.privacy.delta, sample_rate=sample_rate,
+                epochs=config.training.epochs, accountant=config.privacy.accountant,
+            )
     except ValueError as exc:  # "The privacy budget is too low."
         raise AuditInputError("privacy.epsilons", f"no noise multiplier reaches ε = {claimed:g} ({exc})") from None
     return float(sigma), sample_rate, steps
@@ -522,7 +532,9 @@ def _audit(
 
     notes += [
         "membership is given by the members / non-members files, not drawn by a fair coin per record: the one-run "
-        "bound (Steinke et al. 2023) is not computed; only the Clopper-Pearson bound can decide a violation",
+        "bound (Steinke et al. 2023) is not computed; only the Clopper-Pearson bound can decide a violation. The "
+        "bounds speak about membership only if the non-members come from the same distribution as the members "
+        "(ideally a random hold-out of the same data); otherwise an attack may be telling the distributions apart",
         "test_accuracy is the model's accuracy on the non-members file",
         "the feature columns are fed to the model exactly as given in the files: no standardisation, encoding or "
         "other transformation is applied",

@@ -15,6 +15,7 @@ MLflow store touched. Cases run in-process through the console-script entry poin
 | canary-audit     | unimportable trainer, K = 0, unknown canary kind                                 |
 | mechanism-audit  | malformed spec                                                                   |
 | bench            | zero models                                                                      |
+| audit-model      | weights that are not a tensor file, several ε claimed                            |
 """
 import json
 
@@ -59,6 +60,7 @@ FILES = {
     "a_file": "not a folder",
     "grid_bad.yaml": "noise_multipliers: [-1.0]\n",
     "user_acc.py": "NOT_CALLABLE = 3\n",
+    "garbage.pt": "not a tensor file",
 }
 for name in ("text_label", "one_class", "nan"):
     FILES[f"{name}.yaml"] = f"data:\n  source: file\n  path: {name}.csv\n  label: y\n"
@@ -122,6 +124,11 @@ CASES = [
     (["canary-audit", "--trainer", "audit.demos.dp_trainers:correct_dpsgd", "--kind", "weird"], "--kind"),
     (["mechanism-audit", "--mechanism", "no colon"], "module:function"),
     (["bench", "--models", "0"], "--models"),
+    # audit-model
+    (["audit-model", "--weights", "garbage.pt", "--members", "good.csv", "--nonmembers", "good.csv", "--label", "y",
+      "--claimed-epsilon", "inf"], "garbage.pt"),
+    (["audit-model", "--weights", "garbage.pt", "--members", "good.csv", "--nonmembers", "good.csv", "--label", "y"],
+     "privacy.epsilons"),
 ]
 
 
@@ -153,4 +160,4 @@ def test_the_battery_covers_at_least_30_cases_across_every_command():
     commands = {args[0] for args, _ in CASES}
     assert len(CASES) >= 30
     assert commands >= {"run", "gate", "report", "audit-scores", "accountants", "accountant-check",
-                        "canary-audit", "mechanism-audit", "bench"}
+                        "canary-audit", "mechanism-audit", "bench", "audit-model"}

@@ -35,3 +35,34 @@ def test_unimportable_specs_exit_2_without_writing_anything(cli, tmp_path):
         proc = cli(*args)
         assert proc.returncode == 2 and proc.stderr.startswith("error:") and "Traceback" not in proc.stderr
     assert not (tmp_path / "runs").exists()
+
+
+def test_audit_model_audits_a_saved_state_dict_end_to_end(cli, tmp_path):
+    import pandas as pd
+    import torch
+
+    from targets.datasets import make_default_tabular
+    from targets.models import build_mlp
+
+    data = make_default_tabular(600, seed=1)
+    columns = [f"f{i}" for i in range(data.features.shape[1])]
+    frame = pd.DataFrame(data.features, columns=columns).assign(y=data.labels)
+    frame.iloc[:300].to_csv(tmp_path / "members.csv", index=False)
+    frame.iloc[300:].to_csv(tmp_path / "nonmembers.csv", index=False)
+    model = build_mlp(len(columns), [32], 2, seed=0)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    x, y = torch.as_tensor(data.features[:300]), torch.as_tensor(data.labels[:300])
+    for _ in range(200):  # memorise the members
+        optimizer.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        optimizer.step()
+    torch.save(model.state_dict(), tmp_path / "model.pt")
+    (tmp_path / "model.yaml").write_text("training:\n  hidden_sizes: [32]\n")
+    proc = cli("audit-model", "--config", "model.yaml", "--weights", "model.pt", "--members", "members.csv",
+               "--nonmembers", "nonmembers.csv", "--label", "y", "--claimed-epsilon", "1",
+               "--tracking-uri", f"sqlite:///{tmp_path}/m.db")
+    assert proc.returncode == 1, proc.stderr  # a memorising model cannot be 1-DP: the bound says so
+    (results_path,) = tmp_path.glob("runs/*/results.json")
+    target = json.loads(results_path.read_text())["targets"][0]
+    assert target["attacks"][0]["name"] == "loss" and target["attacks"][0]["auc"] > 0.6
+    assert target["violation"] is True
