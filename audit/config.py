@@ -134,6 +134,24 @@ class AttackConfig(_Strict):
         return value
 
 
+class SyntheticConfig(_Strict):
+    """The synthetic-data sweep of `run`: generators trained on the target's training rows (the
+    coin-flip members), checked against the non-member candidates as holdout."""
+
+    generators: list[Literal["noisy_copy", "gaussian_copula", "dp_vae"]] = Field(
+        default_factory=lambda: ["noisy_copy", "gaussian_copula", "dp_vae"], min_length=1
+    )
+    epsilons: list[float] | None = Field(None, description="ε sweep of dp_vae; default: the finite privacy.epsilons")
+    dp_vae_epochs: int = Field(10, ge=1)
+
+    @field_validator("epsilons")
+    @classmethod
+    def _finite_positive(cls, value: list[float] | None) -> list[float] | None:
+        if value is not None and any(not (0 < e < math.inf) for e in value):
+            raise ValueError("every dp_vae ε must be finite and > 0")
+        return value
+
+
 class AuditConfig(_Strict):
     name: str = Field("default", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
     seed: int = Field(0, ge=0)
@@ -149,6 +167,7 @@ class AuditConfig(_Strict):
     training: TrainingConfig = Field(default_factory=TrainingConfig)
     privacy: PrivacyConfig = Field(default_factory=PrivacyConfig)
     attacks: AttackConfig = Field(default_factory=AttackConfig)
+    synthetic: SyntheticConfig | None = Field(None, description="add the synthetic-data sweep to the run")
 
     def to_plain(self) -> dict[str, Any]:
         """JSON/YAML-safe dict: inf ε written as the string 'inf' (JSON has no infinity)."""

@@ -141,7 +141,7 @@ def equal_size_reference_rows(
                 "holdout",
                 f"has {n_holdout} rows but train has {n_train}; DCR needs a holdout of the same size "
                 f"(at least {HOLDOUT_MIN_RATIO:.0%} of train). Provide a larger holdout, or pass "
-                "subsample_train=True to compare against a random subset of the training rows",
+                "subsample_train=True (CLI: --subsample-train) to compare against a random subset of the training rows",
             )
         train_rows = np.sort(rng.choice(n_train, size=n_holdout, replace=False))
         warnings.append(

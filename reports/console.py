@@ -40,3 +40,22 @@ def results_summary_table(results: dict[str, Any]) -> Table:
                 ("[red]YES[/red]" if target["violation"] else "no") if first else "",
             )
     return table
+
+
+def synthetic_summary_table(results: dict[str, Any]) -> Table | None:
+    """One row per checked synthetic release, or None when the run had no synthetic part."""
+    if not results.get("synthetic"):
+        return None
+    table = Table(title="synthetic data")
+    for header in ("generator", "ε", "DCR share (CI)", "NNDR p10", "distance-MIA AUC", "ε LB (CP)", "flags"):
+        table.add_column(header, justify="right")
+    for entry in results["synthetic"]:
+        lo, hi = entry["dcr"].get("dcr_share_ci", [None, None])
+        eps = entry.get("epsilon_target")
+        table.add_row(
+            entry["generator"], "∞" if eps is None else f"{eps:g}",
+            f"{entry['dcr']['dcr_share']:.3f} ({_fmt(lo, 2)}–{_fmt(hi, 2)})", _fmt(entry["nndr"]["p10"]),
+            _fmt(entry["mia"]["auc"]), _fmt(entry["mia"]["epsilon_lb"]["clopper_pearson"], 2),
+            ", ".join(flag["check"] for flag in entry["flags"]) or "none",
+        )
+    return table

@@ -30,6 +30,8 @@ class TabularData:
     n_classes: int
     description: str
     subpopulation: np.ndarray = field(default=None)  # (n,) str or None: where each row came from
+    # The rows before encoding (mixed types, label included): what synthesizers are trained on.
+    frame: pd.DataFrame | None = field(default=None, repr=False)
 
     @property
     def n_rows(self) -> int:
@@ -93,6 +95,7 @@ def make_default_tabular(n_rows: int, seed: int) -> TabularData:
         n_classes=2,
         description=f"default synthetic tabular (n={n_rows}, seed={seed})",
         subpopulation=group[order].astype(str),
+        frame=frame.assign(label=labels[order]),
     )
 
 
@@ -174,7 +177,7 @@ def load_table_dataset(path: str | Path, label: str) -> TabularData:
         raise AuditInputError(f"data file '{path}'", f"has no label column '{label}' (columns: {shown})")
     labels, n_classes = labels_to_classes(frame[label], f"data file '{path}': label column '{label}'")
     features, names = encode_features(frame.drop(columns=[label]), source=f"data file '{path}'")
-    return TabularData(features, labels, names, n_classes, f"{Path(path).name} (label '{label}')")
+    return TabularData(features, labels, names, n_classes, f"{Path(path).name} (label '{label}')", frame=frame)
 
 
 def load_sklearn_dataset(name: str) -> TabularData:
@@ -185,7 +188,8 @@ def load_sklearn_dataset(name: str) -> TabularData:
     bunch = loader(as_frame=True)
     features, names = encode_features(bunch.data, source=f"sklearn {name}")
     labels, n_classes = labels_to_classes(bunch.target, f"sklearn {name} target")
-    return TabularData(features, labels, names, n_classes, f"scikit-learn {name}")
+    return TabularData(features, labels, names, n_classes, f"scikit-learn {name}",
+                       frame=bunch.data.assign(label=bunch.target))
 
 
 def load_dataset(source: str, *, n_rows: int, seed: int, path: str | None, label: str | None) -> TabularData:

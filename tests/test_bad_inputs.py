@@ -15,6 +15,7 @@ MLflow store touched. Cases run in-process through the console-script entry poin
 | canary-audit     | unimportable trainer, K = 0, unknown canary kind                                 |
 | mechanism-audit  | malformed spec                                                                   |
 | bench            | zero models                                                                      |
+| synth-check      | missing / extra columns, type mismatch, empty file, NaN without a policy, small holdout |
 | audit-model      | weights that are not a tensor file, several ε claimed                            |
 """
 import json
@@ -35,6 +36,12 @@ DATA = {
     "nan_score.csv": pd.DataFrame({"member": [0, 1, 1], "score": [0.1, None, 0.3]}),
     "all_members.csv": pd.DataFrame({"member": [1, 1], "score": [0.1, 0.2]}),
     "scores.csv": pd.DataFrame({"member": [0, 1] * 50, "score": range(100)}),
+    "s_train.csv": pd.DataFrame({"age": range(100), "city": ["a", "b"] * 50}),
+    "s_holdout.csv": pd.DataFrame({"age": range(100, 200), "city": ["b", "a"] * 50}),
+    "s_small.csv": pd.DataFrame({"age": range(20), "city": ["a", "b"] * 10}),
+    "s_missing.csv": pd.DataFrame({"age": range(100)}),
+    "s_types.csv": pd.DataFrame({"age": ["old", "young"] * 50, "city": ["a", "b"] * 50}),
+    "s_nan.csv": pd.DataFrame({"age": [1.0, None] * 50, "city": ["a", "b"] * 50}),
 }
 FILES = {
     "bad_type.yaml": "training:\n  epochs: lots\n",
@@ -124,6 +131,14 @@ CASES = [
     (["canary-audit", "--trainer", "audit.demos.dp_trainers:correct_dpsgd", "--kind", "weird"], "--kind"),
     (["mechanism-audit", "--mechanism", "no colon"], "module:function"),
     (["bench", "--models", "0"], "--models"),
+    # synth-check
+    (["synth-check", "--train", "s_train.csv", "--holdout", "s_holdout.csv", "--synthetic", "s_missing.csv"], "city"),
+    (["synth-check", "--train", "s_train.csv", "--holdout", "s_holdout.csv", "--synthetic", "s_types.csv"], "age"),
+    (["synth-check", "--train", "s_train.csv", "--holdout", "s_holdout.csv", "--synthetic", "empty.csv"], "empty.csv"),
+    (["synth-check", "--train", "s_train.csv", "--holdout", "s_holdout.csv", "--synthetic", "s_nan.csv"], "age"),
+    (["synth-check", "--train", "s_train.csv", "--holdout", "s_small.csv", "--synthetic", "s_holdout.csv"], "holdout"),
+    (["synth-check", "--train", "s_train.csv", "--holdout", "s_holdout.csv", "--synthetic", "s_train.csv",
+      "--nan-policy", "ignore"], "--nan-policy"),
     # audit-model
     (["audit-model", "--weights", "garbage.pt", "--members", "good.csv", "--nonmembers", "good.csv", "--label", "y",
       "--claimed-epsilon", "inf"], "garbage.pt"),
@@ -160,4 +175,4 @@ def test_the_battery_covers_at_least_30_cases_across_every_command():
     commands = {args[0] for args, _ in CASES}
     assert len(CASES) >= 30
     assert commands >= {"run", "gate", "report", "audit-scores", "accountants", "accountant-check",
-                        "canary-audit", "mechanism-audit", "bench", "audit-model"}
+                        "canary-audit", "mechanism-audit", "bench", "audit-model", "synth-check"}

@@ -66,3 +66,35 @@ def test_audit_model_audits_a_saved_state_dict_end_to_end(cli, tmp_path):
     target = json.loads(results_path.read_text())["targets"][0]
     assert target["attacks"][0]["name"] == "loss" and target["attacks"][0]["auc"] > 0.6
     assert target["violation"] is True
+
+
+def test_synth_check_flags_a_copy_and_passes_an_independent_sample(cli, tmp_path):
+    import numpy as np
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+
+    def table(n):
+        return pd.DataFrame({"age": rng.normal(40, 10, n).round(), "income": rng.lognormal(10, 0.5, n),
+                             "city": rng.choice(list("abcd"), n)})
+
+    train, holdout, independent = table(800), table(800), table(800)
+    train.to_csv(tmp_path / "train.csv", index=False)
+    holdout.to_csv(tmp_path / "holdout.csv", index=False)
+    independent.to_parquet(tmp_path / "independent.parquet")
+    train.assign(income=train["income"] * 1.0001).to_csv(tmp_path / "copy.csv", index=False)
+    policy = "examples/policy-strict.yaml"
+    from tests.conftest import REPO
+
+    base = ["synth-check", "--train", "train.csv", "--holdout", "holdout.csv", "--policy", str(REPO / policy),
+            "--tracking-uri", f"sqlite:///{tmp_path}/m.db", "--synthetic"]
+    copied = cli(*base, "copy.csv")
+    assert copied.returncode == 1 and "FLAG" in copied.stderr and "POLICY FAILED" in copied.stderr
+    fresh = cli(*base, "independent.parquet")
+    assert fresh.returncode == 0, fresh.stderr
+    results = [json.loads(p.read_text()) for p in sorted(tmp_path.glob("runs/*-synth-check*/results.json"))]
+    by_file = {r["config"]["synthetic"]: r["synthetic"][0] for r in results}
+    copy, indep = by_file["copy.csv"], by_file["independent.parquet"]
+    assert copy["dcr"]["dcr_share"] > 0.95 and copy["nndr"]["p10"] < 0.01 and copy["mia"]["auc"] > 0.9
+    lo, hi = indep["dcr"]["dcr_share_ci"]
+    assert lo < 0.5 < hi and abs(indep["mia"]["auc"] - 0.5) < 0.06

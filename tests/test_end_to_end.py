@@ -227,3 +227,25 @@ def test_resume_with_another_config_is_refused(tmp_path):
     assert proc.returncode == 2 and "another config" in proc.stderr
     proc = run_cli("run", "--preset", "smoke", "--resume", "runs/nothing-here", cwd=tmp_path)
     assert proc.returncode == 2 and "not the folder of an interrupted run" in proc.stderr
+
+
+def test_the_synthetic_section_adds_checked_releases_and_flags_the_copying_generator(cli, tmp_path):
+    import mlflow
+
+    (tmp_path / "syn.yaml").write_text(
+        "privacy:\n  epsilons: [1.0, .inf]\nattacks:\n  names: [loss]\n"
+        "synthetic:\n  generators: [noisy_copy, gaussian_copula, dp_vae]\n"
+    )
+    proc = cli("run", "--preset", "smoke", "--config", "syn.yaml", "--tracking-uri", f"sqlite:///{tmp_path}/m.db")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "synthetic data" in proc.stdout
+    (run_dir,) = _run_dirs(tmp_path)
+    entries = {e["generator"]: e for e in json.loads((run_dir / "results.json").read_text())["synthetic"]}
+    copy, dp = entries["noisy_copy"], entries["dp_vae"]
+    assert copy["dcr"]["dcr_share"] > 0.9 and copy["nndr"]["p10"] < 0.05 and copy["mia"]["auc"] > 0.7
+    assert {f["check"] for f in copy["flags"]} >= {"dcr", "mia"}
+    assert dp["epsilon_target"] == 1.0 and not dp["flags"]
+    assert (run_dir / "figures" / "synthetic_summary.png").is_file()
+    mlflow.set_tracking_uri(f"sqlite:///{tmp_path}/m.db")
+    runs = mlflow.search_runs(experiment_names=["smoke"])
+    assert runs["metrics.dcr_share"].notna().sum() == 3
