@@ -277,7 +277,8 @@ def accountant_check(
     accountant: Annotated[str, typer.Option("--accountant", help="module:function (σ, q, T, δ) -> ε; runs your code")],
     grid: Annotated[Optional[Path], typer.Option("--grid", help="YAML with noise_multipliers, sample_rates, steps, deltas")] = None,
     margin: Annotated[float, typer.Option("--margin", help="'loose' when more than this fraction above PLD")] = 0.10,
-    json_out: Annotated[Optional[Path], typer.Option("--json", help="write the per-point results here")] = None,
+    json_out: Annotated[Optional[Path], typer.Option("--json", help="also write the per-point results here")] = None,
+    out: Annotated[Path, typer.Option("--out", help="folder that receives <timestamp>-accountant-check/")] = Path("runs"),
     tracking_uri: Annotated[Optional[str], typer.Option("--tracking-uri")] = None,
 ) -> None:
     """Check a user accountant against the tight PLD reference on a grid; exit 1 if any point is unsound."""
@@ -307,13 +308,9 @@ def accountant_check(
     console.print(f"counts: {summary['counts']}")
     if json_out is not None:
         write_json_atomic(json_out, summary)
-    from audit.tracking import AuditTracker
-
-    tracker = AuditTracker(tracking_uri, "accountant-check")
-    run_id = tracker.start_run(accountant, tags={"accountant": accountant})
-    tracker.log_params(run_id, {"margin": margin, "n_points": len(points)})
-    tracker.log_metrics(run_id, {f"n_{label}": float(n) for label, n in summary["counts"].items()})
-    tracker.finish(run_id)
+    path = _record_audit("accountant-check", summary, out, tracking_uri,
+                         {"accountant": accountant, "margin": margin, "n_points": len(points)})
+    console.print(f"details: {path}")
     if not summary["passed"]:
         raise typer.Exit(EXIT_FAILED)
 
@@ -501,6 +498,7 @@ def _record_audit(kind: str, result: dict, out: Path, tracking_uri: str | None, 
     """Write `<out>/<timestamp>-<kind>/<kind>.json` atomically and log one MLflow run in experiment `<kind>`."""
     from audit.run_directory import StagedRunDirectory, write_json_atomic
     from audit.tracking import AuditTracker
+    from reports.audit_report import write_audit_report
 
     run_dir = StagedRunDirectory(out, kind)
     staging = run_dir.create()
@@ -508,13 +506,16 @@ def _record_audit(kind: str, result: dict, out: Path, tracking_uri: str | None, 
     run_id = tracker.start_run(kind, tags={key: str(value) for key, value in params.items()})
     try:
         tracker.log_params(run_id, params)
+        failed = bool(result.get("violation")) or result.get("passed") is False
         tracker.log_metrics(run_id, {"epsilon_lower_bound": result.get("epsilon_lower_bound"),
-                                     "claimed_epsilon": result.get("claimed_epsilon"),
-                                     "violation": float(bool(result.get("violation")))})
+                                     "claimed_epsilon": result.get("claimed_epsilon"), "violation": float(failed),
+                                     **{f"n_{label}": float(n) for label, n in result.get("counts", {}).items()}})
         result = {**result, "mlflow": {"tracking_uri": tracker.tracking_uri, "run_id": run_id}}
         write_json_atomic(staging / f"{kind}.json", result)
+        write_audit_report(kind, result, staging)
         final = run_dir.commit()
         tracker.log_artifact(run_id, final / f"{kind}.json")
+        tracker.log_artifact(run_id, final / "report.html")
         tracker.finish(run_id)
     except BaseException:
         tracker.fail_open_runs()

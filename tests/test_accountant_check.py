@@ -64,6 +64,8 @@ def test_cli_flags_an_unsound_user_accountant_with_exit_1_and_writes_json(cli, u
     assert "unsound" in proc.stdout
     summary = json.loads((tmp_path / "check.json").read_text())
     assert summary["counts"]["unsound"] == 1 and summary["passed"] is False
+    (report,) = tmp_path.glob("runs/*-accountant-check/report.html")
+    assert "FAIL" in report.read_text() and "my_accountants:halved" in report.read_text()
 
 
 def test_cli_passes_opacus_prv_with_exit_0(cli, user_module, tmp_path):

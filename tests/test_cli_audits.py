@@ -16,6 +16,8 @@ def test_a_trainer_without_clipping_is_caught_from_the_cli(cli, tmp_path):
     assert "VIOLATION" in proc.stderr
     result = _only_json(tmp_path, "canary-audit")
     assert result["violation"] is True and result["epsilon_lower_bound"] > result["claimed_epsilon"]
+    (report,) = tmp_path.glob("runs/*-canary-audit/report.html")
+    assert "FAIL" in report.read_text() and "Clopper-Pearson" in report.read_text()
     mlflow.set_tracking_uri(f"sqlite:///{tmp_path}/m.db")
     runs = mlflow.search_runs(experiment_names=["canary-audit"])
     assert list(runs["status"]) == ["FINISHED"] and runs["metrics.violation"].iloc[0] == 1.0
