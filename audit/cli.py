@@ -146,6 +146,37 @@ def _print_verdict(results: dict) -> None:
     raise typer.Exit(EXIT_FAILED)
 
 
+def _publish_results(compute, *, out: Path, folder_name: str, experiment: str, tracking_uri: str | None,
+                     run_name: str, tags: dict, metrics_of, policy) -> tuple[dict, Path]:
+    """Compute a results dict into a staged run folder, log one MLflow run, write report/summary/JUnit.
+
+    `compute(staging)` returns the results (it may write files into the staging folder);
+    `metrics_of(results)` the MLflow metrics. The folder appears complete or not at all.
+    """
+    from audit.run_directory import StagedRunDirectory
+    from audit.runner import write_outputs
+    from audit.tracking import AuditTracker
+
+    run_dir = StagedRunDirectory(out, folder_name)
+    staging = run_dir.create()
+    tracker = None
+    try:
+        results = compute(staging)
+        tracker = AuditTracker(tracking_uri, experiment)
+        run_id = tracker.start_run(run_name, tags=tags)
+        tracker.log_metrics(run_id, metrics_of(results))
+        results["mlflow"] = {"tracking_uri": tracker.tracking_uri, "parent_run_id": run_id}
+        write_outputs(results, staging, policy, tracker, run_id)
+        final = run_dir.commit()
+        tracker.finish(run_id)
+    except BaseException:
+        if tracker is not None:
+            tracker.fail_open_runs()
+        run_dir.discard()
+        raise
+    return results, final
+
+
 @app.command()
 def gate(
     results_file: Annotated[Path, typer.Argument(metavar="RESULTS", help="a results.json")],
@@ -207,35 +238,24 @@ def audit_scores_command(
 ) -> None:
     """Audit your own membership scores: every attack metric, ε lower bounds, report, gate."""
     from audit.policy import load_policy
-    from audit.run_directory import StagedRunDirectory
-    from audit.runner import write_outputs
     from audit.score_audit import audit_scores
-    from audit.tracking import AuditTracker
     from reports.console import results_summary_table
 
     loaded_policy = load_policy(policy) if policy is not None else None
-    results = audit_scores(scores_file, delta=delta, confidence=confidence, claimed_epsilon=claimed_epsilon,
-                           membership_randomized=membership_randomized)
-    run_dir = StagedRunDirectory(out, "scores")
-    staging = run_dir.create()
-    tracker = AuditTracker(tracking_uri, "audit-scores")
-    run_id = tracker.start_run(scores_file.name, tags={"source": str(scores_file)})
-    try:
+
+    def metrics_of(results: dict) -> dict:
         target = results["targets"][0]
         attack = target["attacks"][0]
-        tracker.log_params(run_id, {"delta": delta, "claimed_epsilon": claimed_epsilon, "confidence": confidence,
-                                    "membership_randomized": membership_randomized})
-        tracker.log_metrics(run_id, {"auc": attack["auc"], "tpr_at_fpr_0.001": attack["tpr_at_fpr"]["0.001"],
-                                     "eps_lb_cp": attack["epsilon_lb"]["clopper_pearson"],
-                                     "eps_lb_one_run": attack["epsilon_lb"]["one_run"], "eps_lb_best": target["epsilon_lb_best"]})
-        results["mlflow"] = {"tracking_uri": tracker.tracking_uri, "parent_run_id": run_id}
-        write_outputs(results, staging, loaded_policy, tracker, run_id)
-        final = run_dir.commit()
-        tracker.finish(run_id)
-    except BaseException:
-        tracker.fail_open_runs()
-        run_dir.discard()
-        raise
+        return {"auc": attack["auc"], "tpr_at_fpr_0.001": attack["tpr_at_fpr"]["0.001"],
+                "eps_lb_cp": attack["epsilon_lb"]["clopper_pearson"], "eps_lb_one_run": attack["epsilon_lb"]["one_run"],
+                "eps_lb_best": target["epsilon_lb_best"]}
+
+    results, final = _publish_results(
+        lambda staging: audit_scores(scores_file, delta=delta, confidence=confidence, claimed_epsilon=claimed_epsilon,
+                                     membership_randomized=membership_randomized),
+        out=out, folder_name="scores", experiment="audit-scores", tracking_uri=tracking_uri,
+        run_name=scores_file.name, tags={"source": str(scores_file)}, metrics_of=metrics_of, policy=loaded_policy,
+    )
     console.print(results_summary_table(results))
     for note in results["notes"]:
         console.print(f"[yellow]note:[/yellow] {note}")
@@ -376,34 +396,22 @@ def audit_model(
     from audit.config import parse_epsilon_list, resolve_config
     from audit.model_audit import audit_user_model
     from audit.policy import load_policy
-    from audit.run_directory import StagedRunDirectory
-    from audit.runner import _child_metrics, write_outputs
-    from audit.tracking import AuditTracker
+    from audit.runner import _child_metrics
     from reports.console import results_summary_table
 
     overrides = {"privacy": {"epsilons": parse_epsilon_list(claimed_epsilon)}} if claimed_epsilon else None
     resolved = resolve_config("default", config, overrides)
     loaded_policy = load_policy(policy) if policy is not None else None
     names = [name.strip() for name in attacks.split(",") if name.strip()] if attacks else None
-    run_dir = StagedRunDirectory(out, resolved.name)
-    staging = run_dir.create()
-    tracker = None
-    try:
-        results = audit_user_model(resolved, weights=weights, members=members, nonmembers=nonmembers, label=label,
-                                   population=population, attack_names=names, device=device,
-                                   scores_path=staging / "scores" / "scores.csv")
-        tracker = AuditTracker(tracking_uri, resolved.name)
-        run_id = tracker.start_run(f"audit-model {weights.name}", tags={"weights": str(weights)})
-        tracker.log_metrics(run_id, _child_metrics(results["targets"][0]))
-        results["mlflow"] = {"tracking_uri": tracker.tracking_uri, "parent_run_id": run_id}
-        write_outputs(results, staging, loaded_policy, tracker, run_id)
-        final = run_dir.commit()
-        tracker.finish(run_id)
-    except BaseException:
-        if tracker is not None:
-            tracker.fail_open_runs()
-        run_dir.discard()
-        raise
+    results, final = _publish_results(
+        lambda staging: audit_user_model(
+            resolved, weights=weights, members=members, nonmembers=nonmembers, label=label, population=population,
+            attack_names=names, device=device, scores_path=staging / "scores" / "scores.csv",
+        ),
+        out=out, folder_name=resolved.name, experiment=resolved.name, tracking_uri=tracking_uri,
+        run_name=f"audit-model {weights.name}", tags={"weights": str(weights)},
+        metrics_of=lambda results: _child_metrics(results["targets"][0]), policy=loaded_policy,
+    )
     console.print(results_summary_table(results))
     for note in results["notes"]:
         console.print(f"[yellow]note:[/yellow] {note}", soft_wrap=True)
@@ -430,10 +438,7 @@ def synth_check(
     """Is a synthetic release a disguised copy of its training data? NNDR, DCR, distance MIA, fidelity."""
     from audit.environment import describe_environment
     from audit.policy import load_policy
-    from audit.run_directory import StagedRunDirectory
-    from audit.runner import write_outputs
     from audit.synthetic_check import read_table, synthetic_privacy_checks
-    from audit.tracking import AuditTracker
 
     if nan_policy not in ("error", "drop_rows", "indicator"):
         raise AuditInputError("--nan-policy", f"expected error, drop_rows or indicator, got {nan_policy!r}")
@@ -460,26 +465,16 @@ def synth_check(
         "notes": list(entry.get("warnings", [])),
         "verdict": {"passed": entry["passed"], "policy": None, "reasons": [f["message"] for f in entry["flags"]]},
     }
-    run_dir = StagedRunDirectory(out, "synth-check")
-    staging = run_dir.create()
-    tracker = None
-    try:
-        tracker = AuditTracker(tracking_uri, "synth-check")
-        run_id = tracker.start_run(synthetic.name, tags={"synthetic": str(synthetic)})
-        tracker.log_metrics(run_id, {
+    results, final = _publish_results(
+        lambda staging: results, out=out, folder_name="synth-check", experiment="synth-check",
+        tracking_uri=tracking_uri, run_name=synthetic.name, tags={"synthetic": str(synthetic)},
+        metrics_of=lambda results: {
             "dcr_share": entry["dcr"]["dcr_share"], "nndr_p10": entry["nndr"]["p10"],
             "exact_match_rate": entry["dcr"].get("exact_match_rate"), "mia_auc": entry["mia"]["auc"],
             "mia_eps_lb_cp": entry["mia"]["epsilon_lb"]["clopper_pearson"],
-        })
-        results["mlflow"] = {"tracking_uri": tracker.tracking_uri, "parent_run_id": run_id}
-        write_outputs(results, staging, loaded_policy, tracker, run_id)
-        final = run_dir.commit()
-        tracker.finish(run_id)
-    except BaseException:
-        if tracker is not None:
-            tracker.fail_open_runs()
-        run_dir.discard()
-        raise
+        },
+        policy=loaded_policy,
+    )
     dcr, nndr, mia = entry["dcr"], entry["nndr"], entry["mia"]
     lo, hi = dcr.get("dcr_share_ci", [None, None])
     console.print(f"DCR share (closer to train than holdout): {dcr['dcr_share']:.3f} (95% CI {lo:.3f}–{hi:.3f}; "

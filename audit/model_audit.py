@@ -44,6 +44,7 @@ from audit.attack_evaluation import best_sound_lower_bound, evaluate_attack
 from audit.config import AuditConfig
 from audit.environment import describe_environment
 from audit.errors import AuditInputError
+from audit.runner import attack_options
 from targets.datasets import read_table
 from targets.devices import resolve_device
 from targets.models import MLP
@@ -358,14 +359,6 @@ def _dpsgd_parameters(config: AuditConfig, n_members: int, claimed: float) -> tu
     return float(sigma), sample_rate, steps
 
 
-def _attack_options(config: AuditConfig) -> AttackOptions:
-    a = config.attacks
-    return AttackOptions(
-        n_shadow_models=a.n_shadow_models, n_reference_models=a.n_reference_models,
-        lira_global_variance=a.lira_global_variance, rmia_a=a.rmia_a, rmia_gamma=a.rmia_gamma,
-        rmia_population=a.rmia_population,
-    )
-
 
 def audit_user_model(
     config: AuditConfig,
@@ -419,7 +412,7 @@ def _audit(
 ) -> dict[str, Any]:
     claimed = _claimed_epsilon(config)
     names, notes = _attack_names(config, attack_names, population is not None)
-    options = _attack_options(config)
+    options = attack_options(config)
 
     # Data: members first, its column order is the reference for the other files.
     member_table = _read_table(members, "members file", label, None)

@@ -76,7 +76,7 @@ def target_seed(config_seed: int, index: int) -> int:
     return int(np.random.SeedSequence([config_seed, 1, index]).generate_state(1)[0])
 
 
-def _attack_options(config: AuditConfig) -> AttackOptions:
+def attack_options(config: AuditConfig) -> AttackOptions:
     a = config.attacks
     return AttackOptions(
         n_shadow_models=a.n_shadow_models, n_reference_models=a.n_reference_models,
@@ -259,7 +259,7 @@ def run_audit(
     )
     run_warnings = _validate_training_set(data, splits, config.privacy.delta)
     attacks = [get_attack(name) for name in config.attacks.names]
-    check_pool_capacity(config.attacks.names, _attack_options(config), len(splits.pool_idx), len(splits.train_idx))
+    check_pool_capacity(config.attacks.names, attack_options(config), len(splits.pool_idx), len(splits.train_idx))
     for text in run_warnings:
         progress.note(f"warning: {text}")
 
@@ -411,7 +411,7 @@ def _sweep(
     progress: Progress,
 ) -> dict[str, Any]:
     inputs = _SweepInputs(config, data, splits, TrainingSpec(**config.training.model_dump()), device,
-                          _attack_options(config))
+                          attack_options(config))
     environment = describe_environment(str(device), config.seed)
     attempts_path = staging / "checkpoints" / "mlflow_attempts.json"
     earlier_attempts = json.loads(attempts_path.read_text()) if attempts_path.is_file() else []
