@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import math
 import warnings
-from contextlib import contextmanager
 from typing import Protocol
 
 import numpy as np
@@ -26,6 +25,7 @@ import torch
 from scipy import stats
 from torch import nn
 
+from targets.devices import torch_threads
 from targets.tabular_encoding import ColumnKind, SyntheticDataError, column_kind
 
 __all__ = [
@@ -209,18 +209,6 @@ class GaussianCopulaSynthesizer:
 # --------------------------------------------------------------------------------------------------
 
 
-@contextmanager
-def _single_torch_thread():
-    # A 64-unit MLP on batches of ~128 rows is too small to gain from intra-op threads, and on a
-    # shared CPU their barriers stall (measured: 19 s instead of 3 s for the ε = 1 fit below).
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
-
-
 _MIN_LOG_VAR, _MAX_LOG_VAR = -6.0, 2.0  # keeps the Gaussian likelihood finite early in training
 
 
@@ -346,7 +334,7 @@ class DPVAESynthesizer:
         x = torch.from_numpy(self._encode(train_df))
         n_features = x.shape[1]
 
-        with torch.random.fork_rng(devices=[]), _single_torch_thread():
+        with torch.random.fork_rng(devices=[]), torch_threads(1):
             # Model init, Poisson sampling, reparameterisation and Opacus noise all draw from the
             # global generator: seed it here, restore the caller's state afterwards.
             torch.manual_seed(self.seed)

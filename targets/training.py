@@ -12,7 +12,6 @@ import math
 import time
 import warnings
 from collections.abc import Callable, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,6 +19,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
+from targets.devices import torch_threads
 from targets.models import MLP, build_mlp
 
 # Opacus's hooks fire on the first layer, whose input needs no gradient; harmless and noisy.
@@ -52,24 +52,6 @@ class TrainedTarget:
 
     def logits(self, features: np.ndarray, batch_size: int = 8192) -> np.ndarray:
         return predict_logits(self.model, features, batch_size)
-
-
-@contextmanager
-def _cpu_threads(n_threads: int | None):
-    """Run a block with `n_threads` intra-op threads (None: unchanged), restoring the setting after.
-
-    Single-model training makes many tiny kernels: on a 2-core machine, a second OpenMP thread
-    costs more in synchronisation than it gains (measured 10x slower when the cores are shared).
-    """
-    if n_threads is None:
-        yield
-        return
-    previous = torch.get_num_threads()
-    torch.set_num_threads(n_threads)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
 
 
 @torch.no_grad()
@@ -136,7 +118,7 @@ def train_target(
     criterion = nn.CrossEntropyLoss()
     steps = 0
     started = time.perf_counter()
-    with _cpu_threads(1 if device.type == "cpu" else None):
+    with torch_threads(1 if device.type == "cpu" else None):
         for epoch in range(spec.epochs):
             model.train()
             for batch_features, batch_labels in loader:
