@@ -9,7 +9,7 @@ Generative Models", arXiv 1909.03935, the "full black-box" attack; Yale et al. 2
 
 Distances are Euclidean on the `targets.tabular_encoding.MixedTypeEncoder` encoding, i.e. the
 root-mean-square Gower distance documented there. The exact k-nearest-neighbour search below is
-shared with the DCR/NNDR checks in `audit.synthetic_metrics`; it lives here because attacks/ must
+shared with the DCR/NNDR checks in `audit.statistics.synthetic_metrics`; it lives here because attacks/ must
 not import audit/.
 
 How the search stays fast and memory-bounded without approximation

@@ -1,7 +1,8 @@
 """`privacy-audit` command line. Thin: parse flags, call the Python API, print, set the exit code.
 
-Exit codes: 0 ok; 1 a violation (or a failed policy); 2 bad input — one line naming the field,
-file or column, no traceback, nothing half-written.
+Exit codes, every command: 0 pass; 1 a finding (violation, failed policy, unsound accountant);
+2 bad input — one line naming the field, file or column, no traceback, nothing half-written;
+3 internal error — one line naming a log file that holds the traceback; 130 interrupted.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from targets.tabular_encoding import SyntheticDataError
 
 app = typer.Typer(
     add_completion=False,
+    pretty_exceptions_enable=False,  # tracebacks go to a log file (exit 3), never to the terminal
     no_args_is_help=True,
     help="Audit trained models and synthetic data for membership leakage; compare empirical ε with the accountant's.",
 )
@@ -26,7 +28,7 @@ if not console.is_terminal:  # piped or in CI: do not squeeze the results table 
     console = Console(width=160)
 err_console = Console(stderr=True)
 
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERNAL_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 
 def _sigterm_as_interrupt() -> None:
@@ -84,7 +86,7 @@ def run(
     policy: Annotated[Optional[Path], typer.Option("--policy", help="YAML policy; exit 1 when a rule fails")] = None,
 ) -> None:
     """Train targets at each ε, attack them, bound ε empirically, log to MLflow, write results."""
-    from audit.config import parse_epsilon_list, resolve_config
+    from audit.machinery.config import parse_epsilon_list, resolve_config
 
     overrides: dict = {}
     if epsilons is not None:
@@ -96,16 +98,16 @@ def run(
     if name is not None:
         overrides["name"] = name
     if resume is not None and resume != "latest" and config is None and preset is None and not overrides:
-        from audit.runner import stored_config
+        from audit.sweep.runner import stored_config
 
         resolved = stored_config(out, resume)  # `--resume DIR` alone: the config the run started with
     else:
         resolved = resolve_config(preset or "default", config, overrides)
-    from audit.policy import load_policy
+    from audit.machinery.policy import load_policy
 
     loaded_policy = load_policy(policy) if policy is not None else None  # a bad policy fails before training
     # Imported after the inputs are validated: a typo in a flag should not wait for torch to load.
-    from audit.runner import run_audit
+    from audit.sweep.runner import run_audit
     from reports.console import results_summary_table, synthetic_summary_table
 
     _sigterm_as_interrupt()
@@ -153,9 +155,9 @@ def _publish_results(compute, *, out: Path, folder_name: str, experiment: str, t
     `compute(staging)` returns the results (it may write files into the staging folder);
     `metrics_of(results)` the MLflow metrics. The folder appears complete or not at all.
     """
-    from audit.run_directory import StagedRunDirectory
-    from audit.runner import write_outputs
-    from audit.tracking import AuditTracker
+    from audit.machinery.run_directory import StagedRunDirectory
+    from audit.sweep.runner import write_outputs
+    from audit.machinery.tracking import AuditTracker
 
     run_dir = StagedRunDirectory(out, folder_name)
     staging = run_dir.create()
@@ -184,7 +186,7 @@ def gate(
     out: Annotated[Optional[Path], typer.Option("--out", help="where junit.xml and summary.md go (default: beside RESULTS)")] = None,
 ) -> None:
     """Evaluate a policy on a results file: exit 0 pass, 1 fail, 2 bad input."""
-    from audit.policy import evaluate_policy, load_policy, load_results, verdict_from_evaluation
+    from audit.machinery.policy import evaluate_policy, load_policy, load_results, verdict_from_evaluation
     from reports.junit import write_junit_xml
     from reports.markdown_summary import write_summary_markdown
 
@@ -210,7 +212,7 @@ def report(
     out: Annotated[Optional[Path], typer.Option("--out", help="folder for report.html (default: beside RESULTS)")] = None,
 ) -> None:
     """Re-render report.html (and summary.md) from a results file."""
-    from audit.policy import load_results
+    from audit.machinery.policy import load_results
     from reports.html_report import write_html_report
     from reports.markdown_summary import write_summary_markdown
 
@@ -237,8 +239,8 @@ def audit_scores_command(
     tracking_uri: Annotated[Optional[str], typer.Option("--tracking-uri")] = None,
 ) -> None:
     """Audit your own membership scores: every attack metric, ε lower bounds, report, gate."""
-    from audit.policy import load_policy
-    from audit.score_audit import audit_scores
+    from audit.machinery.policy import load_policy
+    from audit.model_audits.score_audit import audit_scores
     from reports.console import results_summary_table
 
     loaded_policy = load_policy(policy) if policy is not None else None
@@ -273,8 +275,8 @@ def accountants(
     """ε of Opacus's RDP, PRV, GDP accountants and dp_accounting's PLD for one (σ, q, T, δ)."""
     from rich.table import Table
 
-    from audit.accountant_check import pld_epsilon_interval, validate_dpsgd_parameters
-    from audit.accountants import DPSGDEvent, epsilon_opacus
+    from audit.dp_validation.accountant_check import pld_epsilon_interval, validate_dpsgd_parameters
+    from audit.statistics.accountants import DPSGDEvent, epsilon_opacus
 
     validate_dpsgd_parameters(noise_multiplier, sample_rate, steps, delta)
     event = DPSGDEvent(noise_multiplier, sample_rate, steps)
@@ -304,9 +306,9 @@ def accountant_check(
     """Check a user accountant against the tight PLD reference on a grid; exit 1 if any point is unsound."""
     from rich.table import Table
 
-    from audit.accountant_check import check_accountant, load_grid, summarize
-    from audit.run_directory import write_json_atomic
-    from audit.user_code import load_user_function
+    from audit.dp_validation.accountant_check import check_accountant, load_grid, summarize
+    from audit.machinery.run_directory import write_json_atomic
+    from audit.machinery.user_code import load_user_function
 
     if not margin >= 0:
         raise AuditInputError("--margin", f"must be ≥ 0, got {margin}")
@@ -351,7 +353,7 @@ def bench(
     warnings.filterwarnings("ignore", message="Secure RNG turned off")
     from rich.table import Table
 
-    from audit.run_directory import write_json_atomic
+    from audit.machinery.run_directory import write_json_atomic
     from targets.devices import resolve_device
     from targets.training_benchmark import benchmark_training
 
@@ -393,10 +395,10 @@ def audit_model(
     tracking_uri: Annotated[Optional[str], typer.Option("--tracking-uri")] = None,
 ) -> None:
     """Audit your own trained PyTorch MLP from its weights and member / non-member files."""
-    from audit.config import parse_epsilon_list, resolve_config
-    from audit.model_audit import audit_user_model
-    from audit.policy import load_policy
-    from audit.runner import _child_metrics
+    from audit.machinery.config import parse_epsilon_list, resolve_config
+    from audit.model_audits.model_audit import audit_user_model
+    from audit.machinery.policy import load_policy
+    from audit.machinery.tracking import target_metrics
     from reports.console import results_summary_table
 
     overrides = {"privacy": {"epsilons": parse_epsilon_list(claimed_epsilon)}} if claimed_epsilon else None
@@ -410,7 +412,7 @@ def audit_model(
         ),
         out=out, folder_name=resolved.name, experiment=resolved.name, tracking_uri=tracking_uri,
         run_name=f"audit-model {weights.name}", tags={"weights": str(weights)},
-        metrics_of=lambda results: _child_metrics(results["targets"][0]), policy=loaded_policy,
+        metrics_of=lambda results: target_metrics(results["targets"][0]), policy=loaded_policy,
     )
     console.print(results_summary_table(results))
     for note in results["notes"]:
@@ -436,9 +438,10 @@ def synth_check(
     tracking_uri: Annotated[Optional[str], typer.Option("--tracking-uri")] = None,
 ) -> None:
     """Is a synthetic release a disguised copy of its training data? NNDR, DCR, distance MIA, fidelity."""
-    from audit.environment import describe_environment
-    from audit.policy import load_policy
-    from audit.synthetic_check import read_table, synthetic_privacy_checks
+    from audit.machinery.environment import describe_environment
+    from audit.machinery.policy import load_policy
+    from audit.statistics.synthetic_evaluation import synthetic_privacy_checks
+    from audit.synthetic.synthetic_check import read_table
 
     if nan_policy not in ("error", "drop_rows", "indicator"):
         raise AuditInputError("--nan-policy", f"expected error, drop_rows or indicator, got {nan_policy!r}")
@@ -491,8 +494,8 @@ def synth_check(
 
 def _record_audit(kind: str, result: dict, out: Path, tracking_uri: str | None, params: dict) -> Path:
     """Write `<out>/<timestamp>-<kind>/<kind>.json` atomically and log one MLflow run in experiment `<kind>`."""
-    from audit.run_directory import StagedRunDirectory, write_json_atomic
-    from audit.tracking import AuditTracker
+    from audit.machinery.run_directory import StagedRunDirectory, write_json_atomic
+    from audit.machinery.tracking import AuditTracker
     from reports.audit_report import write_audit_report
 
     run_dir = StagedRunDirectory(out, kind)
@@ -548,7 +551,7 @@ def canary_audit(
     tracking_uri: Annotated[Optional[str], typer.Option("--tracking-uri")] = None,
 ) -> None:
     """Audit your DP training code with canaries: exit 1 when a lower bound contradicts its claimed ε."""
-    from audit.canary_audit import run_canary_audit
+    from audit.dp_validation.canary_audit import run_canary_audit
 
     result = run_canary_audit(trainer, kind=kind, mode=mode, n_models=models, n_canaries=canaries,
                               claimed_epsilon=claimed_epsilon, delta=delta, seed=seed, n_rows=rows)
@@ -568,7 +571,7 @@ def mechanism_audit(
     tracking_uri: Annotated[Optional[str], typer.Option("--tracking-uri")] = None,
 ) -> None:
     """Black-box audit of a randomized function on two neighbouring datasets (Clopper-Pearson bound)."""
-    from audit.mechanism_audit import run_mechanism_audit
+    from audit.dp_validation.mechanism_audit import run_mechanism_audit
 
     result = run_mechanism_audit(mechanism, n_trials=trials, claimed_epsilon=claimed_epsilon, delta=delta, seed=seed)
     path = _record_audit("mechanism-audit", result, out, tracking_uri,
@@ -576,14 +579,43 @@ def mechanism_audit(
     _print_bound(result, f"mechanism audit of {mechanism}", path)
 
 
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Console-script entry point: user errors become one line on stderr and exit code 2."""
+    """Console-script entry point: maps every way a command can end to its exit code.
+
+    Plain prints, not rich: one unwrapped line that scripts and CI logs can grep.
+    """
+    import click
+
+    from audit.machinery.crash_log import write_crash_log
+
+    args = list(sys.argv[1:] if argv is None else argv)
     try:
-        app(args=argv, standalone_mode=True)
+        code = app(args=args, standalone_mode=False)
     except (AuditInputError, SyntheticDataError) as exc:
-        # Plain print, not rich: one unwrapped line that scripts and CI logs can grep.
-        print("error: " + " ".join(str(exc).split()), file=sys.stderr)
-        sys.exit(EXIT_BAD_INPUT)
+        print("error: " + _one_line(exc), file=sys.stderr)
+        code = EXIT_BAD_INPUT
+    except click.exceptions.UsageError as exc:
+        where = f"{exc.ctx.command_path}: " if exc.ctx is not None else ""
+        print("error: " + where + _one_line(exc.format_message()), file=sys.stderr)
+        code = EXIT_BAD_INPUT
+    except (KeyboardInterrupt, click.exceptions.Abort):
+        print("interrupted", file=sys.stderr)
+        code = EXIT_INTERRUPTED
+    except click.exceptions.ClickException as exc:  # e.g. a file option that cannot be opened
+        print("error: " + _one_line(exc.format_message()), file=sys.stderr)
+        code = EXIT_BAD_INPUT
+    except SystemExit as exc:  # our own sys.exit(n) calls; anything else is a bug
+        code = exc.code if isinstance(exc.code, int) else EXIT_INTERNAL_ERROR
+    except BaseException as exc:  # noqa: BLE001 - any other exception is a bug: exit 3, never 1
+        log = write_crash_log(exc, ["privacy-audit", *args])
+        print(f"internal error: {type(exc).__name__}: {_one_line(exc)[:200]} — this is a bug in privacy-audit; "
+              f"traceback in {log} (please attach it to a bug report)", file=sys.stderr)
+        code = EXIT_INTERNAL_ERROR
+    sys.exit(EXIT_OK if code is None else int(code))
 
 
 if __name__ == "__main__":

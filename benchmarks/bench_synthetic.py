@@ -22,8 +22,8 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from audit.synthetic_check import synthetic_privacy_checks  # noqa: E402
-from audit.synthetic_metrics import dcr, nndr  # noqa: E402
+from audit.statistics.synthetic_evaluation import synthetic_privacy_checks  # noqa: E402
+from audit.statistics.synthetic_metrics import dcr, nndr  # noqa: E402
 from targets.tabular_encoding import MixedTypeEncoder  # noqa: E402
 
 _LEVELS = (2, 3, 4, 5, 7, 10, 12)

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from audit.run_directory import write_text_atomic
+from audit.machinery.run_directory import write_text_atomic
 
 METHODS = {
     "canary-audit": (

@@ -25,7 +25,7 @@ from typing import Any
 
 import yaml
 
-from audit.run_directory import write_text_atomic
+from audit.machinery.run_directory import write_text_atomic
 from reports.results_access import attack_names as _attack_names
 from reports.results_access import confidence as _confidence
 from reports.results_access import get as _get
@@ -165,7 +165,7 @@ def render_html_report(results: dict[str, Any], run_dir: Path | None = None, *, 
     """The report page for `results` (a results.json dict) as one HTML string.
 
     `run_dir`: the run folder whose `figures/` PNGs are inlined (None: redraw what results.json
-    allows). `evaluation`: an `audit.policy.PolicyEvaluation` whose checks are listed; without it
+    allows). `evaluation`: an `audit.machinery.policy.PolicyEvaluation` whose checks are listed; without it
     `results["policy_evaluation"]` (its `as_dict()`) is used when present.
     """
     run_dir = Path(run_dir) if run_dir is not None else None
@@ -861,7 +861,7 @@ def _config_hash(results: dict[str, Any]) -> str | None:
     config = results.get("config")
     if not isinstance(config, dict):
         return None
-    # Same canonical form as audit.config.AuditConfig.config_hash (results["config"] is its to_plain()).
+    # Same canonical form as audit.machinery.config.AuditConfig.config_hash (results["config"] is its to_plain()).
     canonical = json.dumps(config, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:12]
 

@@ -23,7 +23,7 @@ _INVALID_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 
 
 def render_junit_xml(policy_evaluation: Any) -> str:
-    """JUnit XML (testsuites > testsuite > testcase) for an `audit.policy.PolicyEvaluation`."""
+    """JUnit XML (testsuites > testsuite > testcase) for an `audit.machinery.policy.PolicyEvaluation`."""
     checks = list(policy_evaluation.checks)
     failures = sum(1 for c in checks if c.applicable and not c.passed)
     skipped = sum(1 for c in checks if not c.applicable)

@@ -10,7 +10,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from audit.run_directory import write_text_atomic
+from audit.machinery.run_directory import write_text_atomic
 from reports.results_access import attack_names as _attack_names
 from reports.results_access import confidence as _confidence
 from reports.results_access import get as _get
@@ -20,7 +20,7 @@ __all__ = ["render_summary_markdown", "write_summary_markdown"]
 
 
 def render_summary_markdown(results: dict[str, Any], *, evaluation: Any = None) -> str:
-    """Markdown for a PR comment. `evaluation` (audit.policy.PolicyEvaluation) adds check counts."""
+    """Markdown for a PR comment. `evaluation` (audit.machinery.policy.PolicyEvaluation) adds check counts."""
     verdict = results.get("verdict") or {}
     policy = verdict.get("policy")
     name = _cell(_get(results, "config", "name") or "audit")

@@ -8,14 +8,26 @@ import torch
 from audit.errors import AuditInputError
 
 
-def resolve_device(requested: str) -> torch.device:
+def resolve_device(requested: str | torch.device = "auto") -> torch.device:
+    """"auto" → CUDA when PyTorch sees a GPU, else the CPU; "cpu", "cuda" or "cuda:N" as asked.
+
+    The one device resolver of the harness (CLI, runner and the vectorized trainer). Asking for
+    CUDA without a GPU, or for anything else, is an `AuditInputError` (a ValueError) on --device.
+    """
+    if isinstance(requested, torch.device):
+        requested = str(requested)
     if requested == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if requested == "cuda" and not torch.cuda.is_available():
-        raise AuditInputError("--device", "cuda was requested but PyTorch sees no CUDA GPU (use auto or cpu)")
-    if requested not in ("cpu", "cuda"):
-        raise AuditInputError("--device", f"expected auto, cpu or cuda, got {requested!r}")
-    return torch.device(requested)
+    if requested == "cpu":
+        return torch.device("cpu")
+    if isinstance(requested, str) and requested.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise AuditInputError("--device", f"{requested} was requested but PyTorch sees no CUDA GPU (use auto or cpu)")
+        try:
+            return torch.device(requested)
+        except RuntimeError:
+            pass
+    raise AuditInputError("--device", f"expected auto, cpu or cuda, got {requested!r}")
 
 
 @contextmanager

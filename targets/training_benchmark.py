@@ -14,13 +14,9 @@ from collections.abc import Sequence
 
 import torch
 
+from targets.devices import resolve_device
 from targets.models import build_mlp
-from targets.vectorized_dpsgd import (
-    DPSGDSpec,
-    model_init_seed,
-    resolve_device,
-    train_many,
-)
+from targets.vectorized_dpsgd import DPSGDSpec, model_init_seed, train_many
 
 DEFAULT_N_MODELS = 64
 DEFAULT_N_ROWS = 1000  # training rows per model

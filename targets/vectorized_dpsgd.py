@@ -56,6 +56,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call, grad, stack_module_state, vmap
 
+from targets.devices import resolve_device
 from targets.models import MLP, build_mlp
 
 __all__ = [
@@ -68,7 +69,6 @@ __all__ = [
     "mean_gradient",
     "model_init_seed",
     "model_seeds",
-    "resolve_device",
     "supports_ghost_norms",
     "train_many",
 ]
@@ -218,21 +218,6 @@ def model_seeds(seed: int, k: int) -> tuple[int, int]:
 def model_init_seed(seed: int, k: int) -> int:
     """The `build_mlp` seed that gives model k of `train_many(seed=seed)` its initial weights."""
     return model_seeds(seed, k)[0]
-
-
-def resolve_device(device: str | torch.device = "auto") -> torch.device:
-    """"auto" → CUDA when available, else CPU; "cuda" without a GPU is a ValueError."""
-    if isinstance(device, torch.device):
-        device = str(device)
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if device == "cpu":
-        return torch.device("cpu")
-    if device.startswith("cuda"):
-        if not torch.cuda.is_available():
-            raise ValueError(f"device={device!r} but CUDA is not available")
-        return torch.device(device)
-    raise ValueError(f"device must be 'auto', 'cpu' or 'cuda', got {device!r}")
 
 
 def default_chunk_size(

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from audit.accountant_check import (
+from audit.dp_validation.accountant_check import (
     AccountantGrid,
     check_accountant,
     classify,
@@ -47,7 +47,7 @@ def test_an_accountant_that_raises_is_reported_invalid_not_a_crash():
 @pytest.fixture
 def user_module(tmp_path):
     (tmp_path / "my_accountants.py").write_text(
-        "from audit.accountant_check import opacus_prv, opacus_gdp\n"
+        "from audit.dp_validation.accountant_check import opacus_prv, opacus_gdp\n"
         "def halved(s, q, t, d):\n    return opacus_prv(s, q, t, d) / 2\n"
         "def raises(s, q, t, d):\n    raise ValueError('bad')\n"
         "NOT_CALLABLE = 3\n"
@@ -69,7 +69,7 @@ def test_cli_flags_an_unsound_user_accountant_with_exit_1_and_writes_json(cli, u
 
 
 def test_cli_passes_opacus_prv_with_exit_0(cli, user_module, tmp_path):
-    proc = cli("accountant-check", "--accountant", "audit.accountant_check:opacus_prv", "--grid", "grid.yaml",
+    proc = cli("accountant-check", "--accountant", "audit.dp_validation.accountant_check:opacus_prv", "--grid", "grid.yaml",
                "--tracking-uri", f"sqlite:///{tmp_path}/m.db")
     assert proc.returncode == 0, proc.stderr
 

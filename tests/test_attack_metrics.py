@@ -1,4 +1,4 @@
-"""Claims about the attack metrics in audit/attack_metrics.py."""
+"""Claims about the attack metrics in audit/statistics/attack_metrics.py."""
 from __future__ import annotations
 
 import math
@@ -8,7 +8,7 @@ import pytest
 from scipy import stats
 from sklearn.metrics import roc_auc_score, roc_curve
 
-from audit.attack_metrics import (
+from audit.statistics.attack_metrics import (
     advantage_bound,
     auc_with_ci,
     membership_advantage,

@@ -124,7 +124,7 @@ CASES = [
     (["accountant-check", "--accountant", "nocolon"], "module:function"),
     (["accountant-check", "--accountant", "missing_module_xyz:f"], "cannot import"),
     (["accountant-check", "--accountant", "user_acc:NOT_CALLABLE"], "not callable"),
-    (["accountant-check", "--accountant", "audit.accountant_check:opacus_prv", "--grid", "grid_bad.yaml"], "grid_bad.yaml"),
+    (["accountant-check", "--accountant", "audit.dp_validation.accountant_check:opacus_prv", "--grid", "grid_bad.yaml"], "grid_bad.yaml"),
     # canary-audit, mechanism-audit, bench
     (["canary-audit", "--trainer", "missing_module_xyz:train"], "cannot import"),
     (["canary-audit", "--trainer", "audit.demos.dp_trainers:correct_dpsgd", "--models", "0"], "--models"),

@@ -5,8 +5,8 @@ import sys
 import numpy as np
 import pytest
 
-from audit.accountants import DPSGDEvent, epsilon_pld
-from audit.canary_audit import (
+from audit.statistics.accountants import DPSGDEvent, epsilon_pld
+from audit.dp_validation.canary_audit import (
     canary_scores,
     default_audit_data,
     dirac_canary_audit,

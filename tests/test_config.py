@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from audit.config import PRESETS, config_to_yaml, parse_epsilon_list, resolve_config
+from audit.machinery.config import PRESETS, config_to_yaml, parse_epsilon_list, resolve_config
 from audit.errors import AuditInputError
 
 

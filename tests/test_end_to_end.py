@@ -52,7 +52,7 @@ def test_results_json_follows_schema_version_1(smoke_run):
     (run_dir,) = _run_dirs(root)
     results = json.loads((run_dir / "results.json").read_text())
     assert RESULT_KEYS <= results.keys() and results["schema_version"] == 1
-    from audit.policy import validate_results
+    from audit.machinery.policy import validate_results
 
     validate_results(results)  # the published JSON Schema (schema/results.schema.json)
     assert [t["epsilon_target"] for t in results["targets"]] == [1.0, 8.0, None]

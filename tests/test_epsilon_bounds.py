@@ -1,4 +1,4 @@
-"""Claims about the ε lower bounds in audit/epsilon_bounds.py (reference values: STATS.md)."""
+"""Claims about the ε lower bounds in audit/statistics/epsilon_bounds.py (reference values: STATS.md)."""
 from __future__ import annotations
 
 import inspect
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from audit.epsilon_bounds import (
+from audit.statistics.epsilon_bounds import (
     ESTIMATORS,
     Bonferroni,
     EpsilonLowerBound,

@@ -3,7 +3,7 @@ import torch
 
 from attacks import ATTACKS, AttackContext, get_attack
 from attacks.model_outputs import per_example_cross_entropy
-from audit.attack_evaluation import evaluate_attack
+from audit.statistics.attack_evaluation import evaluate_attack
 from audit.errors import AuditInputError
 from targets.training import TrainingSpec
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from audit.errors import AuditInputError
-from audit.mechanism_audit import audit_mechanism, check_neighbouring, threshold_audit
+from audit.dp_validation.mechanism_audit import audit_mechanism, check_neighbouring, threshold_audit
 
 
 from audit.demos.mechanisms import (  # noqa: E402
@@ -115,7 +115,7 @@ def test_a_mechanism_returning_text_is_bad_input():
 
 
 def test_the_cli_entry_point_reads_the_mechanisms_claim_and_datasets():
-    from audit.mechanism_audit import run_mechanism_audit
+    from audit.dp_validation.mechanism_audit import run_mechanism_audit
 
     caught = run_mechanism_audit("audit.demos.mechanisms:laplace_count_wrong_scale", seed=0)
     assert caught["violation"] and caught["claim"]["epsilon"] == 1.0 and caught["n_trials"] == 20_000

@@ -1,4 +1,4 @@
-"""`audit.model_audit.audit_user_model`: audit a user's own trained model from its weights file."""
+"""`audit.model_audits.model_audit.audit_user_model`: audit a user's own trained model from its weights file."""
 from __future__ import annotations
 
 import math
@@ -9,10 +9,10 @@ import pandas as pd
 import pytest
 import torch
 
-from audit.config import AuditConfig
+from audit.machinery.config import AuditConfig
 from audit.errors import AuditInputError
-from audit.model_audit import audit_user_model
-from audit.policy import validate_results
+from audit.model_audits.model_audit import audit_user_model
+from audit.machinery.policy import validate_results
 from targets.datasets import make_default_tabular
 from targets.models import MLP
 

@@ -1,4 +1,4 @@
-"""The policy gate: a YAML file of limits, checked against results.json (audit/policy.py)."""
+"""The policy gate: a YAML file of limits, checked against results.json (audit/machinery/policy.py)."""
 from __future__ import annotations
 
 import copy
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from audit.errors import AuditInputError
-from audit.policy import (
+from audit.machinery.policy import (
     evaluate_policy,
     load_policy,
     load_results,
@@ -199,7 +199,7 @@ def test_a_synthetic_entry_without_dcr_results_is_not_applicable(tmp_path, defau
 
 
 def test_a_synthetic_entry_without_a_dp_claim_or_computed_bounds_is_still_checked(tmp_path, default_results):
-    # As audit.synthetic_check writes it for a user's files: no epsilon_target, one-run bound not computed.
+    # As audit.synthetic.synthetic_check writes it for a user's files: no epsilon_target, one-run bound not computed.
     entry = _synthetic_entry()
     del entry["epsilon_target"]
     entry["mia"]["epsilon_lb"] = {"clopper_pearson": 3.5, "one_run": None}

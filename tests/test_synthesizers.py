@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from audit.synthetic_check import synthetic_privacy_checks
+from audit.statistics.synthetic_evaluation import synthetic_privacy_checks
 from targets.synthesizers import (
     SYNTHESIZERS,
     DPVAESynthesizer,

@@ -1,5 +1,5 @@
 """Claims about the synthetic-data privacy checks (targets/tabular_encoding.py,
-attacks/distance.py, audit/synthetic_metrics.py, audit/synthetic_check.py)."""
+attacks/distance.py, audit/statistics/synthetic_metrics.py, audit/statistics/synthetic_evaluation.py)."""
 from __future__ import annotations
 
 import json
@@ -16,8 +16,9 @@ from attacks.distance import (
     nearest_distances,
     nearest_neighbours,
 )
-from audit.synthetic_check import read_table, synthetic_privacy_checks
-from audit.synthetic_metrics import (
+from audit.statistics.synthetic_evaluation import synthetic_privacy_checks
+from audit.synthetic.synthetic_check import read_table
+from audit.statistics.synthetic_metrics import (
     _permutation_null,
     dcr,
     equal_size_reference_rows,
@@ -343,7 +344,7 @@ def test_an_unknown_target_column_is_named_before_any_work():
 
 
 def test_the_textbook_nndr_on_a_row_sample_uses_the_nearest_other_synthetic_row(monkeypatch):
-    import audit.synthetic_check as synthetic_check
+    import audit.statistics.synthetic_evaluation as synthetic_check
 
     full = synthetic_privacy_checks(TRAIN, HOLDOUT, INDEPENDENT)["nndr_real_vs_synthetic"]
     monkeypatch.setattr(synthetic_check, "TEXTBOOK_NNDR_MAX_ROWS", 600)

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from audit.accountants import DPSGDEvent, epsilon_opacus, epsilon_pld, epsilons_for_event
+from audit.statistics.accountants import DPSGDEvent, epsilon_opacus, epsilon_pld, epsilons_for_event
 from targets.datasets import make_default_tabular
 from targets.training import TrainingSpec, train_target
 

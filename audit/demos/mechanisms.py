@@ -1,4 +1,4 @@
-"""Example mechanisms for `audit.mechanism_audit.audit_mechanism` (one correct, one broken).
+"""Example mechanisms for `audit.dp_validation.mechanism_audit.audit_mechanism` (one correct, one broken).
 
 Each is `mechanism(data, rng) -> float` with three attributes the audit reads:
 `mechanism.batched(data, rng, n)` returning n independent outputs at once (the vectorised

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from audit.run_directory import write_json_atomic
+from audit.machinery.run_directory import write_json_atomic
 
 
 def _atomic(path: Path, write) -> None:

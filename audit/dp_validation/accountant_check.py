@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from audit.accountants import PLD_DISCRETIZATION, DPSGDEvent, epsilon_pld
+from audit.statistics.accountants import PLD_DISCRETIZATION, DPSGDEvent, epsilon_pld
 from audit.errors import AuditInputError
 
 DEFAULT_MARGIN = 0.10
@@ -54,7 +54,7 @@ def validate_dpsgd_parameters(noise_multiplier: float, sample_rate: float, steps
 def load_grid(path: str | None) -> AccountantGrid:
     if path is None:
         return AccountantGrid()
-    from audit.config import read_config_file
+    from audit.machinery.config import read_config_file
 
     try:
         grid = AccountantGrid.model_validate(read_config_file(path))
@@ -138,10 +138,10 @@ def summarize(points: Sequence[AccountantCheckPoint]) -> dict:
 
 
 # Opacus's own accountants, exposed in the user-function signature so they can be checked the same way
-# (`--accountant audit.accountant_check:opacus_gdp`).
+# (`--accountant audit.dp_validation.accountant_check:opacus_gdp`).
 def _opacus(name: str) -> Callable[[float, float, int, float], float]:
     def accountant(noise_multiplier: float, sample_rate: float, steps: int, delta: float) -> float:
-        from audit.accountants import epsilon_opacus
+        from audit.statistics.accountants import epsilon_opacus
 
         return epsilon_opacus(DPSGDEvent(noise_multiplier, sample_rate, steps), delta, name)
 

@@ -22,7 +22,7 @@ chosen on one random half of the candidates, bound computed on the other) is wha
 violation: the best sound lower bound strictly above the claimed ε.
 
 The result is a results dict (schema_version 1) with one target, the shape of
-`audit.score_audit.audit_scores`'s, so `write_outputs`, the report and the policy gate apply.
+`audit.model_audits.score_audit.audit_scores`'s, so `write_outputs`, the report and the policy gate apply.
 """
 from __future__ import annotations
 
@@ -39,12 +39,12 @@ import pandas as pd
 import torch
 
 from attacks import AttackContext, AttackOptions, TargetTraining, get_attack
-from audit.accountants import DPSGDEvent, epsilons_for_event
-from audit.attack_evaluation import best_sound_lower_bound, evaluate_attack
-from audit.config import AuditConfig
-from audit.environment import describe_environment
+from audit.statistics.accountants import DPSGDEvent, epsilons_for_event
+from audit.statistics.attack_evaluation import best_sound_lower_bound, evaluate_attack
+from audit.machinery.config import AuditConfig
+from audit.machinery.environment import describe_environment
 from audit.errors import AuditInputError
-from audit.runner import attack_options
+from audit.machinery.attack_setup import attack_options
 from targets.datasets import read_table
 from targets.devices import resolve_device
 from targets.models import MLP
@@ -553,7 +553,7 @@ def _audit(
         )
 
     if scores_path is not None:
-        from audit.run_directory import write_text_atomic
+        from audit.machinery.run_directory import write_text_atomic
 
         frame = pd.DataFrame({"member": membership.astype(int), "label": candidate_labels, **score_columns})
         write_text_atomic(Path(scores_path), frame.to_csv(index=False))

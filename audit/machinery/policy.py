@@ -60,7 +60,7 @@ __all__ = [
     "RESULTS_SCHEMA_PATH",
 ]
 
-RESULTS_SCHEMA_PATH = Path(__file__).resolve().parents[1] / "schema" / "results.schema.json"
+RESULTS_SCHEMA_PATH = Path(__file__).resolve().parents[2] / "schema" / "results.schema.json"
 # Sound estimators only: the GDP number is an estimate under an assumption and never gates.
 _SOUND_BOUNDS = ("clopper_pearson", "one_run")
 _INF_WORDS = ("inf", ".inf", "+inf", "infinity", "∞")

@@ -4,7 +4,7 @@ Every estimator is a pure function of attack scores and membership labels (plus 
 confidence level); no I/O. The docstring of each names its paper and the exact quantity returned.
 STATS.md is the contract; its reference values are tested in tests/test_epsilon_bounds.py.
 
-Score-based estimators share the conventions of `audit.attack_metrics`: `scores` higher = more
+Score-based estimators share the conventions of `audit.statistics.attack_metrics`: `scores` higher = more
 likely a member, `members` bool/0-1, validated at the boundary with `ValueError` naming the
 argument. They return an `EpsilonLowerBound`.
 
@@ -23,7 +23,7 @@ from typing import Any, Callable
 import numpy as np
 from scipy import optimize, special, stats
 
-from audit.attack_metrics import validate_probability, validate_scores_and_members
+from audit.statistics.attack_metrics import validate_probability, validate_scores_and_members
 
 __all__ = [
     "EpsilonLowerBound",

@@ -17,15 +17,16 @@ import pandas as pd
 
 from attacks import AttackContext, AttackOptions, TargetTraining, get_attack
 from attacks.reference_models import check_pool_capacity
-from audit.accountants import DPSGDEvent, epsilons_for_event
-from audit.attack_evaluation import best_sound_lower_bound, evaluate_attack, roc_points
-from audit.checkpoints import ArrayCache, TargetCheckpoints
-from audit.config import AuditConfig, config_to_yaml, read_config_file
-from audit.environment import describe_environment
+from audit.statistics.accountants import DPSGDEvent, epsilons_for_event
+from audit.statistics.attack_evaluation import best_sound_lower_bound, evaluate_attack, roc_points
+from audit.machinery.checkpoints import ArrayCache, TargetCheckpoints
+from audit.machinery.config import AuditConfig, config_to_yaml, read_config_file
+from audit.machinery.environment import describe_environment
 from audit.errors import AuditInputError
-from audit.policy import Policy, PolicyEvaluation, evaluate_policy, verdict_from_evaluation
-from audit.run_directory import StagedRunDirectory, write_json_atomic, write_text_atomic
-from audit.tracking import AuditTracker
+from audit.machinery.policy import Policy, PolicyEvaluation, evaluate_policy, verdict_from_evaluation
+from audit.machinery.run_directory import StagedRunDirectory, write_json_atomic, write_text_atomic
+from audit.machinery.attack_setup import attack_options
+from audit.machinery.tracking import AuditTracker, target_metrics
 from reports.html_report import write_html_report
 from reports.junit import write_junit_xml
 from reports.markdown_summary import write_summary_markdown
@@ -74,15 +75,6 @@ class AuditRun:
 def target_seed(config_seed: int, index: int) -> int:
     """Seed of the `index`-th target: one config seed drives everything, streams stay independent."""
     return int(np.random.SeedSequence([config_seed, 1, index]).generate_state(1)[0])
-
-
-def attack_options(config: AuditConfig) -> AttackOptions:
-    a = config.attacks
-    return AttackOptions(
-        n_shadow_models=a.n_shadow_models, n_reference_models=a.n_reference_models,
-        lira_global_variance=a.lira_global_variance, rmia_a=a.rmia_a, rmia_gamma=a.rmia_gamma,
-        rmia_population=a.rmia_population,
-    )
 
 
 def _validate_training_set(data: TabularData, splits: AuditSplits, delta: float) -> list[str]:
@@ -137,22 +129,6 @@ def _target_record(
         "violation": bool(violation),
     }
     return record, notes
-
-
-def _child_metrics(record: dict[str, Any]) -> dict[str, float | None]:
-    metrics: dict[str, float | None] = {f"eps_{name}": value for name, value in record["epsilon"].items()}
-    metrics["test_accuracy"] = record["test_accuracy"]
-    metrics["eps_lb_best"] = record["epsilon_lb_best"]
-    for attack in record["attacks"]:
-        name = attack["name"]
-        metrics[f"{name}_auc"] = attack["auc"]
-        metrics[f"{name}_advantage"] = attack["advantage"]
-        for level, value in attack["tpr_at_fpr"].items():
-            metrics[f"{name}_tpr_at_fpr_{level}"] = value
-        metrics[f"{name}_eps_lb_cp"] = attack["epsilon_lb"]["clopper_pearson"]
-        metrics[f"{name}_eps_lb_one_run"] = attack["epsilon_lb"]["one_run"]
-        metrics[f"{name}_eps_gdp_estimate"] = attack["epsilon_estimate_gdp"]["epsilon"]
-    return {k: v for k, v in metrics.items() if v is None or math.isfinite(v)}
 
 
 def results_table(results: dict[str, Any]) -> pd.DataFrame:
@@ -372,7 +348,7 @@ def _synthetic_part(config: AuditConfig, data: TabularData, splits: AuditSplits,
         return []
     if data.frame is None:
         raise AuditInputError("synthetic", f"{data.description} has no raw table to train synthesizers on")
-    from audit.synthetic_sweep import synthetic_sweep
+    from audit.sweep.synthetic_sweep import synthetic_sweep
 
     ckpt = TargetCheckpoints(staging / "checkpoints" / "synthetic")
     entries = ckpt.load_json("entries")
@@ -474,7 +450,7 @@ def _sweep(
             "sample_rate": record["sample_rate"], "steps": record["steps"], "max_grad_norm": record["max_grad_norm"],
             "accountant": record["accountant"], "seed": record["seed"],
         })
-        tracker.log_metrics(child_id, _child_metrics(record))
+        tracker.log_metrics(child_id, target_metrics(record))
         tracker.log_artifact(child_id, roc_path)
         tracker.log_artifact(child_id, scores_path)
         tracker.finish(child_id)

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from audit.attack_metrics import (
+from audit.statistics.attack_metrics import (
     advantage_bound,
     auc_with_ci,
     membership_advantage,
@@ -17,7 +17,7 @@ from audit.attack_metrics import (
     roc_curve_points,
     tpr_at_fpr,
 )
-from audit.epsilon_bounds import (
+from audit.statistics.epsilon_bounds import (
     HeldOut,
     epsilon_estimate_gdp,
     epsilon_lower_bound_clopper_pearson,

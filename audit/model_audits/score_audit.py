@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from audit.attack_evaluation import best_sound_lower_bound, evaluate_attack
-from audit.environment import describe_environment
+from audit.statistics.attack_evaluation import best_sound_lower_bound, evaluate_attack
+from audit.machinery.environment import describe_environment
 from audit.errors import AuditInputError
 from targets.datasets import read_table
 

@@ -1,8 +1,8 @@
-"""The synthetic-data privacy check: train, holdout and synthetic tables in, one JSON-ready dict out.
+"""The synthetic-data privacy evaluation: train, holdout and synthetic tables in, one JSON-ready dict out.
 
-Used by `privacy-audit synth-check --train F --holdout F --synthetic F` and by the main run for the
-synthesizers it trains. Reading files (`read_table`) is the only I/O; `synthetic_privacy_checks`
-is a pure function of three DataFrames.
+Used by `privacy-audit synth-check --train F --holdout F --synthetic F` (files read by
+`audit.synthetic.synthetic_check`) and by the main run for the synthesizers it trains.
+`synthetic_privacy_checks` is a pure function of three DataFrames; no I/O here.
 
 What it reports (STATS.md, "Synthetic data"):
 - "nndr": d(nearest train) / d(2nd-nearest train) per synthetic row (near 0 = near-copies);
@@ -24,7 +24,6 @@ nearest only), and synthetic × synthetic (half the matrix by symmetry, or ≤ 1
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -32,10 +31,10 @@ import pandas as pd
 from scipy import stats
 
 from attacks.distance import DISTANCE_THREAT_MODEL, mutual_nearest_neighbours, nearest_distances, nearest_neighbours
-from audit.attack_evaluation import FPR_LEVELS
-from audit.attack_metrics import advantage_bound, auc_with_ci, membership_advantage, tpr_at_fpr
-from audit.epsilon_bounds import HeldOut, epsilon_lower_bound_clopper_pearson, epsilon_lower_bound_one_run
-from audit.synthetic_metrics import (
+from audit.statistics.attack_evaluation import FPR_LEVELS
+from audit.statistics.attack_metrics import advantage_bound, auc_with_ci, membership_advantage, tpr_at_fpr
+from audit.statistics.epsilon_bounds import HeldOut, epsilon_lower_bound_clopper_pearson, epsilon_lower_bound_one_run
+from audit.statistics.synthetic_metrics import (
     column_fidelity,
     correlation_distance,
     dcr_from_distances,
@@ -46,42 +45,12 @@ from audit.synthetic_metrics import (
 )
 from targets.tabular_encoding import MixedTypeEncoder, NanPolicy, SyntheticDataError
 
-__all__ = ["read_table", "synthetic_privacy_checks", "SyntheticDataError"]
+__all__ = ["synthetic_privacy_checks", "SyntheticDataError"]
 
-_READERS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
 # Rows whose nearest other synthetic row is searched for the textbook NNDR (percentiles of a
 # seeded 10 000-row sample are within ~0.01 of the full ones; the full search is half a pass).
 TEXTBOOK_NNDR_MAX_ROWS = 10_000
 _N_FLAG_TESTS = 3
-
-
-def read_table(path: str | Path, role: str) -> pd.DataFrame:
-    """Read a CSV (`.csv`, `.csv.gz`) or Parquet (`.parquet`, `.pq`) file; `role` names it in errors.
-
-    A missing, unreadable or empty file, or an unknown suffix, raises `SyntheticDataError` naming
-    the role and the path. The path is kept in `df.attrs["source"]` for later messages.
-    """
-    p = Path(path)
-    where = f"{role} file '{p}'"
-    suffixes = [s.lower() for s in p.suffixes]
-    suffix = suffixes[-2] if len(suffixes) >= 2 and suffixes[-1] == ".gz" else (suffixes[-1] if suffixes else "")
-    kind = _READERS.get(suffix)
-    if kind is None:
-        raise SyntheticDataError(where, f"unknown file type '{suffix or p.name}'; expected .csv, .csv.gz, .parquet or .pq")
-    if not p.is_file():
-        raise SyntheticDataError(where, "does not exist or is not a file")
-    try:
-        df = pd.read_csv(p) if kind == "csv" else pd.read_parquet(p)
-    except pd.errors.EmptyDataError as exc:
-        raise SyntheticDataError(where, "is empty") from exc
-    except Exception as exc:  # pandas/pyarrow raise many types for a corrupt file; all mean "unreadable"
-        raise SyntheticDataError(where, f"cannot be read as {kind.upper()}: {type(exc).__name__}: {exc}") from exc
-    if df.shape[1] == 0:
-        raise SyntheticDataError(where, "has no columns")
-    if df.shape[0] == 0:
-        raise SyntheticDataError(where, "has no rows")
-    df.attrs["source"] = str(p)
-    return df
 
 
 def _nearest_other_row(x: np.ndarray, rows: np.ndarray) -> np.ndarray:

@@ -7,7 +7,7 @@ N × M matrix in memory); `nearest_distances` is re-exported here for convenienc
 
 Each privacy metric has two entry points: `x(synthetic, train, ...)` on encoded arrays, and
 `x_from_distances(...)` on nearest-neighbour distances, so that an orchestrator computing several
-metrics can share one search (see `audit.synthetic_check`). All results are JSON-ready dicts.
+metrics can share one search (see `audit.statistics.synthetic_evaluation`). All results are JSON-ready dicts.
 """
 from __future__ import annotations
 

@@ -10,9 +10,8 @@ for the black-box testing of mechanisms). The threshold and the direction of the
 on a held-out part of the runs and the bound is computed on the rest only: choosing the
 threshold on the runs it is evaluated on would inflate the bound.
 
-`threshold_audit` is that two-sample procedure on plain score arrays; the canary audits of
-training code (`audit.canary_audit`) reuse it with "train a model and score the canary" as the
-mechanism.
+The two-sample procedure on plain score arrays is `audit.statistics.threshold_audit`; the canary
+audits of training code reuse it with "train a model and score the canary" as the mechanism.
 
 Vectorised protocol: a mechanism is `mechanism(data, rng) -> float | np.ndarray` called once per
 trial. If it also has an attribute `batched` with `mechanism.batched(data, rng, n)` returning n
@@ -21,184 +20,22 @@ instead, once per dataset: 20 000 Laplace draws then cost microseconds instead o
 """
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
-from audit.epsilon_bounds import epsilon_lower_bound_from_counts
+from audit.dp_validation.claims import resolve_claim, validate_claim
 from audit.errors import AuditInputError
+from audit.statistics.threshold_audit import threshold_audit, validate_confidence
 
 __all__ = [
-    "HIGHER_MEANS_POSITIVE",
-    "LOWER_MEANS_POSITIVE",
     "audit_mechanism",
     "check_neighbouring",
     "run_mechanism",
     "run_mechanism_audit",
-    "threshold_audit",
-    "validate_claim",
 ]
-
-HIGHER_MEANS_POSITIVE = "positive if score >= threshold"
-LOWER_MEANS_POSITIVE = "positive if score < threshold"
-
-
-# --------------------------------------------------------------------------------------------------
-# The two-sample threshold audit (shared with the canary audits)
-# --------------------------------------------------------------------------------------------------
-
-
-def validate_claim(claimed_epsilon, delta, *, epsilon_flag: str = "claimed_epsilon",
-                   delta_flag: str = "delta") -> tuple[float, float]:
-    """(ε, δ) as floats; ε must be finite and > 0, δ in [0, 1). AuditInputError otherwise."""
-    try:
-        eps = float(claimed_epsilon)
-    except (TypeError, ValueError):
-        raise AuditInputError(epsilon_flag, f"expected a number, got {claimed_epsilon!r}") from None
-    if not (math.isfinite(eps) and eps > 0):
-        raise AuditInputError(epsilon_flag, f"must be a finite number > 0, got {claimed_epsilon!r}")
-    try:
-        d = float(delta)
-    except (TypeError, ValueError):
-        raise AuditInputError(delta_flag, f"expected a number, got {delta!r}") from None
-    if not (0 <= d < 1):
-        raise AuditInputError(delta_flag, f"must be in [0, 1), got {delta!r}")
-    return eps, d
-
-
-def _validate_confidence(confidence) -> float:
-    try:
-        c = float(confidence)
-    except (TypeError, ValueError):
-        raise AuditInputError("confidence", f"expected a number in (0, 1), got {confidence!r}") from None
-    if not (0 < c < 1):
-        raise AuditInputError("confidence", f"must be in (0, 1), got {confidence!r}")
-    return c
-
-
-def _cp_upper(k: np.ndarray, n: int, alpha: float) -> np.ndarray:
-    # One-sided Clopper-Pearson upper bound, vectorised (same formula as
-    # audit.epsilon_bounds.clopper_pearson_upper): Beta(k + 1, n − k) quantile, 1 when k = n.
-    k = np.asarray(k)
-    return np.where(k < n, stats.beta.ppf(1.0 - alpha, k + 1, np.maximum(n - k, 1)), 1.0)
-
-
-def _unfloored_epsilon(fpr_u: np.ndarray, fnr_u: np.ndarray, delta: float) -> np.ndarray:
-    # max{ln((1−δ−FNR̄)/FPR̄), ln((1−δ−FPR̄)/FNR̄)}, without the floor at 0 so that argmax still
-    # ranks rules when none is significant; a non-positive numerator counts as −inf.
-    with np.errstate(divide="ignore", invalid="ignore"):
-        a = np.where(1 - delta - fnr_u > 0, np.log(np.maximum(1 - delta - fnr_u, 1e-300)) - np.log(fpr_u), -np.inf)
-        b = np.where(1 - delta - fpr_u > 0, np.log(np.maximum(1 - delta - fpr_u, 1e-300)) - np.log(fnr_u), -np.inf)
-    return np.maximum(a, b)
-
-
-def _between(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """A point strictly between consecutive sorted distinct values, ±inf handled."""
-    with np.errstate(invalid="ignore"):
-        mid = lo / 2 + hi / 2
-    lo_inf, hi_inf = np.isneginf(lo), np.isposinf(hi)
-    mid = np.where(lo_inf & ~hi_inf, hi - np.maximum(1.0, np.abs(hi)), mid)
-    mid = np.where(hi_inf & ~lo_inf, lo + np.maximum(1.0, np.abs(lo)), mid)
-    return np.where(lo_inf & hi_inf, 0.0, mid)
-
-
-def _error_counts(threshold, direction: str, positive: np.ndarray, negative: np.ndarray):
-    """(false positives among negatives, false negatives among positives) of one rule."""
-    if direction == HIGHER_MEANS_POSITIVE:
-        return int(np.sum(negative >= threshold)), int(np.sum(positive < threshold))
-    return int(np.sum(negative < threshold)), int(np.sum(positive >= threshold))
-
-
-def _choose_rule(positive: np.ndarray, negative: np.ndarray, delta: float, alpha_per_rate: float):
-    """The (threshold, direction) maximising the Clopper-Pearson ε on these (selection) scores.
-
-    Thresholds are midpoints between consecutive distinct pooled scores, so a rule never sits on
-    a score and does not depend on how ties are broken.
-    """
-    values = np.unique(np.concatenate([positive, negative]))
-    if values.size < 2:
-        return (float(values[0]) if values.size else 0.0), HIGHER_MEANS_POSITIVE
-    thresholds = _between(values[:-1], values[1:])
-    pos_sorted, neg_sorted = np.sort(positive), np.sort(negative)
-    n_pos, n_neg = pos_sorted.size, neg_sorted.size
-    fn_high = np.searchsorted(pos_sorted, thresholds, side="left")  # positives below t
-    fp_high = n_neg - np.searchsorted(neg_sorted, thresholds, side="left")  # negatives ≥ t
-    best = None
-    for direction, fp, fn in (
-        (HIGHER_MEANS_POSITIVE, fp_high, fn_high),
-        (LOWER_MEANS_POSITIVE, n_neg - fp_high, n_pos - fn_high),
-    ):
-        value = _unfloored_epsilon(_cp_upper(fp, n_neg, alpha_per_rate), _cp_upper(fn, n_pos, alpha_per_rate), delta)
-        i = int(np.argmax(value))
-        if best is None or value[i] > best[0]:
-            best = (value[i], float(thresholds[i]), direction)
-    return best[1], best[2]
-
-
-def _as_scores(name: str, values) -> np.ndarray:
-    try:
-        arr = np.asarray(values, dtype=float).reshape(-1)
-    except (TypeError, ValueError):
-        raise AuditInputError(name, "expected numbers") from None
-    if np.isnan(arr).any():
-        raise AuditInputError(name, f"{int(np.isnan(arr).sum())} score(s) are NaN")
-    return arr
-
-
-def threshold_audit(
-    scores_positive,
-    scores_negative,
-    *,
-    delta: float,
-    confidence: float = 0.95,
-    selection_fraction: float = 0.5,
-) -> dict[str, Any]:
-    """Held-out threshold test between two samples of a statistic → (ε, δ) lower bound.
-
-    `scores_positive` are i.i.d. draws of the statistic under D' (canary inserted / dataset_b),
-    `scores_negative` under D. The first ⌊`selection_fraction`·n⌋ of each side (they are i.i.d.,
-    so a fixed split is a random one) choose the threshold t and the direction (positive iff
-    score ≥ t, or iff score < t) maximising the Clopper-Pearson ε on them; the remaining draws
-    give the error counts of that fixed rule and `epsilon_lower_bound_from_counts` turns them into
-    ε_LB = max{ln((1 − δ − FNR̄)/FPR̄), ln((1 − δ − FPR̄)/FNR̄)}, floored at 0, each one-sided
-    Clopper-Pearson bound at level (1 − confidence)/2 (Jagielski, Ullman, Oprea 2020, arXiv
-    2006.07709; Nasr et al. 2021, arXiv 2101.04535). ±inf scores are allowed; NaN is refused.
-    """
-    pos = _as_scores("scores_positive", scores_positive)
-    neg = _as_scores("scores_negative", scores_negative)
-    conf = _validate_confidence(confidence)
-    if not (0 < selection_fraction < 1):
-        raise AuditInputError("selection_fraction", f"must be in (0, 1), got {selection_fraction!r}")
-    for name, arr in (("scores_positive", pos), ("scores_negative", neg)):
-        if arr.size < 2:
-            raise AuditInputError(name, f"need at least 2 draws (one to choose the threshold, one to test it), got {arr.size}")
-    n_sel_pos = min(max(int(selection_fraction * pos.size), 1), pos.size - 1)
-    n_sel_neg = min(max(int(selection_fraction * neg.size), 1), neg.size - 1)
-    alpha_per_rate = (1.0 - conf) / 2
-    threshold, direction = _choose_rule(pos[:n_sel_pos], neg[:n_sel_neg], delta, alpha_per_rate)
-    sel_fp, sel_fn = _error_counts(threshold, direction, pos[:n_sel_pos], neg[:n_sel_neg])
-    ev_pos, ev_neg = pos[n_sel_pos:], neg[n_sel_neg:]
-    fp, fn = _error_counts(threshold, direction, ev_pos, ev_neg)
-    bound = epsilon_lower_bound_from_counts(fp, ev_neg.size, fn, ev_pos.size, delta, conf)
-    return {
-        "threshold": threshold,
-        "direction": direction,
-        "selection": {"false_positives": sel_fp, "n_negative": n_sel_neg,
-                      "false_negatives": sel_fn, "n_positive": n_sel_pos},
-        "evaluation": {"false_positives": fp, "n_negative": int(ev_neg.size),
-                       "false_negatives": fn, "n_positive": int(ev_pos.size)},
-        "fpr_upper": float(_cp_upper(fp, ev_neg.size, alpha_per_rate)),
-        "fnr_upper": float(_cp_upper(fn, ev_pos.size, alpha_per_rate)),
-        "epsilon_lower_bound": float(bound),
-        "confidence": conf,
-        "delta": float(delta),
-        "method": "clopper_pearson, threshold chosen on a held-out part",
-    }
-
 
 # --------------------------------------------------------------------------------------------------
 # Mechanisms
@@ -306,7 +143,7 @@ def audit_mechanism(
     if not callable(mechanism):
         raise AuditInputError("mechanism", f"expected a callable mechanism(data, rng), got {mechanism!r}")
     eps, d = validate_claim(claimed_epsilon, delta)
-    conf = _validate_confidence(confidence)
+    conf = validate_confidence(confidence)
     if isinstance(n_trials, bool) or not isinstance(n_trials, (int, np.integer)) or n_trials < 4:
         raise AuditInputError("n_trials", f"need an integer ≥ 4 trials per dataset, got {n_trials!r}")
     if statistic is not None and not callable(statistic):
@@ -358,7 +195,7 @@ def _resolve_datasets(mechanism: Callable, datasets, flag: str = "--datasets"):
                 "the mechanism (or its module) a DATASETS attribute",
             )
     if isinstance(datasets, str):
-        from audit.user_code import load_user_function
+        from audit.machinery.user_code import load_user_function
 
         datasets = load_user_function(datasets, flag)
     if callable(datasets):
@@ -389,10 +226,9 @@ def run_mechanism_audit(
     pair or a zero-argument callable returning (dataset_a, dataset_b); when None, the
     mechanism's (or its module's) `DATASETS` attribute. The claim is `claimed_epsilon`/`delta`,
     else the mechanism's (or its module's) `CLAIM = {"epsilon": ε, "delta": δ}`
-    (`audit.canary_audit.resolve_claim`, same rules as for trainers). Adds "claim" to the result.
+    (`audit.dp_validation.canary_audit.resolve_claim`, same rules as for trainers). Adds "claim" to the result.
     """
-    from audit.canary_audit import resolve_claim  # the canary audit imports this module
-    from audit.user_code import load_user_function
+    from audit.machinery.user_code import load_user_function
 
     if isinstance(mechanism, str):
         mechanism = load_user_function(mechanism, "--mechanism")

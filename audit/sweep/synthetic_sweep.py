@@ -12,8 +12,8 @@ from typing import Any
 
 import pandas as pd
 
-from audit.config import AuditConfig
-from audit.synthetic_check import synthetic_privacy_checks
+from audit.machinery.config import AuditConfig
+from audit.statistics.synthetic_evaluation import synthetic_privacy_checks
 from targets.splits import AuditSplits
 from targets.synthesizers import DPVAESynthesizer, GaussianCopulaSynthesizer, NoisyCopySynthesizer
 

@@ -27,7 +27,7 @@ __all__ = [
 
 
 # --------------------------------------------------------------------------------------------------
-# Boundary validation (shared with audit.epsilon_bounds)
+# Boundary validation (shared with audit.statistics.epsilon_bounds)
 # --------------------------------------------------------------------------------------------------
 
 

@@ -165,3 +165,20 @@ class AuditTracker:
                 self.finish(run_id, status)
             except Exception:  # the store itself may be the problem; never mask the original error
                 pass
+
+
+def target_metrics(record: dict[str, Any]) -> dict[str, float | None]:
+    """The MLflow metrics of one target record of results.json (finite values only)."""
+    metrics: dict[str, float | None] = {f"eps_{name}": value for name, value in record["epsilon"].items()}
+    metrics["test_accuracy"] = record["test_accuracy"]
+    metrics["eps_lb_best"] = record["epsilon_lb_best"]
+    for attack in record["attacks"]:
+        name = attack["name"]
+        metrics[f"{name}_auc"] = attack["auc"]
+        metrics[f"{name}_advantage"] = attack["advantage"]
+        for level, value in attack["tpr_at_fpr"].items():
+            metrics[f"{name}_tpr_at_fpr_{level}"] = value
+        metrics[f"{name}_eps_lb_cp"] = attack["epsilon_lb"]["clopper_pearson"]
+        metrics[f"{name}_eps_lb_one_run"] = attack["epsilon_lb"]["one_run"]
+        metrics[f"{name}_eps_gdp_estimate"] = attack["epsilon_estimate_gdp"]["epsilon"]
+    return {k: v for k, v in metrics.items() if v is None or math.isfinite(v)}

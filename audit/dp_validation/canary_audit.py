@@ -38,16 +38,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from scipy import special
 
-from audit.accountants import DPSGDEvent, epsilon_pld
-from audit.epsilon_bounds import HeldOut, epsilon_estimate_gdp, epsilon_lower_bound_one_run
+from audit.statistics.accountants import DPSGDEvent, epsilon_pld
+from audit.statistics.epsilon_bounds import HeldOut, epsilon_estimate_gdp, epsilon_lower_bound_one_run
 from audit.errors import AuditInputError
-from audit.mechanism_audit import threshold_audit, validate_claim
+from audit.dp_validation.claims import PrivacyClaim, resolve_claim, validate_claim
+from audit.statistics.threshold_audit import threshold_audit
 
 __all__ = [
     "CANARY_KINDS",
@@ -76,105 +77,6 @@ PILOT_MODELS = 5
 
 # Independent seed streams derived from the one user seed.
 _STREAM_CANARY, _STREAM_MODELS, _STREAM_COINS, _STREAM_DIRAC = range(4)
-
-
-# --------------------------------------------------------------------------------------------------
-# The claim
-# --------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class PrivacyClaim:
-    """The (ε, δ) the training code claims, and where it came from.
-
-    When the claim is a DP-SGD configuration (σ, q, T), ε is the PLD accountant's (the tight
-    reference, `audit.accountants.epsilon_pld`) and the Dirac audit can be run on it.
-    """
-
-    epsilon: float
-    delta: float
-    source: str
-    noise_multiplier: float | None = None
-    sample_rate: float | None = None
-    steps: int | None = None
-
-    @property
-    def is_dpsgd(self) -> bool:
-        return self.noise_multiplier is not None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def _claim_from_dict(claim: Any, where: str, delta_override: float | None) -> PrivacyClaim:
-    if not isinstance(claim, dict):
-        raise AuditInputError(where, f"expected a dict, got {type(claim).__name__}")
-    keys = set(claim)
-    dpsgd_keys = {"noise_multiplier", "sample_rate", "steps", "delta"}
-    if keys == dpsgd_keys:
-        try:
-            sigma, q = float(claim["noise_multiplier"]), float(claim["sample_rate"])
-            steps = claim["steps"]
-            if isinstance(steps, bool) or int(steps) != steps:
-                raise ValueError
-            steps = int(steps)
-        except (TypeError, ValueError):
-            raise AuditInputError(where, f"noise_multiplier, sample_rate must be numbers and steps an integer, got {claim!r}") from None
-        if not (math.isfinite(sigma) and sigma > 0):
-            raise AuditInputError(where, f"noise_multiplier must be > 0, got {claim['noise_multiplier']!r}")
-        if not (0 < q <= 1):
-            raise AuditInputError(where, f"sample_rate must be in (0, 1], got {claim['sample_rate']!r}")
-        if steps < 1:
-            raise AuditInputError(where, f"steps must be ≥ 1, got {claim['steps']!r}")
-        delta = claim["delta"] if delta_override is None else delta_override
-        _, d = validate_claim(1.0, delta, delta_flag="--delta" if delta_override is not None else where)
-        if d == 0:
-            raise AuditInputError(where, "delta must be > 0 for a Gaussian-noise (DP-SGD) claim")
-        eps = epsilon_pld(DPSGDEvent(sigma, q, steps), d)
-        return PrivacyClaim(eps, d, f"{where} (ε from the PLD accountant)", sigma, q, steps)
-    if keys == {"epsilon", "delta"}:
-        eps, d = validate_claim(claim["epsilon"], claim["delta"], epsilon_flag=where, delta_flag=where)
-        if delta_override is not None and float(delta_override) != d:
-            raise AuditInputError(
-                "--delta", f"{where} states ε = {eps} at δ = {d}; to audit at another δ pass --claimed-epsilon too"
-            )
-        return PrivacyClaim(eps, d, where)
-    raise AuditInputError(
-        where,
-        "expected keys {epsilon, delta} or {noise_multiplier, sample_rate, steps, delta}, "
-        f"got {sorted(keys)}",
-    )
-
-
-def resolve_claim(trainer: Callable | None = None, *, claimed_epsilon: float | None = None,
-                  delta: float | None = None) -> PrivacyClaim:
-    """The claim to audit: explicit `claimed_epsilon` (+ `delta`) first, else the trainer's CLAIM
-    (an attribute of the function, else of its module). AuditInputError when there is none."""
-    declared, where = None, None
-    if trainer is not None:
-        declared = getattr(trainer, "CLAIM", None)
-        where = f"{getattr(trainer, '__qualname__', 'trainer')}.CLAIM"
-        if declared is None:
-            import sys
-
-            module = sys.modules.get(getattr(trainer, "__module__", "") or "")
-            declared = getattr(module, "CLAIM", None)
-            where = f"CLAIM in module '{getattr(module, '__name__', '?')}'"
-    if claimed_epsilon is not None:
-        if delta is None:
-            if isinstance(declared, dict) and "delta" in declared:
-                delta = declared["delta"]
-            else:
-                raise AuditInputError("--delta", "required with --claimed-epsilon (the trainer declares no CLAIM with a delta)")
-        eps, d = validate_claim(claimed_epsilon, delta, epsilon_flag="--claimed-epsilon", delta_flag="--delta")
-        return PrivacyClaim(eps, d, "--claimed-epsilon/--delta")
-    if declared is None:
-        raise AuditInputError(
-            "--claimed-epsilon",
-            "no privacy claim to audit: pass --claimed-epsilon and --delta, or define CLAIM = "
-            "{'epsilon': ..., 'delta': ...} (or noise_multiplier, sample_rate, steps, delta) in the trainer's module",
-        )
-    return _claim_from_dict(declared, where, delta)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -794,7 +696,7 @@ def run_canary_audit(
     result; `violation` is what the exit code follows.
     """
     if isinstance(trainer, str):
-        from audit.user_code import load_user_function
+        from audit.machinery.user_code import load_user_function
 
         trainer = load_user_function(trainer, "--trainer")
     trainer = _check_trainer(trainer)

@@ -28,8 +28,10 @@ def load_user_function(spec: str, flag: str) -> Callable:
         module = importlib.import_module(match["module"])
     except ModuleNotFoundError as exc:
         raise AuditInputError(flag, f"cannot import module '{match['module']}' ({exc})") from None
+    except SystemExit as exc:  # a module that exits on import must not end the audit (exit 0 = pass)
+        raise AuditInputError(flag, f"importing '{match['module']}' called sys.exit({exc.code!r})") from None
     except Exception as exc:  # the user's module raised while importing
-        raise AuditInputError(flag, f"importing '{match['module']}' raised {type(exc).__name__}: {exc}") from None
+        raise AuditInputError(flag, f"importing '{match['module']}' raised {type(exc).__name__}: {str(exc)[:200]}") from None
     function = getattr(module, match["function"], None)
     if function is None:
         raise AuditInputError(flag, f"module '{match['module']}' has no attribute '{match['function']}'")

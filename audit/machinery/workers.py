@@ -1,0 +1,305 @@
+"""Isolated worker processes: user code (and any embarrassingly parallel task) runs in children.
+
+Why children: an audit runs code it does not trust — a user's trainer, accountant, mechanism or
+model factory. In a child process a `sys.exit(0)` cannot make the audit exit 0, an `os._exit`
+or a segfault cannot take the audit down, and a hang is cut by a timeout. The same pool runs the
+parallel parts of an audit (`--workers N`), so isolation and parallelism are one mechanism.
+
+Contract:
+- a task is a *module-level* function of the harness plus its (picklable) arguments; it runs in a
+  spawned child (a fresh interpreter: no inherited threads or CUDA state) and returns a picklable
+  value — arrays, numbers, dicts, never the user's objects;
+- inside a task, user code is called within `user_code(name)`: anything it raises (including
+  `SystemExit`) becomes an `AuditInputError` naming the function (exit 2);
+- a child that dies (`os._exit`, a signal) or overruns the per-task timeout is killed and the
+  call raises `UserCodeError` naming the function (exit 2): the fault is the code it ran;
+- any other exception in a task is a bug of ours: `WorkerInternalError` (exit 3) carrying the
+  child's traceback.
+
+Results come back in task order whatever the number of workers, so each task's numbers depend only
+on its arguments (seed it from the task id, never from the worker).
+"""
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import sys
+import time
+import traceback
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
+from typing import Any
+
+from audit.errors import AuditInputError
+
+__all__ = [
+    "UserCodeError",
+    "WorkerInternalError",
+    "WorkerPool",
+    "default_workers",
+    "run_isolated",
+    "user_code",
+]
+
+# How much of a user's exception message reaches the one-line error (the rest is in the log).
+_MESSAGE_LIMIT = 200
+
+
+class UserCodeError(AuditInputError):
+    """User code failed, exited, crashed its process or timed out (exit 2, naming the function)."""
+
+
+class WorkerInternalError(RuntimeError):
+    """A task of the harness raised in a worker: a bug (exit 3). `child_traceback` is the child's."""
+
+    def __init__(self, message: str, child_traceback: str):
+        super().__init__(message)
+        self.child_traceback = child_traceback
+
+
+def default_workers() -> int:
+    """The default `--workers`: the cores this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def _short(text: str) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= _MESSAGE_LIMIT else text[: _MESSAGE_LIMIT - 1] + "…"
+
+
+@contextmanager
+def user_code(name: str, what: str = "function"):
+    """Run the block as the user's `name`: its exceptions and `sys.exit` become `UserCodeError`.
+
+    `AuditInputError`s raised by the harness's own validation inside the block pass unchanged.
+    """
+    try:
+        yield
+    except AuditInputError:
+        raise
+    except SystemExit as exc:
+        raise UserCodeError(name, f"the {what} called sys.exit({exc.code!r}) instead of returning") from None
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - any failure of user code is the user's to fix
+        raise UserCodeError(name, f"the {what} raised {type(exc).__name__}: {_short(exc)}") from None
+
+
+# --------------------------------------------------------------------------------------------------
+# The child side
+# --------------------------------------------------------------------------------------------------
+
+
+def _worker_main(conn: Connection, threads: int | None) -> None:
+    # The parent decides what an interrupt means; the children just get killed.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if threads is not None:
+        for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+            os.environ[var] = str(threads)
+    cwd = os.getcwd()
+    if cwd not in sys.path:  # like `python -m`: the user's modules beside them are importable
+        sys.path.insert(0, cwd)
+    if threads is not None:
+        try:
+            import torch
+
+            torch.set_num_threads(threads)
+        except Exception:  # torch absent or already configured: the env vars still apply
+            pass
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):
+            return
+        if message is None:
+            return
+        task_id, function, args, kwargs = message
+        try:
+            reply = ("ok", task_id, function(*args, **kwargs))
+        except AuditInputError as exc:
+            reply = ("input", task_id, (type(exc) is UserCodeError, exc.where, exc.message))
+        except BaseException as exc:  # noqa: BLE001 - SystemExit from our own code is a bug too
+            reply = ("bug", task_id, (f"{type(exc).__name__}: {_short(exc)}", traceback.format_exc()))
+        try:
+            conn.send(reply)
+        except Exception as exc:  # the result could not be pickled
+            conn.send(("bug", task_id, (f"the task's result cannot be sent back: {type(exc).__name__}: {_short(exc)}",
+                                        traceback.format_exc())))
+
+
+# --------------------------------------------------------------------------------------------------
+# The parent side
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Worker:
+    process: Any
+    conn: Connection
+    task: int | None = None
+    deadline: float | None = None
+
+
+def _describe_exit(code: int | None) -> str:
+    if code is None:
+        return "stopped responding"
+    if code < 0:
+        try:
+            return f"was killed by signal {-code} ({signal.Signals(-code).name})"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with status {code} (os._exit or a crash in native code)"
+
+
+class WorkerPool:
+    """`workers` spawned child processes running tasks with a per-task `timeout` (seconds).
+
+    `name` names the user code the tasks run (e.g. "--trainer my_pkg.dp:train"): timeouts and
+    crashes are reported against it. Use as a context manager; `map` may be called repeatedly.
+    """
+
+    def __init__(self, workers: int, *, name: str, timeout: float | None = None, threads: int | None = 1,
+                 what: str = "function"):
+        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+            raise AuditInputError("--workers", f"expected an integer ≥ 1, got {workers!r}")
+        if timeout is not None and not (timeout > 0):
+            raise AuditInputError("timeout", f"expected a number of seconds > 0, got {timeout!r}")
+        self.n_workers = workers
+        self.name = name
+        self.what = what
+        self.timeout = timeout
+        self.threads = threads
+        self._context = multiprocessing.get_context("spawn")
+        self._workers: list[_Worker] = []
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def __enter__(self) -> "WorkerPool":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def _start_worker(self) -> _Worker:
+        parent_conn, child_conn = self._context.Pipe(duplex=True)
+        process = self._context.Process(target=_worker_main, args=(child_conn, self.threads), daemon=True)
+        process.start()
+        child_conn.close()
+        return _Worker(process, parent_conn)
+
+    def _ensure_started(self, n: int) -> None:
+        while len(self._workers) < min(n, self.n_workers):
+            self._workers.append(self._start_worker())
+
+    @staticmethod
+    def _kill(worker: _Worker) -> None:
+        if worker.process.is_alive():
+            worker.process.kill()
+        worker.process.join(timeout=5)
+        worker.conn.close()
+
+    def close(self) -> None:
+        """Stop every worker (politely if idle, killed if busy)."""
+        for worker in self._workers:
+            if worker.task is None and worker.process.is_alive():
+                try:
+                    worker.conn.send(None)
+                except (OSError, BrokenPipeError):
+                    pass
+                worker.process.join(timeout=2)
+            self._kill(worker)
+        self._workers = []
+
+    # -- running tasks -------------------------------------------------------------------------
+
+    def imap(self, function: Callable, tasks: Iterable[Sequence[Any]], kwargs: dict[str, Any] | None = None
+             ) -> Iterator[tuple[int, Any]]:
+        """Yield (index, result) as tasks finish (any order). On the first failure every worker is
+        killed and the error raised; nothing of a half-finished map stays running."""
+        pending = list(enumerate(tasks))
+        pending.reverse()
+        kwargs = kwargs or {}
+        in_flight = 0
+        self._ensure_started(len(pending))
+        try:
+            while pending or in_flight:
+                for worker in self._workers:
+                    if worker.task is None and pending:
+                        index, args = pending.pop()
+                        worker.conn.send((index, function, tuple(args), kwargs))
+                        worker.task = index
+                        worker.deadline = None if self.timeout is None else time.monotonic() + self.timeout
+                        in_flight += 1
+                busy = [w for w in self._workers if w.task is not None]
+                deadlines = [w.deadline for w in busy if w.deadline is not None]
+                wait_for = None if not deadlines else max(0.0, min(deadlines) - time.monotonic())
+                ready = wait([w.conn for w in busy] + [w.process.sentinel for w in busy], timeout=wait_for)
+                for worker in busy:
+                    if worker.conn in ready:
+                        try:
+                            status, index, payload = worker.conn.recv()
+                        except (EOFError, OSError):
+                            worker.process.join(timeout=5)
+                            raise UserCodeError(self.name, f"the {self.what}'s worker process "
+                                                f"{_describe_exit(worker.process.exitcode)}") from None
+                        worker.task, worker.deadline = None, None
+                        in_flight -= 1
+                        if status == "ok":
+                            yield index, payload
+                        elif status == "input":
+                            is_user, where, message = payload
+                            raise (UserCodeError if is_user else AuditInputError)(where, message)
+                        else:
+                            summary, child_tb = payload
+                            raise WorkerInternalError(f"a worker task failed: {summary}", child_tb)
+                    elif worker.process.sentinel in ready and not worker.process.is_alive():
+                        worker.process.join(timeout=5)
+                        raise UserCodeError(self.name, f"the {self.what}'s worker process "
+                                            f"{_describe_exit(worker.process.exitcode)}")
+                    elif worker.deadline is not None and time.monotonic() >= worker.deadline:
+                        raise UserCodeError(self.name, f"the {self.what} did not return within {self.timeout:g} s "
+                                            "(the timeout; raise it if your code is just slow)")
+        except BaseException:
+            self.close()
+            raise
+
+    def map(self, function: Callable, tasks: Iterable[Sequence[Any]], kwargs: dict[str, Any] | None = None,
+            on_result: Callable[[int, Any], None] | None = None) -> list[Any]:
+        """Results of `function(*task, **kwargs)` for every task, in task order."""
+        tasks = list(tasks)
+        results: list[Any] = [None] * len(tasks)
+        for index, result in self.imap(function, tasks, kwargs):
+            results[index] = result
+            if on_result is not None:
+                on_result(index, result)
+        return results
+
+
+def run_isolated(function: Callable, *args: Any, name: str, timeout: float | None, what: str = "function",
+                 threads: int | None = 1, **kwargs: Any) -> Any:
+    """One call of `function(*args, **kwargs)` in a fresh child process (see `WorkerPool`)."""
+    with WorkerPool(1, name=name, timeout=timeout, threads=threads, what=what) as pool:
+        return pool.map(function, [args], kwargs)[0]
+
+
+def call_user_function(spec: str, flag: str, args: Sequence[Any] = (), kwargs: dict[str, Any] | None = None,
+                       convert: Callable[[Any], Any] | None = None) -> Any:
+    """A task: load the user's `module:function` in this (child) process, call it, `convert` the result.
+
+    `convert` (a module-level function of the harness) turns what the user returned into plain
+    data inside the child, so nothing of the user's classes is unpickled by the parent.
+    """
+    from audit.machinery.user_code import load_user_function
+
+    name = f"{flag} {spec}"
+    with user_code(name, "module"):
+        function = load_user_function(spec, flag)
+    with user_code(name):
+        result = function(*args, **(kwargs or {}))
+    return result if convert is None else convert(result)
