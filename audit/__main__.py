@@ -1,0 +1,4 @@
+"""`python -m audit`: the `privacy-audit` command."""
+from audit.cli import main
+
+main()

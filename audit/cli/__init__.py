@@ -1,0 +1,15 @@
+"""The `privacy-audit` command line: thin commands that parse flags, call a job, print, set the exit code.
+
+`app.py` holds the app and `main` (exit codes); one module per job's commands registers them.
+"""
+from audit.cli import (  # noqa: F401 - importing a module registers its commands, in this order
+    run_command,
+    results_commands,
+    model_commands,
+    dp_commands,
+    bench_command,
+    synthetic_command,
+)
+from audit.cli.app import app, main
+
+__all__ = ["app", "main"]

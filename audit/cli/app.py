@@ -1,0 +1,84 @@
+"""The Typer app, its consoles and exit codes, and `main`: how every command's ending maps to an exit code.
+
+Exit codes, every command: 0 pass; 1 a finding (violation, failed policy, unsound accountant);
+2 bad input — one line naming the field, file or column, no traceback, nothing half-written;
+3 internal error — one line naming a log file that holds the traceback; 130 interrupted.
+"""
+from __future__ import annotations
+
+import sys
+
+import typer
+from rich.console import Console
+
+from audit.errors import AuditInputError
+
+try:  # recent typer vendors its own click: its exceptions are the ones raised
+    from typer._click import exceptions as click_exceptions
+except ImportError:  # pragma: no cover - older typer uses click itself
+    from click import exceptions as click_exceptions
+from targets.tabular_encoding import SyntheticDataError
+
+app = typer.Typer(
+    add_completion=False,
+    pretty_exceptions_enable=False,  # tracebacks go to a log file (exit 3), never to the terminal
+    no_args_is_help=True,
+    help="Audit trained models and synthetic data for membership leakage; compare empirical ε with the accountant's.",
+)
+console = Console()
+if not console.is_terminal:  # piped or in CI: do not squeeze the results table into 80 columns
+    console = Console(width=160)
+err_console = Console(stderr=True)
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERNAL_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+def sigterm_as_interrupt() -> None:
+    """SIGTERM (a CI timeout, a scheduler) ends a run like Ctrl-C: runs marked KILLED, checkpoints kept."""
+    import signal
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, handler)
+
+
+@app.callback()
+def _commands() -> None:
+    """privacy-audit: membership-inference audits with empirical ε next to the accountant's ε."""
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point: maps every way a command can end to its exit code.
+
+    Plain prints, not rich: one unwrapped line that scripts and CI logs can grep.
+    """
+    from audit.machinery.crash_log import write_crash_log
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        code = app(args=args, standalone_mode=False)
+    except (AuditInputError, SyntheticDataError) as exc:
+        print("error: " + _one_line(exc), file=sys.stderr)
+        code = EXIT_BAD_INPUT
+    except click_exceptions.UsageError as exc:
+        where = f"{exc.ctx.command_path}: " if exc.ctx is not None else ""
+        print("error: " + where + _one_line(exc.format_message()), file=sys.stderr)
+        code = EXIT_BAD_INPUT
+    except (KeyboardInterrupt, click_exceptions.Abort):
+        print("interrupted", file=sys.stderr)
+        code = EXIT_INTERRUPTED
+    except click_exceptions.ClickException as exc:  # e.g. a file option that cannot be opened
+        print("error: " + _one_line(exc.format_message()), file=sys.stderr)
+        code = EXIT_BAD_INPUT
+    except SystemExit as exc:  # our own sys.exit(n) calls; anything else is a bug
+        code = exc.code if isinstance(exc.code, int) else EXIT_INTERNAL_ERROR
+    except BaseException as exc:  # noqa: BLE001 - any other exception is a bug: exit 3, never 1
+        log = write_crash_log(exc, ["privacy-audit", *args])
+        print(f"internal error: {type(exc).__name__}: {_one_line(exc)[:200]} — this is a bug in privacy-audit; "
+              f"traceback in {log} (please attach it to a bug report)", file=sys.stderr)
+        code = EXIT_INTERNAL_ERROR
+    sys.exit(EXIT_OK if code is None else int(code))

@@ -1,0 +1,126 @@
+"""`accountants`, `accountant-check`, `canary-audit`, `mechanism-audit`: validating DP claims of code."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from audit.cli.app import EXIT_FAILED, app, console
+from audit.cli.output import print_bound, record_audit
+from audit.errors import AuditInputError
+
+
+@app.command()
+def accountants(
+    noise_multiplier: Annotated[float, typer.Option("--noise-multiplier", help="σ")],
+    sample_rate: Annotated[float, typer.Option("--sample-rate", help="Poisson sampling rate q")],
+    steps: Annotated[int, typer.Option("--steps", help="number of DP-SGD steps T")],
+    delta: Annotated[float, typer.Option("--delta")] = 1e-5,
+) -> None:
+    """ε of Opacus's RDP, PRV, GDP accountants and dp_accounting's PLD for one (σ, q, T, δ)."""
+    from rich.table import Table
+
+    from audit.dp_validation.accountant_check import pld_epsilon_interval, validate_dpsgd_parameters
+    from audit.statistics.accountants import DPSGDEvent, epsilon_opacus
+
+    validate_dpsgd_parameters(noise_multiplier, sample_rate, steps, delta)
+    event = DPSGDEvent(noise_multiplier, sample_rate, steps)
+    lower, upper = pld_epsilon_interval(event, delta)
+    table = Table(title=f"ε for σ={noise_multiplier:g}, q={sample_rate:g}, T={steps}, δ={delta:g} (Poisson sampling)")
+    table.add_column("accountant")
+    table.add_column("ε", justify="right")
+    table.add_column("vs PLD", justify="right")
+    for name in ("rdp", "prv", "gdp"):
+        value = epsilon_opacus(event, delta, name)
+        verdict = "UNSOUND (below PLD lower)" if value < lower else f"{value / upper - 1:+.1%}"
+        table.add_row(f"opacus {name}", f"{value:.4f}", verdict)
+    table.add_row("dp_accounting PLD (tight, upper)", f"{upper:.4f}", "reference")
+    table.add_row("dp_accounting PLD (optimistic, lower)", f"{lower:.4f}", "true ε ≥ this")
+    console.print(table)
+
+
+@app.command("accountant-check")
+def accountant_check(
+    accountant: Annotated[str, typer.Option("--accountant", help="module:function (σ, q, T, δ) -> ε; runs your code")],
+    grid: Annotated[Optional[Path], typer.Option("--grid", help="YAML with noise_multipliers, sample_rates, steps, deltas")] = None,
+    margin: Annotated[float, typer.Option("--margin", help="'loose' when more than this fraction above PLD")] = 0.10,
+    json_out: Annotated[Optional[Path], typer.Option("--json", help="also write the per-point results here")] = None,
+    out: Annotated[Path, typer.Option("--out", help="folder that receives <timestamp>-accountant-check/")] = Path("runs"),
+    tracking_uri: Annotated[Optional[str], typer.Option("--tracking-uri")] = None,
+) -> None:
+    """Check a user accountant against the tight PLD reference on a grid; exit 1 if any point is unsound."""
+    from rich.table import Table
+
+    from audit.dp_validation.accountant_check import check_accountant, load_grid, summarize
+    from audit.machinery.run_directory import write_json_atomic
+    from audit.machinery.user_code import load_user_function
+
+    if not margin >= 0:
+        raise AuditInputError("--margin", f"must be ≥ 0, got {margin}")
+    function = load_user_function(accountant, "--accountant")
+    points = check_accountant(function, load_grid(str(grid) if grid else None), margin)
+    summary = {"accountant": accountant, "margin": margin, **summarize(points)}
+    table = Table(title=f"accountant-check: {accountant}")
+    for header in ("σ", "q", "T", "δ", "reported ε", "PLD ε [lower, upper]", "label"):
+        table.add_column(header, justify="right")
+    colours = {"ok": "green", "loose": "yellow", "unsound": "red", "invalid": "red"}
+    for p in points:
+        reported = "—" if p.reported is None else f"{p.reported:.4f}"
+        table.add_row(f"{p.noise_multiplier:g}", f"{p.sample_rate:g}", str(p.steps), f"{p.delta:g}", reported,
+                      f"[{p.pld_lower:.4f}, {p.pld_upper:.4f}]", f"[{colours[p.label]}]{p.label}[/]")
+    console.print(table)
+    for p in points:
+        if p.label in ("unsound", "invalid"):
+            console.print(f"[red]{p.label}[/red] σ={p.noise_multiplier:g} q={p.sample_rate:g} T={p.steps}: {p.message}")
+    console.print(f"counts: {summary['counts']}")
+    if json_out is not None:
+        write_json_atomic(json_out, summary)
+    path = record_audit("accountant-check", summary, out, tracking_uri,
+                         {"accountant": accountant, "margin": margin, "n_points": len(points)})
+    console.print(f"details: {path}")
+    if not summary["passed"]:
+        raise typer.Exit(EXIT_FAILED)
+
+
+@app.command("canary-audit")
+def canary_audit(
+    trainer: Annotated[str, typer.Option("--trainer", help="module:function (features, labels, seed) -> model; runs your code")],
+    kind: Annotated[str, typer.Option(help="out_of_distribution | mislabeled | dirac")] = "out_of_distribution",
+    mode: Annotated[str, typer.Option(help="multi (K models with, K without) | one-run")] = "multi",
+    models: Annotated[int, typer.Option("--models", help="K: models per side (multi mode) or runs (dirac)")] = 50,
+    canaries: Annotated[int, typer.Option("--canaries", help="m canaries for one-run mode")] = 200,
+    claimed_epsilon: Annotated[Optional[float], typer.Option("--claimed-epsilon", help="overrides the trainer's CLAIM")] = None,
+    delta: Annotated[Optional[float], typer.Option(help="δ of the claim")] = None,
+    rows: Annotated[int, typer.Option(help="rows of the harness's default data the trainer is given")] = 256,
+    seed: Annotated[int, typer.Option()] = 0,
+    out: Annotated[Path, typer.Option("--out")] = Path("runs"),
+    tracking_uri: Annotated[Optional[str], typer.Option("--tracking-uri")] = None,
+) -> None:
+    """Audit your DP training code with canaries: exit 1 when a lower bound contradicts its claimed ε."""
+    from audit.dp_validation.canary_audit import run_canary_audit
+
+    result = run_canary_audit(trainer, kind=kind, mode=mode, n_models=models, n_canaries=canaries,
+                              claimed_epsilon=claimed_epsilon, delta=delta, seed=seed, n_rows=rows)
+    path = record_audit("canary-audit", result, out, tracking_uri,
+                         {"trainer": trainer, "kind": kind, "mode": mode, "models": models, "seed": seed})
+    print_bound(result, f"canary audit of {trainer} ({kind}, {mode})", path)
+
+
+@app.command("mechanism-audit")
+def mechanism_audit(
+    mechanism: Annotated[str, typer.Option("--mechanism", help="module:function (data, rng) -> output; runs your code")],
+    trials: Annotated[int, typer.Option("--trials", help="runs on each of the two neighbouring datasets")] = 20000,
+    claimed_epsilon: Annotated[Optional[float], typer.Option("--claimed-epsilon")] = None,
+    delta: Annotated[Optional[float], typer.Option()] = None,
+    seed: Annotated[int, typer.Option()] = 0,
+    out: Annotated[Path, typer.Option("--out")] = Path("runs"),
+    tracking_uri: Annotated[Optional[str], typer.Option("--tracking-uri")] = None,
+) -> None:
+    """Black-box audit of a randomized function on two neighbouring datasets (Clopper-Pearson bound)."""
+    from audit.dp_validation.mechanism_audit import run_mechanism_audit
+
+    result = run_mechanism_audit(mechanism, n_trials=trials, claimed_epsilon=claimed_epsilon, delta=delta, seed=seed)
+    path = record_audit("mechanism-audit", result, out, tracking_uri,
+                         {"mechanism": mechanism, "trials": trials, "seed": seed})
+    print_bound(result, f"mechanism audit of {mechanism}", path)

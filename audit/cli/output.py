@@ -1,0 +1,133 @@
+"""What the commands share: progress, the verdict line, and publishing a run folder + MLflow run."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.progress import Progress
+
+from audit.cli.app import EXIT_FAILED, console, err_console
+
+
+
+def sigterm_as_interrupt() -> None:
+    """SIGTERM (a CI timeout, a scheduler) ends a run like Ctrl-C: runs marked KILLED, checkpoints kept."""
+    import signal
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, handler)
+
+
+class RichProgress:
+    """Adapts the runner's progress callbacks to a rich progress bar per target."""
+
+    def __init__(self, progress: Progress):
+        self.progress = progress
+        self.task = None
+        self.started = False
+
+    def target_started(self, index: int, total: int, label: str, epochs: int) -> None:
+        # Started on the first target, not before: input errors found earlier print one clean line.
+        if not self.started:
+            self.progress.start()
+            self.started = True
+        self.task = self.progress.add_task(f"target {index + 1}/{total} ({label})", total=epochs)
+
+    def stop(self) -> None:
+        if self.started:
+            self.progress.stop()
+
+    def epoch_done(self, epoch: int, epochs: int) -> None:
+        self.progress.update(self.task, completed=epoch)
+
+    def note(self, text: str) -> None:
+        self.progress.console.print(f"[yellow]{text}[/yellow]", soft_wrap=True)
+
+
+def print_verdict(results: dict) -> None:
+    """One line per failed rule or violation; exit 1 when the verdict failed."""
+    verdict = results["verdict"]
+    kind = "POLICY" if verdict.get("policy") else "VIOLATION"
+    if verdict["passed"]:
+        console.print(f"[green]PASS[/green]{' (policy ' + str(verdict['policy']) + ')' if verdict.get('policy') else ''}")
+        return
+    for reason in verdict["reasons"]:
+        err_console.print(f"[red]{kind} FAILED[/red] {reason}", highlight=False, soft_wrap=True)
+    raise typer.Exit(EXIT_FAILED)
+
+
+def publish_results(compute, *, out: Path, folder_name: str, experiment: str, tracking_uri: str | None,
+                     run_name: str, tags: dict, metrics_of, policy) -> tuple[dict, Path]:
+    """Compute a results dict into a staged run folder, log one MLflow run, write report/summary/JUnit.
+
+    `compute(staging)` returns the results (it may write files into the staging folder);
+    `metrics_of(results)` the MLflow metrics. The folder appears complete or not at all.
+    """
+    from audit.machinery.run_directory import StagedRunDirectory
+    from audit.sweep.runner import write_outputs
+    from audit.machinery.tracking import AuditTracker
+
+    run_dir = StagedRunDirectory(out, folder_name)
+    staging = run_dir.create()
+    tracker = None
+    try:
+        results = compute(staging)
+        tracker = AuditTracker(tracking_uri, experiment)
+        run_id = tracker.start_run(run_name, tags=tags)
+        tracker.log_metrics(run_id, metrics_of(results))
+        results["mlflow"] = {"tracking_uri": tracker.tracking_uri, "parent_run_id": run_id}
+        write_outputs(results, staging, policy, tracker, run_id)
+        final = run_dir.commit()
+        tracker.finish(run_id)
+    except BaseException:
+        if tracker is not None:
+            tracker.fail_open_runs()
+        run_dir.discard()
+        raise
+    return results, final
+
+
+def record_audit(kind: str, result: dict, out: Path, tracking_uri: str | None, params: dict) -> Path:
+    """Write `<out>/<timestamp>-<kind>/<kind>.json` atomically and log one MLflow run in experiment `<kind>`."""
+    from audit.machinery.run_directory import StagedRunDirectory, write_json_atomic
+    from audit.machinery.tracking import AuditTracker
+    from reports.audit_report import write_audit_report
+
+    run_dir = StagedRunDirectory(out, kind)
+    staging = run_dir.create()
+    tracker = AuditTracker(tracking_uri, kind)
+    run_id = tracker.start_run(kind, tags={key: str(value) for key, value in params.items()})
+    try:
+        tracker.log_params(run_id, params)
+        failed = bool(result.get("violation")) or result.get("passed") is False
+        tracker.log_metrics(run_id, {"epsilon_lower_bound": result.get("epsilon_lower_bound"),
+                                     "claimed_epsilon": result.get("claimed_epsilon"), "violation": float(failed),
+                                     **{f"n_{label}": float(n) for label, n in result.get("counts", {}).items()}})
+        result = {**result, "mlflow": {"tracking_uri": tracker.tracking_uri, "run_id": run_id}}
+        write_json_atomic(staging / f"{kind}.json", result)
+        write_audit_report(kind, result, staging)
+        final = run_dir.commit()
+        tracker.log_artifact(run_id, final / f"{kind}.json")
+        tracker.log_artifact(run_id, final / "report.html")
+        tracker.finish(run_id)
+    except BaseException:
+        tracker.fail_open_runs()
+        run_dir.discard()
+        raise
+    return final / f"{kind}.json"
+
+
+def print_bound(result: dict, what: str, path: Path) -> None:
+    claim = result.get("claimed_epsilon")
+    bound = result.get("epsilon_lower_bound")
+    console.print(f"{what}: empirical ε lower bound {bound:.3f} at {result.get('confidence', 0.95):.0%} confidence "
+                  f"(claimed ε {claim if claim is None else f'{claim:.3f}'}, δ {result.get('delta')})")
+    if result.get("gdp_estimate") is not None:
+        console.print(f"GDP estimate (assumes a Gaussian trade-off; not a bound): {result['gdp_estimate']}")
+    console.print(f"details: {path}")
+    if result.get("violation"):
+        err_console.print(f"[red]VIOLATION[/red] the lower bound {bound:.3f} exceeds the claimed ε {claim:.3f}")
+        raise typer.Exit(EXIT_FAILED)
+    console.print("[green]no violation[/green] (a bound below the claim is not a proof that the claim holds)")

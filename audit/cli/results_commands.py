@@ -1,0 +1,59 @@
+"""`gate` and `report`: a policy or a re-render on an existing results.json."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from audit.cli.app import app, console
+from audit.cli.output import print_verdict
+from audit.errors import AuditInputError
+
+
+@app.command()
+def gate(
+    results_file: Annotated[Path, typer.Argument(metavar="RESULTS", help="a results.json")],
+    policy: Annotated[Path, typer.Option("--policy", help="YAML policy")],
+    out: Annotated[Optional[Path], typer.Option("--out", help="where junit.xml and summary.md go (default: beside RESULTS)")] = None,
+) -> None:
+    """Evaluate a policy on a results file: exit 0 pass, 1 fail, 2 bad input."""
+    from audit.machinery.policy import evaluate_policy, load_policy, load_results, verdict_from_evaluation
+    from reports.junit import write_junit_xml
+    from reports.markdown_summary import write_summary_markdown
+
+    loaded_policy = load_policy(policy)
+    results = load_results(results_file)
+    evaluation = evaluate_policy(loaded_policy, results, source=f"results file '{results_file}'")
+    gated = {**results, "verdict": verdict_from_evaluation(evaluation), "policy_evaluation": evaluation.as_dict()}
+    folder = out or results_file.parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise AuditInputError(f"--out '{folder}'", f"is not a writable directory ({exc.strerror})") from None
+    write_junit_xml(evaluation, folder / "junit.xml")
+    write_summary_markdown(gated, folder / "summary.md", evaluation=evaluation)
+    n_fail = len(evaluation.failures)
+    console.print(f"{len(evaluation.checks)} checks, {n_fail} failed; junit: {folder / 'junit.xml'}")
+    print_verdict(gated)
+
+
+@app.command()
+def report(
+    results_file: Annotated[Path, typer.Argument(metavar="RESULTS", help="a results.json")],
+    out: Annotated[Optional[Path], typer.Option("--out", help="folder for report.html (default: beside RESULTS)")] = None,
+) -> None:
+    """Re-render report.html (and summary.md) from a results file."""
+    from audit.machinery.policy import load_results
+    from reports.html_report import write_html_report
+    from reports.markdown_summary import write_summary_markdown
+
+    results = load_results(results_file)
+    folder = out or results_file.parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise AuditInputError(f"--out '{folder}'", f"is not a writable directory ({exc.strerror})") from None
+    path = write_html_report(results, results_file.parent, out_dir=folder)
+    write_summary_markdown(results, folder / "summary.md")
+    console.print(f"report: {path}")

@@ -1,0 +1,75 @@
+"""`run`: the main sweep job."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from audit.cli.app import EXIT_INTERRUPTED, app, console, err_console
+from audit.cli.output import print_verdict, RichProgress, sigterm_as_interrupt
+
+
+@app.command()
+def run(
+    config: Annotated[Optional[Path], typer.Option("--config", help="YAML config; fields override the preset")] = None,
+    preset: Annotated[Optional[str], typer.Option(help="smoke | default | full  [default: default]")] = None,
+    out: Annotated[Path, typer.Option("--out", help="folder that receives runs/<timestamp>-<name>/")] = Path("runs"),
+    tracking_uri: Annotated[Optional[str], typer.Option("--tracking-uri", help="MLflow store (default sqlite:///mlflow.db)")] = None,
+    device: Annotated[Optional[str], typer.Option(help="auto | cpu | cuda")] = None,
+    epsilons: Annotated[Optional[str], typer.Option(help="comma-separated target ε, e.g. 1,8,inf")] = None,
+    seed: Annotated[Optional[int], typer.Option(help="the one seed that drives data, splits, training")] = None,
+    name: Annotated[Optional[str], typer.Option(help="audit name (MLflow experiment, folder suffix)")] = None,
+    resume: Annotated[Optional[str], typer.Option(help="continue an interrupted run: its folder, or 'latest'")] = None,
+    policy: Annotated[Optional[Path], typer.Option("--policy", help="YAML policy; exit 1 when a rule fails")] = None,
+) -> None:
+    """Train targets at each ε, attack them, bound ε empirically, log to MLflow, write results."""
+    from audit.machinery.config import parse_epsilon_list, resolve_config
+
+    overrides: dict = {}
+    if epsilons is not None:
+        overrides.setdefault("privacy", {})["epsilons"] = parse_epsilon_list(epsilons)
+    if device is not None:
+        overrides["device"] = device
+    if seed is not None:
+        overrides["seed"] = seed
+    if name is not None:
+        overrides["name"] = name
+    if resume is not None and resume != "latest" and config is None and preset is None and not overrides:
+        from audit.sweep.runner import stored_config
+
+        resolved = stored_config(out, resume)  # `--resume DIR` alone: the config the run started with
+    else:
+        resolved = resolve_config(preset or "default", config, overrides)
+    from audit.machinery.policy import load_policy
+
+    loaded_policy = load_policy(policy) if policy is not None else None  # a bad policy fails before training
+    # Imported after the inputs are validated: a typo in a flag should not wait for torch to load.
+    from audit.sweep.runner import run_audit
+    from reports.console import results_summary_table, synthetic_summary_table
+
+    sigterm_as_interrupt()
+
+    progress = RichProgress(Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("epochs"),
+        TimeElapsedColumn(), console=err_console, transient=False,
+    ))
+    try:
+        audit_run = run_audit(resolved, out_dir=out, tracking_uri=tracking_uri, preset=preset or "default",
+                              progress=progress, resume=resume, policy=loaded_policy)
+    except KeyboardInterrupt:
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    finally:
+        progress.stop()
+    results = audit_run.results
+    console.print(results_summary_table(results))
+    synthetic_table = synthetic_summary_table(results)
+    if synthetic_table is not None:
+        console.print(synthetic_table)
+    for note in results["notes"]:
+        console.print(f"[yellow]note:[/yellow] {note}")
+    console.print(f"results: {audit_run.run_dir}/results.json")
+    console.print(f"report:  {audit_run.run_dir}/report.html")
+    console.print(f"MLflow:  {results['mlflow']['tracking_uri']} (parent run {results['mlflow']['parent_run_id']})")
+    print_verdict(results)
