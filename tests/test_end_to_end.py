@@ -54,7 +54,7 @@ def test_results_json_follows_schema_version_1(smoke_run):
     assert RESULT_KEYS <= results.keys() and results["schema_version"] == 1
     from audit.machinery.policy import validate_results
 
-    validate_results(results)  # the published JSON Schema (schema/results.schema.json)
+    validate_results(results)  # the published JSON Schema (audit/schema/results.schema.json)
     assert [t["epsilon_target"] for t in results["targets"]] == [1.0, 8.0, None]
     for target in results["targets"]:
         assert TARGET_KEYS <= target.keys()

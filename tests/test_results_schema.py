@@ -1,4 +1,4 @@
-"""schema/results.schema.json describes what `privacy-audit run` writes, and refuses what it does not."""
+"""audit/schema/results.schema.json describes what `privacy-audit run` writes, and refuses what it does not."""
 from __future__ import annotations
 
 import copy
@@ -9,7 +9,7 @@ import jsonschema
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SCHEMA = json.loads((REPO / "schema" / "results.schema.json").read_text())
+SCHEMA = json.loads((REPO / "audit" / "schema" / "results.schema.json").read_text())
 DATA = Path(__file__).parent / "data"
 VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)
 

@@ -7,8 +7,11 @@ Exit codes, every command: 0 pass; 1 a finding (violation, failed policy, unsoun
 from __future__ import annotations
 
 import sys
+from typing import Annotated
 
 import typer
+import typer.core
+import typer.models
 from rich.console import Console
 
 from audit.errors import AuditInputError
@@ -19,8 +22,26 @@ except ImportError:  # pragma: no cover - older typer uses click itself
     from click import exceptions as click_exceptions
 from targets.tabular_encoding import SyntheticDataError
 
-app = typer.Typer(
+class _AuditCommand(typer.core.TyperCommand):
+    """Usage lines in the conventional spelling: `gate [OPTIONS] RESULTS`, not typer's `{RESULTS}`."""
+
+    def collect_usage_pieces(self, ctx) -> list[str]:
+        return [piece.removeprefix("{").removesuffix("}") for piece in super().collect_usage_pieces(ctx)]
+
+
+class _AuditApp(typer.Typer):
+    def command(self, *args, cls=None, **kwargs):
+        return super().command(*args, cls=cls or _AuditCommand, **kwargs)
+
+
+def switch(name: str, help: str) -> typer.models.OptionInfo:  # noqa: A002 - typer's word
+    """A boolean option as an on/off pair (`--x/--no-x`), shown without a `<bool>` value to type."""
+    return typer.Option(f"--{name}/--no-{name}", help=help, metavar="")
+
+
+app = _AuditApp(
     add_completion=False,
+    rich_markup_mode=None,
     pretty_exceptions_enable=False,  # tracebacks go to a log file (exit 3), never to the terminal
     no_args_is_help=True,
     help="Audit trained models and synthetic data for membership leakage; compare empirical ε with the accountant's.",
@@ -42,8 +63,27 @@ def sigterm_as_interrupt() -> None:
     signal.signal(signal.SIGTERM, handler)
 
 
+def installed_version() -> str:
+    """The version of the installed distribution (pyproject's), or 'unknown' when run from a bare tree."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("privacy-audit")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        print(f"privacy-audit {installed_version()}")
+        raise typer.Exit(EXIT_OK)
+
+
 @app.callback()
-def _commands() -> None:
+def _commands(
+    version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True,
+                                          help="Print the installed version and exit.")] = False,
+) -> None:
     """privacy-audit: membership-inference audits with empirical ε next to the accountant's ε."""
 
 
@@ -68,7 +108,7 @@ def main(argv: list[str] | None = None) -> None:
         where = f"{exc.ctx.command_path}: " if exc.ctx is not None else ""
         print("error: " + where + _one_line(exc.format_message()), file=sys.stderr)
         code = EXIT_BAD_INPUT
-    except (KeyboardInterrupt, click_exceptions.Abort):
+    except (KeyboardInterrupt, typer.Abort):  # typer's Abort: its vendored click has none
         print("interrupted", file=sys.stderr)
         code = EXIT_INTERRUPTED
     except click_exceptions.ClickException as exc:  # e.g. a file option that cannot be opened

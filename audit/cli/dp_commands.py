@@ -16,7 +16,7 @@ def accountants(
     noise_multiplier: Annotated[float, typer.Option("--noise-multiplier", help="σ")],
     sample_rate: Annotated[float, typer.Option("--sample-rate", help="Poisson sampling rate q")],
     steps: Annotated[int, typer.Option("--steps", help="number of DP-SGD steps T")],
-    delta: Annotated[float, typer.Option("--delta")] = 1e-5,
+    delta: Annotated[float, typer.Option("--delta", help="δ at which ε is computed")] = 1e-5,
 ) -> None:
     """ε of Opacus's RDP, PRV, GDP accountants and dp_accounting's PLD for one (σ, q, T, δ)."""
     from rich.table import Table
@@ -47,7 +47,7 @@ def accountant_check(
     margin: Annotated[float, typer.Option("--margin", help="'loose' when more than this fraction above PLD")] = 0.10,
     json_out: Annotated[Optional[Path], typer.Option("--json", help="also write the per-point results here")] = None,
     out: Annotated[Path, typer.Option("--out", help="folder that receives <timestamp>-accountant-check/")] = Path("runs"),
-    tracking_uri: Annotated[Optional[str], typer.Option("--tracking-uri")] = None,
+    tracking_uri: Annotated[Optional[str], typer.Option("--tracking-uri", help="MLflow tracking URI (default: sqlite:///mlflow.db in the working directory)")] = None,
 ) -> None:
     """Check a user accountant against the tight PLD reference on a grid; exit 1 if any point is unsound."""
     from rich.table import Table
@@ -93,9 +93,9 @@ def canary_audit(
     claimed_epsilon: Annotated[Optional[float], typer.Option("--claimed-epsilon", help="overrides the trainer's CLAIM")] = None,
     delta: Annotated[Optional[float], typer.Option(help="δ of the claim")] = None,
     rows: Annotated[int, typer.Option(help="rows of the harness's default data the trainer is given")] = 256,
-    seed: Annotated[int, typer.Option()] = 0,
-    out: Annotated[Path, typer.Option("--out")] = Path("runs"),
-    tracking_uri: Annotated[Optional[str], typer.Option("--tracking-uri")] = None,
+    seed: Annotated[int, typer.Option(help="seed of the data, canaries and runs")] = 0,
+    out: Annotated[Path, typer.Option("--out", help="folder that receives <timestamp>-canary-audit/")] = Path("runs"),
+    tracking_uri: Annotated[Optional[str], typer.Option("--tracking-uri", help="MLflow tracking URI (default: sqlite:///mlflow.db in the working directory)")] = None,
 ) -> None:
     """Audit your DP training code with canaries: exit 1 when a lower bound contradicts its claimed ε."""
     from audit.dp_validation.canary_audit import run_canary_audit
@@ -111,11 +111,11 @@ def canary_audit(
 def mechanism_audit(
     mechanism: Annotated[str, typer.Option("--mechanism", help="module:function (data, rng) -> output; runs your code")],
     trials: Annotated[int, typer.Option("--trials", help="runs on each of the two neighbouring datasets")] = 20000,
-    claimed_epsilon: Annotated[Optional[float], typer.Option("--claimed-epsilon")] = None,
-    delta: Annotated[Optional[float], typer.Option()] = None,
-    seed: Annotated[int, typer.Option()] = 0,
-    out: Annotated[Path, typer.Option("--out")] = Path("runs"),
-    tracking_uri: Annotated[Optional[str], typer.Option("--tracking-uri")] = None,
+    claimed_epsilon: Annotated[Optional[float], typer.Option("--claimed-epsilon", help="overrides the mechanism's CLAIM")] = None,
+    delta: Annotated[Optional[float], typer.Option(help="δ of the claim")] = None,
+    seed: Annotated[int, typer.Option(help="seed of the trials")] = 0,
+    out: Annotated[Path, typer.Option("--out", help="folder that receives <timestamp>-mechanism-audit/")] = Path("runs"),
+    tracking_uri: Annotated[Optional[str], typer.Option("--tracking-uri", help="MLflow tracking URI (default: sqlite:///mlflow.db in the working directory)")] = None,
 ) -> None:
     """Black-box audit of a randomized function on two neighbouring datasets (Clopper-Pearson bound)."""
     from audit.dp_validation.mechanism_audit import run_mechanism_audit

@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from audit.cli.app import app, console
+from audit.cli.app import app, console, switch
 from audit.cli.output import print_verdict, publish_results
 
 
@@ -15,11 +15,11 @@ def audit_scores_command(
     scores_file: Annotated[Path, typer.Argument(metavar="F", help="CSV/Parquet: member (0/1) + score (higher = member) or loss")],
     delta: Annotated[float, typer.Option(help="δ of the bounds")] = 1e-5,
     claimed_epsilon: Annotated[Optional[float], typer.Option("--claimed-epsilon", help="the ε the model claims")] = None,
-    membership_randomized: Annotated[bool, typer.Option("--membership-randomized", help="membership was a fair coin per record (enables the one-run bound)")] = False,
+    membership_randomized: Annotated[bool, switch("membership-randomized", "membership was a fair coin per record (enables the one-run bound)")] = False,
     confidence: Annotated[float, typer.Option(help="confidence of bounds and CIs")] = 0.95,
     policy: Annotated[Optional[Path], typer.Option("--policy", help="YAML policy; exit 1 when a rule fails")] = None,
     out: Annotated[Path, typer.Option("--out", help="folder that receives <timestamp>-scores/")] = Path("runs"),
-    tracking_uri: Annotated[Optional[str], typer.Option("--tracking-uri")] = None,
+    tracking_uri: Annotated[Optional[str], typer.Option("--tracking-uri", help="MLflow tracking URI (default: sqlite:///mlflow.db in the working directory)")] = None,
 ) -> None:
     """Audit your own membership scores: every attack metric, ε lower bounds, report, gate."""
     from audit.machinery.policy import load_policy
@@ -59,9 +59,9 @@ def audit_model(
     population: Annotated[Optional[Path], typer.Option("--population", help="population rows for reference/shadow models")] = None,
     attacks: Annotated[Optional[str], typer.Option("--attacks", help="comma-separated, e.g. loss,lira,rmia")] = None,
     device: Annotated[str, typer.Option(help="auto | cpu | cuda")] = "auto",
-    policy: Annotated[Optional[Path], typer.Option("--policy")] = None,
-    out: Annotated[Path, typer.Option("--out")] = Path("runs"),
-    tracking_uri: Annotated[Optional[str], typer.Option("--tracking-uri")] = None,
+    policy: Annotated[Optional[Path], typer.Option("--policy", help="YAML policy; exit 1 when a rule fails")] = None,
+    out: Annotated[Path, typer.Option("--out", help="folder that receives <timestamp>-<name>/")] = Path("runs"),
+    tracking_uri: Annotated[Optional[str], typer.Option("--tracking-uri", help="MLflow tracking URI (default: sqlite:///mlflow.db in the working directory)")] = None,
 ) -> None:
     """Audit your own trained PyTorch MLP from its weights and member / non-member files."""
     from audit.machinery.config import parse_epsilon_list, resolve_config

@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from audit.cli.app import app, console, err_console
+from audit.cli.app import app, console, err_console, switch
 from audit.cli.output import print_verdict, publish_results
 from audit.errors import AuditInputError
 
@@ -19,13 +19,13 @@ def synth_check(
     target_column: Annotated[Optional[str], typer.Option("--target-column", help="for TSTR utility")] = None,
     nan_policy: Annotated[str, typer.Option("--nan-policy", help="error | drop_rows | indicator")] = "error",
     claimed_epsilon: Annotated[Optional[float], typer.Option("--claimed-epsilon", help="the generator's DP ε")] = None,
-    delta: Annotated[float, typer.Option()] = 1e-5,
-    membership_randomized: Annotated[bool, typer.Option("--membership-randomized", help="rows went to train/holdout by fair coin")] = False,
-    subsample_train: Annotated[bool, typer.Option("--subsample-train", help="accept a smaller holdout by subsampling train")] = False,
-    seed: Annotated[int, typer.Option()] = 0,
+    delta: Annotated[float, typer.Option(help="δ of the ε lower bound")] = 1e-5,
+    membership_randomized: Annotated[bool, switch("membership-randomized", "rows went to train/holdout by fair coin (enables the one-run bound)")] = False,
+    subsample_train: Annotated[bool, switch("subsample-train", "accept a smaller holdout by subsampling train")] = False,
+    seed: Annotated[int, typer.Option(help="seed of subsampling and the distance attack")] = 0,
     policy: Annotated[Optional[Path], typer.Option("--policy", help="YAML policy; exit 1 when a rule fails")] = None,
-    out: Annotated[Path, typer.Option("--out")] = Path("runs"),
-    tracking_uri: Annotated[Optional[str], typer.Option("--tracking-uri")] = None,
+    out: Annotated[Path, typer.Option("--out", help="folder that receives <timestamp>-synth-check/")] = Path("runs"),
+    tracking_uri: Annotated[Optional[str], typer.Option("--tracking-uri", help="MLflow tracking URI (default: sqlite:///mlflow.db in the working directory)")] = None,
 ) -> None:
     """Is a synthetic release a disguised copy of its training data? NNDR, DCR, distance MIA, fidelity."""
     from audit.machinery.environment import describe_environment

@@ -60,7 +60,8 @@ __all__ = [
     "RESULTS_SCHEMA_PATH",
 ]
 
-RESULTS_SCHEMA_PATH = Path(__file__).resolve().parents[2] / "schema" / "results.schema.json"
+# Shipped inside the package (package-data), so an installed wheel validates like a checkout.
+RESULTS_SCHEMA_PATH = Path(__file__).resolve().parents[1] / "schema" / "results.schema.json"
 # Sound estimators only: the GDP number is an estimate under an assumption and never gates.
 _SOUND_BOUNDS = ("clopper_pearson", "one_run")
 _INF_WORDS = ("inf", ".inf", "+inf", "infinity", "∞")
@@ -265,11 +266,10 @@ def _policy_error(error: ValidationError, source: str) -> AuditInputError:
 
 
 def load_results(path: str | Path) -> dict[str, Any]:
-    """Read a results.json and validate it against schema/results.schema.json.
+    """Read a results.json and validate it against audit/schema/results.schema.json.
 
     AuditInputError names the file and the JSON path of the first problem (e.g. a missing
-    `targets[0].attacks[0].auc`). Where the schema file is not shipped (non-editable installs),
-    only the schema version is checked here; `evaluate_policy` still names missing fields.
+    `targets[0].attacks[0].auc`).
     """
     path = Path(path)
     where = f"results file '{path}'"
@@ -292,8 +292,6 @@ def validate_results(results: Any, *, source: str = "results") -> None:
             f"{source}: field 'schema_version'",
             f"expected 1, got {results.get('schema_version')!r} (written by another privacy-audit version?)",
         )
-    if not RESULTS_SCHEMA_PATH.is_file():
-        return
     import jsonschema
 
     schema = json.loads(RESULTS_SCHEMA_PATH.read_text(encoding="utf-8"))
