@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import math
 import re
-import os
-import tempfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
+
+from audit.machinery.run_directory import write_text_atomic
 
 __all__ = ["render_junit_xml", "write_junit_xml"]
 
@@ -58,15 +58,7 @@ def render_junit_xml(policy_evaluation: Any) -> str:
 def write_junit_xml(policy_evaluation: Any, path: Path) -> Path:
     """Write the JUnit XML to `path` atomically (temp file in the same folder, then os.replace)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(render_junit_xml(policy_evaluation))
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
+    write_text_atomic(path, render_junit_xml(policy_evaluation))
     return path
 
 

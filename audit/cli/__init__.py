@@ -9,6 +9,7 @@ from audit.cli import (  # noqa: F401 - importing a module registers its command
     dp_commands,
     bench_command,
     synthetic_command,
+    presets_command,
 )
 from audit.cli.app import app, main
 

@@ -28,8 +28,14 @@ class _AuditCommand(typer.core.TyperCommand):
     def collect_usage_pieces(self, ctx) -> list[str]:
         return [piece.removeprefix("{").removesuffix("}") for piece in super().collect_usage_pieces(ctx)]
 
+    def get_short_help_str(self, limit: int = 45) -> str:
+        # The command list wraps long lines; cutting them at 45 characters with "..." hid what they do.
+        return super().get_short_help_str(limit=300)
 
-class _AuditApp(typer.Typer):
+
+class AuditApp(typer.Typer):
+    """Every command gets the conventional usage line and untruncated one-line help."""
+
     def command(self, *args, cls=None, **kwargs):
         return super().command(*args, cls=cls or _AuditCommand, **kwargs)
 
@@ -39,7 +45,7 @@ def switch(name: str, help: str) -> typer.models.OptionInfo:  # noqa: A002 - typ
     return typer.Option(f"--{name}/--no-{name}", help=help, metavar="")
 
 
-app = _AuditApp(
+app = AuditApp(
     add_completion=False,
     rich_markup_mode=None,
     pretty_exceptions_enable=False,  # tracebacks go to a log file (exit 3), never to the terminal

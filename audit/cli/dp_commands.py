@@ -70,9 +70,15 @@ def accountant_check(
         table.add_row(f"{p.noise_multiplier:g}", f"{p.sample_rate:g}", str(p.steps), f"{p.delta:g}", reported,
                       f"[{p.pld_lower:.4f}, {p.pld_upper:.4f}]", f"[{colours[p.label]}]{p.label}[/]")
     console.print(table)
+    # The table already names every unsound point; say once what that means. An invalid point's
+    # reason (what the accountant raised or returned) is in no column, so it gets its own line.
+    n_unsound = summary["counts"]["unsound"]
+    if n_unsound:
+        console.print(f"[red]{n_unsound} unsound point(s)[/red] (marked above): the reported ε is below the PLD "
+                      "lower value, i.e. it claims more privacy than the mechanism gives")
     for p in points:
-        if p.label in ("unsound", "invalid"):
-            console.print(f"[red]{p.label}[/red] σ={p.noise_multiplier:g} q={p.sample_rate:g} T={p.steps}: {p.message}")
+        if p.label == "invalid":
+            console.print(f"[red]invalid[/red] σ={p.noise_multiplier:g} q={p.sample_rate:g} T={p.steps}: {p.message}")
     console.print(f"counts: {summary['counts']}")
     if json_out is not None:
         write_json_atomic(json_out, summary)

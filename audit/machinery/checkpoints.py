@@ -9,8 +9,6 @@ SIGKILL at any instant leaves either the whole piece or none of it. Weights are 
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Iterator, MutableMapping
 from pathlib import Path
 from typing import Any
@@ -18,19 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from audit.machinery.run_directory import write_json_atomic
-
-
-def _atomic(path: Path, write) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        write(temp)
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
+from audit.machinery.run_directory import write_atomic as _atomic, write_json_atomic
 
 
 class TargetCheckpoints:

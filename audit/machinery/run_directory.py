@@ -11,6 +11,7 @@ import os
 import shutil
 import tempfile
 from datetime import datetime, timezone
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -71,17 +72,36 @@ class StagedRunDirectory:
         shutil.rmtree(self.staging, ignore_errors=True)
 
 
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write to a temporary file in the same folder, then rename: readers never see half a file."""
+def new_file_mode() -> int:
+    """The mode `open()` gives a new file under the process umask (0o644 under umask 022).
+
+    mkstemp creates 0600 files; renamed into place they would stay unreadable to the CI artifact
+    host or a colleague, unlike every other file the audit writes.
+    """
+    mask = os.umask(0o022)  # reading the umask means setting it; 022 for the instant, not 0
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+def write_atomic(path: Path, write: Callable[[str], None]) -> None:
+    """`write(temporary_name)` in the same folder, then chmod to the umask's mode and rename into place:
+    readers never see half a file."""
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        write(temp)
+        os.chmod(temp, new_file_mode())
         os.replace(temp, path)
     except BaseException:
         Path(temp).unlink(missing_ok=True)
         raise
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write UTF-8 text atomically, with the mode the umask gives (see `write_atomic`)."""
+    write_atomic(path, lambda temp: Path(temp).write_text(text, encoding="utf-8"))
 
 
 def write_json_atomic(path: Path, payload: Any) -> None:
