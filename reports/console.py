@@ -1,61 +1,94 @@
-"""The terminal view of an audit: one rich table row per target."""
+"""The terminal view of an audit: one block per target (a header line, then one row per attack).
+
+Laid out for an 80-column terminal: a single wide table of every target × attack needed ~130
+columns, and rich cut every value to `0.9…` in a normal terminal. Per-target facts (ε, accuracy,
+violation) go in the block's header line, so the table keeps only the per-attack numbers.
+"""
 from __future__ import annotations
 
 import math
 from typing import Any
 
+from rich import box
+from rich.console import Group
 from rich.table import Table
+from rich.text import Text
+
+from reports.results_access import get, is_number, tpr_at
+
+# Every column may fold (wrap inside a word) but never truncate: a cut number is a wrong number.
+_ATTACK_COLUMNS = ("attack", "AUC (95% CI)", "TPR@0.1%", "TPR@1%", "ε LB CP", "ε LB 1-run")
 
 
-def _fmt(value: float | None, digits: int = 3) -> str:
-    if value is None:
+def _fmt(value: Any, digits: int = 3) -> str:
+    if not is_number(value):
         return "—"
-    if isinstance(value, float) and math.isinf(value):
+    if math.isinf(value):
         return "∞"
     return f"{value:.{digits}f}"
 
 
-def results_summary_table(results: dict[str, Any]) -> Table:
-    accountant = results["config"].get("privacy", {}).get("accountant", "claimed")
-    table = Table(title=f"privacy-audit: {results['config']['name']}", show_lines=False)
-    for header in ("ε target", f"{accountant} ε", "PLD ε", "test acc", "attack", "AUC (95% CI)",
-                   "TPR@0.1%", "TPR@1%", "ε LB (CP)", "ε LB (1-run)", "violation"):
-        table.add_column(header, justify="right")
-    for target in results["targets"]:
-        eps_target = target["epsilon_target"]
-        for i, attack in enumerate(target["attacks"]):
-            first = i == 0
-            lo, hi = attack["auc_ci"]
-            table.add_row(
-                ("∞" if eps_target is None else f"{eps_target:g}") if first else "",
-                _fmt(target["epsilon"].get(accountant, target.get("epsilon_accountant"))) if first else "",
-                _fmt(target["epsilon"].get("pld")) if first else "",
-                _fmt(target["test_accuracy"]) if first else "",
-                attack["name"],
-                f"{attack['auc']:.3f} ({lo:.2f}–{hi:.2f})",
-                _fmt(attack["tpr_at_fpr"]["0.001"], 4),
-                _fmt(attack["tpr_at_fpr"]["0.01"], 4),
-                _fmt(attack["epsilon_lb"]["clopper_pearson"], 2),
-                _fmt(attack["epsilon_lb"]["one_run"], 2),
-                ("[red]YES[/red]" if target["violation"] else "no") if first else "",
-            )
+def _epsilon(value: Any) -> str:
+    return "∞" if value is None or (is_number(value) and math.isinf(value)) else f"{value:g}"
+
+
+def _target_header(target: dict[str, Any], accountant: str) -> Text:
+    claimed = get(target, "epsilon", accountant, default=target.get("epsilon_accountant"))
+    parts = [f"ε target {_epsilon(target.get('epsilon_target'))}"]
+    if target.get("epsilon_target") is not None or is_number(claimed):
+        parts.append(f"{accountant} ε {_fmt(claimed)}")
+        parts.append(f"PLD ε {_fmt(get(target, 'epsilon', 'pld'))}")
+    if is_number(target.get("test_accuracy")):
+        parts.append(f"test acc {_fmt(target['test_accuracy'])}")
+    header = Text(" · ".join(parts), style="bold")
+    header.append(" · ")
+    header.append("VIOLATION" if target.get("violation") else "no violation",
+                  style="bold red" if target.get("violation") else "green")
+    return header
+
+
+def _attack_table() -> Table:
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, padding=(0, 1))
+    for header in _ATTACK_COLUMNS:
+        table.add_column(header, justify="left" if header == "attack" else "right", overflow="fold")
     return table
 
 
-def synthetic_summary_table(results: dict[str, Any]) -> Table | None:
-    """One row per checked synthetic release, or None when the run had no synthetic part."""
+def results_summary_table(results: dict[str, Any]) -> Group:
+    """The audit's numbers for the console: per target a header line and a table of its attacks."""
+    accountant = get(results, "config", "privacy", "accountant", default="claimed")
+    blocks: list[Any] = [Text(f"privacy-audit: {get(results, 'config', 'name', default='')}", style="bold underline")]
+    for target in results.get("targets") or []:
+        table = _attack_table()
+        for attack in target.get("attacks") or []:
+            lo, hi = (attack.get("auc_ci") or [None, None])[:2]
+            table.add_row(
+                str(attack.get("name")),
+                f"{_fmt(attack.get('auc'))} ({_fmt(lo, 2)}–{_fmt(hi, 2)})",
+                _fmt(tpr_at(attack, 0.001), 4),
+                _fmt(tpr_at(attack, 0.01), 4),
+                _fmt(get(attack, "epsilon_lb", "clopper_pearson"), 2),
+                _fmt(get(attack, "epsilon_lb", "one_run"), 2),
+            )
+        blocks += [Text(""), _target_header(target, accountant), table]
+    return Group(*blocks)
+
+
+def synthetic_summary_table(results: dict[str, Any]) -> Group | None:
+    """One block per checked synthetic release, or None when the run had no synthetic part."""
     if not results.get("synthetic"):
         return None
-    table = Table(title="synthetic data")
-    for header in ("generator", "ε", "DCR share (CI)", "NNDR p10", "distance-MIA AUC", "ε LB (CP)", "flags"):
-        table.add_column(header, justify="right")
+    blocks: list[Any] = [Text("synthetic data", style="bold underline")]
     for entry in results["synthetic"]:
-        lo, hi = entry["dcr"].get("dcr_share_ci", [None, None])
-        eps = entry.get("epsilon_target")
-        table.add_row(
-            entry["generator"], "∞" if eps is None else f"{eps:g}",
-            f"{entry['dcr']['dcr_share']:.3f} ({_fmt(lo, 2)}–{_fmt(hi, 2)})", _fmt(entry["nndr"]["p10"]),
-            _fmt(entry["mia"]["auc"]), _fmt(entry["mia"]["epsilon_lb"]["clopper_pearson"], 2),
-            ", ".join(flag["check"] for flag in entry["flags"]) or "none",
-        )
-    return table
+        flags = ", ".join(str(flag.get("check")) for flag in entry.get("flags") or []) or "none"
+        header = Text(f"{entry.get('generator')} · ε {_epsilon(entry.get('epsilon_target'))} · flags: ", style="bold")
+        header.append(flags, style="bold red" if entry.get("flags") else "green")
+        table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, padding=(0, 1))
+        for column in ("DCR share (95% CI)", "NNDR p10", "distance-MIA AUC", "ε LB CP"):
+            table.add_column(column, justify="right", overflow="fold")
+        lo, hi = (get(entry, "dcr", "dcr_share_ci") or [None, None])[:2]
+        table.add_row(f"{_fmt(get(entry, 'dcr', 'dcr_share'))} ({_fmt(lo, 2)}–{_fmt(hi, 2)})",
+                      _fmt(get(entry, "nndr", "p10")), _fmt(get(entry, "mia", "auc")),
+                      _fmt(get(entry, "mia", "epsilon_lb", "clopper_pearson"), 2))
+        blocks += [Text(""), header, table]
+    return Group(*blocks)

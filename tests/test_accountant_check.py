@@ -62,6 +62,8 @@ def test_cli_flags_an_unsound_user_accountant_with_exit_1_and_writes_json(cli, u
                "--json", "check.json", "--tracking-uri", f"sqlite:///{tmp_path}/m.db")
     assert proc.returncode == 1, proc.stderr
     assert "unsound" in proc.stdout
+    reported = f"{opacus_prv(1.0, 0.01, 1000, 1e-5) / 2:.4f}"
+    assert proc.stdout.count(reported) == 1, "each unsound point is printed once (its table row)"
     summary = json.loads((tmp_path / "check.json").read_text())
     assert summary["counts"]["unsound"] == 1 and summary["passed"] is False
     (report,) = tmp_path.glob("runs/*-accountant-check/report.html")

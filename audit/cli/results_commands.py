@@ -43,8 +43,9 @@ def report(
     results_file: Annotated[Path, typer.Argument(metavar="RESULTS", help="a results.json")],
     out: Annotated[Optional[Path], typer.Option("--out", help="folder for report.html (default: beside RESULTS)")] = None,
 ) -> None:
-    """Re-render report.html (and summary.md) from a results file."""
+    """Re-render report.html (and summary.md) from a results file, and print its tables."""
     from audit.machinery.policy import load_results
+    from reports.console import results_summary_table, synthetic_summary_table
     from reports.html_report import write_html_report
     from reports.markdown_summary import write_summary_markdown
 
@@ -56,4 +57,9 @@ def report(
         raise AuditInputError(f"--out '{folder}'", f"is not a writable directory ({exc.strerror})") from None
     path = write_html_report(results, results_file.parent, out_dir=folder)
     write_summary_markdown(results, folder / "summary.md")
+    if results.get("targets"):
+        console.print(results_summary_table(results))
+    synthetic_table = synthetic_summary_table(results)
+    if synthetic_table is not None:
+        console.print(synthetic_table)
     console.print(f"report: {path}")
