@@ -128,7 +128,11 @@ table.inner td { border: 0; padding: 0 10px 0 0; background: transparent !import
 .caption, .note { color: var(--muted); font-size: 12.5px; margin: 2px 0 8px; }
 .figures { display: grid; grid-template-columns: repeat(2, minmax(0, 1fr)); gap: 14px; }
 .figures.cols3 { grid-template-columns: repeat(3, minmax(0, 1fr)); }
+.figures.cols1 { grid-template-columns: minmax(0, 1fr); }
 th:first-child { white-space: nowrap; }
+/* Eleven numeric columns: headers wrap and intervals go under their value so the table fits the page. */
+#attacks table { font-size: 13px; }
+#attacks th.num { white-space: normal; }
 figure { margin: 0; border: 1px solid var(--rule); border-radius: 4px; padding: 8px; break-inside: avoid; }
 figure img { display: block; max-width: 100%; height: auto; margin: 0 auto; }
 figcaption { font-size: 12.5px; color: var(--muted); margin-top: 4px; }
@@ -344,12 +348,7 @@ def _overview(results: dict[str, Any]) -> str:
         ("Data", _text(data.get("description")) or "—"),
     ]
     if data.get("n_rows") is not None:
-        rows.append((
-            "Rows",
-            f"{_num(data.get('n_rows'))} total: {_num(data.get('n_train'))} train, {_num(data.get('n_test'))} "
-            f"utility test, {_num(data.get('n_candidates'))} audit candidates, {_num(data.get('n_pool'))} "
-            "population pool",
-        ))
+        rows.append(("Rows", _split_counts(data)))
     elif data.get("n_candidates") is not None:
         rows.append(("Candidates", _num(data["n_candidates"])))
     if data.get("membership"):
@@ -367,6 +366,24 @@ def _overview(results: dict[str, Any]) -> str:
         rows.append(("Synthetic-data checks", f"{len(results['synthetic'])} generator/ε entries"))
     body = "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in rows)
     return f'<section id="overview"><h2>Overview</h2><dl class="facts">{body}</dl></section>'
+
+
+def _split_counts(data: dict[str, Any]) -> str:
+    """Rows per split, written so the numbers add up: the training set is not a fourth split but the
+    candidates whose coin came up heads (the rest of the candidates are the non-members)."""
+    parts = [(data.get("n_test"), "utility test"), (data.get("n_candidates"), "audit candidates"),
+             (data.get("n_pool"), "population pool")]
+    total = data.get("n_rows")
+    listed = " + ".join(f"{_num(n)} {name}" for n, name in parts if n is not None)
+    adds_up = all(_is_number(n) for n, _ in parts) and _is_number(total) and sum(n for n, _ in parts) == total
+    text = f"{_num(total)} total {'=' if adds_up else ':'} {listed}"
+    n_train, n_candidates = data.get("n_train"), data.get("n_candidates")
+    if _is_number(n_train) and _is_number(n_candidates):
+        text += (f"; the target trained on the {_num(n_train)} candidates whose coin came up heads (members), "
+                 f"the other {_num(n_candidates - n_train)} are its non-members")
+    elif _is_number(n_train):
+        text += f"; {_num(n_train)} training rows"
+    return text
 
 
 def _targets_table(results: dict[str, Any]) -> str:
@@ -468,7 +485,7 @@ def _attack_details(results: dict[str, Any]) -> str:
                 one_run += "".join(f"<br><small>{_text(k)}: {_num(v, 2)}</small>" for k, v in extra.items())
             rows.append(
                 f"<tr><td>{_eps(target.get('epsilon_target'))}</td><td>{_text(attack.get('name'))}</td>"
-                f'<td class="num">{_num(attack.get("auc"))} <small>({_ci(attack.get("auc_ci"), 3)})</small></td>'
+                f'<td class="num">{_num(attack.get("auc"))}<br><small>({_ci(attack.get("auc_ci"), 3)})</small></td>'
                 f'<td class="num">{_num(_tpr(attack, 0.001), 4)}</td>'
                 f'<td class="num">{_num(_tpr(attack, 0.01), 4)}</td>'
                 f'<td class="num">{_num(_tpr(attack, 0.1), 4)}</td>'
@@ -652,11 +669,12 @@ _FIGURE_TEXT = {
     ),
     "privacy_utility": (
         "Privacy-utility",
-        "Test accuracy and the best attack AUC per target ε (∞ drawn at the right edge); 0.5 = chance.",
+        "Test accuracy (top) and the best attack AUC (bottom, 0.5 = chance) per target ε; ∞ is drawn at the right edge.",
     ),
     "roc_all": (
         "ROC of every target",
-        "Log-log axes: the low false-positive corner is where membership inference matters (Carlini et al. 2022).",
+        "One panel per target, one colour per attack; log-log axes: the low false-positive corner is where "
+        "membership inference matters (Carlini et al. 2022).",
     ),
 }
 
@@ -680,6 +698,7 @@ def _collect_figures(
     missing: list[str] = []
     used: set[str] = set()
 
+    every_roc: list[_Figure] = []  # one panel per target: it needs the page's full width
     redrawn = None
     for stem in ("empirical_vs_accountant", "privacy_utility"):
         title, caption = _FIGURE_TEXT[stem]
@@ -696,7 +715,7 @@ def _collect_figures(
 
     if "roc_all" in by_stem:
         title, caption = _FIGURE_TEXT["roc_all"]
-        summary.append(_Figure(title, caption, by_stem["roc_all"].read_bytes(), "run folder"))
+        every_roc = [_Figure(title, caption, by_stem["roc_all"].read_bytes(), "run folder")]
         used.add("roc_all")
     elif results.get("targets"):
         missing.append("ROC curves (they need the run folder's figures/; results.json holds no ROC points)")
@@ -716,8 +735,9 @@ def _collect_figures(
               if p.stem not in used]
     groups = [
         ("Summary", 2, summary),
+        ("ROC of every target", 1, every_roc),
         ("ROC per target (log-log axes)", 3, per_target),
-        ("Synthetic data", 2, synthetic),
+        ("Synthetic data", 1, synthetic),
         ("Other figures", 2, others),
     ]
     return [g for g in groups if g[2]], missing
@@ -752,6 +772,21 @@ def _redraw_from_results(results: dict[str, Any]) -> dict[str, bytes]:
     return out
 
 
+def _figure_layout(png: bytes) -> str | None:
+    """Where the figure's legends and plots are (reports.figures records it in the PNG), for layout checks."""
+    from io import BytesIO
+
+    from PIL import Image
+
+    from reports.figures import FIGURE_LAYOUT_KEY
+
+    try:
+        with Image.open(BytesIO(png)) as image:
+            return getattr(image, "text", {}).get(FIGURE_LAYOUT_KEY)
+    except Exception:  # noqa: BLE001 - a figure from elsewhere without the record is still shown
+        return None
+
+
 def _figures_section(results: dict[str, Any], run_dir: Path | None) -> str:
     groups, missing = _collect_figures(results, run_dir)
     if not groups and not missing:
@@ -765,8 +800,10 @@ def _figures_section(results: dict[str, Any], run_dir: Path | None) -> str:
             data = base64.b64encode(figure.png).decode("ascii")
             source = "" if figure.source == "run folder" else f" <em>({_text(figure.source)})</em>"
             caption = f" {_text(figure.caption)}" if figure.caption else ""
+            layout = _figure_layout(figure.png)
+            layout_attribute = f' data-layout="{_text(layout)}"' if layout else ""
             items.append(
-                f'<figure><img src="data:image/png;base64,{data}" alt="{_text(figure.title)}">'
+                f'<figure><img src="data:image/png;base64,{data}" alt="{_text(figure.title)}"{layout_attribute}>'
                 f"<figcaption><strong>{_text(figure.title)}.</strong>{caption}{source}</figcaption></figure>"
             )
         out.append(f"<h3>{_text(heading)}</h3><div class=\"figures cols{columns}\">{''.join(items)}</div>")

@@ -36,6 +36,16 @@ def _sqlite_artifact_root(tracking_uri: str) -> str | None:
     return (db_path.resolve().parent / "mlartifacts").as_uri()
 
 
+def absolute_tracking_uri(tracking_uri: str) -> str:
+    """`sqlite:///mlflow.db` → `sqlite:////abs/dir/mlflow.db`: a relative URI in a report or results.json
+    means nothing to a reader who does not know the directory the audit ran in."""
+    prefix = "sqlite:///"
+    if not tracking_uri.startswith(prefix) or tracking_uri[len(prefix):] in ("", ":memory:"):
+        return tracking_uri
+    path = Path(tracking_uri[len(prefix):])
+    return tracking_uri if path.is_absolute() else prefix + str(path.resolve())
+
+
 LOCK_RETRIES = 6
 # Errors of two processes touching one SQLite store at once: a held write lock, or both creating
 # the schema of a new store (the loser's migration step finds the winner's column or table).
@@ -87,7 +97,7 @@ class AuditTracker:
 
         _quiet_mlflow_logs()  # after the import: mlflow configures its own logger when imported
 
-        self.tracking_uri = tracking_uri or DEFAULT_TRACKING_URI
+        self.tracking_uri = absolute_tracking_uri(tracking_uri or DEFAULT_TRACKING_URI)
         try:
             # Opening a new store creates (migrates) its schema, which two processes must not do at
             # once: serialise it with a lock file beside a SQLite database.

@@ -36,6 +36,7 @@ from reports.figures import (
     plot_empirical_vs_accountant,
     plot_privacy_utility,
     plot_roc_curves,
+    plot_roc_panels,
     plot_synthetic_summary,
 )
 from targets.datasets import TabularData, load_dataset
@@ -457,10 +458,11 @@ def _sweep(
 
     synthetic = _synthetic_part(config, data, splits, staging, tracker, parent_id, progress)
     attack_names = [a.name for a in attacks]
-    roc_all = plot_roc_curves(
-        [RocCurve(f"{epsilon_label(e)} ({n})", f, t) for (e, n, f, t) in curves],
+    target_epsilons = list(dict.fromkeys(e for (e, _, _, _) in curves))
+    roc_all = plot_roc_panels(
+        [(epsilon_label(eps), [RocCurve(n, f, t) for (e, n, f, t) in curves if e == eps]) for eps in target_epsilons],
         figures / "roc_all.png",
-        title="ROC of every target",
+        title="ROC of every target (log-log)",
     )
     private = [t for t in targets if t["epsilon_target"] is not None]
     eps_fig = plot_empirical_vs_accountant(
