@@ -1,12 +1,12 @@
 """A one-page, self-contained HTML report for the single-claim audits: canary, mechanism, accountant.
 
 What a reviewer signs: the claim, the measured lower bound (or the accountant's labels), the verdict,
-the method in plain words, and every number of the JSON result underneath.
+the method in plain words and the set-up, rounded; the JSON file beside it keeps every digit.
 """
 from __future__ import annotations
 
 import html
-import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -34,40 +34,112 @@ METHODS = {
         "pessimistic value by more than the margin."
     ),
 }
-STYLE = """body{font-family:system-ui,sans-serif;max-width:960px;margin:2em auto;color:#222;line-height:1.45}
+STYLE = """body{font-family:system-ui,sans-serif;max-width:960px;margin:2em auto;padding:0 1em;color:#222;line-height:1.45}
 .banner{padding:1em 1.4em;border-radius:6px;margin:1em 0;font-size:1.1em}
 .fail{background:#fde8e8;border:2px solid #b91c1c}.pass{background:#e8f6ec;border:2px solid #15803d}
-table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.3em .7em;text-align:left}
-pre{background:#f5f5f5;padding:1em;overflow:auto;font-size:.85em}"""
+table{border-collapse:collapse;margin:.4em 0 1em}td,th{border:1px solid #ccc;padding:.3em .7em;text-align:left;
+vertical-align:top}td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+.note{color:#555;font-size:.9em}"""
 
 
 def _text(value: Any) -> str:
     return html.escape("" if value is None else str(value), quote=True)
 
 
+def _number(value: Any) -> str:
+    """Rounded for reading (4 significant digits); the JSON beside the report keeps every digit."""
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        if math.isinf(value):
+            return "∞" if value > 0 else "−∞"
+        return f"{value:.4g}"
+    return str(value)
+
+
+def _facts(rows: list[tuple[str, Any]]) -> str:
+    cells = "".join(f"<tr><th>{_text(key)}</th><td class='num'>{_text(_number(value))}</td></tr>"
+                    if isinstance(value, (int, float)) and not isinstance(value, bool) or value is None
+                    else f"<tr><th>{_text(key)}</th><td>{_text(_number(value))}</td></tr>"
+                    for key, value in rows)
+    return f"<table>{cells}</table>"
+
+
+def _setup_rows(result: dict[str, Any], shown: set[str], kind: str) -> list[tuple[str, Any]]:
+    """Every scalar of the result (one level of nesting flattened). Per-run arrays (scores, seeds, coin
+    flips) are only counted: they belong in the JSON file, not on a one-page report."""
+    rows: list[tuple[str, Any]] = []
+    for key, value in result.items():
+        if key in shown:
+            continue
+        if isinstance(value, dict):
+            for inner, inner_value in value.items():
+                if isinstance(inner_value, (dict, list)):
+                    rows.append((f"{key}.{inner}", f"{len(inner_value)} values (in {kind}.json)"))
+                else:
+                    rows.append((f"{key}.{inner}", inner_value))
+        elif isinstance(value, list):
+            rows.append((key, f"{len(value)} values (in {kind}.json)"))
+        else:
+            rows.append((key, value))
+    return rows
+
+
+def _points_table(points: list[dict[str, Any]]) -> str:
+    head = "".join(f"<th>{h}</th>" for h in ("σ", "q", "T", "δ", "reported ε", "PLD ε lower", "PLD ε upper", "label"))
+    rows = "".join(
+        "<tr>" + "".join(f"<td class='num'>{_text(_number(p.get(k)))}</td>"
+                         for k in ("noise_multiplier", "sample_rate", "steps", "delta", "reported", "pld_lower", "pld_upper"))
+        + f"<td>{_text(p.get('label'))}</td></tr>"
+        for p in points if isinstance(p, dict)
+    )
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
+
+
 def render_audit_report(kind: str, result: dict[str, Any]) -> str:
     failed = bool(result.get("violation")) or result.get("passed") is False
     verdict = "FAIL" if failed else "PASS"
-    if kind == "accountant-check":
-        detail = f"point counts: {_text(result.get('counts'))}"
-    else:
-        detail = (f"empirical ε lower bound {_text(result.get('epsilon_lower_bound'))} at "
-                  f"{_text(result.get('confidence'))} confidence; claimed ε {_text(result.get('claimed_epsilon'))}, "
-                  f"δ {_text(result.get('delta'))}")
     subject = result.get("trainer") or result.get("mechanism") or result.get("accountant") or ""
-    rows = "".join(
-        f"<tr><th>{_text(key)}</th><td>{_text(value)}</td></tr>"
-        for key, value in result.items()
-        if not isinstance(value, (dict, list))
-    )
+    if kind == "accountant-check":
+        counts = result.get("counts") or {}
+        detail = ", ".join(f"{n} {label}" for label, n in counts.items()) + " grid point(s)"
+        summary_rows = [("accountant", subject), ("margin for 'loose'", result.get("margin")),
+                        *((f"{label} points", n) for label, n in counts.items())]
+        body = ("<h2>Result</h2>" + _facts(summary_rows)
+                + "<h2>Grid points</h2>" + _points_table(result.get("points") or []))
+        shown = {"accountant", "margin", "counts", "points", "passed", "mlflow"}
+    else:
+        bound, claim = result.get("epsilon_lower_bound"), result.get("claimed_epsilon")
+        confidence = result.get("confidence")
+        detail = (f"empirical ε lower bound {_number(bound)}"
+                  + (f" at {confidence:.0%} confidence" if isinstance(confidence, float) else "")
+                  + f"; claimed ε {_number(claim)}, δ {_number(result.get('delta'))}")
+        summary_rows = [("claimed ε", claim), ("δ", result.get("delta")), ("empirical ε lower bound", bound),
+                        ("confidence", confidence), ("violation (bound above the claim)", bool(result.get("violation")))]
+        for ceiling_key in ("ceiling", "epsilon_ceiling"):
+            if ceiling_key in result:
+                summary_rows.append(("ceiling (a perfect attack's bound with these runs)", result[ceiling_key]))
+        gdp = result.get("gdp_estimate")
+        if isinstance(gdp, dict) and gdp.get("epsilon") is not None:
+            summary_rows.append(("GDP estimate of ε (assumes a Gaussian trade-off; not a bound)", gdp["epsilon"]))
+        body = "<h2>Result</h2>" + _facts(summary_rows)
+        shown = {"claimed_epsilon", "delta", "epsilon_lower_bound", "confidence", "violation", "gdp_estimate",
+                 "ceiling", "epsilon_ceiling", "mlflow"}
+    setup = _setup_rows(result, shown, kind)
+    mlflow = result.get("mlflow") or {}
+    tracking = (f"<p class='note'>MLflow: <code>{_text(mlflow.get('tracking_uri'))}</code>, run "
+                f"<code>{_text(mlflow.get('run_id'))}</code>.</p>") if mlflow else ""
     return (
-        f"<!doctype html><html><head><meta charset='utf-8'><title>privacy-audit {kind}</title>"
+        f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>privacy-audit {_text(kind)}</title>"
         f"<style>{STYLE}</style></head><body><h1>privacy-audit: {_text(kind)}</h1>"
         f"<p>{_text(subject)}</p>"
-        f"<div class='banner {'fail' if failed else 'pass'}'><b>{verdict}</b> — {detail}</div>"
+        f"<div class='banner {'fail' if failed else 'pass'}'><b>{verdict}</b> — {_text(detail)}</div>"
         f"<h2>Method</h2><p>{_text(METHODS.get(kind, ''))}</p>"
-        f"<h2>Numbers</h2><table>{rows}</table>"
-        f"<h2>Full result (JSON)</h2><pre>{_text(json.dumps(result, indent=2, allow_nan=False))}</pre>"
+        f"{body}<h2>Set-up</h2>{_facts(setup)}"
+        f"<p class='note'>Numbers are rounded to 4 significant digits; every number, including per-run scores, "
+        f"is in <code>{_text(kind)}.json</code> beside this report.</p>{tracking}"
         "</body></html>\n"
     )
 

@@ -15,6 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from reports.results_access import get, is_number, tpr_at
+from reports.synthetic_report import claimed_epsilon_text
 
 # Every column may fold (wrap inside a word) but never truncate: a cut number is a wrong number.
 _ATTACK_COLUMNS = ("attack", "AUC (95% CI)", "TPR@0.1%", "TPR@1%", "ε LB CP", "ε LB 1-run")
@@ -81,7 +82,7 @@ def synthetic_summary_table(results: dict[str, Any]) -> Group | None:
     blocks: list[Any] = [Text("synthetic data", style="bold underline")]
     for entry in results["synthetic"]:
         flags = ", ".join(str(flag.get("check")) for flag in entry.get("flags") or []) or "none"
-        header = Text(f"{entry.get('generator')} · ε {_epsilon(entry.get('epsilon_target'))} · flags: ", style="bold")
+        header = Text(f"{entry.get('generator')} · ε {claimed_epsilon_text(entry)} · flags: ", style="bold")
         header.append(flags, style="bold red" if entry.get("flags") else "green")
         table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, padding=(0, 1))
         for column in ("DCR share (95% CI)", "NNDR p10", "distance-MIA AUC", "ε LB CP"):

@@ -31,6 +31,13 @@ from reports.results_access import confidence as _confidence
 from reports.results_access import get as _get
 from reports.results_access import is_number as _is_number
 from reports.results_access import tpr_at as _tpr
+from reports.synthetic_report import (
+    claimed_epsilon_text,
+    is_synthetic_release,
+    synthetic_method_notes,
+    synthetic_overview,
+    synthetic_verdict_banner,
+)
 
 __all__ = ["render_html_report", "write_html_report", "ATTACK_METHOD_NOTES"]
 
@@ -175,27 +182,38 @@ def render_html_report(results: dict[str, Any], run_dir: Path | None = None, *, 
     run_dir = Path(run_dir) if run_dir is not None else None
     checks = _policy_checks(results, evaluation)
     name = _text(_get(results, "config", "name") or "audit")
-    parts = [
+    head = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>Privacy audit report: {name}</title>",
         f"<style>{_CSS}</style></head><body><main>",
         _header(results, run_dir),
-        _verdict_banner(results, checks),
-        _overview(results),
-        _targets_table(results),
-        _policy_section(checks),
-        _synthetic_section(results),
-        _figures_section(results, run_dir),
-        _attack_details(results),
-        _training_table(results),
-        _notes_section(results),
-        _method_notes(results),
-        _reproducibility(results, run_dir),
-        _signoff(),
-        "</main></body></html>",
     ]
+    if is_synthetic_release(results):  # synth-check: no target, accountant or coin-flip candidates to speak of
+        body = [
+            synthetic_verdict_banner(results),
+            synthetic_overview(results),
+            _policy_section(checks),
+            _synthetic_section(results),
+            _figures_section(results, run_dir),
+            _notes_section(results),
+            synthetic_method_notes(results),
+        ]
+    else:
+        body = [
+            _verdict_banner(results, checks),
+            _overview(results),
+            _targets_table(results),
+            _policy_section(checks),
+            _synthetic_section(results),
+            _figures_section(results, run_dir),
+            _attack_details(results),
+            _training_table(results),
+            _notes_section(results),
+            _method_notes(results),
+        ]
+    parts = [*head, *body, _reproducibility(results, run_dir), _signoff(), "</main></body></html>"]
     return "\n".join(part for part in parts if part) + "\n"
 
 
@@ -632,7 +650,7 @@ def _synthetic_section(results: dict[str, Any]) -> str:
             flag_items.append(f"<li><strong>{_text(generator)}</strong> ({_text(flag.get('check') or 'check')}): "
                               f"{_text(flag.get('message'))}</li>")
         rows.append(
-            f"<tr><td>{_text(generator)}</td><td>{_eps(entry.get('epsilon_target'))}</td>"
+            f"<tr><td>{_text(generator)}</td><td>{_text(claimed_epsilon_text(entry))}</td>"
             f'<td class="num">{_num(nndr.get("p10"))} / {_num(nndr.get("median"))}</td>'
             f'<td class="num">{share}</td><td class="num">{_num(dcr.get("exact_match_rate"), 4)}</td>'
             f'<td class="num">{_num(median_train)} / {_num(median_holdout)}</td>'
@@ -642,7 +660,7 @@ def _synthetic_section(results: dict[str, Any]) -> str:
     flags_html = f"<h3>Flags</h3><ul>{''.join(flag_items)}</ul>" if flag_items else ""
     return (
         '<section id="synthetic"><h2>Synthetic data</h2>'
-        "<table><thead><tr><th>generator</th><th>target ε</th><th class=\"num\">NNDR<br><small>p10 / median</small></th>"
+        "<table><thead><tr><th>generator</th><th>ε</th><th class=\"num\">NNDR<br><small>p10 / median</small></th>"
         "<th class=\"num\">DCR share (CI)</th><th class=\"num\">exact matches</th>"
         "<th class=\"num\">median DCR<br><small>train / holdout</small></th><th class=\"num\">distance-MIA AUC (CI)"
         "</th><th class=\"num\">TPR@0.1%</th><th class=\"num\">ε LB<br><small>sound</small></th><th>flags</th>"
@@ -652,7 +670,7 @@ def _synthetic_section(results: dict[str, Any]) -> str:
         "share of ties, the “expected” value), well above it means synthetic rows sit near training rows. NNDR: "
         "distance to the nearest training row over the distance to the second nearest; values near 0 are "
         "near-copies. Distance MIA: train and holdout records scored by minus their distance to the synthetic set; "
-        "ε target ∞ = no DP claim.</p>"
+        "ε: the generator's DP ε; ∞ / none claimed = no DP claim.</p>"
         f"{flags_html}</section>"
     )
 
