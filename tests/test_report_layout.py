@@ -133,7 +133,11 @@ def _measure(report: Path, tmp_path: Path) -> dict:
     return json.loads(found.group(1).replace("&quot;", '"').replace("&gt;", ">").replace("&lt;", "<").replace("&amp;", "&"))
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="needs Chromium (apt-get install chromium)")
+needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="needs Chromium (apt-get install chromium)")
+
+
+@pytest.mark.slow
+@needs_chromium
 def test_report_at_1280_px_has_no_sideways_overflow_and_every_legend_inside_its_figure(tmp_path):
     results = _widest_results()
     folder = _run_folder(tmp_path / "run", results)
@@ -144,15 +148,16 @@ def test_report_at_1280_px_has_no_sideways_overflow_and_every_legend_inside_its_
     assert measured["problems"] == []
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="needs Chromium (apt-get install chromium)")
+@needs_chromium
 def test_the_check_sees_a_legend_drawn_over_the_plot(tmp_path):
-    """The measurement is not vacuous: matplotlib's default in-axes legend is caught."""
+    """The measurement is not vacuous: matplotlib's usual in-axes legend is caught."""
     import matplotlib.pyplot as plt
 
     from reports import figures as figure_module
 
     results = _widest_results()
-    folder = _run_folder(tmp_path / "run", results)
+    folder = tmp_path / "run"
+    (folder / "figures").mkdir(parents=True)
     fig, ax = plt.subplots(figsize=(5, 4))
     for name in ATTACKS:
         ax.plot([0, 1], [0, 1], label=name)
