@@ -53,7 +53,7 @@ def test_every_boolean_option_is_an_on_off_switch():
     assert [f"{' '.join(path)} {param.opts[0]}" for path, param in flags if not param.secondary_opts] == []
 
 
-@pytest.mark.parametrize("path", [(), ("gate",), ("synth-check",), ("audit-scores",), ("presets",)])
+@pytest.mark.parametrize("path", [(), *(path for path, _ in _all_commands())], ids=" ".join)
 def test_help_at_80_columns_is_neither_cut_nor_templated(monkeypatch, capsys, path):
     text = _help(monkeypatch, capsys, *path)
     assert "…" not in text and "..." not in text.replace("[ARGS]...", "")
