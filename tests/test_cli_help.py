@@ -109,3 +109,22 @@ def test_presets_show_prints_a_policy_that_loads(capsys, tmp_path):
 def test_an_unknown_preset_name_is_exit_2_with_the_choices(capsys):
     code, _, err = _invoke(capsys, "presets", "show", "nope")
     assert code == 2 and "smoke" in err and "policy-strict" in err
+
+
+def test_ctrl_c_in_a_command_exits_130_and_a_bug_exits_3_not_1(capsys, monkeypatch, tmp_path):
+    import audit.cli.presets_command as presets_command
+
+    def interrupted(name):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(presets_command, "preset_yaml", interrupted)
+    code, _, err = _invoke(capsys, "presets", "show", "smoke")
+    assert code == 130
+
+    def broken(name):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(presets_command, "preset_yaml", broken)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    code, _, err = _invoke(capsys, "presets", "show", "smoke")
+    assert code == 3 and "internal error: RuntimeError" in err and "Traceback" not in err
