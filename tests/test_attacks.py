@@ -92,7 +92,8 @@ def overfit_target():
     return target, context, members
 
 
-@pytest.mark.parametrize("name", ["loss", "shadow", "lira", "lira_offline", "rmia"])
+# shadow trains its own shadow models one by one: the slow one (the reference bank of lira / rmia is vectorized).
+@pytest.mark.parametrize("name", ["loss", pytest.param("shadow", marks=pytest.mark.slow), "lira", "lira_offline", "rmia"])
 def test_every_attack_finds_membership_in_a_model_that_memorises(overfit_target, name):
     target, context, members = overfit_target
     scores = get_attack(name).scores(target, context)

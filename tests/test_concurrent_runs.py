@@ -4,8 +4,11 @@ import subprocess
 import sys
 
 import mlflow
+import pytest
 
 from tests.conftest import REPO
+
+pytestmark = pytest.mark.slow  # two real audits at once
 
 TINY = "privacy:\n  epsilons: [1.0, .inf]\nattacks:\n  names: [loss]\n"
 

@@ -8,6 +8,9 @@ import pytest
 
 from tests.conftest import REPO
 
+# Every test here runs the smoke preset (or another full audit) in a fresh process: minutes, not seconds.
+pytestmark = pytest.mark.slow
+
 EXAMPLES = REPO / "examples"
 RESULT_KEYS = {"schema_version", "config", "environment", "targets", "synthetic", "verdict"}
 TARGET_KEYS = {"epsilon_target", "delta", "noise_multiplier", "sample_rate", "steps", "max_grad_norm", "epsilon",
