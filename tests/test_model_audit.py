@@ -83,6 +83,7 @@ def full_results(files):
     return _audit(files, population=files["population"], scores_path=scores), scores
 
 
+@pytest.mark.slow  # shares a fixture that trains shadow and reference models
 def test_a_memorising_model_leaks_to_the_loss_attack_and_lira_runs_with_a_population(files, full_results):
     results, _ = full_results
     (target,) = results["targets"]
@@ -96,6 +97,7 @@ def test_a_memorising_model_leaks_to_the_loss_attack_and_lira_runs_with_a_popula
     assert results["data"]["n_train"] == N_MEMBERS and results["data"]["n_pool"] == 900
 
 
+@pytest.mark.slow  # shares a fixture that trains shadow and reference models
 def test_results_validate_and_the_one_run_bound_is_not_claimed(files, full_results):
     results, scores_path = full_results
     validate_results(results)
