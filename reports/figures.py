@@ -19,8 +19,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-# PNG text chunk holding {"legends": [[x0, y0, x1, y1], ...], "axes": [...]}: fractions of the
-# image's width and height, origin top-left (as a browser measures).
+# PNG text chunk holding {"legends": [[x0, y0, x1, y1], ...], "axes": [...], "labels": [...]}
+# (point labels): fractions of the image's width and height, origin top-left (as a browser measures).
 FIGURE_LAYOUT_KEY = "privacy-audit:layout"
 _DPI = 110
 _FLOOR = 1e-4  # log-log ROC axes start here
@@ -49,7 +49,8 @@ def _save(fig: plt.Figure, path: Path) -> Path:
 
     legends = list(fig.legends) + [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None]
     layout = {"legends": [fractions(legend.get_window_extent(renderer)) for legend in legends],
-              "axes": [fractions(ax.get_window_extent(renderer)) for ax in fig.axes if ax.get_visible()]}
+              "axes": [fractions(ax.get_window_extent(renderer)) for ax in fig.axes if ax.get_visible()],
+              "labels": [fractions(text.get_window_extent(renderer)) for ax in fig.axes for text in ax.texts]}
     fig.savefig(path, dpi=_DPI, metadata={FIGURE_LAYOUT_KEY: json.dumps(layout)})
     plt.close(fig)
     return Path(path)
