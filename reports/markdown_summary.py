@@ -15,6 +15,7 @@ from reports.results_access import attack_names as _attack_names
 from reports.results_access import confidence as _confidence
 from reports.results_access import get as _get
 from reports.results_access import tpr_at as _tpr
+from reports.synthetic_report import claimed_epsilon_text
 
 __all__ = ["render_summary_markdown", "write_summary_markdown"]
 
@@ -70,7 +71,7 @@ def render_summary_markdown(results: dict[str, Any], *, evaluation: Any = None) 
 
     synthetic = [s for s in results.get("synthetic") or [] if isinstance(s, dict)]
     if synthetic:
-        lines.append("| generator | ε target | NNDR p10 | DCR share (CI) | distance-MIA AUC |")
+        lines.append("| generator | ε | NNDR p10 | DCR share (CI) | distance-MIA AUC |")
         lines.append("|---|---:|---:|---:|---:|")
         for entry in synthetic:
             dcr = entry.get("dcr") if isinstance(entry.get("dcr"), dict) else {}
@@ -78,7 +79,7 @@ def render_summary_markdown(results: dict[str, Any], *, evaluation: Any = None) 
             mia = entry.get("mia") if isinstance(entry.get("mia"), dict) else {}
             ci = dcr.get("dcr_share_ci") or [None, None]
             lines.append(
-                f"| {_cell(entry.get('generator') or '—')} | {_eps(entry.get('epsilon_target'))} | {_num(nndr.get('p10'))} "
+                f"| {_cell(entry.get('generator') or '—')} | {_cell(claimed_epsilon_text(entry))} | {_num(nndr.get('p10'))} "
                 f"| {_num(dcr.get('dcr_share'))} ({_num(ci[0], 2)}–{_num(ci[1], 2)}) | {_num(mia.get('auc'))} |"
             )
         lines.append("")

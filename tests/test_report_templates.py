@@ -82,3 +82,10 @@ def test_an_accountant_check_report_lists_its_grid_points_rounded():
     text = _visible_text(render_audit_report("accountant-check", result))
     assert "FAIL" in text and "0.9123" in text and "1.823" in text and "0.91234567" not in text
     assert "unsound" in text
+
+
+def test_the_pull_request_summary_of_a_user_release_says_no_epsilon_was_claimed():
+    from reports.markdown_summary import render_summary_markdown
+
+    summary = render_summary_markdown(_synth_check_results())
+    assert "none claimed" in summary and "| ∞ |" not in summary
