@@ -124,8 +124,12 @@ def print_bound(result: dict, what: str, path: Path) -> None:
     bound = result.get("epsilon_lower_bound")
     console.print(f"{what}: empirical ε lower bound {bound:.3f} at {result.get('confidence', 0.95):.0%} confidence "
                   f"(claimed ε {claim if claim is None else f'{claim:.3f}'}, δ {result.get('delta')})")
-    if result.get("gdp_estimate") is not None:
-        console.print(f"GDP estimate (assumes a Gaussian trade-off; not a bound): {result['gdp_estimate']}")
+    gdp = result.get("gdp_estimate")
+    if isinstance(gdp, dict) and isinstance(gdp.get("epsilon"), (int, float)):
+        mu = f", μ {gdp['mu']:.3f}" if isinstance(gdp.get("mu"), (int, float)) else ""
+        console.print(f"GDP estimate (assumes a Gaussian trade-off; not a bound): ε {gdp['epsilon']:.3f}{mu}")
+    elif gdp is not None:
+        console.print(f"GDP estimate (assumes a Gaussian trade-off; not a bound): {gdp}")
     console.print(f"details: {path}")
     if result.get("violation"):
         err_console.print(f"[red]VIOLATION[/red] the lower bound {bound:.3f} exceeds the claimed ε {claim:.3f}")
