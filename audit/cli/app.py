@@ -22,6 +22,7 @@ except ImportError:  # pragma: no cover - older typer uses click itself
     from click import exceptions as click_exceptions
 from targets.tabular_encoding import SyntheticDataError
 
+
 class _AuditCommand(typer.core.TyperCommand):
     """Usage lines in the conventional spelling: `gate [OPTIONS] RESULTS`, not typer's `{RESULTS}`."""
 
