@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from audit.errors import AuditInputError
+from targets.table_checks import check_cells, check_class_count, check_unique_header
 
 # Rare sub-populations of the default generator: (name, share of rows). Membership inference
 # finds outliers first, so a realistic audit dataset must contain some.
@@ -139,9 +140,12 @@ def labels_to_classes(values: pd.Series, where: str) -> tuple[np.ndarray, int]:
     if pd.api.types.is_bool_dtype(values) or not pd.api.types.is_numeric_dtype(values):
         raise AuditInputError(where, f"must hold numeric class labels, got values such as {values.iloc[0]!r}")
     numeric = values.to_numpy()
+    if np.issubdtype(numeric.dtype, np.floating) and not np.all(np.isfinite(numeric)):
+        raise AuditInputError(where, "must hold integer class labels (found an infinite value)")
     if np.issubdtype(numeric.dtype, np.floating) and not np.all(numeric == np.round(numeric)):
         raise AuditInputError(where, "must hold integer class labels (found fractional values)")
     classes, encoded = np.unique(numeric, return_inverse=True)
+    check_class_count(int(classes.size), where)
     if classes.size < 2:
         raise AuditInputError(where, f"has a single class ({classes[0].item()!r}); membership inference needs ≥ 2")
     return encoded.astype(np.int64), int(classes.size)
@@ -154,6 +158,8 @@ def read_table(path: str | Path, role: str = "data file") -> pd.DataFrame:
     if not path.is_file():
         raise AuditInputError(where, "does not exist or is not a file")
     suffix = path.suffix.lower()
+    if suffix in (".csv", ".parquet", ".pq"):
+        check_unique_header(path, "csv" if suffix == ".csv" else "parquet", where)
     try:
         if suffix == ".csv":
             frame = pd.read_csv(path)
@@ -164,9 +170,10 @@ def read_table(path: str | Path, role: str = "data file") -> pd.DataFrame:
     except AuditInputError:
         raise
     except Exception as exc:  # the parsers raise many types; all mean "not a readable table"
-        raise AuditInputError(where, f"could not be read as {suffix[1:]} ({exc})") from None
+        raise AuditInputError(where, f"could not be read as {suffix[1:]} ({str(exc)[:160]})") from None
     if frame.empty:
         raise AuditInputError(where, "has no rows")
+    check_cells(frame, where)
     return frame
 
 

@@ -104,16 +104,22 @@ def train_target(
                 from audit.errors import AuditInputError
 
                 raise AuditInputError("privacy.secure_mode", f"needs the torchcsprng package ({exc})") from None
-            model, optimizer, loader = engine.make_private_with_epsilon(
-                module=model,
-                optimizer=optimizer,
-                data_loader=loader,
-                target_epsilon=epsilon,
-                target_delta=delta,
-                epochs=spec.epochs,
-                max_grad_norm=spec.max_grad_norm,
-                poisson_sampling=True,
-            )
+            try:
+                model, optimizer, loader = engine.make_private_with_epsilon(
+                    module=model,
+                    optimizer=optimizer,
+                    data_loader=loader,
+                    target_epsilon=epsilon,
+                    target_delta=delta,
+                    epochs=spec.epochs,
+                    max_grad_norm=spec.max_grad_norm,
+                    poisson_sampling=True,
+                )
+            except ValueError as exc:  # "privacy budget is too low", "floating point errors will dominate"
+                from audit.errors import AuditInputError
+
+                raise AuditInputError("privacy.epsilons", f"Opacus cannot calibrate noise for ε={epsilon:g}, "
+                                      f"δ={delta:g} with this data size and schedule ({str(exc)[:120]})") from None
     sample_rate = 1.0 / len(loader)
     criterion = nn.CrossEntropyLoss()
     steps = 0

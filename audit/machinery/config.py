@@ -10,26 +10,48 @@ import hashlib
 import json
 import math
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from audit.errors import AuditInputError
+from audit.machinery.input_files import SEED_LIMIT, clip, load_yaml_file, max_threads, shorten
 
 ACCOUNTANTS = ("prv", "rdp", "gdp")
 
 
 class _Strict(BaseModel):
     # Unknown keys are almost always typos of real keys; refuse them rather than ignore them.
-    model_config = ConfigDict(extra="forbid")
+    # strict: `epochs: true` is not 1 epoch and `lr: "0.1"` is not 0.1 (no silent coercion);
+    # allow_inf_nan=False: every number is finite unless a field says otherwise (ε may be inf).
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+
+
+_INF_WORDS = ("inf", "+inf", ".inf", "infinity", "∞")
+
+
+def _inf_word_to_float(value: Any) -> Any:
+    """The written forms of ∞ (the presets and results.json write 'inf') and nothing else: '1' stays text."""
+    if isinstance(value, str) and value.strip().lower() in _INF_WORDS:
+        return math.inf
+    return value
+
+
+# An ε: a number, or inf written as a word; strings that merely look like numbers are refused.
+EpsilonValue = Annotated[float, Field(allow_inf_nan=True), BeforeValidator(_inf_word_to_float)]
+
+# Ranges, with the reason each bound exists (quoted in the error message).
+EPSILON_MIN = 0.01   # below this Opacus cannot find a noise multiplier ("privacy budget too low")
+EPSILON_MAX = 50.0  # above this a finite ε promises nothing, and PRV calibration takes minutes or fails
+DELTA_MIN = 1e-10    # below this the accountants lose numerical precision (Opacus: "floating point errors will dominate")
 
 
 class DataConfig(_Strict):
     source: Literal["synthetic", "file", "breast_cancer", "digits"] = "synthetic"
     path: str | None = Field(None, description="CSV or Parquet file when source = file")
     label: str | None = Field(None, description="label column name when source = file")
-    n_rows: int = Field(6000, ge=100, description="rows generated when source = synthetic")
+    n_rows: int = Field(6000, ge=100, le=10_000_000, description="rows generated when source = synthetic")
 
     @model_validator(mode="after")
     def _file_needs_path_and_label(self) -> "DataConfig":
@@ -54,24 +76,24 @@ class SplitConfig(_Strict):
 
 
 class TrainingConfig(_Strict):
-    hidden_sizes: list[int] = Field(default_factory=lambda: [256, 256], min_length=1)
-    epochs: int = Field(30, ge=1)
-    batch_size: int = Field(64, ge=1, description="expected batch size; DP-SGD samples each row with q = batch_size / n")
-    lr: float = Field(0.1, gt=0)
+    hidden_sizes: list[int] = Field(default_factory=lambda: [256, 256], min_length=1, max_length=16)
+    epochs: int = Field(30, ge=1, le=10_000)
+    batch_size: int = Field(64, ge=1, le=1_000_000, description="expected batch size; DP-SGD samples each row with q = batch_size / n")
+    lr: float = Field(0.1, gt=0, le=10, description="learning rate; above 10 SGD diverges to NaN scores")
     momentum: float = Field(0.9, ge=0, lt=1)
-    max_grad_norm: float = Field(1.0, gt=0, description="per-sample clipping norm C")
+    max_grad_norm: float = Field(1.0, gt=0, le=1e6, description="per-sample clipping norm C")
 
     @field_validator("hidden_sizes")
     @classmethod
     def _positive_widths(cls, value: list[int]) -> list[int]:
-        if any(width < 1 for width in value):
-            raise ValueError("every hidden size must be ≥ 1")
+        if any(not 1 <= width <= 65_536 for width in value):
+            raise ValueError("every hidden size must be in [1, 65536]")
         return value
 
 
 class PrivacyConfig(_Strict):
-    epsilons: list[float] = Field(
-        default_factory=lambda: [0.5, 1.0, 2.0, 4.0, 8.0, math.inf], min_length=1,
+    epsilons: list[EpsilonValue] = Field(
+        default_factory=lambda: [0.5, 1.0, 2.0, 4.0, 8.0, math.inf], min_length=1, max_length=64,
         description="target ε per model; inf = ordinary (non-private) training",
     )
     delta: float = Field(1e-5, description="δ of the (ε, δ) guarantee, in (0, 1)")
@@ -88,6 +110,12 @@ class PrivacyConfig(_Strict):
         for eps in value:
             if math.isnan(eps) or eps <= 0:
                 raise ValueError(f"every ε must be > 0 (or inf), got {eps}")
+            if eps < EPSILON_MIN:
+                raise ValueError(f"every ε must be ≥ {EPSILON_MIN:g}, got {eps:g} (smaller budgets need so much "
+                                 "noise that Opacus finds no noise multiplier)")
+            if EPSILON_MAX < eps < math.inf:
+                raise ValueError(f"every finite ε must be ≤ {EPSILON_MAX:g}, got {eps:g} (such an ε promises "
+                                 "nothing; write inf for non-private training)")
         if len(set(value)) != len(value):
             raise ValueError("ε values must be distinct")
         return value
@@ -95,8 +123,9 @@ class PrivacyConfig(_Strict):
     @field_validator("delta")
     @classmethod
     def _delta_in_open_unit_interval(cls, value: float) -> float:
-        if not 0 < value < 1:
-            raise ValueError(f"δ must be in (0, 1), got {value}")
+        if not DELTA_MIN <= value < 1:
+            raise ValueError(f"δ must be in [{DELTA_MIN:g}, 1), got {value:g} (smaller δ is beyond the "
+                             "accountants' numerical precision)")
         return value
 
 
@@ -104,14 +133,14 @@ DEFAULT_ATTACKS = ["loss", "shadow", "lira", "lira_offline", "rmia"]
 
 
 class AttackConfig(_Strict):
-    names: list[str] = Field(default_factory=lambda: list(DEFAULT_ATTACKS), min_length=1)
+    names: list[str] = Field(default_factory=lambda: list(DEFAULT_ATTACKS), min_length=1, max_length=32)
     confidence: float = Field(0.95, gt=0.5, lt=1, description="confidence of every ε lower bound and CI")
-    n_shadow_models: int = Field(8, description="Shokri shadow models per target, trained like it on the pool")
-    n_reference_models: int = Field(64, description="LiRA/RMIA reference models per target; each candidate IN half")
+    n_shadow_models: int = Field(8, le=1024, description="Shokri shadow models per target, trained like it on the pool")
+    n_reference_models: int = Field(64, le=4096, description="LiRA/RMIA reference models per target; each candidate IN half")
     lira_global_variance: Literal["auto", "always", "never"] = "auto"
     rmia_a: float = Field(0.3, ge=0, le=1, description="RMIA offline correction coefficient a")
     rmia_gamma: float = Field(2.0, gt=0, description="RMIA pairwise likelihood-ratio threshold γ")
-    rmia_population: int = Field(1000, ge=10, description="population samples z drawn from the pool")
+    rmia_population: int = Field(1000, ge=10, le=1_000_000, description="population samples z drawn from the pool")
 
     @field_validator("names")
     @classmethod
@@ -141,23 +170,23 @@ class SyntheticConfig(_Strict):
     generators: list[Literal["noisy_copy", "gaussian_copula", "dp_vae"]] = Field(
         default_factory=lambda: ["noisy_copy", "gaussian_copula", "dp_vae"], min_length=1
     )
-    epsilons: list[float] | None = Field(None, description="ε sweep of dp_vae; default: the finite privacy.epsilons")
-    dp_vae_epochs: int = Field(10, ge=1)
+    epsilons: list[float] | None = Field(None, max_length=64, description="ε sweep of dp_vae; default: the finite privacy.epsilons")
+    dp_vae_epochs: int = Field(10, ge=1, le=10_000)
 
     @field_validator("epsilons")
     @classmethod
     def _finite_positive(cls, value: list[float] | None) -> list[float] | None:
-        if value is not None and any(not (0 < e < math.inf) for e in value):
-            raise ValueError("every dp_vae ε must be finite and > 0")
+        if value is not None and any(not (EPSILON_MIN <= e <= EPSILON_MAX) for e in value):
+            raise ValueError(f"every dp_vae ε must be finite and in [{EPSILON_MIN:g}, {EPSILON_MAX:g}]")
         return value
 
 
 class AuditConfig(_Strict):
     name: str = Field("default", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-    seed: int = Field(0, ge=0)
+    seed: int = Field(0, ge=0, lt=SEED_LIMIT, description="< 2³² (numpy and torch seeds)")
     device: Literal["auto", "cpu", "cuda"] = "auto"
     cpu_threads: int = Field(
-        1, ge=1, le=256,
+        1, ge=1,
         description="torch intra-op threads on the CPU. 1 by default: the models are small, and on a "
         "shared 2-core machine a second spinning OpenMP thread made training up to 10x slower; raise it "
         "on a many-core machine (numbers may then differ in the last bits from a 1-thread run)",
@@ -168,6 +197,13 @@ class AuditConfig(_Strict):
     privacy: PrivacyConfig = Field(default_factory=PrivacyConfig)
     attacks: AttackConfig = Field(default_factory=AttackConfig)
     synthetic: SyntheticConfig | None = Field(None, description="add the synthetic-data sweep to the run")
+
+    @field_validator("cpu_threads")
+    @classmethod
+    def _threads_within_machine(cls, value: int) -> int:
+        if value > max_threads():
+            raise ValueError(f"must be ≤ {max_threads()} (4 per CPU core of this machine), got {value}")
+        return value
 
     def to_plain(self) -> dict[str, Any]:
         """JSON/YAML-safe dict: inf ε written as the string 'inf' (JSON has no infinity)."""
@@ -218,30 +254,23 @@ def _deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any
 
 
 def _format_validation_error(error: ValidationError, source: str) -> AuditInputError:
-    first = error.errors()[0]
-    field = ".".join(str(part) for part in first["loc"]) or "(top level)"
-    message = first["msg"]
+    # include_input=False: the input can be an alias bomb whose repr is gigabytes; quote it via shorten().
+    errors = error.errors(include_url=False)
+    first = errors[0]
+    field = clip(".".join(str(part) for part in first["loc"]) or "(top level)", 80)
+    message = clip(first["msg"].removeprefix("Value error, "))
     if first["type"] == "extra_forbidden":
         message = "unknown field (check the spelling against the README's config reference)"
     elif "input" in first and not isinstance(first["input"], dict):
-        message = f"{message} (got {first['input']!r})"
-    extra = f" (and {len(error.errors()) - 1} more problem(s))" if len(error.errors()) > 1 else ""
+        message = f"{message} (got {shorten(first['input'], 80)})"
+    extra = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
     return AuditInputError(f"{source}: field '{field}'", message + extra)
 
 
 def read_config_file(path: str | Path) -> dict[str, Any]:
     """Parse a YAML config with `safe_load` (never constructs arbitrary Python objects)."""
     path = Path(path)
-    if not path.is_file():
-        raise AuditInputError(f"config file '{path}'", "does not exist or is not a file")
-    try:
-        content = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
-        raise AuditInputError(f"config file '{path}'", f"is not valid YAML ({where}{getattr(exc, 'problem', None) or exc})") from None
-    except UnicodeDecodeError:
-        raise AuditInputError(f"config file '{path}'", "is not UTF-8 text") from None
+    content = load_yaml_file(path, f"config file '{path}'")  # duplicate keys and alias bombs refused
     if content is None:
         return {}
     if not isinstance(content, dict):

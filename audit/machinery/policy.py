@@ -40,10 +40,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from audit.errors import AuditInputError
+from audit.machinery.input_files import clip, shorten
 
 __all__ = [
     "Policy",
@@ -212,14 +212,11 @@ class PolicyEvaluation:
 
 def load_policy(path: str | Path) -> Policy:
     """Read and validate a policy file (`yaml.safe_load`); AuditInputError names file and field."""
+    from audit.machinery.input_files import load_yaml_file
+
     path = Path(path)
     where = f"policy file '{path}'"
-    if not path.is_file():
-        raise AuditInputError(where, "does not exist or is not a file")
-    try:
-        content = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise AuditInputError(where, f"is not valid YAML ({exc})") from None
+    content = load_yaml_file(path, where)  # duplicate keys, alias bombs, deep nesting refused
     return policy_from_dict(content, source=where, path=str(path))
 
 
@@ -250,15 +247,15 @@ def _policy_error(error: ValidationError, source: str) -> AuditInputError:
             continue
         else:
             parts.append(("." if parts else "") + str(part))
-    field_name = "".join(parts) or "(top level)"
-    message = first["msg"].removeprefix("Value error, ")
+    field_name = clip("".join(parts) or "(top level)", 80)
+    message = clip(first["msg"].removeprefix("Value error, "))
     if first["type"] == "extra_forbidden":
         known = ", ".join(PolicyRules.model_fields) if "rules" in first["loc"] else "name, description, rules, overrides"
         message = f"unknown field (known: {known})"
     elif first["type"] in ("float_type", "bool_type", "int_type", "string_type", "dict_type", "list_type",
                            "model_type", "literal_error"):
         received = first.get("input")
-        message = f"{message} (got {received!r})"
+        message = f"{message} (got {shorten(received, 80)})"
         if isinstance(received, str) and _number_from_key(received) is not None:
             message += "; write numbers unquoted, with a dot before an exponent (1.0e-3: YAML reads 1e-3 as text)"
     extra = f" (and {len(error.errors()) - 1} more problem(s))" if len(error.errors()) > 1 else ""
@@ -271,14 +268,11 @@ def load_results(path: str | Path) -> dict[str, Any]:
     AuditInputError names the file and the JSON path of the first problem (e.g. a missing
     `targets[0].attacks[0].auc`).
     """
+    from audit.machinery.input_files import load_json_file
+
     path = Path(path)
     where = f"results file '{path}'"
-    if not path.is_file():
-        raise AuditInputError(where, "does not exist or is not a file")
-    try:
-        results = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise AuditInputError(where, f"is not valid JSON ({exc})") from None
+    results = load_json_file(path, where)  # NaN/Infinity, duplicate keys, deep nesting refused
     validate_results(results, source=where)
     return results
 
@@ -296,12 +290,16 @@ def validate_results(results: Any, *, source: str = "results") -> None:
 
     schema = json.loads(RESULTS_SCHEMA_PATH.read_text(encoding="utf-8"))
     validator = jsonschema.Draft202012Validator(schema)
-    errors = sorted(validator.iter_errors(results), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
+    try:
+        errors = sorted(validator.iter_errors(results), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
+    except RecursionError:
+        raise AuditInputError(source, "is nested too deeply to be a results file") from None
     if errors:
         first = errors[0]
-        location = _json_path(first.absolute_path) or "(top level)"
+        location = clip(_json_path(first.absolute_path) or "(top level)", 80)
         extra = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
-        raise AuditInputError(f"{source}: field '{location}'", first.message + extra)
+        # jsonschema's message quotes the offending value whole: cut it (it can be megabytes).
+        raise AuditInputError(f"{source}: field '{location}'", clip(first.message) + extra)
 
 
 def _json_path(parts) -> str:
@@ -546,7 +544,7 @@ class _Reader:
 
     def _wrong(self, where: str, key: str, expected: str, value: Any) -> AuditInputError:
         path = f"{where}.{key}" if where else key
-        return AuditInputError(f"{self.source}: field '{path}'", f"expected {expected}, got {value!r}")
+        return AuditInputError(f"{self.source}: field '{path}'", f"expected {expected}, got {shorten(value, 80)}")
 
     def number(self, mapping: dict[str, Any], key: str, where: str) -> float:
         value = self._get(mapping, key, where, "a number")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 from datetime import datetime, timezone
@@ -16,6 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from audit.errors import AuditInputError
+
+
+_MAX_SUFFIX = 1000
 
 
 class StagedRunDirectory:
@@ -27,30 +31,56 @@ class StagedRunDirectory:
         self.final = self.out_root / self.name
 
     def create(self) -> Path:
+        """Create the staging folder exclusively (two runs started in the same second never share one).
+
+        `mkdir` without `exist_ok` is atomic: the loser of a race gets FileExistsError and tries
+        the next suffix (`<stamp>-<name>-2`, `-3`, …) instead of checking first and racing after.
+        """
         try:
             self.out_root.mkdir(parents=True, exist_ok=True)
-            suffix = 1
-            while self.final.exists() or self.staging.exists():  # two runs in the same second
-                suffix += 1
-                self.final = self.out_root / f"{self.name}-{suffix}"
-                self.staging = self.out_root / f".{self.name}-{suffix}.partial"
-            self.staging.mkdir()
+            base = self.name
+            for suffix in range(1, _MAX_SUFFIX + 1):
+                name = base if suffix == 1 else f"{base}-{suffix}"
+                final, staging = self.out_root / name, self.out_root / f".{name}.partial"
+                if final.exists():
+                    continue
+                try:
+                    staging.mkdir()
+                except FileExistsError:
+                    continue
+                if final.exists():  # a run with this name committed between our check and our mkdir
+                    staging.rmdir()
+                    continue
+                self.name, self.final, self.staging = name, final, staging
+                break
+            else:
+                raise AuditInputError(f"--out '{self.out_root}'", f"already holds {_MAX_SUFFIX} runs named '{base}' "
+                                      "started in this second")
             probe = self.staging / ".write-test"
             probe.write_text("ok")
             probe.unlink()
         except OSError as exc:
+            if self.staging.is_dir():
+                shutil.rmtree(self.staging, ignore_errors=True)
             raise AuditInputError(f"--out '{self.out_root}'", f"is not a writable directory ({exc.strerror})") from None
         return self.staging
 
     @classmethod
     def resume(cls, out_root: str | Path, spec: str | Path, name: str) -> "StagedRunDirectory":
-        """The staging folder of an interrupted run: `latest` (newest for this audit name) or a path."""
+        """The staging folder of an interrupted run: `latest` (newest of exactly this audit name) or a path."""
         out_root = Path(out_root)
         if str(spec) == "latest":
-            found = sorted(out_root.glob(f".*-{name}.partial")) if out_root.is_dir() else []
+            # Exact name: `.*-smoke.partial` would also match the audit `my-smoke`.
+            pattern = re.compile(rf"^\.(\d{{8}}T\d{{6}}Z)-{re.escape(name)}(?:-(\d+))?\.partial$")
+            found = []
+            if out_root.is_dir():
+                for path in out_root.iterdir():
+                    match = pattern.match(path.name)
+                    if match and path.is_dir():
+                        found.append((match[1], int(match[2] or 1), path))
             if not found:
                 raise AuditInputError("--resume latest", f"no interrupted run named '{name}' under '{out_root}'")
-            staging = found[-1]
+            staging = max(found)[2]
         else:
             staging = Path(spec)
             if not staging.name.startswith(".") and (staging / "results.json").is_file():
@@ -107,3 +137,17 @@ def write_text_atomic(path: Path, text: str) -> None:
 def write_json_atomic(path: Path, payload: Any) -> None:
     # allow_nan=False: JSON has no infinity; a stray inf must fail loudly, not write invalid JSON.
     write_text_atomic(path, json.dumps(payload, indent=2, allow_nan=False) + "\n")
+
+
+def check_output_folder(out_root: str | Path, flag: str = "--out") -> None:
+    """Without creating anything: would `out_root` (or the folder that would hold it) accept a run?"""
+    path = Path(out_root)
+    probe = path
+    while not probe.exists():
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    if not probe.is_dir():
+        raise AuditInputError(f"{flag} '{out_root}'", f"'{probe}' is not a directory")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise AuditInputError(f"{flag} '{out_root}'", f"'{probe}' is not writable")

@@ -71,6 +71,26 @@ def _with_lock_retries(call, *args, **kwargs):
             time.sleep(0.2 * 2**attempt)
 
 
+def check_tracking_uri(tracking_uri: str | None) -> str:
+    """The URI to use; for a SQLite store, its folder must already exist (we never create folders
+    outside --out and the store's own folder: a typo must not silently mkdir `/nonexistent/dir`)."""
+    uri = tracking_uri or DEFAULT_TRACKING_URI
+    if not isinstance(uri, str) or not uri.strip():
+        raise AuditInputError("--tracking-uri", "expected a URI such as sqlite:///mlflow.db or http://host:5000")
+    if uri.startswith("sqlite:///"):
+        db_path = Path(uri[len("sqlite:///"):])
+        if not db_path.name or db_path.is_dir():
+            raise AuditInputError(f"--tracking-uri '{uri[:120]}'", "names a folder; expected a database file such as sqlite:///mlflow.db")
+        folder = db_path.parent if str(db_path.parent) else Path(".")
+        if not folder.is_dir():
+            raise AuditInputError(f"--tracking-uri '{uri[:120]}'", f"folder '{str(folder)[:120]}' does not exist; create it first")
+        if not os.access(folder, os.W_OK | os.X_OK) and not db_path.is_file():
+            raise AuditInputError(f"--tracking-uri '{uri[:120]}'", f"folder '{str(folder)[:120]}' is not writable")
+    elif uri.startswith("sqlite:"):
+        raise AuditInputError(f"--tracking-uri '{uri[:120]}'", "expected sqlite:///relative/path.db or sqlite:////absolute/path.db")
+    return uri
+
+
 @contextmanager
 def _sqlite_init_lock(tracking_uri: str):
     prefix = "sqlite:///"
@@ -80,7 +100,6 @@ def _sqlite_init_lock(tracking_uri: str):
     import fcntl
 
     lock_path = Path(tracking_uri[len(prefix):]).resolve().with_suffix(".init-lock")
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
     with open(lock_path, "w") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
@@ -97,7 +116,7 @@ class AuditTracker:
 
         _quiet_mlflow_logs()  # after the import: mlflow configures its own logger when imported
 
-        self.tracking_uri = absolute_tracking_uri(tracking_uri or DEFAULT_TRACKING_URI)
+        self.tracking_uri = absolute_tracking_uri(check_tracking_uri(tracking_uri))
         try:
             # Opening a new store creates (migrates) its schema, which two processes must not do at
             # once: serialise it with a lock file beside a SQLite database.

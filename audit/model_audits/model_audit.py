@@ -44,6 +44,7 @@ from audit.statistics.attack_evaluation import best_sound_lower_bound, evaluate_
 from audit.machinery.config import AuditConfig
 from audit.machinery.environment import describe_environment
 from audit.errors import AuditInputError
+from targets.table_checks import MAX_CLASSES
 from audit.machinery.attack_setup import attack_options
 from targets.datasets import read_table
 from targets.devices import resolve_device
@@ -139,6 +140,8 @@ def _class_indices(values: pd.Series, where: str) -> np.ndarray:
         raise AuditInputError(where, "must hold integer class indices (found fractional or infinite values)")
     if numeric.min() < 0:
         raise AuditInputError(where, f"must hold class indices 0..K-1 of the model's output, found {numeric.min():g}")
+    if numeric.max() >= MAX_CLASSES:  # checked before a K-class head is allocated
+        raise AuditInputError(where, f"must hold class indices below {MAX_CLASSES}, found {numeric.max():g}")
     return numeric.astype(np.int64)
 
 

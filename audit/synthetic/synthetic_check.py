@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from targets.table_checks import check_cells, check_unique_header
 from targets.tabular_encoding import SyntheticDataError
 
 __all__ = ["read_table"]
@@ -31,15 +32,17 @@ def read_table(path: str | Path, role: str) -> pd.DataFrame:
         raise SyntheticDataError(where, f"unknown file type '{suffix or p.name}'; expected .csv, .csv.gz, .parquet or .pq")
     if not p.is_file():
         raise SyntheticDataError(where, "does not exist or is not a file")
+    check_unique_header(p, kind, where)
     try:
         df = pd.read_csv(p) if kind == "csv" else pd.read_parquet(p)
     except pd.errors.EmptyDataError as exc:
         raise SyntheticDataError(where, "is empty") from exc
     except Exception as exc:  # pandas/pyarrow raise many types for a corrupt file; all mean "unreadable"
-        raise SyntheticDataError(where, f"cannot be read as {kind.upper()}: {type(exc).__name__}: {exc}") from exc
+        raise SyntheticDataError(where, f"cannot be read as {kind.upper()}: {type(exc).__name__}: {str(exc)[:160]}") from None
     if df.shape[1] == 0:
         raise SyntheticDataError(where, "has no columns")
     if df.shape[0] == 0:
         raise SyntheticDataError(where, "has no rows")
+    check_cells(df, where)
     df.attrs["source"] = str(p)
     return df
