@@ -6,6 +6,7 @@ Exit codes, every command: 0 pass; 1 a finding (violation, failed policy, unsoun
 """
 from __future__ import annotations
 
+import errno
 import sys
 from typing import Annotated
 
@@ -94,8 +95,16 @@ def _commands(
     """privacy-audit: membership-inference audits with empirical ε next to the accountant's ε."""
 
 
+# The most characters of one error line: messages quote at most ~200 characters of the input, and
+# this is the backstop should one ever embed more (a path, a repr) — never a megabyte line.
+_LINE_LIMIT = 1000
+# The environment refusing a write (full disk, read-only or forbidden folder): the user's to fix, exit 2.
+_ENVIRONMENT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM}
+
+
 def _one_line(text: str) -> str:
-    return " ".join(str(text).split())
+    line = " ".join(str(text)[: _LINE_LIMIT * 4].split())
+    return line if len(line) <= _LINE_LIMIT else line[: _LINE_LIMIT - 1] + "…"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -103,8 +112,6 @@ def main(argv: list[str] | None = None) -> None:
 
     Plain prints, not rich: one unwrapped line that scripts and CI logs can grep.
     """
-    from audit.machinery.crash_log import write_crash_log
-
     args = list(sys.argv[1:] if argv is None else argv)
     try:
         code = app(args=args, standalone_mode=False)
@@ -121,11 +128,25 @@ def main(argv: list[str] | None = None) -> None:
     except click_exceptions.ClickException as exc:  # e.g. a file option that cannot be opened
         print("error: " + _one_line(exc.format_message()), file=sys.stderr)
         code = EXIT_BAD_INPUT
+    except OSError as exc:
+        if exc.errno not in _ENVIRONMENT_ERRNOS:
+            code = _internal_error(exc, args)
+        else:
+            where = f"{exc.filename}: " if exc.filename else ""
+            print("error: " + _one_line(f"{where}{exc.strerror or exc} (free space or fix the folder's permissions)"),
+                  file=sys.stderr)
+            code = EXIT_BAD_INPUT
     except SystemExit as exc:  # our own sys.exit(n) calls; anything else is a bug
         code = exc.code if isinstance(exc.code, int) else EXIT_INTERNAL_ERROR
     except BaseException as exc:  # noqa: BLE001 - any other exception is a bug: exit 3, never 1
-        log = write_crash_log(exc, ["privacy-audit", *args])
-        print(f"internal error: {type(exc).__name__}: {_one_line(exc)[:200]} — this is a bug in privacy-audit; "
-              f"traceback in {log} (please attach it to a bug report)", file=sys.stderr)
-        code = EXIT_INTERNAL_ERROR
+        code = _internal_error(exc, args)
     sys.exit(EXIT_OK if code is None else int(code))
+
+
+def _internal_error(exc: BaseException, args: list[str]) -> int:
+    from audit.machinery.crash_log import write_crash_log
+
+    log = write_crash_log(exc, ["privacy-audit", *args])
+    print(f"internal error: {type(exc).__name__}: {_one_line(exc)[:200]} — this is a bug in privacy-audit; "
+          f"traceback in {log} (please attach it to a bug report)", file=sys.stderr)
+    return EXIT_INTERNAL_ERROR

@@ -30,12 +30,14 @@ def bench(
     from targets.devices import resolve_device
     from targets.training_benchmark import benchmark_training
 
-    if models < 1:
-        raise AuditInputError("--models", f"must be ≥ 1, got {models}")
-    if epochs < 1:
-        raise AuditInputError("--epochs", f"must be ≥ 1, got {epochs}")
-    if threads < 1:
-        raise AuditInputError("--threads", f"must be ≥ 1, got {threads}")
+    from audit.machinery.input_files import max_threads
+
+    if not 1 <= models <= 4096:
+        raise AuditInputError("--models", f"must be in [1, 4096], got {models}")
+    if not 1 <= epochs <= 1000:
+        raise AuditInputError("--epochs", f"must be in [1, 1000], got {epochs}")
+    if not 1 <= threads <= max_threads():
+        raise AuditInputError("--threads", f"must be in [1, {max_threads()}] (4 per CPU core of this machine), got {threads}")
     resolved = resolve_device(device)
     torch.set_num_threads(threads)
     err_console.print(f"benchmarking {models} models on {resolved} (Opacus one at a time vs vectorized)…")

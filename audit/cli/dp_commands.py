@@ -17,22 +17,28 @@ def accountants(
     sample_rate: Annotated[float, typer.Option("--sample-rate", help="Poisson sampling rate q")],
     steps: Annotated[int, typer.Option("--steps", help="number of DP-SGD steps T")],
     delta: Annotated[float, typer.Option("--delta", help="δ at which ε is computed")] = 1e-5,
+    timeout: Annotated[float, typer.Option("--timeout", help="seconds the whole table may take (computed in a child process)")] = 120.0,
 ) -> None:
     """ε of Opacus's RDP, PRV, GDP accountants and dp_accounting's PLD for one (σ, q, T, δ)."""
     from rich.table import Table
 
-    from audit.dp_validation.accountant_check import pld_epsilon_interval, validate_dpsgd_parameters
-    from audit.statistics.accountants import DPSGDEvent, epsilon_opacus
+    from audit.dp_validation.accountant_check import accountant_table, validate_dpsgd_parameters
+    from audit.machinery.input_files import check_number
+    from audit.machinery.workers import run_isolated
 
     validate_dpsgd_parameters(noise_multiplier, sample_rate, steps, delta)
-    event = DPSGDEvent(noise_multiplier, sample_rate, steps)
-    lower, upper = pld_epsilon_interval(event, delta)
+    check_number(timeout, "--timeout", low=0, low_open=True, high=86_400)
+    # A child process with a timeout: parameters inside the ranges can still make an accountant slow.
+    values, (lower, upper) = run_isolated(
+        accountant_table, noise_multiplier, sample_rate, steps, delta,
+        name=f"accountants σ={noise_multiplier:g} q={sample_rate:g} T={steps}", timeout=timeout, what="computation",
+    )
     table = Table(title=f"ε for σ={noise_multiplier:g}, q={sample_rate:g}, T={steps}, δ={delta:g} (Poisson sampling)")
     table.add_column("accountant")
     table.add_column("ε", justify="right")
     table.add_column("vs PLD", justify="right")
     for name in ("rdp", "prv", "gdp"):
-        value = epsilon_opacus(event, delta, name)
+        value = values[name]
         verdict = "UNSOUND (below PLD lower)" if value < lower else f"{value / upper - 1:+.1%}"
         table.add_row(f"opacus {name}", f"{value:.4f}", verdict)
     table.add_row("dp_accounting PLD (tight, upper)", f"{upper:.4f}", "reference")
@@ -48,18 +54,28 @@ def accountant_check(
     json_out: Annotated[Optional[Path], typer.Option("--json", help="also write the per-point results here")] = None,
     out: Annotated[Path, typer.Option("--out", help="folder that receives <timestamp>-accountant-check/")] = Path("runs"),
     tracking_uri: Annotated[Optional[str], typer.Option("--tracking-uri", help="MLflow tracking URI (default: sqlite:///mlflow.db in the working directory)")] = None,
+    timeout: Annotated[float, typer.Option("--timeout", help="seconds one call of your accountant may take")] = 30.0,
 ) -> None:
     """Check a user accountant against the tight PLD reference on a grid; exit 1 if any point is unsound."""
     from rich.table import Table
 
-    from audit.dp_validation.accountant_check import check_accountant, load_grid, summarize
-    from audit.machinery.run_directory import write_json_atomic
-    from audit.machinery.user_code import load_user_function
+    from audit.dp_validation.accountant_check import IsolatedAccountant, check_accountant, load_grid, summarize
+    from audit.machinery.crash_log import set_log_folder
+    from audit.machinery.input_files import check_number
+    from audit.machinery.run_directory import check_output_folder, write_json_atomic
+    from audit.machinery.tracking import check_tracking_uri
+    from audit.machinery.user_code import check_spec
 
-    if not margin >= 0:
-        raise AuditInputError("--margin", f"must be ≥ 0, got {margin}")
-    function = load_user_function(accountant, "--accountant")
-    points = check_accountant(function, load_grid(str(grid) if grid else None), margin)
+    set_log_folder(out)
+    check_number(margin, "--margin", low=0, high=100)
+    check_number(timeout, "--timeout", low=0, low_open=True, high=86_400)
+    check_spec(accountant, "--accountant")
+    check_output_folder(out)
+    check_tracking_uri(tracking_uri)
+    loaded_grid = load_grid(str(grid) if grid else None)
+    # The user's module is imported and called only in a worker process, each call with a timeout.
+    with IsolatedAccountant(accountant, timeout) as function:
+        points = check_accountant(function, loaded_grid, margin)
     summary = {"accountant": accountant, "margin": margin, **summarize(points)}
     table = Table(title=f"accountant-check: {accountant}")
     for header in ("σ", "q", "T", "δ", "reported ε", "PLD ε [lower, upper]", "label"):
@@ -105,7 +121,9 @@ def canary_audit(
 ) -> None:
     """Audit your DP training code with canaries: exit 1 when a lower bound contradicts its claimed ε."""
     from audit.dp_validation.canary_audit import run_canary_audit
+    from audit.machinery.crash_log import set_log_folder
 
+    set_log_folder(out)
     result = run_canary_audit(trainer, kind=kind, mode=mode, n_models=models, n_canaries=canaries,
                               claimed_epsilon=claimed_epsilon, delta=delta, seed=seed, n_rows=rows)
     path = record_audit("canary-audit", result, out, tracking_uri,
@@ -122,11 +140,33 @@ def mechanism_audit(
     seed: Annotated[int, typer.Option(help="seed of the trials")] = 0,
     out: Annotated[Path, typer.Option("--out", help="folder that receives <timestamp>-mechanism-audit/")] = Path("runs"),
     tracking_uri: Annotated[Optional[str], typer.Option("--tracking-uri", help="MLflow tracking URI (default: sqlite:///mlflow.db in the working directory)")] = None,
+    timeout: Annotated[float, typer.Option("--timeout", help="seconds all trials of your mechanism may take together")] = 600.0,
 ) -> None:
     """Black-box audit of a randomized function on two neighbouring datasets (Clopper-Pearson bound)."""
+    from audit.dp_validation.claims import validate_claim
     from audit.dp_validation.mechanism_audit import run_mechanism_audit
+    from audit.machinery.crash_log import set_log_folder
+    from audit.machinery.input_files import check_number, check_seed
+    from audit.machinery.run_directory import check_output_folder
+    from audit.machinery.tracking import check_tracking_uri
+    from audit.machinery.user_code import check_spec
+    from audit.machinery.workers import run_isolated
 
-    result = run_mechanism_audit(mechanism, n_trials=trials, claimed_epsilon=claimed_epsilon, delta=delta, seed=seed)
+    set_log_folder(out)
+    check_spec(mechanism, "--mechanism")
+    if not 4 <= trials <= 10_000_000:
+        raise AuditInputError("--trials", f"must be in [4, 10,000,000], got {trials}")
+    if claimed_epsilon is not None:
+        validate_claim(claimed_epsilon, 0.0 if delta is None else delta, epsilon_flag="--claimed-epsilon", delta_flag="--delta")
+    elif delta is not None:
+        check_number(delta, "--delta", low=0, high=1, high_open=True)
+    check_seed(seed)
+    check_number(timeout, "--timeout", low=0, low_open=True, high=86_400)
+    check_output_folder(out)
+    check_tracking_uri(tracking_uri)
+    # The mechanism (and its module) run only in a worker process, cut after --timeout seconds.
+    result = run_isolated(run_mechanism_audit, mechanism, name=f"--mechanism {mechanism}", timeout=timeout,
+                          what="mechanism", n_trials=trials, claimed_epsilon=claimed_epsilon, delta=delta, seed=seed)
     path = record_audit("mechanism-audit", result, out, tracking_uri,
                          {"mechanism": mechanism, "trials": trials, "seed": seed})
     print_bound(result, f"mechanism audit of {mechanism}", path)

@@ -22,10 +22,22 @@ def audit_scores_command(
     tracking_uri: Annotated[Optional[str], typer.Option("--tracking-uri", help="MLflow tracking URI (default: sqlite:///mlflow.db in the working directory)")] = None,
 ) -> None:
     """Audit your own membership scores: every attack metric, ε lower bounds, report, gate."""
+    from audit.machinery.crash_log import set_log_folder
+    from audit.machinery.input_files import check_number
     from audit.machinery.policy import load_policy
+    from audit.machinery.run_directory import check_output_folder
+    from audit.machinery.tracking import check_tracking_uri
     from audit.model_audits.score_audit import audit_scores
     from reports.console import results_summary_table
 
+    set_log_folder(out)
+    check_number(delta, "--delta", low=1e-10, high=1, high_open=True)
+    check_number(confidence, "--confidence", low=0.5, low_open=True, high=1, high_open=True)
+    if claimed_epsilon is not None:
+        check_number(claimed_epsilon, "--claimed-epsilon", low=0, low_open=True, high=1000,
+                     why="a finite claim; leave the flag out when the model claims no ε")
+    check_output_folder(out)
+    check_tracking_uri(tracking_uri)
     loaded_policy = load_policy(policy) if policy is not None else None
 
     def metrics_of(results: dict) -> dict:
@@ -67,9 +79,14 @@ def audit_model(
     from audit.machinery.config import parse_epsilon_list, resolve_config
     from audit.model_audits.model_audit import audit_user_model
     from audit.machinery.policy import load_policy
-    from audit.machinery.tracking import target_metrics
+    from audit.machinery.crash_log import set_log_folder
+    from audit.machinery.run_directory import check_output_folder
+    from audit.machinery.tracking import check_tracking_uri, target_metrics
     from reports.console import results_summary_table
 
+    set_log_folder(out)
+    check_output_folder(out)
+    check_tracking_uri(tracking_uri)
     overrides = {"privacy": {"epsilons": parse_epsilon_list(claimed_epsilon)}} if claimed_epsilon else None
     resolved = resolve_config("default", config, overrides)
     loaded_policy = load_policy(policy) if policy is not None else None

@@ -23,9 +23,13 @@ def run(
     name: Annotated[Optional[str], typer.Option(help="audit name (MLflow experiment, folder suffix)")] = None,
     resume: Annotated[Optional[str], typer.Option(help="continue an interrupted run: its folder, or 'latest'")] = None,
     policy: Annotated[Optional[Path], typer.Option("--policy", help="YAML policy; exit 1 when a rule fails")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="validate config, data, policy, --out and the tracking URI; write nothing")] = False,
 ) -> None:
     """Train targets at each ε, attack them, bound ε empirically, log to MLflow, write results."""
     from audit.machinery.config import parse_epsilon_list, resolve_config
+    from audit.machinery.crash_log import set_log_folder
+
+    set_log_folder(out)
 
     overrides: dict = {}
     if epsilons is not None:
@@ -45,6 +49,15 @@ def run(
     from audit.machinery.policy import load_policy
 
     loaded_policy = load_policy(policy) if policy is not None else None  # a bad policy fails before training
+    if dry_run:
+        from audit.sweep.runner import check_run_inputs
+
+        notes = check_run_inputs(resolved, out_dir=out, tracking_uri=tracking_uri, resume=resume)
+        for note in notes:
+            console.print(f"[yellow]note:[/yellow] {note}", soft_wrap=True)
+        console.print(f"dry run: config '{resolved.name}' ({len(resolved.privacy.epsilons)} targets), data, "
+                      f"{'policy, ' if loaded_policy is not None else ''}--out and tracking URI are valid; nothing written")
+        return
     # Imported after the inputs are validated: a typo in a flag should not wait for torch to load.
     from audit.sweep.runner import run_audit
     from reports.console import results_summary_table, synthetic_summary_table

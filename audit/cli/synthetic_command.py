@@ -33,10 +33,21 @@ def synth_check(
     from audit.statistics.synthetic_evaluation import synthetic_privacy_checks
     from audit.synthetic.synthetic_check import read_table
 
+    from audit.machinery.crash_log import set_log_folder
+    from audit.machinery.input_files import check_number, check_seed
+    from audit.machinery.run_directory import check_output_folder
+    from audit.machinery.tracking import check_tracking_uri
+
+    set_log_folder(out)
     if nan_policy not in ("error", "drop_rows", "indicator"):
-        raise AuditInputError("--nan-policy", f"expected error, drop_rows or indicator, got {nan_policy!r}")
-    if claimed_epsilon is not None and not claimed_epsilon > 0:
-        raise AuditInputError("--claimed-epsilon", f"must be > 0, got {claimed_epsilon}")
+        raise AuditInputError("--nan-policy", f"expected error, drop_rows or indicator, got {nan_policy[:40]!r}")
+    if claimed_epsilon is not None:
+        check_number(claimed_epsilon, "--claimed-epsilon", low=0, low_open=True, high=1000)
+    check_number(delta, "--delta", low=1e-10, high=1, high_open=True,
+                 why="δ = 0 has no finite Clopper-Pearson ε bound; below 1e-10 the bounds lose precision")
+    check_seed(seed)
+    check_output_folder(out)
+    check_tracking_uri(tracking_uri)
     loaded_policy = load_policy(policy) if policy is not None else None
     frames = [read_table(path, role) for path, role in ((train, "train"), (holdout, "holdout"), (synthetic, "synthetic"))]
     entry = synthetic_privacy_checks(

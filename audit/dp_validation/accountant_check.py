@@ -30,38 +30,48 @@ DEFAULT_MARGIN = 0.10
 class AccountantGrid(BaseModel):
     """The parameter grid; the default spans typical DP-SGD settings (ε from ~0.1 to ~20)."""
 
-    model_config = ConfigDict(extra="forbid")
-    noise_multipliers: list[float] = Field(default_factory=lambda: [0.8, 1.0, 2.0], min_length=1)
-    sample_rates: list[float] = Field(default_factory=lambda: [0.004, 0.01, 0.05], min_length=1)
-    steps: list[int] = Field(default_factory=lambda: [100, 1000, 4000], min_length=1)
-    deltas: list[float] = Field(default_factory=lambda: [1e-5], min_length=1)
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+    noise_multipliers: list[float] = Field(default_factory=lambda: [0.8, 1.0, 2.0], min_length=1, max_length=20)
+    sample_rates: list[float] = Field(default_factory=lambda: [0.004, 0.01, 0.05], min_length=1, max_length=20)
+    steps: list[int] = Field(default_factory=lambda: [100, 1000, 4000], min_length=1, max_length=20)
+    deltas: list[float] = Field(default_factory=lambda: [1e-5], min_length=1, max_length=10)
 
     def points(self) -> list[tuple[float, float, int, float]]:
         return list(itertools.product(self.noise_multipliers, self.sample_rates, self.steps, self.deltas))
 
 
+# Ranges of the DP-SGD parameters the accountants are asked about, with the reason for each bound.
+NOISE_MULTIPLIER_RANGE = (0.1, 1000.0)  # below 0.1 ε is astronomically large and PLD discretisation never ends
+MAX_STEPS = 10_000_000                   # beyond this the PRV/PLD compositions take hours
+DELTA_RANGE = (1e-10, 0.1)               # below 1e-10 the accountants lose precision; above 0.1 is no guarantee
+
+
 def validate_dpsgd_parameters(noise_multiplier: float, sample_rate: float, steps: int, delta: float) -> None:
-    if not noise_multiplier > 0:
-        raise AuditInputError("--noise-multiplier", f"must be > 0, got {noise_multiplier}")
-    if not 0 < sample_rate <= 1:
-        raise AuditInputError("--sample-rate", f"must be in (0, 1], got {sample_rate}")
-    if steps < 1:
-        raise AuditInputError("--steps", f"must be ≥ 1, got {steps}")
-    if not 0 < delta < 1:
-        raise AuditInputError("--delta", f"must be in (0, 1), got {delta}")
+    from audit.machinery.input_files import check_number
+
+    check_number(noise_multiplier, "--noise-multiplier", low=NOISE_MULTIPLIER_RANGE[0], high=NOISE_MULTIPLIER_RANGE[1],
+                 why="outside it the accountants do not converge in reasonable time")
+    check_number(sample_rate, "--sample-rate", low=0, low_open=True, high=1)
+    if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= MAX_STEPS:
+        raise AuditInputError("--steps", f"must be an integer in [1, {MAX_STEPS:,}], got {str(steps)[:40]}")
+    check_number(delta, "--delta", low=DELTA_RANGE[0], high=DELTA_RANGE[1],
+                 why="smaller δ is beyond the accountants' precision; larger δ is no guarantee")
 
 
 def load_grid(path: str | None) -> AccountantGrid:
     if path is None:
         return AccountantGrid()
-    from audit.machinery.config import read_config_file
+    from audit.machinery.input_files import clip, load_yaml_file
 
+    content = load_yaml_file(path, f"grid file '{path}'")
+    if not isinstance(content, dict):
+        raise AuditInputError(f"grid file '{path}'", "must be a YAML mapping with noise_multipliers, sample_rates, steps, deltas")
     try:
-        grid = AccountantGrid.model_validate(read_config_file(path))
+        grid = AccountantGrid.model_validate(content)
     except ValidationError as exc:
         first = exc.errors()[0]
-        field = ".".join(map(str, first["loc"]))
-        raise AuditInputError(f"grid file '{path}': field '{field}'", first["msg"]) from None
+        field = clip(".".join(map(str, first["loc"])), 80)
+        raise AuditInputError(f"grid file '{path}': field '{field}'", clip(first["msg"])) from None
     for sigma, q, steps, delta in grid.points():
         try:
             validate_dpsgd_parameters(sigma, q, steps, delta)
@@ -82,6 +92,16 @@ def pld_epsilon_interval(event: DPSGDEvent, delta: float) -> tuple[float, float]
     return float(optimistic.get_epsilon_for_delta(delta)), epsilon_pld(event, delta)
 
 
+def accountant_table(noise_multiplier: float, sample_rate: float, steps: int, delta: float
+                     ) -> tuple[dict[str, float], tuple[float, float]]:
+    """Worker task of `privacy-audit accountants`: Opacus's rdp/prv/gdp ε and the PLD interval (plain data)."""
+    from audit.statistics.accountants import epsilon_opacus
+
+    event = DPSGDEvent(noise_multiplier, sample_rate, steps)
+    values = {name: float(epsilon_opacus(event, delta, name)) for name in ("rdp", "prv", "gdp")}
+    return values, pld_epsilon_interval(event, delta)
+
+
 @dataclass(frozen=True)
 class AccountantCheckPoint:
     noise_multiplier: float
@@ -95,13 +115,29 @@ class AccountantCheckPoint:
     message: str
 
 
+@dataclass(frozen=True)
+class NotANumber:
+    """What an isolated accountant returned when it was not a real number (type name and a short repr)."""
+
+    type_name: str
+    text: str
+
+
+class AccountantRaised(Exception):
+    """The isolated accountant raised: a finding about the accountant ('invalid'), not a crash."""
+
+
 def classify(reported: object, lower: float, upper: float, margin: float) -> tuple[str, str, float | None]:
     """Label one reported ε against the PLD interval [lower, upper]."""
+    if isinstance(reported, NotANumber):
+        return "invalid", f"returned {reported.type_name} {reported.text}, expected a float", None
     if isinstance(reported, bool) or not isinstance(reported, numbers.Real):
-        return "invalid", f"returned {type(reported).__name__} {reported!r}, expected a float", None
+        return "invalid", f"returned {type(reported).__name__} {str(reported)[:80]!r}, expected a float", None
     value = float(reported)
     if math.isnan(value):
         return "invalid", "returned NaN", None
+    if math.isinf(value):  # sound but says nothing; and JSON cannot hold it
+        return "invalid", f"returned {value}, expected a finite ε", None
     if value < 0:
         return "invalid", f"returned a negative ε ({value})", value
     if value < lower:
@@ -123,8 +159,12 @@ def check_accountant(
         lower, upper = pld_epsilon_interval(event, delta)
         try:
             reported = accountant(sigma, q, steps, delta)
+        except AuditInputError:  # a timeout, sys.exit or a dead worker: exit 2 naming the accountant
+            raise
+        except AccountantRaised as exc:
+            label, message, value = "invalid", f"raised {exc}", None
         except Exception as exc:  # the accountant under test failing is a finding, not a crash
-            label, message, value = "invalid", f"raised {type(exc).__name__}: {exc}", None
+            label, message, value = "invalid", f"raised {type(exc).__name__}: {str(exc)[:200]}", None
         else:
             label, message, value = classify(reported, lower, upper, margin)
         points.append(AccountantCheckPoint(sigma, q, steps, delta, value, lower, upper, label, message))
@@ -135,6 +175,60 @@ def summarize(points: Sequence[AccountantCheckPoint]) -> dict:
     counts = {label: sum(p.label == label for p in points) for label in ("ok", "loose", "unsound", "invalid")}
     return {"counts": counts, "passed": counts["unsound"] == 0 and counts["invalid"] == 0,
             "points": [asdict(p) for p in points]}
+
+
+# --------------------------------------------------------------------------------------------------
+# The user's accountant, run in an isolated worker
+# --------------------------------------------------------------------------------------------------
+
+DEFAULT_ACCOUNTANT_TIMEOUT = 30.0  # seconds per call; an accountant is arithmetic, not training
+
+
+def reported_epsilon_task(spec: str, noise_multiplier: float, sample_rate: float, steps: int, delta: float):
+    """Worker task: import the user's accountant (in the child), call it once, return plain data.
+
+    Returns the float, a `NotANumber`, or ("raised", text) — exceptions of the accountant are a
+    finding ('invalid'); `sys.exit` in it or in its module is bad input (exit 2), via `user_code`.
+    """
+    from audit.machinery.user_code import load_user_function
+    from audit.machinery.workers import UserCodeError, user_code
+
+    name = f"--accountant {spec}"
+    with user_code(name, "module"):
+        function = load_user_function(spec, "--accountant")
+    try:
+        value = function(noise_multiplier, sample_rate, steps, delta)
+    except SystemExit as exc:
+        raise UserCodeError(name, f"the accountant called sys.exit({exc.code!r}) instead of returning") from None
+    except Exception as exc:  # noqa: BLE001 - reported as 'invalid' for this grid point
+        return ("raised", f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}")
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        text = repr(value) if isinstance(value, (str, bytes, type(None))) else f"<{type(value).__name__}>"
+        return NotANumber(type(value).__name__, text[:80])
+    return float(value)
+
+
+class IsolatedAccountant:
+    """`accountant(σ, q, T, δ)` calls of the user's `module:function` in one worker process, each with
+    a timeout. The parent never imports the user's module. Use as a context manager."""
+
+    def __init__(self, spec: str, timeout: float = DEFAULT_ACCOUNTANT_TIMEOUT):
+        from audit.machinery.workers import WorkerPool
+
+        self.spec = spec
+        self.pool = WorkerPool(1, name=f"--accountant {spec}", timeout=timeout, what="accountant")
+
+    def __enter__(self) -> "IsolatedAccountant":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.pool.close()
+
+    def __call__(self, noise_multiplier: float, sample_rate: float, steps: int, delta: float):
+        result = self.pool.map(reported_epsilon_task, [(self.spec, noise_multiplier, sample_rate, steps, delta)])[0]
+        if isinstance(result, tuple) and result and result[0] == "raised":
+            raise AccountantRaised(result[1])
+        return result
 
 
 # Opacus's own accountants, exposed in the user-function signature so they can be checked the same way

@@ -80,24 +80,44 @@ def check_neighbouring(dataset_a, dataset_b) -> int | None:
 
 def run_mechanism(mechanism: Callable, dataset, n_trials: int, rng: np.random.Generator, where: str) -> np.ndarray:
     """n_trials outputs stacked on axis 0: `mechanism.batched(data, rng, n)` when offered."""
+    from audit.machinery.workers import user_code
+
     batched = getattr(mechanism, "batched", None)
+    name = f"{where} {_spec_of(mechanism)}"
+    # Anything the mechanism raises (ZeroDivisionError, sys.exit, …) is the user's: exit 2 naming it.
+    if callable(batched):
+        with user_code(name, "mechanism"):
+            raw = batched(dataset, rng, n_trials)
+        outputs = _numeric(raw, where)
+        if outputs.ndim == 0 or outputs.shape[0] != n_trials:
+            raise AuditInputError(
+                where, f"batched(data, rng, {n_trials}) returned shape {outputs.shape}, expected ({n_trials}, ...)"
+            )
+    else:
+        collected = []
+        for _ in range(n_trials):
+            with user_code(name, "mechanism"):
+                raw = mechanism(dataset, rng)
+            collected.append(_numeric(raw, where))
+        shapes = {o.shape for o in collected}
+        if len(shapes) != 1:
+            raise AuditInputError(where, f"the mechanism returned outputs of different shapes {sorted(shapes)[:5]}")
+        outputs = np.stack(collected)
+    if not np.all(np.isfinite(outputs)):
+        raise AuditInputError(where, "the mechanism returned a non-finite output (NaN or ±inf); outputs must be finite numbers")
+    return outputs
+
+
+def _spec_of(function) -> str:
+    return f"{getattr(function, '__module__', '?')}:{getattr(function, '__qualname__', type(function).__name__)}"
+
+
+def _numeric(raw, where: str) -> np.ndarray:
     try:
-        if callable(batched):
-            outputs = np.asarray(batched(dataset, rng, n_trials), dtype=float)
-            if outputs.ndim == 0 or outputs.shape[0] != n_trials:
-                raise AuditInputError(
-                    where, f"batched(data, rng, {n_trials}) returned shape {outputs.shape}, expected ({n_trials}, ...)"
-                )
-            return outputs
-        outputs = [np.asarray(mechanism(dataset, rng), dtype=float) for _ in range(n_trials)]
-    except AuditInputError:
-        raise
-    except (TypeError, ValueError) as exc:
-        raise AuditInputError(where, f"the mechanism's output is not numeric or it failed: {type(exc).__name__}: {exc}") from None
-    shapes = {o.shape for o in outputs}
-    if len(shapes) != 1:
-        raise AuditInputError(where, f"the mechanism returned outputs of different shapes {sorted(shapes)}")
-    return np.stack(outputs)
+        return np.asarray(raw, dtype=float)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise AuditInputError(where, f"the mechanism's output is not numeric ({type(raw).__name__}: "
+                                     f"{' '.join(str(exc).split())[:120]})") from None
 
 
 def _statistic_values(outputs: np.ndarray, statistic: Callable | None, where: str) -> np.ndarray:
@@ -108,10 +128,12 @@ def _statistic_values(outputs: np.ndarray, statistic: Callable | None, where: st
                 f"the mechanism returns arrays of shape {outputs.shape[1:]}; pass statistic=f(output) -> float",
             )
         return outputs.reshape(-1)
-    try:
+    from audit.machinery.workers import user_code
+
+    with user_code(f"statistic {_spec_of(statistic)}"):
         values = np.array([float(statistic(o)) for o in outputs])
-    except (TypeError, ValueError) as exc:
-        raise AuditInputError("statistic", f"must map one output to a float: {type(exc).__name__}: {exc}") from None
+    if not np.all(np.isfinite(values)):
+        raise AuditInputError("statistic", "returned a non-finite value (NaN or ±inf)")
     return values
 
 
@@ -186,23 +208,23 @@ def _declared(function: Callable, name: str):
     return value
 
 
-def _resolve_datasets(mechanism: Callable, datasets, flag: str = "--datasets"):
+def _resolve_datasets(mechanism: Callable, datasets, flag: str = "DATASETS"):
     if datasets is None:
         datasets = _declared(mechanism, "DATASETS")
         if datasets is None:
             raise AuditInputError(
-                flag, "no datasets: pass --datasets module:function (returning (dataset_a, dataset_b)) or give "
-                "the mechanism (or its module) a DATASETS attribute",
+                "--mechanism", "no datasets: give the mechanism (or its module) a DATASETS attribute: a pair "
+                "(dataset_a, dataset_b) or a function returning one",
             )
     if isinstance(datasets, str):
         from audit.machinery.user_code import load_user_function
 
         datasets = load_user_function(datasets, flag)
     if callable(datasets):
-        try:
+        from audit.machinery.workers import user_code
+
+        with user_code(f"DATASETS of {_spec_of(mechanism)}"):
             datasets = datasets()
-        except Exception as exc:
-            raise AuditInputError(flag, f"raised {type(exc).__name__}: {exc}") from None
     if not (isinstance(datasets, (tuple, list)) and len(datasets) == 2):
         raise AuditInputError(flag, f"expected a pair (dataset_a, dataset_b), got {type(datasets).__name__}")
     return datasets

@@ -17,17 +17,24 @@ from audit.errors import AuditInputError
 _SPEC = re.compile(r"^(?P<module>[A-Za-z_][\w.]*):(?P<function>[A-Za-z_]\w*)$")
 
 
+def check_spec(spec: str, flag: str) -> str:
+    """Validate the form `module:function` without importing anything (the parent process never
+    imports the user's module: its import-time code runs only in an isolated worker)."""
+    if not isinstance(spec, str) or _SPEC.match(spec) is None:
+        shown = spec if not isinstance(spec, str) or len(spec) <= 80 else spec[:79] + "…"
+        raise AuditInputError(flag, f"expected 'module:function' (e.g. my_pkg.dp:epsilon), got {shown!r}")
+    return spec
+
+
 def load_user_function(spec: str, flag: str) -> Callable:
-    match = _SPEC.match(spec or "")
-    if match is None:
-        raise AuditInputError(flag, f"expected 'module:function' (e.g. my_pkg.dp:epsilon), got {spec!r}")
+    match = _SPEC.match(check_spec(spec, flag))
     cwd = str(Path.cwd())
     if cwd not in sys.path:  # like `python -m`: modules beside the user are importable
         sys.path.insert(0, cwd)
     try:
         module = importlib.import_module(match["module"])
     except ModuleNotFoundError as exc:
-        raise AuditInputError(flag, f"cannot import module '{match['module']}' ({exc})") from None
+        raise AuditInputError(flag, f"cannot import module '{match['module']}' ({str(exc)[:160]})") from None
     except SystemExit as exc:  # a module that exits on import must not end the audit (exit 0 = pass)
         raise AuditInputError(flag, f"importing '{match['module']}' called sys.exit({exc.code!r})") from None
     except Exception as exc:  # the user's module raised while importing

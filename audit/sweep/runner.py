@@ -24,9 +24,10 @@ from audit.machinery.config import AuditConfig, config_to_yaml, read_config_file
 from audit.machinery.environment import describe_environment
 from audit.errors import AuditInputError
 from audit.machinery.policy import Policy, PolicyEvaluation, evaluate_policy, verdict_from_evaluation
-from audit.machinery.run_directory import StagedRunDirectory, write_json_atomic, write_text_atomic
+from audit.machinery.crash_log import set_log_folder
+from audit.machinery.run_directory import StagedRunDirectory, check_output_folder, write_json_atomic, write_text_atomic
 from audit.machinery.attack_setup import attack_options
-from audit.machinery.tracking import AuditTracker, target_metrics
+from audit.machinery.tracking import AuditTracker, check_tracking_uri, target_metrics
 from reports.html_report import write_html_report
 from reports.junit import write_junit_xml
 from reports.markdown_summary import write_summary_markdown
@@ -202,6 +203,35 @@ def stored_config(out_dir: str | Path, resume: str | Path, name: str = "default"
     return AuditConfig.model_validate(read_config_file(run_dir.staging / "config.yaml"))
 
 
+def _prepare_inputs(config: AuditConfig):
+    """Data, splits, attacks and warnings: everything validated before a folder or an MLflow run exists."""
+    data = load_dataset(
+        config.data.source, n_rows=config.data.n_rows, seed=config.seed, path=config.data.path, label=config.data.label
+    )
+    splits = make_audit_splits(
+        data.n_rows,
+        test_fraction=config.split.test_fraction,
+        candidate_fraction=config.split.candidate_fraction,
+        seed=config.seed,
+    )
+    run_warnings = _validate_training_set(data, splits, config.privacy.delta)
+    attacks = [get_attack(name) for name in config.attacks.names]
+    check_pool_capacity(config.attacks.names, attack_options(config), len(splits.pool_idx), len(splits.train_idx))
+    return data, splits, attacks, run_warnings
+
+
+def check_run_inputs(config: AuditConfig, *, out_dir: str | Path = "runs", tracking_uri: str | None = None,
+                     resume: str | Path | None = None) -> list[str]:
+    """`run --dry-run`: validate everything `run_audit` would, create and write nothing; the warnings."""
+    resolve_device(config.device)
+    _, _, _, run_warnings = _prepare_inputs(config)
+    check_output_folder(out_dir)
+    check_tracking_uri(tracking_uri)
+    if resume is not None:
+        _resolve_resume(config, out_dir, resume)
+    return run_warnings
+
+
 def run_audit(
     config: AuditConfig,
     *,
@@ -225,26 +255,17 @@ def run_audit(
         import torch
 
         torch.set_num_threads(config.cpu_threads)
-    data = load_dataset(
-        config.data.source, n_rows=config.data.n_rows, seed=config.seed, path=config.data.path, label=config.data.label
-    )
-    splits = make_audit_splits(
-        data.n_rows,
-        test_fraction=config.split.test_fraction,
-        candidate_fraction=config.split.candidate_fraction,
-        seed=config.seed,
-    )
-    run_warnings = _validate_training_set(data, splits, config.privacy.delta)
-    attacks = [get_attack(name) for name in config.attacks.names]
-    check_pool_capacity(config.attacks.names, attack_options(config), len(splits.pool_idx), len(splits.train_idx))
+    data, splits, attacks, run_warnings = _prepare_inputs(config)
     for text in run_warnings:
         progress.note(f"warning: {text}")
 
+    check_tracking_uri(tracking_uri)  # before any folder is made: a bad store leaves nothing behind
     if resume is not None:
         run_dir = _resolve_resume(config, out_dir, resume)
     else:
         run_dir = StagedRunDirectory(out_dir, config.name)
         run_dir.create()
+    set_log_folder(run_dir.staging)  # an internal error's log lands in the run's own folder
     tracker = None
     try:
         tracker = AuditTracker(tracking_uri, config.name)
