@@ -136,10 +136,10 @@ def classify(reported: object, lower: float, upper: float, margin: float) -> tup
     value = float(reported)
     if math.isnan(value):
         return "invalid", "returned NaN", None
-    if math.isinf(value):  # sound but says nothing; and JSON cannot hold it
-        return "invalid", f"returned {value}, expected a finite ε", None
+    if value == math.inf:  # sound but vacuous; recorded as None because JSON has no infinity
+        return "loose", "returned inf: sound, but it claims no privacy at all", None
     if value < 0:
-        return "invalid", f"returned a negative ε ({value})", value
+        return "invalid", f"returned a negative ε ({value})", value if math.isfinite(value) else None
     if value < lower:
         return "unsound", f"ε {value:.4g} is below the PLD lower value {lower:.4g}: claims more privacy than the mechanism gives", value
     if value > (1 + margin) * upper:

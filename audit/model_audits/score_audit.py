@@ -42,11 +42,36 @@ def read_scores(path: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, s
     members = member.to_numpy().astype(bool)
     if members.all() or not members.any():
         raise AuditInputError(f"{where}: column 'member'", "needs both members (1) and non-members (0)")
+    n_in, n_out = int(members.sum()), int((~members).sum())
+    if min(n_in, n_out) < MIN_PER_SIDE:
+        # The threshold is chosen on one half of each side and evaluated on the other.
+        raise AuditInputError(f"{where}: column 'member'", f"needs ≥ {MIN_PER_SIDE} members and ≥ {MIN_PER_SIDE} "
+                                                           f"non-members, got {n_in} and {n_out}")
     scores = values.to_numpy(dtype=np.float64)
     if column == "loss":
         scores = -scores
-    labels = frame["label"].to_numpy() if "label" in frame.columns else np.zeros(len(frame), dtype=np.int64)
+    labels = _labels(frame["label"], f"{where}: column 'label'") if "label" in frame.columns \
+        else np.zeros(len(frame), dtype=np.int64)
     return scores, members, labels, column
+
+
+MIN_PER_SIDE = 4
+
+
+def _labels(values: pd.Series, where: str) -> np.ndarray:
+    """Integer class labels for the per-class breakdown (one class is fine here)."""
+    from targets.table_checks import check_class_count
+
+    if values.isna().any():
+        raise AuditInputError(where, f"has {int(values.isna().sum())} missing label(s)")
+    if pd.api.types.is_bool_dtype(values) or not pd.api.types.is_numeric_dtype(values):
+        raise AuditInputError(where, f"must hold integer class labels, got values such as {str(values.iloc[0])[:40]!r}")
+    numeric = values.to_numpy(dtype=np.float64)
+    if not np.all(np.isfinite(numeric)) or not np.all(numeric == np.round(numeric)):
+        raise AuditInputError(where, "must hold integer class labels (found fractional or infinite values)")
+    classes, encoded = np.unique(numeric, return_inverse=True)
+    check_class_count(int(classes.size), where)
+    return classes.astype(np.int64)[encoded]
 
 
 def audit_scores(
