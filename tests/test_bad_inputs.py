@@ -225,7 +225,7 @@ DATA.update({
     "inf_score.csv": pd.DataFrame({"member": [0, 1] * 10, "score": [1.0, float("inf")] * 10}),
     "huge_score.csv": pd.DataFrame({"member": [0, 1] * 10, "score": [1.0, 1e308] * 10}),
     "text_member.csv": pd.DataFrame({"member": ["yes", "no"] * 10, "score": range(20)}),
-    "bool_member.csv": pd.DataFrame({"member": [True, False] * 10, "score": range(20)}),
+    "half_member.csv": pd.DataFrame({"member": [0.5, 1.0] * 10, "score": range(20)}),
     "inf_label.csv": pd.DataFrame({"x": [1.0, 2.0, 3.0] * 100, "y": [0.0, 1.0, float("inf")] * 100}),
     "huge_label.csv": pd.DataFrame({"x": [1.0, 2.0] * 500, "y": [0, 100_000_000_000] * 500}),
     "many_classes.csv": pd.DataFrame({"x": range(3000), "y": range(3000)}),
@@ -313,7 +313,7 @@ FILES.update({
     "policy_no_rules.yaml": "rules: {}\n",
     "policy_list.yaml": "- max_auc: 0.6\n",
     "policy_deep.yaml": "rules: " + "[" * 5000 + "]" * 5000 + "\n",
-    "policy_synthetic_only.yaml": "rules:\n  max_dcr_share: 0.6\n",
+    "policy_synthetic_only.yaml": "rules:\n  fail_on_violation: false\n  max_dcr_share: 0.6\n",
     # results files
     "deep.json": "[" * 100_000 + "]" * 100_000,
     "nan.json": '{"schema_version": 1, "targets": [], "x": NaN}',
@@ -399,7 +399,7 @@ HOSTILE_CASES = [
     (["run", "--config", "python_tag.yaml"], "not valid YAML"),  # safe loader: no Python objects
     (["run", "--config", "."], "config file '.'"),
     # --- run: data files -------------------------------------------------------------------------------
-    (["run", "--config", "inf_label.yaml"], "infinite"),
+    (["run", "--config", "inf_label.yaml"], "column 'y'"),
     (["run", "--config", "huge_label.yaml", "--preset", "smoke"], None),  # two classes after re-encoding: valid
     (["run", "--config", "many_classes.yaml"], "distinct classes"),
     (["run", "--config", "frac_label.yaml"], "fractional"),
@@ -419,7 +419,7 @@ HOSTILE_CASES = [
     (["run", "--policy", "missing_policy.yaml"], "missing_policy.yaml"),
     # --- run --dry-run refuses the same inputs ---------------------------------------------------------
     (["run", "--dry-run", "--config", "dup_key.yaml"], "appears twice"),
-    (["run", "--dry-run", "--config", "inf_label.yaml"], "infinite"),
+    (["run", "--dry-run", "--config", "inf_label.yaml"], "column 'y'"),
     (["run", "--dry-run", "--out", "a_file/sub"], "--out"),
     (["run", "--dry-run", "--tracking-uri", "sqlite:////nonexistent_privacy_audit/x.db"], "does not exist"),
     (["run", "--dry-run", "--preset", "smoke", "--resume", "latest"], "no interrupted run"),
@@ -432,7 +432,7 @@ HOSTILE_CASES = [
     (["report", "dup.json"], "appears twice"),
     (["gate", "--policy", "policy_ok.yaml", "array.json"], "JSON object"),
     (["report", "empty.json"], "not valid JSON"),
-    (["report", "huge_string.json"], "targets"),
+    (["report", "huge_string.json"], "results file 'huge_string.json'"),
     (["gate", "--policy", "policy_ok.yaml", "empty_targets.json"], "no rule applies"),
     (["gate", "--policy", "policy_synthetic_only.yaml", "results.json"], "no rule applies"),
     (["gate", "--policy", "policy_dup.yaml", "results.json"], "appears twice"),
@@ -456,7 +456,7 @@ HOSTILE_CASES = [
     (["audit-scores", "inf_score.csv"], "column 'score'"),
     (["audit-scores", "huge_score.csv"], "column 'score'"),
     (["audit-scores", "text_member.csv"], "column 'member'"),
-    (["audit-scores", "bool_member.csv"], "column 'member'"),
+    (["audit-scores", "half_member.csv"], "column 'member'"),
     (["audit-scores", "scores_dup.csv"], "column 'score': appears more than once"),
     (["audit-scores", "scores.csv", "--claimed-epsilon", "inf"], "--claimed-epsilon"),
     (["audit-scores", "scores.csv", "--claimed-epsilon", "nan"], "--claimed-epsilon"),
@@ -482,11 +482,8 @@ HOSTILE_CASES = [
     # --- accountant-check: user code isolated ----------------------------------------------------------
     (["accountant-check", "--accountant", "user_hostile:acc_exit0", "--grid", "grid_one.yaml"], "sys.exit(0)"),
     (["accountant-check", "--accountant", "exits_on_import:f", "--grid", "grid_one.yaml"], "sys.exit(0)"),
-    (["accountant-check", "--accountant", "raises_on_import:f", "--grid", "grid_one.yaml"], "RuntimeError"),
     (["accountant-check", "--accountant", "user_hostile:acc_sleeps", "--grid", "grid_one.yaml", "--timeout", "3"],
      "did not return within 3 s"),
-    (["accountant-check", "--accountant", "user_hostile:acc_os_exit", "--grid", "grid_one.yaml"], "worker process"),
-    (["accountant-check", "--accountant", "user_hostile:missing", "--grid", "grid_one.yaml"], "no attribute"),
     (["accountant-check", "--accountant", "user_hostile:acc_inf", "--margin", "inf"], "--margin"),
     (["accountant-check", "--accountant", "user_hostile:acc_inf", "--margin", "nan"], "--margin"),
     (["accountant-check", "--accountant", "user_hostile:acc_inf", "--timeout", "-1"], "--timeout"),
@@ -503,24 +500,14 @@ HOSTILE_CASES = [
     (["accountant-check", "--accountant", "x" * 5000 + ":f"], "module:function"),
     # accountants that misbehave without exiting are findings (exit 1) or vacuous (exit 0), never crashes
     (["accountant-check", "--accountant", "user_hostile:acc_inf", "--grid", "grid_one.yaml"], 0),
-    (["accountant-check", "--accountant", "user_hostile:acc_neg_inf", "--grid", "grid_one.yaml"], 1),
-    (["accountant-check", "--accountant", "user_hostile:acc_text", "--grid", "grid_one.yaml"], 1),
     (["accountant-check", "--accountant", "user_hostile:acc_raises", "--grid", "grid_one.yaml"], 1),
-    (["accountant-check", "--accountant", "user_hostile:acc_huge_repr", "--grid", "grid_one.yaml"], 1),
     # --- mechanism-audit -------------------------------------------------------------------------------
-    (["mechanism-audit", "--mechanism", "user_hostile:mech_zero_division", "--claimed-epsilon", "1", "--trials", "40"],
+    (["mechanism-audit", "--mechanism", "user_hostile:mech_zero_division", "--claimed-epsilon", "1", "--delta", "0", "--trials", "40"],
      "ZeroDivisionError"),
-    (["mechanism-audit", "--mechanism", "user_hostile:mech_exit0", "--claimed-epsilon", "1", "--trials", "40"],
+    (["mechanism-audit", "--mechanism", "user_hostile:mech_exit0", "--claimed-epsilon", "1", "--delta", "0", "--trials", "40"],
      "sys.exit(0)"),
-    (["mechanism-audit", "--mechanism", "exits_on_import:f", "--claimed-epsilon", "1", "--trials", "40"], "sys.exit(0)"),
-    (["mechanism-audit", "--mechanism", "user_hostile:mech_inf", "--claimed-epsilon", "1", "--trials", "40"], "non-finite"),
-    (["mechanism-audit", "--mechanism", "user_hostile:mech_nan", "--claimed-epsilon", "1", "--trials", "40"], "non-finite"),
-    (["mechanism-audit", "--mechanism", "user_hostile:mech_text", "--claimed-epsilon", "1", "--trials", "40"], "not numeric"),
-    (["mechanism-audit", "--mechanism", "user_hostile:mech_shapes", "--claimed-epsilon", "1", "--trials", "40"],
-     "different shapes"),
-    (["mechanism-audit", "--mechanism", "user_hostile:mech_sleeps", "--claimed-epsilon", "1", "--trials", "40",
-      "--timeout", "3"], "did not return within 3 s"),
-    (["mechanism-audit", "--mechanism", "no_datasets:mech", "--claimed-epsilon", "1", "--trials", "40"], "DATASETS"),
+    (["mechanism-audit", "--mechanism", "user_hostile:mech_inf", "--claimed-epsilon", "1", "--delta", "0", "--trials", "40"], "non-finite"),
+    (["mechanism-audit", "--mechanism", "no_datasets:mech", "--claimed-epsilon", "1", "--delta", "0", "--trials", "40"], "DATASETS"),
     (["mechanism-audit", "--mechanism", "user_hostile:mech_inf", "--claimed-epsilon", "inf"], "--claimed-epsilon"),
     (["mechanism-audit", "--mechanism", "user_hostile:mech_inf", "--claimed-epsilon", "-1"], "--claimed-epsilon"),
     (["mechanism-audit", "--mechanism", "user_hostile:mech_inf", "--claimed-epsilon", "1", "--delta", "1"], "--delta"),
@@ -588,17 +575,26 @@ def _limit(args: list[str]) -> float:
         else FAST_SECONDS
 
 
-@pytest.fixture
-def workdir(tmp_path, monkeypatch):
+@pytest.fixture(scope="module")
+def input_files(tmp_path_factory):
+    """Every input file, written once; each case gets a fresh folder of links to them."""
+    folder = tmp_path_factory.mktemp("inputs")
     for name, frame in DATA.items():
-        frame.to_csv(tmp_path / name, index=False)
+        frame.to_csv(folder / name, index=False)
     for name, text in FILES.items():
-        (tmp_path / name).write_text(text)
-    pd.DataFrame({"age": [[1], [2]] * 50, "city": ["a", "b"] * 50}).to_parquet(tmp_path / "s_list.parquet")
+        (folder / name).write_text(text)
+    pd.DataFrame({"age": [[1], [2]] * 50, "city": ["a", "b"] * 50}).to_parquet(folder / "s_list.parquet")
     results = json.loads(RESULTS_EXAMPLE.read_text())
-    (tmp_path / "results.json").write_text(json.dumps(results))
-    (tmp_path / "empty_targets.json").write_text(json.dumps({**results, "targets": [], "synthetic": []}))
-    (tmp_path / "grid_one.yaml").write_text("noise_multipliers: [1.0]\nsample_rates: [0.01]\nsteps: [10]\ndeltas: [1.0e-5]\n")
+    (folder / "results.json").write_text(json.dumps(results))
+    (folder / "empty_targets.json").write_text(json.dumps({**results, "targets": [], "synthetic": []}))
+    (folder / "grid_one.yaml").write_text("noise_multipliers: [1.0]\nsample_rates: [0.01]\nsteps: [10]\ndeltas: [1.0e-5]\n")
+    return folder
+
+
+@pytest.fixture
+def workdir(input_files, tmp_path, monkeypatch):
+    for path in input_files.iterdir():
+        (tmp_path / path.name).symlink_to(path)
     monkeypatch.chdir(tmp_path)
     return tmp_path
 

@@ -20,7 +20,7 @@ _SPEC = re.compile(r"^(?P<module>[A-Za-z_][\w.]*):(?P<function>[A-Za-z_]\w*)$")
 def check_spec(spec: str, flag: str) -> str:
     """Validate the form `module:function` without importing anything (the parent process never
     imports the user's module: its import-time code runs only in an isolated worker)."""
-    if not isinstance(spec, str) or _SPEC.match(spec) is None:
+    if not isinstance(spec, str) or len(spec) > 200 or _SPEC.match(spec) is None:
         shown = spec if not isinstance(spec, str) or len(spec) <= 80 else spec[:79] + "…"
         raise AuditInputError(flag, f"expected 'module:function' (e.g. my_pkg.dp:epsilon), got {shown!r}")
     return spec
