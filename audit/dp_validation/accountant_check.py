@@ -156,8 +156,8 @@ def check_accountant(
     points = []
     for sigma, q, steps, delta in grid.points():
         event = DPSGDEvent(sigma, q, steps)
-        lower, upper = pld_epsilon_interval(event, delta)
         try:
+            # The accountant first: a module that cannot be imported, exits or hangs fails fast.
             reported = accountant(sigma, q, steps, delta)
         except AuditInputError:  # a timeout, sys.exit or a dead worker: exit 2 naming the accountant
             raise
@@ -166,6 +166,9 @@ def check_accountant(
         except Exception as exc:  # the accountant under test failing is a finding, not a crash
             label, message, value = "invalid", f"raised {type(exc).__name__}: {str(exc)[:200]}", None
         else:
+            label, message, value = None, None, None
+        lower, upper = pld_epsilon_interval(event, delta)
+        if label is None:
             label, message, value = classify(reported, lower, upper, margin)
         points.append(AccountantCheckPoint(sigma, q, steps, delta, value, lower, upper, label, message))
     return points
