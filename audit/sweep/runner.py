@@ -186,8 +186,7 @@ def write_outputs(
 
 def _resolve_resume(config: AuditConfig, out_dir: str | Path, resume: str | Path) -> StagedRunDirectory:
     run_dir = StagedRunDirectory.resume(out_dir, resume, config.name)
-    stored = read_config_file(run_dir.staging / "config.yaml")
-    stored_hash = AuditConfig.model_validate(stored).config_hash()
+    stored_hash = _stored(run_dir).config_hash()
     if stored_hash != config.config_hash():
         raise AuditInputError(
             f"--resume '{resume}'",
@@ -200,7 +199,19 @@ def _resolve_resume(config: AuditConfig, out_dir: str | Path, resume: str | Path
 def stored_config(out_dir: str | Path, resume: str | Path, name: str = "default") -> AuditConfig:
     """The resolved config saved in an interrupted run's folder (for `run --resume DIR` alone)."""
     run_dir = StagedRunDirectory.resume(out_dir, resume, name)
-    return AuditConfig.model_validate(read_config_file(run_dir.staging / "config.yaml"))
+    return _stored(run_dir)
+
+
+def _stored(run_dir: StagedRunDirectory) -> AuditConfig:
+    from pydantic import ValidationError
+
+    path = run_dir.staging / "config.yaml"
+    try:
+        return AuditConfig.model_validate(read_config_file(path))
+    except ValidationError as exc:  # edited or written by another version
+        first = exc.errors()[0]
+        field = ".".join(str(part) for part in first["loc"])[:80]
+        raise AuditInputError(f"--resume: config file '{path}': field '{field}'", first["msg"][:200]) from None
 
 
 def _prepare_inputs(config: AuditConfig):
@@ -224,12 +235,36 @@ def check_run_inputs(config: AuditConfig, *, out_dir: str | Path = "runs", track
                      resume: str | Path | None = None) -> list[str]:
     """`run --dry-run`: validate everything `run_audit` would, create and write nothing; the warnings."""
     resolve_device(config.device)
-    _, _, _, run_warnings = _prepare_inputs(config)
+    _, splits, _, run_warnings = _prepare_inputs(config)
     check_output_folder(out_dir)
     check_tracking_uri(tracking_uri)
     if resume is not None:
         _resolve_resume(config, out_dir, resume)
+    _check_noise_calibration(config, len(splits.train_idx))
     return run_warnings
+
+
+def _check_noise_calibration(config: AuditConfig, n_train: int) -> None:
+    """Can Opacus calibrate σ for every finite target ε? (What `make_private_with_epsilon` will do:
+    q = 1 / batches per epoch, T = epochs × batches.) Only the dry run pays for this check; a real
+    run finds out when it trains the target (exit 2, its folder discarded)."""
+    import math
+    import warnings
+
+    from opacus.accountants.utils import get_noise_multiplier
+
+    batches = max(1, math.ceil(n_train / config.training.batch_size))
+    for epsilon in config.privacy.epsilons:
+        if math.isinf(epsilon):
+            continue
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                get_noise_multiplier(target_epsilon=epsilon, target_delta=config.privacy.delta, sample_rate=1 / batches,
+                                     steps=config.training.epochs * batches, accountant=config.privacy.accountant)
+        except ValueError as exc:
+            raise AuditInputError("privacy.epsilons", f"Opacus cannot calibrate noise for ε={epsilon:g}, "
+                                  f"δ={config.privacy.delta:g} with this data size and schedule ({str(exc)[:120]})") from None
 
 
 def run_audit(
