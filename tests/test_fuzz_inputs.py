@@ -32,7 +32,7 @@ FUZZ = settings(max_examples=300, deadline=None, derandomize=True, database=None
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much,
                                       HealthCheck.function_scoped_fixture])
 CONFIG_FUZZ = settings(FUZZ, max_examples=400)
-CLI_FUZZ = settings(FUZZ, max_examples=30)
+CLI_FUZZ = settings(FUZZ, max_examples=15)
 
 # Values a careless or hostile user writes: extremes, look-alikes, wrong types, nesting.
 scalars = st.one_of(
