@@ -479,6 +479,9 @@ HOSTILE_CASES = [
     (["accountants", "--noise-multiplier", "1", "--sample-rate", "0.01", "--steps", "10", "--delta", "0"], "--delta"),
     (["accountants", "--noise-multiplier", "1", "--sample-rate", "0.01", "--steps", "10", "--delta", "1e-300"], "--delta"),
     (["accountants", "--noise-multiplier", "1", "--sample-rate", "0.01", "--steps", "10", "--timeout", "0"], "--timeout"),
+    # inside the ranges but expensive: cut by the timeout, never a hang
+    (["accountants", "--noise-multiplier", "0.1", "--sample-rate", "1", "--steps", "10000000", "--timeout", "1"],
+     "did not return within 1 s"),
     # --- accountant-check: user code isolated ----------------------------------------------------------
     (["accountant-check", "--accountant", "user_hostile:acc_exit0", "--grid", "grid_one.yaml"], "sys.exit(0)"),
     (["accountant-check", "--accountant", "exits_on_import:f", "--grid", "grid_one.yaml"], "sys.exit(0)"),
