@@ -264,7 +264,7 @@ class WorkerPool:
                                             f"{_describe_exit(worker.process.exitcode)}")
                     elif worker.deadline is not None and time.monotonic() >= worker.deadline:
                         raise UserCodeError(self.name, f"the {self.what} did not return within {self.timeout:g} s "
-                                            "(the timeout: raise it with --timeout if this is just slow)")
+                                            "(the timeout; raise it if this is just slow)")
         except BaseException:
             self.close()
             raise
