@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from audit.cli.app import EXIT_INTERRUPTED, app, console, err_console
+from audit.cli.app import EXIT_INTERRUPTED, app, console, err_console, switch
 from audit.cli.output import print_verdict, RichProgress, sigterm_as_interrupt
 
 
@@ -23,7 +23,7 @@ def run(
     name: Annotated[Optional[str], typer.Option(help="audit name (MLflow experiment, folder suffix)")] = None,
     resume: Annotated[Optional[str], typer.Option(help="continue an interrupted run: its folder, or 'latest'")] = None,
     policy: Annotated[Optional[Path], typer.Option("--policy", help="YAML policy; exit 1 when a rule fails")] = None,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="validate config, data, policy, --out and the tracking URI; write nothing")] = False,
+    dry_run: Annotated[bool, switch("dry-run", "validate config, data, policy, --out and the tracking URI; write nothing")] = False,
 ) -> None:
     """Train targets at each ε, attack them, bound ε empirically, log to MLflow, write results."""
     from audit.machinery.config import parse_epsilon_list, resolve_config
