@@ -7,7 +7,7 @@ each attack is visible in what it reads.
 """
 from __future__ import annotations
 
-from collections.abc import MutableMapping
+from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -31,6 +31,8 @@ class AttackOptions:
     rmia_a: float = 0.3
     rmia_gamma: float = 2.0
     rmia_population: int = 1000
+    label_only_queries: int = 32  # noisy copies per candidate (label-only attack)
+    label_only_noise: float = 0.1  # their noise scale, as a fraction of each feature's spread
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,11 @@ class AttackContext:
     # What attacks train once per target (reference/shadow model outputs, as dicts of arrays),
     # shared between attacks and, in a `run`, checkpointed to disk for --resume.
     cache: MutableMapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    # How reference/shadow models are trained when the target is not the harness's own MLP:
+    # `train_models(features, labels, in_masks (K, n) bool, queries: list of arrays, seed)` returns,
+    # per query set, a (K, n_query, C) array of model k's logits. None = the vectorized DP-SGD
+    # trainer with `training` (σ, q, T, C) on `training.spec`'s architecture.
+    train_models: Callable[..., list[np.ndarray]] | None = field(default=None, compare=False, repr=False)
 
 
 class MembershipAttack(Protocol):

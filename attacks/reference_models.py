@@ -72,11 +72,18 @@ def balanced_in_masks(n_models: int, n_records: int, rng: np.random.Generator) -
     return masks
 
 
-def _train(context: AttackContext, features: np.ndarray, labels: np.ndarray, in_masks: np.ndarray, seed: int):
-    return train_many(
-        features.shape[1], context.training.spec.hidden_sizes, context.n_classes,
-        features, labels, in_masks, dpsgd_spec_like_target(context), seed=seed, device=context.device,
+def _train_and_query(context: AttackContext, features: np.ndarray, labels: np.ndarray, in_masks: np.ndarray,
+                     seed: int, queries: list[np.ndarray]) -> list[np.ndarray]:
+    """Train one model per row of `in_masks` like the target; their (K, n, C) logits on each query set."""
+    if context.train_models is not None:
+        return [np.asarray(q, dtype=np.float64) for q in context.train_models(features, labels, in_masks, queries, seed)]
+    spec = context.training.spec
+    models = train_many(
+        features.shape[1], spec.hidden_sizes, context.n_classes, features, labels, in_masks,
+        dpsgd_spec_like_target(context), seed=seed, device=context.device,
+        architecture=getattr(spec, "architecture", "mlp"),
     )
+    return [models.logits(q, device=context.device).numpy() for q in queries]
 
 
 def reference_bank(context: AttackContext) -> ReferenceBank:
@@ -90,15 +97,17 @@ def reference_bank(context: AttackContext) -> ReferenceBank:
     check_pool_capacity(["rmia"], options, len(context.pool_features), context.training.train_size)
     rng = np.random.default_rng([context.seed, 0xA11A])
     masks = balanced_in_masks(n_models, len(context.candidate_features), rng)
-    models = _train(context, context.candidate_features, context.candidate_labels, masks, seed=context.seed + 1)
     population = rng.choice(len(context.pool_features), size=options.rmia_population, replace=False)
     pop_x, pop_y = context.pool_features[population], context.pool_labels[population]
+    candidate_logits, population_logits = _train_and_query(
+        context, context.candidate_features, context.candidate_labels, masks, context.seed + 1,
+        [context.candidate_features, pop_x])
     bank = ReferenceBank(
         in_masks=masks,
-        candidate_logits=models.logits(context.candidate_features, device=context.device).numpy(),
+        candidate_logits=candidate_logits,
         population_features=pop_x,
         population_labels=pop_y,
-        population_logits=models.logits(pop_x, device=context.device).numpy(),
+        population_logits=population_logits,
     )
     context.cache["reference_bank"] = asdict(bank)  # plain arrays: the cache may checkpoint them to disk
     return bank
@@ -120,7 +129,8 @@ def shadow_models(context: AttackContext, n_train: int) -> ShadowModels:
     masks = np.zeros((n_models, n_pool), dtype=bool)
     for k in range(n_models):
         masks[k, rng.choice(n_pool, size=n_train, replace=False)] = True
-    models = _train(context, context.pool_features, context.pool_labels, masks, seed=context.seed + 2)
-    shadows = ShadowModels(in_masks=masks, pool_logits=models.logits(context.pool_features, device=context.device).numpy())
+    (pool_logits,) = _train_and_query(context, context.pool_features, context.pool_labels, masks, context.seed + 2,
+                                      [context.pool_features])
+    shadows = ShadowModels(in_masks=masks, pool_logits=pool_logits)
     context.cache["shadow_models"] = asdict(shadows)
     return shadows

@@ -20,7 +20,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from targets.devices import torch_threads
-from targets.models import MLP, build_mlp
+from targets.models import MLP, build_model
 
 # Opacus's hooks fire on the first layer, whose input needs no gradient; harmless and noisy.
 warnings.filterwarnings("ignore", message="Full backward hook is firing")
@@ -34,6 +34,7 @@ class TrainingSpec:
     lr: float
     momentum: float
     max_grad_norm: float
+    architecture: str = "mlp"  # "mlp" | "cnn" (targets.models.ARCHITECTURES)
 
 
 @dataclass
@@ -79,13 +80,13 @@ def train_target(
     on_epoch: Callable[[int, int], None] | None = None,
     secure_mode: bool = False,
 ) -> TrainedTarget:
-    """Train one MLP on (features, labels); `epsilon = inf` means ordinary training.
+    """Train one model (`spec.architecture`) on (features, labels); `epsilon = inf` means ordinary training.
 
     `secure_mode` makes Opacus draw noise and Poisson samples from a cryptographically secure
     generator (needs the `torchcsprng` package); the run is then not reproducible from `seed`.
     """
     torch.manual_seed(seed)  # Poisson sampling and Opacus noise draw from the global generator
-    model = build_mlp(features.shape[1], spec.hidden_sizes, n_classes, seed=seed).to(device)
+    model = build_model(spec.architecture, features.shape[1], spec.hidden_sizes, n_classes, seed=seed).to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=spec.lr, momentum=spec.momentum)
     dataset = TensorDataset(torch.as_tensor(features), torch.as_tensor(labels))
     loader_seed = torch.Generator().manual_seed(seed)

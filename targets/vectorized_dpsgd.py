@@ -57,7 +57,7 @@ from torch import nn
 from torch.func import functional_call, grad, stack_module_state, vmap
 
 from targets.devices import resolve_device
-from targets.models import MLP, build_mlp
+from targets.models import MLP, build_mlp, build_model
 
 __all__ = [
     "DPSGDSpec",
@@ -532,6 +532,7 @@ class StackedModels:
     trained_on: str
     method: str
     chunk_size: int
+    architecture: str = "mlp"
 
     def __len__(self) -> int:
         return int(self.train_sizes.shape[0])
@@ -548,7 +549,7 @@ class StackedModels:
         """Model k as an ordinary `MLP` (a fresh module on CPU; its state_dict is MLP's)."""
         if not (-len(self) <= k < len(self)):
             raise IndexError(f"model index {k} out of range for {len(self)} models")
-        module = MLP(self.in_features, self.hidden_sizes, self.n_classes)
+        module = build_model(self.architecture, self.in_features, self.hidden_sizes, self.n_classes, seed=0)
         module.load_state_dict({name: p[k].clone() for name, p in self.params.items()})
         return module
 
@@ -570,7 +571,7 @@ class StackedModels:
         n_models = len(self)
         chunk = n_models if chunk_size is None else _positive_int(chunk_size, "chunk_size")
         batch_size = _positive_int(batch_size, "batch_size")
-        template = _meta_template(self.in_features, self.hidden_sizes, self.n_classes)
+        template = _meta_template(self.in_features, self.hidden_sizes, self.n_classes, self.architecture)
         forward = vmap(lambda p, x: functional_call(template, p, (x,)), in_dims=(0, None))
         out = torch.empty((n_models, X.shape[0], self.n_classes), dtype=torch.float32)
         with torch.no_grad():
@@ -583,9 +584,9 @@ class StackedModels:
         return out
 
 
-def _meta_template(in_features: int, hidden_sizes: Sequence[int], n_classes: int) -> nn.Module:
-    # Only the structure is used by functional_call; build_mlp keeps the global RNG untouched.
-    return build_mlp(in_features, hidden_sizes, n_classes, seed=0).to("meta")
+def _meta_template(in_features: int, hidden_sizes: Sequence[int], n_classes: int, architecture: str = "mlp") -> nn.Module:
+    # Only the structure is used by functional_call; build_model keeps the global RNG untouched.
+    return build_model(architecture, in_features, hidden_sizes, n_classes, seed=0).to("meta")
 
 
 def _positive_int(value, name: str) -> int:
@@ -675,6 +676,7 @@ def train_many(
     chunk_size: int | None = None,
     row_chunk_size: int | None = None,
     method: str = "auto",
+    architecture: str = "mlp",
 ) -> StackedModels:
     """Train K = len(in_masks) MLPs with DP-SGD (see the module docstring for the semantics).
 
@@ -684,6 +686,8 @@ def train_many(
     memory by splitting each batch's rows. Neither changes the result beyond float summation
     order, and model k's result does not depend on the other models. `method` ("auto", "ghost",
     "vmap") is how per-sample gradients are clipped, see `clipped_noisy_gradient_sum`.
+    `architecture` "cnn" trains `targets.models.ImageCNN`s instead (per-sample gradients by
+    "vmap"; the same Opacus semantics, checked against Opacus in tests/test_vectorized_dpsgd.py).
     """
     X, y, masks, train_sizes, expected = _validate_inputs(
         in_features, hidden_sizes, n_classes, X, y, in_masks, spec
@@ -695,7 +699,7 @@ def train_many(
     if row_chunk_size is not None:
         row_chunk_size = _positive_int(row_chunk_size, "row_chunk_size")
 
-    template = _meta_template(in_features, hidden_sizes, n_classes)
+    template = _meta_template(in_features, hidden_sizes, n_classes, architecture)
     method = _resolve_method(method, template)
     if chunk_size is None:
         chunk_size = default_chunk_size(
@@ -711,7 +715,7 @@ def train_many(
         k1 = min(k0 + chunk_size, n_models)
         params, sizes = _train_chunk(
             template,
-            [build_mlp(in_features, hidden_sizes, n_classes, seed=s[0]) for s in seed_pairs[k0:k1]],
+            [build_model(architecture, in_features, hidden_sizes, n_classes, seed=s[0]) for s in seed_pairs[k0:k1]],
             [torch.Generator(device=dev).manual_seed(s[1]) for s in seed_pairs[k0:k1]],
             X_dev,
             y_dev,
@@ -737,6 +741,7 @@ def train_many(
         trained_on=dev.type,
         method=method,
         chunk_size=chunk_size,
+        architecture=architecture,
     )
 
 

@@ -342,3 +342,41 @@ def test_benchmark_reports_both_rates_side_by_side():
     assert result["speedup"] == pytest.approx(
         result["vectorized_models_per_second"] / result["opacus_models_per_second"]
     )
+
+
+@pytest.mark.parametrize("max_grad_norm", [0.05, 1.0])
+def test_cnn_clipped_gradient_sum_equals_opacus_summed_grad(max_grad_norm):
+    """The vectorized trainer stays exact for Conv2d (the digits CNN): per-sample clipping as Opacus."""
+    from targets.models import build_model
+
+    generator = torch.Generator().manual_seed(0)
+    X = torch.randn(20, 64, generator=generator)
+    y = torch.randint(0, N_CLASSES, (20,), generator=generator)
+    models = [build_model("cnn", 64, (16,), N_CLASSES, seed=s) for s in (1, 2, 3)]
+    params = _stack(models, "cpu")
+    Xb, yb, valid = _padded_batches(X, y, BATCH_ROWS, "cpu")
+
+    ours = clipped_noisy_gradient_sum(models[0], params, Xb, yb, valid, max_grad_norm=max_grad_norm, method="vmap")
+
+    for k, (model, rows) in enumerate(zip(models, BATCH_ROWS)):
+        _, optimizer = _opacus_dp_optimizer(
+            model, X[rows], y[rows], max_grad_norm=max_grad_norm, expected_batch_size=len(rows), lr=0.1
+        )
+        optimizer.pre_step()
+        for name, p in model.named_parameters():
+            torch.testing.assert_close(ours[name][k], p.summed_grad, atol=1e-5, rtol=1e-5)
+
+
+def test_cnn_models_train_and_reload_as_image_cnns():
+    from targets.models import ImageCNN
+
+    generator = torch.Generator().manual_seed(1)
+    X = torch.randn(30, 64, generator=generator)
+    y = torch.randint(0, N_CLASSES, (30,), generator=generator)
+    masks = torch.rand(2, 30, generator=generator) < 0.6
+    spec = DPSGDSpec(noise_multiplier=1.0, max_grad_norm=1.0, sample_rate=0.3, steps=3, lr=0.1)
+    models = train_many(64, (16,), N_CLASSES, X, y, masks, spec, seed=0, device="cpu", architecture="cnn")
+    assert models.method == "vmap"
+    one = models.model(1)
+    assert isinstance(one, ImageCNN)
+    torch.testing.assert_close(models.logits(X, device="cpu")[1], one(X).detach(), atol=1e-5, rtol=1e-5)

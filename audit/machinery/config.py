@@ -76,6 +76,8 @@ class SplitConfig(_Strict):
 
 
 class TrainingConfig(_Strict):
+    architecture: Literal["mlp", "cnn"] = Field(
+        "mlp", description="mlp, or cnn: a small CNN on square single-channel images given as flat rows (digits)")
     hidden_sizes: list[int] = Field(default_factory=lambda: [256, 256], min_length=1, max_length=16)
     epochs: int = Field(30, ge=1, le=10_000)
     batch_size: int = Field(64, ge=1, le=1_000_000, description="expected batch size; DP-SGD samples each row with q = batch_size / n")

@@ -43,7 +43,7 @@ from reports.figures import (
 from targets.datasets import TabularData, load_dataset
 from targets.devices import resolve_device
 from targets.splits import AuditSplits, make_audit_splits
-from targets.models import build_mlp
+from targets.models import build_model
 from targets.training import TrainedTarget, TrainingSpec, train_target
 
 SCHEMA_VERSION = 1
@@ -338,7 +338,8 @@ def _load_or_train_target(inputs: _SweepInputs, epsilon: float, seed: int, ckpt:
     config, data, splits = inputs.config, inputs.data, inputs.splits
     meta, state = ckpt.load_json("target"), ckpt.load_state_dict("target")
     if meta is not None and state is not None:
-        model = build_mlp(data.features.shape[1], inputs.spec.hidden_sizes, data.n_classes, seed=seed)
+        model = build_model(inputs.spec.architecture, data.features.shape[1], inputs.spec.hidden_sizes, data.n_classes,
+                            seed=seed)
         model.load_state_dict(state)
         progress.epoch_done(inputs.spec.epochs, inputs.spec.epochs)
         return TrainedTarget(model=model.eval(), **meta)

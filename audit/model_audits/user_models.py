@@ -1,0 +1,147 @@
+"""The user's model and trainer, run in isolated child processes (audit/machinery/workers.py).
+
+Two kinds of user code reach an audit here:
+
+* the model itself when it is code — a `module:factory` building an `nn.Module` (weights loaded
+  with `weights_only=True` / safetensors and checked tensor by tensor), or a black-box
+  `module:function` (a model behind an API). One persistent worker process holds it; every query
+  is a task in that worker, so a crash, `sys.exit` or hang of the user's code ends in exit 2
+  naming it, and nothing of the user's classes reaches the audit process (only arrays return);
+* the user's `train(features, labels, seed) -> model` (the `canary-audit` contract: a module,
+  a fitted estimator with `predict_proba`, or a callable returning probabilities) that trains the
+  reference and shadow models, each in a parallel worker with a timeout; the child returns the
+  trained model's logits on the query sets, never the model.
+
+Files that are data (skops estimators, ONNX graphs) are loaded in the audit process itself by
+the safe loaders of `targets.model_sources`.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from audit.errors import AuditInputError
+from audit.machinery.workers import WorkerPool, user_code
+from targets.model_sources import ModelQuery, load_state_dict_file, load_weights_into, module_logits, trained_model_logits
+
+# In the child: the user's model built once per (spec, weights) and kept for later queries.
+_CHILD_MODELS: dict[tuple, object] = {}
+
+
+def _factory_module(factory: str, weights: str):
+    key = ("factory", factory, weights)
+    if key not in _CHILD_MODELS:
+        from torch import nn
+
+        from audit.machinery.user_code import load_user_function
+
+        flag = f"model.factory {factory}"
+        with user_code(flag, "module"):
+            build = load_user_function(factory, "model.factory")
+        with user_code(flag):
+            module = build()
+        if not isinstance(module, nn.Module):
+            raise AuditInputError(flag, f"must return a torch.nn.Module, returned {type(module).__name__}")
+        state, _, _ = load_state_dict_file(weights)
+        load_weights_into(module.float(), state, f"weights file '{weights}' for {factory}")
+        _CHILD_MODELS[key] = module
+    return _CHILD_MODELS[key]
+
+
+def factory_outputs(factory: str, weights: str, features: np.ndarray) -> np.ndarray:
+    """Task: the factory's module, with the weights, on `features` (logits)."""
+    import torch
+
+    torch.set_num_threads(1)
+    module = _factory_module(factory, weights)
+    with user_code(f"model.factory {factory}", "model's forward"):
+        return module_logits(module, features)
+
+
+def factory_weights_notes(factory: str, weights: str) -> dict:
+    """Task: build and load once, return what the audit records about the weights."""
+    _, file_format, notes = load_state_dict_file(weights)
+    module = _factory_module(factory, weights)
+    return {"format": file_format, "notes": notes, "architecture": type(module).__name__,
+            "n_parameters": int(sum(p.numel() for p in module.parameters()))}
+
+
+def function_outputs(function: str, features: np.ndarray) -> np.ndarray:
+    """Task: the user's prediction function on `features` (whatever it returns, as an array)."""
+    from audit.machinery.user_code import load_user_function
+
+    flag = f"model.function {function}"
+    key = ("function", function)
+    if key not in _CHILD_MODELS:
+        with user_code(flag, "module"):
+            _CHILD_MODELS[key] = load_user_function(function, "model.function")
+    with user_code(flag):
+        out = _CHILD_MODELS[key](features)
+    try:
+        return np.asarray(out.detach().cpu().numpy() if hasattr(out, "detach") else out, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise AuditInputError(flag, f"returned something that is not an array of numbers ({exc})") from None
+
+
+@dataclass
+class IsolatedModel:
+    """A `ModelQuery` whose predictions are computed by a task in one persistent worker."""
+
+    pool: WorkerPool
+    task: Callable
+    args: tuple
+
+    def __call__(self, features: np.ndarray) -> np.ndarray:
+        return self.pool.map(self.task, [(*self.args, np.ascontiguousarray(features, dtype=np.float32))])[0]
+
+
+def isolated_factory_model(pool: WorkerPool, factory: str, weights: str) -> tuple[ModelQuery, dict]:
+    info = pool.map(factory_weights_notes, [(factory, weights)])[0]
+    return ModelQuery(IsolatedModel(pool, factory_outputs, (factory, weights)), "logits",
+                      f"model {factory} with weights {weights}"), info
+
+
+def isolated_function_model(pool: WorkerPool, function: str, output: str) -> ModelQuery:
+    return ModelQuery(IsolatedModel(pool, function_outputs, (function,)), output, f"prediction function {function}")
+
+
+# --------------------------------------------------------------------------------------------
+# reference / shadow models from the user's trainer
+
+
+def train_and_query(trainer: str, features: np.ndarray, labels: np.ndarray, seed: int,
+                    queries: list[np.ndarray]) -> list[np.ndarray]:
+    """Task: `train(features, labels, seed)` in this child, then the model's logits on each query set."""
+    import torch
+
+    from audit.machinery.user_code import load_user_function
+
+    torch.set_num_threads(1)
+    flag = f"model.trainer {trainer}"
+    with user_code(flag, "module"):
+        train = load_user_function(trainer, "model.trainer")
+    with user_code(flag):
+        model = train(features.copy(), labels.copy(), int(seed))
+    with user_code(flag, "trained model"):
+        return [trained_model_logits(model, q, flag) for q in queries]
+
+
+def user_trainer(trainer: str, *, workers: int, timeout: float | None) -> Callable:
+    """`train_models(features, labels, in_masks, queries, seed)` for `AttackContext.train_models`:
+    model k trains on the rows of `in_masks[k]` with seed derived from (seed, k), in parallel workers;
+    returns, per query set, a (K, n, C) array of logits."""
+
+    def train_models(features, labels, in_masks, queries, seed):
+        seeds = [int(np.random.SeedSequence([seed, k]).generate_state(1)[0]) for k in range(len(in_masks))]
+        tasks = [(trainer, features[mask], labels[mask], s, list(queries)) for mask, s in zip(in_masks, seeds)]
+        with WorkerPool(min(workers, len(tasks)), name=f"model.trainer {trainer}", timeout=timeout,
+                        what="trainer") as pool:
+            per_model = pool.map(train_and_query, tasks)
+        shapes = {tuple(out.shape) for outs in per_model for out in outs[:1]}
+        if len(shapes) != 1:
+            raise AuditInputError(f"model.trainer {trainer}", f"the trained models disagree on the output shape: {shapes}")
+        return [np.stack([outs[i] for outs in per_model]) for i in range(len(queries))]
+
+    return train_models
