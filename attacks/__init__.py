@@ -1,6 +1,7 @@
 """Membership-inference attacks, chosen by name. A new attack = one module + one entry here."""
 from __future__ import annotations
 
+from attacks.label_only import LabelOnlyAttack
 from attacks.base import AttackContext, AttackOptions, MembershipAttack, QueryableModel, TargetTraining
 from attacks.lira import LiraOfflineAttack, LiraOnlineAttack
 from attacks.loss import LossAttack
@@ -13,6 +14,7 @@ ATTACKS: dict[str, type] = {
     "lira": LiraOnlineAttack,
     "lira_offline": LiraOfflineAttack,
     "rmia": RmiaAttack,
+    "label_only": LabelOnlyAttack,
 }
 
 

@@ -62,20 +62,29 @@ def audit_scores_command(
 
 @app.command("audit-model")
 def audit_model(
-    weights: Annotated[Path, typer.Option("--weights", help="state_dict (.pt, loaded weights_only) or .safetensors")],
-    members: Annotated[Path, typer.Option("--members", help="CSV/Parquet of the model's training rows")],
-    nonmembers: Annotated[Path, typer.Option("--nonmembers", help="CSV/Parquet of rows it never saw")],
-    label: Annotated[str, typer.Option("--label", help="label column (integer classes)")],
-    config: Annotated[Optional[Path], typer.Option("--config", help="YAML: training section = the model's architecture and training")] = None,
+    weights: Annotated[Optional[Path], typer.Option("--weights", help="torch state_dict (.pt, loaded weights_only) or .safetensors")] = None,
+    factory: Annotated[Optional[str], typer.Option("--factory", help="module:function returning the nn.Module the weights fit (default: the MLP of training.hidden_sizes)")] = None,
+    skops: Annotated[Optional[Path], typer.Option("--skops", help="scikit-learn estimator saved with skops.io.dump (pickle/joblib refused)")] = None,
+    onnx: Annotated[Optional[Path], typer.Option("--onnx", help="ONNX file (run with onnxruntime)")] = None,
+    function: Annotated[Optional[str], typer.Option("--function", help="module:function, a black-box prediction function")] = None,
+    output: Annotated[Optional[str], typer.Option("--output", help="what the model returns: logits | probabilities | labels (label-only)")] = None,
+    trainer: Annotated[Optional[str], typer.Option("--trainer", help="module:function train(features, labels, seed) -> model, for reference/shadow models")] = None,
+    members: Annotated[Optional[Path], typer.Option("--members", help="CSV/Parquet/.npz of the model's training rows")] = None,
+    nonmembers: Annotated[Optional[Path], typer.Option("--nonmembers", help="CSV/Parquet/.npz of rows it never saw")] = None,
+    label: Annotated[Optional[str], typer.Option("--label", help="label column of CSV/Parquet files (integer classes)")] = None,
+    config: Annotated[Optional[Path], typer.Option("--config", help="YAML: model section (model, trainer, data), training, privacy, attacks")] = None,
     claimed_epsilon: Annotated[Optional[str], typer.Option("--claimed-epsilon", help="the ε the model claims ('inf' = none)")] = None,
     population: Annotated[Optional[Path], typer.Option("--population", help="population rows for reference/shadow models")] = None,
-    attacks: Annotated[Optional[str], typer.Option("--attacks", help="comma-separated, e.g. loss,lira,rmia")] = None,
+    attacks: Annotated[Optional[str], typer.Option("--attacks", help="comma-separated, e.g. loss,lira,rmia or label_only")] = None,
+    workers: Annotated[Optional[int], typer.Option("--workers", help="parallel processes training reference models (default: the cores)")] = None,
+    timeout: Annotated[Optional[float], typer.Option("--timeout", help="seconds one call of your code may take")] = None,
     device: Annotated[str, typer.Option(help="auto | cpu | cuda")] = "auto",
     policy: Annotated[Optional[Path], typer.Option("--policy", help="YAML policy; exit 1 when a rule fails")] = None,
     out: Annotated[Path, typer.Option("--out", help="folder that receives <timestamp>-<name>/")] = Path("runs"),
     tracking_uri: Annotated[Optional[str], typer.Option("--tracking-uri", help="MLflow tracking URI (default: sqlite:///mlflow.db in the working directory)")] = None,
 ) -> None:
-    """Audit your own trained PyTorch MLP from its weights and member / non-member files."""
+    """Audit your own trained model: a PyTorch module, a scikit-learn estimator (skops), an ONNX file or a
+    prediction function (optionally label-only), on member / non-member files."""
     from audit.machinery.config import parse_epsilon_list, resolve_config
     from audit.model_audits.model_audit import audit_user_model
     from audit.machinery.policy import load_policy
@@ -87,17 +96,25 @@ def audit_model(
     set_log_folder(out)
     check_output_folder(out)
     check_tracking_uri(tracking_uri)
-    overrides = {"privacy": {"epsilons": parse_epsilon_list(claimed_epsilon)}} if claimed_epsilon else None
-    resolved = resolve_config("default", config, overrides)
+    overrides: dict = {"privacy": {"epsilons": parse_epsilon_list(claimed_epsilon)}} if claimed_epsilon else {}
+    if timeout is not None:
+        overrides["model"] = {"timeout": timeout}
+    resolved = resolve_config("default", config, overrides or None)
     loaded_policy = load_policy(policy) if policy is not None else None
     names = [name.strip() for name in attacks.split(",") if name.strip()] if attacks else None
+    model_name = next((str(v) for v in (weights, skops, onnx, function) if v is not None), None)
+    if model_name is None and resolved.model is not None:
+        model_name = next((str(getattr(resolved.model, k)) for k in ("weights", "skops", "onnx", "function")
+                           if getattr(resolved.model, k)), None)
+    model_name = Path(model_name).name if model_name else "model"
     results, final = publish_results(
         lambda staging: audit_user_model(
-            resolved, weights=weights, members=members, nonmembers=nonmembers, label=label, population=population,
-            attack_names=names, device=device, scores_path=staging / "scores" / "scores.csv",
+            resolved, weights=weights, factory=factory, skops=skops, onnx=onnx, function=function, output=output,
+            trainer=trainer, members=members, nonmembers=nonmembers, label=label, population=population,
+            attack_names=names, device=device, workers=workers, scores_path=staging / "scores" / "scores.csv",
         ),
         out=out, folder_name=resolved.name, experiment=resolved.name, tracking_uri=tracking_uri,
-        run_name=f"audit-model {weights.name}", tags={"weights": str(weights)},
+        run_name=f"audit-model {model_name}", tags={"model": model_name},
         metrics_of=lambda results: target_metrics(results["targets"][0]), policy=loaded_policy,
     )
     console.print(results_summary_table(results))

@@ -143,6 +143,8 @@ class AttackConfig(_Strict):
     rmia_a: float = Field(0.3, ge=0, le=1, description="RMIA offline correction coefficient a")
     rmia_gamma: float = Field(2.0, gt=0, description="RMIA pairwise likelihood-ratio threshold γ")
     rmia_population: int = Field(1000, ge=10, le=1_000_000, description="population samples z drawn from the pool")
+    label_only_queries: int = Field(32, ge=1, le=1000, description="noisy copies per candidate (label_only attack)")
+    label_only_noise: float = Field(0.1, gt=0, le=10, description="their noise std, as a fraction of each feature's std")
 
     @field_validator("names")
     @classmethod
@@ -183,6 +185,39 @@ class SyntheticConfig(_Strict):
         return value
 
 
+class ModelSourceConfig(_Strict):
+    """`audit-model`'s inputs: the user's model (exactly one of weights / skops / onnx / function),
+    the trainer of reference/shadow models, and the data files. Paths are relative to the config file."""
+
+    weights: str | None = Field(None, description="torch state_dict (.pt, loaded weights_only) or .safetensors")
+    factory: str | None = Field(None, description="module:function returning the nn.Module the weights fit; "
+                                "default: the harness's MLP with training.hidden_sizes")
+    skops: str | None = Field(None, description="a scikit-learn estimator saved with skops.io.dump")
+    onnx: str | None = Field(None, description="an ONNX file, run with onnxruntime")
+    function: str | None = Field(None, description="module:function, a black-box prediction function (features → outputs)")
+    output: Literal["logits", "probabilities", "labels"] | None = Field(
+        None, description="what the model returns; default logits (torch, onnx), probabilities (skops, function)")
+    trainer: str | None = Field(None, description="module:function train(features, labels, seed) -> model: trains "
+                                "reference and shadow models like the audited model")
+    members: str | None = Field(None, description="CSV / Parquet / .npz of the model's training rows")
+    nonmembers: str | None = Field(None, description="CSV / Parquet / .npz of rows it never saw")
+    population: str | None = Field(None, description="more rows from the same distribution (reference/shadow models)")
+    label: str | None = Field(None, description="label column of CSV / Parquet files")
+    timeout: float = Field(600.0, gt=0, description="seconds one call of the user's code may take")
+
+    @model_validator(mode="after")
+    def _one_model(self) -> "ModelSourceConfig":
+        given = [k for k in ("weights", "skops", "onnx", "function") if getattr(self, k)]
+        if len(given) > 1:
+            raise ValueError(f"give exactly one of weights, skops, onnx, function (got {', '.join(given)})")
+        if self.factory and not self.weights:
+            raise ValueError("factory needs weights (the state_dict the factory's module loads)")
+        return self
+
+
+MODEL_PATH_FIELDS = ("weights", "skops", "onnx", "members", "nonmembers", "population")
+
+
 class AuditConfig(_Strict):
     name: str = Field("default", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
     seed: int = Field(0, ge=0, lt=SEED_LIMIT, description="< 2³² (numpy and torch seeds)")
@@ -199,6 +234,7 @@ class AuditConfig(_Strict):
     privacy: PrivacyConfig = Field(default_factory=PrivacyConfig)
     attacks: AttackConfig = Field(default_factory=AttackConfig)
     synthetic: SyntheticConfig | None = Field(None, description="add the synthetic-data sweep to the run")
+    model: ModelSourceConfig | None = Field(None, description="audit-model: the user's model, trainer and data files")
 
     @field_validator("cpu_threads")
     @classmethod
@@ -296,6 +332,12 @@ def resolve_config(
         if isinstance(data_path, str) and not Path(data_path).is_absolute():
             # Paths in a config file are relative to that file, not to wherever the audit is started.
             from_file["data"]["path"] = str(Path(config_file).parent / data_path)
+        model_section = from_file.get("model")
+        if isinstance(model_section, dict):
+            for key in MODEL_PATH_FIELDS:
+                value = model_section.get(key)
+                if isinstance(value, str) and value and not Path(value).is_absolute():
+                    model_section[key] = str(Path(config_file).parent / value)
         raw = _deep_merge(raw, from_file)
         source = f"config file '{config_file}'"
     if overrides:

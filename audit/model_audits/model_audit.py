@@ -30,6 +30,7 @@ import hashlib
 import math
 import re
 from collections.abc import Mapping
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,17 +38,23 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import torch
+from pydantic import ValidationError
 
 from attacks import AttackContext, AttackOptions, TargetTraining, get_attack
 from audit.statistics.accountants import DPSGDEvent, epsilons_for_event
 from audit.statistics.attack_evaluation import best_sound_lower_bound, evaluate_attack
-from audit.machinery.config import AuditConfig
+from audit.machinery.config import AuditConfig, ModelSourceConfig
 from audit.machinery.environment import describe_environment
 from audit.errors import AuditInputError
 from targets.table_checks import MAX_CLASSES
 from audit.machinery.attack_setup import attack_options
+from audit.machinery.workers import WorkerPool, default_workers
+from audit.model_audits.user_models import isolated_factory_model, isolated_function_model, user_trainer
 from targets.datasets import read_table
 from targets.devices import resolve_device
+from targets.model_sources import (
+    ModelQuery, estimator_query, live_query, load_skops_estimator, load_state_dict_file, onnx_query, tensor_shape,
+)
 from targets.models import MLP
 from targets.training import TrainingSpec, predict_logits
 
@@ -55,9 +62,7 @@ SCHEMA_VERSION = 1
 # Attacks that need population data (reference or shadow models trained on it / drawn from it).
 POPULATION_ATTACKS = ("shadow", "lira", "lira_offline", "rmia")
 REFERENCE_ATTACKS = ("lira", "lira_offline", "rmia")
-# Common wrappers of a state dict: Opacus's GradSampleModule and DataParallel/DDP prefixes.
-_KEY_PREFIXES = ("_module.", "module.")
-_CHECKPOINT_KEYS = ("state_dict", "model_state_dict", "model")
+LABEL_ONLY_ATTACK = "label_only"
 PLD_PRV_TOLERANCE = 0.05
 
 
@@ -69,9 +74,74 @@ PLD_PRV_TOLERANCE = 0.05
 class _Table:
     path: Path
     role: str
-    features: np.ndarray  # (n, d) float32, as given
+    features: np.ndarray  # (n, ...) float32, as given: (n, d) from tables, any shape from .npz
     labels: np.ndarray  # (n,) int64 class indices
-    frame: pd.DataFrame  # the feature columns + label, in the members file's column order
+    frame: pd.DataFrame | None  # tables: the feature columns + label, in the members file's column order
+    hashes: np.ndarray  # (n,) one hash per row (features and label): duplicates between files
+
+
+def _array_hashes(features: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    rows = np.ascontiguousarray(features.reshape(len(features), -1))
+    return np.array([hash((row.tobytes(), int(label))) for row, label in zip(rows, labels)], dtype=np.int64)
+
+
+def _from_arrays(features, labels, path: Path, role: str, shape: tuple | None) -> _Table:
+    where = _where(role, path)
+    features = np.asarray(features)
+    labels = np.asarray(labels)
+    if features.ndim < 2 or len(features) == 0:
+        raise AuditInputError(f"{where}: features", f"must be an array (n, ...) with n ≥ 1 rows, got shape {features.shape}")
+    if not np.issubdtype(features.dtype, np.number) or np.issubdtype(features.dtype, np.complexfloating):
+        raise AuditInputError(f"{where}: features", f"must hold real numbers, got dtype {features.dtype}")
+    if not np.all(np.isfinite(features)):
+        raise AuditInputError(f"{where}: features", "contains NaN or infinite values")
+    if labels.shape != (len(features),):
+        raise AuditInputError(f"{where}: labels", f"must have shape ({len(features)},), one per row; got {labels.shape}")
+    if shape is not None and tuple(features.shape[1:]) != shape:
+        raise AuditInputError(f"{where}: features", f"rows have shape {tuple(features.shape[1:])}, the members' have {shape}")
+    labels = _class_indices(pd.Series(labels), f"{where}: labels")
+    features = np.ascontiguousarray(features, dtype=np.float32)
+    return _Table(path=path, role=role, features=features, labels=labels, frame=None,
+                  hashes=_array_hashes(features, labels))
+
+
+def _read_npz(path: Path, role: str, shape: tuple | None) -> _Table:
+    """A `.npz` with arrays `features` (n, ...) — any shape, e.g. images n×C×H×W — and `labels` (n,)."""
+    where = _where(role, path)
+    if not path.is_file():
+        raise AuditInputError(where, "does not exist or is not a file")
+    try:
+        with np.load(path, allow_pickle=False) as archive:  # object arrays would need unpickling: refused
+            missing = [k for k in ("features", "labels") if k not in archive.files]
+            if missing:
+                raise AuditInputError(where, f"has no array '{missing[0]}' (arrays: {', '.join(archive.files) or 'none'}); "
+                                      "expected 'features' (n, ...) and 'labels' (n,)")
+            features, labels = archive["features"], archive["labels"]
+    except AuditInputError:
+        raise
+    except ValueError as exc:
+        raise AuditInputError(where, f"could not be read without unpickling ({exc})") from None
+    except Exception as exc:  # zipfile.BadZipFile, OSError, ...
+        raise AuditInputError(where, f"could not be read as .npz ({type(exc).__name__})") from None
+    return _from_arrays(features, labels, path, role, shape)
+
+
+def _read_data(source, role: str, label: str | None, reference: _Table | None) -> _Table:
+    """A data file (CSV / Parquet with `label`, or .npz) or, from the Python API, a (features, labels) pair."""
+    shape = tuple(reference.features.shape[1:]) if reference is not None else None
+    if isinstance(source, tuple):
+        return _from_arrays(source[0], source[1], Path(f"<{role} arrays>"), role, shape)
+    path = Path(source)
+    if path.suffix.lower() == ".npz":
+        if reference is not None and reference.frame is not None:
+            raise AuditInputError(_where(role, path), "is .npz while the members file is a table: use one format")
+        return _read_npz(path, role, shape)
+    if reference is not None and reference.frame is None:
+        raise AuditInputError(_where(role, path), "is a table while the members file is .npz: use one format")
+    if not label:
+        raise AuditInputError("--label", f"the {role} '{path}' is a table: name its label column")
+    columns = list(reference.frame.columns) if reference is not None else None
+    return _read_table(path, role, label, columns)
 
 
 def _where(role: str, path: Path) -> str:
@@ -126,7 +196,7 @@ def _read_table(path: Path, role: str, label: str, columns: list[str] | None) ->
             raise AuditInputError(f"{where}: column '{column}'", "contains infinite values")
     labels = _class_indices(frame[label], f"{where}: label column '{label}'")
     features = frame[feature_columns].to_numpy(dtype=np.float32)
-    return _Table(path=path, role=role, features=features, labels=labels, frame=frame)
+    return _Table(path=path, role=role, features=features, labels=labels, frame=frame, hashes=_row_hashes(frame))
 
 
 def _class_indices(values: pd.Series, where: str) -> np.ndarray:
@@ -161,73 +231,6 @@ def _file_sha256(path: Path) -> str:
 # weights
 
 
-def _load_state_dict(path: Path) -> tuple[dict[str, torch.Tensor], str, list[str]]:
-    """(state dict, format, notes). Never unpickles anything but tensors and plain containers."""
-    where = f"weights file '{path}'"
-    if not path.is_file():
-        raise AuditInputError(where, "does not exist or is not a file")
-    notes: list[str] = []
-    if path.suffix.lower() == ".safetensors":
-        try:
-            from safetensors import SafetensorError
-            from safetensors.torch import load_file
-        except ImportError:
-            raise AuditInputError(where, "is a .safetensors file but the 'safetensors' package is not installed") from None
-        try:
-            state: Any = load_file(str(path), device="cpu")
-        except (SafetensorError, OSError, ValueError) as exc:
-            raise AuditInputError(where, f"could not be read as safetensors ({exc})") from None
-        file_format = "safetensors"
-    else:
-        try:
-            state = torch.load(path, map_location="cpu", weights_only=True)
-        except Exception as exc:  # UnpicklingError, RuntimeError (not a torch file), EOFError, ...
-            text = str(exc)
-            found = re.search(r"Unsupported global: GLOBAL ([\w.]+)", text)
-            if found:
-                reason = f"it holds a pickled {found.group(1)} object"
-            else:  # torch's own text suggests weights_only=False, which this tool never does
-                detail = re.search(r"WeightsUnpickler error:\s*(.+)", text)
-                reason = "it is not a PyTorch file of tensors" + (
-                    f" ({detail.group(1).strip()[:120]})" if detail else f" ({type(exc).__name__})"
-                )
-            raise AuditInputError(
-                where,
-                f"could not be loaded as a state_dict with torch.load(weights_only=True): {reason}. Save the "
-                "weights with torch.save(model.state_dict(), path) (or safetensors); a pickled model object is "
-                "refused because unpickling it could run arbitrary code",
-            ) from None
-        file_format = "torch state_dict (weights_only)"
-    if isinstance(state, Mapping):
-        for key in _CHECKPOINT_KEYS:  # a training checkpoint {'state_dict': {...}, 'epoch': ...}
-            inner = state.get(key)
-            if isinstance(inner, Mapping) and inner and all(isinstance(v, torch.Tensor) for v in inner.values()):
-                notes.append(f"weights taken from the checkpoint entry '{key}' of {path.name}")
-                state = inner
-                break
-    if not isinstance(state, Mapping) or not state:
-        raise AuditInputError(
-            where, f"is not a state dict (a mapping of parameter names to tensors); found {type(state).__name__}"
-        )
-    for key, value in state.items():
-        if not isinstance(key, str) or not isinstance(value, torch.Tensor):
-            raise AuditInputError(
-                where,
-                f"is not a state dict: entry {key!r} holds {type(value).__name__}, expected parameter names → tensors",
-            )
-    state = dict(state)
-    for prefix in _KEY_PREFIXES:
-        if all(k.startswith(prefix) for k in state):
-            state = {k[len(prefix):]: v for k, v in state.items()}
-            notes.append(f"the prefix '{prefix}' of every key in {path.name} was removed (a wrapped module's state dict)")
-            break
-    return state, file_format, notes
-
-
-def _shape(shape) -> str:
-    return "(" + ", ".join(str(int(s)) for s in shape) + ")"
-
-
 def _guess_hidden_sizes(state: Mapping[str, torch.Tensor]) -> list[int] | None:
     """Hidden sizes of an `MLP`-shaped state dict (keys 0.weight, 2.weight, ...), None if not one."""
     layers = sorted(
@@ -260,8 +263,8 @@ def _build_model(
         if tuple(found.shape) != tuple(tensor.shape):
             raise AuditInputError(
                 where,
-                f"{head}: layer {key} has shape {_shape(found.shape)} in the file, {context} needs "
-                f"{_shape(tensor.shape)}{hint}",
+                f"{head}: layer {key} has shape {tensor_shape(found.shape)} in the file, {context} needs "
+                f"{tensor_shape(tensor.shape)}{hint}",
             )
         if not found.is_floating_point():
             raise AuditInputError(where, f"layer {key} holds {found.dtype} values, expected floating point weights")
@@ -272,16 +275,6 @@ def _build_model(
         raise AuditInputError(where, f"{head}: the file holds layer {unexpected[0]} that the MLP does not have{hint}")
     model.load_state_dict({k: v.to(torch.float32) for k, v in state.items()})
     return model.eval()
-
-
-@dataclass(frozen=True)
-class _UserModel:
-    """The user's model as attacks see it: logits for features."""
-
-    model: MLP
-
-    def logits(self, features: np.ndarray) -> np.ndarray:
-        return predict_logits(self.model, np.ascontiguousarray(features, dtype=np.float32))
 
 
 # --------------------------------------------------------------------------------------------
@@ -299,23 +292,38 @@ def _claimed_epsilon(config: AuditConfig) -> float:
     return float(epsilons[0])
 
 
-def _attack_names(config: AuditConfig, attack_names: list[str] | None, has_population: bool) -> tuple[list[str], list[str]]:
-    """(attacks to run, notes). `loss` always; population attacks only with a population file."""
+def _attack_names(config: AuditConfig, attack_names: list[str] | None, has_population: bool, label_only: bool,
+                  can_train_references: bool, why_not: str) -> tuple[list[str], list[str]]:
+    """(attacks to run, notes). Score models: `loss` always, population attacks with a population file and a way
+    to train reference models. Label-only models: the label-only attack only."""
     explicit = attack_names is not None
-    names = list(attack_names) if explicit else list(config.attacks.names)
+    names = list(dict.fromkeys(attack_names if explicit else config.attacks.names))
     for name in names:
         get_attack(name)  # unknown name → AuditInputError naming attacks.names
-    names = ["loss"] + [n for n in dict.fromkeys(names) if n != "loss"]
+    notes: list[str] = []
+    if label_only:
+        score_based = [n for n in names if n != LABEL_ONLY_ATTACK]
+        if explicit and score_based:
+            raise AuditInputError("--attacks", f"the model returns labels only: attack '{score_based[0]}' needs scores; "
+                                  f"use '{LABEL_ONLY_ATTACK}'")
+        if score_based:
+            notes.append(f"the model returns labels only: score-based attacks ({', '.join(score_based)}) cannot run; "
+                         f"the label-only attack ran instead")
+        return [LABEL_ONLY_ATTACK], notes
+    names = ["loss"] + [n for n in names if n != "loss"]
     needing = [n for n in names if n in POPULATION_ATTACKS]
-    notes = []
     if needing and not has_population:
         if explicit:
             raise AuditInputError(
                 "--population", f"attack '{needing[0]}' trains reference/shadow models on population data: give a population file"
             )
-        notes.append(
-            f"attacks {', '.join(needing)} skipped: they need population data (--population); only the loss attack ran"
-        )
+        notes.append(f"attacks {', '.join(needing)} skipped: they need population data (--population)")
+        names = [n for n in names if n not in POPULATION_ATTACKS]
+    needing = [n for n in names if n in POPULATION_ATTACKS]
+    if needing and not can_train_references:
+        if explicit:
+            raise AuditInputError("--trainer", f"attack '{needing[0]}' trains reference/shadow models like the target: {why_not}")
+        notes.append(f"attacks {', '.join(needing)} skipped: {why_not}")
         names = [n for n in names if n not in POPULATION_ATTACKS]
     return names, notes
 
@@ -363,28 +371,156 @@ def _dpsgd_parameters(config: AuditConfig, n_members: int, claimed: float) -> tu
 
 
 
+@dataclass
+class _Source:
+    """The audited model, opened: how attacks query it and what the results record about it."""
+
+    query: ModelQuery
+    kind: str  # mlp | torch | skops | onnx | function | live
+    record: dict[str, Any]
+    notes: list[str]
+    dpsgd: bool  # a torch model: the config's DP-SGD description (σ, q, T, C) may describe its training
+
+
+def _model_settings(config: AuditConfig, overrides: dict[str, Any]) -> ModelSourceConfig:
+    """The config's `model:` section with the explicit arguments (CLI flags, Python API) on top."""
+    base = config.model.model_dump() if config.model is not None else {}
+    given = {k: (str(v) if isinstance(v, Path) else v) for k, v in overrides.items() if v is not None}
+    if any(given.get(k) for k in ("weights", "skops", "onnx", "function")):
+        for key in ("weights", "skops", "onnx", "function", "factory"):  # the flag names the model
+            if key not in given:
+                base.pop(key, None)
+    try:
+        return ModelSourceConfig.model_validate({**base, **given})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise AuditInputError("model", first["msg"].removeprefix("Value error, ")) from None
+
+
+def _open_source(settings: ModelSourceConfig, live_model: Any, config: AuditConfig, tables: list[_Table],
+                 stack: ExitStack) -> _Source:
+    output = settings.output
+    if live_model is not None:
+        query = live_query(live_model, output)
+        return _Source(query, "live", {"kind": "live object", "type": type(live_model).__name__, "output": query.output},
+                       [], isinstance(live_model, torch.nn.Module))
+    if settings.weights and settings.factory:
+        pool = stack.enter_context(WorkerPool(1, name=f"model.factory {settings.factory}", timeout=settings.timeout,
+                                              what="model"))
+        query, info = isolated_factory_model(pool, settings.factory, settings.weights)
+        weights = Path(settings.weights)
+        record = {"kind": "torch module", "factory": settings.factory, "path": str(weights), "format": info["format"],
+                  "sha256": _file_sha256(weights), "architecture": info["architecture"],
+                  "n_parameters": info["n_parameters"], "output": "logits"}
+        return _Source(query, "torch", record, list(info["notes"]), True)
+    if settings.weights:
+        return _open_mlp(Path(settings.weights), config, tables)
+    if settings.skops:
+        path = Path(settings.skops)
+        estimator, types = load_skops_estimator(path)
+        query = estimator_query(estimator, f"skops model {path.name}")
+        if output is not None:
+            query = ModelQuery(query.predict, output, query.description)
+        record = {"kind": "scikit-learn (skops)", "path": str(path), "sha256": _file_sha256(path),
+                  "estimator": type(estimator).__name__, "trusted_types": types, "output": query.output}
+        return _Source(query, "skops", record, [], False)
+    if settings.onnx:
+        path = Path(settings.onnx)
+        query = onnx_query(path, output or "logits")
+        record = {"kind": "ONNX", "path": str(path), "sha256": _file_sha256(path), "output": query.output}
+        return _Source(query, "onnx", record, [], False)
+    if settings.function:
+        pool = stack.enter_context(WorkerPool(1, name=f"model.function {settings.function}", timeout=settings.timeout,
+                                              what="prediction function"))
+        query = isolated_function_model(pool, settings.function, output or "probabilities")
+        return _Source(query, "function", {"kind": "prediction function", "function": settings.function,
+                                           "output": query.output}, [], False)
+    raise AuditInputError("--weights", "give the model to audit: --weights (optionally with --factory), --skops, "
+                          "--onnx or --function (or the config's model section)")
+
+
+def _open_mlp(weights: Path, config: AuditConfig, tables: list[_Table]) -> _Source:
+    """The harness's own MLP (training.hidden_sizes) from a state dict: the path reference models can copy."""
+    features = tables[0].features
+    if features.ndim != 2:
+        raise AuditInputError("--factory", f"the features have shape {features.shape[1:]} per row; a model for them "
+                              "needs --factory module:function building it (the default MLP takes flat rows)")
+    state, weights_format, notes = load_state_dict_file(weights)
+    hidden_sizes = list(config.training.hidden_sizes)
+    n_classes = max(int(t.labels.max()) for t in tables) + 1
+    head = state.get(f"{2 * len(hidden_sizes)}.weight")
+    if isinstance(head, torch.Tensor) and head.dim() == 2 and head.shape[0] > n_classes:
+        notes.append(f"the model has {head.shape[0]} output classes; the data files use labels below {n_classes}")
+        n_classes = int(head.shape[0])
+    if n_classes < 2:
+        raise AuditInputError(f"{tables[0].role} '{tables[0].path}'",
+                              "the model needs ≥ 2 output classes (labels 0..K-1 with K ≥ 2)")
+    n_features = features.shape[1]
+    model = _build_model(state, weights, n_features, hidden_sizes, n_classes)
+    query = ModelQuery(lambda x: predict_logits(model, np.ascontiguousarray(x, dtype=np.float32)), "logits",
+                       f"MLP {weights.name}")
+    record = {"kind": "torch MLP", "path": str(weights), "format": weights_format, "sha256": _file_sha256(weights),
+              "architecture": f"MLP({n_features}, hidden_sizes={hidden_sizes}, n_classes={n_classes})",
+              "output": "logits"}
+    return _Source(query, "mlp", record, notes, True)
+
+
+def _n_classes(source: _Source, tables: list[_Table]) -> int:
+    """Classes of the model's output, checked against the labels; a probe on a few member rows."""
+    labels_max = max(int(t.labels.max()) for t in tables)
+    if source.query.label_only:
+        n_classes = labels_max + 1
+    else:
+        n_classes = int(source.query.raw(tables[0].features[:8]).shape[1])
+        if labels_max >= n_classes:
+            raise AuditInputError(f"{tables[0].role} '{tables[0].path}'",
+                                  f"holds label {labels_max} but the model outputs {n_classes} classes (0..{n_classes - 1})")
+    if n_classes < 2:
+        raise AuditInputError(f"{tables[0].role} '{tables[0].path}'", "the model needs ≥ 2 classes")
+    return n_classes
+
+
 def audit_user_model(
     config: AuditConfig,
     *,
-    weights: Path,
-    members: Path,
-    nonmembers: Path,
-    label: str,
-    population: Path | None = None,
+    model: Any = None,
+    output: str | None = None,
+    weights: Path | str | None = None,
+    factory: str | None = None,
+    skops: Path | str | None = None,
+    onnx: Path | str | None = None,
+    function: str | None = None,
+    trainer: str | None = None,
+    members: Path | str | tuple | None = None,
+    nonmembers: Path | str | tuple | None = None,
+    label: str | None = None,
+    population: Path | str | tuple | None = None,
     attack_names: list[str] | None = None,
     device: str = "auto",
+    workers: int | None = None,
     scores_path: Path | None = None,
 ) -> dict[str, Any]:
-    """Membership-inference audit of a user's trained MLP; a results dict (schema_version 1).
+    """Membership-inference audit of the user's own trained model; a results dict (schema_version 1).
 
-    `config`: `training` (architecture and how the model was trained), `privacy.epsilons` (exactly
-    one value: the claimed ε, inf = non-private), `privacy.delta`/`accountant`, `attacks`, `seed`;
-    its `data` and `split` sections are not used. `attack_names` (default: `config.attacks.names`)
-    — `loss` always runs; `shadow`, `lira`, `lira_offline`, `rmia` need `population`. `device`:
-    where reference/shadow models train ("auto": `config.device`, then CUDA when present); on the
-    CPU torch uses `config.cpu_threads` threads (1 when the config has no such field) meanwhile.
-    `scores_path`: if given, every candidate's membership, label and attack scores are written
-    there as CSV (higher = member). All user mistakes raise AuditInputError before any training.
+    The model is one of: `model`, a live object (an `nn.Module`, a fitted estimator, a prediction
+    callable — for notebooks; it runs in this process); `weights` (+ `factory` "module:function"
+    building the `nn.Module`; without it the harness's MLP with `training.hidden_sizes`); `skops`;
+    `onnx`; `function` ("module:function", a black box). `output` says what it returns (logits |
+    probabilities | labels; labels = label-only, only the `label_only` attack runs). Factories and
+    functions run in an isolated worker process. Every argument left None is taken from the
+    config's `model:` section.
+
+    Data: `members` (the model's training set), `nonmembers` (never seen, same distribution),
+    `population` (more such rows, for reference/shadow models): CSV/Parquet with the `label`
+    column, or `.npz` with arrays `features` (n, ...) and `labels` (n,), or (features, labels)
+    pairs from Python. Reference/shadow models (`lira`, `lira_offline`, `rmia`, `shadow`) are
+    trained by the user's `trainer` ("module:function", train(features, labels, seed) -> model,
+    in `workers` parallel processes) or, for the harness's MLP, by the vectorized DP-SGD trainer.
+
+    `config`: `privacy.epsilons` holds exactly one value (the claimed ε, inf = non-private),
+    `privacy.delta`/`accountant`, `attacks`, `seed`, and `training` (how a torch model was
+    trained). `scores_path`: every candidate's membership, label and scores written as CSV.
+    All user mistakes raise AuditInputError (exit 2) before any reference model is trained.
     """
     torch_device = resolve_device(device if device != "auto" else config.device)
     # Small models: on a shared CPU a second spinning OpenMP thread makes training many times slower
@@ -393,65 +529,72 @@ def audit_user_model(
     previous = torch.get_num_threads()
     if threads is not None:
         torch.set_num_threads(threads)
+    settings = _model_settings(config, dict(
+        weights=weights, factory=factory, skops=skops, onnx=onnx, function=function, output=output, trainer=trainer,
+        members=None if isinstance(members, tuple) else members, label=label,
+        nonmembers=None if isinstance(nonmembers, tuple) else nonmembers,
+        population=None if isinstance(population, tuple) else population))
+    data_sources = {
+        "members": members if isinstance(members, tuple) else settings.members,
+        "nonmembers": nonmembers if isinstance(nonmembers, tuple) else settings.nonmembers,
+        "population": population if isinstance(population, tuple) else settings.population,
+    }
     try:
-        return _audit(config, weights=Path(weights), members=Path(members), nonmembers=Path(nonmembers), label=label,
-                      population=Path(population) if population is not None else None, attack_names=attack_names,
-                      torch_device=torch_device, scores_path=scores_path)
+        with ExitStack() as stack:
+            return _audit(config, settings, model, data_sources, attack_names=attack_names, torch_device=torch_device,
+                          workers=workers or default_workers(), scores_path=scores_path, stack=stack)
     finally:
         torch.set_num_threads(previous)
 
 
 def _audit(
     config: AuditConfig,
+    settings: ModelSourceConfig,
+    live_model: Any,
+    data_sources: dict[str, Any],
     *,
-    weights: Path,
-    members: Path,
-    nonmembers: Path,
-    label: str,
-    population: Path | None,
     attack_names: list[str] | None,
     torch_device: torch.device,
+    workers: int,
     scores_path: Path | None,
+    stack: ExitStack,
 ) -> dict[str, Any]:
     claimed = _claimed_epsilon(config)
-    names, notes = _attack_names(config, attack_names, population is not None)
     options = attack_options(config)
+    for role in ("members", "nonmembers"):
+        if data_sources[role] is None:
+            raise AuditInputError(f"--{role}", f"give the {role} file (CSV, Parquet or .npz)")
 
-    # Data: members first, its column order is the reference for the other files.
-    member_table = _read_table(members, "members file", label, None)
-    columns = list(member_table.frame.columns)
-    nonmember_table = _read_table(nonmembers, "non-members file", label, columns)
-    population_table = _read_table(population, "population file", label, columns) if population is not None else None
+    # Data: members first, its columns / row shape is the reference for the other files.
+    label = settings.label
+    member_table = _read_data(data_sources["members"], "members file", label, None)
+    nonmember_table = _read_data(data_sources["nonmembers"], "non-members file", label, member_table)
+    population_table = (_read_data(data_sources["population"], "population file", label, member_table)
+                        if data_sources["population"] is not None else None)
     tables = [t for t in (member_table, nonmember_table, population_table) if t is not None]
-    n_features = member_table.features.shape[1]
     n_members, n_nonmembers = len(member_table.labels), len(nonmember_table.labels)
+
+    source = _open_source(settings, live_model, config, tables, stack)
+    notes = list(source.notes)
+    n_classes = _n_classes(source, tables)
+    can_train = source.kind == "mlp" or settings.trainer is not None
+    why_not = ("give a trainer (--trainer module:function, train(features, labels, seed) -> model) that trains "
+               "models like the audited one")
+    names, attack_notes = _attack_names(config, attack_names, population_table is not None, source.query.label_only,
+                                        can_train, why_not)
+    notes += attack_notes
     if population_table is not None:
         _check_population(names, population_table, n_members, options)
 
-    # Weights: the MLP for these features, the config's hidden sizes and the labels' classes.
-    state, weights_format, weight_notes = _load_state_dict(weights)
-    notes += weight_notes
-    hidden_sizes = list(config.training.hidden_sizes)
-    n_classes = max(int(t.labels.max()) for t in tables) + 1
-    head = state.get(f"{2 * len(hidden_sizes)}.weight")
-    if isinstance(head, torch.Tensor) and head.dim() == 2 and head.shape[0] > n_classes:
-        notes.append(f"the model has {head.shape[0]} output classes; the data files use labels below {n_classes}")
-        n_classes = int(head.shape[0])
-    if n_classes < 2:
-        raise AuditInputError(f"members file '{members}': label column '{label}'",
-                              "the model needs ≥ 2 output classes (labels 0..K-1 with K ≥ 2)")
-    model = _build_model(state, weights, n_features, hidden_sizes, n_classes)
-    target = _UserModel(model)
-
     # Sanity notes on the inputs (not errors: duplicates happen in real data).
-    member_hashes = set(_row_hashes(member_table.frame).tolist())
-    shared = int(sum(h in member_hashes for h in _row_hashes(nonmember_table.frame).tolist()))
+    member_hashes = set(member_table.hashes.tolist())
+    shared = int(sum(h in member_hashes for h in nonmember_table.hashes.tolist()))
     if shared:
         notes.append(f"{shared} non-member row(s) are identical to a member row (features and label): an attack "
                      "cannot tell them apart, which makes the bounds conservative")
     if population_table is not None:
-        candidate_hashes = member_hashes | set(_row_hashes(nonmember_table.frame).tolist())
-        overlap = int(sum(h in candidate_hashes for h in _row_hashes(population_table.frame).tolist()))
+        candidate_hashes = member_hashes | set(nonmember_table.hashes.tolist())
+        overlap = int(sum(h in candidate_hashes for h in population_table.hashes.tolist()))
         if overlap:
             notes.append(f"{overlap} population row(s) are identical to a candidate row; the population should be "
                          "disjoint from the members and non-members")
@@ -459,11 +602,11 @@ def _audit(
         notes.append(f"δ = {config.privacy.delta:g} ≥ 1/n = {1 / n_members:.2g} (n = {n_members} members): "
                      "such a δ permits releasing a whole record; choose δ well below 1/n")
 
-    # How the model was (claimed to be) trained: references and shadows are trained the same way.
+    # How the model was (claimed to be) trained: harness references are trained the same way.
     private = math.isfinite(claimed)
-    sigma, sample_rate, steps = _dpsgd_parameters(config, n_members, claimed)
+    sigma, sample_rate, steps = _dpsgd_parameters(config, n_members, claimed) if source.dpsgd else (0.0, 1.0, 0)
     spec = TrainingSpec(**config.training.model_dump())
-    max_grad_norm = config.training.max_grad_norm if private else None
+    max_grad_norm = config.training.max_grad_norm if private and source.dpsgd else None
     seed = config.seed
     candidate_features = np.concatenate([member_table.features, nonmember_table.features])
     candidate_labels = np.concatenate([member_table.labels, nonmember_table.labels])
@@ -471,19 +614,22 @@ def _audit(
     if population_table is not None:
         pool_features, pool_labels = population_table.features, population_table.labels
     else:
-        pool_features, pool_labels = np.empty((0, n_features), dtype=np.float32), np.empty(0, dtype=np.int64)
+        pool_features = np.empty((0, *member_table.features.shape[1:]), dtype=np.float32)
+        pool_labels = np.empty(0, dtype=np.int64)
+    train_models = (user_trainer(settings.trainer, workers=workers, timeout=settings.timeout)
+                    if settings.trainer is not None and source.kind != "mlp" else None)
     context = AttackContext(
         candidate_features=candidate_features, candidate_labels=candidate_labels, n_classes=n_classes,
         pool_features=pool_features, pool_labels=pool_labels,
-        training=TargetTraining(spec=spec, noise_multiplier=sigma, max_grad_norm=max_grad_norm,
+        training=TargetTraining(spec=spec, noise_multiplier=sigma if private else 0.0, max_grad_norm=max_grad_norm,
                                 sample_rate=sample_rate, steps=steps, train_size=n_members),
         epsilon=claimed, delta=config.privacy.delta, accountant=config.privacy.accountant, seed=seed,
-        device=torch_device, options=options,
+        device=torch_device, options=options, train_models=train_models,
     )
 
     attack_records, score_columns = [], {}
     for name in names:
-        scores = np.asarray(get_attack(name).scores(target, context), dtype=np.float64)
+        scores = np.asarray(get_attack(name).scores(source.query, context), dtype=np.float64)
         score_columns[name] = scores
         attack_records.append(
             evaluate_attack(
@@ -494,25 +640,26 @@ def _audit(
         )
 
     epsilon: dict[str, float] = {}
-    if private:
+    if private and source.dpsgd:
         epsilon = epsilons_for_event(DPSGDEvent(sigma, sample_rate, steps), config.privacy.delta, config.privacy.accountant)
         if epsilon["pld"] > epsilon["prv"] + PLD_PRV_TOLERANCE:
             notes.append(f"PRV ε {epsilon['prv']:.3f} is below the tight PLD ε {epsilon['pld']:.3f} by more than "
                          f"{PLD_PRV_TOLERANCE}")
-    test_accuracy = float((target.logits(nonmember_table.features).argmax(axis=1) == nonmember_table.labels).mean())
+    test_accuracy = float((source.query.predict_labels(nonmember_table.features) == nonmember_table.labels).mean())
     best, best_method = best_sound_lower_bound(attack_records)
     violation = private and best > claimed
+    dpsgd_known = private and source.dpsgd
     target_record = {
         "epsilon_target": claimed if private else None,
         "delta": config.privacy.delta,
-        "noise_multiplier": sigma if private else None,
-        "sample_rate": sample_rate,
-        "steps": steps,
+        "noise_multiplier": sigma if dpsgd_known else None,
+        "sample_rate": sample_rate if source.dpsgd else None,
+        "steps": steps if source.dpsgd else None,
         "max_grad_norm": max_grad_norm,
-        "poisson_sampling": True if private else None,
-        "accountant": config.privacy.accountant if private else None,
+        "poisson_sampling": True if dpsgd_known else None,
+        "accountant": config.privacy.accountant if dpsgd_known else None,
         "epsilon": epsilon,
-        "epsilon_accountant": epsilon.get(config.privacy.accountant) if private else None,
+        "epsilon_accountant": epsilon.get(config.privacy.accountant) if dpsgd_known else None,
         "epsilon_engine": None,
         "test_accuracy": test_accuracy,
         "train_seconds": None,
@@ -532,10 +679,14 @@ def _audit(
         "bounds speak about membership only if the non-members come from the same distribution as the members "
         "(ideally a random hold-out of the same data); otherwise an attack may be telling the distributions apart",
         "test_accuracy is the model's accuracy on the non-members file",
-        "the feature columns are fed to the model exactly as given in the files: no standardisation, encoding or "
+        "the features are fed to the model exactly as given in the files: no standardisation, encoding or "
         "other transformation is applied",
     ]
-    if private:
+    if source.query.label_only:
+        notes.append("the model returns labels only: the label-only attack (noise robustness, Choquette-Choo et al. "
+                     "2021) is a weaker adversary than score-based attacks, so its bound is a floor for a model whose "
+                     "scores are also exposed")
+    if private and source.dpsgd:
         notes.append(
             f"claimed ε {claimed:g}: the audit assumes DP-SGD with Poisson sampling as Opacus's "
             f"make_private_with_epsilon would run it with the config's training section: q = 1/⌈{n_members}/"
@@ -543,12 +694,15 @@ def _audit(
             f"({config.privacy.accountant} accountant); the accountant ε is for these (σ, q, T), the violation "
             "check compares with the claimed ε"
         )
+    elif private:
+        notes.append(f"claimed ε {claimed:g}: the model is not a torch model trained by DP-SGD as the config describes, "
+                     "so no accountant ε is computed; the violation check compares the bounds with the claimed ε")
     if any(n in POPULATION_ATTACKS for n in names):
-        notes.append(
-            "reference/shadow models are trained like the target is assumed to have been trained (the config's "
-            "training section" + (", same σ, q, T, C" if private else ", non-private") + "); a model trained "
-            "differently makes those attacks weaker, never the bounds unsound"
-        )
+        how = (f"by the user's trainer {settings.trainer}" if train_models is not None else
+               "like the target is assumed to have been trained (the config's training section"
+               + (", same σ, q, T, C)" if private else ", non-private)"))
+        notes.append(f"reference/shadow models are trained {how}; a reference model trained differently from the "
+                     "target makes those attacks weaker, never the bounds unsound")
     if any(n in REFERENCE_ATTACKS for n in names) and abs(n_members - n_nonmembers) > 0.1 * n_members:
         notes.append(
             f"reference models each train on half of the {n_members + n_nonmembers} candidates while the target "
@@ -561,30 +715,37 @@ def _audit(
         frame = pd.DataFrame({"member": membership.astype(int), "label": candidate_labels, **score_columns})
         write_text_atomic(Path(scores_path), frame.to_csv(index=False))
 
-    files = {"members": str(members), "nonmembers": str(nonmembers), "population": str(population) if population else None}
+    files = {"members": member_table.path, "nonmembers": nonmember_table.path,
+             "population": population_table.path if population_table is not None else None}
+    model_description = source.record.get("path") or source.record.get("function") or source.record.get("type")
+    data = {
+        "description": f"user model {Path(str(model_description)).name} on {member_table.path.name} (members) / "
+                       f"{nonmember_table.path.name} (non-members)"
+                       + (f", population {population_table.path.name}" if population_table is not None else ""),
+        "n_rows": int(sum(len(t.labels) for t in tables)),
+        "n_features": int(np.prod(member_table.features.shape[1:])),
+        "feature_shape": [int(d) for d in member_table.features.shape[1:]],
+        "n_classes": int(n_classes),
+        "n_train": int(n_members),
+        "n_candidates": int(n_members + n_nonmembers),
+        "n_members": int(n_members),
+        "n_nonmembers": int(n_nonmembers),
+        "n_pool": int(len(pool_labels)),
+        "membership": "given by the user's files (members = the model's training set); not randomized",
+        "label": label,
+        "feature_columns": ([c for c in member_table.frame.columns if c != label]
+                            if member_table.frame is not None else None),
+        "files": {k: str(v) if v is not None else None for k, v in files.items()},
+        "files_sha256": {k: _file_sha256(v) for k, v in files.items() if v is not None and v.is_file()},
+        "model": source.record,
+    }
+    if source.kind in ("mlp", "torch"):
+        data["weights"] = {k: source.record[k] for k in ("path", "format", "sha256", "architecture")}
     return {
         "schema_version": SCHEMA_VERSION,
         "config": config.to_plain(),
         "environment": describe_environment(str(torch_device), seed),
-        "data": {
-            "description": f"user model {weights.name} on {members.name} (members) / {nonmembers.name} (non-members)"
-                           + (f", population {population.name}" if population else ""),
-            "n_rows": int(sum(len(t.labels) for t in tables)),
-            "n_features": int(n_features),
-            "n_classes": int(n_classes),
-            "n_train": int(n_members),
-            "n_candidates": int(n_members + n_nonmembers),
-            "n_members": int(n_members),
-            "n_nonmembers": int(n_nonmembers),
-            "n_pool": int(len(pool_labels)),
-            "membership": "given by the user's files (members = the model's training set); not randomized",
-            "label": label,
-            "feature_columns": [c for c in columns if c != label],
-            "files": files,
-            "files_sha256": {k: _file_sha256(Path(v)) for k, v in files.items() if v is not None},
-            "weights": {"path": str(weights), "format": weights_format, "sha256": _file_sha256(weights),
-                        "architecture": f"MLP({n_features}, hidden_sizes={hidden_sizes}, n_classes={n_classes})"},
-        },
+        "data": data,
         "attacks_run": names,
         "targets": [target_record],
         "synthetic": [],
