@@ -14,7 +14,7 @@ from audit.cli.output import print_verdict, RichProgress, sigterm_as_interrupt
 @app.command()
 def run(
     config: Annotated[Optional[Path], typer.Option("--config", help="YAML config; fields override the preset")] = None,
-    preset: Annotated[Optional[str], typer.Option(help="smoke | default | full  [default: default]")] = None,
+    preset: Annotated[Optional[str], typer.Option(help="smoke | default | full | digits-cnn  [default: default]")] = None,
     out: Annotated[Path, typer.Option("--out", help="folder that receives runs/<timestamp>-<name>/")] = Path("runs"),
     tracking_uri: Annotated[Optional[str], typer.Option("--tracking-uri", help="MLflow tracking URI (default: sqlite:///mlflow.db in the working directory)")] = None,
     device: Annotated[Optional[str], typer.Option(help="auto | cpu | cuda")] = None,

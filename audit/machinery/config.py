@@ -281,6 +281,15 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
+def _bundled_presets() -> dict[str, dict[str, Any]]:
+    """Presets shipped as YAML files in audit/presets/ (one file per preset; its name is the file's stem)."""
+    folder = Path(__file__).resolve().parents[1] / "presets"
+    return {path.stem: yaml.safe_load(path.read_text()) for path in sorted(folder.glob("*.yaml"))}
+
+
+PRESETS.update(_bundled_presets())
+
+
 def _deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
     merged = copy.deepcopy(base)
     for key, value in override.items():
