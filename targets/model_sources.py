@@ -267,8 +267,13 @@ def load_skops_estimator(path: Path) -> tuple[Any, list[str]]:
     return estimator, list(untrusted)
 
 
-def estimator_query(estimator: Any, description: str) -> ModelQuery:
-    """A fitted scikit-learn-style estimator: `predict_proba` when it has one, else `predict` (labels)."""
+def estimator_query(estimator: Any, description: str, output: str | None = None) -> ModelQuery:
+    """A fitted scikit-learn-style estimator: `predict_proba` when it has one (and `output` is not
+    "labels"), else `predict` (labels only)."""
+    if output == "labels" and hasattr(estimator, "predict"):
+        return ModelQuery(estimator.predict, "labels", description)
+    if output == "logits" and hasattr(estimator, "decision_function"):
+        return ModelQuery(estimator.decision_function, "logits", description)
     if hasattr(estimator, "predict_proba"):
         return ModelQuery(estimator.predict_proba, "probabilities", description)
     if hasattr(estimator, "predict"):
@@ -321,8 +326,7 @@ def live_query(model: Any, output: str | None = None, description: str | None = 
     if isinstance(model, nn.Module):
         return ModelQuery(lambda x: module_logits(model, x), output or "logits", description or type(model).__name__)
     if hasattr(model, "predict_proba") or hasattr(model, "predict"):
-        query = estimator_query(model, description or type(model).__name__)
-        return query if output is None else ModelQuery(query.predict, output, query.description)
+        return estimator_query(model, description or type(model).__name__, output)
     if callable(model):
         return ModelQuery(model, output or "probabilities", description or getattr(model, "__name__", "function"))
     raise AuditInputError("model", f"expected an nn.Module, a fitted estimator or a callable, got {type(model).__name__}")

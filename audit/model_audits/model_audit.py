@@ -1,20 +1,26 @@
-"""Audit the user's own trained PyTorch model: membership inference on their member/non-member files.
+"""Audit the user's own trained model, whatever it is: membership inference on their member/non-member files.
 
 Inputs
 ------
-* the config (`training.hidden_sizes` gives the architecture, an `MLP`; the rest of `training`
-  says how the model was trained, so that reference and shadow models can be trained the same
-  way; `privacy.epsilons` holds exactly ONE value, the model's claimed ε, `inf` = non-private);
-* the weights: a `state_dict` saved with `torch.save(model.state_dict(), path)` and loaded with
-  `torch.load(..., weights_only=True)` — a pickled model object is refused, never unpickled, since
-  unpickling can run arbitrary code — or a `.safetensors` file;
+* the model (`targets.model_sources`, one interface for every kind; the attacks never see which):
+  a PyTorch `nn.Module` built by the user's `module:factory` with a state_dict (`torch.load(...,
+  weights_only=True)`) or safetensors file — or, without a factory, the harness's own `MLP`
+  (`training.hidden_sizes`); a scikit-learn estimator saved with skops (trusted types only); an
+  ONNX file (onnxruntime); a black-box `module:function` returning logits, probabilities or, for
+  a label-only model, classes; from Python, a live `nn.Module`, fitted estimator or callable.
+  Factories and functions run in an isolated worker process (audit/machinery/workers.py);
+* the config (`privacy.epsilons` holds exactly ONE value, the model's claimed ε, `inf` =
+  non-private; `training` says how a torch model was trained; `model:` may name everything here);
 * the members file (the model's whole training set), the non-members file (records from the same
   distribution the model never saw) and optionally a population file (more such records, for the
-  reference/shadow models of `lira`, `lira_offline`, `rmia`, `shadow`). CSV or Parquet, the same
-  columns in every file: the label column and the feature columns exactly as the model consumes
-  them. NO transformation is applied (no standardisation, no one-hot encoding, no column
-  reordering beyond matching names to the members file's order): the numbers in the files are
-  fed to the model as they are. Labels are the model's output class indices 0..K-1.
+  reference/shadow models of `lira`, `lira_offline`, `rmia`, `shadow`): CSV or Parquet with the
+  same columns in every file (the label column and the features exactly as the model consumes
+  them), or `.npz` with arrays `features` (n, ...) of any shape (images n×C×H×W) and `labels`.
+  NO transformation is applied: the numbers in the files are fed to the model as they are.
+  Labels are the model's output class indices 0..K-1;
+* how reference/shadow models are trained: the user's `train(features, labels, seed) -> model`
+  (`--trainer`, the `canary-audit` contract), in parallel worker processes; for the harness's MLP,
+  the vectorized DP-SGD trainer. Without either, those attacks are skipped (or refused when named).
 
 Membership here is given by the files, not drawn by a fair coin per record, so the one-run bound
 of Steinke et al. (2023) is not claimed (reported as None); the Clopper-Pearson bound (threshold
@@ -418,9 +424,7 @@ def _open_source(settings: ModelSourceConfig, live_model: Any, config: AuditConf
     if settings.skops:
         path = Path(settings.skops)
         estimator, types = load_skops_estimator(path)
-        query = estimator_query(estimator, f"skops model {path.name}")
-        if output is not None:
-            query = ModelQuery(query.predict, output, query.description)
+        query = estimator_query(estimator, f"skops model {path.name}", output)
         record = {"kind": "scikit-learn (skops)", "path": str(path), "sha256": _file_sha256(path),
                   "estimator": type(estimator).__name__, "trusted_types": types, "output": query.output}
         return _Source(query, "skops", record, [], False)
