@@ -47,8 +47,8 @@ different (equally valid) models on the two devices.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -533,6 +533,13 @@ class StackedModels:
     method: str
     chunk_size: int
     architecture: str = "mlp"
+    # For a user's architecture: seed -> module (see `train_many`); None = `architecture`.
+    build: Callable[[int], nn.Module] | None = field(default=None, compare=False, repr=False)
+
+    def _module(self, seed: int) -> nn.Module:
+        if self.build is not None:
+            return _seeded(self.build, seed)
+        return build_model(self.architecture, self.in_features, self.hidden_sizes, self.n_classes, seed=seed)
 
     def __len__(self) -> int:
         return int(self.train_sizes.shape[0])
@@ -549,7 +556,7 @@ class StackedModels:
         """Model k as an ordinary `MLP` (a fresh module on CPU; its state_dict is MLP's)."""
         if not (-len(self) <= k < len(self)):
             raise IndexError(f"model index {k} out of range for {len(self)} models")
-        module = build_model(self.architecture, self.in_features, self.hidden_sizes, self.n_classes, seed=0)
+        module = self._module(0)
         module.load_state_dict({name: p[k].clone() for name, p in self.params.items()})
         return module
 
@@ -571,7 +578,7 @@ class StackedModels:
         n_models = len(self)
         chunk = n_models if chunk_size is None else _positive_int(chunk_size, "chunk_size")
         batch_size = _positive_int(batch_size, "batch_size")
-        template = _meta_template(self.in_features, self.hidden_sizes, self.n_classes, self.architecture)
+        template = self._module(0).to("meta")
         forward = vmap(lambda p, x: functional_call(template, p, (x,)), in_dims=(0, None))
         out = torch.empty((n_models, X.shape[0], self.n_classes), dtype=torch.float32)
         with torch.no_grad():
@@ -582,6 +589,30 @@ class StackedModels:
                     xb = X[r0 : r0 + batch_size].to(dev)
                     out[k0:k1, r0 : r0 + xb.shape[0]] = forward(params, xb).float().cpu()
         return out
+
+
+def _seeded(build: Callable[[int], nn.Module], seed: int) -> nn.Module:
+    """`build(seed)` with the global RNG seeded and restored, like `build_model`."""
+    generator_state = torch.random.get_rng_state()
+    torch.manual_seed(seed)
+    try:
+        return build(seed)
+    finally:
+        torch.random.set_rng_state(generator_state)
+
+
+def check_vectorizable(module: nn.Module) -> str | None:
+    """Why `module` cannot be trained by `train_many` with Opacus's semantics, or None when it can:
+    no buffers (BatchNorm statistics mix samples and are not parameters) and only per-sample layers."""
+    for name, sub in module.named_modules():
+        if isinstance(sub, nn.modules.batchnorm._BatchNorm):
+            return f"layer '{name}' is {type(sub).__name__}, which mixes the samples of a batch"
+    buffers = [n for n, _ in module.named_buffers()]
+    if buffers:
+        return f"the module has buffers ({', '.join(buffers[:3])}), which DP-SGD's per-sample gradients do not cover"
+    if not any(p.requires_grad for p in module.parameters()):
+        return "the module has no trainable parameters"
+    return None
 
 
 def _meta_template(in_features: int, hidden_sizes: Sequence[int], n_classes: int, architecture: str = "mlp") -> nn.Module:
@@ -677,6 +708,7 @@ def train_many(
     row_chunk_size: int | None = None,
     method: str = "auto",
     architecture: str = "mlp",
+    build: Callable[[int], nn.Module] | None = None,
 ) -> StackedModels:
     """Train K = len(in_masks) MLPs with DP-SGD (see the module docstring for the semantics).
 
@@ -688,6 +720,9 @@ def train_many(
     "vmap") is how per-sample gradients are clipped, see `clipped_noisy_gradient_sum`.
     `architecture` "cnn" trains `targets.models.ImageCNN`s instead (per-sample gradients by
     "vmap"; the same Opacus semantics, checked against Opacus in tests/test_vectorized_dpsgd.py).
+    `build(seed) -> nn.Module` trains any module taking flat rows (n, in_features) instead (the
+    global RNG is seeded with each model's init seed around the call; `hidden_sizes` is then only
+    recorded); it must pass `check_vectorizable`.
     """
     X, y, masks, train_sizes, expected = _validate_inputs(
         in_features, hidden_sizes, n_classes, X, y, in_masks, spec
@@ -699,7 +734,13 @@ def train_many(
     if row_chunk_size is not None:
         row_chunk_size = _positive_int(row_chunk_size, "row_chunk_size")
 
-    template = _meta_template(in_features, hidden_sizes, n_classes, architecture)
+    if build is not None:
+        reason = check_vectorizable(_seeded(build, 0))
+        if reason is not None:
+            raise ValueError(f"build: {reason}")
+        template = _seeded(build, 0).to("meta")
+    else:
+        template = _meta_template(in_features, hidden_sizes, n_classes, architecture)
     method = _resolve_method(method, template)
     if chunk_size is None:
         chunk_size = default_chunk_size(
@@ -715,7 +756,8 @@ def train_many(
         k1 = min(k0 + chunk_size, n_models)
         params, sizes = _train_chunk(
             template,
-            [build_model(architecture, in_features, hidden_sizes, n_classes, seed=s[0]) for s in seed_pairs[k0:k1]],
+            [_seeded(build, s[0]) if build is not None else
+             build_model(architecture, in_features, hidden_sizes, n_classes, seed=s[0]) for s in seed_pairs[k0:k1]],
             [torch.Generator(device=dev).manual_seed(s[1]) for s in seed_pairs[k0:k1]],
             X_dev,
             y_dev,
@@ -741,7 +783,8 @@ def train_many(
         trained_on=dev.type,
         method=method,
         chunk_size=chunk_size,
-        architecture=architecture,
+        architecture=architecture if build is None else "user",
+        build=build,
     )
 
 

@@ -83,7 +83,8 @@ def workdir(tmp_path_factory) -> Path:
 
     digits = load_digits()
     images = (digits.images / 16.0).astype(np.float32)[:, None]  # N × C × H × W
-    for name, rows in {"digits_members": slice(0, N), "digits_nonmembers": slice(N, 2 * N)}.items():
+    for name, rows in {"digits_members": slice(0, N), "digits_nonmembers": slice(N, 2 * N),
+                       "digits_population": slice(2 * N, 4 * N)}.items():
         np.savez(root / f"{name}.npz", features=images[rows], labels=digits.target[rows])
     (root / "usermodels.py").write_text(USER_MODULE)
     return root
@@ -152,10 +153,14 @@ def _memorising_cnn(workdir: Path) -> torch.nn.Module:
 def test_a_cnn_from_factory_and_state_dict_on_digits_images(workdir, memorising_cnn, monkeypatch):
     monkeypatch.chdir(workdir)
     cnn = memorising_cnn
-    results, folder = _publish(workdir, _config(), "cnn", weights=workdir / "cnn.pt", factory="usermodels:cnn",
-                               members=workdir / "digits_members.npz", nonmembers=workdir / "digits_nonmembers.npz",
-                               attack_names=["loss"])
+    results, folder = _publish(workdir, _config(training={"epochs": 10, "lr": 0.05}), "cnn", weights=workdir / "cnn.pt",
+                               factory="usermodels:cnn", members=workdir / "digits_members.npz",
+                               nonmembers=workdir / "digits_nonmembers.npz", population=workdir / "digits_population.npz",
+                               attack_names=["loss", "lira_offline"])
     _assert_published(results, folder)
+    # Without a trainer, the factory's architecture is trained by the vectorized DP-SGD trainer.
+    assert any("vectorized DP-SGD trainer" in note for note in results["notes"])
+    assert results["attacks_run"] == ["loss", "lira_offline"]
     assert results["data"]["feature_shape"] == [1, 8, 8] and results["data"]["model"]["factory"] == "usermodels:cnn"
     # The factory ran in a worker process; its logits are the live module's.
     with np.load(workdir / "digits_nonmembers.npz") as archive:

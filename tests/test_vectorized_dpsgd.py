@@ -380,3 +380,22 @@ def test_cnn_models_train_and_reload_as_image_cnns():
     one = models.model(1)
     assert isinstance(one, ImageCNN)
     torch.testing.assert_close(models.logits(X, device="cpu")[1], one(X).detach(), atol=1e-5, rtol=1e-5)
+
+
+def test_a_user_builder_trains_the_same_models_as_the_named_architecture_and_batchnorm_is_refused():
+    from targets.models import ImageCNN
+
+    generator = torch.Generator().manual_seed(2)
+    X = torch.randn(24, 64, generator=generator)
+    y = torch.randint(0, N_CLASSES, (24,), generator=generator)
+    masks = torch.rand(2, 24, generator=generator) < 0.6
+    spec = DPSGDSpec(noise_multiplier=0.5, max_grad_norm=1.0, sample_rate=0.3, steps=2, lr=0.1)
+    named = train_many(64, (16,), N_CLASSES, X, y, masks, spec, seed=3, device="cpu", architecture="cnn")
+    built = train_many(64, (), N_CLASSES, X, y, masks, spec, seed=3, device="cpu",
+                       build=lambda seed: ImageCNN(64, (16,), N_CLASSES))
+    for name, p in named.params.items():
+        torch.testing.assert_close(built.params[name], p)
+    with pytest.raises(ValueError, match="BatchNorm1d"):
+        train_many(64, (), N_CLASSES, X, y, masks, spec, seed=3, device="cpu",
+                   build=lambda seed: torch.nn.Sequential(torch.nn.Linear(64, 8), torch.nn.BatchNorm1d(8),
+                                                          torch.nn.Linear(8, N_CLASSES)))

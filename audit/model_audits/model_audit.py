@@ -55,7 +55,9 @@ from audit.errors import AuditInputError
 from targets.table_checks import MAX_CLASSES
 from audit.machinery.attack_setup import attack_options
 from audit.machinery.workers import WorkerPool, default_workers
-from audit.model_audits.user_models import isolated_factory_model, isolated_function_model, user_trainer
+from audit.model_audits.user_models import (
+    isolated_factory_model, isolated_function_model, user_trainer, vectorized_factory_trainer,
+)
 from targets.datasets import read_table
 from targets.devices import resolve_device
 from targets.model_sources import (
@@ -63,6 +65,7 @@ from targets.model_sources import (
 )
 from targets.models import MLP
 from targets.training import TrainingSpec, predict_logits
+from targets.vectorized_dpsgd import DPSGDSpec
 
 SCHEMA_VERSION = 1
 # Attacks that need population data (reference or shadow models trained on it / drawn from it).
@@ -581,7 +584,7 @@ def _audit(
     source = _open_source(settings, live_model, config, tables, stack)
     notes = list(source.notes)
     n_classes = _n_classes(source, tables)
-    can_train = source.kind == "mlp" or settings.trainer is not None
+    can_train = source.kind in ("mlp", "torch") or settings.trainer is not None
     why_not = ("give a trainer (--trainer module:function, train(features, labels, seed) -> model) that trains "
                "models like the audited one")
     names, attack_notes = _attack_names(config, attack_names, population_table is not None, source.query.label_only,
@@ -620,8 +623,13 @@ def _audit(
     else:
         pool_features = np.empty((0, *member_table.features.shape[1:]), dtype=np.float32)
         pool_labels = np.empty(0, dtype=np.int64)
-    train_models = (user_trainer(settings.trainer, workers=workers, timeout=settings.timeout)
-                    if settings.trainer is not None and source.kind != "mlp" else None)
+    train_models = None
+    if settings.trainer is not None and source.kind != "mlp":
+        train_models = user_trainer(settings.trainer, workers=workers, timeout=settings.timeout)
+    elif source.kind == "torch":  # the factory's architecture, trained by the vectorized DP-SGD trainer
+        dpsgd = DPSGDSpec(noise_multiplier=sigma if private else 0.0, max_grad_norm=max_grad_norm,
+                          sample_rate=sample_rate, steps=steps, lr=config.training.lr, momentum=config.training.momentum)
+        train_models = vectorized_factory_trainer(settings.factory, n_classes, dpsgd, timeout=settings.timeout)
     context = AttackContext(
         candidate_features=candidate_features, candidate_labels=candidate_labels, n_classes=n_classes,
         pool_features=pool_features, pool_labels=pool_labels,
@@ -702,7 +710,9 @@ def _audit(
         notes.append(f"claimed ε {claimed:g}: the model is not a torch model trained by DP-SGD as the config describes, "
                      "so no accountant ε is computed; the violation check compares the bounds with the claimed ε")
     if any(n in POPULATION_ATTACKS for n in names):
-        how = (f"by the user's trainer {settings.trainer}" if train_models is not None else
+        how = (f"by the user's trainer {settings.trainer}" if settings.trainer is not None and source.kind != "mlp" else
+               f"as {settings.factory}'s architecture by the vectorized DP-SGD trainer (the config's training section"
+               + (", same σ, q, T, C)" if private else ", non-private)") if source.kind == "torch" else
                "like the target is assumed to have been trained (the config's training section"
                + (", same σ, q, T, C)" if private else ", non-private)"))
         notes.append(f"reference/shadow models are trained {how}; a reference model trained differently from the "

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from audit.errors import AuditInputError
-from audit.machinery.workers import WorkerPool, user_code
+from audit.machinery.workers import WorkerPool, run_isolated, user_code
 from targets.model_sources import ModelQuery, load_state_dict_file, load_weights_into, module_logits, trained_model_logits
 
 # In the child: the user's model built once per (spec, weights) and kept for later queries.
@@ -143,5 +143,62 @@ def user_trainer(trainer: str, *, workers: int, timeout: float | None) -> Callab
         if len(shapes) != 1:
             raise AuditInputError(f"model.trainer {trainer}", f"the trained models disagree on the output shape: {shapes}")
         return [np.stack([outs[i] for outs in per_model]) for i in range(len(queries))]
+
+    return train_models
+
+
+# --------------------------------------------------------------------------------------------
+# reference / shadow models of the factory's architecture, by the vectorized DP-SGD trainer
+
+
+def _flat_input_builder(factory: str, shape: tuple[int, ...]):
+    """seed -> the factory's module behind an Unflatten, so the vectorized trainer sees flat rows."""
+    from torch import nn
+
+    from audit.machinery.user_code import load_user_function
+
+    flag = f"model.factory {factory}"
+    with user_code(flag, "module"):
+        build = load_user_function(factory, "model.factory")
+
+    def builder(seed: int) -> nn.Module:
+        with user_code(flag):
+            module = build()
+        return nn.Sequential(nn.Unflatten(1, shape), module.float()) if len(shape) > 1 else module.float()
+
+    return builder
+
+
+def vectorized_factory_train_and_query(factory: str, features: np.ndarray, labels: np.ndarray, in_masks: np.ndarray,
+                                       n_classes: int, spec, seed: int, queries: list[np.ndarray]) -> list[np.ndarray]:
+    """Task: K models of the factory's architecture trained together by `targets.vectorized_dpsgd.train_many`
+    (Opacus's DP-SGD semantics, per-sample gradients by vmap), their logits on each query set."""
+    import torch
+
+    from targets.vectorized_dpsgd import check_vectorizable, train_many
+
+    torch.set_num_threads(1)
+    shape = tuple(features.shape[1:])
+    builder = _flat_input_builder(factory, shape)
+    reason = check_vectorizable(builder(0))
+    if reason is not None:
+        raise AuditInputError(f"model.factory {factory}", f"cannot be trained by the vectorized DP-SGD trainer: "
+                              f"{reason}; give --trainer module:function to train reference models")
+    flat = features.reshape(len(features), -1)
+    with user_code(f"model.factory {factory}", "model's forward"):
+        models = train_many(flat.shape[1], (), n_classes, flat, labels, in_masks, spec, seed=seed, device="cpu",
+                            build=builder)
+        return [models.logits(q.reshape(len(q), -1), device="cpu").numpy() for q in queries]
+
+
+def vectorized_factory_trainer(factory: str, n_classes: int, spec, *, timeout: float | None) -> Callable:
+    """`train_models` for `AttackContext`: the factory's architecture trained like the target is assumed to
+    have been (DP-SGD `spec`), in one isolated worker process."""
+
+    def train_models(features, labels, in_masks, queries, seed):
+        return run_isolated(vectorized_factory_train_and_query, factory, np.ascontiguousarray(features, dtype=np.float32),
+                            labels, np.asarray(in_masks), n_classes, spec, int(seed),
+                            [np.ascontiguousarray(q, dtype=np.float32) for q in queries],
+                            name=f"model.factory {factory}", timeout=timeout, what="model")
 
     return train_models
