@@ -283,3 +283,20 @@ def test_malicious_skops_and_pickle_files_are_refused_without_running_anything(w
     with pytest.raises(AuditInputError, match="pickle and joblib files are refused"):
         audit_user_model(_config(), skops=pickled, **common)
     assert not marker.exists()
+
+
+def test_the_python_api_takes_live_objects_and_arrays(workdir):
+    from sklearn.ensemble import RandomForestClassifier
+
+    members, nonmembers = pd.read_csv(workdir / "members.csv"), pd.read_csv(workdir / "nonmembers.csv")
+    pairs = [(frame.drop(columns="y").to_numpy(np.float32), frame["y"].to_numpy()) for frame in (members, nonmembers)]
+    forest = RandomForestClassifier(n_estimators=30, random_state=0).fit(*pairs[0])
+    torch.manual_seed(0)
+    mlp = MLP(pairs[0][0].shape[1], [16], 2).eval()
+    for model, output in ((forest, None), (forest.predict, "labels"), (mlp, None)):
+        results = audit_user_model(_config(), model=model, output=output, members=pairs[0], nonmembers=pairs[1])
+        expected = "label_only" if output == "labels" else "loss"
+        assert results["attacks_run"] == [expected] and results["data"]["files"]["members"] == "<members file arrays>"
+    # The last audit (the live module) reports the module's own accuracy on the non-members.
+    assert results["targets"][0]["test_accuracy"] == pytest.approx(
+        float((mlp(torch.tensor(pairs[1][0])).argmax(1).numpy() == pairs[1][1]).mean()))

@@ -19,8 +19,9 @@ Inputs
   NO transformation is applied: the numbers in the files are fed to the model as they are.
   Labels are the model's output class indices 0..K-1;
 * how reference/shadow models are trained: the user's `train(features, labels, seed) -> model`
-  (`--trainer`, the `canary-audit` contract), in parallel worker processes; for the harness's MLP,
-  the vectorized DP-SGD trainer. Without either, those attacks are skipped (or refused when named).
+  (`--trainer`, the `canary-audit` contract), in parallel worker processes; without it, for a torch
+  model (the factory's architecture or the harness's MLP), the vectorized DP-SGD trainer. Without
+  either, those attacks are skipped (or refused when named).
 
 Membership here is given by the files, not drawn by a fair coin per record, so the one-run bound
 of Steinke et al. (2023) is not claimed (reported as None); the Clopper-Pearson bound (threshold
