@@ -55,6 +55,7 @@ from audit.machinery.environment import describe_environment
 from audit.errors import AuditInputError
 from targets.table_checks import MAX_CLASSES
 from audit.machinery.attack_setup import attack_options
+from audit.machinery.user_code import check_spec
 from audit.machinery.workers import WorkerPool, default_workers
 from audit.model_audits.user_models import (
     isolated_factory_model, isolated_function_model, user_trainer, vectorized_factory_trainer,
@@ -582,6 +583,10 @@ def _audit(
     tables = [t for t in (member_table, nonmember_table, population_table) if t is not None]
     n_members, n_nonmembers = len(member_table.labels), len(nonmember_table.labels)
 
+    # The specs' form is checked here; the user's modules are imported only in isolated workers.
+    for flag, spec in (("--factory", settings.factory), ("--function", settings.function), ("--trainer", settings.trainer)):
+        if spec is not None:
+            check_spec(spec, flag)
     source = _open_source(settings, live_model, config, tables, stack)
     notes = list(source.notes)
     n_classes = _n_classes(source, tables)
