@@ -20,12 +20,21 @@ METHODS = {
         "a Clopper-Pearson bound on the error rates of the other half gives an ε lower bound at the stated "
         "confidence (Jagielski et al. 2020; Nasr et al. 2021/2023; Steinke et al. 2023 for one run). A "
         "bound above the claimed ε proves the implementation does not meet its claim; a bound below it "
-        "proves nothing."
+        "proves nothing. The ceiling is the largest bound a perfect attack could reach with this many runs "
+        "(or canaries) at this confidence: when it is at or below the claim the audit is INCONCLUSIVE, it "
+        "could not have found a violation."
     ),
     "mechanism-audit": (
         "Black-box audit of a randomized function: it is run N times on each of two neighbouring "
         "datasets; a threshold on its output chosen on half of the trials, a Clopper-Pearson bound on "
         "the other half gives an ε lower bound. A bound above the claimed ε is a violation."
+    ),
+    "conformance": (
+        "Conformance checks of a step-function DP-SGD implementation: its sampler and its noisy-clipping "
+        "step are called directly and compared with what the accountant was told: steps, mean batch size "
+        "(q), Poisson batch-size dispersion, the noise's standard deviation at every step, independence "
+        "of the noise from the generator, and per-example clipping (one huge gradient may move the sum by "
+        "at most C). Each check is a statistical test; their family-wise false-alarm rate is alpha."
     ),
     "accountant-check": (
         "Numeric cross-check of an accountant on a grid of DP-SGD parameters against dp_accounting's "
@@ -37,6 +46,7 @@ METHODS = {
 STYLE = """body{font-family:system-ui,sans-serif;max-width:960px;margin:2em auto;padding:0 1em;color:#222;line-height:1.45}
 .banner{padding:1em 1.4em;border-radius:6px;margin:1em 0;font-size:1.1em}
 .fail{background:#fde8e8;border:2px solid #b91c1c}.pass{background:#e8f6ec;border:2px solid #15803d}
+.inconclusive{background:#fff7e0;border:2px solid #b45309}
 table{border-collapse:collapse;margin:.4em 0 1em}td,th{border:1px solid #ccc;padding:.3em .7em;text-align:left;
 vertical-align:top}td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 .note{color:#555;font-size:.9em}"""
@@ -100,7 +110,10 @@ def _points_table(points: list[dict[str, Any]]) -> str:
 
 def render_audit_report(kind: str, result: dict[str, Any]) -> str:
     failed = bool(result.get("violation")) or result.get("passed") is False
-    verdict = "FAIL" if failed else "PASS"
+    # pass | fail | inconclusive (an audit whose ceiling is at or below the claim could not refute it).
+    status = (result.get("verdict") or {}).get("status") or ("fail" if failed else "pass")
+    verdict = status.upper()
+    banner = status if status in ("fail", "pass", "inconclusive") else "fail"
     subject = result.get("trainer") or result.get("mechanism") or result.get("accountant") or ""
     if kind == "accountant-check":
         counts = result.get("counts") or {}
@@ -110,6 +123,13 @@ def render_audit_report(kind: str, result: dict[str, Any]) -> str:
         body = ("<h2>Result</h2>" + _facts(summary_rows)
                 + "<h2>Grid points</h2>" + _points_table(result.get("points") or []))
         shown = {"accountant", "margin", "counts", "points", "passed", "mlflow"}
+    elif kind == "conformance":
+        checks = [c for c in result.get("checks") or [] if isinstance(c, dict)]
+        detail = "; ".join(f"{c.get('check')}: {'pass' if c.get('passed') else 'FAIL'}" for c in checks)
+        summary_rows = [(f"{c.get('check')} ({'pass' if c.get('passed') else 'FAIL'})",
+                         f"measured {c.get('value')}, expected {c.get('expected')}: {c.get('detail')}") for c in checks]
+        body = "<h2>Checks</h2>" + _facts(summary_rows)
+        shown = {"checks", "passed", "violation", "verdict", "mlflow"}
     else:
         bound, claim = result.get("epsilon_lower_bound"), result.get("claimed_epsilon")
         confidence = result.get("confidence")
@@ -127,6 +147,9 @@ def render_audit_report(kind: str, result: dict[str, Any]) -> str:
         body = "<h2>Result</h2>" + _facts(summary_rows)
         shown = {"claimed_epsilon", "delta", "epsilon_lower_bound", "confidence", "violation", "gdp_estimate",
                  "ceiling", "epsilon_ceiling", "mlflow"}
+    reasons = [r for r in (result.get("verdict") or {}).get("reasons") or [] if isinstance(r, str)]
+    if reasons:
+        detail += " — " + " ".join(reasons)
     setup = _setup_rows(result, shown, kind)
     mlflow = result.get("mlflow") or {}
     tracking = (f"<p class='note'>MLflow: <code>{_text(mlflow.get('tracking_uri'))}</code>, run "
@@ -135,7 +158,7 @@ def render_audit_report(kind: str, result: dict[str, Any]) -> str:
         f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>privacy-audit {_text(kind)}</title>"
         f"<style>{STYLE}</style></head><body><h1>privacy-audit: {_text(kind)}</h1>"
         f"<p>{_text(subject)}</p>"
-        f"<div class='banner {'fail' if failed else 'pass'}'><b>{verdict}</b> — {_text(detail)}</div>"
+        f"<div class='banner {banner}'><b>{verdict}</b> — {_text(detail)}</div>"
         f"<h2>Method</h2><p>{_text(METHODS.get(kind, ''))}</p>"
         f"{body}<h2>Set-up</h2>{_facts(setup)}"
         f"<p class='note'>Numbers are rounded to 4 significant digits; every number, including per-run scores, "

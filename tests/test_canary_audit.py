@@ -20,6 +20,14 @@ from audit.errors import AuditInputError
 
 
 from audit.demos import dp_trainers  # noqa: E402
+from audit.machinery.workers import WorkerPool
+
+
+@pytest.fixture(scope="module")
+def pool():
+    """One pool of isolated workers for the module (the trainers below are imported in it by name)."""
+    with WorkerPool(2, name="--trainer", timeout=600) as workers:
+        yield workers
 
 FEATURES, LABELS = default_audit_data(256, seed=0)
 CLAIMED = epsilon_pld(DPSGDEvent(**{k: dp_trainers.CLAIM[k] for k in ("noise_multiplier", "sample_rate", "steps")}),
@@ -67,10 +75,10 @@ def nearest_neighbour(features, labels, seed):
 # --------------------------------------------------------------------------------------------------
 
 
-def _audit(trainer, seed=0, **kwargs):
+def _audit(trainer, pool, seed=0, **kwargs):
     return multi_run_canary_audit(
         trainer, FEATURES, LABELS, canary_kind="out_of_distribution", n_models=50,
-        claimed_epsilon=CLAIMED, delta=dp_trainers.CLAIM["delta"], seed=seed, **kwargs,
+        claimed_epsilon=CLAIMED, delta=dp_trainers.CLAIM["delta"], seed=seed, pool=pool, **kwargs,
     )
 
 
@@ -78,43 +86,43 @@ def test_the_demo_claim_is_epsilon_about_1():
     assert CLAIMED == pytest.approx(1.0, abs=0.02)
 
 
-def test_a_trainer_without_per_sample_clipping_is_caught():
-    result = _audit(dp_trainers.broken_no_clipping)
+def test_a_trainer_without_per_sample_clipping_is_caught(pool):
+    result = _audit(dp_trainers.broken_no_clipping, pool)
     assert result["violation"]
     assert result["epsilon_lower_bound"] > CLAIMED
     json.dumps(result, allow_nan=False)
 
 
-def test_a_trainer_with_a_64th_of_the_claimed_noise_is_caught():
-    result = _audit(dp_trainers.broken_low_noise)
+def test_a_trainer_with_a_64th_of_the_claimed_noise_is_caught(pool):
+    result = _audit(dp_trainers.broken_low_noise, pool)
     assert result["violation"]
     assert result["evaluation"]["n_positive"] == result["evaluation"]["n_negative"] == 25
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_correct_dpsgd_is_not_flagged_over_3_seeds(seed):
-    result = _audit(dp_trainers.correct_dpsgd, seed=seed)
+def test_correct_dpsgd_is_not_flagged_over_3_seeds(seed, pool):
+    result = _audit(dp_trainers.correct_dpsgd, pool, seed=seed)
     assert not result["violation"]
     assert result["epsilon_lower_bound"] <= CLAIMED
 
 
-def test_null_runs_never_inserting_the_canary_give_zero_in_at_least_95_percent_of_repeats():
+def test_null_runs_never_inserting_the_canary_give_zero_in_at_least_95_percent_of_repeats(pool):
     bounds = [
         multi_run_canary_audit(
             noisy_centroids, FEATURES, LABELS, n_models=50, claimed_epsilon=1.0, delta=1e-5,
-            seed=s, insert_canary=False,
+            seed=s, insert_canary=False, pool=pool,
         )["epsilon_lower_bound"]
         for s in range(40)
     ]
     assert sum(b == 0 for b in bounds) >= 38
 
 
-def test_null_runs_of_the_leakiest_demo_trainer_give_zero():
+def test_null_runs_of_the_leakiest_demo_trainer_give_zero(pool):
     # The unclipped trainer is caught when the canary is inserted; never inserting it, both sides
     # are the same mechanism and the audit must find nothing.
     result = multi_run_canary_audit(
         dp_trainers.broken_no_clipping, FEATURES, LABELS, n_models=20, claimed_epsilon=CLAIMED,
-        delta=1e-5, seed=0, insert_canary=False,
+        delta=1e-5, seed=0, insert_canary=False, pool=pool,
     )
     assert result["epsilon_lower_bound"] == 0.0 and not result["canary_inserted"]
 
@@ -124,20 +132,20 @@ def test_null_runs_of_the_leakiest_demo_trainer_give_zero():
 # --------------------------------------------------------------------------------------------------
 
 
-def test_a_memorising_trainer_is_caught_in_one_run():
+def test_a_memorising_trainer_is_caught_in_one_run(pool):
     result = one_run_canary_audit(
         nearest_neighbour, FEATURES, LABELS, n_canaries=1000, canary_kind="out_of_distribution",
-        claimed_epsilon=1.0, delta=1e-5, seed=0,
+        claimed_epsilon=1.0, delta=1e-5, seed=0, pool=pool,
     )
     assert result["violation"] and result["epsilon_lower_bound"] > 3.0
     assert 400 < result["n_inserted"] < 600  # fair coins
     json.dumps(result, allow_nan=False)
 
 
-def test_one_run_audit_of_correct_dpsgd_stays_below_its_claim():
+def test_one_run_audit_of_correct_dpsgd_stays_below_its_claim(pool):
     result = one_run_canary_audit(
         dp_trainers.correct_dpsgd, FEATURES, LABELS, n_canaries=200, claimed_epsilon=CLAIMED,
-        delta=1e-5, seed=0,
+        delta=1e-5, seed=0, pool=pool,
     )
     assert not result["violation"]
 
@@ -235,12 +243,13 @@ def test_the_cli_entry_point_loads_a_user_trainer_and_its_claim(tmp_path, monkey
     assert info.value.where == "--trainer" and "logits" in info.value.message
 
 
-def test_dirac_kind_audits_the_claimed_dpsgd_configuration():
-    result = run_canary_audit(dp_trainers.correct_dpsgd, kind="dirac", n_models=500, seed=0)
-    assert not result["violation"] and result["steps"] == 20
-    with pytest.raises(AuditInputError) as info:
-        run_canary_audit(noisy_centroids, kind="dirac", claimed_epsilon=1.0, delta=1e-5)
-    assert info.value.where == "--kind"
+def test_dirac_kind_refuses_a_black_box_trainer_instead_of_auditing_other_code():
+    # It used to audit the harness's own DP-SGD under the user's trainer's name; a trainer that
+    # raises on every call "passed". A black-box train() cannot receive a gradient canary.
+    for trainer in (dp_trainers.correct_dpsgd, _raises):
+        with pytest.raises(AuditInputError) as info:
+            run_canary_audit(trainer, kind="dirac", claimed_epsilon=1.0, delta=1e-5)
+        assert info.value.where == "--kind" and "black-box" in info.value.message
 
 
 def _raises(*args, **kwargs):
@@ -275,3 +284,89 @@ def test_a_malformed_claim_in_the_trainer_module_is_bad_input(monkeypatch):
     monkeypatch.setattr(module, "CLAIM", {"epsilon": 1.0}, raising=False)
     with pytest.raises(AuditInputError, match="expected keys"):
         resolve_claim(noisy_centroids)
+
+
+# --------------------------------------------------------------------------------------------------
+# Ceilings: an audit that could not have refuted the claim says so
+# --------------------------------------------------------------------------------------------------
+
+
+def test_an_audit_whose_ceiling_is_below_the_claim_is_inconclusive_not_a_pass(pool):
+    # 10 models per side leave 5 for evaluation: even a perfect attack gets at most ~0.4 < 3.
+    result = multi_run_canary_audit(nearest_neighbour, FEATURES, LABELS, n_models=10, claimed_epsilon=3.0,
+                                    delta=1e-5, seed=0, pool=pool)
+    verdict = result["verdict"]
+    assert result["ceiling"] == verdict["ceiling"] < 3.0
+    assert verdict["status"] == "inconclusive" and verdict["passed"] and not result["violation"]
+    assert verdict["needed"] > 10 and f"≥ {verdict['needed']}" in verdict["reasons"][0]
+    json.dumps(result, allow_nan=False)
+
+
+def test_a_leaky_trainer_with_enough_models_fails_and_a_zero_bound_with_power_passes(pool):
+    leaky = multi_run_canary_audit(nearest_neighbour, FEATURES, LABELS, n_models=30, claimed_epsilon=1.0,
+                                   delta=1e-5, seed=0, pool=pool)
+    assert leaky["verdict"]["status"] == "fail" and not leaky["verdict"]["passed"]
+    quiet = multi_run_canary_audit(noisy_centroids, FEATURES, LABELS, n_models=30, claimed_epsilon=1.0,
+                                   delta=1e-5, seed=0, pool=pool)
+    assert quiet["ceiling"] > 1.0 and quiet["verdict"]["status"] == ("pass" if quiet["epsilon_lower_bound"] <= 1.0
+                                                                       else "fail")
+
+
+def test_the_one_run_audit_reports_its_ceiling(pool):
+    result = one_run_canary_audit(noisy_centroids, FEATURES, LABELS, n_canaries=40, claimed_epsilon=8.0,
+                                  delta=1e-5, seed=0, pool=pool)
+    assert result["epsilon_lower_bound"] <= result["ceiling"] < 8.0
+    assert result["verdict"]["status"] == "inconclusive" and "canaries" in result["verdict"]["needed_unit"]
+
+
+def test_the_trainer_runs_in_workers_and_its_module_is_never_imported_by_the_audit(tmp_path, monkeypatch):
+    (tmp_path / "exit_trainer.py").write_text(
+        "import sys\nCLAIM = {'epsilon': 1.0, 'delta': 1e-5}\n"
+        "def train(features, labels, seed):\n    sys.exit(0)\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(AuditInputError) as info:
+        run_canary_audit("exit_trainer:train", n_models=4, workers=1)
+    assert info.value.where == "--trainer" and "sys.exit" in info.value.message
+    assert "exit_trainer" not in sys.modules
+
+
+# --------------------------------------------------------------------------------------------------
+# The default audit: many runs × column canaries, on the planted-bug suite (audit/demos/planted_bugs)
+# --------------------------------------------------------------------------------------------------
+
+from audit.demos import planted_bugs  # noqa: E402
+from audit.dp_validation.canary_audit import column_canaries, multi_canary_audit  # noqa: E402
+
+
+def test_column_canaries_each_own_a_column_that_real_records_leave_at_zero():
+    points, base = column_canaries(FEATURES, 4, scale=10.0)
+    d = FEATURES.shape[1]
+    assert points.shape == (4, d + 4) and np.all(base[d:] == 0)
+    assert np.all(points[:, d:] == np.diag(np.diag(points[:, d:]))) and np.all(np.diag(points[:, d:]) > 0)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("bug", ["batch_clip", "noise_divided_twice", "clip_after_noise"])
+def test_the_default_canary_audit_flags_a_planted_bug(bug, pool):
+    result = run_canary_audit(f"audit.demos.planted_bugs:{bug}", pool=pool)
+    assert result["mode"] == "multi-canary" and result["n_runs"] == 200
+    assert result["verdict"]["status"] == "fail" and result["epsilon_lower_bound"] > result["claimed_epsilon"]
+
+
+@pytest.mark.parametrize("recipe", sorted(planted_bugs.CORRECT))
+def test_small_default_style_audits_of_correct_recipes_flag_nothing(recipe, pool):
+    # 6 audits with 40 runs × 32 canaries; benchmarks/bench_planted_bugs.py runs the default 200.
+    result = run_canary_audit(f"audit.demos.planted_bugs:{recipe}", n_models=40, seed=1, pool=pool)
+    assert result["verdict"]["status"] != "fail"
+    assert result["epsilon_lower_bound"] <= result["claimed_epsilon"]
+
+
+def test_null_column_canary_audits_give_zero_in_at_least_95_percent_of_repeats(pool):
+    # The leakiest correct recipe, canaries never inserted: both worlds are one mechanism.
+    bounds = [
+        multi_canary_audit(planted_bugs.correct_eps_8, FEATURES, LABELS, n_runs=8, n_canaries=32,
+                           claimed_epsilon=1.0, delta=1e-5, seed=s, insert_canary=False, pool=pool)["epsilon_lower_bound"]
+        for s in range(20)
+    ]
+    assert sum(b == 0 for b in bounds) >= 19

@@ -102,3 +102,18 @@ def test_synth_check_flags_a_copy_and_passes_an_independent_sample(cli, tmp_path
     assert copy["dcr"]["dcr_share"] > 0.95 and copy["nndr"]["p10"] < 0.01 and copy["mia"]["auc"] > 0.9
     lo, hi = indep["dcr"]["dcr_share_ci"]
     assert lo < 0.5 < hi and abs(indep["mia"]["auc"] - 0.5) < 0.06
+
+
+def test_an_audit_that_cannot_refute_the_claim_is_inconclusive_everywhere(cli, tmp_path):
+    db = f"sqlite:///{tmp_path}/m.db"
+    proc = cli("canary-audit", "--trainer", "audit.demos.planted_bugs:correct_eps_8", "--mode", "multi",
+               "--models", "10", "--fail-on-inconclusive", "--tracking-uri", db)
+    assert proc.returncode == 1 and "INCONCLUSIVE" in proc.stderr and "needs ≥" in proc.stderr
+    assert "ceiling" in proc.stdout
+    result = _only_json(tmp_path, "canary-audit")
+    assert result["verdict"]["status"] == "inconclusive" and result["ceiling"] < result["claimed_epsilon"]
+    (report,) = tmp_path.glob("runs/*-canary-audit/report.html")
+    assert "INCONCLUSIVE" in report.read_text()
+    mlflow.set_tracking_uri(db)
+    runs = mlflow.search_runs(experiment_names=["canary-audit"])
+    assert runs["tags.verdict"].iloc[0] == "inconclusive" and runs["metrics.inconclusive"].iloc[0] == 1.0

@@ -361,3 +361,31 @@ S, M = np.arange(20.0), np.arange(20) % 2 == 0
 def test_bad_arguments_raise_value_error_naming_the_argument(call, name):
     with pytest.raises(ValueError, match=rf"^{name}\b"):
         call()
+
+
+def test_the_gdp_estimate_rises_toward_the_truth_as_runs_grow_instead_of_falling():
+    # Exactly Gaussian scores (μ = 1 ⇒ ε = 4.38 at δ = 1e-5). Choosing the threshold for the width
+    # the held-out half will have keeps the estimate from falling as runs grow (issue 11).
+    from audit.statistics.epsilon_bounds import HeldOut, epsilon_estimate_gdp, epsilon_from_gdp_mu
+
+    truth = epsilon_from_gdp_mu(1.0, 1e-5)
+    means = []
+    for n in (1000, 8000):
+        values = []
+        for rep in range(3):
+            rng = np.random.default_rng(rep)
+            scores = np.r_[rng.normal(1.0, 1.0, n), rng.normal(0.0, 1.0, n)]
+            members = np.r_[np.ones(n, bool), np.zeros(n, bool)]
+            values.append(epsilon_estimate_gdp(scores, members, 1e-5, strategy=HeldOut(0.5, rep)).epsilon)
+        assert max(values) <= truth
+        means.append(np.mean(values))
+    assert means[1] > means[0] > 0
+
+
+def test_the_gdp_estimate_on_null_scores_is_zero_in_at_least_95_percent_of_repeats():
+    from audit.statistics.epsilon_bounds import HeldOut, epsilon_estimate_gdp
+
+    members = np.r_[np.ones(200, bool), np.zeros(200, bool)]
+    estimates = [epsilon_estimate_gdp(np.random.default_rng(r).normal(size=400), members, 1e-5,
+                                      strategy=HeldOut(0.5, r)).epsilon for r in range(100)]
+    assert sum(e == 0 for e in estimates) >= 95

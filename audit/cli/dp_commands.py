@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from audit.cli.app import EXIT_FAILED, app, console
+from audit.cli.app import EXIT_FAILED, app, console, err_console
 from audit.cli.output import print_bound, record_audit
 from audit.errors import AuditInputError
 
@@ -108,27 +108,39 @@ def accountant_check(
 @app.command("canary-audit")
 def canary_audit(
     trainer: Annotated[str, typer.Option("--trainer", help="module:function (features, labels, seed) -> model; runs your code")],
-    kind: Annotated[str, typer.Option(help="out_of_distribution | mislabeled | dirac")] = "out_of_distribution",
-    mode: Annotated[str, typer.Option(help="multi (K models with, K without) | one-run")] = "multi",
-    models: Annotated[int, typer.Option("--models", help="K: models per side (multi mode) or runs (dirac)")] = 50,
-    canaries: Annotated[int, typer.Option("--canaries", help="m canaries for one-run mode")] = 200,
+    kind: Annotated[str, typer.Option(help="out_of_distribution | mislabeled (dirac needs white-box access: refused)")] = "out_of_distribution",
+    mode: Annotated[str, typer.Option(help="multi-canary (runs × column canaries) | multi (K models with, K without) | one-run")] = "multi-canary",
+    models: Annotated[Optional[int], typer.Option("--models", help="runs (multi-canary, default 200) or models per side (multi, default 200)")] = None,
+    canaries: Annotated[Optional[int], typer.Option("--canaries", help="canaries per run (multi-canary, default 32) or in the one run (one-run, default 200)")] = None,
     claimed_epsilon: Annotated[Optional[float], typer.Option("--claimed-epsilon", help="overrides the trainer's CLAIM")] = None,
     delta: Annotated[Optional[float], typer.Option(help="δ of the claim")] = None,
     rows: Annotated[int, typer.Option(help="rows of the harness's default data the trainer is given")] = 256,
     seed: Annotated[int, typer.Option(help="seed of the data, canaries and runs")] = 0,
+    workers: Annotated[Optional[int], typer.Option("--workers", help="worker processes training in parallel (default: the cores)")] = None,
+    timeout: Annotated[float, typer.Option("--timeout", help="seconds one training run may take")] = 900.0,
+    fail_on_inconclusive: Annotated[bool, typer.Option("--fail-on-inconclusive/--no-fail-on-inconclusive", help="exit 1 when the audit could not refute the claim (its ceiling is at or below the claim)")] = False,
     out: Annotated[Path, typer.Option("--out", help="folder that receives <timestamp>-canary-audit/")] = Path("runs"),
     tracking_uri: Annotated[Optional[str], typer.Option("--tracking-uri", help="MLflow tracking URI (default: sqlite:///mlflow.db in the working directory)")] = None,
 ) -> None:
-    """Audit your DP training code with canaries: exit 1 when a lower bound contradicts its claimed ε."""
+    """Audit your DP training code with canaries: exit 1 when a lower bound contradicts its claimed ε.
+
+    Your trainer runs only in isolated worker processes. When even a perfect attack could not
+    exceed the claim with this many models, the result is INCONCLUSIVE (exit 0) and says how many
+    models would be needed."""
     from audit.dp_validation.canary_audit import run_canary_audit
     from audit.machinery.crash_log import set_log_folder
 
     set_log_folder(out)
+    if not timeout > 0:
+        raise AuditInputError("--timeout", f"must be > 0 seconds, got {timeout}")
     result = run_canary_audit(trainer, kind=kind, mode=mode, n_models=models, n_canaries=canaries,
-                              claimed_epsilon=claimed_epsilon, delta=delta, seed=seed, n_rows=rows)
+                              claimed_epsilon=claimed_epsilon, delta=delta, seed=seed, n_rows=rows,
+                              workers=workers, timeout=timeout)
     path = record_audit("canary-audit", result, out, tracking_uri,
-                         {"trainer": trainer, "kind": kind, "mode": mode, "models": models, "seed": seed})
-    print_bound(result, f"canary audit of {trainer} ({kind}, {mode})", path)
+                         {"trainer": trainer, "kind": kind, "mode": mode, "seed": seed,
+                          "models": result.get("n_runs") or result.get("n_models_per_side"),
+                          "canaries": result.get("n_canaries_per_run") or result.get("n_canaries")})
+    print_bound(result, f"canary audit of {trainer} ({kind}, {mode})", path, fail_on_inconclusive)
 
 
 @app.command("mechanism-audit")
@@ -138,6 +150,7 @@ def mechanism_audit(
     claimed_epsilon: Annotated[Optional[float], typer.Option("--claimed-epsilon", help="overrides the mechanism's CLAIM")] = None,
     delta: Annotated[Optional[float], typer.Option(help="δ of the claim")] = None,
     seed: Annotated[int, typer.Option(help="seed of the trials")] = 0,
+    fail_on_inconclusive: Annotated[bool, typer.Option("--fail-on-inconclusive/--no-fail-on-inconclusive", help="exit 1 when the audit could not refute the claim (its ceiling is at or below the claim)")] = False,
     out: Annotated[Path, typer.Option("--out", help="folder that receives <timestamp>-mechanism-audit/")] = Path("runs"),
     tracking_uri: Annotated[Optional[str], typer.Option("--tracking-uri", help="MLflow tracking URI (default: sqlite:///mlflow.db in the working directory)")] = None,
     timeout: Annotated[float, typer.Option("--timeout", help="seconds all trials of your mechanism may take together")] = 600.0,
@@ -169,4 +182,45 @@ def mechanism_audit(
                           what="mechanism", n_trials=trials, claimed_epsilon=claimed_epsilon, delta=delta, seed=seed)
     path = record_audit("mechanism-audit", result, out, tracking_uri,
                          {"mechanism": mechanism, "trials": trials, "seed": seed})
-    print_bound(result, f"mechanism audit of {mechanism}", path)
+    print_bound(result, f"mechanism audit of {mechanism}", path, fail_on_inconclusive)
+
+
+@app.command("conformance")
+def conformance(
+    trainer: Annotated[str, typer.Option("--trainer", help="module:object with CLAIM, max_grad_norm, sample_batches, privatize_gradients; runs your code")],
+    seed: Annotated[int, typer.Option(help="seed of the checks' draws")] = 0,
+    alpha: Annotated[float, typer.Option("--alpha", help="family-wise false-alarm rate of all checks")] = 0.01,
+    timeout: Annotated[float, typer.Option("--timeout", help="seconds the checks may take")] = 600.0,
+    out: Annotated[Path, typer.Option("--out", help="folder that receives <timestamp>-conformance/")] = Path("runs"),
+    tracking_uri: Annotated[Optional[str], typer.Option("--tracking-uri", help="MLflow tracking URI (default: sqlite:///mlflow.db in the working directory)")] = None,
+) -> None:
+    """Deterministic checks of a step-function DP-SGD (noise std, per-example clipping, Poisson sampling,
+    steps and q vs the claim): exit 1 when one fails."""
+    from rich.table import Table
+
+    from audit.dp_validation.conformance import run_conformance
+    from audit.machinery.crash_log import set_log_folder
+
+    set_log_folder(out)
+    if not timeout > 0:
+        raise AuditInputError("--timeout", f"must be > 0 seconds, got {timeout}")
+    result = run_conformance(trainer, seed=seed, alpha=alpha, timeout=timeout)
+    table = Table(title=f"conformance: {trainer}")
+    for header in ("check", "result", "measured", "expected", "detail"):
+        table.add_column(header)
+    def shown(value) -> str:
+        if isinstance(value, dict):
+            return ", ".join(f"{k} {v:.4g}" for k, v in value.items())
+        return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+    for c in result["checks"]:
+        table.add_row(c["check"], "[green]pass[/]" if c["passed"] else "[red]FAIL[/]", shown(c["value"]),
+                      shown(c["expected"]), c["detail"])
+    console.print(table)
+    path = record_audit("conformance", result, out, tracking_uri, {"trainer": trainer, "seed": seed, "alpha": alpha})
+    console.print(f"details: {path}")
+    if not result["passed"]:
+        for reason in result["verdict"]["reasons"]:
+            err_console.print(f"[red]CONFORMANCE FAILED[/red] {reason}", highlight=False, soft_wrap=True)
+        raise typer.Exit(EXIT_FAILED)
+    console.print(f"[green]PASS[/green] {result['verdict']['reasons'][0]}")

@@ -98,13 +98,20 @@ def record_audit(kind: str, result: dict, out: Path, tracking_uri: str | None, p
     run_dir = StagedRunDirectory(out, kind)
     staging = run_dir.create()
     tracker = AuditTracker(tracking_uri, kind)
-    run_id = tracker.start_run(kind, tags={key: str(value) for key, value in params.items()})
+    tags = {key: str(value) for key, value in params.items()}
+    if (result.get("verdict") or {}).get("status"):
+        tags["verdict"] = result["verdict"]["status"]  # pass | fail | inconclusive
+    run_id = tracker.start_run(kind, tags=tags)
     try:
         tracker.log_params(run_id, params)
         failed = bool(result.get("violation")) or result.get("passed") is False
+        verdict = result.get("verdict") or {}
         tracker.log_metrics(run_id, {"epsilon_lower_bound": result.get("epsilon_lower_bound"),
                                      "claimed_epsilon": result.get("claimed_epsilon"), "violation": float(failed),
+                                     "ceiling": verdict.get("ceiling"),
+                                     "inconclusive": float(verdict.get("status") == "inconclusive") if verdict else None,
                                      **{f"n_{label}": float(n) for label, n in result.get("counts", {}).items()}})
+
         result = {**result, "mlflow": {"tracking_uri": tracker.tracking_uri, "run_id": run_id}}
         write_json_atomic(staging / f"{kind}.json", result)
         write_audit_report(kind, result, staging)
@@ -119,7 +126,7 @@ def record_audit(kind: str, result: dict, out: Path, tracking_uri: str | None, p
     return final / f"{kind}.json"
 
 
-def print_bound(result: dict, what: str, path: Path) -> None:
+def print_bound(result: dict, what: str, path: Path, fail_on_inconclusive: bool = False) -> None:
     claim = result.get("claimed_epsilon")
     bound = result.get("epsilon_lower_bound")
     console.print(f"{what}: empirical ε lower bound {bound:.3f} at {result.get('confidence', 0.95):.0%} confidence "
@@ -130,8 +137,19 @@ def print_bound(result: dict, what: str, path: Path) -> None:
         console.print(f"GDP estimate (assumes a Gaussian trade-off; not a bound): ε {gdp['epsilon']:.3f}{mu}")
     elif gdp is not None:
         console.print(f"GDP estimate (assumes a Gaussian trade-off; not a bound): {gdp}")
+    verdict = result.get("verdict") or {}
+    if verdict.get("ceiling") is not None:
+        needed = verdict.get("needed")
+        console.print(f"ceiling: a perfect attack could reach at most {verdict['ceiling']:.3f} with these runs"
+                      + (f"; exceeding the claim needs ≥ {needed} {verdict.get('needed_unit')}" if needed else ""))
     console.print(f"details: {path}")
-    if result.get("violation"):
+    if result.get("violation") or verdict.get("status") == "fail":
         err_console.print(f"[red]VIOLATION[/red] the lower bound {bound:.3f} exceeds the claimed ε {claim:.3f}")
         raise typer.Exit(EXIT_FAILED)
+    if verdict.get("status") == "inconclusive":
+        if fail_on_inconclusive:  # CI asked for an audit that can refute the claim
+            err_console.print(f"[red]INCONCLUSIVE (--fail-on-inconclusive)[/red] {verdict['reasons'][0]}", soft_wrap=True)
+            raise typer.Exit(EXIT_FAILED)
+        console.print(f"[yellow]INCONCLUSIVE[/yellow] {verdict['reasons'][0]}", soft_wrap=True)
+        return
     console.print("[green]no violation[/green] (a bound below the claim is not a proof that the claim holds)")

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,7 +48,20 @@ from scipy import special
 from audit.statistics.accountants import DPSGDEvent, epsilon_pld
 from audit.statistics.epsilon_bounds import HeldOut, epsilon_estimate_gdp, epsilon_lower_bound_one_run
 from audit.errors import AuditInputError
-from audit.dp_validation.claims import PrivacyClaim, resolve_claim, validate_claim
+from audit.dp_validation.claims import (
+    PrivacyClaim,
+    claim_from_declaration,
+    declared_claim,
+    resolve_claim,
+    validate_claim,
+)
+from audit.dp_validation.scope import claim_verdict
+from audit.machinery.workers import user_code
+from audit.statistics.audit_ceilings import (
+    canaries_needed_one_run,
+    ceiling_one_run,
+    runs_needed_threshold_audit,
+)
 from audit.statistics.threshold_audit import threshold_audit
 
 __all__ = [
@@ -59,6 +73,7 @@ __all__ = [
     "dirac_observations",
     "make_canary",
     "make_canaries",
+    "multi_canary_audit",
     "multi_run_canary_audit",
     "one_run_canary_audit",
     "resolve_claim",
@@ -67,13 +82,22 @@ __all__ = [
 
 CANARY_KINDS = ("mislabeled", "out_of_distribution")
 AUDIT_KINDS = CANARY_KINDS + ("dirac",)
-AUDIT_MODES = ("multi", "one-run")
+AUDIT_MODES = ("multi-canary", "multi", "one-run")
+# Per-mode defaults of --models and --canaries (None where the mode does not use it).
+MODE_DEFAULTS = {"multi-canary": (200, 32), "multi": (200, None), "one-run": (None, 200)}
 STATISTICS = ("scaled_logit", "loss")
+# Multi-run statistics: the two above, and the gain of the scaled logit from the canary's base point
+# to the canary (out-of-distribution canaries only; the default for them, see `multi_run_canary_audit`).
+MULTI_RUN_STATISTICS = STATISTICS + ("scaled_logit_gain",)
 # How far out the out-of-distribution canaries sit, in units of the largest distance of any real
 # record from the data mean.
 OOD_SCALE = 100.0
 # Pilot models that pick the canary's label in a multi-run audit (one in a one-run audit).
 PILOT_MODELS = 5
+# Scales (× data radius) of the column canaries the pilot runs compare (`multi_canary_audit`).
+COLUMN_CANARY_SCALES = (1.0, 10.0, 100.0)
+# Seconds one training run of the user's code may take in its worker before it counts as hung.
+TRAIN_TIMEOUT_S = 900.0
 
 # Independent seed streams derived from the one user seed.
 _STREAM_CANARY, _STREAM_MODELS, _STREAM_COINS, _STREAM_DIRAC = range(4)
@@ -217,17 +241,63 @@ def make_canaries(kind: str, features, labels, m: int, seed: int, *, scale: floa
 # --------------------------------------------------------------------------------------------------
 
 
-def _trainer_name(trainer: Callable) -> str:
+def _trainer_name(trainer: str | Callable) -> str:
+    if isinstance(trainer, str):
+        return trainer
     return f"{getattr(trainer, '__module__', '?')}:{getattr(trainer, '__qualname__', repr(trainer))}"
 
 
-def _train(trainer: Callable, X: np.ndarray, y: np.ndarray, seed: int):
-    try:
-        return trainer(X.copy(), y.copy(), int(seed))
-    except AuditInputError:
-        raise
-    except Exception as exc:  # the user's code failing is bad input, reported in one line
-        raise AuditInputError("--trainer", f"{_trainer_name(trainer)} raised {type(exc).__name__}: {exc}") from None
+def _load_trainer(trainer: str | Callable) -> Callable:
+    """In a worker: the user's function (loaded from "module:function", or the callable itself)."""
+    if isinstance(trainer, str):
+        from audit.machinery.user_code import load_user_function
+
+        with user_code("--trainer", f"module of trainer {trainer}"):
+            trainer = load_user_function(trainer, "--trainer")
+    return _check_trainer(trainer)
+
+
+def train_and_score_task(trainer: str | Callable, X: np.ndarray, y: np.ndarray, seed: int,
+                         points: np.ndarray) -> np.ndarray:
+    """A worker task: train the user's model once on (X, y) with `seed`, return its (n_points, C)
+    log class probabilities at `points` (plain float64: the model never leaves the worker)."""
+    function = _load_trainer(trainer)
+    with user_code("--trainer", f"trainer {_trainer_name(trainer)}"):
+        model = function(X.copy(), y.copy(), int(seed))
+    return _log_probabilities(model, np.asarray(points, dtype=np.float32))
+
+
+def declared_claim_task(trainer: str | Callable) -> tuple[Any, str]:
+    """A worker task: the trainer's CLAIM as plain data (numbers and strings only), and where it was."""
+    declared, where = declared_claim(_load_trainer(trainer))
+    if isinstance(declared, dict):
+        declared = {str(k): (v if isinstance(v, (bool, int, float, str, type(None))) else repr(v))
+                    for k, v in declared.items()}
+    elif declared is not None and not isinstance(declared, (bool, int, float, str)):
+        declared = repr(declared)
+    return declared, where
+
+
+def _train_many(pool, trainer, jobs: list[tuple[np.ndarray, np.ndarray, int, np.ndarray]]) -> list[np.ndarray]:
+    """Log-probabilities of each (X, y, seed, points) job, trained in `pool`'s isolated workers.
+
+    `pool` is anything with WorkerPool's `map(function, tasks)` (an executor of issue 14 fits):
+    results come back in job order, each depending only on its seed.
+    """
+    return pool.map(train_and_score_task, [(trainer, X, y, seed, points) for X, y, seed, points in jobs])
+
+
+@contextmanager
+def _pool_for(trainer, pool, workers: int | None, timeout: float | None):
+    """`pool` when given, else a WorkerPool of `workers` (default: the cores) for this audit."""
+    if pool is not None:
+        yield pool
+        return
+    from audit.machinery.workers import WorkerPool, default_workers
+
+    n = default_workers() if workers is None else workers
+    with WorkerPool(n, name="--trainer", timeout=timeout, what=f"trainer {_trainer_name(trainer)}") as own:
+        yield own
 
 
 def _log_probabilities(model, X: np.ndarray) -> np.ndarray:
@@ -287,7 +357,13 @@ def canary_scores(model, points: np.ndarray, labels: np.ndarray, statistic: str 
     """
     if statistic not in STATISTICS:
         raise AuditInputError("statistic", f"expected one of {', '.join(STATISTICS)}, got {statistic!r}")
-    log_probs = _log_probabilities(model, np.asarray(points, dtype=np.float32))
+    return scores_from_log_probabilities(_log_probabilities(model, np.asarray(points, dtype=np.float32)),
+                                         labels, statistic)
+
+
+def scores_from_log_probabilities(log_probs: np.ndarray, labels, statistic: str = "scaled_logit") -> np.ndarray:
+    """`canary_scores` from (n, C) log class probabilities already computed (in a worker)."""
+    log_probs = np.asarray(log_probs, dtype=float)
     labels = np.asarray(labels, dtype=np.int64)
     if log_probs.shape[1] <= int(labels.max()):
         raise AuditInputError(
@@ -320,13 +396,13 @@ def _distinct_seeds(seed: int, stream: int, n: int) -> list[int]:
     return seeds
 
 
-def _pilot_labels(trainer, X_base, y_base, points, exclude, pilot_seeds, n_classes) -> np.ndarray:
+def _pilot_labels(pool, trainer, X_base, y_base, points, exclude, pilot_seeds, n_classes) -> np.ndarray:
     """For each point, the class that pilot models (trained without canaries) find least likely:
     the smallest median log-probability over the pilots (the median, because one noisy pilot
     can put a log-probability of −10⁴ on a class the others all predict)."""
     per_pilot = []
-    for pilot_seed in pilot_seeds:
-        log_probs = _log_probabilities(_train(trainer, X_base, y_base, pilot_seed), np.asarray(points, dtype=np.float32))
+    points = np.asarray(points, dtype=np.float32)
+    for log_probs in _train_many(pool, trainer, [(X_base, y_base, s, points) for s in pilot_seeds]):
         if log_probs.shape[1] < n_classes:
             raise AuditInputError("--trainer", f"the model outputs {log_probs.shape[1]} classes, the labels have {n_classes}")
         per_pilot.append(np.nan_to_num(log_probs[:, :n_classes], nan=0.0, neginf=-1e300))
@@ -342,7 +418,11 @@ def _check_count(name: str, value, minimum: int) -> int:
     return int(value)
 
 
-def _check_trainer(trainer) -> Callable:
+def _check_trainer(trainer):
+    if isinstance(trainer, str):
+        if ":" not in trainer:
+            raise AuditInputError("--trainer", f"expected module:function, got {trainer!r}")
+        return trainer
     if not callable(trainer):
         raise AuditInputError("--trainer", f"expected a callable train(features, labels, seed), got {trainer!r}")
     return trainer
@@ -364,44 +444,77 @@ def multi_run_canary_audit(
     delta: float,
     confidence: float = 0.95,
     seed: int = 0,
-    statistic: str = "scaled_logit",
+    statistic: str | None = None,
     insert_canary: bool = True,
+    pool=None,
+    workers: int | None = None,
+    timeout: float | None = TRAIN_TIMEOUT_S,
 ) -> dict[str, Any]:
     """ε lower bound for `trainer` from K = `n_models` runs with one canary and K runs without.
 
     Jagielski, Ullman, Oprea 2020 (arXiv 2006.07709); Nasr et al. 2021 (arXiv 2101.04535).
     The canary (`make_canary(canary_kind, ...)`, labelled by the pilot models, see the module
     docstring) is appended to the training set of the K "in" runs. Every run gets its own seed
-    from `seed` (2K distinct seeds). Score: `canary_scores(..., statistic)` of the canary on
-    each model ("scaled_logit" by default, or "loss" = −cross-entropy). Threshold and
+    from `seed` (2K distinct seeds). Score (`statistic`): "scaled_logit" (`canary_scores` of the
+    canary on each model; the default for a mislabeled canary), "loss" = −cross-entropy, or
+    "scaled_logit_gain" (the default for an out-of-distribution canary): the scaled logit at the
+    canary minus the scaled logit at its *base point*, the same record with the canary column at
+    0. Everything the model learnt from the real records moves both terms alike and cancels; what
+    remains is what the weights of the canary's own column carry — the canary's clipped gradient
+    plus the DP noise, the quantity the ε claim is about (for a linear model exactly: logits are
+    linear, so the gain is 100·R times the canary column's weight difference). Without it, the
+    run-to-run variation of everything else, multiplied by nothing, still sits in the score and
+    hides a tenfold noise error (measured on `audit.demos.planted_bugs`). Threshold and
     direction are chosen on the first ⌊K/2⌋ models of each side; the remaining models give the
     error counts and the Clopper-Pearson (ε, δ) bound at `confidence`
     (`epsilon_lower_bound_from_counts`). With 25 evaluation models per side a perfect attack
     reaches 1.84 at 95 %: claims above that cannot be contradicted with so few models.
 
     `insert_canary=False` is the null run: both sides train without the canary, the bound must
-    be 0 in ≥ 95 % of repeats. Returns a JSON-serialisable dict (`violation`: bound > claim).
+    be 0 in ≥ 95 % of repeats. Returns a JSON-serialisable dict (`violation`: bound > claim;
+    `ceiling`, `verdict`: see `audit.dp_validation.scope.claim_verdict`).
+
+    `trainer` ("module:function" or a picklable callable) runs only in isolated workers: `pool`
+    (anything with WorkerPool's `map(function, tasks)`), else a WorkerPool of `workers` processes
+    (default: the cores) with `timeout` seconds per training run.
     """
     trainer = _check_trainer(trainer)
     X, y, n_classes = _validate_data(features, labels)
     k = _check_count("--models", n_models, 2)
     eps, d = validate_claim(claimed_epsilon, delta, epsilon_flag="--claimed-epsilon", delta_flag="--delta")
-    if statistic not in STATISTICS:
-        raise AuditInputError("statistic", f"expected one of {', '.join(STATISTICS)}, got {statistic!r}")
+    if statistic is None:
+        statistic = "scaled_logit_gain" if canary_kind == "out_of_distribution" else "scaled_logit"
+    if statistic not in MULTI_RUN_STATISTICS:
+        raise AuditInputError("statistic", f"expected one of {', '.join(MULTI_RUN_STATISTICS)}, got {statistic!r}")
+    if statistic == "scaled_logit_gain" and canary_kind != "out_of_distribution":
+        raise AuditInputError("statistic", "scaled_logit_gain needs an out-of-distribution canary (its own column)")
     provisional = make_canary(canary_kind, X, y, seed)
     X_base, y_base = provisional.base_dataset(X, y)
     exclude = None if provisional.source_row is None else np.array([y[provisional.source_row]])
     # One pool of distinct seeds: a pilot's is never reused by an audited run.
-    pool = _distinct_seeds(seed, _STREAM_MODELS, PILOT_MODELS + 2 * k)
-    pilot_seeds, seeds = pool[:PILOT_MODELS], pool[PILOT_MODELS:]
-    pilot_label = _pilot_labels(trainer, X_base, y_base, provisional.features[None, :], exclude, pilot_seeds, n_classes)
-    canary = make_canary(canary_kind, X, y, seed, label=int(pilot_label[0]))
+    seed_pool = _distinct_seeds(seed, _STREAM_MODELS, PILOT_MODELS + 2 * k)
+    pilot_seeds, seeds = seed_pool[:PILOT_MODELS], seed_pool[PILOT_MODELS:]
     seeds_in, seeds_out = seeds[:k], seeds[k:]
-    X_in, y_in = canary.dataset(X, y, include=insert_canary)
-    X_out, y_out = canary.dataset(X, y, include=False)
-    point, lab = canary.features[None, :], np.array([canary.label])
-    scores_in = np.array([canary_scores(_train(trainer, X_in, y_in, s), point, lab, statistic)[0] for s in seeds_in])
-    scores_out = np.array([canary_scores(_train(trainer, X_out, y_out, s), point, lab, statistic)[0] for s in seeds_out])
+    with _pool_for(trainer, pool, workers, timeout) as runner:
+        pilot_label = _pilot_labels(runner, trainer, X_base, y_base, provisional.features[None, :], exclude,
+                                    pilot_seeds, n_classes)
+        canary = make_canary(canary_kind, X, y, seed, label=int(pilot_label[0]))
+        X_in, y_in = canary.dataset(X, y, include=insert_canary)
+        X_out, y_out = canary.dataset(X, y, include=False)
+        points = canary.features[None, :]
+        if statistic == "scaled_logit_gain":
+            base_point = canary.features.copy()
+            base_point[-1] = 0.0
+            points = np.vstack([points, base_point[None, :]])
+        labs = np.full(len(points), canary.label)
+        log_probs = _train_many(runner, trainer, [(X_in, y_in, s, points) for s in seeds_in]
+                                + [(X_out, y_out, s, points) for s in seeds_out])
+    per_point = np.array([scores_from_log_probabilities(lp, labs, "loss" if statistic == "loss" else "scaled_logit")
+                          for lp in log_probs])
+    with np.errstate(invalid="ignore"):
+        scores = per_point[:, 0] - per_point[:, 1] if statistic == "scaled_logit_gain" else per_point[:, 0]
+    scores = np.where(np.isnan(scores), -np.inf, scores)  # inf − inf: a fixed rule, like NaN logits
+    scores_in, scores_out = scores[:k], scores[k:]
 
     audit = threshold_audit(scores_in, scores_out, delta=d, confidence=confidence)
     bound = audit.pop("epsilon_lower_bound")
@@ -421,6 +534,194 @@ def multi_run_canary_audit(
         "claimed_epsilon": eps,
         "epsilon_lower_bound": bound,
         "violation": bool(bound > eps),
+        "verdict": claim_verdict(bound=bound, ceiling=audit["ceiling"], claimed_epsilon=eps, delta=d,
+                                 needed=runs_needed_threshold_audit(eps, d, audit["confidence"]),
+                                 unit="models per side (--models)", confidence=audit["confidence"]),
+    }
+
+
+# --------------------------------------------------------------------------------------------------
+# Many runs × many column canaries (the default)
+# --------------------------------------------------------------------------------------------------
+
+
+def column_canaries(features, n_canaries: int, scale: float) -> tuple[np.ndarray, np.ndarray]:
+    """(points (J, d + J), base point (d + J,)): J canaries, each in a column of its own.
+
+    The audit appends J feature columns that are 0 for every real record; canary j is the data
+    mean with `scale` × (data radius) in column j. Its gradient lives on weights no real record
+    and no other canary touches — orthogonal to the data's gradients, the extreme case of
+    ClipBKD's lowest-variance direction (Jagielski, Ullman, Oprea 2020, arXiv 2006.07709) — so the
+    canaries neither compete for the model's capacity nor interfere (unlike one-run canaries
+    sharing the real columns, which 20 steps cannot memorise). The base point is the data mean
+    with every canary column at 0.
+    """
+    X = np.asarray(features, dtype=np.float32)
+    centre, radius = _data_radius(X)
+    base = np.append(centre, np.zeros(n_canaries)).astype(np.float32)
+    points = np.tile(base, (n_canaries, 1))
+    points[np.arange(n_canaries), X.shape[1] + np.arange(n_canaries)] = scale * radius
+    return points, base
+
+
+def _column_jobs(X, y, points, canary_labels, coins, seeds, insert_canary):
+    X_wide = np.hstack([X, np.zeros((X.shape[0], points.shape[0]), dtype=X.dtype)])
+    scored = np.vstack([points, _base_of(points)[None, :]])
+    jobs = []
+    for run_coins, run_seed in zip(coins, seeds):
+        take = run_coins & bool(insert_canary)
+        jobs.append((np.vstack([X_wide, points[take]]), np.concatenate([y, canary_labels[take]]), run_seed, scored))
+    return jobs
+
+
+def _base_of(points: np.ndarray) -> np.ndarray:
+    base = points[0].copy()
+    base[-points.shape[0]:] = 0.0
+    return base
+
+
+def _gains(log_probs: np.ndarray, canary_labels: np.ndarray) -> np.ndarray:
+    """Per canary: scaled logit of its label at the canary minus the same at the base point."""
+    J = canary_labels.size
+    at_canary = scores_from_log_probabilities(log_probs[:J], canary_labels)
+    at_base = scores_from_log_probabilities(np.repeat(log_probs[J:J + 1], J, axis=0), canary_labels)
+    with np.errstate(invalid="ignore"):
+        gain = at_canary - at_base
+    return np.where(np.isnan(gain), -np.inf, gain)
+
+
+def _per_canary_standardised(scores: np.ndarray) -> np.ndarray:
+    """(runs, J) scores → each canary's column minus its median over all runs, over its MAD.
+
+    A canary's score has an offset of its own (its label, its base point's prediction) that is the
+    same in every run; ranking slots of different canaries against each other without removing it
+    mixes those offsets into the guesses. The median and MAD are functions of every run's output
+    and none of the coins, so the one-run analysis stays valid (any coin-free function of the
+    mechanism's output may score the slots).
+    """
+    finite = _below_every_finite(scores.ravel()).reshape(scores.shape)
+    centre = np.median(finite, axis=0)
+    spread = np.median(np.abs(finite - centre), axis=0)
+    return (finite - centre) / np.where(spread > 0, spread, 1.0)
+
+
+def _below_every_finite(scores: np.ndarray) -> np.ndarray:
+    finite = scores[np.isfinite(scores)]
+    floor = (finite.min() - 1.0) if finite.size else 0.0
+    ceiling = (finite.max() + 1.0) if finite.size else 0.0
+    return np.where(np.isposinf(scores), ceiling, np.where(np.isfinite(scores), scores, floor))
+
+
+def _auc(scores: np.ndarray, members: np.ndarray) -> float:
+    from scipy.stats import rankdata
+
+    n1, n0 = int(members.sum()), int((~members).sum())
+    if n1 == 0 or n0 == 0:
+        return 0.5
+    ranks = rankdata(_below_every_finite(scores))
+    return float((ranks[members].sum() - n1 * (n1 + 1) / 2) / (n1 * n0))
+
+
+def multi_canary_audit(
+    trainer,
+    features,
+    labels,
+    *,
+    n_runs: int = 200,
+    n_canaries: int = 32,
+    claimed_epsilon: float,
+    delta: float,
+    confidence: float = 0.95,
+    seed: int = 0,
+    scales: tuple[float, ...] = COLUMN_CANARY_SCALES,
+    insert_canary: bool = True,
+    pool=None,
+    workers: int | None = None,
+    timeout: float | None = TRAIN_TIMEOUT_S,
+) -> dict[str, Any]:
+    """ε lower bound from R = `n_runs` training runs, each with J = `n_canaries` column canaries
+    (`column_canaries`), every (run, canary) slot included by an independent fair coin.
+
+    Bound: the one-run audit of Steinke, Nasr, Jagielski 2023 (arXiv 2305.08846) over all m = R·J
+    slots. It is valid here because each slot changes one run's training set by one record and
+    the runs are independent: the R runs together are one mechanism on m coin-flipped records,
+    exactly the theorem's setting. Score of a slot: the gain of its label's scaled logit from the
+    base point to the canary (`_gains`): what the model learnt from the real records cancels, so
+    the score is the canary's own weights — its clipped gradient plus the DP noise; then each
+    canary's scores are centred and scaled over the runs (`_per_canary_standardised`).
+
+    Screening: the canaries' scale (× data radius) decides what the audit can see — a huge scale
+    exposes missing clipping, a small one keeps the canary's loss from saturating so every step's
+    gradient adds up. ⌈R/4⌉ (≥ 4) *pilot* runs try `scales` side by side (canary j at scale
+    j mod len(scales)); the scale with the highest pilot AUC is used for the R audited runs. The
+    bound uses the audited runs only, so choosing on the pilots costs nothing in validity.
+
+    `insert_canary=False` is the null: coins are drawn but no canary is ever inserted.
+    """
+    trainer = _check_trainer(trainer)
+    X, y, n_classes = _validate_data(features, labels)
+    R = _check_count("--models", n_runs, 4)
+    J = _check_count("--canaries", n_canaries, 1)
+    eps, d = validate_claim(claimed_epsilon, delta, epsilon_flag="--claimed-epsilon", delta_flag="--delta")
+    scales = tuple(float(v) for v in scales)
+    if not scales or not all(math.isfinite(v) and v > 0 for v in scales):
+        raise AuditInputError("scales", f"expected positive numbers, got {scales!r}")
+    n_pilot = max(4, math.ceil(R / 4))
+    seeds = _distinct_seeds(seed, _STREAM_MODELS, n_pilot + R)
+    coins = np.random.default_rng(np.random.SeedSequence([int(seed), _STREAM_COINS])).random((n_pilot + R, J)) < 0.5
+    canary_labels = np.random.default_rng(np.random.SeedSequence([int(seed), _STREAM_CANARY])).integers(0, n_classes, J)
+
+    pilot_points = np.concatenate([column_canaries(X, J, scales[j % len(scales)])[0][j:j + 1] for j in range(J)])
+    with _pool_for(trainer, pool, workers, timeout) as runner:
+        pilot_lp = _train_many(runner, trainer, _column_jobs(X, y, pilot_points, canary_labels, coins[:n_pilot],
+                                                             seeds[:n_pilot], insert_canary))
+        pilot_scores = _per_canary_standardised(np.stack([_gains(lp, canary_labels) for lp in pilot_lp]))
+        scale_of = np.array([j % len(scales) for j in range(J)])
+        pilot_auc = {}
+        for i, v in enumerate(scales):
+            cols = scale_of == i
+            pilot_auc[v] = _auc(pilot_scores[:, cols].ravel(), coins[:n_pilot][:, cols].ravel()) if cols.any() else 0.5
+        chosen = max(scales, key=lambda v: (pilot_auc[v], -scales.index(v)))
+        points, _ = column_canaries(X, J, chosen)
+        audit_lp = _train_many(runner, trainer, _column_jobs(X, y, points, canary_labels, coins[n_pilot:],
+                                                             seeds[n_pilot:], insert_canary))
+    scores = _per_canary_standardised(np.stack([_gains(lp, canary_labels) for lp in audit_lp]))
+    members = coins[n_pilot:]
+    try:
+        result = epsilon_lower_bound_one_run(_below_every_finite(scores.ravel()), members.ravel(), d, confidence)
+    except ValueError as exc:
+        raise AuditInputError("--canaries", str(exc)) from None
+    m = R * J
+    ceiling = ceiling_one_run(m, d, result.confidence)
+    needed = canaries_needed_one_run(eps, d, result.confidence)
+    bound = float(result.epsilon)
+    return {
+        "audit": "canary, many runs × column canaries (one-run bound over all slots)",
+        "trainer": _trainer_name(trainer),
+        "canary_kind": "out_of_distribution",
+        "canary_design": "one column per canary (zero for real records); score = scaled-logit gain over the base point",
+        "canary_inserted": bool(insert_canary),
+        "n_runs": R,
+        "n_canaries_per_run": J,
+        "n_slots": m,
+        "n_inserted": int(members.sum()),
+        "n_pilot_runs": n_pilot,
+        "pilot_auc_by_scale": {f"{v:g}": a for v, a in pilot_auc.items()},
+        "canary_scale": chosen,
+        "auc": _auc(scores.ravel(), members.ravel()),
+        "canary_labels": [int(v) for v in canary_labels],
+        "n_training_records": int(X.shape[0]),
+        "seed": int(seed),
+        "confidence": result.confidence,
+        "delta": d,
+        "details": result.details,
+        "claimed_epsilon": eps,
+        "epsilon_lower_bound": bound,
+        "ceiling": ceiling,
+        "violation": bool(bound > eps),
+        "verdict": claim_verdict(bound=bound, ceiling=ceiling, claimed_epsilon=eps, delta=d,
+                                 needed=None if needed is None else math.ceil(needed / J),
+                                 unit=f"runs (--models) with {J} canaries each", confidence=result.confidence),
     }
 
 
@@ -441,6 +742,9 @@ def one_run_canary_audit(
     confidence: float = 0.95,
     seed: int = 0,
     statistic: str = "scaled_logit",
+    pool=None,
+    workers: int | None = None,
+    timeout: float | None = TRAIN_TIMEOUT_S,
 ) -> dict[str, Any]:
     """ε lower bound for `trainer` from ONE training run with m = `n_canaries` canaries.
 
@@ -459,12 +763,13 @@ def one_run_canary_audit(
     points, _, rows = make_canaries(canary_kind, X, y, m, seed)
     exclude = None if rows is None else y[rows]
     pilot_seed, run_seed = _distinct_seeds(seed, _STREAM_MODELS, 2)
-    canary_labels = _pilot_labels(trainer, X, y, points, exclude, [pilot_seed], n_classes)
     coins = np.random.default_rng(np.random.SeedSequence([int(seed), _STREAM_COINS])).random(m) < 0.5
-    X_train = np.vstack([X, points[coins]])
-    y_train = np.concatenate([y, canary_labels[coins]])
-    model = _train(trainer, X_train, y_train, run_seed)
-    scores = canary_scores(model, points, canary_labels, statistic)
+    with _pool_for(trainer, pool, workers, timeout) as runner:
+        canary_labels = _pilot_labels(runner, trainer, X, y, points, exclude, [pilot_seed], n_classes)
+        X_train = np.vstack([X, points[coins]])
+        y_train = np.concatenate([y, canary_labels[coins]])
+        (log_probs,) = _train_many(runner, trainer, [(X_train, y_train, run_seed, points)])
+    scores = scores_from_log_probabilities(log_probs, canary_labels, statistic)
     finite = scores[np.isfinite(scores)]
     floor = (finite.min() - 1.0) if finite.size else 0.0
     ranked = np.where(np.isfinite(scores), scores, floor)
@@ -474,6 +779,7 @@ def one_run_canary_audit(
         result = epsilon_lower_bound_one_run(ranked, coins, d, confidence)
     except ValueError as exc:
         raise AuditInputError("--canaries", str(exc)) from None
+    ceiling = ceiling_one_run(m, d, result.confidence)
     return {
         "audit": "canary, one run",
         "trainer": _trainer_name(trainer),
@@ -492,7 +798,11 @@ def one_run_canary_audit(
         "details": result.details,
         "claimed_epsilon": eps,
         "epsilon_lower_bound": float(result.epsilon),
+        "ceiling": ceiling,
         "violation": bool(result.epsilon > eps),
+        "verdict": claim_verdict(bound=float(result.epsilon), ceiling=ceiling, claimed_epsilon=eps, delta=d,
+                                 needed=canaries_needed_one_run(eps, d, result.confidence),
+                                 unit="canaries (--canaries)", confidence=result.confidence),
     }
 
 
@@ -653,6 +963,9 @@ def dirac_canary_audit(
         "epsilon_lower_bound": bound,
         "gdp_estimate": {"epsilon": gdp.epsilon, "mu": gdp.details["mu"], "label": gdp.details["quantity"]},
         "violation": bool(bound > eps),
+        "verdict": claim_verdict(bound=bound, ceiling=audit["ceiling"], claimed_epsilon=eps, delta=d,
+                                 needed=runs_needed_threshold_audit(eps, d, audit["confidence"]),
+                                 unit="runs per side", confidence=audit["confidence"]),
     }
 
 
@@ -674,9 +987,9 @@ def run_canary_audit(
     trainer: str | Callable,
     *,
     kind: str = "out_of_distribution",
-    mode: str = "multi",
-    n_models: int = 50,
-    n_canaries: int = 200,
+    mode: str = "multi-canary",
+    n_models: int | None = None,
+    n_canaries: int | None = None,
     claimed_epsilon: float | None = None,
     delta: float | None = None,
     confidence: float = 0.95,
@@ -684,52 +997,62 @@ def run_canary_audit(
     features=None,
     labels=None,
     n_rows: int = 256,
+    pool=None,
+    workers: int | None = None,
+    timeout: float | None = TRAIN_TIMEOUT_S,
 ) -> dict[str, Any]:
-    """`privacy-audit canary-audit`: resolve the trainer and its claim, run the chosen audit.
+    """`privacy-audit canary-audit`: resolve the trainer's claim, run the chosen black-box audit.
 
-    `trainer` is a callable or a "module:function" string (loaded with `load_user_function`).
-    `kind`: "mislabeled" | "out_of_distribution" | "dirac"; `mode`: "multi" (K = `n_models` runs
-    per side) | "one-run" (`n_canaries` canaries, one run; not for "dirac"). "dirac" does not
-    call the trainer: it audits the claimed DP-SGD configuration (σ, q, T), so the claim must
-    give them, with `n_models` runs per side. Data: (`features`, `labels`) or, when None, the
-    harness's default synthetic table with `n_rows` rows. Adds "claim" (where ε came from) to the
-    result; `violation` is what the exit code follows.
+    `trainer` is a "module:function" string or a picklable callable; it is loaded and called only
+    in isolated worker processes (`pool`, else a WorkerPool of `workers`, default the cores), and
+    its CLAIM is read there too: the parent never imports the user's module.
+    `mode`: "multi-canary" (the default, `multi_canary_audit`: `n_models` runs × `n_canaries`
+    column canaries, default 200 × 32), "multi" (`multi_run_canary_audit`: K = `n_models` runs
+    per side with one canary of `kind`, default 200) or "one-run" (`n_canaries` canaries of
+    `kind` in one run, default 200). `kind="dirac"` is refused (exit 2): the Dirac canary is a
+    white-box gradient canary that a black-box `train(features, labels, seed)` cannot receive,
+    and auditing some other DP-SGD under this trainer's name would say nothing about it.
+    Data: (`features`, `labels`) or, when None, the harness's default synthetic table with
+    `n_rows` rows. Adds "claim" (where ε came from) and "mode" to the result.
     """
-    if isinstance(trainer, str):
-        from audit.machinery.user_code import load_user_function
-
-        trainer = load_user_function(trainer, "--trainer")
     trainer = _check_trainer(trainer)
-    if kind not in AUDIT_KINDS:
-        raise AuditInputError("--kind", f"expected one of {', '.join(AUDIT_KINDS)}, got {kind!r}")
+    if kind == "dirac":
+        raise AuditInputError(
+            "--kind", "dirac inserts a gradient canary inside DP-SGD, which a black-box train(features, labels, "
+            "seed) cannot receive; use --kind out_of_distribution or mislabeled to audit this trainer",
+        )
+    if kind not in CANARY_KINDS:
+        raise AuditInputError("--kind", f"expected one of {', '.join(CANARY_KINDS)}, got {kind!r}")
     if mode not in AUDIT_MODES:
         raise AuditInputError("--mode", f"expected one of {', '.join(AUDIT_MODES)}, got {mode!r}")
-    claim = resolve_claim(trainer, claimed_epsilon=claimed_epsilon, delta=delta)
-    if kind == "dirac":
-        if mode != "multi":
-            raise AuditInputError("--mode", "the Dirac canary audit is multi-run only")
-        if not claim.is_dpsgd:
-            raise AuditInputError(
-                "--kind", "dirac audits a DP-SGD configuration: the trainer's CLAIM must give "
-                "noise_multiplier, sample_rate, steps and delta",
-            )
-        result = dirac_canary_audit(
-            noise_multiplier=claim.noise_multiplier, sample_rate=claim.sample_rate, steps=claim.steps,
-            n_runs=n_models, delta=claim.delta, claimed_epsilon=claim.epsilon, confidence=confidence, seed=seed,
-        )
-    else:
-        if features is None:
-            features, labels = default_audit_data(n_rows, seed)
-        if mode == "multi":
-            result = multi_run_canary_audit(
-                trainer, features, labels, canary_kind=kind, n_models=n_models,
-                claimed_epsilon=claim.epsilon, delta=claim.delta, confidence=confidence, seed=seed,
-            )
+    if mode == "multi-canary" and kind != "out_of_distribution":
+        raise AuditInputError("--kind", "the multi-canary mode uses out-of-distribution column canaries; "
+                              "use --mode multi or one-run for mislabeled canaries")
+    default_models, default_canaries = MODE_DEFAULTS[mode]
+    n_models = default_models if n_models is None else n_models
+    n_canaries = default_canaries if n_canaries is None else n_canaries
+    # Everything checkable without running user code is checked before a worker starts.
+    if mode != "one-run":
+        _check_count("--models", n_models, 4 if mode == "multi-canary" else 2)
+    if mode != "multi":
+        _check_count("--canaries", n_canaries, 1 if mode == "multi-canary" else 2)
+    if claimed_epsilon is not None:
+        validate_claim(claimed_epsilon, 0.0 if delta is None else delta, epsilon_flag="--claimed-epsilon",
+                       delta_flag="--delta")
+    if features is None:
+        features, labels = default_audit_data(n_rows, seed)
+    with _pool_for(trainer, pool, workers, timeout) as runner:
+        (declared,) = runner.map(declared_claim_task, [(trainer,)])
+        claim = claim_from_declaration(*declared, claimed_epsilon=claimed_epsilon, delta=delta)
+        common = dict(claimed_epsilon=claim.epsilon, delta=claim.delta, confidence=confidence, seed=seed, pool=runner)
+        if mode == "multi-canary":
+            result = multi_canary_audit(trainer, features, labels, n_runs=n_models, n_canaries=n_canaries, **common)
+        elif mode == "multi":
+            result = multi_run_canary_audit(trainer, features, labels, canary_kind=kind, n_models=n_models, **common)
         else:
-            result = one_run_canary_audit(
-                trainer, features, labels, n_canaries=n_canaries, canary_kind=kind,
-                claimed_epsilon=claim.epsilon, delta=claim.delta, confidence=confidence, seed=seed,
-            )
+            result = one_run_canary_audit(trainer, features, labels, n_canaries=n_canaries, canary_kind=kind,
+                                          **common)
+    result["mode"] = mode
     result["trainer"] = _trainer_name(trainer)
     result["claim"] = claim.to_dict()
     return result

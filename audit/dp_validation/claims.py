@@ -14,7 +14,7 @@ from typing import Any
 from audit.errors import AuditInputError
 from audit.statistics.accountants import DPSGDEvent, epsilon_pld
 
-__all__ = ["PrivacyClaim", "resolve_claim", "validate_claim"]
+__all__ = ["PrivacyClaim", "claim_from_declaration", "declared_claim", "resolve_claim", "validate_claim"]
 
 
 def validate_claim(claimed_epsilon, delta, *, epsilon_flag: str = "claimed_epsilon",
@@ -101,18 +101,22 @@ def _claim_from_dict(claim: Any, where: str, delta_override: float | None) -> Pr
     )
 
 
-def resolve_claim(trainer: Callable | None = None, *, claimed_epsilon: float | None = None,
-                  delta: float | None = None) -> PrivacyClaim:
-    """The claim to audit: explicit `claimed_epsilon` (+ `delta`) first, else the trainer's CLAIM
-    (an attribute of the function, else of its module). AuditInputError when there is none."""
-    declared, where = None, None
-    if trainer is not None:
-        declared = getattr(trainer, "CLAIM", None)
-        where = f"{getattr(trainer, '__qualname__', 'trainer')}.CLAIM"
-        if declared is None:
-            module = sys.modules.get(getattr(trainer, "__module__", "") or "")
-            declared = getattr(module, "CLAIM", None)
-            where = f"CLAIM in module '{getattr(module, '__name__', '?')}'"
+def declared_claim(trainer: Callable) -> tuple[Any, str]:
+    """(the trainer's CLAIM or None, where it was found): an attribute of the function, else of its
+    module. Called in the worker that loaded the trainer (the parent never imports user code)."""
+    declared = getattr(trainer, "CLAIM", None)
+    where = f"{getattr(trainer, '__qualname__', 'trainer')}.CLAIM"
+    if declared is None:
+        module = sys.modules.get(getattr(trainer, "__module__", "") or "")
+        declared = getattr(module, "CLAIM", None)
+        where = f"CLAIM in module '{getattr(module, '__name__', '?')}'"
+    return declared, where
+
+
+def claim_from_declaration(declared: Any, where: str | None, *, claimed_epsilon: float | None = None,
+                           delta: float | None = None) -> PrivacyClaim:
+    """The claim to audit: explicit `claimed_epsilon` (+ `delta`) first, else the `declared` CLAIM
+    (found at `where`). AuditInputError when there is none."""
     if claimed_epsilon is not None:
         if delta is None:
             if isinstance(declared, dict) and "delta" in declared:
@@ -127,4 +131,12 @@ def resolve_claim(trainer: Callable | None = None, *, claimed_epsilon: float | N
             "no privacy claim to audit: pass --claimed-epsilon and --delta, or define CLAIM = "
             "{'epsilon': ..., 'delta': ...} (or noise_multiplier, sample_rate, steps, delta) in the trainer's module",
         )
-    return _claim_from_dict(declared, where, delta)
+    return _claim_from_dict(declared, where or "CLAIM", delta)
+
+
+def resolve_claim(trainer: Callable | None = None, *, claimed_epsilon: float | None = None,
+                  delta: float | None = None) -> PrivacyClaim:
+    """The claim to audit: explicit `claimed_epsilon` (+ `delta`) first, else the trainer's CLAIM
+    (an attribute of the function, else of its module). AuditInputError when there is none."""
+    declared, where = declared_claim(trainer) if trainer is not None else (None, None)
+    return claim_from_declaration(declared, where, claimed_epsilon=claimed_epsilon, delta=delta)

@@ -27,6 +27,8 @@ from typing import Any
 import numpy as np
 
 from audit.dp_validation.claims import resolve_claim, validate_claim
+from audit.dp_validation.scope import claim_verdict
+from audit.statistics.audit_ceilings import runs_needed_threshold_audit
 from audit.errors import AuditInputError
 from audit.statistics.threshold_audit import threshold_audit, validate_confidence
 
@@ -190,6 +192,9 @@ def audit_mechanism(
         "positive": "dataset_b",
         **audit,
         "violation": bool(audit["epsilon_lower_bound"] > eps),
+        "verdict": claim_verdict(bound=audit["epsilon_lower_bound"], ceiling=audit["ceiling"], claimed_epsilon=eps,
+                                 delta=d, needed=runs_needed_threshold_audit(eps, d, conf),
+                                 unit="trials per dataset (--trials)", confidence=conf),
     }
 
 

@@ -14,6 +14,7 @@ import numpy as np
 from scipy import stats
 
 from audit.errors import AuditInputError
+from audit.statistics.audit_ceilings import ceiling_threshold_audit
 from audit.statistics.epsilon_bounds import epsilon_lower_bound_from_counts
 
 __all__ = ["HIGHER_MEANS_POSITIVE", "LOWER_MEANS_POSITIVE", "threshold_audit", "validate_confidence"]
@@ -121,6 +122,7 @@ def threshold_audit(
     ε_LB = max{ln((1 − δ − FNR̄)/FPR̄), ln((1 − δ − FPR̄)/FNR̄)}, floored at 0, each one-sided
     Clopper-Pearson bound at level (1 − confidence)/2 (Jagielski, Ullman, Oprea 2020, arXiv
     2006.07709; Nasr et al. 2021, arXiv 2101.04535). ±inf scores are allowed; NaN is refused.
+    "ceiling" is the bound a perfect rule would get on the same evaluation counts.
     """
     pos = _as_scores("scores_positive", scores_positive)
     neg = _as_scores("scores_negative", scores_negative)
@@ -148,6 +150,8 @@ def threshold_audit(
         "fpr_upper": float(_cp_upper(fp, ev_neg.size, alpha_per_rate)),
         "fnr_upper": float(_cp_upper(fn, ev_pos.size, alpha_per_rate)),
         "epsilon_lower_bound": float(bound),
+        # The best a perfect attack could do with these evaluation counts (no error at all).
+        "ceiling": ceiling_threshold_audit(ev_pos.size, ev_neg.size, delta, conf),
         "confidence": conf,
         "delta": float(delta),
         "method": "clopper_pearson, threshold chosen on a held-out part",

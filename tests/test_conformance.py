@@ -1,0 +1,58 @@
+"""Conformance checks: each planted bug fails the check it breaks; correct DP-SGD passes every check."""
+import json
+
+import pytest
+
+from audit.demos import planted_bugs
+from audit.dp_validation.conformance import CHECKS, conformance_checks, run_conformance
+from audit.errors import AuditInputError
+
+EXPECTED_FAILURE = {
+    "batch_clip": "per_example_clipping",
+    "clip_after_noise": "per_example_clipping",
+    "per_layer_clip": "per_example_clipping",
+    "sigma_not_sigma_c": "noise_std",
+    "noise_divided_twice": "noise_std",
+    "noise_missing_steps": "noise_std",
+    "shuffled_batches": "poisson_sampling",
+    "wrong_steps": "steps",
+    "fixed_noise_seed": "noise_independence",
+}
+
+
+def test_every_planted_bug_has_an_expected_failure():
+    assert set(EXPECTED_FAILURE) == set(planted_bugs.PLANTED_BUGS)
+
+
+@pytest.mark.parametrize("bug, check", sorted(EXPECTED_FAILURE.items()))
+def test_a_planted_bug_fails_the_check_it_breaks(bug, check):
+    results = {c["check"]: c for c in conformance_checks(planted_bugs.PLANTED_BUGS[bug], seed=0)}
+    assert set(results) == set(CHECKS)
+    assert not results[check]["passed"], results[check]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+@pytest.mark.parametrize("recipe", sorted(planted_bugs.CORRECT))
+def test_correct_dpsgd_passes_every_check(recipe, seed):
+    # 6 recipes (ε 0.5 to 8, C = 1 and 4) × 4 seeds = 24 conformance audits of correct code.
+    results = conformance_checks(planted_bugs.CORRECT[recipe], seed=seed)
+    assert all(c["passed"] for c in results), [c for c in results if not c["passed"]]
+
+
+def test_the_checks_run_in_a_worker_and_give_a_verdict():
+    result = run_conformance("audit.demos.planted_bugs:shuffled_batches")
+    assert result["verdict"]["status"] == "fail" and "poisson_sampling" in result["verdict"]["reasons"][0]
+    json.dumps(result, allow_nan=False)
+    with pytest.raises(AuditInputError) as info:
+        run_conformance("audit.demos.planted_bugs:SoftmaxRegression")
+    assert info.value.where == "--trainer"
+
+
+def test_the_conformance_command_exits_1_on_a_bug_with_json_report_and_mlflow(cli, tmp_path):
+    db = f"sqlite:///{tmp_path}/m.db"
+    bad = cli("conformance", "--trainer", "audit.demos.planted_bugs:noise_missing_steps", "--tracking-uri", db)
+    assert bad.returncode == 1 and "noise_std" in bad.stderr
+    (path,) = tmp_path.glob("runs/*-conformance/conformance.json")
+    result = json.loads(path.read_text())
+    assert result["verdict"]["status"] == "fail" and result["mlflow"]["run_id"]
+    assert "FAIL" in (path.parent / "report.html").read_text()
