@@ -14,12 +14,15 @@ from audit.machinery.run_directory import write_text_atomic
 
 METHODS = {
     "canary-audit": (
-        "Canary audit of training code. The user's training function is run many times with and "
-        "without a canary record (or, in one-run mode, once with canaries included by fair coin flips); "
-        "the canary's score separates the two worlds. The threshold is chosen on one half of the runs and "
-        "a Clopper-Pearson bound on the error rates of the other half gives an ε lower bound at the stated "
-        "confidence (Jagielski et al. 2020; Nasr et al. 2021/2023; Steinke et al. 2023 for one run). A "
-        "bound above the claimed ε proves the implementation does not meet its claim; a bound below it "
+        "Canary audit of training code, run in isolated worker processes. Default (multi-canary): the "
+        "training function is run many times, each run with several canaries that each have a feature "
+        "column of their own and are included by independent fair coin flips; each canary's score (its "
+        "label's scaled-logit gain over the data mean, standardised per canary) is ranked over all runs "
+        "and the one-run bound of Steinke et al. 2023 turns the correct guesses into an ε lower bound. "
+        "Multi mode: runs with and without one canary; the threshold is chosen on one half of the runs "
+        "and a Clopper-Pearson bound on the error rates of the other half gives the bound (Jagielski et "
+        "al. 2020; Nasr et al. 2021/2023). A bound above the claimed ε proves the implementation does not "
+        "meet its claim; a bound below it "
         "proves nothing. The ceiling is the largest bound a perfect attack could reach with this many runs "
         "(or canaries) at this confidence: when it is at or below the claim the audit is INCONCLUSIVE, it "
         "could not have found a violation."
@@ -27,7 +30,8 @@ METHODS = {
     "mechanism-audit": (
         "Black-box audit of a randomized function: it is run N times on each of two neighbouring "
         "datasets; a threshold on its output chosen on half of the trials, a Clopper-Pearson bound on "
-        "the other half gives an ε lower bound. A bound above the claimed ε is a violation."
+        "the other half gives an ε lower bound. A bound above the claimed ε is a violation; when even a "
+        "perfect test's bound (the ceiling) is at or below the claim, the audit is INCONCLUSIVE."
     ),
     "conformance": (
         "Conformance checks of a step-function DP-SGD implementation: its sampler and its noisy-clipping "
