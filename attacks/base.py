@@ -33,6 +33,15 @@ class AttackOptions:
     rmia_population: int = 1000
     label_only_queries: int = 32  # noisy copies per candidate (label-only attack)
     label_only_noise: float = 0.1  # their noise scale, as a fraction of each feature's spread
+    # Reference/shadow models per executor task; None = all of a target's models in one task.
+    # Part of the numbers (float summation order of the vectorized trainer), not of the executor.
+    models_per_task: int | None = None
+
+
+class TaskRunner(Protocol):
+    """Where model-training tasks run (an executor of the audit): results in task order."""
+
+    def map(self, function, tasks, kwargs=None) -> list: ...
 
 
 @dataclass(frozen=True)
@@ -70,6 +79,10 @@ class AttackContext:
     # per query set, a (K, n_query, C) array of model k's logits. None = the vectorized DP-SGD
     # trainer with `training` (σ, q, T, C) on `training.spec`'s architecture.
     train_models: Callable[..., list[np.ndarray]] | None = field(default=None, compare=False, repr=False)
+    # How reference/shadow models are trained: None = here, in this process. `task_device` is the
+    # device string the tasks resolve (default: `device`); a Ray cluster's GPU nodes resolve "auto".
+    executor: TaskRunner | None = field(default=None, compare=False, repr=False)
+    task_device: str | None = None
 
 
 class MembershipAttack(Protocol):

@@ -7,6 +7,10 @@ RMIA's population samples z come from the pool and are in no reference's trainin
 
 Shadow models (Shokri et al. 2017) are trained on the pool only: each takes a random subset of the
 target's training-set size as its IN set and the rest of the pool as OUT.
+
+Training is split into tasks of `options.models_per_task` models (default: one task), run by the
+context's executor (`--executor processes|ray`) or here. A task returns only the models' logits on
+the rows the attacks query; model k is seeded from (seed, k) whichever task trains it.
 """
 from __future__ import annotations
 
@@ -72,18 +76,43 @@ def balanced_in_masks(n_models: int, n_records: int, rng: np.random.Generator) -
     return masks
 
 
-def _train_and_query(context: AttackContext, features: np.ndarray, labels: np.ndarray, in_masks: np.ndarray,
-                     seed: int, queries: list[np.ndarray]) -> list[np.ndarray]:
-    """Train one model per row of `in_masks` like the target; their (K, n, C) logits on each query set."""
+def train_models_logits(in_masks: np.ndarray, first_model: int, *, features: np.ndarray, labels: np.ndarray,
+                        hidden_sizes: tuple[int, ...], n_classes: int, spec: DPSGDSpec, seed: int, device: str,
+                        query_rows: list[np.ndarray], architecture: str = "mlp") -> list[np.ndarray]:
+    """A task: train models first_model … first_model + len(in_masks) - 1 of a bank, return their
+    logits on each array of `query_rows` (float32, (k, rows, C) each). Plain data in and out."""
+    models = train_many(features.shape[1], hidden_sizes, n_classes, features, labels, in_masks, spec,
+                        seed=seed, device=device, first_model=first_model, architecture=architecture)
+    return [models.logits(rows, device=device).numpy() for rows in query_rows]
+
+
+def model_slices(n_models: int, models_per_task: int | None) -> list[tuple[int, int]]:
+    """[start, stop) of each task's models: `models_per_task` at a time (None: one task)."""
+    size = n_models if models_per_task is None else max(1, int(models_per_task))
+    return [(k0, min(k0 + size, n_models)) for k0 in range(0, n_models, size)]
+
+
+def _train_logits(context: AttackContext, features: np.ndarray, labels: np.ndarray, in_masks: np.ndarray,
+                  seed: int, query_rows: list[np.ndarray]) -> list[np.ndarray]:
+    """Logits (K, rows, C) of the K models of `in_masks` on each of `query_rows`, trained in tasks.
+
+    A user's own trainer (`context.train_models`, any model) runs here as given, not in tasks."""
     if context.train_models is not None:
-        return [np.asarray(q, dtype=np.float64) for q in context.train_models(features, labels, in_masks, queries, seed)]
-    spec = context.training.spec
-    models = train_many(
-        features.shape[1], spec.hidden_sizes, context.n_classes, features, labels, in_masks,
-        dpsgd_spec_like_target(context), seed=seed, device=context.device,
-        architecture=getattr(spec, "architecture", "mlp"),
-    )
-    return [models.logits(q, device=context.device).numpy() for q in queries]
+        return [np.asarray(q, dtype=np.float64)
+                for q in context.train_models(features, labels, in_masks, query_rows, seed)]
+    slices = model_slices(len(in_masks), context.options.models_per_task)
+    tasks = [(in_masks[k0:k1], k0) for k0, k1 in slices]
+    shared = dict(features=features, labels=labels, hidden_sizes=tuple(context.training.spec.hidden_sizes),
+                  n_classes=context.n_classes, spec=dpsgd_spec_like_target(context), seed=seed,
+                  device=context.task_device or str(context.device), query_rows=query_rows,
+                  architecture=getattr(context.training.spec, "architecture", "mlp"))
+    if context.executor is None:
+        parts = [train_models_logits(*task, **shared) for task in tasks]
+    else:
+        parts = context.executor.map(train_models_logits, tasks, shared)
+    if len(parts) == 1:
+        return parts[0]
+    return [np.concatenate([part[i] for part in parts]) for i in range(len(query_rows))]
 
 
 def reference_bank(context: AttackContext) -> ReferenceBank:
@@ -99,9 +128,10 @@ def reference_bank(context: AttackContext) -> ReferenceBank:
     masks = balanced_in_masks(n_models, len(context.candidate_features), rng)
     population = rng.choice(len(context.pool_features), size=options.rmia_population, replace=False)
     pop_x, pop_y = context.pool_features[population], context.pool_labels[population]
-    candidate_logits, population_logits = _train_and_query(
+    candidate_logits, population_logits = _train_logits(
         context, context.candidate_features, context.candidate_labels, masks, context.seed + 1,
-        [context.candidate_features, pop_x])
+        [context.candidate_features, pop_x],
+    )
     bank = ReferenceBank(
         in_masks=masks,
         candidate_logits=candidate_logits,
@@ -129,8 +159,8 @@ def shadow_models(context: AttackContext, n_train: int) -> ShadowModels:
     masks = np.zeros((n_models, n_pool), dtype=bool)
     for k in range(n_models):
         masks[k, rng.choice(n_pool, size=n_train, replace=False)] = True
-    (pool_logits,) = _train_and_query(context, context.pool_features, context.pool_labels, masks, context.seed + 2,
-                                      [context.pool_features])
+    (pool_logits,) = _train_logits(context, context.pool_features, context.pool_labels, masks, context.seed + 2,
+                                   [context.pool_features])
     shadows = ShadowModels(in_masks=masks, pool_logits=pool_logits)
     context.cache["shadow_models"] = asdict(shadows)
     return shadows

@@ -709,6 +709,7 @@ def train_many(
     method: str = "auto",
     architecture: str = "mlp",
     build: Callable[[int], nn.Module] | None = None,
+    first_model: int = 0,
 ) -> StackedModels:
     """Train K = len(in_masks) MLPs with DP-SGD (see the module docstring for the semantics).
 
@@ -723,13 +724,21 @@ def train_many(
     `build(seed) -> nn.Module` trains any module taking flat rows (n, in_features) instead (the
     global RNG is seeded with each model's init seed around the call; `hidden_sizes` is then only
     recorded); it must pass `check_vectorizable`.
+
+    `first_model` numbers the models from there (seeds of models first_model, first_model + 1, …):
+    models 8–15 of a bank trained as one slice get the seeds they would have in the whole bank,
+    which is how the bank is split into tasks (their weights agree to float rounding; the vmap
+    width changes the summation order).
     """
     X, y, masks, train_sizes, expected = _validate_inputs(
         in_features, hidden_sizes, n_classes, X, y, in_masks, spec
     )
     hidden_sizes = tuple(int(h) for h in hidden_sizes)
     n_classes = int(n_classes)
-    seed_pairs = [model_seeds(seed, k) for k in range(masks.shape[0])]
+    first_model = int(first_model)
+    if first_model < 0:
+        raise ValueError(f"first_model must be >= 0, got {first_model!r}")
+    seed_pairs = [model_seeds(seed, first_model + k) for k in range(masks.shape[0])]
     dev = resolve_device(device)
     if row_chunk_size is not None:
         row_chunk_size = _positive_int(row_chunk_size, "row_chunk_size")

@@ -24,6 +24,12 @@ def run(
     resume: Annotated[Optional[str], typer.Option(help="continue an interrupted run: its folder, or 'latest'")] = None,
     policy: Annotated[Optional[Path], typer.Option("--policy", help="YAML policy; exit 1 when a rule fails")] = None,
     dry_run: Annotated[bool, switch("dry-run", "validate config, data, policy, --out and the tracking URI; write nothing")] = False,
+    executor: Annotated[str, typer.Option("--executor", help="where the parallel work runs: local | processes | ray "
+                                          "(same numbers on each)")] = "local",
+    workers: Annotated[Optional[int], typer.Option("--workers", help="processes: child processes [default: the cores]; "
+                                                   "ray: CPUs of the local cluster started here")] = None,
+    ray_address: Annotated[Optional[str], typer.Option("--ray-address", help="ray: join a running cluster "
+                                                       "(auto | ray://host:port) instead of starting a local one")] = None,
 ) -> None:
     """Train targets at each ε, attack them, bound ε empirically, log to MLflow, write results."""
     from audit.machinery.config import parse_epsilon_list, resolve_config
@@ -49,6 +55,9 @@ def run(
     from audit.machinery.policy import load_policy
 
     loaded_policy = load_policy(policy) if policy is not None else None  # a bad policy fails before training
+    from audit.machinery.executors import check_executor_options, make_executor
+
+    check_executor_options(executor, workers, ray_address)  # before torch loads or a cluster starts
     if dry_run:
         from audit.sweep.runner import check_run_inputs
 
@@ -68,13 +77,15 @@ def run(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("epochs"),
         TimeElapsedColumn(), console=err_console, transient=False,
     ))
+    pool = make_executor(executor, workers=workers, ray_address=ray_address, threads=resolved.cpu_threads)
     try:
         audit_run = run_audit(resolved, out_dir=out, tracking_uri=tracking_uri, preset=preset or "default",
-                              progress=progress, resume=resume, policy=loaded_policy)
+                              progress=progress, resume=resume, policy=loaded_policy, executor=pool)
     except KeyboardInterrupt:
         raise typer.Exit(EXIT_INTERRUPTED) from None
     finally:
         progress.stop()
+        pool.close()
     results = audit_run.results
     console.print(results_summary_table(results))
     synthetic_table = synthetic_summary_table(results)

@@ -145,6 +145,12 @@ class AttackConfig(_Strict):
     rmia_population: int = Field(1000, ge=10, le=1_000_000, description="population samples z drawn from the pool")
     label_only_queries: int = Field(32, ge=1, le=1000, description="noisy copies per candidate (label_only attack)")
     label_only_noise: float = Field(0.1, gt=0, le=10, description="their noise std, as a fraction of each feature's std")
+    models_per_task: int | None = Field(
+        None, ge=1, le=100_000,
+        description="reference/shadow models trained per executor task (--executor processes|ray spread the "
+        "tasks over workers); default: all of a target's models in one task. The numbers depend on it at the "
+        "level of float rounding, never on the executor or the number of workers",
+    )
 
     @field_validator("names")
     @classmethod

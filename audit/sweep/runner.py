@@ -22,6 +22,7 @@ from audit.statistics.attack_evaluation import best_sound_lower_bound, evaluate_
 from audit.machinery.checkpoints import ArrayCache, TargetCheckpoints
 from audit.machinery.config import AuditConfig, config_to_yaml, read_config_file
 from audit.machinery.environment import describe_environment
+from audit.machinery.executors import Executor, LocalExecutor
 from audit.errors import AuditInputError
 from audit.machinery.policy import Policy, PolicyEvaluation, evaluate_policy, verdict_from_evaluation
 from audit.machinery.crash_log import set_log_folder
@@ -45,6 +46,7 @@ from targets.devices import resolve_device
 from targets.splits import AuditSplits, make_audit_splits
 from targets.models import build_model
 from targets.training import TrainedTarget, TrainingSpec, train_target
+from audit.sweep.tasks import train_target_task
 
 SCHEMA_VERSION = 1
 # PLD (tight) may exceed PRV only by discretisation/estimation error; more than this is reported.
@@ -276,8 +278,13 @@ def run_audit(
     progress: Progress | None = None,
     resume: str | Path | None = None,
     policy: Policy | None = None,
+    executor: Executor | None = None,
 ) -> AuditRun:
     """Run the whole audit described by `config`; returns the results dict and the run folder.
+
+    `executor` (default `LocalExecutor`: here, one task after another) runs the parallel work:
+    target training per ε, reference/shadow model tasks, synthetic generators. The numbers do not
+    depend on it; a run interrupted under one executor resumes under any other.
 
     Bad input raises AuditInputError before anything is trained, and nothing is left on disk. An
     interruption (Ctrl-C, SIGTERM, SIGKILL) or a crash leaves the hidden staging folder with every
@@ -285,6 +292,7 @@ def run_audit(
     missing. MLflow runs of an interrupted attempt end KILLED (FAILED after an error), never RUNNING.
     """
     progress = progress or _Silent()
+    executor = executor or LocalExecutor()
     device = resolve_device(config.device)
     if device.type == "cpu":
         import torch
@@ -304,7 +312,8 @@ def run_audit(
     tracker = None
     try:
         tracker = AuditTracker(tracking_uri, config.name)
-        results = _sweep(config, data, splits, attacks, device, run_dir.staging, tracker, preset, run_warnings, progress)
+        results = _sweep(config, data, splits, attacks, device, run_dir.staging, tracker, preset, run_warnings, progress,
+                         executor)
         write_outputs(results, run_dir.staging, policy, tracker, results["mlflow"]["parent_run_id"])
         final = run_dir.commit()
         tracker.log_artifact(results["mlflow"]["parent_run_id"], final / "results.json")
@@ -331,6 +340,8 @@ class _SweepInputs:
     spec: TrainingSpec
     device: object
     attack_options: AttackOptions
+    executor: Executor
+    task_device: str
 
 
 def _load_or_train_target(inputs: _SweepInputs, epsilon: float, seed: int, ckpt: TargetCheckpoints,
@@ -351,6 +362,41 @@ def _load_or_train_target(inputs: _SweepInputs, epsilon: float, seed: int, ckpt:
     ckpt.save_state_dict("target", trained.model.state_dict())
     ckpt.save_json("target", {k: v for k, v in trained.__dict__.items() if k != "model"})
     return trained
+
+
+def _target_checkpoints(staging: Path, epsilon: float) -> TargetCheckpoints:
+    return TargetCheckpoints(staging / "checkpoints" / f"eps_{_epsilon_tag(epsilon)}")
+
+
+def _train_targets_in_parallel(inputs: _SweepInputs, staging: Path, progress: Progress) -> None:
+    """Train every target not yet checkpointed as one executor task each; checkpoint each as it
+    arrives, so an interruption keeps the finished ones. The per-target loop then reloads them."""
+    config, data, splits = inputs.config, inputs.data, inputs.splits
+    todo = []
+    for index, epsilon in enumerate(config.privacy.epsilons):
+        ckpt = _target_checkpoints(staging, epsilon)
+        if ckpt.load_json("record") is None and ckpt.load_json("target") is None:
+            todo.append((index, epsilon, ckpt))
+    if not todo:
+        return
+    progress.note(f"training {len(todo)} target(s) on the {inputs.executor.name} executor "
+                  f"({inputs.executor.workers} worker(s))")
+
+    import torch
+
+    def checkpoint(position: int, result: dict[str, Any]) -> None:
+        ckpt = todo[position][2]
+        ckpt.save_state_dict("target", {k: torch.from_numpy(v) for k, v in result["state"].items()})
+        ckpt.save_json("target", result["meta"])
+
+    inputs.executor.map(
+        train_target_task, [(epsilon, target_seed(config.seed, index)) for index, epsilon, _ in todo],
+        dict(features=data.features[splits.train_idx], labels=data.labels[splits.train_idx],
+             n_classes=data.n_classes, spec=inputs.spec, delta=config.privacy.delta,
+             accountant=config.privacy.accountant, device=inputs.task_device,
+             secure_mode=config.privacy.secure_mode),
+        on_result=checkpoint,
+    )
 
 
 def _audit_target(inputs: _SweepInputs, index: int, epsilon: float, attacks: list, ckpt: TargetCheckpoints,
@@ -375,6 +421,7 @@ def _audit_target(inputs: _SweepInputs, index: int, epsilon: float, attacks: lis
         ),
         epsilon=epsilon, delta=config.privacy.delta, accountant=config.privacy.accountant, seed=seed,
         device=inputs.device, options=inputs.attack_options, cache=ArrayCache(ckpt),
+        executor=inputs.executor, task_device=inputs.task_device,
     )
     attack_records, score_columns = [], {}
     for attack in attacks:
@@ -400,7 +447,8 @@ def _audit_target(inputs: _SweepInputs, index: int, epsilon: float, attacks: lis
 
 
 def _synthetic_part(config: AuditConfig, data: TabularData, splits: AuditSplits, staging: Path,
-                    tracker: AuditTracker, parent_id: str, progress: Progress) -> list[dict[str, Any]]:
+                    tracker: AuditTracker, parent_id: str, progress: Progress,
+                    executor: Executor) -> list[dict[str, Any]]:
     """The `synthetic:` sweep: checked once per (generator, ε), checkpointed, one MLflow child each."""
     if config.synthetic is None:
         return []
@@ -411,7 +459,14 @@ def _synthetic_part(config: AuditConfig, data: TabularData, splits: AuditSplits,
     ckpt = TargetCheckpoints(staging / "checkpoints" / "synthetic")
     entries = ckpt.load_json("entries")
     if entries is None:
-        entries = synthetic_sweep(config, data.frame, splits, progress.note)
+        finished = {}  # releases an interrupted attempt finished, one checkpoint each
+        index = 0
+        while (entry := ckpt.load_json(f"entry_{index}")) is not None:
+            finished[index] = entry
+            index += 1
+        entries = synthetic_sweep(config, data.frame, splits, progress.note,
+                                  executor=None if executor.name == "local" else executor, finished=finished,
+                                  on_entry=lambda i, entry: ckpt.save_json(f"entry_{i}", entry))
         ckpt.save_json("entries", entries)
     for entry in entries:
         label = f"{entry['generator']} {epsilon_label(entry['epsilon_target'])}"
@@ -443,9 +498,10 @@ def _sweep(
     preset: str | None,
     run_warnings: list[str],
     progress: Progress,
+    executor: Executor,
 ) -> dict[str, Any]:
     inputs = _SweepInputs(config, data, splits, TrainingSpec(**config.training.model_dump()), device,
-                          attack_options(config))
+                          attack_options(config), executor, executor.task_device(config.device, str(device)))
     environment = describe_environment(str(device), config.seed)
     attempts_path = staging / "checkpoints" / "mlflow_attempts.json"
     earlier_attempts = json.loads(attempts_path.read_text()) if attempts_path.is_file() else []
@@ -475,6 +531,8 @@ def _sweep(
     splits.save(staging / "splits.npz")
     write_text_atomic(staging / "config.yaml", config_to_yaml(config))
 
+    if executor.name != "local":  # local trains each target in the loop, with per-epoch progress
+        _train_targets_in_parallel(inputs, staging, progress)
     members = splits.candidate_member
     targets, notes, curves = [], list(run_warnings), []
     for index, epsilon in enumerate(config.privacy.epsilons):
@@ -484,7 +542,7 @@ def _sweep(
         attempt["child_run_ids"].append(child_id)
         save_attempts()
         record, score_columns, target_notes = _audit_target(
-            inputs, index, epsilon, attacks, TargetCheckpoints(staging / "checkpoints" / f"eps_{tag}"), progress
+            inputs, index, epsilon, attacks, _target_checkpoints(staging, epsilon), progress
         )
         record["mlflow_run_id"] = child_id
         notes += target_notes
@@ -513,7 +571,7 @@ def _sweep(
         tracker.log_artifact(child_id, scores_path)
         tracker.finish(child_id)
 
-    synthetic = _synthetic_part(config, data, splits, staging, tracker, parent_id, progress)
+    synthetic = _synthetic_part(config, data, splits, staging, tracker, parent_id, progress, executor)
     attack_names = [a.name for a in attacks]
     target_epsilons = list(dict.fromkeys(e for (e, _, _, _) in curves))
     roc_all = plot_roc_panels(
@@ -552,6 +610,7 @@ def _sweep(
         "schema_version": SCHEMA_VERSION,
         "config": config.to_plain(),
         "environment": environment,
+        "execution": executor.describe(),  # where the tasks ran; the numbers do not depend on it
         "data": {
             "description": data.description,
             "n_rows": data.n_rows,

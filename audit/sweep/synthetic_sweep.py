@@ -4,10 +4,13 @@ Generators are trained on the target's training rows (the candidates whose coin 
 checked against the other candidates as holdout, so membership is an independent fair coin flip
 and the one-run bound applies. dp_vae runs once per ε of the sweep; the non-private generators
 once. Each entry is what `synthetic_privacy_checks` returns plus the generator and its ε.
+
+Each (generator, ε) is one executor task (`checked_release`), seeded from the config alone.
 """
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
@@ -18,36 +21,69 @@ from targets.splits import AuditSplits
 from targets.synthesizers import DPVAESynthesizer, GaussianCopulaSynthesizer, NoisyCopySynthesizer
 
 
-def _generators(config: AuditConfig):
+def generator_runs(config: AuditConfig) -> list[tuple[str, float | None]]:
+    """(generator, ε) of every release the sweep checks, in report order (ε None = non-private)."""
     synthetic = config.synthetic
     epsilons = synthetic.epsilons or [e for e in config.privacy.epsilons if math.isfinite(e)]
+    runs: list[tuple[str, float | None]] = []
     for name in synthetic.generators:
-        if name == "noisy_copy":
-            yield name, None, NoisyCopySynthesizer(noise_scale=0.01)
-        elif name == "gaussian_copula":
-            yield name, None, GaussianCopulaSynthesizer(seed=config.seed)
-        else:
-            for epsilon in epsilons:
-                yield name, epsilon, DPVAESynthesizer(
-                    epsilon, delta=config.privacy.delta, epochs=synthetic.dp_vae_epochs,
-                    accountant=config.privacy.accountant, seed=config.seed,
-                )
+        runs += [(name, epsilon) for epsilon in epsilons] if name == "dp_vae" else [(name, None)]
+    return runs
 
 
-def synthetic_sweep(config: AuditConfig, frame: pd.DataFrame, splits: AuditSplits, note) -> list[dict[str, Any]]:
-    """One checked release per (generator, ε); `note(text)` reports progress."""
+def _generator(config: AuditConfig, name: str, epsilon: float | None):
+    if name == "noisy_copy":
+        return NoisyCopySynthesizer(noise_scale=0.01)
+    if name == "gaussian_copula":
+        return GaussianCopulaSynthesizer(seed=config.seed)
+    return DPVAESynthesizer(epsilon, delta=config.privacy.delta, epochs=config.synthetic.dp_vae_epochs,
+                            accountant=config.privacy.accountant, seed=config.seed)
+
+
+def checked_release(name: str, epsilon: float | None, *, config: AuditConfig, train: pd.DataFrame,
+                    holdout: pd.DataFrame) -> dict[str, Any]:
+    """A task: train generator `name` (at `epsilon`), sample a release, check it; plain data back."""
+    generator = _generator(config, name, epsilon)
+    release = generator.fit(train).sample(len(train), seed=config.seed)
+    checks = synthetic_privacy_checks(
+        train, holdout, release, seed=config.seed, delta=config.privacy.delta,
+        confidence=config.attacks.confidence, membership_randomized=True, subsample_train=True,
+        accountant_epsilon=getattr(generator, "accountant_epsilon", None) or epsilon,
+    )
+    return {"generator": name, "epsilon_target": epsilon,
+            "noise_multiplier": getattr(generator, "noise_multiplier", None), **checks}
+
+
+def synthetic_sweep(config: AuditConfig, frame: pd.DataFrame, splits: AuditSplits, note: Callable[[str], None],
+                    executor=None, finished: dict[int, dict[str, Any]] | None = None,
+                    on_entry: Callable[[int, dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
+    """One checked release per (generator, ε); `note(text)` reports progress.
+
+    `executor` (default: here, one after another) runs the releases; `finished` holds entries of an
+    interrupted attempt by index (not recomputed); `on_entry(index, entry)` sees each new one.
+    """
     candidates = frame.iloc[splits.candidate_idx].reset_index(drop=True)
     train = candidates[splits.candidate_member].reset_index(drop=True)
     holdout = candidates[~splits.candidate_member].reset_index(drop=True)
-    entries = []
-    for name, epsilon, generator in _generators(config):
-        note(f"synthetic: {name}" + (f" at ε = {epsilon:g}" if epsilon is not None else ""))
-        release = generator.fit(train).sample(len(train), seed=config.seed)
-        checks = synthetic_privacy_checks(
-            train, holdout, release, seed=config.seed, delta=config.privacy.delta,
-            confidence=config.attacks.confidence, membership_randomized=True, subsample_train=True,
-            accountant_epsilon=getattr(generator, "accountant_epsilon", None) or epsilon,
-        )
-        entries.append({"generator": name, "epsilon_target": epsilon,
-                        "noise_multiplier": getattr(generator, "noise_multiplier", None), **checks})
-    return entries
+    runs = generator_runs(config)
+    finished = dict(finished or {})
+    todo = [i for i in range(len(runs)) if i not in finished]
+    shared = dict(config=config, train=train, holdout=holdout)
+
+    def label(i: int) -> str:
+        name, epsilon = runs[i]
+        return f"synthetic: {name}" + (f" at ε = {epsilon:g}" if epsilon is not None else "")
+
+    def keep(position: int, entry: dict[str, Any]) -> None:
+        finished[todo[position]] = entry
+        if on_entry is not None:
+            on_entry(todo[position], entry)
+
+    if executor is None:
+        for position, i in enumerate(todo):
+            note(label(i))
+            keep(position, checked_release(*runs[i], **shared))
+    else:
+        note(f"synthetic: {len(todo)} release(s) on the {getattr(executor, 'name', 'given')} executor")
+        executor.map(checked_release, [runs[i] for i in todo], shared, on_result=keep)
+    return [finished[i] for i in range(len(runs))]

@@ -1,0 +1,290 @@
+"""Executors: where the embarrassingly parallel work of an audit runs — one interface, three places.
+
+Every executor offers `map(function, tasks, kwargs=None, on_result=None) -> list`: the results of
+`function(*task, **kwargs)` for every task, **in task order**, like `WorkerPool.map`. A task is a
+module-level harness function with picklable arguments that returns plain data (arrays, numbers,
+dicts); `kwargs` are shared by every task (sent once where the executor can). Each task seeds
+itself from (audit seed, task id) — never from the worker that runs it — so `local`, `processes`
+and `ray` give the same numbers on the CPU.
+
+- `local` (the default): in this process, one task after another; today's behaviour.
+- `processes`: `--workers N` spawned child processes on this machine (`workers.WorkerPool`): the
+  same isolation (timeouts, crashes) user code gets everywhere.
+- `ray`: tasks on a Ray cluster (`--ray-address auto|ray://host:port`, or a local one started
+  here). A worker killed mid-task is retried by Ray (`max_retries`); a task that keeps dying
+  fails the map with `ExecutorTaskError`. Where the cluster has GPUs each task asks for a fraction
+  of one (`gpus_per_task`, default 1/4: the models are small). Ray is the optional extra
+  `privacy-audit[ray]`.
+
+`on_result(index, result)` is called in the driver as each task finishes (any order): the runner
+checkpoints there, so an interrupted run resumes with only the unfinished tasks. Workers never
+write to MLflow: they return results and the driver alone logs them.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from audit.errors import AuditInputError
+from audit.machinery.workers import UserCodeError, WorkerInternalError, WorkerPool, default_workers
+
+__all__ = [
+    "EXECUTORS",
+    "Executor",
+    "ExecutorTaskError",
+    "LocalExecutor",
+    "ProcessExecutor",
+    "RayExecutor",
+    "make_executor",
+]
+
+EXECUTORS = ("local", "processes", "ray")
+# Ray's own default for tasks; a task that dies more often than this is not a transient fault.
+RAY_MAX_RETRIES = 3
+# Small MLPs use a fraction of a GPU: four tasks share one.
+RAY_GPU_FRACTION = 0.25
+TASK_NAME = "privacy-audit task"
+
+
+class ExecutorTaskError(RuntimeError):
+    """A task could not be completed by the executor (its worker kept dying): the run fails, its
+    finished tasks stay checkpointed and `--resume` continues from them."""
+
+
+class Executor(Protocol):
+    name: str
+    workers: int
+
+    def map(self, function: Callable, tasks: Iterable[Sequence[Any]], kwargs: dict[str, Any] | None = None,
+            on_result: Callable[[int, Any], None] | None = None) -> list[Any]: ...
+
+    def task_device(self, requested: str, driver_device: str) -> str: ...
+
+    def describe(self) -> dict[str, Any]: ...
+
+    def close(self) -> None: ...
+
+
+class _Base:
+    name = "base"
+    workers = 1
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def close(self) -> None:
+        pass
+
+    def task_device(self, requested: str, driver_device: str) -> str:
+        """The device string tasks resolve: on this machine, the driver's own device."""
+        return driver_device
+
+    def describe(self) -> dict[str, Any]:
+        return {"executor": self.name, "workers": self.workers}
+
+
+class LocalExecutor(_Base):
+    """In this process, one task after another (no isolation: today's behaviour for harness tasks)."""
+
+    name = "local"
+
+    def map(self, function, tasks, kwargs=None, on_result=None) -> list[Any]:
+        results = []
+        for index, args in enumerate(tasks):
+            result = function(*args, **(kwargs or {}))
+            results.append(result)
+            if on_result is not None:
+                on_result(index, result)
+        return results
+
+
+class ProcessExecutor(_Base):
+    """`workers` spawned child processes on this machine (a `WorkerPool`, kept for repeated maps)."""
+
+    name = "processes"
+
+    def __init__(self, workers: int, *, threads: int | None = 1, timeout: float | None = None, name: str = TASK_NAME):
+        self.workers = workers
+        self._pool = WorkerPool(workers, name=name, timeout=timeout, threads=threads)
+
+    def map(self, function, tasks, kwargs=None, on_result=None) -> list[Any]:
+        return self._pool.map(function, tasks, kwargs, on_result=on_result)
+
+    def close(self) -> None:
+        self._pool.close()
+
+
+@dataclass(frozen=True)
+class _InputFailure:
+    """An `AuditInputError` raised in a Ray task, sent back as data (its two-argument constructor
+    does not survive Ray's exception pickling)."""
+
+    user_code: bool
+    where: str
+    message: str
+
+
+def _ray_task(function: Callable, args: tuple, kwargs: dict[str, Any], threads: int | None, cwd: str) -> Any:
+    """Runs in a Ray worker: the same thread limits and import path as a `WorkerPool` child."""
+    if threads is not None:
+        for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+            os.environ[var] = str(threads)
+        import torch
+
+        torch.set_num_threads(threads)
+    if cwd and os.path.isdir(cwd) and cwd not in sys.path:  # the user's modules beside the driver
+        sys.path.insert(0, cwd)
+    try:
+        return function(*args, **kwargs)
+    except AuditInputError as exc:
+        return _InputFailure(type(exc) is UserCodeError, exc.where, exc.message)
+
+
+def _import_ray():
+    try:
+        import ray
+    except ImportError:
+        raise AuditInputError("--executor ray", "needs Ray: pip install 'privacy-audit[ray]'") from None
+    return ray
+
+
+class RayExecutor(_Base):
+    """Tasks on a Ray cluster: `address` None starts a local one (127.0.0.1, `workers` CPUs) that
+    `close` stops; "auto" or "ray://host:port" joins a running cluster (left running).
+
+    A cluster's nodes need this package installed (the same version as the driver): tasks are
+    the harness's own module-level functions, imported by name on the workers.
+    """
+
+    name = "ray"
+
+    def __init__(self, workers: int | None = None, *, address: str | None = None, threads: int | None = 1,
+                 gpus_per_task: float | None = None, max_retries: int = RAY_MAX_RETRIES):
+        ray = _import_ray()
+        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # no telemetry from an audit tool
+        self._ray = ray
+        self._owns_cluster = False
+        self.address = address
+        if not ray.is_initialized():
+            try:
+                if address is None:
+                    # Ray picks the node's address itself (it turns 127.0.0.1 into the reachable IP);
+                    # a single-node cluster is reached by its own processes only.
+                    ray.init(num_cpus=workers or default_workers(), include_dashboard=False,
+                             logging_level="ERROR", log_to_driver=False)
+                else:
+                    ray.init(address=address, logging_level="ERROR", log_to_driver=False)
+            except (ConnectionError, ValueError, RuntimeError) as exc:
+                raise AuditInputError(f"--ray-address {address}",
+                                      f"expected a reachable Ray cluster (auto or ray://host:port): {exc}") from None
+            self._owns_cluster = True
+        resources = ray.cluster_resources()
+        self.workers = workers or max(1, int(resources.get("CPU", 1)))
+        has_gpu = resources.get("GPU", 0) > 0
+        self.gpus_per_task = (gpus_per_task if gpus_per_task is not None else RAY_GPU_FRACTION) if has_gpu else 0
+        self.threads = threads
+        self.max_retries = max_retries
+        # retry_exceptions=False: a Python exception is deterministic (the same seed fails the same
+        # way); only a dead worker or node (SIGKILL, OOM, lost node) is retried.
+        self._remote = ray.remote(_ray_task).options(
+            num_cpus=1, num_gpus=self.gpus_per_task, max_retries=max_retries, retry_exceptions=False,
+        )
+
+    def task_device(self, requested: str, driver_device: str) -> str:
+        # Each worker resolves "auto" itself: a CPU-only driver may send work to GPU nodes.
+        return requested
+
+    def describe(self) -> dict[str, Any]:
+        return {"executor": self.name, "workers": self.workers, "ray_address": self.address or "local",
+                "gpus_per_task": self.gpus_per_task, "max_retries": self.max_retries}
+
+    def _reraise(self, exc: BaseException, index: int, function: Callable) -> None:
+        ray = self._ray
+        label = f"task {index} ({getattr(function, '__name__', function)})"
+        if isinstance(exc, ray.exceptions.RayTaskError):
+            cause = getattr(exc, "cause", None)
+            if isinstance(cause, (KeyboardInterrupt, WorkerInternalError)):
+                raise cause from None
+            summary = f"{type(cause).__name__}: {cause}" if cause is not None else str(exc).splitlines()[0]
+            raise WorkerInternalError(f"a Ray task failed: {summary}", str(exc)) from None
+        if isinstance(exc, (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError,
+                            ray.exceptions.ObjectLostError, ray.exceptions.OutOfMemoryError)):
+            raise ExecutorTaskError(
+                f"{label} failed on Ray after {self.max_retries} retries: {type(exc).__name__} "
+                f"({' '.join(str(exc).split())[:200]}); finished tasks are checkpointed, resume with --resume"
+            ) from None
+        raise exc
+
+    def map(self, function, tasks, kwargs=None, on_result=None) -> list[Any]:
+        ray = self._ray
+        tasks = [tuple(args) for args in tasks]
+        if not tasks:
+            return []
+        shared = ray.put(kwargs or {})  # one copy in the object store, not one per task
+        cwd = os.getcwd()
+        refs = [self._remote.remote(function, args, shared, self.threads, cwd) for args in tasks]
+        index_of = {ref: i for i, ref in enumerate(refs)}
+        results: list[Any] = [None] * len(tasks)
+        pending = list(refs)
+        try:
+            while pending:
+                ready, pending = ray.wait(pending, num_returns=1)
+                for ref in ready:
+                    index = index_of[ref]
+                    try:
+                        result = ray.get(ref)
+                    except Exception as exc:  # noqa: BLE001 - mapped to our error classes
+                        self._reraise(exc, index, function)
+                    if isinstance(result, _InputFailure):  # user code's fault or bad input: exit 2, as locally
+                        raise (UserCodeError if result.user_code else AuditInputError)(result.where, result.message)
+                    results[index] = result
+                    if on_result is not None:
+                        on_result(index, result)
+        except BaseException:
+            for ref in pending:  # nothing of a half-finished map stays running
+                try:
+                    ray.cancel(ref, force=True)
+                except Exception:  # noqa: BLE001 - already finished or gone
+                    pass
+            raise
+        return results
+
+    def close(self) -> None:
+        if self._owns_cluster and self._ray.is_initialized():
+            self._ray.shutdown()
+        self._owns_cluster = False
+
+
+def check_executor_options(kind: str, workers: int | None = None, ray_address: str | None = None) -> None:
+    """Refuse bad `--executor/--workers/--ray-address` combinations (exit 2), before anything starts."""
+    if kind not in EXECUTORS:
+        raise AuditInputError("--executor", f"expected one of {', '.join(EXECUTORS)}, got {kind!r}")
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+        raise AuditInputError("--workers", f"expected an integer ≥ 1, got {workers!r}")
+    if ray_address is not None and kind != "ray":
+        raise AuditInputError("--ray-address", "applies only with --executor ray")
+    if ray_address is not None and not (ray_address == "auto" or ray_address.startswith("ray://")
+                                        or ":" in ray_address):
+        raise AuditInputError("--ray-address", f"expected auto, ray://host:port or host:port, got {ray_address!r}")
+    if kind == "local" and workers not in (None, 1):
+        raise AuditInputError("--workers", "applies to --executor processes or ray (local runs one task at a time)")
+    if kind == "ray":
+        _import_ray()
+
+
+def make_executor(kind: str = "local", *, workers: int | None = None, ray_address: str | None = None,
+                  threads: int | None = 1, timeout: float | None = None) -> Executor:
+    """The executor named `kind` (`--executor`), validated like any user input (exit 2)."""
+    check_executor_options(kind, workers, ray_address)
+    if kind == "local":
+        return LocalExecutor()
+    if kind == "processes":
+        return ProcessExecutor(workers or default_workers(), threads=threads, timeout=timeout)
+    return RayExecutor(workers, address=ray_address, threads=threads)
+

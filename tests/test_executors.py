@@ -1,0 +1,183 @@
+"""Executors (audit/machinery/executors.py): the same audit gives the same numbers in this process, in
+child processes and on a real local Ray cluster; a Ray worker killed mid-task is retried and the
+numbers do not move; a task that keeps dying fails the run, whose folder then resumes."""
+from __future__ import annotations
+
+import math
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from audit.errors import AuditInputError
+from audit.machinery.executors import LocalExecutor, ProcessExecutor, RayExecutor, make_executor
+from audit.machinery.workers import WorkerInternalError
+
+# A small audit that still exercises every kind of task: targets at two ε, reference and shadow
+# models split into tasks of two models, and two synthetic generators (one of them DP).
+TINY = {
+    "name": "tiny",
+    "data": {"n_rows": 700},
+    "training": {"hidden_sizes": [16], "epochs": 2},
+    "privacy": {"epsilons": [2.0, "inf"]},
+    "attacks": {"names": ["loss", "shadow", "lira", "rmia"], "n_shadow_models": 2, "n_reference_models": 4,
+                "rmia_population": 40, "models_per_task": 2},
+    "synthetic": {"generators": ["gaussian_copula", "dp_vae"], "epsilons": [4.0], "dp_vae_epochs": 1},
+}
+# Run-dependent fields: where and when, not what was measured.
+NOT_NUMBERS = {"train_seconds", "mlflow_run_id"}
+
+
+def tiny_config(**overrides):
+    from audit.machinery.config import resolve_config
+
+    return resolve_config("smoke", overrides={**TINY, **overrides})
+
+
+def numbers(results: dict) -> dict:
+    """What results.json measured: targets and synthetic releases, without run ids and timings."""
+    def strip(value):
+        if isinstance(value, dict):
+            return {k: strip(v) for k, v in value.items() if k not in NOT_NUMBERS}
+        if isinstance(value, list):
+            return [strip(v) for v in value]
+        return value
+
+    return {"targets": strip(results["targets"]), "synthetic": strip(results["synthetic"])}
+
+
+def run_tiny(tmp_path: Path, executor, name: str, **kwargs):
+    from audit.sweep.runner import run_audit
+
+    return run_audit(tiny_config(), out_dir=tmp_path / name / "runs",
+                     tracking_uri=f"sqlite:///{tmp_path / name / 'mlflow.db'}", executor=executor, **kwargs)
+
+
+def square_plus(x, *, offset=0):
+    return x * x + offset
+
+
+def crash_once_then_square(x, *, marker: str):
+    """Dies by SIGKILL the first time task 1 runs (a worker killed mid-task), then behaves."""
+    if x == 1 and not os.path.exists(marker):
+        Path(marker).write_text(str(os.getpid()))
+        os.kill(os.getpid(), signal.SIGKILL)
+    return x * x
+
+
+def always_crash(x):
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    """A real local Ray cluster (2 CPUs), shared by this module's tests and stopped after them."""
+    ray = pytest.importorskip("ray", reason="the Ray tests need the [ray] extra (CI installs it)")
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    # Ray workers import this module's task functions by name: give them the test folder's path.
+    here = Path(__file__).resolve().parent
+    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False,
+             runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join([str(here), str(here.parent)])}})
+    yield ray
+    ray.shutdown()
+
+
+# -- the interface ----------------------------------------------------------------------------------
+
+
+def test_every_executor_returns_results_in_task_order(tmp_path, ray_cluster):
+    tasks = [(x,) for x in range(7)]
+    expected = [x * x + 1 for x in range(7)]
+    seen = []
+    with ProcessExecutor(2) as processes:
+        assert processes.map(square_plus, tasks, {"offset": 1}) == expected
+    ray_executor = make_executor("ray")  # joins the running cluster, leaves it running
+    assert ray_executor.map(square_plus, tasks, {"offset": 1}, on_result=lambda i, r: seen.append(i)) == expected
+    assert sorted(seen) == list(range(7))
+    assert LocalExecutor().map(square_plus, tasks, {"offset": 1}) == expected
+
+
+def test_bad_executor_options_are_input_errors():
+    with pytest.raises(AuditInputError, match="--executor"):
+        make_executor("threads")
+    with pytest.raises(AuditInputError, match="--ray-address"):
+        make_executor("processes", ray_address="auto")
+    with pytest.raises(AuditInputError, match="--workers"):
+        make_executor("processes", workers=0)
+
+
+def test_ray_task_errors_map_like_local_ones(ray_cluster):
+    from audit.machinery.workers import call_user_function
+
+    executor = make_executor("ray")
+    with pytest.raises(AuditInputError, match="cannot import module 'no_such_module_14'"):
+        executor.map(call_user_function, [("no_such_module_14:train", "--trainer")])
+    with pytest.raises(WorkerInternalError, match="math domain error"):
+        executor.map(math.sqrt, [(-1.0,)])
+
+
+def test_a_killed_ray_worker_is_retried_and_the_results_do_not_change(tmp_path, ray_cluster):
+    marker = tmp_path / "killed_once"
+    results = make_executor("ray").map(crash_once_then_square, [(x,) for x in range(4)], {"marker": str(marker)})
+    assert marker.exists()  # the worker really died once
+    assert results == [0, 1, 4, 9]
+
+
+def test_a_task_that_keeps_dying_fails_with_a_clear_message(ray_cluster):
+    from audit.machinery.executors import ExecutorTaskError
+
+    executor = RayExecutor(max_retries=1)
+    with pytest.raises(ExecutorTaskError, match=r"task 0 \(always_crash\) failed on Ray after 1 retries"):
+        executor.map(always_crash, [(1,)])
+
+
+# -- the audit --------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_the_audit_gives_identical_numbers_on_every_executor(tmp_path, ray_cluster):
+    local = run_tiny(tmp_path, LocalExecutor(), "local")
+    with ProcessExecutor(2) as processes:
+        in_children = run_tiny(tmp_path, processes, "processes")
+    on_ray = run_tiny(tmp_path, make_executor("ray"), "ray")
+    assert local.results["execution"]["executor"] == "local"
+    assert on_ray.results["execution"]["executor"] == "ray"
+    assert len(local.results["synthetic"]) == 2 and len(local.results["targets"]) == 2
+    assert numbers(in_children.results) == numbers(local.results)
+    assert numbers(on_ray.results) == numbers(local.results)
+
+
+def _kill_first_busy_ray_worker(task_name: str, killed: list[int], stop: threading.Event) -> None:
+    """Watch the process table for a Ray worker running `task_name` and SIGKILL it (once)."""
+    while not stop.is_set() and not killed:
+        for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if cmdline.startswith(f"ray::{task_name}"):
+                os.kill(int(pid), signal.SIGKILL)
+                killed.append(int(pid))
+                return
+        time.sleep(0.05)
+
+
+@pytest.mark.slow
+def test_killing_a_ray_worker_during_an_audit_keeps_the_numbers(tmp_path, ray_cluster):
+    local = run_tiny(tmp_path, LocalExecutor(), "local")
+    killed: list[int] = []
+    stop = threading.Event()
+    # Ray names a busy worker process after its task ("ray::_ray_task"); every task of the run
+    # goes through that one wrapper, so the first busy worker seen is killed mid-task.
+    watcher = threading.Thread(target=_kill_first_busy_ray_worker, args=("_ray_task", killed, stop), daemon=True)
+    watcher.start()
+    try:
+        on_ray = run_tiny(tmp_path, make_executor("ray"), "ray")
+    finally:
+        stop.set()
+        watcher.join(timeout=5)
+    assert killed, "no Ray worker was seen running a task"
+    assert numbers(on_ray.results) == numbers(local.results)
