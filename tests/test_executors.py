@@ -3,11 +3,16 @@ child processes and on a real local Ray cluster; a Ray worker killed mid-task is
 numbers do not move; a task that keeps dying fails the run, whose folder then resumes."""
 from __future__ import annotations
 
+import json
 import math
 import os
 import signal
+import socket
+import subprocess
+import sys
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -17,15 +22,16 @@ from audit.machinery.executors import LocalExecutor, ProcessExecutor, RayExecuto
 from audit.machinery.workers import WorkerInternalError
 
 # A small audit that still exercises every kind of task: targets at two ε, reference and shadow
-# models split into tasks of two models, and two synthetic generators (one of them DP).
+# models split into tasks of two models, and two synthetic generators.
 TINY = {
     "name": "tiny",
     "data": {"n_rows": 700},
     "training": {"hidden_sizes": [16], "epochs": 2},
-    "privacy": {"epsilons": [2.0, "inf"]},
+    # GDP: Opacus calibrates σ in closed form (PRV's numeric search is most of a small run's time).
+    "privacy": {"epsilons": [2.0, "inf"], "accountant": "gdp"},
     "attacks": {"names": ["loss", "shadow", "lira", "rmia"], "n_shadow_models": 2, "n_reference_models": 4,
                 "rmia_population": 40, "models_per_task": 2},
-    "synthetic": {"generators": ["gaussian_copula", "dp_vae"], "epsilons": [4.0], "dp_vae_epochs": 1},
+    "synthetic": {"generators": ["noisy_copy", "gaussian_copula"]},
 }
 # Run-dependent fields: where and when, not what was measured.
 NOT_NUMBERS = {"train_seconds", "mlflow_run_id"}
@@ -49,11 +55,11 @@ def numbers(results: dict) -> dict:
     return {"targets": strip(results["targets"]), "synthetic": strip(results["synthetic"])}
 
 
-def run_tiny(tmp_path: Path, executor, name: str, **kwargs):
+def run_tiny(tmp_path: Path, executor, name: str, tracking_uri: str, **kwargs):
     from audit.sweep.runner import run_audit
 
-    return run_audit(tiny_config(), out_dir=tmp_path / name / "runs",
-                     tracking_uri=f"sqlite:///{tmp_path / name / 'mlflow.db'}", executor=executor, **kwargs)
+    return run_audit(tiny_config(), out_dir=tmp_path / name / "runs", tracking_uri=tracking_uri, executor=executor,
+                     **kwargs)
 
 
 def square_plus(x, *, offset=0):
@@ -137,47 +143,113 @@ def test_a_task_that_keeps_dying_fails_with_a_clear_message(ray_cluster):
 # -- the audit --------------------------------------------------------------------------------------
 
 
-@pytest.mark.slow
-def test_the_audit_gives_identical_numbers_on_every_executor(tmp_path, ray_cluster):
-    local = run_tiny(tmp_path, LocalExecutor(), "local")
-    with ProcessExecutor(2) as processes:
-        in_children = run_tiny(tmp_path, processes, "processes")
-    on_ray = run_tiny(tmp_path, make_executor("ray"), "ray")
-    assert local.results["execution"]["executor"] == "local"
-    assert on_ray.results["execution"]["executor"] == "ray"
-    assert len(local.results["synthetic"]) == 2 and len(local.results["targets"]) == 2
-    assert numbers(in_children.results) == numbers(local.results)
-    assert numbers(on_ray.results) == numbers(local.results)
+def _kill_first_busy_ray_worker(killed: list[int], stop: threading.Event) -> None:
+    """Watch the process table for a Ray worker running a task and SIGKILL it (once).
 
-
-def _kill_first_busy_ray_worker(task_name: str, killed: list[int], stop: threading.Event) -> None:
-    """Watch the process table for a Ray worker running `task_name` and SIGKILL it (once)."""
+    Ray names a busy worker process after its task; every task of the executor goes through one
+    wrapper (`ray::_ray_task`), so the first busy worker seen is killed mid-task.
+    """
     while not stop.is_set() and not killed:
         for pid in (p for p in os.listdir("/proc") if p.isdigit()):
             try:
                 cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
             except OSError:
                 continue
-            if cmdline.startswith(f"ray::{task_name}"):
+            if cmdline.startswith("ray::_ray_task"):
                 os.kill(int(pid), signal.SIGKILL)
                 killed.append(int(pid))
                 return
-        time.sleep(0.05)
+        time.sleep(0.02)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def start_mlflow_server(folder: Path) -> tuple[subprocess.Popen, str]:
+    """A real `mlflow server` on 127.0.0.1: SQLite backend store, proxied artifact root, in `folder`."""
+    port = _free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", f"sqlite:///{folder / 'server.db'}",
+         "--artifacts-destination", str(folder / "artifacts"), "--host", "127.0.0.1", "--port", str(port),
+         "--workers", "1"],
+        stdout=subprocess.DEVNULL, stderr=open(folder / "server.log", "w"), start_new_session=True,
+    )
+    return process, f"http://127.0.0.1:{port}"
+
+
+def wait_until_up(process: subprocess.Popen, uri: str, timeout: float = 180) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert process.poll() is None, "mlflow server exited"
+        try:
+            with urllib.request.urlopen(f"{uri}/health", timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.5)
+    raise AssertionError(f"mlflow server at {uri} did not come up within {timeout} s")
+
+
+def stop_server(process: subprocess.Popen) -> None:
+    """Stop the server and its uvicorn worker (its own process group): politely, then for sure."""
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=10)
+
+
+SEARCH_RUNS = """
+import json, sys, mlflow
+mlflow.set_tracking_uri(sys.argv[1])
+runs = mlflow.search_runs(experiment_names=[sys.argv[2]], output_format="list")
+print(json.dumps([{"id": r.info.run_id, "status": r.info.status, "metrics": r.data.metrics,
+                   "parent": r.data.tags.get("mlflow.parentRunId"),
+                   "artifacts": [a.path for a in mlflow.MlflowClient().list_artifacts(r.info.run_id)]} for r in runs]))
+"""
 
 
 @pytest.mark.slow
-def test_killing_a_ray_worker_during_an_audit_keeps_the_numbers(tmp_path, ray_cluster):
-    local = run_tiny(tmp_path, LocalExecutor(), "local")
-    killed: list[int] = []
-    stop = threading.Event()
-    # Ray names a busy worker process after its task ("ray::_ray_task"); every task of the run
-    # goes through that one wrapper, so the first busy worker seen is killed mid-task.
-    watcher = threading.Thread(target=_kill_first_busy_ray_worker, args=("_ray_task", killed, stop), daemon=True)
-    watcher.start()
+def test_same_numbers_on_every_executor_a_killed_ray_worker_and_a_live_mlflow_server(tmp_path, ray_cluster):
+    """local, processes --workers 2 and Ray (one of its workers SIGKILLed mid-task) give identical
+    results; the Ray run logs to a live `mlflow server`, read back by `mlflow.search_runs` in another process."""
+    server, server_uri = start_mlflow_server(tmp_path)  # starts while the first two runs train
     try:
-        on_ray = run_tiny(tmp_path, make_executor("ray"), "ray")
+        store = f"sqlite:///{tmp_path / 'mlflow.db'}"  # one store: its schema is created once
+        local = run_tiny(tmp_path, LocalExecutor(), "local", store)
+        with ProcessExecutor(2) as processes:
+            in_children = run_tiny(tmp_path, processes, "processes", store)
+        wait_until_up(server, server_uri)
+        killed: list[int] = []
+        stop = threading.Event()
+        watcher = threading.Thread(target=_kill_first_busy_ray_worker, args=(killed, stop), daemon=True)
+        watcher.start()
+        try:
+            on_ray = run_tiny(tmp_path, make_executor("ray"), "ray", server_uri)
+        finally:
+            stop.set()
+            watcher.join(timeout=5)
+        assert killed, "no Ray worker was seen running a task"
+        assert [r.results["execution"]["executor"] for r in (local, in_children, on_ray)] == [
+            "local", "processes", "ray"]
+        assert len(local.results["synthetic"]) == 2 and len(local.results["targets"]) == 2
+        assert numbers(in_children.results) == numbers(local.results)
+        assert numbers(on_ray.results) == numbers(local.results)
+
+        reader = subprocess.run([sys.executable, "-c", SEARCH_RUNS, server_uri, "tiny"], capture_output=True,
+                                text=True, timeout=300, env={**os.environ, "MLFLOW_TRACKING_URI": server_uri})
+        assert reader.returncode == 0, reader.stderr[-2000:]
+        runs = {run["id"]: run for run in json.loads(reader.stdout.strip().splitlines()[-1])}
+        mlflow_ids = on_ray.results["mlflow"]
+        parent = runs[mlflow_ids["parent_run_id"]]
+        assert parent["status"] == "FINISHED" and "results.json" in parent["artifacts"]
+        for target, child_id in zip(on_ray.results["targets"], mlflow_ids["child_run_ids"]):
+            child = runs[child_id]
+            assert child["parent"] == mlflow_ids["parent_run_id"] and child["status"] == "FINISHED"
+            assert child["metrics"]["eps_lb_best"] == target["epsilon_lb_best"]
     finally:
-        stop.set()
-        watcher.join(timeout=5)
-    assert killed, "no Ray worker was seen running a task"
-    assert numbers(on_ray.results) == numbers(local.results)
+        stop_server(server)

@@ -386,7 +386,7 @@ def _train_targets_in_parallel(inputs: _SweepInputs, staging: Path, progress: Pr
 
     def checkpoint(position: int, result: dict[str, Any]) -> None:
         ckpt = todo[position][2]
-        ckpt.save_state_dict("target", {k: torch.from_numpy(v) for k, v in result["state"].items()})
+        ckpt.save_state_dict("target", {k: torch.tensor(v) for k, v in result["state"].items()})
         ckpt.save_json("target", result["meta"])
 
     inputs.executor.map(
