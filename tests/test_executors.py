@@ -253,3 +253,52 @@ def test_same_numbers_on_every_executor_a_killed_ray_worker_and_a_live_mlflow_se
             assert child["metrics"]["eps_lb_best"] == target["epsilon_lb_best"]
     finally:
         stop_server(server)
+
+
+class FailsMidMap:
+    """Wraps an executor: the first `map` delivers `keep` results, then fails the way a task that
+    keeps dying fails on Ray (ExecutorTaskError). What was delivered is checkpointed by the run."""
+
+    def __init__(self, inner, keep: int):
+        self.inner, self.keep = inner, keep
+        self.name, self.workers = inner.name, inner.workers
+
+    def task_device(self, requested, driver_device):
+        return self.inner.task_device(requested, driver_device)
+
+    def describe(self):
+        return self.inner.describe()
+
+    def close(self):
+        self.inner.close()
+
+    def map(self, function, tasks, kwargs=None, on_result=None):
+        from audit.machinery.executors import ExecutorTaskError
+
+        delivered = []
+
+        def deliver(index, result):
+            if len(delivered) == self.keep:
+                raise ExecutorTaskError(f"task {index} ({function.__name__}) failed on Ray after 3 retries")
+            delivered.append(index)
+            if on_result is not None:
+                on_result(index, result)
+
+        return self.inner.map(function, tasks, kwargs, on_result=deliver)
+
+
+@pytest.mark.slow
+def test_a_run_failed_by_its_executor_resumes_on_another_with_the_same_numbers(tmp_path):
+    from audit.machinery.executors import ExecutorTaskError
+    from audit.sweep.runner import run_audit
+
+    config = tiny_config(attacks={"names": ["loss"]}, synthetic=None)
+    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    out = tmp_path / "runs"
+    with ProcessExecutor(2) as processes, pytest.raises(ExecutorTaskError, match="failed on Ray after 3 retries"):
+        run_audit(config, out_dir=out, tracking_uri=store, executor=FailsMidMap(processes, keep=1))
+    (partial,) = [p for p in out.iterdir() if p.name.startswith(".")]  # the staging folder is kept
+    assert len(list((partial / "checkpoints").glob("eps_*/target.json"))) == 1  # one target finished
+    resumed = run_audit(config, out_dir=out, tracking_uri=store, resume=partial, executor=LocalExecutor())
+    fresh = run_audit(config, out_dir=tmp_path / "fresh", tracking_uri=store, executor=LocalExecutor())
+    assert numbers(resumed.results) == numbers(fresh.results)
