@@ -1,9 +1,11 @@
 # The README's commands. Each target creates/refreshes .venv and installs the project first.
+# EXTRAS=dev,ray (what CI uses) adds Ray for `--executor ray` and its tests.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed
 ARGS   ?=
+EXTRAS ?= dev
+STAMP  := $(VENV)/.installed-$(EXTRAS)
 
 .PHONY: setup audit smoke test bench clean
 
@@ -13,7 +15,7 @@ $(STAMP): pyproject.toml
 	@# torch 2.13.0 first: where a CPU build of it is cached locally pip takes that (fast, small);
 	@# elsewhere pip takes the normal build for the platform (CUDA on Linux GPUs).
 	$(BIN)/python -m pip install -q torch==2.13.0 || echo "torch==2.13.0 unavailable: the project's torch>= range decides"
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q -e '.[$(EXTRAS)]'
 	@touch $(STAMP)
 
 setup: $(STAMP)
