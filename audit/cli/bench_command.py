@@ -17,9 +17,25 @@ def bench(
     epochs: Annotated[int, typer.Option(help="epochs per model")] = 2,
     threads: Annotated[int, typer.Option(help="torch CPU threads for both trainers (as config cpu_threads)")] = 1,
     json_out: Annotated[Optional[Path], typer.Option("--json", help="also write the measurements here")] = None,
+    executor: Annotated[Optional[str], typer.Option(
+        "--executor", help="instead: throughput of user-trainer runs on local | processes | ray at each --workers-list "
+        "count, and the projected wall time of the full preset and of a 10k-run canary audit on N GPUs")] = None,
+    workers_list: Annotated[str, typer.Option("--workers-list", help="with --executor: worker counts to measure")] = "1,2",
+    runs: Annotated[int, typer.Option("--runs", help="with --executor: trainer runs timed per worker count")] = 48,
+    trainer: Annotated[str, typer.Option("--trainer", help="with --executor: module:function, train(X, y, seed) -> "
+                                         "model")] = "audit.demos.dp_trainers:correct_dpsgd",
+    ray_address: Annotated[Optional[str], typer.Option("--ray-address", help="with --executor ray: auto | "
+                                                       "ray://host:port")] = None,
+    gpus: Annotated[str, typer.Option("--gpus", help="with --executor: GPU counts N of the projection")] = "1,8,64",
+    slots_per_gpu: Annotated[int, typer.Option("--slots-per-gpu", help="with --executor: tasks sharing one GPU "
+                                               "(Ray's fractional GPU request)")] = 4,
 ) -> None:
     """Models/second of sequential Opacus vs the vectorized trainer, measured side by side on this device."""
     import warnings
+
+    if executor is not None:
+        _bench_executor(executor, workers_list, runs, trainer, ray_address, gpus, slots_per_gpu, json_out)
+        return
 
     import torch
 
@@ -52,3 +68,94 @@ def bench(
     console.print(table)
     if json_out is not None:
         write_json_atomic(json_out, result)
+
+
+def _int_list(text: str, flag: str) -> list[int]:
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        values = []
+    if not values or min(values) < 1:
+        raise AuditInputError(flag, f"expected comma-separated integers ≥ 1, got {text!r}")
+    return values
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 2 * 3600:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def _bench_executor(kind: str, workers_list: str, runs: int, trainer: str, ray_address: str | None, gpus: str,
+                    slots_per_gpu: int, json_out: Path | None) -> None:
+    import warnings
+
+    from rich.table import Table
+
+    from audit.machinery.executor_benchmark import (
+        full_preset_model_trainings,
+        full_preset_seconds_per_model,
+        projected_wall_seconds,
+        trainer_throughput,
+    )
+    from audit.machinery.executors import check_executor_options, default_workers
+    from audit.machinery.run_directory import write_json_atomic
+
+    warnings.filterwarnings("ignore", message="Secure RNG turned off")
+    counts = _int_list(workers_list, "--workers-list")
+    gpu_counts = _int_list(gpus, "--gpus")
+    if runs < 1:
+        raise AuditInputError("--runs", f"must be ≥ 1, got {runs}")
+    if slots_per_gpu < 1:
+        raise AuditInputError("--slots-per-gpu", f"must be ≥ 1, got {slots_per_gpu}")
+    if kind == "local" and counts != [1]:
+        counts = [1]  # local runs one task at a time
+    for count in counts:
+        check_executor_options(kind, None if kind == "local" else count, ray_address)
+    err_console.print(f"timing {runs} runs of {trainer} on {kind} with {', '.join(map(str, counts))} worker(s) "
+                      f"({default_workers()} core(s) here)…")
+    measured = [trainer_throughput(kind, count, runs, trainer=trainer, ray_address=ray_address) for count in counts]
+    if len({tuple(m["checksums"]) for m in measured}) != 1:
+        raise RuntimeError("the trainer gave different models at different worker counts: its runs are not "
+                           "seeded by their task id alone")
+    base = measured[0]
+    table = Table(title=f"user-trainer runs on {kind} ({trainer})")
+    for column in ("workers", "runs / s", "s / run / worker", "speed-up"):
+        table.add_column(column, justify="right")
+    for m in measured:
+        table.add_row(str(m["workers"]), f"{m['runs_per_second']:.2f}", f"{m['seconds_per_run_per_worker']:.3f}",
+                      f"{m['runs_per_second'] / base['runs_per_second']:.2f}×")
+    console.print(table)
+
+    per_run = base["seconds_per_run_per_worker"]
+    err_console.print("timing one model of the full preset (vectorized DP-SGD, 1 CPU thread)…")
+    per_model, model_shape = full_preset_seconds_per_model()
+    n_models, full_shape = full_preset_model_trainings()
+    projection = Table(title=f"projected wall time, {slots_per_gpu} task slots per GPU, per-task cost measured here")
+    projection.add_column("work")
+    projection.add_column("tasks", justify="right")
+    projection.add_column("s / task", justify="right")
+    for n in gpu_counts:
+        projection.add_column(f"{n} GPU{'s' if n > 1 else ''}", justify="right")
+    rows = {
+        "canary audit, 10,000 trainer runs": (10_000, per_run),
+        f"full preset: {n_models} models, one per task": (n_models, per_model),
+    }
+    projections = []
+    for label, (tasks, cost) in rows.items():
+        walls = [projected_wall_seconds(tasks, cost, n, slots_per_gpu) for n in gpu_counts]
+        projection.add_row(label, f"{tasks:,}", f"{cost:.2f}", *map(_duration, walls))
+        projections.append({"work": label, "tasks": tasks, "seconds_per_task": cost,
+                            "wall_seconds": dict(zip(map(str, gpu_counts), walls))})
+    console.print(projection)
+    console.print("Projection: ⌈tasks / (GPUs × slots)⌉ × the per-task cost measured on this machine; it assumes "
+                  "a GPU slot runs a task as fast as one worker here (a GPU's own speed-up is not measured) and "
+                  "counts no start-up or scheduling time.")
+    if json_out is not None:
+        write_json_atomic(json_out, {
+            "executor": kind, "trainer": trainer, "measured": measured, "cores_here": default_workers(),
+            "full_preset": {**full_shape, **model_shape, "models": n_models, "seconds_per_model": per_model},
+            "slots_per_gpu": slots_per_gpu, "projections": projections,
+        })
