@@ -305,3 +305,25 @@ def test_a_run_failed_by_its_executor_resumes_on_another_with_the_same_numbers(t
     resumed = run_audit(config, out_dir=out, tracking_uri=store, resume=partial, executor=LocalExecutor())
     fresh = run_audit(config, out_dir=tmp_path / "fresh", tracking_uri=store, executor=LocalExecutor())
     assert numbers(resumed.results) == numbers(fresh.results)
+
+
+# -- bench --executor -------------------------------------------------------------------------------
+
+
+def test_projection_counts_whole_rounds_of_the_measured_task_cost():
+    from audit.machinery.executor_benchmark import projected_wall_seconds
+
+    assert projected_wall_seconds(10, 2.0, n_gpus=1, slots_per_gpu=4) == 6.0  # 3 rounds of 4 slots
+    assert projected_wall_seconds(8, 2.0, n_gpus=2, slots_per_gpu=4) == 2.0
+    assert projected_wall_seconds(10_000, 0.5, n_gpus=64, slots_per_gpu=4) == 40 * 0.5
+
+
+@pytest.mark.slow
+def test_trainer_runs_give_the_same_models_on_one_or_two_workers():
+    from audit.machinery.executor_benchmark import trainer_throughput
+
+    one = trainer_throughput("local", 1, 3, n_rows=64)
+    two = trainer_throughput("processes", 2, 3, n_rows=64)
+    assert one["workers"] == 1 and two["workers"] == 2
+    assert one["checksums"] == two["checksums"] and len(set(one["checksums"])) == 3  # seeded by run id
+    assert one["runs_per_second"] > 0 and two["seconds_per_run_per_worker"] > 0
