@@ -155,11 +155,13 @@ def _import_ray():
 
 
 class RayExecutor(_Base):
-    """Tasks on a Ray cluster: `address` None starts a local one (127.0.0.1, `workers` CPUs) that
+    """Tasks on a Ray cluster: `address` None starts a local one (this machine, `workers` CPUs) that
     `close` stops; "auto" or "ray://host:port" joins a running cluster (left running).
 
     A cluster's nodes need this package installed (the same version as the driver): tasks are
-    the harness's own module-level functions, imported by name on the workers.
+    the harness's own module-level functions, imported by name on the workers. There is no
+    per-task timeout on Ray (`WorkerPool`'s `timeout` applies to `processes` only): a hung task
+    holds its worker until the run is interrupted.
     """
 
     name = "ray"
