@@ -454,16 +454,14 @@ def _synthetic_part(config: AuditConfig, data: TabularData, splits: AuditSplits,
         return []
     if data.frame is None:
         raise AuditInputError("synthetic", f"{data.description} has no raw table to train synthesizers on")
-    from audit.sweep.synthetic_sweep import synthetic_sweep
+    from audit.sweep.synthetic_sweep import generator_runs, synthetic_sweep
 
     ckpt = TargetCheckpoints(staging / "checkpoints" / "synthetic")
     entries = ckpt.load_json("entries")
     if entries is None:
-        finished = {}  # releases an interrupted attempt finished, one checkpoint each
-        index = 0
-        while (entry := ckpt.load_json(f"entry_{index}")) is not None:
-            finished[index] = entry
-            index += 1
+        # Releases an interrupted attempt finished (in any order, on a parallel executor).
+        stored = {i: ckpt.load_json(f"entry_{i}") for i in range(len(generator_runs(config)))}
+        finished = {i: entry for i, entry in stored.items() if entry is not None}
         entries = synthetic_sweep(config, data.frame, splits, progress.note,
                                   executor=None if executor.name == "local" else executor, finished=finished,
                                   on_entry=lambda i, entry: ckpt.save_json(f"entry_{i}", entry))
