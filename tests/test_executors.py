@@ -97,6 +97,7 @@ def ray_cluster():
 # -- the interface ----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # spawns processes and Ray workers: > 20 s on a loaded 2-core machine
 def test_every_executor_returns_results_in_task_order(tmp_path, ray_cluster):
     tasks = [(x,) for x in range(7)]
     expected = [x * x + 1 for x in range(7)]
