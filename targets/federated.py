@@ -34,6 +34,7 @@ import time
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 import torch
@@ -192,6 +193,17 @@ def local_steps_per_epoch(n_rows: int, batch_size: int) -> int:
     return math.ceil(n_rows / batch_size)
 
 
+@lru_cache(maxsize=512)
+def _noise_multiplier(epsilon: float, delta: float, sample_rate: float, epochs: int | None, steps: int | None,
+                      accountant: str) -> float:
+    from opacus.accountants.utils import get_noise_multiplier
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # RDP's "optimal order is the largest alpha": the PLD column says it
+        return float(get_noise_multiplier(target_epsilon=epsilon, target_delta=delta, sample_rate=sample_rate,
+                                          epochs=epochs, steps=steps, accountant=accountant))
+
+
 def record_level_noise_multiplier(epsilon: float, delta: float, n_rows: int, spec: FederatedSpec,
                                   accountant: str) -> float:
     """σ_k that brings client k's local DP-SGD to (ε, δ) over all its rounds × local epochs.
@@ -199,22 +211,13 @@ def record_level_noise_multiplier(epsilon: float, delta: float, n_rows: int, spe
     The same call Opacus's `make_private_with_epsilon` makes, with epochs = rounds × local epochs,
     so a one-client, one-round federation is exactly the centralized trainer.
     """
-    from opacus.accountants.utils import get_noise_multiplier
-
-    return float(get_noise_multiplier(
-        target_epsilon=epsilon, target_delta=delta, sample_rate=1.0 / local_steps_per_epoch(n_rows, spec.batch_size),
-        epochs=spec.rounds * spec.local_epochs, accountant=accountant,
-    ))
+    return _noise_multiplier(epsilon, delta, 1.0 / local_steps_per_epoch(n_rows, spec.batch_size),
+                             spec.rounds * spec.local_epochs, None, accountant)
 
 
 def client_level_noise_multiplier(epsilon: float, delta: float, spec: FederatedSpec, accountant: str) -> float:
     """σ of DP-FedAvg reaching (ε, δ) for a whole client: Poisson rate q over `rounds` rounds."""
-    from opacus.accountants.utils import get_noise_multiplier
-
-    return float(get_noise_multiplier(
-        target_epsilon=epsilon, target_delta=delta, sample_rate=spec.client_sample_rate, steps=spec.rounds,
-        accountant=accountant,
-    ))
+    return _noise_multiplier(epsilon, delta, spec.client_sample_rate, None, spec.rounds, accountant)
 
 
 def train_locally(
@@ -278,12 +281,17 @@ def train_federation(
     device: torch.device,
     watch_client: int | None = None,
     on_round: Callable[[int, int], None] | None = None,
+    eval_data: tuple[np.ndarray, np.ndarray] | None = None,
+    noise_multipliers: Sequence[float | None] | None = None,
+    client_noise_multiplier: float | None = None,
 ) -> FederatedTarget:
     """Train one federation; `epsilon = inf` (or level "none") is the non-private FedAvg baseline.
 
     The initial global model is drawn from the first local stream (`local_seed(seed, 0, 0)`), so
     that with one client and one round the result is `train_target(..., seed=local_seed(seed, 0, 0))`.
     A client with no training rows (all its coins tails, or excluded) never takes part.
+    `noise_multipliers` (record level, per client) and `client_noise_multiplier` (client level)
+    replace the σ calibrated to `epsilon`: reference federations are trained with the target's σ.
     """
     private = math.isfinite(epsilon) and spec.level != "none"
     level = spec.level if private else "none"
@@ -297,11 +305,12 @@ def train_federation(
     client_sigma = None
     if level == "record":
         for k in active:
-            clients[k].noise_multiplier = record_level_noise_multiplier(epsilon, delta, clients[k].n_train, spec,
-                                                                        accountant)
+            given = noise_multipliers[k] if noise_multipliers is not None else None
+            clients[k].noise_multiplier = given if given is not None else record_level_noise_multiplier(
+                epsilon, delta, clients[k].n_train, spec, accountant)
             clients[k].sample_rate = 1.0 / local_steps_per_epoch(clients[k].n_train, spec.batch_size)
     elif level == "client":
-        client_sigma = client_level_noise_multiplier(epsilon, delta, spec, accountant)
+        client_sigma = client_noise_multiplier or client_level_noise_multiplier(epsilon, delta, spec, accountant)
     expected_clients = spec.client_sample_rate * len(client_data)
     watched_before = watched_after = None
     round_log = []
@@ -328,7 +337,12 @@ def train_federation(
                 weights.append(float(clients[k].n_train))
             global_state = _aggregate(global_state, local_states, weights, level, spec, client_sigma,
                                       expected_clients, seed, round_index)
-            round_log.append({"round": round_index + 1, "participants": float(len(participants))})
+            entry = {"round": round_index + 1, "participants": float(len(participants))}
+            if eval_data is not None:  # the global model's utility after each round (MLflow series)
+                global_model.load_state_dict(global_state)
+                predicted = predict_logits(global_model, eval_data[0]).argmax(axis=1)
+                entry["test_accuracy"] = float((predicted == eval_data[1]).mean())
+            round_log.append(entry)
             if on_round is not None:
                 on_round(round_index + 1, spec.rounds)
     global_model.load_state_dict(global_state)

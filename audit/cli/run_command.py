@@ -14,7 +14,7 @@ from audit.cli.output import print_verdict, RichProgress, sigterm_as_interrupt
 @app.command()
 def run(
     config: Annotated[Optional[Path], typer.Option("--config", help="YAML config; fields override the preset")] = None,
-    preset: Annotated[Optional[str], typer.Option(help="smoke | default | full | digits-cnn  [default: default]")] = None,
+    preset: Annotated[Optional[str], typer.Option(help="smoke | default | full | digits-cnn | hospitals | clients  [default: default]")] = None,
     out: Annotated[Path, typer.Option("--out", help="folder that receives runs/<timestamp>-<name>/")] = Path("runs"),
     tracking_uri: Annotated[Optional[str], typer.Option("--tracking-uri", help="MLflow tracking URI (default: sqlite:///mlflow.db in the working directory)")] = None,
     device: Annotated[Optional[str], typer.Option(help="auto | cpu | cuda")] = None,
@@ -68,7 +68,10 @@ def run(
                       f"{'policy, ' if loaded_policy is not None else ''}--out and tracking URI are valid; nothing written")
         return
     # Imported after the inputs are validated: a typo in a flag should not wait for torch to load.
-    from audit.sweep.runner import run_audit
+    if resolved.federated is not None:  # the federated job (presets hospitals, clients)
+        from audit.federated.runner import run_federated_audit as run_audit
+    else:
+        from audit.sweep.runner import run_audit
     from reports.console import results_summary_table, synthetic_summary_table
 
     sigterm_as_interrupt()

@@ -224,6 +224,36 @@ class ModelSourceConfig(_Strict):
 MODEL_PATH_FIELDS = ("weights", "skops", "onnx", "members", "nonmembers", "population")
 
 
+class FederatedConfig(_Strict):
+    """The federated job of `run` (audit/federated/): FedAvg over non-IID clients, DP per record
+    (local DP-SGD) or per client (DP-FedAvg). `training.epochs` is the local epochs per round."""
+
+    level: Literal["record", "client"] = Field("record", description="what DP protects: a record or a whole client")
+    n_clients: int = Field(3, ge=1, le=1000)
+    partition: Literal["feature_ranges", "dirichlet"] = Field(
+        "feature_ranges", description="non-IID split: quantile ranges of one feature (sites), or Dirichlet label skew"
+    )
+    partition_feature: int = Field(0, ge=0, description="feature column whose ranges define the sites")
+    dirichlet_alpha: float = Field(0.5, gt=0)
+    rounds: int = Field(10, ge=1)
+    client_sample_rate: float = Field(1.0, gt=0, le=1, description="client level: Poisson rate q of a client per round")
+    client_clip: float = Field(1.0, gt=0, description="client level: clipping norm C of a client's update")
+    server_lr: float = Field(1.0, gt=0)
+    n_reference_federations: int = Field(
+        4, ge=0, description="LiRA offline references, each a federation trained on the pool split like the target (0: off)"
+    )
+    client_mia_runs: int = Field(
+        0, ge=0, description="client-level MIA: federations trained with each client's participation a coin flip (0: off)"
+    )
+    watch_client: int = Field(0, ge=0, description="the client whose update the honest-but-curious server attacks")
+
+    @model_validator(mode="after")
+    def _clients_exist(self) -> "FederatedConfig":
+        if self.watch_client >= self.n_clients:
+            raise ValueError(f"watch_client must be < n_clients = {self.n_clients}")
+        return self
+
+
 class AuditConfig(_Strict):
     name: str = Field("default", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
     seed: int = Field(0, ge=0, lt=SEED_LIMIT, description="< 2³² (numpy and torch seeds)")
@@ -241,6 +271,13 @@ class AuditConfig(_Strict):
     attacks: AttackConfig = Field(default_factory=AttackConfig)
     synthetic: SyntheticConfig | None = Field(None, description="add the synthetic-data sweep to the run")
     model: ModelSourceConfig | None = Field(None, description="audit-model: the user's model, trainer and data files")
+    federated: FederatedConfig | None = Field(None, description="audit federated targets instead of the central sweep")
+
+    @model_validator(mode="after")
+    def _federated_alone(self) -> "AuditConfig":
+        if self.federated is not None and self.synthetic is not None:
+            raise ValueError("a federated run has no synthetic sweep; drop one of 'federated' and 'synthetic'")
+        return self
 
     @field_validator("cpu_threads")
     @classmethod
@@ -283,6 +320,30 @@ PRESETS: dict[str, dict[str, Any]] = {
         "training": {"epochs": 60},
         "privacy": {"epsilons": [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, "inf"]},
         "attacks": {"n_shadow_models": 16, "n_reference_models": 256, "rmia_population": 5000},
+    },
+    # Document 1: three hospitals (sites by ranges of one feature), local DP-SGD, a few rounds of
+    # FedAvg, membership inference per hospital. ≤ 10 min on 2 CPU cores.
+    "hospitals": {
+        "name": "hospitals",
+        "data": {"n_rows": 3000},
+        "split": {"test_fraction": 0.2, "candidate_fraction": 0.5},
+        "training": {"hidden_sizes": [128, 128], "epochs": 4, "batch_size": 32, "lr": 0.1},
+        "privacy": {"epsilons": [1.0, 4.0, 16.0, "inf"]},
+        "attacks": {"names": ["loss"]},
+        "federated": {"level": "record", "n_clients": 3, "partition": "feature_ranges", "rounds": 6,
+                      "n_reference_federations": 4},
+    },
+    # Document 2: client-level DP-FedAvg, 20 clients (Dirichlet label skew), half sampled per round.
+    "clients": {
+        "name": "clients",
+        "data": {"n_rows": 2400},
+        "split": {"test_fraction": 0.2, "candidate_fraction": 0.5},
+        "training": {"hidden_sizes": [64], "epochs": 2, "batch_size": 16, "lr": 0.1},
+        "privacy": {"epsilons": [1.0, 8.0, "inf"]},
+        "attacks": {"names": ["loss"]},
+        "federated": {"level": "client", "n_clients": 20, "partition": "dirichlet", "dirichlet_alpha": 0.5,
+                      "rounds": 20, "client_sample_rate": 0.5, "client_clip": 1.0,
+                      "n_reference_federations": 0, "client_mia_runs": 6},
     },
 }
 

@@ -158,12 +158,12 @@ class AuditTracker:
         entries = [Param(key, str(value)) for key, value in params.items()]
         _with_lock_retries(self.client.log_batch, run_id, params=entries)
 
-    def log_metrics(self, run_id: str, metrics: dict[str, float | None]) -> None:
+    def log_metrics(self, run_id: str, metrics: dict[str, float | None], step: int = 0) -> None:
         from mlflow.entities import Metric
 
         # MLflow stores no null; a missing value (e.g. no ε for a non-private target) is not logged.
         entries = [
-            Metric(key, float(value), 0, 0)
+            Metric(key, float(value), 0, step)
             for key, value in metrics.items()
             if value is not None and not (isinstance(value, float) and math.isnan(value))
         ]
