@@ -1,0 +1,75 @@
+"""`run` on a federated config: results.json carries federated targets with ε per level and attack
+rows per client and per level; a policy's max_auc applies to every client's row; MLflow has a child
+per ε with one point per round."""
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import pytest
+
+from audit.machinery.config import resolve_config
+from conftest import REPO
+
+SMALL = """
+name: fedtest
+data: {n_rows: 400}
+split: {test_fraction: 0.2, candidate_fraction: 0.5}
+training: {hidden_sizes: [8], epochs: 1, batch_size: 32, lr: 0.1}
+privacy: {epsilons: [4.0, inf]}
+attacks: {names: [loss]}
+federated: {level: record, n_clients: 2, rounds: 2, n_reference_federations: 1}
+"""
+
+
+def test_federated_run_writes_per_level_results_and_a_per_client_auc_gate_fails_it(cli, tmp_path):
+    (tmp_path / "fed.yaml").write_text(SMALL)
+    (tmp_path / "policy.yaml").write_text("name: any-auc\nrules: {max_auc: 0.01}\n")
+    result = cli("run", "--config", "fed.yaml", "--policy", "policy.yaml", "--out", "runs",
+                 "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    assert result.returncode == 1, result.stderr[-3000:]  # every AUC is above 0.01: the gate must fail
+    results = json.loads(next((tmp_path / "runs").glob("*-fedtest/results.json")).read_text())
+    schema = json.loads((REPO / "schema" / "results.schema.json").read_text())
+    jsonschema.Draft202012Validator(schema).validate(results)
+    private, baseline = results["targets"]
+    assert private["kind"] == baseline["kind"] == "federated"
+    assert private["federated"]["level"] == "record" and baseline["federated"]["level"] == "none"
+    clients = private["federated"]["clients"]
+    assert len(clients) == 2
+    for client in clients:  # record-level ε per client from its own local steps, PLD and Opacus
+        assert client["local_steps"] > 0 and set(client["epsilon"]) >= {"prv", "rdp", "pld"}
+        assert client["epsilon"]["prv"] == pytest.approx(4.0, abs=0.1)
+    names = {a["name"] for a in private["attacks"]}
+    assert {"loss/all", "loss/client_0", "loss/client_1", "lira_offline/client_0", "server_update/client_0"} <= names
+    for attack in private["attacks"]:
+        assert attack["claim"]["level"] == "record" and attack["claim"]["epsilon"] is not None
+        assert attack["epsilon_lb"]["one_run"] is not None  # coin-flip membership: the one-run bound applies
+    assert baseline["epsilon"] == {} and all(a["claim"]["epsilon"] is None for a in baseline["attacks"])
+    failed = [c for c in results["policy_evaluation"]["checks"] if c["rule"] == "max_auc" and not c["passed"]]
+    assert any("client_1" in json.dumps(c) for c in failed)
+
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    child = private["mlflow_run_id"]
+    assert [m.step for m in client.get_metric_history(child, "test_accuracy") if m.step > 0] == [1, 2]
+
+
+def test_client_level_federation_reports_client_epsilon_and_a_client_mia(tmp_path):
+    from audit.federated.runner import run_federated_audit
+
+    config = resolve_config("clients", overrides={
+        "name": "clienttest", "data": {"n_rows": 400}, "training": {"hidden_sizes": [8], "epochs": 1},
+        "privacy": {"epsilons": [2.0]},
+        "federated": {"n_clients": 6, "rounds": 3, "client_mia_runs": 2},
+    })
+    run = run_federated_audit(config, out_dir=tmp_path / "runs", tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    (target,) = run.results["targets"]
+    level = target["federated"]["client_level"]
+    assert level["epsilon"]["prv"] == pytest.approx(2.0, abs=0.1) and level["rounds"] == 3
+    assert target["epsilon"] == level["epsilon"]  # the headline ε of a client-level target is the client's
+    (client_mia,) = [a for a in target["attacks"] if a["name"] == "client_mia"]
+    assert client_mia["n_members"] + client_mia["n_nonmembers"] == 2 * 6
+    assert client_mia["claim"] == {"level": "client", "client": None, "epsilon": level["epsilon"]["prv"]}
+    (server,) = [a for a in target["attacks"] if a["name"].startswith("server_update")]
+    assert server["claim"]["epsilon"] is None  # the server is trusted by central client-level DP
