@@ -38,6 +38,7 @@ from reports.synthetic_report import (
     synthetic_overview,
     synthetic_verdict_banner,
 )
+from reports.federated_tables import federated_html_section
 
 __all__ = ["render_html_report", "write_html_report", "ATTACK_METHOD_NOTES"]
 
@@ -205,6 +206,7 @@ def render_html_report(results: dict[str, Any], run_dir: Path | None = None, *, 
             _verdict_banner(results, checks),
             _overview(results),
             _targets_table(results),
+            federated_html_section(results),
             _policy_section(checks),
             _synthetic_section(results),
             _figures_section(results, run_dir),

@@ -91,6 +91,10 @@ def run(
         pool.close()
     results = audit_run.results
     console.print(results_summary_table(results))
+    from reports.federated_tables import federated_console_tables
+
+    for table in federated_console_tables(results):
+        console.print(table)
     synthetic_table = synthetic_summary_table(results)
     if synthetic_table is not None:
         console.print(synthetic_table)

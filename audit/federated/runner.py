@@ -44,6 +44,7 @@ from audit.machinery.run_directory import StagedRunDirectory, write_json_atomic,
 from audit.machinery.tracking import AuditTracker, target_metrics
 from audit.statistics.accountants import DPSGDEvent, epsilons_for_event
 from audit.statistics.attack_evaluation import evaluate_attack
+from audit.statistics.epsilon_bounds import one_run_epsilon_from_counts
 from reports.figures import epsilon_label
 from reports.html_report import write_html_report
 from reports.junit import write_junit_xml
@@ -303,6 +304,22 @@ def _attack_rows(inputs: _Inputs, epsilon: float, index: int, target: FederatedT
     return rows, columns
 
 
+ONE_RUN_GUESS_FRACTIONS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5)  # those of epsilon_lower_bound_one_run
+
+
+def one_run_ceiling(m: int, delta: float, confidence: float) -> float:
+    """The largest one-run bound any attack could reach on m coin-flip candidates: every guess right
+    at each guess size `epsilon_lower_bound_one_run` tries, with its Bonferroni split (Steinke et al.
+    2023, arXiv 2305.08846). A claimed ε at or above it cannot be refuted by this audit."""
+    alpha_each = (1 - confidence) / len(ONE_RUN_GUESS_FRACTIONS)
+    best = 0.0
+    for f in ONE_RUN_GUESS_FRACTIONS:
+        r = 2 * int(math.floor(f * m / 2))
+        if r:
+            best = max(best, one_run_epsilon_from_counts(m, r, r, delta, alpha_each))
+    return best
+
+
 def _audit_target(inputs: _Inputs, index: int, epsilon: float, ckpt: TargetCheckpoints, progress):
     config = inputs.config
     finished = ckpt.load_json("record")
@@ -328,6 +345,9 @@ def _audit_target(inputs: _Inputs, index: int, epsilon: float, ckpt: TargetCheck
         best = max([v for v in record["epsilon_lb"].values() if v is not None], default=0.0)
         record["claim"] = claim
         record["violation"] = bool(claim["epsilon"] is not None and best > claim["epsilon"])
+        record["ceiling_one_run"] = one_run_ceiling(len(scores), config.privacy.delta, conf)
+        # Could this row have refuted its claim at all? If not, passing it proves nothing.
+        record["can_refute_claim"] = bool(claim["epsilon"] is not None and record["ceiling_one_run"] > claim["epsilon"])
         attacks.append(record)
     test_site = inputs.client_of_row[inputs.splits.test_idx]
     predicted = target.logits(test_x).argmax(axis=1)
@@ -528,6 +548,14 @@ def _federated_sweep(inputs: _Inputs, staging: Path, tracker: AuditTracker, pres
         f"{a['claim']['level']}-level ε {a['claim']['epsilon']:.3f}"
         for t in targets if t["epsilon_target"] is not None for a in t["attacks"] if a["violation"]
     ]
+    unrefutable = [
+        f"ε target {t['epsilon_target']:g}: {a['name']} could not refute its {a['claim']['level']}-level ε "
+        f"{a['claim']['epsilon']:.3f} (one-run ceiling {a['ceiling_one_run']:.3f} with {a['n_members'] + a['n_nonmembers']} candidates)"
+        for t in targets if t["epsilon_target"] is not None for a in t["attacks"]
+        if a["claim"]["epsilon"] is not None and not a["can_refute_claim"]
+    ]
+    notes += unrefutable
+    status = "fail" if reasons else "inconclusive" if unrefutable else "pass"
     if fed.level == "client":
         notes.append("client-level DP: the server sees each sampled client's clipped update before the noise; "
                      "the server_update rows test a threat this guarantee does not cover (no claim)")
@@ -547,8 +575,8 @@ def _federated_sweep(inputs: _Inputs, staging: Path, tracker: AuditTracker, pres
         "targets": targets,
         "synthetic": [],
         "notes": notes,
-        "verdict": {"passed": not reasons, "status": "fail" if reasons else "pass", "policy": None,
-                    "reasons": reasons, "decided_by": "built-in checks"},
+        "verdict": {"passed": not reasons, "status": status, "policy": None,
+                    "reasons": reasons or unrefutable, "decided_by": "built-in checks"},
         "mlflow": {"tracking_uri": tracker.tracking_uri, "experiment_id": tracker.experiment_id,
                    "parent_run_id": parent_id, "child_run_ids": attempt["child_run_ids"],
                    "resumed_from": [a["parent_run_id"] for a in earlier]},

@@ -1,0 +1,147 @@
+"""Federated targets in tables: one row per (target ε, client) with ε per level and the per-client
+attacks, and one row per (target ε, level) with the best attack of each level. Used by the
+console, the HTML report and the README's tables (`python -m reports.federated_tables RESULTS`)."""
+from __future__ import annotations
+
+import html
+import math
+import sys
+from typing import Any
+
+
+def _fmt(value: Any, digits: int = 3) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float) and math.isinf(value):
+        return "∞"
+    return f"{value:.{digits}f}" if isinstance(value, (int, float)) else str(value)
+
+
+def _eps_target(target: dict[str, Any]) -> str:
+    return "∞" if target["epsilon_target"] is None else f"{target['epsilon_target']:g}"
+
+
+def _auc(attack: dict[str, Any] | None) -> str:
+    if attack is None:
+        return "—"
+    lo, hi = attack["auc_ci"]
+    return f"{attack['auc']:.3f} ({lo:.2f}–{hi:.2f})"
+
+
+def _best_lb(attack: dict[str, Any] | None) -> float | None:
+    if attack is None:
+        return None
+    return max((v for v in attack["epsilon_lb"].values() if v is not None), default=0.0)
+
+
+def federated_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
+    return [t for t in results.get("targets", []) if t.get("kind") == "federated"]
+
+
+CLIENT_HEADERS = ("ε target", "level", "client", "n train", "local steps", "record ε (acct / PLD)", "client ε (PLD)",
+                  "test acc", "loss AUC (CI)", "LiRA-offline AUC (CI)", "server-update AUC (CI)", "best ε LB",
+                  "1-run ceiling")
+
+
+def client_rows(results: dict[str, Any]) -> list[tuple[str, ...]]:
+    rows = []
+    for target in federated_targets(results):
+        fed = target["federated"]
+        attacks = {a["name"]: a for a in target["attacks"]}
+        accountant = target.get("accountant") or "prv"
+        client_eps = (fed.get("client_level") or {}).get("epsilon", {})
+        for client in fed["clients"]:
+            k = client["client"]
+            own = [attacks.get(f"{name}/client_{k}") for name in ("loss", "lira_offline", "server_update")]
+            eps = client["epsilon"]
+            record = f"{_fmt(eps.get(accountant), 2)} / {_fmt(eps.get('pld'), 2)}" if eps else "—"
+            lbs = [_best_lb(a) for a in own if a is not None]
+            ceilings = [a.get("ceiling_one_run") for a in own if a is not None and a.get("ceiling_one_run") is not None]
+            rows.append((
+                _eps_target(target), fed["level"], str(k), str(client["n_train"]), str(client["local_steps"]), record,
+                _fmt(client_eps.get("pld"), 2) if client_eps else "—", _fmt(client.get("test_accuracy")),
+                _auc(own[0]), _auc(own[1]), _auc(own[2]), _fmt(max(lbs) if lbs else None, 2),
+                _fmt(max(ceilings) if ceilings else None, 2),
+            ))
+    return rows
+
+
+LEVEL_HEADERS = ("ε target", "level", "claimed ε (acct)", "attack", "AUC (CI)", "ε LB (CP)", "ε LB (1-run)",
+                 "1-run ceiling", "candidates")
+
+
+def level_rows(results: dict[str, Any]) -> list[tuple[str, ...]]:
+    """Per target, the pooled attack of each level: record (loss/all, lira_offline/all), server, client."""
+    rows = []
+    for target in federated_targets(results):
+        for attack in target["attacks"]:
+            name = attack["name"]
+            if not (name.endswith("/all") or name.startswith("server_update") or name == "client_mia"):
+                continue
+            claim = attack.get("claim", {})
+            level = "client" if name == "client_mia" else "server (update)" if name.startswith("server") else "record"
+            rows.append((
+                _eps_target(target), level, _fmt(claim.get("epsilon"), 2), name, _auc(attack),
+                _fmt(attack["epsilon_lb"]["clopper_pearson"], 2), _fmt(attack["epsilon_lb"]["one_run"], 2),
+                _fmt(attack.get("ceiling_one_run"), 2), str(attack["n_members"] + attack["n_nonmembers"]),
+            ))
+    return rows
+
+
+def federated_console_tables(results: dict[str, Any]) -> list:
+    """Rich tables (per client, per level), or [] when the run has no federated target."""
+    if not federated_targets(results):
+        return []
+    from rich.table import Table
+
+    tables = []
+    for title, headers, rows in (("federated: per client", CLIENT_HEADERS, client_rows(results)),
+                                 ("federated: per level", LEVEL_HEADERS, level_rows(results))):
+        table = Table(title=title)
+        for header in headers:
+            table.add_column(header, justify="right")
+        for row in rows:
+            table.add_row(*row)
+        tables.append(table)
+    return tables
+
+
+def markdown_table(headers: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def federated_html_section(results: dict[str, Any]) -> str:
+    if not federated_targets(results):
+        return ""
+
+    def table(headers, rows) -> str:
+        head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+        body = "".join("<tr>" + "".join(f'<td class="num">{html.escape(c)}</td>' for c in row) + "</tr>" for row in rows)
+        return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+    return (
+        "<section><h2>Federated targets</h2>"
+        "<p>Record level: each client's ε from its own local DP-SGD steps over the rounds it joined "
+        "(Poisson sampling; the selected Opacus accountant and the PLD accountant). Client level: the "
+        "Poisson-subsampled Gaussian mechanism of DP-FedAvg over the rounds. Candidates are members by fair "
+        "coin flips, so the one-run bound applies; the ceiling is the largest bound a perfect attack could "
+        "reach with that many candidates — a claim at or above it cannot be refuted by this audit.</p>"
+        "<h3>Per client</h3>" + table(CLIENT_HEADERS, client_rows(results))
+        + "<h3>Per level</h3>" + table(LEVEL_HEADERS, level_rows(results)) + "</section>"
+    )
+
+
+def main(argv: list[str]) -> None:
+    """Print the two tables of a results.json as Markdown (the README's federated tables)."""
+    import json
+
+    results = json.loads(open(argv[0], encoding="utf-8").read())
+    print(markdown_table(CLIENT_HEADERS, client_rows(results)))
+    print()
+    print(markdown_table(LEVEL_HEADERS, level_rows(results)))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
