@@ -15,13 +15,14 @@ SMALL = """
 name: fedtest
 data: {n_rows: 400}
 split: {test_fraction: 0.2, candidate_fraction: 0.5}
-training: {hidden_sizes: [8], epochs: 1, batch_size: 32, lr: 0.1}
+training: {hidden_sizes: [8], epochs: 1, batch_size: 128, lr: 0.1}   # q = 1: a fast σ calibration
 privacy: {epsilons: [4.0, inf]}
 attacks: {names: [loss]}
 federated: {level: record, n_clients: 2, rounds: 2, n_reference_federations: 1}
 """
 
 
+@pytest.mark.slow
 def test_federated_run_writes_per_level_results_and_a_per_client_auc_gate_fails_it(cli, tmp_path):
     (tmp_path / "fed.yaml").write_text(SMALL)
     (tmp_path / "policy.yaml").write_text("name: any-auc\nrules: {max_auc: 0.01}\n")
@@ -60,8 +61,8 @@ def test_client_level_federation_reports_client_epsilon_and_a_client_mia(tmp_pat
 
     config = resolve_config("clients", overrides={
         "name": "clienttest", "data": {"n_rows": 400}, "training": {"hidden_sizes": [8], "epochs": 1},
-        "privacy": {"epsilons": [2.0]},
-        "federated": {"n_clients": 6, "rounds": 3, "client_mia_runs": 2},
+        "privacy": {"epsilons": [2.0]},  # q = 1 keeps the σ calibration fast; Poisson q < 1 is unit-tested
+        "federated": {"n_clients": 6, "rounds": 3, "client_mia_runs": 2, "client_sample_rate": 1.0},
     })
     run = run_federated_audit(config, out_dir=tmp_path / "runs", tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
     (target,) = run.results["targets"]
