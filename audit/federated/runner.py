@@ -96,6 +96,14 @@ class _Inputs:
     device: torch.device
 
     @property
+    def watch_client(self) -> int:
+        """The client whose update the server attacks: as configured, else the one with most candidates."""
+        if self.config.federated.watch_client is not None:
+            return self.config.federated.watch_client
+        counts = np.bincount(self.client_of_row[self.splits.candidate_idx], minlength=self.n_clients)
+        return int(np.argmax(counts))
+
+    @property
     def n_clients(self) -> int:
         return self.config.federated.n_clients
 
@@ -331,7 +339,7 @@ def _audit_target(inputs: _Inputs, index: int, epsilon: float, ckpt: TargetCheck
     target = train_federation(
         inputs.client_data(inputs.splits.train_idx), inputs.data.n_classes, inputs.spec, epsilon=epsilon,
         delta=config.privacy.delta, accountant=config.privacy.accountant, seed=seed, device=inputs.device,
-        watch_client=config.federated.watch_client, on_round=progress.epoch_done, eval_data=(test_x, test_y))
+        watch_client=inputs.watch_client, on_round=progress.epoch_done, eval_data=(test_x, test_y))
     levels = account_levels(target, config)
     rows, columns = _attack_rows(inputs, epsilon, index, target, levels, ckpt, progress)
     deciding = sum(1 for row in rows if row[4]["epsilon"] is not None)
@@ -389,7 +397,7 @@ def _audit_target(inputs: _Inputs, index: int, epsilon: float, ckpt: TargetCheck
             "local_epochs": inputs.spec.local_epochs, "partition": config.federated.partition,
             "clients": levels["clients"], "record_level": levels["record"], "client_level": levels["client"],
             "bonferroni": {"tests": deciding, "confidence_each": adjusted},
-            "watched_client": config.federated.watch_client,
+            "watched_client": inputs.watch_client,
         },
     }
     score_arrays = {k: np.asarray(v) for k, v in columns.items()}

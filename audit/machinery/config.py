@@ -245,11 +245,13 @@ class FederatedConfig(_Strict):
     client_mia_runs: int = Field(
         0, ge=0, description="client-level MIA: federations trained with each client's participation a coin flip (0: off)"
     )
-    watch_client: int = Field(0, ge=0, description="the client whose update the honest-but-curious server attacks")
+    watch_client: int | None = Field(
+        None, ge=0, description="the client whose update the honest-but-curious server attacks (default: the largest)"
+    )
 
     @model_validator(mode="after")
     def _clients_exist(self) -> "FederatedConfig":
-        if self.watch_client >= self.n_clients:
+        if self.watch_client is not None and self.watch_client >= self.n_clients:
             raise ValueError(f"watch_client must be < n_clients = {self.n_clients}")
         return self
 
