@@ -74,3 +74,42 @@ def test_client_level_federation_reports_client_epsilon_and_a_client_mia(tmp_pat
     assert client_mia["claim"] == {"level": "client", "client": None, "epsilon": level["epsilon"]["prv"]}
     (server,) = [a for a in target["attacks"] if a["name"].startswith("server_update")]
     assert server["claim"]["epsilon"] is None  # the server is trusted by central client-level DP
+
+
+class _InterruptSecondTarget:
+    """Progress that presses Ctrl-C in the second target's first round, and records round calls."""
+
+    def __init__(self, interrupt: bool):
+        self.interrupt, self.target, self.calls = interrupt, -1, []
+
+    def target_started(self, index, total, label, epochs):
+        self.target = index
+
+    def epoch_done(self, epoch, epochs):
+        self.calls.append((self.target, epoch))
+        if self.interrupt and self.target == 1:
+            raise KeyboardInterrupt
+
+    def note(self, text):
+        pass
+
+
+def test_an_interrupted_federated_run_resumes_without_retraining_finished_targets(tmp_path):
+    import yaml
+
+    from audit.federated.runner import run_federated_audit
+
+    raw = yaml.safe_load(SMALL)
+    raw["federated"]["n_reference_federations"] = 0
+    config = resolve_config("hospitals", overrides={**raw, "name": "fedresume"})
+    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    first = _InterruptSecondTarget(interrupt=True)
+    with pytest.raises(KeyboardInterrupt):
+        run_federated_audit(config, out_dir=tmp_path / "runs", tracking_uri=store, progress=first)
+    assert (0, 2) in first.calls  # the first target finished both rounds before the interruption
+    second = _InterruptSecondTarget(interrupt=False)
+    run = run_federated_audit(config, out_dir=tmp_path / "runs", tracking_uri=store, progress=second,
+                              resume="latest")
+    assert [c for c in second.calls if c[0] == 0] == [(0, 2)]  # reloaded from its checkpoint, not retrained
+    assert [c for c in second.calls if c[0] == 1] == [(1, 1), (1, 2)]
+    assert run.results["mlflow"]["resumed_from"] and len(run.results["targets"]) == 2
