@@ -556,12 +556,15 @@ def _federated_sweep(inputs: _Inputs, staging: Path, tracker: AuditTracker, pres
         f"{a['claim']['level']}-level ε {a['claim']['epsilon']:.3f}"
         for t in targets if t["epsilon_target"] is not None for a in t["attacks"] if a["violation"]
     ]
-    unrefutable = [
-        f"ε target {t['epsilon_target']:g}: {a['name']} could not refute its {a['claim']['level']}-level ε "
-        f"{a['claim']['epsilon']:.3f} (one-run ceiling {a['ceiling_one_run']:.3f} with {a['n_members'] + a['n_nonmembers']} candidates)"
-        for t in targets if t["epsilon_target"] is not None for a in t["attacks"]
-        if a["claim"]["epsilon"] is not None and not a["can_refute_claim"]
-    ]
+    # A target is inconclusive when none of its deciding rows could have refuted its claim.
+    unrefutable = []
+    for t in targets:
+        deciding = [a for a in t["attacks"] if a["claim"]["epsilon"] is not None]
+        if t["epsilon_target"] is not None and deciding and not any(a["can_refute_claim"] for a in deciding):
+            top = max(deciding, key=lambda a: a["ceiling_one_run"])
+            unrefutable.append(
+                f"ε target {t['epsilon_target']:g}: no attack could refute the claimed ε (largest one-run ceiling "
+                f"{top['ceiling_one_run']:.3f}, {top['name']}, {top['n_members'] + top['n_nonmembers']} candidates)")
     notes += unrefutable
     status = "fail" if reasons else "inconclusive" if unrefutable else "pass"
     if fed.level == "client":
