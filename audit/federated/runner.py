@@ -18,8 +18,9 @@ Per target ε (inf = the non-private FedAvg baseline):
   the one-run bound is valid over all of them as well.
 
 Each attack row names the guarantee it tests (`claim`); a violation is a sound lower bound above
-that row's claimed ε. The bounds of all rows that can decide a violation are computed at a
-Bonferroni-adjusted confidence, so the family-wise error of the verdict stays at 1 − confidence.
+that row's claimed ε. The bounds of all rows that can decide a violation, over all private
+targets, are computed at a Bonferroni-adjusted confidence, so the family-wise error of the
+verdict stays at 1 − confidence.
 """
 from __future__ import annotations
 
@@ -343,8 +344,11 @@ def _audit_target(inputs: _Inputs, index: int, epsilon: float, ckpt: TargetCheck
     levels = account_levels(target, config)
     rows, columns = _attack_rows(inputs, epsilon, index, target, levels, ckpt, progress)
     deciding = sum(1 for row in rows if row[4]["epsilon"] is not None)
+    # Bonferroni over every row that can decide the verdict, in every private target of the sweep
+    # (each private target has the same rows), so the whole verdict's family-wise error ≤ 1 − confidence.
+    private_targets = sum(1 for e in config.privacy.epsilons if math.isfinite(e))
     confidence = config.attacks.confidence
-    adjusted = 1 - (1 - confidence) / max(1, deciding)
+    adjusted = 1 - (1 - confidence) / max(1, deciding * private_targets)
     attacks = []
     for name, scores, members, labels, claim in rows:
         conf = adjusted if claim["epsilon"] is not None else confidence
@@ -396,7 +400,7 @@ def _audit_target(inputs: _Inputs, index: int, epsilon: float, ckpt: TargetCheck
             "level": levels["level"], "n_clients": inputs.n_clients, "rounds": inputs.spec.rounds,
             "local_epochs": inputs.spec.local_epochs, "partition": config.federated.partition,
             "clients": levels["clients"], "record_level": levels["record"], "client_level": levels["client"],
-            "bonferroni": {"tests": deciding, "confidence_each": adjusted},
+            "bonferroni": {"tests": deciding * private_targets if deciding else 0, "confidence_each": adjusted},
             "watched_client": inputs.watch_client,
         },
     }
