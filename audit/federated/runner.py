@@ -34,34 +34,25 @@ import numpy as np
 import pandas as pd
 import torch
 
-from attacks.lira import lira_offline_scores
-from attacks.model_outputs import logit_scaled_confidence
 from audit.errors import AuditInputError
+from audit.federated.accounting import account_levels
+from audit.federated.level_attacks import attack_rows, one_run_ceiling
+from audit.federated.setup import FederationInputs, assign_clients, federated_spec, federation_seed
 from audit.machinery.checkpoints import TargetCheckpoints
 from audit.machinery.config import AuditConfig, config_to_yaml, read_config_file
 from audit.machinery.environment import describe_environment
 from audit.machinery.policy import Policy, evaluate_policy, verdict_from_evaluation
 from audit.machinery.run_directory import StagedRunDirectory, write_json_atomic, write_text_atomic
 from audit.machinery.tracking import AuditTracker, target_metrics
-from audit.statistics.accountants import DPSGDEvent, epsilons_for_event
 from audit.statistics.attack_evaluation import evaluate_attack
-from audit.statistics.epsilon_bounds import one_run_epsilon_from_counts
 from reports.figures import epsilon_label
 from reports.html_report import write_html_report
 from reports.junit import write_junit_xml
 from reports.markdown_summary import write_summary_markdown
-from targets.datasets import TabularData, load_dataset
+from targets.datasets import load_dataset
 from targets.devices import resolve_device
-from targets.federated import (
-    FederatedSpec,
-    FederatedTarget,
-    split_by_feature_ranges,
-    split_dirichlet,
-    train_federation,
-)
-from targets.models import build_mlp
-from targets.splits import AuditSplits, make_audit_splits
-from targets.training import predict_logits
+from targets.federated import train_federation
+from targets.splits import make_audit_splits
 
 SCHEMA_VERSION = 1
 
@@ -83,266 +74,20 @@ class _Silent:
         pass
 
 
-def _seed(config_seed: int, *path: int) -> int:
-    return int(np.random.SeedSequence([config_seed, 23, *path]).generate_state(1)[0])
-
-
-@dataclass
-class _Inputs:
-    config: AuditConfig
-    data: TabularData
-    splits: AuditSplits
-    client_of_row: np.ndarray  # client of every row of the dataset
-    spec: FederatedSpec
-    device: torch.device
-
-    @property
-    def watch_client(self) -> int:
-        """The client whose update the server attacks: as configured, else the one with most candidates."""
-        if self.config.federated.watch_client is not None:
-            return self.config.federated.watch_client
-        counts = np.bincount(self.client_of_row[self.splits.candidate_idx], minlength=self.n_clients)
-        return int(np.argmax(counts))
-
-    @property
-    def n_clients(self) -> int:
-        return self.config.federated.n_clients
-
-    def client_data(self, rows: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
-        """Rows (e.g. the training members, or the pool) handed out to the clients."""
-        return [(self.data.features[rows[self.client_of_row[rows] == k]],
-                 self.data.labels[rows[self.client_of_row[rows] == k]]) for k in range(self.n_clients)]
-
-
-def assign_clients(config: AuditConfig, data: TabularData) -> np.ndarray:
-    fed = config.federated
-    if fed.partition == "feature_ranges":
-        if fed.partition_feature >= data.features.shape[1]:
-            raise AuditInputError("federated.partition_feature",
-                                  f"must be < the number of feature columns ({data.features.shape[1]})")
-        return split_by_feature_ranges(data.features[:, fed.partition_feature], fed.n_clients)
-    return split_dirichlet(data.labels, fed.n_clients, fed.dirichlet_alpha, seed=config.seed)
-
-
-def federated_spec(config: AuditConfig, level: str | None = None) -> FederatedSpec:
-    t, fed = config.training, config.federated
-    return FederatedSpec(
-        hidden_sizes=list(t.hidden_sizes), rounds=fed.rounds, local_epochs=t.epochs, batch_size=t.batch_size,
-        lr=t.lr, momentum=t.momentum, max_grad_norm=t.max_grad_norm, level=level or fed.level,
-        client_sample_rate=fed.client_sample_rate, client_clip=fed.client_clip, server_lr=fed.server_lr,
-    )
-
-
-# ------------------------------------------------------------------------------------------------
-# Accounting per level
-# ------------------------------------------------------------------------------------------------
-
-
-def _worst(per_client: list[dict[str, float]]) -> dict[str, float]:
-    keys = set().union(*per_client) if per_client else set()
-    return {k: max(e[k] for e in per_client if k in e) for k in sorted(keys)}
-
-
-def account_levels(target: FederatedTarget, config: AuditConfig) -> dict[str, Any]:
-    """ε per level. Record level: each client's local DP-SGD steps over the rounds it joined
-    (Poisson rate q_k, σ_k). Client level: the Poisson-subsampled Gaussian over the rounds."""
-    delta, accountant = config.privacy.delta, config.privacy.accountant
-    clients = []
-    for k, client in enumerate(target.clients):
-        row = {"client": k, "n_train": client.n_train, "rounds_participated": client.rounds_participated,
-               "local_steps": client.local_steps, "sample_rate": client.sample_rate,
-               "noise_multiplier": client.noise_multiplier, "epsilon": {}}
-        if client.noise_multiplier is not None and client.local_steps > 0:
-            row["epsilon"] = epsilons_for_event(
-                DPSGDEvent(client.noise_multiplier, client.sample_rate, client.local_steps), delta, accountant)
-        clients.append(row)
-    level = target.spec.level if target.epsilon_target is not None else "none"
-    client_level = None
-    if level == "client":
-        event = DPSGDEvent(target.client_noise_multiplier, target.spec.client_sample_rate, target.spec.rounds)
-        client_level = {"noise_multiplier": target.client_noise_multiplier,
-                        "sample_rate": target.spec.client_sample_rate, "rounds": target.spec.rounds,
-                        "clip": target.spec.client_clip, "epsilon": epsilons_for_event(event, delta, accountant),
-                        "mechanism": "Poisson-subsampled Gaussian over rounds (DP-FedAvg, fixed denominator qN)"}
-    record_worst = _worst([c["epsilon"] for c in clients if c["epsilon"]])
-    if level == "client":
-        # A client-level guarantee covers any change to a client's data, so one record too.
-        record_level = {"epsilon": client_level["epsilon"], "from": "client-level guarantee (covers any one record)"}
-    elif level == "record":
-        record_level = {"epsilon": record_worst, "from": "worst client's local DP-SGD (PLD and Opacus accountants)"}
-    else:
-        record_level = {"epsilon": {}, "from": "non-private"}
-    return {"level": level, "clients": clients, "record": record_level, "client": client_level}
-
-
-# ------------------------------------------------------------------------------------------------
-# Attacks per level
-# ------------------------------------------------------------------------------------------------
-
-
-def _phi(model_or_target, features: np.ndarray, labels: np.ndarray) -> np.ndarray:
-    logits = model_or_target.logits(features) if hasattr(model_or_target, "logits") else predict_logits(
-        model_or_target, features)
-    return logit_scaled_confidence(logits, labels)
-
-
-def _reference_phis(inputs: _Inputs, epsilon: float, index: int, target: FederatedTarget, ckpt: TargetCheckpoints,
-                    progress) -> np.ndarray | None:
-    """LiRA offline references: federations trained like the target (same σ per client, same rounds)
-    on the pool split the same way."""
-    n_refs = inputs.config.federated.n_reference_federations
-    if n_refs == 0:
-        return None
-    stored = ckpt.load_arrays("reference_phis")
-    if stored is not None:
-        return stored["phi"]
-    cand = inputs.splits.candidate_idx
-    pool_clients = inputs.client_data(inputs.splits.pool_idx)
-    if any(len(y) == 0 for _, y in pool_clients):
-        raise AuditInputError("federated.n_reference_federations",
-                              "a client holds no pool rows to train reference federations on; set it to 0 or use more data")
-    phis = []
-    for j in range(n_refs):
-        progress.note(f"reference federation {j + 1}/{n_refs} for {epsilon_label(epsilon)}")
-        reference = train_federation(
-            pool_clients, inputs.data.n_classes, inputs.spec, epsilon=epsilon, delta=inputs.config.privacy.delta,
-            accountant=inputs.config.privacy.accountant, seed=_seed(inputs.config.seed, index, 1, j),
-            device=inputs.device, noise_multipliers=[c.noise_multiplier for c in target.clients],
-            client_noise_multiplier=target.client_noise_multiplier)
-        phis.append(_phi(reference, inputs.data.features[cand], inputs.data.labels[cand]))
-    phi = np.stack(phis)
-    ckpt.save_arrays("reference_phis", {"phi": phi})
-    return phi
-
-
-def _client_mia_scores(inputs: _Inputs, epsilon: float, index: int, ckpt: TargetCheckpoints,
-                       progress) -> tuple[np.ndarray, np.ndarray] | None:
-    """Runs × clients candidates: coin-flip participation, score = mean confidence on the client's rows."""
-    runs = inputs.config.federated.client_mia_runs
-    if runs == 0:
-        return None
-    stored = ckpt.load_arrays("client_mia")
-    if stored is not None:
-        return stored["scores"], stored["members"].astype(bool)
-    train_clients = inputs.client_data(inputs.splits.train_idx)
-    scores, members = [], []
-    for j in range(runs):
-        progress.note(f"client-level MIA federation {j + 1}/{runs} for {epsilon_label(epsilon)}")
-        coins = np.random.default_rng(_seed(inputs.config.seed, index, 2, j)).random(inputs.n_clients) < 0.5
-        if not coins.any():
-            coins[0] = True  # a federation needs one client; client 0 then is not a fair coin this run
-        participating = [(x, y) if coins[k] else (x[:0], y[:0]) for k, (x, y) in enumerate(train_clients)]
-        federation = train_federation(
-            participating, inputs.data.n_classes, inputs.spec, epsilon=epsilon, delta=inputs.config.privacy.delta,
-            accountant=inputs.config.privacy.accountant, seed=_seed(inputs.config.seed, index, 3, j),
-            device=inputs.device)
-        for k, (x, y) in enumerate(train_clients):
-            scores.append(float(np.mean(_phi(federation, x, y))) if len(y) else 0.0)
-            members.append(bool(coins[k]))
-    result = np.asarray(scores), np.asarray(members)
-    ckpt.save_arrays("client_mia", {"scores": result[0], "members": result[1]})
-    return result
-
-
-def _server_update_scores(target: FederatedTarget, inputs: _Inputs) -> tuple[np.ndarray, np.ndarray] | None:
-    """Update-level MIA of the honest-but-curious server on the watched client's candidates."""
-    if target.watched_before is None:
-        return None
-    k = target.watched_client
-    cand = inputs.splits.candidate_idx
-    own = inputs.client_of_row[cand] == k
-    x, y = inputs.data.features[cand[own]], inputs.data.labels[cand[own]]
-    models = []
-    for state in (target.watched_before, target.watched_after):
-        model = build_mlp(x.shape[1], inputs.spec.hidden_sizes, inputs.data.n_classes, seed=0)
-        model.load_state_dict(state)
-        models.append(model)
-    return _phi(models[1], x, y) - _phi(models[0], x, y), inputs.splits.candidate_member[own]
-
-
-# ------------------------------------------------------------------------------------------------
-# One target
-# ------------------------------------------------------------------------------------------------
-
-
-def _attack_rows(inputs: _Inputs, epsilon: float, index: int, target: FederatedTarget, levels: dict[str, Any],
-                 ckpt: TargetCheckpoints, progress) -> tuple[list[tuple[str, np.ndarray, np.ndarray, np.ndarray, dict]], dict]:
-    """Every (name, scores, members, labels, claim) the target is attacked with, plus score columns."""
-    config, data, splits = inputs.config, inputs.data, inputs.splits
-    cand = splits.candidate_idx
-    cand_y, members = data.labels[cand], splits.candidate_member
-    site = inputs.client_of_row[cand]
-    acc = config.privacy.accountant
-    level = levels["level"]
-
-    def record_claim(k: int | None) -> dict:
-        if level == "record" and k is not None:
-            eps = levels["clients"][k]["epsilon"].get(acc)
-            return {"level": "record", "client": k, "epsilon": eps}
-        return {"level": "record", "client": k, "epsilon": levels["record"]["epsilon"].get(acc)}
-
-    rows = []
-    columns = {"client": site}
-    score_sets = {"loss": _phi(target, data.features[cand], cand_y)}
-    ref_phi = _reference_phis(inputs, epsilon, index, target, ckpt, progress)
-    if ref_phi is not None:
-        # Offline LiRA: no reference saw any candidate (the pool is disjoint), so every mask is OUT.
-        score_sets["lira_offline"] = lira_offline_scores(
-            score_sets["loss"], ref_phi, np.zeros(ref_phi.shape, dtype=bool), ref_phi.shape[0] < 64)
-    for name, scores in score_sets.items():
-        columns[name] = scores
-        rows.append((f"{name}/all", scores, members, cand_y, record_claim(None)))
-        for k in range(inputs.n_clients):
-            own = site == k
-            if own.sum() >= 4 and 0 < members[own].sum() < own.sum():
-                rows.append((f"{name}/client_{k}", scores[own], members[own], cand_y[own], record_claim(k)))
-    server = _server_update_scores(target, inputs)
-    if server is not None:
-        k = target.watched_client
-        own = site == k
-        claim = record_claim(k) if level == "record" else {
-            "level": "record", "client": k, "epsilon": None,
-            "note": "none: under client-level DP the server sees clipped updates before the noise"
-                    if level == "client" else "non-private"}
-        rows.append((f"server_update/client_{k}", server[0], server[1], cand_y[own], claim))
-    client_mia = _client_mia_scores(inputs, epsilon, index, ckpt, progress)
-    if client_mia is not None:
-        claim = {"level": "client", "client": None,
-                 "epsilon": (levels["client"] or {}).get("epsilon", {}).get(acc) if level == "client" else None}
-        rows.append(("client_mia", client_mia[0], client_mia[1], np.zeros(client_mia[0].size, dtype=np.int64), claim))
-    return rows, columns
-
-
-ONE_RUN_GUESS_FRACTIONS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5)  # those of epsilon_lower_bound_one_run
-
-
-def one_run_ceiling(m: int, delta: float, confidence: float) -> float:
-    """The largest one-run bound any attack could reach on m coin-flip candidates: every guess right
-    at each guess size `epsilon_lower_bound_one_run` tries, with its Bonferroni split (Steinke et al.
-    2023, arXiv 2305.08846). A claimed ε at or above it cannot be refuted by this audit."""
-    alpha_each = (1 - confidence) / len(ONE_RUN_GUESS_FRACTIONS)
-    best = 0.0
-    for f in ONE_RUN_GUESS_FRACTIONS:
-        r = 2 * int(math.floor(f * m / 2))
-        if r:
-            best = max(best, one_run_epsilon_from_counts(m, r, r, delta, alpha_each))
-    return best
-
-
-def _audit_target(inputs: _Inputs, index: int, epsilon: float, ckpt: TargetCheckpoints, progress):
+def _audit_target(inputs: FederationInputs, index: int, epsilon: float, ckpt: TargetCheckpoints, progress):
     config = inputs.config
     finished = ckpt.load_json("record")
     if finished is not None:
         progress.epoch_done(inputs.spec.rounds, inputs.spec.rounds)
         return finished["record"], ckpt.load_arrays("scores"), finished["rounds"]
-    seed = _seed(config.seed, index, 0)
+    seed = federation_seed(config.seed, index, 0)
     test_x, test_y = inputs.data.features[inputs.splits.test_idx], inputs.data.labels[inputs.splits.test_idx]
     target = train_federation(
         inputs.client_data(inputs.splits.train_idx), inputs.data.n_classes, inputs.spec, epsilon=epsilon,
         delta=config.privacy.delta, accountant=config.privacy.accountant, seed=seed, device=inputs.device,
         watch_client=inputs.watch_client, on_round=progress.epoch_done, eval_data=(test_x, test_y))
     levels = account_levels(target, config)
-    rows, columns = _attack_rows(inputs, epsilon, index, target, levels, ckpt, progress)
+    rows, columns = attack_rows(inputs, epsilon, index, target, levels, ckpt, progress)
     deciding = sum(1 for row in rows if row[4]["epsilon"] is not None)
     # Bonferroni over every row that can decide the verdict, in every private target of the sweep
     # (each private target has the same rows), so the whole verdict's family-wise error ≤ 1 − confidence.
@@ -438,7 +183,7 @@ def run_federated_audit(config: AuditConfig, *, out_dir: str | Path = "runs", tr
                         label=config.data.label)
     splits = make_audit_splits(data.n_rows, test_fraction=config.split.test_fraction,
                                candidate_fraction=config.split.candidate_fraction, seed=config.seed)
-    inputs = _Inputs(config, data, splits, assign_clients(config, data), federated_spec(config), device)
+    inputs = FederationInputs(config, data, splits, assign_clients(config, data), federated_spec(config), device)
     if not any(len(y) for _, y in inputs.client_data(splits.train_idx)):
         raise AuditInputError("federated", "no client holds a training row")
     run_dir = _resolve_resume(config, out_dir, resume) if resume is not None else StagedRunDirectory(out_dir, config.name)
@@ -498,7 +243,7 @@ def results_table(results: dict[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _federated_sweep(inputs: _Inputs, staging: Path, tracker: AuditTracker, preset: str | None, progress) -> dict[str, Any]:
+def _federated_sweep(inputs: FederationInputs, staging: Path, tracker: AuditTracker, preset: str | None, progress) -> dict[str, Any]:
     config, data, splits = inputs.config, inputs.data, inputs.splits
     environment = describe_environment(str(inputs.device), config.seed)
     attempts_path = staging / "checkpoints" / "mlflow_attempts.json"

@@ -1,0 +1,169 @@
+"""Membership inference per level on a federation: record level on the final global model (loss,
+LiRA offline with reference federations), the honest-but-curious server on one client's update,
+and client level across coin-flip federations. Each row carries the claim it tests."""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from attacks.lira import lira_offline_scores
+from attacks.model_outputs import logit_scaled_confidence
+from audit.errors import AuditInputError
+from audit.federated.setup import FederationInputs, federation_seed
+from audit.machinery.checkpoints import TargetCheckpoints
+from audit.statistics.epsilon_bounds import one_run_epsilon_from_counts
+from reports.figures import epsilon_label
+from targets.federated import FederatedTarget, train_federation
+from targets.models import build_mlp
+from targets.training import predict_logits
+
+
+def confidence_scores(model_or_target, features: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    logits = model_or_target.logits(features) if hasattr(model_or_target, "logits") else predict_logits(
+        model_or_target, features)
+    return logit_scaled_confidence(logits, labels)
+
+
+def reference_confidences(inputs: FederationInputs, epsilon: float, index: int, target: FederatedTarget, ckpt: TargetCheckpoints,
+                    progress) -> np.ndarray | None:
+    """LiRA offline references: federations trained like the target (same σ per client, same rounds)
+    on the pool split the same way."""
+    n_refs = inputs.config.federated.n_reference_federations
+    if n_refs == 0:
+        return None
+    stored = ckpt.load_arrays("reference_phis")
+    if stored is not None:
+        return stored["phi"]
+    cand = inputs.splits.candidate_idx
+    pool_clients = inputs.client_data(inputs.splits.pool_idx)
+    if any(len(y) == 0 for _, y in pool_clients):
+        raise AuditInputError("federated.n_reference_federations",
+                              "a client holds no pool rows to train reference federations on; set it to 0 or use more data")
+    phis = []
+    for j in range(n_refs):
+        progress.note(f"reference federation {j + 1}/{n_refs} for {epsilon_label(epsilon)}")
+        reference = train_federation(
+            pool_clients, inputs.data.n_classes, inputs.spec, epsilon=epsilon, delta=inputs.config.privacy.delta,
+            accountant=inputs.config.privacy.accountant, seed=federation_seed(inputs.config.seed, index, 1, j),
+            device=inputs.device, noise_multipliers=[c.noise_multiplier for c in target.clients],
+            client_noise_multiplier=target.client_noise_multiplier)
+        phis.append(confidence_scores(reference, inputs.data.features[cand], inputs.data.labels[cand]))
+    phi = np.stack(phis)
+    ckpt.save_arrays("reference_phis", {"phi": phi})
+    return phi
+
+
+def client_mia_scores(inputs: FederationInputs, epsilon: float, index: int, ckpt: TargetCheckpoints,
+                       progress) -> tuple[np.ndarray, np.ndarray] | None:
+    """Runs × clients candidates: coin-flip participation, score = mean confidence on the client's rows."""
+    runs = inputs.config.federated.client_mia_runs
+    if runs == 0:
+        return None
+    stored = ckpt.load_arrays("client_mia")
+    if stored is not None:
+        return stored["scores"], stored["members"].astype(bool)
+    train_clients = inputs.client_data(inputs.splits.train_idx)
+    scores, members = [], []
+    for j in range(runs):
+        progress.note(f"client-level MIA federation {j + 1}/{runs} for {epsilon_label(epsilon)}")
+        coins = np.random.default_rng(federation_seed(inputs.config.seed, index, 2, j)).random(inputs.n_clients) < 0.5
+        if not coins.any():
+            coins[0] = True  # a federation needs one client; client 0 then is not a fair coin this run
+        participating = [(x, y) if coins[k] else (x[:0], y[:0]) for k, (x, y) in enumerate(train_clients)]
+        federation = train_federation(
+            participating, inputs.data.n_classes, inputs.spec, epsilon=epsilon, delta=inputs.config.privacy.delta,
+            accountant=inputs.config.privacy.accountant, seed=federation_seed(inputs.config.seed, index, 3, j),
+            device=inputs.device)
+        for k, (x, y) in enumerate(train_clients):
+            scores.append(float(np.mean(confidence_scores(federation, x, y))) if len(y) else 0.0)
+            members.append(bool(coins[k]))
+    result = np.asarray(scores), np.asarray(members)
+    ckpt.save_arrays("client_mia", {"scores": result[0], "members": result[1]})
+    return result
+
+
+def server_update_scores(target: FederatedTarget, inputs: FederationInputs) -> tuple[np.ndarray, np.ndarray] | None:
+    """Update-level MIA of the honest-but-curious server on the watched client's candidates."""
+    if target.watched_before is None:
+        return None
+    k = target.watched_client
+    cand = inputs.splits.candidate_idx
+    own = inputs.client_of_row[cand] == k
+    x, y = inputs.data.features[cand[own]], inputs.data.labels[cand[own]]
+    models = []
+    for state in (target.watched_before, target.watched_after):
+        model = build_mlp(x.shape[1], inputs.spec.hidden_sizes, inputs.data.n_classes, seed=0)
+        model.load_state_dict(state)
+        models.append(model)
+    return confidence_scores(models[1], x, y) - confidence_scores(models[0], x, y), inputs.splits.candidate_member[own]
+
+
+# ------------------------------------------------------------------------------------------------
+# One target
+# ------------------------------------------------------------------------------------------------
+
+
+def attack_rows(inputs: FederationInputs, epsilon: float, index: int, target: FederatedTarget, levels: dict[str, Any],
+                 ckpt: TargetCheckpoints, progress) -> tuple[list[tuple[str, np.ndarray, np.ndarray, np.ndarray, dict]], dict]:
+    """Every (name, scores, members, labels, claim) the target is attacked with, plus score columns."""
+    config, data, splits = inputs.config, inputs.data, inputs.splits
+    cand = splits.candidate_idx
+    cand_y, members = data.labels[cand], splits.candidate_member
+    site = inputs.client_of_row[cand]
+    acc = config.privacy.accountant
+    level = levels["level"]
+
+    def record_claim(k: int | None) -> dict:
+        if level == "record" and k is not None:
+            eps = levels["clients"][k]["epsilon"].get(acc)
+            return {"level": "record", "client": k, "epsilon": eps}
+        return {"level": "record", "client": k, "epsilon": levels["record"]["epsilon"].get(acc)}
+
+    rows = []
+    columns = {"client": site}
+    score_sets = {"loss": confidence_scores(target, data.features[cand], cand_y)}
+    ref_phi = reference_confidences(inputs, epsilon, index, target, ckpt, progress)
+    if ref_phi is not None:
+        # Offline LiRA: no reference saw any candidate (the pool is disjoint), so every mask is OUT.
+        score_sets["lira_offline"] = lira_offline_scores(
+            score_sets["loss"], ref_phi, np.zeros(ref_phi.shape, dtype=bool), ref_phi.shape[0] < 64)
+    for name, scores in score_sets.items():
+        columns[name] = scores
+        rows.append((f"{name}/all", scores, members, cand_y, record_claim(None)))
+        for k in range(inputs.n_clients):
+            own = site == k
+            if own.sum() >= 4 and 0 < members[own].sum() < own.sum():
+                rows.append((f"{name}/client_{k}", scores[own], members[own], cand_y[own], record_claim(k)))
+    server = server_update_scores(target, inputs)
+    if server is not None:
+        k = target.watched_client
+        own = site == k
+        claim = record_claim(k) if level == "record" else {
+            "level": "record", "client": k, "epsilon": None,
+            "note": "none: under client-level DP the server sees clipped updates before the noise"
+                    if level == "client" else "non-private"}
+        rows.append((f"server_update/client_{k}", server[0], server[1], cand_y[own], claim))
+    client_mia = client_mia_scores(inputs, epsilon, index, ckpt, progress)
+    if client_mia is not None:
+        claim = {"level": "client", "client": None,
+                 "epsilon": (levels["client"] or {}).get("epsilon", {}).get(acc) if level == "client" else None}
+        rows.append(("client_mia", client_mia[0], client_mia[1], np.zeros(client_mia[0].size, dtype=np.int64), claim))
+    return rows, columns
+
+
+ONE_RUN_GUESS_FRACTIONS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5)  # those of epsilon_lower_bound_one_run
+
+
+def one_run_ceiling(m: int, delta: float, confidence: float) -> float:
+    """The largest one-run bound any attack could reach on m coin-flip candidates: every guess right
+    at each guess size `epsilon_lower_bound_one_run` tries, with its Bonferroni split (Steinke et al.
+    2023, arXiv 2305.08846). A claimed ε at or above it cannot be refuted by this audit."""
+    alpha_each = (1 - confidence) / len(ONE_RUN_GUESS_FRACTIONS)
+    best = 0.0
+    for f in ONE_RUN_GUESS_FRACTIONS:
+        r = 2 * int(math.floor(f * m / 2))
+        if r:
+            best = max(best, one_run_epsilon_from_counts(m, r, r, delta, alpha_each))
+    return best

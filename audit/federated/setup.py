@@ -1,0 +1,64 @@
+"""What every part of the federated job shares: the seeds, the client of each row, the spec."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from audit.errors import AuditInputError
+from audit.machinery.config import AuditConfig
+from targets.datasets import TabularData
+from targets.federated import FederatedSpec, split_by_feature_ranges, split_dirichlet
+from targets.splits import AuditSplits
+
+
+def federation_seed(config_seed: int, *path: int) -> int:
+    """Seed of one federation of the job (target, reference j, client-MIA run j): one config seed drives all."""
+    return int(np.random.SeedSequence([config_seed, 23, *path]).generate_state(1)[0])
+
+
+@dataclass
+class FederationInputs:
+    config: AuditConfig
+    data: TabularData
+    splits: AuditSplits
+    client_of_row: np.ndarray  # client of every row of the dataset
+    spec: FederatedSpec
+    device: torch.device
+
+    @property
+    def watch_client(self) -> int:
+        """The client whose update the server attacks: as configured, else the one with most candidates."""
+        if self.config.federated.watch_client is not None:
+            return self.config.federated.watch_client
+        counts = np.bincount(self.client_of_row[self.splits.candidate_idx], minlength=self.n_clients)
+        return int(np.argmax(counts))
+
+    @property
+    def n_clients(self) -> int:
+        return self.config.federated.n_clients
+
+    def client_data(self, rows: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Rows (e.g. the training members, or the pool) handed out to the clients."""
+        return [(self.data.features[rows[self.client_of_row[rows] == k]],
+                 self.data.labels[rows[self.client_of_row[rows] == k]]) for k in range(self.n_clients)]
+
+
+def assign_clients(config: AuditConfig, data: TabularData) -> np.ndarray:
+    fed = config.federated
+    if fed.partition == "feature_ranges":
+        if fed.partition_feature >= data.features.shape[1]:
+            raise AuditInputError("federated.partition_feature",
+                                  f"must be < the number of feature columns ({data.features.shape[1]})")
+        return split_by_feature_ranges(data.features[:, fed.partition_feature], fed.n_clients)
+    return split_dirichlet(data.labels, fed.n_clients, fed.dirichlet_alpha, seed=config.seed)
+
+
+def federated_spec(config: AuditConfig, level: str | None = None) -> FederatedSpec:
+    t, fed = config.training, config.federated
+    return FederatedSpec(
+        hidden_sizes=list(t.hidden_sizes), rounds=fed.rounds, local_epochs=t.epochs, batch_size=t.batch_size,
+        lr=t.lr, momentum=t.momentum, max_grad_norm=t.max_grad_norm, level=level or fed.level,
+        client_sample_rate=fed.client_sample_rate, client_clip=fed.client_clip, server_lr=fed.server_lr,
+    )
