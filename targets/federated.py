@@ -8,7 +8,10 @@ start-up alone costs more than a whole hospitals federation here, and an audit t
 federations (targets, reference federations, client-level runs). The loop below has the
 semantics of Flower's `FedAvg` (weighted by client sample counts) and, at the client level, of
 `DifferentialPrivacyServerSideFixedClipping` (clip each update to C, add Gaussian noise
-σ·C to the sum) with the fixed denominator of McMahan et al. 2018 (see `dp_fedavg_aggregate`).
+σ·C to the sum) with two differences that the client-level accountant needs: clients are
+sampled by independent coin flips with probability q (Flower samples a fixed number per round,
+which a Poisson-sampling accountant does not describe), and the sum is divided by the expected
+number qN rather than the number sampled (McMahan et al. 2018; see `dp_fedavg_aggregate`).
 
 Two DP levels:
 
