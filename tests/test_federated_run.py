@@ -30,7 +30,7 @@ def test_federated_run_writes_per_level_results_and_a_per_client_auc_gate_fails_
                  "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}")
     assert result.returncode == 1, result.stderr[-3000:]  # every AUC is above 0.01: the gate must fail
     results = json.loads(next((tmp_path / "runs").glob("*-fedtest/results.json")).read_text())
-    schema = json.loads((REPO / "schema" / "results.schema.json").read_text())
+    schema = json.loads((REPO / "audit" / "schema" / "results.schema.json").read_text())
     jsonschema.Draft202012Validator(schema).validate(results)
     private, baseline = results["targets"]
     assert private["kind"] == baseline["kind"] == "federated"
