@@ -171,8 +171,12 @@ def _resolve_resume(config: AuditConfig, out_dir, resume) -> StagedRunDirectory:
 
 def run_federated_audit(config: AuditConfig, *, out_dir: str | Path = "runs", tracking_uri: str | None = None,
                         preset: str | None = None, progress=None, resume: str | Path | None = None,
-                        policy: Policy | None = None) -> FederatedRun:
-    """Run the federated audit described by `config` (which must have a `federated:` section)."""
+                        policy: Policy | None = None, executor: Any = None) -> FederatedRun:
+    """Run the federated audit described by `config` (which must have a `federated:` section).
+
+    `executor` (from `run --executor`) is accepted for the CLI's sake but not used yet: the
+    federated job trains its federations one after another in this process.
+    """
     if config.federated is None:
         raise AuditInputError("config", "has no 'federated' section")
     progress = progress or _Silent()
