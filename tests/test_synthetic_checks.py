@@ -63,7 +63,8 @@ def test_a_copy_of_the_training_set_fails_the_synthetic_check():
     assert result["mia"]["auc"] > 0.99
     assert result["mia"]["tpr_at_fpr"]["0.001"] > 0.9
     assert result["mia"]["epsilon_lb"]["clopper_pearson"] > 3.0
-    assert {flag["check"] for flag in result["flags"]} == {"dcr", "exact_copies", "mia"}
+    assert {flag["check"] for flag in result["flags"]} == {
+        "dcr", "exact_copies", "mia", "risk_singling_out", "risk_linkability", "risk_inference"}
     assert result["passed"] is False
     _assert_json_ready(result)
 
