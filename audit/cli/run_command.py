@@ -60,7 +60,7 @@ def run(
         return
     # Imported after the inputs are validated: a typo in a flag should not wait for torch to load.
     from audit.sweep.runner import run_audit
-    from reports.console import results_summary_table, synthetic_summary_table
+    from reports.console import results_summary_table, synthetic_risks_table, synthetic_summary_table
 
     sigterm_as_interrupt()
 
@@ -80,6 +80,9 @@ def run(
     synthetic_table = synthetic_summary_table(results)
     if synthetic_table is not None:
         console.print(synthetic_table)
+    risks_table = synthetic_risks_table(results)
+    if risks_table is not None:
+        console.print(risks_table)
     for note in results["notes"]:
         console.print(f"[yellow]note:[/yellow] {note}")
     console.print(f"results: {audit_run.run_dir}/results.json")

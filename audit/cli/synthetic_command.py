@@ -30,6 +30,7 @@ def synth_check(
     """Is a synthetic release a disguised copy of its training data? NNDR, DCR, distance MIA, fidelity."""
     from audit.machinery.environment import describe_environment
     from audit.machinery.policy import load_policy
+    from audit.machinery.tracking import synthetic_risk_metrics
     from audit.statistics.synthetic_evaluation import synthetic_privacy_checks
     from audit.synthetic.synthetic_check import read_table
 
@@ -76,6 +77,7 @@ def synth_check(
             "dcr_share": entry["dcr"]["dcr_share"], "nndr_p10": entry["nndr"]["p10"],
             "exact_match_rate": entry["dcr"].get("exact_match_rate"), "mia_auc": entry["mia"]["auc"],
             "mia_eps_lb_cp": entry["mia"]["epsilon_lb"]["clopper_pearson"],
+            **synthetic_risk_metrics(entry),
         },
         policy=loaded_policy,
     )
@@ -86,6 +88,11 @@ def synth_check(
     console.print(f"NNDR p1 / p10 / median: {nndr['p1']:.3f} / {nndr['p10']:.3f} / {nndr['median']:.3f} (near 0 = near-copies)")
     console.print(f"distance MIA: AUC {mia['auc']:.3f}, ε lower bound (Clopper-Pearson) "
                   f"{mia['epsilon_lb']['clopper_pearson']:.3f}")
+    from reports.console import synthetic_risks_table
+
+    risks_table = synthetic_risks_table(results)
+    if risks_table is not None:
+        console.print(risks_table)
     for flag in entry["flags"]:
         err_console.print(f"[red]FLAG[/red] {flag['message']}", soft_wrap=True)
     console.print(f"results: {final}/results.json\nreport:  {final}/report.html")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import re
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -211,3 +212,20 @@ def target_metrics(record: dict[str, Any]) -> dict[str, float | None]:
         metrics[f"{name}_eps_lb_one_run"] = attack["epsilon_lb"]["one_run"]
         metrics[f"{name}_eps_gdp_estimate"] = attack["epsilon_estimate_gdp"]["epsilon"]
     return {k: v for k, v in metrics.items() if v is None or math.isfinite(v)}
+
+
+def synthetic_risk_metrics(entry: dict[str, Any]) -> dict[str, float | None]:
+    """MLflow metrics of one synthetic entry's re-identification risks (none when not measured)."""
+    risks = entry.get("risks")
+    if not risks:
+        return {}
+    metrics: dict[str, float | None] = {
+        "risk_singling_out": (risks.get("singling_out") or {}).get("value"),
+        "risk_linkability": (risks.get("linkability") or {}).get("value"),
+        "risk_inference_max": risks.get("inference_max"),
+        "dcr_baseline_protection": risks["dcr_baseline_protection"]["score"],
+    }
+    for risk in risks.get("inference") or []:
+        # MLflow keys allow letters, digits, _ - . / and spaces; a column name may hold anything else.
+        metrics["risk_inference_" + re.sub(r"[^\w\-./ ]", "_", str(risk["secret"]))] = risk["value"]
+    return metrics

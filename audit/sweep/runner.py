@@ -27,7 +27,7 @@ from audit.machinery.policy import Policy, PolicyEvaluation, evaluate_policy, ve
 from audit.machinery.crash_log import set_log_folder
 from audit.machinery.run_directory import StagedRunDirectory, check_output_folder, write_json_atomic, write_text_atomic
 from audit.machinery.attack_setup import attack_options
-from audit.machinery.tracking import AuditTracker, check_tracking_uri, target_metrics
+from audit.machinery.tracking import AuditTracker, check_tracking_uri, synthetic_risk_metrics, target_metrics
 from reports.html_report import write_html_report
 from reports.junit import write_junit_xml
 from reports.markdown_summary import write_summary_markdown
@@ -422,6 +422,7 @@ def _synthetic_part(config: AuditConfig, data: TabularData, splits: AuditSplits,
             "dcr_share": entry["dcr"]["dcr_share"], "nndr_p10": entry["nndr"]["p10"],
             "mia_auc": entry["mia"]["auc"], "mia_eps_lb_cp": entry["mia"]["epsilon_lb"]["clopper_pearson"],
             "mia_eps_lb_one_run": entry["mia"]["epsilon_lb"].get("one_run"),
+            **synthetic_risk_metrics(entry),
         })
         tracker.finish(child)
     tracker.log_artifact(parent_id, plot_synthetic_summary(entries, staging / "figures" / "synthetic_summary.png"))
