@@ -70,6 +70,9 @@ class AttackContext:
     # per query set, a (K, n_query, C) array of model k's logits. None = the vectorized DP-SGD
     # trainer with `training` (σ, q, T, C) on `training.spec`'s architecture.
     train_models: Callable[..., list[np.ndarray]] | None = field(default=None, compare=False, repr=False)
+    # Not part of the threat model: `report_progress(what, done, total)` tells the caller how far
+    # long pieces (training K reference or shadow models) have got; None = nobody is listening.
+    report_progress: Callable[[str, float, int | None], None] | None = field(default=None, compare=False, repr=False)
 
 
 class MembershipAttack(Protocol):

@@ -73,15 +73,17 @@ def balanced_in_masks(n_models: int, n_records: int, rng: np.random.Generator) -
 
 
 def _train_and_query(context: AttackContext, features: np.ndarray, labels: np.ndarray, in_masks: np.ndarray,
-                     seed: int, queries: list[np.ndarray]) -> list[np.ndarray]:
+                     seed: int, queries: list[np.ndarray], what: str = "models") -> list[np.ndarray]:
     """Train one model per row of `in_masks` like the target; their (K, n, C) logits on each query set."""
     if context.train_models is not None:
         return [np.asarray(q, dtype=np.float64) for q in context.train_models(features, labels, in_masks, queries, seed)]
     spec = context.training.spec
+    report = context.report_progress
     models = train_many(
         features.shape[1], spec.hidden_sizes, context.n_classes, features, labels, in_masks,
         dpsgd_spec_like_target(context), seed=seed, device=context.device,
         architecture=getattr(spec, "architecture", "mlp"),
+        on_progress=None if report is None else (lambda done, total: report(what, done, total)),
     )
     return [models.logits(q, device=context.device).numpy() for q in queries]
 
@@ -101,7 +103,7 @@ def reference_bank(context: AttackContext) -> ReferenceBank:
     pop_x, pop_y = context.pool_features[population], context.pool_labels[population]
     candidate_logits, population_logits = _train_and_query(
         context, context.candidate_features, context.candidate_labels, masks, context.seed + 1,
-        [context.candidate_features, pop_x])
+        [context.candidate_features, pop_x], what=f"{n_models} reference models")
     bank = ReferenceBank(
         in_masks=masks,
         candidate_logits=candidate_logits,
@@ -130,7 +132,7 @@ def shadow_models(context: AttackContext, n_train: int) -> ShadowModels:
     for k in range(n_models):
         masks[k, rng.choice(n_pool, size=n_train, replace=False)] = True
     (pool_logits,) = _train_and_query(context, context.pool_features, context.pool_labels, masks, context.seed + 2,
-                                      [context.pool_features])
+                                      [context.pool_features], what=f"{n_models} shadow models")
     shadows = ShadowModels(in_masks=masks, pool_logits=pool_logits)
     context.cache["shadow_models"] = asdict(shadows)
     return shadows

@@ -709,6 +709,7 @@ def train_many(
     method: str = "auto",
     architecture: str = "mlp",
     build: Callable[[int], nn.Module] | None = None,
+    on_progress: Callable[[float, int], None] | None = None,
 ) -> StackedModels:
     """Train K = len(in_masks) MLPs with DP-SGD (see the module docstring for the semantics).
 
@@ -723,6 +724,8 @@ def train_many(
     `build(seed) -> nn.Module` trains any module taking flat rows (n, in_features) instead (the
     global RNG is seeded with each model's init seed around the call; `hidden_sizes` is then only
     recorded); it must pass `check_vectorizable`.
+    `on_progress(models_done, n_models)` is called after every step (models_done counts the
+    current chunk's models in proportion to the steps done).
     """
     X, y, masks, train_sizes, expected = _validate_inputs(
         in_features, hidden_sizes, n_classes, X, y, in_masks, spec
@@ -766,6 +769,7 @@ def train_many(
             spec,
             row_chunk_size,
             method,
+            None if on_progress is None else (lambda t, k0=k0, k1=k1: on_progress(k0 + (k1 - k0) * t / spec.steps, n_models)),
         )
         for name, p in params.items():
             out_params.setdefault(name, []).append(p.cpu())
@@ -788,7 +792,7 @@ def train_many(
     )
 
 
-def _train_chunk(template, models, generators, X, y, masks, expected, spec, row_chunk_size, method):
+def _train_chunk(template, models, generators, X, y, masks, expected, spec, row_chunk_size, method, on_step=None):
     dev = X.device
     stacked, _ = stack_module_state(models)
     params = {name: p.detach().to(dev).contiguous() for name, p in stacked.items()}
@@ -798,6 +802,8 @@ def _train_chunk(template, models, generators, X, y, masks, expected, spec, row_
     uniform_rows = uniforms.unbind(0)  # views made once: the per-model loop below runs every step
     sizes = torch.zeros((n_models, spec.steps), dtype=torch.long, device=dev)
     for t in range(spec.steps):
+        if on_step is not None:
+            on_step(t)  # steps done so far (at the top: a step with an empty batch skips the rest)
         # Poisson sampling as UniformWithReplacementSampler: rand(n) < q, per model, own stream.
         for row, generator in zip(uniform_rows, generators):
             row.uniform_(generator=generator)
@@ -830,4 +836,6 @@ def _train_chunk(template, models, generators, X, y, masks, expected, spec, row_
                 row_chunk_size=row_chunk_size,
                 method=method,
             )
+    if on_step is not None:
+        on_step(spec.steps)
     return params, sizes

@@ -2,13 +2,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 import typer
-from rich.progress import Progress
 
 from audit.cli.app import EXIT_FAILED, console, err_console
-
-
+from audit.machinery.progress import Progress, progress_for
 
 def sigterm_as_interrupt() -> None:
     """SIGTERM (a CI timeout, a scheduler) ends a run like Ctrl-C: runs marked KILLED, checkpoints kept."""
@@ -20,30 +19,12 @@ def sigterm_as_interrupt() -> None:
     signal.signal(signal.SIGTERM, handler)
 
 
-class RichProgress:
-    """Adapts the runner's progress callbacks to a rich progress bar per target."""
+QuietOption = Annotated[bool, typer.Option("--quiet", "-q", help="no progress output (results, findings and errors still print)")]
 
-    def __init__(self, progress: Progress):
-        self.progress = progress
-        self.task = None
-        self.started = False
 
-    def target_started(self, index: int, total: int, label: str, epochs: int) -> None:
-        # Started on the first target, not before: input errors found earlier print one clean line.
-        if not self.started:
-            self.progress.start()
-            self.started = True
-        self.task = self.progress.add_task(f"target {index + 1}/{total} ({label})", total=epochs)
-
-    def stop(self) -> None:
-        if self.started:
-            self.progress.stop()
-
-    def epoch_done(self, epoch: int, epochs: int) -> None:
-        self.progress.update(self.task, completed=epoch)
-
-    def note(self, text: str) -> None:
-        self.progress.console.print(f"[yellow]{text}[/yellow]", soft_wrap=True)
+def command_progress(quiet: bool) -> Progress:
+    """Progress on stderr: bars on a terminal, one line per step with elapsed time otherwise, nothing if quiet."""
+    return progress_for(err_console, quiet)
 
 
 def print_verdict(results: dict) -> None:

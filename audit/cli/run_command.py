@@ -5,10 +5,8 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
 from audit.cli.app import EXIT_INTERRUPTED, app, console, err_console, switch
-from audit.cli.output import print_verdict, RichProgress, sigterm_as_interrupt
+from audit.cli.output import QuietOption, command_progress, print_verdict, sigterm_as_interrupt
 
 
 @app.command()
@@ -24,6 +22,7 @@ def run(
     resume: Annotated[Optional[str], typer.Option(help="continue an interrupted run: its folder, or 'latest'")] = None,
     policy: Annotated[Optional[Path], typer.Option("--policy", help="YAML policy; exit 1 when a rule fails")] = None,
     dry_run: Annotated[bool, switch("dry-run", "validate config, data, policy, --out and the tracking URI; write nothing")] = False,
+    quiet: QuietOption = False,
 ) -> None:
     """Train targets at each ε, attack them, bound ε empirically, log to MLflow, write results."""
     from audit.machinery.config import parse_epsilon_list, resolve_config
@@ -64,17 +63,14 @@ def run(
 
     sigterm_as_interrupt()
 
-    progress = RichProgress(Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("epochs"),
-        TimeElapsedColumn(), console=err_console, transient=False,
-    ))
+    progress = command_progress(quiet)
     try:
         audit_run = run_audit(resolved, out_dir=out, tracking_uri=tracking_uri, preset=preset or "default",
                               progress=progress, resume=resume, policy=loaded_policy)
     except KeyboardInterrupt:
         raise typer.Exit(EXIT_INTERRUPTED) from None
     finally:
-        progress.stop()
+        progress.close()
     results = audit_run.results
     console.print(results_summary_table(results))
     synthetic_table = synthetic_summary_table(results)

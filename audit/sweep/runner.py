@@ -10,7 +10,7 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
@@ -27,6 +27,7 @@ from audit.machinery.policy import Policy, PolicyEvaluation, evaluate_policy, ve
 from audit.machinery.crash_log import set_log_folder
 from audit.machinery.run_directory import StagedRunDirectory, check_output_folder, write_json_atomic, write_text_atomic
 from audit.machinery.attack_setup import attack_options
+from audit.machinery.progress import Progress, as_progress
 from audit.machinery.tracking import AuditTracker, check_tracking_uri, synthetic_risk_metrics, target_metrics
 from reports.html_report import write_html_report
 from reports.junit import write_junit_xml
@@ -49,23 +50,6 @@ from targets.training import TrainedTarget, TrainingSpec, train_target
 SCHEMA_VERSION = 1
 # PLD (tight) may exceed PRV only by discretisation/estimation error; more than this is reported.
 PLD_PRV_TOLERANCE = 0.05
-
-
-class Progress(Protocol):
-    def target_started(self, index: int, total: int, label: str, epochs: int) -> None: ...
-    def epoch_done(self, epoch: int, epochs: int) -> None: ...
-    def note(self, text: str) -> None: ...
-
-
-class _Silent:
-    def target_started(self, index: int, total: int, label: str, epochs: int) -> None:
-        pass
-
-    def epoch_done(self, epoch: int, epochs: int) -> None:
-        pass
-
-    def note(self, text: str) -> None:
-        pass
 
 
 @dataclass(frozen=True)
@@ -273,7 +257,7 @@ def run_audit(
     out_dir: str | Path = "runs",
     tracking_uri: str | None = None,
     preset: str | None = None,
-    progress: Progress | None = None,
+    progress: Progress | Callable[[dict], None] | None = None,
     resume: str | Path | None = None,
     policy: Policy | None = None,
 ) -> AuditRun:
@@ -283,8 +267,10 @@ def run_audit(
     interruption (Ctrl-C, SIGTERM, SIGKILL) or a crash leaves the hidden staging folder with every
     finished piece checkpointed: `resume="latest"` (or the folder's path) recomputes only what is
     missing. MLflow runs of an interrupted attempt end KILLED (FAILED after an error), never RUNNING.
+    `progress`: silent by default; an `audit.machinery.progress.Progress`, or any callable that
+    receives one dict per step start / update / finish and per note (`audit.machinery.progress`).
     """
-    progress = progress or _Silent()
+    progress = as_progress(progress)
     device = resolve_device(config.device)
     if device.type == "cpu":
         import torch
@@ -305,7 +291,8 @@ def run_audit(
     try:
         tracker = AuditTracker(tracking_uri, config.name)
         results = _sweep(config, data, splits, attacks, device, run_dir.staging, tracker, preset, run_warnings, progress)
-        write_outputs(results, run_dir.staging, policy, tracker, results["mlflow"]["parent_run_id"])
+        with progress.step("report, summary and MLflow artifacts"):
+            write_outputs(results, run_dir.staging, policy, tracker, results["mlflow"]["parent_run_id"])
         final = run_dir.commit()
         tracker.log_artifact(results["mlflow"]["parent_run_id"], final / "results.json")
         tracker.finish(results["mlflow"]["parent_run_id"], "FINISHED")
@@ -334,37 +321,38 @@ class _SweepInputs:
 
 
 def _load_or_train_target(inputs: _SweepInputs, epsilon: float, seed: int, ckpt: TargetCheckpoints,
-                          progress: Progress) -> TrainedTarget:
+                          progress: Progress, label: str) -> TrainedTarget:
     config, data, splits = inputs.config, inputs.data, inputs.splits
     meta, state = ckpt.load_json("target"), ckpt.load_state_dict("target")
     if meta is not None and state is not None:
         model = build_model(inputs.spec.architecture, data.features.shape[1], inputs.spec.hidden_sizes, data.n_classes,
                             seed=seed)
         model.load_state_dict(state)
-        progress.epoch_done(inputs.spec.epochs, inputs.spec.epochs)
         return TrainedTarget(model=model.eval(), **meta)
-    trained = train_target(
-        data.features[splits.train_idx], data.labels[splits.train_idx], data.n_classes, inputs.spec,
-        epsilon=epsilon, delta=config.privacy.delta, accountant=config.privacy.accountant,
-        seed=seed, device=inputs.device, on_epoch=progress.epoch_done, secure_mode=config.privacy.secure_mode,
-    )
+    with progress.step(f"{label}: training (epochs)", total=inputs.spec.epochs) as step:
+        trained = train_target(
+            data.features[splits.train_idx], data.labels[splits.train_idx], data.n_classes, inputs.spec,
+            epsilon=epsilon, delta=config.privacy.delta, accountant=config.privacy.accountant,
+            seed=seed, device=inputs.device, on_epoch=lambda epoch, _: step.update(epoch),
+            secure_mode=config.privacy.secure_mode,
+        )
     ckpt.save_state_dict("target", trained.model.state_dict())
     ckpt.save_json("target", {k: v for k, v in trained.__dict__.items() if k != "model"})
     return trained
 
 
 def _audit_target(inputs: _SweepInputs, index: int, epsilon: float, attacks: list, ckpt: TargetCheckpoints,
-                  progress: Progress) -> tuple[dict[str, Any], dict[str, np.ndarray], list[str]]:
+                  progress: Progress, label: str) -> tuple[dict[str, Any], dict[str, np.ndarray], list[str]]:
     """Train (or reload) one target and run every attack on it; each finished piece is checkpointed."""
     config, data, splits = inputs.config, inputs.data, inputs.splits
     seed = target_seed(config.seed, index)
     finished = ckpt.load_json("record")
     if finished is not None:  # completed by an earlier, interrupted attempt
-        progress.epoch_done(inputs.spec.epochs, inputs.spec.epochs)
         return finished["record"], ckpt.load_arrays("scores"), finished["notes"]
-    trained = _load_or_train_target(inputs, epsilon, seed, ckpt, progress)
+    trained = _load_or_train_target(inputs, epsilon, seed, ckpt, progress, label)
     test_x, test_y = data.features[splits.test_idx], data.labels[splits.test_idx]
     cand_y = data.labels[splits.candidate_idx]
+    reporter = progress.reporter(label)  # reference / shadow model training inside the attacks
     test_accuracy = float((trained.logits(test_x).argmax(axis=1) == test_y).mean())
     context = AttackContext(
         candidate_features=data.features[splits.candidate_idx], candidate_labels=cand_y, n_classes=data.n_classes,
@@ -375,23 +363,28 @@ def _audit_target(inputs: _SweepInputs, index: int, epsilon: float, attacks: lis
         ),
         epsilon=epsilon, delta=config.privacy.delta, accountant=config.privacy.accountant, seed=seed,
         device=inputs.device, options=inputs.attack_options, cache=ArrayCache(ckpt),
+        report_progress=reporter,
     )
     attack_records, score_columns = [], {}
     for attack in attacks:
-        stored = ckpt.load_arrays(f"scores_{attack.name}")
-        if stored is None:
-            scores = np.asarray(attack.scores(trained, context), dtype=np.float64)
-            ckpt.save_arrays(f"scores_{attack.name}", {"scores": scores})
-        else:
-            scores = stored["scores"]
-        score_columns[attack.name] = scores
-        attack_records.append(
-            evaluate_attack(
-                attack.name, scores, splits.candidate_member, cand_y, delta=config.privacy.delta,
-                confidence=config.attacks.confidence, threshold_seed=seed,
-                accountant_epsilon=trained.accountant_epsilon,
+        with progress.step(f"{label}: attack {attack.name} (scores, metrics, ε bounds)"):
+            stored = ckpt.load_arrays(f"scores_{attack.name}")
+            if stored is None:
+                try:
+                    scores = np.asarray(attack.scores(trained, context), dtype=np.float64)
+                finally:
+                    reporter.close()
+                ckpt.save_arrays(f"scores_{attack.name}", {"scores": scores})
+            else:
+                scores = stored["scores"]
+            score_columns[attack.name] = scores
+            attack_records.append(
+                evaluate_attack(
+                    attack.name, scores, splits.candidate_member, cand_y, delta=config.privacy.delta,
+                    confidence=config.attacks.confidence, threshold_seed=seed,
+                    accountant_epsilon=trained.accountant_epsilon,
+                )
             )
-        )
     record, notes = _target_record(trained, config, test_accuracy, attack_records)
     record["seed"] = seed
     ckpt.save_arrays("scores", score_columns)
@@ -411,7 +404,7 @@ def _synthetic_part(config: AuditConfig, data: TabularData, splits: AuditSplits,
     ckpt = TargetCheckpoints(staging / "checkpoints" / "synthetic")
     entries = ckpt.load_json("entries")
     if entries is None:
-        entries = synthetic_sweep(config, data.frame, splits, progress.note)
+        entries = synthetic_sweep(config, data.frame, splits, progress)
         ckpt.save_json("entries", entries)
     for entry in entries:
         label = f"{entry['generator']} {epsilon_label(entry['epsilon_target'])}"
@@ -478,18 +471,21 @@ def _sweep(
 
     members = splits.candidate_member
     targets, notes, curves = [], list(run_warnings), []
+    all_targets = progress.begin("targets", total=len(config.privacy.epsilons))
     for index, epsilon in enumerate(config.privacy.epsilons):
         label, tag = epsilon_label(epsilon), _epsilon_tag(epsilon)
-        progress.target_started(index, len(config.privacy.epsilons), label, inputs.spec.epochs)
+        step_label = f"target {index + 1}/{len(config.privacy.epsilons)} ({label})"
         child_id = tracker.start_run(f"{config.name} {label}", parent_id=parent_id)
         attempt["child_run_ids"].append(child_id)
         save_attempts()
         record, score_columns, target_notes = _audit_target(
-            inputs, index, epsilon, attacks, TargetCheckpoints(staging / "checkpoints" / f"eps_{tag}"), progress
+            inputs, index, epsilon, attacks, TargetCheckpoints(staging / "checkpoints" / f"eps_{tag}"), progress,
+            step_label,
         )
         record["mlflow_run_id"] = child_id
         notes += target_notes
         targets.append(record)
+        bookkeeping = progress.begin(f"{step_label}: ROC figure, scores file, MLflow")
         for name, scores in score_columns.items():
             fpr, tpr = roc_points(scores, members)
             curves.append((epsilon, name, fpr, tpr))
@@ -513,9 +509,13 @@ def _sweep(
         tracker.log_artifact(child_id, roc_path)
         tracker.log_artifact(child_id, scores_path)
         tracker.finish(child_id)
+        progress.end(bookkeeping)
+        all_targets.advance()
+    progress.end(all_targets)
 
     synthetic = _synthetic_part(config, data, splits, staging, tracker, parent_id, progress)
     attack_names = [a.name for a in attacks]
+    figures_step = progress.begin("figures")
     target_epsilons = list(dict.fromkeys(e for (e, _, _, _) in curves))
     roc_all = plot_roc_panels(
         [(epsilon_label(eps), [RocCurve(n, f, t) for (e, n, f, t) in curves if e == eps]) for eps in target_epsilons],
@@ -535,6 +535,7 @@ def _sweep(
         [max(a["auc"] for a in t["attacks"]) for t in targets],
         figures / "privacy_utility.png",
     )
+    progress.end(figures_step)
     violations = [t for t in targets if t["violation"]]
     reasons = [
         f"ε target {t['epsilon_target']:g}: empirical lower bound {t['epsilon_lb_best']:.3f} "

@@ -13,6 +13,7 @@ from typing import Any
 import pandas as pd
 
 from audit.machinery.config import AuditConfig
+from audit.machinery.progress import Progress
 from audit.statistics.synthetic_evaluation import synthetic_privacy_checks
 from targets.splits import AuditSplits
 from targets.synthesizers import DPVAESynthesizer, GaussianCopulaSynthesizer, NoisyCopySynthesizer
@@ -34,20 +35,22 @@ def _generators(config: AuditConfig):
                 )
 
 
-def synthetic_sweep(config: AuditConfig, frame: pd.DataFrame, splits: AuditSplits, note) -> list[dict[str, Any]]:
-    """One checked release per (generator, ε); `note(text)` reports progress."""
+def synthetic_sweep(config: AuditConfig, frame: pd.DataFrame, splits: AuditSplits, progress: Progress) -> list[dict[str, Any]]:
+    """One checked release per (generator, ε), each a progress step."""
     candidates = frame.iloc[splits.candidate_idx].reset_index(drop=True)
     train = candidates[splits.candidate_member].reset_index(drop=True)
     holdout = candidates[~splits.candidate_member].reset_index(drop=True)
     entries = []
     for name, epsilon, generator in _generators(config):
-        note(f"synthetic: {name}" + (f" at ε = {epsilon:g}" if epsilon is not None else ""))
-        release = generator.fit(train).sample(len(train), seed=config.seed)
-        checks = synthetic_privacy_checks(
-            train, holdout, release, seed=config.seed, delta=config.privacy.delta,
-            confidence=config.attacks.confidence, membership_randomized=True, subsample_train=True,
-            accountant_epsilon=getattr(generator, "accountant_epsilon", None) or epsilon,
-        )
+        what = f"synthetic {name}" + (f" at ε = {epsilon:g}" if epsilon is not None else "")
+        with progress.step(f"{what}: training the generator"):
+            release = generator.fit(train).sample(len(train), seed=config.seed)
+        with progress.step(f"{what}: privacy checks and risks"):
+            checks = synthetic_privacy_checks(
+                train, holdout, release, seed=config.seed, delta=config.privacy.delta,
+                confidence=config.attacks.confidence, membership_randomized=True, subsample_train=True,
+                accountant_epsilon=getattr(generator, "accountant_epsilon", None) or epsilon,
+            )
         entries.append({"generator": name, "epsilon_target": epsilon,
                         "noise_multiplier": getattr(generator, "noise_multiplier", None), **checks})
     return entries
