@@ -40,6 +40,19 @@ def test_smoke_run_exits_zero_and_prints_the_table(smoke_run):
     assert "ε target" in proc.stdout and "loss" in proc.stdout and "results:" in proc.stdout
 
 
+def test_a_run_whose_output_is_not_a_terminal_logs_one_line_per_step_with_elapsed_time(smoke_run):
+    import re
+
+    _, proc = smoke_run
+    lines = proc.stderr.splitlines()
+    step = re.compile(r"^\[\d\d:\d\d\] (.+): \d+\.\d s$")
+    steps = [m.group(1) for m in map(step.match, lines) if m]
+    assert "targets 3/3" in steps
+    assert any(re.fullmatch(r"target 1/3 \(ε = 1\): \d+ reference models \d+/\d+", s) for s in steps)
+    assert any(s.startswith("target 3/3 (ε = ∞): attack lira") for s in steps)
+    assert "figures" in steps and "\x1b[" not in proc.stderr  # plain lines, no terminal control codes
+
+
 def test_smoke_run_writes_every_promised_file(smoke_run):
     root, _ = smoke_run
     (run_dir,) = _run_dirs(root)
@@ -251,7 +264,10 @@ def test_the_synthetic_section_adds_checked_releases_and_flags_the_copying_gener
     assert copy["dcr"]["dcr_share"] > 0.9 and copy["nndr"]["p10"] < 0.05 and copy["mia"]["auc"] > 0.7
     assert {f["check"] for f in copy["flags"]} >= {"dcr", "mia"}
     assert dp["epsilon_target"] == 1.0 and not dp["flags"]
+    assert copy["risks"]["inference_max"] > 0.5 and "risk_inference" in {f["check"] for f in copy["flags"]}
+    assert "re-identification risks" in proc.stdout
     assert (run_dir / "figures" / "synthetic_summary.png").is_file()
     mlflow.set_tracking_uri(f"sqlite:///{tmp_path}/m.db")
     runs = mlflow.search_runs(experiment_names=["smoke"])
     assert runs["metrics.dcr_share"].notna().sum() == 3
+    assert runs["metrics.risk_linkability"].notna().sum() == 3

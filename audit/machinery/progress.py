@@ -184,6 +184,7 @@ class LineProgress(Progress):
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._last_line = time.monotonic()
+        self._heartbeat_poll = 5.0  # how often the heartbeat thread looks (tests shorten it)
 
     def _print(self, text: str) -> None:
         self._last_line = time.monotonic()
@@ -202,7 +203,7 @@ class LineProgress(Progress):
         self._print(text)
 
     def _heartbeat(self) -> None:
-        while not self._stop.wait(min(self.heartbeat_s, 5.0)):
+        while not self._stop.wait(min(self.heartbeat_s, self._heartbeat_poll)):
             with self._lock:
                 running = self._stack[-1] if self._stack else None
             if running is not None and time.monotonic() - self._last_line >= self.heartbeat_s:
