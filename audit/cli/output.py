@@ -1,6 +1,7 @@
 """What the commands share: progress, the verdict line, and publishing a run folder + MLflow run."""
 from __future__ import annotations
 
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Annotated
 
@@ -40,12 +41,25 @@ def print_verdict(results: dict) -> None:
 
 
 def publish_results(compute, *, out: Path, folder_name: str, experiment: str, tracking_uri: str | None,
-                     run_name: str, tags: dict, metrics_of, policy) -> tuple[dict, Path]:
+                     run_name: str, tags: dict, metrics_of, policy, progress: Progress | None = None,
+                     what: str | None = "audit") -> tuple[dict, Path]:
     """Compute a results dict into a staged run folder, log one MLflow run, write report/summary/JUnit.
 
     `compute(staging)` returns the results (it may write files into the staging folder);
     `metrics_of(results)` the MLflow metrics. The folder appears complete or not at all.
+    `progress` shows the two steps (`what` unless None, then the report and MLflow) and is closed at the end.
     """
+    progress = progress or Progress()
+    try:
+        return _publish_results(compute, out=out, folder_name=folder_name, experiment=experiment,
+                                tracking_uri=tracking_uri, run_name=run_name, tags=tags, metrics_of=metrics_of,
+                                policy=policy, progress=progress, what=what)
+    finally:
+        progress.close()
+
+
+def _publish_results(compute, *, out, folder_name, experiment, tracking_uri, run_name, tags, metrics_of, policy,
+                     progress, what) -> tuple[dict, Path]:
     from audit.machinery.run_directory import StagedRunDirectory
     from audit.sweep.runner import write_outputs
     from audit.machinery.tracking import AuditTracker
@@ -54,7 +68,9 @@ def publish_results(compute, *, out: Path, folder_name: str, experiment: str, tr
     staging = run_dir.create()
     tracker = None
     try:
-        results = compute(staging)
+        with progress.step(what) if what else nullcontext():
+            results = compute(staging)
+        report_step = progress.begin("report, summary and MLflow run")
         tracker = AuditTracker(tracking_uri, experiment)
         run_id = tracker.start_run(run_name, tags=tags)
         tracker.log_metrics(run_id, metrics_of(results))
@@ -62,6 +78,7 @@ def publish_results(compute, *, out: Path, folder_name: str, experiment: str, tr
         write_outputs(results, staging, policy, tracker, run_id)
         final = run_dir.commit()
         tracker.finish(run_id)
+        progress.end(report_step)
     except BaseException:
         if tracker is not None:
             tracker.fail_open_runs()

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from audit.cli.app import app, console, err_console, switch
-from audit.cli.output import print_verdict, publish_results
+from audit.cli.output import QuietOption, command_progress, print_verdict, publish_results
 from audit.errors import AuditInputError
 
 
@@ -26,6 +26,7 @@ def synth_check(
     policy: Annotated[Optional[Path], typer.Option("--policy", help="YAML policy; exit 1 when a rule fails")] = None,
     out: Annotated[Path, typer.Option("--out", help="folder that receives <timestamp>-synth-check/")] = Path("runs"),
     tracking_uri: Annotated[Optional[str], typer.Option("--tracking-uri", help="MLflow tracking URI (default: sqlite:///mlflow.db in the working directory)")] = None,
+    quiet: QuietOption = False,
 ) -> None:
     """Is a synthetic release a disguised copy of its training data? NNDR, DCR, distance MIA, fidelity."""
     from audit.machinery.environment import describe_environment
@@ -51,11 +52,17 @@ def synth_check(
     check_tracking_uri(tracking_uri)
     loaded_policy = load_policy(policy) if policy is not None else None
     frames = [read_table(path, role) for path, role in ((train, "train"), (holdout, "holdout"), (synthetic, "synthetic"))]
-    entry = synthetic_privacy_checks(
-        *frames, nan_policy=nan_policy, target_column=target_column, seed=seed, delta=delta,
-        membership_randomized=membership_randomized, subsample_train=subsample_train,
-        accountant_epsilon=claimed_epsilon,
-    )
+    progress = command_progress(quiet)
+    try:
+        with progress.step("distances, DCR, NNDR, distance MIA, fidelity, re-identification risks"):
+            entry = synthetic_privacy_checks(
+                *frames, nan_policy=nan_policy, target_column=target_column, seed=seed, delta=delta,
+                membership_randomized=membership_randomized, subsample_train=subsample_train,
+                accountant_epsilon=claimed_epsilon,
+            )
+    except BaseException:
+        progress.close()
+        raise
     entry = {"generator": f"user-supplied ({synthetic.name})", "epsilon_target": claimed_epsilon, **entry}
     results = {
         "schema_version": 1,
@@ -79,7 +86,7 @@ def synth_check(
             "mia_eps_lb_cp": entry["mia"]["epsilon_lb"]["clopper_pearson"],
             **synthetic_risk_metrics(entry),
         },
-        policy=loaded_policy,
+        policy=loaded_policy, progress=progress, what=None,
     )
     dcr, nndr, mia = entry["dcr"], entry["nndr"], entry["mia"]
     lo, hi = dcr.get("dcr_share_ci", [None, None])

@@ -16,7 +16,8 @@ and says things in passing with `progress.note(text)`. The job never asks where 
 - `RichProgress(console)`: a live bar per running step on a terminal (finished inner steps
   vanish, top-level ones stay);
 - `LineProgress(stream)`: when the output is not a terminal (CI, `make audit > log`), one line
-  per finished step with its elapsed time, and a heartbeat line for a step still running after
+  per finished step with its elapsed time (a step stopped by an error prints nothing: the error
+  line follows), and a heartbeat line for a step still running after
   `heartbeat_s` seconds, so a log never sits silent for minutes.
 
 `progress_for(console, quiet)` picks the right one for a command; `as_progress(x)` turns what a
@@ -196,8 +197,10 @@ class LineProgress(Progress):
             self._thread.start()
 
     def _finished(self, step: Step, ok: bool) -> None:
-        status = "" if ok else " (stopped)"
-        self._print(f"{step.description}{step.counts()}: {step.elapsed:.1f} s{status}")
+        # A step ended by an error or Ctrl-C prints nothing: the one-line error (or "interrupted")
+        # that follows says what happened, and bad input stays one line.
+        if ok:
+            self._print(f"{step.description}{step.counts()}: {step.elapsed:.1f} s")
 
     def note(self, text: str) -> None:
         self._print(text)
@@ -236,12 +239,10 @@ class RichProgress(Progress):
         self.bars.update(step.handle, completed=step.completed)
 
     def _finished(self, step: Step, ok: bool) -> None:
-        if step.depth > 0 and ok:
+        if step.depth > 0 or not ok:  # failed steps vanish too: the error line says what happened
             self.bars.remove_task(step.handle)
-        elif step.total is not None and ok:
+        elif step.total is not None:
             self.bars.update(step.handle, completed=step.total)
-        else:
-            self.bars.stop_task(step.handle)
 
     def note(self, text: str) -> None:
         self.bars.console.print(f"[yellow]{text}[/yellow]", soft_wrap=True, highlight=False)
