@@ -95,7 +95,7 @@ def test_mlflow_store_holds_a_parent_and_one_child_per_epsilon(smoke_run):
     (run_dir,) = _run_dirs(root)
     results = json.loads((run_dir / "results.json").read_text())
     mlflow.set_tracking_uri(f"sqlite:///{root}/mlflow.db")
-    runs = mlflow.search_runs(experiment_names=["smoke"])
+    runs = mlflow.search_runs(experiment_names=["privacy-audit/run/smoke"])
     assert len(runs) == 4 and set(runs["status"]) == {"FINISHED"}
     parent_id = results["mlflow"]["parent_run_id"]
     children = runs[runs["tags.mlflow.parentRunId"] == parent_id]
@@ -108,6 +108,15 @@ def test_mlflow_store_holds_a_parent_and_one_child_per_epsilon(smoke_run):
     assert private["metrics.eps_prv"].notna().all()
     parent = runs[runs["run_id"] == parent_id].iloc[0]
     assert parent["tags.preset"] == "smoke" and len(parent["tags.config_hash"]) == 12
+    # MLflow's conventions: system tags, the verdict on the parent, no "None" params, the data as a dataset
+    assert parent["tags.mlflow.source.name"] == "privacy-audit run" and parent["tags.mlflow.user"]
+    assert parent["tags.verdict"] == "pass" and "tags.git_sha" not in runs.columns
+    params = runs[[c for c in runs.columns if c.startswith("params.")]]
+    assert not (params == "None").any().any()
+    inputs = mlflow.get_run(parent_id).inputs.dataset_inputs
+    assert [i.tags[0].value for i in inputs] == ["audit data"] and inputs[0].dataset.digest
+    assert not list(root.glob("*lock*"))  # no lock file left beside the user's database
+    assert {e.name for e in mlflow.search_experiments()} == {"Default", "privacy-audit/run/smoke"}
     artifacts = {a.path for a in mlflow.MlflowClient().list_artifacts(parent_id)}
     assert {"results.json", "empirical_vs_accountant.png"} <= artifacts
 
@@ -227,7 +236,7 @@ def test_a_run_killed_mid_sweep_resumes_to_the_same_results(smoke_run, tmp_path)
     assert numbers(finished) == numbers(unbroken)
 
     mlflow.set_tracking_uri(db)
-    runs = mlflow.search_runs(experiment_names=["smoke"])
+    runs = mlflow.search_runs(experiment_names=["privacy-audit/run/smoke"])
     assert "RUNNING" not in set(runs["status"])
     results = json.loads((finished / "results.json").read_text())
     killed_parent = results["mlflow"]["resumed_from"][0]
@@ -268,6 +277,6 @@ def test_the_synthetic_section_adds_checked_releases_and_flags_the_copying_gener
     assert "re-identification risks" in proc.stdout
     assert (run_dir / "figures" / "synthetic_summary.png").is_file()
     mlflow.set_tracking_uri(f"sqlite:///{tmp_path}/m.db")
-    runs = mlflow.search_runs(experiment_names=["smoke"])
+    runs = mlflow.search_runs(experiment_names=["privacy-audit/run/smoke"])
     assert runs["metrics.dcr_share"].notna().sum() == 3
     assert runs["metrics.risk_linkability"].notna().sum() == 3

@@ -116,7 +116,7 @@ def audit_model(
             trainer=trainer, members=members, nonmembers=nonmembers, label=label, population=population,
             attack_names=names, device=device, workers=workers, scores_path=staging / "scores" / "scores.csv",
         ),
-        out=out, folder_name=resolved.name, experiment=resolved.name, tracking_uri=tracking_uri,
+        out=out, folder_name=resolved.name, experiment="audit-model", tracking_uri=tracking_uri,
         run_name=f"audit-model {model_name}", tags={"model": model_name},
         metrics_of=lambda results: target_metrics(results["targets"][0]), policy=loaded_policy,
         progress=command_progress(quiet), what="model audit: reference models and attacks",

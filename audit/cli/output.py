@@ -42,27 +42,29 @@ def print_verdict(results: dict) -> None:
 
 def publish_results(compute, *, out: Path, folder_name: str, experiment: str, tracking_uri: str | None,
                      run_name: str, tags: dict, metrics_of, policy, progress: Progress | None = None,
-                     what: str | None = "audit") -> tuple[dict, Path]:
+                     what: str | None = "audit", inputs: list[dict] | None = None) -> tuple[dict, Path]:
     """Compute a results dict into a staged run folder, log one MLflow run, write report/summary/JUnit.
 
     `compute(staging)` returns the results (it may write files into the staging folder);
     `metrics_of(results)` the MLflow metrics. The folder appears complete or not at all.
     `progress` shows the two steps (`what` unless None, then the report and MLflow) and is closed at the end.
+    `experiment` is the command (`privacy-audit/<command>` in MLflow); `inputs` are tables logged as
+    MLflow datasets: dicts with frame, name, source, context.
     """
     progress = progress or Progress()
     try:
         return _publish_results(compute, out=out, folder_name=folder_name, experiment=experiment,
                                 tracking_uri=tracking_uri, run_name=run_name, tags=tags, metrics_of=metrics_of,
-                                policy=policy, progress=progress, what=what)
+                                policy=policy, progress=progress, what=what, inputs=inputs or [])
     finally:
         progress.close()
 
 
 def _publish_results(compute, *, out, folder_name, experiment, tracking_uri, run_name, tags, metrics_of, policy,
-                     progress, what) -> tuple[dict, Path]:
+                     progress, what, inputs) -> tuple[dict, Path]:
     from audit.machinery.run_directory import StagedRunDirectory
     from audit.sweep.runner import write_outputs
-    from audit.machinery.tracking import AuditTracker
+    from audit.machinery.tracking import AuditTracker, experiment_name
 
     run_dir = StagedRunDirectory(out, folder_name)
     staging = run_dir.create()
@@ -71,11 +73,15 @@ def _publish_results(compute, *, out, folder_name, experiment, tracking_uri, run
         with progress.step(what) if what else nullcontext():
             results = compute(staging)
         report_step = progress.begin("report, summary and MLflow run")
-        tracker = AuditTracker(tracking_uri, experiment)
+        tracker = AuditTracker(tracking_uri, experiment_name(experiment), command=experiment)
         run_id = tracker.start_run(run_name, tags=tags)
+        for table in inputs:
+            tracker.log_table(run_id, table["frame"], name=table["name"], source=table.get("source"),
+                              context=table["context"])
         tracker.log_metrics(run_id, metrics_of(results))
         results["mlflow"] = {"tracking_uri": tracker.tracking_uri, "parent_run_id": run_id}
         write_outputs(results, staging, policy, tracker, run_id)
+        tracker.set_verdict(run_id, results.get("verdict"))
         final = run_dir.commit()
         tracker.finish(run_id)
         progress.end(report_step)
@@ -88,22 +94,20 @@ def _publish_results(compute, *, out, folder_name, experiment, tracking_uri, run
 
 
 def record_audit(kind: str, result: dict, out: Path, tracking_uri: str | None, params: dict) -> Path:
-    """Write `<out>/<timestamp>-<kind>/<kind>.json` atomically and log one MLflow run in experiment `<kind>`."""
+    """Write `<out>/<timestamp>-<kind>/<kind>.json` atomically and log one MLflow run in `privacy-audit/<kind>`."""
     from audit.machinery.run_directory import StagedRunDirectory, write_json_atomic
-    from audit.machinery.tracking import AuditTracker
+    from audit.machinery.tracking import AuditTracker, experiment_name
     from reports.audit_report import write_audit_report
 
     run_dir = StagedRunDirectory(out, kind)
     staging = run_dir.create()
-    tracker = AuditTracker(tracking_uri, kind)
-    tags = {key: str(value) for key, value in params.items()}
-    if (result.get("verdict") or {}).get("status"):
-        tags["verdict"] = result["verdict"]["status"]  # pass | fail | inconclusive
-    run_id = tracker.start_run(kind, tags=tags)
+    tracker = AuditTracker(tracking_uri, experiment_name(kind), command=kind)
+    run_id = tracker.start_run(kind, tags=params)
     try:
         tracker.log_params(run_id, params)
         failed = bool(result.get("violation")) or result.get("passed") is False
         verdict = result.get("verdict") or {}
+        tracker.set_verdict(run_id, verdict or {"passed": not failed})  # pass | fail | inconclusive
         tracker.log_metrics(run_id, {"epsilon_lower_bound": result.get("epsilon_lower_bound"),
                                      "claimed_epsilon": result.get("claimed_epsilon"), "violation": float(failed),
                                      "ceiling": verdict.get("ceiling"),

@@ -22,6 +22,7 @@ def run(
     resume: Annotated[Optional[str], typer.Option(help="continue an interrupted run: its folder, or 'latest'")] = None,
     policy: Annotated[Optional[Path], typer.Option("--policy", help="YAML policy; exit 1 when a rule fails")] = None,
     dry_run: Annotated[bool, switch("dry-run", "validate config, data, policy, --out and the tracking URI; write nothing")] = False,
+    no_tracking: Annotated[bool, typer.Option("--no-tracking", help="log nothing to MLflow (results and report only)")] = False,
     quiet: QuietOption = False,
 ) -> None:
     """Train targets at each ε, attack them, bound ε empirically, log to MLflow, write results."""
@@ -66,7 +67,7 @@ def run(
     progress = command_progress(quiet)
     try:
         audit_run = run_audit(resolved, out_dir=out, tracking_uri=tracking_uri, preset=preset or "default",
-                              progress=progress, resume=resume, policy=loaded_policy)
+                              progress=progress, resume=resume, policy=loaded_policy, tracking=not no_tracking)
     except KeyboardInterrupt:
         raise typer.Exit(EXIT_INTERRUPTED) from None
     finally:
@@ -83,5 +84,6 @@ def run(
         console.print(f"[yellow]note:[/yellow] {note}")
     console.print(f"results: {audit_run.run_dir}/results.json")
     console.print(f"report:  {audit_run.run_dir}/report.html")
-    console.print(f"MLflow:  {results['mlflow']['tracking_uri']} (parent run {results['mlflow']['parent_run_id']})")
+    if results["mlflow"]:
+        console.print(f"MLflow:  {results['mlflow']['tracking_uri']} (parent run {results['mlflow']['parent_run_id']})")
     print_verdict(results)

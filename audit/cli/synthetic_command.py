@@ -87,6 +87,8 @@ def synth_check(
             **synthetic_risk_metrics(entry),
         },
         policy=loaded_policy, progress=progress, what=None,
+        inputs=[{"frame": frame, "name": path.name, "source": str(path), "context": role}
+                for frame, path, role in zip(frames, (train, holdout, synthetic), ("training", "holdout", "synthetic"))],
     )
     dcr, nndr, mia = entry["dcr"], entry["nndr"], entry["mia"]
     lo, hi = dcr.get("dcr_share_ci", [None, None])

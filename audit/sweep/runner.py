@@ -28,7 +28,9 @@ from audit.machinery.crash_log import set_log_folder
 from audit.machinery.run_directory import StagedRunDirectory, check_output_folder, write_json_atomic, write_text_atomic
 from audit.machinery.attack_setup import attack_options
 from audit.machinery.progress import Progress, as_progress
-from audit.machinery.tracking import AuditTracker, check_tracking_uri, synthetic_risk_metrics, target_metrics
+from audit.machinery.tracking import (
+    AuditTracker, check_tracking_uri, experiment_name, open_tracker, synthetic_risk_metrics, target_metrics,
+)
 from reports.html_report import write_html_report
 from reports.junit import write_junit_xml
 from reports.markdown_summary import write_summary_markdown
@@ -260,6 +262,7 @@ def run_audit(
     progress: Progress | Callable[[dict], None] | None = None,
     resume: str | Path | None = None,
     policy: Policy | None = None,
+    tracking: bool = True,
 ) -> AuditRun:
     """Run the whole audit described by `config`; returns the results dict and the run folder.
 
@@ -269,6 +272,8 @@ def run_audit(
     missing. MLflow runs of an interrupted attempt end KILLED (FAILED after an error), never RUNNING.
     `progress`: silent by default; an `audit.machinery.progress.Progress`, or any callable that
     receives one dict per step start / update / finish and per note (`audit.machinery.progress`).
+    `tracking=False`: nothing is logged to MLflow (results["mlflow"] is None); otherwise the runs go
+    to experiment `privacy-audit/run/<config name>` of `tracking_uri` (default sqlite:///mlflow.db).
     """
     progress = as_progress(progress)
     device = resolve_device(config.device)
@@ -289,13 +294,15 @@ def run_audit(
     set_log_folder(run_dir.staging)  # an internal error's log lands in the run's own folder
     tracker = None
     try:
-        tracker = AuditTracker(tracking_uri, config.name)
-        results = _sweep(config, data, splits, attacks, device, run_dir.staging, tracker, preset, run_warnings, progress)
+        tracker = open_tracker(tracking_uri, experiment_name("run", config.name), command="run", enabled=tracking)
+        results, parent_id = _sweep(config, data, splits, attacks, device, run_dir.staging, tracker, preset,
+                                    run_warnings, progress)
         with progress.step("report, summary and MLflow artifacts"):
-            write_outputs(results, run_dir.staging, policy, tracker, results["mlflow"]["parent_run_id"])
+            write_outputs(results, run_dir.staging, policy, tracker, parent_id)
+            tracker.set_verdict(parent_id, results["verdict"])
         final = run_dir.commit()
-        tracker.log_artifact(results["mlflow"]["parent_run_id"], final / "results.json")
-        tracker.finish(results["mlflow"]["parent_run_id"], "FINISHED")
+        tracker.log_artifact(parent_id, final / "results.json")
+        tracker.finish(parent_id, "FINISHED")
         return AuditRun(results=results, run_dir=final)
     except AuditInputError:
         if tracker is not None:
@@ -437,7 +444,7 @@ def _sweep(
     preset: str | None,
     run_warnings: list[str],
     progress: Progress,
-) -> dict[str, Any]:
+) -> tuple[dict[str, Any], str | None]:
     inputs = _SweepInputs(config, data, splits, TrainingSpec(**config.training.model_dump()), device,
                           attack_options(config))
     environment = describe_environment(str(device), config.seed)
@@ -448,7 +455,6 @@ def _sweep(
     parent_tags = {
         "preset": preset or "custom",
         "config_hash": config.config_hash(),
-        "git_sha": environment["git_sha"] or "unknown",
         "dataset": data.description,
     }
     if earlier_attempts:
@@ -460,6 +466,8 @@ def _sweep(
         write_json_atomic(attempts_path, earlier_attempts + [attempt])
 
     save_attempts()
+    frame = data.frame if data.frame is not None else pd.DataFrame(data.features).assign(label=data.labels)
+    tracker.log_table(parent_id, frame, name=data.description, source=config.data.path, context="audit data")
     tracker.log_params(parent_id, {"seed": config.seed, "device": str(device), "delta": config.privacy.delta,
                                    "accountant": config.privacy.accountant, "n_targets": len(config.privacy.epsilons)})
     figures = staging / "figures"
@@ -572,11 +580,11 @@ def _sweep(
         "verdict": {"passed": not reasons, "policy": None, "reasons": reasons},
         "mlflow": {"tracking_uri": tracker.tracking_uri, "experiment_id": tracker.experiment_id,
                    "parent_run_id": parent_id, "child_run_ids": attempt["child_run_ids"],
-                   "resumed_from": [a["parent_run_id"] for a in earlier_attempts]},
+                   "resumed_from": [a["parent_run_id"] for a in earlier_attempts]} if tracker.enabled else None,
     }
     write_text_atomic(staging / "results.csv", results_table(results).to_csv(index=False))
     for figure in (roc_all, eps_fig, utility_fig):
         tracker.log_artifact(parent_id, figure)
     tracker.log_metrics(parent_id, {"n_violations": float(len(reasons))})
     tracker.log_artifact(parent_id, staging / "config.yaml")
-    return results
+    return results, parent_id
