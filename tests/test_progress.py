@@ -94,3 +94,15 @@ def test_a_terminal_shows_live_bars_and_keeps_top_level_steps():
     progress.close()
     text = out.getvalue()
     assert "targets" in text and "1/1" in text
+
+
+def test_a_lazy_step_shows_nothing_until_work_starts():
+    stream = io.StringIO()
+    progress = LineProgress(stream, heartbeat_s=0)
+    with pytest.raises(ValueError):
+        with progress.lazy_step("models trained"):
+            raise ValueError("bad input found before any model")
+    with progress.lazy_step("models trained") as models:
+        models.advance()
+        models.advance()
+    assert stream.getvalue().count("\n") == 1 and "models trained 2: " in stream.getvalue()

@@ -31,7 +31,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, TextIO
 
-__all__ = ["Progress", "Step", "PieceReporter", "CallbackProgress", "RichProgress", "LineProgress", "as_progress", "progress_for"]
+__all__ = ["Progress", "Step", "LazyStep", "PieceReporter", "CallbackProgress", "RichProgress", "LineProgress", "as_progress", "progress_for"]
 
 HEARTBEAT_SECONDS = 30.0
 
@@ -84,6 +84,19 @@ class Progress:
             ok = True
         finally:
             self.end(step, ok)
+
+    @contextmanager
+    def lazy_step(self, description: str, total: int | None = None) -> Iterator["LazyStep"]:
+        """Like `step`, but shown only from its first `advance`/`update`: input checks that run
+        first and fail print nothing but their one error line."""
+        lazy = LazyStep(self, description, total)
+        ok = False
+        try:
+            yield lazy
+            ok = True
+        finally:
+            if lazy.step is not None:
+                self.end(lazy.step, ok)
 
     def begin(self, description: str, total: int | None = None) -> Step:
         """Start a step by hand (prefer `step`); end it with `end`."""
@@ -143,6 +156,25 @@ class CallbackProgress(Progress):
 
     def note(self, text: str) -> None:
         self.callback({"event": "note", "text": text})
+
+
+class LazyStep:
+    """A step that begins on its first advance/update (see `Progress.lazy_step`)."""
+
+    def __init__(self, progress: Progress, description: str, total: int | None):
+        self.progress, self.description, self.total = progress, description, total
+        self.step: Step | None = None
+
+    def _started(self) -> Step:
+        if self.step is None:
+            self.step = self.progress.begin(self.description, self.total)
+        return self.step
+
+    def advance(self, n: int = 1) -> None:
+        self._started().advance(n)
+
+    def update(self, completed: int) -> None:
+        self._started().update(completed)
 
 
 class PieceReporter:

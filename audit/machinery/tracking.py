@@ -12,6 +12,7 @@ Conventions (what an MLflow user expects to find):
 - the parent run carries the verdict as tag `verdict` (its status: pass / fail / inconclusive);
 - a parameter whose value is None is not logged (MLflow would store the string "None");
 - input tables are logged as MLflow datasets (`log_input`, with a digest and schema);
+- on request (`run --log-models`), each target model in MLflow's PyTorch flavour (`log_torch_model`);
 - the SQLite schema lock lives in the temporary directory, not beside the user's database;
 - `NullTracker` is the same interface doing nothing: tracking off (`run_audit(..., tracking=False)`).
 """
@@ -218,6 +219,24 @@ class AuditTracker:
     def set_verdict(self, run_id: str, verdict: dict[str, Any] | None) -> None:
         """The parent run's `verdict` tag: pass / fail / inconclusive."""
         self.set_tag(run_id, "verdict", verdict_status(verdict))
+
+    def log_torch_model(self, run_id: str, model, input_example, artifact_path: str = "model") -> None:
+        """The model in MLflow's PyTorch flavour, `runs:/<run>/model` (torch.export "pt2": it loads
+        with `mlflow.pytorch.load_model` without this package). Saved locally, then logged as
+        artifacts through the client, so no global MLflow state (tracking URI, active run) changes."""
+        import tempfile
+        import warnings
+
+        import mlflow.pytorch
+        import torch
+
+        logging.getLogger("torch._export").setLevel(logging.ERROR)  # tracing notes about batch dims
+        with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            path = Path(tmp) / artifact_path
+            mlflow.pytorch.save_model(model.cpu().eval(), str(path), input_example=input_example,
+                                      pip_requirements=[f"torch=={torch.__version__.split('+')[0]}"])
+            self.client.log_artifacts(run_id, str(path), artifact_path=artifact_path)
 
     def log_table(self, run_id: str, frame, *, name: str, source: str | None, context: str) -> None:
         """Log a table as an MLflow dataset input (name, digest, schema, profile; not the rows)."""

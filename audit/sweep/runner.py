@@ -263,6 +263,7 @@ def run_audit(
     resume: str | Path | None = None,
     policy: Policy | None = None,
     tracking: bool = True,
+    log_models: bool = False,
 ) -> AuditRun:
     """Run the whole audit described by `config`; returns the results dict and the run folder.
 
@@ -274,6 +275,8 @@ def run_audit(
     receives one dict per step start / update / finish and per note (`audit.machinery.progress`).
     `tracking=False`: nothing is logged to MLflow (results["mlflow"] is None); otherwise the runs go
     to experiment `privacy-audit/run/<config name>` of `tracking_uri` (default sqlite:///mlflow.db).
+    `log_models`: also log each target model trained in this attempt in MLflow's PyTorch flavour
+    (child run artifact `model`; about a second per model).
     """
     progress = as_progress(progress)
     device = resolve_device(config.device)
@@ -296,7 +299,7 @@ def run_audit(
     try:
         tracker = open_tracker(tracking_uri, experiment_name("run", config.name), command="run", enabled=tracking)
         results, parent_id = _sweep(config, data, splits, attacks, device, run_dir.staging, tracker, preset,
-                                    run_warnings, progress)
+                                    run_warnings, progress, log_models)
         with progress.step("report, summary and MLflow artifacts"):
             write_outputs(results, run_dir.staging, policy, tracker, parent_id)
             tracker.set_verdict(parent_id, results["verdict"])
@@ -349,7 +352,8 @@ def _load_or_train_target(inputs: _SweepInputs, epsilon: float, seed: int, ckpt:
 
 
 def _audit_target(inputs: _SweepInputs, index: int, epsilon: float, attacks: list, ckpt: TargetCheckpoints,
-                  progress: Progress, label: str) -> tuple[dict[str, Any], dict[str, np.ndarray], list[str]]:
+                  progress: Progress, label: str, on_trained: Callable[[TrainedTarget], None] | None = None,
+                  ) -> tuple[dict[str, Any], dict[str, np.ndarray], list[str]]:
     """Train (or reload) one target and run every attack on it; each finished piece is checkpointed."""
     config, data, splits = inputs.config, inputs.data, inputs.splits
     seed = target_seed(config.seed, index)
@@ -357,6 +361,8 @@ def _audit_target(inputs: _SweepInputs, index: int, epsilon: float, attacks: lis
     if finished is not None:  # completed by an earlier, interrupted attempt
         return finished["record"], ckpt.load_arrays("scores"), finished["notes"]
     trained = _load_or_train_target(inputs, epsilon, seed, ckpt, progress, label)
+    if on_trained is not None:
+        on_trained(trained)
     test_x, test_y = data.features[splits.test_idx], data.labels[splits.test_idx]
     cand_y = data.labels[splits.candidate_idx]
     reporter = progress.reporter(label)  # reference / shadow model training inside the attacks
@@ -429,6 +435,13 @@ def _synthetic_part(config: AuditConfig, data: TabularData, splits: AuditSplits,
     return entries
 
 
+def _model_logger(tracker: AuditTracker, run_id: str, example: np.ndarray, progress: Progress, label: str):
+    def log(trained: TrainedTarget) -> None:
+        with progress.step(f"{label}: model to MLflow (PyTorch flavour)"):
+            tracker.log_torch_model(run_id, trained.model, example.astype(np.float32))
+    return log
+
+
 def _epsilon_tag(epsilon: float) -> str:
     return "inf" if math.isinf(epsilon) else f"{epsilon:g}"
 
@@ -444,6 +457,7 @@ def _sweep(
     preset: str | None,
     run_warnings: list[str],
     progress: Progress,
+    log_models: bool = False,
 ) -> tuple[dict[str, Any], str | None]:
     inputs = _SweepInputs(config, data, splits, TrainingSpec(**config.training.model_dump()), device,
                           attack_options(config))
@@ -488,7 +502,8 @@ def _sweep(
         save_attempts()
         record, score_columns, target_notes = _audit_target(
             inputs, index, epsilon, attacks, TargetCheckpoints(staging / "checkpoints" / f"eps_{tag}"), progress,
-            step_label,
+            step_label, on_trained=_model_logger(tracker, child_id, data.features[:1], progress, step_label)
+            if log_models else None,
         )
         record["mlflow_run_id"] = child_id
         notes += target_notes
