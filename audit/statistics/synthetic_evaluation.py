@@ -285,6 +285,7 @@ def synthetic_privacy_checks(
             alpha_each=alpha_each, n_attacks=risk_attacks, confidence=confidence, seed=seed,
         )
         flags += risks["flags"]
+        warnings += risks["notes"]
 
     fidelity: dict[str, Any] = {
         **column_fidelity(frames["train"], frames["synthetic"]),
