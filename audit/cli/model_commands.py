@@ -110,6 +110,7 @@ def audit_model(
         model_name = next((str(getattr(resolved.model, k)) for k in ("weights", "skops", "onnx", "function")
                            if getattr(resolved.model, k)), None)
     model_name = Path(model_name).name if model_name else "model"
+    progress = command_progress(quiet)
     results, final = publish_results(
         lambda staging: audit_user_model(
             resolved, weights=weights, factory=factory, skops=skops, onnx=onnx, function=function, output=output,
@@ -119,7 +120,7 @@ def audit_model(
         out=out, folder_name=resolved.name, experiment="audit-model", tracking_uri=tracking_uri,
         run_name=f"audit-model {model_name}", tags={"model": model_name},
         metrics_of=lambda results: target_metrics(results["targets"][0]), policy=loaded_policy,
-        progress=command_progress(quiet), what="model audit: reference models and attacks",
+        progress=progress, what="model audit",
     )
     console.print(results_summary_table(results))
     for note in results["notes"]:
