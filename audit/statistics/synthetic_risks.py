@@ -54,6 +54,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from scipy.spatial.distance import cdist
 from scipy.stats import norm
 
 from targets.tabular_encoding import column_kind
@@ -174,6 +175,13 @@ class _Table:
 
 def _gower_l1(q_num, q_cat, s_num, s_cat) -> np.ndarray:
     """Mixed-type L1 distances (queries × synthetic): |Δ| of scaled numerics + categorical mismatches."""
+    if not (np.isnan(q_num).any() or np.isnan(s_num).any()):  # scipy's C loops: no temporaries
+        d = np.zeros((q_num.shape[0], s_num.shape[0]))
+        if q_num.shape[1]:
+            d += cdist(q_num, s_num, "cityblock")
+        if q_cat.shape[1]:
+            d += cdist(q_cat, s_cat, "hamming") * q_cat.shape[1]
+        return d
     d = np.zeros((q_num.shape[0], s_num.shape[0]), dtype=np.float32)
     for j in range(q_num.shape[1]):  # column by column: two 2-D arrays in memory, never a 3-D one
         q, s = q_num[:, j, None].astype(np.float32), s_num[None, :, j].astype(np.float32)
