@@ -248,8 +248,8 @@ class AuditTracker:
         with warnings.catch_warnings():  # schema hints and source-guessing notes meant for model authors
             warnings.simplefilter("ignore")
             dataset = mlflow.data.from_pandas(frame, source=source, name=name)
-        entry = DatasetInput(dataset=dataset._to_mlflow_entity(),
-                             tags=[InputTag(key="mlflow.data.context", value=context)])
+            entry = DatasetInput(dataset=dataset._to_mlflow_entity(),
+                                 tags=[InputTag(key="mlflow.data.context", value=context)])
         _with_lock_retries(self.client.log_inputs, run_id, datasets=[entry])
 
     def log_metrics(self, run_id: str, metrics: dict[str, float | None]) -> None:
