@@ -236,15 +236,30 @@ def _targets(n_rows: int, n_attacks: int, rng: np.random.Generator) -> np.ndarra
 # ------------------------------------------------------------------------------------ singling out
 
 
-def _predicate_masks(table: _Table, role: str, predicate: tuple) -> np.ndarray:
-    mask = None
-    for column, op, value in predicate:
-        if column in table.numeric:
-            x = table.numeric[column][role]
-            part = np.isnan(x) if op == "isna" else (x >= value if op == ">=" else x <= value)
-        else:
-            part = table.codes[column][role] == value
-        mask = part if mask is None else mask & part
+def _as_matrix(table: _Table, role: str) -> np.ndarray:
+    """Rows × columns (the table's column order): scaled numerics, categorical codes as floats (−1 = missing)."""
+    return np.column_stack([
+        table.numeric[c][role] if c in table.numeric else table.codes[c][role].astype(float) for c in table.columns
+    ])
+
+
+_GE, _LE, _EQ, _ISNA = 0, 1, 2, 3
+
+
+def _query_masks(data_t: np.ndarray, cols: np.ndarray, ops: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """queries × rows: which rows each predicate matches. data_t = columns × rows; cols, ops, values
+    = queries × n_cols (a predicate is the AND of its n_cols conditions)."""
+    mask = np.ones((cols.shape[0], data_t.shape[1]), dtype=bool)
+    for j in range(cols.shape[1]):
+        x = data_t[cols[:, j]]  # queries × rows
+        v, op = values[:, j, None], ops[:, j]
+        # x == v is x ≥ v and x ≤ v: two comparisons cover ≥, ≤ and ==.
+        want_ge, want_le = np.isin(op, (_GE, _EQ))[:, None], np.isin(op, (_LE, _EQ))[:, None]
+        with np.errstate(invalid="ignore"):
+            mask &= (~want_ge | (x >= v)) & (~want_le | (x <= v))
+        isna = np.flatnonzero(op == _ISNA)
+        if isna.size:  # NaN compares False both ways: those conditions are checked apart
+            mask[isna] &= np.isnan(x[isna])
     return mask
 
 
@@ -267,44 +282,45 @@ def singling_out_risk(train: pd.DataFrame, control: pd.DataFrame, synthetic: pd.
             keep = np.sort(rng.choice(len(frames[role]), n_equal, replace=False))
             frames[role] = frames[role].iloc[keep].reset_index(drop=True)
     table = _Table(frames, ruler=("train", "control"))
-    columns = table.columns
-    n_cols = min(n_cols, len(columns))
-    medians = {c: np.nanmedian(table.numeric[c]["synthetic"]) for c in table.numeric}
-    n_syn = len(frames["synthetic"])
+    n_columns = len(table.columns)
+    n_cols = min(n_cols, n_columns)
+    syn = _as_matrix(table, "synthetic")
+    syn_t = np.ascontiguousarray(syn.T)
+    numeric = np.array([c in table.numeric for c in table.columns])
+    medians = np.full(n_columns, np.nan)
+    for index in np.flatnonzero(numeric):
+        finite = syn[:, index][~np.isnan(syn[:, index])]
+        medians[index] = np.median(finite) if finite.size else np.nan
+    n_syn = syn.shape[0]
     max_attempts = max_attempts or 50 * n_attacks
-    queries: list[tuple] = []
-    seen: set[tuple] = set()
+    batch = max(50, min(_QUERY_BATCH, 20_000_000 // max(n_syn, 1)))  # queries × rows booleans per batch
+    kept: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    seen: set[bytes] = set()
     attempts = 0
-    while len(queries) < n_attacks and attempts < max_attempts:
-        rows = rng.integers(0, n_syn, size=_QUERY_BATCH)
-        for row in rows:
-            attempts += 1
-            chosen = sorted(rng.choice(len(columns), size=n_cols, replace=False))
-            predicate = []
-            for index in chosen:
-                column = columns[index]
-                if column in table.numeric:
-                    value = float(table.numeric[column]["synthetic"][row])
-                    op = "isna" if math.isnan(value) else (">=" if value > medians[column] else "<=")
-                    predicate.append((column, op, value))
-                else:
-                    predicate.append((column, "==", int(table.codes[column]["synthetic"][row])))
-            key = tuple(predicate)
-            if key in seen:
-                continue
-            seen.add(key)
-            if int(_predicate_masks(table, "synthetic", key).sum()) == 1:
-                queries.append(key)
-                if len(queries) >= n_attacks:
-                    break
+    while len(seen) < n_attacks and attempts < max_attempts:
+        size = min(batch, max_attempts - attempts)
+        attempts += size
+        rows = rng.integers(0, n_syn, size=size)
+        cols = np.sort(np.argsort(rng.random((size, n_columns)), axis=1)[:, :n_cols], axis=1)
+        values = syn[rows[:, None], cols]
+        ops = np.where(~numeric[cols], _EQ, np.where(np.isnan(values), _ISNA,
+                                                      np.where(values > medians[cols], _GE, _LE)))
+        singles = np.flatnonzero(_query_masks(syn_t, cols, ops, values).sum(axis=1) == 1)
+        for q in singles:
+            key = np.r_[cols[q], ops[q], np.nan_to_num(values[q], nan=-9e99)].tobytes()
+            if key not in seen and len(seen) < n_attacks:
+                seen.add(key)
+                kept.append((cols[q], ops[q], values[q]))
+    queries = kept
     notes = []
     if not queries:
         return {"name": "singling_out", "value": None, "ci": None, "n_attacks": 0,
                 "note": f"no predicate on {n_cols} columns singles out a synthetic row in {attempts} attempts"}
     if len(queries) < n_attacks:
         notes.append(f"only {len(queries)} of {n_attacks} singling-out predicates found in {attempts} attempts")
-    matches = np.array([np.r_[_predicate_masks(table, "train", q), _predicate_masks(table, "control", q)]
-                        for q in queries], dtype=np.float32)  # queries × (train rows, then control rows)
+    cols, ops, values = (np.array([q[i] for q in queries]) for i in range(3))
+    real_t = np.ascontiguousarray(np.r_[_as_matrix(table, "train"), _as_matrix(table, "control")].T)
+    matches = _query_masks(real_t, cols, ops, values).astype(np.float32)  # queries × (train rows, control rows)
     singled = lambda side: int(((matches @ side) == 1).sum())  # noqa: E731
     in_train = np.r_[np.ones(n_equal), np.zeros(n_equal)].astype(np.float32)
     n_train, n_control = singled(in_train), singled(1 - in_train)
