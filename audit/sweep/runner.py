@@ -284,6 +284,7 @@ def run_audit(
         import torch
 
         torch.set_num_threads(config.cpu_threads)
+    # No progress step before the inputs are all checked: bad input stays one line on stderr.
     data, splits, attacks, run_warnings = _prepare_inputs(config)
     for text in run_warnings:
         progress.note(f"warning: {text}")
