@@ -66,7 +66,7 @@ def test_tracking_off_logs_nothing_and_the_python_api_still_writes_results(tmp_p
     events = []
     audit = run_audit(config, out_dir=tmp_path / "runs", tracking=False, progress=events.append)
     assert audit.results["mlflow"] is None and (audit.run_dir / "report.html").is_file()
-    schema = json.loads((REPO / "schema" / "results.schema.json").read_text())
+    schema = json.loads((REPO / "audit" / "schema" / "results.schema.json").read_text())
     jsonschema.validate(json.loads((audit.run_dir / "results.json").read_text()), schema)
     assert not list(tmp_path.glob("mlflow.db")) and not (tmp_path / "mlartifacts").exists()
     finished = [e["description"] for e in events if e["event"] == "finish"]
