@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from audit.cli.app import EXIT_FAILED, console, err_console
+from audit.cli.app import EXIT_FAILED, console, err_console, switch
 from audit.machinery.progress import Progress, progress_for
 
 def sigterm_as_interrupt() -> None:
@@ -20,7 +20,7 @@ def sigterm_as_interrupt() -> None:
     signal.signal(signal.SIGTERM, handler)
 
 
-QuietOption = Annotated[bool, typer.Option("--quiet", "-q", help="no progress output (results, findings and errors still print)")]
+QuietOption = Annotated[bool, switch("quiet", "no progress output (results, findings and errors still print)")]
 
 
 def command_progress(quiet: bool) -> Progress:

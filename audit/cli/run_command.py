@@ -22,8 +22,8 @@ def run(
     resume: Annotated[Optional[str], typer.Option(help="continue an interrupted run: its folder, or 'latest'")] = None,
     policy: Annotated[Optional[Path], typer.Option("--policy", help="YAML policy; exit 1 when a rule fails")] = None,
     dry_run: Annotated[bool, switch("dry-run", "validate config, data, policy, --out and the tracking URI; write nothing")] = False,
-    no_tracking: Annotated[bool, typer.Option("--no-tracking", help="log nothing to MLflow (results and report only)")] = False,
-    log_models: Annotated[bool, typer.Option("--log-models", help="also log each target model to MLflow (PyTorch flavour)")] = False,
+    tracking: Annotated[bool, switch("tracking", "log to MLflow; --no-tracking: results folder and report only")] = True,
+    log_models: Annotated[bool, switch("log-models", "also log each target model to MLflow (PyTorch flavour)")] = False,
     quiet: QuietOption = False,
 ) -> None:
     """Train targets at each ε, attack them, bound ε empirically, log to MLflow, write results."""
@@ -68,7 +68,7 @@ def run(
     progress = command_progress(quiet)
     try:
         audit_run = run_audit(resolved, out_dir=out, tracking_uri=tracking_uri, preset=preset or "default",
-                              progress=progress, resume=resume, policy=loaded_policy, tracking=not no_tracking, log_models=log_models)
+                              progress=progress, resume=resume, policy=loaded_policy, tracking=tracking, log_models=log_models)
     except KeyboardInterrupt:
         raise typer.Exit(EXIT_INTERRUPTED) from None
     finally:
