@@ -10,6 +10,7 @@ import typer
 from audit.cli.app import EXIT_FAILED, console, err_console, switch
 from audit.machinery.progress import Progress, progress_for
 
+
 def sigterm_as_interrupt() -> None:
     """SIGTERM (a CI timeout, a scheduler) ends a run like Ctrl-C: runs marked KILLED, checkpoints kept."""
     import signal
