@@ -289,7 +289,8 @@ def run_audit(
     for text in run_warnings:
         progress.note(f"warning: {text}")
 
-    check_tracking_uri(tracking_uri)  # before any folder is made: a bad store leaves nothing behind
+    if tracking:
+        check_tracking_uri(tracking_uri)  # before any folder is made: a bad store leaves nothing behind
     if resume is not None:
         run_dir = _resolve_resume(config, out_dir, resume)
     else:
