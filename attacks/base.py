@@ -83,6 +83,9 @@ class AttackContext:
     # device string the tasks resolve (default: `device`); a Ray cluster's GPU nodes resolve "auto".
     executor: TaskRunner | None = field(default=None, compare=False, repr=False)
     task_device: str | None = None
+    # Not part of the threat model: `report_progress(what, done, total)` tells the caller how far
+    # long pieces (training K reference or shadow models) have got; None = nobody is listening.
+    report_progress: Callable[[str, float, int | None], None] | None = field(default=None, compare=False, repr=False)
 
 
 class MembershipAttack(Protocol):

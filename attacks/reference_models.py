@@ -14,6 +14,7 @@ the rows the attacks query; model k is seeded from (seed, k) whichever task trai
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -78,11 +79,14 @@ def balanced_in_masks(n_models: int, n_records: int, rng: np.random.Generator) -
 
 def train_models_logits(in_masks: np.ndarray, first_model: int, *, features: np.ndarray, labels: np.ndarray,
                         hidden_sizes: tuple[int, ...], n_classes: int, spec: DPSGDSpec, seed: int, device: str,
-                        query_rows: list[np.ndarray], architecture: str = "mlp") -> list[np.ndarray]:
+                        query_rows: list[np.ndarray], architecture: str = "mlp",
+                        on_progress: Callable[[float, int], None] | None = None) -> list[np.ndarray]:
     """A task: train models first_model … first_model + len(in_masks) - 1 of a bank, return their
-    logits on each array of `query_rows` (float32, (k, rows, C) each). Plain data in and out."""
+    logits on each array of `query_rows` (float32, (k, rows, C) each). Plain data in and out
+    (`on_progress` only in-process: a callable does not travel to a worker)."""
     models = train_many(features.shape[1], hidden_sizes, n_classes, features, labels, in_masks, spec,
-                        seed=seed, device=device, first_model=first_model, architecture=architecture)
+                        seed=seed, device=device, first_model=first_model, architecture=architecture,
+                        on_progress=on_progress)
     return [models.logits(rows, device=device).numpy() for rows in query_rows]
 
 
@@ -93,7 +97,7 @@ def model_slices(n_models: int, models_per_task: int | None) -> list[tuple[int, 
 
 
 def _train_logits(context: AttackContext, features: np.ndarray, labels: np.ndarray, in_masks: np.ndarray,
-                  seed: int, query_rows: list[np.ndarray]) -> list[np.ndarray]:
+                  seed: int, query_rows: list[np.ndarray], what: str = "models") -> list[np.ndarray]:
     """Logits (K, rows, C) of the K models of `in_masks` on each of `query_rows`, trained in tasks.
 
     A user's own trainer (`context.train_models`, any model) runs here as given, not in tasks."""
@@ -106,10 +110,23 @@ def _train_logits(context: AttackContext, features: np.ndarray, labels: np.ndarr
                   n_classes=context.n_classes, spec=dpsgd_spec_like_target(context), seed=seed,
                   device=context.task_device or str(context.device), query_rows=query_rows,
                   architecture=getattr(context.training.spec, "architecture", "mlp"))
+    report, n_models = context.report_progress, len(in_masks)
     if context.executor is None:
-        parts = [train_models_logits(*task, **shared) for task in tasks]
+        parts = []
+        for (k0, _), task in zip(slices, tasks):
+            on_progress = None if report is None else (
+                lambda done, _total, k0=k0: report(what, k0 + done, n_models))
+            parts.append(train_models_logits(*task, **shared, on_progress=on_progress))
     else:
-        parts = context.executor.map(train_models_logits, tasks, shared)
+        finished = [0]
+
+        def on_result(index: int, _result) -> None:  # progress by whole tasks, in this process
+            k0, k1 = slices[index]
+            finished[0] += k1 - k0
+            if report is not None:
+                report(what, finished[0], n_models)
+
+        parts = context.executor.map(train_models_logits, tasks, shared, on_result=on_result)
     if len(parts) == 1:
         return parts[0]
     return [np.concatenate([part[i] for part in parts]) for i in range(len(query_rows))]
@@ -130,8 +147,7 @@ def reference_bank(context: AttackContext) -> ReferenceBank:
     pop_x, pop_y = context.pool_features[population], context.pool_labels[population]
     candidate_logits, population_logits = _train_logits(
         context, context.candidate_features, context.candidate_labels, masks, context.seed + 1,
-        [context.candidate_features, pop_x],
-    )
+        [context.candidate_features, pop_x], what=f"{n_models} reference models")
     bank = ReferenceBank(
         in_masks=masks,
         candidate_logits=candidate_logits,
@@ -160,7 +176,7 @@ def shadow_models(context: AttackContext, n_train: int) -> ShadowModels:
     for k in range(n_models):
         masks[k, rng.choice(n_pool, size=n_train, replace=False)] = True
     (pool_logits,) = _train_logits(context, context.pool_features, context.pool_labels, masks, context.seed + 2,
-                                   [context.pool_features])
+                                   [context.pool_features], what=f"{n_models} shadow models")
     shadows = ShadowModels(in_masks=masks, pool_logits=pool_logits)
     context.cache["shadow_models"] = asdict(shadows)
     return shadows

@@ -93,3 +93,32 @@ def synthetic_summary_table(results: dict[str, Any]) -> Group | None:
                       _fmt(get(entry, "mia", "epsilon_lb", "clopper_pearson"), 2))
         blocks += [Text(""), header, table]
     return Group(*blocks)
+
+
+def _risk_cell(risk: dict[str, Any] | None) -> str:
+    if not isinstance(risk, dict) or not is_number(risk.get("value")):
+        return "—"
+    low, high = (risk.get("ci") or [None, None])[:2]
+    return f"{_fmt(risk['value'], 2)} ({_fmt(low, 2)}–{_fmt(high, 2)}){' !' if risk.get('flagged') else ''}"
+
+
+def synthetic_risks_table(results: dict[str, Any]) -> Group | None:
+    """Re-identification risks per synthetic release (Giomi et al. 2022), or None when none were measured."""
+    entries = [e for e in results.get("synthetic") or [] if isinstance(e, dict) and isinstance(e.get("risks"), dict)]
+    if not entries:
+        return None
+    blocks: list[Any] = [Text("synthetic data: re-identification risks vs the holdout (! = flagged)",
+                              style="bold underline")]
+    for entry in entries:
+        risks = entry["risks"]
+        inference = [r for r in risks.get("inference") or [] if isinstance(r, dict) and is_number(r.get("value"))]
+        worst = max(inference, key=lambda r: r["value"], default=None)
+        header = Text(f"{entry.get('generator')} · ε {claimed_epsilon_text(entry)}"
+                      + (f" · worst inferred column: {worst.get('secret')}" if worst else ""), style="bold")
+        table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, padding=(0, 1))
+        for column in ("singling out", "linkability", "inference", "DCR vs random"):
+            table.add_column(column, justify="right", overflow="fold")
+        table.add_row(_risk_cell(risks.get("singling_out")), _risk_cell(risks.get("linkability")), _risk_cell(worst),
+                      _fmt(get(risks, "dcr_baseline_protection", "score"), 2))
+        blocks += [Text(""), header, table]
+    return Group(*blocks)

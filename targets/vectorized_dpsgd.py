@@ -57,7 +57,7 @@ from torch import nn
 from torch.func import functional_call, grad, stack_module_state, vmap
 
 from targets.devices import resolve_device
-from targets.models import MLP, build_mlp, build_model
+from targets.models import MLP, build_model
 
 __all__ = [
     "DPSGDSpec",
@@ -710,6 +710,7 @@ def train_many(
     architecture: str = "mlp",
     build: Callable[[int], nn.Module] | None = None,
     first_model: int = 0,
+    on_progress: Callable[[float, int], None] | None = None,
 ) -> StackedModels:
     """Train K = len(in_masks) MLPs with DP-SGD (see the module docstring for the semantics).
 
@@ -729,6 +730,8 @@ def train_many(
     models 8–15 of a bank trained as one slice get the seeds they would have in the whole bank,
     which is how the bank is split into tasks (their weights agree to float rounding; the vmap
     width changes the summation order).
+    `on_progress(models_done, n_models)` is called after every step (models_done counts the
+    current chunk's models in proportion to the steps done).
     """
     X, y, masks, train_sizes, expected = _validate_inputs(
         in_features, hidden_sizes, n_classes, X, y, in_masks, spec
@@ -775,6 +778,7 @@ def train_many(
             spec,
             row_chunk_size,
             method,
+            None if on_progress is None else (lambda t, k0=k0, k1=k1: on_progress(k0 + (k1 - k0) * t / spec.steps, n_models)),
         )
         for name, p in params.items():
             out_params.setdefault(name, []).append(p.cpu())
@@ -797,7 +801,7 @@ def train_many(
     )
 
 
-def _train_chunk(template, models, generators, X, y, masks, expected, spec, row_chunk_size, method):
+def _train_chunk(template, models, generators, X, y, masks, expected, spec, row_chunk_size, method, on_step=None):
     dev = X.device
     stacked, _ = stack_module_state(models)
     params = {name: p.detach().to(dev).contiguous() for name, p in stacked.items()}
@@ -807,6 +811,8 @@ def _train_chunk(template, models, generators, X, y, masks, expected, spec, row_
     uniform_rows = uniforms.unbind(0)  # views made once: the per-model loop below runs every step
     sizes = torch.zeros((n_models, spec.steps), dtype=torch.long, device=dev)
     for t in range(spec.steps):
+        if on_step is not None:
+            on_step(t)  # steps done so far (at the top: a step with an empty batch skips the rest)
         # Poisson sampling as UniformWithReplacementSampler: rand(n) < q, per model, own stream.
         for row, generator in zip(uniform_rows, generators):
             row.uniform_(generator=generator)
@@ -839,4 +845,6 @@ def _train_chunk(template, models, generators, X, y, masks, expected, spec, row_
                 row_chunk_size=row_chunk_size,
                 method=method,
             )
+    if on_step is not None:
+        on_step(spec.steps)
     return params, sizes

@@ -21,7 +21,7 @@ def test_a_trainer_without_clipping_is_caught_from_the_cli(cli, tmp_path):
     (report,) = tmp_path.glob("runs/*-canary-audit/report.html")
     assert "FAIL" in report.read_text() and "Clopper-Pearson" in report.read_text()
     mlflow.set_tracking_uri(f"sqlite:///{tmp_path}/m.db")
-    runs = mlflow.search_runs(experiment_names=["canary-audit"])
+    runs = mlflow.search_runs(experiment_names=["privacy-audit/canary-audit"])
     assert list(runs["status"]) == ["FINISHED"] and runs["metrics.violation"].iloc[0] == 1.0
 
 
@@ -115,5 +115,5 @@ def test_an_audit_that_cannot_refute_the_claim_is_inconclusive_everywhere(cli, t
     (report,) = tmp_path.glob("runs/*-canary-audit/report.html")
     assert "INCONCLUSIVE" in report.read_text()
     mlflow.set_tracking_uri(db)
-    runs = mlflow.search_runs(experiment_names=["canary-audit"])
+    runs = mlflow.search_runs(experiment_names=["privacy-audit/canary-audit"])
     assert runs["tags.verdict"].iloc[0] == "inconclusive" and runs["metrics.inconclusive"].iloc[0] == 1.0

@@ -30,7 +30,7 @@ def test_two_runs_against_the_same_sqlite_store_both_finish_with_all_their_runs(
         _, err = proc.communicate(timeout=600)
         assert proc.returncode == 0, err[-2000:]
     mlflow.set_tracking_uri(db)
-    runs = mlflow.search_runs(experiment_names=["smoke"])
+    runs = mlflow.search_runs(experiment_names=["privacy-audit/run/smoke"])
     assert len(runs) == 2 * 3  # two parents, each with one child per ε
     assert set(runs["status"]) == {"FINISHED"}
     parents = runs[runs["tags.mlflow.parentRunId"].isna()]

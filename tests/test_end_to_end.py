@@ -40,6 +40,19 @@ def test_smoke_run_exits_zero_and_prints_the_table(smoke_run):
     assert "ε target" in proc.stdout and "loss" in proc.stdout and "results:" in proc.stdout
 
 
+def test_a_run_whose_output_is_not_a_terminal_logs_one_line_per_step_with_elapsed_time(smoke_run):
+    import re
+
+    _, proc = smoke_run
+    lines = proc.stderr.splitlines()
+    step = re.compile(r"^\[\d\d:\d\d\] (.+): \d+\.\d s$")
+    steps = [m.group(1) for m in map(step.match, lines) if m]
+    assert "targets 3/3" in steps
+    assert any(re.fullmatch(r"target 1/3 \(ε = 1\): \d+ reference models \d+/\d+", s) for s in steps)
+    assert any(s.startswith("target 3/3 (ε = ∞): attack lira") for s in steps)
+    assert "figures" in steps and "\x1b[" not in proc.stderr  # plain lines, no terminal control codes
+
+
 def test_smoke_run_writes_every_promised_file(smoke_run):
     root, _ = smoke_run
     (run_dir,) = _run_dirs(root)
@@ -82,7 +95,7 @@ def test_mlflow_store_holds_a_parent_and_one_child_per_epsilon(smoke_run):
     (run_dir,) = _run_dirs(root)
     results = json.loads((run_dir / "results.json").read_text())
     mlflow.set_tracking_uri(f"sqlite:///{root}/mlflow.db")
-    runs = mlflow.search_runs(experiment_names=["smoke"])
+    runs = mlflow.search_runs(experiment_names=["privacy-audit/run/smoke"])
     assert len(runs) == 4 and set(runs["status"]) == {"FINISHED"}
     parent_id = results["mlflow"]["parent_run_id"]
     children = runs[runs["tags.mlflow.parentRunId"] == parent_id]
@@ -95,6 +108,15 @@ def test_mlflow_store_holds_a_parent_and_one_child_per_epsilon(smoke_run):
     assert private["metrics.eps_prv"].notna().all()
     parent = runs[runs["run_id"] == parent_id].iloc[0]
     assert parent["tags.preset"] == "smoke" and len(parent["tags.config_hash"]) == 12
+    # MLflow's conventions: system tags, the verdict on the parent, no "None" params, the data as a dataset
+    assert parent["tags.mlflow.source.name"] == "privacy-audit run" and parent["tags.mlflow.user"]
+    assert parent["tags.verdict"] == "pass" and "tags.git_sha" not in runs.columns
+    params = runs[[c for c in runs.columns if c.startswith("params.")]]
+    assert not (params == "None").any().any()
+    inputs = mlflow.get_run(parent_id).inputs.dataset_inputs
+    assert [i.tags[0].value for i in inputs] == ["audit data"] and inputs[0].dataset.digest
+    assert not list(root.glob("*lock*"))  # no lock file left beside the user's database
+    assert {e.name for e in mlflow.search_experiments()} == {"Default", "privacy-audit/run/smoke"}
     artifacts = {a.path for a in mlflow.MlflowClient().list_artifacts(parent_id)}
     assert {"results.json", "empirical_vs_accountant.png"} <= artifacts
 
@@ -214,7 +236,7 @@ def test_a_run_killed_mid_sweep_resumes_to_the_same_results(smoke_run, tmp_path)
     assert numbers(finished) == numbers(unbroken)
 
     mlflow.set_tracking_uri(db)
-    runs = mlflow.search_runs(experiment_names=["smoke"])
+    runs = mlflow.search_runs(experiment_names=["privacy-audit/run/smoke"])
     assert "RUNNING" not in set(runs["status"])
     results = json.loads((finished / "results.json").read_text())
     killed_parent = results["mlflow"]["resumed_from"][0]
@@ -251,7 +273,10 @@ def test_the_synthetic_section_adds_checked_releases_and_flags_the_copying_gener
     assert copy["dcr"]["dcr_share"] > 0.9 and copy["nndr"]["p10"] < 0.05 and copy["mia"]["auc"] > 0.7
     assert {f["check"] for f in copy["flags"]} >= {"dcr", "mia"}
     assert dp["epsilon_target"] == 1.0 and not dp["flags"]
+    assert copy["risks"]["inference_max"] > 0.5 and "risk_inference" in {f["check"] for f in copy["flags"]}
+    assert "re-identification risks" in proc.stdout
     assert (run_dir / "figures" / "synthetic_summary.png").is_file()
     mlflow.set_tracking_uri(f"sqlite:///{tmp_path}/m.db")
-    runs = mlflow.search_runs(experiment_names=["smoke"])
+    runs = mlflow.search_runs(experiment_names=["privacy-audit/run/smoke"])
     assert runs["metrics.dcr_share"].notna().sum() == 3
+    assert runs["metrics.risk_linkability"].notna().sum() == 3

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from audit.cli.app import EXIT_FAILED, app, console, err_console
-from audit.cli.output import print_bound, record_audit
+from audit.cli.output import QuietOption, command_progress, print_bound, record_audit
 from audit.errors import AuditInputError
 
 
@@ -55,6 +55,7 @@ def accountant_check(
     out: Annotated[Path, typer.Option("--out", help="folder that receives <timestamp>-accountant-check/")] = Path("runs"),
     tracking_uri: Annotated[Optional[str], typer.Option("--tracking-uri", help="MLflow tracking URI (default: sqlite:///mlflow.db in the working directory)")] = None,
     timeout: Annotated[float, typer.Option("--timeout", help="seconds one call of your accountant may take")] = 30.0,
+    quiet: QuietOption = False,
 ) -> None:
     """Check a user accountant against the tight PLD reference on a grid; exit 1 if any point is unsound."""
     from rich.table import Table
@@ -74,8 +75,12 @@ def accountant_check(
     check_tracking_uri(tracking_uri)
     loaded_grid = load_grid(str(grid) if grid else None)
     # The user's module is imported and called only in a worker process, each call with a timeout.
-    with IsolatedAccountant(accountant, timeout) as function:
-        points = check_accountant(function, loaded_grid, margin)
+    progress = command_progress(quiet)
+    try:
+        with IsolatedAccountant(accountant, timeout) as function:
+            points = check_accountant(function, loaded_grid, margin, progress=progress)
+    finally:
+        progress.close()
     summary = {"accountant": accountant, "margin": margin, **summarize(points)}
     table = Table(title=f"accountant-check: {accountant}")
     for header in ("σ", "q", "T", "δ", "reported ε", "PLD ε [lower, upper]", "label"):
@@ -121,6 +126,7 @@ def canary_audit(
     fail_on_inconclusive: Annotated[bool, typer.Option("--fail-on-inconclusive/--no-fail-on-inconclusive", help="exit 1 when the audit could not refute the claim (its ceiling is at or below the claim)")] = False,
     out: Annotated[Path, typer.Option("--out", help="folder that receives <timestamp>-canary-audit/")] = Path("runs"),
     tracking_uri: Annotated[Optional[str], typer.Option("--tracking-uri", help="MLflow tracking URI (default: sqlite:///mlflow.db in the working directory)")] = None,
+    quiet: QuietOption = False,
 ) -> None:
     """Audit your DP training code with canaries: exit 1 when a lower bound contradicts its claimed ε.
 
@@ -133,9 +139,14 @@ def canary_audit(
     set_log_folder(out)
     if not timeout > 0:
         raise AuditInputError("--timeout", f"must be > 0 seconds, got {timeout}")
-    result = run_canary_audit(trainer, kind=kind, mode=mode, n_models=models, n_canaries=canaries,
-                              claimed_epsilon=claimed_epsilon, delta=delta, seed=seed, n_rows=rows,
-                              workers=workers, timeout=timeout)
+    progress = command_progress(quiet)
+    try:  # the models train in isolated workers: the step shows elapsed time (and heartbeats in a log)
+        with progress.step(f"canary audit ({mode}): training and scoring models"):
+            result = run_canary_audit(trainer, kind=kind, mode=mode, n_models=models, n_canaries=canaries,
+                                      claimed_epsilon=claimed_epsilon, delta=delta, seed=seed, n_rows=rows,
+                                      workers=workers, timeout=timeout)
+    finally:
+        progress.close()
     path = record_audit("canary-audit", result, out, tracking_uri,
                          {"trainer": trainer, "kind": kind, "mode": mode, "seed": seed,
                           "models": result.get("n_runs") or result.get("n_models_per_side"),
@@ -154,6 +165,7 @@ def mechanism_audit(
     out: Annotated[Path, typer.Option("--out", help="folder that receives <timestamp>-mechanism-audit/")] = Path("runs"),
     tracking_uri: Annotated[Optional[str], typer.Option("--tracking-uri", help="MLflow tracking URI (default: sqlite:///mlflow.db in the working directory)")] = None,
     timeout: Annotated[float, typer.Option("--timeout", help="seconds all trials of your mechanism may take together")] = 600.0,
+    quiet: QuietOption = False,
 ) -> None:
     """Black-box audit of a randomized function on two neighbouring datasets (Clopper-Pearson bound)."""
     from audit.dp_validation.claims import validate_claim
@@ -178,8 +190,14 @@ def mechanism_audit(
     check_output_folder(out)
     check_tracking_uri(tracking_uri)
     # The mechanism (and its module) run only in a worker process, cut after --timeout seconds.
-    result = run_isolated(run_mechanism_audit, mechanism, name=f"--mechanism {mechanism}", timeout=timeout,
-                          what="mechanism", n_trials=trials, claimed_epsilon=claimed_epsilon, delta=delta, seed=seed)
+    progress = command_progress(quiet)
+    try:  # the trials run in a worker process: the step shows elapsed time (and heartbeats in a log)
+        with progress.step(f"mechanism: {trials} trials on each dataset, threshold audit"):
+            result = run_isolated(run_mechanism_audit, mechanism, name=f"--mechanism {mechanism}", timeout=timeout,
+                                  what="mechanism", n_trials=trials, claimed_epsilon=claimed_epsilon, delta=delta,
+                                  seed=seed)
+    finally:
+        progress.close()
     path = record_audit("mechanism-audit", result, out, tracking_uri,
                          {"mechanism": mechanism, "trials": trials, "seed": seed})
     print_bound(result, f"mechanism audit of {mechanism}", path, fail_on_inconclusive)

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from audit.cli.app import app, console, switch
-from audit.cli.output import print_verdict, publish_results
+from audit.cli.output import QuietOption, command_progress, print_verdict, publish_results
 
 
 @app.command("audit-scores")
@@ -20,6 +20,7 @@ def audit_scores_command(
     policy: Annotated[Optional[Path], typer.Option("--policy", help="YAML policy; exit 1 when a rule fails")] = None,
     out: Annotated[Path, typer.Option("--out", help="folder that receives <timestamp>-scores/")] = Path("runs"),
     tracking_uri: Annotated[Optional[str], typer.Option("--tracking-uri", help="MLflow tracking URI (default: sqlite:///mlflow.db in the working directory)")] = None,
+    quiet: QuietOption = False,
 ) -> None:
     """Audit your own membership scores: every attack metric, ε lower bounds, report, gate."""
     from audit.machinery.crash_log import set_log_folder
@@ -52,6 +53,7 @@ def audit_scores_command(
                                      membership_randomized=membership_randomized),
         out=out, folder_name="scores", experiment="audit-scores", tracking_uri=tracking_uri,
         run_name=scores_file.name, tags={"source": str(scores_file)}, metrics_of=metrics_of, policy=loaded_policy,
+        progress=command_progress(quiet), what="scores: attack metrics, CIs and ε bounds",
     )
     console.print(results_summary_table(results))
     for note in results["notes"]:
@@ -82,6 +84,7 @@ def audit_model(
     policy: Annotated[Optional[Path], typer.Option("--policy", help="YAML policy; exit 1 when a rule fails")] = None,
     out: Annotated[Path, typer.Option("--out", help="folder that receives <timestamp>-<name>/")] = Path("runs"),
     tracking_uri: Annotated[Optional[str], typer.Option("--tracking-uri", help="MLflow tracking URI (default: sqlite:///mlflow.db in the working directory)")] = None,
+    quiet: QuietOption = False,
 ) -> None:
     """Audit your own trained model: a PyTorch module, a scikit-learn estimator (skops), an ONNX file or a
     prediction function (optionally label-only), on member / non-member files."""
@@ -107,15 +110,17 @@ def audit_model(
         model_name = next((str(getattr(resolved.model, k)) for k in ("weights", "skops", "onnx", "function")
                            if getattr(resolved.model, k)), None)
     model_name = Path(model_name).name if model_name else "model"
+    progress = command_progress(quiet)
     results, final = publish_results(
         lambda staging: audit_user_model(
             resolved, weights=weights, factory=factory, skops=skops, onnx=onnx, function=function, output=output,
             trainer=trainer, members=members, nonmembers=nonmembers, label=label, population=population,
             attack_names=names, device=device, workers=workers, scores_path=staging / "scores" / "scores.csv",
         ),
-        out=out, folder_name=resolved.name, experiment=resolved.name, tracking_uri=tracking_uri,
+        out=out, folder_name=resolved.name, experiment="audit-model", tracking_uri=tracking_uri,
         run_name=f"audit-model {model_name}", tags={"model": model_name},
         metrics_of=lambda results: target_metrics(results["targets"][0]), policy=loaded_policy,
+        progress=progress, what="model audit",
     )
     console.print(results_summary_table(results))
     for note in results["notes"]:

@@ -1,13 +1,14 @@
 """What the commands share: progress, the verdict line, and publishing a run folder + MLflow run."""
 from __future__ import annotations
 
+from contextlib import nullcontext
 from pathlib import Path
+from typing import Annotated
 
 import typer
-from rich.progress import Progress
 
-from audit.cli.app import EXIT_FAILED, console, err_console
-
+from audit.cli.app import EXIT_FAILED, console, err_console, switch
+from audit.machinery.progress import Progress, progress_for
 
 
 def sigterm_as_interrupt() -> None:
@@ -20,30 +21,12 @@ def sigterm_as_interrupt() -> None:
     signal.signal(signal.SIGTERM, handler)
 
 
-class RichProgress:
-    """Adapts the runner's progress callbacks to a rich progress bar per target."""
+QuietOption = Annotated[bool, switch("quiet", "no progress output (results, findings and errors still print)")]
 
-    def __init__(self, progress: Progress):
-        self.progress = progress
-        self.task = None
-        self.started = False
 
-    def target_started(self, index: int, total: int, label: str, epochs: int) -> None:
-        # Started on the first target, not before: input errors found earlier print one clean line.
-        if not self.started:
-            self.progress.start()
-            self.started = True
-        self.task = self.progress.add_task(f"target {index + 1}/{total} ({label})", total=epochs)
-
-    def stop(self) -> None:
-        if self.started:
-            self.progress.stop()
-
-    def epoch_done(self, epoch: int, epochs: int) -> None:
-        self.progress.update(self.task, completed=epoch)
-
-    def note(self, text: str) -> None:
-        self.progress.console.print(f"[yellow]{text}[/yellow]", soft_wrap=True)
+def command_progress(quiet: bool) -> Progress:
+    """Progress on stderr: bars on a terminal, one line per step with elapsed time otherwise, nothing if quiet."""
+    return progress_for(err_console, quiet)
 
 
 def print_verdict(results: dict) -> None:
@@ -59,28 +42,50 @@ def print_verdict(results: dict) -> None:
 
 
 def publish_results(compute, *, out: Path, folder_name: str, experiment: str, tracking_uri: str | None,
-                     run_name: str, tags: dict, metrics_of, policy) -> tuple[dict, Path]:
+                     run_name: str, tags: dict, metrics_of, policy, progress: Progress | None = None,
+                     what: str | None = "audit", inputs: list[dict] | None = None) -> tuple[dict, Path]:
     """Compute a results dict into a staged run folder, log one MLflow run, write report/summary/JUnit.
 
     `compute(staging)` returns the results (it may write files into the staging folder);
     `metrics_of(results)` the MLflow metrics. The folder appears complete or not at all.
+    `progress` shows the two steps (`what` unless None, then the report and MLflow) and is closed at the end.
+    `experiment` is the command (`privacy-audit/<command>` in MLflow); `inputs` are tables logged as
+    MLflow datasets: dicts with frame, name, source, context.
     """
+    progress = progress or Progress()
+    try:
+        return _publish_results(compute, out=out, folder_name=folder_name, experiment=experiment,
+                                tracking_uri=tracking_uri, run_name=run_name, tags=tags, metrics_of=metrics_of,
+                                policy=policy, progress=progress, what=what, inputs=inputs or [])
+    finally:
+        progress.close()
+
+
+def _publish_results(compute, *, out, folder_name, experiment, tracking_uri, run_name, tags, metrics_of, policy,
+                     progress, what, inputs) -> tuple[dict, Path]:
     from audit.machinery.run_directory import StagedRunDirectory
     from audit.sweep.runner import write_outputs
-    from audit.machinery.tracking import AuditTracker
+    from audit.machinery.tracking import AuditTracker, experiment_name
 
     run_dir = StagedRunDirectory(out, folder_name)
     staging = run_dir.create()
     tracker = None
     try:
-        results = compute(staging)
-        tracker = AuditTracker(tracking_uri, experiment)
+        with progress.step(what) if what else nullcontext():
+            results = compute(staging)
+        report_step = progress.begin("report, summary and MLflow run")
+        tracker = AuditTracker(tracking_uri, experiment_name(experiment), command=experiment)
         run_id = tracker.start_run(run_name, tags=tags)
+        for table in inputs:
+            tracker.log_table(run_id, table["frame"], name=table["name"], source=table.get("source"),
+                              context=table["context"])
         tracker.log_metrics(run_id, metrics_of(results))
         results["mlflow"] = {"tracking_uri": tracker.tracking_uri, "parent_run_id": run_id}
         write_outputs(results, staging, policy, tracker, run_id)
+        tracker.set_verdict(run_id, results.get("verdict"))
         final = run_dir.commit()
         tracker.finish(run_id)
+        progress.end(report_step)
     except BaseException:
         if tracker is not None:
             tracker.fail_open_runs()
@@ -90,22 +95,20 @@ def publish_results(compute, *, out: Path, folder_name: str, experiment: str, tr
 
 
 def record_audit(kind: str, result: dict, out: Path, tracking_uri: str | None, params: dict) -> Path:
-    """Write `<out>/<timestamp>-<kind>/<kind>.json` atomically and log one MLflow run in experiment `<kind>`."""
+    """Write `<out>/<timestamp>-<kind>/<kind>.json` atomically and log one MLflow run in `privacy-audit/<kind>`."""
     from audit.machinery.run_directory import StagedRunDirectory, write_json_atomic
-    from audit.machinery.tracking import AuditTracker
+    from audit.machinery.tracking import AuditTracker, experiment_name
     from reports.audit_report import write_audit_report
 
     run_dir = StagedRunDirectory(out, kind)
     staging = run_dir.create()
-    tracker = AuditTracker(tracking_uri, kind)
-    tags = {key: str(value) for key, value in params.items()}
-    if (result.get("verdict") or {}).get("status"):
-        tags["verdict"] = result["verdict"]["status"]  # pass | fail | inconclusive
-    run_id = tracker.start_run(kind, tags=tags)
+    tracker = AuditTracker(tracking_uri, experiment_name(kind), command=kind)
+    run_id = tracker.start_run(kind, tags=params)
     try:
         tracker.log_params(run_id, params)
         failed = bool(result.get("violation")) or result.get("passed") is False
         verdict = result.get("verdict") or {}
+        tracker.set_verdict(run_id, verdict or {"passed": not failed})  # pass | fail | inconclusive
         tracker.log_metrics(run_id, {"epsilon_lower_bound": result.get("epsilon_lower_bound"),
                                      "claimed_epsilon": result.get("claimed_epsilon"), "violation": float(failed),
                                      "ceiling": verdict.get("ceiling"),

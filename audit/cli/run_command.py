@@ -5,10 +5,10 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from audit.cli.app import EXIT_INTERRUPTED, app, console, err_console, switch
-from audit.cli.output import print_verdict, RichProgress, sigterm_as_interrupt
+from audit.cli.app import EXIT_INTERRUPTED, app, console, switch
+from audit.cli.output import QuietOption, command_progress, print_verdict, sigterm_as_interrupt
+from audit.errors import AuditInputError
 
 
 @app.command()
@@ -30,6 +30,9 @@ def run(
                                                    "ray: CPUs of the local cluster started here")] = None,
     ray_address: Annotated[Optional[str], typer.Option("--ray-address", help="ray: join a running cluster "
                                                        "(auto | ray://host:port) instead of starting a local one")] = None,
+    tracking: Annotated[bool, switch("tracking", "log to MLflow; --no-tracking: results folder and report only")] = True,
+    log_models: Annotated[bool, switch("log-models", "also log each target model to MLflow (PyTorch flavour)")] = False,
+    quiet: QuietOption = False,
 ) -> None:
     """Train targets at each ε, attack them, bound ε empirically, log to MLflow, write results."""
     from audit.machinery.config import parse_epsilon_list, resolve_config
@@ -70,24 +73,27 @@ def run(
     # Imported after the inputs are validated: a typo in a flag should not wait for torch to load.
     if resolved.federated is not None:  # the federated job (presets hospitals, clients)
         from audit.federated.runner import run_federated_audit as run_audit
+
+        if not tracking or log_models:
+            raise AuditInputError("--no-tracking/--log-models", "not supported by the federated job yet")
+        extra = {}
     else:
         from audit.sweep.runner import run_audit
-    from reports.console import results_summary_table, synthetic_summary_table
+
+        extra = {"tracking": tracking, "log_models": log_models}
+    from reports.console import results_summary_table, synthetic_risks_table, synthetic_summary_table
 
     sigterm_as_interrupt()
 
-    progress = RichProgress(Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("epochs"),
-        TimeElapsedColumn(), console=err_console, transient=False,
-    ))
+    progress = command_progress(quiet)
     pool = make_executor(executor, workers=workers, ray_address=ray_address, threads=resolved.cpu_threads)
     try:
         audit_run = run_audit(resolved, out_dir=out, tracking_uri=tracking_uri, preset=preset or "default",
-                              progress=progress, resume=resume, policy=loaded_policy, executor=pool)
+                              progress=progress, resume=resume, policy=loaded_policy, executor=pool, **extra)
     except KeyboardInterrupt:
         raise typer.Exit(EXIT_INTERRUPTED) from None
     finally:
-        progress.stop()
+        progress.close()
         pool.close()
     results = audit_run.results
     console.print(results_summary_table(results))
@@ -98,9 +104,13 @@ def run(
     synthetic_table = synthetic_summary_table(results)
     if synthetic_table is not None:
         console.print(synthetic_table)
+    risks_table = synthetic_risks_table(results)
+    if risks_table is not None:
+        console.print(risks_table)
     for note in results["notes"]:
         console.print(f"[yellow]note:[/yellow] {note}")
     console.print(f"results: {audit_run.run_dir}/results.json")
     console.print(f"report:  {audit_run.run_dir}/report.html")
-    console.print(f"MLflow:  {results['mlflow']['tracking_uri']} (parent run {results['mlflow']['parent_run_id']})")
+    if results["mlflow"]:
+        console.print(f"MLflow:  {results['mlflow']['tracking_uri']} (parent run {results['mlflow']['parent_run_id']})")
     print_verdict(results)

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from audit.cli.app import app, console, err_console, switch
-from audit.cli.output import print_verdict, publish_results
+from audit.cli.output import QuietOption, command_progress, print_verdict, publish_results
 from audit.errors import AuditInputError
 
 
@@ -26,10 +26,12 @@ def synth_check(
     policy: Annotated[Optional[Path], typer.Option("--policy", help="YAML policy; exit 1 when a rule fails")] = None,
     out: Annotated[Path, typer.Option("--out", help="folder that receives <timestamp>-synth-check/")] = Path("runs"),
     tracking_uri: Annotated[Optional[str], typer.Option("--tracking-uri", help="MLflow tracking URI (default: sqlite:///mlflow.db in the working directory)")] = None,
+    quiet: QuietOption = False,
 ) -> None:
     """Is a synthetic release a disguised copy of its training data? NNDR, DCR, distance MIA, fidelity."""
     from audit.machinery.environment import describe_environment
     from audit.machinery.policy import load_policy
+    from audit.machinery.tracking import synthetic_risk_metrics
     from audit.statistics.synthetic_evaluation import synthetic_privacy_checks
     from audit.synthetic.synthetic_check import read_table
 
@@ -50,11 +52,17 @@ def synth_check(
     check_tracking_uri(tracking_uri)
     loaded_policy = load_policy(policy) if policy is not None else None
     frames = [read_table(path, role) for path, role in ((train, "train"), (holdout, "holdout"), (synthetic, "synthetic"))]
-    entry = synthetic_privacy_checks(
-        *frames, nan_policy=nan_policy, target_column=target_column, seed=seed, delta=delta,
-        membership_randomized=membership_randomized, subsample_train=subsample_train,
-        accountant_epsilon=claimed_epsilon,
-    )
+    progress = command_progress(quiet)
+    try:
+        with progress.step("distances, DCR, NNDR, distance MIA, fidelity, re-identification risks"):
+            entry = synthetic_privacy_checks(
+                *frames, nan_policy=nan_policy, target_column=target_column, seed=seed, delta=delta,
+                membership_randomized=membership_randomized, subsample_train=subsample_train,
+                accountant_epsilon=claimed_epsilon,
+            )
+    except BaseException:
+        progress.close()
+        raise
     entry = {"generator": f"user-supplied ({synthetic.name})", "epsilon_target": claimed_epsilon, **entry}
     results = {
         "schema_version": 1,
@@ -76,8 +84,11 @@ def synth_check(
             "dcr_share": entry["dcr"]["dcr_share"], "nndr_p10": entry["nndr"]["p10"],
             "exact_match_rate": entry["dcr"].get("exact_match_rate"), "mia_auc": entry["mia"]["auc"],
             "mia_eps_lb_cp": entry["mia"]["epsilon_lb"]["clopper_pearson"],
+            **synthetic_risk_metrics(entry),
         },
-        policy=loaded_policy,
+        policy=loaded_policy, progress=progress, what=None,
+        inputs=[{"frame": frame, "name": path.name, "source": str(path), "context": role}
+                for frame, path, role in zip(frames, (train, holdout, synthetic), ("training", "holdout", "synthetic"))],
     )
     dcr, nndr, mia = entry["dcr"], entry["nndr"], entry["mia"]
     lo, hi = dcr.get("dcr_share_ci", [None, None])
@@ -86,6 +97,11 @@ def synth_check(
     console.print(f"NNDR p1 / p10 / median: {nndr['p1']:.3f} / {nndr['p10']:.3f} / {nndr['median']:.3f} (near 0 = near-copies)")
     console.print(f"distance MIA: AUC {mia['auc']:.3f}, ε lower bound (Clopper-Pearson) "
                   f"{mia['epsilon_lb']['clopper_pearson']:.3f}")
+    from reports.console import synthetic_risks_table
+
+    risks_table = synthetic_risks_table(results)
+    if risks_table is not None:
+        console.print(risks_table)
     for flag in entry["flags"]:
         err_console.print(f"[red]FLAG[/red] {flag['message']}", soft_wrap=True)
     console.print(f"results: {final}/results.json\nreport:  {final}/report.html")

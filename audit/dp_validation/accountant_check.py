@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from audit.statistics.accountants import PLD_DISCRETIZATION, DPSGDEvent, epsilon_pld
 from audit.errors import AuditInputError
+from audit.machinery.progress import Progress, as_progress
 
 DEFAULT_MARGIN = 0.10
 
@@ -151,10 +152,14 @@ def check_accountant(
     accountant: Callable[[float, float, int, float], float],
     grid: AccountantGrid,
     margin: float = DEFAULT_MARGIN,
+    progress: Progress | None = None,
 ) -> list[AccountantCheckPoint]:
     """Evaluate `accountant(noise_multiplier, sample_rate, steps, delta) -> ε` on every grid point."""
     points = []
-    for sigma, q, steps, delta in grid.points():
+    grid_points = list(grid.points())
+    progress = as_progress(progress)
+    step = progress.begin("grid points: tight PLD ε and your accountant's", total=len(grid_points))
+    for sigma, q, steps, delta in grid_points:
         event = DPSGDEvent(sigma, q, steps)
         try:
             # The accountant first: a module that cannot be imported, exits or hangs fails fast.
@@ -171,6 +176,8 @@ def check_accountant(
         if label is None:
             label, message, value = classify(reported, lower, upper, margin)
         points.append(AccountantCheckPoint(sigma, q, steps, delta, value, lower, upper, label, message))
+        step.advance()
+    progress.end(step)
     return points
 
 

@@ -30,6 +30,7 @@ from audit.dp_validation.claims import resolve_claim, validate_claim
 from audit.dp_validation.scope import claim_verdict
 from audit.statistics.audit_ceilings import runs_needed_threshold_audit
 from audit.errors import AuditInputError
+from audit.machinery.progress import Progress, as_progress
 from audit.statistics.threshold_audit import threshold_audit, validate_confidence
 
 __all__ = [
@@ -245,6 +246,7 @@ def run_mechanism_audit(
     confidence: float = 0.95,
     seed: int = 0,
     statistic: str | Callable | None = None,
+    progress: Progress | Callable[[dict], None] | None = None,
 ) -> dict[str, Any]:
     """`privacy-audit mechanism-audit`: load the mechanism, its neighbouring datasets and its claim,
     then `audit_mechanism`.
@@ -265,9 +267,10 @@ def run_mechanism_audit(
         statistic = load_user_function(statistic, "--statistic")
     claim = resolve_claim(mechanism, claimed_epsilon=claimed_epsilon, delta=delta)
     dataset_a, dataset_b = _resolve_datasets(mechanism, datasets)
-    result = audit_mechanism(
-        mechanism, dataset_a, dataset_b, n_trials=n_trials, claimed_epsilon=claim.epsilon, delta=claim.delta,
-        confidence=confidence, seed=seed, statistic=statistic,
-    )
+    with as_progress(progress).step(f"mechanism: {n_trials} trials on each dataset, threshold audit"):
+        result = audit_mechanism(
+            mechanism, dataset_a, dataset_b, n_trials=n_trials, claimed_epsilon=claim.epsilon, delta=claim.delta,
+            confidence=confidence, seed=seed, statistic=statistic,
+        )
     result["claim"] = claim.to_dict()
     return result

@@ -43,7 +43,8 @@ from audit.machinery.config import AuditConfig, config_to_yaml, read_config_file
 from audit.machinery.environment import describe_environment
 from audit.machinery.policy import Policy, evaluate_policy, verdict_from_evaluation
 from audit.machinery.run_directory import StagedRunDirectory, write_json_atomic, write_text_atomic
-from audit.machinery.tracking import AuditTracker, target_metrics
+from audit.machinery.progress import as_progress
+from audit.machinery.tracking import AuditTracker, experiment_name, target_metrics
 from audit.statistics.attack_evaluation import evaluate_attack
 from reports.figures import epsilon_label
 from reports.html_report import write_html_report
@@ -63,15 +64,29 @@ class FederatedRun:
     run_dir: Path
 
 
-class _Silent:
+class _TargetProgress:
+    """The federated job's progress on the shared `audit.machinery.progress` interface: one step
+    per target (its rounds as the total), notes for the reference and client-level federations."""
+
+    def __init__(self, progress) -> None:
+        self.progress = as_progress(progress)
+        self.step = None
+
     def target_started(self, index: int, total: int, label: str, epochs: int) -> None:
-        pass
+        self.close()
+        self.step = self.progress.begin(f"target {index + 1}/{total} ({label})", total=epochs)
 
     def epoch_done(self, epoch: int, epochs: int) -> None:
-        pass
+        if self.step is not None:
+            self.step.update(epoch)
 
     def note(self, text: str) -> None:
-        pass
+        self.progress.note(text)
+
+    def close(self) -> None:
+        if self.step is not None:
+            self.progress.end(self.step)
+            self.step = None
 
 
 def _audit_target(inputs: FederationInputs, index: int, epsilon: float, ckpt: TargetCheckpoints, progress):
@@ -179,7 +194,7 @@ def run_federated_audit(config: AuditConfig, *, out_dir: str | Path = "runs", tr
     """
     if config.federated is None:
         raise AuditInputError("config", "has no 'federated' section")
-    progress = progress or _Silent()
+    progress = _TargetProgress(progress)
     device = resolve_device(config.device)
     if device.type == "cpu":
         torch.set_num_threads(config.cpu_threads)
@@ -195,9 +210,11 @@ def run_federated_audit(config: AuditConfig, *, out_dir: str | Path = "runs", tr
         run_dir.create()
     tracker = None
     try:
-        tracker = AuditTracker(tracking_uri, config.name)
+        tracker = AuditTracker(tracking_uri, experiment_name("run", config.name), command="run")
         results = _federated_sweep(inputs, run_dir.staging, tracker, preset, progress)
+        progress.close()
         _write_outputs(results, run_dir.staging, policy, tracker)
+        tracker.set_verdict(results["mlflow"]["parent_run_id"], results["verdict"])
         final = run_dir.commit()
         tracker.log_artifact(results["mlflow"]["parent_run_id"], final / "results.json")
         tracker.finish(results["mlflow"]["parent_run_id"], "FINISHED")

@@ -1,14 +1,27 @@
 """All MLflow calls of the harness, in one place.
 
-Layout (DESIGN.md): one experiment per audit name; one parent run per `run` invocation; one child
-run per target ε. Runs are created through `MlflowClient` with explicit terminal statuses so a
-crashed audit leaves its runs FAILED rather than dangling RUNNING.
+Layout (DESIGN.md): one experiment per command (and audit name), one parent run per invocation,
+one child run per target ε. Runs are created through `MlflowClient` with explicit terminal
+statuses so a crashed audit leaves its runs FAILED rather than dangling RUNNING.
+
+Conventions (what an MLflow user expects to find):
+- experiment names carry a prefix per command, `privacy-audit/run/<name>`,
+  `privacy-audit/synth-check`, … (`experiment_name`), never `default` beside MLflow's `Default`;
+- every run carries MLflow's system tags `mlflow.source.name` (the command), `mlflow.source.type`,
+  `mlflow.source.git.commit` (when the working directory is a git checkout) and `mlflow.user`;
+- the parent run carries the verdict as tag `verdict` (its status: pass / fail / inconclusive);
+- a parameter whose value is None is not logged (MLflow would store the string "None");
+- input tables are logged as MLflow datasets (`log_input`, with a digest and schema);
+- on request (`run --log-models`), each target model in MLflow's PyTorch flavour (`log_torch_model`);
+- the SQLite schema lock lives in the temporary directory, not beside the user's database;
+- `NullTracker` is the same interface doing nothing: tracking off (`run_audit(..., tracking=False)`).
 """
 from __future__ import annotations
 
 import logging
 import math
 import os
+import re
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -99,7 +112,12 @@ def _sqlite_init_lock(tracking_uri: str):
         return
     import fcntl
 
-    lock_path = Path(tracking_uri[len(prefix):]).resolve().with_suffix(".init-lock")
+    import hashlib
+    import tempfile
+
+    # In the temporary directory, named after the database: nothing is left beside the user's files.
+    database = str(Path(tracking_uri[len(prefix):]).resolve())
+    lock_path = Path(tempfile.gettempdir()) / f"privacy-audit-mlflow-{hashlib.sha256(database.encode()).hexdigest()[:16]}.lock"
     with open(lock_path, "w") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
@@ -108,10 +126,44 @@ def _sqlite_init_lock(tracking_uri: str):
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+EXPERIMENT_PREFIX = "privacy-audit"
+
+
+def experiment_name(command: str, name: str | None = None) -> str:
+    """`privacy-audit/<command>` or `privacy-audit/<command>/<name>`: clear of MLflow's `Default`."""
+    return "/".join(part for part in (EXPERIMENT_PREFIX, command, name) if part)
+
+
+def system_tags(command: str) -> dict[str, str]:
+    """MLflow's standard system tags for a run started by `privacy-audit <command>`."""
+    import getpass
+
+    from audit.machinery.environment import git_sha
+
+    tags = {"mlflow.source.name": f"privacy-audit {command}", "mlflow.source.type": "LOCAL"}
+    try:
+        tags["mlflow.user"] = getpass.getuser()
+    except Exception:  # no user name in this environment (e.g. a container without passwd entry)
+        pass
+    commit = git_sha()
+    if commit:
+        tags["mlflow.source.git.commit"] = commit
+    return tags
+
+
+def verdict_status(verdict: dict[str, Any] | None) -> str:
+    """The verdict's status (issue-12's contract), or pass/fail from `passed` for older verdicts."""
+    if not verdict:
+        return "inconclusive"
+    return str(verdict.get("status") or ("pass" if verdict.get("passed") else "fail"))
+
+
 class AuditTracker:
     """A thin, explicit layer over `MlflowClient` for one audit invocation."""
 
-    def __init__(self, tracking_uri: str | None, experiment_name: str):
+    enabled = True
+
+    def __init__(self, tracking_uri: str | None, experiment_name: str, command: str | None = None):
         from mlflow.tracking import MlflowClient
 
         _quiet_mlflow_logs()  # after the import: mlflow configures its own logger when imported
@@ -130,6 +182,7 @@ class AuditTracker:
                 f"--tracking-uri '{self.tracking_uri}'", f"cannot open the MLflow tracking store ({exc})"
             ) from None
         self.open_runs: list[str] = []
+        self.system_tags = system_tags(command or experiment_name.removeprefix(EXPERIMENT_PREFIX + "/").split("/")[0])
 
     def _experiment_id(self, name: str) -> str:
         experiment = self.client.get_experiment_by_name(name)
@@ -145,7 +198,7 @@ class AuditTracker:
             return experiment.experiment_id
 
     def start_run(self, name: str, *, parent_id: str | None = None, tags: dict[str, str] | None = None) -> str:
-        all_tags = dict(tags or {})
+        all_tags = {**self.system_tags, **{k: str(v) for k, v in (tags or {}).items() if v is not None}}
         if parent_id is not None:
             all_tags["mlflow.parentRunId"] = parent_id
         run = _with_lock_retries(self.client.create_run, self.experiment_id, tags=all_tags, run_name=name)
@@ -155,8 +208,49 @@ class AuditTracker:
     def log_params(self, run_id: str, params: dict[str, Any]) -> None:
         from mlflow.entities import Param
 
-        entries = [Param(key, str(value)) for key, value in params.items()]
-        _with_lock_retries(self.client.log_batch, run_id, params=entries)
+        # None is "not applicable": MLflow would store the string "None", which reads like a value.
+        entries = [Param(key, str(value)) for key, value in params.items() if value is not None]
+        if entries:
+            _with_lock_retries(self.client.log_batch, run_id, params=entries)
+
+    def set_tag(self, run_id: str, key: str, value: str) -> None:
+        _with_lock_retries(self.client.set_tag, run_id, key, str(value))
+
+    def set_verdict(self, run_id: str, verdict: dict[str, Any] | None) -> None:
+        """The parent run's `verdict` tag: pass / fail / inconclusive."""
+        self.set_tag(run_id, "verdict", verdict_status(verdict))
+
+    def log_torch_model(self, run_id: str, model, input_example, artifact_path: str = "model") -> None:
+        """The model in MLflow's PyTorch flavour, `runs:/<run>/model` (torch.export "pt2": it loads
+        with `mlflow.pytorch.load_model` without this package). Saved locally, then logged as
+        artifacts through the client, so no global MLflow state (tracking URI, active run) changes."""
+        import tempfile
+        import warnings
+
+        import mlflow.pytorch
+        import torch
+
+        logging.getLogger("torch._export").setLevel(logging.ERROR)  # tracing notes about batch dims
+        with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            path = Path(tmp) / artifact_path
+            mlflow.pytorch.save_model(model.cpu().eval(), str(path), input_example=input_example,
+                                      pip_requirements=[f"torch=={torch.__version__.split('+')[0]}"])
+            self.client.log_artifacts(run_id, str(path), artifact_path=artifact_path)
+
+    def log_table(self, run_id: str, frame, *, name: str, source: str | None, context: str) -> None:
+        """Log a table as an MLflow dataset input (name, digest, schema, profile; not the rows)."""
+        import mlflow.data
+        from mlflow.entities import DatasetInput, InputTag
+
+        import warnings
+
+        with warnings.catch_warnings():  # schema hints and source-guessing notes meant for model authors
+            warnings.simplefilter("ignore")
+            dataset = mlflow.data.from_pandas(frame, source=source, name=name)
+            entry = DatasetInput(dataset=dataset._to_mlflow_entity(),
+                                 tags=[InputTag(key="mlflow.data.context", value=context)])
+        _with_lock_retries(self.client.log_inputs, run_id, datasets=[entry])
 
     def log_metrics(self, run_id: str, metrics: dict[str, float | None], step: int = 0) -> None:
         from mlflow.entities import Metric
@@ -196,6 +290,31 @@ class AuditTracker:
                 pass
 
 
+class NullTracker:
+    """Tracking off: the AuditTracker interface, doing nothing (run ids are None)."""
+
+    enabled = False
+    tracking_uri = None
+    experiment_id = None
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        self.open_runs: list[str] = []
+
+    def start_run(self, name: str, *, parent_id: str | None = None, tags: dict[str, str] | None = None) -> None:
+        return None
+
+    def __getattr__(self, name: str):  # log_params, log_metrics, log_artifact, finish, set_verdict, …
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return lambda *args, **kwargs: None
+
+
+def open_tracker(tracking_uri: str | None, experiment: str, *, command: str | None = None,
+                 enabled: bool = True) -> AuditTracker | NullTracker:
+    """An `AuditTracker`, or a `NullTracker` when tracking is off."""
+    return AuditTracker(tracking_uri, experiment, command) if enabled else NullTracker()
+
+
 def target_metrics(record: dict[str, Any]) -> dict[str, float | None]:
     """The MLflow metrics of one target record of results.json (finite values only)."""
     metrics: dict[str, float | None] = {f"eps_{name}": value for name, value in record["epsilon"].items()}
@@ -211,3 +330,20 @@ def target_metrics(record: dict[str, Any]) -> dict[str, float | None]:
         metrics[f"{name}_eps_lb_one_run"] = attack["epsilon_lb"]["one_run"]
         metrics[f"{name}_eps_gdp_estimate"] = attack["epsilon_estimate_gdp"]["epsilon"]
     return {k: v for k, v in metrics.items() if v is None or math.isfinite(v)}
+
+
+def synthetic_risk_metrics(entry: dict[str, Any]) -> dict[str, float | None]:
+    """MLflow metrics of one synthetic entry's re-identification risks (none when not measured)."""
+    risks = entry.get("risks")
+    if not risks:
+        return {}
+    metrics: dict[str, float | None] = {
+        "risk_singling_out": (risks.get("singling_out") or {}).get("value"),
+        "risk_linkability": (risks.get("linkability") or {}).get("value"),
+        "risk_inference_max": risks.get("inference_max"),
+        "dcr_baseline_protection": risks["dcr_baseline_protection"]["score"],
+    }
+    for risk in risks.get("inference") or []:
+        # MLflow keys allow letters, digits, _ - . / and spaces; a column name may hold anything else.
+        metrics["risk_inference_" + re.sub(r"[^\w\-./ ]", "_", str(risk["secret"]))] = risk["value"]
+    return metrics

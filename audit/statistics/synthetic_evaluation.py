@@ -14,8 +14,11 @@ What it reports (STATS.md, "Synthetic data"):
   ε lower bounds (the synthesizer's DP guarantee covers any function of its output, so a bound
   above its claimed ε is a violation);
 - "fidelity": marginals (KS / TVD), correlation distance, TSTR when a target column is given;
-- "flags"/"passed": the three tests that say "this release leaks", each at level
-  α/3 (Bonferroni over the three, α = 1 − confidence).
+- "risks": singling-out, linkability and attribute-inference risk of the release against the
+  holdout as control set, with CIs, and DCR against a random-data baseline
+  (`audit.statistics.synthetic_risks`, Giomi et al. 2022);
+- "flags"/"passed": the tests that say "this release leaks" — DCR share, exact copies, distance
+  MIA and each re-identification risk — each at level α/k (Bonferroni over all k, α = 1 − confidence).
 
 Three nearest-neighbour passes cover everything: synthetic × train (2 nearest train rows per
 synthetic row, and the nearest synthetic row per train row), synthetic × holdout (both directions,
@@ -34,6 +37,7 @@ from attacks.distance import DISTANCE_THREAT_MODEL, mutual_nearest_neighbours, n
 from audit.statistics.attack_evaluation import FPR_LEVELS
 from audit.statistics.attack_metrics import advantage_bound, auc_with_ci, membership_advantage, tpr_at_fpr
 from audit.statistics.epsilon_bounds import HeldOut, epsilon_lower_bound_clopper_pearson, epsilon_lower_bound_one_run
+from audit.statistics.synthetic_risks import risk_test_count, synthetic_risks
 from audit.statistics.synthetic_metrics import (
     column_fidelity,
     correlation_distance,
@@ -128,8 +132,8 @@ def _flags(
     *,
     confidence: float,
     accountant_epsilon: float | None,
-) -> tuple[list[dict[str, str]], float]:
-    alpha_each = (1 - confidence) / _N_FLAG_TESTS
+    alpha_each: float,
+) -> list[dict[str, str]]:
     flags = []
     p_dcr = dcr["permutation_p_value"] if dcr["permutation_p_value"] is not None else dcr["sign_test_p_value"]
     if p_dcr < alpha_each:
@@ -171,7 +175,7 @@ def _flags(
                 "message": f"empirical ε lower bound {best:.3f} exceeds the generator's claimed ε "
                 f"{accountant_epsilon:.3f}",
             })
-    return flags, alpha_each
+    return flags
 
 
 def synthetic_privacy_checks(
@@ -187,6 +191,7 @@ def synthetic_privacy_checks(
     membership_randomized: bool = False,
     subsample_train: bool = False,
     accountant_epsilon: float | None = None,
+    risk_attacks: int = 500,
 ) -> dict[str, Any]:
     """Privacy checks of a synthetic table against its training table and a same-size holdout.
 
@@ -195,7 +200,8 @@ def synthetic_privacy_checks(
     independent fair coin flip (enables the one-run ε bound). `subsample_train`: accept a holdout
     under 90% of the train size by comparing against a random train subset. `accountant_epsilon`:
     the generator's claimed ε (None = unknown/non-private), to compare the ε lower bound with.
-    Seeding (size equalisation, threshold split of the ε bound, TSTR models) is all from `seed`.
+    `risk_attacks`: targets per re-identification attack (0 = skip the risks).
+    Seeding (size equalisation, threshold split of the ε bound, TSTR models, risk attacks) is all from `seed`.
     Bad input raises `SyntheticDataError` naming the file role and column.
     """
     confidence = _check_probability("confidence", confidence)
@@ -264,11 +270,22 @@ def synthetic_privacy_checks(
         member_distances, nonmember_distances, delta=delta, confidence=confidence, seed=seed,
         membership_randomized=membership_randomized, accountant_epsilon=accountant_epsilon,
     )
-    flags, alpha_each = _flags(
+    n_tests = _N_FLAG_TESTS + (risk_test_count(len(encoder.columns_)) if risk_attacks > 0 else 0)
+    alpha_each = (1 - confidence) / n_tests
+    flags = _flags(
         dcr, d_train_for_dcr, d_holdout_for_dcr, i_train_for_dcr, i_holdout_for_dcr,
         member_distances, nonmember_distances, mia,
-        confidence=confidence, accountant_epsilon=accountant_epsilon,
+        confidence=confidence, accountant_epsilon=accountant_epsilon, alpha_each=alpha_each,
     )
+    risks = None
+    if risk_attacks > 0:
+        # Control set = the (equal-size) holdout rows: real rows of the population the generator never saw.
+        risks = synthetic_risks(
+            frames["train"].iloc[train_rows], frames["holdout"].iloc[holdout_rows], frames["synthetic"],
+            alpha_each=alpha_each, n_attacks=risk_attacks, confidence=confidence, seed=seed,
+        )
+        flags += risks["flags"]
+        warnings += risks["notes"]
 
     fidelity: dict[str, Any] = {
         **column_fidelity(frames["train"], frames["synthetic"]),
@@ -286,6 +303,7 @@ def synthetic_privacy_checks(
         },
         "dcr": dcr,
         "mia": mia,
+        "risks": risks,
         "fidelity": fidelity,
         "flags": flags,
         "flag_alpha_each": alpha_each,

@@ -10,7 +10,7 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
@@ -28,7 +28,10 @@ from audit.machinery.policy import Policy, PolicyEvaluation, evaluate_policy, ve
 from audit.machinery.crash_log import set_log_folder
 from audit.machinery.run_directory import StagedRunDirectory, check_output_folder, write_json_atomic, write_text_atomic
 from audit.machinery.attack_setup import attack_options
-from audit.machinery.tracking import AuditTracker, check_tracking_uri, target_metrics
+from audit.machinery.progress import Progress, as_progress
+from audit.machinery.tracking import (
+    AuditTracker, check_tracking_uri, experiment_name, open_tracker, synthetic_risk_metrics, target_metrics,
+)
 from reports.html_report import write_html_report
 from reports.junit import write_junit_xml
 from reports.markdown_summary import write_summary_markdown
@@ -51,23 +54,6 @@ from audit.sweep.tasks import train_target_task
 SCHEMA_VERSION = 1
 # PLD (tight) may exceed PRV only by discretisation/estimation error; more than this is reported.
 PLD_PRV_TOLERANCE = 0.05
-
-
-class Progress(Protocol):
-    def target_started(self, index: int, total: int, label: str, epochs: int) -> None: ...
-    def epoch_done(self, epoch: int, epochs: int) -> None: ...
-    def note(self, text: str) -> None: ...
-
-
-class _Silent:
-    def target_started(self, index: int, total: int, label: str, epochs: int) -> None:
-        pass
-
-    def epoch_done(self, epoch: int, epochs: int) -> None:
-        pass
-
-    def note(self, text: str) -> None:
-        pass
 
 
 @dataclass(frozen=True)
@@ -275,10 +261,12 @@ def run_audit(
     out_dir: str | Path = "runs",
     tracking_uri: str | None = None,
     preset: str | None = None,
-    progress: Progress | None = None,
+    progress: Progress | Callable[[dict], None] | None = None,
     resume: str | Path | None = None,
     policy: Policy | None = None,
     executor: Executor | None = None,
+    tracking: bool = True,
+    log_models: bool = False,
 ) -> AuditRun:
     """Run the whole audit described by `config`; returns the results dict and the run folder.
 
@@ -290,19 +278,27 @@ def run_audit(
     interruption (Ctrl-C, SIGTERM, SIGKILL) or a crash leaves the hidden staging folder with every
     finished piece checkpointed: `resume="latest"` (or the folder's path) recomputes only what is
     missing. MLflow runs of an interrupted attempt end KILLED (FAILED after an error), never RUNNING.
+    `progress`: silent by default; an `audit.machinery.progress.Progress`, or any callable that
+    receives one dict per step start / update / finish and per note (`audit.machinery.progress`).
+    `tracking=False`: nothing is logged to MLflow (results["mlflow"] is None); otherwise the runs go
+    to experiment `privacy-audit/run/<config name>` of `tracking_uri` (default sqlite:///mlflow.db).
+    `log_models`: also log each target model trained in this attempt in MLflow's PyTorch flavour
+    (child run artifact `model`; about a second per model).
     """
-    progress = progress or _Silent()
+    progress = as_progress(progress)
     executor = executor or LocalExecutor()
     device = resolve_device(config.device)
     if device.type == "cpu":
         import torch
 
         torch.set_num_threads(config.cpu_threads)
+    # No progress step before the inputs are all checked: bad input stays one line on stderr.
     data, splits, attacks, run_warnings = _prepare_inputs(config)
     for text in run_warnings:
         progress.note(f"warning: {text}")
 
-    check_tracking_uri(tracking_uri)  # before any folder is made: a bad store leaves nothing behind
+    if tracking:
+        check_tracking_uri(tracking_uri)  # before any folder is made: a bad store leaves nothing behind
     if resume is not None:
         run_dir = _resolve_resume(config, out_dir, resume)
     else:
@@ -311,13 +307,15 @@ def run_audit(
     set_log_folder(run_dir.staging)  # an internal error's log lands in the run's own folder
     tracker = None
     try:
-        tracker = AuditTracker(tracking_uri, config.name)
-        results = _sweep(config, data, splits, attacks, device, run_dir.staging, tracker, preset, run_warnings, progress,
-                         executor)
-        write_outputs(results, run_dir.staging, policy, tracker, results["mlflow"]["parent_run_id"])
+        tracker = open_tracker(tracking_uri, experiment_name("run", config.name), command="run", enabled=tracking)
+        results, parent_id = _sweep(config, data, splits, attacks, device, run_dir.staging, tracker, preset,
+                                    run_warnings, progress, executor, log_models)
+        with progress.step("report, summary and MLflow artifacts"):
+            write_outputs(results, run_dir.staging, policy, tracker, parent_id)
+            tracker.set_verdict(parent_id, results["verdict"])
         final = run_dir.commit()
-        tracker.log_artifact(results["mlflow"]["parent_run_id"], final / "results.json")
-        tracker.finish(results["mlflow"]["parent_run_id"], "FINISHED")
+        tracker.log_artifact(parent_id, final / "results.json")
+        tracker.finish(parent_id, "FINISHED")
         return AuditRun(results=results, run_dir=final)
     except AuditInputError:
         if tracker is not None:
@@ -345,20 +343,21 @@ class _SweepInputs:
 
 
 def _load_or_train_target(inputs: _SweepInputs, epsilon: float, seed: int, ckpt: TargetCheckpoints,
-                          progress: Progress) -> TrainedTarget:
+                          progress: Progress, label: str) -> TrainedTarget:
     config, data, splits = inputs.config, inputs.data, inputs.splits
     meta, state = ckpt.load_json("target"), ckpt.load_state_dict("target")
     if meta is not None and state is not None:
         model = build_model(inputs.spec.architecture, data.features.shape[1], inputs.spec.hidden_sizes, data.n_classes,
                             seed=seed)
         model.load_state_dict(state)
-        progress.epoch_done(inputs.spec.epochs, inputs.spec.epochs)
         return TrainedTarget(model=model.eval(), **meta)
-    trained = train_target(
-        data.features[splits.train_idx], data.labels[splits.train_idx], data.n_classes, inputs.spec,
-        epsilon=epsilon, delta=config.privacy.delta, accountant=config.privacy.accountant,
-        seed=seed, device=inputs.device, on_epoch=progress.epoch_done, secure_mode=config.privacy.secure_mode,
-    )
+    with progress.step(f"{label}: training (epochs)", total=inputs.spec.epochs) as step:
+        trained = train_target(
+            data.features[splits.train_idx], data.labels[splits.train_idx], data.n_classes, inputs.spec,
+            epsilon=epsilon, delta=config.privacy.delta, accountant=config.privacy.accountant,
+            seed=seed, device=inputs.device, on_epoch=lambda epoch, _: step.update(epoch),
+            secure_mode=config.privacy.secure_mode,
+        )
     ckpt.save_state_dict("target", trained.model.state_dict())
     ckpt.save_json("target", {k: v for k, v in trained.__dict__.items() if k != "model"})
     return trained
@@ -400,17 +399,20 @@ def _train_targets_in_parallel(inputs: _SweepInputs, staging: Path, progress: Pr
 
 
 def _audit_target(inputs: _SweepInputs, index: int, epsilon: float, attacks: list, ckpt: TargetCheckpoints,
-                  progress: Progress) -> tuple[dict[str, Any], dict[str, np.ndarray], list[str]]:
+                  progress: Progress, label: str, on_trained: Callable[[TrainedTarget], None] | None = None,
+                  ) -> tuple[dict[str, Any], dict[str, np.ndarray], list[str]]:
     """Train (or reload) one target and run every attack on it; each finished piece is checkpointed."""
     config, data, splits = inputs.config, inputs.data, inputs.splits
     seed = target_seed(config.seed, index)
     finished = ckpt.load_json("record")
     if finished is not None:  # completed by an earlier, interrupted attempt
-        progress.epoch_done(inputs.spec.epochs, inputs.spec.epochs)
         return finished["record"], ckpt.load_arrays("scores"), finished["notes"]
-    trained = _load_or_train_target(inputs, epsilon, seed, ckpt, progress)
+    trained = _load_or_train_target(inputs, epsilon, seed, ckpt, progress, label)
+    if on_trained is not None:
+        on_trained(trained)
     test_x, test_y = data.features[splits.test_idx], data.labels[splits.test_idx]
     cand_y = data.labels[splits.candidate_idx]
+    reporter = progress.reporter(label)  # reference / shadow model training inside the attacks
     test_accuracy = float((trained.logits(test_x).argmax(axis=1) == test_y).mean())
     context = AttackContext(
         candidate_features=data.features[splits.candidate_idx], candidate_labels=cand_y, n_classes=data.n_classes,
@@ -422,23 +424,28 @@ def _audit_target(inputs: _SweepInputs, index: int, epsilon: float, attacks: lis
         epsilon=epsilon, delta=config.privacy.delta, accountant=config.privacy.accountant, seed=seed,
         device=inputs.device, options=inputs.attack_options, cache=ArrayCache(ckpt),
         executor=inputs.executor, task_device=inputs.task_device,
+        report_progress=reporter,
     )
     attack_records, score_columns = [], {}
     for attack in attacks:
-        stored = ckpt.load_arrays(f"scores_{attack.name}")
-        if stored is None:
-            scores = np.asarray(attack.scores(trained, context), dtype=np.float64)
-            ckpt.save_arrays(f"scores_{attack.name}", {"scores": scores})
-        else:
-            scores = stored["scores"]
-        score_columns[attack.name] = scores
-        attack_records.append(
-            evaluate_attack(
-                attack.name, scores, splits.candidate_member, cand_y, delta=config.privacy.delta,
-                confidence=config.attacks.confidence, threshold_seed=seed,
-                accountant_epsilon=trained.accountant_epsilon,
+        with progress.step(f"{label}: attack {attack.name} (scores, metrics, ε bounds)"):
+            stored = ckpt.load_arrays(f"scores_{attack.name}")
+            if stored is None:
+                try:
+                    scores = np.asarray(attack.scores(trained, context), dtype=np.float64)
+                finally:
+                    reporter.close()
+                ckpt.save_arrays(f"scores_{attack.name}", {"scores": scores})
+            else:
+                scores = stored["scores"]
+            score_columns[attack.name] = scores
+            attack_records.append(
+                evaluate_attack(
+                    attack.name, scores, splits.candidate_member, cand_y, delta=config.privacy.delta,
+                    confidence=config.attacks.confidence, threshold_seed=seed,
+                    accountant_epsilon=trained.accountant_epsilon,
+                )
             )
-        )
     record, notes = _target_record(trained, config, test_accuracy, attack_records)
     record["seed"] = seed
     ckpt.save_arrays("scores", score_columns)
@@ -462,7 +469,7 @@ def _synthetic_part(config: AuditConfig, data: TabularData, splits: AuditSplits,
         # Releases an interrupted attempt finished (in any order, on a parallel executor).
         stored = {i: ckpt.load_json(f"entry_{i}") for i in range(len(generator_runs(config)))}
         finished = {i: entry for i, entry in stored.items() if entry is not None}
-        entries = synthetic_sweep(config, data.frame, splits, progress.note,
+        entries = synthetic_sweep(config, data.frame, splits, progress,
                                   executor=None if executor.name == "local" else executor, finished=finished,
                                   on_entry=lambda i, entry: ckpt.save_json(f"entry_{i}", entry))
         ckpt.save_json("entries", entries)
@@ -475,10 +482,18 @@ def _synthetic_part(config: AuditConfig, data: TabularData, splits: AuditSplits,
             "dcr_share": entry["dcr"]["dcr_share"], "nndr_p10": entry["nndr"]["p10"],
             "mia_auc": entry["mia"]["auc"], "mia_eps_lb_cp": entry["mia"]["epsilon_lb"]["clopper_pearson"],
             "mia_eps_lb_one_run": entry["mia"]["epsilon_lb"].get("one_run"),
+            **synthetic_risk_metrics(entry),
         })
         tracker.finish(child)
     tracker.log_artifact(parent_id, plot_synthetic_summary(entries, staging / "figures" / "synthetic_summary.png"))
     return entries
+
+
+def _model_logger(tracker: AuditTracker, run_id: str, example: np.ndarray, progress: Progress, label: str):
+    def log(trained: TrainedTarget) -> None:
+        with progress.step(f"{label}: model to MLflow (PyTorch flavour)"):
+            tracker.log_torch_model(run_id, trained.model, example.astype(np.float32))
+    return log
 
 
 def _epsilon_tag(epsilon: float) -> str:
@@ -497,7 +512,8 @@ def _sweep(
     run_warnings: list[str],
     progress: Progress,
     executor: Executor,
-) -> dict[str, Any]:
+    log_models: bool = False,
+) -> tuple[dict[str, Any], str | None]:
     inputs = _SweepInputs(config, data, splits, TrainingSpec(**config.training.model_dump()), device,
                           attack_options(config), executor, executor.task_device(config.device, str(device)))
     environment = describe_environment(str(device), config.seed)
@@ -508,7 +524,6 @@ def _sweep(
     parent_tags = {
         "preset": preset or "custom",
         "config_hash": config.config_hash(),
-        "git_sha": environment["git_sha"] or "unknown",
         "dataset": data.description,
     }
     if earlier_attempts:
@@ -520,6 +535,8 @@ def _sweep(
         write_json_atomic(attempts_path, earlier_attempts + [attempt])
 
     save_attempts()
+    frame = data.frame if data.frame is not None else pd.DataFrame(data.features).assign(label=data.labels)
+    tracker.log_table(parent_id, frame, name=data.description, source=config.data.path, context="audit data")
     tracker.log_params(parent_id, {"seed": config.seed, "device": str(device), "delta": config.privacy.delta,
                                    "accountant": config.privacy.accountant, "n_targets": len(config.privacy.epsilons)})
     figures = staging / "figures"
@@ -533,18 +550,22 @@ def _sweep(
         _train_targets_in_parallel(inputs, staging, progress)
     members = splits.candidate_member
     targets, notes, curves = [], list(run_warnings), []
+    all_targets = progress.begin("targets", total=len(config.privacy.epsilons))
     for index, epsilon in enumerate(config.privacy.epsilons):
         label, tag = epsilon_label(epsilon), _epsilon_tag(epsilon)
-        progress.target_started(index, len(config.privacy.epsilons), label, inputs.spec.epochs)
+        step_label = f"target {index + 1}/{len(config.privacy.epsilons)} ({label})"
         child_id = tracker.start_run(f"{config.name} {label}", parent_id=parent_id)
         attempt["child_run_ids"].append(child_id)
         save_attempts()
         record, score_columns, target_notes = _audit_target(
-            inputs, index, epsilon, attacks, _target_checkpoints(staging, epsilon), progress
+            inputs, index, epsilon, attacks, _target_checkpoints(staging, epsilon), progress,
+            step_label, on_trained=_model_logger(tracker, child_id, data.features[:1], progress, step_label)
+            if log_models else None,
         )
         record["mlflow_run_id"] = child_id
         notes += target_notes
         targets.append(record)
+        bookkeeping = progress.begin(f"{step_label}: ROC figure, scores file, MLflow")
         for name, scores in score_columns.items():
             fpr, tpr = roc_points(scores, members)
             curves.append((epsilon, name, fpr, tpr))
@@ -568,9 +589,13 @@ def _sweep(
         tracker.log_artifact(child_id, roc_path)
         tracker.log_artifact(child_id, scores_path)
         tracker.finish(child_id)
+        progress.end(bookkeeping)
+        all_targets.advance()
+    progress.end(all_targets)
 
     synthetic = _synthetic_part(config, data, splits, staging, tracker, parent_id, progress, executor)
     attack_names = [a.name for a in attacks]
+    figures_step = progress.begin("figures")
     target_epsilons = list(dict.fromkeys(e for (e, _, _, _) in curves))
     roc_all = plot_roc_panels(
         [(epsilon_label(eps), [RocCurve(n, f, t) for (e, n, f, t) in curves if e == eps]) for eps in target_epsilons],
@@ -590,6 +615,7 @@ def _sweep(
         [max(a["auc"] for a in t["attacks"]) for t in targets],
         figures / "privacy_utility.png",
     )
+    progress.end(figures_step)
     violations = [t for t in targets if t["violation"]]
     reasons = [
         f"ε target {t['epsilon_target']:g}: empirical lower bound {t['epsilon_lb_best']:.3f} "
@@ -627,11 +653,11 @@ def _sweep(
         "verdict": {"passed": not reasons, "policy": None, "reasons": reasons},
         "mlflow": {"tracking_uri": tracker.tracking_uri, "experiment_id": tracker.experiment_id,
                    "parent_run_id": parent_id, "child_run_ids": attempt["child_run_ids"],
-                   "resumed_from": [a["parent_run_id"] for a in earlier_attempts]},
+                   "resumed_from": [a["parent_run_id"] for a in earlier_attempts]} if tracker.enabled else None,
     }
     write_text_atomic(staging / "results.csv", results_table(results).to_csv(index=False))
     for figure in (roc_all, eps_fig, utility_fig):
         tracker.log_artifact(parent_id, figure)
     tracker.log_metrics(parent_id, {"n_violations": float(len(reasons))})
     tracker.log_artifact(parent_id, staging / "config.yaml")
-    return results
+    return results, parent_id

@@ -16,6 +16,7 @@ from typing import Any
 import pandas as pd
 
 from audit.machinery.config import AuditConfig
+from audit.machinery.progress import Progress
 from audit.statistics.synthetic_evaluation import synthetic_privacy_checks
 from targets.splits import AuditSplits
 from targets.synthesizers import DPVAESynthesizer, GaussianCopulaSynthesizer, NoisyCopySynthesizer
@@ -54,10 +55,10 @@ def checked_release(name: str, epsilon: float | None, *, config: AuditConfig, tr
             "noise_multiplier": getattr(generator, "noise_multiplier", None), **checks}
 
 
-def synthetic_sweep(config: AuditConfig, frame: pd.DataFrame, splits: AuditSplits, note: Callable[[str], None],
+def synthetic_sweep(config: AuditConfig, frame: pd.DataFrame, splits: AuditSplits, progress: Progress,
                     executor=None, finished: dict[int, dict[str, Any]] | None = None,
                     on_entry: Callable[[int, dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
-    """One checked release per (generator, ε); `note(text)` reports progress.
+    """One checked release per (generator, ε), each a progress step.
 
     `executor` (default: here, one after another) runs the releases; `finished` holds entries of an
     interrupted attempt by index (not recomputed); `on_entry(index, entry)` sees each new one.
@@ -81,9 +82,11 @@ def synthetic_sweep(config: AuditConfig, frame: pd.DataFrame, splits: AuditSplit
 
     if executor is None:
         for position, i in enumerate(todo):
-            note(label(i))
-            keep(position, checked_release(*runs[i], **shared))
+            with progress.step(f"{label(i)}: generator, release, privacy checks and risks"):
+                keep(position, checked_release(*runs[i], **shared))
     else:
-        note(f"synthetic: {len(todo)} release(s) on the {getattr(executor, 'name', 'given')} executor")
-        executor.map(checked_release, [runs[i] for i in todo], shared, on_result=keep)
+        with progress.step(f"synthetic: {len(todo)} release(s) on the {getattr(executor, 'name', 'given')} executor",
+                           total=len(todo)) as step:
+            executor.map(checked_release, [runs[i] for i in todo], shared,
+                         on_result=lambda position, entry: (keep(position, entry), step.advance()))
     return [finished[i] for i in range(len(runs))]

@@ -1,0 +1,551 @@
+"""Re-identification risks of a synthetic release measured against a control set (Giomi et al. 2022).
+
+The three risks named by the Article 29 Working Party (Opinion 05/2014) and measured as attacks by
+M. Giomi, F. Boenisch, C. Wehmeyer, B. Tasnádi, "A Unified Framework for Quantifying Privacy Risk
+in Synthetic Data", PoPETs 2023 (arXiv 2211.10459) — the method of the `anonymeter` library:
+
+- **singling out**: from the synthetic rows the attacker builds predicates ("age ≥ 71 and city =
+  B and income ≤ 9 300") that match exactly one synthetic row, and wins when the predicate matches
+  exactly one row of the original data;
+- **linkability**: the attacker holds two disjoint column sets A and B of a target record and
+  links them when the nearest synthetic neighbour on A and the nearest on B are the same row;
+- **attribute inference**: the attacker knows every column but a secret one and guesses the
+  secret from the nearest synthetic row on the known columns.
+
+Each attack is run on targets drawn from the training rows and, identically, from a *control* set
+the generator never saw. The risk is the excess success on training rows over control rows,
+normalised by the room left above the control:
+
+    risk = (r_train − r_control) / (1 − r_control),
+
+with each rate a Wilson score estimate and the error propagated to first order (Giomi et al.,
+Sec. 4; anonymeter's `residual_success`). A release independent of its training rows gives risk
+≈ 0; a copy gives risk near 1. Because targets from train and control are exchangeable when the
+release carries nothing about the training rows, this is a test with a null: a risk is *flagged*
+when the lower end of its CI is above 0 at the per-test level the caller gives (Bonferroni).
+
+Choices where anonymeter leaves freedom (written down so a reader can reproduce the numbers):
+- distances are anonymeter's mixed-type Gower L1: Σ |Δx|/range over numeric columns (range from
+  train ∪ control, never from the release) + Σ 1[categories differ]; a missing value matches a
+  missing value (distance 0) and mismatches anything else (1);
+- ties between equally near synthetic rows are broken at random (seeded), independently for each
+  search, so tied rows cannot create links by their position in the file;
+- singling out: the multivariate attack of anonymeter (n_cols columns of a random synthetic row,
+  numeric predicates towards the tail: ≥ above the median, ≤ below); the training and control
+  sets are cut to the same size (seeded) so that their chance success is equal without
+  anonymeter's fitted size correction, and the rate is over the queries actually generated.
+  All queries are evaluated on the same two tables, so their successes are correlated and the
+  Wilson error understates the spread (an independent sample was flagged in our tests): the CI
+  is widened to the spread of the success difference over random re-splits of train ∪ control;
+- linkability: columns split alternately into A = columns[0::2], B = columns[1::2] unless given;
+- inference: every column is a secret in turn (aux = all others); a numeric secret is guessed
+  right within anonymeter's relative tolerance |guess − secret| ≤ 0.05 · |guess|.
+
+`dcr_baseline_protection` is SDMetrics' DCRBaselineProtection idea: the median distance from a
+synthetic row to its closest training row, over the same median for uniformly random rows.
+
+Pure functions of DataFrames and a seed; no I/O.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy.spatial.distance import cdist
+from scipy.stats import norm
+
+from targets.tabular_encoding import column_kind
+
+__all__ = [
+    "SuccessRate",
+    "attack_success_rate",
+    "residual_risk",
+    "singling_out_risk",
+    "linkability_risk",
+    "inference_risk",
+    "dcr_baseline_protection",
+    "synthetic_risks",
+    "NUMERIC_TOLERANCE",
+]
+
+NUMERIC_TOLERANCE = 0.05  # anonymeter's relative tolerance for a numeric secret guessed right
+_QUERY_BATCH = 1000
+NULL_RESPLITS = 200  # random re-splits of train ∪ control that calibrate the singling-out spread
+_NN_CHUNK = 256
+
+
+# ----------------------------------------------------------------------------------------- rates
+
+
+@dataclass(frozen=True)
+class SuccessRate:
+    """Wilson-score estimate of an attack's success rate and its half-width at `confidence`."""
+
+    value: float
+    error: float
+    n_success: int
+    n_attacks: int
+
+
+def attack_success_rate(n_success: int, n_attacks: int, confidence: float) -> SuccessRate:
+    """Wilson (1927) score estimate and half-width, as in Giomi et al. 2022, eq. (3)-(4)."""
+    if n_attacks <= 0:
+        raise ValueError(f"n_attacks: expected > 0, got {n_attacks}")
+    if not 0 <= n_success <= n_attacks:
+        raise ValueError(f"n_success: expected 0..{n_attacks}, got {n_success}")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence: expected a number in (0, 1), got {confidence!r}")
+    z = float(norm.ppf(0.5 * (1 + confidence)))
+    denominator = n_attacks + z * z
+    value = (n_success + 0.5 * z * z) / denominator
+    error = z / denominator * math.sqrt(n_success * (n_attacks - n_success) / n_attacks + 0.25 * z * z)
+    return SuccessRate(float(value), float(error), int(n_success), int(n_attacks))
+
+
+def residual_risk(attack: SuccessRate, control: SuccessRate) -> dict[str, Any]:
+    """Excess success on training over control rows, (r_a − r_c)/(1 − r_c), with a propagated CI.
+
+    Giomi et al. 2022, Sec. 4 (anonymeter `residual_success` + `bind_value`): the point value and
+    the CI are clipped to [0, 1]; `raw` keeps the unclipped estimate (negative = control attacked
+    more easily than training rows, i.e. no sign of leakage).
+    """
+    room = 1.0 - control.value
+    raw = (attack.value - control.value) / room
+    error = math.sqrt((attack.error / abs(room)) ** 2 + (control.error * (attack.value - 1) / room**2) ** 2)
+    clip = lambda v: min(max(v, 0.0), 1.0)  # noqa: E731
+    return {"value": clip(raw), "ci": [clip(raw - error), clip(raw + error)], "raw": float(raw),
+            "error": float(error)}
+
+
+def _risk_record(name: str, n_train_success: int, n_control_success: int, n_attacks: int, n_control_attacks: int,
+                 confidence: float, **extra: Any) -> dict[str, Any]:
+    attack = attack_success_rate(n_train_success, n_attacks, confidence)
+    control = attack_success_rate(n_control_success, n_control_attacks, confidence)
+    return {
+        "name": name,
+        **residual_risk(attack, control),
+        "attack_rate": attack.value,
+        "control_rate": control.value,
+        "n_success": attack.n_success,
+        "n_control_success": control.n_success,
+        "n_attacks": attack.n_attacks,
+        "n_control_attacks": control.n_attacks,
+        "confidence": confidence,
+        **extra,
+    }
+
+
+# ------------------------------------------------------------------------------ mixed-type table
+
+
+class _Table:
+    """Numeric columns as floats (range-scaled by the caller's ruler), categoricals as shared codes."""
+
+    def __init__(self, frames: dict[str, pd.DataFrame], ruler: tuple[str, ...]):
+        first = next(iter(frames.values()))
+        self.columns = [str(c) for c in first.columns]
+        self.kinds = {c: column_kind(first[c]) or "categorical" for c in first.columns}
+        self.numeric = {}
+        self.codes = {}
+        lengths = {role: len(df) for role, df in frames.items()}
+        for column in first.columns:
+            name = str(column)
+            if self.kinds[column] == "numeric":
+                values = {role: pd.to_numeric(df[column], errors="coerce").to_numpy(dtype="float64")
+                          for role, df in frames.items()}
+                reference = np.concatenate([values[r] for r in ruler])
+                finite = reference[np.isfinite(reference)]
+                span = float(finite.max() - finite.min()) if finite.size else 0.0
+                self.numeric[name] = {role: v / (span or 1.0) for role, v in values.items()}
+            else:
+                joined = pd.concat([df[column].astype("object") for df in frames.values()], ignore_index=True)
+                codes, _ = pd.factorize(joined, use_na_sentinel=True)  # missing → −1, its own value
+                split = np.cumsum([0, *lengths.values()])
+                self.codes[name] = {role: codes[split[i]:split[i + 1]] for i, role in enumerate(frames)}
+
+    def block(self, role: str, columns: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        num = [self.numeric[c][role] for c in columns if c in self.numeric]
+        cat = [self.codes[c][role] for c in columns if c in self.codes]
+        n = len(next(iter(self.numeric.values()))[role]) if self.numeric else len(next(iter(self.codes.values()))[role])
+        return (np.column_stack(num) if num else np.zeros((n, 0))), (np.column_stack(cat) if cat else np.zeros((n, 0), int))
+
+
+def _gower_l1(q_num, q_cat, s_num, s_cat) -> np.ndarray:
+    """Mixed-type L1 distances (queries × synthetic): |Δ| of scaled numerics + categorical mismatches."""
+    if not (np.isnan(q_num).any() or np.isnan(s_num).any()):  # scipy's C loops: no temporaries
+        d = np.zeros((q_num.shape[0], s_num.shape[0]))
+        if q_num.shape[1]:
+            d += cdist(q_num, s_num, "cityblock")
+        if q_cat.shape[1]:
+            d += cdist(q_cat, s_cat, "hamming") * q_cat.shape[1]
+        return d
+    d = np.zeros((q_num.shape[0], s_num.shape[0]), dtype=np.float32)
+    for j in range(q_num.shape[1]):  # column by column: two 2-D arrays in memory, never a 3-D one
+        q, s = q_num[:, j, None].astype(np.float32), s_num[None, :, j].astype(np.float32)
+        diff = np.abs(q - s)
+        q_nan, s_nan = np.isnan(q), np.isnan(s)
+        if q_nan.any() or s_nan.any():
+            diff = np.where(q_nan & s_nan, 0.0, np.where(q_nan | s_nan, 1.0, diff))
+        d += diff
+    for j in range(q_cat.shape[1]):
+        d += q_cat[:, j, None] != s_cat[None, :, j]
+    return d
+
+
+def _nearest_rows(table: _Table, role: str, rows: np.ndarray, columns: list[str], k: int,
+                  rng: np.random.Generator) -> np.ndarray:
+    """Indices of the k nearest synthetic rows to each of table[role][rows] on `columns`, ties at random."""
+    q_num, q_cat = table.block(role, columns)
+    s_num, s_cat = table.block("synthetic", columns)
+    order = rng.permutation(s_num.shape[0])  # a stable sort over a shuffled release breaks ties at random
+    s_num, s_cat = s_num[order], s_cat[order]
+    out = np.empty((rows.size, k), dtype=np.int64)
+    for start in range(0, rows.size, _NN_CHUNK):
+        chunk = rows[start:start + _NN_CHUNK]
+        d = _gower_l1(q_num[chunk], q_cat[chunk], s_num, s_cat)
+        # argmin / a stable sort return the first of tied rows, i.e. a random one of the shuffled release
+        nearest = d.argmin(axis=1)[:, None] if k == 1 else np.argsort(d, axis=1, kind="stable")[:, :k]
+        out[start:start + chunk.size] = order[nearest]
+    return out
+
+
+def _check_frames(train: pd.DataFrame, control: pd.DataFrame, synthetic: pd.DataFrame) -> None:
+    columns = [str(c) for c in train.columns]
+    for role, df in (("control", control), ("synthetic", synthetic)):
+        if sorted(str(c) for c in df.columns) != sorted(columns):
+            raise ValueError(f"{role}: expected the train columns {columns}, got {[str(c) for c in df.columns]}")
+    for role, df in (("train", train), ("control", control), ("synthetic", synthetic)):
+        if len(df) < 2:
+            raise ValueError(f"{role}: expected at least 2 rows, got {len(df)}")
+
+
+def _frames(train, control, synthetic) -> dict[str, pd.DataFrame]:
+    _check_frames(train, control, synthetic)
+    order = list(train.columns)
+    return {"train": train.reset_index(drop=True), "control": control[order].reset_index(drop=True),
+            "synthetic": synthetic[order].reset_index(drop=True)}
+
+
+def _targets(n_rows: int, n_attacks: int, rng: np.random.Generator) -> np.ndarray:
+    return rng.choice(n_rows, size=min(n_attacks, n_rows), replace=False)
+
+
+# ------------------------------------------------------------------------------------ singling out
+
+
+def _as_matrix(table: _Table, role: str) -> np.ndarray:
+    """Rows × columns (the table's column order): scaled numerics, categorical codes as floats (−1 = missing)."""
+    return np.column_stack([
+        table.numeric[c][role] if c in table.numeric else table.codes[c][role].astype(float) for c in table.columns
+    ])
+
+
+_GE, _LE, _EQ, _ISNA = 0, 1, 2, 3
+
+
+def _query_masks(data_t: np.ndarray, cols: np.ndarray, ops: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """queries × rows: which rows each predicate matches. data_t = columns × rows; cols, ops, values
+    = queries × n_cols (a predicate is the AND of its n_cols conditions)."""
+    mask = np.ones((cols.shape[0], data_t.shape[1]), dtype=bool)
+    for j in range(cols.shape[1]):
+        x = data_t[cols[:, j]]  # queries × rows
+        v, op = values[:, j, None], ops[:, j]
+        # x == v is x ≥ v and x ≤ v: two comparisons cover ≥, ≤ and ==.
+        want_ge, want_le = np.isin(op, (_GE, _EQ))[:, None], np.isin(op, (_LE, _EQ))[:, None]
+        with np.errstate(invalid="ignore"):
+            mask &= (~want_ge | (x >= v)) & (~want_le | (x <= v))
+        isna = np.flatnonzero(op == _ISNA)
+        if isna.size:  # NaN compares False both ways: those conditions are checked apart
+            mask[isna] &= np.isnan(x[isna])
+    return mask
+
+
+def singling_out_risk(train: pd.DataFrame, control: pd.DataFrame, synthetic: pd.DataFrame, *,
+                      n_attacks: int = 500, n_cols: int = 3, confidence: float = 0.95, seed: int = 0,
+                      max_attempts: int | None = None) -> dict[str, Any]:
+    """Multivariate singling-out risk (Giomi et al. 2022, Sec. 5.1; Cohen & Nissim 2020, arXiv 1904.06009).
+
+    Predicates are built from random synthetic rows on `n_cols` random columns and kept when they
+    match exactly one (deduplicated) synthetic row; the attack wins on a predicate that matches
+    exactly one training row, and the control attack on one that matches exactly one control row
+    (training and control cut to the same size). Returns the risk record (value, ci, rates, counts).
+    """
+    rng = np.random.default_rng([seed, 11])
+    frames = _frames(train, control, synthetic)
+    frames = {role: df.drop_duplicates(ignore_index=True) for role, df in frames.items()}
+    n_equal = min(len(frames["train"]), len(frames["control"]))
+    for role in ("train", "control"):
+        if len(frames[role]) > n_equal:
+            keep = np.sort(rng.choice(len(frames[role]), n_equal, replace=False))
+            frames[role] = frames[role].iloc[keep].reset_index(drop=True)
+    table = _Table(frames, ruler=("train", "control"))
+    n_columns = len(table.columns)
+    n_cols = min(n_cols, n_columns)
+    syn = _as_matrix(table, "synthetic")
+    syn_t = np.ascontiguousarray(syn.T)
+    numeric = np.array([c in table.numeric for c in table.columns])
+    medians = np.full(n_columns, np.nan)
+    for index in np.flatnonzero(numeric):
+        finite = syn[:, index][~np.isnan(syn[:, index])]
+        medians[index] = np.median(finite) if finite.size else np.nan
+    n_syn = syn.shape[0]
+    max_attempts = max_attempts or 50 * n_attacks
+    batch = max(50, min(_QUERY_BATCH, 20_000_000 // max(n_syn, 1)))  # queries × rows booleans per batch
+    kept: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    seen: set[bytes] = set()
+    attempts = 0
+    while len(seen) < n_attacks and attempts < max_attempts:
+        size = min(batch, max_attempts - attempts)
+        attempts += size
+        rows = rng.integers(0, n_syn, size=size)
+        cols = np.sort(np.argsort(rng.random((size, n_columns)), axis=1)[:, :n_cols], axis=1)
+        values = syn[rows[:, None], cols]
+        ops = np.where(~numeric[cols], _EQ, np.where(np.isnan(values), _ISNA,
+                                                      np.where(values > medians[cols], _GE, _LE)))
+        singles = np.flatnonzero(_query_masks(syn_t, cols, ops, values).sum(axis=1) == 1)
+        for q in singles:
+            key = np.r_[cols[q], ops[q], np.nan_to_num(values[q], nan=-9e99)].tobytes()
+            if key not in seen and len(seen) < n_attacks:
+                seen.add(key)
+                kept.append((cols[q], ops[q], values[q]))
+    queries = kept
+    notes = []
+    if not queries:
+        return {"name": "singling_out", "value": None, "ci": None, "n_attacks": 0,
+                "note": f"no predicate on {n_cols} columns singles out a synthetic row in {attempts} attempts"}
+    if len(queries) < n_attacks:
+        notes.append(f"only {len(queries)} of {n_attacks} singling-out predicates found in {attempts} attempts")
+    cols, ops, values = (np.array([q[i] for q in queries]) for i in range(3))
+    real_t = np.ascontiguousarray(np.r_[_as_matrix(table, "train"), _as_matrix(table, "control")].T)
+    matches = _query_masks(real_t, cols, ops, values).astype(np.float32)  # queries × (train rows, control rows)
+    singled = lambda side: int(((matches @ side) == 1).sum())  # noqa: E731
+    in_train = np.r_[np.ones(n_equal), np.zeros(n_equal)].astype(np.float32)
+    n_train, n_control = singled(in_train), singled(1 - in_train)
+    record = _risk_record("singling_out", n_train, n_control, len(queries), len(queries), confidence,
+                          n_cols=n_cols, n_rows_each=n_equal, attempts=attempts)
+    # The queries are all evaluated on the same two tables, so their successes are not independent
+    # trials: a table that happens to be sparse in one tail makes many predicates single out at once.
+    # The Wilson errors ignore that; the spread of the success-rate difference over random re-splits
+    # of train ∪ control (exchangeable when the release does not depend on the training rows) does not.
+    splits = np.zeros((2 * n_equal, NULL_RESPLITS), dtype=np.float32)
+    for b in range(NULL_RESPLITS):
+        splits[rng.permutation(2 * n_equal)[:n_equal], b] = 1
+    counts_a, counts_b = matches @ splits, matches @ (1 - splits)
+    null_differences = ((counts_a == 1).sum(axis=0) - (counts_b == 1).sum(axis=0)) / len(queries)
+    record["null_sd"] = float(np.std(null_differences, ddof=1))
+    record["null_resplits"] = NULL_RESPLITS
+    if notes:
+        record["note"] = "; ".join(notes)
+    return _widened(record, confidence)
+
+
+def _widened(record: dict[str, Any], confidence: float) -> dict[str, Any]:
+    """Widen a singling-out risk's CI to the re-split spread when that exceeds the Wilson error."""
+    z = float(norm.ppf(0.5 * (1 + confidence)))
+    room = 1.0 - record["control_rate"]
+    error = max(record["error"], z * record["null_sd"] / room)
+    clip = lambda v: min(max(v, 0.0), 1.0)  # noqa: E731
+    return {**record, "error": error, "ci": [clip(record["raw"] - error), clip(record["raw"] + error)]}
+
+
+# ------------------------------------------------------------------------------------- linkability
+
+
+def linkability_risk(train: pd.DataFrame, control: pd.DataFrame, synthetic: pd.DataFrame, *,
+                     aux_cols: tuple[list[str], list[str]] | None = None, n_attacks: int = 500,
+                     n_neighbors: int = 1, confidence: float = 0.95, seed: int = 0) -> dict[str, Any]:
+    """Linkability risk (Giomi et al. 2022, Sec. 5.2): can the release join two halves of a record?
+
+    A target is linked when its nearest `n_neighbors` synthetic rows on columns A and on columns B
+    share a row. Targets are `n_attacks` random training rows, and as many random control rows.
+    """
+    rng = np.random.default_rng([seed, 12])
+    frames = _frames(train, control, synthetic)
+    table = _Table(frames, ruler=("train", "control"))
+    if aux_cols is None:
+        aux_cols = (table.columns[0::2], table.columns[1::2])
+    first, second = [str(c) for c in aux_cols[0]], [str(c) for c in aux_cols[1]]
+    if not first or not second or set(first) & set(second):
+        raise ValueError(f"aux_cols: expected two disjoint, non-empty column lists, got {aux_cols}")
+    k = min(n_neighbors, len(frames["synthetic"]))
+
+    def links(role: str) -> tuple[int, int]:
+        rows = _targets(len(frames[role]), n_attacks, rng)
+        a = _nearest_rows(table, role, rows, first, k, rng)
+        b = _nearest_rows(table, role, rows, second, k, rng)
+        return sum(bool(set(x) & set(y)) for x, y in zip(a, b)), rows.size
+
+    n_train, m_train = links("train")
+    n_control, m_control = links("control")
+    n_syn = len(frames["synthetic"])
+    return _risk_record("linkability", n_train, n_control, m_train, m_control, confidence,
+                        aux_cols=[first, second], n_neighbors=k,
+                        baseline_rate=float(1 - math.comb(n_syn - k, k) / math.comb(n_syn, k)))
+
+
+# --------------------------------------------------------------------------------------- inference
+
+
+def inference_risk(train: pd.DataFrame, control: pd.DataFrame, synthetic: pd.DataFrame, *, secret: str,
+                   aux_cols: list[str] | None = None, n_attacks: int = 500, confidence: float = 0.95,
+                   seed: int = 0) -> dict[str, Any]:
+    """Attribute-inference risk for one secret column (Giomi et al. 2022, Sec. 5.3).
+
+    The attacker knows `aux_cols` (default: every other column) of a target and guesses `secret` as
+    the value of the nearest synthetic row. Categorical secrets must match exactly; numeric ones
+    within NUMERIC_TOLERANCE relative to the guess (anonymeter's rule). The baseline is a guess
+    copied from a random synthetic row.
+    """
+    rng = np.random.default_rng([seed, 13])
+    frames = _frames(train, control, synthetic)
+    secret = str(secret)
+    if secret not in [str(c) for c in train.columns]:
+        raise ValueError(f"secret: expected one of the columns {list(train.columns)}, got {secret!r}")
+    table = _Table(frames, ruler=("train", "control"))
+    aux = [c for c in (aux_cols or table.columns) if str(c) != secret]
+    if not aux:
+        raise ValueError("aux_cols: expected at least one column besides the secret")
+    numeric = secret in table.numeric
+    values = table.numeric[secret] if numeric else table.codes[secret]
+
+    def correct(guesses: np.ndarray, truth: np.ndarray) -> np.ndarray:
+        if not numeric:
+            return guesses == truth
+        both_missing = np.isnan(guesses) & np.isnan(truth)
+        with np.errstate(invalid="ignore"):
+            return both_missing | (np.abs(guesses - truth) <= NUMERIC_TOLERANCE * np.abs(guesses))
+
+    def successes(role: str) -> tuple[int, int]:
+        rows = _targets(len(frames[role]), n_attacks, rng)
+        nearest = _nearest_rows(table, role, rows, aux, 1, rng)[:, 0]
+        return int(correct(values["synthetic"][nearest], values[role][rows]).sum()), rows.size
+
+    n_train, m_train = successes("train")
+    n_control, m_control = successes("control")
+    baseline_rows = _targets(len(frames["train"]), n_attacks, rng)
+    random_guess = values["synthetic"][rng.integers(0, len(frames["synthetic"]), baseline_rows.size)]
+    baseline = int(correct(random_guess, values["train"][baseline_rows]).sum()) / baseline_rows.size
+    return _risk_record("inference", n_train, n_control, m_train, m_control, confidence, secret=secret,
+                        secret_kind="numeric" if numeric else "categorical", baseline_rate=float(baseline))
+
+
+# ------------------------------------------------------------------------------------ DCR baseline
+
+
+def dcr_baseline_protection(train: pd.DataFrame, synthetic: pd.DataFrame, *, seed: int = 0,
+                            max_rows: int = 2000) -> dict[str, Any]:
+    """SDMetrics' DCRBaselineProtection idea: median DCR of the release over that of random rows.
+
+    DCR = mean-Gower distance (L1 above ÷ number of columns, in [0, 1]) from a row to its closest
+    training row. Random rows are drawn uniformly per column (numeric: within the training range;
+    categorical: among the training categories), as many as synthetic rows evaluated (at most
+    `max_rows`, seeded). score = min(1, median DCR synthetic / median DCR random): 1 = as far from
+    the training rows as noise, 0 = copies. A descriptive ratio, not a test: an honest sample of
+    the population is closer to the training rows than noise is, so it scores below 1 as well.
+    """
+    rng = np.random.default_rng([seed, 14])
+    train = train.reset_index(drop=True)
+    synthetic = synthetic[list(train.columns)].reset_index(drop=True)
+    rows = np.sort(rng.choice(len(synthetic), min(max_rows, len(synthetic)), replace=False))
+    synthetic = synthetic.iloc[rows].reset_index(drop=True)
+    random = {}
+    for column in train.columns:
+        if (column_kind(train[column]) or "categorical") == "numeric":
+            x = pd.to_numeric(train[column], errors="coerce").to_numpy(dtype="float64")
+            random[column] = rng.uniform(np.nanmin(x), np.nanmax(x), len(synthetic))
+        else:
+            categories = train[column].dropna().unique()
+            random[column] = categories[rng.integers(0, len(categories), len(synthetic))]
+    random_df = pd.DataFrame(random)[list(train.columns)]
+    table = _Table({"train": train, "synthetic": synthetic, "random": random_df}, ruler=("train",))
+    n_columns = len(table.columns)
+
+    def median_dcr(role: str) -> float:
+        q_num, q_cat = table.block(role, table.columns)
+        t_num, t_cat = table.block("train", table.columns)
+        nearest = np.concatenate([
+            _gower_l1(q_num[s:s + _NN_CHUNK], q_cat[s:s + _NN_CHUNK], t_num, t_cat).min(axis=1)
+            for s in range(0, q_num.shape[0], _NN_CHUNK)
+        ])
+        return float(np.median(nearest) / n_columns)
+
+    synthetic_median, random_median = median_dcr("synthetic"), median_dcr("random")
+    score = 1.0 if random_median == 0 else min(1.0, synthetic_median / random_median)
+    return {"score": float(score), "median_dcr_synthetic": synthetic_median, "median_dcr_random": random_median,
+            "n_rows": int(len(synthetic)),
+            "definition": "min(1, median DCR of synthetic rows / median DCR of uniformly random rows); "
+            "1 = as far from training rows as noise, 0 = copies (SDMetrics DCRBaselineProtection); not a test"}
+
+
+# ------------------------------------------------------------------------------------- all of them
+
+
+def synthetic_risks(train: pd.DataFrame, control: pd.DataFrame, synthetic: pd.DataFrame, *,
+                    alpha_each: float, n_attacks: int = 500, confidence: float = 0.95, seed: int = 0,
+                    secrets: list[str] | None = None, max_synthetic_rows: int = 20_000) -> dict[str, Any]:
+    """Singling-out, linkability and per-column inference risks vs `control`, DCR baseline, and flags.
+
+    `control` = real rows the generator never saw, from the same population (the holdout).
+    Reported CIs are at `confidence`. A risk is flagged when its lower bound at the one-sided level
+    `alpha_each` (the caller's Bonferroni share) is above 0; `n_tests` says how many risks can flag,
+    so the caller can split its α before calling (`risk_test_count`).
+    """
+    columns = [str(c) for c in train.columns]
+    secrets = columns if secrets is None else [str(s) for s in secrets]
+    risks = [singling_out_risk(train, control, synthetic, n_attacks=n_attacks, confidence=confidence, seed=seed)]
+    notes = []
+    searched = synthetic
+    if len(synthetic) > max_synthetic_rows:
+        # Each nearest-neighbour attack is n_attacks × |release| × columns: on a huge release the
+        # attacker is simulated with a seeded sample of it. Fewer rows to match can only weaken
+        # the attack, so these risks are then lower estimates — said in the notes.
+        rows = np.sort(np.random.default_rng([seed, 15]).choice(len(synthetic), max_synthetic_rows, replace=False))
+        searched = synthetic.iloc[rows]
+        notes.append(f"linkability and inference attacks searched a seeded sample of {max_synthetic_rows} of the "
+                     f"{len(synthetic)} synthetic rows: an attacker using all rows may do better (lower estimates)")
+    if len(columns) >= 2:
+        risks.append(linkability_risk(train, control, searched, n_attacks=n_attacks, confidence=confidence, seed=seed))
+        risks += [inference_risk(train, control, searched, secret=s, n_attacks=n_attacks, confidence=confidence,
+                                 seed=seed) for s in secrets]
+    flags = []
+    test_confidence = 1 - 2 * alpha_each  # two-sided interval whose lower end is a one-sided α_each test
+    for risk in risks:
+        if risk.get("value") is None:
+            continue
+        attack = attack_success_rate(risk["n_success"], risk["n_attacks"], test_confidence)
+        control_rate = attack_success_rate(risk["n_control_success"], risk["n_control_attacks"], test_confidence)
+        tested = {**risk, **residual_risk(attack, control_rate), "control_rate": control_rate.value}
+        if "null_sd" in risk:
+            tested = _widened(tested, test_confidence)
+        low = tested["ci"][0]
+        risk["test_lower_bound"] = low
+        risk["flagged"] = low > 0
+        if low > 0:
+            what = risk["name"].replace("_", "-") + (f" of '{risk['secret']}'" if "secret" in risk else "")
+            flags.append({"check": f"risk_{risk['name']}",
+                          "message": f"{what} risk {risk['value']:.3f} (CI {risk['ci'][0]:.3f}–{risk['ci'][1]:.3f}): "
+                          f"attacks succeed on {risk['attack_rate']:.1%} of training rows vs {risk['control_rate']:.1%} "
+                          f"of control rows (lower bound {low:.3f} > 0 at one-sided α {alpha_each:.2g})"})
+    inference = [r for r in risks if r["name"] == "inference"]
+    return {
+        "singling_out": risks[0],
+        "linkability": next((r for r in risks if r["name"] == "linkability"), None),
+        "inference": inference,
+        "inference_max": max((r["value"] for r in inference), default=None),
+        "dcr_baseline_protection": dcr_baseline_protection(train, synthetic, seed=seed),
+        "flags": flags,
+        "notes": notes,
+        "alpha_each": alpha_each,
+        "confidence": confidence,
+        "method": "Giomi et al. 2022 (anonymeter): attacks on training rows vs control rows the generator never saw",
+    }
+
+
+def risk_test_count(n_columns: int, n_secrets: int | None = None) -> int:
+    """How many risks `synthetic_risks` can flag: singling out, linkability, one inference per secret."""
+    if n_columns < 2:
+        return 1
+    return 2 + (n_columns if n_secrets is None else n_secrets)

@@ -1,0 +1,108 @@
+"""Claims about progress reporting (audit/machinery/progress.py): what a terminal, a CI log and a
+Python caller see while long work runs."""
+from __future__ import annotations
+
+import io
+import re
+import time
+
+import pytest
+from rich.console import Console
+
+from audit.machinery.progress import (
+    CallbackProgress,
+    LineProgress,
+    Progress,
+    RichProgress,
+    as_progress,
+    progress_for,
+)
+
+
+def test_a_log_gets_one_line_per_finished_step_with_counts_and_elapsed_time():
+    stream = io.StringIO()
+    progress = LineProgress(stream, heartbeat_s=0)
+    with progress.step("targets", total=2) as targets:
+        for index in range(2):
+            with progress.step(f"target {index + 1}: training", total=3) as training:
+                for epoch in range(3):
+                    training.update(epoch + 1)
+            targets.advance()
+    progress.note("warning: something to know")
+    lines = stream.getvalue().splitlines()
+    assert [re.sub(r"\d+\.\d s", "T s", line[8:]) for line in lines] == [
+        "target 1: training 3/3: T s", "target 2: training 3/3: T s", "targets 2/2: T s", "warning: something to know",
+    ]
+    assert all(re.match(r"^\[\d\d:\d\d\] ", line) for line in lines)
+
+
+def test_a_step_that_fails_prints_nothing_so_bad_input_stays_one_line_and_the_error_propagates():
+    stream = io.StringIO()
+    progress = LineProgress(stream, heartbeat_s=0)
+    with pytest.raises(KeyboardInterrupt):
+        with progress.step("attack lira"):
+            raise KeyboardInterrupt
+    assert stream.getvalue() == ""
+
+
+def test_a_long_step_prints_heartbeats_so_a_log_never_sits_silent():
+    stream = io.StringIO()
+    progress = LineProgress(stream, heartbeat_s=0.2)
+    progress._heartbeat_poll = 0.05
+    with progress.step("64 reference models", total=64) as step:
+        step.update(10)
+        time.sleep(1.2)
+    progress.close()
+    beats = [line for line in stream.getvalue().splitlines() if "running for" in line]
+    assert beats and "64 reference models 10/64" in beats[0]
+
+
+def test_the_python_api_gets_plain_event_dicts_from_a_callback():
+    events = []
+    progress = as_progress(events.append)
+    assert isinstance(progress, CallbackProgress)
+    with progress.step("synthetic checks", total=2) as step:
+        step.advance()
+    reporter = progress.reporter("target 1/1 (ε = 1)")
+    reporter("8 reference models", 4.5, 8)
+    reporter.close()
+    assert [(e["event"], e.get("description"), e.get("completed")) for e in events] == [
+        ("start", "synthetic checks", 0), ("update", "synthetic checks", 1), ("finish", "synthetic checks", 1),
+        ("start", "target 1/1 (ε = 1): 8 reference models", 0),
+        ("update", "target 1/1 (ε = 1): 8 reference models", 4),
+        ("finish", "target 1/1 (ε = 1): 8 reference models", 4),
+    ]
+    assert events[2]["ok"] is True and events[2]["total"] == 2
+
+
+def test_the_right_display_is_chosen_for_the_output():
+    assert type(as_progress(None)) is Progress
+    assert type(progress_for(Console(file=io.StringIO()), quiet=False)) is LineProgress
+    assert type(progress_for(Console(file=io.StringIO(), force_terminal=True), quiet=False)) is RichProgress
+    assert type(progress_for(Console(file=io.StringIO(), force_terminal=True), quiet=True)) is Progress
+    with pytest.raises(TypeError, match="progress"):
+        as_progress(42)
+
+
+def test_a_terminal_shows_live_bars_and_keeps_top_level_steps():
+    out = io.StringIO()
+    progress = RichProgress(Console(file=out, force_terminal=True, width=100))
+    with progress.step("targets", total=1) as targets:
+        with progress.step("target 1: training", total=2) as training:
+            training.update(2)
+        targets.advance()
+    progress.close()
+    text = out.getvalue()
+    assert "targets" in text and "1/1" in text
+
+
+def test_a_lazy_step_shows_nothing_until_work_starts():
+    stream = io.StringIO()
+    progress = LineProgress(stream, heartbeat_s=0)
+    with pytest.raises(ValueError):
+        with progress.lazy_step("models trained"):
+            raise ValueError("bad input found before any model")
+    with progress.lazy_step("models trained") as models:
+        models.advance()
+        models.advance()
+    assert stream.getvalue().count("\n") == 1 and "models trained 2: " in stream.getvalue()
