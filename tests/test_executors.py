@@ -19,6 +19,7 @@ import pytest
 
 from audit.errors import AuditInputError
 from audit.machinery.executors import LocalExecutor, ProcessExecutor, RayExecutor, make_executor
+from audit.machinery.tracking import experiment_name
 from audit.machinery.workers import WorkerInternalError
 
 # A small audit that still exercises every kind of task: targets at two ε, reference and shadow
@@ -244,7 +245,7 @@ def test_same_numbers_on_every_executor_a_killed_ray_worker_and_a_live_mlflow_se
         assert numbers(in_children.results) == numbers(local.results)
         assert numbers(on_ray.results) == numbers(local.results)
 
-        reader = subprocess.run([sys.executable, "-c", SEARCH_RUNS, server_uri, "tiny"], capture_output=True,
+        reader = subprocess.run([sys.executable, "-c", SEARCH_RUNS, server_uri, experiment_name("run", "tiny")], capture_output=True,
                                 text=True, timeout=300, env={**os.environ, "MLFLOW_TRACKING_URI": server_uri})
         assert reader.returncode == 0, reader.stderr[-2000:]
         runs = {run["id"]: run for run in json.loads(reader.stdout.strip().splitlines()[-1])}
