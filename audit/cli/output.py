@@ -66,7 +66,8 @@ def print_verdict(results: dict, fail_on_inconclusive: bool = False) -> None:
         console.print(f"[yellow]INCONCLUSIVE[/yellow] ({by}): no claim was refuted, but not every claim could have been",
                       highlight=False, soft_wrap=True)
         for reason in verdict["reasons"]:
-            console.print(f"[yellow]INCONCLUSIVE[/yellow] {reason}", highlight=False, soft_wrap=True)
+            (err_console if fail_on_inconclusive else console).print(
+                f"[yellow]INCONCLUSIVE[/yellow] {reason}", highlight=False, soft_wrap=True)
         if fail_on_inconclusive:
             err_console.print("[red]FAIL[/red] inconclusive and --fail-on-inconclusive was given", highlight=False)
             raise typer.Exit(EXIT_FAILED)
@@ -163,6 +164,9 @@ def print_bound(result: dict, what: str, path: Path, fail_on_inconclusive: bool 
         console.print(f"ceiling: a perfect attack could reach at most {verdict['ceiling']:.3f} with these runs"
                       + (f"; exceeding the claim needs ≥ {needed} {verdict.get('needed_unit')}" if needed else ""))
     console.print(f"details: {path}")
+    ceiling = result.get("ceiling")
+    if isinstance(ceiling, (int, float)):
+        console.print(f"ceiling: a perfect attack reaches at most {ceiling:.3f} with these runs at this confidence")
     if result["verdict"]["status"] == "pass":
         console.print("(a bound below the claim is not a proof that the claim holds)")
     print_verdict(result, fail_on_inconclusive=fail_on_inconclusive)

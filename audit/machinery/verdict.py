@@ -412,6 +412,8 @@ def single_audit_verdict(kind: str, result: dict[str, Any]) -> dict[str, Any]:
                    if isinstance(ceiling, (int, float)) else f"{kind}: inconclusive — {result.get('status_reason', 'the audit could not have refuted the claim')}")
     else:
         message = f"{kind}: lower bound {bound:.3f} ≤ claimed ε {claim if claim is None else f'{claim:.3f}'}"
+    if inconclusive and not failed and own.get("reasons"):
+        message = f"{kind}: " + "; ".join(map(str, own["reasons"]))  # the audit's own words (what it would need)
     verdict = decide([Check(subject, f"{kind} bound vs claim", message, failed=failed,
                             inconclusive=inconclusive and not failed, assumption=assumption)],
                      alpha=1 - float(confidence))
