@@ -29,6 +29,8 @@ def render_junit_xml(results: dict[str, Any], *, evaluation: Any = None) -> str:
     model's candidates) is a passing case whose output says it decides nothing. With a policy the
     checks are its rules; `evaluation` is accepted for callers that hold one and is not needed.
     """
+    if not isinstance(results, dict) and hasattr(results, "checks"):
+        results = _from_policy_evaluation(results)  # callers that still pass a PolicyEvaluation
     verdict = results.get("verdict") or {}
     rows = [c for c in verdict.get("checks") or [] if isinstance(c, dict)]
     failures = sum(1 for c in rows if c.get("outcome") == "fail")
@@ -65,6 +67,17 @@ def render_junit_xml(results: dict[str, Any], *, evaluation: Any = None) -> str:
             element.text = _clean(element.text)
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def _from_policy_evaluation(evaluation: Any) -> dict[str, Any]:
+    """A policy evaluation as verdict rows: a failed rule fails, a not-applicable one is skipped."""
+    rows = [{"subject": c.target_label, "name": c.rule + (f" · {c.attack}" if c.attack else ""), "message": c.message,
+             "p_value": None, "assumption": "policy rule",
+             "outcome": "fail" if c.applicable and not c.passed else ("inconclusive" if not c.applicable else "pass")}
+            for c in evaluation.checks]
+    source = evaluation.policy_path or evaluation.policy_name
+    return {"verdict": {"status": "pass" if evaluation.passed else "fail", "passed": evaluation.passed,
+                        "decided_by": f"policy {source}", "policy": source, "checks": rows}}
 
 
 def write_junit_xml(results: dict[str, Any], path: Path, *, evaluation: Any = None) -> Path:
