@@ -53,7 +53,8 @@ STYLE = """body{font-family:system-ui,sans-serif;max-width:960px;margin:2em auto
 .inconclusive{background:#fff7e0;border:2px solid #b45309}
 table{border-collapse:collapse;margin:.4em 0 1em}td,th{border:1px solid #ccc;padding:.3em .7em;text-align:left;
 vertical-align:top}td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
-.note{color:#555;font-size:.9em}"""
+.note{color:#555;font-size:.9em}
+.none{background:#fff8e1;border:2px solid #d4a72c}"""
 
 
 def _text(value: Any) -> str:
@@ -113,10 +114,10 @@ def _points_table(points: list[dict[str, Any]]) -> str:
 
 
 def render_audit_report(kind: str, result: dict[str, Any]) -> str:
-    failed = bool(result.get("violation")) or result.get("passed") is False
-    # pass | fail | inconclusive (an audit whose ceiling is at or below the claim could not refute it).
-    status = (result.get("verdict") or {}).get("status") or ("fail" if failed else "pass")
-    verdict = status.upper()
+    decided = result.get("verdict") or {}
+    status = decided.get("status") or ("fail" if bool(result.get("violation")) or result.get("passed") is False else "pass")
+    verdict = {"fail": "FAIL", "inconclusive": "INCONCLUSIVE"}.get(status, "PASS")
+    css = {"fail": "fail", "inconclusive": "none"}.get(status, "pass")
     banner = status if status in ("fail", "pass", "inconclusive") else "fail"
     subject = result.get("trainer") or result.get("mechanism") or result.get("accountant") or ""
     if kind == "accountant-check":
@@ -126,7 +127,7 @@ def render_audit_report(kind: str, result: dict[str, Any]) -> str:
                         *((f"{label} points", n) for label, n in counts.items())]
         body = ("<h2>Result</h2>" + _facts(summary_rows)
                 + "<h2>Grid points</h2>" + _points_table(result.get("points") or []))
-        shown = {"accountant", "margin", "counts", "points", "passed", "mlflow"}
+        shown = {"accountant", "margin", "counts", "points", "passed", "mlflow", "verdict"}
     elif kind == "conformance":
         checks = [c for c in result.get("checks") or [] if isinstance(c, dict)]
         detail = "; ".join(f"{c.get('check')}: {'pass' if c.get('passed') else 'FAIL'}" for c in checks)
@@ -162,7 +163,8 @@ def render_audit_report(kind: str, result: dict[str, Any]) -> str:
         f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>privacy-audit {_text(kind)}</title>"
         f"<style>{STYLE}</style></head><body><h1>privacy-audit: {_text(kind)}</h1>"
         f"<p>{_text(subject)}</p>"
-        f"<div class='banner {banner}'><b>{verdict}</b> — {_text(detail)}</div>"
+        f"<div class='banner {banner}' data-status='{_text(status)}'><b>{verdict}</b> — {_text(detail)}"
+        + "".join(f"<br>{_text(reason)}" for reason in decided.get("reasons") or []) + "</div>"
         f"<h2>Method</h2><p>{_text(METHODS.get(kind, ''))}</p>"
         f"{body}<h2>Set-up</h2>{_facts(setup)}"
         f"<p class='note'>Numbers are rounded to 4 significant digits; every number, including per-run scores, "

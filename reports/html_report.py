@@ -193,9 +193,10 @@ def render_html_report(results: dict[str, Any], run_dir: Path | None = None, *, 
     ]
     if is_synthetic_release(results):  # synth-check: no target, accountant or coin-flip candidates to speak of
         body = [
-            synthetic_verdict_banner(results),
+            _verdict_banner(results, checks),  # the one verdict, as every output shows it
             synthetic_overview(results),
             _policy_section(checks),
+            _verdict_checks_section(results),
             _synthetic_section(results),
             _figures_section(results, run_dir),
             _notes_section(results),
@@ -208,6 +209,7 @@ def render_html_report(results: dict[str, Any], run_dir: Path | None = None, *, 
             _targets_table(results),
             federated_html_section(results),
             _policy_section(checks),
+            _verdict_checks_section(results),
             _synthetic_section(results),
             _figures_section(results, run_dir),
             _attack_details(results),
@@ -321,40 +323,72 @@ def _header(results: dict[str, Any], run_dir: Path | None) -> str:
 
 
 def _verdict_banner(results: dict[str, Any], checks: list[dict[str, Any]] | None) -> str:
+    """The one verdict (audit.machinery.verdict): the same status as the console, summary.md and junit.xml."""
     verdict = results.get("verdict") or {}
-    passed = verdict.get("passed")
-    policy = verdict.get("policy")
+    status = verdict.get("status") or ("fail" if verdict.get("passed") is False else "pass")
+    decided_by = verdict.get("decided_by") or (f"policy {verdict['policy']}" if verdict.get("policy") else "built-in checks")
     reasons = [str(r) for r in verdict.get("reasons") or []]
-    violations = [t for t in results.get("targets") or [] if t.get("violation")]
-    if passed is False:
-        kind, word = "fail", "FAIL"
-        if policy:
-            detail = f"<p>The policy <code>{_text(policy)}</code> is not met.</p>"
-        else:
-            detail = ("<p>No policy was evaluated, but the built-in check failed: a sound empirical ε lower bound "
-                      "exceeds the accountant's ε, so the claimed privacy guarantee is contradicted.</p>")
-    elif policy:
-        kind, word = "pass", "PASS"
-        detail = f"<p>Every rule of the policy <code>{_text(policy)}</code> is met.</p>"
+    kind, word = {"fail": ("fail", "FAIL"), "inconclusive": ("none", "INCONCLUSIVE")}.get(status, ("pass", "PASS"))
+    if status == "fail":
+        detail = f"<p>Decided by {_text(decided_by)}: at least one check fails.</p>"
+    elif status == "inconclusive":
+        detail = (f"<p>Decided by {_text(decided_by)}: nothing was refuted, but at least one claim could not have "
+                  "been refuted by this audit (its ceiling is at or below the claim, or no bound is proven for the "
+                  "setting). This is not a pass for that claim.</p>")
     else:
-        kind, word = "none", "NO POLICY EVALUATED"
-        detail = ("<p>No release policy was given, so nothing was gated on AUC, TPR or ε limits. "
-                  "Built-in check: "
-                  + ("no sound empirical ε lower bound exceeds the accountant's ε (no violation)."
-                     if not violations and passed is not False else "see the reasons below.")
-                  + "</p>")
-    if violations and passed is not False:
-        detail += (f"<p><strong>Note:</strong> {len(violations)} target(s) show an ε violation (a sound lower bound "
-                   "above the accountant's ε); this policy does not fail on violations.</p>")
+        detail = (f"<p>Decided by {_text(decided_by)}: every check passes. A lower bound below a claim is not a "
+                  "proof that the claim holds.</p>")
+    statement = (verdict.get("family_wise_error") or {}).get("statement")
+    if statement:
+        detail += f"<p><strong>Multiplicity:</strong> {_text(statement)}.</p>"
     if checks:
-        counts = {status: sum(1 for c in checks if c.get("status") == status)
-                  for status in ("fail", "pass", "not applicable")}
+        counts = {state: sum(1 for c in checks if c.get("status") == state)
+                  for state in ("fail", "pass", "not applicable")}
         detail += (f"<p>{counts['fail']} rule check(s) failed, {counts['pass']} passed, "
                    f"{counts['not applicable']} not applicable (see “Policy checks”).</p>")
     if reasons:
         detail += "<p><strong>Reasons:</strong></p><ul>" + "".join(f"<li>{_text(r)}</li>" for r in reasons) + "</ul>"
-    return (f'<section class="verdict {kind}" id="verdict"><div class="word">{word}</div>'
+    notes = [str(n) for n in verdict.get("notes") or []]
+    if notes:
+        detail += ("<p><strong>Findings (decide nothing):</strong></p><ul>"
+                   + "".join(f"<li>{_text(n)}</li>" for n in notes) + "</ul>")
+    return (f'<section class="verdict {kind}" id="verdict" data-status="{_text(status)}"><div class="word">{word}</div>'
             f'<div class="detail">{detail}</div></section>')
+
+
+def _verdict_checks_section(results: dict[str, Any]) -> str:
+    """Every check behind the verdict, and what each ε bound assumes and where it is proven."""
+    verdict = results.get("verdict") or {}
+    rows = [c for c in verdict.get("checks") or [] if isinstance(c, dict)]
+    scopes: dict[str, dict[str, Any]] = {}
+    for entry in list(results.get("targets") or []) + [s.get("mia") or {} for s in results.get("synthetic") or []
+                                                       if isinstance(s, dict)]:
+        attacks = entry.get("attacks") if isinstance(entry.get("attacks"), list) else [entry]
+        for attack in attacks:
+            for method, scope in (attack.get("epsilon_lb_scope") or {}).items():
+                if isinstance(scope, dict) and (method not in scopes or scope.get("decides")):
+                    scopes[method] = scope
+    if not rows and not scopes:
+        return ""
+    html_parts = ['<section id="verdict-checks"><h2>What decides the verdict</h2>']
+    if scopes:
+        html_parts.append("<table><thead><tr><th>bound</th><th>assumption</th><th>scope</th><th>decides?</th></tr></thead><tbody>")
+        for method, scope in sorted(scopes.items()):
+            html_parts.append(f"<tr><td>{_text(method)}</td><td>{_text(scope.get('assumption'))}</td>"
+                              f"<td>{_text(scope.get('scope'))}</td><td>{'yes' if scope.get('decides') else 'no'}</td></tr>")
+        html_parts.append("</tbody></table>")
+    if rows:
+        html_parts.append("<table><thead><tr><th>subject</th><th>check</th><th>outcome</th><th>p-value</th>"
+                          "<th>assumption</th><th>detail</th></tr></thead><tbody>")
+        for row in rows:
+            p = row.get("p_value")
+            html_parts.append(
+                f"<tr><td>{_text(row.get('subject'))}</td><td>{_text(row.get('name'))}</td>"
+                f"<td>{_text(row.get('outcome'))}</td><td>{'—' if p is None else _text(f'{p:.3g}')}</td>"
+                f"<td>{_text(row.get('assumption'))}</td><td>{_text(row.get('message'))}</td></tr>")
+        html_parts.append("</tbody></table>")
+    html_parts.append("</section>")
+    return "".join(html_parts)
 
 
 def _overview(results: dict[str, Any]) -> str:

@@ -25,16 +25,15 @@ def render_summary_markdown(results: dict[str, Any], *, evaluation: Any = None) 
     verdict = results.get("verdict") or {}
     policy = verdict.get("policy")
     name = _cell(_get(results, "config", "name") or "audit")
-    if verdict.get("passed") is False:
-        head = f"### ❌ privacy-audit `{name}`: FAIL"
-    elif policy:
-        head = f"### ✅ privacy-audit `{name}`: PASS"
-    else:
-        head = f"### ⚪ privacy-audit `{name}`: no policy evaluated (no ε violation)"
-    lines = [head, ""]
-    if policy:
-        lines.append(f"Policy: `{_cell(policy)}`" + _counts(evaluation, results))
-        lines.append("")
+    status = verdict.get("status") or ("fail" if verdict.get("passed") is False else "pass")
+    icon, word = {"fail": ("❌", "FAIL"), "inconclusive": ("⚪", "INCONCLUSIVE")}.get(status, ("✅", "PASS"))
+    lines = [f"### {icon} privacy-audit `{name}`: {word}", ""]
+    lines.append(f"Decided by: {_cell(verdict.get('decided_by') or ('policy ' + str(policy) if policy else 'built-in checks'))}"
+                 + (_counts(evaluation, results) if policy else ""))
+    statement = (verdict.get("family_wise_error") or {}).get("statement")
+    if statement:
+        lines.append(f"<sub>{_cell(statement, table=False)}</sub>")
+    lines.append("")
 
     targets = results.get("targets") or []
     if targets:
@@ -86,13 +85,20 @@ def render_summary_markdown(results: dict[str, Any], *, evaluation: Any = None) 
 
     reasons = [str(r) for r in verdict.get("reasons") or []]
     if reasons:
-        lines.append("**Failed rules:**" if policy else "**Violations:**")
+        lines.append("**Why it fails:**" if status == "fail" else "**Why it is inconclusive:**" if status == "inconclusive"
+                     else "**Reasons:**")
         lines += [f"- {_cell(reason, table=False)}" for reason in reasons]
+        lines.append("")
+    findings = [str(n) for n in verdict.get("notes") or []]
+    if findings:
+        lines.append("**Findings (decide nothing):**")
+        lines += [f"- {_cell(note, table=False)}" for note in findings]
         lines.append("")
 
     confidence = _confidence(results)
-    foot = ["sound lower bounds (Clopper-Pearson, one-run)"
+    foot = ["best ε LB: the one-run bound (proven for one model with coin-flip membership)"
             + (f" at {100 * confidence:g} % confidence" if confidence else "")
+            + "; Clopper-Pearson over one model's candidates assumes independent trials and decides nothing"
             + "; a bound of 0 is not a proof of privacy"]
     sha = _get(results, "environment", "git_sha")
     if sha:

@@ -68,7 +68,7 @@ FILES = {
     "policy_unknown.yaml": "rules:\n  max_aucc: 0.6\n",
     "policy_ok.yaml": "rules:\n  max_auc: 0.6\n",
     "not_json.json": "{not json",
-    "wrong_schema.json": json.dumps({"schema_version": 2, "targets": []}),
+    "wrong_schema.json": json.dumps({"schema_version": 99, "targets": []}),
     "empty.csv": "",
     "data.txt": "x,y\n1,0\n",
     "a_file": "not a folder",

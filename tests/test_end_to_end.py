@@ -63,11 +63,11 @@ def test_smoke_run_writes_every_promised_file(smoke_run):
     assert not [p for p in (root / "runs").iterdir() if p.name.startswith(".")]  # no staging left
 
 
-def test_results_json_follows_schema_version_1(smoke_run):
+def test_results_json_follows_schema_version_2(smoke_run):
     root, _ = smoke_run
     (run_dir,) = _run_dirs(root)
     results = json.loads((run_dir / "results.json").read_text())
-    assert RESULT_KEYS <= results.keys() and results["schema_version"] == 1
+    assert RESULT_KEYS <= results.keys() and results["schema_version"] == 2
     from audit.machinery.policy import validate_results
 
     validate_results(results)  # the published JSON Schema (audit/schema/results.schema.json)
@@ -84,6 +84,12 @@ def test_results_json_follows_schema_version_1(smoke_run):
             assert eps["prv"] <= target["epsilon_target"] + 1e-6
             assert eps["pld"] <= eps["prv"] + 0.05  # the tight reference is never above PRV beyond tolerance
     assert results["verdict"]["passed"] is True  # correct Opacus targets: no violation
+    assert results["verdict"]["status"] in ("pass", "inconclusive")
+    for target in results["targets"]:
+        if target["epsilon_target"] is not None:
+            interval = target["epsilon_pld_interval"]
+            assert interval["lower"] <= target["epsilon"]["pld"] <= interval["upper"] + 1e-9
+            assert target["epsilon_accountant"] >= interval["lower"]  # PRV is sound
     csv = pd.read_csv(run_dir / "results.csv")
     assert len(csv) == 3 * len(results["attacks_run"]) and math.isinf(csv["epsilon_target"].iloc[-1])
 
@@ -110,13 +116,23 @@ def test_mlflow_store_holds_a_parent_and_one_child_per_epsilon(smoke_run):
     assert parent["tags.preset"] == "smoke" and len(parent["tags.config_hash"]) == 12
     # MLflow's conventions: system tags, the verdict on the parent, no "None" params, the data as a dataset
     assert parent["tags.mlflow.source.name"] == "privacy-audit run" and parent["tags.mlflow.user"]
-    assert parent["tags.verdict"] == "pass" and "tags.git_sha" not in runs.columns
+    assert "tags.git_sha" not in runs.columns
     params = runs[[c for c in runs.columns if c.startswith("params.")]]
     assert not (params == "None").any().any()
     inputs = mlflow.get_run(parent_id).inputs.dataset_inputs
     assert [i.tags[0].value for i in inputs] == ["audit data"] and inputs[0].dataset.digest
     assert not list(root.glob("*lock*"))  # no lock file left beside the user's database
     assert {e.name for e in mlflow.search_experiments()} == {"Default", "privacy-audit/run/smoke"}
+    # One verdict: the parent run's tag, results.json, report.html, summary.md and junit.xml agree.
+    status = results["verdict"]["status"]
+    assert parent["tags.verdict"] == status and "proven" in parent["tags.bound.one_run.scope"]
+    assert f'data-status="{status}"' in (run_dir / "report.html").read_text()
+    word = {"pass": "PASS", "fail": "FAIL", "inconclusive": "INCONCLUSIVE"}[status]
+    assert (run_dir / "summary.md").read_text().splitlines()[0].endswith(word)
+    import xml.etree.ElementTree as ET
+
+    junit = ET.parse(run_dir / "junit.xml").getroot()
+    assert {p.get("name"): p.get("value") for p in junit.iter("property")}["verdict"] == status
     artifacts = {a.path for a in mlflow.MlflowClient().list_artifacts(parent_id)}
     assert {"results.json", "empirical_vs_accountant.png"} <= artifacts
 
@@ -128,7 +144,7 @@ def test_the_same_seed_gives_identical_numbers_and_a_strict_policy_fails_the_run
     proc = run_cli("run", "--preset", "smoke", "--device", "cpu", "--tracking-uri", f"sqlite:///{tmp_path}/m.db",
                    "--policy", str(EXAMPLES / "policy-strict.yaml"), cwd=tmp_path)
     assert proc.returncode == 1, proc.stderr[-2000:]
-    assert "POLICY FAILED" in proc.stderr and "ε = ∞" in proc.stderr  # the failed rule, with its target
+    assert "FAIL" in proc.stderr and "ε = ∞" in proc.stderr  # the failed rule, with its target
     assert "max_" in proc.stderr  # ...and the rule's name
     (first,) = _run_dirs(root)
     (second,) = _run_dirs(tmp_path)
@@ -159,7 +175,7 @@ def test_gate_passes_a_lenient_policy_and_fails_a_strict_one_with_junit(smoke_ru
     lenient = cli("gate", "--policy", str(EXAMPLES / "policy-lenient.yaml"), str(run_dir / "results.json"), "--out", "g1")
     assert lenient.returncode == 0, lenient.stderr
     strict = cli("gate", "--policy", str(EXAMPLES / "policy-strict.yaml"), str(run_dir / "results.json"), "--out", "g2")
-    assert strict.returncode == 1 and "POLICY FAILED" in strict.stderr
+    assert strict.returncode == 1 and "FAIL" in strict.stderr
     suite = ET.parse(tmp_path / "g2" / "junit.xml").getroot()
     assert suite.iter("testcase") and any(case.find("failure") is not None for case in suite.iter("testcase"))
     assert "FAIL" in (tmp_path / "g2" / "summary.md").read_text()
@@ -268,8 +284,12 @@ def test_the_synthetic_section_adds_checked_releases_and_flags_the_copying_gener
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "synthetic data" in proc.stdout
     (run_dir,) = _run_dirs(tmp_path)
-    entries = {e["generator"]: e for e in json.loads((run_dir / "results.json").read_text())["synthetic"]}
+    results = json.loads((run_dir / "results.json").read_text())
+    entries = {e["generator"]: e for e in results["synthetic"]}
     copy, dp = entries["noisy_copy"], entries["dp_vae"]
+    # The leaky noisy copy is the sweep's own baseline (like ε = ∞): shown, it does not fail the run.
+    assert copy["baseline"] is True and results["verdict"]["status"] != "fail"
+    assert any(c["outcome"] == "shown" and "noisy_copy" in c["subject"] + c["name"] for c in results["verdict"]["checks"])
     assert copy["dcr"]["dcr_share"] > 0.9 and copy["nndr"]["p10"] < 0.05 and copy["mia"]["auc"] > 0.7
     assert {f["check"] for f in copy["flags"]} >= {"dcr", "mia"}
     assert dp["epsilon_target"] == 1.0 and not dp["flags"]

@@ -209,6 +209,11 @@ def test_a_synthetic_entry_without_a_dp_claim_or_computed_bounds_is_still_checke
                                "overrides:\n  - {epsilon: .inf, rules: {max_epsilon_lb: 3.0}}\n")
     evaluation = evaluate_policy(policy, default_results)
     [bound] = [c for c in evaluation.checks if c.rule == "max_epsilon_lb" and c.attack == "distance"]
+    # Clopper-Pearson over one release's records is not proven: it never gates (the verdict calls it inconclusive).
+    assert bound.status == "not applicable" and "no sound" in bound.message
+    entry["mia"]["epsilon_lb"] = {"clopper_pearson": 3.5, "one_run": 3.5}
+    evaluation = evaluate_policy(policy, default_results)
+    [bound] = [c for c in evaluation.checks if c.rule == "max_epsilon_lb" and c.attack == "distance"]
     assert not bound.passed and bound.measured == 3.5 and bound.limit == 3.0  # the ∞ override applies
     [nndr] = [c for c in evaluation.checks if c.rule == "min_nndr_p10"]
     assert nndr.status == "not applicable" and "null" in nndr.message
@@ -287,7 +292,7 @@ def test_loading_a_results_file_checks_it_against_the_schema(tmp_path, default_r
     with pytest.raises(AuditInputError, match=r"bad\.json.*targets\[0\]\.attacks\[0\]\.auc"):
         load_results(bad)
 
-    default_results["schema_version"] = 2
+    default_results["schema_version"] = 3
     bad.write_text(json.dumps(default_results))
     with pytest.raises(AuditInputError, match="schema_version"):
         load_results(bad)

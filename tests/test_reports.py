@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from audit.machinery.policy import evaluate_policy, load_policy, verdict_from_evaluation
+from audit.machinery.policy import evaluate_policy, load_policy
+from audit.machinery.verdict import verdict_for_results
 from reports.figures import RocCurve, plot_empirical_vs_accountant, plot_privacy_utility, plot_roc_curves
 from reports.html_report import render_html_report, write_html_report
 from reports.junit import render_junit_xml, write_junit_xml
@@ -66,10 +67,11 @@ def _external_resources(page: str) -> list[str]:
 
 
 def test_the_html_report_contains_the_verdict_one_row_per_target_inline_figures_and_no_external_resources(run_dir):
-    results = _results()
+    results, _ = verdict_for_results(_results())
     page = render_html_report(results, run_dir)
 
-    assert 'id="verdict"' in page and "NO POLICY EVALUATED" in page
+    word = {"pass": "PASS", "fail": "FAIL", "inconclusive": "INCONCLUSIVE"}[results["verdict"]["status"]]
+    assert 'id="verdict"' in page and f'<div class="word">{word}</div>' in page and "What decides the verdict" in page
     assert len(_target_rows(page)) == len(results["targets"]) == 6
     n_figures = len(list((run_dir / "figures").glob("*.png")))
     assert page.count('<img src="data:image/png;base64,') == n_figures == 10
@@ -127,18 +129,22 @@ def test_user_controlled_names_are_escaped(run_dir):
 @pytest.mark.parametrize(
     "verdict, banner",
     [
-        ({"passed": True, "policy": "examples/policy-lenient.yaml", "reasons": []}, ("pass", "PASS")),
-        ({"passed": False, "policy": "examples/policy-strict.yaml", "reasons": ["ε = ∞: AUC too high"]}, ("fail", "FAIL")),
-        ({"passed": True, "policy": None, "reasons": []}, ("none", "NO POLICY EVALUATED")),
-        ({"passed": False, "policy": None, "reasons": ["ε target 1: bound exceeds ε"]}, ("fail", "FAIL")),
+        ({"status": "pass", "passed": True, "policy": "examples/policy-lenient.yaml", "reasons": [],
+          "decided_by": "policy examples/policy-lenient.yaml"}, ("pass", "PASS")),
+        ({"status": "fail", "passed": False, "policy": "examples/policy-strict.yaml", "reasons": ["ε = ∞: AUC too high"],
+          "decided_by": "policy examples/policy-strict.yaml"}, ("fail", "FAIL")),
+        ({"status": "inconclusive", "passed": True, "policy": None, "reasons": ["ε = 8: ceiling 2.2 ≤ claim"],
+          "decided_by": "built-in checks"}, ("none", "INCONCLUSIVE")),
+        ({"status": "fail", "passed": False, "policy": None, "reasons": ["ε target 1: bound exceeds ε"],
+          "decided_by": "built-in checks"}, ("fail", "FAIL")),
     ],
 )
-def test_the_verdict_banner_says_pass_fail_or_no_policy_with_the_reasons(verdict, banner):
+def test_the_verdict_banner_says_pass_fail_or_inconclusive_with_the_reasons(verdict, banner):
     results = _results()
     results["verdict"] = verdict
     page = render_html_report(results, None)
     kind, word = banner
-    assert f'<section class="verdict {kind}" id="verdict"><div class="word">{word}</div>' in page
+    assert f'<section class="verdict {kind}" id="verdict" data-status="{verdict["status"]}"><div class="word">{word}</div>' in page
     for reason in verdict["reasons"]:
         assert reason in page
     if verdict["policy"]:
@@ -147,8 +153,7 @@ def test_the_verdict_banner_says_pass_fail_or_no_policy_with_the_reasons(verdict
 
 def test_a_policy_evaluation_is_listed_check_by_check_failures_first():
     results = _results()
-    evaluation = evaluate_policy(load_policy(STRICT), results)
-    results["verdict"] = verdict_from_evaluation(evaluation)
+    results, evaluation = verdict_for_results(results, load_policy(STRICT))
     page = render_html_report(results, None, evaluation=evaluation)
     section = page[page.index('id="policy"'):]
     assert section.count("<tr><td><span class=\"badge") == len(evaluation.checks)
@@ -182,8 +187,8 @@ def test_results_of_other_producers_render(tmp_path):
     minimal = {"schema_version": 1, "config": {}, "environment": {}, "targets": [], "synthetic": [],
                "verdict": {"passed": True, "policy": None, "reasons": []}}
     page = render_html_report(minimal, None)
-    assert "NO POLICY EVALUATED" in page and "No trained targets" in page
-    assert render_summary_markdown(minimal).startswith("### ⚪")
+    assert '<div class="word">PASS</div>' in page and "No trained targets" in page
+    assert render_summary_markdown(minimal).startswith("### ✅")
 
     scores = _results()  # shaped like `audit-scores`: one claimed ε, no training, one-run not computed
     scores["targets"] = [scores["targets"][1]]
@@ -217,14 +222,13 @@ def test_a_report_can_be_written_elsewhere_with_the_run_folders_figures(run_dir,
 
 def test_the_markdown_summary_has_the_verdict_one_row_per_target_and_the_failed_rules():
     results = _results()
-    evaluation = evaluate_policy(load_policy(STRICT), results)
-    results["verdict"] = verdict_from_evaluation(evaluation)
+    results, evaluation = verdict_for_results(results, load_policy(STRICT))
     text = render_summary_markdown(results, evaluation=evaluation)
     assert text.splitlines()[0].startswith("### ❌ privacy-audit `default`: FAIL")
     assert "policy-strict.yaml" in text
     rows = [line for line in text.splitlines() if re.match(r"\| (∞|[0-9.]+) \|", line)]
     assert len(rows) == len(results["targets"])
-    assert "**Failed rules:**" in text
+    assert "**Why it fails:**" in text
     for failure in evaluation.failures:
         assert failure.message.replace("<", "&lt;") in text
 
@@ -234,7 +238,7 @@ def test_the_markdown_summary_without_a_policy_says_so_and_escapes_names():
     results["config"]["name"] = "a|b"
     results["attacks_run"] = ["<b>x|y</b>"]
     text = render_summary_markdown(results)
-    assert "no policy evaluated" in text
+    assert "Decided by: built-in checks" in text
     assert "a\\|b" in text and "&lt;b>x\\|y&lt;/b>" in text
     header = next(line for line in text.splitlines() if line.startswith("| ε target"))
     separator = text.splitlines()[text.splitlines().index(header) + 1]
@@ -245,29 +249,29 @@ def test_the_markdown_summary_without_a_policy_says_so_and_escapes_names():
 
 
 def test_junit_has_one_testcase_per_rule_check_with_failures_and_skips(tmp_path):
-    results = _results()
-    evaluation = evaluate_policy(load_policy(STRICT), results)
-    path = write_junit_xml(evaluation, tmp_path / "junit.xml")
+    results, evaluation = verdict_for_results(_results(), load_policy(STRICT))
+    path = write_junit_xml(results, tmp_path / "junit.xml")
     root = ET.parse(path).getroot()
     cases = root.findall("./testsuite/testcase")
-    assert len(cases) == len(evaluation.checks)
+    rows = results["verdict"]["checks"]
+    assert len(cases) == len(rows)
     failures = [case for case in cases if case.find("failure") is not None]
     assert len(failures) == len(evaluation.failures) == int(root.get("failures"))
     skipped = [case for case in cases if case.find("skipped") is not None]
-    assert len(skipped) == sum(1 for c in evaluation.checks if not c.applicable) == int(root.get("skipped"))
+    assert len(skipped) == sum(1 for c in rows if c["outcome"] == "inconclusive") == int(root.get("skipped"))
     auc = next(case for case in failures if case.get("name").startswith("max_auc"))
     failure = auc.find("failure")
     assert "0.6316" in failure.get("message") and "0.6" in failure.get("message")
-    assert "measured: 0.63162" in failure.text and "limit: 0.6" in failure.text
-    assert auc.get("name") == "max_auc | ε = ∞ | loss"
+    assert auc.get("name") == "max_auc · loss | ε = ∞"
+    assert {p.get("name"): p.get("value") for p in root.iter("property")}["verdict"] == "fail"
 
 
 def test_junit_escapes_user_names(tmp_path):
     results = _results()
     for target in results["targets"]:
         target["attacks"][0]["name"] = HOSTILE + "\x01"
-    evaluation = evaluate_policy(load_policy(LENIENT), results)
-    xml_text = render_junit_xml(evaluation)
+    results, _ = verdict_for_results(results, load_policy(LENIENT))
+    xml_text = render_junit_xml(results)
     root = ET.fromstring(xml_text.encode())  # parses: valid XML despite the hostile name
     names = [case.get("name") for case in root.iter("testcase")]
     assert any(HOSTILE in name for name in names)
@@ -282,8 +286,7 @@ def test_the_report_renders_in_a_headless_browser(run_dir, tmp_path):
     from PIL import Image
 
     results = _results()
-    evaluation = evaluate_policy(load_policy(STRICT), results)
-    results["verdict"] = verdict_from_evaluation(evaluation)
+    results, evaluation = verdict_for_results(results, load_policy(STRICT))
     shutil.copytree(run_dir / "figures", tmp_path / "figures")
     report = write_html_report(results, tmp_path, evaluation=evaluation)
     screenshot = tmp_path / "report.png"

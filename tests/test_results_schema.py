@@ -69,7 +69,9 @@ def test_other_producers_results_validate(results):
 
 
 BREAKAGES = [
-    ("schema_version 2", lambda r: r.__setitem__("schema_version", 2)),
+    ("schema_version 3", lambda r: r.__setitem__("schema_version", 3)),
+    ("version 2 without verdict.status", lambda r: (r.__setitem__("schema_version", 2), r["verdict"].pop("status", None))),
+    ("verdict.status not a status", lambda r: r["verdict"].__setitem__("status", "ok")),
     ("auc as a string", lambda r: r["targets"][0]["attacks"][0].__setitem__("auc", "0.5")),
     ("auc above 1", lambda r: r["targets"][0]["attacks"][0].__setitem__("auc", 1.2)),
     ("no targets key", lambda r: r.pop("targets")),

@@ -123,9 +123,18 @@ def test_one_run_bound_only_when_membership_was_randomised():
 
 
 def test_an_epsilon_lower_bound_above_the_claimed_epsilon_is_flagged():
-    result = checks_without_risks(TRAIN, HOLDOUT, TRAIN.copy(), accountant_epsilon=1.0)
+    result = checks_without_risks(TRAIN, HOLDOUT, TRAIN.copy(), accountant_epsilon=1.0, membership_randomized=True)
     assert "epsilon_violation" in {flag["check"] for flag in result["flags"]}
     assert result["mia"]["advantage_bound"] < result["mia"]["advantage"]
+
+
+def test_without_coin_flip_membership_only_the_proven_bound_could_flag_a_dp_claim():
+    # Clopper-Pearson over one release's records assumes independent trials: it is shown, not used.
+    result = synthetic_privacy_checks(TRAIN, HOLDOUT, TRAIN.copy(), accountant_epsilon=1.0)
+    assert result["mia"]["epsilon_lb"]["clopper_pearson"] > 1.0
+    assert "epsilon_violation" not in {flag["check"] for flag in result["flags"]}
+    assert result["mia"]["epsilon_lb_scope"]["clopper_pearson"]["decides"] is False
+    assert {t["check"] for t in result["leak_tests"]} == {"dcr", "exact_copies", "mia"}
 
 
 # --------------------------------------------------------------------------------------------------

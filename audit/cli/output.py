@@ -29,16 +29,33 @@ def command_progress(quiet: bool) -> Progress:
     return progress_for(err_console, quiet)
 
 
-def print_verdict(results: dict) -> None:
-    """One line per failed rule or violation; exit 1 when the verdict failed."""
+def print_verdict(results: dict, fail_on_inconclusive: bool = False) -> None:
+    """The verdict as everything else shows it (audit.machinery.verdict); exit 1 when it is "fail"
+    (or "inconclusive" with `fail_on_inconclusive`, for CI gates that need an audit able to fail)."""
     verdict = results["verdict"]
-    kind = "POLICY" if verdict.get("policy") else "VIOLATION"
-    if verdict["passed"]:
-        console.print(f"[green]PASS[/green]{' (policy ' + str(verdict['policy']) + ')' if verdict.get('policy') else ''}")
+    status = verdict.get("status") or ("pass" if verdict.get("passed") else "fail")
+    by = verdict.get("decided_by") or "built-in checks"
+    for note in verdict.get("notes") or []:
+        console.print(f"[yellow]finding:[/yellow] {note}", highlight=False, soft_wrap=True)
+    fwer = (verdict.get("family_wise_error") or {}).get("statement")
+    if fwer:
+        console.print(f"[dim]{fwer}[/dim]", highlight=False, soft_wrap=True)
+    if status == "fail":
+        err_console.print(f"[red]FAIL[/red] ({by})", highlight=False, soft_wrap=True)
+        for reason in verdict["reasons"]:
+            err_console.print(f"[red]FAIL[/red] {reason}", highlight=False, soft_wrap=True)
+        raise typer.Exit(EXIT_FAILED)
+    if status == "inconclusive":
+        console.print(f"[yellow]INCONCLUSIVE[/yellow] ({by}): no claim was refuted, but not every claim could have been",
+                      highlight=False, soft_wrap=True)
+        for reason in verdict["reasons"]:
+            (err_console if fail_on_inconclusive else console).print(
+                f"[yellow]INCONCLUSIVE[/yellow] {reason}", highlight=False, soft_wrap=True)
+        if fail_on_inconclusive:
+            err_console.print("[red]FAIL[/red] inconclusive and --fail-on-inconclusive was given", highlight=False)
+            raise typer.Exit(EXIT_FAILED)
         return
-    for reason in verdict["reasons"]:
-        err_console.print(f"[red]{kind} FAILED[/red] {reason}", highlight=False, soft_wrap=True)
-    raise typer.Exit(EXIT_FAILED)
+    console.print(f"[green]PASS[/green] ({by})", highlight=False, soft_wrap=True)
 
 
 def publish_results(compute, *, out: Path, folder_name: str, experiment: str, tracking_uri: str | None,
@@ -94,21 +111,23 @@ def _publish_results(compute, *, out, folder_name, experiment, tracking_uri, run
     return results, final
 
 
-def record_audit(kind: str, result: dict, out: Path, tracking_uri: str | None, params: dict) -> Path:
+def record_audit(kind: str, result: dict, out: Path, tracking_uri: str | None, params: dict) -> tuple[Path, dict]:
     """Write `<out>/<timestamp>-<kind>/<kind>.json` atomically and log one MLflow run in `privacy-audit/<kind>`."""
     from audit.machinery.run_directory import StagedRunDirectory, write_json_atomic
     from audit.machinery.tracking import AuditTracker, experiment_name
+    from audit.machinery.verdict import single_audit_verdict, verdict_tags
     from reports.audit_report import write_audit_report
 
+    result = {**result, "verdict": single_audit_verdict(kind, result)}
     run_dir = StagedRunDirectory(out, kind)
     staging = run_dir.create()
     tracker = AuditTracker(tracking_uri, experiment_name(kind), command=kind)
     run_id = tracker.start_run(kind, tags=params)
     try:
         tracker.log_params(run_id, params)
-        failed = bool(result.get("violation")) or result.get("passed") is False
-        verdict = result.get("verdict") or {}
-        tracker.set_verdict(run_id, verdict or {"passed": not failed})  # pass | fail | inconclusive
+        tracker.set_tags(run_id, verdict_tags(result["verdict"]))
+        verdict = result["verdict"]
+        failed = verdict["status"] == "fail"
         tracker.log_metrics(run_id, {"epsilon_lower_bound": result.get("epsilon_lower_bound"),
                                      "claimed_epsilon": result.get("claimed_epsilon"), "violation": float(failed),
                                      "ceiling": verdict.get("ceiling"),
@@ -126,7 +145,7 @@ def record_audit(kind: str, result: dict, out: Path, tracking_uri: str | None, p
         tracker.fail_open_runs()
         run_dir.discard()
         raise
-    return final / f"{kind}.json"
+    return final / f"{kind}.json", result
 
 
 def print_bound(result: dict, what: str, path: Path, fail_on_inconclusive: bool = False) -> None:
@@ -146,13 +165,9 @@ def print_bound(result: dict, what: str, path: Path, fail_on_inconclusive: bool 
         console.print(f"ceiling: a perfect attack could reach at most {verdict['ceiling']:.3f} with these runs"
                       + (f"; exceeding the claim needs ≥ {needed} {verdict.get('needed_unit')}" if needed else ""))
     console.print(f"details: {path}")
-    if result.get("violation") or verdict.get("status") == "fail":
-        err_console.print(f"[red]VIOLATION[/red] the lower bound {bound:.3f} exceeds the claimed ε {claim:.3f}")
-        raise typer.Exit(EXIT_FAILED)
-    if verdict.get("status") == "inconclusive":
-        if fail_on_inconclusive:  # CI asked for an audit that can refute the claim
-            err_console.print(f"[red]INCONCLUSIVE (--fail-on-inconclusive)[/red] {verdict['reasons'][0]}", soft_wrap=True)
-            raise typer.Exit(EXIT_FAILED)
-        console.print(f"[yellow]INCONCLUSIVE[/yellow] {verdict['reasons'][0]}", soft_wrap=True)
-        return
-    console.print("[green]no violation[/green] (a bound below the claim is not a proof that the claim holds)")
+    ceiling = result.get("ceiling")
+    if isinstance(ceiling, (int, float)):
+        console.print(f"ceiling: a perfect attack reaches at most {ceiling:.3f} with these runs at this confidence")
+    if result["verdict"]["status"] == "pass":
+        console.print("(a bound below the claim is not a proof that the claim holds)")
+    print_verdict(result, fail_on_inconclusive=fail_on_inconclusive)

@@ -1,8 +1,15 @@
-"""`gate` and `report`: a policy or a re-render on an existing results.json."""
+"""`gate` and `report`: a policy or a re-render on an existing results.json.
+
+Both recompute the verdict with audit.machinery.verdict from the numbers in results.json, so the
+run, the gate and a re-render cannot disagree. `gate` (and `report --policy F`) write the gated
+results.json, report.html, summary.md and junit.xml together, recording the policy it applied
+(`policy_applied`), so a later plain `report` re-renders the same policy verdict instead of
+silently undoing it.
+"""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -23,17 +30,57 @@ def writable_folder(folder: Path) -> None:
         raise AuditInputError(f"--out '{folder}'", "is not a writable directory (permission denied)")
 
 
+def _render_all(results: dict[str, Any], policy: Any, results_file: Path, folder: Path) -> tuple[dict, Path]:
+    """Verdict (with the policy, if any), then results.json, report.html, summary.md, junit.xml in `folder`."""
+    from audit.machinery.run_directory import write_json_atomic
+    from audit.machinery.verdict import verdict_for_results
+    from reports.html_report import write_html_report
+    from reports.junit import write_junit_xml
+    from reports.markdown_summary import write_summary_markdown
+
+    decided, evaluation = verdict_for_results(results, policy)
+    decided["policy_applied"] = (
+        {**_json_safe(policy.model_dump(mode="json", exclude_none=True)), "path": policy.path}
+        if policy is not None else None
+    )
+    write_json_atomic(folder / "results.json", decided)  # first: the report quotes its SHA-256
+    report = write_html_report(decided, results_file.parent, out_dir=folder, evaluation=evaluation)
+    write_summary_markdown(decided, folder / "summary.md", evaluation=evaluation)
+    write_junit_xml(decided, folder / "junit.xml", evaluation=evaluation)
+    return decided, report
+
+
+def _json_safe(value: Any) -> Any:
+    # JSON has no infinity: an override for the non-private target (ε = .inf) is stored as "inf".
+    if isinstance(value, float) and value in (float("inf"), float("-inf")):
+        return "inf" if value > 0 else "-inf"
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_safe(v) for v in value]
+    return value
+
+
+def _stored_policy(results: dict[str, Any], results_file: Path):
+    from audit.machinery.policy import policy_from_dict
+
+    stored = results.get("policy_applied")
+    if not isinstance(stored, dict):
+        return None
+    content = {k: v for k, v in stored.items() if k != "path"}
+    return policy_from_dict(content, source=f"results file '{results_file}': field 'policy_applied'",
+                            path=stored.get("path"))
+
+
 @app.command()
 def gate(
     results_file: Annotated[Path, typer.Argument(metavar="RESULTS", help="a results.json")],
     policy: Annotated[Path, typer.Option("--policy", help="YAML policy")],
-    out: Annotated[Optional[Path], typer.Option("--out", help="where junit.xml and summary.md go (default: beside RESULTS)")] = None,
+    out: Annotated[Optional[Path], typer.Option("--out", help="where the gated results.json, report.html, summary.md and junit.xml go (default: beside RESULTS)")] = None,
 ) -> None:
-    """Evaluate a policy on a results file: exit 0 pass, 1 fail, 2 bad input."""
+    """Evaluate a policy on a results file and re-render every output with it: exit 0 pass/inconclusive, 1 fail, 2 bad input."""
     from audit.machinery.crash_log import set_log_folder
-    from audit.machinery.policy import evaluate_policy, load_policy, load_results, verdict_from_evaluation
-    from reports.junit import write_junit_xml
-    from reports.markdown_summary import write_summary_markdown
+    from audit.machinery.policy import evaluate_policy, load_policy, load_results
 
     folder = out or results_file.parent
     set_log_folder(folder)
@@ -45,12 +92,11 @@ def gate(
         raise AuditInputError(f"--policy '{policy}'", f"no rule applies to results file '{results_file}' "
                               f"({len(results.get('targets') or [])} targets, {len(results.get('synthetic') or [])} "
                               "synthetic entries): a gate that checks nothing cannot pass")
-    gated = {**results, "verdict": verdict_from_evaluation(evaluation), "policy_evaluation": evaluation.as_dict()}
     writable_folder(folder)
-    write_junit_xml(evaluation, folder / "junit.xml")
-    write_summary_markdown(gated, folder / "summary.md", evaluation=evaluation)
-    n_fail = len(evaluation.failures)
-    console.print(f"{len(evaluation.checks)} checks, {n_fail} failed; junit: {folder / 'junit.xml'}")
+    gated, report_path = _render_all(results, loaded_policy, results_file, folder)
+    checks = (gated.get("policy_evaluation") or {}).get("checks") or []
+    n_fail = sum(1 for c in checks if c.get("status") == "fail")
+    console.print(f"{len(checks)} policy checks, {n_fail} failed; junit: {folder / 'junit.xml'}; report: {report_path}")
     print_verdict(gated)
 
 
@@ -58,23 +104,25 @@ def gate(
 def report(
     results_file: Annotated[Path, typer.Argument(metavar="RESULTS", help="a results.json")],
     out: Annotated[Optional[Path], typer.Option("--out", help="folder for report.html (default: beside RESULTS)")] = None,
+    policy: Annotated[Optional[Path], typer.Option("--policy", help="YAML policy to decide the verdict (default: the one a gate applied, else the built-in checks)")] = None,
 ) -> None:
-    """Re-render report.html (and summary.md) from a results file, and print its tables."""
+    """Re-render report.html, summary.md and junit.xml from a results file (the verdict recomputed, never undone)."""
     from audit.machinery.crash_log import set_log_folder
-    from audit.machinery.policy import load_results
+    from audit.machinery.policy import load_policy, load_results
     from reports.console import results_summary_table, synthetic_summary_table
-    from reports.html_report import write_html_report
-    from reports.markdown_summary import write_summary_markdown
 
     folder = out or results_file.parent
     set_log_folder(folder)
+    loaded_policy = load_policy(policy) if policy is not None else None
     results = load_results(results_file)
+    if loaded_policy is None:
+        loaded_policy = _stored_policy(results, results_file)
     writable_folder(folder)
-    path = write_html_report(results, results_file.parent, out_dir=folder)
-    write_summary_markdown(results, folder / "summary.md")
-    if results.get("targets"):
-        console.print(results_summary_table(results))
-    synthetic_table = synthetic_summary_table(results)
+    decided, path = _render_all(results, loaded_policy, results_file, folder)
+    if decided.get("targets"):
+        console.print(results_summary_table(decided))
+    synthetic_table = synthetic_summary_table(decided)
     if synthetic_table is not None:
         console.print(synthetic_table)
     console.print(f"report: {path}")
+    print_verdict(decided)  # the same verdict, the same exit code as the command that made the results

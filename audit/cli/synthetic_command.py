@@ -65,7 +65,7 @@ def synth_check(
         raise
     entry = {"generator": f"user-supplied ({synthetic.name})", "epsilon_target": claimed_epsilon, **entry}
     results = {
-        "schema_version": 1,
+        "schema_version": 2,
         "config": {"name": "synth-check", "train": str(train), "holdout": str(holdout), "synthetic": str(synthetic),
                    "nan_policy": nan_policy, "target_column": target_column, "delta": delta, "seed": seed,
                    "claimed_epsilon": claimed_epsilon, "membership_randomized": membership_randomized},
@@ -75,7 +75,7 @@ def synth_check(
         "targets": [],
         "synthetic": [entry],
         "notes": list(entry.get("warnings", [])),
-        "verdict": {"passed": entry["passed"], "policy": None, "reasons": [f["message"] for f in entry["flags"]]},
+        "verdict": None,  # decided by audit.machinery.verdict when the outputs are written
     }
     results, final = publish_results(
         lambda staging: results, out=out, folder_name="synth-check", experiment="synth-check",
@@ -105,5 +105,4 @@ def synth_check(
     for flag in entry["flags"]:
         err_console.print(f"[red]FLAG[/red] {flag['message']}", soft_wrap=True)
     console.print(f"results: {final}/results.json\nreport:  {final}/report.html")
-    if loaded_policy is not None:
-        print_verdict(results)
+    print_verdict(results)  # every command exits 1 on "fail", with or without a policy

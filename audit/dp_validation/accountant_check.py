@@ -13,7 +13,6 @@ between them, so a reported ε below the optimistic value is certainly too small
 from __future__ import annotations
 
 import itertools
-import logging
 import math
 import numbers
 from collections.abc import Callable, Sequence
@@ -21,7 +20,13 @@ from dataclasses import asdict, dataclass
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from audit.statistics.accountants import PLD_DISCRETIZATION, DPSGDEvent, epsilon_pld
+from audit.statistics.accountants import (
+    PLD_RELATIVE_TOLERANCE,
+    PLD_TIME_BUDGET_S,
+    DPSGDEvent,
+    PLDInterval,
+)
+from audit.statistics.accountants import pld_epsilon_interval as tight_pld_interval
 from audit.errors import AuditInputError
 from audit.machinery.progress import Progress, as_progress
 
@@ -81,26 +86,19 @@ def load_grid(path: str | None) -> AccountantGrid:
     return grid
 
 
-def pld_epsilon_interval(event: DPSGDEvent, delta: float) -> tuple[float, float]:
-    """(optimistic, pessimistic) PLD ε: the true ε of the mechanism lies in between."""
-    from dp_accounting.pld import privacy_loss_distribution as pld
-
-    logging.getLogger().setLevel(logging.ERROR)  # dp_accounting logs a notice for optimistic PLDs
-    optimistic = pld.from_gaussian_mechanism(
-        event.noise_multiplier, sampling_prob=event.sample_rate, pessimistic_estimate=False,
-        value_discretization_interval=PLD_DISCRETIZATION, use_connect_dots=False,
-    ).self_compose(event.steps)
-    return float(optimistic.get_epsilon_for_delta(delta)), epsilon_pld(event, delta)
+def pld_epsilon_interval(event: DPSGDEvent, delta: float, time_budget_s: float = PLD_TIME_BUDGET_S) -> PLDInterval:
+    """(optimistic, pessimistic) PLD ε refined until tight: the true ε of the mechanism lies in between."""
+    return tight_pld_interval(event, delta, PLD_RELATIVE_TOLERANCE, time_budget_s)
 
 
 def accountant_table(noise_multiplier: float, sample_rate: float, steps: int, delta: float
-                     ) -> tuple[dict[str, float], tuple[float, float]]:
-    """Worker task of `privacy-audit accountants`: Opacus's rdp/prv/gdp ε and the PLD interval (plain data)."""
+                     ) -> tuple[dict[str, float], dict]:
+    """Worker task of `privacy-audit accountants`: Opacus's rdp/prv/gdp ε and the tight PLD interval (plain data)."""
     from audit.statistics.accountants import epsilon_opacus
 
     event = DPSGDEvent(noise_multiplier, sample_rate, steps)
     values = {name: float(epsilon_opacus(event, delta, name)) for name in ("rdp", "prv", "gdp")}
-    return values, pld_epsilon_interval(event, delta)
+    return values, pld_epsilon_interval(event, delta).as_dict()
 
 
 @dataclass(frozen=True)
@@ -114,6 +112,9 @@ class AccountantCheckPoint:
     pld_upper: float
     label: str  # ok | loose | unsound | invalid
     message: str
+    pld_tight: bool = True  # False: the time budget ended the refinement; `pld_note` says how wide
+    pld_discretization: float | None = None
+    pld_note: str = ""
 
 
 @dataclass(frozen=True)
@@ -153,8 +154,13 @@ def check_accountant(
     grid: AccountantGrid,
     margin: float = DEFAULT_MARGIN,
     progress: Progress | None = None,
+    time_budget_s: float = PLD_TIME_BUDGET_S,
 ) -> list[AccountantCheckPoint]:
-    """Evaluate `accountant(noise_multiplier, sample_rate, steps, delta) -> ε` on every grid point."""
+    """Evaluate `accountant(noise_multiplier, sample_rate, steps, delta) -> ε` on every grid point.
+
+    The reference interval is refined per point until it is within 1 % of ε (or `time_budget_s`
+    per point is spent; the point then carries `pld_tight = False` and a note).
+    """
     points = []
     grid_points = list(grid.points())
     progress = as_progress(progress)
@@ -172,10 +178,12 @@ def check_accountant(
             label, message, value = "invalid", f"raised {type(exc).__name__}: {str(exc)[:200]}", None
         else:
             label, message, value = None, None, None
-        lower, upper = pld_epsilon_interval(event, delta)
+        reference = pld_epsilon_interval(event, delta, time_budget_s)
+        lower, upper = reference.lower, reference.upper
         if label is None:
             label, message, value = classify(reported, lower, upper, margin)
-        points.append(AccountantCheckPoint(sigma, q, steps, delta, value, lower, upper, label, message))
+        points.append(AccountantCheckPoint(sigma, q, steps, delta, value, lower, upper, label, message,
+                                           reference.tight, reference.discretization, reference.note))
         step.advance()
     progress.end(step)
     return points
@@ -183,7 +191,10 @@ def check_accountant(
 
 def summarize(points: Sequence[AccountantCheckPoint]) -> dict:
     counts = {label: sum(p.label == label for p in points) for label in ("ok", "loose", "unsound", "invalid")}
+    not_tight = [p for p in points if not p.pld_tight]
     return {"counts": counts, "passed": counts["unsound"] == 0 and counts["invalid"] == 0,
+            "reference": f"dp_accounting PLD interval refined until upper − lower ≤ {PLD_RELATIVE_TOLERANCE:.0%} of ε",
+            "reference_not_tight": len(not_tight),
             "points": [asdict(p) for p in points]}
 
 

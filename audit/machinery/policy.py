@@ -7,6 +7,7 @@ A policy states what a release must satisfy, e.g.
       max_tpr_at_fpr: {0.001: 0.01}
       max_epsilon_lb: 2.0          # best sound empirical ε lower bound of a target
       fail_on_violation: true      # default true: a lower bound above the accountant's ε fails
+      fail_on_inconclusive: false  # default false: a claim the audit could not have refuted exits 0
       required_accountant: prv
       max_dcr_share: 0.6           # synthetic data
       min_nndr_p10: 0.5            # synthetic data
@@ -21,11 +22,12 @@ target (× attack / FPR level) it applies to; `verdict_from_evaluation` turns th
 file without synthetic data, a TPR level the results do not report) gives a check marked not
 applicable, which never fails the gate but is listed (and is a skipped test case in JUnit).
 
-Which numbers the rules read (results.json schema_version 1):
+Which numbers the rules read (results.json schema_version 1 or 2):
 - max_auc, max_tpr_at_fpr: every `targets[].attacks[]` entry, and the distance attack of every
   `synthetic[].mia` entry when present;
-- max_epsilon_lb: `targets[].epsilon_lb_best` (Clopper-Pearson or one-run, never the GDP estimate),
-  and for synthetic entries the largest sound bound in `mia.epsilon_lb`;
+- max_epsilon_lb: `targets[].epsilon_lb_best` (the bound proven for one model: one-run with coin-flip
+  membership; null when none is proven, and the rule is then not applicable, which the verdict
+  reports as inconclusive), and for synthetic entries the one-run bound in `mia.epsilon_lb`;
 - fail_on_violation: `targets[].violation` against `epsilon_accountant`;
 - required_accountant: `targets[].accountant` of private targets;
 - max_dcr_share: `synthetic[].dcr.dcr_share`; min_nndr_p10: `synthetic[].nndr.p10`.
@@ -63,7 +65,11 @@ __all__ = [
 # Shipped inside the package (package-data), so an installed wheel validates like a checkout.
 RESULTS_SCHEMA_PATH = Path(__file__).resolve().parents[1] / "schema" / "results.schema.json"
 # Sound estimators only: the GDP number is an estimate under an assumption and never gates.
-_SOUND_BOUNDS = ("clopper_pearson", "one_run")
+# Proven for one model / one release (coin-flip membership); Clopper-Pearson over one model's
+# candidates assumes independent trials and never gates (audit.statistics.attack_evaluation).
+_SOUND_BOUNDS = ("one_run",)
+RESULTS_SCHEMA_VERSION = 2
+READABLE_SCHEMA_VERSIONS = (1, 2)
 _INF_WORDS = ("inf", ".inf", "+inf", "infinity", "∞")
 
 
@@ -88,6 +94,9 @@ class PolicyRules(_Strict):
     )
     fail_on_violation: bool | None = Field(
         None, description="fail when a sound lower bound exceeds the accountant's ε (default true)"
+    )
+    fail_on_inconclusive: bool | None = Field(
+        None, description="fail when the audit could not have refuted a claim (ceiling ≤ claim; default false)"
     )
     required_accountant: Literal["prv", "rdp", "gdp"] | None = Field(
         None, description="accountant the claimed ε of private targets must come from"
@@ -278,13 +287,18 @@ def load_results(path: str | Path) -> dict[str, Any]:
 
 
 def validate_results(results: Any, *, source: str = "results") -> None:
-    """Raise AuditInputError when `results` does not follow results.json schema_version 1."""
+    """Raise AuditInputError when `results` does not follow results.json schema_version 1 or 2.
+
+    Version 2 (this version) adds the verdict status, each bound's assumption and scope and the PLD
+    interval; version 1 files are still read (their verdict is recomputed from their numbers).
+    """
     if not isinstance(results, dict):
         raise AuditInputError(source, "must be a JSON object (a results.json written by privacy-audit)")
-    if results.get("schema_version") != 1:
+    version = results.get("schema_version")
+    if isinstance(version, bool) or version not in READABLE_SCHEMA_VERSIONS:
         raise AuditInputError(
             f"{source}: field 'schema_version'",
-            f"expected 1, got {results.get('schema_version')!r} (written by another privacy-audit version?)",
+            f"expected 1 or 2, got {version!r} (written by another privacy-audit version?)",
         )
     import jsonschema
 
@@ -378,7 +392,11 @@ def _check_target(policy: Policy, target: Any, where: str, reader: "_Reader") ->
         for a_index, attack in enumerate(reader.sequence(target, "attacks", where)):
             checks += _check_attack(rules, attack, f"{where}.attacks[{a_index}]", label, reader)
 
-    if rules.max_epsilon_lb is not None:
+    if rules.max_epsilon_lb is not None and reader.optional_number(target, "epsilon_lb_best", where) is None:
+        checks.append(_not_applicable(
+            "max_epsilon_lb", label, "no ε lower bound is proven for this setting (membership not a fair coin flip)",
+        ))
+    elif rules.max_epsilon_lb is not None:
         best = reader.number(target, "epsilon_lb_best", where)
         checks.append(_compare(
             "max_epsilon_lb", label, None, best, rules.max_epsilon_lb, at_most=True,
@@ -388,7 +406,7 @@ def _check_target(policy: Policy, target: Any, where: str, reader: "_Reader") ->
     if rules.fail_on_violation is not False:  # default on: a violation means the DP claim is false
         accountant_eps = reader.optional_number(target, "epsilon_accountant", where)
         violation = reader.boolean(target, "violation", where)
-        best = reader.number(target, "epsilon_lb_best", where)
+        best = reader.optional_number(target, "epsilon_lb_best", where)
         method = target.get("epsilon_lb_best_method")
         how = f" ({method})" if method else ""
         if accountant_eps is None and not violation:
@@ -397,8 +415,8 @@ def _check_target(policy: Policy, target: Any, where: str, reader: "_Reader") ->
             ))
         else:
             relation = "exceeds" if violation else "does not exceed"
-            text = (f"{label}: sound empirical ε lower bound {_fmt(best)}{how} {relation} the accountant's "
-                    f"ε {_fmt(accountant_eps)}")
+            text = (f"{label}: proven empirical ε lower bound {_fmt(best)}{how} {relation} the accountant's "
+                    f"ε {_fmt(accountant_eps)} (Holm-corrected one-run tests)")
             checks.append(RuleCheck(
                 "fail_on_violation", label, None, best, accountant_eps, not violation,
                 text + (" (violation: the claimed ε is contradicted)" if violation else ""),

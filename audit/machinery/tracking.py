@@ -264,6 +264,13 @@ class AuditTracker:
         if entries:
             _with_lock_retries(self.client.log_batch, run_id, metrics=entries)
 
+    def set_tags(self, run_id: str, tags: dict[str, str]) -> None:
+        from mlflow.entities import RunTag
+
+        entries = [RunTag(key, str(value)) for key, value in tags.items()]
+        if entries:
+            _with_lock_retries(self.client.log_batch, run_id, tags=entries)
+
     def log_artifact(self, run_id: str, path: Path, artifact_path: str | None = None) -> None:
         self.client.log_artifact(run_id, str(path), artifact_path=artifact_path)
 

@@ -13,12 +13,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from audit.machinery.verdict import verdict_for_results
 from audit.statistics.attack_evaluation import best_sound_lower_bound, evaluate_attack
 from audit.machinery.environment import describe_environment
 from audit.errors import AuditInputError
 from targets.datasets import read_table
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 def read_scores(path: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, str]:
@@ -84,7 +85,7 @@ def audit_scores(
     seed: int = 0,
     name: str = "scores",
 ) -> dict[str, Any]:
-    """Every attack metric and ε lower bound for one score file, as a results dict (schema_version 1)."""
+    """Every attack metric and ε lower bound for one score file, as a results dict (schema_version 2)."""
     if not 0 < delta < 1:
         raise AuditInputError("--delta", f"must be in (0, 1), got {delta}")
     if not 0.5 < confidence < 1:
@@ -97,9 +98,10 @@ def audit_scores(
         accountant_epsilon=claimed_epsilon, membership_randomized=membership_randomized,
     )
     best, best_method = best_sound_lower_bound([attack])
-    violation = claimed_epsilon is not None and best > claimed_epsilon
+    violation = False  # decided by audit.machinery.verdict (Holm over the proven tests)
     notes = [] if membership_randomized else [
-        "one-run bound not computed: pass --membership-randomized only if each record's membership was a fair coin flip"
+        "one-run bound not computed: pass --membership-randomized only if each record's membership was a fair coin "
+        "flip; without it no bound proven for one model decides a claimed ε (Clopper-Pearson is shown only)"
     ]
     target = {
         "epsilon_target": claimed_epsilon,
@@ -113,11 +115,11 @@ def audit_scores(
         "attacks": [attack],
         "epsilon_lb_best": best,
         "epsilon_lb_best_method": best_method,
-        "epsilon_lb_ratio": best / claimed_epsilon if claimed_epsilon else None,
+        "epsilon_lb_ratio": best / claimed_epsilon if claimed_epsilon and best is not None else None,
         "violation": bool(violation),
     }
-    reasons = [f"empirical lower bound {best:.3f} ({best_method}) exceeds the claimed ε {claimed_epsilon:g}"] if violation else []
-    return {
+    reasons: list[str] = []
+    results = {
         "schema_version": SCHEMA_VERSION,
         "config": {"name": name, "source": str(path), "score_column": column, "delta": delta,
                    "confidence": confidence, "claimed_epsilon": claimed_epsilon,
@@ -128,5 +130,6 @@ def audit_scores(
         "targets": [target],
         "synthetic": [],
         "notes": notes,
-        "verdict": {"passed": not violation, "policy": None, "reasons": reasons},
+        "verdict": {"status": "pass", "passed": not violation, "policy": None, "reasons": reasons},
     }
+    return verdict_for_results(results)[0]  # the one verdict model: proven bounds, Holm

@@ -25,8 +25,38 @@ from audit.statistics.epsilon_bounds import (
 )
 
 FPR_LEVELS = (0.001, 0.01, 0.1)
-# Sound lower bounds that may decide a violation; the GDP estimate is reported but never used.
-SOUND_BOUNDS = ("clopper_pearson", "one_run")
+# Lower bounds proven for the setting of this module — many candidates scored by ONE trained model
+# (or one synthetic release) — with coin-flip membership: only the one-run bound (Steinke, Nasr,
+# Jagielski 2023). Clopper-Pearson treats each candidate as an independent trial, which holds
+# across separate training runs, not across one model's candidates: shown, never deciding.
+PROVEN_BOUNDS = ("one_run",)
+SOUND_BOUNDS = PROVEN_BOUNDS  # the name older callers use
+
+# What each bound rests on and where it is proven (results.json `epsilon_lb_scope`, report, MLflow).
+BOUND_SCOPES: dict[str, dict[str, Any]] = {
+    "one_run": {
+        "assumption": "one training run (or release); each candidate a member by an independent fair coin flip, "
+                      "scores computed without the coins",
+        "scope": "proven (Steinke, Nasr, Jagielski 2023, arXiv 2305.08846)",
+        "decides": True,
+    },
+    "clopper_pearson": {
+        "assumption": "assumes independent trials: each candidate's score independent of the others' membership; "
+                      "proven across independent training runs, NOT for many candidates of one model",
+        "scope": "shown only: never decides a verdict for one model's candidates",
+        "decides": False,
+    },
+    "gdp": {
+        "assumption": "assumes the mechanism's trade-off curve is Gaussian (Dong, Roth, Su 2019)",
+        "scope": "estimate, not a lower bound: never decides a verdict",
+        "decides": False,
+    },
+}
+ONE_RUN_NOT_COMPUTED = {
+    "assumption": "membership was not declared an independent fair coin flip, so the one-run bound does not apply",
+    "scope": "not computed",
+    "decides": False,
+}
 
 
 def evaluate_attack(
@@ -72,6 +102,10 @@ def evaluate_attack(
         "advantage": advantage,
         "advantage_bound": bound,
         "epsilon_lb": {"clopper_pearson": cp.epsilon, "one_run": one_run.epsilon if one_run else None},
+        "epsilon_lb_scope": {
+            "clopper_pearson": BOUND_SCOPES["clopper_pearson"],
+            "one_run": BOUND_SCOPES["one_run"] if one_run else ONE_RUN_NOT_COMPUTED,
+        },
         "epsilon_lb_details": {
             "clopper_pearson": cp.details,
             "one_run": one_run.details if one_run else "not computed: membership was not declared a fair coin flip",
@@ -87,13 +121,17 @@ def evaluate_attack(
     }
 
 
-def best_sound_lower_bound(attacks: list[dict[str, Any]]) -> tuple[float, str | None]:
-    """Largest sound ε lower bound over attacks and estimators, and which (attack/estimator) gave it."""
-    best, where = 0.0, None
+def best_sound_lower_bound(attacks: list[dict[str, Any]]) -> tuple[float | None, str | None]:
+    """Largest ε lower bound proven for the setting over attacks, and which (attack/estimator) gave it.
+
+    (None, None) when no attack has a proven bound (membership not a coin flip): a 0 there would read
+    as "no leakage found" where nothing was measured with a proven method.
+    """
+    best, where = None, None
     for attack in attacks:
-        for method in SOUND_BOUNDS:
-            value = attack["epsilon_lb"][method]
-            if value is not None and value > best:
+        for method in PROVEN_BOUNDS:
+            value = attack["epsilon_lb"].get(method)
+            if value is not None and (best is None or value > best):
                 best, where = value, f"{attack['name']}/{method}"
     return best, where
 

@@ -146,6 +146,20 @@ def auc_with_ci(scores, members, confidence: float = 0.95) -> tuple[float, tuple
     return auc, (low, high)
 
 
+def auc_p_value_above_chance(scores, members) -> float:
+    """One-sided p-value of "AUC ≤ 0.5" (the attack does no better than chance), DeLong's normal test.
+
+    DeLong, DeLong & Clarke-Pearson 1988 (variance as in `auc_with_ci`): p = 1 − Φ((AUC − ½)/sd).
+    Rejecting at α is the same decision as "the lower end of the two-sided (1 − 2α) DeLong interval
+    is above ½". At perfect separation the variance is 0: p = 0 if AUC > ½, else 1.
+    """
+    s, m = validate_scores_and_members(scores, members)
+    auc, var = _delong_auc_and_variance(s[m], s[~m])
+    if var <= 0:
+        return 0.0 if auc > 0.5 else 1.0
+    return float(stats.norm.sf((auc - 0.5) / math.sqrt(var)))
+
+
 # --------------------------------------------------------------------------------------------------
 # Low-FPR performance and advantage
 # --------------------------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ tried), as small frozen dataclasses instead of string flags.
 """
 from __future__ import annotations
 
+import functools
 import math
 import operator
 from dataclasses import asdict, dataclass, field
@@ -36,6 +37,8 @@ __all__ = [
     "one_run_p_value",
     "one_run_epsilon_from_counts",
     "epsilon_lower_bound_one_run",
+    "one_run_claim_p_value",
+    "one_run_ceiling",
     "gdp_mu_lower_bound",
     "epsilon_from_gdp_mu",
     "epsilon_estimate_gdp",
@@ -615,6 +618,46 @@ def epsilon_lower_bound_one_run(
         epsilon=float(best["epsilon"]), method="one_run", confidence=conf, sound=True,
         details=details,
     )
+
+
+def one_run_claim_p_value(details: dict[str, Any], claimed_epsilon: float, delta: float) -> float:
+    """p-value of "the training is (`claimed_epsilon`, δ)-DP" from a one-run audit's recorded guesses.
+
+    Steinke, Nasr, Jagielski 2023, arXiv 2305.08846 (Theorem 3.1 / `one_run_p_value`): for each guess
+    fraction f tried by `epsilon_lower_bound_one_run` (its `details["per_fraction"]`: m, r, v) the
+    p-value is p_f(ε_claim); the guess size was chosen after looking, so the test's p-value is
+    min(1, F · min_f p_f) (Bonferroni over the F fractions, as in the bound). Rejecting when this is
+    ≤ α is the same decision as "the one-run lower bound at confidence 1 − α exceeds the claim"
+    (p is increasing in ε), so a family of such tests can be corrected with Holm's procedure.
+    """
+    eps = _check_epsilon(claimed_epsilon)
+    d = _check_delta(delta)
+    rows = details.get("per_fraction") or []
+    if not rows:
+        raise ValueError("details: expected the 'per_fraction' rows written by epsilon_lower_bound_one_run")
+    m = _as_count("m", details["m"])
+    best = min(_one_run_p_value(eps, m, int(row["r"]), int(row["v"]), d) for row in rows)
+    return float(min(1.0, len(rows) * best))
+
+
+@functools.lru_cache(maxsize=1024)  # the verdict asks once per check with the same (m, δ, α)
+def one_run_ceiling(m: int, delta: float, alpha: float, guess_fractions=(0.01, 0.02, 0.05, 0.1, 0.2, 0.5)) -> float:
+    """The largest one-run lower bound ANY attack could reach: every guess right, at level `alpha`.
+
+    Steinke, Nasr, Jagielski 2023, arXiv 2305.08846. With m candidates, guess sizes r_f = 2⌊f·m/2⌋
+    and v = r (a perfect attack), each fraction tested at α/F as in `epsilon_lower_bound_one_run`.
+    A claim at or above this ceiling cannot be refuted by this audit: it is inconclusive for it.
+    """
+    m_ = _as_count("m", m)
+    d = _check_delta(delta)
+    a = validate_probability("alpha", alpha, open_low=True, open_high=True)
+    fractions = np.atleast_1d(np.asarray(guess_fractions, dtype=float))
+    best = 0.0
+    for f in fractions:
+        r = 2 * int(math.floor(f * m_ / 2))
+        if r:
+            best = max(best, _one_run_epsilon(m_, r, r, d, a / fractions.size))
+    return float(best)
 
 
 # --------------------------------------------------------------------------------------------------

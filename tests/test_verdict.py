@@ -1,0 +1,229 @@
+"""One verdict everywhere: Holm over the tests that decide, proven bounds only, null false alarms ≤ 5 %,
+a tight accountant reference, and the same status on the console, in results.json, report.html,
+summary.md, junit.xml and the MLflow parent-run tag."""
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+
+import mlflow
+import numpy as np
+import pandas as pd
+import pytest
+
+from audit.machinery.verdict import Check, decide, verdict_for_results
+from audit.statistics.epsilon_bounds import epsilon_lower_bound_one_run, one_run_ceiling, one_run_claim_p_value
+from audit.statistics.multiple_testing import holm_rejections
+
+ALL_ATTACKS = ("loss", "shadow", "lira", "lira_offline", "rmia")
+
+
+# --- Holm ------------------------------------------------------------------------------------
+
+
+def test_holm_matches_the_textbook_example():
+    # Holm 1979's procedure by hand: α = 0.05, K = 4 → thresholds .0125, .0167, .025, .05.
+    assert holm_rejections([0.01, 0.04, 0.03, 0.005], 0.05) == [True, False, False, True]
+    assert holm_rejections([0.01, 0.015, 0.02, 0.04], 0.05) == [True, True, True, True]
+    assert holm_rejections([0.02, 0.02], 0.05) == [True, True]
+    assert holm_rejections([0.03, 0.04], 0.05) == [False, False]
+
+
+def test_the_claim_test_agrees_with_the_bound_it_comes_from():
+    rng = np.random.default_rng(1)
+    members = rng.random(2000) < 0.5
+    scores = rng.normal(size=2000) + 1.5 * members
+    bound = epsilon_lower_bound_one_run(scores, members, 1e-5)
+    assert bound.epsilon > 0.5
+    assert one_run_claim_p_value(bound.details, bound.epsilon * 0.95, 1e-5) < 0.05
+    assert one_run_claim_p_value(bound.details, bound.epsilon * 1.05, 1e-5) > 0.05
+
+
+def test_a_claim_above_the_ceiling_is_inconclusive_and_the_status_says_so():
+    ceiling = one_run_ceiling(200, 1e-5, 0.05)
+    assert 0 < ceiling < 5
+    checks = [Check("targets[0]", "a", "claim 8 cannot be refuted", p_value=0.9, inconclusive=True),
+              Check("targets[1]", "b", "ok", p_value=0.5)]
+    verdict = decide(checks, alpha=0.05)
+    assert verdict["status"] == "inconclusive" and verdict["passed"] and verdict["reasons"] == ["claim 8 cannot be refuted"]
+    assert decide(checks, alpha=0.05, fail_on_inconclusive=True)["status"] == "fail"
+
+
+def test_shown_only_checks_never_decide_and_deterministic_failures_do():
+    shown = Check("targets[0]", "cp", "CP 3.0 (assumes independent trials)", failed=True, decides=False)
+    assert decide([shown])["status"] == "pass"
+    assert decide([shown, Check("x", "rule", "rule failed", failed=True)])["reasons"] == ["rule failed"]
+
+
+# --- the verdict's null false-alarm rate -----------------------------------------------------
+
+
+def _null_attack(name: str, rng: np.random.Generator, members: np.ndarray) -> dict:
+    """An attack record as `evaluate_attack` writes the parts the verdict reads, from null scores.
+
+    Only the one-run bound can decide (Clopper-Pearson over one model is shown only), so the record
+    holds the real one-run estimator's output; the full `evaluate_attack` costs ~10× more per call.
+    """
+    bound = epsilon_lower_bound_one_run(rng.normal(size=members.size), members, 1e-5)
+    return {"name": name, "epsilon_lb": {"clopper_pearson": None, "one_run": bound.epsilon},
+            "epsilon_lb_details": {"one_run": bound.details}, "tpr_at_fpr": {}}
+
+
+def _null_results(rng: np.random.Generator, claims=(0.5, 1.0), m: int = 400) -> dict:
+    """Results shaped like a run: each claimed ε a target, all five attacks, scores independent of membership."""
+    members = rng.random(m) < 0.5
+    targets = [{"epsilon_target": claim, "delta": 1e-5, "epsilon": {}, "epsilon_accountant": claim,
+                "accountant": "prv", "test_accuracy": None, "epsilon_lb_best": None, "violation": False,
+                "attacks": [_null_attack(name, rng, members) for name in ALL_ATTACKS]}
+               for claim in claims]
+    return {"schema_version": 2, "config": {"attacks": {"confidence": 0.95}}, "targets": targets, "synthetic": []}
+
+
+@pytest.mark.slow
+def test_the_verdict_false_alarm_rate_on_null_scores_is_at_most_5_percent_over_500_repeats():
+    # No attack carries any signal, so every "fail" is a false alarm; 2 claims × 5 attacks = 10 tests each time.
+    rng = np.random.default_rng(2026)
+    repeats = 500
+    outcomes = [verdict_for_results(_null_results(rng))[0]["verdict"] for _ in range(repeats)]
+    fails = sum(v["status"] == "fail" for v in outcomes)
+    assert outcomes[0]["family_wise_error"]["n_tests"] == 10 and outcomes[0]["family_wise_error"]["method"] == "holm"
+    assert fails / repeats <= 0.05, f"{fails} false alarms in {repeats}"
+
+
+def test_the_same_tests_catch_a_real_leak():
+    # The power side: the same pipeline on scores that separate members fails a claim of ε = 0.5.
+    rng = np.random.default_rng(7)
+    results = _null_results(rng, claims=(0.5,))
+    members = rng.random(400) < 0.5
+    strong = epsilon_lower_bound_one_run(rng.normal(size=400) + 4.0 * members, members, 1e-5)
+    results["targets"][0]["attacks"][0] = {"name": "lira", "epsilon_lb": {"clopper_pearson": None, "one_run": strong.epsilon},
+                                           "epsilon_lb_details": {"one_run": strong.details}, "tpr_at_fpr": {}}
+    decided = verdict_for_results(results)[0]
+    assert decided["verdict"]["status"] == "fail" and decided["targets"][0]["violation"] is True
+    assert "lira" in decided["verdict"]["reasons"][0]
+
+
+# --- tight accountant reference --------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sigma, q, steps", [(2.0, 0.004, 4000), (1.0, 0.01, 1000)])
+def test_opacus_gdp_is_flagged_unsound_once_the_pld_interval_is_tight(sigma, q, steps):
+    from audit.dp_validation.accountant_check import AccountantGrid, check_accountant, opacus_gdp
+
+    grid = AccountantGrid(noise_multipliers=[sigma], sample_rates=[q], steps=[steps], deltas=[1e-5])
+    (point,) = check_accountant(opacus_gdp, grid, time_budget_s=120)
+    assert point.pld_tight and (point.pld_upper - point.pld_lower) <= 0.01 * point.pld_upper
+    assert point.label == "unsound", point
+
+
+@pytest.mark.slow
+def test_opacus_prv_and_rdp_are_never_unsound_on_the_default_grid():
+    from audit.dp_validation.accountant_check import AccountantGrid, classify, opacus_prv, opacus_rdp
+    from audit.statistics.accountants import DPSGDEvent, _pld_bounds_at, pld_epsilon_interval
+
+    for sigma, q, steps, delta in AccountantGrid().points():
+        event = DPSGDEvent(sigma, q, steps)
+        reported = {"prv": opacus_prv(sigma, q, steps, delta), "rdp": opacus_rdp(sigma, q, steps, delta)}
+        # The true ε never exceeds the coarse pessimistic upper end, so a value at or above it can be
+        # unsound at no refinement; only values below it need the tight interval (the costly part).
+        _, coarse_upper = _pld_bounds_at(event, delta, 1e-4)
+        if min(reported.values()) >= coarse_upper:
+            continue
+        tight = pld_epsilon_interval(event, delta)
+        for name, value in reported.items():
+            label = classify(value, tight.lower, tight.upper, 0.10)[0]
+            assert label not in ("unsound", "invalid"), (name, sigma, q, steps, value, tight)
+
+
+# --- every output agrees, every command -------------------------------------------------------
+
+
+def _tables(tmp_path):
+    rng = np.random.default_rng(0)
+
+    def table(n):
+        return pd.DataFrame({"age": rng.normal(40, 10, n).round(), "income": rng.lognormal(10, 0.5, n),
+                             "city": rng.choice(list("abcd"), n)})
+
+    train, holdout = table(300), table(300)
+    train.to_csv(tmp_path / "train.csv", index=False)
+    holdout.to_csv(tmp_path / "holdout.csv", index=False)
+    train.assign(income=train["income"] * 1.0001).to_csv(tmp_path / "copy.csv", index=False)
+    table(300).to_csv(tmp_path / "independent.csv", index=False)
+    members = rng.random(600) < 0.5
+    pd.DataFrame({"member": members.astype(int), "score": rng.normal(size=600) + 3.0 * members}).to_csv(
+        tmp_path / "leaky_scores.csv", index=False)
+    pd.DataFrame({"member": members.astype(int), "score": rng.normal(size=600)}).to_csv(
+        tmp_path / "null_scores.csv", index=False)
+    (tmp_path / "grid.yaml").write_text("noise_multipliers: [1.0]\nsample_rates: [0.01]\nsteps: [1000]\n")
+
+
+SYNTH = ["synth-check", "--train", "train.csv", "--holdout", "holdout.csv"]
+CASES = [
+    # (command line, expected status, expected exit code, output kind)
+    ([*SYNTH, "--synthetic", "copy.csv"], "fail", 1, "folder"),  # a near-copy fails with no flags given
+    (["audit-scores", "null_scores.csv", "--claimed-epsilon", "1"], "inconclusive", 0, "folder"),  # no coin flip
+    (["audit-scores", "null_scores.csv", "--claimed-epsilon", "1", "--membership-randomized"], "pass", 0, "folder"),
+    (["mechanism-audit", "--mechanism", "audit.demos.mechanisms:laplace_count_wrong_scale", "--trials", "4000"],
+     "fail", 1, "single"),
+    (["accountant-check", "--accountant", "audit.dp_validation.accountant_check:opacus_gdp", "--grid", "grid.yaml"],
+     "fail", 1, "single"),
+]
+
+
+def _console_status(proc) -> str:
+    text = proc.stdout + proc.stderr
+    for word, status in (("FAIL", "fail"), ("INCONCLUSIVE", "inconclusive"), ("PASS", "pass")):
+        if any(line.startswith(word) for line in text.splitlines()):
+            return status
+    return "none"
+
+
+@pytest.mark.parametrize("args, status, code, kind", CASES, ids=lambda v: " ".join(v) if isinstance(v, list) else None)
+def test_console_results_report_summary_junit_and_mlflow_agree(cli, tmp_path, args, status, code, kind):
+    _tables(tmp_path)
+    db = f"sqlite:///{tmp_path}/m.db"
+    proc = cli(*args, "--tracking-uri", db)
+    assert proc.returncode == code, proc.stdout + proc.stderr
+    assert _console_status(proc) == status
+    folders = [p for p in (tmp_path / "runs").iterdir() if not p.name.startswith(".")]
+    (folder,) = folders
+    if kind == "single":
+        (result_file,) = folder.glob("*.json")
+        verdict = json.loads(result_file.read_text())["verdict"]
+    else:
+        results = json.loads((folder / "results.json").read_text())
+        verdict = results["verdict"]
+        word = {"pass": "PASS", "fail": "FAIL", "inconclusive": "INCONCLUSIVE"}[status]
+        assert (folder / "summary.md").read_text().splitlines()[0].endswith(word)
+        junit = ET.parse(folder / "junit.xml").getroot()
+        assert {p.get("name"): p.get("value") for p in junit.iter("property")}["verdict"] == status
+    assert verdict["status"] == status and verdict["passed"] == (status != "fail")
+    assert f"data-status=\"{status}\"" in (folder / "report.html").read_text() or \
+        f"data-status='{status}'" in (folder / "report.html").read_text()
+    mlflow.set_tracking_uri(db)
+    runs = mlflow.search_runs(search_all_experiments=True)
+    parents = runs[runs.get("tags.mlflow.parentRunId").isna()] if "tags.mlflow.parentRunId" in runs else runs
+    assert list(parents["tags.verdict"]) == [status]
+
+
+@pytest.mark.slow
+def test_gate_rerenders_the_report_and_a_later_report_keeps_the_policy_verdict(cli, tmp_path):
+    from tests.conftest import REPO
+
+    _tables(tmp_path)
+    db = f"sqlite:///{tmp_path}/m.db"
+    assert cli(*SYNTH, "--synthetic", "independent.csv", "--tracking-uri", db).returncode == 0
+    (folder,) = [p for p in (tmp_path / "runs").iterdir() if not p.name.startswith(".")]
+    policy = tmp_path / "tight.yaml"
+    policy.write_text("rules: {max_dcr_share: 0.1}\n")
+    gated = cli("gate", "--policy", str(policy), str(folder / "results.json"))
+    assert gated.returncode == 1 and _console_status(gated) == "fail", gated.stdout + gated.stderr
+    for name in ("report.html", "summary.md", "junit.xml"):
+        assert "tight.yaml" in (folder / name).read_text(), name
+    again = cli("report", str(folder / "results.json"))
+    assert again.returncode == 1 and "data-status=\"fail\"" in (folder / "report.html").read_text()
+    assert "FAIL" in (folder / "summary.md").read_text().splitlines()[0]
+    lenient = cli("report", str(folder / "results.json"), "--policy", str(REPO / "examples/policy-lenient.yaml"))
+    assert lenient.returncode == 0, lenient.stdout + lenient.stderr
