@@ -36,7 +36,6 @@ from reports.synthetic_report import (
     is_synthetic_release,
     synthetic_method_notes,
     synthetic_overview,
-    synthetic_verdict_banner,
 )
 from reports.federated_tables import federated_html_section
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import copy
 import json
 import re
-import shutil
 import subprocess
 from pathlib import Path
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from audit.machinery.policy import evaluate_policy, load_policy
+from audit.machinery.policy import load_policy
 from audit.machinery.verdict import verdict_for_results
 from reports.figures import RocCurve, plot_empirical_vs_accountant, plot_privacy_utility, plot_roc_curves
 from reports.html_report import render_html_report, write_html_report

@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from audit.cli.app import EXIT_FAILED, app, console, err_console
+from audit.cli.app import app, console
 from audit.cli.output import QuietOption, command_progress, print_bound, print_verdict, record_audit
 from audit.errors import AuditInputError
 

@@ -6,7 +6,7 @@ starting config or policy to edit.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 

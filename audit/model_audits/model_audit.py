@@ -49,7 +49,6 @@ from pydantic import ValidationError
 
 from attacks import AttackContext, AttackOptions, TargetTraining, get_attack
 from audit.statistics.accountants import DPSGDEvent, epsilons_for_event
-from audit.machinery.verdict import verdict_for_results
 from audit.statistics.attack_evaluation import best_sound_lower_bound, evaluate_attack
 from audit.machinery.config import AuditConfig, ModelSourceConfig
 from audit.machinery.environment import describe_environment
@@ -773,4 +772,3 @@ def _audit(
         "notes": notes,
         "verdict": {"status": "pass", "passed": not violation, "policy": None, "reasons": reasons},
     }
-    return verdict_for_results(results)[0]  # the one verdict model: proven bounds, Holm
