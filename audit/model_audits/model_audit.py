@@ -52,6 +52,7 @@ from audit.statistics.accountants import DPSGDEvent, epsilons_for_event
 from audit.statistics.attack_evaluation import best_sound_lower_bound, evaluate_attack
 from audit.machinery.config import AuditConfig, ModelSourceConfig
 from audit.machinery.environment import describe_environment
+from audit.machinery.verdict import verdict_for_results
 from audit.errors import AuditInputError
 from targets.table_checks import MAX_CLASSES
 from audit.machinery.attack_setup import attack_options
@@ -761,7 +762,7 @@ def _audit(
     }
     if source.kind in ("mlp", "torch"):
         data["weights"] = {k: source.record[k] for k in ("path", "format", "sha256", "architecture")}
-    return {
+    results = {
         "schema_version": SCHEMA_VERSION,
         "config": config.to_plain(),
         "environment": describe_environment(str(torch_device), seed),
@@ -772,3 +773,4 @@ def _audit(
         "notes": notes,
         "verdict": {"status": "pass", "passed": not violation, "policy": None, "reasons": reasons},
     }
+    return verdict_for_results(results)[0]  # the one verdict model: proven bounds, Holm
