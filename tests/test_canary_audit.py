@@ -370,3 +370,47 @@ def test_null_column_canary_audits_give_zero_in_at_least_95_percent_of_repeats(p
         for s in range(20)
     ]
     assert sum(b == 0 for b in bounds) >= 19
+
+
+# --------------------------------------------------------------------------------------------------
+# What a returned model must answer (a broken model must not pass as "no membership signal")
+# --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "log_probs, message",
+    [
+        (np.full((3, 2), np.nan), "not finite"),
+        (np.array([[np.inf, 0.0]] * 3), "not finite"),
+        (np.log(np.full((3, 7), 1 / 7)), "outputs 7 classes"),
+        (np.log(np.full((3, 2), 0.3)), "do not sum to 1"),
+    ],
+)
+def test_a_returned_model_with_broken_outputs_is_refused(log_probs, message):
+    from audit.dp_validation.canary_audit import _check_model_output
+
+    with pytest.raises(AuditInputError, match=message):
+        _check_model_output(log_probs, 2)
+
+
+def test_a_returned_model_with_valid_outputs_is_accepted():
+    from audit.dp_validation.canary_audit import _check_model_output
+
+    _check_model_output(np.log(np.array([[0.2, 0.8], [1.0, 0.0]])), 2)  # p = 0 is a probability
+
+
+@pytest.mark.slow
+def test_a_trainer_whose_model_answers_nan_exits_2_not_pass(tmp_path):
+    import subprocess
+    import sys
+
+    (tmp_path / "nan_trainer.py").write_text(
+        "import numpy as np\nCLAIM = {'epsilon': 1.0, 'delta': 1e-5}\n"
+        "class NanModel:\n    def predict_proba(self, X):\n        return np.full((len(X), 2), np.nan)\n"
+        "def train(features, labels, seed):\n    return NanModel()\n"
+    )
+    done = subprocess.run([sys.executable, "-m", "audit.cli", "canary-audit", "--trainer", "nan_trainer:train",
+                           "--models", "8", "--quiet", "--out", str(tmp_path / "runs")],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith("error: --trainer:") and "not finite" in done.stderr

@@ -264,7 +264,26 @@ def train_and_score_task(trainer: str | Callable, X: np.ndarray, y: np.ndarray, 
     function = _load_trainer(trainer)
     with user_code("--trainer", f"trainer {_trainer_name(trainer)}"):
         model = function(X.copy(), y.copy(), int(seed))
-    return _log_probabilities(model, np.asarray(points, dtype=np.float32))
+    log_probs = _log_probabilities(model, np.asarray(points, dtype=np.float32))
+    _check_model_output(log_probs, int(np.max(y)) + 1)
+    return log_probs
+
+
+def _check_model_output(log_probs: np.ndarray, n_classes: int) -> None:
+    """A returned model must answer with one finite distribution over the data's classes per point:
+    NaN probabilities, infinite logits or extra classes would silently score as "no membership
+    signal" and let a broken trainer pass (exit 2 instead, naming what was wrong)."""
+    if log_probs.shape[1] != n_classes:
+        raise AuditInputError("--trainer", f"the returned model outputs {log_probs.shape[1]} classes but its "
+                              f"training labels have {n_classes} (0..{n_classes - 1})")
+    bad = ~np.isfinite(log_probs) & ~np.isneginf(log_probs)  # p = 0 (log −inf) is a valid probability
+    if bad.any() or np.isneginf(log_probs).all(axis=1).any():
+        raise AuditInputError("--trainer", f"the returned model's outputs are not finite probabilities at "
+                              f"{int(bad.any(axis=1).sum() or 1)} of {log_probs.shape[0]} points (NaN or infinite logits)")
+    total = np.exp(log_probs).sum(axis=1)
+    if not np.allclose(total, 1.0, atol=1e-3):
+        raise AuditInputError("--trainer", "the returned model's predict_proba rows do not sum to 1 "
+                              f"(e.g. {float(total[np.argmax(np.abs(total - 1))]):.4g})")
 
 
 def declared_claim_task(trainer: str | Callable) -> tuple[Any, str]:
