@@ -77,21 +77,19 @@ def test_client_level_federation_reports_client_epsilon_and_a_client_mia(tmp_pat
 
 
 class _InterruptSecondTarget:
-    """Progress that presses Ctrl-C in the second target's first round, and records round calls."""
+    """Progress (a callback, as the Python API takes it) that presses Ctrl-C in the second target's
+    first round, and records (target, rounds done) of every round update."""
 
     def __init__(self, interrupt: bool):
-        self.interrupt, self.target, self.calls = interrupt, -1, []
+        self.interrupt, self.calls = interrupt, []
 
-    def target_started(self, index, total, label, epochs):
-        self.target = index
-
-    def epoch_done(self, epoch, epochs):
-        self.calls.append((self.target, epoch))
-        if self.interrupt and self.target == 1:
+    def __call__(self, event):
+        if event.get("event") != "update" or not event["description"].startswith("target "):
+            return
+        target = int(event["description"].split()[1].split("/")[0]) - 1
+        self.calls.append((target, event["completed"]))
+        if self.interrupt and target == 1:
             raise KeyboardInterrupt
-
-    def note(self, text):
-        pass
 
 
 def test_an_interrupted_federated_run_resumes_without_retraining_finished_targets(tmp_path):
