@@ -42,7 +42,8 @@ from audit.machinery.checkpoints import TargetCheckpoints
 from audit.machinery.config import AuditConfig, config_to_yaml, read_config_file
 from audit.machinery.environment import describe_environment
 from audit.machinery.policy import Policy, evaluate_policy, verdict_from_evaluation
-from audit.machinery.run_directory import StagedRunDirectory, write_json_atomic, write_text_atomic
+from audit.machinery.crash_log import set_log_folder
+from audit.machinery.run_directory import StagedRunDirectory, run_attempt, write_json_atomic, write_text_atomic
 from audit.machinery.progress import as_progress
 from audit.machinery.tracking import AuditTracker, experiment_name, target_metrics
 from audit.statistics.attack_evaluation import evaluate_attack
@@ -208,9 +209,9 @@ def run_federated_audit(config: AuditConfig, *, out_dir: str | Path = "runs", tr
     run_dir = _resolve_resume(config, out_dir, resume) if resume is not None else StagedRunDirectory(out_dir, config.name)
     if resume is None:
         run_dir.create()
-    tracker = None
-    try:
-        tracker = AuditTracker(tracking_uri, experiment_name("run", config.name), command="run")
+    set_log_folder(run_dir.staging)  # an internal error's log lands in the run's own folder
+    with run_attempt(run_dir, resume, progress) as attempt:
+        tracker = attempt["tracker"] = AuditTracker(tracking_uri, experiment_name("run", config.name), command="run")
         results = _federated_sweep(inputs, run_dir.staging, tracker, preset, progress)
         progress.close()
         _write_outputs(results, run_dir.staging, policy, tracker)
@@ -219,17 +220,6 @@ def run_federated_audit(config: AuditConfig, *, out_dir: str | Path = "runs", tr
         tracker.log_artifact(results["mlflow"]["parent_run_id"], final / "results.json")
         tracker.finish(results["mlflow"]["parent_run_id"], "FINISHED")
         return FederatedRun(results=results, run_dir=final)
-    except AuditInputError:
-        if tracker is not None:
-            tracker.fail_open_runs("FAILED")
-        if resume is None:
-            run_dir.discard()
-        raise
-    except BaseException as exc:
-        if tracker is not None:
-            tracker.fail_open_runs("KILLED" if isinstance(exc, KeyboardInterrupt) else "FAILED")
-        progress.note(f"interrupted; finished pieces are kept: resume with --resume {run_dir.staging}")
-        raise
 
 
 def _write_outputs(results: dict[str, Any], folder: Path, policy: Policy | None, tracker: AuditTracker) -> None:

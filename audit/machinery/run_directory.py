@@ -11,8 +11,9 @@ import os
 import re
 import shutil
 import tempfile
+from contextlib import contextmanager
 from datetime import datetime, timezone
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -151,3 +152,27 @@ def check_output_folder(out_root: str | Path, flag: str = "--out") -> None:
         raise AuditInputError(f"{flag} '{out_root}'", f"'{probe}' is not a directory")
     if not os.access(probe, os.W_OK | os.X_OK):
         raise AuditInputError(f"{flag} '{out_root}'", f"'{probe}' is not writable")
+
+
+@contextmanager
+def run_attempt(run_dir: StagedRunDirectory, resume: object, progress: Any) -> Iterator[dict[str, Any]]:
+    """One attempt of a resumable run (the sweep's and the federated job's alike).
+
+    Yields a dict whose "tracker" the body sets once it has one. Bad input: the attempt's MLflow
+    runs end FAILED and a fresh staging folder is removed (nothing half-written). Anything else
+    (Ctrl-C, SIGTERM, a crash): runs end KILLED / FAILED and the staging folder is kept to resume.
+    """
+    state: dict[str, Any] = {"tracker": None}
+    try:
+        yield state
+    except AuditInputError:
+        if state["tracker"] is not None:
+            state["tracker"].fail_open_runs("FAILED")
+        if resume is None:
+            run_dir.discard()
+        raise
+    except BaseException as exc:
+        if state["tracker"] is not None:
+            state["tracker"].fail_open_runs("KILLED" if isinstance(exc, KeyboardInterrupt) else "FAILED")
+        progress.note(f"interrupted; finished pieces are kept: resume with --resume {run_dir.staging}")
+        raise

@@ -27,7 +27,7 @@ from audit.errors import AuditInputError
 from audit.machinery.policy import Policy, PolicyEvaluation
 from audit.machinery.verdict import verdict_for_results, verdict_tags
 from audit.machinery.crash_log import set_log_folder
-from audit.machinery.run_directory import StagedRunDirectory, check_output_folder, write_json_atomic, write_text_atomic
+from audit.machinery.run_directory import StagedRunDirectory, run_attempt, check_output_folder, write_json_atomic, write_text_atomic
 from audit.machinery.attack_setup import attack_options
 from audit.machinery.progress import Progress, as_progress
 from audit.machinery.tracking import (
@@ -315,9 +315,9 @@ def run_audit(
         run_dir = StagedRunDirectory(out_dir, config.name)
         run_dir.create()
     set_log_folder(run_dir.staging)  # an internal error's log lands in the run's own folder
-    tracker = None
-    try:
-        tracker = open_tracker(tracking_uri, experiment_name("run", config.name), command="run", enabled=tracking)
+    with run_attempt(run_dir, resume, progress) as attempt:
+        tracker = attempt["tracker"] = open_tracker(tracking_uri, experiment_name("run", config.name),
+                                                    command="run", enabled=tracking)
         results, parent_id = _sweep(config, data, splits, attacks, device, run_dir.staging, tracker, preset,
                                     run_warnings, progress, executor, log_models)
         with progress.step("report, summary and MLflow artifacts"):
@@ -327,17 +327,6 @@ def run_audit(
         tracker.log_artifact(parent_id, final / "results.json")
         tracker.finish(parent_id, "FINISHED")
         return AuditRun(results=results, run_dir=final)
-    except AuditInputError:
-        if tracker is not None:
-            tracker.fail_open_runs("FAILED")
-        if resume is None:
-            run_dir.discard()
-        raise
-    except BaseException as exc:
-        if tracker is not None:
-            tracker.fail_open_runs("KILLED" if isinstance(exc, KeyboardInterrupt) else "FAILED")
-        progress.note(f"interrupted; finished pieces are kept: resume with --resume {run_dir.staging}")
-        raise
 
 
 @dataclass
