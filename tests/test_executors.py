@@ -329,3 +329,99 @@ def test_trainer_runs_give_the_same_models_on_one_or_two_workers():
     assert one["workers"] == 1 and two["workers"] == 2
     assert one["checksums"] == two["checksums"] and len(set(one["checksums"])) == 3  # seeded by run id
     assert one["runs_per_second"] > 0 and two["seconds_per_run_per_worker"] > 0
+
+
+# -- canary-audit --executor: user code isolated from the driver on every executor ------------------
+
+# Run-dependent fields of canary-audit.json: where it ran and where it was logged.
+CANARY_NOT_NUMBERS = {"execution", "mlflow"}
+SLEEPY_TRAINER = ("import time\nCLAIM = {'epsilon': 1.0, 'delta': 1e-5}\n"
+                  "def train(features, labels, seed):\n    time.sleep(3600)\n")
+
+
+def canary_cli(tmp_path: Path, name: str, *executor: str, timeout_s: str = "300") -> subprocess.CompletedProcess:
+    from tests.conftest import run_cli
+
+    return run_cli("canary-audit", "--trainer", "audit.demos.dp_trainers:broken_no_clipping", "--models", "4",
+                   "--canaries", "2", "--rows", "64", "--timeout", timeout_s, "--quiet", "--out", str(tmp_path / name),
+                   "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}", *executor, cwd=tmp_path)
+
+
+def canary_result(folder: Path) -> dict:
+    (path,) = folder.glob("*-canary-audit/canary-audit.json")
+    return json.loads(path.read_text())
+
+
+@pytest.mark.slow  # three canary audits (8 trainings each) in fresh processes: ≈ 35 s here
+def test_a_canary_audit_gives_the_same_numbers_on_every_executor(tmp_path, ray_cluster):
+    """local (one isolated child), processes --workers 2 and the running local Ray cluster (joined
+    by its address from the CLI, as a user joins theirs) give identical canary-audit.json numbers."""
+    address = ray_cluster.get_runtime_context().gcs_address
+    runs = {"local": ("--executor", "local"), "processes": ("--executor", "processes", "--workers", "2"),
+            "ray": ("--executor", "ray", "--ray-address", address)}
+    results = {}
+    for name, flags in runs.items():
+        done = canary_cli(tmp_path, name, *flags)
+        assert done.returncode == 0, done.stderr[-2000:]
+        results[name] = canary_result(tmp_path / name)
+    assert [results[n]["execution"]["executor"] for n in runs] == list(runs)
+    assert results["processes"]["execution"]["workers"] == 2
+    measured = {n: {k: v for k, v in r.items() if k not in CANARY_NOT_NUMBERS} for n, r in results.items()}
+    assert measured["local"]["n_runs"] == 4 and 0.0 <= measured["local"]["auc"] <= 1.0
+    assert measured["processes"] == measured["local"]
+    assert measured["ray"] == measured["local"]
+
+
+def _busy_ray_workers() -> list[int]:
+    """Ray worker processes running a task of ours (an idle worker is renamed ray::IDLE)."""
+    busy = []
+    for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if cmdline.startswith("ray::_ray_task"):
+            busy.append(int(pid))
+    return busy
+
+
+def test_a_hung_ray_task_is_cancelled_after_the_timeout_naming_the_trainer(tmp_path, ray_cluster, monkeypatch):
+    from audit.machinery.executors import make_user_code_executor
+    from audit.machinery.workers import UserCodeError, call_user_function
+
+    (tmp_path / "sleepy_trainer_14.py").write_text(SLEEPY_TRAINER)
+    monkeypatch.chdir(tmp_path)  # the Ray task imports the user's module from the driver's folder
+    executor = make_user_code_executor("ray", timeout=2, name="--trainer", what="trainer sleepy_trainer_14:train")
+    started = time.monotonic()
+    with pytest.raises(UserCodeError, match=r"trainer sleepy_trainer_14:train did not return within 2 s on Ray "
+                                            r"\(task 0, call_user_function") as raised:
+        executor.map(call_user_function, [("sleepy_trainer_14:train", "--trainer", (None, None, 0))])
+    assert raised.value.where == "--trainer"
+    assert time.monotonic() - started < 60
+    deadline = time.monotonic() + 30
+    while _busy_ray_workers() and time.monotonic() < deadline:  # force-cancel kills the worker process
+        time.sleep(0.2)
+    assert not _busy_ray_workers(), "the hung task still runs after its timeout"
+    assert executor.map(square_plus, [(3,)]) == [9]  # the cluster keeps working
+
+
+def test_canary_audit_on_ray_with_a_hung_trainer_exits_2_naming_it(tmp_path, ray_cluster):
+    from tests.conftest import run_cli
+
+    (tmp_path / "sleepy_trainer_cli.py").write_text(SLEEPY_TRAINER)
+    address = ray_cluster.get_runtime_context().gcs_address
+    done = run_cli("canary-audit", "--trainer", "sleepy_trainer_cli:train", "--models", "4", "--timeout", "3",
+                   "--executor", "ray", "--ray-address", address, "--quiet", "--out", str(tmp_path / "runs"),
+                   "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}", cwd=tmp_path, timeout=300)
+    assert done.returncode == 2, done.stderr[-2000:]
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: --trainer: the trainer sleepy_trainer_cli:train did not return within 3 s on Ray")
+    assert not list((tmp_path / "runs").glob("*-canary-audit"))  # nothing half-written
+
+
+def test_canary_audit_refuses_bad_executor_flags_before_training(tmp_path):
+    from tests.conftest import run_cli
+
+    done = run_cli("canary-audit", "--trainer", "audit.demos.dp_trainers:correct_dpsgd", "--executor", "local",
+                   "--workers", "2", "--out", str(tmp_path / "runs"), cwd=tmp_path, timeout=120)
+    assert done.returncode == 2 and done.stderr.strip().splitlines()[-1].startswith("error: --workers:")

@@ -125,8 +125,13 @@ def canary_audit(
     delta: Annotated[Optional[float], typer.Option(help="δ of the claim")] = None,
     rows: Annotated[int, typer.Option(help="rows of the harness's default data the trainer is given")] = 256,
     seed: Annotated[int, typer.Option(help="seed of the data, canaries and runs")] = 0,
-    workers: Annotated[Optional[int], typer.Option("--workers", help="worker processes training in parallel (default: the cores)")] = None,
-    timeout: Annotated[float, typer.Option("--timeout", help="seconds one training run may take")] = 900.0,
+    executor: Annotated[str, typer.Option("--executor", help="where the training runs go, each isolated from this process: "
+                                          "local (one child process) | processes | ray (same numbers on each)")] = "processes",
+    workers: Annotated[Optional[int], typer.Option("--workers", help="processes: child processes [default: the cores]; "
+                                                   "ray: CPUs of the local cluster started here")] = None,
+    ray_address: Annotated[Optional[str], typer.Option("--ray-address", help="ray: join a running cluster "
+                                                       "(auto | ray://host:port) instead of starting a local one")] = None,
+    timeout: Annotated[float, typer.Option("--timeout", help="seconds one training run may take (every executor)")] = 900.0,
     fail_on_inconclusive: Annotated[bool, typer.Option("--fail-on-inconclusive/--no-fail-on-inconclusive", help="exit 1 when the audit could not refute the claim (its ceiling is at or below the claim)")] = False,
     out: Annotated[Path, typer.Option("--out", help="folder that receives <timestamp>-canary-audit/")] = Path("runs"),
     tracking_uri: Annotated[Optional[str], typer.Option("--tracking-uri", help="MLflow tracking URI (default: sqlite:///mlflow.db in the working directory)")] = None,
@@ -139,20 +144,27 @@ def canary_audit(
     models would be needed."""
     from audit.dp_validation.canary_audit import run_canary_audit
     from audit.machinery.crash_log import set_log_folder
+    from audit.machinery.executors import check_executor_options, make_user_code_executor
 
     set_log_folder(out)
     if not timeout > 0:
         raise AuditInputError("--timeout", f"must be > 0 seconds, got {timeout}")
+    check_executor_options(executor, workers, ray_address)  # before a worker or a cluster starts
     progress = command_progress(quiet)
     try:  # the models train in isolated workers: the step shows elapsed time (and heartbeats in a log)
-        with progress.step(f"canary audit ({mode}): training and scoring models"):
+        with progress.step(f"canary audit ({mode}): training and scoring models"), \
+                make_user_code_executor(executor, workers=workers, ray_address=ray_address, timeout=timeout,
+                                        name="--trainer", what=f"trainer {trainer}") as pool:
             result = run_canary_audit(trainer, kind=kind, mode=mode, n_models=models, n_canaries=canaries,
                                       claimed_epsilon=claimed_epsilon, delta=delta, seed=seed, n_rows=rows,
-                                      workers=workers, timeout=timeout)
+                                      pool=pool, timeout=timeout)
+            execution = pool.describe()
     finally:
         progress.close()
+    result["execution"] = execution  # where it ran: not a number of the audit (same on every executor)
     path, result = record_audit("canary-audit", result, out, tracking_uri,
                                  {"trainer": trainer, "kind": kind, "mode": mode, "seed": seed,
+                                  "executor": executor, "workers": execution["workers"],
                                   "models": result.get("n_runs") or result.get("n_models_per_side"),
                                   "canaries": result.get("n_canaries_per_run") or result.get("n_canaries")})
     print_bound(result, f"canary audit of {trainer} ({kind}, {mode})", path, fail_on_inconclusive)

@@ -12,9 +12,14 @@ and `ray` give the same numbers on the CPU.
   same isolation (timeouts, crashes) user code gets everywhere.
 - `ray`: tasks on a Ray cluster (`--ray-address auto|ray://host:port`, or a local one started
   here). A worker killed mid-task is retried by Ray (`max_retries`); a task that keeps dying
-  fails the map with `ExecutorTaskError`. Where the cluster has GPUs each task asks for a fraction
+  fails the map with `ExecutorTaskError`; a task that overruns `timeout` is cancelled (its worker
+  process killed) and fails the map with `UserCodeError` (exit 2), as in `processes`. Where the cluster has GPUs each task asks for a fraction
   of one (`gpus_per_task`, default 1/4: the models are small). Ray is the optional extra
   `privacy-audit[ray]`.
+
+Tasks that run user code (a trainer, a model) get `make_user_code_executor`: the same three kinds,
+but `local` is one isolated child process (`WorkerPool(1)`), never this process, so user code is
+isolated from the driver whatever the executor.
 
 `on_result(index, result)` is called in the driver as each task finishes (any order): the runner
 checkpoints there, so an interrupted run resumes with only the unfinished tasks. Workers never
@@ -24,6 +29,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -35,10 +41,12 @@ __all__ = [
     "EXECUTORS",
     "Executor",
     "ExecutorTaskError",
+    "IsolatedLocalExecutor",
     "LocalExecutor",
     "ProcessExecutor",
     "RayExecutor",
     "make_executor",
+    "make_user_code_executor",
 ]
 
 EXECUTORS = ("local", "processes", "ray")
@@ -109,15 +117,27 @@ class ProcessExecutor(_Base):
 
     name = "processes"
 
-    def __init__(self, workers: int, *, threads: int | None = 1, timeout: float | None = None, name: str = TASK_NAME):
+    def __init__(self, workers: int, *, threads: int | None = 1, timeout: float | None = None, name: str = TASK_NAME,
+                 what: str = "function"):
         self.workers = workers
-        self._pool = WorkerPool(workers, name=name, timeout=timeout, threads=threads)
+        self._pool = WorkerPool(workers, name=name, timeout=timeout, threads=threads, what=what)
 
     def map(self, function, tasks, kwargs=None, on_result=None) -> list[Any]:
         return self._pool.map(function, tasks, kwargs, on_result=on_result)
 
     def close(self) -> None:
         self._pool.close()
+
+
+class IsolatedLocalExecutor(ProcessExecutor):
+    """`local` for user code: one task after another, in ONE isolated child process (timeout and
+    crash handling of `WorkerPool`), so a user's `sys.exit` or hang never reaches the driver."""
+
+    name = "local"
+
+    def __init__(self, *, threads: int | None = 1, timeout: float | None = None, name: str = TASK_NAME,
+                 what: str = "function"):
+        super().__init__(1, threads=threads, timeout=timeout, name=name, what=what)
 
 
 @dataclass(frozen=True)
@@ -159,15 +179,25 @@ class RayExecutor(_Base):
     `close` stops; "auto" or "ray://host:port" joins a running cluster (left running).
 
     A cluster's nodes need this package installed (the same version as the driver): tasks are
-    the harness's own module-level functions, imported by name on the workers. There is no
-    per-task timeout on Ray (`WorkerPool`'s `timeout` applies to `processes` only): a hung task
-    holds its worker until the run is interrupted.
+    the harness's own module-level functions, imported by name on the workers.
+
+    `timeout` (seconds per task; None: no limit): Ray does not say when a queued task starts, so
+    with a timeout at most `workers` tasks are in flight at once and each task's clock starts when
+    it is submitted (≈ when it starts: a slot is free). A task still running at its deadline is
+    cancelled with `ray.cancel(force=True)` (its worker process is killed; Ray does not retry a
+    cancelled task) and the map fails with `UserCodeError(name, ...)` naming the task and the
+    user's function (`what`), exit 2 as for `processes`. On a cluster shared with other jobs a
+    task may wait for a slot on its clock: raise the timeout there. A retry after a killed worker
+    runs on the same clock.
     """
 
     name = "ray"
 
     def __init__(self, workers: int | None = None, *, address: str | None = None, threads: int | None = 1,
-                 gpus_per_task: float | None = None, max_retries: int = RAY_MAX_RETRIES):
+                 gpus_per_task: float | None = None, max_retries: int = RAY_MAX_RETRIES,
+                 timeout: float | None = None, name: str = TASK_NAME, what: str = "function"):
+        if timeout is not None and not (timeout > 0):
+            raise AuditInputError("timeout", f"expected a number of seconds > 0, got {timeout!r}")
         ray = _import_ray()
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # no telemetry from an audit tool
         self._ray = ray
@@ -192,6 +222,7 @@ class RayExecutor(_Base):
         self.gpus_per_task = (gpus_per_task if gpus_per_task is not None else RAY_GPU_FRACTION) if has_gpu else 0
         self.threads = threads
         self.max_retries = max_retries
+        self.timeout, self.task_name, self.what = timeout, name, what
         # retry_exceptions=False: a Python exception is deterministic (the same seed fails the same
         # way); only a dead worker or node (SIGKILL, OOM, lost node) is retried.
         self._remote = ray.remote(_ray_task).options(
@@ -204,7 +235,7 @@ class RayExecutor(_Base):
 
     def describe(self) -> dict[str, Any]:
         return {"executor": self.name, "workers": self.workers, "ray_address": self.address or "local",
-                "gpus_per_task": self.gpus_per_task, "max_retries": self.max_retries}
+                "gpus_per_task": self.gpus_per_task, "max_retries": self.max_retries, "timeout": self.timeout}
 
     def _reraise(self, exc: BaseException, index: int, function: Callable) -> None:
         ray = self._ray
@@ -223,6 +254,11 @@ class RayExecutor(_Base):
             ) from None
         raise exc
 
+    def _timed_out(self, index: int, function: Callable) -> UserCodeError:
+        return UserCodeError(self.task_name, f"the {self.what} did not return within {self.timeout:g} s on Ray "
+                             f"(task {index}, {getattr(function, '__name__', function)}; it was cancelled: "
+                             "the timeout; raise it if this is just slow)")
+
     def map(self, function, tasks, kwargs=None, on_result=None) -> list[Any]:
         ray = self._ray
         tasks = [tuple(args) for args in tasks]
@@ -230,15 +266,32 @@ class RayExecutor(_Base):
             return []
         shared = ray.put(kwargs or {})  # one copy in the object store, not one per task
         cwd = os.getcwd()
-        refs = [self._remote.remote(function, args, shared, self.threads, cwd) for args in tasks]
-        index_of = {ref: i for i, ref in enumerate(refs)}
+        # Without a timeout Ray queues everything itself; with one, only as many tasks as there are
+        # slots are in flight, so a task's clock starts about when it starts running.
+        window = len(tasks) if self.timeout is None else max(1, self.workers)
+        in_flight: dict[Any, int] = {}
+        deadline: dict[Any, float] = {}
         results: list[Any] = [None] * len(tasks)
-        pending = list(refs)
+        submitted = 0
         try:
-            while pending:
-                ready, pending = ray.wait(pending, num_returns=1)
+            while submitted < len(tasks) or in_flight:
+                while submitted < len(tasks) and len(in_flight) < window:
+                    ref = self._remote.remote(function, tasks[submitted], shared, self.threads, cwd)
+                    in_flight[ref] = submitted
+                    if self.timeout is not None:
+                        deadline[ref] = time.monotonic() + self.timeout
+                    submitted += 1
+                wait_for = None if not deadline else max(0.0, min(deadline.values()) - time.monotonic())
+                ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=wait_for)
+                if not ready:
+                    now = time.monotonic()
+                    overdue = [ref for ref, at in deadline.items() if at <= now]
+                    if overdue:  # cancelled (with every other task) by the handler below
+                        raise self._timed_out(in_flight[overdue[0]], function)
+                    continue
                 for ref in ready:
-                    index = index_of[ref]
+                    index = in_flight.pop(ref)
+                    deadline.pop(ref, None)
                     try:
                         result = ray.get(ref)
                     except Exception as exc:  # noqa: BLE001 - mapped to our error classes
@@ -249,7 +302,7 @@ class RayExecutor(_Base):
                     if on_result is not None:
                         on_result(index, result)
         except BaseException:
-            for ref in pending:  # nothing of a half-finished map stays running
+            for ref in in_flight:  # nothing of a half-finished map stays running
                 try:
                     ray.cancel(ref, force=True)
                 except Exception:  # noqa: BLE001 - already finished or gone
@@ -288,5 +341,19 @@ def make_executor(kind: str = "local", *, workers: int | None = None, ray_addres
         return LocalExecutor()
     if kind == "processes":
         return ProcessExecutor(workers or default_workers(), threads=threads, timeout=timeout)
-    return RayExecutor(workers, address=ray_address, threads=threads)
+    return RayExecutor(workers, address=ray_address, threads=threads, timeout=timeout)
 
+
+def make_user_code_executor(kind: str = "processes", *, workers: int | None = None, ray_address: str | None = None,
+                            timeout: float | None = None, name: str = TASK_NAME, what: str = "function",
+                            threads: int | None = 1) -> Executor:
+    """The executor for tasks that call user code (`--executor` of canary-audit, audit-model):
+    user code never runs in the driver. `local` is one isolated child process, `processes`
+    `workers` of them (default: the cores), `ray` the cluster's worker processes; each with a
+    per-task `timeout` naming `name` (the flag) and `what` (the user's function) when it fires."""
+    check_executor_options(kind, workers, ray_address)
+    if kind == "local":
+        return IsolatedLocalExecutor(threads=threads, timeout=timeout, name=name, what=what)
+    if kind == "processes":
+        return ProcessExecutor(workers or default_workers(), threads=threads, timeout=timeout, name=name, what=what)
+    return RayExecutor(workers, address=ray_address, threads=threads, timeout=timeout, name=name, what=what)
