@@ -425,3 +425,48 @@ def test_canary_audit_refuses_bad_executor_flags_before_training(tmp_path):
     done = run_cli("canary-audit", "--trainer", "audit.demos.dp_trainers:correct_dpsgd", "--executor", "local",
                    "--workers", "2", "--out", str(tmp_path / "runs"), cwd=tmp_path, timeout=120)
     assert done.returncode == 2 and done.stderr.strip().splitlines()[-1].startswith("error: --workers:")
+
+
+# -- audit-model --trainer on executors -------------------------------------------------------------
+
+USER_TRAINER_MODULE = """
+from sklearn.ensemble import RandomForestClassifier
+
+
+def train_forest(features, labels, seed):
+    # seed-dependent on purpose: a model that ignored its seed could not tell executors apart
+    return RandomForestClassifier(n_estimators=8, max_depth=4, random_state=seed).fit(features, labels)
+"""
+
+
+@pytest.mark.slow  # 3 × 8 reference forests in isolated workers: ≈ 25 s here
+def test_audit_model_user_trainer_references_give_the_same_numbers_on_every_executor(tmp_path, ray_cluster,
+                                                                                     monkeypatch):
+    from sklearn.ensemble import RandomForestClassifier
+
+    from audit.machinery.config import AuditConfig
+    from audit.model_audits.model_audit import audit_user_model
+    from targets.datasets import make_default_tabular
+
+    (tmp_path / "user_forest_14.py").write_text(USER_TRAINER_MODULE)
+    monkeypatch.chdir(tmp_path)  # the workers import the user's module from the driver's folder
+    n = 60
+    data = make_default_tabular(4 * n, seed=3)
+    X, y = data.features.astype("float32"), data.labels.astype("int64")
+    target = RandomForestClassifier(n_estimators=8, max_depth=4, random_state=0).fit(X[:n], y[:n])
+    config = AuditConfig.model_validate({"name": "executors", "privacy": {"epsilons": ["inf"]},
+                                         "attacks": {"n_reference_models": 4, "n_shadow_models": 2,
+                                                     "rmia_population": 60}})
+    common = dict(model=target, trainer="user_forest_14:train_forest", members=(X[:n], y[:n]),
+                  nonmembers=(X[n:2 * n], y[n:2 * n]), population=(X[2 * n:], y[2 * n:]),
+                  attack_names=["lira_offline", "shadow"], device="cpu")
+    runs = {"local": {}, "processes": {"workers": 2}, "ray": {}}
+    results = {kind: audit_user_model(config, executor=kind, scores_path=tmp_path / f"{kind}.csv", **extra, **common)
+               for kind, extra in runs.items()}
+    assert [results[k]["execution"]["executor"] for k in runs] == list(runs)
+    assert results["processes"]["execution"]["workers"] == 2
+    local = results["local"]["targets"]
+    assert {a["name"] for a in local[0]["attacks"]} == {"loss", "lira_offline", "shadow"}  # loss always runs
+    for kind in ("processes", "ray"):
+        assert json.dumps(results[kind]["targets"], sort_keys=True) == json.dumps(local, sort_keys=True), kind
+        assert (tmp_path / f"{kind}.csv").read_text() == (tmp_path / "local.csv").read_text()  # every score

@@ -78,7 +78,12 @@ def audit_model(
     claimed_epsilon: Annotated[Optional[str], typer.Option("--claimed-epsilon", help="the ε the model claims ('inf' = none)")] = None,
     population: Annotated[Optional[Path], typer.Option("--population", help="population rows for reference/shadow models")] = None,
     attacks: Annotated[Optional[str], typer.Option("--attacks", help="comma-separated, e.g. loss,lira,rmia or label_only")] = None,
-    workers: Annotated[Optional[int], typer.Option("--workers", help="parallel processes training reference models (default: the cores)")] = None,
+    executor: Annotated[str, typer.Option("--executor", help="where --trainer trains reference/shadow models, each isolated "
+                                          "from this process: local (one child process) | processes | ray (same numbers on each)")] = "processes",
+    workers: Annotated[Optional[int], typer.Option("--workers", help="processes: parallel processes training reference models "
+                                                   "[default: the cores]; ray: CPUs of the local cluster started here")] = None,
+    ray_address: Annotated[Optional[str], typer.Option("--ray-address", help="ray: join a running cluster "
+                                                       "(auto | ray://host:port) instead of starting a local one")] = None,
     timeout: Annotated[Optional[float], typer.Option("--timeout", help="seconds one call of your code may take")] = None,
     device: Annotated[str, typer.Option(help="auto | cpu | cuda")] = "auto",
     policy: Annotated[Optional[Path], typer.Option("--policy", help="YAML policy; exit 1 when a rule fails")] = None,
@@ -92,11 +97,13 @@ def audit_model(
     from audit.model_audits.model_audit import audit_user_model
     from audit.machinery.policy import load_policy
     from audit.machinery.crash_log import set_log_folder
+    from audit.machinery.executors import check_executor_options
     from audit.machinery.run_directory import check_output_folder
     from audit.machinery.tracking import check_tracking_uri, target_metrics
     from reports.console import results_summary_table
 
     set_log_folder(out)
+    check_executor_options(executor, workers, ray_address)
     check_output_folder(out)
     check_tracking_uri(tracking_uri)
     overrides: dict = {"privacy": {"epsilons": parse_epsilon_list(claimed_epsilon)}} if claimed_epsilon else {}
@@ -115,7 +122,8 @@ def audit_model(
         lambda staging: audit_user_model(
             resolved, weights=weights, factory=factory, skops=skops, onnx=onnx, function=function, output=output,
             trainer=trainer, members=members, nonmembers=nonmembers, label=label, population=population,
-            attack_names=names, device=device, workers=workers, scores_path=staging / "scores" / "scores.csv",
+            attack_names=names, device=device, workers=workers, executor=executor, ray_address=ray_address,
+            scores_path=staging / "scores" / "scores.csv",
         ),
         out=out, folder_name=resolved.name, experiment="audit-model", tracking_uri=tracking_uri,
         run_name=f"audit-model {model_name}", tags={"model": model_name},

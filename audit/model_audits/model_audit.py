@@ -57,7 +57,8 @@ from audit.errors import AuditInputError
 from targets.table_checks import MAX_CLASSES
 from audit.machinery.attack_setup import attack_options
 from audit.machinery.user_code import check_spec
-from audit.machinery.workers import WorkerPool, default_workers
+from audit.machinery.executors import check_executor_options, make_user_code_executor
+from audit.machinery.workers import WorkerPool
 from audit.model_audits.user_models import (
     isolated_factory_model, isolated_function_model, user_trainer, vectorized_factory_trainer,
 )
@@ -508,6 +509,8 @@ def audit_user_model(
     attack_names: list[str] | None = None,
     device: str = "auto",
     workers: int | None = None,
+    executor: str = "processes",
+    ray_address: str | None = None,
     scores_path: Path | None = None,
 ) -> dict[str, Any]:
     """Membership-inference audit of the user's own trained model; a results dict (schema_version 2).
@@ -525,13 +528,16 @@ def audit_user_model(
     column, or `.npz` with arrays `features` (n, ...) and `labels` (n,), or (features, labels)
     pairs from Python. Reference/shadow models (`lira`, `lira_offline`, `rmia`, `shadow`) are
     trained by the user's `trainer` ("module:function", train(features, labels, seed) -> model,
-    in `workers` parallel processes) or, for the harness's MLP, by the vectorized DP-SGD trainer.
+    one task per model on `executor` — local (one isolated child process) | processes (`workers`
+    of them, default the cores) | ray (`ray_address`, or a local cluster of `workers` CPUs); the
+    same numbers on each) or, for the harness's MLP, by the vectorized DP-SGD trainer.
 
     `config`: `privacy.epsilons` holds exactly one value (the claimed ε, inf = non-private),
     `privacy.delta`/`accountant`, `attacks`, `seed`, and `training` (how a torch model was
     trained). `scores_path`: every candidate's membership, label and scores written as CSV.
     All user mistakes raise AuditInputError (exit 2) before any reference model is trained.
     """
+    check_executor_options(executor, workers, ray_address)
     torch_device = resolve_device(device if device != "auto" else config.device)
     # Small models: on a shared CPU a second spinning OpenMP thread makes training many times slower
     # (the same reason `run` uses `config.cpu_threads`, default 1). Restored on return.
@@ -552,7 +558,8 @@ def audit_user_model(
     try:
         with ExitStack() as stack:
             return _audit(config, settings, model, data_sources, attack_names=attack_names, torch_device=torch_device,
-                          workers=workers or default_workers(), scores_path=scores_path, stack=stack)
+                          execution=dict(kind=executor, workers=workers, ray_address=ray_address),
+                          scores_path=scores_path, stack=stack)
     finally:
         torch.set_num_threads(previous)
 
@@ -565,7 +572,7 @@ def _audit(
     *,
     attack_names: list[str] | None,
     torch_device: torch.device,
-    workers: int,
+    execution: dict[str, Any],
     scores_path: Path | None,
     stack: ExitStack,
 ) -> dict[str, Any]:
@@ -631,8 +638,17 @@ def _audit(
         pool_features = np.empty((0, *member_table.features.shape[1:]), dtype=np.float32)
         pool_labels = np.empty(0, dtype=np.int64)
     train_models = None
+    trainer_executors: list = []  # started on first use: no workers (or Ray cluster) unless a model trains
+
+    def trainer_executor():
+        if not trainer_executors:
+            trainer_executors.append(stack.enter_context(make_user_code_executor(
+                execution["kind"], workers=execution["workers"], ray_address=execution["ray_address"],
+                timeout=settings.timeout, name=f"model.trainer {settings.trainer}", what="trainer")))
+        return trainer_executors[0]
+
     if settings.trainer is not None and source.kind != "mlp":
-        train_models = user_trainer(settings.trainer, workers=workers, timeout=settings.timeout)
+        train_models = user_trainer(settings.trainer, pool=trainer_executor)
     elif source.kind == "torch":  # the factory's architecture, trained by the vectorized DP-SGD trainer
         dpsgd = DPSGDSpec(noise_multiplier=sigma if private else 0.0, max_grad_norm=max_grad_norm,
                           sample_rate=sample_rate, steps=steps, lr=config.training.lr, momentum=config.training.momentum)
@@ -773,4 +789,6 @@ def _audit(
         "notes": notes,
         "verdict": {"status": "pass", "passed": not violation, "policy": None, "reasons": reasons},
     }
+    if trainer_executors:  # where the user's trainer ran; the numbers do not depend on it
+        results["execution"] = trainer_executors[0].describe()
     return verdict_for_results(results)[0]  # the one verdict model: proven bounds, Holm

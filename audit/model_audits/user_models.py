@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -128,17 +129,17 @@ def train_and_query(trainer: str, features: np.ndarray, labels: np.ndarray, seed
         return [trained_model_logits(model, q, flag) for q in queries]
 
 
-def user_trainer(trainer: str, *, workers: int, timeout: float | None) -> Callable:
+def user_trainer(trainer: str, *, pool: Callable[[], Any]) -> Callable:
     """`train_models(features, labels, in_masks, queries, seed)` for `AttackContext.train_models`:
-    model k trains on the rows of `in_masks[k]` with seed derived from (seed, k), in parallel workers;
-    returns, per query set, a (K, n, C) array of logits."""
+    model k trains on the rows of `in_masks[k]` with seed derived from (seed, k), as one task of
+    the executor `pool()` returns (`executors.make_user_code_executor`: isolated workers on every
+    executor, created on first use); returns, per query set, a (K, n, C) array of logits. Each
+    model depends on (seed, k) only, so every executor and worker count gives the same numbers."""
 
     def train_models(features, labels, in_masks, queries, seed):
         seeds = [int(np.random.SeedSequence([seed, k]).generate_state(1)[0]) for k in range(len(in_masks))]
         tasks = [(trainer, features[mask], labels[mask], s, list(queries)) for mask, s in zip(in_masks, seeds)]
-        with WorkerPool(min(workers, len(tasks)), name=f"model.trainer {trainer}", timeout=timeout,
-                        what="trainer") as pool:
-            per_model = pool.map(train_and_query, tasks)
+        per_model = pool().map(train_and_query, tasks)
         shapes = {tuple(out.shape) for outs in per_model for out in outs[:1]}
         if len(shapes) != 1:
             raise AuditInputError(f"model.trainer {trainer}", f"the trained models disagree on the output shape: {shapes}")
