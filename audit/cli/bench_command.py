@@ -22,6 +22,8 @@ def bench(
         "count, and the projected wall time of the full preset and of a 10k-run canary audit on N GPUs")] = None,
     workers_list: Annotated[str, typer.Option("--workers-list", help="with --executor: worker counts to measure")] = "1,2",
     runs: Annotated[int, typer.Option("--runs", help="with --executor: trainer runs timed per worker count")] = 48,
+    rows: Annotated[int, typer.Option("--rows", help="with --executor: rows of the default data each run trains on "
+                                      "(more rows: longer tasks, less start-up per task)")] = 256,
     trainer: Annotated[str, typer.Option("--trainer", help="with --executor: module:function, train(X, y, seed) -> "
                                          "model")] = "audit.demos.dp_trainers:correct_dpsgd",
     ray_address: Annotated[Optional[str], typer.Option("--ray-address", help="with --executor ray: auto | "
@@ -34,7 +36,7 @@ def bench(
     import warnings
 
     if executor is not None:
-        _bench_executor(executor, workers_list, runs, trainer, ray_address, gpus, slots_per_gpu, json_out)
+        _bench_executor(executor, workers_list, runs, trainer, ray_address, gpus, slots_per_gpu, json_out, rows)
         return
 
     import torch
@@ -89,7 +91,7 @@ def _duration(seconds: float) -> str:
 
 
 def _bench_executor(kind: str, workers_list: str, runs: int, trainer: str, ray_address: str | None, gpus: str,
-                    slots_per_gpu: int, json_out: Path | None) -> None:
+                    slots_per_gpu: int, json_out: Path | None, rows: int = 256) -> None:
     import warnings
 
     from rich.table import Table
@@ -97,6 +99,7 @@ def _bench_executor(kind: str, workers_list: str, runs: int, trainer: str, ray_a
     from audit.machinery.executor_benchmark import (
         full_preset_model_trainings,
         full_preset_seconds_per_model,
+        load_average,
         projected_wall_seconds,
         trainer_throughput,
     )
@@ -110,24 +113,38 @@ def _bench_executor(kind: str, workers_list: str, runs: int, trainer: str, ray_a
         raise AuditInputError("--runs", f"must be ≥ 1, got {runs}")
     if slots_per_gpu < 1:
         raise AuditInputError("--slots-per-gpu", f"must be ≥ 1, got {slots_per_gpu}")
+    if not 20 <= rows <= 1_000_000:
+        raise AuditInputError("--rows", f"must be in [20, 1,000,000], got {rows}")
     if kind == "local" and counts != [1]:
         counts = [1]  # local runs one task at a time
     for count in counts:
         check_executor_options(kind, None if kind == "local" else count, ray_address)
     err_console.print(f"timing {runs} runs of {trainer} on {kind} with {', '.join(map(str, counts))} worker(s) "
                       f"({default_workers()} core(s) here)…")
-    measured = [trainer_throughput(kind, count, runs, trainer=trainer, ray_address=ray_address) for count in counts]
+    measured = [trainer_throughput(kind, count, runs, trainer=trainer, ray_address=ray_address, n_rows=rows)
+                for count in counts]
     if len({tuple(m["checksums"]) for m in measured}) != 1:
         raise RuntimeError("the trainer gave different models at different worker counts: its runs are not "
                            "seeded by their task id alone")
     base = measured[0]
-    table = Table(title=f"user-trainer runs on {kind} ({trainer})")
-    for column in ("workers", "runs / s", "s / run / worker", "speed-up"):
+    table = Table(title=f"user-trainer runs on {kind} ({trainer}, {rows} rows, {runs} runs each)")
+    for column in ("workers", "runs / s", "s / run / worker", f"ratio to {base['workers']} worker(s)",
+                   "load avg 1 min (start → end)"):
         table.add_column(column, justify="right")
+
+    def load(values) -> str:
+        return "?" if values is None else f"{values[0]:.2f}"
+
     for m in measured:
+        m["ratio"] = m["runs_per_second"] / base["runs_per_second"]
         table.add_row(str(m["workers"]), f"{m['runs_per_second']:.2f}", f"{m['seconds_per_run_per_worker']:.3f}",
-                      f"{m['runs_per_second'] / base['runs_per_second']:.2f}×")
+                      f"{m['ratio']:.2f}×", f"{load(m['load_average_before'])} → {load(m['load_average_after'])}")
     console.print(table)
+    now = load_average()
+    console.print(f"{default_workers()} core(s) here; load average (1, 5, 15 min) now: "
+                  f"{'unknown' if now is None else ', '.join(f'{v:.2f}' for v in now)}. Other processes on the "
+                  "machine lower the throughput and the ratio: compare ratios measured on an idle machine.",
+                  highlight=False)
 
     per_run = base["seconds_per_run_per_worker"]
     err_console.print("timing one model of the full preset (vectorized DP-SGD, 1 CPU thread)…")
@@ -155,7 +172,8 @@ def _bench_executor(kind: str, workers_list: str, runs: int, trainer: str, ray_a
                   "counts no start-up or scheduling time.")
     if json_out is not None:
         write_json_atomic(json_out, {
-            "executor": kind, "trainer": trainer, "measured": measured, "cores_here": default_workers(),
+            "executor": kind, "trainer": trainer, "rows": rows, "measured": measured, "cores_here": default_workers(),
+            "load_average_end": now,
             "full_preset": {**full_shape, **model_shape, "models": n_models, "seconds_per_model": per_model},
             "slots_per_gpu": slots_per_gpu, "projections": projections,
         })

@@ -14,6 +14,7 @@ not measured here and not assumed: the projection is for the device the cost was
 from __future__ import annotations
 
 import math
+import os
 import time
 from typing import Any
 
@@ -37,10 +38,20 @@ def _benchmark_data(n_rows: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]
     return data.features.astype(np.float32), data.labels.astype(np.int64)
 
 
+def load_average() -> list[float] | None:
+    """This machine's 1, 5 and 15-minute load averages (`/proc/loadavg`): a throughput measured on a
+    machine other processes keep busy is low, and a ratio measured there understates the scaling."""
+    try:
+        return [round(value, 2) for value in os.getloadavg()]
+    except (AttributeError, OSError):  # not a Unix
+        return None
+
+
 def trainer_throughput(kind: str, workers: int, n_runs: int, *, trainer: str = DEFAULT_TRAINER, n_rows: int = 256,
                        ray_address: str | None = None) -> dict[str, Any]:
     """Steady-state runs/second of `trainer` on `kind` with `workers` workers (one warm-up run each)."""
     X, y = _benchmark_data(n_rows)
+    load_before = load_average()
     executor = make_executor(kind, workers=None if kind == "local" else workers, ray_address=ray_address)
     shared = dict(convert=parameter_checksum)
     try:
@@ -54,7 +65,8 @@ def trainer_throughput(kind: str, workers: int, n_runs: int, *, trainer: str = D
         executor.close()
     return {"executor": kind, "workers": executor.workers, "runs": n_runs, "seconds": seconds,
             "runs_per_second": n_runs / seconds, "seconds_per_run_per_worker": seconds * executor.workers / n_runs,
-            "checksums": checksums}
+            "checksums": checksums, "rows": n_rows, "load_average_before": load_before,
+            "load_average_after": load_average()}
 
 
 def projected_wall_seconds(n_tasks: int, seconds_per_task: float, n_gpus: int, slots_per_gpu: int) -> float:
