@@ -329,6 +329,8 @@ def test_trainer_runs_give_the_same_models_on_one_or_two_workers():
     assert one["workers"] == 1 and two["workers"] == 2
     assert one["checksums"] == two["checksums"] and len(set(one["checksums"])) == 3  # seeded by run id
     assert one["runs_per_second"] > 0 and two["seconds_per_run_per_worker"] > 0
+    assert one["runs"] == 3  # min_seconds 0: one timed batch
+    assert all(m["load_average_before"] is None or len(m["load_average_before"]) == 3 for m in (one, two))
 
 
 # -- canary-audit --executor: user code isolated from the driver on every executor ------------------

@@ -21,7 +21,10 @@ def bench(
         "--executor", help="instead: throughput of user-trainer runs on local | processes | ray at each --workers-list "
         "count, and the projected wall time of the full preset and of a 10k-run canary audit on N GPUs")] = None,
     workers_list: Annotated[str, typer.Option("--workers-list", help="with --executor: worker counts to measure")] = "1,2",
-    runs: Annotated[int, typer.Option("--runs", help="with --executor: trainer runs timed per worker count")] = 48,
+    runs: Annotated[int, typer.Option("--runs", help="with --executor: trainer runs timed per worker count (whole batches "
+                                      "of this many are repeated until --min-seconds)")] = 48,
+    min_seconds: Annotated[float, typer.Option("--min-seconds", help="with --executor: time at least this long per "
+                                               "worker count")] = 10.0,
     rows: Annotated[int, typer.Option("--rows", help="with --executor: rows of the default data each run trains on "
                                       "(more rows: longer tasks, less start-up per task)")] = 256,
     trainer: Annotated[str, typer.Option("--trainer", help="with --executor: module:function, train(X, y, seed) -> "
@@ -36,7 +39,7 @@ def bench(
     import warnings
 
     if executor is not None:
-        _bench_executor(executor, workers_list, runs, trainer, ray_address, gpus, slots_per_gpu, json_out, rows)
+        _bench_executor(executor, workers_list, runs, trainer, ray_address, gpus, slots_per_gpu, json_out, rows, min_seconds)
         return
 
     import torch
@@ -91,7 +94,8 @@ def _duration(seconds: float) -> str:
 
 
 def _bench_executor(kind: str, workers_list: str, runs: int, trainer: str, ray_address: str | None, gpus: str,
-                    slots_per_gpu: int, json_out: Path | None, rows: int = 256) -> None:
+                    slots_per_gpu: int, json_out: Path | None, rows: int = 256,
+                    min_seconds: float = 0.0) -> None:
     import warnings
 
     from rich.table import Table
@@ -113,6 +117,8 @@ def _bench_executor(kind: str, workers_list: str, runs: int, trainer: str, ray_a
         raise AuditInputError("--runs", f"must be ≥ 1, got {runs}")
     if slots_per_gpu < 1:
         raise AuditInputError("--slots-per-gpu", f"must be ≥ 1, got {slots_per_gpu}")
+    if not 0 <= min_seconds <= 86_400:
+        raise AuditInputError("--min-seconds", f"must be in [0, 86400], got {min_seconds}")
     if not 20 <= rows <= 1_000_000:
         raise AuditInputError("--rows", f"must be in [20, 1,000,000], got {rows}")
     if kind == "local" and counts != [1]:
@@ -121,14 +127,15 @@ def _bench_executor(kind: str, workers_list: str, runs: int, trainer: str, ray_a
         check_executor_options(kind, None if kind == "local" else count, ray_address)
     err_console.print(f"timing {runs} runs of {trainer} on {kind} with {', '.join(map(str, counts))} worker(s) "
                       f"({default_workers()} core(s) here)…")
-    measured = [trainer_throughput(kind, count, runs, trainer=trainer, ray_address=ray_address, n_rows=rows)
+    measured = [trainer_throughput(kind, count, runs, trainer=trainer, ray_address=ray_address, n_rows=rows,
+                                   min_seconds=min_seconds)
                 for count in counts]
     if len({tuple(m["checksums"]) for m in measured}) != 1:
         raise RuntimeError("the trainer gave different models at different worker counts: its runs are not "
                            "seeded by their task id alone")
     base = measured[0]
-    table = Table(title=f"user-trainer runs on {kind} ({trainer}, {rows} rows, {runs} runs each)")
-    for column in ("workers", "runs / s", "s / run / worker", f"ratio to {base['workers']} worker(s)",
+    table = Table(title=f"user-trainer runs on {kind} ({trainer}, {rows} rows, ≥ {min_seconds:g} s each)")
+    for column in ("workers", "runs", "runs / s", "s / run / worker", f"ratio to {base['workers']} worker(s)",
                    "load avg 1 min (start → end)"):
         table.add_column(column, justify="right")
 
@@ -137,7 +144,8 @@ def _bench_executor(kind: str, workers_list: str, runs: int, trainer: str, ray_a
 
     for m in measured:
         m["ratio"] = m["runs_per_second"] / base["runs_per_second"]
-        table.add_row(str(m["workers"]), f"{m['runs_per_second']:.2f}", f"{m['seconds_per_run_per_worker']:.3f}",
+        table.add_row(str(m["workers"]), str(m["runs"]), f"{m['runs_per_second']:.2f}",
+                      f"{m['seconds_per_run_per_worker']:.3f}",
                       f"{m['ratio']:.2f}×", f"{load(m['load_average_before'])} → {load(m['load_average_after'])}")
     console.print(table)
     now = load_average()

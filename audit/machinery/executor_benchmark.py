@@ -48,8 +48,12 @@ def load_average() -> list[float] | None:
 
 
 def trainer_throughput(kind: str, workers: int, n_runs: int, *, trainer: str = DEFAULT_TRAINER, n_rows: int = 256,
-                       ray_address: str | None = None) -> dict[str, Any]:
-    """Steady-state runs/second of `trainer` on `kind` with `workers` workers (one warm-up run each)."""
+                       ray_address: str | None = None, min_seconds: float = 0.0) -> dict[str, Any]:
+    """Steady-state runs/second of `trainer` on `kind` with `workers` workers (one warm-up run each).
+
+    `n_runs` runs (seeds 0..n_runs-1, whose model checksums are returned) are timed, then further
+    batches of `n_runs` (fresh seeds) until `min_seconds` have passed: a runs/second taken over a
+    second or two of tiny tasks is mostly noise."""
     X, y = _benchmark_data(n_rows)
     load_before = load_average()
     executor = make_executor(kind, workers=None if kind == "local" else workers, ray_address=ray_address)
@@ -57,14 +61,18 @@ def trainer_throughput(kind: str, workers: int, n_runs: int, *, trainer: str = D
     try:
         warm = [(trainer, "--trainer", (X, y, 10_000 + i)) for i in range(executor.workers)]
         executor.map(call_user_function, warm, shared)
-        tasks = [(trainer, "--trainer", (X, y, i)) for i in range(n_runs)]
         started = time.perf_counter()
-        checksums = executor.map(call_user_function, tasks, shared)
+        checksums = executor.map(call_user_function, [(trainer, "--trainer", (X, y, i)) for i in range(n_runs)], shared)
+        done = n_runs
+        while time.perf_counter() - started < min_seconds:
+            batch = [(trainer, "--trainer", (X, y, 100_000 + done + i)) for i in range(n_runs)]
+            executor.map(call_user_function, batch, shared)
+            done += n_runs
         seconds = time.perf_counter() - started
     finally:
         executor.close()
-    return {"executor": kind, "workers": executor.workers, "runs": n_runs, "seconds": seconds,
-            "runs_per_second": n_runs / seconds, "seconds_per_run_per_worker": seconds * executor.workers / n_runs,
+    return {"executor": kind, "workers": executor.workers, "runs": done, "seconds": seconds,
+            "runs_per_second": done / seconds, "seconds_per_run_per_worker": seconds * executor.workers / done,
             "checksums": checksums, "rows": n_rows, "load_average_before": load_before,
             "load_average_after": load_average()}
 
