@@ -421,12 +421,18 @@ def test_canary_audit_on_ray_with_a_hung_trainer_exits_2_naming_it(tmp_path, ray
     assert not list((tmp_path / "runs").glob("*-canary-audit"))  # nothing half-written
 
 
-def test_canary_audit_refuses_bad_executor_flags_before_training(tmp_path):
+@pytest.mark.parametrize("command, flags, where", [
+    (("canary-audit", "--trainer", "audit.demos.dp_trainers:correct_dpsgd"), ("--executor", "local", "--workers", "2"),
+     "--workers"),
+    (("audit-model", "--function", "m:f", "--trainer", "m:train", "--members", "m.csv", "--nonmembers", "n.csv"),
+     ("--executor", "processes", "--ray-address", "auto"), "--ray-address"),
+])
+def test_bad_executor_flags_exit_2_before_any_user_code_runs(tmp_path, command, flags, where):
     from tests.conftest import run_cli
 
-    done = run_cli("canary-audit", "--trainer", "audit.demos.dp_trainers:correct_dpsgd", "--executor", "local",
-                   "--workers", "2", "--out", str(tmp_path / "runs"), cwd=tmp_path, timeout=120)
-    assert done.returncode == 2 and done.stderr.strip().splitlines()[-1].startswith("error: --workers:")
+    done = run_cli(*command, *flags, "--out", str(tmp_path / "runs"), cwd=tmp_path, timeout=120)
+    assert done.returncode == 2 and done.stderr.strip().splitlines()[-1].startswith(f"error: {where}:"), done.stderr
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
 
 
 # -- audit-model --trainer on executors -------------------------------------------------------------
