@@ -182,7 +182,8 @@ class RayExecutor(_Base):
     the harness's own module-level functions, imported by name on the workers.
 
     `timeout` (seconds per task; None: no limit): Ray does not say when a queued task starts, so
-    with a timeout at most `workers` tasks are in flight at once and each task's clock starts when
+    with a timeout at most `slots` tasks (`workers`, fewer where the GPUs hold fewer fractional
+    requests) are in flight at once and each task's clock starts when
     it is submitted (≈ when it starts: a slot is free). A task still running at its deadline is
     cancelled with `ray.cancel(force=True)` (its worker process is killed; Ray does not retry a
     cancelled task) and the map fails with `UserCodeError(name, ...)` naming the task and the
@@ -223,6 +224,10 @@ class RayExecutor(_Base):
         self.threads = threads
         self.max_retries = max_retries
         self.timeout, self.task_name, self.what = timeout, name, what
+        # Tasks that can run at once: one per CPU, and where each asks for a GPU fraction, as many as fit.
+        self.slots = self.workers
+        if self.gpus_per_task:
+            self.slots = max(1, min(self.workers, int(resources.get("GPU", 0) / self.gpus_per_task + 1e-9)))
         # retry_exceptions=False: a Python exception is deterministic (the same seed fails the same
         # way); only a dead worker or node (SIGKILL, OOM, lost node) is retried.
         self._remote = ray.remote(_ray_task).options(
@@ -268,7 +273,7 @@ class RayExecutor(_Base):
         cwd = os.getcwd()
         # Without a timeout Ray queues everything itself; with one, only as many tasks as there are
         # slots are in flight, so a task's clock starts about when it starts running.
-        window = len(tasks) if self.timeout is None else max(1, self.workers)
+        window = len(tasks) if self.timeout is None else self.slots
         in_flight: dict[Any, int] = {}
         deadline: dict[Any, float] = {}
         results: list[Any] = [None] * len(tasks)
