@@ -188,8 +188,8 @@ class RayExecutor(_Base):
     cancelled with `ray.cancel(force=True)` (its worker process is killed; Ray does not retry a
     cancelled task) and the map fails with `UserCodeError(name, ...)` naming the task and the
     user's function (`what`), exit 2 as for `processes`. On a cluster shared with other jobs a
-    task may wait for a slot on its clock: raise the timeout there. A retry after a killed worker
-    runs on the same clock.
+    task may wait for a slot on its clock: raise the timeout there. A retry after a killed worker,
+    and the start of a fresh worker process (its imports), run on the same clock.
     """
 
     name = "ray"
