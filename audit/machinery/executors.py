@@ -13,9 +13,9 @@ and `ray` give the same numbers on the CPU.
 - `ray`: tasks on a Ray cluster (`--ray-address auto|ray://host:port`, or a local one started
   here). A worker killed mid-task is retried by Ray (`max_retries`); a task that keeps dying
   fails the map with `ExecutorTaskError`; a task that overruns `timeout` is cancelled (its worker
-  process killed) and fails the map with `UserCodeError` (exit 2), as in `processes`. Where the cluster has GPUs each task asks for a fraction
-  of one (`gpus_per_task`, default 1/4: the models are small). Ray is the optional extra
-  `privacy-audit[ray]`.
+  process killed) and fails the map with `UserCodeError` (exit 2), as in `processes`. Where the
+  cluster has GPUs each task asks for a fraction of one (`gpus_per_task`, default 1/4: the models
+  are small). Ray is the optional extra `privacy-audit[ray]`.
 
 Tasks that run user code (a trainer, a model) get `make_user_code_executor`: the same three kinds,
 but `local` is one isolated child process (`WorkerPool(1)`), never this process, so user code is
@@ -183,8 +183,8 @@ class RayExecutor(_Base):
 
     `timeout` (seconds per task; None: no limit): Ray does not say when a queued task starts, so
     with a timeout at most `slots` tasks (`workers`, fewer where the GPUs hold fewer fractional
-    requests) are in flight at once and each task's clock starts when
-    it is submitted (≈ when it starts: a slot is free). A task still running at its deadline is
+    requests) are in flight at once and each task's clock starts when it is submitted (≈ when it
+    starts: a slot is free). A task still running at its deadline is
     cancelled with `ray.cancel(force=True)` (its worker process is killed; Ray does not retry a
     cancelled task) and the map fails with `UserCodeError(name, ...)` naming the task and the
     user's function (`what`), exit 2 as for `processes`. On a cluster shared with other jobs a
