@@ -55,7 +55,7 @@ from audit.dp_validation.claims import (
     resolve_claim,
     validate_claim,
 )
-from audit.dp_validation.scope import claim_verdict
+from audit.dp_validation.scope import claim_verdict, profile_verdict
 from audit.machinery.workers import user_code
 from audit.statistics.audit_ceilings import (
     canaries_needed_one_run,
@@ -76,15 +76,16 @@ __all__ = [
     "multi_canary_audit",
     "multi_run_canary_audit",
     "one_run_canary_audit",
+    "profile_canary_audit",
     "resolve_claim",
     "run_canary_audit",
 ]
 
 CANARY_KINDS = ("mislabeled", "out_of_distribution")
 AUDIT_KINDS = CANARY_KINDS + ("dirac",)
-AUDIT_MODES = ("multi-canary", "multi", "one-run")
+AUDIT_MODES = ("profile", "multi-canary", "multi", "one-run")
 # Per-mode defaults of --models and --canaries (None where the mode does not use it).
-MODE_DEFAULTS = {"multi-canary": (200, 32), "multi": (200, None), "one-run": (None, 200)}
+MODE_DEFAULTS = {"profile": (6000, None), "multi-canary": (200, 32), "multi": (200, None), "one-run": (None, 200)}
 STATISTICS = ("scaled_logit", "loss")
 # Multi-run statistics: the two above, and the gain of the scaled logit from the canary's base point
 # to the canary (out-of-distribution canaries only; the default for them, see `multi_run_canary_audit`).
@@ -96,6 +97,8 @@ OOD_SCALE = 100.0
 PILOT_MODELS = 5
 # Scales (× data radius) of the column canaries the pilot runs compare (`multi_canary_audit`).
 COLUMN_CANARY_SCALES = (1.0, 10.0, 100.0)
+# Scales (× data radius) of the profile audit's canary the pilot runs compare (`profile_canary_audit`).
+PROFILE_CANARY_SCALES = (0.1, 0.3, 1.0, 10.0)
 # Seconds one training run of the user's code may take in its worker before it counts as hung.
 TRAIN_TIMEOUT_S = 900.0
 
@@ -745,6 +748,176 @@ def multi_canary_audit(
 
 
 # --------------------------------------------------------------------------------------------------
+# Profile audit: independent runs, one column canary each, tested against the claim's trade-off curve
+# --------------------------------------------------------------------------------------------------
+
+
+def profile_canary(features, scale: float) -> tuple[np.ndarray, np.ndarray]:
+    """(canary point (d + 1,), base point (d + 1,)) of the profile audit.
+
+    The audit appends one feature column that is 0 for every real record; the canary is 0 in the
+    real columns and `scale` × (data radius) in its own column, the base point is all zeros. Its
+    gradient then lies on weights no real record touches (ClipBKD's lowest-variance direction at
+    its extreme, Jagielski, Ullman, Oprea 2020, arXiv 2006.07709), and with the real columns at 0
+    the whole clipping budget of the canary's weight gradient goes to that column.
+    """
+    X = np.asarray(features, dtype=np.float32)
+    _, radius = _data_radius(X)
+    base = np.zeros(X.shape[1] + 1, dtype=np.float32)
+    point = base.copy()
+    point[-1] = scale * radius
+    return point, base
+
+
+def _centred_logit_gain(log_probs: np.ndarray, label: int) -> float:
+    """(z_label − mean_c z_c) at the canary minus the same at the base point.
+
+    Log-probabilities are the logits up to one constant per point, which the centring removes, so
+    this is a difference of logits: for a linear model exactly `scale`·R times the canary column's
+    weight contrast — the canary's clipped gradient plus the DP noise, not swamped by the canary's
+    scale the way a probability or loss would be (they saturate)."""
+    with np.errstate(invalid="ignore"):
+        centred = log_probs[:, label] - log_probs.mean(axis=1)
+        gain = float(centred[0] - centred[1])
+    return gain if not math.isnan(gain) else -math.inf
+
+
+def _claim_profile(claimed_epsilon: float, delta: float, dpsgd: tuple[float, float, int] | None):
+    from audit.statistics.tradeoff_curves import dpsgd_privacy_profile, pair_privacy_profile
+
+    if dpsgd is not None:
+        return dpsgd_privacy_profile(*dpsgd)
+    return pair_privacy_profile(claimed_epsilon, delta)
+
+
+def profile_canary_audit(
+    trainer,
+    features,
+    labels,
+    *,
+    n_runs: int = 6000,
+    n_pilot_runs: int | None = None,
+    claimed_epsilon: float,
+    delta: float,
+    dpsgd: tuple[float, float, int] | None = None,
+    confidence: float = 0.95,
+    seed: int = 0,
+    scales: tuple[float, ...] = PROFILE_CANARY_SCALES,
+    insert_canary: bool = True,
+    pool=None,
+    workers: int | None = None,
+    timeout: float | None = TRAIN_TIMEOUT_S,
+) -> dict[str, Any]:
+    """Does the trainer's output stay within the WHOLE privacy profile its accountant states?
+
+    `n_runs` independent training runs, each on the real records plus (by its own fair coin) one
+    column canary (`profile_canary`); score = the canary's centred logit gain over the base point
+    (`_centred_logit_gain`). The claim's trade-off curve f_claim (`audit.statistics.tradeoff_curves`:
+    from the PLD profile of (σ, q, T) = `dpsgd` when the accountant's configuration is known, else
+    from the bare (ε, δ) pair) is the null hypothesis: `profile_test` refutes it when the
+    Clopper-Pearson point (FPR̄, FNR̄) of one threshold rule lies below f_claim — Dong, Roth, Su 2019
+    (arXiv 1905.02383) for the curve, Jagielski, Ullman, Oprea 2020 (arXiv 2006.07709) for the
+    canaries and the counts. At moderate FPR this has power against errors of ε 1.5–3 that no test
+    of the single (ε, δ = 1e-5) point can see with thousands of runs.
+
+    Pilot: `n_pilot_runs` further runs (default n_runs / 3) try `scales` side by side (run i at
+    scale i mod len(scales)); the scale with the highest pilot AUC is audited, and the threshold
+    rule is chosen on that scale's pilot runs (`choose_profile_rule`). Only the audited runs decide,
+    so the choice costs nothing in validity. The runs are independent (each its own seed, coin and
+    training), which is what Clopper-Pearson needs.
+
+    Also reported: the (ε, δ) Clopper-Pearson bound of the same rule and counts at the claim's δ
+    (`epsilon_lower_bound`), and the one-run bound of Steinke, Nasr, Jagielski 2023 (arXiv
+    2305.08846) over the audited runs' coin-flipped canaries. `insert_canary=False` is the null.
+    """
+    from audit.statistics.audit_ceilings import ceiling_threshold_audit
+    from audit.statistics.epsilon_bounds import epsilon_lower_bound_from_counts
+    from audit.statistics.tradeoff_curves import choose_profile_rule, profile_ceiling, profile_test
+
+    trainer = _check_trainer(trainer)
+    X, y, n_classes = _validate_data(features, labels)
+    R = _check_count("--models", n_runs, 20)
+    n_pilot = max(4 * len(scales), R // 3) if n_pilot_runs is None else _check_count("pilot runs", n_pilot_runs, 2 * len(scales))
+    eps, d = validate_claim(claimed_epsilon, delta, epsilon_flag="--claimed-epsilon", delta_flag="--delta")
+    scales = tuple(float(v) for v in scales)
+    if not scales or not all(math.isfinite(v) and v > 0 for v in scales):
+        raise AuditInputError("scales", f"expected positive numbers, got {scales!r}")
+    profile = _claim_profile(eps, d, dpsgd)
+    seeds = _distinct_seeds(seed, _STREAM_MODELS, n_pilot + R)
+    coins = np.random.default_rng(np.random.SeedSequence([int(seed), _STREAM_COINS])).random(n_pilot + R) < 0.5
+    label = int(np.random.default_rng(np.random.SeedSequence([int(seed), _STREAM_CANARY])).integers(0, n_classes))
+    X_wide = np.hstack([X, np.zeros((X.shape[0], 1), dtype=X.dtype)])
+
+    def jobs(run_scales, run_coins, run_seeds):
+        out = []
+        for v, coin, s in zip(run_scales, run_coins, run_seeds):
+            point, base = profile_canary(X, v)
+            take = bool(coin) and bool(insert_canary)
+            X_run = np.vstack([X_wide, point[None, :]]) if take else X_wide
+            y_run = np.append(y, np.asarray(label, dtype=y.dtype)) if take else y
+            out.append((X_run, y_run, s, np.vstack([point, base])))
+        return out
+
+    pilot_scales = [scales[i % len(scales)] for i in range(n_pilot)]
+    with _pool_for(trainer, pool, workers, timeout) as runner:
+        pilot = np.array([_centred_logit_gain(lp, label) for lp in
+                          _train_many(runner, trainer, jobs(pilot_scales, coins[:n_pilot], seeds[:n_pilot]))])
+        pilot_coins = coins[:n_pilot]
+        pilot_auc = {}
+        for v in scales:
+            on = np.array([s == v for s in pilot_scales])
+            pilot_auc[v] = _auc(pilot[on], pilot_coins[on])
+        chosen = max(scales, key=lambda v: (abs(pilot_auc[v] - 0.5), -scales.index(v)))
+        on = np.array([s == chosen for s in pilot_scales])
+        audited_coins = coins[n_pilot:]
+        n_in, n_out = int(audited_coins.sum()), int((~audited_coins).sum())
+        if n_in == 0 or n_out == 0 or not pilot_coins[on].any() or pilot_coins[on].all():
+            raise AuditInputError("--models", "every coin came up the same; use more runs")
+        rule = choose_profile_rule(_below_every_finite(pilot[on][pilot_coins[on]]),
+                                   _below_every_finite(pilot[on][~pilot_coins[on]]),
+                                   profile, n_in, n_out, confidence)
+        scores = np.array([_centred_logit_gain(lp, label) for lp in
+                           _train_many(runner, trainer, jobs([chosen] * R, audited_coins, seeds[n_pilot:]))])
+    test = profile_test(scores[audited_coins], scores[~audited_coins], rule, profile, confidence)
+    ceiling_point = profile_ceiling(profile, n_in, n_out, confidence)
+    bound = epsilon_lower_bound_from_counts(test["false_positives"], n_out, test["false_negatives"], n_in, d, confidence)
+    try:
+        one_run = epsilon_lower_bound_one_run(_below_every_finite(scores), audited_coins, d, confidence)
+        one_run_bound, one_run_details = float(one_run.epsilon), one_run.details
+    except ValueError as exc:
+        one_run_bound, one_run_details = None, {"error": str(exc)}
+    point, _ = profile_canary(X, chosen)
+    return {
+        "audit": "canary, independent runs tested against the claim's privacy profile (trade-off curve)",
+        "trainer": _trainer_name(trainer),
+        "canary_kind": "out_of_distribution",
+        "canary_design": "one column of its own (0 for real records), real columns 0; score = centred logit gain over the all-zero base point",
+        "canary": {"label": label, "scale": chosen, "value": float(point[-1])},
+        "canary_inserted": bool(insert_canary),
+        "n_runs": R,
+        "n_with_canary": n_in,
+        "n_without_canary": n_out,
+        "n_pilot_runs": n_pilot,
+        "pilot_auc_by_scale": {f"{v:g}": a for v, a in pilot_auc.items()},
+        "auc": _auc(scores, audited_coins),
+        "n_training_records": int(X.shape[0]),
+        "seed": int(seed),
+        "confidence": float(confidence),
+        "delta": d,
+        "profile_test": test,
+        "profile_ceiling": ceiling_point,
+        "claimed_epsilon": eps,
+        "epsilon_lower_bound": float(bound),
+        "epsilon_lower_bound_label": "(ε, δ) Clopper-Pearson bound at the claim's δ, same rule and counts",
+        "one_run_epsilon_lower_bound": one_run_bound,
+        "one_run_details": one_run_details,
+        "ceiling": float(ceiling_threshold_audit(n_in, n_out, d, confidence)),
+        "violation": bool(test["refuted"]),
+        "verdict": profile_verdict(test, ceiling_point, claimed_epsilon=eps, delta=d, n_runs=R),
+    }
+
+
+# --------------------------------------------------------------------------------------------------
 # One-run audit
 # --------------------------------------------------------------------------------------------------
 
@@ -1006,7 +1179,7 @@ def run_canary_audit(
     trainer: str | Callable,
     *,
     kind: str = "out_of_distribution",
-    mode: str = "multi-canary",
+    mode: str = "profile",
     n_models: int | None = None,
     n_canaries: int | None = None,
     claimed_epsilon: float | None = None,
@@ -1025,7 +1198,9 @@ def run_canary_audit(
     `trainer` is a "module:function" string or a picklable callable; it is loaded and called only
     in isolated worker processes (`pool`, else a WorkerPool of `workers`, default the cores), and
     its CLAIM is read there too: the parent never imports the user's module.
-    `mode`: "multi-canary" (the default, `multi_canary_audit`: `n_models` runs × `n_canaries`
+    `mode`: "profile" (the default, `profile_canary_audit`: `n_models` independent runs, default
+    6000, plus a third as many pilot runs, tested against the claim's whole trade-off curve),
+    "multi-canary" (`multi_canary_audit`: `n_models` runs × `n_canaries`
     column canaries, default 200 × 32), "multi" (`multi_run_canary_audit`: K = `n_models` runs
     per side with one canary of `kind`, default 200) or "one-run" (`n_canaries` canaries of
     `kind` in one run, default 200). `kind="dirac"` is refused (exit 2): the Dirac canary is a
@@ -1044,16 +1219,16 @@ def run_canary_audit(
         raise AuditInputError("--kind", f"expected one of {', '.join(CANARY_KINDS)}, got {kind!r}")
     if mode not in AUDIT_MODES:
         raise AuditInputError("--mode", f"expected one of {', '.join(AUDIT_MODES)}, got {mode!r}")
-    if mode == "multi-canary" and kind != "out_of_distribution":
-        raise AuditInputError("--kind", "the multi-canary mode uses out-of-distribution column canaries; "
+    if mode in ("profile", "multi-canary") and kind != "out_of_distribution":
+        raise AuditInputError("--kind", f"the {mode} mode uses out-of-distribution column canaries; "
                               "use --mode multi or one-run for mislabeled canaries")
     default_models, default_canaries = MODE_DEFAULTS[mode]
     n_models = default_models if n_models is None else n_models
     n_canaries = default_canaries if n_canaries is None else n_canaries
     # Everything checkable without running user code is checked before a worker starts.
     if mode != "one-run":
-        _check_count("--models", n_models, 4 if mode == "multi-canary" else 2)
-    if mode != "multi":
+        _check_count("--models", n_models, {"profile": 20, "multi-canary": 4}.get(mode, 2))
+    if mode not in ("multi", "profile"):
         _check_count("--canaries", n_canaries, 1 if mode == "multi-canary" else 2)
     if claimed_epsilon is not None:
         validate_claim(claimed_epsilon, 0.0 if delta is None else delta, epsilon_flag="--claimed-epsilon",
@@ -1064,7 +1239,12 @@ def run_canary_audit(
         (declared,) = runner.map(declared_claim_task, [(trainer,)])
         claim = claim_from_declaration(*declared, claimed_epsilon=claimed_epsilon, delta=delta)
         common = dict(claimed_epsilon=claim.epsilon, delta=claim.delta, confidence=confidence, seed=seed, pool=runner)
-        if mode == "multi-canary":
+        if mode == "profile":
+            # The accountant's whole profile when it was told (σ, q, T) and ε was not overridden.
+            dpsgd = ((claim.noise_multiplier, claim.sample_rate, claim.steps)
+                     if claim.is_dpsgd and claimed_epsilon is None else None)
+            result = profile_canary_audit(trainer, features, labels, n_runs=n_models, dpsgd=dpsgd, **common)
+        elif mode == "multi-canary":
             result = multi_canary_audit(trainer, features, labels, n_runs=n_models, n_canaries=n_canaries, **common)
         elif mode == "multi":
             result = multi_run_canary_audit(trainer, features, labels, canary_kind=kind, n_models=n_models, **common)
