@@ -332,11 +332,11 @@ def test_the_trainer_runs_in_workers_and_its_module_is_never_imported_by_the_aud
 
 
 # --------------------------------------------------------------------------------------------------
-# The default audit: many runs × column canaries, on the planted-bug suite (audit/demos/planted_bugs)
+# The multi-canary audit: many runs × column canaries, on the planted-bug suite (audit/demos/planted_bugs)
 # --------------------------------------------------------------------------------------------------
 
 from audit.demos import planted_bugs  # noqa: E402
-from audit.dp_validation.canary_audit import column_canaries, multi_canary_audit  # noqa: E402
+from audit.dp_validation.canary_audit import column_canaries, multi_canary_audit, profile_canary_audit  # noqa: E402
 
 
 def test_column_canaries_each_own_a_column_that_real_records_leave_at_zero():
@@ -348,16 +348,16 @@ def test_column_canaries_each_own_a_column_that_real_records_leave_at_zero():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("bug", ["batch_clip", "noise_divided_twice", "clip_after_noise"])
-def test_the_default_canary_audit_flags_a_planted_bug(bug, pool):
-    result = run_canary_audit(f"audit.demos.planted_bugs:{bug}", pool=pool)
+def test_the_multi_canary_mode_flags_a_planted_bug(bug, pool):
+    result = run_canary_audit(f"audit.demos.planted_bugs:{bug}", mode="multi-canary", pool=pool)
     assert result["mode"] == "multi-canary" and result["n_runs"] == 200
     assert result["verdict"]["status"] == "fail" and result["epsilon_lower_bound"] > result["claimed_epsilon"]
 
 
 @pytest.mark.parametrize("recipe", sorted(planted_bugs.CORRECT))
-def test_small_default_style_audits_of_correct_recipes_flag_nothing(recipe, pool):
-    # 6 audits with 40 runs × 32 canaries; benchmarks/bench_planted_bugs.py runs the default 200.
-    result = run_canary_audit(f"audit.demos.planted_bugs:{recipe}", n_models=40, seed=1, pool=pool)
+def test_small_multi_canary_audits_of_correct_recipes_flag_nothing(recipe, pool):
+    # 6 audits with 40 runs × 32 canaries.
+    result = run_canary_audit(f"audit.demos.planted_bugs:{recipe}", mode="multi-canary", n_models=40, seed=1, pool=pool)
     assert result["verdict"]["status"] != "fail"
     assert result["epsilon_lower_bound"] <= result["claimed_epsilon"]
 
@@ -414,3 +414,51 @@ def test_a_trainer_whose_model_answers_nan_exits_2_not_pass(tmp_path):
                           cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip().splitlines()[-1].startswith("error: --trainer:") and "not finite" in done.stderr
+
+
+# --------------------------------------------------------------------------------------------------
+# The default: independent runs tested against the claim's whole trade-off curve (profile mode)
+# --------------------------------------------------------------------------------------------------
+
+
+def test_the_profile_audit_refutes_the_profile_of_a_grossly_broken_trainer(pool):
+    result = profile_canary_audit(planted_bugs.noise_divided_twice, FEATURES, LABELS, n_runs=120,
+                                  claimed_epsilon=1.0, delta=1e-5, dpsgd=(4.5, 0.25, 20), seed=0, pool=pool)
+    assert result["verdict"]["status"] == "fail" and result["violation"]
+    pair = result["profile_test"]["refuted_pair"]
+    assert f"not ({pair['epsilon']:.2f}, {pair['delta']:.3g})-DP" in result["verdict"]["reasons"][0]
+    json.dumps(result, allow_nan=False)
+
+
+@pytest.mark.parametrize("recipe", ["correct_eps_0_5", "correct_eps_8"])
+def test_profile_audits_of_correct_recipes_flag_nothing(recipe, pool):
+    result = run_canary_audit(f"audit.demos.planted_bugs:{recipe}", n_models=400, seed=3, pool=pool)
+    assert result["mode"] == "profile" and result["verdict"]["status"] == "pass"
+    assert not result["profile_test"]["refuted"] and result["profile_ceiling"]["refutable"]
+
+
+def test_profile_null_audits_refute_nothing_in_at_least_95_percent_of_repeats(pool):
+    # Canary never inserted: both worlds are one mechanism, so the most permissive claim (a bare
+    # ε = 0.1 pair, far below the recipe's ε 8) must still not be refuted.
+    refuted = [profile_canary_audit(planted_bugs.correct_eps_8, FEATURES, LABELS, n_runs=60, claimed_epsilon=0.1,
+                                    delta=1e-5, seed=s, insert_canary=False, pool=pool)["violation"] for s in range(20)]
+    assert sum(refuted) <= 1
+
+
+def test_a_profile_audit_with_too_few_runs_is_inconclusive():
+    from audit.dp_validation.scope import profile_verdict
+    from audit.statistics.tradeoff_curves import dpsgd_privacy_profile, profile_ceiling, profile_test
+
+    profile = dpsgd_privacy_profile(4.5, 0.25, 20)
+    ceiling = profile_ceiling(profile, 2, 2)
+    test = profile_test([1.0, 2.0], [-1.0, -2.0], (0.0, "member if score >= threshold"), profile)
+    verdict = profile_verdict(test, ceiling, claimed_epsilon=1.0, delta=1e-5, n_runs=4)
+    assert verdict["status"] == "inconclusive" and verdict["passed"] and "more runs" in verdict["reasons"][0]
+
+
+@pytest.mark.slow  # the DEFAULT command: 12000 + 3000 pilot runs of a numpy trainer, ~1 min on 2 cores
+def test_the_default_cli_canary_audit_flags_sigma_not_sigma_c(cli, tmp_path):
+    proc = cli("canary-audit", "--trainer", "audit.demos.planted_bugs:sigma_not_sigma_c", "--quiet",
+               "--tracking-uri", f"sqlite:///{tmp_path}/m.db")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "REFUTED" in proc.stdout + proc.stderr

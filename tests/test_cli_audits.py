@@ -13,7 +13,7 @@ def _only_json(root, kind):
 @pytest.mark.slow  # trains 38 models (8 pilots + 30 runs × 32 column canaries) in a fresh process
 def test_a_trainer_without_clipping_is_caught_from_the_cli(cli, tmp_path):
     proc = cli("canary-audit", "--trainer", "audit.demos.dp_trainers:broken_no_clipping", "--models", "30",
-               "--tracking-uri", f"sqlite:///{tmp_path}/m.db")
+               "--mode", "multi-canary", "--tracking-uri", f"sqlite:///{tmp_path}/m.db")
     assert proc.returncode == 1, proc.stderr
     assert "FAIL" in proc.stderr
     result = _only_json(tmp_path, "canary-audit")

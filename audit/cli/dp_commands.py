@@ -118,8 +118,8 @@ def accountant_check(
 def canary_audit(
     trainer: Annotated[str, typer.Option("--trainer", help="module:function (features, labels, seed) -> model; runs your code")],
     kind: Annotated[str, typer.Option(help="out_of_distribution | mislabeled (dirac needs white-box access: refused)")] = "out_of_distribution",
-    mode: Annotated[str, typer.Option(help="multi-canary (runs × column canaries) | multi (K models with, K without) | one-run")] = "multi-canary",
-    models: Annotated[Optional[int], typer.Option("--models", help="runs (multi-canary, default 200) or models per side (multi, default 200)")] = None,
+    mode: Annotated[str, typer.Option(help="profile (independent runs vs the claim's trade-off curve) | multi-canary (runs × column canaries) | multi (K models with, K without) | one-run")] = "profile",
+    models: Annotated[Optional[int], typer.Option("--models", help="runs (profile, default 12000 plus a quarter as many pilot runs; multi-canary, default 200) or models per side (multi, default 200)")] = None,
     canaries: Annotated[Optional[int], typer.Option("--canaries", help="canaries per run (multi-canary, default 32) or in the one run (one-run, default 200)")] = None,
     claimed_epsilon: Annotated[Optional[float], typer.Option("--claimed-epsilon", help="overrides the trainer's CLAIM")] = None,
     delta: Annotated[Optional[float], typer.Option(help="δ of the claim")] = None,
@@ -137,7 +137,10 @@ def canary_audit(
     tracking_uri: Annotated[Optional[str], typer.Option("--tracking-uri", help="MLflow tracking URI (default: sqlite:///mlflow.db in the working directory)")] = None,
     quiet: QuietOption = False,
 ) -> None:
-    """Audit your DP training code with canaries: exit 1 when a lower bound contradicts its claimed ε.
+    """Audit your DP training code with canaries: exit 1 when its output contradicts its claimed privacy.
+
+    Default (--mode profile): independent training runs with one canary each, tested against the
+    whole trade-off curve the claim implies (σ, q, T from the accountant, else the (ε, δ) pair).
 
     Your trainer runs only in isolated worker processes. When even a perfect attack could not
     exceed the claim with this many models, the result is INCONCLUSIVE (exit 0) and says how many

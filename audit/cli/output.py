@@ -159,7 +159,16 @@ def print_bound(result: dict, what: str, path: Path, fail_on_inconclusive: bool 
         console.print(f"GDP estimate (assumes a Gaussian trade-off; not a bound): ε {gdp['epsilon']:.3f}{mu}")
     elif gdp is not None:
         console.print(f"GDP estimate (assumes a Gaussian trade-off; not a bound): {gdp}")
+    test = result.get("profile_test")
+    if isinstance(test, dict):
+        console.print(f"profile test ({test.get('profile')}): FPR ≤ {test['fpr_upper']:.3f}, FNR ≤ {test['fnr_upper']:.3f} "
+                      f"vs the claimed floor {test['claimed_fnr_floor']:.3f}: "
+                      + ("REFUTED" if test.get("refuted") else "consistent with the claim"))
+        if isinstance(result.get("one_run_epsilon_lower_bound"), (int, float)):
+            console.print(f"one-run bound (Steinke et al. 2023) over the same runs: ε ≥ {result['one_run_epsilon_lower_bound']:.3f}")
     verdict = result.get("verdict") or {}
+    if verdict.get("ceiling_statement"):
+        console.print(f"ceiling: {verdict['ceiling_statement']}")
     if verdict.get("ceiling") is not None:
         needed = verdict.get("needed")
         console.print(f"ceiling: a perfect attack could reach at most {verdict['ceiling']:.3f} with these runs"

@@ -405,7 +405,15 @@ def single_audit_verdict(kind: str, result: dict[str, Any]) -> dict[str, Any]:
                     or (isinstance(ceiling, (int, float)) and isinstance(claim, (int, float)) and ceiling <= claim))
     failed = bool(result.get("violation")) or result.get("status") == "fail" or own.get("status") == "fail"
     subject = str(result.get("trainer") or result.get("mechanism") or kind)
-    if failed:
+    if isinstance(result.get("profile_test"), dict):
+        # A test against the claim's whole trade-off curve: its own verdict says what it refuted, and
+        # its ceiling is "could a perfect attack refute the profile", not an ε at the claim's δ.
+        inconclusive = own.get("status") == "inconclusive"
+        assumption = ("independent training runs: Clopper-Pearson error rates vs the claim's trade-off curve "
+                      "(a pessimistic-PLD lower envelope; proven)")
+    if failed and own.get("reasons") and isinstance(result.get("profile_test"), dict):
+        message = f"{kind}: " + "; ".join(map(str, own["reasons"]))
+    elif failed:
         message = f"{kind}: the lower bound {bound:.3f} exceeds the claimed ε {claim:.3f} at {confidence:.0%} confidence"
     elif inconclusive:
         message = (f"{kind}: inconclusive — the ceiling {ceiling:.3f} of this audit is at or below the claimed ε {claim:.3f}"

@@ -1,0 +1,116 @@
+"""Trade-off curves of a claim (f-DP) and the profile test: reference values, soundness on null data."""
+import math
+
+import numpy as np
+import pytest
+from audit.statistics.tradeoff_curves import (
+    choose_profile_rule,
+    dpsgd_privacy_profile,
+    gdp_tradeoff,
+    pair_privacy_profile,
+    profile_ceiling,
+    profile_test,
+    refute_point,
+    tradeoff_from_profile,
+)
+
+ALPHAS = np.array([0.001, 0.01, 0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 0.9])
+
+
+@pytest.mark.parametrize("sigma, steps", [(1.0, 4), (2.0, 1), (4.5, 20)])
+def test_without_subsampling_the_claimed_curve_is_the_gaussian_curve_of_mu_sqrt_t_over_sigma(sigma, steps):
+    # q = 1: T Gaussian mechanisms of sensitivity 1 compose to μ-GDP with μ = √T/σ (Dong, Roth, Su
+    # 2019, Corollary 3.3), whose profile is exact; the PLD grid is a lower envelope within 1e-3.
+    curve = tradeoff_from_profile(dpsgd_privacy_profile(sigma, 1.0, steps), ALPHAS)
+    exact = gdp_tradeoff(math.sqrt(steps) / sigma, ALPHAS)
+    assert np.all(curve <= exact + 1e-9)
+    assert np.max(exact - curve) < 1e-3
+
+
+def test_gdp_curve_reference_values():
+    # G_1(0.05) = Φ(Φ⁻¹(0.95) − 1) = Φ(0.6449) = 0.7405; G_0 is the identity line 1 − α.
+    assert gdp_tradeoff(1.0, 0.05) == pytest.approx(0.740489, abs=1e-6)
+    assert np.allclose(gdp_tradeoff(0.0, ALPHAS), 1 - ALPHAS)
+
+
+def test_a_bare_epsilon_delta_pair_gives_its_two_lines():
+    # f_{ε,δ}(α) = max(0, 1 − δ − e^ε α, e^{−ε}(1 − δ − α)) (Dong, Roth, Su 2019, Eq. 2.3).
+    eps, delta = 1.0, 1e-5
+    f = tradeoff_from_profile(pair_privacy_profile(eps, delta), ALPHAS)
+    expected = np.maximum.reduce([np.zeros_like(ALPHAS), 1 - delta - math.e * ALPHAS, (1 - delta - ALPHAS) / math.e])
+    assert np.allclose(f, expected)
+
+
+def test_the_subsampled_claim_of_the_planted_bugs_is_close_to_gdp_in_the_middle():
+    # σ 4.5, q 0.25, T 20: the CLT limit μ = q√(T(e^{1/σ²} − 1)) = 0.250; at moderate α the curve
+    # matches G_0.25 to 2e-3 (the tails differ, which is why a single (ε, δ = 1e-5) point is hard).
+    f = tradeoff_from_profile(dpsgd_privacy_profile(4.5, 0.25, 20), np.array([0.2, 0.3, 0.5]))
+    assert np.allclose(f, gdp_tradeoff(0.25, np.array([0.2, 0.3, 0.5])), atol=2e-3)
+
+
+def test_refute_point_names_a_pair_the_point_violates():
+    profile = dpsgd_privacy_profile(4.5, 0.25, 20)
+    assert refute_point(profile, 0.3, 0.62) is None  # above the curve (f(0.3) ≈ 0.608)
+    refuted = refute_point(profile, 0.3, 0.55)
+    eps, delta = refuted["epsilon"], refuted["delta"]
+    # The violated pair: 1 − δ − e^ε·FPR > FNR or e^{−ε}(1 − δ − FPR) > FNR.
+    assert max(1 - delta - math.exp(eps) * 0.3, math.exp(-eps) * (1 - delta - 0.3)) > 0.55
+    assert refuted["margin"] == pytest.approx(float(tradeoff_from_profile(profile, 0.3)) - 0.55)
+
+
+def _dirac_world(rng, n, sigma, q, steps, inserted):
+    """Final observation of the worst-case pair of the subsampled Gaussian: Σ_t (b_t + σ z_t)."""
+    b = rng.random((n, steps)) < q if inserted else np.zeros((n, steps))
+    return (b + sigma * rng.normal(size=(n, steps))).sum(axis=1)
+
+
+def test_a_mechanism_exactly_at_its_claim_is_refuted_in_at_most_5_percent_of_300_repeats():
+    # q = 1 makes the Gaussian shift the exact worst case of the claim (μ = √T/σ): the curve is
+    # met with equality, so this is the hardest null there is for the test.
+    sigma, steps, n = 2.0, 4, 400
+    profile = dpsgd_privacy_profile(sigma, 1.0, steps)
+    rng = np.random.default_rng(0)
+    refuted = 0
+    for _ in range(300):
+        sel_in, sel_out = (_dirac_world(rng, 200, sigma, 1.0, steps, v) for v in (True, False))
+        rule = choose_profile_rule(sel_in, sel_out, profile, n, n)
+        ev_in, ev_out = (_dirac_world(rng, n, sigma, 1.0, steps, v) for v in (True, False))
+        refuted += profile_test(ev_in, ev_out, rule, profile)["refuted"]
+    assert refuted <= 15
+
+
+def test_a_subsampled_mechanism_at_its_claim_is_not_refuted_and_one_at_4x_steps_is():
+    sigma, q, steps, n = 4.5, 0.25, 20, 5000
+    profile = dpsgd_privacy_profile(sigma, q, steps)
+    rng = np.random.default_rng(1)
+    # A fixed, pre-chosen rule (threshold at the out-world's median): no selection data needed.
+    rule = (0.0, "member if score >= threshold")
+    honest = profile_test(_dirac_world(rng, n, sigma, q, steps, True), _dirac_world(rng, n, sigma, q, steps, False),
+                          rule, profile)
+    assert not honest["refuted"]
+    leaky = profile_test(_dirac_world(rng, n, sigma, q, 4 * steps, True),
+                         _dirac_world(rng, n, sigma, q, 4 * steps, False), rule, profile)
+    assert leaky["refuted"] and leaky["refuted_pair"]["epsilon"] < 1.0  # refuted at moderate ε', not the corner
+
+
+def test_the_ceiling_says_whether_a_perfect_attack_could_refute_the_profile():
+    profile = dpsgd_privacy_profile(4.5, 0.25, 20)
+    assert not profile_ceiling(profile, 2, 2)["refutable"]  # CP bounds of 2 trials are ≈ 0.84
+    assert profile_ceiling(profile, 50, 50)["refutable"]
+
+
+def test_rule_choice_uses_moderate_fprs_and_the_right_direction():
+    rng = np.random.default_rng(2)
+    s_in, s_out = rng.normal(1.0, 1, 500), rng.normal(0.0, 1, 500)
+    threshold, direction = choose_profile_rule(s_in, s_out, dpsgd_privacy_profile(4.5, 0.25, 20), 2000, 2000)
+    assert direction == "member if score >= threshold"
+    assert 0.1 <= np.mean(s_out >= threshold) <= 0.9
+    threshold, direction = choose_profile_rule(-s_in, -s_out, dpsgd_privacy_profile(4.5, 0.25, 20), 2000, 2000)
+    assert direction == "member if score < threshold"
+
+
+def test_bad_rates_are_refused():
+    with pytest.raises(ValueError):
+        refute_point(pair_privacy_profile(1.0, 1e-5), 1.2, 0.1)
+    with pytest.raises(ValueError):
+        dpsgd_privacy_profile(0.0, 0.5, 3)
