@@ -14,7 +14,12 @@ from audit.machinery.run_directory import write_text_atomic
 
 METHODS = {
     "canary-audit": (
-        "Canary audit of training code, run in isolated worker processes. Default (multi-canary): the "
+        "Canary audit of training code, run in isolated worker processes. Default (profile): many "
+        "independent training runs, each with one canary in a feature column of its own included by a fair "
+        "coin; one threshold rule on the canary's logit gain (chosen on pilot runs) gives Clopper-Pearson "
+        "upper bounds on its error rates, and the claim is refuted when that point lies below the trade-off "
+        "curve the claim's accountant implies (Dong, Roth, Su 2019; pessimistic PLD, so conservative). "
+        "Multi-canary mode: the "
         "training function is run many times, each run with several canaries that each have a feature "
         "column of their own and are included by independent fair coin flips; each canary's score (its "
         "label's scaled-logit gain over the data mean, standardised per canary) is ranked over all runs "
