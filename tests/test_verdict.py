@@ -171,9 +171,11 @@ CASES = [
      "fail", 1, "single"),
     (["conformance", "--trainer", "audit.demos.planted_bugs:batch_clip"], "fail", 1, "single"),  # planted bug
     (["conformance", "--trainer", "audit.demos.planted_bugs:correct_eps_1"], "pass", 0, "single"),
-    (["canary-audit", "--trainer", "audit.demos.dp_trainers:broken_no_clipping", "--models", "40", "--quiet"],
+    (["canary-audit", "--trainer", "audit.demos.dp_trainers:broken_no_clipping", "--mode", "multi-canary", "--models", "40",
+      "--quiet"],
      "fail", 1, "single"),
-    (["canary-audit", "--trainer", "audit.demos.dp_trainers:correct_dpsgd", "--models", "40", "--quiet"],
+    (["canary-audit", "--trainer", "audit.demos.dp_trainers:correct_dpsgd", "--mode", "multi-canary", "--models", "40",
+      "--quiet"],
      "pass", 0, "single"),
 ]
 
