@@ -166,6 +166,12 @@ def print_bound(result: dict, what: str, path: Path, fail_on_inconclusive: bool 
                       + ("REFUTED" if test.get("refuted") else "consistent with the claim"))
         if isinstance(result.get("one_run_epsilon_lower_bound"), (int, float)):
             console.print(f"one-run bound (Steinke et al. 2023) over the same runs: ε ≥ {result['one_run_epsilon_lower_bound']:.3f}")
+    fdp = result.get("fdp_one_run")
+    if isinstance(fdp, dict) and "refuted" in fdp:
+        gdp = fdp.get("gdp_epsilon")
+        console.print(f"one-run f-DP test (Mahloujifar et al. 2024) of the claimed curve over {fdp['m']} canaries: "
+                      + ("refuted" if fdp["refuted"] else "not refuted")
+                      + (f"; GDP-family ε ≥ {gdp:.3f} (assumes a Gaussian trade-off curve)" if isinstance(gdp, (int, float)) else ""))
     verdict = result.get("verdict") or {}
     if verdict.get("ceiling_statement"):
         console.print(f"ceiling: {verdict['ceiling_statement']}")

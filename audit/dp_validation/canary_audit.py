@@ -657,6 +657,7 @@ def multi_canary_audit(
     seed: int = 0,
     scales: tuple[float, ...] = COLUMN_CANARY_SCALES,
     insert_canary: bool = True,
+    dpsgd: tuple[float, float, int] | None = None,
     pool=None,
     workers: int | None = None,
     timeout: float | None = TRAIN_TIMEOUT_S,
@@ -677,6 +678,10 @@ def multi_canary_audit(
     gradient adds up. ⌈R/4⌉ (≥ 4) *pilot* runs try `scales` side by side (canary j at scale
     j mod len(scales)); the scale with the highest pilot AUC is used for the R audited runs. The
     bound uses the audited runs only, so choosing on the pilots costs nothing in validity.
+
+    Also reported (`fdp_one_run`): the one-run f-DP test of Mahloujifar, Melis, Chaudhuri 2024
+    (arXiv 2410.22235) of the claim's whole curve (the PLD profile of `dpsgd` = (σ, q, T) when
+    known, else the (ε, δ) pair) over the same slots, sound for the same reason.
 
     `insert_canary=False` is the null: coins are drawn but no canary is ever inserted.
     """
@@ -713,6 +718,7 @@ def multi_canary_audit(
         result = epsilon_lower_bound_one_run(_below_every_finite(scores.ravel()), members.ravel(), d, confidence)
     except ValueError as exc:
         raise AuditInputError("--canaries", str(exc)) from None
+    fdp = _fdp_one_run(scores, members, _claim_profile(eps, d, dpsgd), d, result.confidence)
     m = R * J
     ceiling = ceiling_one_run(m, d, result.confidence)
     needed = canaries_needed_one_run(eps, d, result.confidence)
@@ -737,6 +743,7 @@ def multi_canary_audit(
         "confidence": result.confidence,
         "delta": d,
         "details": result.details,
+        "fdp_one_run": fdp,
         "claimed_epsilon": eps,
         "epsilon_lower_bound": bound,
         "ceiling": ceiling,
@@ -788,6 +795,18 @@ def _claim_profile(claimed_epsilon: float, delta: float, dpsgd: tuple[float, flo
     if dpsgd is not None:
         return dpsgd_privacy_profile(*dpsgd)
     return pair_privacy_profile(claimed_epsilon, delta)
+
+
+def _fdp_one_run(scores: np.ndarray, coins: np.ndarray, profile, delta: float, confidence: float) -> dict[str, Any]:
+    """The one-run f-DP test of the claim's curve over coin-flipped canary slots (reported, not the
+    decision of the profile mode): Mahloujifar, Melis, Chaudhuri 2024, arXiv 2410.22235."""
+    from audit.statistics.fdp_one_run import fdp_one_run_audit
+
+    try:
+        return fdp_one_run_audit(_below_every_finite(np.ravel(scores)), np.ravel(coins), profile, delta=delta,
+                                 confidence=confidence)
+    except ValueError as exc:
+        return {"error": str(exc)}
 
 
 def profile_canary_audit(
@@ -886,6 +905,7 @@ def profile_canary_audit(
         one_run_bound, one_run_details = float(one_run.epsilon), one_run.details
     except ValueError as exc:
         one_run_bound, one_run_details = None, {"error": str(exc)}
+    fdp = _fdp_one_run(scores, audited_coins, profile, d, confidence)
     point, _ = profile_canary(X, chosen)
     return {
         "audit": "canary, independent runs tested against the claim's privacy profile (trade-off curve)",
@@ -911,6 +931,7 @@ def profile_canary_audit(
         "epsilon_lower_bound_label": "(ε, δ) Clopper-Pearson bound at the claim's δ, same rule and counts",
         "one_run_epsilon_lower_bound": one_run_bound,
         "one_run_details": one_run_details,
+        "fdp_one_run": fdp,
         "ceiling": float(ceiling_threshold_audit(n_in, n_out, d, confidence)),
         "violation": bool(test["refuted"]),
         "verdict": profile_verdict(test, ceiling_point, claimed_epsilon=eps, delta=d, n_runs=R),
@@ -1239,13 +1260,14 @@ def run_canary_audit(
         (declared,) = runner.map(declared_claim_task, [(trainer,)])
         claim = claim_from_declaration(*declared, claimed_epsilon=claimed_epsilon, delta=delta)
         common = dict(claimed_epsilon=claim.epsilon, delta=claim.delta, confidence=confidence, seed=seed, pool=runner)
+        # The accountant's whole profile when it was told (σ, q, T) and ε was not overridden.
+        dpsgd = ((claim.noise_multiplier, claim.sample_rate, claim.steps)
+                 if claim.is_dpsgd and claimed_epsilon is None else None)
         if mode == "profile":
-            # The accountant's whole profile when it was told (σ, q, T) and ε was not overridden.
-            dpsgd = ((claim.noise_multiplier, claim.sample_rate, claim.steps)
-                     if claim.is_dpsgd and claimed_epsilon is None else None)
             result = profile_canary_audit(trainer, features, labels, n_runs=n_models, dpsgd=dpsgd, **common)
         elif mode == "multi-canary":
-            result = multi_canary_audit(trainer, features, labels, n_runs=n_models, n_canaries=n_canaries, **common)
+            result = multi_canary_audit(trainer, features, labels, n_runs=n_models, n_canaries=n_canaries,
+                                        dpsgd=dpsgd, **common)
         elif mode == "multi":
             result = multi_run_canary_audit(trainer, features, labels, canary_kind=kind, n_models=n_models, **common)
         else:
