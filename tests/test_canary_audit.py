@@ -234,12 +234,12 @@ def test_the_cli_entry_point_loads_a_user_trainer_and_its_claim(tmp_path, monkey
         "    return 'a model'\n"
     )
     monkeypatch.chdir(tmp_path)
-    result = run_canary_audit("my_trainer_module:train", n_models=30, seed=0)
+    result = run_canary_audit("my_trainer_module:train", mode="multi-canary", n_models=30, seed=0)
     assert result["violation"] and result["claim"]["epsilon"] == 1.0
     assert result["trainer"] == "my_trainer_module:train"
     json.dumps(result, allow_nan=False)
     with pytest.raises(AuditInputError) as info:
-        run_canary_audit("my_trainer_module:no_logits", n_models=4)
+        run_canary_audit("my_trainer_module:no_logits", mode="multi-canary", n_models=4)
     assert info.value.where == "--trainer" and "logits" in info.value.message
 
 
@@ -260,12 +260,12 @@ def _raises(*args, **kwargs):
     "call, where",
     [
         (lambda: run_canary_audit(noisy_centroids, n_models=0, claimed_epsilon=1.0, delta=1e-5), "--models"),
-        (lambda: run_canary_audit(noisy_centroids, n_models=10, claimed_epsilon=0.0, delta=1e-5), "--claimed-epsilon"),
-        (lambda: run_canary_audit(noisy_centroids, n_models=10, claimed_epsilon=-2.0, delta=1e-5), "--claimed-epsilon"),
-        (lambda: run_canary_audit(noisy_centroids, n_models=10, claimed_epsilon=1.0), "--delta"),
+        (lambda: run_canary_audit(noisy_centroids, n_models=40, claimed_epsilon=0.0, delta=1e-5), "--claimed-epsilon"),
+        (lambda: run_canary_audit(noisy_centroids, n_models=40, claimed_epsilon=-2.0, delta=1e-5), "--claimed-epsilon"),
+        (lambda: run_canary_audit(noisy_centroids, n_models=40, claimed_epsilon=1.0), "--delta"),
         (lambda: run_canary_audit(noisy_centroids, kind="poisoned", claimed_epsilon=1.0, delta=1e-5), "--kind"),
         (lambda: run_canary_audit(noisy_centroids, mode="twice", claimed_epsilon=1.0, delta=1e-5), "--mode"),
-        (lambda: run_canary_audit(_raises, n_models=4, claimed_epsilon=1.0, delta=1e-5), "--trainer"),
+        (lambda: run_canary_audit(_raises, n_models=40, claimed_epsilon=1.0, delta=1e-5), "--trainer"),
         (lambda: run_canary_audit("no_such_module:train"), "--trainer"),
         (lambda: multi_run_canary_audit(noisy_centroids, FEATURES, LABELS[:10], n_models=4, claimed_epsilon=1.0,
                                         delta=1e-5), "labels"),
@@ -326,7 +326,7 @@ def test_the_trainer_runs_in_workers_and_its_module_is_never_imported_by_the_aud
     )
     monkeypatch.chdir(tmp_path)
     with pytest.raises(AuditInputError) as info:
-        run_canary_audit("exit_trainer:train", n_models=4, workers=1)
+        run_canary_audit("exit_trainer:train", n_models=40, workers=1)
     assert info.value.where == "--trainer" and "sys.exit" in info.value.message
     assert "exit_trainer" not in sys.modules
 
