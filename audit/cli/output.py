@@ -132,7 +132,10 @@ def record_audit(kind: str, result: dict, out: Path, tracking_uri: str | None, p
                                      "claimed_epsilon": result.get("claimed_epsilon"), "violation": float(failed),
                                      "ceiling": verdict.get("ceiling"),
                                      "inconclusive": float(verdict.get("status") == "inconclusive") if verdict else None,
-                                     **{f"n_{label}": float(n) for label, n in result.get("counts", {}).items()}})
+                                     **{f"n_{label}": float(n) for label, n in result.get("counts", {}).items()},
+                                     **({"profile_refuted": float(bool(result["profile_test"].get("refuted"))),
+                                         "profile_refutable": float(bool((result.get("profile_ceiling") or {}).get("refutable")))}
+                                        if isinstance(result.get("profile_test"), dict) else {})})
 
         result = {**result, "mlflow": {"tracking_uri": tracker.tracking_uri, "run_id": run_id}}
         write_json_atomic(staging / f"{kind}.json", result)
@@ -172,9 +175,11 @@ def print_bound(result: dict, what: str, path: Path, fail_on_inconclusive: bool 
         console.print(f"one-run f-DP test (Mahloujifar et al. 2024) of the claimed curve over {fdp['m']} canaries: "
                       + ("refuted" if fdp["refuted"] else "not refuted")
                       + (f"; GDP-family ε ≥ {gdp:.3f} (assumes a Gaussian trade-off curve)" if isinstance(gdp, (int, float)) else ""))
+        ceiling_point = result.get("profile_ceiling") or {}
+        console.print("ceiling: " + ("a perfect attack with these runs could refute the claim's profile"
+                                     if ceiling_point.get("refutable") else
+                                     "no attack with these runs could refute the claim's profile (inconclusive)"))
     verdict = result.get("verdict") or {}
-    if verdict.get("ceiling_statement"):
-        console.print(f"ceiling: {verdict['ceiling_statement']}")
     if verdict.get("ceiling") is not None:
         needed = verdict.get("needed")
         console.print(f"ceiling: a perfect attack could reach at most {verdict['ceiling']:.3f} with these runs"
@@ -182,7 +187,8 @@ def print_bound(result: dict, what: str, path: Path, fail_on_inconclusive: bool 
     console.print(f"details: {path}")
     ceiling = result.get("ceiling")
     if isinstance(ceiling, (int, float)):
-        console.print(f"ceiling: a perfect attack reaches at most {ceiling:.3f} with these runs at this confidence")
+        console.print(("(ε, δ) bound's ceiling" if isinstance(result.get("profile_test"), dict) else "ceiling")
+                      + f": a perfect attack reaches at most {ceiling:.3f} with these runs at this confidence")
     if result["verdict"]["status"] == "pass":
         console.print("(a bound below the claim is not a proof that the claim holds)")
     print_verdict(result, fail_on_inconclusive=fail_on_inconclusive)
