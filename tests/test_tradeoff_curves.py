@@ -64,19 +64,19 @@ def _dirac_world(rng, n, sigma, q, steps, inserted):
     return (b + sigma * rng.normal(size=(n, steps))).sum(axis=1)
 
 
-def test_a_mechanism_exactly_at_its_claim_is_refuted_in_at_most_5_percent_of_300_repeats():
+def test_a_mechanism_exactly_at_its_claim_is_refuted_in_at_most_5_percent_of_200_repeats():
     # q = 1 makes the Gaussian shift the exact worst case of the claim (μ = √T/σ): the curve is
     # met with equality, so this is the hardest null there is for the test.
-    sigma, steps, n = 2.0, 4, 400
+    sigma, steps, n = 2.0, 4, 300
     profile = dpsgd_privacy_profile(sigma, 1.0, steps)
     rng = np.random.default_rng(0)
     refuted = 0
-    for _ in range(300):
+    for _ in range(200):
         sel_in, sel_out = (_dirac_world(rng, 200, sigma, 1.0, steps, v) for v in (True, False))
         rule = choose_profile_rule(sel_in, sel_out, profile, n, n)
         ev_in, ev_out = (_dirac_world(rng, n, sigma, 1.0, steps, v) for v in (True, False))
         refuted += profile_test(ev_in, ev_out, rule, profile)["refuted"]
-    assert refuted <= 15
+    assert refuted <= 10
 
 
 def test_a_subsampled_mechanism_at_its_claim_is_not_refuted_and_one_at_4x_steps_is():
