@@ -11,8 +11,13 @@ strictly above the claimed ε is a *violation*: with the stated confidence, the 
 private as it says. A bound of 0 proves nothing: this canary and this many models found no
 evidence against the claim.
 
-Three audits:
+The audits:
 
+* `profile_canary_audit` (the default): independent runs with one column canary each; one
+  threshold rule's Clopper-Pearson error rates tested against the claim's whole trade-off curve
+  (`audit.statistics.tradeoff_curves`), which has power at moderate FPR where a test of the single
+  (ε, δ) point has none.
+* `multi_canary_audit`: many runs × column canaries, Steinke et al.'s one-run bound over all slots.
 * `multi_run_canary_audit`: K models with one canary, K without; threshold and direction chosen
   on half of the models, Clopper-Pearson bound on the other half (`threshold_audit`).
 * `one_run_canary_audit`: m canaries, each inserted by an independent fair coin, ONE training
