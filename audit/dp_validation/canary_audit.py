@@ -860,7 +860,7 @@ def profile_canary_audit(
 
     trainer = _check_trainer(trainer)
     X, y, n_classes = _validate_data(features, labels)
-    R = _check_count("--models", n_runs, 20)
+    R = _check_count("--models", n_runs, 4)
     n_pilot = max(4 * len(scales), R // 4) if n_pilot_runs is None else _check_count("pilot runs", n_pilot_runs, 2 * len(scales))
     eps, d = validate_claim(claimed_epsilon, delta, epsilon_flag="--claimed-epsilon", delta_flag="--delta")
     scales = tuple(float(v) for v in scales)
@@ -1253,7 +1253,7 @@ def run_canary_audit(
     n_canaries = default_canaries if n_canaries is None else n_canaries
     # Everything checkable without running user code is checked before a worker starts.
     if mode != "one-run":
-        _check_count("--models", n_models, {"profile": 20, "multi-canary": 4}.get(mode, 2))
+        _check_count("--models", n_models, 4 if mode in ("profile", "multi-canary") else 2)
     if mode not in ("multi", "profile"):
         _check_count("--canaries", n_canaries, 1 if mode == "multi-canary" else 2)
     if claimed_epsilon is not None:
