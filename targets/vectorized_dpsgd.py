@@ -369,8 +369,13 @@ def clipped_noisy_gradient_sum(
     generators: Sequence[torch.Generator] | None = None,
     row_chunk_size: int | None = None,
     method: str = "auto",
+    extra_gradients: dict[str, torch.Tensor] | None = None,
 ) -> dict[str, torch.Tensor]:
     """Σ_i min(1, C/(‖∇ℓ_i‖+1e-6)) ∇ℓ_i + N(0, σ²C² I) for each of K stacked models.
+
+    `extra_gradients` (name -> (K, *shape), optional): one more per-sample gradient row per model,
+    clipped like every data row (its own flat norm) and summed before the noise: how a white-box
+    audit inserts a gradient canary (`audit.dp_validation.whitebox_audit`); an all-zero row adds nothing.
 
     This is Opacus's `p.summed_grad` after `clip_and_accumulate` plus the noise of `add_noise`
     (before `scale_grad`). `params` maps parameter names of `template` (only its structure is
@@ -399,6 +404,12 @@ def clipped_noisy_gradient_sum(
         accumulate(
             template, params, X[:, start:stop], y[:, start:stop], valid[:, start:stop], max_grad_norm, summed
         )
+    if extra_gradients is not None:
+        norms = torch.stack([extra_gradients[n].reshape(valid.shape[0], -1).norm(2, dim=-1) for n in summed],
+                            dim=-1).norm(2, dim=-1)
+        factor = _clip_factors(norms, max_grad_norm, torch.ones_like(norms, dtype=torch.bool))
+        for n in summed:
+            summed[n] += factor.reshape((-1,) + (1,) * (summed[n].dim() - 1)) * extra_gradients[n]
     if noise_multiplier > 0:
         noise = _flat_standard_normal(params, generators)
         std = noise_multiplier * max_grad_norm
@@ -471,6 +482,7 @@ def dpsgd_step(
     *,
     row_chunk_size: int | None = None,
     method: str = "auto",
+    extra_gradients: dict[str, torch.Tensor] | None = None,
 ) -> None:
     """One DP-SGD (or, for a non-private spec, SGD) step of K stacked models, in place.
 
@@ -478,7 +490,7 @@ def dpsgd_step(
     DPOptimizer with loss_reduction="mean"; non-private: the mean gradient over the batch.
     Then torch.optim.SGD's update: buf = momentum·buf + grad (buf starts at zero, which equals
     SGD's first-step copy), p -= lr·buf. `momentum_buffers` must be given when momentum > 0.
-    `method` is `clipped_noisy_gradient_sum`'s.
+    `method` and `extra_gradients` are `clipped_noisy_gradient_sum`'s (private specs only).
     """
     if spec.max_grad_norm is None:
         grads = mean_gradient(template, params, X, y, valid)
@@ -494,6 +506,7 @@ def dpsgd_step(
             generators=generators,
             row_chunk_size=row_chunk_size,
             method=method,
+            extra_gradients=extra_gradients,
         )
         for name, g in grads.items():
             g /= expected_batch_sizes.to(g.dtype).reshape((-1,) + (1,) * (g.dim() - 1))
@@ -711,6 +724,7 @@ def train_many(
     build: Callable[[int], nn.Module] | None = None,
     first_model: int = 0,
     on_progress: Callable[[float, int], None] | None = None,
+    step_hook: Callable[[int, int, dict[str, torch.Tensor]], dict[str, torch.Tensor] | None] | None = None,
 ) -> StackedModels:
     """Train K = len(in_masks) MLPs with DP-SGD (see the module docstring for the semantics).
 
@@ -732,6 +746,10 @@ def train_many(
     width changes the summation order).
     `on_progress(models_done, n_models)` is called after every step (models_done counts the
     current chunk's models in proportion to the steps done).
+    `step_hook(t, k0, params)` (white-box audits) is called before step t = 0..T−1 of the chunk
+    whose first model is k0, with its stacked parameters (read-only), and may return
+    `extra_gradients` for that step (see `clipped_noisy_gradient_sum`); it is called once more
+    with t = T after the last step (its return value is then ignored).
     """
     X, y, masks, train_sizes, expected = _validate_inputs(
         in_features, hidden_sizes, n_classes, X, y, in_masks, spec
@@ -779,6 +797,7 @@ def train_many(
             row_chunk_size,
             method,
             None if on_progress is None else (lambda t, k0=k0, k1=k1: on_progress(k0 + (k1 - k0) * t / spec.steps, n_models)),
+            None if step_hook is None else (lambda t, params, k0=k0: step_hook(t, k0, params)),
         )
         for name, p in params.items():
             out_params.setdefault(name, []).append(p.cpu())
@@ -801,7 +820,8 @@ def train_many(
     )
 
 
-def _train_chunk(template, models, generators, X, y, masks, expected, spec, row_chunk_size, method, on_step=None):
+def _train_chunk(template, models, generators, X, y, masks, expected, spec, row_chunk_size, method, on_step=None,
+                 step_hook=None):
     dev = X.device
     stacked, _ = stack_module_state(models)
     params = {name: p.detach().to(dev).contiguous() for name, p in stacked.items()}
@@ -813,6 +833,7 @@ def _train_chunk(template, models, generators, X, y, masks, expected, spec, row_
     for t in range(spec.steps):
         if on_step is not None:
             on_step(t)  # steps done so far (at the top: a step with an empty batch skips the rest)
+        extra = None if step_hook is None else step_hook(t, params)
         # Poisson sampling as UniformWithReplacementSampler: rand(n) < q, per model, own stream.
         for row, generator in zip(uniform_rows, generators):
             row.uniform_(generator=generator)
@@ -844,7 +865,10 @@ def _train_chunk(template, models, generators, X, y, masks, expected, spec, row_
                 generators,
                 row_chunk_size=row_chunk_size,
                 method=method,
+                extra_gradients=extra,
             )
+    if step_hook is not None:
+        step_hook(spec.steps, params)
     if on_step is not None:
         on_step(spec.steps)
     return params, sizes

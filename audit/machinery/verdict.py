@@ -387,6 +387,18 @@ def single_audit_verdict(kind: str, result: dict[str, Any]) -> dict[str, Any]:
             checks.append(Check(where, "accountant vs PLD interval", f"{where}: {point.get('label')}: {point.get('message')}",
                                 failed=bad, assumption="true ε lies in the PLD interval [lower, upper]"))
         return decide(checks)
+    if kind == "whitebox-audit":
+        # Its checks (refutation of the claimed curve, accountant agreement) come with the result:
+        # re-deciding them here keeps the run, `report` and the MLflow tag on one verdict.
+        own = result.get("verdict") or {}
+        fields = set(Check.__dataclass_fields__)
+        checks = [Check(**{k: v for k, v in row.items() if k in fields}) for row in own.get("checks") or []]
+        verdict = decide(checks, alpha=1 - float(result.get("confidence") or 1 - DEFAULT_ALPHA))
+        for key in ("ceiling", "needed", "needed_unit"):
+            verdict[key] = own.get(key)
+        verdict["family_wise_error"]["statement"] = (own.get("family_wise_error") or {}).get(
+            "statement", verdict["family_wise_error"]["statement"])
+        return verdict
     if kind == "conformance":
         checks = [Check(str(c.get("check")), "conformance check", f"{c.get('check')}: {c.get('detail')}",
                         failed=not c.get("passed"), assumption="deterministic or family-wise corrected check")

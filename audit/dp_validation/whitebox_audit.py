@@ -1,0 +1,536 @@
+"""White-box tight audits of DP-SGD code with a Dirac gradient canary (Nasr et al. 2023).
+
+Threat model (hidden state visible; Nasr, Hayes, Steinke, Balle, Tramèr, Jagielski, Carlini,
+Terzis 2023, "Tight Auditing of Differentially Private Machine Learning", arXiv 2302.07956): the
+adversary inserts an arbitrary per-sample *gradient* at every step and sees every iterate. That is
+the worst case DP-SGD's accountant covers, so an implementation that is as private as it claims can
+never be shown to leak more, and one that adds too little noise, clips wrongly or scales wrongly
+shows it within minutes of CPU.
+
+How the canary goes in (one code path for both kinds of trainer):
+
+* the canary coordinate j is the first coordinate of the first trainable parameter. No real
+  record touches it: the harness zeroes it in every real per-sample gradient (Opacus: in
+  `p.grad_sample` after `backward()`; the harness's own trainer: the data get an extra all-zero
+  feature column and j is the first-layer weight on it, whose per-sample gradient is 0·g = 0);
+* at every step of an "in" run the canary — one extra per-sample gradient row equal to
+  `canary_scale`·C·e_j (norm ≫ C) — joins the batch with probability q (the claimed sampling
+  rate; always at q = 1), never in an "out" run. The canary then passes through the USER's
+  per-sample clipping, noise and scaling (Opacus's `DPOptimizer.step`), which is what is audited;
+* observations: the privatised gradient's coordinate j at every step, normalised by the claimed
+  C and expected batch size, x_t (all-iterates: for SGD, iterate differences carry the same
+  information), and θ_0[j] − θ_T[j] (final model: what only the released model shows). A correct
+  implementation gives x_t = b_t + σ·z_t with b_t ~ Bernoulli(q) in "in" runs, 0 in "out" runs.
+
+Scores: "all" at q = 1: Σ_t x_t (the Neyman-Pearson statistic of a Gaussian shift); at q < 1:
+Σ_t ln((1 − q) + q·exp((2x_t − 1)/(2σ²))) (the log-likelihood ratio of the claimed mixture);
+"final": θ_0[j] − θ_T[j]. Then `audit.statistics.gaussian_dp_audit`: threshold on a pilot split,
+Clopper-Pearson on the evaluation split, (a) refutation of the claimed trade-off curve and (b) the
+GDP-family bound. At q = 1 the claimed mechanism is exactly μ-GDP, μ = √T/σ (Dong, Roth, Su 2019,
+arXiv 1905.02383), so (a) decides the verdict; at q < 1 the mechanism is not Gaussian and only the
+Clopper-Pearson (ε, δ) bound (sound for any mechanism) decides, the GDP number is shown as an
+estimate.
+
+Runs are independent processes' work: each worker task trains a block of runs (the harness's own
+DP-SGD: `targets.vectorized_dpsgd.train_many`, all runs of a block at once; a user's Opacus
+factory: one run after another, each from a fresh call of the factory), seeded from the run's
+index so the numbers do not depend on `--workers`.
+"""
+from __future__ import annotations
+
+import math
+import random
+from typing import Any
+
+import numpy as np
+
+from audit.dp_validation.claims import validate_claim
+from audit.errors import AuditInputError
+from audit.machinery.verdict import Check, decide
+from audit.machinery.workers import WorkerPool, default_workers, user_code
+from audit.statistics.accountants import DPSGDEvent, epsilon_pld
+from audit.statistics.audit_ceilings import ceiling_threshold_audit, runs_needed_threshold_audit
+from audit.statistics.epsilon_bounds import epsilon_from_gdp_mu
+from audit.statistics.gaussian_dp_audit import (
+    GAUSSIAN_ASSUMPTION,
+    gaussian_dp_audit,
+    mu_full_batch_dpsgd,
+    runs_needed_gaussian_dp,
+)
+
+__all__ = [
+    "OBSERVATIONS",
+    "harness_observation_task",
+    "opacus_observation_task",
+    "run_whitebox_audit",
+    "whitebox_scores",
+]
+
+OBSERVATIONS = ("all", "final")
+# Canary gradient norm in units of C: a correct implementation clips it to C.
+CANARY_SCALE = 1000.0
+# Share of each side's runs that picks the threshold (the rest is evaluated once).
+PILOT_FRACTION = 0.2
+# Seconds one worker task (a block of runs) may take.
+TASK_TIMEOUT_S = 900.0
+# The harness's own DP-SGD: a small real table (the vectorised trainer's real clipping of real
+# rows runs beside the canary) and a small MLP.
+HARNESS_ROWS = 16
+HARNESS_HIDDEN = (4,)
+HARNESS_LR = 0.1
+
+_STREAM_RUN, _STREAM_INCLUSION, _STREAM_HARNESS = 21, 22, 23
+_IN, _OUT = 1, 0
+
+
+def _run_seed(seed: int, stream: int, side: int, run: int) -> int:
+    return int(np.random.SeedSequence([int(seed), stream, side, int(run)]).generate_state(1, np.uint64)[0] >> 1)
+
+
+def canary_inclusions(seed: int, side: int, first_run: int, count: int, steps: int, sample_rate: float) -> np.ndarray:
+    """(count, steps) bool: is the canary in step t's batch of run `first_run + i`? Never on the out side."""
+    out = np.zeros((count, steps), dtype=bool)
+    if side == _OUT:
+        return out
+    if sample_rate >= 1:
+        out[:] = True
+        return out
+    for i in range(count):
+        rng = np.random.default_rng(np.random.SeedSequence([int(seed), _STREAM_INCLUSION, side, first_run + i]))
+        out[i] = rng.random(steps) < sample_rate
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# The harness's own DP-SGD (vectorised trainer): one block of runs per task
+# --------------------------------------------------------------------------------------------------
+
+
+def harness_observation_task(noise_multiplier: float, sample_rate: float, steps: int, max_grad_norm: float,
+                             side: int, first_run: int, count: int, seed: int,
+                             canary_scale: float = CANARY_SCALE) -> dict[str, Any]:
+    """A worker task: `count` runs of the harness's DP-SGD (`train_many`) with the Dirac canary
+    (side 1) or without (side 0); returns {"steps": (count, T) x_t, "final": (count,) θ_0[j] − θ_T[j]}."""
+    import torch
+
+    from targets.datasets import make_default_tabular
+    from targets.vectorized_dpsgd import DPSGDSpec, train_many
+
+    torch.set_num_threads(1)  # tiny tensors: threads only add synchronisation on a shared machine
+    data = make_default_tabular(HARNESS_ROWS, int(seed))
+    X = np.hstack([data.features.astype(np.float32), np.zeros((HARNESS_ROWS, 1), np.float32)])
+    y = data.labels.astype(np.int64)
+    d = X.shape[1]
+    spec = DPSGDSpec(noise_multiplier=float(noise_multiplier), max_grad_norm=float(max_grad_norm),
+                     sample_rate=float(sample_rate), steps=int(steps), lr=HARNESS_LR)
+    include = torch.from_numpy(canary_inclusions(seed, side, first_run, count, steps, sample_rate))
+    iterates = np.empty((count, steps + 1))
+    value = float(canary_scale) * float(max_grad_norm)
+
+    def hook(t: int, k0: int, params: dict[str, torch.Tensor]):
+        name = next(iter(params))  # the first Linear layer's weight, (K, hidden, d)
+        iterates[k0:k0 + params[name].shape[0], t] = params[name][:, 0, d - 1].double().numpy()
+        if t == steps:
+            return None
+        extra = {n: torch.zeros_like(p) for n, p in params.items()}
+        extra[name][:, 0, d - 1] = value * include[k0:k0 + params[name].shape[0], t].to(extra[name].dtype)
+        return extra
+
+    stacked = train_many(d, HARNESS_HIDDEN, int(y.max()) + 1, X, y, np.ones((count, HARNESS_ROWS), bool), spec,
+                         seed=_run_seed(seed, _STREAM_HARNESS, side, 0), first_model=int(first_run), device="cpu",
+                         chunk_size=count, method="ghost", step_hook=hook)
+    expected = stacked.expected_batch_sizes.numpy().astype(float)[:, None]
+    x = (iterates[:, :-1] - iterates[:, 1:]) * expected / (HARNESS_LR * float(max_grad_norm))
+    return {"steps": x, "final": iterates[:, 0] - iterates[:, -1]}
+
+
+# --------------------------------------------------------------------------------------------------
+# A user's Opacus setup: one run after another per task
+# --------------------------------------------------------------------------------------------------
+
+
+def _unpack_setup(made: Any, spec: str) -> tuple[Any, Any, Any, Any, int, Any]:
+    """(model, optimizer, data_loader, privacy_engine, epochs, loss) from what the factory returned."""
+    if isinstance(made, dict):
+        keys = ("model", "optimizer", "data_loader", "privacy_engine")
+        missing = [k for k in keys if k not in made]
+        if missing:
+            raise AuditInputError("--factory", f"{spec} returned a dict without {', '.join(missing)}")
+        model, optimizer, loader, engine = (made[k] for k in keys)
+        epochs, loss = made.get("epochs", 1), made.get("loss")
+    elif isinstance(made, (tuple, list)) and len(made) == 4:
+        (model, optimizer, loader, engine), epochs, loss = made, 1, None
+    else:
+        raise AuditInputError("--factory", f"{spec} must return (model, optimizer, data_loader, privacy_engine) "
+                              f"or a dict with those keys, got {type(made).__name__}")
+    for attribute in ("noise_multiplier", "max_grad_norm", "expected_batch_size", "original_optimizer"):
+        if not hasattr(optimizer, attribute):
+            raise AuditInputError("--factory", f"{spec}: the optimizer is not an Opacus DPOptimizer (no "
+                                  f"{attribute}); make it private with PrivacyEngine.make_private")
+    if not (isinstance(epochs, int) and not isinstance(epochs, bool) and 1 <= epochs <= 10_000):
+        raise AuditInputError("--factory", f"{spec}: 'epochs' must be an integer in [1, 10000], got {epochs!r}")
+    return model, optimizer, loader, engine, epochs, loss
+
+
+def _insert_canary(optimizer, include: bool, value: float) -> None:
+    """Zero coordinate j in every real per-sample gradient, then append the canary row (if `include`)."""
+    import torch
+
+    params = [p for p in optimizer.params if p.requires_grad]
+    for index, p in enumerate(params):
+        samples = getattr(p, "grad_sample", None)
+        if not isinstance(samples, torch.Tensor):
+            raise AuditInputError("--factory", "the model's parameters carry no per-sample gradients after "
+                                  "backward(): wrap it with PrivacyEngine.make_private (GradSampleModule)")
+        if index == 0:
+            flat = samples.reshape(samples.shape[0], -1).clone()
+            flat[:, 0] = 0.0
+            samples = flat.reshape(samples.shape)
+        if include:
+            row = torch.zeros((1, *samples.shape[1:]), dtype=samples.dtype, device=samples.device)
+            if index == 0:
+                row.view(-1)[0] = value
+            samples = torch.cat([samples, row])
+        p.grad_sample = samples
+
+
+def _opacus_settings(optimizer, loader, engine, steps: int, delta: float) -> dict[str, Any]:
+    accountant = getattr(engine, "accountant", None)
+    history = [tuple(float(v) for v in h) for h in getattr(accountant, "history", []) or []]
+    try:
+        reported = float(engine.get_epsilon(delta))
+    except Exception as exc:  # noqa: BLE001 - the user's engine; its failure is shown, not fatal
+        reported = None
+        reported_error = f"{type(exc).__name__}: {exc}"
+    else:
+        reported_error = None
+    return {
+        "noise_multiplier": float(optimizer.noise_multiplier),
+        "max_grad_norm": float(optimizer.max_grad_norm),
+        "expected_batch_size": int(optimizer.expected_batch_size or 0),
+        "loss_reduction": str(getattr(optimizer, "loss_reduction", "mean")),
+        "optimizer": type(optimizer.original_optimizer).__name__,
+        "sample_rate": float(loader.sample_rate) if hasattr(loader, "sample_rate") else None,
+        "poisson_sampling": type(loader).__name__ == "DPDataLoader",
+        "steps": int(steps),
+        "accountant": type(accountant).__name__ if accountant is not None else None,
+        "accountant_history": [list(h) for h in history],
+        "accountant_epsilon": reported,
+        "accountant_error": reported_error,
+    }
+
+
+def opacus_observation_task(factory: str, side: int, first_run: int, count: int, seed: int, delta: float,
+                            canary_scale: float = CANARY_SCALE) -> dict[str, Any]:
+    """A worker task: `count` runs of the user's Opacus setup, each from a fresh `factory()` call, with
+    the canary (side 1) or without (side 0). Returns {"steps": (count, T), "final": (count,),
+    "settings": what the first run's optimizer, loader and engine said}."""
+    import torch
+    import torch.nn.functional as F
+
+    from audit.machinery.user_code import load_user_function
+
+    name = f"--factory {factory}"
+    with user_code(name, "module"):
+        function = load_user_function(factory, "--factory")
+    rows, finals, settings = [], [], None
+    for i in range(count):
+        run = first_run + i
+        run_seed = _run_seed(seed, _STREAM_RUN, side, run)
+        torch.manual_seed(run_seed)
+        np.random.seed(run_seed % 2**32)
+        random.seed(run_seed)
+        with user_code(name):
+            made = function()
+        model, optimizer, loader, engine, epochs, loss = _unpack_setup(made, factory)
+        params = [p for p in optimizer.params if p.requires_grad]
+        if not params:
+            raise AuditInputError("--factory", f"{factory}: the optimizer has no trainable parameters")
+        C = float(optimizer.max_grad_norm)
+        scale = float(optimizer.expected_batch_size or 1) if getattr(optimizer, "loss_reduction", "mean") == "mean" else 1.0
+        start = float(params[0].detach().reshape(-1)[0])
+        observed: list[float] = []
+        # The inclusion stream is drawn per step as it comes: T is only known once the loader is exhausted.
+        rng = np.random.default_rng(np.random.SeedSequence([int(seed), _STREAM_INCLUSION, side, run]))
+        q_claim = float(getattr(loader, "sample_rate", 1.0))
+        with user_code(name, "training setup"):
+            model.train()
+            for _ in range(epochs):
+                for batch in loader:
+                    features, labels = batch[0], batch[1]
+                    optimizer.zero_grad()
+                    output = model(features)
+                    value = loss(output, labels) if loss is not None else F.cross_entropy(output, labels)
+                    value.backward()
+                    include = side == _IN and (q_claim >= 1 or rng.random() < q_claim)
+                    _insert_canary(optimizer, include, float(canary_scale) * C)
+                    optimizer.step()
+                    observed.append(float(params[0].grad.reshape(-1)[0]) * scale / C)
+        if settings is None:
+            settings = _opacus_settings(optimizer, loader, engine, len(observed), delta)
+        if rows and len(observed) != len(rows[0]):
+            raise AuditInputError("--factory", f"{factory}: runs took different numbers of steps "
+                                  f"({len(rows[0])} and {len(observed)}); the audit needs a fixed T")
+        rows.append(observed)
+        finals.append(start - float(params[0].detach().reshape(-1)[0]))
+    return {"steps": np.asarray(rows, dtype=float), "final": np.asarray(finals, dtype=float), "settings": settings}
+
+
+# --------------------------------------------------------------------------------------------------
+# Scores, claim, verdict
+# --------------------------------------------------------------------------------------------------
+
+
+def whitebox_scores(steps: np.ndarray, final: np.ndarray, observe: str, noise_multiplier: float,
+                    sample_rate: float) -> np.ndarray:
+    """One score per run (higher = canary more likely in): see the module docstring."""
+    if observe == "final":
+        return np.asarray(final, dtype=float)
+    x = np.asarray(steps, dtype=float)
+    if sample_rate >= 1:
+        return x.sum(axis=1)
+    a = (2 * x - 1) / (2 * noise_multiplier**2)
+    return np.logaddexp(math.log1p(-sample_rate), math.log(sample_rate) + a).sum(axis=1)
+
+
+def _check_positive(value, flag: str, *, integer: bool = False, low: float = 0.0, high: float = math.inf):
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if integer:
+        ok = ok and float(value).is_integer()
+    if not ok or not (low < value <= high):
+        kind = "an integer" if integer else "a finite number"
+        raise AuditInputError(flag, f"expected {kind} in ({low:g}, {high:g}], got {value!r}")
+    return int(value) if integer else float(value)
+
+
+def _accountant_disagreements(settings: dict[str, Any]) -> list[str]:
+    """Where the accountant's history differs from what the optimizer and loader did."""
+    history = settings.get("accountant_history") or []
+    found = []
+    if not history:
+        return ["the privacy engine's accountant recorded no steps"]
+    told_steps = int(sum(h[2] for h in history))
+    if told_steps != settings["steps"]:
+        found.append(f"the accountant was told {told_steps} steps, the optimizer took {settings['steps']}")
+    sigmas = {round(h[0], 12) for h in history}
+    if sigmas != {round(settings["noise_multiplier"], 12)}:
+        found.append(f"the accountant was told σ {sorted(sigmas)}, the optimizer uses {settings['noise_multiplier']:g}")
+    rates = {round(h[1], 12) for h in history}
+    q = settings.get("sample_rate")
+    if q is None or not settings.get("poisson_sampling"):
+        found.append("the data loader is not Opacus's Poisson DPDataLoader, but the accountant assumes Poisson "
+                     f"sampling at q {sorted(rates)}")
+    elif rates != {round(q, 12)}:
+        found.append(f"the accountant was told q {sorted(rates)}, the data loader samples at q {q:g}")
+    return found
+
+
+def _claim(settings: dict[str, Any], delta: float) -> dict[str, Any]:
+    """The mechanism the accountant was told about: (σ, q) stages, T, its PLD ε and (q = 1) μ."""
+    history = settings["accountant_history"] or [[settings["noise_multiplier"], settings["sample_rate"] or 1.0,
+                                                  settings["steps"]]]
+    full_batch = all(h[1] >= 1 for h in history)
+    eps_pld = 0.0
+    if len(history) == 1:
+        sigma, q, t = history[0]
+        eps_pld = epsilon_pld(DPSGDEvent(float(sigma), float(q), int(t)), delta)
+    elif full_batch:
+        eps_pld = epsilon_from_gdp_mu(mu_full_batch_dpsgd([(h[0], h[2]) for h in history]), delta)
+    else:
+        eps_pld = None  # several (σ, q) stages: not composed here; the accountant's own ε is the claim
+    mu = mu_full_batch_dpsgd([(h[0], h[2]) for h in history]) if full_batch else None
+    return {"full_batch": full_batch, "mu": mu, "epsilon_pld": eps_pld, "history": history}
+
+
+def _observations(pool: WorkerPool, function, before: tuple, after: tuple, kwargs: dict, n_runs: int, block: int):
+    """Every run's observations, both sides, as blocks of `block` runs: task = function(*before, side, first, count, *after)."""
+    tasks = [(side, start, min(block, n_runs - start)) for side in (_IN, _OUT) for start in range(0, n_runs, block)]
+    results = pool.map(function, [(*before, side, start, count, *after) for side, start, count in tasks], kwargs)
+    sides: dict[int, list[dict]] = {_IN: [], _OUT: []}
+    for (side, _, _), result in zip(tasks, results):
+        sides[side].append(result)
+    return sides
+
+
+def run_whitebox_audit(
+    *,
+    factory: str | None = None,
+    builtin: bool = False,
+    noise_multiplier: float | None = None,
+    sample_rate: float = 1.0,
+    steps: int = 20,
+    max_grad_norm: float = 1.0,
+    n_runs: int = 1000,
+    observe: str = "all",
+    delta: float = 1e-5,
+    claimed_epsilon: float | None = None,
+    confidence: float = 0.95,
+    seed: int = 0,
+    workers: int | None = None,
+    timeout: float = TASK_TIMEOUT_S,
+    canary_scale: float = CANARY_SCALE,
+) -> dict[str, Any]:
+    """`privacy-audit whitebox-audit`: Dirac-canary audit of a user's Opacus `factory` ("module:function"
+    returning (model, optimizer, data_loader, privacy_engine) made private) or of the harness's own
+    DP-SGD (`builtin`, with σ, q, T, C given). `n_runs` runs per side. Returns the result dict with
+    its verdict (checks as in `audit.machinery.verdict`), ceiling and both bounds."""
+    if (factory is None) == (not builtin):
+        raise AuditInputError("--factory", "give either --factory module:function or --builtin")
+    if observe not in OBSERVATIONS:
+        raise AuditInputError("--observe", f"expected one of {', '.join(OBSERVATIONS)}, got {observe!r}")
+    n = _check_positive(n_runs, "--runs", integer=True, low=9, high=10**7)
+    if not (isinstance(delta, (int, float)) and 0 < delta < 1):
+        raise AuditInputError("--delta", f"must be in (0, 1) (Gaussian noise is not (ε, 0)-DP), got {delta!r}")
+    if not (isinstance(confidence, (int, float)) and 0.5 <= confidence < 1):
+        raise AuditInputError("--confidence", f"must be in [0.5, 1), got {confidence!r}")
+    if claimed_epsilon is not None:
+        validate_claim(claimed_epsilon, delta, epsilon_flag="--claimed-epsilon", delta_flag="--delta")
+    _check_positive(canary_scale, "--canary-scale", low=1.0, high=1e9)
+    n_workers = default_workers() if workers is None else workers
+    if builtin:
+        if noise_multiplier is None:
+            raise AuditInputError("--noise-multiplier", "--builtin needs the noise multiplier σ of the DP-SGD to audit")
+        sigma = _check_positive(noise_multiplier, "--noise-multiplier", high=1e6)
+        q = _check_positive(sample_rate, "--sample-rate", high=1.0)
+        t = _check_positive(steps, "--steps", integer=True, high=100_000)
+        c = _check_positive(max_grad_norm, "--max-grad-norm", high=1e6)
+        settings = {"noise_multiplier": sigma, "max_grad_norm": c, "sample_rate": q, "steps": t,
+                    "poisson_sampling": True, "optimizer": "SGD", "trainer": "targets.vectorized_dpsgd.train_many",
+                    "accountant_history": [[sigma, q, t]], "expected_batch_size": int(HARNESS_ROWS * q)}
+        block = max(1, min(5000, math.ceil(n / max(1, n_workers))))
+        with WorkerPool(n_workers, name="the harness's DP-SGD", timeout=timeout) as pool:
+            sides = _observations(pool, harness_observation_task, (sigma, q, t, c), (seed, canary_scale),
+                                  {}, n, block)
+        subject = f"harness DP-SGD (σ {sigma:g}, q {q:g}, T {t}, C {c:g})"
+        disagreements: list[str] = []
+    else:
+        from audit.machinery.user_code import check_spec
+
+        check_spec(factory, "--factory")
+        block = max(1, min(50, math.ceil(n / max(1, 4 * n_workers))))
+        with WorkerPool(n_workers, name=f"--factory {factory}", timeout=timeout) as pool:
+            sides = _observations(pool, opacus_observation_task, (factory,), (seed, delta),
+                                  {"canary_scale": canary_scale}, n, block)
+        settings = sides[_IN][0]["settings"]
+        for part in sides[_IN] + sides[_OUT]:
+            if part["steps"].shape[1] != settings["steps"]:
+                raise AuditInputError("--factory", f"{factory}: runs took different numbers of steps; the audit needs a fixed T")
+        subject = f"--factory {factory}"
+        disagreements = _accountant_disagreements(settings)
+
+    claim = _claim(settings, delta)
+    sigma_claim, q_claim = claim["history"][0][0], claim["history"][0][1]
+    steps_in = np.concatenate([p["steps"] for p in sides[_IN]])
+    steps_out = np.concatenate([p["steps"] for p in sides[_OUT]])
+    final_in = np.concatenate([p["final"] for p in sides[_IN]])
+    final_out = np.concatenate([p["final"] for p in sides[_OUT]])
+    score_in = whitebox_scores(steps_in, final_in, observe, sigma_claim, q_claim)
+    score_out = whitebox_scores(steps_out, final_out, observe, sigma_claim, q_claim)
+    if not (np.all(np.isfinite(score_in)) and np.all(np.isfinite(score_out))):
+        raise AuditInputError("--factory" if factory else "--noise-multiplier",
+                              "the training produced NaN or infinite parameters; the audit needs finite iterates")
+
+    if claimed_epsilon is not None:
+        eps_claim = float(claimed_epsilon)
+        claim_source = "--claimed-epsilon"
+    elif builtin:
+        eps_claim, claim_source = float(claim["epsilon_pld"]), "PLD accountant of (σ, q, T)"
+    elif settings.get("accountant_epsilon") is not None:
+        eps_claim, claim_source = float(settings["accountant_epsilon"]), f"the privacy engine's {settings['accountant']} accountant"
+    else:
+        raise AuditInputError("--factory", f"the privacy engine's get_epsilon failed ({settings.get('accountant_error')}); "
+                              "give --claimed-epsilon")
+    # At q = 1 the claimed curve is G_μ of the steps the accountant was told; otherwise a CLT μ only
+    # labels the GDP estimate (Bu, Dong, Long, Su 2020, arXiv 1911.11607), it decides nothing.
+    mu_claim = claim["mu"] if claim["full_batch"] else q_claim * math.sqrt(
+        sum(h[2] for h in claim["history"]) * math.expm1(1 / sigma_claim**2))
+    audit = gaussian_dp_audit(score_in, score_out, claimed_mu=mu_claim, delta=delta, confidence=confidence,
+                              pilot_fraction=PILOT_FRACTION, seed=seed)
+    cp_ceiling = ceiling_threshold_audit(audit.n_eval_positive, audit.n_eval_negative, delta, confidence)
+
+    checks: list[Check] = []
+    if claim["full_batch"]:
+        inconclusive = audit.ceiling_mu <= mu_claim
+        needed = runs_needed_gaussian_dp(mu_claim, confidence, PILOT_FRACTION)
+        if audit.refutes_claim:
+            pair = audit.refuted_pair
+            message = (f"refuted: the test's error rates (FPR ≤ {audit.fpr_upper:.4g}, FNR ≤ {audit.fnr_upper:.4g} at "
+                       f"{confidence:.0%}) lie below the claimed μ = {mu_claim:.3f} Gaussian trade-off curve; they violate "
+                       f"the claim's (ε {pair['epsilon']:.3f}, δ {pair['delta']:.3g}); μ ≥ {audit.mu_lower_bound:.3f} "
+                       f"(ε ≥ {audit.epsilon_gdp:.3f} at δ {delta:g} under the GDP-family assumption)")
+        elif inconclusive:
+            message = (f"inconclusive: with {audit.n_eval_positive} evaluation runs per side a perfect attack shows at most "
+                       f"μ {audit.ceiling_mu:.3f} (ε {audit.ceiling_epsilon_gdp:.3f}), at or below the claim μ {mu_claim:.3f}; "
+                       f"it needs ≥ {needed} runs per side")
+        else:
+            message = (f"not refuted: μ ≥ {audit.mu_lower_bound:.3f} (ε ≥ {audit.epsilon_gdp:.3f}) vs claimed μ "
+                       f"{mu_claim:.3f} (ε {audit.claimed_epsilon_gdp:.3f}); the audit could have shown up to μ "
+                       f"{audit.ceiling_mu:.3f} (not a proof that the claim holds)")
+        checks.append(Check(subject, "claimed Gaussian trade-off curve (q = 1)", message, failed=audit.refutes_claim,
+                            inconclusive=inconclusive and not audit.refutes_claim,
+                            assumption="independent runs (refutation is assumption-free given them)"))
+        ceiling, ceiling_kind = audit.ceiling_epsilon_gdp, "ε of the largest μ a perfect attack shows (GDP conversion)"
+    else:
+        cp = audit.epsilon_lower_bound_clopper_pearson
+        needed = runs_needed_threshold_audit(eps_claim, delta, confidence, PILOT_FRACTION)
+        inconclusive = cp_ceiling <= eps_claim
+        failed = cp > eps_claim
+        message = (f"violation: Clopper-Pearson bound ε ≥ {cp:.3f} > claimed ε {eps_claim:.3f} (δ {delta:g})" if failed else
+                   f"inconclusive: a perfect attack reaches at most ε {cp_ceiling:.3f} with these runs, at or below the "
+                   f"claim {eps_claim:.3f}; it needs ≥ {needed} runs per side (q < 1: the Gaussian-curve test is not exact)"
+                   if inconclusive else
+                   f"no violation: Clopper-Pearson bound ε ≥ {cp:.3f} ≤ claimed ε {eps_claim:.3f} (ceiling {cp_ceiling:.3f})")
+        checks.append(Check(subject, "Clopper-Pearson (ε, δ) bound (q < 1)", message, failed=failed,
+                            inconclusive=inconclusive and not failed,
+                            assumption="independent runs; any mechanism"))
+        checks.append(Check(subject, "GDP-family estimate (q < 1)",
+                            f"GDP estimate μ ≥ {audit.mu_lower_bound:.3f}, ε {audit.epsilon_gdp:.3f}: shown only, the "
+                            "trade-off curve of Poisson-subsampled DP-SGD is not Gaussian", decides=False,
+                            assumption=GAUSSIAN_ASSUMPTION + " — does NOT hold exactly for q < 1"))
+        ceiling, ceiling_kind = cp_ceiling, "Clopper-Pearson (ε, δ) bound of an attack without errors"
+    for text in disagreements:
+        checks.append(Check(subject, "accountant vs training", f"accountant disagrees with the training: {text}",
+                            failed=True, assumption="the accountant must be told what the optimizer and loader do"))
+    verdict = decide(checks, alpha=1 - confidence)
+    verdict["family_wise_error"]["statement"] = ("one pre-declared test at the stated confidence (plus deterministic "
+                                                 "accountant checks)")
+    verdict["ceiling"] = float(ceiling)
+    verdict["needed"] = needed
+    verdict["needed_unit"] = "runs per side (--runs)"
+    sound_bound = audit.epsilon_lower_bound_clopper_pearson
+    return {
+        "audit": "white-box Dirac gradient canary (hidden state visible, Nasr et al. 2023, arXiv 2302.07956)",
+        "subject": subject,
+        "factory": factory,
+        "builtin": bool(builtin),
+        "observe": observe,
+        "observed": ("the canary coordinate of the privatised gradient at every step (all iterates)" if observe == "all"
+                     else "θ_0[j] − θ_T[j] of the final model only"),
+        "canary": {"coordinate": "first coordinate of the first trainable parameter, zeroed in every real "
+                                 "per-sample gradient", "norm_over_C": float(canary_scale),
+                   "inclusion": "each step with probability q (the claimed sampling rate) in 'in' runs, never in 'out' runs"},
+        "n_runs_per_side": n,
+        "seed": int(seed),
+        "settings": settings,
+        "claim": {**claim, "epsilon": eps_claim, "source": claim_source, "mu_label": (
+            "μ = √(Σ T/σ²), exact for q = 1" if claim["full_batch"] else "CLT μ (Bu et al. 2020), approximate for q < 1")},
+        "accountant_disagreements": disagreements,
+        "claimed_epsilon": eps_claim,
+        "delta": float(delta),
+        "confidence": float(confidence),
+        "epsilon_lower_bound": float(sound_bound),
+        "epsilon_lower_bound_label": "Clopper-Pearson (ε, δ) bound: sound for any mechanism given independent runs",
+        "gdp_bound": {"mu": audit.mu_lower_bound, "epsilon": audit.epsilon_gdp, "claimed_mu": mu_claim,
+                      "claimed_epsilon_gdp": audit.claimed_epsilon_gdp,
+                      "assumption": GAUSSIAN_ASSUMPTION if claim["full_batch"] else
+                      GAUSSIAN_ASSUMPTION + " — does NOT hold exactly for q < 1: an estimate, not a bound",
+                      "decides": bool(claim["full_batch"]),
+                      "ratio_to_claim": audit.epsilon_gdp / eps_claim if eps_claim > 0 else None},
+        "refutation": {"refutes_claimed_curve": audit.refutes_claim, "refuted_pair": audit.refuted_pair,
+                       "sound": bool(claim["full_batch"])},
+        "test": audit.as_dict(),
+        "ceiling": float(ceiling),
+        "ceiling_label": ceiling_kind,
+        "violation": verdict["status"] == "fail",
+        "verdict": verdict,
+    }
