@@ -1,13 +1,15 @@
-"""Tightness of the white-box Dirac-canary audit of the harness's own DP-SGD (every iterate seen).
+"""Tightness of the white-box Dirac-canary audit of the harness's own DP-SGD (README table).
 
-    python benchmarks/bench_dirac_tightness.py [--runs 2000 10000] [--epsilons 1 2 4 8]
+For each target ε the noise multiplier σ of full-batch (q = 1) DP-SGD with T steps is calibrated
+(Opacus PRV accountant), then `privacy-audit whitebox-audit --builtin` is run with N runs per side
+(`audit.dp_validation.whitebox_audit.run_whitebox_audit`): every run trains the vectorized
+trainer's MLP on a small real table with the Dirac canary in every step ("in") or never ("out").
+Both observations come from the same runs: all iterates (the decision) and the final model.
+Prints a Markdown table: claim (PLD ε), GDP-family bound (assumes a Gaussian trade-off curve, true
+here) and its ratio to the claim, the sound Clopper-Pearson (ε, δ) bound, the verdict, minutes.
 
-Full-batch DP-SGD (q = 1, T = 20 steps, C = 1) with σ calibrated so the PLD accountant gives each
-target ε at δ = 1e-5; `dirac_canary_audit` (Nasr et al. 2023, arXiv 2302.07956: the canary
-coordinate of the noisy clipped gradient sum at every step, likelihood-ratio statistic) with N runs
-per side. Prints one Markdown row per (ε, N): the sound Clopper-Pearson bound, the GDP estimate
-(assumes a Gaussian trade-off; threshold chosen for the held-out half's width), each over the
-claim, and wall minutes on this machine.
+    python benchmarks/bench_dirac_tightness.py                      # the README table
+    python benchmarks/bench_dirac_tightness.py --points 4:2000 4:10000 4:50000
 """
 from __future__ import annotations
 
@@ -20,26 +22,34 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from opacus.accountants.utils import get_noise_multiplier  # noqa: E402
 
-from audit.dp_validation.canary_audit import dirac_canary_audit  # noqa: E402
+from audit.dp_validation.whitebox_audit import run_whitebox_audit  # noqa: E402
+
+DEFAULT_POINTS = ["1:10000", "1:50000", "2:10000", "4:2000", "4:10000", "4:50000", "8:10000"]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, nargs="+", default=[2000, 10000])
-    parser.add_argument("--epsilons", type=float, nargs="+", default=[1.0, 2.0, 4.0, 8.0])
+    parser.add_argument("--points", nargs="+", default=DEFAULT_POINTS, help="target ε:runs per side")
     parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--workers", type=int, default=None)
     args = parser.parse_args()
-    print("| target ε | σ | claimed ε (PLD) | runs per side | sound bound | bound / claim | GDP estimate | estimate / claim | minutes |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    for eps in args.epsilons:
-        sigma = get_noise_multiplier(target_epsilon=eps, target_delta=1e-5, sample_rate=1.0, steps=args.steps,
-                                     accountant="prv")
-        for n in args.runs:
-            t = time.time()
-            r = dirac_canary_audit(noise_multiplier=sigma, sample_rate=1.0, steps=args.steps, n_runs=n, delta=1e-5)
-            claim, bound, gdp = r["claimed_epsilon"], r["epsilon_lower_bound"], r["gdp_estimate"]["epsilon"]
-            print(f"| {eps:g} | {sigma:.3f} | {claim:.2f} | {n} | {bound:.2f} | {bound / claim:.2f} | {gdp:.2f} | "
-                  f"{gdp / claim:.2f} | {(time.time() - t) / 60:.1f} |", flush=True)
+    print("| target ε | σ | claimed ε (PLD) | observation | runs per side | GDP-family bound | bound / claim | "
+          "sound CP bound | verdict | minutes |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for point in args.points:
+        eps, runs = point.split(":")
+        sigma = get_noise_multiplier(target_epsilon=float(eps), target_delta=1e-5, sample_rate=1.0,
+                                     steps=args.steps, accountant="prv")
+        start = time.time()
+        r = run_whitebox_audit(builtin=True, noise_multiplier=sigma, sample_rate=1.0, steps=args.steps,
+                               n_runs=int(runs), observe="all", workers=args.workers)
+        minutes = (time.time() - start) / 60
+        claim = r["claimed_epsilon"]
+        other = r["other_observation"]
+        for name, bound, cp in (("all iterates", r["gdp_bound"]["epsilon"], r["epsilon_lower_bound"]),
+                                ("final model", other["epsilon"], other["epsilon_lower_bound_clopper_pearson"])):
+            print(f"| {float(eps):g} | {sigma:.3f} | {claim:.2f} | {name} | {int(runs)} | {bound:.2f} | "
+                  f"{bound / claim:.2f} | {cp:.2f} | {r['verdict']['status']} | {minutes:.1f} |", flush=True)
 
 
 if __name__ == "__main__":

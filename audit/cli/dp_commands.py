@@ -257,3 +257,78 @@ def conformance(
     path, result = record_audit("conformance", result, out, tracking_uri, {"trainer": trainer, "seed": seed, "alpha": alpha})
     console.print(f"details: {path}")
     print_verdict(result)  # the one verdict: every failed check a reason, exit 1 on fail
+
+
+@app.command("whitebox-audit")
+def whitebox_audit(
+    factory: Annotated[Optional[str], typer.Option("--factory", help="module:function () -> (model, optimizer, data_loader, privacy_engine) made private by Opacus; runs your code")] = None,
+    builtin: Annotated[bool, typer.Option("--builtin", help="audit the harness's own DP-SGD (vectorized trainer) at --noise-multiplier/--sample-rate/--steps")] = False,
+    noise_multiplier: Annotated[Optional[float], typer.Option("--noise-multiplier", help="σ (--builtin only)")] = None,
+    sample_rate: Annotated[float, typer.Option("--sample-rate", help="q (--builtin only; 1 = full batch, where the audit is tight)")] = 1.0,
+    steps: Annotated[int, typer.Option("--steps", help="T (--builtin only)")] = 20,
+    max_grad_norm: Annotated[float, typer.Option("--max-grad-norm", help="C (--builtin only)")] = 1.0,
+    runs: Annotated[int, typer.Option("--runs", help="training runs per side (with / without the canary)")] = 1000,
+    observe: Annotated[str, typer.Option("--observe", help="all (every iterate) | final (final model only)")] = "all",
+    delta: Annotated[float, typer.Option("--delta", help="δ of the claim")] = 1e-5,
+    claimed_epsilon: Annotated[Optional[float], typer.Option("--claimed-epsilon", help="overrides the accountant's ε")] = None,
+    seed: Annotated[int, typer.Option(help="seed of the runs and the canary's sampling")] = 0,
+    workers: Annotated[Optional[int], typer.Option("--workers", help="worker processes training in parallel (default: the cores)")] = None,
+    timeout: Annotated[float, typer.Option("--timeout", help="seconds one block of runs may take in its worker")] = 900.0,
+    fail_on_inconclusive: Annotated[bool, typer.Option("--fail-on-inconclusive/--no-fail-on-inconclusive", help="exit 1 when the audit could not refute the claim (its ceiling is at or below the claim)")] = False,
+    out: Annotated[Path, typer.Option("--out", help="folder that receives <timestamp>-whitebox-audit/")] = Path("runs"),
+    tracking_uri: Annotated[Optional[str], typer.Option("--tracking-uri", help="MLflow tracking URI (default: sqlite:///mlflow.db in the working directory)")] = None,
+    quiet: QuietOption = False,
+) -> None:
+    """White-box audit of DP-SGD code with a Dirac gradient canary in every step (Nasr et al. 2023):
+    exit 1 when the runs refute the claimed privacy.
+
+    Your factory runs only in isolated worker processes, one fresh setup per run. At q = 1 the claim
+    is exactly μ-GDP and the test of its trade-off curve decides; the GDP-family bound assumes a
+    Gaussian trade-off curve (true there). At q < 1 only the Clopper-Pearson (ε, δ) bound decides."""
+    from audit.dp_validation.whitebox_audit import run_whitebox_audit
+    from audit.machinery.crash_log import set_log_folder
+    from audit.machinery.input_files import check_number, check_seed
+    from audit.machinery.run_directory import check_output_folder
+    from audit.machinery.tracking import check_tracking_uri
+
+    set_log_folder(out)
+    check_number(timeout, "--timeout", low=0, low_open=True, high=86_400)
+    check_seed(seed)
+    if workers is not None and not 1 <= workers <= 1024:
+        raise AuditInputError("--workers", f"must be in [1, 1024], got {workers}")
+    if factory is not None and builtin:
+        raise AuditInputError("--factory", "give either --factory or --builtin, not both")
+    check_output_folder(out)
+    check_tracking_uri(tracking_uri)
+    progress = command_progress(quiet)
+    try:
+        with progress.step(f"white-box audit: {runs} runs with the Dirac canary, {runs} without"):
+            result = run_whitebox_audit(factory=factory, builtin=builtin, noise_multiplier=noise_multiplier,
+                                        sample_rate=sample_rate, steps=steps, max_grad_norm=max_grad_norm,
+                                        n_runs=runs, observe=observe, delta=delta, claimed_epsilon=claimed_epsilon,
+                                        seed=seed, workers=workers, timeout=timeout)
+    finally:
+        progress.close()
+    path, result = record_audit("whitebox-audit", result, out, tracking_uri,
+                                {"subject": result["subject"], "observe": observe, "runs": runs, "seed": seed,
+                                 "mu_lower_bound": result["gdp_bound"]["mu"]})
+    print_whitebox_result(result, path, fail_on_inconclusive)
+
+
+def print_whitebox_result(result: dict, path: Path, fail_on_inconclusive: bool) -> None:
+    s, claim, gdp = result["settings"], result["claim"], result["gdp_bound"]
+    console.print(f"white-box audit of {result['subject']}: {result['n_runs_per_side']} runs per side, observing "
+                  f"{result['observed']}", highlight=False, soft_wrap=True)
+    console.print(f"claim ({claim['source']}): ε {result['claimed_epsilon']:.3f} at δ {result['delta']:g}; optimizer σ "
+                  f"{s['noise_multiplier']:g}, C {s['max_grad_norm']:g}, q {s.get('sample_rate')}, T {s['steps']}; "
+                  f"{claim['mu_label']}: μ {gdp['claimed_mu']:.3f}", highlight=False, soft_wrap=True)
+    console.print(f"sound (ε, δ) lower bound (Clopper-Pearson, any mechanism): {result['epsilon_lower_bound']:.3f}",
+                  highlight=False)
+    console.print(f"GDP-family bound: μ ≥ {gdp['mu']:.3f}, ε ≥ {gdp['epsilon']:.3f} at δ {result['delta']:g} "
+                  f"({gdp['epsilon'] / result['claimed_epsilon']:.2f} × the claim); assumes {gdp['assumption']}",
+                  highlight=False, soft_wrap=True)
+    console.print(f"ceiling: {result['ceiling']:.3f} ({result['ceiling_label']})", highlight=False, soft_wrap=True)
+    for check in result["verdict"]["checks"]:
+        console.print(f"· {check['name']}: {check['message']}", highlight=False, soft_wrap=True)
+    console.print(f"details: {path}", highlight=False)
+    print_verdict(result, fail_on_inconclusive=fail_on_inconclusive)

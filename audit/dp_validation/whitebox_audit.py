@@ -233,6 +233,9 @@ def opacus_observation_task(factory: str, side: int, first_run: int, count: int,
     name = f"--factory {factory}"
     with user_code(name, "module"):
         function = load_user_function(factory, "--factory")
+    import warnings
+
+    warnings.filterwarnings("once")  # one copy of each warning per worker, not one per run
     rows, finals, settings = [], [], None
     for i in range(count):
         run = first_run + i
@@ -446,6 +449,12 @@ def run_whitebox_audit(
         sum(h[2] for h in claim["history"]) * math.expm1(1 / sigma_claim**2))
     audit = gaussian_dp_audit(score_in, score_out, claimed_mu=mu_claim, delta=delta, confidence=confidence,
                               pilot_fraction=PILOT_FRACTION, seed=seed)
+    # The other observation of the same runs, shown beside (it decides nothing: one pre-declared test).
+    other = "final" if observe == "all" else "all"
+    other_audit = gaussian_dp_audit(whitebox_scores(steps_in, final_in, other, sigma_claim, q_claim),
+                                    whitebox_scores(steps_out, final_out, other, sigma_claim, q_claim),
+                                    claimed_mu=mu_claim, delta=delta, confidence=confidence,
+                                    pilot_fraction=PILOT_FRACTION, seed=seed)
     cp_ceiling = ceiling_threshold_audit(audit.n_eval_positive, audit.n_eval_negative, delta, confidence)
 
     checks: list[Check] = []
@@ -526,6 +535,10 @@ def run_whitebox_audit(
                       GAUSSIAN_ASSUMPTION + " — does NOT hold exactly for q < 1: an estimate, not a bound",
                       "decides": bool(claim["full_batch"]),
                       "ratio_to_claim": audit.epsilon_gdp / eps_claim if eps_claim > 0 else None},
+        "other_observation": {"observe": other, "mu": other_audit.mu_lower_bound, "epsilon": other_audit.epsilon_gdp,
+                              "epsilon_lower_bound_clopper_pearson": other_audit.epsilon_lower_bound_clopper_pearson,
+                              "refutes_claimed_curve": other_audit.refutes_claim,
+                              "note": "same runs, other observation: shown only, decides nothing"},
         "refutation": {"refutes_claimed_curve": audit.refutes_claim, "refuted_pair": audit.refuted_pair,
                        "sound": bool(claim["full_batch"])},
         "test": audit.as_dict(),

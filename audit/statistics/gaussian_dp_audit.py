@@ -105,23 +105,25 @@ def mu_full_batch_dpsgd(history) -> float:
 
 def most_refuted_profile_pair(fpr_upper: float, fnr_upper: float, mu: float,
                               epsilon_max: float = 60.0) -> dict[str, float] | None:
-    """The (ε', δ_μ(ε')) of the claim's privacy profile that the point (FPR̄, FNR̄) violates most, or None.
+    """The strongest pair (ε', δ_μ(ε')) of the claim's privacy profile that the point (FPR̄, FNR̄)
+    refutes — the largest ε' (hence smallest δ') on a fine grid — or None if it refutes none.
 
     (ε', δ')-DP requires FPR + e^ε'·FNR ≥ 1 − δ' and the mirror image (Kairouz, Oh, Viswanath 2015,
-    arXiv 1311.0776). The margin reported is ln((1 − δ' − FPR̄)/FNR̄) − ε' (or mirrored): > 0 means
-    refuted; the ε' with the largest margin on a fine grid is returned with its margin.
+    arXiv 1311.0776). `margin` = ln((1 − δ' − FPR̄)/FNR̄) − ε' (or mirrored) at that ε', > 0.
     """
     grid = np.linspace(0.0, float(epsilon_max), 6001)
     delta = gdp_delta_profile(grid, mu)
-    best = None
+    margin = np.full(grid.shape, -np.inf)
     for fp, fn in ((fpr_upper, fnr_upper), (fnr_upper, fpr_upper)):
         with np.errstate(divide="ignore", invalid="ignore"):
-            margin = np.where(1 - delta - fp > 0, np.log(np.maximum(1 - delta - fp, 1e-300)) - math.log(max(fn, 1e-300)),
-                              -np.inf) - grid
-        i = int(np.argmax(margin))
-        if margin[i] > 0 and (best is None or margin[i] > best["margin"]):
-            best = {"epsilon": float(grid[i]), "delta": float(delta[i]), "margin": float(margin[i])}
-    return best
+            m = np.where(1 - delta - fp > 0, np.log(np.maximum(1 - delta - fp, 1e-300)) - math.log(max(fn, 1e-300)),
+                         -np.inf) - grid
+        margin = np.maximum(margin, m)
+    refuted = np.flatnonzero(margin > 0)
+    if refuted.size == 0:
+        return None
+    i = int(refuted[-1])
+    return {"epsilon": float(grid[i]), "delta": float(delta[i]), "margin": float(margin[i])}
 
 
 def _cp_upper_smooth(k: np.ndarray, n_pilot: int, n_eval: int, alpha: float) -> np.ndarray:
