@@ -136,6 +136,16 @@ CASES = [
     (["canary-audit", "--trainer", "missing_module_xyz:train"], "cannot import"),
     (["canary-audit", "--trainer", "audit.demos.dp_trainers:correct_dpsgd", "--models", "0"], "--models"),
     (["canary-audit", "--trainer", "audit.demos.dp_trainers:correct_dpsgd", "--kind", "weird"], "--kind"),
+    # whitebox-audit: refused before any worker starts
+    (["whitebox-audit"], "--factory"),
+    (["whitebox-audit", "--factory", "a:b:c"], "--factory"),
+    (["whitebox-audit", "--factory", "audit.demos.whitebox_factories:correct_opacus", "--builtin"], "--factory"),
+    (["whitebox-audit", "--builtin"], "--noise-multiplier"),
+    (["whitebox-audit", "--builtin", "--noise-multiplier", "2", "--observe", "sideways"], "--observe"),
+    (["whitebox-audit", "--builtin", "--noise-multiplier", "2", "--runs", "0"], "--runs"),
+    (["whitebox-audit", "--builtin", "--noise-multiplier", "2", "--sample-rate", "1.5"], "--sample-rate"),
+    (["whitebox-audit", "--builtin", "--noise-multiplier", "nan"], "--noise-multiplier"),
+    (["whitebox-audit", "--builtin", "--noise-multiplier", "2", "--delta", "0"], "--delta"),
     (["mechanism-audit", "--mechanism", "no colon"], "module:function"),
     (["bench", "--models", "0"], "--models"),
     # synth-check

@@ -345,6 +345,16 @@ def _claim(settings: dict[str, Any], delta: float) -> dict[str, Any]:
     return {"full_batch": full_batch, "mu": mu, "epsilon_pld": eps_pld, "history": history}
 
 
+def _mu_for_epsilon(epsilon: float, delta: float) -> float:
+    """The μ whose μ-GDP mechanism has exactly this ε at δ (inverse of `epsilon_from_gdp_mu`)."""
+    from scipy import optimize
+
+    hi = 1.0
+    while epsilon_from_gdp_mu(hi, delta) < epsilon:
+        hi *= 2
+    return float(optimize.brentq(lambda m: epsilon_from_gdp_mu(m, delta) - epsilon, 1e-9, hi, xtol=1e-12))
+
+
 def _observations(pool: WorkerPool, function, before: tuple, after: tuple, kwargs: dict, n_runs: int, block: int):
     """Every run's observations, both sides, as blocks of `block` runs: task = function(*before, side, first, count, *after)."""
     tasks = [(side, start, min(block, n_runs - start)) for side in (_IN, _OUT) for start in range(0, n_runs, block)]
@@ -447,6 +457,11 @@ def run_whitebox_audit(
     # labels the GDP estimate (Bu, Dong, Long, Su 2020, arXiv 1911.11607), it decides nothing.
     mu_claim = claim["mu"] if claim["full_batch"] else q_claim * math.sqrt(
         sum(h[2] for h in claim["history"]) * math.expm1(1 / sigma_claim**2))
+    if claimed_epsilon is not None and claim["full_batch"]:
+        # An (ε, δ) given by flag is read as the Gaussian mechanism with that ε at δ: the curve tested.
+        mu_claim = _mu_for_epsilon(eps_claim, delta)
+        claim["mu"] = mu_claim
+        claim["mu_label_override"] = "μ of the Gaussian mechanism whose ε at δ is --claimed-epsilon"
     audit = gaussian_dp_audit(score_in, score_out, claimed_mu=mu_claim, delta=delta, confidence=confidence,
                               pilot_fraction=PILOT_FRACTION, seed=seed)
     # The other observation of the same runs, shown beside (it decides nothing: one pre-declared test).
@@ -521,7 +536,7 @@ def run_whitebox_audit(
         "n_runs_per_side": n,
         "seed": int(seed),
         "settings": settings,
-        "claim": {**claim, "epsilon": eps_claim, "source": claim_source, "mu_label": (
+        "claim": {**claim, "epsilon": eps_claim, "source": claim_source, "mu_label": claim.get("mu_label_override") or (
             "μ = √(Σ T/σ²), exact for q = 1" if claim["full_batch"] else "CLT μ (Bu et al. 2020), approximate for q < 1")},
         "accountant_disagreements": disagreements,
         "claimed_epsilon": eps_claim,

@@ -1,0 +1,51 @@
+"""White-box Dirac-canary audits (`privacy-audit whitebox-audit`): the harness's own DP-SGD through
+the vectorized trainer, and users' Opacus setups (a correct one passes, a buggy one fails, exit 1)."""
+import json
+
+import numpy as np
+import pytest
+
+from audit.cli import main
+from audit.dp_validation.whitebox_audit import harness_observation_task, run_whitebox_audit
+
+
+def test_the_canary_coordinate_of_the_vectorized_trainer_is_the_claimed_gaussian_shift():
+    # Nothing but the canary and the trainer's own noise reaches the coordinate: x_t = b_t + σ·z_t.
+    sigma = 2.0
+    seen = harness_observation_task(sigma, 1.0, 5, 1.0, 1, 0, 400, 0)["steps"]
+    unseen = harness_observation_task(sigma, 1.0, 5, 1.0, 0, 0, 400, 0)["steps"]
+    for x, mean in ((seen, 1.0), (unseen, 0.0)):
+        assert abs(x.mean() - mean) < 4 * sigma / np.sqrt(x.size)
+        assert x.std() == pytest.approx(sigma, rel=0.08)
+    # Runs are seeded by their index, not by the block they are computed in.
+    part = harness_observation_task(sigma, 1.0, 5, 1.0, 1, 10, 5, 0)["steps"]
+    np.testing.assert_allclose(part, seen[10:15], rtol=1e-6, atol=1e-6)
+
+
+def test_the_harness_dp_sgd_is_not_refuted_and_too_few_runs_are_inconclusive():
+    honest = run_whitebox_audit(builtin=True, noise_multiplier=2.0, steps=4, n_runs=300, workers=1)
+    assert honest["verdict"]["status"] == "pass", honest["verdict"]
+    assert honest["gdp_bound"]["mu"] <= 1.0 and honest["ceiling"] > honest["claimed_epsilon"]
+    assert honest["epsilon_lower_bound"] <= honest["gdp_bound"]["epsilon"] <= honest["claimed_epsilon"]
+    # 12 runs per side: even a perfect attack could not reach μ = √4/0.5 = 4.
+    few = run_whitebox_audit(builtin=True, noise_multiplier=0.5, steps=4, n_runs=12, workers=1)
+    assert few["verdict"]["status"] == "inconclusive"
+    assert few["verdict"]["needed"] > 12 and few["ceiling"] <= few["claimed_epsilon"]
+
+
+@pytest.mark.slow
+def test_correct_opacus_passes_and_the_sigma_not_sigma_c_bug_is_flagged(tmp_path, capsys):
+    spec = "audit.demos.whitebox_factories:"
+    correct = run_whitebox_audit(factory=spec + "correct_opacus", n_runs=100, workers=2)
+    assert correct["verdict"]["status"] == "pass", correct["verdict"]
+    assert correct["settings"]["accountant_history"] == [[2.0, 1.0, 4.0]] and not correct["accountant_disagreements"]
+    with pytest.raises(SystemExit) as exited:
+        main(["whitebox-audit", "--factory", spec + "noise_not_scaled_by_clip_norm", "--runs", "100",
+              "--out", str(tmp_path / "runs"), "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}", "--quiet"])
+    out = capsys.readouterr()
+    assert exited.value.code == 1, out.err
+    assert "refuted" in out.err and "GDP-family bound" in out.out
+    (folder,) = (tmp_path / "runs").iterdir()
+    saved = json.loads((folder / "whitebox-audit.json").read_text())
+    assert saved["verdict"]["status"] == "fail" and saved["gdp_bound"]["assumption"].startswith("the mechanism's")
+    assert (folder / "report.html").exists()
