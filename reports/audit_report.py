@@ -45,6 +45,19 @@ METHODS = {
         "of the noise from the generator, and per-example clipping (one huge gradient may move the sum by "
         "at most C). Each check is a statistical test; their family-wise false-alarm rate is alpha."
     ),
+    "whitebox-audit": (
+        "White-box audit of DP-SGD code with a Dirac gradient canary (Nasr et al. 2023, hidden state "
+        "visible): in every step of an 'in' run one extra per-sample gradient of norm far above C on one "
+        "coordinate that no real record touches joins the batch with the claimed sampling rate, and passes "
+        "through the audited optimizer's clipping, noise and scaling; 'out' runs never get it. The canary "
+        "coordinate of every iterate (or of the final model) scores each run; a threshold chosen on a pilot "
+        "split and Clopper-Pearson bounds on the evaluation split give (a) a test of the claimed trade-off "
+        "curve — at q = 1 DP-SGD is exactly μ-GDP, μ = √T/σ, and a point below that curve refutes the claim "
+        "given independent runs — and (b) the GDP-family bound μ ≥ Φ⁻¹(1 − FPR) − Φ⁻¹(FNR), which assumes a "
+        "Gaussian trade-off curve (true at q = 1 with a Dirac canary, not at q < 1, where only the "
+        "Clopper-Pearson (ε, δ) bound decides). The ceiling is what an attack without any error would show "
+        "with these runs: at or below the claim the audit is INCONCLUSIVE."
+    ),
     "accountant-check": (
         "Numeric cross-check of an accountant on a grid of DP-SGD parameters against dp_accounting's "
         "PLD accountant (optimistic and pessimistic estimates bracket the true ε of the Poisson-"
@@ -154,8 +167,17 @@ def render_audit_report(kind: str, result: dict[str, Any]) -> str:
         gdp = result.get("gdp_estimate")
         if isinstance(gdp, dict) and gdp.get("epsilon") is not None:
             summary_rows.append(("GDP estimate of ε (assumes a Gaussian trade-off; not a bound)", gdp["epsilon"]))
+        whitebox = result.get("gdp_bound")
+        if isinstance(whitebox, dict) and whitebox.get("epsilon") is not None:
+            summary_rows.append((f"GDP-family bound: μ ≥ {whitebox.get('mu', 0):.3f}, ε at δ (assumes: "
+                                 f"{whitebox.get('assumption')})", whitebox["epsilon"]))
+            refuted = (result.get("refutation") or {}).get("refuted_pair")
+            summary_rows.append(("claimed trade-off curve refuted", bool(refuted)))
+            if refuted:
+                summary_rows.append(("refuted pair of the claim's profile (ε', δ')",
+                                     f"({refuted['epsilon']:.3f}, {refuted['delta']:.3g})"))
         body = "<h2>Result</h2>" + _facts(summary_rows)
-        shown = {"claimed_epsilon", "delta", "epsilon_lower_bound", "confidence", "violation", "gdp_estimate",
+        shown = {"gdp_bound", "claimed_epsilon", "delta", "epsilon_lower_bound", "confidence", "violation", "gdp_estimate",
                  "ceiling", "epsilon_ceiling", "mlflow"}
     reasons = [r for r in (result.get("verdict") or {}).get("reasons") or [] if isinstance(r, str)]
     if reasons:

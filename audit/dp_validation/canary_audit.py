@@ -1239,7 +1239,8 @@ def run_canary_audit(
     if kind == "dirac":
         raise AuditInputError(
             "--kind", "dirac inserts a gradient canary inside DP-SGD, which a black-box train(features, labels, "
-            "seed) cannot receive; use --kind out_of_distribution or mislabeled to audit this trainer",
+            "seed) cannot receive; use --kind out_of_distribution or mislabeled to audit this trainer, or "
+            "`privacy-audit whitebox-audit --factory module:function` to audit an Opacus training setup with it",
         )
     if kind not in CANARY_KINDS:
         raise AuditInputError("--kind", f"expected one of {', '.join(CANARY_KINDS)}, got {kind!r}")
