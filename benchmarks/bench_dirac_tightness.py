@@ -32,16 +32,18 @@ def main() -> None:
     parser.add_argument("--points", nargs="+", default=DEFAULT_POINTS, help="target ε:runs per side")
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--workers", type=int, default=None)
+    parser.add_argument("--sample-rate", type=float, default=1.0,
+                        help="q; below 1 the GDP column is an estimate (the curve is not Gaussian), CP decides")
     args = parser.parse_args()
     print("| target ε | σ | claimed ε (PLD) | observation | runs per side | GDP-family bound | bound / claim | "
           "sound CP bound | verdict | minutes |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for point in args.points:
         eps, runs = point.split(":")
-        sigma = get_noise_multiplier(target_epsilon=float(eps), target_delta=1e-5, sample_rate=1.0,
+        sigma = get_noise_multiplier(target_epsilon=float(eps), target_delta=1e-5, sample_rate=args.sample_rate,
                                      steps=args.steps, accountant="prv")
         start = time.time()
-        r = run_whitebox_audit(builtin=True, noise_multiplier=sigma, sample_rate=1.0, steps=args.steps,
+        r = run_whitebox_audit(builtin=True, noise_multiplier=sigma, sample_rate=args.sample_rate, steps=args.steps,
                                n_runs=int(runs), observe="all", workers=args.workers)
         minutes = (time.time() - start) / 60
         claim = r["claimed_epsilon"]
