@@ -177,6 +177,8 @@ CASES = [
     (["canary-audit", "--trainer", "audit.demos.dp_trainers:correct_dpsgd", "--mode", "multi-canary", "--models", "40",
       "--quiet"],
      "pass", 0, "single"),
+    (["whitebox-audit", "--builtin", "--noise-multiplier", "2", "--steps", "4", "--runs", "200",
+      "--claimed-epsilon", "0.8", "--workers", "1", "--quiet"], "fail", 1, "single"),  # the claim is 4× too private
 ]
 
 
