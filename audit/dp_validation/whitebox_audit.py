@@ -398,7 +398,7 @@ def run_whitebox_audit(
         raise AuditInputError("--confidence", f"must be in [0.5, 1), got {confidence!r}")
     if claimed_epsilon is not None:
         validate_claim(claimed_epsilon, delta, epsilon_flag="--claimed-epsilon", delta_flag="--delta")
-    _check_positive(canary_scale, "--canary-scale", low=1.0, high=1e9)
+    _check_positive(canary_scale, "canary_scale", low=1.0, high=1e9)
     n_workers = default_workers() if workers is None else workers
     if builtin:
         if noise_multiplier is None:
@@ -530,8 +530,9 @@ def run_whitebox_audit(
         "observe": observe,
         "observed": ("the canary coordinate of the privatised gradient at every step (all iterates)" if observe == "all"
                      else "θ_0[j] − θ_T[j] of the final model only"),
-        "canary": {"coordinate": "first coordinate of the first trainable parameter, zeroed in every real "
-                                 "per-sample gradient", "norm_over_C": float(canary_scale),
+        "canary": {"coordinate": ("first-layer weight of unit 0 on an extra all-zero feature column (no record "
+                                  "touches it)" if builtin else "first coordinate of the first trainable parameter, "
+                                  "zeroed in every real per-sample gradient"), "norm_over_C": float(canary_scale),
                    "inclusion": "each step with probability q (the claimed sampling rate) in 'in' runs, never in 'out' runs"},
         "n_runs_per_side": n,
         "seed": int(seed),
