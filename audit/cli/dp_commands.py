@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from audit.cli.app import app, console
+from audit.cli.app import app, console, switch
 from audit.cli.output import QuietOption, command_progress, print_bound, print_verdict, record_audit
 from audit.errors import AuditInputError
 
@@ -262,7 +262,7 @@ def conformance(
 @app.command("whitebox-audit")
 def whitebox_audit(
     factory: Annotated[Optional[str], typer.Option("--factory", help="module:function () -> (model, optimizer, data_loader, privacy_engine) made private by Opacus; runs your code")] = None,
-    builtin: Annotated[bool, typer.Option("--builtin", help="audit the harness's own DP-SGD (vectorized trainer) at --noise-multiplier/--sample-rate/--steps")] = False,
+    builtin: Annotated[bool, switch("builtin", "audit the harness's own DP-SGD (vectorized trainer) at --noise-multiplier/--sample-rate/--steps")] = False,
     noise_multiplier: Annotated[Optional[float], typer.Option("--noise-multiplier", help="σ (--builtin only)")] = None,
     sample_rate: Annotated[float, typer.Option("--sample-rate", help="q (--builtin only; 1 = full batch, where the audit is tight)")] = 1.0,
     steps: Annotated[int, typer.Option("--steps", help="T (--builtin only)")] = 20,
