@@ -54,8 +54,8 @@ METHODS = {
         "split and Clopper-Pearson bounds on the evaluation split give (a) a test of the claimed trade-off "
         "curve — at q = 1 DP-SGD is exactly μ-GDP, μ = √T/σ, and a point below that curve refutes the claim "
         "given independent runs — and (b) the GDP-family bound μ ≥ Φ⁻¹(1 − FPR) − Φ⁻¹(FNR), which assumes a "
-        "Gaussian trade-off curve (true at q = 1 with a Dirac canary, not at q < 1, where only the "
-        "Clopper-Pearson (ε, δ) bound decides). The ceiling is what an attack without any error would show "
+        "Gaussian trade-off curve (true at q = 1 with a Dirac canary, not at q < 1, where the claim's PLD "
+        "trade-off curve and the Clopper-Pearson (ε, δ) bound decide). The ceiling is what an attack without any error would show "
         "with these runs: at or below the claim the audit is INCONCLUSIVE."
     ),
     "accountant-check": (

@@ -49,3 +49,13 @@ def test_correct_opacus_passes_and_the_sigma_not_sigma_c_bug_is_flagged(tmp_path
     saved = json.loads((folder / "whitebox-audit.json").read_text())
     assert saved["verdict"]["status"] == "fail" and saved["gdp_bound"]["assumption"].startswith("the mechanism's")
     assert (folder / "report.html").exists()
+
+
+def test_below_full_batch_the_claimed_curve_is_the_pld_profile_and_the_gdp_number_decides_nothing():
+    # q = 0.25: not Gaussian. A claim of ε 0.3 for σ 1, T 10 (PLD: ≈ 6) is refuted against its curve.
+    result = run_whitebox_audit(builtin=True, noise_multiplier=1.0, sample_rate=0.25, steps=10, n_runs=500,
+                                workers=1, claimed_epsilon=0.3)
+    assert result["verdict"]["status"] == "fail"
+    assert result["refutation"]["refutes_claimed_curve"] and not result["gdp_bound"]["decides"]
+    gdp = [c for c in result["verdict"]["checks"] if c["name"].startswith("GDP")]
+    assert gdp and gdp[0]["outcome"] == "shown" and "NOT hold" in gdp[0]["assumption"]

@@ -284,7 +284,8 @@ def whitebox_audit(
 
     Your factory runs only in isolated worker processes, one fresh setup per run. At q = 1 the claim
     is exactly μ-GDP and the test of its trade-off curve decides; the GDP-family bound assumes a
-    Gaussian trade-off curve (true there). At q < 1 only the Clopper-Pearson (ε, δ) bound decides."""
+    Gaussian trade-off curve (true there). At q < 1 the claim's PLD trade-off curve and the
+    Clopper-Pearson (ε, δ) bound decide; the GDP number is an estimate."""
     from audit.dp_validation.whitebox_audit import run_whitebox_audit
     from audit.machinery.crash_log import set_log_folder
     from audit.machinery.input_files import check_number, check_seed

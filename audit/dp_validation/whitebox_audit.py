@@ -27,9 +27,10 @@ Scores: "all" at q = 1: Σ_t x_t (the Neyman-Pearson statistic of a Gaussian shi
 "final": θ_0[j] − θ_T[j]. Then `audit.statistics.gaussian_dp_audit`: threshold on a pilot split,
 Clopper-Pearson on the evaluation split, (a) refutation of the claimed trade-off curve and (b) the
 GDP-family bound. At q = 1 the claimed mechanism is exactly μ-GDP, μ = √T/σ (Dong, Roth, Su 2019,
-arXiv 1905.02383), so (a) decides the verdict; at q < 1 the mechanism is not Gaussian and only the
-Clopper-Pearson (ε, δ) bound (sound for any mechanism) decides, the GDP number is shown as an
-estimate.
+arXiv 1905.02383), so (a) decides the verdict; at q < 1 the mechanism is not Gaussian: the same
+Clopper-Pearson point is tested against the claim's PLD trade-off curve
+(`audit.statistics.tradeoff_curves`) and gives the Clopper-Pearson (ε, δ) bound (both sound for
+any mechanism, one event), and the GDP number is shown as an estimate.
 
 Runs are independent processes' work: each worker task trains a block of runs (the harness's own
 DP-SGD: `targets.vectorized_dpsgd.train_many`, all runs of a block at once; a user's Opacus
@@ -473,6 +474,7 @@ def run_whitebox_audit(
     cp_ceiling = ceiling_threshold_audit(audit.n_eval_positive, audit.n_eval_negative, delta, confidence)
 
     checks: list[Check] = []
+    profile_pair = None
     if claim["full_batch"]:
         inconclusive = audit.ceiling_mu <= mu_claim
         needed = runs_needed_gaussian_dp(mu_claim, confidence, PILOT_FRACTION)
@@ -495,15 +497,30 @@ def run_whitebox_audit(
                             assumption="independent runs (refutation is assumption-free given them)"))
         ceiling, ceiling_kind = audit.ceiling_epsilon_gdp, "ε of the largest μ a perfect attack shows (GDP conversion)"
     else:
+        from audit.statistics.epsilon_bounds import clopper_pearson_upper
+        from audit.statistics.tradeoff_curves import dpsgd_privacy_profile, pair_privacy_profile, refute_point
+
         cp = audit.epsilon_lower_bound_clopper_pearson
         needed = runs_needed_threshold_audit(eps_claim, delta, confidence, PILOT_FRACTION)
-        inconclusive = cp_ceiling <= eps_claim
+        profile = None
+        if claimed_epsilon is not None:
+            profile = pair_privacy_profile(eps_claim, delta)
+        elif len(claim["history"]) == 1:
+            sigma_h, q_h, t_h = claim["history"][0]
+            profile = dpsgd_privacy_profile(float(sigma_h), float(q_h), int(t_h))
+        # A perfect attack's point (no error at all): could it refute the claimed curve?
+        perfect = (clopper_pearson_upper(0, audit.n_eval_negative, (1 - confidence) / 2),
+                   clopper_pearson_upper(0, audit.n_eval_positive, (1 - confidence) / 2))
+        profile_refutable = profile is not None and refute_point(profile, *perfect) is not None
+        inconclusive = cp_ceiling <= eps_claim and not profile_refutable
         failed = cp > eps_claim
         message = (f"violation: Clopper-Pearson bound ε ≥ {cp:.3f} > claimed ε {eps_claim:.3f} (δ {delta:g})" if failed else
-                   f"inconclusive: a perfect attack reaches at most ε {cp_ceiling:.3f} with these runs, at or below the "
+                   f"inconclusive: neither could a perfect attack's point refute the claimed curve, nor its bound "
+                   f"exceed the claim: it reaches at most ε {cp_ceiling:.3f} with these runs, at or below the "
                    f"claim {eps_claim:.3f}; it needs ≥ {needed} runs per side (q < 1: the Gaussian-curve test is not exact)"
                    if inconclusive else
-                   f"no violation: Clopper-Pearson bound ε ≥ {cp:.3f} ≤ claimed ε {eps_claim:.3f} (ceiling {cp_ceiling:.3f})")
+                   f"no violation: Clopper-Pearson bound ε ≥ {cp:.3f} ≤ claimed ε {eps_claim:.3f} (its ceiling {cp_ceiling:.3f}"
+                   + ("; a perfect attack's point would refute the claimed trade-off curve)" if profile_refutable else ")"))
         checks.append(Check(subject, "Clopper-Pearson (ε, δ) bound (q < 1)", message, failed=failed,
                             inconclusive=inconclusive and not failed,
                             assumption="independent runs; any mechanism"))
@@ -511,6 +528,19 @@ def run_whitebox_audit(
                             f"GDP estimate μ ≥ {audit.mu_lower_bound:.3f}, ε {audit.epsilon_gdp:.3f}: shown only, the "
                             "trade-off curve of Poisson-subsampled DP-SGD is not Gaussian", decides=False,
                             assumption=GAUSSIAN_ASSUMPTION + " — does NOT hold exactly for q < 1"))
+        if profile is not None:
+            # The same point against the claim's whole trade-off curve (sound for any mechanism: the
+            # PLD curve is a lower envelope of the claimed one). Same Clopper-Pearson event as the
+            # bound above, so deciding on both costs no extra error.
+            profile_refuted = refute_point(profile, audit.fpr_upper, audit.fnr_upper)
+            profile_message = (f"refuted: the point (FPR ≤ {audit.fpr_upper:.4g}, FNR ≤ {audit.fnr_upper:.4g}) lies "
+                               f"below the claimed trade-off curve; it violates the claim's (ε "
+                               f"{profile_refuted['epsilon']:.3f}, δ {profile_refuted['delta']:.3g})"
+                               if profile_refuted else "the point is on or above the claimed trade-off curve")
+            checks.append(Check(subject, "claimed trade-off curve (q < 1)", profile_message,
+                                failed=profile_refuted is not None,
+                                assumption="independent runs; the claim's PLD profile (pessimistic) as its curve"))
+            profile_pair = profile_refuted
         ceiling, ceiling_kind = cp_ceiling, "Clopper-Pearson (ε, δ) bound of an attack without errors"
     for text in disagreements:
         checks.append(Check(subject, "accountant vs training", f"accountant disagrees with the training: {text}",
@@ -555,8 +585,10 @@ def run_whitebox_audit(
                               "epsilon_lower_bound_clopper_pearson": other_audit.epsilon_lower_bound_clopper_pearson,
                               "refutes_claimed_curve": other_audit.refutes_claim,
                               "note": "same runs, other observation: shown only, decides nothing"},
-        "refutation": {"refutes_claimed_curve": audit.refutes_claim, "refuted_pair": audit.refuted_pair,
-                       "sound": bool(claim["full_batch"])},
+        "refutation": ({"refutes_claimed_curve": audit.refutes_claim, "refuted_pair": audit.refuted_pair,
+                        "curve": "Gaussian G_μ (exact at q = 1)", "sound": True} if claim["full_batch"] else
+                       {"refutes_claimed_curve": profile_pair is not None, "refuted_pair": profile_pair,
+                        "curve": "the claim's privacy profile (PLD of (σ, q, T), or the --claimed-epsilon pair)", "sound": True}),
         "test": audit.as_dict(),
         "ceiling": float(ceiling),
         "ceiling_label": ceiling_kind,
