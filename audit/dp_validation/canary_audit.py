@@ -22,9 +22,8 @@ The audits:
   on half of the models, Clopper-Pearson bound on the other half (`threshold_audit`).
 * `one_run_canary_audit`: m canaries, each inserted by an independent fair coin, ONE training
   run; the one-run bound of Steinke, Nasr, Jagielski 2023 (arXiv 2305.08846). Cheap but loose.
-* `dirac_canary_audit`: white-box audit of the DP-SGD noise calibration of the harness's own
-  vectorised trainer with a gradient-space (Dirac) canary, Nasr et al. 2023, "Tight Auditing of
-  Differentially Private Machine Learning", arXiv 2302.07956.
+* The white-box (Dirac gradient canary) audit lives in `audit.dp_validation.whitebox_audit`:
+  a black-box `train(features, labels, seed)` cannot be given a gradient canary.
 
 User trainer protocol (what `--trainer module:function` names):
 `train(features: np.ndarray (n, d) float32, labels: np.ndarray (n,) int64, seed: int) -> model`,
@@ -50,8 +49,7 @@ from typing import Any
 import numpy as np
 from scipy import special
 
-from audit.statistics.accountants import DPSGDEvent, epsilon_pld
-from audit.statistics.epsilon_bounds import HeldOut, epsilon_estimate_gdp, epsilon_lower_bound_one_run
+from audit.statistics.epsilon_bounds import epsilon_lower_bound_one_run
 from audit.errors import AuditInputError
 from audit.dp_validation.claims import (
     PrivacyClaim,
@@ -74,8 +72,6 @@ __all__ = [
     "Canary",
     "PrivacyClaim",
     "canary_scores",
-    "dirac_canary_audit",
-    "dirac_observations",
     "make_canary",
     "make_canaries",
     "multi_canary_audit",
@@ -1021,169 +1017,6 @@ def one_run_canary_audit(
         "verdict": claim_verdict(bound=float(result.epsilon), ceiling=ceiling, claimed_epsilon=eps, delta=d,
                                  needed=canaries_needed_one_run(eps, d, result.confidence),
                                  unit="canaries (--canaries)", confidence=result.confidence),
-    }
-
-
-# --------------------------------------------------------------------------------------------------
-# White-box Dirac canary on the harness's DP-SGD
-# --------------------------------------------------------------------------------------------------
-
-
-def dirac_observations(
-    *,
-    noise_multiplier: float,
-    sample_rate: float,
-    steps: int,
-    n_runs: int,
-    insert_canary: bool,
-    seed: int,
-    max_grad_norm: float = 1.0,
-) -> np.ndarray:
-    """(n_runs, steps) observations of the canary coordinate of DP-SGD's noisy gradient sum.
-
-    At every step of every run, the quantity the harness's trainer adds to the parameters
-    (before the −lr / expected-batch scaling, which does not change any test) is
-    Σ_i clip(g_i) + N(0, σ²C² I) (`targets.vectorized_dpsgd.clipped_noisy_gradient_sum`). The
-    Dirac canary of Nasr et al. 2023 (arXiv 2302.07956) is a gradient that is C·e_j on one
-    coordinate j that no real record touches, so the auditor, who sees every update
-    (white-box), observes on coordinate j: b_t·clip(C·e_j)_j + noise_j, where b_t ~ Bernoulli(q)
-    is the canary's Poisson-sampling indicator (always 0 when not inserted) and clip() is the
-    harness's factor min(1, C/(‖g‖ + 1e-6)). The noise is produced by the harness's own code:
-    `clipped_noisy_gradient_sum` on a batch of padding rows with one torch.Generator per run,
-    exactly as `train_many` seeds and draws it; coordinate j is the first weight of a tiny linear
-    template. So this measures the noise calibration of the real implementation, not of a
-    re-implementation of it.
-    """
-    import torch
-
-    # The tensors are tiny ((runs, 2) per step): intra-op threads only add synchronisation, and
-    # on a shared 2-core machine they made this 5x slower (measured).
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        return _dirac_observations(noise_multiplier, sample_rate, steps, n_runs, insert_canary, seed, max_grad_norm)
-    finally:
-        torch.set_num_threads(threads)
-
-
-def _dirac_observations(noise_multiplier, sample_rate, steps, n_runs, insert_canary, seed, max_grad_norm):
-    import torch
-    from torch import nn
-
-    from targets.vectorized_dpsgd import OPACUS_CLIP_EPSILON, clipped_noisy_gradient_sum
-
-    words = np.random.SeedSequence([int(seed), _STREAM_DIRAC, int(insert_canary)]).generate_state(n_runs + 1, dtype=np.uint64)
-    seeds = [int(w) & ((1 << 63) - 1) for w in words]
-    generators = [torch.Generator().manual_seed(s) for s in seeds[:n_runs]]
-    sampling = torch.Generator().manual_seed(seeds[n_runs])
-    template = nn.Sequential(nn.Linear(1, 2))
-    params = {name: torch.zeros((n_runs, *p.shape), dtype=torch.float64) for name, p in template.named_parameters()}
-    template = template.double()
-    X = torch.zeros((n_runs, 1, 1), dtype=torch.float64)
-    y = torch.zeros((n_runs, 1), dtype=torch.long)
-    valid = torch.zeros((n_runs, 1), dtype=torch.bool)  # no real record: the coordinate is the canary's
-    canary_value = max_grad_norm * min(1.0, max_grad_norm / (max_grad_norm + OPACUS_CLIP_EPSILON))
-    first = next(iter(params))
-    out = np.empty((n_runs, steps))
-    for t in range(steps):
-        summed = clipped_noisy_gradient_sum(
-            template, params, X, y, valid,
-            max_grad_norm=max_grad_norm, noise_multiplier=noise_multiplier, generators=generators,
-        )
-        noise = summed[first].reshape(n_runs, -1)[:, 0]
-        if insert_canary:
-            included = torch.rand(n_runs, generator=sampling, dtype=torch.float64) < sample_rate
-            noise = noise + canary_value * included.to(noise.dtype)
-        out[:, t] = noise.numpy()
-    return out
-
-
-def _dirac_statistic(obs: np.ndarray, noise_multiplier: float, sample_rate: float, max_grad_norm: float,
-                     statistic: str) -> np.ndarray:
-    x = obs / max_grad_norm
-    if statistic == "sum":
-        return x.sum(axis=1)
-    # Per-step log-likelihood ratio of "canary inserted" (mixture (1−q)N(0,σ²) + qN(1,σ²)) against
-    # "not inserted" (N(0,σ²)); summed over steps it is the Neyman-Pearson optimal statistic.
-    a = (2 * x - 1) / (2 * noise_multiplier**2)
-    if sample_rate >= 1:
-        return a.sum(axis=1)
-    return np.logaddexp(math.log1p(-sample_rate), math.log(sample_rate) + a).sum(axis=1)
-
-
-def dirac_canary_audit(
-    *,
-    noise_multiplier: float,
-    sample_rate: float,
-    steps: int,
-    n_runs: int,
-    delta: float,
-    claimed_epsilon: float | None = None,
-    confidence: float = 0.95,
-    seed: int = 0,
-    statistic: str = "likelihood_ratio",
-    insert_canary: bool = True,
-    max_grad_norm: float = 1.0,
-) -> dict[str, Any]:
-    """Tight white-box audit of DP-SGD(σ, q, T) as the harness implements it (Nasr et al. 2023,
-    "Tight Auditing of Differentially Private Machine Learning", arXiv 2302.07956).
-
-    `n_runs` runs with the Dirac canary and `n_runs` without; each run is T observations
-    (`dirac_observations`: the canary coordinate of the noisy clipped gradient sum at every step)
-    reduced to one number by `statistic`: "likelihood_ratio" (Σ_t log((1−q) + q·exp((2x_t −
-    1)/(2σ²))), x = observation / C, the optimal test) or "sum" (Σ_t x_t). Then
-    `threshold_audit`: threshold chosen on half of the runs, Clopper-Pearson (ε, δ) lower bound
-    on the other half. The claim defaults to the PLD accountant's ε for (σ, q, T, δ); a sound
-    implementation never yields a bound above it (except with probability 1 − confidence).
-    Also reported: the GDP estimate (`epsilon_estimate_gdp`, "estimate (assumes GDP)", never a
-    verdict), which is what makes Nasr et al.'s audit tight at moderate run counts.
-    """
-    for name, value in (("noise_multiplier", noise_multiplier), ("max_grad_norm", max_grad_norm)):
-        if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
-            raise AuditInputError(name, f"must be a finite number > 0, got {value!r}")
-    if not (isinstance(sample_rate, (int, float)) and 0 < sample_rate <= 1):
-        raise AuditInputError("sample_rate", f"must be in (0, 1], got {sample_rate!r}")
-    t = _check_count("steps", steps, 1)
-    k = _check_count("--models", n_runs, 2)
-    if statistic not in ("likelihood_ratio", "sum"):
-        raise AuditInputError("statistic", f"expected 'likelihood_ratio' or 'sum', got {statistic!r}")
-    _, d = validate_claim(1.0, delta, delta_flag="--delta")
-    if d == 0:
-        raise AuditInputError("--delta", "must be > 0: Gaussian noise is not (ε, 0)-DP")
-    accountant_eps = epsilon_pld(DPSGDEvent(float(noise_multiplier), float(sample_rate), t), d)
-    claim = accountant_eps if claimed_epsilon is None else claimed_epsilon
-    eps, _ = validate_claim(claim, d, epsilon_flag="--claimed-epsilon", delta_flag="--delta")
-
-    common = dict(noise_multiplier=float(noise_multiplier), sample_rate=float(sample_rate), steps=t,
-                  n_runs=k, seed=seed, max_grad_norm=float(max_grad_norm))
-    stat_in = _dirac_statistic(dirac_observations(insert_canary=insert_canary, **common),
-                               noise_multiplier, sample_rate, max_grad_norm, statistic)
-    stat_out = _dirac_statistic(dirac_observations(insert_canary=False, **common),
-                                noise_multiplier, sample_rate, max_grad_norm, statistic)
-    audit = threshold_audit(stat_in, stat_out, delta=d, confidence=confidence)
-    bound = audit.pop("epsilon_lower_bound")
-    members = np.r_[np.ones(k, bool), np.zeros(k, bool)]
-    gdp = epsilon_estimate_gdp(np.r_[stat_in, stat_out], members, d, confidence, strategy=HeldOut(0.5, int(seed)))
-    return {
-        "audit": "canary, white-box Dirac gradient canary on the harness's DP-SGD",
-        "observed": "canary coordinate of the noisy clipped gradient sum at every step",
-        "canary_inserted": bool(insert_canary),
-        "noise_multiplier": float(noise_multiplier),
-        "sample_rate": float(sample_rate),
-        "steps": t,
-        "max_grad_norm": float(max_grad_norm),
-        "n_runs_per_side": k,
-        "seed": int(seed),
-        "statistic": statistic,
-        **audit,
-        "accountant_epsilon_pld": accountant_eps,
-        "claimed_epsilon": eps,
-        "epsilon_lower_bound": bound,
-        "gdp_estimate": {"epsilon": gdp.epsilon, "mu": gdp.details["mu"], "label": gdp.details["quantity"]},
-        "violation": bool(bound > eps),
-        "verdict": claim_verdict(bound=bound, ceiling=audit["ceiling"], claimed_epsilon=eps, delta=d,
-                                 needed=runs_needed_threshold_audit(eps, d, audit["confidence"]),
-                                 unit="runs per side", confidence=audit["confidence"]),
     }
 
 
