@@ -29,9 +29,11 @@ def _auc(attack: dict[str, Any] | None) -> str:
 
 
 def _best_lb(attack: dict[str, Any] | None) -> float | None:
+    """The proven bound (one-run, coin-flip membership); Clopper-Pearson over one model's candidates
+    assumes independent trials and is shown in its own column only."""
     if attack is None:
         return None
-    return max((v for v in attack["epsilon_lb"].values() if v is not None), default=0.0)
+    return attack["epsilon_lb"].get("one_run")
 
 
 def federated_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
@@ -55,7 +57,7 @@ def client_rows(results: dict[str, Any]) -> list[tuple[str, ...]]:
             own = [attacks.get(f"{name}/client_{k}") for name in ("loss", "lira_offline", "server_update")]
             eps = client["epsilon"]
             record = f"{_fmt(eps.get(accountant), 2)} / {_fmt(eps.get('pld'), 2)}" if eps else "—"
-            lbs = [_best_lb(a) for a in own if a is not None]
+            lbs = [b for b in (_best_lb(a) for a in own if a is not None) if b is not None]
             ceilings = [a.get("ceiling_one_run") for a in own if a is not None and a.get("ceiling_one_run") is not None]
             rows.append((
                 _eps_target(target), fed["level"], str(k), str(client["n_train"]), str(client["local_steps"]), record,

@@ -74,6 +74,13 @@ def test_client_level_federation_reports_client_epsilon_and_a_client_mia(tmp_pat
     assert client_mia["claim"] == {"level": "client", "client": None, "epsilon": level["epsilon"]["prv"]}
     (server,) = [a for a in target["attacks"] if a["name"].startswith("server_update")]
     assert server["claim"]["epsilon"] is None  # the server is trusted by central client-level DP
+    # The one verdict model (audit.machinery.verdict): Holm over every row with a claim; the same
+    # verdict in results.json on disk.
+    verdict = run.results["verdict"]
+    claimed = [a for a in target["attacks"] if a["claim"]["epsilon"] is not None]
+    assert verdict["family_wise_error"]["method"] == "holm"
+    assert verdict["family_wise_error"]["n_tests"] == len(claimed)
+    assert json.loads((run.run_dir / "results.json").read_text())["verdict"]["status"] == verdict["status"]
 
 
 class _InterruptSecondTarget:

@@ -15,7 +15,6 @@ from audit.machinery.policy import (
     load_results,
     policy_from_dict,
     validate_results,
-    verdict_from_evaluation,
 )
 
 REPO = Path(__file__).resolve().parents[1]
@@ -82,13 +81,13 @@ def test_lenient_policy_passes_the_default_and_the_smoke_run(default_results, sm
 
 
 def test_the_verdict_of_an_evaluation_has_the_shape_of_results_verdict(default_results):
-    evaluation = evaluate_policy(load_policy(STRICT), default_results)
-    verdict = verdict_from_evaluation(evaluation)
+    from audit.machinery.verdict import verdict_for_results
 
-    assert verdict == {"passed": False, "policy": str(STRICT), "reasons": [c.message for c in evaluation.failures]}
-    default_results["verdict"] = verdict
-    default_results["policy_evaluation"] = evaluation.as_dict()
-    validate_results(default_results)  # still a valid results.json
+    decided, evaluation = verdict_for_results(default_results, load_policy(STRICT))
+    verdict = decided["verdict"]
+    assert verdict["status"] == "fail" and verdict["passed"] is False and verdict["policy"] == str(STRICT)
+    assert {c.message for c in evaluation.failures} <= set(verdict["reasons"])
+    validate_results(decided)  # still a valid results.json
 
 
 # --- rules ----------------------------------------------------------------------------------

@@ -103,6 +103,33 @@ def test_the_same_tests_catch_a_real_leak():
     assert "lira" in decided["verdict"]["reasons"][0]
 
 
+def test_federated_rows_are_tested_against_their_own_level_and_a_row_without_a_claim_never_decides():
+    # A client-level target: record rows and client_mia test the client-level ε; the server's view of
+    # an update is not covered by client-level DP (claim None), so even a perfect leak there decides nothing.
+    rng = np.random.default_rng(11)
+    members = rng.random(400) < 0.5
+
+    def row(name, level, claim, shift):
+        bound = epsilon_lower_bound_one_run(rng.normal(size=400) + shift * members, members, 1e-5)
+        return {"name": name, "claim": {"level": level, "client": None, "epsilon": claim},
+                "epsilon_lb": {"clopper_pearson": None, "one_run": bound.epsilon},
+                "epsilon_lb_details": {"one_run": bound.details}, "tpr_at_fpr": {}, "violation": False}
+
+    target = {"kind": "federated", "epsilon_target": 0.5, "delta": 1e-5, "epsilon": {"prv": 0.5},
+              "epsilon_accountant": 0.5, "accountant": "prv", "epsilon_lb_best": None, "violation": False,
+              "attacks": [row("loss/all", "record", 0.5, 0.0), row("server_update/client_0", "record", None, 8.0),
+                          row("client_mia", "client", 0.5, 0.0)]}
+    results = {"schema_version": 2, "config": {"attacks": {"confidence": 0.95}}, "targets": [target], "synthetic": []}
+    decided = verdict_for_results(results)[0]
+    assert decided["verdict"]["status"] == "pass" and decided["verdict"]["family_wise_error"]["n_tests"] == 2
+    assert [a["violation"] for a in decided["targets"][0]["attacks"]] == [False, False, False]
+    results["targets"][0]["attacks"][2] = row("client_mia", "client", 0.5, 6.0)  # the client level leaks
+    decided = verdict_for_results(results)[0]
+    assert decided["verdict"]["status"] == "fail" and "client_mia (client-level ε)" in decided["verdict"]["reasons"][0]
+    assert [a["violation"] for a in decided["targets"][0]["attacks"]] == [False, False, True]
+    assert decided["targets"][0]["violation"] is True
+
+
 # --- tight accountant reference --------------------------------------------------------------
 
 
@@ -157,9 +184,52 @@ def _tables(tmp_path):
     pd.DataFrame({"member": members.astype(int), "score": rng.normal(size=600)}).to_csv(
         tmp_path / "null_scores.csv", index=False)
     (tmp_path / "grid.yaml").write_text("noise_multipliers: [1.0]\nsample_rates: [0.01]\nsteps: [1000]\n")
+    (tmp_path / "auc.yaml").write_text("rules: {max_auc: 0.6}\n")
+    (tmp_path / "any_auc.yaml").write_text("rules: {max_auc: 0.01}\n")  # every attack row fails it
+    (tmp_path / "fed.yaml").write_text(FEDERATED)
+    _memorising_model(tmp_path)
+
+
+# A two-client federation small enough for the table (record-level DP-SGD, loss attack only): its
+# claim ε = 4 is above what ~100 coin-flip candidates per row could ever refute (built-in verdict:
+# inconclusive); a policy's max_auc applies to every per-client row and fails it.
+FEDERATED = """
+name: fedtable
+data: {n_rows: 400}
+split: {test_fraction: 0.2, candidate_fraction: 0.5}
+training: {hidden_sizes: [8], epochs: 1, batch_size: 128, lr: 0.1}
+privacy: {epsilons: [4.0, inf]}
+attacks: {names: [loss]}
+federated: {level: record, n_clients: 2, rounds: 2, n_reference_federations: 0}
+"""
+
+
+def _memorising_model(tmp_path) -> None:
+    """An MLP trained to memorise its 200 members (audit-model's files: members.csv, nonmembers.csv)."""
+    import torch
+
+    from targets.datasets import make_default_tabular
+    from targets.models import build_mlp
+
+    data = make_default_tabular(400, seed=1)
+    columns = [f"f{i}" for i in range(data.features.shape[1])]
+    frame = pd.DataFrame(data.features, columns=columns).assign(y=data.labels)
+    frame.iloc[:200].to_csv(tmp_path / "members.csv", index=False)
+    frame.iloc[200:].to_csv(tmp_path / "nonmembers.csv", index=False)
+    model = build_mlp(len(columns), [32], 2, seed=0)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    x, y = torch.as_tensor(data.features[:200]), torch.as_tensor(data.labels[:200])
+    for _ in range(150):
+        optimizer.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        optimizer.step()
+    torch.save(model.state_dict(), tmp_path / "model.pt")
+    (tmp_path / "model.yaml").write_text("training:\n  hidden_sizes: [32]\n")
 
 
 SYNTH = ["synth-check", "--train", "train.csv", "--holdout", "holdout.csv"]
+MODEL = ["audit-model", "--config", "model.yaml", "--weights", "model.pt", "--members", "members.csv",
+         "--nonmembers", "nonmembers.csv", "--label", "y", "--attacks", "loss", "--quiet"]
 CASES = [
     # (command line, expected status, expected exit code, output kind)
     ([*SYNTH, "--synthetic", "copy.csv"], "fail", 1, "folder"),  # a near-copy fails with no flags given
@@ -179,6 +249,14 @@ CASES = [
      "pass", 0, "single"),
     (["whitebox-audit", "--builtin", "--noise-multiplier", "2", "--steps", "4", "--runs", "200",
       "--claimed-epsilon", "0.8", "--workers", "1", "--quiet"], "fail", 1, "single"),  # the claim is 4× too private
+    # audit-model: a memorising model claiming no DP passes the built-in checks (nothing to violate)
+    # and fails a policy's max_auc; with a claim it is inconclusive (files are not coin flips).
+    ([*MODEL, "--claimed-epsilon", "inf"], "pass", 0, "folder"),
+    ([*MODEL, "--claimed-epsilon", "inf", "--policy", "auc.yaml"], "fail", 1, "folder"),
+    # (with a claim it is inconclusive: files are not coin flips; tests/test_cli_audits.py has that case)
+    # the federated job (`run` with a federated: section): its per-client rows under a max_auc rule
+    pytest.param(["run", "--config", "fed.yaml", "--policy", "any_auc.yaml", "--quiet"], "fail", 1, "folder",
+                 marks=pytest.mark.slow),  # two federations and their attacks in a fresh process: ~15-25 s
 ]
 
 

@@ -3,7 +3,6 @@ LiRA offline with reference federations), the honest-but-curious server on one c
 and client level across coin-flip federations. Each row carries the claim it tests."""
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -13,7 +12,6 @@ from attacks.model_outputs import logit_scaled_confidence
 from audit.errors import AuditInputError
 from audit.federated.setup import FederationInputs, federation_seed
 from audit.machinery.checkpoints import TargetCheckpoints
-from audit.statistics.epsilon_bounds import one_run_epsilon_from_counts
 from reports.figures import epsilon_label
 from targets.federated import FederatedTarget, train_federation
 from targets.models import build_mlp
@@ -152,18 +150,3 @@ def attack_rows(inputs: FederationInputs, epsilon: float, index: int, target: Fe
         rows.append(("client_mia", client_mia[0], client_mia[1], np.zeros(client_mia[0].size, dtype=np.int64), claim))
     return rows, columns
 
-
-ONE_RUN_GUESS_FRACTIONS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5)  # those of epsilon_lower_bound_one_run
-
-
-def one_run_ceiling(m: int, delta: float, confidence: float) -> float:
-    """The largest one-run bound any attack could reach on m coin-flip candidates: every guess right
-    at each guess size `epsilon_lower_bound_one_run` tries, with its Bonferroni split (Steinke et al.
-    2023, arXiv 2305.08846). A claimed ε at or above it cannot be refuted by this audit."""
-    alpha_each = (1 - confidence) / len(ONE_RUN_GUESS_FRACTIONS)
-    best = 0.0
-    for f in ONE_RUN_GUESS_FRACTIONS:
-        r = 2 * int(math.floor(f * m / 2))
-        if r:
-            best = max(best, one_run_epsilon_from_counts(m, r, r, delta, alpha_each))
-    return best

@@ -17,10 +17,11 @@ Per target ε (inf = the non-private FedAvg baseline):
   on the client's rows. Candidates in different runs are independent trials (a multi-run audit);
   the one-run bound is valid over all of them as well.
 
-Each attack row names the guarantee it tests (`claim`); a violation is a sound lower bound above
-that row's claimed ε. The bounds of all rows that can decide a violation, over all private
-targets, are computed at a Bonferroni-adjusted confidence, so the family-wise error of the
-verdict stays at 1 − confidence.
+Each attack row names the guarantee it tests (`claim`: record- or client-level ε, or none). The
+verdict is the one every command uses (audit.machinery.verdict): each row with a claim is a
+one-run test of it, Holm-corrected over every such row of every private target (family-wise error
+≤ 1 − confidence); a claim above a row's ceiling is inconclusive; Clopper-Pearson is shown, never
+decides; a policy's rules (e.g. `max_auc`, which applies to every per-client row) fold in.
 """
 from __future__ import annotations
 
@@ -36,17 +37,19 @@ import torch
 
 from audit.errors import AuditInputError
 from audit.federated.accounting import account_levels
-from audit.federated.level_attacks import attack_rows, one_run_ceiling
+from audit.federated.level_attacks import attack_rows
 from audit.federated.setup import FederationInputs, assign_clients, federated_spec, federation_seed
 from audit.machinery.checkpoints import TargetCheckpoints
 from audit.machinery.config import AuditConfig, config_to_yaml, read_config_file
 from audit.machinery.environment import describe_environment
-from audit.machinery.policy import Policy, evaluate_policy, verdict_from_evaluation
+from audit.machinery.policy import Policy
+from audit.machinery.verdict import verdict_for_results, verdict_tags
 from audit.machinery.crash_log import set_log_folder
 from audit.machinery.run_directory import StagedRunDirectory, run_attempt, write_json_atomic, write_text_atomic
 from audit.machinery.progress import as_progress
 from audit.machinery.tracking import AuditTracker, experiment_name, target_metrics
-from audit.statistics.attack_evaluation import evaluate_attack
+from audit.statistics.attack_evaluation import best_sound_lower_bound, evaluate_attack
+from audit.statistics.epsilon_bounds import one_run_ceiling
 from reports.figures import epsilon_label
 from reports.html_report import write_html_report
 from reports.junit import write_junit_xml
@@ -104,35 +107,22 @@ def _audit_target(inputs: FederationInputs, index: int, epsilon: float, ckpt: Ta
         watch_client=inputs.watch_client, on_round=progress.epoch_done, eval_data=(test_x, test_y))
     levels = account_levels(target, config)
     rows, columns = attack_rows(inputs, epsilon, index, target, levels, ckpt, progress)
-    deciding = sum(1 for row in rows if row[4]["epsilon"] is not None)
-    # Bonferroni over every row that can decide the verdict, in every private target of the sweep
-    # (each private target has the same rows), so the whole verdict's family-wise error ≤ 1 − confidence.
-    private_targets = sum(1 for e in config.privacy.epsilons if math.isfinite(e))
-    confidence = config.attacks.confidence
-    adjusted = 1 - (1 - confidence) / max(1, deciding * private_targets)
     attacks = []
     for name, scores, members, labels, claim in rows:
-        conf = adjusted if claim["epsilon"] is not None else confidence
-        record = evaluate_attack(name, scores, members, labels, delta=config.privacy.delta, confidence=conf,
-                                 threshold_seed=seed, accountant_epsilon=claim["epsilon"])
-        best = max([v for v in record["epsilon_lb"].values() if v is not None], default=0.0)
+        # Each row at the stated confidence; whether a row's bound refutes its claim is decided by the
+        # one verdict model (audit.machinery.verdict: Holm over every row with a claim, every target).
+        record = evaluate_attack(name, scores, members, labels, delta=config.privacy.delta,
+                                 confidence=config.attacks.confidence, threshold_seed=seed,
+                                 accountant_epsilon=claim["epsilon"])
         record["claim"] = claim
-        record["violation"] = bool(claim["epsilon"] is not None and best > claim["epsilon"])
-        record["ceiling_one_run"] = one_run_ceiling(len(scores), config.privacy.delta, conf)
-        # Could this row have refuted its claim at all? If not, passing it proves nothing.
-        record["can_refute_claim"] = bool(claim["epsilon"] is not None and record["ceiling_one_run"] > claim["epsilon"])
+        record["violation"] = False  # set by the verdict
         attacks.append(record)
     test_site = inputs.client_of_row[inputs.splits.test_idx]
     predicted = target.logits(test_x).argmax(axis=1)
     for row in levels["clients"]:
         own = test_site == row["client"]
         row["test_accuracy"] = float((predicted[own] == test_y[own]).mean()) if own.any() else None
-    best, best_method = 0.0, None
-    for attack in attacks:
-        for method in ("clopper_pearson", "one_run"):
-            value = attack["epsilon_lb"][method]
-            if value is not None and value > best:
-                best, best_method = value, f"{attack['name']}/{method}"
+    best, best_method = best_sound_lower_bound(attacks)  # proven for the setting only (one-run)
     acc = config.privacy.accountant
     main_level = levels["client"] if levels["level"] == "client" else levels["record"]
     epsilon_dict = main_level["epsilon"] if main_level else {}
@@ -154,14 +144,13 @@ def _audit_target(inputs: FederationInputs, index: int, epsilon: float, ckpt: Ta
         "attacks": attacks,
         "epsilon_lb_best": best,
         "epsilon_lb_best_method": best_method,
-        "epsilon_lb_ratio": best / epsilon_dict[acc] if epsilon_dict.get(acc) else None,
-        "violation": any(a["violation"] for a in attacks),
+        "epsilon_lb_ratio": best / epsilon_dict[acc] if epsilon_dict.get(acc) and best is not None else None,
+        "violation": False,  # set by the verdict
         "seed": seed,
         "federated": {
             "level": levels["level"], "n_clients": inputs.n_clients, "rounds": inputs.spec.rounds,
             "local_epochs": inputs.spec.local_epochs, "partition": config.federated.partition,
             "clients": levels["clients"], "record_level": levels["record"], "client_level": levels["client"],
-            "bonferroni": {"tests": deciding * private_targets if deciding else 0, "confidence_each": adjusted},
             "watched_client": inputs.watch_client,
         },
     }
@@ -215,7 +204,6 @@ def run_federated_audit(config: AuditConfig, *, out_dir: str | Path = "runs", tr
         results = _federated_sweep(inputs, run_dir.staging, tracker, preset, progress)
         progress.close()
         _write_outputs(results, run_dir.staging, policy, tracker)
-        tracker.set_verdict(results["mlflow"]["parent_run_id"], results["verdict"])
         final = run_dir.commit()
         tracker.log_artifact(results["mlflow"]["parent_run_id"], final / "results.json")
         tracker.finish(results["mlflow"]["parent_run_id"], "FINISHED")
@@ -223,18 +211,35 @@ def run_federated_audit(config: AuditConfig, *, out_dir: str | Path = "runs", tr
 
 
 def _write_outputs(results: dict[str, Any], folder: Path, policy: Policy | None, tracker: AuditTracker) -> None:
-    evaluation = None
-    if policy is not None:
-        evaluation = evaluate_policy(policy, results)
-        results["verdict"] = verdict_from_evaluation(evaluation)
-        results["policy_evaluation"] = evaluation.as_dict()
-    write_json_atomic(folder / "results.json", results)
+    """The one verdict (audit.machinery.verdict, as `run`, `gate` and `report` decide it), then
+    results.json, report.html, summary.md, junit.xml and the MLflow tags, all from that verdict."""
+    decided, evaluation = verdict_for_results(results, policy)
+    results.clear()
+    results.update(decided)
+    _ceilings_at_family_level(results)
+    write_text_atomic(folder / "results.csv", results_table(results).to_csv(index=False))
+    write_json_atomic(folder / "results.json", results)  # first: the report quotes its SHA-256
     outputs = [write_html_report(results, folder, evaluation=evaluation),
-               write_summary_markdown(results, folder / "summary.md", evaluation=evaluation)]
-    if evaluation is not None:
-        outputs.append(write_junit_xml(evaluation, folder / "junit.xml"))
+               write_summary_markdown(results, folder / "summary.md", evaluation=evaluation),
+               write_junit_xml(results, folder / "junit.xml", evaluation=evaluation)]
+    parent_id = results["mlflow"]["parent_run_id"]
+    tracker.set_tags(parent_id, verdict_tags(results["verdict"]))
+    tracker.log_metrics(parent_id, {"n_violations": float(sum(bool(t.get("violation")) for t in results["targets"]))})
     for path in outputs:
-        tracker.log_artifact(results["mlflow"]["parent_run_id"], path)
+        tracker.log_artifact(parent_id, path)
+
+
+def _ceilings_at_family_level(results: dict[str, Any]) -> None:
+    """Each row's one-run ceiling (the bound a perfect attack would reach) at the level the verdict
+    tested it: α/K, Holm's first step over the K rows that can decide. A claim at or above it could
+    not have been refuted, which the verdict reports as inconclusive."""
+    family = results["verdict"].get("family_wise_error") or {}
+    alpha_each = family.get("alpha", 0.05) / max(1, family.get("n_tests", 1))
+    for target in results["targets"]:
+        for attack in target["attacks"]:
+            details = (attack.get("epsilon_lb_details") or {}).get("one_run")
+            attack["ceiling_one_run"] = (one_run_ceiling(int(details["m"]), target["delta"], alpha_each)
+                                         if isinstance(details, dict) and details.get("m") else None)
 
 
 def results_table(results: dict[str, Any]) -> pd.DataFrame:
@@ -310,23 +315,6 @@ def _federated_sweep(inputs: FederationInputs, staging: Path, tracker: AuditTrac
         tracker.log_artifact(child_id, scores_path)
         tracker.finish(child_id)
 
-    reasons = [
-        f"ε target {t['epsilon_target']:g}: {a['name']} lower bound "
-        f"{max(v for v in a['epsilon_lb'].values() if v is not None):.3f} exceeds the "
-        f"{a['claim']['level']}-level ε {a['claim']['epsilon']:.3f}"
-        for t in targets if t["epsilon_target"] is not None for a in t["attacks"] if a["violation"]
-    ]
-    # A target is inconclusive when none of its deciding rows could have refuted its claim.
-    unrefutable = []
-    for t in targets:
-        deciding = [a for a in t["attacks"] if a["claim"]["epsilon"] is not None]
-        if t["epsilon_target"] is not None and deciding and not any(a["can_refute_claim"] for a in deciding):
-            top = max(deciding, key=lambda a: a["ceiling_one_run"])
-            unrefutable.append(
-                f"ε target {t['epsilon_target']:g}: no attack could refute the claimed ε (largest one-run ceiling "
-                f"{top['ceiling_one_run']:.3f}, {top['name']}, {top['n_members'] + top['n_nonmembers']} candidates)")
-    notes += unrefutable
-    status = "fail" if reasons else "inconclusive" if unrefutable else "pass"
     if fed.level == "client":
         notes.append("client-level DP: the server sees each sampled client's clipped update before the noise; "
                      "the server_update rows test a threat this guarantee does not cover (no claim)")
@@ -346,13 +334,10 @@ def _federated_sweep(inputs: FederationInputs, staging: Path, tracker: AuditTrac
         "targets": targets,
         "synthetic": [],
         "notes": notes,
-        "verdict": {"passed": not reasons, "status": status, "policy": None,
-                    "reasons": reasons or unrefutable, "decided_by": "built-in checks"},
+        "verdict": None,  # decided in _write_outputs, from these numbers (audit.machinery.verdict)
         "mlflow": {"tracking_uri": tracker.tracking_uri, "experiment_id": tracker.experiment_id,
                    "parent_run_id": parent_id, "child_run_ids": attempt["child_run_ids"],
                    "resumed_from": [a["parent_run_id"] for a in earlier]},
     }
-    write_text_atomic(staging / "results.csv", results_table(results).to_csv(index=False))
-    tracker.log_metrics(parent_id, {"n_violations": float(len(reasons))})
     tracker.log_artifact(parent_id, staging / "config.yaml")
     return results

@@ -17,8 +17,8 @@ A policy states what a release must satisfy, e.g.
 
 `load_policy` validates the file at the boundary (AuditInputError naming file and field);
 `evaluate_policy` is a pure function of (policy, results) returning one `RuleCheck` per rule ×
-target (× attack / FPR level) it applies to; `verdict_from_evaluation` turns that into the
-`results["verdict"]` dict. A rule without the data to evaluate it (synthetic rules on a results
+target (× attack / FPR level) it applies to; `audit.machinery.verdict.verdict_for_results` folds
+that into the one `results["verdict"]` dict every command writes. A rule without the data to evaluate it (synthetic rules on a results
 file without synthetic data, a TPR level the results do not report) gives a check marked not
 applicable, which never fails the gate but is listed (and is a skipped test case in JUnit).
 
@@ -56,7 +56,6 @@ __all__ = [
     "load_policy",
     "policy_from_dict",
     "evaluate_policy",
-    "verdict_from_evaluation",
     "load_results",
     "validate_results",
     "RESULTS_SCHEMA_PATH",
@@ -369,15 +368,6 @@ def evaluate_policy(policy: Policy, results: dict[str, Any], *, source: str = "r
 
     passed = all(check.passed for check in checks)
     return PolicyEvaluation(passed=passed, checks=checks, policy_name=policy.display_name, policy_path=policy.path)
-
-
-def verdict_from_evaluation(evaluation: PolicyEvaluation) -> dict[str, Any]:
-    """The `results["verdict"]` dict: passed, the policy (file path, else name), failed checks' messages."""
-    return {
-        "passed": evaluation.passed,
-        "policy": evaluation.policy_path or evaluation.policy_name,
-        "reasons": [check.message for check in evaluation.failures],
-    }
 
 
 def _check_target(policy: Policy, target: Any, where: str, reader: "_Reader") -> list[RuleCheck]:

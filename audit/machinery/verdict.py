@@ -143,11 +143,19 @@ def _one_run_details(attack: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
+def _attack_claim(target: dict[str, Any], attack: dict[str, Any]) -> float | None:
+    """The ε an attack row tests: its own `claim` (federated rows test the record- or the
+    client-level guarantee, or none: the server under client-level DP) or the target's accountant ε."""
+    if isinstance(attack.get("claim"), dict):
+        return _claim(attack["claim"], "epsilon")
+    return _claim(target, "epsilon_accountant")
+
+
 def _tests_in_family(results: dict[str, Any]) -> int:
     count = 0
     for target in results.get("targets") or []:
-        if _claim(target, "epsilon_accountant") is not None:
-            count += sum(1 for a in target.get("attacks") or [] if _one_run_details(a) is not None)
+        count += sum(1 for a in target.get("attacks") or [] if isinstance(a, dict)
+                     and _attack_claim(target, a) is not None and _one_run_details(a) is not None)
     for entry in results.get("synthetic") or []:
         mia = entry.get("mia") or {}
         if _claim(entry, "epsilon_target") is not None:
@@ -161,6 +169,9 @@ def _target_checks(index: int, target: dict[str, Any], alpha_each: float, confid
     label = f"ε = {_eps_text(target.get('epsilon_target'))}"
     subject = f"targets[{index}]"
     claim = _claim(target, "epsilon_accountant")
+    if claim is None:  # federated targets: the rows' claims (any row with one makes the target private)
+        claim = next((c for a in target.get("attacks") or [] if isinstance(a, dict)
+                      for c in [_attack_claim(target, a)] if c is not None), None)
     delta = float(target.get("delta") or 0.0)
     attacks = [a for a in target.get("attacks") or [] if isinstance(a, dict)]
     checks: list[Check] = []
@@ -181,6 +192,16 @@ def _target_checks(index: int, target: dict[str, Any], alpha_each: float, confid
     tested = False
     for attack in attacks:
         name = str(attack.get("name"))
+        row_claim = attack.get("claim") if isinstance(attack.get("claim"), dict) else None
+        if row_claim is not None:  # a federated row: it tests its own level's guarantee, or none
+            if _attack_claim(target, attack) is None:
+                checks.append(Check(
+                    subject, f"{label} · {name} · no claim", f"{label}, {name}: no DP claim covers this threat "
+                    f"({row_claim.get('note') or 'non-private'}); shown only", decides=False,
+                    assumption="no guarantee to test"))
+                continue
+            name = f"{name} ({row_claim.get('level', 'record')}-level ε)"
+        row_eps = _attack_claim(target, attack)
         cp = (attack.get("epsilon_lb") or {}).get("clopper_pearson")
         if cp is not None:
             checks.append(Check(
@@ -192,19 +213,19 @@ def _target_checks(index: int, target: dict[str, Any], alpha_each: float, confid
         if details is None:
             continue
         tested = True
-        p = one_run_claim_p_value(details, claim, delta)
+        p = one_run_claim_p_value(details, row_eps, delta)
         ceiling = one_run_ceiling(int(details["m"]), delta, alpha_each)
         bound = (attack.get("epsilon_lb") or {}).get("one_run")
         if p <= alpha_each:
-            message = (f"{label}, {name}: the one-run test rejects the accountant's ε {claim:.3f} "
+            message = (f"{label}, {name}: the one-run test rejects the accountant's ε {row_eps:.3f} "
                        f"(p = {p:.2g}; one-run bound {bound:.3f} at {confidence:.0%})")
         else:
-            message = (f"{label}, {name}: one-run bound {bound:.3f} vs accountant ε {claim:.3f} "
+            message = (f"{label}, {name}: one-run bound {bound:.3f} vs accountant ε {row_eps:.3f} "
                        f"(p = {p:.2g}); ceiling {ceiling:.2f}")
-        inconclusive = ceiling <= claim
+        inconclusive = ceiling <= row_eps
         if inconclusive:
             message = (f"{label}, {name}: inconclusive — even a perfect attack could prove only ε ≥ {ceiling:.2f} "
-                       f"with {details['m']} candidates at the family level, at or below the claim {claim:.3f}")
+                       f"with {details['m']} candidates at the family level, at or below the claim {row_eps:.3f}")
         checks.append(Check(subject, f"{label} · {name} · one_run", message, p_value=p, inconclusive=inconclusive,
                             assumption="one training run, coin-flip membership (proven)"))
     if not tested:
@@ -339,9 +360,17 @@ def verdict_for_results(results: dict[str, Any], policy: Any = None) -> tuple[di
     failed_subjects = {row["subject"] for row in built_in["checks"]
                        if row["outcome"] == "fail" and row["subject"].startswith("targets[")
                        and row["p_value"] is not None}
+    failed_names = {(row["subject"], row["name"]) for row in built_in["checks"]
+                    if row["outcome"] == "fail" and row["p_value"] is not None}
     for index, target in enumerate(out.get("targets") or []):
         if isinstance(target, dict):
             target["violation"] = f"targets[{index}]" in failed_subjects
+            label = f"ε = {_eps_text(target.get('epsilon_target'))}"
+            for attack in target.get("attacks") or []:
+                if isinstance(attack, dict) and isinstance(attack.get("claim"), dict):  # federated rows
+                    level = attack["claim"].get("level", "record")
+                    name = f"{label} · {attack.get('name')} ({level}-level ε) · one_run"
+                    attack["violation"] = (f"targets[{index}]", name) in failed_names
     if policy is None:
         out["verdict"] = built_in
         out.pop("policy_evaluation", None)
