@@ -149,6 +149,12 @@ def split_dirichlet(labels: np.ndarray, n_clients: int, alpha: float, seed: int)
 # ------------------------------------------------------------------------------------------------
 
 
+def sample_clients(n_clients: int, sample_rate: float, rng: np.random.Generator) -> np.ndarray:
+    """The clients joining one round: each independently with probability q (Poisson sampling, the
+    sampling the client-level accountant composes; a fixed number per round would not be)."""
+    return rng.random(n_clients) < sample_rate
+
+
 def clip_update(update: torch.Tensor, clip: float) -> torch.Tensor:
     """Scale a flat update to L2 norm at most `clip` (McMahan et al. 2018, flat clipping)."""
     norm = float(torch.linalg.vector_norm(update))
@@ -322,7 +328,7 @@ def train_federation(
         for round_index in range(spec.rounds):
             if level == "client":
                 rng = np.random.default_rng(client_sampling_seed(seed, round_index))
-                joins = rng.random(len(client_data)) < spec.client_sample_rate
+                joins = sample_clients(len(client_data), spec.client_sample_rate, rng)
                 participants = [k for k in active if joins[k]]
             else:
                 participants = list(active)

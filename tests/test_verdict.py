@@ -241,6 +241,9 @@ CASES = [
      "fail", 1, "single"),
     (["conformance", "--trainer", "audit.demos.planted_bugs:batch_clip"], "fail", 1, "single"),  # planted bug
     (["conformance", "--trainer", "audit.demos.planted_bugs:correct_eps_1"], "pass", 0, "single"),
+    # client-level DP-FedAvg whose noise is σ instead of σ·C (tests/test_federated_conformance.py)
+    (["conformance", "--trainer", "audit.demos.federated_aggregators:dp_fedavg_noise_sigma_not_sigma_c"],
+     "fail", 1, "single"),
     (["canary-audit", "--trainer", "audit.demos.dp_trainers:broken_no_clipping", "--mode", "multi-canary", "--models", "40",
       "--quiet"],
      "fail", 1, "single"),

@@ -166,7 +166,7 @@ def conformance_task(trainer, seed: int, alpha: float) -> list[dict[str, Any]]:
         from audit.machinery.user_code import load_user_function
 
         with user_code("--trainer", f"module of trainer {trainer}"):
-            trainer = load_user_function(trainer, "--trainer")
+            trainer = load_user_function(trainer, "--trainer", require_callable=False)  # an object: CLAIM + methods
     with user_code("--trainer", f"step functions of {trainer!r}"[:120]):
         return conformance_checks(trainer, seed=seed, alpha=alpha)
 

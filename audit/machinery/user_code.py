@@ -26,7 +26,9 @@ def check_spec(spec: str, flag: str) -> str:
     return spec
 
 
-def load_user_function(spec: str, flag: str) -> Callable:
+def load_user_function(spec: str, flag: str, *, require_callable: bool = True) -> Callable:
+    """The object `module:name` names; `require_callable=False` for protocols that are objects
+    (a conformance step-function trainer: CLAIM plus methods), which check their own shape."""
     match = _SPEC.match(check_spec(spec, flag))
     cwd = str(Path.cwd())
     if cwd not in sys.path:  # like `python -m`: modules beside the user are importable
@@ -42,6 +44,6 @@ def load_user_function(spec: str, flag: str) -> Callable:
     function = getattr(module, match["function"], None)
     if function is None:
         raise AuditInputError(flag, f"module '{match['module']}' has no attribute '{match['function']}'")
-    if not callable(function):
+    if require_callable and not callable(function):
         raise AuditInputError(flag, f"'{spec}' is not callable")
     return function
