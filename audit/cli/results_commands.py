@@ -72,9 +72,57 @@ def _stored_policy(results: dict[str, Any], results_file: Path):
                             path=stored.get("path"))
 
 
+def _results_or_audit_file(path: Path) -> tuple[Path, str | None]:
+    """(file, audit kind or None): a run folder or results.json → results.json; a single audit's
+    folder or `<kind>.json` (canary-audit, mechanism-audit, conformance, accountant-check) → that file."""
+    from audit.machinery.policy import SINGLE_AUDIT_KINDS
+
+    if path.is_dir():
+        if (path / "results.json").is_file():
+            return path / "results.json", None
+        found = [(path / f"{kind}.json", kind) for kind in SINGLE_AUDIT_KINDS if (path / f"{kind}.json").is_file()]
+        if len(found) != 1:
+            raise AuditInputError(f"RESULTS '{path}'", "expected a folder holding results.json or one of "
+                                  + ", ".join(f"{k}.json" for k in SINGLE_AUDIT_KINDS))
+        return found[0]
+    kind = path.name.removesuffix(".json")
+    return path, (kind if kind in SINGLE_AUDIT_KINDS and path.name.endswith(".json") else None)
+
+
+def _gate_single_audit(kind: str, path: Path, policy: Any, folder: Path) -> None:
+    """`gate` on one pre-declared audit: the policy folded into its verdict (audit.machinery.verdict);
+    the gated `<kind>.json`, report.html and junit.xml written together in `folder`."""
+    from audit.machinery.input_files import load_json_file
+    from audit.machinery.run_directory import write_json_atomic
+    from audit.machinery.verdict import single_audit_verdict_with_policy
+    from reports.audit_report import write_audit_report
+    from reports.junit import write_junit_xml
+
+    where = f"results file '{path}'"
+    result = load_json_file(path, where)
+    if not isinstance(result, dict):
+        raise AuditInputError(where, f"must be a JSON object (a {kind}.json written by privacy-audit)")
+    if isinstance(result.get("audit_verdict"), dict):  # gated before: judge the audit's own verdict again
+        result = {**result, "verdict": result["audit_verdict"]}
+    verdict, evaluation = single_audit_verdict_with_policy(kind, result, policy, source=where)
+    if not any(check.applicable for check in evaluation.checks):
+        raise AuditInputError(f"--policy '{policy.path}'", f"no rule applies to a {kind} result: a gate that "
+                              "checks nothing cannot pass")
+    writable_folder(folder)
+    gated = {**result, "verdict": verdict, "audit_verdict": result.get("verdict"), "policy_evaluation": evaluation.as_dict(),
+             "policy_applied": {**_json_safe(policy.model_dump(mode="json", exclude_none=True)), "path": policy.path}}
+    write_json_atomic(folder / path.name, gated)
+    report_path = write_audit_report(kind, gated, folder)
+    write_junit_xml(gated, folder / "junit.xml")
+    n_fail = sum(1 for c in evaluation.checks if c.status == "fail")
+    console.print(f"{len(evaluation.checks)} policy checks, {n_fail} failed; junit: {folder / 'junit.xml'}; "
+                  f"report: {report_path}")
+    print_verdict(gated)
+
+
 @app.command()
 def gate(
-    results_file: Annotated[Path, typer.Argument(metavar="RESULTS", help="a results.json")],
+    results_file: Annotated[Path, typer.Argument(metavar="RESULTS", help="a results.json or run folder, or a canary-audit / mechanism-audit / conformance / accountant-check JSON or folder")],
     policy: Annotated[Path, typer.Option("--policy", help="YAML policy")],
     out: Annotated[Optional[Path], typer.Option("--out", help="where the gated results.json, report.html, summary.md and junit.xml go (default: beside RESULTS)")] = None,
 ) -> None:
@@ -82,9 +130,13 @@ def gate(
     from audit.machinery.crash_log import set_log_folder
     from audit.machinery.policy import evaluate_policy, load_policy, load_results
 
+    results_file, kind = _results_or_audit_file(results_file)
     folder = out or results_file.parent
     set_log_folder(folder)
     loaded_policy = load_policy(policy)
+    if kind is not None:  # a canary / mechanism / conformance / accountant-check result
+        _gate_single_audit(kind, results_file, loaded_policy, folder)
+        return
     results = load_results(results_file)
     evaluation = evaluate_policy(loaded_policy, results, source=f"results file '{results_file}'")
     if not any(check.applicable for check in evaluation.checks):

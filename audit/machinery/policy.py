@@ -56,6 +56,8 @@ __all__ = [
     "load_policy",
     "policy_from_dict",
     "evaluate_policy",
+    "evaluate_policy_on_audit",
+    "SINGLE_AUDIT_KINDS",
     "load_results",
     "validate_results",
     "RESULTS_SCHEMA_PATH",
@@ -366,6 +368,53 @@ def evaluate_policy(policy: Policy, results: dict[str, Any], *, source: str = "r
                 "this override matches no target or synthetic entry in the results",
             ))
 
+    passed = all(check.passed for check in checks)
+    return PolicyEvaluation(passed=passed, checks=checks, policy_name=policy.display_name, policy_path=policy.path)
+
+
+SINGLE_AUDIT_KINDS = ("canary-audit", "mechanism-audit", "conformance", "accountant-check")
+_MODEL_AND_DATA_RULES = ("max_auc", "max_tpr_at_fpr", "required_accountant", "max_dcr_share", "min_nndr_p10")
+
+
+def evaluate_policy_on_audit(policy: Policy, kind: str, result: dict[str, Any], built_in: dict[str, Any], *,
+                             source: str = "results") -> PolicyEvaluation:
+    """The rules of `policy` that apply to one pre-declared audit (pure; no I/O).
+
+    For `canary-audit`, `mechanism-audit`, `conformance` and `accountant-check` results (`<kind>.json`):
+    - max_epsilon_lb: the audit's `epsilon_lower_bound` (canary and mechanism audits; a proven bound
+      at the stated confidence: over independent runs, or one run with coin-flip canaries);
+    - fail_on_violation (default true): the audit's built-in verdict `built_in` failed (bound above
+      the claim, a failed conformance check, an unsound or invalid accountant point);
+    - fail_on_inconclusive: applied by the verdict (audit.machinery.verdict), not here.
+    The rules on attacks, accountants of trained targets and synthetic data are listed as not applicable.
+    An override applies when its ε equals the audit's `claimed_epsilon`.
+    """
+    if kind not in SINGLE_AUDIT_KINDS:
+        raise AuditInputError(source, f"unknown audit kind {kind!r} (expected one of {', '.join(SINGLE_AUDIT_KINDS)})")
+    if not isinstance(result, dict):
+        raise AuditInputError(source, f"must be a JSON object (a {kind}.json written by privacy-audit)")
+    reader = _Reader(source)
+    claim = result.get("claimed_epsilon")
+    claim = claim if isinstance(claim, (int, float)) and not isinstance(claim, bool) and claim > 0 else None
+    rules = policy.rules_for(claim)
+    label = kind if claim is None else f"{kind}, claimed ε = {_eps_text(claim)}"
+    checks: list[RuleCheck] = []
+    if rules.max_epsilon_lb is not None:
+        if kind in ("canary-audit", "mechanism-audit"):
+            bound = reader.number(result, "epsilon_lower_bound", "")
+            checks.append(_compare("max_epsilon_lb", label, None, bound, rules.max_epsilon_lb, at_most=True,
+                                   what="proven empirical ε lower bound", detail=str(result.get("mode") or "")))
+        else:
+            checks.append(_not_applicable("max_epsilon_lb", label, f"a {kind} result has no ε lower bound"))
+    if rules.fail_on_violation is not False:
+        failed = built_in.get("status") == "fail"
+        reasons = "; ".join(map(str, built_in.get("reasons") or []))
+        checks.append(RuleCheck("fail_on_violation", label, None, str(built_in.get("status")), "not fail", not failed,
+                                f"{label}: built-in verdict {built_in.get('status')}" + (f": {reasons}" if reasons else "")))
+    for rule in _MODEL_AND_DATA_RULES:
+        if _rule_anywhere(policy, rule):
+            checks.append(_not_applicable(rule, label, f"a {kind} result has no attacks on trained targets or "
+                                          "synthetic data"))
     passed = all(check.passed for check in checks)
     return PolicyEvaluation(passed=passed, checks=checks, policy_name=policy.display_name, policy_path=policy.path)
 

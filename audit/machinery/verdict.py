@@ -38,7 +38,8 @@ from typing import Any, Iterable, Literal
 from audit.statistics.epsilon_bounds import one_run_ceiling, one_run_claim_p_value
 from audit.statistics.multiple_testing import holm_rejections
 
-__all__ = ["Check", "decide", "verdict_for_results", "single_audit_verdict", "status_word", "verdict_tags",
+__all__ = ["Check", "decide", "verdict_for_results", "single_audit_verdict", "single_audit_verdict_with_policy",
+           "status_word", "verdict_tags",
            "BUILT_IN"]
 
 Status = Literal["pass", "fail", "inconclusive"]
@@ -468,6 +469,29 @@ def single_audit_verdict(kind: str, result: dict[str, Any]) -> dict[str, Any]:
                      alpha=1 - float(confidence))
     verdict["family_wise_error"]["statement"] = "one pre-declared test at the stated confidence"
     return verdict
+
+
+def single_audit_verdict_with_policy(kind: str, result: dict[str, Any], policy: Any,
+                                     source: str = "results") -> tuple[dict[str, Any], Any]:
+    """(verdict, PolicyEvaluation) of a canary / mechanism / conformance / accountant-check result
+    under `policy` (`gate <kind>.json --policy P`). The policy's rules decide (`fail_on_violation`,
+    on by default, reads the built-in verdict); a claim the audit could not have refuted stays
+    inconclusive, and fails with `fail_on_inconclusive`."""
+    from audit.machinery.policy import evaluate_policy_on_audit
+
+    built_in = single_audit_verdict(kind, result)
+    evaluation = evaluate_policy_on_audit(policy, kind, result, built_in, source=source)
+    checks = [Check(c.target_label, c.rule, c.message, failed=c.applicable and not c.passed,
+                    decides=c.applicable, assumption="policy rule") for c in evaluation.checks]
+    checks += [Check(c["subject"], c["name"], c["message"], inconclusive=True, assumption=c["assumption"])
+               for c in built_in["checks"] if c["outcome"] == "inconclusive"]
+    source_name = evaluation.policy_path or evaluation.policy_name
+    rules = policy.rules
+    verdict = decide(checks, alpha=built_in["family_wise_error"]["alpha"], decided_by=f"policy {source_name}",
+                     fail_on_inconclusive=bool(rules.fail_on_inconclusive))
+    verdict["family_wise_error"]["statement"] = built_in["family_wise_error"]["statement"]
+    verdict["built_in"] = {"status": built_in["status"], "reasons": built_in["reasons"]}
+    return verdict, evaluation
 
 
 def verdict_tags(verdict: dict[str, Any]) -> dict[str, str]:
