@@ -118,3 +118,31 @@ def test_an_interrupted_federated_run_resumes_without_retraining_finished_target
     assert [c for c in second.calls if c[0] == 0] == [(0, 2)]  # reloaded from its checkpoint, not retrained
     assert [c for c in second.calls if c[0] == 1] == [(1, 1), (1, 2)]
     assert run.results["mlflow"]["resumed_from"] and len(run.results["targets"]) == 2
+
+
+@pytest.mark.slow  # three small federations per executor, and two spawned workers that import torch
+def test_the_numbers_are_the_same_on_the_local_and_the_processes_executor(tmp_path):
+    """Target, reference and client-level MIA federations are executor tasks seeded from (seed, task
+    id): two worker processes give exactly the numbers of the in-process loop."""
+    from audit.federated.runner import run_federated_audit
+    from audit.machinery.executors import make_executor
+
+    config = resolve_config("clients", overrides={
+        "name": "fedexec", "data": {"n_rows": 500}, "training": {"hidden_sizes": [8], "epochs": 1},
+        "privacy": {"epsilons": [2.0]},
+        "federated": {"n_clients": 3, "rounds": 2, "client_mia_runs": 2, "client_sample_rate": 1.0, "dirichlet_alpha": 5.0,
+                      "n_reference_federations": 1},
+    })
+    tables = {}
+    for name in ("local", "processes"):
+        executor = make_executor(name, workers=2 if name == "processes" else None, ray_address=None, threads=1)
+        try:
+            run = run_federated_audit(config, out_dir=tmp_path / name, executor=executor,
+                                      tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+        finally:
+            executor.close()
+        assert run.results["execution"]["executor"] == name
+        tables[name] = (run.run_dir / "results.csv").read_text()
+        names = {a["name"] for a in run.results["targets"][0]["attacks"]}
+        assert {"lira_offline/all", "client_mia"} <= names  # every kind of task ran
+    assert tables["local"] == tables["processes"]

@@ -11,9 +11,10 @@ from attacks.lira import lira_offline_scores
 from attacks.model_outputs import logit_scaled_confidence
 from audit.errors import AuditInputError
 from audit.federated.setup import FederationInputs, federation_seed
+from audit.federated.tasks import client_mia_run_task, reference_confidences_task
 from audit.machinery.checkpoints import TargetCheckpoints
 from reports.figures import epsilon_label
-from targets.federated import FederatedTarget, train_federation
+from targets.federated import FederatedTarget
 from targets.models import build_mlp
 from targets.training import predict_logits
 
@@ -24,10 +25,24 @@ def confidence_scores(model_or_target, features: np.ndarray, labels: np.ndarray)
     return logit_scaled_confidence(logits, labels)
 
 
+def _map(inputs: FederationInputs, function, tasks: list[tuple], kwargs: dict, progress, what: str) -> list:
+    """Tasks on the run's executor (local: here, one after another), a note as each finishes."""
+    from audit.machinery.executors import LocalExecutor
+
+    executor = inputs.executor or LocalExecutor()
+    done = []
+
+    def note(index: int, _result) -> None:
+        done.append(index)
+        progress.note(f"{what} {len(done)}/{len(tasks)}")
+
+    return executor.map(function, tasks, kwargs, on_result=note)
+
+
 def reference_confidences(inputs: FederationInputs, epsilon: float, index: int, target: FederatedTarget, ckpt: TargetCheckpoints,
                     progress) -> np.ndarray | None:
     """LiRA offline references: federations trained like the target (same σ per client, same rounds)
-    on the pool split the same way."""
+    on the pool split the same way; one executor task each, seeded from (seed, target, 1, j)."""
     n_refs = inputs.config.federated.n_reference_federations
     if n_refs == 0:
         return None
@@ -39,15 +54,14 @@ def reference_confidences(inputs: FederationInputs, epsilon: float, index: int, 
     if any(len(y) == 0 for _, y in pool_clients):
         raise AuditInputError("federated.n_reference_federations",
                               "a client holds no pool rows to train reference federations on; set it to 0 or use more data")
-    phis = []
-    for j in range(n_refs):
-        progress.note(f"reference federation {j + 1}/{n_refs} for {epsilon_label(epsilon)}")
-        reference = train_federation(
-            pool_clients, inputs.data.n_classes, inputs.spec, epsilon=epsilon, delta=inputs.config.privacy.delta,
-            accountant=inputs.config.privacy.accountant, seed=federation_seed(inputs.config.seed, index, 1, j),
-            device=inputs.device, noise_multipliers=[c.noise_multiplier for c in target.clients],
-            client_noise_multiplier=target.client_noise_multiplier)
-        phis.append(confidence_scores(reference, inputs.data.features[cand], inputs.data.labels[cand]))
+    kwargs = dict(client_data=pool_clients, n_classes=inputs.data.n_classes, spec=inputs.spec, epsilon=epsilon,
+                  delta=inputs.config.privacy.delta, accountant=inputs.config.privacy.accountant,
+                  device=inputs.task_device, noise_multipliers=[c.noise_multiplier for c in target.clients],
+                  client_noise_multiplier=target.client_noise_multiplier,
+                  features=inputs.data.features[cand], labels=inputs.data.labels[cand])
+    tasks = [(federation_seed(inputs.config.seed, index, 1, j),) for j in range(n_refs)]
+    phis = _map(inputs, reference_confidences_task, tasks, kwargs, progress,
+                f"reference federations for {epsilon_label(epsilon)}:")
     phi = np.stack(phis)
     ckpt.save_arrays("reference_phis", {"phi": phi})
     return phi
@@ -55,29 +69,23 @@ def reference_confidences(inputs: FederationInputs, epsilon: float, index: int, 
 
 def client_mia_scores(inputs: FederationInputs, epsilon: float, index: int, ckpt: TargetCheckpoints,
                        progress) -> tuple[np.ndarray, np.ndarray] | None:
-    """Runs × clients candidates: coin-flip participation, score = mean confidence on the client's rows."""
+    """Runs × clients candidates: coin-flip participation, score = mean confidence on the client's rows;
+    one executor task per run, its coins from (seed, target, 2, j) and its training from (seed, target, 3, j)."""
     runs = inputs.config.federated.client_mia_runs
     if runs == 0:
         return None
     stored = ckpt.load_arrays("client_mia")
     if stored is not None:
         return stored["scores"], stored["members"].astype(bool)
-    train_clients = inputs.client_data(inputs.splits.train_idx)
-    scores, members = [], []
-    for j in range(runs):
-        progress.note(f"client-level MIA federation {j + 1}/{runs} for {epsilon_label(epsilon)}")
-        coins = np.random.default_rng(federation_seed(inputs.config.seed, index, 2, j)).random(inputs.n_clients) < 0.5
-        if not coins.any():
-            coins[0] = True  # a federation needs one client; client 0 then is not a fair coin this run
-        participating = [(x, y) if coins[k] else (x[:0], y[:0]) for k, (x, y) in enumerate(train_clients)]
-        federation = train_federation(
-            participating, inputs.data.n_classes, inputs.spec, epsilon=epsilon, delta=inputs.config.privacy.delta,
-            accountant=inputs.config.privacy.accountant, seed=federation_seed(inputs.config.seed, index, 3, j),
-            device=inputs.device)
-        for k, (x, y) in enumerate(train_clients):
-            scores.append(float(np.mean(confidence_scores(federation, x, y))) if len(y) else 0.0)
-            members.append(bool(coins[k]))
-    result = np.asarray(scores), np.asarray(members)
+    kwargs = dict(client_data=inputs.client_data(inputs.splits.train_idx), n_classes=inputs.data.n_classes,
+                  spec=inputs.spec, epsilon=epsilon, delta=inputs.config.privacy.delta,
+                  accountant=inputs.config.privacy.accountant, device=inputs.task_device)
+    tasks = [(federation_seed(inputs.config.seed, index, 2, j), federation_seed(inputs.config.seed, index, 3, j))
+             for j in range(runs)]
+    outcomes = _map(inputs, client_mia_run_task, tasks, kwargs, progress,
+                    f"client-level MIA federations for {epsilon_label(epsilon)}:")
+    result = (np.asarray([s for scores, _ in outcomes for s in scores]),
+              np.asarray([m for _, members in outcomes for m in members], dtype=bool))
     ckpt.save_arrays("client_mia", {"scores": result[0], "members": result[1]})
     return result
 

@@ -39,6 +39,8 @@ from audit.errors import AuditInputError
 from audit.federated.accounting import account_levels
 from audit.federated.level_attacks import attack_rows
 from audit.federated.setup import FederationInputs, assign_clients, federated_spec, federation_seed
+from audit.federated.tasks import target_federation_task, target_from_plain
+from audit.machinery.executors import LocalExecutor
 from audit.machinery.checkpoints import TargetCheckpoints
 from audit.machinery.config import AuditConfig, config_to_yaml, read_config_file
 from audit.machinery.environment import describe_environment
@@ -93,6 +95,48 @@ class _TargetProgress:
             self.step = None
 
 
+def _save_federation(ckpt: TargetCheckpoints, plain: dict[str, Any]) -> None:
+    for part in ("watched_before", "watched_after"):
+        if plain[part] is not None:
+            ckpt.save_arrays(f"federation_{part}", plain[part])
+    ckpt.save_arrays("federation_state", plain["state"])
+    ckpt.save_json("federation", plain["meta"])  # last: its presence says the rest is complete
+
+
+def _load_federation(ckpt: TargetCheckpoints) -> dict[str, Any] | None:
+    meta = ckpt.load_json("federation")
+    if meta is None:
+        return None
+    return {"meta": meta, "state": ckpt.load_arrays("federation_state"),
+            "watched_before": ckpt.load_arrays("federation_watched_before"),
+            "watched_after": ckpt.load_arrays("federation_watched_after")}
+
+
+def _train_targets_in_parallel(inputs: FederationInputs, staging: Path, progress) -> None:
+    """On a parallel executor, every target federation not yet checkpointed is one task (seeded from
+    (seed, target index) as in the loop), checkpointed as it arrives; `_audit_target` reloads it."""
+    config = inputs.config
+    todo = [(index, epsilon, _checkpoints(staging, epsilon)) for index, epsilon in enumerate(config.privacy.epsilons)]
+    todo = [t for t in todo if t[2].load_json("record") is None and t[2].load_json("federation") is None]
+    if not todo:
+        return
+    progress.note(f"training {len(todo)} target federation(s) on the {inputs.executor.name} executor "
+                  f"({inputs.executor.workers} worker(s))")
+    test = inputs.splits.test_idx
+    inputs.executor.map(
+        target_federation_task, [(epsilon, federation_seed(config.seed, index, 0)) for index, epsilon, _ in todo],
+        dict(client_data=inputs.client_data(inputs.splits.train_idx), n_classes=inputs.data.n_classes,
+             spec=inputs.spec, delta=config.privacy.delta, accountant=config.privacy.accountant,
+             device=inputs.task_device, watch_client=inputs.watch_client,
+             eval_data=(inputs.data.features[test], inputs.data.labels[test])),
+        on_result=lambda position, plain: _save_federation(todo[position][2], plain),
+    )
+
+
+def _checkpoints(staging: Path, epsilon: float) -> TargetCheckpoints:
+    return TargetCheckpoints(staging / "checkpoints" / f"eps_{'inf' if math.isinf(epsilon) else f'{epsilon:g}'}")
+
+
 def _audit_target(inputs: FederationInputs, index: int, epsilon: float, ckpt: TargetCheckpoints, progress):
     config = inputs.config
     finished = ckpt.load_json("record")
@@ -101,10 +145,15 @@ def _audit_target(inputs: FederationInputs, index: int, epsilon: float, ckpt: Ta
         return finished["record"], ckpt.load_arrays("scores"), finished["rounds"]
     seed = federation_seed(config.seed, index, 0)
     test_x, test_y = inputs.data.features[inputs.splits.test_idx], inputs.data.labels[inputs.splits.test_idx]
-    target = train_federation(
-        inputs.client_data(inputs.splits.train_idx), inputs.data.n_classes, inputs.spec, epsilon=epsilon,
-        delta=config.privacy.delta, accountant=config.privacy.accountant, seed=seed, device=inputs.device,
-        watch_client=inputs.watch_client, on_round=progress.epoch_done, eval_data=(test_x, test_y))
+    trained = _load_federation(ckpt)  # trained by an executor task (see _train_targets_in_parallel)
+    if trained is not None:
+        target = target_from_plain(trained, inputs.spec, inputs.data.features.shape[1], inputs.data.n_classes)
+        progress.epoch_done(inputs.spec.rounds, inputs.spec.rounds)
+    else:
+        target = train_federation(
+            inputs.client_data(inputs.splits.train_idx), inputs.data.n_classes, inputs.spec, epsilon=epsilon,
+            delta=config.privacy.delta, accountant=config.privacy.accountant, seed=seed, device=inputs.device,
+            watch_client=inputs.watch_client, on_round=progress.epoch_done, eval_data=(test_x, test_y))
     levels = account_levels(target, config)
     rows, columns = attack_rows(inputs, epsilon, index, target, levels, ckpt, progress)
     attacks = []
@@ -179,8 +228,10 @@ def run_federated_audit(config: AuditConfig, *, out_dir: str | Path = "runs", tr
                         policy: Policy | None = None, executor: Any = None) -> FederatedRun:
     """Run the federated audit described by `config` (which must have a `federated:` section).
 
-    `executor` (from `run --executor`) is accepted for the CLI's sake but not used yet: the
-    federated job trains its federations one after another in this process.
+    `executor` (from `run --executor/--workers`; default local: here, in order) trains the target
+    federations (one task per ε), the LiRA reference federations and the client-level MIA runs;
+    every task is seeded from (config seed, its place in the sweep), so the numbers do not depend on
+    the executor or the number of workers.
     """
     if config.federated is None:
         raise AuditInputError("config", "has no 'federated' section")
@@ -192,7 +243,9 @@ def run_federated_audit(config: AuditConfig, *, out_dir: str | Path = "runs", tr
                         label=config.data.label)
     splits = make_audit_splits(data.n_rows, test_fraction=config.split.test_fraction,
                                candidate_fraction=config.split.candidate_fraction, seed=config.seed)
-    inputs = FederationInputs(config, data, splits, assign_clients(config, data), federated_spec(config), device)
+    executor = executor or LocalExecutor()
+    inputs = FederationInputs(config, data, splits, assign_clients(config, data), federated_spec(config), device,
+                              executor=executor, task_device=executor.task_device(config.device, str(device)))
     if not any(len(y) for _, y in inputs.client_data(splits.train_idx)):
         raise AuditInputError("federated", "no client holds a training row")
     run_dir = _resolve_resume(config, out_dir, resume) if resume is not None else StagedRunDirectory(out_dir, config.name)
@@ -285,6 +338,8 @@ def _federated_sweep(inputs: FederationInputs, staging: Path, tracker: AuditTrac
     np.save(staging / "clients.npy", inputs.client_of_row)
     write_text_atomic(staging / "config.yaml", config_to_yaml(config))
 
+    if inputs.executor.name != "local":  # local trains each target in the loop, with per-round progress
+        _train_targets_in_parallel(inputs, staging, progress)
     targets, notes = [], []
     for index, epsilon in enumerate(config.privacy.epsilons):
         label = epsilon_label(epsilon)
@@ -294,7 +349,7 @@ def _federated_sweep(inputs: FederationInputs, staging: Path, tracker: AuditTrac
         attempt["child_run_ids"].append(child_id)
         write_json_atomic(attempts_path, earlier + [attempt])
         record, scores, rounds = _audit_target(inputs, index, epsilon,
-                                               TargetCheckpoints(staging / "checkpoints" / f"eps_{tag}"), progress)
+                                               _checkpoints(staging, epsilon), progress)
         record["mlflow_run_id"] = child_id
         targets.append(record)
         scores_path = scores_dir / f"scores_eps_{tag}.csv"
@@ -334,6 +389,7 @@ def _federated_sweep(inputs: FederationInputs, staging: Path, tracker: AuditTrac
         "targets": targets,
         "synthetic": [],
         "notes": notes,
+        "execution": inputs.executor.describe(),  # where the tasks ran; the numbers do not depend on it
         "verdict": None,  # decided in _write_outputs, from these numbers (audit.machinery.verdict)
         "mlflow": {"tracking_uri": tracker.tracking_uri, "experiment_id": tracker.experiment_id,
                    "parent_run_id": parent_id, "child_run_ids": attempt["child_run_ids"],

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -26,6 +27,8 @@ class FederationInputs:
     client_of_row: np.ndarray  # client of every row of the dataset
     spec: FederatedSpec
     device: torch.device
+    executor: Any = None  # audit.machinery.executors: where the federations train (None: here, in order)
+    task_device: str = "cpu"  # the device string the executor's tasks resolve
 
     @property
     def watch_client(self) -> int:
