@@ -81,6 +81,11 @@ def test_client_level_federation_reports_client_epsilon_and_a_client_mia(tmp_pat
     assert verdict["family_wise_error"]["method"] == "holm"
     assert verdict["family_wise_error"]["n_tests"] == len(claimed)
     assert json.loads((run.run_dir / "results.json").read_text())["verdict"]["status"] == verdict["status"]
+    from audit.statistics.epsilon_bounds import one_run_ceiling
+
+    for attack in claimed:  # each row's ceiling is the one its test had: α/K at Holm's first step
+        m = attack["n_members"] + attack["n_nonmembers"]
+        assert attack["ceiling_one_run"] == one_run_ceiling(m, target["delta"], 0.05 / len(claimed))
 
 
 class _InterruptSecondTarget:

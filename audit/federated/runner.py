@@ -286,8 +286,12 @@ def _ceilings_at_family_level(results: dict[str, Any]) -> None:
     """Each row's one-run ceiling (the bound a perfect attack would reach) at the level the verdict
     tested it: α/K, Holm's first step over the K rows that can decide. A claim at or above it could
     not have been refuted, which the verdict reports as inconclusive."""
-    family = results["verdict"].get("family_wise_error") or {}
-    alpha_each = family.get("alpha", 0.05) / max(1, family.get("n_tests", 1))
+    def tested(attack: dict[str, Any]) -> bool:  # the rows the verdict's family holds (with or without a policy)
+        details = (attack.get("epsilon_lb_details") or {}).get("one_run")
+        return attack["claim"]["epsilon"] is not None and isinstance(details, dict)
+
+    n_tests = sum(tested(a) for t in results["targets"] for a in t["attacks"])
+    alpha_each = (1 - results["config"]["attacks"]["confidence"]) / max(1, n_tests)
     for target in results["targets"]:
         for attack in target["attacks"]:
             details = (attack.get("epsilon_lb_details") or {}).get("one_run")
