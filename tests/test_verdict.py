@@ -130,6 +130,22 @@ def test_federated_rows_are_tested_against_their_own_level_and_a_row_without_a_c
     assert decided["targets"][0]["violation"] is True
 
 
+def test_a_row_that_could_not_refute_its_claim_even_alone_is_inconclusive_and_costs_the_family_nothing():
+    # 12 candidates (a small client's rows): even a perfect attack proves ε ≥ ~0 at α = 5 %, so the row
+    # is left out of the Holm family (K stays 1) and the verdict says inconclusive, never pass.
+    rng = np.random.default_rng(3)
+    results = _null_results(rng, claims=(1.0,))
+    results["targets"][0]["attacks"] = results["targets"][0]["attacks"][:1]
+    small = rng.random(12) < 0.5
+    tiny = epsilon_lower_bound_one_run(rng.normal(size=12), small, 1e-5)
+    assert one_run_ceiling(12, 1e-5, 0.05) <= 1.0
+    results["targets"][0]["attacks"].append({"name": "loss/client_9", "epsilon_lb": {"one_run": tiny.epsilon},
+                                             "epsilon_lb_details": {"one_run": tiny.details}, "tpr_at_fpr": {}})
+    verdict = verdict_for_results(results)[0]["verdict"]
+    assert verdict["family_wise_error"]["n_tests"] == 1
+    assert verdict["status"] == "inconclusive" and "loss/client_9" in verdict["reasons"][0]
+
+
 # --- tight accountant reference --------------------------------------------------------------
 
 

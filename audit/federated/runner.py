@@ -45,7 +45,7 @@ from audit.machinery.checkpoints import TargetCheckpoints
 from audit.machinery.config import AuditConfig, config_to_yaml, read_config_file
 from audit.machinery.environment import describe_environment
 from audit.machinery.policy import Policy
-from audit.machinery.verdict import verdict_for_results, verdict_tags
+from audit.machinery.verdict import family_alpha_each, verdict_for_results, verdict_tags
 from audit.machinery.crash_log import set_log_folder
 from audit.machinery.run_directory import StagedRunDirectory, run_attempt, write_json_atomic, write_text_atomic
 from audit.machinery.progress import as_progress
@@ -284,14 +284,9 @@ def _write_outputs(results: dict[str, Any], folder: Path, policy: Policy | None,
 
 def _ceilings_at_family_level(results: dict[str, Any]) -> None:
     """Each row's one-run ceiling (the bound a perfect attack would reach) at the level the verdict
-    tested it: α/K, Holm's first step over the K rows that can decide. A claim at or above it could
-    not have been refuted, which the verdict reports as inconclusive."""
-    def tested(attack: dict[str, Any]) -> bool:  # the rows the verdict's family holds (with or without a policy)
-        details = (attack.get("epsilon_lb_details") or {}).get("one_run")
-        return attack["claim"]["epsilon"] is not None and isinstance(details, dict)
-
-    n_tests = sum(tested(a) for t in results["targets"] for a in t["attacks"])
-    alpha_each = (1 - results["config"]["attacks"]["confidence"]) / max(1, n_tests)
+    tested it: α/K, Holm's first step over the K rows that could refute their claim at all. A claim
+    at or above it could not have been refuted, which the verdict reports as inconclusive."""
+    alpha_each = family_alpha_each(results)  # the same family with or without a policy
     for target in results["targets"]:
         for attack in target["attacks"]:
             details = (attack.get("epsilon_lb_details") or {}).get("one_run")

@@ -38,7 +38,7 @@ from typing import Any, Iterable, Literal
 from audit.statistics.epsilon_bounds import one_run_ceiling, one_run_claim_p_value
 from audit.statistics.multiple_testing import holm_rejections
 
-__all__ = ["Check", "decide", "verdict_for_results", "single_audit_verdict", "single_audit_verdict_with_policy",
+__all__ = ["Check", "decide", "family_alpha_each", "verdict_for_results", "single_audit_verdict", "single_audit_verdict_with_policy",
            "status_word", "verdict_tags",
            "BUILT_IN"]
 
@@ -152,11 +152,22 @@ def _attack_claim(target: dict[str, Any], attack: dict[str, Any]) -> float | Non
     return _claim(target, "epsilon_accountant")
 
 
-def _tests_in_family(results: dict[str, Any]) -> int:
+def _could_refute(target: dict[str, Any], attack: dict[str, Any], alpha: float) -> bool:
+    """Could this row's one-run test reject its claim even alone (a perfect attack at level α)? A row
+    that could not (few candidates, e.g. a small client's rows) is inconclusive and left out of the
+    Holm family; the choice depends on m, δ and the claim only, never on the scores, so the family
+    stays pre-declared and its rows keep their power."""
+    details = _one_run_details(attack)
+    claim = _attack_claim(target, attack)
+    if details is None or claim is None:
+        return False
+    return one_run_ceiling(int(details["m"]), float(target.get("delta") or 0.0), alpha) > claim
+
+
+def _tests_in_family(results: dict[str, Any], alpha: float) -> int:
     count = 0
     for target in results.get("targets") or []:
-        count += sum(1 for a in target.get("attacks") or [] if isinstance(a, dict)
-                     and _attack_claim(target, a) is not None and _one_run_details(a) is not None)
+        count += sum(1 for a in target.get("attacks") or [] if isinstance(a, dict) and _could_refute(target, a, alpha))
     for entry in results.get("synthetic") or []:
         mia = entry.get("mia") or {}
         if _claim(entry, "epsilon_target") is not None:
@@ -166,7 +177,8 @@ def _tests_in_family(results: dict[str, Any]) -> int:
     return count
 
 
-def _target_checks(index: int, target: dict[str, Any], alpha_each: float, confidence: float) -> tuple[list[Check], list[str]]:
+def _target_checks(index: int, target: dict[str, Any], alpha_each: float, confidence: float,
+                   alpha: float | None = None) -> tuple[list[Check], list[str]]:
     label = f"ε = {_eps_text(target.get('epsilon_target'))}"
     subject = f"targets[{index}]"
     claim = _claim(target, "epsilon_accountant")
@@ -214,6 +226,14 @@ def _target_checks(index: int, target: dict[str, Any], alpha_each: float, confid
         if details is None:
             continue
         tested = True
+        if alpha is not None and not _could_refute(target, attack, alpha):
+            alone = one_run_ceiling(int(details["m"]), delta, alpha)
+            checks.append(Check(subject, f"{label} · {name} · one_run",
+                                f"{label}, {name}: inconclusive — even alone, a perfect attack could prove only "
+                                f"ε ≥ {alone:.2f} with {details['m']} candidates, at or below the claim {row_eps:.3f} "
+                                "(left out of the Holm family)", inconclusive=True,
+                                assumption="one training run, coin-flip membership (proven)"))
+            continue
         p = one_run_claim_p_value(details, row_eps, delta)
         ceiling = one_run_ceiling(int(details["m"]), delta, alpha_each)
         bound = (attack.get("epsilon_lb") or {}).get("one_run")
@@ -313,14 +333,14 @@ def _synthetic_checks(index: int, entry: dict[str, Any], alpha_each: float, conf
 
 def built_in_checks(results: dict[str, Any], alpha: float) -> tuple[list[Check], list[str]]:
     """Every built-in check of a results dict, and notes (findings on targets without a claim)."""
-    k = max(_tests_in_family(results), 1)
+    k = max(_tests_in_family(results, alpha), 1)
     alpha_each = alpha / k  # the first Holm step: what a test must reach when nothing else fails
     confidence = 1 - alpha
     checks: list[Check] = []
     notes: list[str] = []
     for index, target in enumerate(results.get("targets") or []):
         if isinstance(target, dict):
-            more, found = _target_checks(index, target, alpha_each, confidence)
+            more, found = _target_checks(index, target, alpha_each, confidence, alpha)
             checks += more
             notes += found
     for index, entry in enumerate(results.get("synthetic") or []):
@@ -342,6 +362,13 @@ def results_confidence(results: dict[str, Any]) -> float:
                 return float(entry["mia"]["confidence"])
         return 1 - DEFAULT_ALPHA
     return float(value)
+
+
+def family_alpha_each(results: dict[str, Any]) -> float:
+    """α/K: the level of Holm's first step over the K built-in tests of `results` (the level at
+    which a row's ceiling decides whether it could have refuted its claim)."""
+    alpha = 1 - results_confidence(results)
+    return alpha / max(_tests_in_family(results, alpha), 1)
 
 
 def verdict_for_results(results: dict[str, Any], policy: Any = None) -> tuple[dict[str, Any], Any]:
