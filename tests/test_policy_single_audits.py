@@ -1,4 +1,4 @@
-"""Policy rules on canary-audit / mechanism-audit / conformance / accountant-check results:
+"""Policy rules on canary-audit / mechanism-audit / whitebox-audit / conformance / accountant-check results:
 `gate <folder or kind.json> --policy P` folds the policy into the one verdict, re-renders the
 report and JUnit, exits 0 / 1 / 2 like every gate, and a later gate judges the audit afresh."""
 from __future__ import annotations
@@ -62,3 +62,23 @@ def test_gate_on_a_mechanism_audit_folder(cli, tmp_path):
     lenient = cli("gate", "--policy", "lenient.yaml", str(folder / "mechanism-audit.json"))
     assert lenient.returncode == 0, lenient.stdout + lenient.stderr  # the earlier gate does not stick
     assert outputs() == ("pass", "pass", True)
+
+
+@pytest.mark.slow  # three fresh CLI processes
+def test_gate_reads_the_sound_bound_of_a_whitebox_audit(cli, tmp_path):
+    # σ 1, q 1, T 1: one Gaussian step, a Dirac canary separates the runs well, so the sound
+    # Clopper-Pearson bound is clearly above 0.01 and below the claim (ε 4.4 at δ 1e-5).
+    assert cli("whitebox-audit", "--builtin", "--noise-multiplier", "1", "--sample-rate", "1", "--steps", "1",
+               "--runs", "400", "--tracking-uri", f"sqlite:///{tmp_path}/w.db").returncode == 0
+    (folder,) = (tmp_path / "runs").iterdir()
+    result = json.loads((folder / "whitebox-audit.json").read_text())
+    bound = result["epsilon_lower_bound"]
+    assert 0.01 < bound < result["claimed_epsilon"]
+    (tmp_path / "tight.yaml").write_text(f"rules: {{max_epsilon_lb: {bound / 2}}}\n")
+    (tmp_path / "lenient.yaml").write_text(f"rules: {{max_epsilon_lb: {bound * 2}}}\n")
+    tight = cli("gate", "--policy", "tight.yaml", str(folder))
+    assert tight.returncode == 1 and "max_epsilon_lb" in tight.stderr, tight.stdout + tight.stderr
+    assert json.loads((folder / "whitebox-audit.json").read_text())["verdict"]["status"] == "fail"
+    lenient = cli("gate", "--policy", "lenient.yaml", str(folder / "whitebox-audit.json"))
+    assert lenient.returncode == 0, lenient.stdout + lenient.stderr
+    assert json.loads((folder / "whitebox-audit.json").read_text())["verdict"]["status"] == "pass"

@@ -74,7 +74,8 @@ def _stored_policy(results: dict[str, Any], results_file: Path):
 
 def _results_or_audit_file(path: Path) -> tuple[Path, str | None]:
     """(file, audit kind or None): a run folder or results.json → results.json; a single audit's
-    folder or `<kind>.json` (canary-audit, mechanism-audit, conformance, accountant-check) → that file."""
+    folder or `<kind>.json` (canary-audit, mechanism-audit, whitebox-audit, conformance, accountant-check)
+    → that file."""
     from audit.machinery.policy import SINGLE_AUDIT_KINDS
 
     if path.is_dir():
@@ -122,7 +123,7 @@ def _gate_single_audit(kind: str, path: Path, policy: Any, folder: Path) -> None
 
 @app.command()
 def gate(
-    results_file: Annotated[Path, typer.Argument(metavar="RESULTS", help="a results.json or run folder, or a canary-audit / mechanism-audit / conformance / accountant-check JSON or folder")],
+    results_file: Annotated[Path, typer.Argument(metavar="RESULTS", help="a results.json or run folder, or a canary-audit / mechanism-audit / whitebox-audit / conformance / accountant-check JSON or folder")],
     policy: Annotated[Path, typer.Option("--policy", help="YAML policy")],
     out: Annotated[Optional[Path], typer.Option("--out", help="where the gated results.json, report.html, summary.md and junit.xml go (default: beside RESULTS)")] = None,
 ) -> None:

@@ -372,7 +372,7 @@ def evaluate_policy(policy: Policy, results: dict[str, Any], *, source: str = "r
     return PolicyEvaluation(passed=passed, checks=checks, policy_name=policy.display_name, policy_path=policy.path)
 
 
-SINGLE_AUDIT_KINDS = ("canary-audit", "mechanism-audit", "conformance", "accountant-check")
+SINGLE_AUDIT_KINDS = ("canary-audit", "mechanism-audit", "whitebox-audit", "conformance", "accountant-check")
 _MODEL_AND_DATA_RULES = ("max_auc", "max_tpr_at_fpr", "required_accountant", "max_dcr_share", "min_nndr_p10")
 
 
@@ -380,9 +380,11 @@ def evaluate_policy_on_audit(policy: Policy, kind: str, result: dict[str, Any], 
                              source: str = "results") -> PolicyEvaluation:
     """The rules of `policy` that apply to one pre-declared audit (pure; no I/O).
 
-    For `canary-audit`, `mechanism-audit`, `conformance` and `accountant-check` results (`<kind>.json`):
-    - max_epsilon_lb: the audit's `epsilon_lower_bound` (canary and mechanism audits; a proven bound
-      at the stated confidence: over independent runs, or one run with coin-flip canaries);
+    For `canary-audit`, `mechanism-audit`, `whitebox-audit`, `conformance` and `accountant-check` results
+    (`<kind>.json`):
+    - max_epsilon_lb: the audit's `epsilon_lower_bound` (canary, mechanism and white-box audits; a proven
+      bound at the stated confidence: over independent runs, or one run with coin-flip canaries; the
+      white-box audit's GDP-family bound rests on an assumption and is not what this rule reads);
     - fail_on_violation (default true): the audit's built-in verdict `built_in` failed (bound above
       the claim, a failed conformance check, an unsound or invalid accountant point);
     - fail_on_inconclusive: applied by the verdict (audit.machinery.verdict), not here.
@@ -400,7 +402,7 @@ def evaluate_policy_on_audit(policy: Policy, kind: str, result: dict[str, Any], 
     label = kind if claim is None else f"{kind}, claimed ε = {_eps_text(claim)}"
     checks: list[RuleCheck] = []
     if rules.max_epsilon_lb is not None:
-        if kind in ("canary-audit", "mechanism-audit"):
+        if kind in ("canary-audit", "mechanism-audit", "whitebox-audit"):
             bound = reader.number(result, "epsilon_lower_bound", "")
             checks.append(_compare("max_epsilon_lb", label, None, bound, rules.max_epsilon_lb, at_most=True,
                                    what="proven empirical ε lower bound", detail=str(result.get("mode") or "")))
