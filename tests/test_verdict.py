@@ -203,6 +203,7 @@ def _tables(tmp_path):
     (tmp_path / "auc.yaml").write_text("rules: {max_auc: 0.6}\n")
     (tmp_path / "any_auc.yaml").write_text("rules: {max_auc: 0.01}\n")  # every attack row fails it
     (tmp_path / "fed.yaml").write_text(FEDERATED)
+    (tmp_path / "sweep.yaml").write_text(SWEEP)
     _memorising_model(tmp_path)
 
 
@@ -218,6 +219,11 @@ privacy: {epsilons: [4.0, inf]}
 attacks: {names: [loss]}
 federated: {level: record, n_clients: 2, rounds: 2, n_reference_federations: 0}
 """
+
+# The same data and model centrally (`run`'s sweep): the ε = 4 row cannot be refuted by ~100
+# coin-flip candidates (built-in verdict: inconclusive, exit 0); max_auc fails every attack row.
+SWEEP = FEDERATED.replace("name: fedtable", "name: sweeptable").replace(
+    "federated: {level: record, n_clients: 2, rounds: 2, n_reference_federations: 0}\n", "")
 
 
 def _memorising_model(tmp_path) -> None:
@@ -276,6 +282,10 @@ CASES = [
     # the federated job (`run` with a federated: section): its per-client rows under a max_auc rule
     pytest.param(["run", "--config", "fed.yaml", "--policy", "any_auc.yaml", "--quiet"], "fail", 1, "folder",
                  marks=pytest.mark.slow),  # two federations and their attacks in a fresh process: ~15-25 s
+    # `run` (the central sweep): built-in checks, then under a policy
+    pytest.param(["run", "--config", "sweep.yaml", "--quiet"], "inconclusive", 0, "folder", marks=pytest.mark.slow),
+    pytest.param(["run", "--config", "sweep.yaml", "--policy", "any_auc.yaml", "--quiet"], "fail", 1, "folder",
+                 marks=pytest.mark.slow),
 ]
 
 
