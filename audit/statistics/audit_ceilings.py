@@ -29,12 +29,27 @@ __all__ = [
     "evaluation_runs",
     "canaries_needed_one_run",
     "runs_needed_threshold_audit",
+    "smallest_sufficient",
 ]
 
 # The guess fractions `epsilon_lower_bound_one_run` tries by default (its Bonferroni family).
 DEFAULT_GUESS_FRACTIONS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5)
 # Beyond this many runs or canaries per side we say "more than" instead of searching on.
 SEARCH_LIMIT = 10**7
+
+
+def smallest_sufficient(enough, start: int, limit: int) -> int | None:
+    """Smallest n ≥ `start` with `enough(n)` for a predicate that stays true once true (a ceiling
+    that does not fall as runs are added): doubling, then bisection. None when n would pass `limit`."""
+    lo, hi = start - 1, start
+    while not enough(hi):
+        lo, hi = hi, 2 * hi
+        if hi > limit:
+            return None
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if enough(mid) else (mid, hi)
+    return hi
 
 
 def evaluation_runs(n_per_side: int, selection_fraction: float = 0.5) -> int:
@@ -114,15 +129,5 @@ def canaries_needed_one_run(claimed_epsilon: float, delta: float, confidence: fl
     """
     eps = float(claimed_epsilon)
 
-    def enough(m: int) -> bool:
-        return ceiling_one_run(m, delta, confidence, guess_fractions) > eps
-
-    lo, hi = 1, 2
-    while not enough(hi):
-        lo, hi = hi, 2 * hi
-        if hi > limit:
-            return None
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if enough(mid) else (mid, hi)
-    return hi
+    return smallest_sufficient(lambda m: ceiling_one_run(m, delta, confidence, guess_fractions) > eps,
+                               start=2, limit=limit)

@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from audit.statistics.audit_ceilings import smallest_sufficient
 from audit.statistics.epsilon_bounds import (
     clopper_pearson_upper,
     epsilon_from_error_rates,
@@ -222,15 +223,7 @@ def runs_needed_gaussian_dp(claimed_mu: float, confidence: float = 0.95, pilot_f
         m = _split_sizes(n, pilot_fraction)[1]
         return gaussian_dp_ceiling_mu(m, m, confidence) > claimed_mu
 
-    lo, hi = 2, 4
-    while not enough(hi):
-        lo, hi = hi, hi * 2
-        if hi > limit:
-            return None
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if enough(mid) else (mid, hi)
-    return hi
+    return smallest_sufficient(enough, start=3, limit=limit)
 
 
 @dataclass(frozen=True)
