@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from audit.cli.app import app, console, switch
-from audit.cli.output import QuietOption, command_progress, print_bound, print_verdict, record_audit
+from audit.cli.output import QuietOption, RayAddressOption, command_progress, print_bound, print_verdict, record_audit
 from audit.errors import AuditInputError
 
 
@@ -129,8 +129,7 @@ def canary_audit(
                                           "local (one child process) | processes | ray (same numbers on each)")] = "processes",
     workers: Annotated[Optional[int], typer.Option("--workers", help="processes: child processes [default: the cores]; "
                                                    "ray: CPUs of the local cluster started here")] = None,
-    ray_address: Annotated[Optional[str], typer.Option("--ray-address", help="ray: join a running cluster "
-                                                       "(auto | ray://host:port) instead of starting a local one")] = None,
+    ray_address: RayAddressOption = None,
     timeout: Annotated[float, typer.Option("--timeout", help="seconds one training run may take (every executor)")] = 900.0,
     fail_on_inconclusive: Annotated[bool, typer.Option("--fail-on-inconclusive/--no-fail-on-inconclusive", help="exit 1 when the audit could not refute the claim (its ceiling is at or below the claim)")] = False,
     out: Annotated[Path, typer.Option("--out", help="folder that receives <timestamp>-canary-audit/")] = Path("runs"),

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from audit.cli.app import app, console, switch
-from audit.cli.output import QuietOption, command_progress, print_verdict, publish_results
+from audit.cli.output import QuietOption, RayAddressOption, command_progress, print_verdict, publish_results
 
 
 @app.command("audit-scores")
@@ -82,8 +82,7 @@ def audit_model(
                                           "from this process: local (one child process) | processes | ray (same numbers on each)")] = "processes",
     workers: Annotated[Optional[int], typer.Option("--workers", help="processes: parallel processes training reference models "
                                                    "[default: the cores]; ray: CPUs of the local cluster started here")] = None,
-    ray_address: Annotated[Optional[str], typer.Option("--ray-address", help="ray: join a running cluster "
-                                                       "(auto | ray://host:port) instead of starting a local one")] = None,
+    ray_address: RayAddressOption = None,
     timeout: Annotated[Optional[float], typer.Option("--timeout", help="seconds one call of your code may take")] = None,
     device: Annotated[str, typer.Option(help="auto | cpu | cuda")] = "auto",
     policy: Annotated[Optional[Path], typer.Option("--policy", help="YAML policy; exit 1 when a rule fails")] = None,

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 
@@ -22,6 +22,8 @@ def sigterm_as_interrupt() -> None:
 
 
 QuietOption = Annotated[bool, switch("quiet", "no progress output (results, findings and errors still print)")]
+RayAddressOption = Annotated[Optional[str], typer.Option("--ray-address", help="ray: join a running cluster "
+                                                         "(auto | ray://host:port) instead of starting a local one")]
 
 
 def command_progress(quiet: bool) -> Progress:

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from audit.cli.app import EXIT_INTERRUPTED, app, console, switch
-from audit.cli.output import QuietOption, command_progress, print_verdict, sigterm_as_interrupt
+from audit.cli.output import QuietOption, RayAddressOption, command_progress, print_verdict, sigterm_as_interrupt
 from audit.errors import AuditInputError
 
 
@@ -28,8 +28,7 @@ def run(
                                           "(same numbers on each)")] = "local",
     workers: Annotated[Optional[int], typer.Option("--workers", help="processes: child processes [default: the cores]; "
                                                    "ray: CPUs of the local cluster started here")] = None,
-    ray_address: Annotated[Optional[str], typer.Option("--ray-address", help="ray: join a running cluster "
-                                                       "(auto | ray://host:port) instead of starting a local one")] = None,
+    ray_address: RayAddressOption = None,
     tracking: Annotated[bool, switch("tracking", "log to MLflow; --no-tracking: results folder and report only")] = True,
     log_models: Annotated[bool, switch("log-models", "also log each target model to MLflow (PyTorch flavour)")] = False,
     quiet: QuietOption = False,
