@@ -497,8 +497,8 @@ def run_whitebox_audit(
                             assumption="independent runs (refutation is assumption-free given them)"))
         ceiling, ceiling_kind = audit.ceiling_epsilon_gdp, "ε of the largest μ a perfect attack shows (GDP conversion)"
     else:
-        from audit.statistics.epsilon_bounds import clopper_pearson_upper
-        from audit.statistics.tradeoff_curves import dpsgd_privacy_profile, pair_privacy_profile, refute_point
+        from audit.statistics.tradeoff_curves import (dpsgd_privacy_profile, pair_privacy_profile, profile_ceiling,
+                                                      refute_point)
 
         cp = audit.epsilon_lower_bound_clopper_pearson
         needed = runs_needed_threshold_audit(eps_claim, delta, confidence, PILOT_FRACTION)
@@ -509,9 +509,8 @@ def run_whitebox_audit(
             sigma_h, q_h, t_h = claim["history"][0]
             profile = dpsgd_privacy_profile(float(sigma_h), float(q_h), int(t_h))
         # A perfect attack's point (no error at all): could it refute the claimed curve?
-        perfect = (clopper_pearson_upper(0, audit.n_eval_negative, (1 - confidence) / 2),
-                   clopper_pearson_upper(0, audit.n_eval_positive, (1 - confidence) / 2))
-        profile_refutable = profile is not None and refute_point(profile, *perfect) is not None
+        profile_refutable = profile is not None and profile_ceiling(
+            profile, audit.n_eval_positive, audit.n_eval_negative, confidence)["refutable"]
         inconclusive = cp_ceiling <= eps_claim and not profile_refutable
         failed = cp > eps_claim
         message = (f"violation: Clopper-Pearson bound ε ≥ {cp:.3f} > claimed ε {eps_claim:.3f} (δ {delta:g})" if failed else
