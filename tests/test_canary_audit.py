@@ -397,6 +397,43 @@ def test_the_profile_audit_refutes_the_profile_of_a_grossly_broken_trainer(pool)
     json.dumps(result, allow_nan=False)
 
 
+def _one_class_shift(recipe, seed: int) -> float:
+    """Score with minus score without the one-class canary, the same seed (same noise and batches)."""
+    from audit.dp_validation.canary_audit import _centred_logit, one_class_canary
+
+    point, base = one_class_canary(FEATURES.shape[1], 1.0)
+    X = np.hstack([FEATURES, np.zeros((len(FEATURES), 1), dtype=FEATURES.dtype)]).astype(float)
+    y = np.zeros_like(LABELS)  # every real record in class 0; the canary in class 1
+    scores = []
+    for X_run, y_run in ((np.vstack([X, point]), np.append(y, 1)), (X, y)):
+        logits = recipe(X_run, y_run, seed).logits(np.vstack([point, base]))
+        scores.append(_centred_logit(logits - np.log(np.exp(logits).sum(1, keepdims=True)), 1))
+    return scores[0] - scores[1]
+
+
+def test_the_one_class_canary_sees_the_clipping_budget_the_bias_gets_extra():
+    # Per-tensor clipping gives the weights C and the bias C (total √2·C) where one clip of both
+    # gives √2/2·C each: the one-class canary reads both, so its shift grows by about √2. The
+    # column canary's gain over the base point cancels the bias and cannot see this.
+    import dataclasses
+
+    quiet = {name: dataclasses.replace(recipe, noise_multiplier=1e-6)
+             for name, recipe in (("correct", planted_bugs.correct_eps_1), ("per_layer", planted_bugs.per_layer_clip))}
+    ratios = [_one_class_shift(quiet["per_layer"], s) / _one_class_shift(quiet["correct"], s) for s in range(5)]
+    assert all(1.2 < r < 1.5 for r in ratios), ratios
+
+
+def test_the_one_class_design_keeps_one_record_of_each_class_and_relabels_the_rest(pool):
+    from audit.dp_validation.canary_audit import one_class_labels
+
+    labels = np.array([2, 0, 1, 2, 0, 1, 1])
+    assert one_class_labels(labels, canary_label=2, n_classes=3).tolist() == [2, 0, 1, 0, 0, 0, 0]
+    result = profile_canary_audit(planted_bugs.correct_eps_8, FEATURES, LABELS, n_runs=16, n_pilot_runs=8,
+                                  claimed_epsilon=8.0, delta=1e-5, seed=0, scales=(), pool=pool)
+    assert result["canary"]["design"] == "one_class" and result["canary"]["value"] == 1.0
+    assert set(result["pilot_auc_by_design"]) == {"one_class 1"}
+
+
 @pytest.mark.parametrize("recipe", ["correct_eps_0_5", "correct_eps_8"])
 def test_profile_audits_of_correct_recipes_flag_nothing(recipe, pool):
     result = run_canary_audit(f"audit.demos.planted_bugs:{recipe}", n_models=400, seed=3, pool=pool)
@@ -423,7 +460,7 @@ def test_a_profile_audit_with_too_few_runs_is_inconclusive():
     assert verdict["status"] == "inconclusive" and verdict["passed"] and "more runs" in verdict["reasons"][0]
 
 
-@pytest.mark.slow  # the DEFAULT command: 12000 + 3000 pilot runs of a numpy trainer, ~1 min on 2 cores
+@pytest.mark.slow  # the DEFAULT command: 24000 + 6000 pilot runs of a numpy trainer, ~1 min on 2 cores
 def test_the_default_cli_canary_audit_flags_sigma_not_sigma_c(cli, tmp_path):
     proc = cli("canary-audit", "--trainer", "audit.demos.planted_bugs:sigma_not_sigma_c", "--quiet",
                "--tracking-uri", f"sqlite:///{tmp_path}/m.db")

@@ -119,7 +119,7 @@ def canary_audit(
     trainer: Annotated[str, typer.Option("--trainer", help="module:function (features, labels, seed) -> model; runs your code")],
     kind: Annotated[str, typer.Option(help="out_of_distribution | mislabeled (dirac needs white-box access: refused)")] = "out_of_distribution",
     mode: Annotated[str, typer.Option(help="profile (independent runs vs the claim's trade-off curve) | multi-canary (runs × column canaries) | multi (K models with, K without) | one-run")] = "profile",
-    models: Annotated[Optional[int], typer.Option("--models", help="runs (profile, default 12000 plus a quarter as many pilot runs; multi-canary, default 200) or models per side (multi, default 200)")] = None,
+    models: Annotated[Optional[int], typer.Option("--models", help="runs (profile, default 48000 plus a quarter as many pilot runs; multi-canary, default 200) or models per side (multi, default 200)")] = None,
     canaries: Annotated[Optional[int], typer.Option("--canaries", help="canaries per run (multi-canary, default 32) or in the one run (one-run, default 200)")] = None,
     claimed_epsilon: Annotated[Optional[float], typer.Option("--claimed-epsilon", help="overrides the trainer's CLAIM")] = None,
     delta: Annotated[Optional[float], typer.Option(help="δ of the claim")] = None,

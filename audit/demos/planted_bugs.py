@@ -111,8 +111,9 @@ class DPSGDRecipe:
         names = list(grads)
         b = int(next(iter(grads.values())).shape[0])
         shapes = {k: np.asarray(v).shape[1:] for k, v in grads.items()}
-        flat = np.hstack([np.asarray(grads[k], dtype=np.float64).reshape(b, -1) for k in names])
         sizes = [int(np.prod(shapes[k])) for k in names]
+        # reshape(b, size), not (b, -1): an empty Poisson batch (b = 0) is a legal step.
+        flat = np.hstack([np.asarray(grads[k], dtype=np.float64).reshape(b, size) for k, size in zip(names, sizes)])
         C, sigma, p = self.max_grad_norm, self.noise_multiplier, flat.shape[1]
         noise_std = sigma * C
         if self.bug == "sigma_not_sigma_c":

@@ -86,7 +86,7 @@ CANARY_KINDS = ("mislabeled", "out_of_distribution")
 AUDIT_KINDS = CANARY_KINDS + ("dirac",)
 AUDIT_MODES = ("profile", "multi-canary", "multi", "one-run")
 # Per-mode defaults of --models and --canaries (None where the mode does not use it).
-MODE_DEFAULTS = {"profile": (12000, None), "multi-canary": (200, 32), "multi": (200, None), "one-run": (None, 200)}
+MODE_DEFAULTS = {"profile": (48000, None), "multi-canary": (200, 32), "multi": (200, None), "one-run": (None, 200)}
 STATISTICS = ("scaled_logit", "loss")
 # Multi-run statistics: the two above, and the gain of the scaled logit from the canary's base point
 # to the canary (out-of-distribution canaries only; the default for them, see `multi_run_canary_audit`).
@@ -98,8 +98,11 @@ OOD_SCALE = 100.0
 PILOT_MODELS = 5
 # Scales (× data radius) of the column canaries the pilot runs compare (`multi_canary_audit`).
 COLUMN_CANARY_SCALES = (1.0, 10.0, 100.0)
-# Scales (× data radius) of the profile audit's canary the pilot runs compare (`profile_canary_audit`).
+# Scales (× data radius) of the profile audit's column canary the pilot runs compare (`profile_canary_audit`).
 PROFILE_CANARY_SCALES = (0.1, 0.3, 1.0)
+# Values (absolute) of the profile audit's one-class canary the pilot runs compare: 1 puts as much
+# of the canary's gradient on its weights as on the bias (`one_class_canary`).
+PROFILE_ONE_CLASS_VALUES = (1.0,)
 # Seconds one training run of the user's code may take in its worker before it counts as hung.
 TRAIN_TIMEOUT_S = 900.0
 
@@ -777,6 +780,52 @@ def profile_canary(features, scale: float) -> tuple[np.ndarray, np.ndarray]:
     return point, base
 
 
+def one_class_canary(n_features: int, value: float) -> tuple[np.ndarray, np.ndarray]:
+    """(canary point (d + 1,), base point (d + 1,)) of the profile audit's one-class design.
+
+    The auditor picks the whole dataset (DP holds for every pair of neighbours; Nasr et al. 2021,
+    arXiv 2101.04535, audit with crafted datasets): the real records keep their features but are
+    all labelled one class (but for one record of each class), and the canary, `value` in its own column and 0 elsewhere, carries
+    another label. The model learns the bias toward the real records' class within a few steps,
+    after which their residuals (and gradients) vanish while the canary's stays near its largest:
+    its clipped gradient is the full C at every step it is sampled, as a Dirac canary's would be.
+    Its score (`_centred_logit`) reads its own column's weights AND the bias, so an error that
+    gives the bias more than its share of the clipping budget (per-tensor clipping) shows, which
+    the column design's gain over the base point (bias cancelled) cannot see.
+    """
+    base = np.zeros(int(n_features) + 1, dtype=np.float32)
+    point = base.copy()
+    point[-1] = float(value)
+    return point, base
+
+
+_PROFILE_DESIGN_TEXT = {
+    "column": "one column of its own (0 for real records), real columns 0, real records as given; "
+              "score = centred logit gain over the all-zero base point",
+    "one_class": "one column of its own (0 for real records), real columns 0, real records relabelled to one "
+                 "other class; score = centred logit at the canary (its weights and the bias)",
+}
+
+
+def one_class_labels(labels: np.ndarray, canary_label: int, n_classes: int) -> np.ndarray:
+    """The one-class design's labels for the real records: the class after the canary's, but for the
+    first record of each class, which keeps its own, so that a trainer sizing its output layer from
+    the labels still sees every class."""
+    y = np.asarray(labels)
+    out = np.full_like(y, (int(canary_label) + 1) % int(n_classes))
+    for c in np.unique(y):
+        out[int(np.flatnonzero(y == c)[0])] = c
+    return out
+
+
+def _centred_logit(log_probs: np.ndarray, label: int) -> float:
+    """(z_label − mean_c z_c) at the canary (row 0): its own column's weight contrast plus the bias
+    contrast, both of which the canary's clipped gradient moves (see `one_class_canary`)."""
+    with np.errstate(invalid="ignore"):
+        centred = float(log_probs[0, label] - log_probs[0].mean())
+    return centred if not math.isnan(centred) else -math.inf
+
+
 def _centred_logit_gain(log_probs: np.ndarray, label: int) -> float:
     """(z_label − mean_c z_c) at the canary minus the same at the base point.
 
@@ -815,7 +864,7 @@ def profile_canary_audit(
     features,
     labels,
     *,
-    n_runs: int = 12000,
+    n_runs: int = 48000,
     n_pilot_runs: int | None = None,
     claimed_epsilon: float,
     delta: float,
@@ -823,6 +872,7 @@ def profile_canary_audit(
     confidence: float = 0.95,
     seed: int = 0,
     scales: tuple[float, ...] = PROFILE_CANARY_SCALES,
+    one_class_values: tuple[float, ...] = PROFILE_ONE_CLASS_VALUES,
     insert_canary: bool = True,
     pool=None,
     workers: int | None = None,
@@ -830,9 +880,11 @@ def profile_canary_audit(
 ) -> dict[str, Any]:
     """Does the trainer's output stay within the WHOLE privacy profile its accountant states?
 
-    `n_runs` independent training runs, each on the real records plus (by its own fair coin) one
-    column canary (`profile_canary`); score = the canary's centred logit gain over the base point
-    (`_centred_logit_gain`). The claim's trade-off curve f_claim (`audit.statistics.tradeoff_curves`:
+    `n_runs` independent training runs, each on the audit's dataset plus (by its own fair coin) one
+    canary of the design the pilot chose: a column canary (`profile_canary`, the real records as
+    given; score = its centred logit gain over the base point, `_centred_logit_gain`) or the
+    one-class design (`one_class_canary`: the real records relabelled to one class, the canary
+    another, but for one record of each class; score = its centred logit, `_centred_logit`). The claim's trade-off curve f_claim (`audit.statistics.tradeoff_curves`:
     from the PLD profile of (σ, q, T) = `dpsgd` when the accountant's configuration is known, else
     from the bare (ε, δ) pair) is the null hypothesis: `profile_test` refutes it when the
     Clopper-Pearson point (FPR̄, FNR̄) of one threshold rule lies below f_claim — Dong, Roth, Su 2019
@@ -840,9 +892,10 @@ def profile_canary_audit(
     canaries and the counts. At moderate FPR this has power against errors of ε 1.5–3 that no test
     of the single (ε, δ = 1e-5) point can see with thousands of runs.
 
-    Pilot: `n_pilot_runs` further runs (default n_runs / 4) try `scales` side by side (run i at
-    scale i mod len(scales)); the scale with the highest pilot AUC is audited, and the threshold
-    rule is chosen on that scale's pilot runs (`choose_profile_rule`). Only the audited runs decide,
+    Pilot: `n_pilot_runs` further runs (default n_runs / 4) try the designs side by side (column
+    canaries at `scales` × the data radius, one-class canaries at `one_class_values`; run i gets
+    design i mod their number); the design with the pilot AUC furthest from 1/2 is audited, and the
+    threshold rule is chosen on that design's pilot runs (`choose_profile_rule`). Only the audited runs decide,
     so the choice costs nothing in validity. The runs are independent (each its own seed, coin and
     training), which is what Clopper-Pearson needs.
 
@@ -857,38 +910,53 @@ def profile_canary_audit(
     trainer = _check_trainer(trainer)
     X, y, n_classes = _validate_data(features, labels)
     R = _check_count("--models", n_runs, 4)
-    n_pilot = max(4 * len(scales), R // 4) if n_pilot_runs is None else _check_count("pilot runs", n_pilot_runs, 2 * len(scales))
     eps, d = validate_claim(claimed_epsilon, delta, epsilon_flag="--claimed-epsilon", delta_flag="--delta")
     scales = tuple(float(v) for v in scales)
-    if not scales or not all(math.isfinite(v) and v > 0 for v in scales):
-        raise AuditInputError("scales", f"expected positive numbers, got {scales!r}")
+    one_class_values = tuple(float(v) for v in one_class_values)
+    for name, values in (("scales", scales), ("one_class_values", one_class_values)):
+        if not all(math.isfinite(v) and v > 0 for v in values):
+            raise AuditInputError(name, f"expected positive numbers, got {values!r}")
+    designs = [("column", v) for v in scales] + [("one_class", v) for v in one_class_values]
+    if not designs:
+        raise AuditInputError("scales", "no canary design to audit: give a scale or a one-class value")
+    n_pilot = (max(4 * len(designs), R // 4) if n_pilot_runs is None
+               else _check_count("pilot runs", n_pilot_runs, 2 * len(designs)))
     profile = _claim_profile(eps, d, dpsgd)
     seeds = _distinct_seeds(seed, _STREAM_MODELS, n_pilot + R)
     coins = np.random.default_rng(np.random.SeedSequence([int(seed), _STREAM_COINS])).random(n_pilot + R) < 0.5
     label = int(np.random.default_rng(np.random.SeedSequence([int(seed), _STREAM_CANARY])).integers(0, n_classes))
     X_wide = np.hstack([X, np.zeros((X.shape[0], 1), dtype=X.dtype)])
+    y_one_class = one_class_labels(y, label, n_classes)
 
-    def jobs(run_scales, run_coins, run_seeds):
+    def canary_of(design):
+        kind, v = design
+        return profile_canary(X, v) if kind == "column" else one_class_canary(X.shape[1], v)
+
+    def score(design, log_probs):
+        return _centred_logit_gain(log_probs, label) if design[0] == "column" else _centred_logit(log_probs, label)
+
+    def jobs(run_designs, run_coins, run_seeds):
         out = []
-        for v, coin, s in zip(run_scales, run_coins, run_seeds):
-            point, base = profile_canary(X, v)
+        for design, coin, s in zip(run_designs, run_coins, run_seeds):
+            point, base = canary_of(design)
+            y_real = y if design[0] == "column" else y_one_class
             take = bool(coin) and bool(insert_canary)
             X_run = np.vstack([X_wide, point[None, :]]) if take else X_wide
-            y_run = np.append(y, np.asarray(label, dtype=y.dtype)) if take else y
+            y_run = np.append(y_real, np.asarray(label, dtype=y.dtype)) if take else y_real
             out.append((X_run, y_run, s, np.vstack([point, base])))
         return out
 
-    pilot_scales = [scales[i % len(scales)] for i in range(n_pilot)]
+    pilot_designs = [designs[i % len(designs)] for i in range(n_pilot)]
     with _pool_for(trainer, pool, workers, timeout) as runner:
-        pilot = np.array([_centred_logit_gain(lp, label) for lp in
-                          _train_many(runner, trainer, jobs(pilot_scales, coins[:n_pilot], seeds[:n_pilot]))])
+        pilot = np.array([score(design, lp) for design, lp in zip(pilot_designs, _train_many(
+            runner, trainer, jobs(pilot_designs, coins[:n_pilot], seeds[:n_pilot])))])
         pilot_coins = coins[:n_pilot]
         pilot_auc = {}
-        for v in scales:
-            on = np.array([s == v for s in pilot_scales])
-            pilot_auc[v] = _auc(pilot[on], pilot_coins[on])
-        chosen = max(scales, key=lambda v: (abs(pilot_auc[v] - 0.5), -scales.index(v)))
-        on = np.array([s == chosen for s in pilot_scales])
+        for design in designs:
+            on = np.array([p == design for p in pilot_designs])
+            pilot_auc[design] = _auc(pilot[on], pilot_coins[on])
+        chosen = max(designs, key=lambda v: (abs(pilot_auc[v] - 0.5), -designs.index(v)))
+        on = np.array([p == chosen for p in pilot_designs])
         audited_coins = coins[n_pilot:]
         n_in, n_out = int(audited_coins.sum()), int((~audited_coins).sum())
         if n_in == 0 or n_out == 0 or not pilot_coins[on].any() or pilot_coins[on].all():
@@ -896,7 +964,7 @@ def profile_canary_audit(
         rule = choose_profile_rule(_below_every_finite(pilot[on][pilot_coins[on]]),
                                    _below_every_finite(pilot[on][~pilot_coins[on]]),
                                    profile, n_in, n_out, confidence)
-        scores = np.array([_centred_logit_gain(lp, label) for lp in
+        scores = np.array([score(chosen, lp) for lp in
                            _train_many(runner, trainer, jobs([chosen] * R, audited_coins, seeds[n_pilot:]))])
     test = profile_test(scores[audited_coins], scores[~audited_coins], rule, profile, confidence)
     ceiling_point = profile_ceiling(profile, n_in, n_out, confidence)
@@ -907,19 +975,20 @@ def profile_canary_audit(
     except ValueError as exc:
         one_run_bound, one_run_details = None, {"error": str(exc)}
     fdp = _fdp_one_run(scores, audited_coins, profile, d, confidence)
-    point, _ = profile_canary(X, chosen)
+    point, _ = canary_of(chosen)
     return {
         "audit": "canary, independent runs tested against the claim's privacy profile (trade-off curve)",
         "trainer": _trainer_name(trainer),
         "canary_kind": "out_of_distribution",
-        "canary_design": "one column of its own (0 for real records), real columns 0; score = centred logit gain over the all-zero base point",
-        "canary": {"label": label, "scale": chosen, "value": float(point[-1])},
+        "canary_design": _PROFILE_DESIGN_TEXT[chosen[0]],
+        "canary": {"label": label, "design": chosen[0], "scale" if chosen[0] == "column" else "value_setting": chosen[1],
+                   "value": float(point[-1])},
         "canary_inserted": bool(insert_canary),
         "n_runs": R,
         "n_with_canary": n_in,
         "n_without_canary": n_out,
         "n_pilot_runs": n_pilot,
-        "pilot_auc_by_scale": {f"{v:g}": a for v, a in pilot_auc.items()},
+        "pilot_auc_by_design": {f"{kind} {v:g}": a for (kind, v), a in pilot_auc.items()},
         "auc": _auc(scores, audited_coins),
         "n_training_records": int(X.shape[0]),
         "seed": int(seed),
@@ -1058,7 +1127,7 @@ def run_canary_audit(
     in isolated worker processes (`pool`, else a WorkerPool of `workers`, default the cores), and
     its CLAIM is read there too: the parent never imports the user's module.
     `mode`: "profile" (the default, `profile_canary_audit`: `n_models` independent runs, default
-    12000, plus a quarter as many pilot runs, tested against the claim's whole trade-off curve),
+    48000, plus a quarter as many pilot runs, tested against the claim's whole trade-off curve),
     "multi-canary" (`multi_canary_audit`: `n_models` runs × `n_canaries`
     column canaries, default 200 × 32), "multi" (`multi_run_canary_audit`: K = `n_models` runs
     per side with one canary of `kind`, default 200) or "one-run" (`n_canaries` canaries of

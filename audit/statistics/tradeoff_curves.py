@@ -159,7 +159,7 @@ def _errors(rule: tuple[float, str], scores_in: np.ndarray, scores_out: np.ndarr
 
 # Selection FPRs a rule may have: in the tails the few selection scores make the anticipated margin
 # noise (a winner's curse), and the claim's curve is refuted most easily at moderate FPR anyway.
-SELECTION_FPR_RANGE = (0.1, 0.9)
+SELECTION_FPR_RANGE = (0.25, 0.75)
 
 
 def choose_profile_rule(scores_in, scores_out, profile: PrivacyProfile, n_eval_in: int, n_eval_out: int,
