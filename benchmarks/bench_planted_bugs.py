@@ -4,7 +4,7 @@
 
 For every planted bug of `audit.demos.planted_bugs` (seed 0) and every correct recipe there (ε 0.5
 to 8, `--seeds` seeds each: 6 × 4 = 24 audits by default): the default black-box canary audit
-(`run_canary_audit` with its defaults: profile mode, 12000 independent runs + 3000 pilot runs,
+(`run_canary_audit` with its defaults: profile mode, 48000 independent runs + 12000 pilot runs,
 tested against the claim's trade-off curve) and the conformance checks. `--opacus` adds the Opacus
 trainers of `audit.demos.dp_trainers` (slow: ~40 ms per run). Prints one Markdown table row per
 audit: the bug's true ε where an accountant can state it, the claim, the verdict, the refuted

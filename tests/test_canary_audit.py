@@ -460,7 +460,7 @@ def test_a_profile_audit_with_too_few_runs_is_inconclusive():
     assert verdict["status"] == "inconclusive" and verdict["passed"] and "more runs" in verdict["reasons"][0]
 
 
-@pytest.mark.slow  # the DEFAULT command: 24000 + 6000 pilot runs of a numpy trainer, ~1 min on 2 cores
+@pytest.mark.slow  # the DEFAULT command: 48000 + 12000 pilot runs of a numpy trainer, ~1.5 min on 2 cores
 def test_the_default_cli_canary_audit_flags_sigma_not_sigma_c(cli, tmp_path):
     proc = cli("canary-audit", "--trainer", "audit.demos.planted_bugs:sigma_not_sigma_c", "--quiet",
                "--tracking-uri", f"sqlite:///{tmp_path}/m.db")

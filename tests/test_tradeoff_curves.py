@@ -114,3 +114,11 @@ def test_bad_rates_are_refused():
         refute_point(pair_privacy_profile(1.0, 1e-5), 1.2, 0.1)
     with pytest.raises(ValueError):
         dpsgd_privacy_profile(0.0, 0.5, 3)
+
+
+def test_the_claims_profile_is_the_accountants_when_known_else_the_stated_pair():
+    from audit.statistics.tradeoff_curves import claim_profile, pair_privacy_profile
+
+    assert claim_profile(1.0, 1e-5, (4.5, 0.25, 20)) == dpsgd_privacy_profile(4.5, 0.25, 20)
+    assert claim_profile(1.0, 1e-5) == pair_privacy_profile(1.0, 1e-5)
+    assert claim_profile(None, 1e-5) is None

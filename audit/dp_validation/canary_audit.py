@@ -722,7 +722,9 @@ def multi_canary_audit(
         result = epsilon_lower_bound_one_run(_below_every_finite(scores.ravel()), members.ravel(), d, confidence)
     except ValueError as exc:
         raise AuditInputError("--canaries", str(exc)) from None
-    fdp = _fdp_one_run(scores, members, _claim_profile(eps, d, dpsgd), d, result.confidence)
+    from audit.statistics.tradeoff_curves import claim_profile
+
+    fdp = _fdp_one_run(scores, members, claim_profile(eps, d, dpsgd), d, result.confidence)
     m = R * J
     ceiling = ceiling_one_run(m, d, result.confidence)
     needed = canaries_needed_one_run(eps, d, result.confidence)
@@ -839,14 +841,6 @@ def _centred_logit_gain(log_probs: np.ndarray, label: int) -> float:
     return gain if not math.isnan(gain) else -math.inf
 
 
-def _claim_profile(claimed_epsilon: float, delta: float, dpsgd: tuple[float, float, int] | None):
-    from audit.statistics.tradeoff_curves import dpsgd_privacy_profile, pair_privacy_profile
-
-    if dpsgd is not None:
-        return dpsgd_privacy_profile(*dpsgd)
-    return pair_privacy_profile(claimed_epsilon, delta)
-
-
 def _fdp_one_run(scores: np.ndarray, coins: np.ndarray, profile, delta: float, confidence: float) -> dict[str, Any]:
     """The one-run f-DP test of the claim's curve over coin-flipped canary slots (reported, not the
     decision of the profile mode): Mahloujifar, Melis, Chaudhuri 2024, arXiv 2410.22235."""
@@ -905,7 +899,7 @@ def profile_canary_audit(
     """
     from audit.statistics.audit_ceilings import ceiling_threshold_audit
     from audit.statistics.epsilon_bounds import epsilon_lower_bound_from_counts
-    from audit.statistics.tradeoff_curves import choose_profile_rule, profile_ceiling, profile_test
+    from audit.statistics.tradeoff_curves import choose_profile_rule, claim_profile, profile_ceiling, profile_test
 
     trainer = _check_trainer(trainer)
     X, y, n_classes = _validate_data(features, labels)
@@ -921,7 +915,7 @@ def profile_canary_audit(
         raise AuditInputError("scales", "no canary design to audit: give a scale or a one-class value")
     n_pilot = (max(4 * len(designs), R // 4) if n_pilot_runs is None
                else _check_count("pilot runs", n_pilot_runs, 2 * len(designs)))
-    profile = _claim_profile(eps, d, dpsgd)
+    profile = claim_profile(eps, d, dpsgd)
     seeds = _distinct_seeds(seed, _STREAM_MODELS, n_pilot + R)
     coins = np.random.default_rng(np.random.SeedSequence([int(seed), _STREAM_COINS])).random(n_pilot + R) < 0.5
     label = int(np.random.default_rng(np.random.SeedSequence([int(seed), _STREAM_CANARY])).integers(0, n_classes))

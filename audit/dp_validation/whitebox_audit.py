@@ -497,17 +497,13 @@ def run_whitebox_audit(
                             assumption="independent runs (refutation is assumption-free given them)"))
         ceiling, ceiling_kind = audit.ceiling_epsilon_gdp, "ε of the largest μ a perfect attack shows (GDP conversion)"
     else:
-        from audit.statistics.tradeoff_curves import (dpsgd_privacy_profile, pair_privacy_profile, profile_ceiling,
-                                                      refute_point)
+        from audit.statistics.tradeoff_curves import claim_profile, profile_ceiling, refute_point
 
         cp = audit.epsilon_lower_bound_clopper_pearson
         needed = runs_needed_threshold_audit(eps_claim, delta, confidence, PILOT_FRACTION)
-        profile = None
-        if claimed_epsilon is not None:
-            profile = pair_privacy_profile(eps_claim, delta)
-        elif len(claim["history"]) == 1:
-            sigma_h, q_h, t_h = claim["history"][0]
-            profile = dpsgd_privacy_profile(float(sigma_h), float(q_h), int(t_h))
+        # A stated ε overrides the accountant; a multi-phase history has no single (σ, q, T) profile.
+        dpsgd = tuple(claim["history"][0]) if claimed_epsilon is None and len(claim["history"]) == 1 else None
+        profile = claim_profile(eps_claim if claimed_epsilon is not None else None, delta, dpsgd)
         # A perfect attack's point (no error at all): could it refute the claimed curve?
         profile_refutable = profile is not None and profile_ceiling(
             profile, audit.n_eval_positive, audit.n_eval_negative, confidence)["refutable"]

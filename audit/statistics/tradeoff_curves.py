@@ -35,6 +35,7 @@ __all__ = [
     "gdp_tradeoff",
     "pair_privacy_profile",
     "choose_profile_rule",
+    "claim_profile",
     "profile_ceiling",
     "profile_test",
     "refute_point",
@@ -91,6 +92,19 @@ def pair_privacy_profile(epsilon: float, delta: float) -> PrivacyProfile:
     if not (math.isfinite(eps) and eps >= 0) or not (0 <= d < 1):
         raise ValueError(f"need ε ≥ 0 finite and δ in [0, 1); got ε={epsilon!r}, δ={delta!r}")
     return PrivacyProfile((eps,), (d,), f"({eps:g}, {d:g})-DP")
+
+
+def claim_profile(epsilon: float | None, delta: float, dpsgd: tuple[float, float, int] | None = None
+                  ) -> PrivacyProfile | None:
+    """The privacy profile a claim states: DP-SGD's whole profile when the accountant's (σ, q, T) is
+    known (`dpsgd`), else the bare (`epsilon`, `delta`) pair's, else None. A caller whose user
+    overrode ε passes `dpsgd=None`, so that the stated pair, not the accountant, is tested."""
+    if dpsgd is not None:
+        sigma, q, steps = dpsgd
+        return dpsgd_privacy_profile(float(sigma), float(q), int(steps))
+    if epsilon is not None:
+        return pair_privacy_profile(epsilon, delta)
+    return None
 
 
 def _curve_terms(profile: PrivacyProfile, alpha: np.ndarray) -> np.ndarray:
