@@ -1,15 +1,16 @@
 """The planted-bug suite through the DEFAULT `canary-audit` (black-box) and `conformance` checks.
 
-    python benchmarks/bench_planted_bugs.py [--seeds 4] [--models N] [--workers N] [--only NAME,...] [--opacus]
+    python benchmarks/bench_planted_bugs.py [--seeds 4] [--bug-seeds 1] [--models N] [--workers N] [--only NAME,...] [--opacus]
 
-For every planted bug of `audit.demos.planted_bugs` (seed 0) and every correct recipe there (ε 0.5
+For every planted bug of `audit.demos.planted_bugs` (seeds 0 .. `--bug-seeds` − 1) and every correct recipe there (ε 0.5
 to 8, `--seeds` seeds each: 6 × 4 = 24 audits by default): the default black-box canary audit
 (`run_canary_audit` with its defaults: profile mode, 48000 independent runs + 12000 pilot runs,
 tested against the claim's trade-off curve) and the conformance checks. `--opacus` adds the Opacus
 trainers of `audit.demos.dp_trainers` (slow: ~40 ms per run). Prints one Markdown table row per
 audit: the bug's true ε where an accountant can state it, the claim, the verdict, the refuted
 (ε', δ') pair, the attack's Clopper-Pearson point against the claimed floor, the (ε, δ) bound and
-the one-run bound of the same runs, wall seconds. Then the final-model analysis of
+the one-run bound of the same runs, wall seconds. Then the canary design the pilot chose for each
+audit (with every design's pilot AUC) and the final-model analysis of
 `shuffled_batches` (why no final-model audit can flag it). Wall time is on whatever machine runs
 it (say which, and how loaded, when you quote it).
 """
@@ -62,13 +63,15 @@ def shuffled_batches_analysis() -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, default=4)
+    parser.add_argument("--seeds", type=int, default=4, help="seeds per correct recipe")
+    parser.add_argument("--bug-seeds", type=int, default=1, help="seeds per planted bug")
     parser.add_argument("--models", type=int, default=None, help="runs per audit (default: the audit's default)")
     parser.add_argument("--workers", type=int, default=default_workers())
     parser.add_argument("--only", default="", help="comma-separated trainer names (default: all)")
     parser.add_argument("--opacus", action="store_true")
     args = parser.parse_args()
-    audits = [(f"audit.demos.planted_bugs:{name}", 0, True) for name in planted_bugs.PLANTED_BUGS]
+    audits = [(f"audit.demos.planted_bugs:{name}", seed, True)
+              for name in planted_bugs.PLANTED_BUGS for seed in range(args.bug_seeds)]
     audits += [(f"audit.demos.planted_bugs:{name}", seed, True)
                for name in planted_bugs.CORRECT for seed in range(args.seeds)]
     if args.opacus:
@@ -82,6 +85,7 @@ def main() -> None:
           "(ε, δ) bound | one-run bound | conformance | seconds |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     start = time.time()
+    designs = []
     with WorkerPool(args.workers, name="--trainer", timeout=900) as pool:
         for spec, seed, step_functions in audits:
             name = spec.split(":")[1]
@@ -93,11 +97,15 @@ def main() -> None:
             pair = test["refuted_pair"]
             refuted = f"({pair['epsilon']:.2f}, {pair['delta']:.2g})" if pair else "—"
             one_run = result["one_run_epsilon_lower_bound"]
+            pilot = ", ".join(f"{k} {v:.3f}" for k, v in result["pilot_auc_by_design"].items())
+            designs.append(f"{name} seed {seed}: {result['canary']['design']} (pilot AUC: {pilot})")
             print(f"| {name} | {seed} | {true_epsilon(name) if step_functions else '?'} | {result['claimed_epsilon']:.2f} | "
                   f"{result['verdict']['status']} | {refuted} | {test['fpr_upper']:.3f}, {test['fnr_upper']:.3f} vs "
                   f"{test['claimed_fnr_floor']:.3f} | {result['epsilon_lower_bound']:.2f} | "
                   f"{'—' if one_run is None else f'{one_run:.2f}'} | {conformance} | {audit_seconds:.0f} |", flush=True)
     print(f"total: {time.time() - start:.0f} s")
+    print("the pilot's canary design per audit:")
+    print("\n".join(designs))
     print(shuffled_batches_analysis())
 
 
