@@ -460,9 +460,12 @@ def test_a_profile_audit_with_too_few_runs_is_inconclusive():
     assert verdict["status"] == "inconclusive" and verdict["passed"] and "more runs" in verdict["reasons"][0]
 
 
-@pytest.mark.slow  # the DEFAULT command: 48000 + 12000 pilot runs of a numpy trainer, ~1.5 min on 2 cores
-def test_the_default_cli_canary_audit_flags_sigma_not_sigma_c(cli, tmp_path):
-    proc = cli("canary-audit", "--trainer", "audit.demos.planted_bugs:sigma_not_sigma_c", "--quiet",
-               "--tracking-uri", f"sqlite:///{tmp_path}/m.db")
+@pytest.mark.slow  # 8000 + 2000 pilot runs of a numpy trainer in a fresh process, ~15 s on 2 cores
+def test_the_cli_canary_audit_in_its_default_mode_flags_sigma_not_sigma_c(cli, tmp_path):
+    # The default mode and designs with a sixth of the default runs: this bug (true ε 6.6 against
+    # a claim of 1) needs no more. The default run count itself is measured by the planted-bug
+    # bench (benchmarks/bench_planted_bugs.py), not here: ~1.5 min a run would cost CI.
+    proc = cli("canary-audit", "--trainer", "audit.demos.planted_bugs:sigma_not_sigma_c", "--models", "8000",
+               "--quiet", "--tracking-uri", f"sqlite:///{tmp_path}/m.db")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "REFUTED" in proc.stdout + proc.stderr
