@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from audit.cli.app import app, console, switch
-from audit.cli.output import QuietOption, RayAddressOption, command_progress, print_bound, print_verdict, record_audit
+from audit.cli.output import FailOnInconclusiveOption, QuietOption, RayAddressOption, TrackingUriOption, command_progress, print_bound, print_verdict, record_audit
 from audit.errors import AuditInputError
 
 
@@ -55,7 +55,7 @@ def accountant_check(
     margin: Annotated[float, typer.Option("--margin", help="'loose' when more than this fraction above PLD")] = 0.10,
     json_out: Annotated[Optional[Path], typer.Option("--json", help="also write the per-point results here")] = None,
     out: Annotated[Path, typer.Option("--out", help="folder that receives <timestamp>-accountant-check/")] = Path("runs"),
-    tracking_uri: Annotated[Optional[str], typer.Option("--tracking-uri", help="MLflow tracking URI (default: sqlite:///mlflow.db in the working directory)")] = None,
+    tracking_uri: TrackingUriOption = None,
     timeout: Annotated[float, typer.Option("--timeout", help="seconds one call of your accountant may take")] = 30.0,
     quiet: QuietOption = False,
 ) -> None:
@@ -131,9 +131,9 @@ def canary_audit(
                                                    "ray: CPUs of the local cluster started here")] = None,
     ray_address: RayAddressOption = None,
     timeout: Annotated[float, typer.Option("--timeout", help="seconds one training run may take (every executor)")] = 900.0,
-    fail_on_inconclusive: Annotated[bool, typer.Option("--fail-on-inconclusive/--no-fail-on-inconclusive", help="exit 1 when the audit could not refute the claim (its ceiling is at or below the claim)")] = False,
+    fail_on_inconclusive: FailOnInconclusiveOption = False,
     out: Annotated[Path, typer.Option("--out", help="folder that receives <timestamp>-canary-audit/")] = Path("runs"),
-    tracking_uri: Annotated[Optional[str], typer.Option("--tracking-uri", help="MLflow tracking URI (default: sqlite:///mlflow.db in the working directory)")] = None,
+    tracking_uri: TrackingUriOption = None,
     quiet: QuietOption = False,
 ) -> None:
     """Audit your DP training code with canaries: exit 1 when its output contradicts its claimed privacy.
@@ -179,9 +179,9 @@ def mechanism_audit(
     claimed_epsilon: Annotated[Optional[float], typer.Option("--claimed-epsilon", help="overrides the mechanism's CLAIM")] = None,
     delta: Annotated[Optional[float], typer.Option(help="δ of the claim")] = None,
     seed: Annotated[int, typer.Option(help="seed of the trials")] = 0,
-    fail_on_inconclusive: Annotated[bool, typer.Option("--fail-on-inconclusive/--no-fail-on-inconclusive", help="exit 1 when the audit could not refute the claim (its ceiling is at or below the claim)")] = False,
+    fail_on_inconclusive: FailOnInconclusiveOption = False,
     out: Annotated[Path, typer.Option("--out", help="folder that receives <timestamp>-mechanism-audit/")] = Path("runs"),
-    tracking_uri: Annotated[Optional[str], typer.Option("--tracking-uri", help="MLflow tracking URI (default: sqlite:///mlflow.db in the working directory)")] = None,
+    tracking_uri: TrackingUriOption = None,
     timeout: Annotated[float, typer.Option("--timeout", help="seconds all trials of your mechanism may take together")] = 600.0,
     quiet: QuietOption = False,
 ) -> None:
@@ -228,7 +228,7 @@ def conformance(
     alpha: Annotated[float, typer.Option("--alpha", help="family-wise false-alarm rate of all checks")] = 0.01,
     timeout: Annotated[float, typer.Option("--timeout", help="seconds the checks may take")] = 600.0,
     out: Annotated[Path, typer.Option("--out", help="folder that receives <timestamp>-conformance/")] = Path("runs"),
-    tracking_uri: Annotated[Optional[str], typer.Option("--tracking-uri", help="MLflow tracking URI (default: sqlite:///mlflow.db in the working directory)")] = None,
+    tracking_uri: TrackingUriOption = None,
 ) -> None:
     """Deterministic checks of a step-function DP-SGD (noise std, per-example clipping, Poisson sampling,
     steps and q vs the claim): exit 1 when one fails."""
@@ -273,9 +273,9 @@ def whitebox_audit(
     seed: Annotated[int, typer.Option(help="seed of the runs and the canary's sampling")] = 0,
     workers: Annotated[Optional[int], typer.Option("--workers", help="worker processes training in parallel (default: the cores)")] = None,
     timeout: Annotated[float, typer.Option("--timeout", help="seconds one block of runs may take in its worker")] = 900.0,
-    fail_on_inconclusive: Annotated[bool, typer.Option("--fail-on-inconclusive/--no-fail-on-inconclusive", help="exit 1 when the audit could not refute the claim (its ceiling is at or below the claim)")] = False,
+    fail_on_inconclusive: FailOnInconclusiveOption = False,
     out: Annotated[Path, typer.Option("--out", help="folder that receives <timestamp>-whitebox-audit/")] = Path("runs"),
-    tracking_uri: Annotated[Optional[str], typer.Option("--tracking-uri", help="MLflow tracking URI (default: sqlite:///mlflow.db in the working directory)")] = None,
+    tracking_uri: TrackingUriOption = None,
     quiet: QuietOption = False,
 ) -> None:
     """White-box audit of DP-SGD code with a Dirac gradient canary in every step (Nasr et al. 2023):

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from audit.cli.app import app, console, switch
-from audit.cli.output import QuietOption, RayAddressOption, command_progress, print_verdict, publish_results
+from audit.cli.output import QuietOption, RayAddressOption, TrackingUriOption, command_progress, print_verdict, publish_results
 
 
 @app.command("audit-scores")
@@ -19,7 +19,7 @@ def audit_scores_command(
     confidence: Annotated[float, typer.Option(help="confidence of bounds and CIs")] = 0.95,
     policy: Annotated[Optional[Path], typer.Option("--policy", help="YAML policy; exit 1 when a rule fails")] = None,
     out: Annotated[Path, typer.Option("--out", help="folder that receives <timestamp>-scores/")] = Path("runs"),
-    tracking_uri: Annotated[Optional[str], typer.Option("--tracking-uri", help="MLflow tracking URI (default: sqlite:///mlflow.db in the working directory)")] = None,
+    tracking_uri: TrackingUriOption = None,
     quiet: QuietOption = False,
 ) -> None:
     """Audit your own membership scores: every attack metric, ε lower bounds, report, gate."""
@@ -87,7 +87,7 @@ def audit_model(
     device: Annotated[str, typer.Option(help="auto | cpu | cuda")] = "auto",
     policy: Annotated[Optional[Path], typer.Option("--policy", help="YAML policy; exit 1 when a rule fails")] = None,
     out: Annotated[Path, typer.Option("--out", help="folder that receives <timestamp>-<name>/")] = Path("runs"),
-    tracking_uri: Annotated[Optional[str], typer.Option("--tracking-uri", help="MLflow tracking URI (default: sqlite:///mlflow.db in the working directory)")] = None,
+    tracking_uri: TrackingUriOption = None,
     quiet: QuietOption = False,
 ) -> None:
     """Audit your own trained model: a PyTorch module, a scikit-learn estimator (skops), an ONNX file or a

@@ -22,6 +22,11 @@ def sigterm_as_interrupt() -> None:
 
 
 QuietOption = Annotated[bool, switch("quiet", "no progress output (results, findings and errors still print)")]
+FailOnInconclusiveOption = Annotated[bool, typer.Option(
+    "--fail-on-inconclusive/--no-fail-on-inconclusive",
+    help="exit 1 when the audit could not refute the claim (its ceiling is at or below the claim)")]
+TrackingUriOption = Annotated[Optional[str], typer.Option(
+    "--tracking-uri", help="MLflow tracking URI (default: sqlite:///mlflow.db in the working directory)")]
 RayAddressOption = Annotated[Optional[str], typer.Option("--ray-address", help="ray: join a running cluster "
                                                          "(auto | ray://host:port) instead of starting a local one")]
 

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from audit.cli.app import EXIT_INTERRUPTED, app, console, switch
-from audit.cli.output import QuietOption, RayAddressOption, command_progress, print_verdict, sigterm_as_interrupt
+from audit.cli.output import QuietOption, RayAddressOption, TrackingUriOption, command_progress, print_verdict, sigterm_as_interrupt
 from audit.errors import AuditInputError
 
 
@@ -16,7 +16,7 @@ def run(
     config: Annotated[Optional[Path], typer.Option("--config", help="YAML config; fields override the preset")] = None,
     preset: Annotated[Optional[str], typer.Option(help="smoke | default | full | digits-cnn | hospitals | clients  [default: default]")] = None,
     out: Annotated[Path, typer.Option("--out", help="folder that receives runs/<timestamp>-<name>/")] = Path("runs"),
-    tracking_uri: Annotated[Optional[str], typer.Option("--tracking-uri", help="MLflow tracking URI (default: sqlite:///mlflow.db in the working directory)")] = None,
+    tracking_uri: TrackingUriOption = None,
     device: Annotated[Optional[str], typer.Option(help="auto | cpu | cuda")] = None,
     epsilons: Annotated[Optional[str], typer.Option(help="comma-separated target ε, e.g. 1,8,inf")] = None,
     seed: Annotated[Optional[int], typer.Option(help="the one seed that drives data, splits, training")] = None,

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from audit.cli.app import app, console, err_console, switch
-from audit.cli.output import QuietOption, command_progress, print_verdict, publish_results
+from audit.cli.output import QuietOption, TrackingUriOption, command_progress, print_verdict, publish_results
 from audit.errors import AuditInputError
 
 
@@ -25,7 +25,7 @@ def synth_check(
     seed: Annotated[int, typer.Option(help="seed of subsampling and the distance attack")] = 0,
     policy: Annotated[Optional[Path], typer.Option("--policy", help="YAML policy; exit 1 when a rule fails")] = None,
     out: Annotated[Path, typer.Option("--out", help="folder that receives <timestamp>-synth-check/")] = Path("runs"),
-    tracking_uri: Annotated[Optional[str], typer.Option("--tracking-uri", help="MLflow tracking URI (default: sqlite:///mlflow.db in the working directory)")] = None,
+    tracking_uri: TrackingUriOption = None,
     quiet: QuietOption = False,
 ) -> None:
     """Is a synthetic release a disguised copy of its training data? NNDR, DCR, distance MIA, fidelity."""
