@@ -922,9 +922,9 @@ def profile_canary_audit(
     X_wide = np.hstack([X, np.zeros((X.shape[0], 1), dtype=X.dtype)])
     y_one_class = one_class_labels(y, label, n_classes)
 
-    def canary_of(design):
-        kind, v = design
-        return profile_canary(X, v) if kind == "column" else one_class_canary(X.shape[1], v)
+    # (canary point, base point) of each design, made once: every run of a design uses the same.
+    canaries = {(kind, v): profile_canary(X, v) if kind == "column" else one_class_canary(X.shape[1], v)
+                for kind, v in designs}
 
     def score(design, log_probs):
         return _centred_logit_gain(log_probs, label) if design[0] == "column" else _centred_logit(log_probs, label)
@@ -932,7 +932,7 @@ def profile_canary_audit(
     def jobs(run_designs, run_coins, run_seeds):
         out = []
         for design, coin, s in zip(run_designs, run_coins, run_seeds):
-            point, base = canary_of(design)
+            point, base = canaries[design]
             y_real = y if design[0] == "column" else y_one_class
             take = bool(coin) and bool(insert_canary)
             X_run = np.vstack([X_wide, point[None, :]]) if take else X_wide
@@ -969,13 +969,13 @@ def profile_canary_audit(
     except ValueError as exc:
         one_run_bound, one_run_details = None, {"error": str(exc)}
     fdp = _fdp_one_run(scores, audited_coins, profile, d, confidence)
-    point, _ = canary_of(chosen)
+    point, _ = canaries[chosen]
     return {
         "audit": "canary, independent runs tested against the claim's privacy profile (trade-off curve)",
         "trainer": _trainer_name(trainer),
         "canary_kind": "out_of_distribution",
         "canary_design": _PROFILE_DESIGN_TEXT[chosen[0]],
-        "canary": {"label": label, "design": chosen[0], "scale" if chosen[0] == "column" else "value_setting": chosen[1],
+        "canary": {"label": label, "design": chosen[0], "setting": chosen[1],
                    "value": float(point[-1])},
         "canary_inserted": bool(insert_canary),
         "n_runs": R,
