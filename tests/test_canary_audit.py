@@ -1,5 +1,6 @@
 """Canary audits of training code: broken DP-SGD is caught, correct DP-SGD is not, nulls give 0."""
 import json
+import math
 import sys
 
 import numpy as np
@@ -432,6 +433,32 @@ def test_the_one_class_design_keeps_one_record_of_each_class_and_relabels_the_re
                                   claimed_epsilon=8.0, delta=1e-5, seed=0, scales=(), pool=pool)
     assert result["canary"]["design"] == "one_class" and result["canary"]["value"] == 1.0
     assert set(result["pilot_auc_by_design"]) == {"one_class 1"}
+
+
+def test_the_one_class_design_is_kept_unless_a_column_design_is_clearly_stronger_on_the_pilot():
+    from audit.dp_validation.canary_audit import DESIGN_PREFERENCE_Z, choose_profile_design
+
+    one, col = ("one_class", 1.0), ("column", 1.0)
+    sizes = {one: 1500, col: 1500}
+    two_se = DESIGN_PREFERENCE_Z * math.sqrt(0.25 / 1500 * 2)  # ≈ 0.037 at 1500 pilot runs a side
+    # per_layer_clip's seed-2 pilot: a column canary that cannot see the bug ahead by noise only.
+    assert choose_profile_design({col: 0.012, one: 0.010}, sizes, preferred=one) == one
+    assert choose_profile_design({col: 0.010 + 0.9 * two_se, one: 0.010}, sizes, preferred=one) == one
+    # batch_clip: the column canary's margin 0.33 against 0.08 is no noise.
+    assert choose_profile_design({col: 0.33, one: 0.08}, sizes, preferred=one) == col
+    # No preference (no one-class design), or a preferred design without a rule: the largest margin.
+    assert choose_profile_design({col: 0.012, one: 0.010}, sizes) == col
+    assert choose_profile_design({col: -0.02, one: -math.inf}, {col: 1500, one: 0}, preferred=one) == col
+    # Fewer pilot runs: a larger lead is needed.
+    assert choose_profile_design({col: 0.09, one: 0.02}, {col: 100, one: 100}, preferred=one) == one
+
+
+def test_the_profile_audit_reports_each_designs_pilot_margin(pool):
+    result = profile_canary_audit(planted_bugs.correct_eps_8, FEATURES, LABELS, n_runs=40, n_pilot_runs=40,
+                                  claimed_epsilon=8.0, delta=1e-5, seed=0, pool=pool)
+    assert set(result["pilot_margin_by_design"]) == set(result["pilot_auc_by_design"]) == {
+        "column 0.1", "column 0.3", "column 1", "one_class 1"}
+    json.dumps(result, allow_nan=False)
 
 
 @pytest.mark.parametrize("recipe", ["correct_eps_0_5", "correct_eps_8"])

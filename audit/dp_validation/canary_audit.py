@@ -853,6 +853,37 @@ def _fdp_one_run(scores: np.ndarray, coins: np.ndarray, profile, delta: float, c
         return {"error": str(exc)}
 
 
+# How much stronger (in pilot standard errors) a column design's pilot evidence must be before it
+# replaces the one-class design. The one-class canary is the Dirac-like worst case of DP-SGD (its
+# clipped gradient stays the full C), and on a correct recipe it sits on the claim's curve; a column
+# canary wins only where a bug is large enough that either design would flag it. With a few
+# thousand pilot runs per design their margins differ by noise of ~0.02, so "highest pilot number
+# wins" let a column canary that cannot see a small bug displace the one design that could.
+DESIGN_PREFERENCE_Z = 2.0
+
+
+def choose_profile_design(margins: dict, sizes: dict, preferred=None):
+    """The design to audit, from pilot evidence only (so the choice costs the test nothing).
+
+    `margins[design]`: the anticipated margin of its best pilot rule below the claim's curve
+    (`best_profile_rule`; −inf when it has none); `sizes[design]`: its pilot runs on the smaller
+    side. Without a `preferred` design the largest margin wins (ties: the first design). With one,
+    it is kept unless another design's margin exceeds it by more than `DESIGN_PREFERENCE_Z`
+    standard errors of the difference of two pilot rates (√(¼/n₁ + ¼/n₂), the largest a rate's
+    variance can be).
+    """
+    if not margins:
+        raise ValueError("no design to choose from")
+    order = list(margins)
+    best = max(order, key=lambda v: (margins[v], -order.index(v)))
+    if preferred is None or preferred not in margins or best == preferred:
+        return best
+    if not math.isfinite(margins[preferred]):
+        return best
+    se = math.sqrt(0.25 / max(1, sizes[best]) + 0.25 / max(1, sizes[preferred]))
+    return best if margins[best] - margins[preferred] > DESIGN_PREFERENCE_Z * se else preferred
+
+
 def profile_canary_audit(
     trainer,
     features,
@@ -888,9 +919,10 @@ def profile_canary_audit(
 
     Pilot: `n_pilot_runs` further runs (default n_runs / 4) try the designs side by side (column
     canaries at `scales` × the data radius, one-class canaries at `one_class_values`; run i gets
-    design i mod their number); the design with the pilot AUC furthest from 1/2 is audited, and the
-    threshold rule is chosen on that design's pilot runs (`choose_profile_rule`). Only the audited runs decide,
-    so the choice costs nothing in validity. The runs are independent (each its own seed, coin and
+    design i mod their number). Each design's best threshold rule on its pilot runs
+    (`best_profile_rule`) comes with an anticipated margin below the claim's curve; the one-class
+    design is audited unless a column design's margin is clearly larger (`choose_profile_design`),
+    with that design's rule. Only the audited runs decide, so the choice costs nothing in validity. The runs are independent (each its own seed, coin and
     training), which is what Clopper-Pearson needs.
 
     Also reported: the (ε, δ) Clopper-Pearson bound of the same rule and counts at the claim's δ
@@ -899,7 +931,7 @@ def profile_canary_audit(
     """
     from audit.statistics.audit_ceilings import ceiling_threshold_audit
     from audit.statistics.epsilon_bounds import epsilon_lower_bound_from_counts
-    from audit.statistics.tradeoff_curves import choose_profile_rule, claim_profile, profile_ceiling, profile_test
+    from audit.statistics.tradeoff_curves import best_profile_rule, claim_profile, profile_ceiling, profile_test
 
     trainer = _check_trainer(trainer)
     X, y, n_classes = _validate_data(features, labels)
@@ -941,23 +973,30 @@ def profile_canary_audit(
         return out
 
     pilot_designs = [designs[i % len(designs)] for i in range(n_pilot)]
+    audited_coins = coins[n_pilot:]
+    n_in, n_out = int(audited_coins.sum()), int((~audited_coins).sum())
+    if n_in == 0 or n_out == 0:
+        raise AuditInputError("--models", "every coin came up the same; use more runs")
     with _pool_for(trainer, pool, workers, timeout) as runner:
         pilot = np.array([score(design, lp) for design, lp in zip(pilot_designs, _train_many(
             runner, trainer, jobs(pilot_designs, coins[:n_pilot], seeds[:n_pilot])))])
         pilot_coins = coins[:n_pilot]
-        pilot_auc = {}
+        pilot_auc, pilot_rule, pilot_margin, pilot_size = {}, {}, {}, {}
         for design in designs:
             on = np.array([p == design for p in pilot_designs])
+            d_in, d_out = pilot[on][pilot_coins[on]], pilot[on][~pilot_coins[on]]
             pilot_auc[design] = _auc(pilot[on], pilot_coins[on])
-        chosen = max(designs, key=lambda v: (abs(pilot_auc[v] - 0.5), -designs.index(v)))
-        on = np.array([p == chosen for p in pilot_designs])
-        audited_coins = coins[n_pilot:]
-        n_in, n_out = int(audited_coins.sum()), int((~audited_coins).sum())
-        if n_in == 0 or n_out == 0 or not pilot_coins[on].any() or pilot_coins[on].all():
-            raise AuditInputError("--models", "every coin came up the same; use more runs")
-        rule = choose_profile_rule(_below_every_finite(pilot[on][pilot_coins[on]]),
-                                   _below_every_finite(pilot[on][~pilot_coins[on]]),
-                                   profile, n_in, n_out, confidence)
+            pilot_size[design] = min(d_in.size, d_out.size)
+            if pilot_size[design] == 0:
+                pilot_rule[design], pilot_margin[design] = None, -math.inf
+                continue
+            pilot_rule[design], pilot_margin[design] = best_profile_rule(
+                _below_every_finite(d_in), _below_every_finite(d_out), profile, n_in, n_out, confidence)
+        chosen = choose_profile_design(pilot_margin, pilot_size,
+                                       preferred=next((v for v in designs if v[0] == "one_class"), None))
+        rule = pilot_rule[chosen]
+        if rule is None:
+            raise AuditInputError("--models", "every pilot coin came up the same; use more runs")
         scores = np.array([score(chosen, lp) for lp in
                            _train_many(runner, trainer, jobs([chosen] * R, audited_coins, seeds[n_pilot:]))])
     test = profile_test(scores[audited_coins], scores[~audited_coins], rule, profile, confidence)
@@ -983,6 +1022,8 @@ def profile_canary_audit(
         "n_without_canary": n_out,
         "n_pilot_runs": n_pilot,
         "pilot_auc_by_design": {f"{kind} {v:g}": a for (kind, v), a in pilot_auc.items()},
+        "pilot_margin_by_design": {f"{kind} {v:g}": (m if math.isfinite(m) else None)
+                                   for (kind, v), m in pilot_margin.items()},
         "auc": _auc(scores, audited_coins),
         "n_training_records": int(X.shape[0]),
         "seed": int(seed),

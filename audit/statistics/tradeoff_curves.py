@@ -34,6 +34,7 @@ __all__ = [
     "dpsgd_privacy_profile",
     "gdp_tradeoff",
     "pair_privacy_profile",
+    "best_profile_rule",
     "choose_profile_rule",
     "claim_profile",
     "profile_ceiling",
@@ -176,13 +177,15 @@ def _errors(rule: tuple[float, str], scores_in: np.ndarray, scores_out: np.ndarr
 SELECTION_FPR_RANGE = (0.25, 0.75)
 
 
-def choose_profile_rule(scores_in, scores_out, profile: PrivacyProfile, n_eval_in: int, n_eval_out: int,
-                        confidence: float = 0.95, fpr_range: tuple[float, float] = SELECTION_FPR_RANGE
-                        ) -> tuple[float, str]:
-    """The threshold rule (threshold, direction) to evaluate on fresh trials, chosen on SELECTION
-    scores only: the rule whose anticipated Clopper-Pearson point (the selection error rates as
-    counts over `n_eval_*` trials) lies furthest below the claim's curve (`refute_point` margin),
-    among the rules whose selection FPR lies in `fpr_range`. Using these scores again for the evaluation would make the test invalid.
+def best_profile_rule(scores_in, scores_out, profile: PrivacyProfile, n_eval_in: int, n_eval_out: int,
+                      confidence: float = 0.95, fpr_range: tuple[float, float] = SELECTION_FPR_RANGE
+                      ) -> tuple[tuple[float, str], float]:
+    """(rule, anticipated margin): the threshold rule (threshold, direction) to evaluate on fresh
+    trials, chosen on SELECTION scores only, and how far below the claim's curve its anticipated
+    Clopper-Pearson point lies (the selection error rates as counts over `n_eval_*` trials; the
+    `refute_point` margin f_claim(FPR̄) − FNR̄, > 0 when the point would refute the claim). Among
+    the rules whose selection FPR lies in `fpr_range`. Using these scores again for the evaluation
+    would make the test invalid.
     """
     s_in = np.asarray(scores_in, dtype=float)
     s_out = np.asarray(scores_out, dtype=float)
@@ -205,7 +208,14 @@ def choose_profile_rule(scores_in, scores_out, profile: PrivacyProfile, n_eval_i
         i = int(np.argmax(margin))
         if margin[i] > best_margin:
             best, best_margin = (float(candidates[i]), direction), float(margin[i])
-    return best
+    return best, best_margin
+
+
+def choose_profile_rule(scores_in, scores_out, profile: PrivacyProfile, n_eval_in: int, n_eval_out: int,
+                        confidence: float = 0.95, fpr_range: tuple[float, float] = SELECTION_FPR_RANGE
+                        ) -> tuple[float, str]:
+    """The rule of `best_profile_rule` (chosen on selection scores only), without its margin."""
+    return best_profile_rule(scores_in, scores_out, profile, n_eval_in, n_eval_out, confidence, fpr_range)[0]
 
 
 def profile_test(scores_in, scores_out, rule: tuple[float, str], profile: PrivacyProfile,
