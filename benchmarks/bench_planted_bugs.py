@@ -42,6 +42,9 @@ def true_epsilon(name: str) -> str:
         "per_layer_clip": DPSGDEvent(SIGMA / math.sqrt(2), Q, T),  # sensitivity √2·C, noise σ·C
         "sigma_not_sigma_c": DPSGDEvent(SIGMA / 4.0, Q, T),  # noise σ for sensitivity C = 4
         "wrong_steps": DPSGDEvent(SIGMA, Q, 4 * T),
+        # In all T steps with probability q, else in none: the T noisy sums of the canary's steps
+        # are one Gaussian of μ = √T/σ, subsampled once.
+        "batch_reused": DPSGDEvent(SIGMA / math.sqrt(T), Q, 1),
     }
     if name in exact:
         return f"{epsilon_pld(exact[name], DELTA):.2f}"

@@ -1,10 +1,11 @@
 """Conformance checks: each planted bug fails the check it breaks; correct DP-SGD passes every check."""
 import json
 
+import numpy as np
 import pytest
 
 from audit.demos import planted_bugs
-from audit.dp_validation.conformance import CHECKS, conformance_checks, run_conformance
+from audit.dp_validation.conformance import CHECKS, _inclusion_check, conformance_checks, run_conformance
 from audit.errors import AuditInputError
 
 EXPECTED_FAILURE = {
@@ -15,6 +16,7 @@ EXPECTED_FAILURE = {
     "noise_divided_twice": "noise_std",
     "noise_missing_steps": "noise_std",
     "shuffled_batches": "poisson_sampling",
+    "batch_reused": "independent_inclusion",
     "wrong_steps": "steps",
     "fixed_noise_seed": "noise_independence",
 }
@@ -37,6 +39,27 @@ def test_correct_dpsgd_passes_every_check(recipe, seed):
     # 6 recipes (ε 0.5 to 8, C = 1 and 4) × 4 seeds = 24 conformance audits of correct code.
     results = conformance_checks(planted_bugs.CORRECT[recipe], seed=seed)
     assert all(c["passed"] for c in results), [c for c in results if not c["passed"]]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_batch_drawn_once_and_reused_puts_records_in_all_or_no_batches(seed):
+    # Its batch sizes are Binomial(n, q) draw by draw; what breaks is independence across steps:
+    # a record's count is 0 or T, variance T²q(1−q) = T times Binomial(T, q)'s.
+    results = {c["check"]: c for c in conformance_checks(planted_bugs.batch_reused, seed=seed)}
+    assert results["sampling_rate"]["passed"]
+    assert not results["independent_inclusion"]["passed"]
+    assert results["independent_inclusion"]["value"] == pytest.approx(planted_bugs.STEPS, rel=0.25)
+
+
+@pytest.mark.parametrize("q, steps", [(0.25, 20), (0.01, 100), (0.5, 3)])
+def test_the_inclusion_check_holds_its_level_on_true_poisson_sampling(q, steps):
+    # Small T·q makes batch counts far from normal: the z-test uses the binomial's fourth moment.
+    rng = np.random.default_rng(7)
+    rejected = 0
+    for _ in range(400):
+        draws = [(steps, rng.binomial(steps, q, size=256)) for _ in range(10)]
+        rejected += not _inclusion_check(draws, q, 0.05)["passed"]
+    assert rejected <= 0.05 * 400 + 3 * np.sqrt(0.05 * 0.95 * 400)
 
 
 def test_the_checks_run_in_a_worker_and_give_a_verdict():

@@ -27,6 +27,7 @@ unless stated. The bugs (`PLANTED_BUGS`), each a one-line slip:
 | noise_divided_twice | noise scale wrong | noise std σ·C / expected batch (meant for the mean) |
 | noise_missing_steps | noise scale wrong | noise only on the first step of each epoch |
 | shuffled_batches | sampling | fixed-size shuffled batches while the accountant assumes Poisson |
+| batch_reused | sampling | one Poisson batch drawn before the loop and reused at every step |
 | wrong_steps | accountant | trains 4× the steps the accountant was told |
 | fixed_noise_seed | reused seed | noise generator seeded with a constant: the same noise every run |
 
@@ -101,6 +102,9 @@ class DPSGDRecipe:
                 order = rng.permutation(n)
                 batches += [order[i * size:(i + 1) * size] for i in range(per_epoch)]
             return batches[:steps]
+        if self.bug == "batch_reused":
+            batch = np.flatnonzero(rng.random(n) < self.sample_rate)  # drawn once, outside the step loop
+            return [batch] * steps
         return [np.flatnonzero(rng.random(n) < self.sample_rate) for _ in range(steps)]
 
     def privatize_gradients(self, grads: dict[str, np.ndarray], rng: np.random.Generator, step: int
@@ -179,11 +183,12 @@ sigma_not_sigma_c = _bug("sigma_not_sigma_c", max_grad_norm=4.0)
 noise_divided_twice = _bug("noise_divided_twice")
 noise_missing_steps = _bug("noise_missing_steps")
 shuffled_batches = _bug("shuffled_batches")
+batch_reused = _bug("batch_reused")
 wrong_steps = _bug("wrong_steps")
 fixed_noise_seed = _bug("fixed_noise_seed")
 
 PLANTED_BUGS = {r.name: r for r in (batch_clip, clip_after_noise, per_layer_clip, sigma_not_sigma_c,
-                                     noise_divided_twice, noise_missing_steps, shuffled_batches, wrong_steps,
+                                     noise_divided_twice, noise_missing_steps, shuffled_batches, batch_reused, wrong_steps,
                                      fixed_noise_seed)}
 
 correct_eps_0_5 = DPSGDRecipe("correct_eps_0_5", noise_multiplier=CALIBRATED_SIGMA[0.5])

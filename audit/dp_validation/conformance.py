@@ -9,6 +9,10 @@ test each against what the accountant was told (its CLAIM: σ, q, T, δ, and C):
 * `sampling_rate`: the mean batch size is q·n (z-test);
 * `poisson_sampling`: batch sizes vary like Binomial(n, q) (chi-square test of the variance; a
   shuffled fixed-size batcher has none), with no index twice in a batch;
+* `independent_inclusion`: over one training, the number of batches each record joins varies like
+  Binomial(T, q) (z-test of its variance with the binomial's fourth moment): shuffled epochs put
+  every record in exactly T·q batches (too little), one Poisson batch drawn once and reused at
+  every step puts a record in 0 or T (far too much), and the batch sizes alone see neither;
 * `noise_std`: with all-zero gradients the output is pure noise; at every step its std lies in
   the chi-square interval around σ·C (Bonferroni over the steps);
 * `noise_independence`: noise drawn from two different generators is uncorrelated (a constant
@@ -38,7 +42,7 @@ from audit.machinery.workers import user_code
 
 __all__ = ["CHECKS", "conformance_checks", "conformance_task", "run_conformance"]
 
-CHECKS = ("steps", "sampling_rate", "poisson_sampling", "noise_std", "noise_independence", "per_example_clipping")
+CHECKS = ("steps", "sampling_rate", "poisson_sampling", "independent_inclusion", "noise_std", "noise_independence", "per_example_clipping")
 N_RECORDS = 256
 SAMPLING_REPEATS = 50
 NOISE_DRAWS_PER_STEP = 50
@@ -76,6 +80,30 @@ def _check(name: str, passed: bool, value, expected, detail: str, p_value: float
             "p_value": None if p_value is None else float(p_value), "detail": detail}
 
 
+def _inclusion_check(inclusions: list[tuple[int, np.ndarray]], q: float, a: float) -> dict[str, Any]:
+    """Each record's count of batches over one training (t batches) is Binomial(t, q) under
+    Poisson sampling, independently across records: Σ (c − t·q)² has mean Σ t·q·(1−q) and, term by
+    term, variance μ₄ − σ⁴ with μ₄ = t·q·(1−q)·(1 + 3(t − 2)·q·(1 − q)) (the binomial's fourth
+    central moment), so a z-test of the squared deviations holds even where counts are far from
+    normal (small t·q). Shuffled epochs give too little spread, a reused batch far too much."""
+    observed = expected = variance = 0.0
+    for t, c in inclusions:
+        pq = q * (1 - q)
+        sigma2, mu4 = t * pq, t * pq * (1 + 3 * (t - 2) * pq)
+        observed += float(np.sum((c - t * q) ** 2))
+        expected += c.size * sigma2
+        variance += c.size * max(mu4 - sigma2**2, 0.0)
+    if variance > 0:
+        z = (observed - expected) / math.sqrt(variance)
+        p = float(2 * stats.norm.sf(abs(z)))
+    else:  # q = 1 (or 0): every record in every batch (or none), nothing may vary
+        z, p = (0.0, 1.0) if observed == 0 else (math.inf, 0.0)
+    ratio = observed / expected if expected > 0 else (1.0 if observed == 0 else math.inf)
+    return _check("independent_inclusion", p > a, float(ratio), 1.0,
+                  f"variance of each record's batch count over one training / Binomial(T, q)'s T·q·(1−q), "
+                  f"{len(inclusions)} trainings (z = {z:.1f})", p)
+
+
 def conformance_checks(recipe, *, seed: int = 0, alpha: float = 0.01, n_records: int = N_RECORDS) -> list[dict[str, Any]]:
     """Run every check of the module docstring on `recipe`; family-wise false-alarm rate `alpha`."""
     sigma, q, T, _, C = _claim_of(recipe)
@@ -85,10 +113,12 @@ def conformance_checks(recipe, *, seed: int = 0, alpha: float = 0.01, n_records:
 
     # Sampling: steps, rate, Poisson dispersion.
     rng = np.random.default_rng(streams[0])
-    sizes, counts, duplicates = [], [], 0
+    sizes, counts, duplicates, inclusions = [], [], 0, []
     for _ in range(SAMPLING_REPEATS):
         batches = recipe.sample_batches(n_records, rng)
         counts.append(len(batches))
+        joined = np.concatenate([np.asarray(batch, dtype=np.int64).ravel() for batch in batches]) if batches else np.zeros(0, np.int64)
+        inclusions.append((len(batches), np.bincount(joined, minlength=n_records)[:n_records]))
         for batch in batches:
             batch = np.asarray(batch).ravel()
             sizes.append(batch.size)
@@ -111,6 +141,7 @@ def conformance_checks(recipe, *, seed: int = 0, alpha: float = 0.01, n_records:
     results.append(_check("poisson_sampling", p_disp > a and duplicates == 0, float(sizes.var(ddof=1)), binom_var,
                           f"batch-size variance vs Binomial(n, q)'s n·q·(1−q); {duplicates} batch(es) with a repeated index",
                           p_disp))
+    results.append(_inclusion_check(inclusions, q, a))
 
     # Noise: zero gradients, one expected-size batch, every step.
     b = max(1, round(q * n_records))
