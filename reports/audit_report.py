@@ -41,7 +41,8 @@ METHODS = {
     "conformance": (
         "Conformance checks of a step-function DP-SGD implementation: its sampler and its noisy-clipping "
         "step are called directly and compared with what the accountant was told: steps, mean batch size "
-        "(q), Poisson batch-size dispersion, the noise's standard deviation at every step, independence "
+        "(q), Poisson batch-size dispersion, each record's batch count over a training (Binomial(T, q): "
+        "independent inclusion at every step), the noise's standard deviation at every step, independence "
         "of the noise from the generator, and per-example clipping (one huge gradient may move the sum by "
         "at most C). Each check is a statistical test; their family-wise false-alarm rate is alpha."
     ),
@@ -53,9 +54,11 @@ METHODS = {
         "coordinate of every iterate (or of the final model) scores each run; a threshold chosen on a pilot "
         "split and Clopper-Pearson bounds on the evaluation split give (a) a test of the claimed trade-off "
         "curve — at q = 1 DP-SGD is exactly μ-GDP, μ = √T/σ, and a point below that curve refutes the claim "
-        "given independent runs — and (b) the GDP-family bound μ ≥ Φ⁻¹(1 − FPR) − Φ⁻¹(FNR), which assumes a "
-        "Gaussian trade-off curve (true at q = 1 with a Dirac canary, not at q < 1, where the claim's PLD "
-        "trade-off curve and the Clopper-Pearson (ε, δ) bound decide). The ceiling is what an attack without any error would show "
+        "given independent runs (at q < 1 the claim's PLD trade-off curve is tested) — and (b) the GDP-family "
+        "bound μ ≥ Φ⁻¹(1 − FPR) − Φ⁻¹(FNR), which assumes a Gaussian trade-off curve (true at q = 1 with a "
+        "Dirac canary, not at q < 1, where it is an estimate). A second rule from the same pilot, chosen for "
+        "the tail, gives the Clopper-Pearson (ε, δ) bound (sound for any mechanism), which decides too: the "
+        "two tests split the error rate alpha (Bonferroni). The ceiling is what an attack without any error would show "
         "with these runs: at or below the claim the audit is INCONCLUSIVE."
     ),
     "accountant-check": (

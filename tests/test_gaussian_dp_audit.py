@@ -54,6 +54,29 @@ def test_null_data_gives_bound_zero_in_at_least_95_percent_of_200_repeats():
     assert zero >= 190
 
 
+def test_null_data_gives_a_zero_tail_bound_in_at_least_95_percent_of_200_repeats():
+    # The tail rule is chosen on the pilot, bounded on the rest: no leakage → (ε, δ) bound 0.
+    zero = 0
+    for i in range(200):
+        same = np.random.default_rng(2000 + i).normal(size=1000)
+        zero += gaussian_dp_audit(same[:500], same[500:], claimed_mu=0.5, delta=1e-5, seed=i).epsilon_lower_bound_tail == 0
+    assert zero >= 190
+
+
+def test_the_tail_rule_bounds_epsilon_well_above_the_equal_error_point_and_below_the_truth():
+    # μ = √20/2.688 (q = 1 DP-SGD at ε 8): the (ε, δ) bound lives where FPR is ~1e-4, not at the
+    # equal-error point the curve test uses.
+    mu = math.sqrt(20) / 2.688
+    truth = epsilon_from_gdp_mu(mu, 1e-5)
+    for s in range(3):
+        rng = np.random.default_rng(s)
+        a = gaussian_dp_audit(rng.normal(mu, 1, 20000), rng.normal(0, 1, 20000), claimed_mu=mu, delta=1e-5, seed=s)
+        assert a.epsilon_lower_bound_tail > 2 * a.epsilon_lower_bound_clopper_pearson
+        assert 0.4 * truth < a.epsilon_lower_bound_tail < truth
+        # One of its error rates is in the far tail (either orientation of the (ε, δ) inequality).
+        assert min(a.tail_fpr_upper, a.tail_fnr_upper) < 0.01 < min(a.fpr_upper, a.fnr_upper)
+
+
 def test_a_correct_claim_is_not_refuted_and_a_false_one_is():
     rng = np.random.default_rng(0)
     honest = gaussian_dp_audit(rng.normal(1.0, 1, 4000), rng.normal(0, 1, 4000), claimed_mu=1.0, delta=1e-5)

@@ -27,6 +27,10 @@ def test_the_harness_dp_sgd_is_not_refuted_and_too_few_runs_are_inconclusive():
     assert honest["verdict"]["status"] == "pass", honest["verdict"]
     assert honest["gdp_bound"]["mu"] <= 1.0 and honest["ceiling"] > honest["claimed_epsilon"]
     assert honest["epsilon_lower_bound"] <= honest["gdp_bound"]["epsilon"] <= honest["claimed_epsilon"]
+    # Two tests decide (the curve at the equal-error point, the (ε, δ) bound at its tail rule), α split.
+    deciding = [c["name"] for c in honest["verdict"]["checks"] if c["decides"]]
+    assert deciding == ["claimed Gaussian trade-off curve (q = 1)", "Clopper-Pearson (ε, δ) bound, tail rule"]
+    assert "Bonferroni" in honest["verdict"]["family_wise_error"]["statement"]
     # 12 runs per side: even a perfect attack could not reach μ = √4/0.5 = 4.
     few = run_whitebox_audit(builtin=True, noise_multiplier=0.5, steps=4, n_runs=12, workers=1)
     assert few["verdict"]["status"] == "inconclusive"

@@ -29,8 +29,9 @@ Clopper-Pearson on the evaluation split, (a) refutation of the claimed trade-off
 GDP-family bound. At q = 1 the claimed mechanism is exactly μ-GDP, μ = √T/σ (Dong, Roth, Su 2019,
 arXiv 1905.02383), so (a) decides the verdict; at q < 1 the mechanism is not Gaussian: the same
 Clopper-Pearson point is tested against the claim's PLD trade-off curve
-(`audit.statistics.tradeoff_curves`) and gives the Clopper-Pearson (ε, δ) bound (both sound for
-any mechanism, one event), and the GDP number is shown as an estimate.
+(`audit.statistics.tradeoff_curves`), and the GDP number is shown as an estimate. At every q the
+Clopper-Pearson (ε, δ) bound of a second rule, chosen on the same pilot for the tail where that
+bound lives, is the second deciding test (sound for any mechanism); the two tests split α.
 
 Runs are independent processes' work: each worker task trains a block of runs (the harness's own
 DP-SGD: `targets.vectorized_dpsgd.train_many`, all runs of a block at once; a user's Opacus
@@ -463,25 +464,35 @@ def run_whitebox_audit(
         mu_claim = _mu_for_epsilon(eps_claim, delta)
         claim["mu"] = mu_claim
         claim["mu_label_override"] = "μ of the Gaussian mechanism whose ε at δ is --claimed-epsilon"
-    audit = gaussian_dp_audit(score_in, score_out, claimed_mu=mu_claim, delta=delta, confidence=confidence,
+    # Two pre-declared tests decide, each at 1 − α/2 (Bonferroni: family-wise error ≤ α): the
+    # trade-off-curve test at the pilot's equal-error point and the (ε, δ) Clopper-Pearson bound at
+    # its own tail rule from the same pilot (`gaussian_dp_audit`).
+    per_test = 1.0 - (1.0 - confidence) / 2
+    audit = gaussian_dp_audit(score_in, score_out, claimed_mu=mu_claim, delta=delta, confidence=per_test,
                               pilot_fraction=PILOT_FRACTION, seed=seed)
     # The other observation of the same runs, shown beside (it decides nothing: one pre-declared test).
     other = "final" if observe == "all" else "all"
     other_audit = gaussian_dp_audit(whitebox_scores(steps_in, final_in, other, sigma_claim, q_claim),
                                     whitebox_scores(steps_out, final_out, other, sigma_claim, q_claim),
-                                    claimed_mu=mu_claim, delta=delta, confidence=confidence,
+                                    claimed_mu=mu_claim, delta=delta, confidence=per_test,
                                     pilot_fraction=PILOT_FRACTION, seed=seed)
-    cp_ceiling = ceiling_threshold_audit(audit.n_eval_positive, audit.n_eval_negative, delta, confidence)
+    cp_ceiling = ceiling_threshold_audit(audit.n_eval_positive, audit.n_eval_negative, delta, per_test)
+    cp = audit.epsilon_lower_bound_tail
+    cp_failed = cp > eps_claim
+    cp_message = (f"violation: Clopper-Pearson bound ε ≥ {cp:.3f} > claimed ε {eps_claim:.3f} (δ {delta:g}; FPR ≤ "
+                  f"{audit.tail_fpr_upper:.3g}, FNR ≤ {audit.tail_fnr_upper:.3g} at the tail rule)" if cp_failed else
+                  f"Clopper-Pearson bound ε ≥ {cp:.3f} ≤ claimed ε {eps_claim:.3f} (δ {delta:g}); a perfect attack "
+                  f"reaches at most ε {cp_ceiling:.3f} with these runs")
 
     checks: list[Check] = []
     profile_pair = None
     if claim["full_batch"]:
         inconclusive = audit.ceiling_mu <= mu_claim
-        needed = runs_needed_gaussian_dp(mu_claim, confidence, PILOT_FRACTION)
+        needed = runs_needed_gaussian_dp(mu_claim, per_test, PILOT_FRACTION)
         if audit.refutes_claim:
             pair = audit.refuted_pair
             message = (f"refuted: the test's error rates (FPR ≤ {audit.fpr_upper:.4g}, FNR ≤ {audit.fnr_upper:.4g} at "
-                       f"{confidence:.0%}) lie below the claimed μ = {mu_claim:.3f} Gaussian trade-off curve; they violate "
+                       f"{per_test:.1%}) lie below the claimed μ = {mu_claim:.3f} Gaussian trade-off curve; they violate "
                        f"the claim's (ε {pair['epsilon']:.3f}, δ {pair['delta']:.3g}); μ ≥ {audit.mu_lower_bound:.3f} "
                        f"(ε ≥ {audit.epsilon_gdp:.3f} at δ {delta:g} under the GDP-family assumption)")
         elif inconclusive:
@@ -495,28 +506,31 @@ def run_whitebox_audit(
         checks.append(Check(subject, "claimed Gaussian trade-off curve (q = 1)", message, failed=audit.refutes_claim,
                             inconclusive=inconclusive and not audit.refutes_claim,
                             assumption="independent runs (refutation is assumption-free given them)"))
+        # The (ε, δ) bound's test: it can fail the audit; its own ceiling (far below the curve
+        # test's at these run counts) does not make the audit inconclusive: the curve test decides that.
+        checks.append(Check(subject, "Clopper-Pearson (ε, δ) bound, tail rule", cp_message, failed=cp_failed,
+                            assumption="independent runs; any mechanism"))
         ceiling, ceiling_kind = audit.ceiling_epsilon_gdp, "ε of the largest μ a perfect attack shows (GDP conversion)"
     else:
         from audit.statistics.tradeoff_curves import claim_profile, profile_ceiling, refute_point
 
-        cp = audit.epsilon_lower_bound_clopper_pearson
-        needed = runs_needed_threshold_audit(eps_claim, delta, confidence, PILOT_FRACTION)
+        needed = runs_needed_threshold_audit(eps_claim, delta, per_test, PILOT_FRACTION)
         # A stated ε overrides the accountant; a multi-phase history has no single (σ, q, T) profile.
         dpsgd = tuple(claim["history"][0]) if claimed_epsilon is None and len(claim["history"]) == 1 else None
         profile = claim_profile(eps_claim if claimed_epsilon is not None else None, delta, dpsgd)
         # A perfect attack's point (no error at all): could it refute the claimed curve?
         profile_refutable = profile is not None and profile_ceiling(
-            profile, audit.n_eval_positive, audit.n_eval_negative, confidence)["refutable"]
+            profile, audit.n_eval_positive, audit.n_eval_negative, per_test)["refutable"]
         inconclusive = cp_ceiling <= eps_claim and not profile_refutable
-        failed = cp > eps_claim
-        message = (f"violation: Clopper-Pearson bound ε ≥ {cp:.3f} > claimed ε {eps_claim:.3f} (δ {delta:g})" if failed else
+        failed = cp_failed
+        message = (cp_message if failed else
                    f"inconclusive: neither could a perfect attack's point refute the claimed curve, nor its bound "
                    f"exceed the claim: it reaches at most ε {cp_ceiling:.3f} with these runs, at or below the "
                    f"claim {eps_claim:.3f}; it needs ≥ {needed} runs per side (q < 1: the Gaussian-curve test is not exact)"
                    if inconclusive else
-                   f"no violation: Clopper-Pearson bound ε ≥ {cp:.3f} ≤ claimed ε {eps_claim:.3f} (its ceiling {cp_ceiling:.3f}"
+                   f"no violation: Clopper-Pearson bound ε ≥ {cp:.3f} ≤ claimed ε {eps_claim:.3f} (tail rule; its ceiling {cp_ceiling:.3f}"
                    + ("; a perfect attack's point would refute the claimed trade-off curve)" if profile_refutable else ")"))
-        checks.append(Check(subject, "Clopper-Pearson (ε, δ) bound (q < 1)", message, failed=failed,
+        checks.append(Check(subject, "Clopper-Pearson (ε, δ) bound, tail rule (q < 1)", message, failed=failed,
                             inconclusive=inconclusive and not failed,
                             assumption="independent runs; any mechanism"))
         checks.append(Check(subject, "GDP-family estimate (q < 1)",
@@ -524,9 +538,9 @@ def run_whitebox_audit(
                             "trade-off curve of Poisson-subsampled DP-SGD is not Gaussian", decides=False,
                             assumption=GAUSSIAN_ASSUMPTION + " — does NOT hold exactly for q < 1"))
         if profile is not None:
-            # The same point against the claim's whole trade-off curve (sound for any mechanism: the
-            # PLD curve is a lower envelope of the claimed one). Same Clopper-Pearson event as the
-            # bound above, so deciding on both costs no extra error.
+            # The equal-error point against the claim's whole trade-off curve (sound for any
+            # mechanism: the PLD curve is a lower envelope of the claimed one); the second of the
+            # two tests, each at 1 − α/2.
             profile_refuted = refute_point(profile, audit.fpr_upper, audit.fnr_upper)
             profile_message = (f"refuted: the point (FPR ≤ {audit.fpr_upper:.4g}, FNR ≤ {audit.fnr_upper:.4g}) lies "
                                f"below the claimed trade-off curve; it violates the claim's (ε "
@@ -541,12 +555,14 @@ def run_whitebox_audit(
         checks.append(Check(subject, "accountant vs training", f"accountant disagrees with the training: {text}",
                             failed=True, assumption="the accountant must be told what the optimizer and loader do"))
     verdict = decide(checks, alpha=1 - confidence)
-    verdict["family_wise_error"]["statement"] = ("one pre-declared test at the stated confidence (plus deterministic "
-                                                 "accountant checks)")
+    verdict["family_wise_error"]["statement"] = (
+        f"two pre-declared tests (the trade-off curve at the pilot's equal-error point, the (ε, δ) bound at its tail "
+        f"rule), each at {per_test:.1%} (Bonferroni: family-wise error ≤ {1 - confidence:g}), plus deterministic "
+        "accountant checks")
     verdict["ceiling"] = float(ceiling)
     verdict["needed"] = needed
     verdict["needed_unit"] = "runs per side (--runs)"
-    sound_bound = audit.epsilon_lower_bound_clopper_pearson
+    sound_bound = audit.epsilon_lower_bound_tail
     return {
         "audit": "white-box Dirac gradient canary (hidden state visible, Nasr et al. 2023, arXiv 2302.07956)",
         "subject": subject,
@@ -569,7 +585,9 @@ def run_whitebox_audit(
         "delta": float(delta),
         "confidence": float(confidence),
         "epsilon_lower_bound": float(sound_bound),
-        "epsilon_lower_bound_label": "Clopper-Pearson (ε, δ) bound: sound for any mechanism given independent runs",
+        "epsilon_lower_bound_label": ("Clopper-Pearson (ε, δ) bound at its own (tail) rule chosen on the pilot: sound "
+                                      f"for any mechanism given independent runs, at {per_test:.1%} (α split over two tests)"),
+        "epsilon_lower_bound_equal_error": audit.epsilon_lower_bound_clopper_pearson,
         "gdp_bound": {"mu": audit.mu_lower_bound, "epsilon": audit.epsilon_gdp, "claimed_mu": mu_claim,
                       "claimed_epsilon_gdp": audit.claimed_epsilon_gdp,
                       "assumption": GAUSSIAN_ASSUMPTION if claim["full_batch"] else
@@ -577,7 +595,7 @@ def run_whitebox_audit(
                       "decides": bool(claim["full_batch"]),
                       "ratio_to_claim": audit.epsilon_gdp / eps_claim if eps_claim > 0 else None},
         "other_observation": {"observe": other, "mu": other_audit.mu_lower_bound, "epsilon": other_audit.epsilon_gdp,
-                              "epsilon_lower_bound_clopper_pearson": other_audit.epsilon_lower_bound_clopper_pearson,
+                              "epsilon_lower_bound_clopper_pearson": other_audit.epsilon_lower_bound_tail,
                               "refutes_claimed_curve": other_audit.refutes_claim,
                               "note": "same runs, other observation: shown only, decides nothing"},
         "refutation": ({"refutes_claimed_curve": audit.refutes_claim, "refuted_pair": audit.refuted_pair,

@@ -34,6 +34,7 @@ __all__ = [
     "epsilon_from_error_rates",
     "epsilon_lower_bound_from_counts",
     "epsilon_lower_bound_clopper_pearson",
+    "choose_clopper_pearson_rule",
     "one_run_p_value",
     "one_run_epsilon_from_counts",
     "epsilon_lower_bound_one_run",
@@ -445,6 +446,27 @@ def epsilon_lower_bound_clopper_pearson(
     return EpsilonLowerBound(
         epsilon=eps, method="clopper_pearson", confidence=conf, sound=True, details=details
     )
+
+
+def choose_clopper_pearson_rule(scores, members, n_eval_nonmembers: int, n_eval_members: int,
+                                alpha_per_rate: float, delta: float, max_thresholds: int = 512) -> tuple[float, bool]:
+    """(threshold, member_if_higher): the rule, chosen on SELECTION scores only, whose (ε, δ)
+    Clopper-Pearson bound an evaluation part of the given sizes is expected to make largest (the
+    selection's error rates as that part's counts, Laplace-smoothed: `_anticipated_upper`).
+
+    The (ε, δ) bound lives in the tail (a small FPR̄ with a likelihood ratio above e^ε), where the
+    equal-error point that suits a trade-off-curve test shows little: Jagielski, Ullman, Oprea
+    2020 (arXiv 2006.07709) pick their threshold for the bound the same way. Candidates are up to
+    `max_thresholds` quantiles of the pooled selection scores. Using these scores again for the
+    bound would make it invalid.
+    """
+    s, m = validate_scores_and_members(scores, members)
+    if m.all() or not m.any():
+        raise ValueError("members: need selection scores on both sides")
+    thresholds = np.unique(np.quantile(s, np.linspace(0.0, 1.0, max_thresholds + 2)[1:-1]))
+    chosen = _best_rule(thresholds, s, m, float(alpha_per_rate), _check_delta(delta), _cp_criterion,
+                        (int(n_eval_nonmembers), int(n_eval_members)))
+    return chosen["threshold"], chosen["direction"] == _HIGH
 
 
 # --------------------------------------------------------------------------------------------------

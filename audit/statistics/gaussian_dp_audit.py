@@ -28,7 +28,11 @@ The test (`gaussian_dp_audit`), on independent runs "in" (positive) and "out" (n
    lower bound on μ only if the mechanism's trade-off curve is Gaussian (true for q = 1 DP-SGD
    with a Dirac canary); FNR̄ < G_μ(FPR̄) ⇔ μ_LB > μ, so (a) and (b) agree at the claimed μ.
    Also the Clopper-Pearson (ε, δ) bound of the same point (Jagielski, Ullman, Oprea 2020,
-   arXiv 2006.07709), sound for any mechanism and far below the claim at feasible run counts.
+   arXiv 2006.07709), sound for any mechanism and far below the claim at feasible run counts;
+   (c) the Clopper-Pearson (ε, δ) bound of a SECOND rule chosen on the same pilot for that bound
+   (`choose_clopper_pearson_rule`: the tail, where a likelihood ratio above e^ε shows), 2-4×
+   the equal-error point's. Each of (a)-(c) holds at `confidence` on its own; a caller that
+   decides on two of them splits its α (`whitebox_audit` does).
 
 Pure functions, no I/O.
 """
@@ -43,6 +47,7 @@ from scipy import stats
 
 from audit.statistics.audit_ceilings import smallest_sufficient
 from audit.statistics.epsilon_bounds import (
+    choose_clopper_pearson_rule,
     clopper_pearson_upper,
     epsilon_from_error_rates,
     epsilon_from_gdp_mu,
@@ -249,6 +254,13 @@ class GaussianDPAudit:
     epsilon_gdp: float
     claimed_epsilon_gdp: float
     epsilon_lower_bound_clopper_pearson: float
+    tail_threshold: float
+    tail_direction: str
+    tail_false_positives: int
+    tail_false_negatives: int
+    tail_fpr_upper: float
+    tail_fnr_upper: float
+    epsilon_lower_bound_tail: float
     ceiling_mu: float
     ceiling_epsilon_gdp: float
     assumption: str = GAUSSIAN_ASSUMPTION
@@ -303,6 +315,15 @@ def gaussian_dp_audit(positive, negative, *, claimed_mu: float, delta: float, co
     fp, fn = _errors(threshold, direction, pos_eval, neg_eval)
     fpr_u = clopper_pearson_upper(fp, neg_eval.size, alpha_rate)
     fnr_u = clopper_pearson_upper(fn, pos_eval.size, alpha_rate)
+    # The (ε, δ) bound's own rule, from the same pilot: the equal-error point suits the curve, not
+    # the tail where a likelihood ratio above e^ε shows.
+    tail_t, higher = choose_clopper_pearson_rule(np.concatenate([pos_pilot, neg_pilot]),
+                                                 np.r_[np.ones(pos_pilot.size, bool), np.zeros(neg_pilot.size, bool)],
+                                                 neg_eval.size, pos_eval.size, alpha_rate, d)
+    tail_direction = HIGHER_IN if higher else LOWER_IN
+    tail_fp, tail_fn = _errors(tail_t, tail_direction, pos_eval, neg_eval)
+    tail_fpr_u = clopper_pearson_upper(tail_fp, neg_eval.size, alpha_rate)
+    tail_fnr_u = clopper_pearson_upper(tail_fn, pos_eval.size, alpha_rate)
     mu_raw = float(stats.norm.isf(fpr_u) - stats.norm.ppf(fnr_u))
     mu_lb = max(mu_raw, 0.0)
     refutes = bool(fnr_u < gaussian_tradeoff(fpr_u, mu_claim)) and mu_raw > mu_claim
@@ -317,5 +338,8 @@ def gaussian_dp_audit(positive, negative, *, claimed_mu: float, delta: float, co
         mu_lower_bound=mu_lb, epsilon_gdp=epsilon_from_gdp_mu(mu_lb, d),
         claimed_epsilon_gdp=epsilon_from_gdp_mu(mu_claim, d),
         epsilon_lower_bound_clopper_pearson=float(epsilon_from_error_rates(fpr_u, fnr_u, d)),
+        tail_threshold=float(tail_t), tail_direction=tail_direction, tail_false_positives=tail_fp,
+        tail_false_negatives=tail_fn, tail_fpr_upper=float(tail_fpr_u), tail_fnr_upper=float(tail_fnr_u),
+        epsilon_lower_bound_tail=float(epsilon_from_error_rates(tail_fpr_u, tail_fnr_u, d)),
         ceiling_mu=ceiling_mu, ceiling_epsilon_gdp=epsilon_from_gdp_mu(max(ceiling_mu, 0.0), d),
     )
