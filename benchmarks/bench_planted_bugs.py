@@ -10,7 +10,7 @@ trainers of `audit.demos.dp_trainers` (slow: ~40 ms per run). Prints one Markdow
 audit: the bug's true ε where an accountant can state it, the claim, the verdict, the refuted
 (ε', δ') pair, the attack's Clopper-Pearson point against the claimed floor, the (ε, δ) bound and
 the one-run bound of the same runs, wall seconds. Then the canary design the pilot chose for each
-audit (with every design's pilot AUC) and the final-model analysis of
+audit (with every design's pilot AUC and anticipated margin below the claim's curve) and the final-model analysis of
 `shuffled_batches` (why no final-model audit can flag it). Wall time is on whatever machine runs
 it (say which, and how loaded, when you quote it).
 """
@@ -101,7 +101,10 @@ def main() -> None:
             refuted = f"({pair['epsilon']:.2f}, {pair['delta']:.2g})" if pair else "—"
             one_run = result["one_run_epsilon_lower_bound"]
             pilot = ", ".join(f"{k} {v:.3f}" for k, v in result["pilot_auc_by_design"].items())
-            designs.append(f"{name} seed {seed}: {result['canary']['design']} (pilot AUC: {pilot})")
+            margins = ", ".join(f"{k} {'—' if v is None else f'{v:+.3f}'}"
+                                for k, v in result["pilot_margin_by_design"].items())
+            designs.append(f"{name} seed {seed}: {result['canary']['design']} (pilot AUC: {pilot}; "
+                           f"pilot margin below the claim's curve: {margins})")
             print(f"| {name} | {seed} | {true_epsilon(name) if step_functions else '?'} | {result['claimed_epsilon']:.2f} | "
                   f"{result['verdict']['status']} | {refuted} | {test['fpr_upper']:.3f}, {test['fnr_upper']:.3f} vs "
                   f"{test['claimed_fnr_floor']:.3f} | {result['epsilon_lower_bound']:.2f} | "

@@ -596,6 +596,7 @@ def run_whitebox_audit(
                       "ratio_to_claim": audit.epsilon_gdp / eps_claim if eps_claim > 0 else None},
         "other_observation": {"observe": other, "mu": other_audit.mu_lower_bound, "epsilon": other_audit.epsilon_gdp,
                               "epsilon_lower_bound_clopper_pearson": other_audit.epsilon_lower_bound_tail,
+                              "epsilon_lower_bound_equal_error": other_audit.epsilon_lower_bound_clopper_pearson,
                               "refutes_claimed_curve": other_audit.refutes_claim,
                               "note": "same runs, other observation: shown only, decides nothing"},
         "refutation": ({"refutes_claimed_curve": audit.refutes_claim, "refuted_pair": audit.refuted_pair,
