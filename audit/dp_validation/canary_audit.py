@@ -922,8 +922,9 @@ def profile_canary_audit(
     design i mod their number). Each design's best threshold rule on its pilot runs
     (`best_profile_rule`) comes with an anticipated margin below the claim's curve; the one-class
     design is audited unless a column design's margin is clearly larger (`choose_profile_design`),
-    with that design's rule. Only the audited runs decide, so the choice costs nothing in validity. The runs are independent (each its own seed, coin and
-    training), which is what Clopper-Pearson needs.
+    with that design's rule. Only the audited runs decide, so the choice costs nothing in
+    validity. The runs are independent (each its own seed, coin and training), which is what
+    Clopper-Pearson needs.
 
     Also reported: the (ε, δ) Clopper-Pearson bound of the same rule and counts at the claim's δ
     (`epsilon_lower_bound`), and the one-run bound of Steinke, Nasr, Jagielski 2023 (arXiv
