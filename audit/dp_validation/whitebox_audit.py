@@ -238,6 +238,11 @@ def opacus_observation_task(factory: str, side: int, first_run: int, count: int,
     import warnings
 
     warnings.filterwarnings("once")  # one copy of each warning per worker, not one per run
+    # Opacus's per-sample hooks on a first layer whose input needs no gradient: harmless, and torch
+    # repeats it at every backward() whatever the filter above says.
+    warnings.filterwarnings("ignore", message="Full backward hook is firing")
+    # Opacus's PRV accountant at q = 1 takes log(1 − q) = −inf on purpose (its result is right).
+    warnings.filterwarnings("ignore", message="divide by zero encountered in log", module=r"opacus\.")
     rows, finals, settings = [], [], None
     for i in range(count):
         run = first_run + i
