@@ -62,6 +62,19 @@ def test_the_inclusion_check_holds_its_level_on_true_poisson_sampling(q, steps):
     assert rejected <= 0.05 * 400 + 3 * np.sqrt(0.05 * 0.95 * 400)
 
 
+def test_a_sampler_returning_indices_outside_the_table_is_bad_input():
+    import dataclasses
+
+    class OutOfRange(planted_bugs.DPSGDRecipe):
+        def sample_batches(self, n, rng):
+            return [np.array([0, n])] * self.steps
+
+    with pytest.raises(AuditInputError) as info:
+        conformance_checks(OutOfRange(**{f.name: getattr(planted_bugs.correct_eps_1, f.name)
+                                         for f in dataclasses.fields(planted_bugs.DPSGDRecipe)}))
+    assert info.value.where == "--trainer" and "outside [0, 256)" in str(info.value)
+
+
 def test_the_checks_run_in_a_worker_and_give_a_verdict():
     result = run_conformance("audit.demos.planted_bugs:shuffled_batches")
     assert result["verdict"]["status"] == "fail" and "poisson_sampling" in result["verdict"]["reasons"][0]

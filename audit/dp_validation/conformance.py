@@ -42,7 +42,8 @@ from audit.machinery.workers import user_code
 
 __all__ = ["CHECKS", "conformance_checks", "conformance_task", "run_conformance"]
 
-CHECKS = ("steps", "sampling_rate", "poisson_sampling", "independent_inclusion", "noise_std", "noise_independence", "per_example_clipping")
+CHECKS = ("steps", "sampling_rate", "poisson_sampling", "independent_inclusion", "noise_std", "noise_independence",
+          "per_example_clipping")
 N_RECORDS = 256
 SAMPLING_REPEATS = 50
 NOISE_DRAWS_PER_STEP = 50
@@ -111,16 +112,18 @@ def conformance_checks(recipe, *, seed: int = 0, alpha: float = 0.01, n_records:
     streams = np.random.SeedSequence(int(seed)).spawn(5)
     results = []
 
-    # Sampling: steps, rate, Poisson dispersion.
+    # Sampling: steps, rate, Poisson dispersion, independent inclusion across steps.
     rng = np.random.default_rng(streams[0])
     sizes, counts, duplicates, inclusions = [], [], 0, []
     for _ in range(SAMPLING_REPEATS):
-        batches = recipe.sample_batches(n_records, rng)
+        batches = [np.asarray(batch).ravel() for batch in recipe.sample_batches(n_records, rng)]
         counts.append(len(batches))
-        joined = np.concatenate([np.asarray(batch, dtype=np.int64).ravel() for batch in batches]) if batches else np.zeros(0, np.int64)
-        inclusions.append((len(batches), np.bincount(joined, minlength=n_records)[:n_records]))
+        joined = np.concatenate(batches).astype(np.int64) if batches else np.zeros(0, np.int64)
+        if joined.size and (joined.min() < 0 or joined.max() >= n_records):
+            raise AuditInputError("--trainer", f"sample_batches(n={n_records}, rng) returned an index outside "
+                                               f"[0, {n_records}): {int(joined.min())}..{int(joined.max())}")
+        inclusions.append((len(batches), np.bincount(joined, minlength=n_records)))
         for batch in batches:
-            batch = np.asarray(batch).ravel()
             sizes.append(batch.size)
             duplicates += int(batch.size != np.unique(batch).size)
     results.append(_check("steps", all(c == T for c in counts), int(max(counts)), T,
