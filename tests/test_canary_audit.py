@@ -393,8 +393,9 @@ def test_the_profile_audit_refutes_the_profile_of_a_grossly_broken_trainer(pool)
     result = profile_canary_audit(planted_bugs.noise_divided_twice, FEATURES, LABELS, n_runs=120,
                                   claimed_epsilon=1.0, delta=1e-5, dpsgd=(4.5, 0.25, 20), seed=0, pool=pool)
     assert result["verdict"]["status"] == "fail" and result["violation"]
-    pair = result["profile_test"]["refuted_pair"]
-    assert f"not ({pair['epsilon']:.2f}, {pair['delta']:.3g})-DP" in result["verdict"]["reasons"][0]
+    pair = result["profile_test"]["supporting_pair"]
+    assert f"its pair ({pair['epsilon']:.2f}, {pair['delta']:.3g})" in result["verdict"]["reasons"][0]
+    assert result["profile_test"]["p_value"] <= 0.05
     json.dumps(result, allow_nan=False)
 
 
@@ -478,11 +479,11 @@ def test_profile_null_audits_refute_nothing_in_at_least_95_percent_of_repeats(po
 
 def test_a_profile_audit_with_too_few_runs_is_inconclusive():
     from audit.dp_validation.scope import profile_verdict
-    from audit.statistics.tradeoff_curves import dpsgd_privacy_profile, profile_ceiling, profile_test
+    from audit.statistics.tradeoff_curves import HIGH, ProfileRule, dpsgd_privacy_profile, profile_test, tangent_test_ceiling
 
     profile = dpsgd_privacy_profile(4.5, 0.25, 20)
-    ceiling = profile_ceiling(profile, 2, 2)
-    test = profile_test([1.0, 2.0], [-1.0, -2.0], (0.0, "member if score >= threshold"), profile)
+    ceiling = tangent_test_ceiling(profile, 2, 2)
+    test = profile_test([1.0, 2.0], [-1.0, -2.0], ProfileRule(0.0, HIGH, 1.0), profile)
     verdict = profile_verdict(test, ceiling, claimed_epsilon=1.0, delta=1e-5, n_runs=4)
     assert verdict["status"] == "inconclusive" and verdict["passed"] and "more runs" in verdict["reasons"][0]
 

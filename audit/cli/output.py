@@ -171,9 +171,9 @@ def print_bound(result: dict, what: str, path: Path, fail_on_inconclusive: bool 
         console.print(f"GDP estimate (assumes a Gaussian trade-off; not a bound): {gdp}")
     test = result.get("profile_test")
     if isinstance(test, dict):
-        console.print(f"profile test ({test.get('profile')}): FPR ≤ {test['fpr_upper']:.3f}, FNR ≤ {test['fnr_upper']:.3f} "
-                      f"vs the claimed floor {test['claimed_fnr_floor']:.3f}: "
-                      + ("REFUTED" if test.get("refuted") else "consistent with the claim"))
+        console.print(f"profile test ({test.get('profile')}): FPR {test['fpr']:.3f}, FNR {test['fnr']:.3f} "
+                      f"vs the claimed floor {test['claimed_fnr_floor']:.3f}; exact test of {test['statistic']}: "
+                      f"p = {test['p_value']:.2g}: " + ("REFUTED" if test.get("refuted") else "consistent with the claim"))
         if isinstance(result.get("one_run_epsilon_lower_bound"), (int, float)):
             console.print(f"one-run bound (Steinke et al. 2023) over the same runs: ε ≥ {result['one_run_epsilon_lower_bound']:.3f}")
     fdp = result.get("fdp_one_run")

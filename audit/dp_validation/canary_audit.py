@@ -911,10 +911,11 @@ def profile_canary_audit(
     one-class design (`one_class_canary`: the real records relabelled to one class, the canary
     another, but for one record of each class; score = its centred logit, `_centred_logit`). The claim's trade-off curve f_claim (`audit.statistics.tradeoff_curves`:
     from the PLD profile of (σ, q, T) = `dpsgd` when the accountant's configuration is known, else
-    from the bare (ε, δ) pair) is the null hypothesis: `profile_test` refutes it when the
-    Clopper-Pearson point (FPR̄, FNR̄) of one threshold rule lies below f_claim — Dong, Roth, Su 2019
-    (arXiv 1905.02383) for the curve, Jagielski, Ullman, Oprea 2020 (arXiv 2006.07709) for the
-    canaries and the counts. At moderate FPR this has power against errors of ε 1.5–3 that no test
+    from the bare (ε, δ) pair) is the null hypothesis: `profile_test` refutes it when one
+    threshold rule's errors lie below f_claim by more than chance allows (an exact test of the
+    weighted error FNR + s·FPR, s the curve's slope there) — Dong, Roth, Su 2019 (arXiv
+    1905.02383) for the curve, Jagielski, Ullman, Oprea 2020 (arXiv 2006.07709) for the canaries
+    and the counts. At moderate FPR this has power against errors of ε 1.5–3 that no test
     of the single (ε, δ = 1e-5) point can see with thousands of runs.
 
     Pilot: `n_pilot_runs` further runs (default n_runs / 4) try the designs side by side (column
@@ -924,7 +925,7 @@ def profile_canary_audit(
     design is audited unless a column design's margin is clearly larger (`choose_profile_design`),
     with that design's rule. Only the audited runs decide, so the choice costs nothing in
     validity. The runs are independent (each its own seed, coin and training), which is what
-    Clopper-Pearson needs.
+    the exact binomial test needs.
 
     Also reported: the (ε, δ) Clopper-Pearson bound of the same rule and counts at the claim's δ
     (`epsilon_lower_bound`), and the one-run bound of Steinke, Nasr, Jagielski 2023 (arXiv
@@ -932,7 +933,7 @@ def profile_canary_audit(
     """
     from audit.statistics.audit_ceilings import ceiling_threshold_audit
     from audit.statistics.epsilon_bounds import epsilon_lower_bound_from_counts
-    from audit.statistics.tradeoff_curves import best_profile_rule, claim_profile, profile_ceiling, profile_test
+    from audit.statistics.tradeoff_curves import best_profile_rule, claim_profile, profile_test, tangent_test_ceiling
 
     trainer = _check_trainer(trainer)
     X, y, n_classes = _validate_data(features, labels)
@@ -1001,7 +1002,7 @@ def profile_canary_audit(
         scores = np.array([score(chosen, lp) for lp in
                            _train_many(runner, trainer, jobs([chosen] * R, audited_coins, seeds[n_pilot:]))])
     test = profile_test(scores[audited_coins], scores[~audited_coins], rule, profile, confidence)
-    ceiling_point = profile_ceiling(profile, n_in, n_out, confidence)
+    ceiling_point = tangent_test_ceiling(profile, n_in, n_out, confidence)
     bound = epsilon_lower_bound_from_counts(test["false_positives"], n_out, test["false_negatives"], n_in, d, confidence)
     try:
         one_run = epsilon_lower_bound_one_run(_below_every_finite(scores), audited_coins, d, confidence)

@@ -49,41 +49,39 @@ def claim_verdict(*, bound: float, ceiling: float, claimed_epsilon: float, delta
 def profile_verdict(test: dict[str, Any], ceiling: dict[str, Any], *, claimed_epsilon: float, delta: float,
                     n_runs: int) -> dict[str, Any]:
     """Verdict of a test against the claim's whole trade-off curve
-    (`audit.statistics.tradeoff_curves.profile_test`, its `profile_ceiling`).
+    (`audit.statistics.tradeoff_curves.profile_test`, its `tangent_test_ceiling`).
 
-    fail: the attack's Clopper-Pearson point lies below the claimed curve — the trainer's output is
-    not consistent with the privacy profile its accountant states; the reason names one (ε', δ')
-    pair the claim implies and the output violates. inconclusive: even a perfect attack with these
-    runs could not have refuted the profile. pass: it could have, and did not.
+    fail: the exact test of the rule's weighted error rejects the claimed curve — the trainer's
+    output is not consistent with the privacy profile its accountant states; the reason says where
+    the output falls short (the profile pair that sets the curve there). inconclusive: even a
+    perfect attack with these runs could not have refuted the profile. pass: it could have, and
+    did not.
     """
     confidence = float(test["confidence"])
+    where = (f"FPR {test['fpr']:.3f} with FNR {test['fnr']:.3f} against the claimed floor "
+             f"{test['claimed_fnr_floor']:.3f} (exact test of {test['statistic']}: p = {test['p_value']:.2g})")
     if test["refuted"]:
-        pair = test["refuted_pair"]
+        pair = test["supporting_pair"]
         status = "fail"
         reasons = [f"violation: the trainer's output is not consistent with the privacy profile its claim states "
-                   f"({test['profile']}): FPR ≤ {test['fpr_upper']:.3f} with FNR ≤ {test['fnr_upper']:.3f} "
-                   f"({confidence:.0%} confidence) is impossible under it; e.g. the output is not "
-                   f"({pair['epsilon']:.2f}, {pair['delta']:.3g})-DP, which the claim (ε {claimed_epsilon:.3f} at "
-                   f"δ {delta:g}) implies"]
+                   f"({test['profile']}) at {confidence:.0%} confidence: {where}; the claim (ε {claimed_epsilon:.3f} at "
+                   f"δ {delta:g}) sets that floor through its pair ({pair['epsilon']:.2f}, {pair['delta']:.3g})"]
     elif not ceiling["refutable"]:
         status = "inconclusive"
         reasons = [f"inconclusive: this audit cannot refute the claim's profile ({test['profile']}): even a perfect "
-                   f"attack reaches only FPR ≤ {ceiling['fpr_upper']:.3g}, FNR ≤ {ceiling['fnr_upper']:.3g} with "
-                   f"{n_runs} runs; use more runs (--models)"]
+                   f"attack (no error in {n_runs} runs) would reach only p = {ceiling['perfect_attack_p_value']:.2g} "
+                   f"against α = {1 - confidence:.2g}; use more runs (--models)"]
     else:
         status = "pass"
-        reasons = [f"no violation: FPR ≤ {test['fpr_upper']:.3f}, FNR ≤ {test['fnr_upper']:.3f} lies on or above the "
-                   f"claimed trade-off curve (floor {test['claimed_fnr_floor']:.3f}); a perfect attack could have "
-                   f"refuted it (not a proof that the claim holds)"]
-    pair = ceiling.get("strongest_refutable_pair") or {}
+        reasons = [f"no violation: {where}; a perfect attack could have refuted it (not a proof that the claim holds)"]
     return {
         "status": status,
         "passed": status != "fail",
         "reasons": reasons,
         "decided_by": "built-in checks",
         "ceiling": None,
-        "ceiling_statement": ("a perfect attack with these runs could refute the claim's profile "
-                              f"(at ({pair.get('epsilon', 0):.2f}, {pair.get('delta', 0):.3g}))") if ceiling["refutable"]
+        "ceiling_statement": (f"a perfect attack with these runs could refute the claim's profile "
+                              f"(p = {ceiling['perfect_attack_p_value']:.2g})") if ceiling["refutable"]
                              else "no attack with these runs could refute the claim's profile",
         "needed": None,
         "needed_unit": "runs (--models)",

@@ -23,9 +23,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import NamedTuple
 
 import numpy as np
-from scipy import stats
+from scipy import special, stats
 
 from audit.statistics.epsilon_bounds import _clopper_pearson_upper_array, clopper_pearson_upper
 
@@ -37,9 +38,13 @@ __all__ = [
     "best_profile_rule",
     "choose_profile_rule",
     "claim_profile",
+    "curve_slope",
+    "ProfileRule",
     "profile_ceiling",
     "profile_test",
     "refute_point",
+    "tangent_test_ceiling",
+    "tangent_test_p_value",
     "tradeoff_from_profile",
 ]
 
@@ -159,96 +164,244 @@ def refute_point(profile: PrivacyProfile, fpr_upper: float, fnr_upper: float) ->
 
 
 # --------------------------------------------------------------------------------------------------
-# The profile test: one threshold rule, chosen on selection data, judged on independent trials
+# The profile test: one threshold rule and one slope, chosen on selection data, judged on
+# independent trials by one exact test of the weighted error FNR + s·FPR
 # --------------------------------------------------------------------------------------------------
 
 HIGH, LOW = "member if score >= threshold", "member if score < threshold"
 
 
-def _errors(rule: tuple[float, str], scores_in: np.ndarray, scores_out: np.ndarray) -> tuple[int, int]:
-    threshold, direction = rule
+class ProfileRule(NamedTuple):
+    """A rule of the profile test: "member" by `threshold` in `direction`, and the weight `slope`
+    of the false-positive rate in the test statistic FNR + slope·FPR (the claim's curve's slope
+    where the rule is expected to lie, so the statistic measures the distance below the curve)."""
+
+    threshold: float
+    direction: str
+    slope: float
+
+
+def _errors(rule, scores_in: np.ndarray, scores_out: np.ndarray) -> tuple[int, int]:
+    threshold, direction = rule[0], rule[1]
     if direction == HIGH:
         return int(np.sum(scores_out >= threshold)), int(np.sum(scores_in < threshold))
     return int(np.sum(scores_out < threshold)), int(np.sum(scores_in >= threshold))
 
 
-# Selection FPRs a rule may have: in the tails the few selection scores make the anticipated margin
-# noise (a winner's curse), and the claim's curve is refuted most easily at moderate FPR anyway.
-SELECTION_FPR_RANGE = (0.25, 0.75)
+def curve_slope(profile: PrivacyProfile, alpha) -> np.ndarray:
+    """−f'(α) of the claim's curve (`tradeoff_from_profile`): e^{ε'} or e^{−ε'} of the profile pair
+    whose line attains f at α (0 where f(α) = 0). Vectorised over `alpha`."""
+    a = np.atleast_1d(np.asarray(alpha, dtype=float))
+    terms = _curve_terms(profile, a)
+    best = np.argmax(terms, axis=-1)
+    eps, deltas = profile.arrays()
+    e = eps[best]
+    first = 1.0 - deltas[best] - np.exp(e) * a >= np.exp(-e) * (1.0 - deltas[best] - a)
+    slope = np.where(first, np.exp(e), np.exp(-e))
+    out = np.where(np.take_along_axis(terms, best[:, None], axis=-1)[:, 0] > 0, slope, 0.0)
+    return out if np.ndim(alpha) else out.reshape(())
+
+
+def _binomial_cdf_range(lo: int, hi: int, n: int, p: float) -> np.ndarray:
+    """P(Bin(n, p) ≤ k) for k = lo .. hi (0 ≤ lo ≤ hi ≤ n): one scipy cdf at lo, then the pmf
+    (log-gamma form, vectorised) summed upward — thousands of values for the price of one."""
+    if p <= 0.0:
+        return np.ones(hi - lo + 1)
+    if p >= 1.0:
+        return (np.arange(lo, hi + 1) >= n).astype(float)
+    return np.minimum(1.0, float(stats.binom.cdf(lo, n, p))
+                      + np.concatenate([[0.0], np.cumsum(_binomial_pmf(np.arange(lo + 1, hi + 1), n, p))]))
+
+
+def _binomial_pmf(k: np.ndarray, n: int, p: float) -> np.ndarray:
+    """Bin(n, p) pmf at integer k in [0, n], in log-gamma form (scipy's pmf costs ~100× more per call)."""
+    if p <= 0.0 or p >= 1.0:
+        return (k == (0 if p <= 0.0 else n)).astype(float)
+    return np.exp(special.gammaln(n + 1) - special.gammaln(k + 1) - special.gammaln(n - k + 1)
+                  + k * math.log(p) + (n - k) * math.log1p(-p))
+
+
+def _prob_weighted_at_most(fn: int, fp: int, n_in: int, n_out: int, slope: float, p_fpr: float, p_fnr: float) -> float:
+    """Upper bound on P(FN'/n_in + slope·FP'/n_out ≤ fn/n_in + slope·fp/n_out) for FP' ~ Bin(n_out,
+    p_fpr), FN' ~ Bin(n_in, p_fnr) independent: the exact sum over FP' within 12 standard deviations
+    of its mean, the omitted mass counted in full (so leaving it out can only raise the bound)."""
+    spread = 12.0 * math.sqrt(n_out * p_fpr * (1.0 - p_fpr)) + 2.0
+    x = np.arange(max(0, math.floor(n_out * p_fpr - spread)), min(n_out, math.ceil(n_out * p_fpr + spread)) + 1)
+    pmf = _binomial_pmf(x, n_out, p_fpr)
+    # Largest FN' with the statistic ≤ the observed one; integer-exact at x = fp (the observed point counts).
+    k = np.minimum(fn + np.floor(n_in * slope * (fp - x) / n_out + 1e-9), n_in).astype(np.int64)
+    cdf = np.zeros(k.size)
+    inside = k >= 0
+    if inside.any():
+        lo, hi = int(k[inside].min()), int(k[inside].max())
+        cdf[inside] = _binomial_cdf_range(lo, hi, n_in, p_fnr)[k[inside] - lo]
+    return float(min(1.0, np.sum(pmf * cdf) + max(0.0, 1.0 - float(pmf.sum()))))
+
+
+# Cells refined at once: beyond this the p-value is flat over a wide range of FPRs and the bound
+# is returned as it stands (valid, at most a little conservative).
+MAX_OPEN_CELLS = 512
+
+
+def tangent_test_p_value(false_negatives: int, n_with: int, false_positives: int, n_without: int, slope: float,
+                         profile: PrivacyProfile, alpha: float | None = None, tolerance: float = 0.01) -> float:
+    """p-value of "the mechanism is f_claim-DP" from one rule's error counts on independent trials,
+    by the weighted error W = FNR + s·FPR (s = `slope` > 0, fixed before the counts were seen).
+
+    Null: the rule's true rates (a, b) satisfy b ≥ f_claim(a) (every test of an f_claim-DP mechanism
+    does; Dong, Roth, Su 2019, arXiv 1905.02383). The p-value is the supremum over that set of
+    P(W' ≤ W_observed) for FP' ~ Bin(n_without, a), FN' ~ Bin(n_with, b) — an exact unconditional
+    test (the supremum over the nuisance parameter, as in Berger & Boos 1994, JASA 89:1012). W' is
+    stochastically larger when a or b grows, so the supremum lies on the curve; it is bounded
+    rigorously by cells [a_i, a_{i+1}] of FPR, each bounded by its corner (a_i, f(a_{i+1})) (f does
+    not increase) — by Hoeffding's inequality where the corner's mean of W' is far above the
+    observed W, else by the exact sum — and cells that could hold the supremum are halved until
+    the bound is within `tolerance` (relative) of a value attained on the curve — or, given
+    `alpha`, until the bound is ≤ alpha or a value attained on the curve is above it (the decision
+    is then settled). The returned number is that bound: the test that rejects when it is ≤ α has
+    level ≤ α.
+
+    Why one weighted statistic and not two Clopper-Pearson bounds: with s the curve's slope at the
+    rule's FPR, the distance of (FPR, FNR) below the curve is measured once, with the standard
+    error of W, instead of paying two one-sided bounds at α/2 each — about half the margin a
+    violation must have (measured in the planted-bug bench).
+    """
+    fn, n1, fp, n0, s = int(false_negatives), int(n_with), int(false_positives), int(n_without), float(slope)
+    if n1 < 1 or n0 < 1 or not (0 <= fn <= n1 and 0 <= fp <= n0):
+        raise ValueError(f"need 0 ≤ FN ≤ n_with, 0 ≤ FP ≤ n_without, both n ≥ 1; got {fn}/{n1}, {fp}/{n0}")
+    if not (math.isfinite(s) and s > 0):
+        raise ValueError(f"slope must be positive and finite, got {slope!r}")
+    observed = fn / n1 + s * fp / n0
+    hoeffding_scale = 1.0 / n1 + s * s / n0  # Σ of squared ranges of the 0/1 terms of W'
+
+    def corner_bound(a: float, b: float) -> float:
+        gap = b + s * a - observed
+        if gap > 0:
+            cheap = math.exp(-2.0 * gap * gap / hoeffding_scale)
+            if cheap < 1e-9:
+                return cheap
+        return _prob_weighted_at_most(fn, fp, n1, n0, s, a, b)
+
+    edges = np.linspace(0.0, 1.0, 33)
+    cells = list(zip(edges[:-1], edges[1:]))
+    attained, upper = 0.0, 1.0
+    for _ in range(40):
+        floors = tradeoff_from_profile(profile, np.array([c for cell in cells for c in cell])).reshape(-1, 2)
+        bounds = [corner_bound(lo, f_hi) for (lo, _), (_, f_hi) in zip(cells, floors)]
+        upper = max(bounds)
+        # Values attained on the curve, in the cells that could still hold the supremum.
+        attained = max([attained] + [corner_bound(lo, f_lo) if u > attained else 0.0
+                                     for (lo, _), (f_lo, _), u in zip(cells, floors, bounds)])
+        if alpha is not None and (upper <= alpha or attained > alpha):
+            break  # the decision at alpha is settled
+        # Refine the cells that could still hold the supremum (and, given alpha, could decide).
+        floor = max(attained * (1.0 + tolerance) + 1e-12, 0.0 if alpha is None else alpha)
+        open_cells = [cell for cell, u in zip(cells, bounds) if u > floor]
+        if not open_cells or len(open_cells) > MAX_OPEN_CELLS:
+            break  # precise enough, or flat over a wide range: `upper` is still a valid bound
+        cells = [half for lo, hi in open_cells for half in ((lo, (lo + hi) / 2), ((lo + hi) / 2, hi))]
+    return float(min(1.0, upper))
+
+
+# Selection FPRs a rule may have: the weighted statistic's spread is smallest in the tails, where
+# some violations live (a batch reused at every step lies below the claim's curve only at FPR
+# ≲ 0.25); beyond these the few selection scores make the anticipated margin noise.
+SELECTION_FPR_RANGE = (0.02, 0.98)
 
 
 def best_profile_rule(scores_in, scores_out, profile: PrivacyProfile, n_eval_in: int, n_eval_out: int,
                       confidence: float = 0.95, fpr_range: tuple[float, float] = SELECTION_FPR_RANGE
-                      ) -> tuple[tuple[float, str], float]:
-    """(rule, anticipated margin): the threshold rule (threshold, direction) to evaluate on fresh
-    trials, chosen on SELECTION scores only, and how far below the claim's curve its anticipated
-    Clopper-Pearson point lies (the selection error rates as counts over `n_eval_*` trials; the
-    `refute_point` margin f_claim(FPR̄) − FNR̄, > 0 when the point would refute the claim). Among
-    the rules whose selection FPR lies in `fpr_range`. Using these scores again for the evaluation
-    would make the test invalid.
+                      ) -> tuple[ProfileRule, float]:
+    """(rule, anticipated margin): the threshold rule and slope (`ProfileRule`) to evaluate on
+    fresh trials, chosen on SELECTION scores only, and by how much its anticipated point would
+    clear the test: f_claim(FPR) − FNR − z_{1−α}·sd(W) with the selection rates, the slope s of the
+    claim's curve at that FPR and sd(W) = √(FNR(1−FNR)/n_in + s²·FPR(1−FPR)/n_out) over `n_eval_*`
+    trials (> 0 when the rule would likely refute the claim; a normal approximation used only to
+    choose, never to decide). The selection rates are smoothed by half a count ((k + ½)/(n + 1)),
+    so that a handful of selection scores cannot promise an error-free rule; thresholds lie midway
+    between consecutive selection scores; only rules whose smoothed selection FPR lies in
+    `fpr_range` compete. Using these scores again for the evaluation would make the test invalid.
     """
     s_in = np.asarray(scores_in, dtype=float)
     s_out = np.asarray(scores_out, dtype=float)
     if s_in.size < 1 or s_out.size < 1:
         raise ValueError("need selection scores on both sides")
-    alpha = 1.0 - float(confidence)
-    candidates = np.unique(np.concatenate([s_in, s_out]))
-    best, best_margin = (float(np.median(np.concatenate([s_in, s_out]))), HIGH), -np.inf
-    for direction in (HIGH, LOW):
-        if direction == HIGH:
-            fpr = (s_out[None, :] >= candidates[:, None]).mean(axis=1)
-            fnr = (s_in[None, :] < candidates[:, None]).mean(axis=1)
-        else:
-            fpr = (s_out[None, :] < candidates[:, None]).mean(axis=1)
-            fnr = (s_in[None, :] >= candidates[:, None]).mean(axis=1)
-        fpr_u = _clopper_pearson_upper_array(np.round(fpr * n_eval_out), int(n_eval_out), alpha / 2)
-        fnr_u = _clopper_pearson_upper_array(np.round(fnr * n_eval_in), int(n_eval_in), alpha / 2)
-        margin = tradeoff_from_profile(profile, fpr_u) - fnr_u
-        margin = np.where((fpr >= fpr_range[0]) & (fpr <= fpr_range[1]), margin, -np.inf)
+    z = float(stats.norm.isf(1.0 - float(confidence)))
+    values = np.unique(np.concatenate([s_in, s_out]))
+    candidates = (np.concatenate([[values[0] - 1.0], (values[:-1] + values[1:]) / 2, [values[-1] + 1.0]])
+                  if values.size > 1 else np.array([values[0]]))
+    sorted_in, sorted_out = np.sort(s_in), np.sort(s_out)
+    # Counts of "member if score >= t" at every candidate t, by binary search (no n × m matrix).
+    high_fp = s_out.size - np.searchsorted(sorted_out, candidates, side="left")
+    high_fn = np.searchsorted(sorted_in, candidates, side="left")
+    best = ProfileRule(float(np.median(np.concatenate([s_in, s_out]))), HIGH, 1.0)
+    best_margin = -np.inf
+    for direction, fp, fn in ((HIGH, high_fp, high_fn), (LOW, s_out.size - high_fp, s_in.size - high_fn)):
+        fpr, fnr = (fp + 0.5) / (s_out.size + 1), (fn + 0.5) / (s_in.size + 1)
+        slope = curve_slope(profile, fpr)
+        sd = np.sqrt(fnr * (1 - fnr) / int(n_eval_in) + slope ** 2 * fpr * (1 - fpr) / int(n_eval_out))
+        margin = tradeoff_from_profile(profile, fpr) - fnr - z * sd
+        margin = np.where((fpr >= fpr_range[0]) & (fpr <= fpr_range[1]) & (slope > 0), margin, -np.inf)
         i = int(np.argmax(margin))
         if margin[i] > best_margin:
-            best, best_margin = (float(candidates[i]), direction), float(margin[i])
+            best, best_margin = ProfileRule(float(candidates[i]), direction, float(slope[i])), float(margin[i])
     return best, best_margin
 
 
 def choose_profile_rule(scores_in, scores_out, profile: PrivacyProfile, n_eval_in: int, n_eval_out: int,
                         confidence: float = 0.95, fpr_range: tuple[float, float] = SELECTION_FPR_RANGE
-                        ) -> tuple[float, str]:
+                        ) -> ProfileRule:
     """The rule of `best_profile_rule` (chosen on selection scores only), without its margin."""
     return best_profile_rule(scores_in, scores_out, profile, n_eval_in, n_eval_out, confidence, fpr_range)[0]
 
 
-def profile_test(scores_in, scores_out, rule: tuple[float, str], profile: PrivacyProfile,
+def profile_test(scores_in, scores_out, rule: ProfileRule, profile: PrivacyProfile,
                  confidence: float = 0.95) -> dict:
-    """Refute the claim's whole privacy profile with ONE pre-chosen threshold rule on independent
-    trials (Dong, Roth, Su 2019, arXiv 1905.02383, for the curve; Clopper-Pearson as in Jagielski,
-    Ullman, Oprea 2020, arXiv 2006.07709, for the error rates; cf. Nasr et al. 2023, arXiv
-    2302.07956, who audit against the f-DP curve).
+    """Refute the claim's whole privacy profile with ONE pre-chosen rule on independent trials
+    (Dong, Roth, Su 2019, arXiv 1905.02383, for the curve; cf. Nasr et al. 2023, arXiv 2302.07956,
+    who audit against the f-DP curve; canaries and counts as in Jagielski, Ullman, Oprea 2020,
+    arXiv 2006.07709).
 
     `scores_in` / `scores_out`: one score per independent trial with / without the canary; `rule`
-    must not depend on them. FPR̄ and FNR̄ are one-sided Clopper-Pearson upper bounds at α/2 each
-    (α = 1 − confidence), so both hold together with probability ≥ 1 − α; the claim is refuted when
-    (FPR̄, FNR̄) lies below its trade-off curve (`refute_point`). Sound: a mechanism that satisfies
-    the claim is refuted with probability ≤ α. Returns counts, rates, `refuted` and the refuted
-    (ε', δ(ε')) pair (or None).
+    (threshold, direction, slope) must not depend on them. The claim is refuted when the exact
+    p-value of its curve (`tangent_test_p_value`, the weighted error FNR + slope·FPR) is ≤ α =
+    1 − confidence. Sound: a mechanism that satisfies the claim is refuted with probability ≤ α.
+    What is refuted is the curve as a whole (the mechanism is not f_claim-DP); `supporting_pair` is
+    the profile pair (ε', δ(ε')) whose line sets the curve at the observed FPR — where the output
+    falls short of the claim, not a pair refuted on its own.
     """
     s_in = np.asarray(scores_in, dtype=float)
     s_out = np.asarray(scores_out, dtype=float)
     if s_in.size < 1 or s_out.size < 1:
         raise ValueError("need evaluation scores on both sides")
+    threshold, direction, slope = float(rule[0]), str(rule[1]), float(rule[2])
     alpha = 1.0 - float(confidence)
     fp, fn = _errors(rule, s_in, s_out)
-    fpr_u = clopper_pearson_upper(fp, s_out.size, alpha / 2)
-    fnr_u = clopper_pearson_upper(fn, s_in.size, alpha / 2)
-    refuted = refute_point(profile, fpr_u, fnr_u)
+    p_value = tangent_test_p_value(fn, s_in.size, fp, s_out.size, slope, profile)
+    fpr, fnr = fp / s_out.size, fn / s_in.size
+    floor = float(tradeoff_from_profile(profile, fpr))
+    terms = _curve_terms(profile, np.array([fpr]))[0]
+    eps, deltas = profile.arrays()
+    best = int(np.argmax(terms))
     return {
-        "threshold": float(rule[0]), "direction": rule[1],
+        "threshold": threshold, "direction": direction, "slope": slope,
+        "statistic": f"FNR + {slope:.4g}·FPR",
         "false_positives": fp, "n_without": int(s_out.size), "false_negatives": fn, "n_with": int(s_in.size),
-        "fpr": fp / s_out.size, "fnr": fn / s_in.size, "fpr_upper": fpr_u, "fnr_upper": fnr_u,
-        "claimed_fnr_floor": float(tradeoff_from_profile(profile, fpr_u)),
-        "confidence": float(confidence), "refuted": refuted is not None, "refuted_pair": refuted,
+        "fpr": fpr, "fnr": fnr, "claimed_fnr_floor": floor, "gap_below_curve": floor - fnr,
+        "p_value": p_value, "confidence": float(confidence), "refuted": p_value <= alpha,
+        "supporting_pair": {"epsilon": float(eps[best]), "delta": float(deltas[best])},
         "profile": profile.source,
     }
+
+
+def tangent_test_ceiling(profile: PrivacyProfile, n_in: int, n_out: int, confidence: float = 0.95) -> dict:
+    """What a PERFECT attack (no error on any of these trials) could show with `profile_test`: its
+    p-value sup_a (1 − a)^{n_out}·(1 − f(a))^{n_in} (the chance that a mechanism on the claim's curve
+    makes no error at all, whatever the slope). When it is above α no attack with this many trials
+    can refute the claim: the audit is inconclusive, whatever the code does."""
+    alpha = 1.0 - float(confidence)
+    p_value = tangent_test_p_value(0, int(n_in), 0, int(n_out), 1.0, profile)
+    return {"perfect_attack_p_value": p_value, "refutable": p_value <= alpha, "n_with": int(n_in), "n_without": int(n_out)}
 
 
 def profile_ceiling(profile: PrivacyProfile, n_in: int, n_out: int, confidence: float = 0.95) -> dict:
