@@ -497,3 +497,12 @@ def test_the_cli_canary_audit_in_its_default_mode_flags_sigma_not_sigma_c(cli, t
                "--quiet", "--tracking-uri", f"sqlite:///{tmp_path}/m.db")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "REFUTED" in proc.stdout + proc.stderr
+
+
+def test_half_the_pilot_goes_to_the_preferred_design_and_the_rest_cycle():
+    from audit.dp_validation.canary_audit import pilot_design_plan
+
+    designs = [("column", 0.1), ("column", 0.3), ("column", 1.0), ("one_class", 1.0)]
+    plan = pilot_design_plan(designs, ("one_class", 1.0), 12)
+    assert plan.count(("one_class", 1.0)) == 6 and all(plan.count(d) == 2 for d in designs[:3])
+    assert pilot_design_plan(designs, None, 8) == designs * 2

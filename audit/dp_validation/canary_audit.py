@@ -884,6 +884,15 @@ def choose_profile_design(margins: dict, sizes: dict, preferred=None):
     return best if margins[best] - margins[preferred] > DESIGN_PREFERENCE_Z * se else preferred
 
 
+def pilot_design_plan(designs: list, preferred, n_pilot: int) -> list:
+    """The design of each pilot run: every other run the `preferred` design (None: plain cycling),
+    the runs between cycling through the rest."""
+    others = [d for d in designs if d != preferred]
+    if preferred is None or not others:
+        return [designs[i % len(designs)] for i in range(n_pilot)]
+    return [preferred if i % 2 == 0 else others[(i // 2) % len(others)] for i in range(n_pilot)]
+
+
 def profile_canary_audit(
     trainer,
     features,
@@ -919,8 +928,11 @@ def profile_canary_audit(
     of the single (ε, δ = 1e-5) point can see with thousands of runs.
 
     Pilot: `n_pilot_runs` further runs (default n_runs / 4) try the designs side by side (column
-    canaries at `scales` × the data radius, one-class canaries at `one_class_values`; run i gets
-    design i mod their number). Each design's best threshold rule on its pilot runs
+    canaries at `scales` × the data radius, one-class canaries at `one_class_values`): half the
+    pilot runs go to the first one-class design, the design audited unless another is clearly
+    better, so that its rule is chosen on as many runs as possible (violations that live in the
+    tail need it), and the other half cycle through the other designs (`pilot_design_plan`).
+    Each design's best threshold rule on its pilot runs
     (`best_profile_rule`) comes with an anticipated margin below the claim's curve; the one-class
     design is audited unless a column design's margin is clearly larger (`choose_profile_design`),
     with that design's rule. Only the audited runs decide, so the choice costs nothing in
@@ -974,7 +986,8 @@ def profile_canary_audit(
             out.append((X_run, y_run, s, np.vstack([point, base])))
         return out
 
-    pilot_designs = [designs[i % len(designs)] for i in range(n_pilot)]
+    preferred = next((v for v in designs if v[0] == "one_class"), None)
+    pilot_designs = pilot_design_plan(designs, preferred, n_pilot)
     audited_coins = coins[n_pilot:]
     n_in, n_out = int(audited_coins.sum()), int((~audited_coins).sum())
     if n_in == 0 or n_out == 0:
@@ -994,8 +1007,7 @@ def profile_canary_audit(
                 continue
             pilot_rule[design], pilot_margin[design] = best_profile_rule(
                 _below_every_finite(d_in), _below_every_finite(d_out), profile, n_in, n_out, confidence)
-        chosen = choose_profile_design(pilot_margin, pilot_size,
-                                       preferred=next((v for v in designs if v[0] == "one_class"), None))
+        chosen = choose_profile_design(pilot_margin, pilot_size, preferred=preferred)
         rule = pilot_rule[chosen]
         if rule is None:
             raise AuditInputError("--models", "every pilot coin came up the same; use more runs")

@@ -478,8 +478,8 @@ def single_audit_verdict(kind: str, result: dict[str, Any]) -> dict[str, Any]:
         # A test against the claim's whole trade-off curve: its own verdict says what it refuted, and
         # its ceiling is "could a perfect attack refute the profile", not an ε at the claim's δ.
         inconclusive = own.get("status") == "inconclusive"
-        assumption = ("independent training runs: Clopper-Pearson error rates vs the claim's trade-off curve "
-                      "(a pessimistic-PLD lower envelope; proven)")
+        assumption = ("independent training runs: exact binomial test of one rule's weighted error vs the claim's "
+                      "trade-off curve (a pessimistic-PLD lower envelope; proven)")
     if failed and own.get("reasons") and isinstance(result.get("profile_test"), dict):
         message = f"{kind}: " + "; ".join(map(str, own["reasons"]))
     elif failed:
