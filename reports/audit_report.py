@@ -16,9 +16,10 @@ METHODS = {
     "canary-audit": (
         "Canary audit of training code, run in isolated worker processes. Default (profile): many "
         "independent training runs, each with one canary in a feature column of its own included by a fair "
-        "coin; one threshold rule on the canary's logit gain (chosen on pilot runs) gives Clopper-Pearson "
-        "upper bounds on its error rates, and the claim is refuted when that point lies below the trade-off "
-        "curve the claim's accountant implies (Dong, Roth, Su 2019; pessimistic PLD, so conservative). "
+        "coin; one threshold rule on the canary's score (chosen on pilot runs) is applied to the audited runs, "
+        "and the claim is refuted when an exact binomial test of its weighted error FNR + s·FPR (s: the "
+        "curve's slope there) rejects the trade-off curve the claim's accountant implies (Dong, Roth, Su "
+        "2019; pessimistic PLD, so conservative; p-value = the supremum over the curve). "
         "Multi-canary mode: the "
         "training function is run many times, each run with several canaries that each have a feature "
         "column of their own and are included by independent fair coin flips; each canary's score (its "

@@ -141,6 +141,7 @@ def record_audit(kind: str, result: dict, out: Path, tracking_uri: str | None, p
                                      "inconclusive": float(verdict.get("status") == "inconclusive") if verdict else None,
                                      **{f"n_{label}": float(n) for label, n in result.get("counts", {}).items()},
                                      **({"profile_refuted": float(bool(result["profile_test"].get("refuted"))),
+                                         "profile_p_value": result["profile_test"].get("p_value"),
                                          "profile_refutable": float(bool((result.get("profile_ceiling") or {}).get("refutable")))}
                                         if isinstance(result.get("profile_test"), dict) else {})})
 
