@@ -12,19 +12,52 @@ rule), the verdict, minutes.
 
     python benchmarks/bench_dirac_tightness.py                      # the README table
     python benchmarks/bench_dirac_tightness.py --points 4:2000 4:10000 4:50000
+    python benchmarks/bench_dirac_tightness.py --sound-ceiling 50000 500000 5000000
+
+`--sound-ceiling N ...` trains nothing: for each target ε it prints what the sound Clopper-Pearson
+bound could reach with N runs a side in the best case — the exact Gaussian pair N(0, 1) against
+N(μ, 1) that the claim allows (μ-GDP with ε(δ = 1e-5) = the target), expected counts, and the
+threshold chosen with hindsight — as a fraction of the claim: the runs a sound (ε, δ) bound of
+0.8 × the claim needs, whatever the canary.
 """
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 from pathlib import Path
+
+import numpy as np
+from scipy import optimize, stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from opacus.accountants.utils import get_noise_multiplier  # noqa: E402
 
 from audit.dp_validation.whitebox_audit import run_whitebox_audit  # noqa: E402
+from audit.statistics.epsilon_bounds import epsilon_lower_bound_from_counts  # noqa: E402
+
+DELTA = 1e-5
+
+
+def gdp_mu_for_epsilon(epsilon: float, delta: float = DELTA) -> float:
+    """μ of the Gaussian pair whose ε at δ is `epsilon` (Dong, Roth, Su 2019, Corollary 2.13)."""
+    def excess(mu: float) -> float:
+        return (stats.norm.cdf(-epsilon / mu + mu / 2) - math.exp(epsilon) * stats.norm.cdf(-epsilon / mu - mu / 2)
+                - delta)
+    return float(optimize.brentq(excess, 1e-3, 50.0))
+
+
+def sound_bound_ceiling(epsilon: float, runs_per_side: int, delta: float = DELTA) -> float:
+    """Best-case sound Clopper-Pearson bound with `runs_per_side` runs: expected counts of the exact
+    Gaussian pair at the claim, every threshold on a grid of 0.005, the best taken with hindsight."""
+    mu = gdp_mu_for_epsilon(epsilon, delta)
+    best = 0.0
+    for t in np.arange(0.0, 9.0, 0.005):
+        fp, fn = round(runs_per_side * stats.norm.sf(t)), round(runs_per_side * stats.norm.cdf(t - mu))
+        best = max(best, epsilon_lower_bound_from_counts(fp, runs_per_side, fn, runs_per_side, delta))
+    return best
 
 DEFAULT_POINTS = ["1:10000", "1:50000", "2:10000", "4:2000", "4:10000", "4:50000", "8:10000"]
 
@@ -36,7 +69,17 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=None)
     parser.add_argument("--sample-rate", type=float, default=1.0,
                         help="q; below 1 the GDP column is an estimate (the curve is not Gaussian), CP decides")
+    parser.add_argument("--sound-ceiling", nargs="+", type=int, default=None, metavar="N",
+                        help="print the best-case sound bound / claim with N runs a side and exit")
     args = parser.parse_args()
+    if args.sound_ceiling:
+        targets = sorted({float(point.split(":")[0]) for point in args.points})
+        print("| target ε | μ | " + " | ".join(f"{n} runs a side" for n in args.sound_ceiling) + " |")
+        print("|---|---|" + "---|" * len(args.sound_ceiling))
+        for eps in targets:
+            print(f"| {eps:g} | {gdp_mu_for_epsilon(eps):.3f} | "
+                  + " | ".join(f"{sound_bound_ceiling(eps, n) / eps:.2f}" for n in args.sound_ceiling) + " |", flush=True)
+        return
     print("| target ε | σ | claimed ε (PLD) | observation | runs per side | GDP-family bound | bound / claim | "
           "sound CP bound (tail rule) | CP / claim | CP at equal-error point | verdict | minutes |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")

@@ -36,6 +36,15 @@ def test_the_dirac_tightness_bench_reports_both_bounds_below_the_claim():
         assert 0 <= cp <= gdp <= claim and r[10] == "pass"
 
 
+@pytest.mark.slow  # ~15 s: 1800 thresholds × 2 run counts × 2 targets of Clopper-Pearson
+def test_the_sound_bound_ceiling_grows_with_the_runs_and_stays_below_the_claim():
+    rows = _rows(_bench("bench_dirac_tightness.py", "--points", "1:0", "4:0", "--sound-ceiling", "1000", "100000"))
+    assert [r[0] for r in rows] == ["1", "4"]
+    for r in rows:
+        small, large = float(r[2]), float(r[3])
+        assert 0 < small < large < 1  # a fraction of the claim, never above it
+
+
 @pytest.mark.slow
 def test_the_planted_bug_bench_audits_and_checks_conformance():
     out = _bench("bench_planted_bugs.py", "--only", "noise_divided_twice", "--models", "200", "--seeds", "0")
