@@ -238,6 +238,10 @@ def _prob_weighted_at_most(fn: int, fp: int, n_in: int, n_out: int, slope: float
     return float(min(1.0, np.sum(pmf * cdf) + max(0.0, 1.0 - float(pmf.sum()))))
 
 
+# Smallest p-value reported: the sums are exact only to double precision, so below this a
+# p-value would claim more than the arithmetic can show.
+P_VALUE_FLOOR = 1e-16
+
 # Cells refined at once: beyond this the p-value is flat over a wide range of FPRs and the bound
 # is returned as it stands (valid, at most a little conservative).
 MAX_OPEN_CELLS = 512
@@ -300,7 +304,7 @@ def tangent_test_p_value(false_negatives: int, n_with: int, false_positives: int
         if not open_cells or len(open_cells) > MAX_OPEN_CELLS:
             break  # precise enough, or flat over a wide range: `upper` is still a valid bound
         cells = [half for lo, hi in open_cells for half in ((lo, (lo + hi) / 2), ((lo + hi) / 2, hi))]
-    return float(min(1.0, upper))
+    return float(min(1.0, max(upper, P_VALUE_FLOOR)))
 
 
 # Selection FPRs a rule may have: the weighted statistic's spread is smallest in the tails, where
