@@ -28,7 +28,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy import special, stats
 
-from audit.statistics.epsilon_bounds import _clopper_pearson_upper_array, clopper_pearson_upper
+from audit.statistics.epsilon_bounds import clopper_pearson_upper
 
 __all__ = [
     "PrivacyProfile",
