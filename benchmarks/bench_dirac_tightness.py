@@ -23,36 +23,27 @@ threshold chosen with hindsight — as a fraction of the claim: the runs a sound
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
-from scipy import optimize, stats
+from scipy import stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from opacus.accountants.utils import get_noise_multiplier  # noqa: E402
 
 from audit.dp_validation.whitebox_audit import run_whitebox_audit  # noqa: E402
-from audit.statistics.epsilon_bounds import epsilon_lower_bound_from_counts  # noqa: E402
+from audit.statistics.epsilon_bounds import epsilon_lower_bound_from_counts, gdp_mu_from_epsilon  # noqa: E402
 
 DELTA = 1e-5
-
-
-def gdp_mu_for_epsilon(epsilon: float, delta: float = DELTA) -> float:
-    """μ of the Gaussian pair whose ε at δ is `epsilon` (Dong, Roth, Su 2019, Corollary 2.13)."""
-    def excess(mu: float) -> float:
-        return (stats.norm.cdf(-epsilon / mu + mu / 2) - math.exp(epsilon) * stats.norm.cdf(-epsilon / mu - mu / 2)
-                - delta)
-    return float(optimize.brentq(excess, 1e-3, 50.0))
 
 
 def sound_bound_ceiling(epsilon: float, runs_per_side: int, delta: float = DELTA) -> float:
     """Best-case sound Clopper-Pearson bound with `runs_per_side` runs: expected counts of the exact
     Gaussian pair at the claim, every threshold on a grid of 0.005, the best taken with hindsight."""
-    mu = gdp_mu_for_epsilon(epsilon, delta)
+    mu = gdp_mu_from_epsilon(epsilon, delta)
     best = 0.0
     for t in np.arange(0.0, 9.0, 0.005):
         fp, fn = round(runs_per_side * stats.norm.sf(t)), round(runs_per_side * stats.norm.cdf(t - mu))
@@ -77,7 +68,7 @@ def main() -> None:
         print("| target ε | μ | " + " | ".join(f"{n} runs a side" for n in args.sound_ceiling) + " |")
         print("|---|---|" + "---|" * len(args.sound_ceiling))
         for eps in targets:
-            print(f"| {eps:g} | {gdp_mu_for_epsilon(eps):.3f} | "
+            print(f"| {eps:g} | {gdp_mu_from_epsilon(eps, DELTA):.3f} | "
                   + " | ".join(f"{sound_bound_ceiling(eps, n) / eps:.2f}" for n in args.sound_ceiling) + " |", flush=True)
         return
     print("| target ε | σ | claimed ε (PLD) | observation | runs per side | GDP-family bound | bound / claim | "

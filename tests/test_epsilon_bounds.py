@@ -389,3 +389,11 @@ def test_the_gdp_estimate_on_null_scores_is_zero_in_at_least_95_percent_of_repea
     estimates = [epsilon_estimate_gdp(np.random.default_rng(r).normal(size=400), members, 1e-5,
                                       strategy=HeldOut(0.5, r)).epsilon for r in range(100)]
     assert sum(e == 0 for e in estimates) >= 95
+
+
+def test_gdp_mu_from_epsilon_inverts_the_reference_conversion():
+    from audit.statistics.epsilon_bounds import epsilon_from_gdp_mu, gdp_mu_from_epsilon
+
+    # STATS.md reference: μ = 1 is ε 4.38 at δ 1e-5; the inverse gives μ back.
+    assert gdp_mu_from_epsilon(epsilon_from_gdp_mu(1.0, 1e-5), 1e-5) == pytest.approx(1.0, abs=1e-8)
+    assert gdp_mu_from_epsilon(4.38, 1e-5) == pytest.approx(1.0, abs=2e-3)

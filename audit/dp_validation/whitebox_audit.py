@@ -52,7 +52,7 @@ from audit.machinery.verdict import Check, decide
 from audit.machinery.workers import WorkerPool, default_workers, user_code
 from audit.statistics.accountants import DPSGDEvent, epsilon_pld
 from audit.statistics.audit_ceilings import ceiling_threshold_audit, runs_needed_threshold_audit
-from audit.statistics.epsilon_bounds import epsilon_from_gdp_mu
+from audit.statistics.epsilon_bounds import epsilon_from_gdp_mu, gdp_mu_from_epsilon
 from audit.statistics.gaussian_dp_audit import (
     GAUSSIAN_ASSUMPTION,
     gaussian_dp_audit,
@@ -352,16 +352,6 @@ def _claim(settings: dict[str, Any], delta: float) -> dict[str, Any]:
     return {"full_batch": full_batch, "mu": mu, "epsilon_pld": eps_pld, "history": history}
 
 
-def _mu_for_epsilon(epsilon: float, delta: float) -> float:
-    """The μ whose μ-GDP mechanism has exactly this ε at δ (inverse of `epsilon_from_gdp_mu`)."""
-    from scipy import optimize
-
-    hi = 1.0
-    while epsilon_from_gdp_mu(hi, delta) < epsilon:
-        hi *= 2
-    return float(optimize.brentq(lambda m: epsilon_from_gdp_mu(m, delta) - epsilon, 1e-9, hi, xtol=1e-12))
-
-
 def _observations(pool: WorkerPool, function, before: tuple, after: tuple, kwargs: dict, n_runs: int, block: int):
     """Every run's observations, both sides, as blocks of `block` runs: task = function(*before, side, first, count, *after)."""
     tasks = [(side, start, min(block, n_runs - start)) for side in (_IN, _OUT) for start in range(0, n_runs, block)]
@@ -466,7 +456,7 @@ def run_whitebox_audit(
         sum(h[2] for h in claim["history"]) * math.expm1(1 / sigma_claim**2))
     if claimed_epsilon is not None and claim["full_batch"]:
         # An (ε, δ) given by flag is read as the Gaussian mechanism with that ε at δ: the curve tested.
-        mu_claim = _mu_for_epsilon(eps_claim, delta)
+        mu_claim = gdp_mu_from_epsilon(eps_claim, delta)
         claim["mu"] = mu_claim
         claim["mu_label_override"] = "μ of the Gaussian mechanism whose ε at δ is --claimed-epsilon"
     # Two pre-declared tests decide, each at 1 − α/2 (Bonferroni: family-wise error ≤ α): the

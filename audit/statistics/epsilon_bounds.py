@@ -42,6 +42,7 @@ __all__ = [
     "one_run_ceiling",
     "gdp_mu_lower_bound",
     "epsilon_from_gdp_mu",
+    "gdp_mu_from_epsilon",
     "epsilon_estimate_gdp",
     "ESTIMATORS",
 ]
@@ -739,6 +740,14 @@ def epsilon_from_gdp_mu(mu: float, delta: float) -> float:
     while _gdp_delta_gap(hi, mu_, log_delta) > 0:
         hi *= 2
     return float(optimize.brentq(_gdp_delta_gap, 0.0, hi, args=(mu_, log_delta), xtol=1e-10))
+
+
+def gdp_mu_from_epsilon(epsilon: float, delta: float) -> float:
+    """The μ whose μ-GDP mechanism has exactly this ε at δ (inverse of `epsilon_from_gdp_mu`)."""
+    hi = 1.0
+    while epsilon_from_gdp_mu(hi, delta) < epsilon:
+        hi *= 2
+    return float(optimize.brentq(lambda m: epsilon_from_gdp_mu(m, delta) - epsilon, 1e-9, hi, xtol=1e-12))
 
 
 def epsilon_estimate_gdp(

@@ -214,7 +214,8 @@ def _binomial_cdf_range(lo: int, hi: int, n: int, p: float) -> np.ndarray:
 
 
 def _binomial_pmf(k: np.ndarray, n: int, p: float) -> np.ndarray:
-    """Bin(n, p) pmf at integer k in [0, n], in log-gamma form (scipy's pmf costs ~100× more per call)."""
+    """Bin(n, p) pmf at integer k in [0, n], in log-gamma form: scipy's pmf spent ~0.16 ms a call on
+    argument checks (6555 calls, 1.06 s, of a 2.1 s p-value at n = 24 000, under cProfile)."""
     if p <= 0.0 or p >= 1.0:
         return (k == (0 if p <= 0.0 else n)).astype(float)
     return np.exp(special.gammaln(n + 1) - special.gammaln(k + 1) - special.gammaln(n - k + 1)
@@ -278,12 +279,14 @@ def tangent_test_p_value(false_negatives: int, n_with: int, false_positives: int
     observed = fn / n1 + s * fp / n0
     hoeffding_scale = 1.0 / n1 + s * s / n0  # Σ of squared ranges of the 0/1 terms of W'
 
-    def corner_bound(a: float, b: float) -> float:
+    def corner_bound(a: float, b: float, attained: bool = False) -> float:
+        # Far above the observed W, Hoeffding's bound settles the cell without the exact sum; as a
+        # value "attained on the curve" it would overstate, so there the lower value 0 is used.
         gap = b + s * a - observed
         if gap > 0:
             cheap = math.exp(-2.0 * gap * gap / hoeffding_scale)
             if cheap < 1e-9:
-                return cheap
+                return 0.0 if attained else cheap
         return _prob_weighted_at_most(fn, fp, n1, n0, s, a, b)
 
     edges = np.linspace(0.0, 1.0, 33)
@@ -294,7 +297,7 @@ def tangent_test_p_value(false_negatives: int, n_with: int, false_positives: int
         bounds = [corner_bound(lo, f_hi) for (lo, _), (_, f_hi) in zip(cells, floors)]
         upper = max(bounds)
         # Values attained on the curve, in the cells that could still hold the supremum.
-        attained = max([attained] + [corner_bound(lo, f_lo) if u > attained else 0.0
+        attained = max([attained] + [corner_bound(lo, f_lo, attained=True) if u > attained else 0.0
                                      for (lo, _), (f_lo, _), u in zip(cells, floors, bounds)])
         if alpha is not None and (upper <= alpha or attained > alpha):
             break  # the decision at alpha is settled
@@ -383,10 +386,10 @@ def profile_test(scores_in, scores_out, rule: ProfileRule, profile: PrivacyProfi
     fp, fn = _errors(rule, s_in, s_out)
     p_value = tangent_test_p_value(fn, s_in.size, fp, s_out.size, slope, profile)
     fpr, fnr = fp / s_out.size, fn / s_in.size
-    floor = float(tradeoff_from_profile(profile, fpr))
     terms = _curve_terms(profile, np.array([fpr]))[0]
-    eps, deltas = profile.arrays()
     best = int(np.argmax(terms))
+    floor = float(np.clip(terms[best], 0.0, 1.0))  # = tradeoff_from_profile(profile, fpr)
+    eps, deltas = profile.arrays()
     return {
         "threshold": threshold, "direction": direction, "slope": slope,
         "statistic": f"FNR + {slope:.4g}·FPR",
