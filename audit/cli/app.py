@@ -62,13 +62,16 @@ err_console = Console(stderr=True)
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERNAL_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 def sigterm_as_interrupt() -> None:
-    """SIGTERM (a CI timeout, a scheduler) ends a run like Ctrl-C: runs marked KILLED, checkpoints kept."""
+    """SIGTERM (a CI timeout, a scheduler) ends every command like Ctrl-C: exit 130, runs marked
+    KILLED, checkpoints kept, worker process groups killed. Only from the main thread."""
     import signal
+    import threading
 
     def handler(signum, frame):
         raise KeyboardInterrupt
 
-    signal.signal(signal.SIGTERM, handler)
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, handler)
 
 
 def installed_version() -> str:
@@ -112,8 +115,12 @@ def main(argv: list[str] | None = None) -> None:
 
     Plain prints, not rich: one unwrapped line that scripts and CI logs can grep.
     """
+    import signal
+
     args = list(sys.argv[1:] if argv is None else argv)
+    previous_sigterm = signal.getsignal(signal.SIGTERM)
     try:
+        sigterm_as_interrupt()  # every command: SIGTERM ends it like Ctrl-C (130), workers killed
         code = app(args=args, standalone_mode=False)
     except (AuditInputError, SyntheticDataError) as exc:
         print("error: " + _one_line(exc), file=sys.stderr)
@@ -140,6 +147,11 @@ def main(argv: list[str] | None = None) -> None:
         code = exc.code if isinstance(exc.code, int) else EXIT_INTERNAL_ERROR
     except BaseException as exc:  # noqa: BLE001 - any other exception is a bug: exit 3, never 1
         code = _internal_error(exc, args)
+    finally:
+        try:
+            signal.signal(signal.SIGTERM, previous_sigterm)
+        except (TypeError, ValueError):  # not the main thread, or a handler set from C
+            pass
     sys.exit(EXIT_OK if code is None else int(code))
 
 

@@ -174,5 +174,8 @@ def run_attempt(run_dir: StagedRunDirectory, resume: object, progress: Any) -> I
     except BaseException as exc:
         if state["tracker"] is not None:
             state["tracker"].fail_open_runs("KILLED" if isinstance(exc, KeyboardInterrupt) else "FAILED")
-        progress.note(f"interrupted; finished pieces are kept: resume with --resume {run_dir.staging}")
+        if isinstance(exc, KeyboardInterrupt):  # a crash is not an interruption: exit 3 says what it was
+            progress.note(f"interrupted; finished pieces are kept: resume with --resume {run_dir.staging}")
+        else:
+            progress.note(f"stopped by an error; finished pieces are kept in {run_dir.staging}")
         raise

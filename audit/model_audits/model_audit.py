@@ -60,12 +60,13 @@ from audit.machinery.user_code import check_spec
 from audit.machinery.executors import check_executor_options, make_user_code_executor
 from audit.machinery.workers import WorkerPool
 from audit.model_audits.user_models import (
-    isolated_factory_model, isolated_function_model, user_trainer, vectorized_factory_trainer,
+    isolated_factory_model, isolated_function_model, isolated_onnx_model, isolated_skops_model, user_trainer,
+    vectorized_factory_trainer,
 )
 from targets.datasets import read_table
 from targets.devices import resolve_device
 from targets.model_sources import (
-    ModelQuery, estimator_query, live_query, load_skops_estimator, load_state_dict_file, onnx_query, tensor_shape,
+    ModelQuery, live_query, load_state_dict_file, tensor_shape,
 )
 from targets.models import MLP
 from targets.training import TrainingSpec, predict_logits
@@ -430,14 +431,15 @@ def _open_source(settings: ModelSourceConfig, live_model: Any, config: AuditConf
         return _open_mlp(Path(settings.weights), config, tables)
     if settings.skops:
         path = Path(settings.skops)
-        estimator, types = load_skops_estimator(path)
-        query = estimator_query(estimator, f"skops model {path.name}", output)
+        pool = stack.enter_context(WorkerPool(1, name=f"skops model '{path}'", timeout=settings.timeout, what="model"))
+        query, info = isolated_skops_model(pool, str(path), output)
         record = {"kind": "scikit-learn (skops)", "path": str(path), "sha256": _file_sha256(path),
-                  "estimator": type(estimator).__name__, "trusted_types": types, "output": query.output}
+                  "estimator": info["estimator"], "trusted_types": info["classes"], "output": query.output}
         return _Source(query, "skops", record, [], False)
     if settings.onnx:
         path = Path(settings.onnx)
-        query = onnx_query(path, output or "logits")
+        pool = stack.enter_context(WorkerPool(1, name=f"ONNX model '{path}'", timeout=settings.timeout, what="model"))
+        query = isolated_onnx_model(pool, str(path), output or "logits")
         record = {"kind": "ONNX", "path": str(path), "sha256": _file_sha256(path), "output": query.output}
         return _Source(query, "onnx", record, [], False)
     if settings.function:
