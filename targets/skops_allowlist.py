@@ -192,7 +192,7 @@ def _check_node(node: dict) -> None:
         return
     if loader in INSTANCE_LOADERS:
         if full not in ALLOWED_CLASSES:
-            raise _Refused(f"names type {full}, which is not on the allow-list of plain scikit-learn estimators "
+            raise _Refused(f"names type {full}, which is not on the allow-list of trusted plain scikit-learn estimators "
                            "(docs/errors.md)")
         return
     raise _Refused(f"uses the skops loader {loader!r} ({full}), which is not on the allow-list")
