@@ -39,30 +39,37 @@ def command_progress(quiet: bool) -> Progress:
 def print_verdict(results: dict, fail_on_inconclusive: bool = False) -> None:
     """The verdict as everything else shows it (audit.machinery.verdict); exit 1 when it is "fail"
     (or "inconclusive" with `fail_on_inconclusive`, for CI gates that need an audit able to fail)."""
+    from rich.markup import escape
+
+    from audit.errors import escape_controls
+
+    def safe(text) -> str:  # reasons quote file names and user text: no terminal escapes, no rich markup
+        return escape(escape_controls(str(text)))
+
     verdict = results["verdict"]
     status = verdict.get("status") or ("pass" if verdict.get("passed") else "fail")
     by = verdict.get("decided_by") or "built-in checks"
     for note in verdict.get("notes") or []:
-        console.print(f"[yellow]finding:[/yellow] {note}", highlight=False, soft_wrap=True)
+        console.print(f"[yellow]finding:[/yellow] {safe(note)}", highlight=False, soft_wrap=True)
     fwer = (verdict.get("family_wise_error") or {}).get("statement")
     if fwer:
-        console.print(f"[dim]{fwer}[/dim]", highlight=False, soft_wrap=True)
+        console.print(f"[dim]{safe(fwer)}[/dim]", highlight=False, soft_wrap=True)
     if status == "fail":
-        err_console.print(f"[red]FAIL[/red] ({by})", highlight=False, soft_wrap=True)
+        err_console.print(f"[red]FAIL[/red] ({safe(by)})", highlight=False, soft_wrap=True)
         for reason in verdict["reasons"]:
-            err_console.print(f"[red]FAIL[/red] {reason}", highlight=False, soft_wrap=True)
+            err_console.print(f"[red]FAIL[/red] {safe(reason)}", highlight=False, soft_wrap=True)
         raise typer.Exit(EXIT_FAILED)
     if status == "inconclusive":
-        console.print(f"[yellow]INCONCLUSIVE[/yellow] ({by}): no claim was refuted, but not every claim could have been",
+        console.print(f"[yellow]INCONCLUSIVE[/yellow] ({safe(by)}): no claim was refuted, but not every claim could have been",
                       highlight=False, soft_wrap=True)
         for reason in verdict["reasons"]:
             (err_console if fail_on_inconclusive else console).print(
-                f"[yellow]INCONCLUSIVE[/yellow] {reason}", highlight=False, soft_wrap=True)
+                f"[yellow]INCONCLUSIVE[/yellow] {safe(reason)}", highlight=False, soft_wrap=True)
         if fail_on_inconclusive:
             err_console.print("[red]FAIL[/red] inconclusive and --fail-on-inconclusive was given", highlight=False)
             raise typer.Exit(EXIT_FAILED)
         return
-    console.print(f"[green]PASS[/green] ({by})", highlight=False, soft_wrap=True)
+    console.print(f"[green]PASS[/green] ({safe(by)})", highlight=False, soft_wrap=True)
 
 
 def publish_results(compute, *, out: Path, folder_name: str, experiment: str, tracking_uri: str | None,

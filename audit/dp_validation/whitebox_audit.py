@@ -417,7 +417,9 @@ def run_whitebox_audit(
     if claimed_epsilon is not None:
         validate_claim(claimed_epsilon, delta, epsilon_flag="--claimed-epsilon", delta_flag="--delta")
     _check_positive(canary_scale, "canary_scale", low=1.0, high=1e9)
-    n_workers = default_workers() if workers is None else workers
+    from audit.machinery.limits import check_workers
+
+    n_workers = default_workers() if workers is None else check_workers(workers)
     if builtin:
         if noise_multiplier is None:
             raise AuditInputError("--noise-multiplier", "--builtin needs the noise multiplier σ of the DP-SGD to audit")
@@ -425,6 +427,10 @@ def run_whitebox_audit(
         q = _check_positive(sample_rate, "--sample-rate", high=1.0)
         t = _check_positive(steps, "--steps", integer=True, high=100_000)
         c = _check_positive(max_grad_norm, "--max-grad-norm", high=1e6)
+        from audit.machinery.limits import check_memory
+
+        # Both sides keep every run's observation at every step (float64), plus scores and copies.
+        check_memory(2 * n * int(t) * 8 * 3, "--runs", f"whitebox-audit with {n:,} runs per side of {int(t):,} steps")
         settings = {"noise_multiplier": sigma, "max_grad_norm": c, "sample_rate": q, "steps": t,
                     "poisson_sampling": True, "optimizer": "SGD", "trainer": "targets.vectorized_dpsgd.train_many",
                     "accountant_history": [[sigma, q, t]], "expected_batch_size": int(HARNESS_ROWS * q)}

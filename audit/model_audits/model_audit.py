@@ -208,6 +208,12 @@ def _read_table(path: Path, role: str, label: str, columns: list[str] | None) ->
         numeric = values.to_numpy(dtype=np.float64)
         if not np.isfinite(numeric).all():
             raise AuditInputError(f"{where}: column '{column}'", "contains infinite values")
+        # Checked in the dtype the model is queried in: 1e39 is finite in float64 and inf in float32.
+        too_big = np.abs(numeric) > float(np.finfo(np.float32).max)
+        if too_big.any():
+            row = int(np.flatnonzero(too_big)[0])
+            raise AuditInputError(f"{where}: column '{column}'", f"row {row + 2} holds {numeric[row]:g}, beyond float32 "
+                                  f"(|x| ≤ {float(np.finfo(np.float32).max):.3g}), the type the model is queried in")
     labels = _class_indices(frame[label], f"{where}: label column '{label}'")
     features = frame[feature_columns].to_numpy(dtype=np.float32)
     return _Table(path=path, role=role, features=features, labels=labels, frame=frame, hashes=_row_hashes(frame))
@@ -552,6 +558,13 @@ def audit_user_model(
         members=None if isinstance(members, tuple) else members, label=label,
         nonmembers=None if isinstance(nonmembers, tuple) else nonmembers,
         population=None if isinstance(population, tuple) else population))
+    if (settings.trainer is not None and model is None and settings.weights and not settings.factory
+            and not (settings.skops or settings.onnx or settings.function)):
+        # An option that cannot apply is refused, never silently ignored: the built-in MLP's reference
+        # models are trained by the harness's own DP-SGD, like the target it stands for.
+        raise AuditInputError("--trainer", "does not apply to the built-in MLP (--weights without --factory): its "
+                              "reference models are trained by the harness; drop --trainer, or give --factory for "
+                              "your own architecture")
     data_sources = {
         "members": members if isinstance(members, tuple) else settings.members,
         "nonmembers": nonmembers if isinstance(nonmembers, tuple) else settings.nonmembers,
