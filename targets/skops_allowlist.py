@@ -100,7 +100,6 @@ ESTIMATOR_CLASSES = frozenset({
     "sklearn.neural_network._multilayer_perceptron.MLPClassifier",
     "sklearn.dummy.DummyClassifier",
     "sklearn.calibration.CalibratedClassifierCV",
-    "sklearn.calibration._CalibratedClassifier",
     "sklearn.calibration._SigmoidCalibration",
     "sklearn.isotonic.IsotonicRegression",
     "sklearn.pipeline.Pipeline",
@@ -123,6 +122,7 @@ ESTIMATOR_CLASSES = frozenset({
 # Data-holding helpers that fitted estimators are made of (trees, losses, links, optimizer state,
 # neighbour indexes). Classes of scikit-learn's own compiled code; built with __new__ + __setstate__.
 HELPER_CLASSES = frozenset({
+    "sklearn.calibration._CalibratedClassifier",
     "sklearn.tree._tree.Tree",
     "sklearn._loss.loss.HalfBinomialLoss",
     "sklearn._loss.loss.HalfMultinomialLoss",
@@ -216,6 +216,8 @@ def check_skops_file(path: Path, where: str) -> list[str]:
                 raise AuditInputError(where, f"its schema.json is larger than {MAX_SCHEMA_BYTES // 2**20} MiB")
             with archive.open(info) as handle:
                 raw = handle.read(MAX_SCHEMA_BYTES + 1)
+    except AuditInputError:
+        raise
     except KeyError:
         raise AuditInputError(where, "is not a skops file (no schema.json in the archive)") from None
     except (zipfile.BadZipFile, OSError, ValueError, NotImplementedError, EOFError) as exc:

@@ -437,6 +437,7 @@ def _open_source(settings: ModelSourceConfig, live_model: Any, config: AuditConf
         return _open_mlp(Path(settings.weights), config, tables)
     if settings.skops:
         path = Path(settings.skops)
+        _check_model_file_statically(path, "skops")  # refusals in a second, before a worker starts
         pool = stack.enter_context(WorkerPool(1, name=f"skops model '{path}'", timeout=settings.timeout, what="model"))
         query, info = isolated_skops_model(pool, str(path), output)
         record = {"kind": "scikit-learn (skops)", "path": str(path), "sha256": _file_sha256(path),
@@ -444,6 +445,7 @@ def _open_source(settings: ModelSourceConfig, live_model: Any, config: AuditConf
         return _Source(query, "skops", record, [], False)
     if settings.onnx:
         path = Path(settings.onnx)
+        _check_model_file_statically(path, "onnx")
         pool = stack.enter_context(WorkerPool(1, name=f"ONNX model '{path}'", timeout=settings.timeout, what="model"))
         query = isolated_onnx_model(pool, str(path), output or "logits")
         record = {"kind": "ONNX", "path": str(path), "sha256": _file_sha256(path), "output": query.output}
@@ -456,6 +458,27 @@ def _open_source(settings: ModelSourceConfig, live_model: Any, config: AuditConf
                                            "output": query.output}, [], False)
     raise AuditInputError("--weights", "give the model to audit: --weights (optionally with --factory), --skops, "
                           "--onnx or --function (or the config's model section)")
+
+
+def _check_model_file_statically(path: Path, kind: str) -> None:
+    """What can be checked by reading a model file as data (nothing imported, built or run): a skops
+    file's every object against the allow-list, an ONNX file's external-data references. The worker
+    checks again before it loads (it is the only place the file is loaded)."""
+    import zipfile
+
+    from targets.model_sources import check_onnx_file
+    from targets.skops_allowlist import check_skops_file
+
+    where = f"{'skops' if kind == 'skops' else 'ONNX'} file '{path}'"
+    if not path.is_file():
+        raise AuditInputError(where, "does not exist or is not a file")
+    if kind == "skops":
+        if not zipfile.is_zipfile(path):
+            raise AuditInputError(where, "is not a skops file (a zip archive); pickle and joblib files are refused "
+                                  "because loading them runs arbitrary code: save the estimator with skops.io.dump")
+        check_skops_file(path, where)
+    else:
+        check_onnx_file(path, where)
 
 
 def _open_mlp(weights: Path, config: AuditConfig, tables: list[_Table]) -> _Source:
