@@ -70,7 +70,14 @@ def check_flags_against_numbers(kind: str, result: dict[str, Any], where: str) -
                                      f"at confidence {test['confidence']:g} means {refuted}")
             violation = refuted
         elif kind == "whitebox-audit":
-            violation = None  # decided by its checks (p-values re-decided by Holm), not by one bound
+            # Decided by its checks (p-values re-decided by Holm); its sound (ε, δ) bound is one of
+            # them: above the claim, that check and the audit must have failed.
+            violation = None
+            if bound > claim:
+                rows = (result.get("verdict") or {}).get("checks") or []
+                if not result["violation"] or not any(isinstance(r, dict) and r.get("failed") for r in rows):
+                    raise _contradiction(where, "violation", f"is {result['violation']} but the sound lower bound "
+                                         f"{bound:.4g} exceeds the claimed ε {claim:.4g}")
         else:
             violation = bound > claim
         if violation is not None and bool(result["violation"]) != violation:
