@@ -226,7 +226,8 @@ SLOW_CODE = textwrap.dedent('''
     import os, time
     CLAIM = {"epsilon": 1.0, "delta": 0.0}
     def _wait():
-        open(os.environ["HOSTILE_STARTED"], "w").write(str(os.getpid()))
+        with open(os.environ["HOSTILE_STARTED"], "w") as handle:
+            handle.write(str(os.getpid()))
         time.sleep(600)
     def factory():
         _wait()

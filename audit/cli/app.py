@@ -125,6 +125,8 @@ def main(argv: list[str] | None = None) -> None:
     try:
         sigterm_as_interrupt()  # every command: SIGTERM ends it like Ctrl-C (130), workers killed
         code = app(args=args, standalone_mode=False)
+        if code == EXIT_INTERRUPTED:  # typer turns Ctrl-C / SIGTERM into a silent 130: say what happened
+            print("interrupted", file=sys.stderr)
     except (AuditInputError, SyntheticDataError) as exc:
         print("error: " + _one_line(exc), file=sys.stderr)
         code = EXIT_BAD_INPUT
