@@ -47,11 +47,12 @@ def _render_all(results: dict[str, Any], policy: Any, results_file: Path, folder
         {**_json_safe(policy.model_dump(mode="json", exclude_none=True)), "path": policy.path}
         if policy is not None else None
     )
-    # A dry render of every output before anything is written: a results file that breaks one of
-    # them (or a run folder holding a link or a FIFO) leaves the folder as it was.
+    # A dry render of every output before anything is written (--out not even created): a results
+    # file that breaks one of them, or a run folder holding a link or a FIFO, leaves no trace.
     render_html_report(decided, results_file.parent, evaluation=evaluation)
     render_summary_markdown(decided, evaluation=evaluation)
     render_junit_xml(decided, evaluation=evaluation)
+    writable_folder(folder)
     write_json_atomic(folder / "results.json", decided)  # first: the report quotes its SHA-256
     report = write_html_report(decided, results_file.parent, out_dir=folder, evaluation=evaluation)
     write_summary_markdown(decided, folder / "summary.md", evaluation=evaluation)
@@ -140,7 +141,6 @@ def _gate_single_audit(kind: str, path: Path, policy: Any, folder: Path, inside:
     if not any(check.applicable for check in evaluation.checks):
         raise AuditInputError(f"--policy '{policy.path}'", f"no rule applies to a {kind} result: a gate that "
                               "checks nothing cannot pass")
-    writable_folder(folder)
     gated = {**result, "verdict": verdict, "audit_verdict": result.get("verdict"), "policy_evaluation": evaluation.as_dict(),
              "policy_applied": {**_json_safe(policy.model_dump(mode="json", exclude_none=True)), "path": policy.path}}
     from reports.audit_report import render_audit_report
@@ -149,6 +149,7 @@ def _gate_single_audit(kind: str, path: Path, policy: Any, folder: Path, inside:
     with _as_input_error(where, f"a {kind}.json written by privacy-audit"):  # render first: nothing half-written
         render_audit_report(kind, gated)
         render_junit_xml(gated)
+    writable_folder(folder)
     write_json_atomic(folder / path.name, gated)
     report_path = write_audit_report(kind, gated, folder)
     write_junit_xml(gated, folder / "junit.xml")
@@ -182,7 +183,6 @@ def gate(
         raise AuditInputError(f"--policy '{policy}'", f"no rule applies to results file '{results_file}' "
                               f"({len(results.get('targets') or [])} targets, {len(results.get('synthetic') or [])} "
                               "synthetic entries): a gate that checks nothing cannot pass")
-    writable_folder(folder)
     with _as_input_error(f"results file '{results_file}'", "a results.json written by privacy-audit"):
         gated, report_path = _render_all(results, loaded_policy, results_file, folder)
     checks = (gated.get("policy_evaluation") or {}).get("checks") or []
@@ -212,7 +212,6 @@ def report(
     results = load_results(results_file, follow=not inside)
     if loaded_policy is None:
         loaded_policy = _stored_policy(results, results_file)
-    writable_folder(folder)
     with _as_input_error(f"results file '{results_file}'", "a results.json written by privacy-audit"):
         decided, path = _render_all(results, loaded_policy, results_file, folder)
     if decided.get("targets"):
