@@ -33,9 +33,9 @@ def _check_pair(ctx: typer.Context, mine: str, other: str, value: Any) -> None:
     # Click processes every option (defaults too) before the command runs; whichever of the pair
     # comes second sees the first in ctx.params and checks that both or neither were given.
     if other in ctx.params and (value is None) != (ctx.params[other] is None):
-        given, missing = ("--ledger", "--dataset") if ctx.params.get("ledger") is not None or mine == "ledger" and value \
-            else ("--dataset", "--ledger")
-        raise AuditInputError(missing, f"{given} needs {missing} too (record into a ledger: --ledger URI --dataset NAME)")
+        given, missing = (mine, other) if value is not None else (other, mine)
+        raise AuditInputError(f"--{missing}", f"missing: --{given} needs --{missing} too "
+                              "(record into a ledger with --ledger URI --dataset NAME)")
 
 
 def _ledger_callback(ctx: typer.Context, value: Optional[str]) -> Optional[str]:
@@ -111,9 +111,11 @@ def record_in_ledger(ledger: str | None, dataset: str | None, command: str, resu
         console.print(f"[yellow]ledger note:[/yellow] {note}", highlight=False, soft_wrap=True)
 
     def publish(section: dict[str, Any]) -> None:
+        # Added to the file as written (re-read, not re-serialised from memory), and to `results`.
         section["results_sha256"] = sha
-        results["ledger"] = section
-        write_json_atomic(path, results)
+        written = json.loads(path.read_text(encoding="utf-8"))
+        written["ledger"] = results["ledger"] = section
+        write_json_atomic(path, written)
 
     refuted = refuted_claims(results)
     if refuted:

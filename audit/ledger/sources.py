@@ -21,9 +21,23 @@ __all__ = ["releases_in_results", "refuted_claims"]
 
 
 def refuted_claims(results: dict[str, Any]) -> list[str]:
+    """The claims the audit behind `results` refuted (or failed): those must not be recorded.
+
+    Read from the verdict's `claims` (status "refuted") when it lists them; else from what each
+    result kind says: a target's `violation`, or the failed verdict of a canary / white-box audit
+    (whose only subject is the claim).
+    """
     verdict = results.get("verdict") if isinstance(results.get("verdict"), dict) else {}
     claims = verdict.get("claims") if isinstance(verdict.get("claims"), list) else []
-    return [str(c.get("claim")) for c in claims if isinstance(c, dict) and c.get("status") == "refuted"]
+    refuted = [str(c.get("claim")) for c in claims if isinstance(c, dict) and c.get("status") == "refuted"]
+    for i, target in enumerate(results.get("targets") or []):
+        if isinstance(target, dict) and target.get("violation") is True:
+            refuted.append(f"targets[{i}]: ε = {target.get('epsilon_target')} (a sound lower bound exceeds it)")
+    single = (isinstance(results.get("settings"), dict) and isinstance(results.get("gdp_bound"), dict)) or (
+        isinstance(results.get("claim"), dict) and "trainer" in results)
+    if single and not refuted and verdict.get("status") == "fail":
+        refuted.append(f"claimed ε = {results.get('claimed_epsilon')} ({'; '.join(map(str, verdict.get('reasons') or []))[:200]})")
+    return refuted
 
 
 def _number(value: Any) -> float | None:

@@ -84,7 +84,7 @@ class Provenance:
 @dataclass(frozen=True)
 class RecordOutcome:
     release_ids: list[int]
-    composition: Composition
+    composition: Composition | None  # None when recorded with compute_spent=False and no limit
     limit: float | None
     limit_source: str | None
 
@@ -287,11 +287,14 @@ class Ledger:
 
     # -----------------------------------------------------------------------------------------
     def record(self, dataset: str, releases: list[ReleaseInput], provenance: Provenance | None = None, *,
-               policy_limit: float | None = None, policy_name: str | None = None) -> RecordOutcome:
+               policy_limit: float | None = None, policy_name: str | None = None,
+               compute_spent: bool = True) -> RecordOutcome:
         """Record `releases` on `dataset` in one transaction, or nothing when the budget would be exceeded.
 
         The limit is the smaller of the dataset's `max_total_epsilon` (set-budget) and `policy_limit`
-        (a policy's max_total_epsilon); BudgetExceeded names it.
+        (a policy's max_total_epsilon); BudgetExceeded names it. The composition (every active
+        release plus these) runs inside the transaction whenever a limit applies; without a limit,
+        `compute_spent=False` skips it (bulk loads) and the rows carry no `epsilon_after`.
         """
         check_dataset_name(dataset)
         if not releases:
@@ -302,13 +305,15 @@ class Ledger:
         provenance = provenance or Provenance()
         with self._errors(), Session(self.engine) as session, session.begin():
             row = self._dataset(session, dataset, create=True, lock=True)
-            mechanisms = self._active_mechanisms(session, row) + [m for r in checked for m in r.mechanisms]
-            composition = compose_mechanisms(mechanisms, row.delta)
             limits = [(row.max_total_epsilon, "the ledger's budget for this dataset")]
             if policy_limit is not None:
                 limits.append((policy_limit, f"policy {policy_name or ''}".strip()))
             limits = [(value, source) for value, source in limits if value is not None]
             limit, source = min(limits, key=lambda item: item[0]) if limits else (None, None)
+            composition = None
+            if limit is not None or compute_spent:
+                mechanisms = self._active_mechanisms(session, row) + [m for r in checked for m in r.mechanisms]
+                composition = compose_mechanisms(mechanisms, row.delta)
             if limit is not None and not composition.epsilon <= limit:
                 raise BudgetExceeded(dataset, limit, source, composition)  # rolls back: the dataset row too
             ids = []
@@ -317,8 +322,9 @@ class Ledger:
                     dataset_id=row.id, label=release.label, source=release.source, mechanisms=release.mechanisms,
                     source_file=release.source_file, source_sha256=release.source_sha256,
                     mlflow_run_id=release.mlflow_run_id,
-                    epsilon_after=None if math.isinf(composition.epsilon) else composition.epsilon,
-                    delta_after=row.delta, method_after=composition.method[:60],
+                    epsilon_after=None if composition is None or math.isinf(composition.epsilon) else composition.epsilon,
+                    delta_after=None if composition is None else row.delta,
+                    method_after=None if composition is None else composition.method[:60],
                     at=provenance.at, by=provenance.by, command=provenance.command, git_commit=provenance.git_commit,
                 )
                 session.add(entry)
@@ -396,10 +402,15 @@ def _release_dict(release: Release) -> dict[str, Any]:
     return {
         "id": release.id, "label": release.label, "source": release.source, "mechanisms": release.mechanisms,
         "description": "; ".join(describe_mechanism(m) for m in release.mechanisms),
-        "at": release.at.isoformat(), "by": release.by, "command": release.command, "git_commit": release.git_commit,
+        "at": _utc(release.at), "by": release.by, "command": release.command, "git_commit": release.git_commit,
         "source_file": release.source_file, "source_sha256": release.source_sha256,
         "mlflow_run_id": release.mlflow_run_id, "epsilon_after": release.epsilon_after,
         "delta_after": release.delta_after, "method_after": release.method_after,
-        "removed": None if removal is None else {"at": removal.at.isoformat(), "by": removal.by,
+        "removed": None if removal is None else {"at": _utc(removal.at), "by": removal.by,
                                                  "reason": removal.reason, "command": removal.command},
     }
+
+
+def _utc(moment: datetime) -> str:
+    # SQLite hands datetimes back without their zone; every one was written in UTC.
+    return (moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)).isoformat(timespec="seconds")
