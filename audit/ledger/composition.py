@@ -23,7 +23,9 @@ One DP-SGD training is one mechanism here, as the textbooks treat a trained mode
 
 `compose_mechanisms` is a pure function of the multiset of mechanisms: identical mechanisms are
 grouped into one self-composition and groups compose in a canonical order, so the figure never
-depends on the order in which concurrent writers recorded them.
+depends on the order in which concurrent writers recorded them. Composing in another order moves
+the PLD figure in its 8th significant digit (floating-point FFT rounding), so the tight ε is rounded
+UP to 7 significant digits: never below dp_accounting fed the same events one by one.
 """
 from __future__ import annotations
 
@@ -189,6 +191,13 @@ def _textbook(groups: list[dict[str, Any]], delta: float) -> tuple[float, float]
     return basic, advanced
 
 
+def _round_up(epsilon: float) -> float:
+    if not math.isfinite(epsilon) or epsilon <= 0:
+        return epsilon
+    unit = 10.0 ** (math.floor(math.log10(epsilon)) - 6)
+    return math.ceil(epsilon / unit) * unit
+
+
 def compose_mechanisms(mechanisms: list[dict[str, Any]], delta: float) -> Composition:
     """The composed ε at `delta` of validated mechanisms (audit.ledger.mechanisms): tight, basic, advanced."""
     groups = _grouped(mechanisms)
@@ -196,6 +205,7 @@ def compose_mechanisms(mechanisms: list[dict[str, Any]], delta: float) -> Compos
     if not groups:
         return Composition(delta, 0.0, "none", "no releases recorded", 0.0, 0.0, 0, False)
     epsilon, method, note = _tight(groups, delta)
+    epsilon = _round_up(epsilon)
     basic, advanced = _textbook(groups, delta)
     return Composition(delta, epsilon, method, note, basic, advanced, n,
                        any(g["kind"] == "epsilon_delta" for g in groups))
