@@ -63,6 +63,40 @@ DatasetOption = Annotated[Optional[str], typer.Option(
     "--dataset", callback=_dataset_callback, help="the dataset whose privacy budget this release spends (with --ledger)")]
 
 
+def _provenance():
+    """Who/when/what of this invocation: the command as parsed (every option given, secrets never:
+    a URI's password is hidden), which is also right when `main` is called in-process."""
+    import shlex
+
+    from audit.ledger.store import Provenance
+
+    try:  # recent typer vendors its own click, with its own context stack
+        from typer._click.globals import get_current_context
+    except ImportError:  # pragma: no cover - older typer uses click itself
+        from click import get_current_context
+    ctx = get_current_context(silent=True)
+    if ctx is None:
+        return Provenance()
+    names, parts, node = [], [], ctx
+    while node is not None and node.parent is not None:
+        names.insert(0, node.info_name)
+        node = node.parent
+    for param in ctx.command.params:
+        value = ctx.params.get(param.name)
+        if param.name == "help" or value is None or value == param.default or not getattr(param, "opts", None):
+            continue
+        if param.name in ("ledger", "tracking_uri") and isinstance(value, str) and "://" in value:
+            from sqlalchemy.engine import make_url
+
+            try:
+                value = make_url(value).render_as_string(hide_password=True)
+            except Exception:  # noqa: BLE001 - not a URL: shown as given
+                pass
+        flag = param.opts[0]
+        parts.append(flag if value is True else f"{flag} {shlex.quote(str(value))}")
+    return Provenance(command=" ".join(["privacy-audit", *names, *parts])[:4000])
+
+
 def _percent(spent: float, limit: float | None) -> str:
     if limit is None:
         return "no budget set"
@@ -128,7 +162,7 @@ def record_in_ledger(ledger: str | None, dataset: str | None, command: str, resu
     inputs = [ReleaseInput(label, command, mechanisms, str(path.resolve()), sha, run_id) for label, mechanisms in found]
     with Ledger.open(ledger) as store:
         try:
-            outcome = store.record(dataset, inputs, policy_limit=limit,
+            outcome = store.record(dataset, inputs, _provenance(), policy_limit=limit,
                                    policy_name=getattr(policy, "display_name", None))
         except BudgetExceeded as exc:
             publish(_section(dataset, store.description, exc.composition, exc.limit, False, reason=str(exc)))
@@ -277,7 +311,7 @@ def ledger_record(
     limit = loaded_policy.rules.total_epsilon_limit(dataset) if loaded_policy is not None else None
     with Ledger.open(ledger) as store:
         try:
-            outcome = store.record(dataset, inputs, policy_limit=limit,
+            outcome = store.record(dataset, inputs, _provenance(), policy_limit=limit,
                                    policy_name=getattr(loaded_policy, "display_name", None))
         except BudgetExceeded as exc:
             if json_out:
@@ -389,7 +423,7 @@ def ledger_set_budget(
         if max_epsilon is None and not no_limit:  # --delta alone: keep the current limit
             current = store.dataset_state(dataset)["max_total_epsilon"] if dataset in store.datasets() else None
             max_epsilon = current
-        composition = store.set_budget(dataset, max_epsilon, delta)
+        composition = store.set_budget(dataset, max_epsilon, delta, _provenance())
     console.print(f"'{dataset}': max_total_epsilon {'none' if max_epsilon is None else f'{max_epsilon:g}'}, δ "
                   f"{composition.delta:g}; " + _composition_line(composition, max_epsilon), highlight=False, soft_wrap=True)
     if max_epsilon is not None and not composition.epsilon <= max_epsilon:
@@ -412,7 +446,7 @@ def ledger_remove(
     if not reason.strip():
         raise AuditInputError("--reason", "must say why the release no longer counts")
     with Ledger.open(ledger, create=False) as store:
-        composition = store.remove(dataset, release, reason.strip()[:2000])
+        composition = store.remove(dataset, release, reason.strip()[:2000], _provenance())
         limit = store.dataset_state(dataset)["max_total_epsilon"]
     console.print(f"release #{release} on '{dataset}' marked removed; " + _composition_line(composition, limit),
                   highlight=False, soft_wrap=True)
