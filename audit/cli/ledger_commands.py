@@ -21,6 +21,7 @@ from audit.errors import AuditInputError
 ledger_app = AuditApp(
     add_completion=False, rich_markup_mode=None, no_args_is_help=True,
     help="The privacy-budget ledger: record every DP release on a dataset, compose them, gate on a budget.",
+    short_help="The privacy-budget ledger: record DP releases per dataset, compose them, gate on a budget.",
 )
 app.add_typer(ledger_app, name="ledger")
 
@@ -58,7 +59,7 @@ def _dataset_callback(ctx: typer.Context, value: Optional[str]) -> Optional[str]
 
 LedgerOption = Annotated[Optional[str], typer.Option(
     "--ledger", callback=_ledger_callback,
-    help="privacy ledger to record this release in: a file path (SQLite) or postgresql+psycopg://…; with --dataset")]
+    help="privacy ledger to record this release in: a file path (SQLite) or postgresql+psycopg://user@host/db; with --dataset")]
 DatasetOption = Annotated[Optional[str], typer.Option(
     "--dataset", callback=_dataset_callback, help="the dataset whose privacy budget this release spends (with --ledger)")]
 
@@ -267,7 +268,7 @@ def ledger_record(
     sensitivity: Annotated[float, typer.Option("--sensitivity", help="Gaussian (L2) / Laplace (L1) sensitivity of the query")] = 1.0,
     zcdp_rho: Annotated[Optional[float], typer.Option("--zcdp-rho", help="a ρ-zCDP release")] = None,
     epsilon: Annotated[Optional[float], typer.Option("--epsilon", help="a release known only as an (ε, δ) pair: its ε")] = None,
-    delta: Annotated[Optional[float], typer.Option("--delta", help="… and its δ (0 for pure ε-DP)")] = None,
+    delta: Annotated[Optional[float], typer.Option("--delta", help="the (ε, δ) pair's δ (0 for pure ε-DP)")] = None,
     count: Annotated[int, typer.Option("--count", help="how many times the mechanism ran (queries)")] = 1,
     label: Annotated[Optional[str], typer.Option("--label", help="what was released (shown in list)")] = None,
     policy: Annotated[Optional[Path], typer.Option("--policy", help="YAML policy whose max_total_epsilon also applies")] = None,
