@@ -209,3 +209,17 @@ def test_mechanisms_are_validated_with_the_field_named():
                        ({"kind": "exponential"}, "kind")):
         with pytest.raises(AuditInputError, match=field):
             validate_mechanism(bad)
+
+
+def test_the_worked_example_in_the_docs_shows_the_ledgers_own_figures():
+    from tests.conftest import REPO
+
+    text = (REPO / "docs" / "ledger.md").read_text(encoding="utf-8")
+    table = text.split("<!-- worked-example")[1].split("\n\n")[0]
+    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in table.splitlines()
+            if line.startswith("| ") and line[2].isdigit()]
+    sequence = WORKED_EXAMPLE + [{"kind": "epsilon_delta", "epsilon": 1.0, "delta": 1e-6}]
+    assert len(rows) == len(sequence)
+    for n, row in enumerate(rows, start=1):
+        c = compose_mechanisms(_mechanisms(*sequence[:n]), DELTA)
+        assert row[1:] == [f"{c.epsilon:.4g}", f"{c.basic_epsilon:.4g}", f"{c.advanced_epsilon:.4g}"], row
