@@ -165,7 +165,7 @@ def _unit_epsilon(group: dict[str, Any], delta_each: float) -> float:
 
 def _textbook(groups: list[dict[str, Any]], delta: float) -> tuple[float, float]:
     """(basic, advanced) ε at the dataset's δ, splitting δ as the module docstring says."""
-    pure = [(g["scale"] and g["sensitivity"] / g["scale"], 0.0, g["count"]) for g in groups if g["kind"] == "laplace"]
+    pure = [(g["sensitivity"] / g["scale"], 0.0, g["count"]) for g in groups if g["kind"] == "laplace"]
     pairs = [(g["epsilon"], g["delta"], g["count"]) for g in groups if g["kind"] == "epsilon_delta"]
     curves = [g for g in groups if g["kind"] in ("gaussian", "dpsgd", "zcdp")]
     n_curves = sum(g["count"] for g in curves)
