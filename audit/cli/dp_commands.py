@@ -144,22 +144,26 @@ def canary_audit(
     Your trainer runs only in isolated worker processes. When even a perfect attack could not
     exceed the claim with this many models, the result is INCONCLUSIVE (exit 0) and says how many
     models would be needed."""
-    from audit.dp_validation.canary_audit import run_canary_audit
+    from audit.dp_validation.canary_audit import (MODE_DEFAULTS, planned_training_runs, run_canary_audit,
+                                                  train_and_score_task)
     from audit.machinery.crash_log import set_log_folder
     from audit.machinery.executors import check_executor_options, make_user_code_executor
+    from audit.machinery.progress import CountingPool
 
     set_log_folder(out)
     if not timeout > 0:
         raise AuditInputError("--timeout", f"must be > 0 seconds, got {timeout}")
     check_executor_options(executor, workers, ray_address)  # before a worker or a cluster starts
     progress = command_progress(quiet)
-    try:  # the models train in isolated workers: the step shows elapsed time (and heartbeats in a log)
-        with progress.step(f"canary audit ({mode}): training and scoring models"), \
+    planned = planned_training_runs(mode, models) if mode in MODE_DEFAULTS else None
+    try:  # the models train in isolated workers: the step counts finished runs of planned ones, with time left
+        with progress.step(f"canary audit ({mode}): training runs finished", total=planned) as runs_step, \
                 make_user_code_executor(executor, workers=workers, ray_address=ray_address, timeout=timeout,
                                         name="--trainer", what=f"trainer {trainer}") as pool:
+            counting = CountingPool(pool, runs_step, lambda function: function is train_and_score_task)
             result = run_canary_audit(trainer, kind=kind, mode=mode, n_models=models, n_canaries=canaries,
                                       claimed_epsilon=claimed_epsilon, delta=delta, seed=seed, n_rows=rows,
-                                      pool=pool, timeout=timeout)
+                                      pool=counting, timeout=timeout)
             execution = pool.describe()
     finally:
         progress.close()
