@@ -39,7 +39,7 @@ class MeasuredTime:
 # None: not measured (say so rather than guess). "shared": the development machine, 2 CPU cores and no
 # GPU, shared with up to seven other developers' test runs.
 PRESET_WALL_TIMES: dict[str, MeasuredTime | None] = {
-    "smoke": MeasuredTime(68, 68, "privacy-audit run --preset smoke", "2 shared CPU cores; 17.6 s CPU"),
+    "smoke": MeasuredTime(68, 172, "privacy-audit run --preset smoke", "2 shared CPU cores; 18–21 s CPU; two runs"),
     "default": MeasuredTime(423, 705, "make audit", "2 shared CPU cores; two runs"),
     "full": None,
     "digits-cnn": MeasuredTime(443, 443, "privacy-audit run --preset digits-cnn", "2 shared CPU cores at load 13–17"),
