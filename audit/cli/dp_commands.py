@@ -308,11 +308,13 @@ def whitebox_audit(
     check_tracking_uri(tracking_uri)
     progress = command_progress(quiet)
     try:
-        with progress.step(f"white-box audit: {runs} runs with the Dirac canary, {runs} without"):
+        with progress.step(f"white-box audit: training runs finished ({runs} with the Dirac canary, {runs} without)",
+                           total=2 * runs) as runs_step:
             result = run_whitebox_audit(factory=factory, builtin=builtin, noise_multiplier=noise_multiplier,
                                         sample_rate=sample_rate, steps=steps, max_grad_norm=max_grad_norm,
                                         n_runs=runs, observe=observe, delta=delta, claimed_epsilon=claimed_epsilon,
-                                        seed=seed, workers=workers, timeout=timeout)
+                                        seed=seed, workers=workers, timeout=timeout,
+                                        report_runs=lambda done, _total: runs_step.update(done))
     finally:
         progress.close()
     path, result = record_audit("whitebox-audit", result, out, tracking_uri,
