@@ -71,6 +71,12 @@ def run(
             console.print(f"[yellow]note:[/yellow] {note}", soft_wrap=True)
         console.print(f"dry run: config '{resolved.name}' ({len(resolved.privacy.epsilons)} targets), data, "
                       f"{'policy, ' if loaded_policy is not None else ''}--out and tracking URI are valid; nothing written")
+        from audit.machinery.preset_timings import expected_time_line
+
+        shipped = preset or "default"
+        as_shipped = config is None and not overrides and resume is None
+        console.print(f"preset '{shipped}'{'' if as_shipped else ' as shipped (your changes may alter this)'}: "
+                      f"{expected_time_line(shipped)}", highlight=False)
         return
     # Imported after the inputs are validated: a typo in a flag should not wait for torch to load.
     if resolved.federated is not None:  # the federated job (presets hospitals, clients)
