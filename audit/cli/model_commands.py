@@ -1,13 +1,15 @@
 """`audit-scores` and `audit-model`: audits of what the user brings."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
 from audit.cli.app import app, console, switch
-from audit.cli.output import QuietOption, RayAddressOption, TrackingUriOption, command_progress, print_verdict, publish_results
+from audit.cli.output import (FailOnLeakOption, QuietOption, RayAddressOption, TrackingUriOption, command_progress, print_verdict,
+                              publish_results, with_fail_on_leak)
 
 
 @app.command("audit-scores")
@@ -21,6 +23,7 @@ def audit_scores_command(
     out: Annotated[Path, typer.Option("--out", help="folder that receives <timestamp>-scores/")] = Path("runs"),
     tracking_uri: TrackingUriOption = None,
     quiet: QuietOption = False,
+    fail_on_leak: FailOnLeakOption = False,
 ) -> None:
     """Audit your own membership scores: every attack metric, ε lower bounds, report, gate."""
     from audit.machinery.crash_log import set_log_folder
@@ -49,8 +52,9 @@ def audit_scores_command(
                 "eps_lb_best": target["epsilon_lb_best"]}
 
     results, final = publish_results(
-        lambda staging: audit_scores(scores_file, delta=delta, confidence=confidence, claimed_epsilon=claimed_epsilon,
-                                     membership_randomized=membership_randomized),
+        lambda staging: with_fail_on_leak(audit_scores(
+            scores_file, delta=delta, confidence=confidence, claimed_epsilon=claimed_epsilon,
+            membership_randomized=membership_randomized), fail_on_leak),
         out=out, folder_name="scores", experiment="audit-scores", tracking_uri=tracking_uri,
         run_name=scores_file.name, tags={"source": str(scores_file)}, metrics_of=metrics_of, policy=loaded_policy,
         progress=command_progress(quiet), what="scores: attack metrics, CIs and ε bounds",
@@ -89,6 +93,7 @@ def audit_model(
     out: Annotated[Path, typer.Option("--out", help="folder that receives <timestamp>-<name>/")] = Path("runs"),
     tracking_uri: TrackingUriOption = None,
     quiet: QuietOption = False,
+    fail_on_leak: FailOnLeakOption = False,
 ) -> None:
     """Audit your own trained model: a PyTorch module, a scikit-learn estimator (skops), an ONNX file or a
     prediction function (optionally label-only), on member / non-member files."""
@@ -116,14 +121,16 @@ def audit_model(
         model_name = next((str(getattr(resolved.model, k)) for k in ("weights", "skops", "onnx", "function")
                            if getattr(resolved.model, k)), None)
     model_name = Path(model_name).name if model_name else "model"
+    if resolved.name == "default":  # the user audits their model, not the default preset: name the run after it
+        resolved = resolve_config("default", config, {**overrides, "name": audit_name_for_model(model_name)})
     progress = command_progress(quiet)
     results, final = publish_results(
-        lambda staging: audit_user_model(
+        lambda staging: with_fail_on_leak(audit_user_model(
             resolved, weights=weights, factory=factory, skops=skops, onnx=onnx, function=function, output=output,
             trainer=trainer, members=members, nonmembers=nonmembers, label=label, population=population,
             attack_names=names, device=device, workers=workers, executor=executor, ray_address=ray_address,
             scores_path=staging / "scores" / "scores.csv",
-        ),
+        ), fail_on_leak),
         out=out, folder_name=resolved.name, experiment="audit-model", tracking_uri=tracking_uri,
         run_name=f"audit-model {model_name}", tags={"model": model_name},
         metrics_of=lambda results: target_metrics(results["targets"][0]), policy=loaded_policy,
@@ -134,3 +141,11 @@ def audit_model(
         console.print(f"[yellow]note:[/yellow] {note}", soft_wrap=True)
     console.print(f"results: {final}/results.json\nreport:  {final}/report.html")
     print_verdict(results)
+
+
+def audit_name_for_model(model_name: str) -> str:
+    """A run name from the model's file or function name (`forest.skops` → `forest`, `api:predict` →
+    `api-predict`), within the config's name pattern; `model` when nothing usable is left."""
+    stem = model_name.rsplit(".", 1)[0] if "." in model_name and ":" not in model_name else model_name
+    cleaned = re.sub(r"[^A-Za-z0-9_.-]+", "-", stem).strip("-._")[:64]
+    return cleaned or "model"

@@ -128,7 +128,7 @@ def _gate_single_audit(kind: str, path: Path, policy: Any, folder: Path, inside:
     (audit.machinery.verdict); the gated `<kind>.json`, report.html and junit.xml written together."""
     from audit.dp_validation.result_files import load_audit_result
     from audit.machinery.run_directory import write_json_atomic
-    from audit.machinery.verdict import single_audit_verdict_with_policy
+    from audit.machinery.single_audit_verdicts import single_audit_verdict_with_policy
     from reports.audit_report import write_audit_report
     from reports.junit import write_junit_xml
 

@@ -7,7 +7,8 @@ from typing import Annotated, Optional
 import typer
 
 from audit.cli.app import app, console, err_console, switch
-from audit.cli.output import QuietOption, TrackingUriOption, command_progress, print_verdict, publish_results
+from audit.cli.output import FailOnLeakOption, QuietOption, TrackingUriOption, command_progress, print_verdict, publish_results
+from audit.cli.ledger_commands import DatasetOption, LedgerOption, record_in_ledger
 from audit.errors import AuditInputError
 
 
@@ -67,6 +68,9 @@ def synth_check(
     out: Annotated[Path, typer.Option("--out", help="folder that receives <timestamp>-synth-check/")] = Path("runs"),
     tracking_uri: TrackingUriOption = None,
     quiet: QuietOption = False,
+    fail_on_leak: FailOnLeakOption = False,
+    ledger: LedgerOption = None,
+    dataset: DatasetOption = None,
 ) -> None:
     """Is a synthetic release a disguised copy of its training data? NNDR, DCR, distance MIA, fidelity."""
     from audit.machinery.environment import describe_environment
@@ -107,7 +111,7 @@ def synth_check(
         raise
     entry = {"generator": f"user-supplied ({synthetic.name})", "epsilon_target": claimed_epsilon, **entry}
     results = {
-        "schema_version": 2,
+        "schema_version": 3,
         "config": {"name": "synth-check", "train": str(train), "holdout": str(holdout), "synthetic": str(synthetic),
                    "nan_policy": nan_policy, "target_column": target_column, "delta": delta, "seed": seed,
                    "claimed_epsilon": claimed_epsilon, "membership_randomized": membership_randomized},
@@ -117,7 +121,7 @@ def synth_check(
         "targets": [],
         "synthetic": [entry],
         "notes": list(entry.get("warnings", [])),
-        "verdict": None,  # decided by audit.machinery.verdict when the outputs are written
+        "verdict": {"fail_on_leak": bool(fail_on_leak)},  # decided by audit.machinery.verdict when written
     }
     results, final = publish_results(
         lambda staging: results, out=out, folder_name="synth-check", experiment="synth-check",
@@ -147,4 +151,5 @@ def synth_check(
     for flag in entry["flags"]:
         err_console.print(f"[red]FLAG[/red] {flag['message']}", soft_wrap=True)
     console.print(f"results: {final}/results.json\nreport:  {final}/report.html")
+    record_in_ledger(ledger, dataset, "synth-check", results, final / "results.json", loaded_policy)
     print_verdict(results)  # every command exits 1 on "fail", with or without a policy

@@ -226,8 +226,12 @@ class AuditTracker:
         _with_lock_retries(self.client.set_tag, run_id, key, str(value))
 
     def set_verdict(self, run_id: str, verdict: dict[str, Any] | None) -> None:
-        """The parent run's `verdict` tag: pass / fail / inconclusive."""
+        """The parent run's `verdict` tag (pass / fail / inconclusive / no_claim) and one tag per claim."""
+        from audit.machinery.verdict import claim_tags
+
         self.set_tag(run_id, "verdict", verdict_status(verdict))
+        for key, value in claim_tags(verdict or {}).items():
+            self.set_tag(run_id, key, value)
 
     def log_torch_model(self, run_id: str, model, input_example, artifact_path: str = "model") -> None:
         """The model in MLflow's PyTorch flavour, `runs:/<run>/model` (torch.export "pt2": it loads
@@ -363,3 +367,16 @@ def synthetic_risk_metrics(entry: dict[str, Any]) -> dict[str, float | None]:
         # MLflow keys allow letters, digits, _ - . / and spaces; a column name may hold anything else.
         metrics["risk_inference_" + re.sub(r"[^\w\-./ ]", "_", str(risk["secret"]))] = risk["value"]
     return metrics
+
+
+def tag_run(tracking_uri: str, run_id: str, tags: dict[str, Any]) -> None:
+    """Add tags to an existing (possibly finished) run: e.g. the privacy-ledger entry a command recorded
+    after its run closed."""
+    from mlflow.entities import RunTag
+    from mlflow.tracking import MlflowClient
+
+    _quiet_mlflow_logs()
+    client = MlflowClient(tracking_uri=tracking_uri)
+    entries = [RunTag(key, str(value)) for key, value in tags.items() if value is not None]
+    if entries:
+        _with_lock_retries(client.log_batch, run_id, tags=entries)
