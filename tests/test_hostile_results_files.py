@@ -6,7 +6,9 @@ and nothing is written: no gated copy, no report.html, no junit.xml.
 
 The starting points are real files written by each audit (tests/data/audit_results/, produced by
 `mechanism-audit`, `whitebox-audit --builtin`, `accountant-check`, `canary-audit --mode multi`
-and `conformance`, MLflow run ids removed) and the run example tests/data/results_smoke_example.json.
+and `conformance`, MLflow run ids removed), in two versions — before the wave's verdict
+vocabulary (`previous`, still readable) and after it (`current/`) — and the run example
+tests/data/results_smoke_example.json.
 """
 from __future__ import annotations
 
@@ -23,6 +25,9 @@ pytestmark = pytest.mark.security
 DATA = Path(__file__).parent / "data"
 KINDS = ("canary-audit", "mechanism-audit", "whitebox-audit", "conformance", "accountant-check")
 EXAMPLES = {kind: json.loads((DATA / "audit_results" / f"{kind}.json").read_text()) for kind in KINDS}
+CURRENT = {kind: json.loads((DATA / "audit_results" / "current" / f"{kind}.json").read_text()) for kind in KINDS
+           if (DATA / "audit_results" / "current" / f"{kind}.json").is_file()}
+VERSIONS = {"previous": EXAMPLES, "current": CURRENT}
 RUN_EXAMPLE = json.loads((DATA / "results_smoke_example.json").read_text())
 
 
@@ -162,9 +167,13 @@ def gate_dir(tmp_path, monkeypatch):
     return tmp_path
 
 
-@pytest.mark.parametrize("kind, name, mutate, field", CASES, ids=[f"{k}: {n}" for k, n, _, _ in CASES])
-def test_gate_refuses_a_results_file_that_lies(gate_dir, capsys, kind, name, mutate, field):
-    result = mutate(copy.deepcopy(EXAMPLES[kind]))
+VERSIONED = [(v, *case) for v in VERSIONS for case in CASES if case[0] in VERSIONS[v]]
+
+
+@pytest.mark.parametrize("version, kind, name, mutate, field", VERSIONED,
+                         ids=[f"{v} {k}: {n}" for v, k, n, _, _ in VERSIONED])
+def test_gate_refuses_a_results_file_that_lies(gate_dir, capsys, version, kind, name, mutate, field):
+    result = mutate(copy.deepcopy(VERSIONS[version][kind]))
     (gate_dir / f"{kind}.json").write_text(json.dumps(result))
     err = assert_refused(capsys, ["gate", f"{kind}.json", "--policy", "policy.yaml", "--out", "gated"],
                          f"{kind}.json", folder=gate_dir)
@@ -173,10 +182,10 @@ def test_gate_refuses_a_results_file_that_lies(gate_dir, capsys, kind, name, mut
     assert not (gate_dir / "gated").exists()
 
 
-@pytest.mark.parametrize("kind", KINDS)
-def test_gate_passes_the_files_the_audits_wrote(gate_dir, capsys, kind):
+@pytest.mark.parametrize("version, kind", [(v, k) for v in VERSIONS for k in KINDS if k in VERSIONS[v]])
+def test_gate_passes_the_files_the_audits_wrote(gate_dir, capsys, version, kind):
     """The starting points are accepted: the battery refuses what was changed, not the format."""
-    (gate_dir / f"{kind}.json").write_text(json.dumps(EXAMPLES[kind]))
+    (gate_dir / f"{kind}.json").write_text(json.dumps(VERSIONS[version][kind]))
     code, _ = run_main(["gate", f"{kind}.json", "--policy", "policy.yaml", "--out", "gated"])
     out, err = capsys.readouterr()
     assert code == 0, err + out
