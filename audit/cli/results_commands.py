@@ -132,8 +132,11 @@ def _gate_single_audit(kind: str, path: Path, policy: Any, folder: Path, inside:
     from reports.audit_report import write_audit_report
     from reports.junit import write_junit_xml
 
+    from audit.machinery.run_directory import check_output_folder
+
     where = f"results file '{path}'"
     result = load_audit_result(path, kind, follow=not inside)
+    check_output_folder(folder)  # cheap, creates nothing: before the dry render
     if isinstance(result.get("audit_verdict"), dict):  # gated before: judge the audit's own verdict again
         result = {**result, "verdict": result["audit_verdict"]}
     with _as_input_error(where, f"a {kind}.json written by privacy-audit"):
@@ -177,6 +180,9 @@ def gate(
         _gate_single_audit(kind, results_file, loaded_policy, folder, inside)
         return
     results = load_results(results_file, follow=not inside)
+    from audit.machinery.run_directory import check_output_folder
+
+    check_output_folder(folder)  # cheap, creates nothing: before the dry render
     evaluation = evaluate_policy(loaded_policy, results, source=f"results file '{results_file}'")
     if not any(check.applicable for check in evaluation.checks):
         # Nothing was checked, so nothing passed: an empty results file must not open a CI gate.
@@ -210,6 +216,9 @@ def report(
     set_log_folder(folder)
     loaded_policy = load_policy(policy) if policy is not None else None
     results = load_results(results_file, follow=not inside)
+    from audit.machinery.run_directory import check_output_folder
+
+    check_output_folder(folder)  # cheap, creates nothing: before the dry render
     if loaded_policy is None:
         loaded_policy = _stored_policy(results, results_file)
     with _as_input_error(f"results file '{results_file}'", "a results.json written by privacy-audit"):
