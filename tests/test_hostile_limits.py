@@ -171,3 +171,40 @@ def test_docs_list_every_limit_of_the_range_table():
 def test_the_limits_battery_is_large():
     assert len(COUNT_CASES) + len(FEDERATED_CASES) + len(SYNTH_CASES) + len(ESCAPES) * 5 >= 70
     assert os.cpu_count()
+
+
+@pytest.mark.parametrize("text", ["attempt to write a readonly database", "(sqlite3.OperationalError) readonly database",
+                                  "[Errno 30] Read-only file system: 'mlruns'"])
+def test_a_read_only_tracking_store_is_one_line_exit_2(text):
+    """Root writes through file permissions, so the store's own refusal is what reaches the tracker
+    here: every MLflow call goes through `_with_lock_retries`, which names the store, once."""
+    from audit.errors import AuditInputError
+    from audit.machinery.tracking import _with_lock_retries
+
+    def refuse():
+        raise RuntimeError(text)
+
+    with pytest.raises(AuditInputError, match="read-only") as info:
+        _with_lock_retries(refuse)
+    assert info.value.where == "--tracking-uri" and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("exc, shown", [(RuntimeError("bug"), "stopped by an error"),
+                                        (KeyboardInterrupt(), "interrupted; finished pieces are kept: resume with")])
+def test_a_crash_never_prints_the_interrupt_message(tmp_path, exc, shown):
+    from audit.machinery.run_directory import StagedRunDirectory, run_attempt
+
+    notes = []
+
+    class _Progress:
+        def note(self, text):
+            notes.append(text)
+
+    run_dir = StagedRunDirectory(tmp_path / "runs", "x")
+    run_dir.create()
+    with pytest.raises(type(exc)):
+        with run_attempt(run_dir, None, _Progress()):
+            raise exc
+    assert len(notes) == 1 and notes[0].startswith(shown)
+    if not isinstance(exc, KeyboardInterrupt):
+        assert "resume with" not in notes[0]
