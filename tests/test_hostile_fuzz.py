@@ -82,7 +82,7 @@ def _judge_single(kind: str, result, tmp: Path) -> None:
     from audit.cli.results_commands import _as_input_error
     from audit.dp_validation.result_files import load_audit_result
     from audit.machinery.policy import policy_from_dict
-    from audit.machinery.verdict import single_audit_verdict_with_policy
+    from audit.machinery.single_audit_verdicts import single_audit_verdict_with_policy
     from reports.audit_report import render_audit_report
     from reports.junit import render_junit_xml
 
