@@ -31,14 +31,14 @@ METHODS = {
         "al. 2020; Nasr et al. 2021/2023). A bound above the claimed ε proves the implementation does not "
         "meet its claim; a bound below it "
         "proves nothing. The ceiling is the largest bound a perfect attack could reach with this many runs "
-        "(or canaries) at this confidence: when it is at or below the claim the audit is INCONCLUSIVE, it "
-        "could not have found a violation."
+        "(or canaries) at this confidence: when it is at or below the claim, the claim is untestable here (the audit "
+        "could not have refuted it) and the verdict INCONCLUSIVE."
     ),
     "mechanism-audit": (
         "Black-box audit of a randomized function: it is run N times on each of two neighbouring "
         "datasets; a threshold on its output chosen on half of the trials, a Clopper-Pearson bound on "
-        "the other half gives an ε lower bound. A bound above the claimed ε is a violation; when even a "
-        "perfect test's bound (the ceiling) is at or below the claim, the audit is INCONCLUSIVE."
+        "the other half gives an ε lower bound. A bound above the claimed ε refutes the claim; when even a "
+        "perfect test's bound (the ceiling) is at or below the claim, the claim is untestable here (INCONCLUSIVE)."
     ),
     "conformance": (
         "Conformance checks of a step-function DP-SGD implementation: its sampler and its noisy-clipping "
@@ -165,6 +165,12 @@ def render_audit_report(kind: str, result: dict[str, Any]) -> str:
         detail = (f"empirical ε lower bound {_number(bound)}"
                   + (f" at {confidence:.0%} confidence" if isinstance(confidence, float) else "")
                   + f"; claimed ε {_number(claim)}, δ {_number(result.get('delta'))}")
+        if isinstance(result.get("profile_test"), dict):  # the deciding statistic first, the bound beside it
+            test = result["profile_test"]
+            detail = (f"exact test of {test.get('statistic')} against the claim's trade-off curve: p = "
+                      f"{_number(test.get('p_value'))} ({'refutes' if test.get('refuted') else 'does not refute'} the "
+                      f"claim); ε lower bound {_number(bound)} shown beside; claimed ε {_number(claim)}, "
+                      f"δ {_number(result.get('delta'))}")
         claims = [c for c in decided.get("claims") or [] if isinstance(c, dict)]
         summary_rows = [("claim", "; ".join(claim_line(c) for c in claims) or "—"),
                         ("claimed ε", claim), ("δ", result.get("delta"))]

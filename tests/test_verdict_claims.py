@@ -189,3 +189,41 @@ def test_the_blind_baseline_false_alarm_rate_on_one_distribution_is_at_most_5_pe
     alarms = sum(blind_baseline(rng.normal(size=(300, 5)), rng.integers(0, 2, 300), rng.random(300) < 0.5,
                                 seed=r)["separates"] for r in range(repeats))
     assert alarms / repeats <= 0.05, f"{alarms} of {repeats}"
+
+
+# --- the rows, replayed on the outputs that read them --------------------------------------
+
+
+def test_a_refuted_profile_reads_refuted_everywhere_with_its_deciding_statistic_and_each_reason_once():
+    # canary-audit (profile mode) on a trainer whose output falls below the claim's curve while its
+    # (ε, δ) bound stays below the claim: the table must not contradict the verdict.
+    from audit.dp_validation.scope import profile_verdict
+    from audit.machinery.single_audit_verdicts import single_audit_verdict
+    from audit.statistics.tradeoff_curves import HIGH, ProfileRule, dpsgd_privacy_profile, profile_test, \
+        tangent_test_ceiling
+    from reports.audit_report import render_audit_report
+
+    profile = dpsgd_privacy_profile(1.0, 0.25, 20)
+    rng = np.random.default_rng(0)
+    test = profile_test(rng.normal(4, 1, 60), rng.normal(0, 1, 60), ProfileRule(2.0, HIGH, 1.0), profile)
+    own = profile_verdict(test, tangent_test_ceiling(profile, 60, 60), claimed_epsilon=1.0, delta=1e-5, n_runs=120)
+    own["reasons"] = own["reasons"] * 2  # an audit that repeats itself: the outputs say it once
+    result = {"trainer": "demo:trainer", "mode": "profile", "claimed_epsilon": 1.0, "delta": 1e-5, "confidence": 0.95,
+              "epsilon_lower_bound": 0.3194, "ceiling": 2.0, "violation": False, "profile_test": test, "verdict": own}
+    verdict = single_audit_verdict("canary-audit", result)
+    assert verdict["status"] == "fail" and [c["status"] for c in verdict["claims"]] == ["refuted"]
+    html = render_audit_report("canary-audit", {**result, "verdict": verdict})
+    assert "violation" not in html.lower().replace("violations", "")
+    assert f"p = {test['p_value']:.4g}" in html and "δ (shown beside: the curve test decides)" in html
+    assert html.count("the claim (ε 1.000 at δ 1e-05) sets that floor") == 1  # the reason, said once
+
+
+def test_conformance_is_a_family_of_statistical_checks_at_alpha():
+    from audit.machinery.single_audit_verdicts import single_audit_verdict
+
+    result = {"alpha": 0.01, "checks": [{"check": "noise_std", "passed": False, "detail": "one-sided z = 5.0"},
+                                        {"check": "clipping", "passed": True, "detail": "ok"}]}
+    verdict = single_audit_verdict("conformance", result)
+    assert "family of 2 statistical checks at family-wise α 0.01" in verdict["family_wise_error"]["statement"]
+    assert "deterministic" not in str(verdict)
+    assert [c["status"] for c in verdict["claims"]] == ["refuted", "held"] and verdict["status"] == "fail"
