@@ -172,3 +172,31 @@ def test_a_terminal_shows_the_time_left_too():
         step.update(2)
     progress.close()
     assert "left" in out.getvalue()
+
+
+def test_counted_runs_show_only_once_the_users_code_has_run_so_bad_input_stays_one_line():
+    from audit.machinery.progress import CountingPool
+
+    class Pool:
+        def map(self, function, tasks, kwargs=None, on_result=None):
+            results = [function(*task) for task in tasks]
+            for index, result in enumerate(results):
+                if on_result is not None:
+                    on_result(index, result)
+            return results
+
+    def claim_check(x):
+        return x
+
+    def training_run(x):
+        return x * 2
+
+    stream = io.StringIO()
+    progress = LineProgress(stream, heartbeat_s=0)
+    with progress.lazy_step("runs finished", total=10) as runs:
+        pool = CountingPool(Pool(), runs, lambda function: function is training_run)
+        pool.map(claim_check, [(1,)])  # not counted, and nothing shown yet
+        assert runs.step is None
+        assert pool.map(training_run, [(1,), (2,), (3,)]) == [2, 4, 6]
+        assert runs.step is not None and runs.step.completed == 3 and runs.step.total == 10
+    assert "runs finished 3/10" in stream.getvalue()

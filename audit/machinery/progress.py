@@ -196,6 +196,15 @@ class LazyStep:
     def update(self, completed: int) -> None:
         self._started().update(completed)
 
+    @property
+    def completed(self) -> int:
+        return 0 if self.step is None else self.step.completed
+
+    def set_total(self, total: int | None) -> None:
+        self.total = total
+        if self.step is not None:
+            self.step.total = total
+
 
 class PieceReporter:
     """Turns `report(what, done, total)` calls from code that cannot import audit/ into steps.
@@ -341,7 +350,7 @@ class CountingPool:
     it in advance) and never reads less than the runs already submitted.
     """
 
-    def __init__(self, pool, step: Step, counted: Callable[[Callable], bool]):
+    def __init__(self, pool, step: "Step | LazyStep", counted: Callable[[Callable], bool]):
         self.pool, self.step, self.counted = pool, step, counted
         self.submitted = 0
 
@@ -351,8 +360,11 @@ class CountingPool:
         tasks = list(tasks)
         self.submitted += len(tasks)
         if self.step.total is None or self.step.total < self.submitted:
-            self.step.total = self.submitted
-        self.step.update(self.step.completed)
+            if isinstance(self.step, LazyStep):
+                self.step.set_total(self.submitted)
+            else:
+                self.step.total = self.submitted
+        self.step.update(self.step.completed)  # a lazy step shows from here: the user's code imported fine
 
         def finished(index, result):
             self.step.advance()
