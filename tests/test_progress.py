@@ -200,3 +200,24 @@ def test_counted_runs_show_only_once_the_users_code_has_run_so_bad_input_stays_o
         assert pool.map(training_run, [(1,), (2,), (3,)]) == [2, 4, 6]
         assert runs.step is not None and runs.step.completed == 3 and runs.step.total == 10
     assert "runs finished 3/10" in stream.getvalue()
+
+
+def test_a_step_with_nothing_done_yet_waits_the_full_heartbeat_before_its_first_line():
+    import audit.machinery.progress as progress_module
+
+    stream = io.StringIO()
+    progress = LineProgress(stream, heartbeat_s=3.0)
+    progress._heartbeat_poll = 0.05
+    original = progress_module.FIRST_HEARTBEAT_SECONDS
+    progress_module.FIRST_HEARTBEAT_SECONDS = 0.3
+    try:
+        with progress.step("checking the trainer", total=10):
+            time.sleep(1.0)  # nothing done: may still be input checks, so no line yet
+        with progress.step("runs", total=10) as runs:
+            runs.update(2)
+            time.sleep(1.0)  # pieces done: says how far it is early
+    finally:
+        progress_module.FIRST_HEARTBEAT_SECONDS = original
+        progress.close()
+    beats = [line for line in stream.getvalue().splitlines() if "running for" in line]
+    assert beats and all("runs 2/10" in line for line in beats)
