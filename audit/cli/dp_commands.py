@@ -8,6 +8,7 @@ import typer
 
 from audit.cli.app import app, console, switch
 from audit.cli.output import FailOnInconclusiveOption, QuietOption, RayAddressOption, TrackingUriOption, command_progress, print_bound, print_verdict, record_audit
+from audit.cli.ledger_commands import DatasetOption, LedgerOption, record_in_ledger
 from audit.errors import AuditInputError
 
 
@@ -135,6 +136,8 @@ def canary_audit(
     out: Annotated[Path, typer.Option("--out", help="folder that receives <timestamp>-canary-audit/")] = Path("runs"),
     tracking_uri: TrackingUriOption = None,
     quiet: QuietOption = False,
+    ledger: LedgerOption = None,
+    dataset: DatasetOption = None,
 ) -> None:
     """Audit your DP training code with canaries: exit 1 when its output contradicts its claimed privacy.
 
@@ -174,6 +177,7 @@ def canary_audit(
                                   "executor": executor, "workers": execution["workers"],
                                   "models": result.get("n_runs") or result.get("n_models_per_side"),
                                   "canaries": result.get("n_canaries_per_run") or result.get("n_canaries")})
+    record_in_ledger(ledger, dataset, "canary-audit", result, path)
     print_bound(result, f"canary audit of {trainer} ({kind}, {mode})", path, fail_on_inconclusive)
 
 
@@ -283,6 +287,8 @@ def whitebox_audit(
     out: Annotated[Path, typer.Option("--out", help="folder that receives <timestamp>-whitebox-audit/")] = Path("runs"),
     tracking_uri: TrackingUriOption = None,
     quiet: QuietOption = False,
+    ledger: LedgerOption = None,
+    dataset: DatasetOption = None,
 ) -> None:
     """White-box audit of DP-SGD code with a Dirac gradient canary in every step (Nasr et al. 2023):
     exit 1 when the runs refute the claimed privacy.
@@ -322,6 +328,7 @@ def whitebox_audit(
     path, result = record_audit("whitebox-audit", result, out, tracking_uri,
                                 {"subject": result["subject"], "observe": observe, "runs": runs, "seed": seed,
                                  "mu_lower_bound": result["gdp_bound"]["mu"]})
+    record_in_ledger(ledger, dataset, "whitebox-audit", result, path)
     print_whitebox_result(result, path, fail_on_inconclusive)
 
 
