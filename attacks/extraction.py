@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from attacks.text_outputs import CausalLanguageModel
+from attacks.text_outputs import CausalLanguageModel, next_token_logits
 
 
 @torch.no_grad()
@@ -32,7 +32,7 @@ def greedy_continuations(model: CausalLanguageModel, prompts: Sequence[Sequence[
             chunk = indices[start:start + batch_size]
             seqs = torch.as_tensor([list(prompts[i]) for i in chunk])
             for _ in range(n_tokens):
-                seqs = torch.cat([seqs, model.logits(seqs)[:, -1].argmax(-1, keepdim=True)], dim=1)
+                seqs = torch.cat([seqs, next_token_logits(model, seqs).argmax(-1, keepdim=True)], dim=1)
             for row, i in enumerate(chunk):
                 out[i] = seqs[row, -n_tokens:].tolist()
     return out  # type: ignore[return-value]
@@ -44,7 +44,7 @@ def beam_continuation(model: CausalLanguageModel, prompt: Sequence[int], n_token
     seqs = torch.as_tensor([list(prompt)])
     scores = torch.zeros(1, dtype=torch.float64)
     for _ in range(n_tokens):
-        log_p = torch.log_softmax(model.logits(seqs)[:, -1].double(), dim=-1)
+        log_p = torch.log_softmax(next_token_logits(model, seqs).double(), dim=-1)
         total = (scores[:, None] + log_p).reshape(-1)
         top = total.topk(min(beams, total.numel()))
         vocab = log_p.shape[1]

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from attacks.text_outputs import CausalLanguageModel
+from attacks.text_outputs import CausalLanguageModel, next_token_logits
 
 DEFAULT_BATCH = 2048
 
@@ -46,7 +46,7 @@ def all_secret_log_likelihoods(model: CausalLanguageModel, prefix_ids: Sequence[
         for start in range(0, len(codes), batch_size):
             tail_ids = digit_tensor[torch.as_tensor(tails[start:start + batch_size])]
             seqs = torch.cat([prefix.expand(len(tail_ids), -1), tail_ids], dim=1)
-            log_p = torch.log_softmax(model.logits(seqs)[:, -1].double(), dim=-1)
+            log_p = torch.log_softmax(next_token_logits(model, seqs).double(), dim=-1)
             next_lp.append(log_p[:, digit_tensor].numpy())
         totals = (totals[:, None] + np.concatenate(next_lp)).reshape(-1)
     return totals

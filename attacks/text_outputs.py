@@ -78,6 +78,13 @@ def token_statistics(model: CausalLanguageModel, token_ids: np.ndarray, batch_si
     return full
 
 
+def next_token_logits(model: CausalLanguageModel, token_ids: torch.Tensor) -> torch.Tensor:
+    """(batch, vocab) logits of the token after each sequence; a model may offer `next_token_logits`
+    to skip the output head on every other position (the harness's TinyCausalLM does)."""
+    own = getattr(model, "next_token_logits", None)
+    return own(token_ids) if callable(own) else model.logits(token_ids)[:, -1]
+
+
 def document_log_likelihood(stats: TokenStatistics) -> np.ndarray:
     """Σ_t log p(x_t | x_<t) per document."""
     return np.nansum(stats.logprob, axis=1)

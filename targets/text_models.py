@@ -119,15 +119,22 @@ class TinyCausalLM(nn.Module):
         self.norm = nn.LayerNorm(d_model)
         self.head = nn.Linear(d_model, vocab_size)
 
-    def forward(self, token_ids: torch.Tensor) -> torch.Tensor:
+    def hidden(self, token_ids: torch.Tensor) -> torch.Tensor:
         positions = torch.arange(token_ids.shape[1], device=token_ids.device).unsqueeze(0).expand_as(token_ids)
         x = self.tokens(token_ids) + self.positions(positions)
         for block in self.blocks:
             x = block(x)
-        return self.head(self.norm(x))
+        return self.norm(x)
+
+    def forward(self, token_ids: torch.Tensor) -> torch.Tensor:
+        return self.head(self.hidden(token_ids))
 
     def logits(self, token_ids: torch.Tensor) -> torch.Tensor:
         return self(token_ids)
+
+    def next_token_logits(self, token_ids: torch.Tensor) -> torch.Tensor:
+        """Logits of the token after each sequence: the head on the last position only."""
+        return self.head(self.hidden(token_ids)[:, -1])
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ _DESCRIPTIONS = {
     "full": "paper-grade: more data, references and ε values (hours on a CPU)",
     "digits-cnn": "the image task: a small CNN on scikit-learn's 8×8 digits at ε 1, 8, ∞",
     "hospitals": "federated, record-level DP: 3 sites, local DP-SGD, MIA per site (about 5 min on 2 cores)",
+    "text": "language models: DP causal LMs on faker records with canaries; exposure, extraction, LM MIAs",
     "clients": "federated, client-level DP-FedAvg: 20 clients, client-level MIA (about 3 min on 2 cores)",
 }
 
