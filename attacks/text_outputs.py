@@ -45,15 +45,17 @@ class TokenStatistics:
         return {"logprob": self.logprob, "mean": self.mean, "std": self.std}
 
 
-def statistics_from_logits(logits: torch.Tensor, token_ids: torch.Tensor, pad_id: int = PAD_ID) -> TokenStatistics:
-    """Per-token statistics of one batch: `logits` (B, L, V) for `token_ids` (B, L), right-padded."""
+def statistics_from_logits(logits: torch.Tensor, token_ids: torch.Tensor, pad_id: int = PAD_ID,
+                           mask: torch.Tensor | None = None) -> TokenStatistics:
+    """Per-token statistics of one batch: `logits` (B, L, V) for `token_ids` (B, L), right-padded;
+    `mask` (B, L) marks real tokens (default: every id but `pad_id`)."""
     log_p = torch.log_softmax(logits[:, :-1].double(), dim=-1)
     targets = token_ids[:, 1:]
     token = log_p.gather(2, targets.unsqueeze(-1)).squeeze(-1)
     p = log_p.exp()
     mean = (p * log_p).sum(-1)
     var = (p * (log_p - mean.unsqueeze(-1)) ** 2).sum(-1)
-    valid = targets != pad_id
+    valid = (targets != pad_id) if mask is None else mask[:, 1:].bool()
     nan = torch.tensor(float("nan"), dtype=torch.float64, device=token.device)
     pick = lambda t: torch.where(valid, t, nan).cpu().numpy()  # noqa: E731
     return TokenStatistics(pick(token), pick(mean), pick(var.clamp(min=0).sqrt()))

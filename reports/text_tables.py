@@ -22,7 +22,7 @@ def text_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def per_epsilon_rows(results: dict[str, Any]) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:
-    targets = text_targets(results)
+    targets = [t for t in text_targets(results) if "text" in t]  # the text job's targets (not a user's model)
     if not targets:
         return (), []
     reps = [e["repetitions"] for e in targets[0]["text"]["exposure"]]
