@@ -7,7 +7,8 @@ from typing import Annotated, Optional
 import typer
 
 from audit.cli.app import app, console, switch
-from audit.cli.output import QuietOption, RayAddressOption, TrackingUriOption, command_progress, print_verdict, publish_results
+from audit.cli.output import (FailOnLeakOption, QuietOption, RayAddressOption, TrackingUriOption, command_progress, print_verdict,
+                              publish_results, with_fail_on_leak)
 
 
 @app.command("audit-scores")
@@ -21,6 +22,7 @@ def audit_scores_command(
     out: Annotated[Path, typer.Option("--out", help="folder that receives <timestamp>-scores/")] = Path("runs"),
     tracking_uri: TrackingUriOption = None,
     quiet: QuietOption = False,
+    fail_on_leak: FailOnLeakOption = False,
 ) -> None:
     """Audit your own membership scores: every attack metric, ε lower bounds, report, gate."""
     from audit.machinery.crash_log import set_log_folder
@@ -49,8 +51,9 @@ def audit_scores_command(
                 "eps_lb_best": target["epsilon_lb_best"]}
 
     results, final = publish_results(
-        lambda staging: audit_scores(scores_file, delta=delta, confidence=confidence, claimed_epsilon=claimed_epsilon,
-                                     membership_randomized=membership_randomized),
+        lambda staging: with_fail_on_leak(audit_scores(
+            scores_file, delta=delta, confidence=confidence, claimed_epsilon=claimed_epsilon,
+            membership_randomized=membership_randomized), fail_on_leak),
         out=out, folder_name="scores", experiment="audit-scores", tracking_uri=tracking_uri,
         run_name=scores_file.name, tags={"source": str(scores_file)}, metrics_of=metrics_of, policy=loaded_policy,
         progress=command_progress(quiet), what="scores: attack metrics, CIs and ε bounds",
@@ -100,6 +103,7 @@ def audit_model(
     text_field: Annotated[str, typer.Option("--text-field", help="the text's field (JSONL) or column (Parquet)")] = "text",
     max_length: Annotated[int, typer.Option("--max-length", help="tokens per text (longer ones are cut)")] = 512,
     batch_size: Annotated[int, typer.Option("--batch-size", help="texts per forward pass")] = 16,
+    fail_on_leak: FailOnLeakOption = False,
 ) -> None:
     """Audit your own trained model: a PyTorch module, a scikit-learn estimator (skops), an ONNX file, a
     prediction function (optionally label-only), or a causal language model (--hf-model / --lm-module),
@@ -109,7 +113,7 @@ def audit_model(
             hf_model=hf_model, lm_module=lm_module, tokenizer=tokenizer, reference_model=reference_model,
             members=members, nonmembers=nonmembers, claimed_epsilon=claimed_epsilon, attacks=attacks,
             text_field=text_field, max_length=max_length, batch_size=batch_size, device=device, timeout=timeout,
-            policy=policy, out=out, tracking_uri=tracking_uri, quiet=quiet,
+            policy=policy, out=out, tracking_uri=tracking_uri, quiet=quiet, fail_on_leak=fail_on_leak,
             others={"--weights": weights, "--factory": factory, "--skops": skops, "--onnx": onnx,
                     "--function": function, "--trainer": trainer, "--population": population, "--label": label,
                     "--config": config, "--output": output})
@@ -140,12 +144,12 @@ def audit_model(
     model_name = Path(model_name).name if model_name else "model"
     progress = command_progress(quiet)
     results, final = publish_results(
-        lambda staging: audit_user_model(
+        lambda staging: with_fail_on_leak(audit_user_model(
             resolved, weights=weights, factory=factory, skops=skops, onnx=onnx, function=function, output=output,
             trainer=trainer, members=members, nonmembers=nonmembers, label=label, population=population,
             attack_names=names, device=device, workers=workers, executor=executor, ray_address=ray_address,
             scores_path=staging / "scores" / "scores.csv",
-        ),
+        ), fail_on_leak),
         out=out, folder_name=resolved.name, experiment="audit-model", tracking_uri=tracking_uri,
         run_name=f"audit-model {model_name}", tags={"model": model_name},
         metrics_of=lambda results: target_metrics(results["targets"][0]), policy=loaded_policy,
@@ -160,7 +164,7 @@ def audit_model(
 
 def _audit_language_model(*, hf_model, lm_module, tokenizer, reference_model, members, nonmembers, claimed_epsilon,
                           attacks, text_field, max_length, batch_size, device, timeout, policy, out, tracking_uri,
-                          quiet, others) -> None:
+                          quiet, others, fail_on_leak=False) -> None:
     """`audit-model --hf-model DIR | --lm-module module:function`: the language-model audit."""
     import math
 
@@ -193,11 +197,11 @@ def _audit_language_model(*, hf_model, lm_module, tokenizer, reference_model, me
     model_name = Path(hf_model).name if hf_model is not None else lm_module
     progress = command_progress(quiet)
     results, final = publish_results(
-        lambda staging: audit_language_model(
+        lambda staging: with_fail_on_leak(audit_language_model(
             members=members, nonmembers=nonmembers, hf_model=hf_model, lm_module=lm_module, tokenizer=tokenizer,
             reference_model=reference_model, claimed_epsilon=claim, text_field=text_field, max_length=max_length,
             batch_size=batch_size, device=device, timeout=timeout or 600.0, attack_names=names, progress=progress,
-            scores_path=staging / "scores" / "scores.csv"),
+            scores_path=staging / "scores" / "scores.csv"), fail_on_leak),
         out=out, folder_name="language-model", experiment="audit-model", tracking_uri=tracking_uri,
         run_name=f"audit-model {model_name}", tags={"model": str(model_name), "kind": "text"},
         metrics_of=lambda results: {f"{a['name']}_auc": a["auc"] for a in results["targets"][0]["attacks"]},
