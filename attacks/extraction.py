@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from attacks.text_outputs import CausalLanguageModel, next_token_logits
+from attacks.text_outputs import CausalLanguageModel, model_device, next_token_logits
 
 
 @torch.no_grad()
@@ -30,7 +30,7 @@ def greedy_continuations(model: CausalLanguageModel, prompts: Sequence[Sequence[
     for indices in by_length.values():  # equal lengths: no padding, positions stay exact
         for start in range(0, len(indices), batch_size):
             chunk = indices[start:start + batch_size]
-            seqs = torch.as_tensor([list(prompts[i]) for i in chunk])
+            seqs = torch.as_tensor([list(prompts[i]) for i in chunk], device=model_device(model))
             for _ in range(n_tokens):
                 seqs = torch.cat([seqs, next_token_logits(model, seqs).argmax(-1, keepdim=True)], dim=1)
             for row, i in enumerate(chunk):
@@ -41,8 +41,9 @@ def greedy_continuations(model: CausalLanguageModel, prompts: Sequence[Sequence[
 @torch.no_grad()
 def beam_continuation(model: CausalLanguageModel, prompt: Sequence[int], n_tokens: int, beams: int = 5) -> list[int]:
     """The most likely `n_tokens`-token continuation found by beam search of width `beams`."""
-    seqs = torch.as_tensor([list(prompt)])
-    scores = torch.zeros(1, dtype=torch.float64)
+    device = model_device(model)
+    seqs = torch.as_tensor([list(prompt)], device=device)
+    scores = torch.zeros(1, dtype=torch.float64, device=device)
     for _ in range(n_tokens):
         log_p = torch.log_softmax(next_token_logits(model, seqs).double(), dim=-1)
         total = (scores[:, None] + log_p).reshape(-1)

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from attacks.text_outputs import CausalLanguageModel, next_token_logits
+from attacks.text_outputs import CausalLanguageModel, model_device, next_token_logits
 
 DEFAULT_BATCH = 2048
 
@@ -34,8 +34,9 @@ def all_secret_log_likelihoods(model: CausalLanguageModel, prefix_ids: Sequence[
     """log p(d_1 … d_k | prefix) for all 10^digits secrets, in numeric order (float64)."""
     if len(digit_ids) != 10:
         raise ValueError("digit_ids must hold the token ids of '0' … '9'")
-    digit_tensor = torch.as_tensor(list(digit_ids))
-    prefix = torch.as_tensor(list(prefix_ids)).unsqueeze(0)
+    device = model_device(model)
+    digit_tensor = torch.as_tensor(list(digit_ids), device=device)
+    prefix = torch.as_tensor(list(prefix_ids), device=device).unsqueeze(0)
     totals = np.zeros(1)
     for depth in range(digits):
         # Every secret prefix of `depth` digits, numeric order: row r's digits are r written in base 10.
@@ -44,10 +45,10 @@ def all_secret_log_likelihoods(model: CausalLanguageModel, prefix_ids: Sequence[
             np.zeros((1, 0), dtype=np.int64)
         next_lp = []
         for start in range(0, len(codes), batch_size):
-            tail_ids = digit_tensor[torch.as_tensor(tails[start:start + batch_size])]
+            tail_ids = digit_tensor[torch.as_tensor(tails[start:start + batch_size], device=device)]
             seqs = torch.cat([prefix.expand(len(tail_ids), -1), tail_ids], dim=1)
             log_p = torch.log_softmax(next_token_logits(model, seqs).double(), dim=-1)
-            next_lp.append(log_p[:, digit_tensor].numpy())
+            next_lp.append(log_p[:, digit_tensor].cpu().numpy())
         totals = (totals[:, None] + np.concatenate(next_lp)).reshape(-1)
     return totals
 
@@ -56,17 +57,18 @@ def all_secret_log_likelihoods(model: CausalLanguageModel, prefix_ids: Sequence[
 def secret_log_likelihoods(model: CausalLanguageModel, prefix_ids: Sequence[int], digit_ids: Sequence[int],
                            secrets: Sequence[str], batch_size: int = DEFAULT_BATCH) -> np.ndarray:
     """log p(secret | prefix) of each given secret, scored as one full sequence each."""
-    digit_tensor = torch.as_tensor(list(digit_ids))
-    prefix = torch.as_tensor(list(prefix_ids)).unsqueeze(0)
+    device = model_device(model)
+    digit_tensor = torch.as_tensor(list(digit_ids), device=device)
+    prefix = torch.as_tensor(list(prefix_ids), device=device).unsqueeze(0)
     out = []
     for start in range(0, len(secrets), batch_size):
         chunk = secrets[start:start + batch_size]
-        tail = digit_tensor[torch.as_tensor([[int(c) for c in s] for s in chunk])]
+        tail = digit_tensor[torch.as_tensor([[int(c) for c in s] for s in chunk], device=device)]
         seqs = torch.cat([prefix.expand(len(chunk), -1), tail], dim=1)
         log_p = torch.log_softmax(model.logits(seqs)[:, :-1].double(), dim=-1)
         n = prefix.shape[1]
         picked = log_p[:, n - 1:, :].gather(2, tail.unsqueeze(-1)).squeeze(-1)
-        out.append(picked.sum(1).numpy())
+        out.append(picked.sum(1).cpu().numpy())
     return np.concatenate(out) if out else np.zeros(0)
 
 

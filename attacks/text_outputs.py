@@ -63,8 +63,9 @@ def statistics_from_logits(logits: torch.Tensor, token_ids: torch.Tensor, pad_id
 
 @torch.no_grad()
 def token_statistics(model: CausalLanguageModel, token_ids: np.ndarray, batch_size: int = 64,
-                     device: torch.device | str = "cpu", on_batch=None) -> TokenStatistics:
+                     device: torch.device | str | None = None, on_batch=None) -> TokenStatistics:
     """`statistics_from_logits` over `token_ids` (n, L) in batches; each batch is cut to its longest document."""
+    device = model_device(model) if device is None else device
     parts = []
     for start in range(0, len(token_ids), batch_size):
         batch = torch.as_tensor(token_ids[start:start + batch_size])
@@ -78,6 +79,15 @@ def token_statistics(model: CausalLanguageModel, token_ids: np.ndarray, batch_si
     if full.logprob.shape[1] < token_ids.shape[1] - 1:
         full = TokenStatistics.concat([full, TokenStatistics(*(np.full((0, token_ids.shape[1] - 1), np.nan),) * 3)])
     return full
+
+
+def model_device(model: CausalLanguageModel) -> torch.device:
+    """Where a torch model's parameters live (queries are built there); the CPU for anything else."""
+    parameters = getattr(model, "parameters", None)
+    if callable(parameters):
+        for parameter in parameters():
+            return parameter.device
+    return torch.device("cpu")
 
 
 def next_token_logits(model: CausalLanguageModel, token_ids: torch.Tensor) -> torch.Tensor:

@@ -247,6 +247,7 @@ def train_text_target(token_ids: np.ndarray, vocab_size: int, spec: TextTraining
 def mean_token_loss(model: nn.Module, token_ids: np.ndarray, batch_size: int = 256) -> float:
     """Mean of the documents' mean next-token loss (utility: its exp is the per-token perplexity)."""
     model.eval()
-    losses = [document_losses(model.logits(torch.as_tensor(token_ids[i:i + batch_size])),
-                              torch.as_tensor(token_ids[i:i + batch_size])) for i in range(0, len(token_ids), batch_size)]
+    device = next(model.parameters()).device
+    batches = [torch.as_tensor(token_ids[i:i + batch_size], device=device) for i in range(0, len(token_ids), batch_size)]
+    losses = [document_losses(model.logits(batch), batch).cpu() for batch in batches]
     return float(torch.cat(losses).mean())

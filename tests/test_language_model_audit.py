@@ -41,7 +41,7 @@ def hf_folder(tmp_path_factory) -> Path:
     mask = (ids != 0).long()
     labels = ids.masked_fill(mask == 0, -100)
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
-    for _ in range(120):
+    for _ in range(60):
         optimizer.zero_grad()
         model(input_ids=ids, attention_mask=mask, labels=labels).loss.backward()
         optimizer.step()
@@ -74,7 +74,8 @@ def test_a_hugging_face_folder_that_memorised_its_members_is_caught(cli, tmp_pat
     assert attacks["lm_loss"]["epsilon_lb"]["one_run"] is None  # the user's split is not a coin flip
     assert results["data"]["model"]["model_type"] == "gpt2"
     assert results["text"]["blind_baseline"]["distribution_shift"] is False
-    assert results["verdict"]["status"] == "no_claim"
+    assert results["verdict"]["status"] == "no_claim" and not results["verdict"]["passed"]
+    assert "LEAKS" in json.dumps(results["verdict"])
 
 
 def test_a_pytorch_module_with_logits_is_audited_in_a_worker(cli, tmp_path, texts):

@@ -88,3 +88,13 @@ def test_a_memorised_secret_is_exposed_and_extracted(memorised_secret):
     assert exact_recoveries(greedy, [secret, [16, 17, 18, DIGITS[3]]]).tolist() == [True, True]
     assert beam_continuation(model, prefix, 4, beams=3) == secret
     assert beam_continuation(model, prefix, 4, beams=1) == greedy[0]  # width 1 is greedy
+
+
+def test_secrets_the_model_never_saw_have_chance_exposure_even_under_a_memorising_model(memorised_secret):
+    """The rank of a secret drawn independently of the model is uniform whatever the model prefers:
+    mean exposure 1/ln 2 (SD of the mean over 300 secrets ≈ 0.083)."""
+    model, prefix, _ = memorised_secret
+    log_likelihoods = all_secret_log_likelihoods(model, prefix, DIGITS, 4)
+    rng = np.random.default_rng(5)
+    exposures = [exposure_exact(log_likelihoods, int(s)) for s in rng.integers(0, 10_000, size=300)]
+    assert np.mean(exposures) == pytest.approx(RANDOM_EXPOSURE_MEAN, abs=0.35)

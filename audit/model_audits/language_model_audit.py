@@ -34,7 +34,7 @@ from audit.machinery.workers import WorkerPool
 from audit.model_audits.language_model_scoring import score_texts_task
 from audit.statistics.attack_evaluation import evaluate_attack
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 MAX_TEXTS = 1_000_000
 MAX_FILE_BYTES = 2 << 30
 CHUNK = 64
@@ -191,8 +191,12 @@ def audit_language_model(*, members: Path, nonmembers: Path, hf_model: Path | No
         scores_path.parent.mkdir(parents=True, exist_ok=True)
         pd.DataFrame({"member": membership.astype(int), **columns, "blind_baseline": blind_scores}).to_csv(
             scores_path, index=False)
+    blind = {"name": "blind_baseline", "auc": blind_auc, "p_value_above_chance": blind_p,
+             "p_value_method": "label permutation of the cross-fitted classifier", "distribution_shift": bool(shift),
+             "separates": bool(shift)}
     target = {
         "kind": "text",
+        "blind_baseline": blind,  # read by the leakage statement (audit.machinery.leakage)
         "epsilon_target": claim, "delta": delta, "noise_multiplier": None, "sample_rate": None, "steps": None,
         "max_grad_norm": None, "poisson_sampling": None, "accountant": None,
         "epsilon": {"claimed": claim} if claim is not None else {}, "epsilon_accountant": claim,
@@ -215,9 +219,7 @@ def audit_language_model(*, members: Path, nonmembers: Path, hf_model: Path | No
         "attacks_run": names,
         "targets": [target],
         "synthetic": [],
-        "text": {"blind_baseline": {"name": "blind_baseline", "auc": blind_auc, "p_value_above_chance": blind_p,
-                                    "p_value_method": "label permutation of the cross-fitted classifier",
-                                    "distribution_shift": bool(shift)}},
+        "text": {"blind_baseline": blind},
         "notes": notes,
         "verdict": None,
     }

@@ -53,7 +53,7 @@ from targets.text_models import (
     PAD, TextTrainingSpec, TrainedTextTarget, encode_texts, mean_token_loss, train_text_target, train_tokenizer,
 )
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,7 @@ def text_training_spec(config: AuditConfig) -> TextTrainingSpec:
 
 @torch.no_grad()
 def next_token_accuracy(model, token_ids: np.ndarray) -> float:
-    ids = torch.as_tensor(token_ids)
+    ids = torch.as_tensor(token_ids, device=next(model.parameters()).device)
     predicted = model.logits(ids)[:, :-1].argmax(-1)
     valid = ids[:, 1:] != PAD
     return float((predicted == ids[:, 1:])[valid].float().mean())
@@ -88,7 +88,8 @@ def _accounted(trained: TrainedTextTarget, config: AuditConfig) -> dict[str, flo
 
 
 def _audit_target(config: AuditConfig, corpus: TextCorpus, tokenizer, encoded: dict[str, np.ndarray],
-                  reference_stats, epsilon: float, index: int, progress) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+                  reference_stats, epsilon: float, index: int, progress,
+                  device: torch.device) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     text = config.text
     seed = _seed(config.seed, index + 1)
     spec = text_training_spec(config)
@@ -96,8 +97,8 @@ def _audit_target(config: AuditConfig, corpus: TextCorpus, tokenizer, encoded: d
     with progress.step(f"{label}: training (epochs)", total=spec.epochs) as step:
         trained = train_text_target(encoded["train"], tokenizer.get_vocab_size(), spec, epsilon=epsilon,
                                     delta=config.privacy.delta, accountant=config.privacy.accountant, seed=seed,
-                                    device=torch.device("cpu"), on_epoch=lambda e, _: step.update(e))
-    model = trained.model
+                                    device=device, on_epoch=lambda e, _: step.update(e))
+    model = trained.model.to(device)
     members = corpus.candidate_member
     with progress.step(f"{label}: membership attacks"):
         stats = token_statistics(model, encoded["candidates"])
@@ -157,6 +158,7 @@ def _blind_baseline(corpus: TextCorpus, config: AuditConfig) -> dict[str, Any]:
     shift = p_value <= 1 - config.attacks.confidence
     return {"name": "blind_baseline", "auc": auc, "p_value_above_chance": p_value,
             "p_value_method": "label permutation of the cross-fitted classifier", "distribution_shift": bool(shift),
+            "separates": bool(shift),
             "reading": ("members and non-members are distinguishable from the text alone: attack AUCs on these sets "
                         "measure that shift, not leakage" if shift else
                         "the text alone does not separate members from non-members (no distribution shift found)")}
@@ -187,7 +189,7 @@ def run_text_audit(config: AuditConfig, *, out_dir: str | Path = "runs", trackin
     if config.text is None:
         raise AuditInputError("config", "has no 'text' section")
     progress = as_progress(progress)
-    device = resolve_device(config.device)  # validated; the tiny models train and are queried on the CPU
+    device = resolve_device(config.device)  # models train and are queried there (CUDA when present)
     torch.set_num_threads(config.cpu_threads)
     text = config.text
     corpus = make_text_corpus(n_candidates=text.n_candidates, n_pool=text.n_pool, n_test=text.n_test,
@@ -251,8 +253,8 @@ def _text_sweep(config: AuditConfig, corpus: TextCorpus, staging: Path, tracker:
             reference = train_text_target(encoded["pool"], tokenizer.get_vocab_size(), text_training_spec(config),
                                           epsilon=math.inf, delta=config.privacy.delta,
                                           accountant=config.privacy.accountant, seed=_seed(config.seed, 0),
-                                          device=torch.device("cpu"))
-            reference_stats = token_statistics(reference.model, encoded["candidates"])
+                                          device=torch.device(device))
+            reference_stats = token_statistics(reference.model.to(device), encoded["candidates"])
     blind = _blind_baseline(corpus, config)
     targets, child_ids = [], []
     scores_dir = staging / "scores"
@@ -260,8 +262,10 @@ def _text_sweep(config: AuditConfig, corpus: TextCorpus, staging: Path, tracker:
     for index, epsilon in enumerate(config.privacy.epsilons):
         child = tracker.start_run(f"{config.name} {epsilon_label(epsilon)}", parent_id=parent_id)
         child_ids.append(child)
-        record, columns = _audit_target(config, corpus, tokenizer, encoded, reference_stats, epsilon, index, progress)
+        record, columns = _audit_target(config, corpus, tokenizer, encoded, reference_stats, epsilon, index, progress,
+                                        torch.device(device))
         record["mlflow_run_id"] = child
+        record["blind_baseline"] = blind  # read by the leakage statement (audit.machinery.leakage)
         targets.append(record)
         tag = "inf" if math.isinf(epsilon) else f"{epsilon:g}"
         scores_path = scores_dir / f"scores_eps_{tag}.csv"
