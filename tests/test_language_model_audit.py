@@ -68,6 +68,9 @@ def test_a_hugging_face_folder_that_memorised_its_members_is_caught(cli, tmp_pat
                str(nonmembers), "--out", "runs", "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}", "--quiet")
     assert done.returncode == 0, done.stderr[-2000:]
     results = _results(tmp_path)
+    from audit.machinery.policy import validate_results
+
+    validate_results(results)  # what `gate` and `report` read
     attacks = {a["name"]: a for a in results["targets"][0]["attacks"]}
     assert set(attacks) == {"lm_loss", "zlib_ratio", "min_k", "min_k_plus_plus"}  # no reference model given
     assert attacks["lm_loss"]["auc"] > 0.95

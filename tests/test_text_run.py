@@ -20,6 +20,9 @@ def test_the_text_preset_runs_end_to_end(cli, tmp_path):
     (folder,) = list((tmp_path / "runs").glob("*-text"))
     results = json.loads((folder / "results.json").read_text())
     assert results["kind"] == "text" and [t["epsilon_target"] for t in results["targets"]] == [8.0, None]
+    from audit.machinery.policy import validate_results
+
+    validate_results(results)  # what `gate` and `report` read
     private, plain = results["targets"]
     assert abs(private["epsilon_accountant"] - 8.0) < 0.1 and private["noise_multiplier"] > 0
     for target in results["targets"]:

@@ -210,7 +210,7 @@ def audit_language_model(*, members: Path, nonmembers: Path, hf_model: Path | No
         "environment": describe_environment(device, seed),
         "data": {
             "description": f"{Path(members).name} (members), {Path(nonmembers).name} (non-members)",
-            "n_rows": len(texts), "n_features": None, "n_classes": None, "n_train": len(member_texts),
+            "n_rows": len(texts), "n_train": len(member_texts),
             "n_candidates": len(texts), "n_members": len(member_texts), "n_nonmembers": len(nonmember_texts),
             "membership": "given by the user's files (members = the model's training texts); not randomized",
             "files_sha256": {"members": _sha256(Path(members)), "nonmembers": _sha256(Path(nonmembers))},

@@ -297,7 +297,7 @@ def _text_sweep(config: AuditConfig, corpus: TextCorpus, staging: Path, tracker:
         "environment": environment,
         "data": {
             "description": corpus.description, "n_rows": len(corpus.candidates) + len(corpus.pool) + len(corpus.test),
-            "n_features": None, "n_classes": None, "n_train": int(len(encoded["train"])),
+            "n_train": int(len(encoded["train"])),
             "n_test": len(corpus.test), "n_candidates": len(corpus.candidates), "n_pool": len(corpus.pool),
             "membership": "independent fair coin flip per candidate record (Bernoulli 1/2)",
             "n_canaries": sum(c.repetitions > 0 for c in corpus.canaries),
