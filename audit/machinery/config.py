@@ -16,6 +16,7 @@ import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from audit.errors import AuditInputError
+from audit.machinery.limits import COUNT_LIMITS as _LIM, FEDERATED_RANGES as _FED  # the one range table
 from audit.machinery.input_files import SEED_LIMIT, clip, load_yaml_file, max_threads, shorten
 
 ACCOUNTANTS = ("prv", "rdp", "gdp")
@@ -229,21 +230,26 @@ class FederatedConfig(_Strict):
     (local DP-SGD) or per client (DP-FedAvg). `training.epochs` is the local epochs per round."""
 
     level: Literal["record", "client"] = Field("record", description="what DP protects: a record or a whole client")
-    n_clients: int = Field(3, ge=1, le=1000)
+    n_clients: int = Field(3, ge=_LIM["federated.n_clients"].low, le=_LIM["federated.n_clients"].high)
     partition: Literal["feature_ranges", "dirichlet"] = Field(
         "feature_ranges", description="non-IID split: quantile ranges of one feature (sites), or Dirichlet label skew"
     )
-    partition_feature: int = Field(0, ge=0, description="feature column whose ranges define the sites")
-    dirichlet_alpha: float = Field(0.5, gt=0)
-    rounds: int = Field(10, ge=1)
-    client_sample_rate: float = Field(1.0, gt=0, le=1, description="client level: Poisson rate q of a client per round")
-    client_clip: float = Field(1.0, gt=0, description="client level: clipping norm C of a client's update")
-    server_lr: float = Field(1.0, gt=0)
+    partition_feature: int = Field(0, ge=0, le=100_000, description="feature column whose ranges define the sites")
+    dirichlet_alpha: float = Field(0.5, ge=_FED["federated.dirichlet_alpha"][0], le=_FED["federated.dirichlet_alpha"][1])
+    rounds: int = Field(10, ge=_LIM["federated.rounds"].low, le=_LIM["federated.rounds"].high)
+    client_sample_rate: float = Field(1.0, ge=_FED["federated.client_sample_rate"][0], le=1,
+                                      description="client level: Poisson rate q of a client per round")
+    client_clip: float = Field(1.0, ge=_FED["federated.client_clip"][0], le=_FED["federated.client_clip"][1],
+                               description="client level: clipping norm C of a client's update")
+    server_lr: float = Field(1.0, ge=_FED["federated.server_lr"][0], le=_FED["federated.server_lr"][1],
+                             description="server step on the averaged update; larger diverges to NaN scores")
     n_reference_federations: int = Field(
-        4, ge=0, description="LiRA offline references, each a federation trained on the pool split like the target (0: off)"
+        4, ge=0, le=_LIM["federated.n_reference_federations"].high,
+        description="LiRA offline references, each a federation trained on the pool split like the target (0: off)"
     )
     client_mia_runs: int = Field(
-        0, ge=0, description="client-level MIA: federations trained with each client's participation a coin flip (0: off)"
+        0, ge=0, le=_LIM["federated.client_mia_runs"].high,
+        description="client-level MIA: federations trained with each client's participation a coin flip (0: off)"
     )
     watch_client: int | None = Field(
         None, ge=0, description="the client whose update the honest-but-curious server attacks (default: the largest)"

@@ -302,7 +302,7 @@ def _policy_error(error: ValidationError, source: str) -> AuditInputError:
     return AuditInputError(f"{source}: field '{field_name}'", message + extra)
 
 
-def load_results(path: str | Path) -> dict[str, Any]:
+def load_results(path: str | Path, *, follow: bool = True) -> dict[str, Any]:
     """Read a results.json and validate it against audit/schema/results.schema.json.
 
     AuditInputError names the file and the JSON path of the first problem (e.g. a missing
@@ -312,7 +312,7 @@ def load_results(path: str | Path) -> dict[str, Any]:
 
     path = Path(path)
     where = f"results file '{path}'"
-    results = load_json_file(path, where)  # NaN/Infinity, duplicate keys, deep nesting refused
+    results = load_json_file(path, where, follow=follow)  # NaN/Infinity, duplicate keys, deep nesting, FIFOs refused
     validate_results(results, source=where)
     return results
 

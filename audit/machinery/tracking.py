@@ -63,6 +63,8 @@ LOCK_RETRIES = 6
 # Errors of two processes touching one SQLite store at once: a held write lock, or both creating
 # the schema of a new store (the loser's migration step finds the winner's column or table).
 _CONTENTION = ("database is locked", "duplicate column name", "already exists")
+# A store that cannot be written: one line, exit 2 (it was a 90-line traceback and exit 3).
+_READ_ONLY = ("readonly database", "read-only file system", "attempt to write a readonly", "permission denied")
 
 
 def _with_lock_retries(call, *args, **kwargs):
@@ -73,6 +75,9 @@ def _with_lock_retries(call, *args, **kwargs):
         try:
             return call(*args, **kwargs)
         except Exception as exc:  # sqlalchemy's OperationalError arrives wrapped in MlflowException
+            if any(text in str(exc).lower() for text in _READ_ONLY):
+                raise AuditInputError("--tracking-uri", "the MLflow tracking store is read-only (a file or folder "
+                                      "without write permission, or a read-only disk): give a writable store") from None
             if not any(text in str(exc) for text in _CONTENTION):
                 raise
             if attempt == LOCK_RETRIES - 1:
@@ -99,6 +104,10 @@ def check_tracking_uri(tracking_uri: str | None) -> str:
             raise AuditInputError(f"--tracking-uri '{uri[:120]}'", f"folder '{str(folder)[:120]}' does not exist; create it first")
         if not os.access(folder, os.W_OK | os.X_OK) and not db_path.is_file():
             raise AuditInputError(f"--tracking-uri '{uri[:120]}'", f"folder '{str(folder)[:120]}' is not writable")
+        if db_path.is_file() and not (os.access(db_path, os.W_OK) and os.access(folder, os.W_OK | os.X_OK)):
+            # SQLite writes a journal beside the database: both must be writable.
+            raise AuditInputError(f"--tracking-uri '{uri[:120]}'", "the store is read-only (the database file or "
+                                  "its folder is not writable)")
     elif uri.startswith("sqlite:"):
         raise AuditInputError(f"--tracking-uri '{uri[:120]}'", "expected sqlite:///relative/path.db or sqlite:////absolute/path.db")
     return uri
