@@ -49,6 +49,16 @@ def cli(tmp_path):
     return _run
 
 
+@pytest.fixture(autouse=True)
+def _no_crash_log_folder_left_behind():
+    """An in-process CLI call sets the crash-log folder (a process-wide setting), often relative ('.'):
+    reset it so a later test's internal error never writes its log into the checkout."""
+    yield
+    crash_log = sys.modules.get("audit.machinery.crash_log")
+    if crash_log is not None:
+        crash_log.set_log_folder(None)
+
+
 def _shared_fixture_group(item: pytest.Item) -> str | None:
     """The xdist group of a test that uses an expensive shared fixture: the first (by name) module- or
     session-scoped fixture it requests that is defined in this test folder. None for other tests."""
@@ -84,3 +94,29 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 cuda = torch.cuda.is_available()
             if not cuda:
                 item.add_marker(pytest.mark.skip(reason="needs a CUDA GPU (marked gpu)"))
+
+
+# --- where the time goes ---------------------------------------------------------------------------
+# PRIVACY_AUDIT_TEST_TIMES=FILE appends one line per test as it finishes (setup, call and teardown
+# together): nodeid, wall seconds, CPU seconds (this process plus the children it waited for: CLI runs, worker pools). Works
+# under xdist (each worker appends its own lines); `python -m tests.timing FILE` sums them per file.
+_TIMES = os.environ.get("PRIVACY_AUDIT_TEST_TIMES")
+
+
+def _cpu_seconds() -> float:
+    import resource
+
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+if _TIMES:
+    import time
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(item, nextitem):
+        start_wall, start_cpu = time.perf_counter(), _cpu_seconds()
+        yield
+        wall, cpu = time.perf_counter() - start_wall, _cpu_seconds() - start_cpu
+        with open(_TIMES, "a") as out:
+            out.write(f"{item.nodeid}\t{wall:.2f}\t{cpu:.2f}\n")
