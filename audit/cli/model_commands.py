@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from audit.cli.app import app, console, switch
-from audit.cli.output import QuietOption, RayAddressOption, TrackingUriOption, command_progress, print_verdict, publish_results
+from audit.cli.output import QuietOption, RayAddressOption, TrackingUriOption, command_progress, print_one_run_bounds, print_verdict, publish_results
 
 
 @app.command("audit-scores")
@@ -56,6 +56,7 @@ def audit_scores_command(
         progress=command_progress(quiet), what="scores: attack metrics, CIs and ε bounds",
     )
     console.print(results_summary_table(results))
+    print_one_run_bounds(results)
     for note in results["notes"]:
         console.print(f"[yellow]note:[/yellow] {note}")
     console.print(f"results: {final}/results.json\nreport:  {final}/report.html")
@@ -130,6 +131,7 @@ def audit_model(
         progress=progress, what="model audit",
     )
     console.print(results_summary_table(results))
+    print_one_run_bounds(results)
     for note in results["notes"]:
         console.print(f"[yellow]note:[/yellow] {note}", soft_wrap=True)
     console.print(f"results: {final}/results.json\nreport:  {final}/report.html")

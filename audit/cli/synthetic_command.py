@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from audit.cli.app import app, console, err_console, switch
-from audit.cli.output import QuietOption, TrackingUriOption, command_progress, print_verdict, publish_results
+from audit.cli.output import QuietOption, TrackingUriOption, command_progress, print_one_run_bounds, print_verdict, publish_results
 from audit.errors import AuditInputError
 
 
@@ -102,6 +102,7 @@ def synth_check(
     risks_table = synthetic_risks_table(results)
     if risks_table is not None:
         console.print(risks_table)
+    print_one_run_bounds(results)
     for flag in entry["flags"]:
         err_console.print(f"[red]FLAG[/red] {flag['message']}", soft_wrap=True)
     console.print(f"results: {final}/results.json\nreport:  {final}/report.html")

@@ -23,6 +23,8 @@ from audit.statistics.epsilon_bounds import (
     epsilon_lower_bound_clopper_pearson,
     epsilon_lower_bound_one_run,
 )
+from audit.statistics.fdp_one_run import fdp_one_run_audit
+from audit.statistics.tradeoff_curves import pair_privacy_profile
 
 FPR_LEVELS = (0.001, 0.01, 0.1)
 # Lower bounds proven for the setting of this module — many candidates scored by ONE trained model
@@ -52,11 +54,42 @@ BOUND_SCOPES: dict[str, dict[str, Any]] = {
         "decides": False,
     },
 }
+BOUND_SCOPES["fdp_one_run"] = {
+    "assumption": "the same coin-flip canaries; its ε reading (the Gaussian curve it refutes) assumes the "
+                  "mechanism's trade-off curve is Gaussian; its test of the claimed (ε, δ) curve assumes nothing more",
+    "scope": "shown only (Mahloujifar, Melis, Chaudhuri 2024, arXiv 2410.22235)",
+    "decides": False,
+}
+#: The pre-declared rule for one-run results (one primary test per claim, so no correction between the two).
+ONE_RUN_DECISION_RULE = ("Steinke et al.'s one-run test decides (pre-declared primary test, sound for any mechanism); "
+                         "the f-DP one-run results are shown beside it and decide nothing")
 ONE_RUN_NOT_COMPUTED = {
     "assumption": "membership was not declared an independent fair coin flip, so the one-run bound does not apply",
     "scope": "not computed",
     "decides": False,
 }
+
+
+def fdp_one_run_summary(scores, members, *, delta: float, confidence: float,
+                        claimed_epsilon: float | None) -> dict[str, Any]:
+    """The f-DP one-run audit (Mahloujifar, Melis, Chaudhuri 2024, arXiv 2410.22235) as shown beside
+    Steinke et al.'s bound: its GDP-family ε (a lower bound only if the trade-off curve is Gaussian)
+    and, with a finite claim, whether the claimed (ε, δ) curve itself is refuted (sound under coin-flip
+    membership alone). Shown only: `ONE_RUN_DECISION_RULE` names the test that decides."""
+    profile = (pair_privacy_profile(claimed_epsilon, delta)
+               if claimed_epsilon is not None and math.isfinite(claimed_epsilon) and claimed_epsilon > 0 else None)
+    audit = fdp_one_run_audit(scores, members, profile, delta=delta, confidence=confidence)
+    gdp = audit["gdp_epsilon"]
+    return {
+        "epsilon_gdp": gdp if gdp is not None and math.isfinite(gdp) else None,
+        "claim_refuted": audit["refuted"],
+        "m": audit["m"], "m_eval": audit["m_eval"], "guesses": audit["guesses"], "right": audit["right"],
+        "confidence": confidence,
+        "assumption": BOUND_SCOPES["fdp_one_run"]["assumption"],
+        "decides": False,
+        "decision_rule": ONE_RUN_DECISION_RULE,
+        "method": "Mahloujifar, Melis, Chaudhuri 2024, arXiv 2410.22235 (guess rule chosen on a 30 % pilot)",
+    }
 
 
 def evaluate_attack(
@@ -87,6 +120,8 @@ def evaluate_attack(
     gdp = epsilon_estimate_gdp(
         scores, members, delta, confidence=confidence, strategy=HeldOut(fraction=0.5, seed=threshold_seed)
     )
+    fdp = (fdp_one_run_summary(scores, members, delta=delta, confidence=confidence, claimed_epsilon=accountant_epsilon)
+           if membership_randomized else None)
     advantage = membership_advantage(scores, members)
     bound = None
     if accountant_epsilon is not None and math.isfinite(accountant_epsilon):
@@ -105,7 +140,10 @@ def evaluate_attack(
         "epsilon_lb_scope": {
             "clopper_pearson": BOUND_SCOPES["clopper_pearson"],
             "one_run": BOUND_SCOPES["one_run"] if one_run else ONE_RUN_NOT_COMPUTED,
+            "fdp_one_run": BOUND_SCOPES["fdp_one_run"] if one_run else ONE_RUN_NOT_COMPUTED,
         },
+        "fdp_one_run": fdp,
+        "one_run_decision_rule": ONE_RUN_DECISION_RULE if one_run else None,
         "epsilon_lb_details": {
             "clopper_pearson": cp.details,
             "one_run": one_run.details if one_run else "not computed: membership was not declared a fair coin flip",

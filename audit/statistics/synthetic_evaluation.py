@@ -34,7 +34,13 @@ import pandas as pd
 from scipy import stats
 
 from attacks.distance import DISTANCE_THREAT_MODEL, mutual_nearest_neighbours, nearest_distances, nearest_neighbours
-from audit.statistics.attack_evaluation import BOUND_SCOPES, FPR_LEVELS, ONE_RUN_NOT_COMPUTED
+from audit.statistics.attack_evaluation import (
+    BOUND_SCOPES,
+    FPR_LEVELS,
+    ONE_RUN_DECISION_RULE,
+    ONE_RUN_NOT_COMPUTED,
+    fdp_one_run_summary,
+)
 from audit.statistics.attack_metrics import (
     advantage_bound,
     auc_p_value_above_chance,
@@ -96,10 +102,14 @@ def _membership_attack(
     epsilon_lb: dict[str, float | None] = {"clopper_pearson": cp.epsilon, "one_run": None}
     scope = {"clopper_pearson": BOUND_SCOPES["clopper_pearson"], "one_run": ONE_RUN_NOT_COMPUTED}
     details: dict[str, Any] = {"clopper_pearson": cp.details}
+    fdp = None
     if membership_randomized:
         one_run = epsilon_lower_bound_one_run(scores, members, delta, confidence=confidence)
         epsilon_lb["one_run"], details["one_run"] = one_run.epsilon, one_run.details
         scope["one_run"] = BOUND_SCOPES["one_run"]
+        scope["fdp_one_run"] = BOUND_SCOPES["fdp_one_run"]
+        fdp = fdp_one_run_summary(scores, members, delta=delta, confidence=confidence,
+                                  claimed_epsilon=accountant_epsilon)
         one_run_note = None
     else:
         one_run_note = (
@@ -119,6 +129,8 @@ def _membership_attack(
         "epsilon_lb_details": details,
         "epsilon_lb_scope": scope,
         "one_run_note": one_run_note,
+        "fdp_one_run": fdp,
+        "one_run_decision_rule": ONE_RUN_DECISION_RULE if membership_randomized else None,
         "membership_randomized": membership_randomized,
         "confidence": confidence,
         "n_members": int(member_distances.size),
