@@ -24,9 +24,14 @@ from audit.statistics.epsilon_bounds import (
     epsilon_lower_bound_one_run,
 )
 from audit.statistics.fdp_one_run import fdp_one_run_audit
+from audit.statistics.gdp_fit import gaussian_tradeoff_fit
+from audit.statistics.score_ties import score_ties, tie_notes, tpr_at_fpr_randomized
 from audit.statistics.tradeoff_curves import pair_privacy_profile
 
 FPR_LEVELS = (0.001, 0.01, 0.1)
+TPR_CONVENTION = ("tpr_at_fpr: conservative — the highest TPR of a deterministic threshold with FPR ≤ the level "
+                  "(never interpolated across a tie); tpr_at_fpr_randomized: a randomized threshold with FPR exactly "
+                  "the level (Neyman-Pearson)")
 # Lower bounds proven for the setting of this module — many candidates scored by ONE trained model
 # (or one synthetic release) — with coin-flip membership: only the one-run bound (Steinke, Nasr,
 # Jagielski 2023). Clopper-Pearson treats each candidate as an independent trial, which holds
@@ -122,6 +127,12 @@ def evaluate_attack(
     )
     fdp = (fdp_one_run_summary(scores, members, delta=delta, confidence=confidence, claimed_epsilon=accountant_epsilon)
            if membership_randomized else None)
+    fit = gaussian_tradeoff_fit(scores, members, seed=threshold_seed)
+    tpr = tpr_at_fpr(scores, members, FPR_LEVELS)
+    tpr_randomized = tpr_at_fpr_randomized(scores, members, FPR_LEVELS)
+    notes = tie_notes(name, scores, members, tpr, tpr_randomized)
+    if fit["withheld"]:
+        notes.append(f"{name}: GDP estimate withheld — {fit['reason']}")
     advantage = membership_advantage(scores, members)
     bound = None
     if accountant_epsilon is not None and math.isfinite(accountant_epsilon):
@@ -130,7 +141,11 @@ def evaluate_attack(
         "name": name,
         "auc": auc,
         "auc_ci": [auc_lo, auc_hi],
-        "tpr_at_fpr": {str(level): value for level, value in tpr_at_fpr(scores, members, FPR_LEVELS).items()},
+        "tpr_at_fpr": {str(level): value for level, value in tpr.items()},
+        "tpr_at_fpr_randomized": {str(level): value for level, value in tpr_randomized.items()},
+        "tpr_at_fpr_convention": TPR_CONVENTION,
+        "score_ties": score_ties(scores),
+        "notes": notes,
         "tpr_at_fpr_0.01_per_class": {
             str(label): value for label, value in per_class_tpr_at_fpr(scores, members, labels, fpr=0.01).items()
         },
@@ -149,8 +164,11 @@ def evaluate_attack(
             "one_run": one_run.details if one_run else "not computed: membership was not declared a fair coin flip",
         },
         "epsilon_estimate_gdp": {
-            "epsilon": gdp.epsilon if math.isfinite(gdp.epsilon) else None,  # JSON has no infinity
+            # JSON has no infinity; withheld (None) when the Gaussian curve visibly does not fit
+            "epsilon": None if fit["withheld"] or not math.isfinite(gdp.epsilon) else gdp.epsilon,
             "label": "estimate (assumes GDP); not a lower bound, never used for a violation",
+            "withheld": fit["reason"] if fit["withheld"] else None,
+            "fit": fit,
             "details": gdp.details,
         },
         "confidence": confidence,

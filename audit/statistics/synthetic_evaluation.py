@@ -39,8 +39,10 @@ from audit.statistics.attack_evaluation import (
     FPR_LEVELS,
     ONE_RUN_DECISION_RULE,
     ONE_RUN_NOT_COMPUTED,
+    TPR_CONVENTION,
     fdp_one_run_summary,
 )
+from audit.statistics.score_ties import score_ties, tie_notes, tpr_at_fpr_randomized
 from audit.statistics.attack_metrics import (
     advantage_bound,
     auc_p_value_above_chance,
@@ -103,6 +105,8 @@ def _membership_attack(
     scope = {"clopper_pearson": BOUND_SCOPES["clopper_pearson"], "one_run": ONE_RUN_NOT_COMPUTED}
     details: dict[str, Any] = {"clopper_pearson": cp.details}
     fdp = None
+    tpr = tpr_at_fpr(scores, members, FPR_LEVELS)
+    tpr_randomized = tpr_at_fpr_randomized(scores, members, FPR_LEVELS)
     if membership_randomized:
         one_run = epsilon_lower_bound_one_run(scores, members, delta, confidence=confidence)
         epsilon_lb["one_run"], details["one_run"] = one_run.epsilon, one_run.details
@@ -122,7 +126,11 @@ def _membership_attack(
         "threat_model": DISTANCE_THREAT_MODEL,
         "auc": float(auc),
         "auc_ci": [float(auc_lo), float(auc_hi)],
-        "tpr_at_fpr": {str(level): value for level, value in tpr_at_fpr(scores, members, FPR_LEVELS).items()},
+        "tpr_at_fpr": {str(level): value for level, value in tpr.items()},
+        "tpr_at_fpr_randomized": {str(level): value for level, value in tpr_randomized.items()},
+        "tpr_at_fpr_convention": TPR_CONVENTION,
+        "score_ties": score_ties(scores),
+        "notes": tie_notes("distance MIA", scores, members, tpr, tpr_randomized),
         "advantage": membership_advantage(scores, members),
         "advantage_bound": None,
         "epsilon_lb": epsilon_lb,
