@@ -36,9 +36,26 @@ def command_progress(quiet: bool) -> Progress:
     return progress_for(err_console, quiet)
 
 
+FailOnLeakOption = Annotated[bool, typer.Option(
+    "--fail-on-leak/--no-fail-on-leak",
+    help="exit 1 when a model or release without a DP claim LEAKS (a significant test of chance)")]
+
+def with_fail_on_leak(results: dict, fail_on_leak: bool) -> dict:
+    """Record `--fail-on-leak` in the results' verdict, where `verdict_for_results` (the run, `report`,
+    `gate`) reads it: a LEAKS statement then fails the verdict."""
+    results["verdict"] = {**(results.get("verdict") or {}), "fail_on_leak": bool(fail_on_leak)}
+    return results
+
+
+_CLAIM_STYLE = {"held": "green", "refuted": "red", "untestable": "yellow"}
+
+
 def print_verdict(results: dict, fail_on_inconclusive: bool = False) -> None:
-    """The verdict as everything else shows it (audit.machinery.verdict); exit 1 when it is "fail"
-    (or "inconclusive" with `fail_on_inconclusive`, for CI gates that need an audit able to fail)."""
+    """The verdict as everything else shows it (audit.machinery.verdict): one line per claim, the
+    leakage statement of each subject without a claim, then the top line, each reason once.
+    Exit 1 when it is "fail" (or "inconclusive" with `fail_on_inconclusive`)."""
+    from audit.machinery.verdict import claim_sentence, extra_reasons, status_word
+
     verdict = results["verdict"]
     status = verdict.get("status") or ("pass" if verdict.get("passed") else "fail")
     by = verdict.get("decided_by") or "built-in checks"
@@ -47,22 +64,37 @@ def print_verdict(results: dict, fail_on_inconclusive: bool = False) -> None:
     fwer = (verdict.get("family_wise_error") or {}).get("statement")
     if fwer:
         console.print(f"[dim]{fwer}[/dim]", highlight=False, soft_wrap=True)
+    claims = [c for c in verdict.get("claims") or [] if isinstance(c, dict)]
+    for claim in claims:
+        style = _CLAIM_STYLE.get(str(claim.get("status")), "white")
+        console.print(f"[{style}]claim[/{style}] {claim_sentence(claim)}", highlight=False, soft_wrap=True)
+    for entry in verdict.get("leakage") or []:
+        style = "red" if entry.get("status") == "leaks" else "green"
+        console.print(f"[{style}]no claim[/{style}] {entry.get('statement')}", highlight=False, soft_wrap=True)
+    word = status_word(status, verdict)
+    counts = " · ".join(f"{sum(1 for c in claims if c.get('status') == s)} {s}"
+                        for s in ("held", "refuted", "untestable"))
     if status == "fail":
-        err_console.print(f"[red]FAIL[/red] ({by})", highlight=False, soft_wrap=True)
-        for reason in verdict["reasons"]:
+        err_console.print(f"[red]FAIL[/red] ({by}): {counts}", highlight=False, soft_wrap=True)
+        for reason in extra_reasons(verdict):
             err_console.print(f"[red]FAIL[/red] {reason}", highlight=False, soft_wrap=True)
         raise typer.Exit(EXIT_FAILED)
     if status == "inconclusive":
-        console.print(f"[yellow]INCONCLUSIVE[/yellow] ({by}): no claim was refuted, but not every claim could have been",
-                      highlight=False, soft_wrap=True)
-        for reason in verdict["reasons"]:
+        console.print(f"[yellow]INCONCLUSIVE[/yellow] ({by}): {counts}; no claim was refuted, but not every claim "
+                      "could have been", highlight=False, soft_wrap=True)
+        for reason in extra_reasons(verdict):
             (err_console if fail_on_inconclusive else console).print(
                 f"[yellow]INCONCLUSIVE[/yellow] {reason}", highlight=False, soft_wrap=True)
         if fail_on_inconclusive:
             err_console.print("[red]FAIL[/red] inconclusive and --fail-on-inconclusive was given", highlight=False)
             raise typer.Exit(EXIT_FAILED)
         return
-    console.print(f"[green]PASS[/green] ({by})", highlight=False, soft_wrap=True)
+    if status == "no_claim":
+        style = "red" if word == "LEAKS" else "green"
+        console.print(f"[{style}]{word}[/{style}] ({by}): no DP claim was tested, so nothing passes or fails; "
+                      "exit 0 unless a policy or --fail-on-leak says otherwise", highlight=False, soft_wrap=True)
+        return
+    console.print(f"[green]PASS[/green] ({by}): every claim held ({counts})", highlight=False, soft_wrap=True)
 
 
 def publish_results(compute, *, out: Path, folder_name: str, experiment: str, tracking_uri: str | None,
@@ -122,7 +154,8 @@ def record_audit(kind: str, result: dict, out: Path, tracking_uri: str | None, p
     """Write `<out>/<timestamp>-<kind>/<kind>.json` atomically and log one MLflow run in `privacy-audit/<kind>`."""
     from audit.machinery.run_directory import StagedRunDirectory, write_json_atomic
     from audit.machinery.tracking import AuditTracker, experiment_name
-    from audit.machinery.verdict import single_audit_verdict, verdict_tags
+    from audit.machinery.single_audit_verdicts import single_audit_verdict
+    from audit.machinery.verdict_words import verdict_tags
     from reports.audit_report import write_audit_report
 
     result = {**result, "verdict": single_audit_verdict(kind, result)}

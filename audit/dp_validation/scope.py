@@ -29,15 +29,15 @@ def claim_verdict(*, bound: float, ceiling: float, claimed_epsilon: float, delta
                    f"(δ {delta:g}, {confidence:.0%} confidence)"]
     elif ceiling <= claimed_epsilon:
         status = "inconclusive"
-        reasons = [f"inconclusive: this audit cannot refute ε = {claimed_epsilon:.3f}: a perfect attack reaches at "
+        reasons = [f"untestable here: this audit cannot refute ε = {claimed_epsilon:.3f}: a perfect attack reaches at "
                    f"most {ceiling:.3f} here; {need_text}"]
     else:
         status = "pass"
-        reasons = [f"no violation: bound {bound:.3f} ≤ claimed ε {claimed_epsilon:.3f} (the audit could have "
+        reasons = [f"held: bound {bound:.3f} ≤ claimed ε {claimed_epsilon:.3f} (the audit could have "
                    f"reached {ceiling:.3f}; a bound below the claim is not a proof that the claim holds)"]
     return {
         "status": status,
-        "passed": status != "fail",
+        "passed": status == "pass",  # true only for PASS (an untestable claim is not a pass)
         "reasons": reasons,
         "decided_by": "built-in checks",
         "ceiling": float(ceiling),
@@ -73,10 +73,10 @@ def profile_verdict(test: dict[str, Any], ceiling: dict[str, Any], *, claimed_ep
                    f"against α = {1 - confidence:.2g}; use more runs (--models)"]
     else:
         status = "pass"
-        reasons = [f"no violation: {where}; a perfect attack could have refuted it (not a proof that the claim holds)"]
+        reasons = [f"held: {where}; a perfect attack could have refuted it (not a proof that the claim holds)"]
     return {
         "status": status,
-        "passed": status != "fail",
+        "passed": status == "pass",  # true only for PASS (an untestable claim is not a pass)
         "reasons": reasons,
         "decided_by": "built-in checks",
         "ceiling": None,

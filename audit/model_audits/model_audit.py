@@ -71,7 +71,7 @@ from targets.models import MLP
 from targets.training import TrainingSpec, predict_logits
 from targets.vectorized_dpsgd import DPSGDSpec
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 # Attacks that need population data (reference or shadow models trained on it / drawn from it).
 POPULATION_ATTACKS = ("shadow", "lira", "lira_offline", "rmia")
 REFERENCE_ATTACKS = ("lira", "lira_offline", "rmia")
