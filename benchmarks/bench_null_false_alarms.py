@@ -83,17 +83,21 @@ def membership_null(seed: int, n: int = 2400) -> dict:
     verdict["all_notes"] = list(decided.get("notes") or []) + list(verdict.get("notes") or [])
     no_claim = targets[1]["attacks"]
     return {"verdict": verdict, "claim_refuted": str(verdict.get("status")).lower() == "fail",
-            "leak_note": any("it leaks" in str(n) for n in verdict["all_notes"]),
+            "leak_statement": _leaks(verdict),
             "leaks_holm": leakage_family_test(no_claim, 1e-5, 0.05)["leaks"]}
 
 
+def _leaks(verdict: dict) -> bool:
+    """A leakage finding on a subject without a claim: the LEAKS statement (issue 24), or the older
+    "it leaks" note of results written before it."""
+    statements = [s for s in verdict.get("leakage") or [] if isinstance(s, dict)]
+    notes = [str(n) for n in verdict.get("all_notes") or verdict.get("notes") or []]
+    return any(s.get("status") == "leaks" for s in statements) or any("it leaks" in n for n in notes)
+
+
 def alarm(verdict: dict) -> bool:
-    """A false alarm: a refuted claim ("fail"), or a leakage finding on a target without a claim
-    (the LEAKS statement of issue 24, or the older "it leaks" note)."""
-    status = str(verdict.get("status") or ("pass" if verdict.get("passed") else "fail")).lower()
-    texts = [str(verdict.get("statement") or ""), *(str(n) for n in verdict.get("all_notes") or verdict.get("notes") or [])]
-    leaks = any(("it leaks" in t) or ("LEAKS" in t and "NO SIGNIFICANT" not in t) for t in texts)
-    return status in ("fail", "leaks") or leaks
+    """A false alarm: a refuted claim (verdict "fail") or a leakage finding."""
+    return str(verdict.get("status")).lower() == "fail" or _leaks(verdict)
 
 
 def _rate(k: int, n: int) -> str:
@@ -127,9 +131,9 @@ def main(argv: list[str] | None = None) -> None:
         rows = [membership_null(seed) for seed in range(args.seeds)]
         print(f"membership, null scores (4 attacks × 2400 coin-flip candidates): verdict alarm (either target) "
               f"{_rate(sum(alarm(r['verdict']) for r in rows), args.seeds)}; claim ε 1 refuted "
-              f"{_rate(sum(r['claim_refuted'] for r in rows), args.seeds)}; no-claim target: 'it leaks' note "
-              f"(best of 4 one-run bounds > 0) {_rate(sum(r['leak_note'] for r in rows), args.seeds)}, "
-              f"Holm over the 4 attacks {_rate(sum(r['leaks_holm'] for r in rows), args.seeds)}; "
+              f"{_rate(sum(r['claim_refuted'] for r in rows), args.seeds)}; no-claim target: verdict's leakage finding "
+              f"{_rate(sum(r['leak_statement'] for r in rows), args.seeds)}, Holm over the 4 attacks' one-run tests "
+              f"only {_rate(sum(r['leaks_holm'] for r in rows), args.seeds)}; "
               f"CPU {time.process_time() - start:.0f} s")
 
 
