@@ -8,8 +8,8 @@ from typing import Annotated, Optional
 import typer
 
 from audit.cli.app import app, console, switch
-from audit.cli.output import (FailOnLeakOption, QuietOption, RayAddressOption, TrackingUriOption, command_progress, print_verdict,
-                              publish_results, with_fail_on_leak)
+from audit.cli.output import (FailOnLeakOption, QuietOption, RayAddressOption, TrackingUriOption, command_progress, print_one_run_bounds,
+                              print_verdict, publish_results, with_fail_on_leak)
 
 
 @app.command("audit-scores")
@@ -60,6 +60,7 @@ def audit_scores_command(
         progress=command_progress(quiet), what="scores: attack metrics, CIs and ε bounds",
     )
     console.print(results_summary_table(results))
+    print_one_run_bounds(results)
     for note in results["notes"]:
         console.print(f"[yellow]note:[/yellow] {note}")
     console.print(f"results: {final}/results.json\nreport:  {final}/report.html")
@@ -159,6 +160,7 @@ def audit_model(
         progress=progress, what="model audit",
     )
     console.print(results_summary_table(results))
+    print_one_run_bounds(results)
     for note in results["notes"]:
         console.print(f"[yellow]note:[/yellow] {note}", soft_wrap=True)
     console.print(f"results: {final}/results.json\nreport:  {final}/report.html")

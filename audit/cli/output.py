@@ -247,3 +247,36 @@ def print_bound(result: dict, what: str, path: Path, fail_on_inconclusive: bool 
     if result["verdict"]["status"] == "pass":
         console.print("(a bound below the claim is not a proof that the claim holds)")
     print_verdict(result, fail_on_inconclusive=fail_on_inconclusive)
+
+
+def _one_run_line(label: str, attack: dict) -> list[str]:
+    bound = (attack.get("epsilon_lb") or {}).get("one_run")
+    fdp = attack.get("fdp_one_run")
+    if not isinstance(bound, (int, float)) or not isinstance(fdp, dict):
+        return []
+    gdp = fdp.get("epsilon_gdp")
+    gdp_text = f"ε ≥ {gdp:.2f} if the trade-off curve is Gaussian" if isinstance(gdp, (int, float)) else "ε not bounded"
+    claim = {True: "; claimed (ε, δ) curve refuted", False: "; claimed (ε, δ) curve not refuted"}.get(fdp.get("claim_refuted"), "")
+    return [f"{label}: one-run bounds over {fdp.get('m')} coin-flip candidates — Steinke et al. ε ≥ {bound:.2f} "
+            f"(decides; sound for any mechanism) · f-DP, Mahloujifar et al. 2024: {gdp_text}{claim} (shown only)"]
+
+
+def one_run_lines(results: dict) -> list[str]:
+    """One line per attack whose membership was randomized: both one-run bounds, their assumptions, and
+    which decides (Steinke et al.'s, pre-declared; the f-DP result is shown beside it)."""
+    lines: list[str] = []
+    for target in results.get("targets") or []:
+        eps = target.get("epsilon_target")
+        name = target.get("name") or (f"target ε {eps:g}" if isinstance(eps, (int, float)) else "target")
+        for attack in target.get("attacks") or []:
+            if isinstance(attack, dict):
+                lines += _one_run_line(f"{name}, {attack.get('name')}", attack)
+    for entry in results.get("synthetic") or []:
+        if isinstance(entry, dict) and isinstance(entry.get("mia"), dict):
+            lines += _one_run_line(f"{entry.get('generator', 'synthetic')}, distance MIA", entry["mia"])
+    return lines
+
+
+def print_one_run_bounds(results: dict) -> None:
+    for line in one_run_lines(results):
+        console.print(line, soft_wrap=True, highlight=False)

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from audit.cli.app import EXIT_INTERRUPTED, app, console, switch
-from audit.cli.output import QuietOption, RayAddressOption, TrackingUriOption, command_progress, print_verdict, sigterm_as_interrupt
+from audit.cli.output import QuietOption, RayAddressOption, TrackingUriOption, command_progress, print_one_run_bounds, print_verdict, sigterm_as_interrupt
 from audit.cli.ledger_commands import DatasetOption, LedgerOption, record_in_ledger
 from audit.errors import AuditInputError
 
@@ -118,6 +118,7 @@ def run(
         pool.close()
     results = audit_run.results
     console.print(results_summary_table(results))
+    print_one_run_bounds(results)
     from reports.federated_tables import federated_console_tables
 
     for table in federated_console_tables(results):
