@@ -553,6 +553,10 @@ def _attack_details(results: dict[str, Any]) -> str:
             one_run = _num(bounds.get("one_run"), 2)
             if extra:
                 one_run += "".join(f"<br><small>{_text(k)}: {_num(v, 2)}</small>" for k, v in extra.items())
+            fdp = attack.get("fdp_one_run")
+            if isinstance(fdp, dict):  # shown beside Steinke et al.'s bound, which decides (stats helper)
+                one_run += (f"<br><small>f-DP one run: {_num(fdp.get('epsilon_gdp'), 2)} "
+                            "(assumes a Gaussian trade-off curve; shown only)</small>")
             rows.append(
                 f"<tr><td>{_eps(target.get('epsilon_target'))}</td><td>{_text(attack.get('name'))}</td>"
                 f'<td class="num">{_num(attack.get("auc"))}<br><small>({_ci(attack.get("auc_ci"), 3)})</small></td>'

@@ -172,3 +172,52 @@ def test_a_terminal_shows_the_time_left_too():
         step.update(2)
     progress.close()
     assert "left" in out.getvalue()
+
+
+def test_counted_runs_show_only_once_the_users_code_has_run_so_bad_input_stays_one_line():
+    from audit.machinery.progress import CountingPool
+
+    class Pool:
+        def map(self, function, tasks, kwargs=None, on_result=None):
+            results = [function(*task) for task in tasks]
+            for index, result in enumerate(results):
+                if on_result is not None:
+                    on_result(index, result)
+            return results
+
+    def claim_check(x):
+        return x
+
+    def training_run(x):
+        return x * 2
+
+    stream = io.StringIO()
+    progress = LineProgress(stream, heartbeat_s=0)
+    with progress.lazy_step("runs finished", total=10) as runs:
+        pool = CountingPool(Pool(), runs, lambda function: function is training_run)
+        pool.map(claim_check, [(1,)])  # not counted, and nothing shown yet
+        assert runs.step is None
+        assert pool.map(training_run, [(1,), (2,), (3,)]) == [2, 4, 6]
+        assert runs.step is not None and runs.step.completed == 3 and runs.step.total == 10
+    assert "runs finished 3/10" in stream.getvalue()
+
+
+def test_a_step_with_nothing_done_yet_waits_the_full_heartbeat_before_its_first_line():
+    import audit.machinery.progress as progress_module
+
+    stream = io.StringIO()
+    progress = LineProgress(stream, heartbeat_s=3.0)
+    progress._heartbeat_poll = 0.05
+    original = progress_module.FIRST_HEARTBEAT_SECONDS
+    progress_module.FIRST_HEARTBEAT_SECONDS = 0.3
+    try:
+        with progress.step("checking the trainer", total=10):
+            time.sleep(1.0)  # nothing done: may still be input checks, so no line yet
+        with progress.step("runs", total=10) as runs:
+            runs.update(2)
+            time.sleep(1.0)  # pieces done: says how far it is early
+    finally:
+        progress_module.FIRST_HEARTBEAT_SECONDS = original
+        progress.close()
+    beats = [line for line in stream.getvalue().splitlines() if "running for" in line]
+    assert beats and all("runs 2/10" in line for line in beats)

@@ -61,7 +61,7 @@ def parse_block(block: str) -> list[ReadmeCommand]:
         command, _, comment = stripped.partition(" # ")
         expected, ci_args, skip = 0, "", None
         for marker in (m.strip() for m in comment.split(";")):
-            if m := re.fullmatch(r"exit (\d+)", marker):
+            if m := re.search(r"\bexit (\d+)\b", marker):
                 expected = int(m.group(1))
             elif marker.startswith("ci: skip"):
                 skip = marker[len("ci: skip"):].strip(" ()") or "marked skip"

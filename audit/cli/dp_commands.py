@@ -160,7 +160,8 @@ def canary_audit(
     progress = command_progress(quiet)
     planned = planned_training_runs(mode, models) if mode in MODE_DEFAULTS else None
     try:  # the models train in isolated workers: the step counts finished runs of planned ones, with time left
-        with progress.step(f"canary audit ({mode}): training runs finished", total=planned) as runs_step, \
+        # Lazy: shown from the first batch of runs, so a trainer that fails to import stays one error line.
+        with progress.lazy_step(f"canary audit ({mode}): training runs finished", total=planned) as runs_step, \
                 make_user_code_executor(executor, workers=workers, ray_address=ray_address, timeout=timeout,
                                         name="--trainer", what=f"trainer {trainer}") as pool:
             counting = CountingPool(pool, runs_step, lambda function: function is train_and_score_task)
@@ -314,8 +315,9 @@ def whitebox_audit(
     check_tracking_uri(tracking_uri)
     progress = command_progress(quiet)
     try:
-        with progress.step(f"white-box audit: training runs finished ({runs} with the Dirac canary, {runs} without)",
-                           total=2 * runs) as runs_step:
+        # Lazy: shown from the first finished block, so a factory that fails in its worker stays one error line.
+        with progress.lazy_step(f"white-box audit: training runs finished ({runs} with the Dirac canary, {runs} without)",
+                                total=2 * runs) as runs_step:
             result = run_whitebox_audit(factory=factory, builtin=builtin, noise_multiplier=noise_multiplier,
                                         sample_rate=sample_rate, steps=steps, max_grad_norm=max_grad_norm,
                                         n_runs=runs, observe=observe, delta=delta, claimed_epsilon=claimed_epsilon,

@@ -71,9 +71,12 @@ def print_verdict(results: dict, fail_on_inconclusive: bool = False) -> None:
     if fwer:
         console.print(f"[dim]{safe(fwer)}[/dim]", highlight=False, soft_wrap=True)
     claims = [c for c in verdict.get("claims") or [] if isinstance(c, dict)]
+    # With --fail-on-inconclusive an untestable claim is why the command fails: it goes to stderr.
+    failing_open = fail_on_inconclusive and status == "inconclusive"
     for claim in claims:
         style = _CLAIM_STYLE.get(str(claim.get("status")), "white")
-        console.print(f"[{style}]claim[/{style}] {safe(claim_sentence(claim))}", highlight=False, soft_wrap=True)
+        out = err_console if failing_open and claim.get("status") == "untestable" else console
+        out.print(f"[{style}]claim[/{style}] {safe(claim_sentence(claim))}", highlight=False, soft_wrap=True)
     for entry in verdict.get("leakage") or []:
         style = "red" if entry.get("status") == "leaks" else "green"
         console.print(f"[{style}]no claim[/{style}] {safe(entry.get('statement'))}", highlight=False, soft_wrap=True)
@@ -86,8 +89,9 @@ def print_verdict(results: dict, fail_on_inconclusive: bool = False) -> None:
             err_console.print(f"[red]FAIL[/red] {safe(reason)}", highlight=False, soft_wrap=True)
         raise typer.Exit(EXIT_FAILED)
     if status == "inconclusive":
-        console.print(f"[yellow]INCONCLUSIVE[/yellow] ({safe(by)}): {counts}; no claim was refuted, but not every claim "
-                      "could have been", highlight=False, soft_wrap=True)
+        (err_console if failing_open else console).print(
+            f"[yellow]INCONCLUSIVE[/yellow] ({safe(by)}): {counts}; no claim was refuted, but not every claim "
+            "could have been", highlight=False, soft_wrap=True)
         for reason in extra_reasons(verdict):
             (err_console if fail_on_inconclusive else console).print(
                 f"[yellow]INCONCLUSIVE[/yellow] {safe(reason)}", highlight=False, soft_wrap=True)
@@ -201,8 +205,10 @@ def record_audit(kind: str, result: dict, out: Path, tracking_uri: str | None, p
 def print_bound(result: dict, what: str, path: Path, fail_on_inconclusive: bool = False) -> None:
     claim = result.get("claimed_epsilon")
     bound = result.get("epsilon_lower_bound")
+    profile = isinstance(result.get("profile_test"), dict)
     console.print(f"{what}: empirical ε lower bound {bound:.3f} at {result.get('confidence', 0.95):.0%} confidence "
-                  f"(claimed ε {claim if claim is None else f'{claim:.3f}'}, δ {result.get('delta')})")
+                  f"(claimed ε {claim if claim is None else f'{claim:.3f}'}, δ {result.get('delta')})"
+                  + ("; shown beside the profile test, which decides" if profile else ""))
     gdp = result.get("gdp_estimate")
     if isinstance(gdp, dict) and isinstance(gdp.get("epsilon"), (int, float)):
         mu = f", μ {gdp['mu']:.3f}" if isinstance(gdp.get("mu"), (int, float)) else ""
@@ -219,8 +225,10 @@ def print_bound(result: dict, what: str, path: Path, fail_on_inconclusive: bool 
     fdp = result.get("fdp_one_run")
     if isinstance(fdp, dict) and "refuted" in fdp:
         gdp = fdp.get("gdp_epsilon")
+        decides = not isinstance(test, dict)  # beside the profile test it is a figure, not the decision
         console.print(f"one-run f-DP test (Mahloujifar et al. 2024) of the claimed curve over {fdp['m']} canaries: "
                       + ("refuted" if fdp["refuted"] else "not refuted")
+                      + ("" if decides else " (shown only: the profile test above decides)")
                       + (f"; GDP-family ε ≥ {gdp:.3f} (assumes a Gaussian trade-off curve)" if isinstance(gdp, (int, float)) else ""))
         ceiling_point = result.get("profile_ceiling") or {}
         console.print("ceiling: " + ("a perfect attack with these runs could refute the claim's profile"
@@ -233,9 +241,42 @@ def print_bound(result: dict, what: str, path: Path, fail_on_inconclusive: bool 
                       + (f"; exceeding the claim needs ≥ {needed} {verdict.get('needed_unit')}" if needed else ""))
     console.print(f"details: {path}")
     ceiling = result.get("ceiling")
-    if isinstance(ceiling, (int, float)):
+    if isinstance(ceiling, (int, float)) and ceiling != verdict.get("ceiling"):  # one ceiling, said once
         console.print(("(ε, δ) bound's ceiling" if isinstance(result.get("profile_test"), dict) else "ceiling")
                       + f": a perfect attack reaches at most {ceiling:.3f} with these runs at this confidence")
     if result["verdict"]["status"] == "pass":
         console.print("(a bound below the claim is not a proof that the claim holds)")
     print_verdict(result, fail_on_inconclusive=fail_on_inconclusive)
+
+
+def _one_run_line(label: str, attack: dict) -> list[str]:
+    bound = (attack.get("epsilon_lb") or {}).get("one_run")
+    fdp = attack.get("fdp_one_run")
+    if not isinstance(bound, (int, float)) or not isinstance(fdp, dict):
+        return []
+    gdp = fdp.get("epsilon_gdp")
+    gdp_text = f"ε ≥ {gdp:.2f} if the trade-off curve is Gaussian" if isinstance(gdp, (int, float)) else "ε not bounded"
+    claim = {True: "; claimed (ε, δ) curve refuted", False: "; claimed (ε, δ) curve not refuted"}.get(fdp.get("claim_refuted"), "")
+    return [f"{label}: one-run bounds over {fdp.get('m')} coin-flip candidates — Steinke et al. ε ≥ {bound:.2f} "
+            f"(decides; sound for any mechanism) · f-DP, Mahloujifar et al. 2024: {gdp_text}{claim} (shown only)"]
+
+
+def one_run_lines(results: dict) -> list[str]:
+    """One line per attack whose membership was randomized: both one-run bounds, their assumptions, and
+    which decides (Steinke et al.'s, pre-declared; the f-DP result is shown beside it)."""
+    lines: list[str] = []
+    for target in results.get("targets") or []:
+        eps = target.get("epsilon_target")
+        name = target.get("name") or (f"target ε {eps:g}" if isinstance(eps, (int, float)) else "target")
+        for attack in target.get("attacks") or []:
+            if isinstance(attack, dict):
+                lines += _one_run_line(f"{name}, {attack.get('name')}", attack)
+    for entry in results.get("synthetic") or []:
+        if isinstance(entry, dict) and isinstance(entry.get("mia"), dict):
+            lines += _one_run_line(f"{entry.get('generator', 'synthetic')}, distance MIA", entry["mia"])
+    return lines
+
+
+def print_one_run_bounds(results: dict) -> None:
+    for line in one_run_lines(results):
+        console.print(line, soft_wrap=True, highlight=False)

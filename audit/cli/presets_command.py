@@ -20,6 +20,7 @@ _DESCRIPTIONS = {  # what each is for; how long each took lives in audit/machine
     "full": "paper-grade: more data, references and ε values",
     "digits-cnn": "the image task: a small CNN on scikit-learn's 8×8 digits at ε 1, 8, ∞",
     "hospitals": "federated, record-level DP: 3 sites, local DP-SGD, MIA per site",
+    "text": "language models: DP causal LMs on faker records with canaries; exposure, extraction, LM MIAs",
     "clients": "federated, client-level DP-FedAvg: 20 clients, client-level MIA",
 }
 

@@ -7,7 +7,8 @@ from typing import Annotated, Optional
 import typer
 
 from audit.cli.app import app, console, err_console, switch
-from audit.cli.output import FailOnLeakOption, QuietOption, TrackingUriOption, command_progress, print_verdict, publish_results
+from audit.cli.output import (FailOnLeakOption, QuietOption, TrackingUriOption, command_progress, print_one_run_bounds,
+                              print_verdict, publish_results)
 from audit.cli.ledger_commands import DatasetOption, LedgerOption, record_in_ledger
 from audit.errors import AuditInputError
 
@@ -148,6 +149,7 @@ def synth_check(
     risks_table = synthetic_risks_table(results)
     if risks_table is not None:
         console.print(risks_table)
+    print_one_run_bounds(results)
     for flag in entry["flags"]:
         err_console.print(f"[red]FLAG[/red] {flag['message']}", soft_wrap=True)
     console.print(f"results: {final}/results.json\nreport:  {final}/report.html")

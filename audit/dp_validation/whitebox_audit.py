@@ -385,8 +385,6 @@ def _observations(pool: WorkerPool, function, before: tuple, after: tuple, kwarg
         if report_runs is not None:
             report_runs(done[0], 2 * n_runs)
 
-    if report_runs is not None:
-        report_runs(0, 2 * n_runs)
     results = pool.map(function, [(*before, side, start, count, *after) for side, start, count in tasks], kwargs,
                        on_result=finished)
     sides: dict[int, list[dict]] = {_IN: [], _OUT: []}

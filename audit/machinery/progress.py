@@ -19,8 +19,8 @@ and says things in passing with `progress.note(text)`. The job never asks where 
   per finished step with the time of its own work (a piece reported inside it with a line of its
   own, e.g. reference-model training inside an attack, is booked there, not twice; a step stopped
   by an error prints nothing: the error line follows), and heartbeat lines for a step still running
-  — the first after 10 s, then every `heartbeat_s` — with done/total and an estimate of the time
-  left, so a log never sits silent and a person can tell whether to wait.
+  — after 10 s once pieces of it are done, then every `heartbeat_s` — with done/total and an
+  estimate of the time left, so a log never sits silent and a person can tell whether to wait.
 
 `progress_for(console, quiet)` picks the right one for a command; `as_progress(x)` turns what a
 Python caller passed (None, a Progress, a callable) into a Progress.
@@ -196,6 +196,15 @@ class LazyStep:
     def update(self, completed: int) -> None:
         self._started().update(completed)
 
+    @property
+    def completed(self) -> int:
+        return 0 if self.step is None else self.step.completed
+
+    def set_total(self, total: int | None) -> None:
+        self.total = total
+        if self.step is not None:
+            self.step.total = total
+
 
 class PieceReporter:
     """Turns `report(what, done, total)` calls from code that cannot import audit/ into steps.
@@ -278,14 +287,18 @@ class LineProgress(Progress):
         self._print(text)
 
     def _heartbeat(self) -> None:
-        # The first heartbeat after FIRST_HEARTBEAT_SECONDS of silence (every step longer than that says
-        # how far it is), later ones every heartbeat_s: a long step is never silent, a log stays short.
+        # A step with pieces done says how far it is after FIRST_HEARTBEAT_SECONDS of silence (done/total
+        # and the time left); later lines, and a step with nothing done yet, every heartbeat_s. A step
+        # with nothing done may still be checking input: an error found there stays the one line.
         beats = 0
         while not self._stop.wait(min(self.heartbeat_s, self._heartbeat_poll, FIRST_HEARTBEAT_SECONDS)):
             with self._lock:
                 running = self._stack[-1] if self._stack else None
-            wait = FIRST_HEARTBEAT_SECONDS if beats == 0 else self.heartbeat_s
-            if running is None or time.monotonic() - self._last_line < min(wait, self.heartbeat_s):
+            if running is None:
+                continue
+            early = beats == 0 and running.completed > 0 and running.total is not None
+            wait = FIRST_HEARTBEAT_SECONDS if early else self.heartbeat_s
+            if time.monotonic() - self._last_line < min(wait, self.heartbeat_s):
                 continue
             beats += 1
             self._print(f"… {running.description}{running.counts()}: running for {_duration(running.elapsed)}"
@@ -341,7 +354,7 @@ class CountingPool:
     it in advance) and never reads less than the runs already submitted.
     """
 
-    def __init__(self, pool, step: Step, counted: Callable[[Callable], bool]):
+    def __init__(self, pool, step: "Step | LazyStep", counted: Callable[[Callable], bool]):
         self.pool, self.step, self.counted = pool, step, counted
         self.submitted = 0
 
@@ -351,8 +364,11 @@ class CountingPool:
         tasks = list(tasks)
         self.submitted += len(tasks)
         if self.step.total is None or self.step.total < self.submitted:
-            self.step.total = self.submitted
-        self.step.update(self.step.completed)
+            if isinstance(self.step, LazyStep):
+                self.step.set_total(self.submitted)
+            else:
+                self.step.total = self.submitted
+        self.step.update(self.step.completed)  # a lazy step shows from here: the user's code imported fine
 
         def finished(index, result):
             self.step.advance()
