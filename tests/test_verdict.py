@@ -264,8 +264,13 @@ CASES = [
     ([*SYNTH, "--synthetic", "copy.csv"], "no_claim", 0, "folder"),
     # … and exit 1 when the gate asks for it.
     ([*SYNTH, "--synthetic", "copy.csv", "--fail-on-leak"], "fail", 1, "folder"),
+    # audit-scores: the five outcomes on generated score files
     (["audit-scores", "null_scores.csv", "--claimed-epsilon", "1"], "inconclusive", 0, "folder"),  # no coin flip
     (["audit-scores", "null_scores.csv", "--claimed-epsilon", "1", "--membership-randomized"], "pass", 0, "folder"),
+    (["audit-scores", "leaky_scores.csv", "--claimed-epsilon", "1", "--membership-randomized"], "fail", 1, "folder"),
+    (["audit-scores", "leaky_scores.csv"], "no_claim", 0, "folder"),  # no claim, leaks
+    (["audit-scores", "null_scores.csv"], "no_claim", 0, "folder"),  # no claim, no significant leakage
+    (["audit-scores", "leaky_scores.csv", "--fail-on-leak"], "fail", 1, "folder"),
     (["mechanism-audit", "--mechanism", "audit.demos.mechanisms:laplace_count_wrong_scale", "--trials", "4000"],
      "fail", 1, "single"),
     (["accountant-check", "--accountant", "audit.dp_validation.accountant_check:opacus_gdp", "--grid", "grid.yaml"],
@@ -322,17 +327,40 @@ def test_console_results_report_summary_junit_and_mlflow_agree(cli, tmp_path, ar
     else:
         results = json.loads((folder / "results.json").read_text())
         verdict = results["verdict"]
-        word = status_word(status, verdict)
+        assert results["schema_version"] == 3
+    word = status_word(status, verdict)
+    console = (proc.stdout + proc.stderr).splitlines()
+    assert any(line.startswith(word) for line in console), word  # LEAKS / NO SIGNIFICANT … / PASS / …
+    assert verdict["status"] == status and verdict["passed"] == (status == "pass")
+    claims = verdict["claims"]
+    assert (status == "no_claim") == (not claims)
+    counts = {s: sum(c["status"] == s for c in claims) for s in ("held", "refuted", "untestable")}
+    assert (status == "pass") == (counts["held"] == len(claims) > 0)
+    for claim in claims:  # every claim's status on the console, in words
+        assert any(line.startswith("claim ") and claim["claim"] in line for line in console), claim["claim"]
+    report = (folder / "report.html").read_text()
+    assert f"data-status=\"{status}\"" in report or f"data-status='{status}'" in report
+    if kind == "folder":
         assert (folder / "summary.md").read_text().splitlines()[0].endswith(word)
         junit = ET.parse(folder / "junit.xml").getroot()
-        assert {p.get("name"): p.get("value") for p in junit.iter("property")}["verdict"] == status
-    assert verdict["status"] == status and verdict["passed"] == (status == "pass")
-    assert f"data-status=\"{status}\"" in (folder / "report.html").read_text() or \
-        f"data-status='{status}'" in (folder / "report.html").read_text()
+        properties = {p.get("name"): p.get("value") for p in junit.iter("property")}
+        assert properties["verdict"] == status and properties["passed"] == str(status == "pass").lower()
+        cases = junit.findall("./testsuite/testcase")
+        failing = sum(c.find("failure") is not None for c in cases)
+        assert sum(c.find("skipped") is not None for c in cases) == counts["untestable"]
+        assert failing == counts["refuted"] + (status == "fail" and counts["refuted"] == 0)
+        assert len(cases) == len(claims) + (status == "fail" and counts["refuted"] == 0)
+        for claim in claims:
+            assert f'data-claim-status="{claim["status"]}"' in report
+        for entry in verdict["leakage"]:
+            assert f'data-leakage="{entry["status"]}"' in report
     mlflow.set_tracking_uri(db)
     runs = mlflow.search_runs(search_all_experiments=True)
     parents = runs[runs.get("tags.mlflow.parentRunId").isna()] if "tags.mlflow.parentRunId" in runs else runs
     assert list(parents["tags.verdict"]) == [status]
+    assert list(parents["tags.verdict.headline"]) == [word]
+    for i, claim in enumerate(claims):
+        assert list(parents[f"tags.verdict.claim.{i:02d}"]) == [f"{claim['status']}: {claim['claim']}"[:4900]]
 
 
 @pytest.mark.slow

@@ -65,9 +65,12 @@ def print_verdict(results: dict, fail_on_inconclusive: bool = False) -> None:
     if fwer:
         console.print(f"[dim]{fwer}[/dim]", highlight=False, soft_wrap=True)
     claims = [c for c in verdict.get("claims") or [] if isinstance(c, dict)]
+    # With --fail-on-inconclusive an untestable claim is why the command fails: it goes to stderr.
+    failing_open = fail_on_inconclusive and status == "inconclusive"
     for claim in claims:
         style = _CLAIM_STYLE.get(str(claim.get("status")), "white")
-        console.print(f"[{style}]claim[/{style}] {claim_sentence(claim)}", highlight=False, soft_wrap=True)
+        out = err_console if failing_open and claim.get("status") == "untestable" else console
+        out.print(f"[{style}]claim[/{style}] {claim_sentence(claim)}", highlight=False, soft_wrap=True)
     for entry in verdict.get("leakage") or []:
         style = "red" if entry.get("status") == "leaks" else "green"
         console.print(f"[{style}]no claim[/{style}] {entry.get('statement')}", highlight=False, soft_wrap=True)
@@ -80,8 +83,9 @@ def print_verdict(results: dict, fail_on_inconclusive: bool = False) -> None:
             err_console.print(f"[red]FAIL[/red] {reason}", highlight=False, soft_wrap=True)
         raise typer.Exit(EXIT_FAILED)
     if status == "inconclusive":
-        console.print(f"[yellow]INCONCLUSIVE[/yellow] ({by}): {counts}; no claim was refuted, but not every claim "
-                      "could have been", highlight=False, soft_wrap=True)
+        (err_console if failing_open else console).print(
+            f"[yellow]INCONCLUSIVE[/yellow] ({by}): {counts}; no claim was refuted, but not every claim could have been",
+            highlight=False, soft_wrap=True)
         for reason in extra_reasons(verdict):
             (err_console if fail_on_inconclusive else console).print(
                 f"[yellow]INCONCLUSIVE[/yellow] {reason}", highlight=False, soft_wrap=True)
@@ -195,8 +199,10 @@ def record_audit(kind: str, result: dict, out: Path, tracking_uri: str | None, p
 def print_bound(result: dict, what: str, path: Path, fail_on_inconclusive: bool = False) -> None:
     claim = result.get("claimed_epsilon")
     bound = result.get("epsilon_lower_bound")
+    profile = isinstance(result.get("profile_test"), dict)
     console.print(f"{what}: empirical ε lower bound {bound:.3f} at {result.get('confidence', 0.95):.0%} confidence "
-                  f"(claimed ε {claim if claim is None else f'{claim:.3f}'}, δ {result.get('delta')})")
+                  f"(claimed ε {claim if claim is None else f'{claim:.3f}'}, δ {result.get('delta')})"
+                  + ("; shown beside the profile test, which decides" if profile else ""))
     gdp = result.get("gdp_estimate")
     if isinstance(gdp, dict) and isinstance(gdp.get("epsilon"), (int, float)):
         mu = f", μ {gdp['mu']:.3f}" if isinstance(gdp.get("mu"), (int, float)) else ""
@@ -213,8 +219,10 @@ def print_bound(result: dict, what: str, path: Path, fail_on_inconclusive: bool 
     fdp = result.get("fdp_one_run")
     if isinstance(fdp, dict) and "refuted" in fdp:
         gdp = fdp.get("gdp_epsilon")
+        decides = not isinstance(test, dict)  # beside the profile test it is a figure, not the decision
         console.print(f"one-run f-DP test (Mahloujifar et al. 2024) of the claimed curve over {fdp['m']} canaries: "
                       + ("refuted" if fdp["refuted"] else "not refuted")
+                      + ("" if decides else " (shown only: the profile test above decides)")
                       + (f"; GDP-family ε ≥ {gdp:.3f} (assumes a Gaussian trade-off curve)" if isinstance(gdp, (int, float)) else ""))
         ceiling_point = result.get("profile_ceiling") or {}
         console.print("ceiling: " + ("a perfect attack with these runs could refute the claim's profile"
@@ -227,7 +235,7 @@ def print_bound(result: dict, what: str, path: Path, fail_on_inconclusive: bool 
                       + (f"; exceeding the claim needs ≥ {needed} {verdict.get('needed_unit')}" if needed else ""))
     console.print(f"details: {path}")
     ceiling = result.get("ceiling")
-    if isinstance(ceiling, (int, float)):
+    if isinstance(ceiling, (int, float)) and ceiling != verdict.get("ceiling"):  # one ceiling, said once
         console.print(("(ε, δ) bound's ceiling" if isinstance(result.get("profile_test"), dict) else "ceiling")
                       + f": a perfect attack reaches at most {ceiling:.3f} with these runs at this confidence")
     if result["verdict"]["status"] == "pass":
