@@ -807,8 +807,11 @@ def _collect_figures(
     results: dict[str, Any], run_dir: Path | None
 ) -> tuple[list[tuple[str, int, list[_Figure]]], list[str]]:
     """Figure groups (heading, columns, figures) and the names of figures this rendering lacks."""
+    from audit.machinery.safe_files import PNG_MAGIC, read_run_file, run_folder_files
+
     folder = run_dir / "figures" if run_dir is not None else None
-    available = sorted(folder.glob("*.png")) if folder is not None and folder.is_dir() else []
+    # Regular files only, no symlink below the run folder, bounded: a figure cannot pull in a system file.
+    available = run_folder_files(run_dir, folder, "*.png") if folder is not None else []
     by_stem = {p.stem: p for p in available}
     summary: list[_Figure] = []
     missing: list[str] = []
@@ -819,7 +822,7 @@ def _collect_figures(
     for stem in ("empirical_vs_accountant", "privacy_utility"):
         title, caption = _FIGURE_TEXT[stem]
         if stem in by_stem:
-            summary.append(_Figure(title, caption, by_stem[stem].read_bytes(), "run folder"))
+            summary.append(_Figure(title, caption, read_run_file(run_dir, by_stem[stem], magic=PNG_MAGIC), "run folder"))
             used.add(stem)
             continue
         if redrawn is None:
@@ -831,7 +834,7 @@ def _collect_figures(
 
     if "roc_all" in by_stem:
         title, caption = _FIGURE_TEXT["roc_all"]
-        every_roc = [_Figure(title, caption, by_stem["roc_all"].read_bytes(), "run folder")]
+        every_roc = [_Figure(title, caption, read_run_file(run_dir, by_stem["roc_all"], magic=PNG_MAGIC), "run folder")]
         used.add("roc_all")
     elif results.get("targets"):
         missing.append("ROC curves (they need the run folder's figures/; results.json holds no ROC points)")
@@ -839,15 +842,15 @@ def _collect_figures(
     for path in sorted((p for p in available if p.stem.startswith("roc_eps_")), key=_figure_sort_key):
         tag = path.stem.removeprefix("roc_eps_")
         label = "∞" if tag == "inf" else tag
-        per_target.append(_Figure(f"ROC, ε = {label}", "Every attack on this target.", path.read_bytes(),
+        per_target.append(_Figure(f"ROC, ε = {label}", "Every attack on this target.", read_run_file(run_dir, path, magic=PNG_MAGIC),
                                   "run folder"))
         used.add(path.stem)
     synthetic = []
     for path in (p for p in available if p.stem.startswith("synthetic_")):
         title = path.stem.removeprefix("synthetic_").replace("_", " ")
-        synthetic.append(_Figure(f"Synthetic data: {title}", "", path.read_bytes(), "run folder"))
+        synthetic.append(_Figure(f"Synthetic data: {title}", "", read_run_file(run_dir, path, magic=PNG_MAGIC), "run folder"))
         used.add(path.stem)
-    others = [_Figure(p.stem.replace("_", " "), "", p.read_bytes(), "run folder") for p in available
+    others = [_Figure(p.stem.replace("_", " "), "", read_run_file(run_dir, p, magic=PNG_MAGIC), "run folder") for p in available
               if p.stem not in used]
     groups = [
         ("Summary", 2, summary),
@@ -1023,12 +1026,15 @@ def _results_file_digest(results: dict[str, Any], run_dir: Path | None) -> str |
     """SHA-256 of run_dir/results.json when that file holds exactly these results (ties a signature to it)."""
     if run_dir is None:
         return None
+    from audit.errors import AuditInputError
+    from audit.machinery.safe_files import read_run_file
+
     path = run_dir / "results.json"
     try:
-        raw = path.read_bytes()
+        raw = read_run_file(run_dir, path)  # never a FIFO, a link or a device
         if json.loads(raw) != results:
             return None
-    except (OSError, ValueError):
+    except (AuditInputError, ValueError):
         return None
     return hashlib.sha256(raw).hexdigest()
 

@@ -16,6 +16,8 @@ import pytest
 
 from tests.conftest import REPO
 
+pytestmark = pytest.mark.packaging  # builds the wheel, installs it into a fresh venv
+
 
 def _run(args: list[str], cwd: Path, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
     return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)

@@ -132,11 +132,11 @@ def _measure(report: Path, tmp_path: Path) -> dict:
     return json.loads(found.group(1).replace("&quot;", '"').replace("&gt;", ">").replace("&lt;", "<").replace("&amp;", "&"))
 
 
-needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="needs Chromium (apt-get install chromium)")
 
 
 @pytest.mark.slow
-@needs_chromium
+@pytest.mark.browser
+@pytest.mark.skipif(CHROMIUM is None, reason="needs Chromium (apt-get install chromium)")
 def test_report_at_1280_px_has_no_sideways_overflow_and_every_legend_inside_its_figure(tmp_path):
     results = _widest_results()
     folder = _run_folder(tmp_path / "run", results)
@@ -147,7 +147,8 @@ def test_report_at_1280_px_has_no_sideways_overflow_and_every_legend_inside_its_
     assert measured["problems"] == []
 
 
-@needs_chromium
+@pytest.mark.browser
+@pytest.mark.skipif(CHROMIUM is None, reason="needs Chromium (apt-get install chromium)")
 def test_the_check_sees_a_legend_drawn_over_the_plot(tmp_path):
     """The measurement is not vacuous: matplotlib's usual in-axes legend is caught."""
     import matplotlib.pyplot as plt

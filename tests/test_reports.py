@@ -294,6 +294,7 @@ def test_junit_escapes_user_names(tmp_path):
 # --- in a real browser ------------------------------------------------------------------------
 
 
+@pytest.mark.browser
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="needs /usr/bin/chromium (apt-get install chromium)")
 def test_the_report_renders_in_a_headless_browser(run_dir, tmp_path):
     from PIL import Image

@@ -24,7 +24,7 @@ from targets.vectorized_dpsgd import (
 
 DEVICES = [
     "cpu",
-    pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")),
+    pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]),
 ]
 METHODS = ["vmap", "ghost"]
 IN_FEATURES, HIDDEN, N_CLASSES = 5, (8, 6), 3

@@ -54,51 +54,57 @@ def print_verdict(results: dict, fail_on_inconclusive: bool = False) -> None:
     """The verdict as everything else shows it (audit.machinery.verdict): one line per claim, the
     leakage statement of each subject without a claim, then the top line, each reason once.
     Exit 1 when it is "fail" (or "inconclusive" with `fail_on_inconclusive`)."""
+    from rich.markup import escape
+
+    from audit.errors import escape_controls
     from audit.machinery.verdict import claim_sentence, extra_reasons, status_word
+
+    def safe(text) -> str:  # reasons quote file names and user text: no terminal escapes, no rich markup
+        return escape(escape_controls(str(text)))
 
     verdict = results["verdict"]
     status = verdict.get("status") or ("pass" if verdict.get("passed") else "fail")
     by = verdict.get("decided_by") or "built-in checks"
     for note in verdict.get("notes") or []:
-        console.print(f"[yellow]finding:[/yellow] {note}", highlight=False, soft_wrap=True)
+        console.print(f"[yellow]finding:[/yellow] {safe(note)}", highlight=False, soft_wrap=True)
     fwer = (verdict.get("family_wise_error") or {}).get("statement")
     if fwer:
-        console.print(f"[dim]{fwer}[/dim]", highlight=False, soft_wrap=True)
+        console.print(f"[dim]{safe(fwer)}[/dim]", highlight=False, soft_wrap=True)
     claims = [c for c in verdict.get("claims") or [] if isinstance(c, dict)]
     # With --fail-on-inconclusive an untestable claim is why the command fails: it goes to stderr.
     failing_open = fail_on_inconclusive and status == "inconclusive"
     for claim in claims:
         style = _CLAIM_STYLE.get(str(claim.get("status")), "white")
         out = err_console if failing_open and claim.get("status") == "untestable" else console
-        out.print(f"[{style}]claim[/{style}] {claim_sentence(claim)}", highlight=False, soft_wrap=True)
+        out.print(f"[{style}]claim[/{style}] {safe(claim_sentence(claim))}", highlight=False, soft_wrap=True)
     for entry in verdict.get("leakage") or []:
         style = "red" if entry.get("status") == "leaks" else "green"
-        console.print(f"[{style}]no claim[/{style}] {entry.get('statement')}", highlight=False, soft_wrap=True)
+        console.print(f"[{style}]no claim[/{style}] {safe(entry.get('statement'))}", highlight=False, soft_wrap=True)
     word = status_word(status, verdict)
     counts = " · ".join(f"{sum(1 for c in claims if c.get('status') == s)} {s}"
                         for s in ("held", "refuted", "untestable"))
     if status == "fail":
-        err_console.print(f"[red]FAIL[/red] ({by}): {counts}", highlight=False, soft_wrap=True)
+        err_console.print(f"[red]FAIL[/red] ({safe(by)}): {counts}", highlight=False, soft_wrap=True)
         for reason in extra_reasons(verdict):
-            err_console.print(f"[red]FAIL[/red] {reason}", highlight=False, soft_wrap=True)
+            err_console.print(f"[red]FAIL[/red] {safe(reason)}", highlight=False, soft_wrap=True)
         raise typer.Exit(EXIT_FAILED)
     if status == "inconclusive":
         (err_console if failing_open else console).print(
-            f"[yellow]INCONCLUSIVE[/yellow] ({by}): {counts}; no claim was refuted, but not every claim could have been",
-            highlight=False, soft_wrap=True)
+            f"[yellow]INCONCLUSIVE[/yellow] ({safe(by)}): {counts}; no claim was refuted, but not every claim "
+            "could have been", highlight=False, soft_wrap=True)
         for reason in extra_reasons(verdict):
             (err_console if fail_on_inconclusive else console).print(
-                f"[yellow]INCONCLUSIVE[/yellow] {reason}", highlight=False, soft_wrap=True)
+                f"[yellow]INCONCLUSIVE[/yellow] {safe(reason)}", highlight=False, soft_wrap=True)
         if fail_on_inconclusive:
             err_console.print("[red]FAIL[/red] inconclusive and --fail-on-inconclusive was given", highlight=False)
             raise typer.Exit(EXIT_FAILED)
         return
     if status == "no_claim":
         style = "red" if word == "LEAKS" else "green"
-        console.print(f"[{style}]{word}[/{style}] ({by}): no DP claim was tested, so nothing passes or fails; "
+        console.print(f"[{style}]{word}[/{style}] ({safe(by)}): no DP claim was tested, so nothing passes or fails; "
                       "exit 0 unless a policy or --fail-on-leak says otherwise", highlight=False, soft_wrap=True)
         return
-    console.print(f"[green]PASS[/green] ({by}): every claim held ({counts})", highlight=False, soft_wrap=True)
+    console.print(f"[green]PASS[/green] ({safe(by)}): every claim held ({counts})", highlight=False, soft_wrap=True)
 
 
 def publish_results(compute, *, out: Path, folder_name: str, experiment: str, tracking_uri: str | None,
