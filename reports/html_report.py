@@ -425,7 +425,7 @@ def _overview(results: dict[str, Any]) -> str:
     rows += [
         ("Targets", ", ".join(_eps(t.get("epsilon_target")) for t in targets) or "none"),
         ("Attacks", _text(", ".join(_attack_names(results))) or "none"),
-        ("Accountant", _text(_accountant(results) or "—") + " (the ε a violation is judged against); "
+        ("Accountant", _text(_accountant(results) or "—") + " (the ε each claim is tested against); "
                        "PLD (dp_accounting) as the tight reference"),
         ("δ", ", ".join(f"{d:g}" for d in delta if _is_number(d)) or "—"),
         ("Confidence", f"{_pct(confidence)} (one-sided lower bounds, two-sided AUC intervals)"),
@@ -781,7 +781,7 @@ _FIGURE_TEXT = {
     "empirical_vs_accountant": (
         "Empirical vs accountant ε",
         "Best sound empirical lower bound (y) against the accountant's ε (x) per private target. A point above "
-        "the dashed line y = x would be a violation.",
+        "a bound above the dashed line y = x would refute the claim.",
     ),
     "privacy_utility": (
         "Privacy-utility",
@@ -969,7 +969,7 @@ def _method_notes(results: dict[str, Any]) -> str:
 <p>A differentially private training procedure limits how well <em>any</em> attacker can tell whether a record
 was in the training set. Turning an attack's measured true- and false-positive rates into an ε gives a
 <strong>lower bound</strong>: with {pct} confidence, the procedure is <em>not</em> (ε, δ)-DP for any ε below it.
-When that lower bound exceeds the accountant's ε (a <strong>violation</strong>), the privacy claim is
+When that lower bound exceeds the accountant's ε (the claim is <strong>refuted</strong>), the privacy claim is
 contradicted: the DP implementation, its accounting or its assumptions are broken.</p>
 <p>The converse does not hold. <strong>A lower bound of 0 is not a proof of privacy</strong>: it says that
 this attack, on these candidates, found no statistically significant evidence against the claim. Stronger

@@ -38,27 +38,6 @@ def claimed_epsilon_text(entry: dict[str, Any]) -> str:
     return "none claimed" if str(entry.get("generator", "")).startswith("user-supplied") else "∞ (no DP)"
 
 
-def synthetic_verdict_banner(results: dict[str, Any]) -> str:
-    verdict = results.get("verdict") or {}
-    reasons = [str(r) for r in verdict.get("reasons") or []]
-    policy = verdict.get("policy")
-    if verdict.get("passed") is False:
-        kind, word = "fail", "FAIL"
-        detail = (f"<p>The policy <code>{_text(policy)}</code> is not met.</p>" if policy else
-                  "<p>A built-in check flagged the release: it looks like a (near-)copy of its training data, "
-                  "or a lower bound contradicts its claimed ε.</p>")
-    else:
-        kind, word = "pass", "PASS"
-        detail = ((f"<p>Every rule of the policy <code>{_text(policy)}</code> is met.</p>" if policy else "")
-                  + "<p>No built-in check flagged the release. This is not a proof of privacy: the checks find "
-                    "copies and near-copies of training rows and what a distance attacker can exploit, not every "
-                    "possible inference.</p>")
-    if reasons:
-        detail += "<p><strong>Reasons:</strong></p><ul>" + "".join(f"<li>{_text(r)}</li>" for r in reasons) + "</ul>"
-    return (f'<section class="verdict {kind}" id="verdict"><div class="word">{word}</div>'
-            f'<div class="detail">{detail}</div></section>')
-
-
 def synthetic_overview(results: dict[str, Any]) -> str:
     config = results.get("config") or {}
     entries = [e for e in results.get("synthetic") or [] if isinstance(e, dict)]

@@ -227,3 +227,13 @@ def test_conformance_is_a_family_of_statistical_checks_at_alpha():
     assert "family of 2 statistical checks at family-wise α 0.01" in verdict["family_wise_error"]["statement"]
     assert "deterministic" not in str(verdict)
     assert [c["status"] for c in verdict["claims"]] == ["refuted", "held"] and verdict["status"] == "fail"
+
+
+def test_a_tie_or_saturation_field_on_an_attack_becomes_a_note_naming_target_and_attack():
+    rng = np.random.default_rng(9)
+    attack = _attack(rng, 0.0)
+    attack["score_ties"] = {"note": "1431 of 2400 scores tie at one value", "flattens": True}
+    verdict = recompute_verdict(_results(_target(attack, 1.0)))
+    assert "ε = 1, loss: score ties: 1431 of 2400 scores tie at one value" in verdict["notes"]
+    attack["score_ties"] = {"note": "no tie that matters", "flattens": False}
+    assert not recompute_verdict(_results(_target(attack, 1.0)))["notes"]

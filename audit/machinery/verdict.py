@@ -91,9 +91,15 @@ def claim_statuses(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         outcomes = [r["outcome"] for r in members]
         status = "refuted" if "fail" in outcomes else ("untestable" if "inconclusive" in outcomes else "held")
         wanted = {"refuted": "fail", "held": "pass"}.get(status, "inconclusive")
-        deciding = next(r for r in members if r["outcome"] == wanted)
-        reason = ("; ".join(dict.fromkeys(str(r.get("message")) for r in members if r["outcome"] == wanted))
-                  if status != "held" else deciding.get("message"))
+        same = [r for r in members if r["outcome"] == wanted]
+        # The strongest check speaks for the claim; the others that agree are named, not repeated.
+        deciding = min(same, key=lambda r: r["p_value"] if isinstance(r.get("p_value"), (int, float)) else 2.0)
+        reason = str(deciding.get("message"))
+        others = [str(r.get("name")) for r in same if r is not deciding and r.get("message") != reason]
+        if deciding.get("assumption") == "policy rule" and status != "held":  # short, each its own number
+            reason = "; ".join(dict.fromkeys(str(r.get("message")) for r in same))
+        elif others and status != "held":
+            reason += f" (likewise: {', '.join(others)})"
         ceilings = [r["ceiling"] for r in members if isinstance(r.get("ceiling"), (int, float))]
         p_values = [r["p_value"] for r in members if isinstance(r.get("p_value"), (int, float))]
         claims.append({
@@ -395,7 +401,7 @@ def built_in_checks(results: dict[str, Any], alpha: float) -> tuple[list[Check],
         if isinstance(target, dict):
             more, found = _target_checks(index, target, alpha_each, confidence, alpha)
             checks += more
-            notes += found
+            notes += found + _score_notes(target)
             if not _target_has_claim(target):
                 leakage.append(target_leakage(index, target, f"ε = {_eps_text(target.get('epsilon_target'))}", alpha))
     for index, entry in enumerate(results.get("synthetic") or []):
@@ -405,6 +411,32 @@ def built_in_checks(results: dict[str, Any], alpha: float) -> tuple[list[Check],
                 name = entry.get("generator") or f"synthetic[{index}]"
                 leakage.append(synthetic_leakage(index, entry, f"synthetic '{name}'", alpha))
     return checks, notes, leakage
+
+
+# Fields an attack record may carry when its scores tie or saturate (set by the statistics that
+# detect them); shown as notes naming the target and attack, whatever their exact shape.
+SCORE_NOTE_FIELDS = ("score_ties", "saturated", "saturation", "ties")
+
+
+def _score_notes(target: dict[str, Any]) -> list[str]:
+    label = f"ε = {_eps_text(target.get('epsilon_target'))}"
+    notes = []
+    for attack in target.get("attacks") or []:
+        if not isinstance(attack, dict):
+            continue
+        for field in SCORE_NOTE_FIELDS:
+            value = attack.get(field)
+            if not value:
+                continue
+            if isinstance(value, dict):
+                if value.get("flattens") is False or value.get("detected") is False:
+                    continue
+                text = value.get("note") or value.get("message") or ", ".join(
+                    f"{k} {v}" for k, v in value.items() if isinstance(v, (int, float, str)) and not isinstance(v, bool))
+            else:
+                text = str(value) if not isinstance(value, bool) else field.replace("_", " ")
+            notes.append(f"{label}, {attack.get('name')}: {field.replace('_', ' ')}: {text}")
+    return notes
 
 
 def _target_has_claim(target: dict[str, Any]) -> bool:

@@ -130,7 +130,9 @@ def evaluate_attack(
     fit = gaussian_tradeoff_fit(scores, members, seed=threshold_seed)
     tpr = tpr_at_fpr(scores, members, FPR_LEVELS)
     tpr_randomized = tpr_at_fpr_randomized(scores, members, FPR_LEVELS)
-    notes = tie_notes(name, scores, members, tpr, tpr_randomized)
+    tie_sentences = tie_notes("", scores, members, tpr, tpr_randomized)
+    ties = {**score_ties(scores), "detected": bool(tie_sentences), "note": "; ".join(tie_sentences) or None}
+    notes = [f"{name}: {sentence}" for sentence in tie_sentences]
     if fit["withheld"]:
         notes.append(f"{name}: GDP estimate withheld — {fit['reason']}")
     advantage = membership_advantage(scores, members)
@@ -144,7 +146,8 @@ def evaluate_attack(
         "tpr_at_fpr": {str(level): value for level, value in tpr.items()},
         "tpr_at_fpr_randomized": {str(level): value for level, value in tpr_randomized.items()},
         "tpr_at_fpr_convention": TPR_CONVENTION,
-        "score_ties": score_ties(scores),
+        # `detected` / `note`: what the verdict's score notes read (audit/machinery/verdict.py)
+        "score_ties": ties,
         "notes": notes,
         "tpr_at_fpr_0.01_per_class": {
             str(label): value for label, value in per_class_tpr_at_fpr(scores, members, labels, fpr=0.01).items()

@@ -118,19 +118,20 @@ def tie_notes(attack_name: str, scores, members, tpr_conservative: dict, tpr_ran
     s = np.where(np.isnan(s), -np.inf, s)
     ties = score_ties(s)
     label = f"{where}, {attack_name}" if where else attack_name
+    prefix = f"{label}: " if label else ""  # no label: the caller names target and attack itself
     notes = []
     if ties["largest_tie_fraction"] >= MOSTLY_TIED:
         count = int(round(ties["largest_tie_fraction"] * s.size))
-        notes.append(f"{label}: {count} of {s.size} scores tie at one value ({ties['largest_tie_value']}); "
+        notes.append(f"{prefix}{count} of {s.size} scores tie at one value ({ties['largest_tie_value']}); "
                      "metrics read off thresholds cannot separate them")
     if ties["saturated_fraction"] >= MOSTLY_SATURATED:
-        notes.append(f"{label}: {ties['saturated_fraction']:.0%} of scores are saturated (non-finite, at a repeated "
+        notes.append(f"{prefix}{ties['saturated_fraction']:.0%} of scores are saturated (non-finite, at a repeated "
                      "extreme, or > 100 IQR from the median): the attack's output has run out of precision there")
     for level in _flattened_levels(s, m, sorted(float(k) for k in tpr_randomized)):
         cons = next((v for k, v in tpr_conservative.items() if float(k) == level), None)
         rand = tpr_randomized.get(level)
         if cons is None or rand is None:
             continue
-        notes.append(f"{label}: a tie group spans FPR {level:g}; TPR there is {cons:.4f} with a deterministic "
+        notes.append(f"{prefix}a tie group spans FPR {level:g}; TPR there is {cons:.4f} with a deterministic "
                      f"threshold (FPR ≤ {level:g}, reported) and {rand:.4f} with a randomized one (FPR = {level:g} exactly)")
     return notes

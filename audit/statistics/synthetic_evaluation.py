@@ -108,6 +108,7 @@ def _membership_attack(
     fdp = None
     tpr = tpr_at_fpr(scores, members, FPR_LEVELS)
     tpr_randomized = tpr_at_fpr_randomized(scores, members, FPR_LEVELS)
+    tie_sentences = tie_notes("", scores, members, tpr, tpr_randomized)
     if membership_randomized:
         one_run = epsilon_lower_bound_one_run(scores, members, delta, confidence=confidence)
         epsilon_lb["one_run"], details["one_run"] = one_run.epsilon, one_run.details
@@ -130,8 +131,8 @@ def _membership_attack(
         "tpr_at_fpr": {str(level): value for level, value in tpr.items()},
         "tpr_at_fpr_randomized": {str(level): value for level, value in tpr_randomized.items()},
         "tpr_at_fpr_convention": TPR_CONVENTION,
-        "score_ties": score_ties(scores),
-        "notes": tie_notes("distance MIA", scores, members, tpr, tpr_randomized),
+        "score_ties": {**score_ties(scores), "detected": bool(tie_sentences), "note": "; ".join(tie_sentences) or None},
+        "notes": [f"distance MIA: {sentence}" for sentence in tie_sentences],
         "advantage": membership_advantage(scores, members),
         "advantage_bound": None,
         "epsilon_lb": epsilon_lb,
