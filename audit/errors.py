@@ -14,3 +14,21 @@ class AuditInputError(ValueError):
         self.where = where
         self.message = message
         super().__init__(f"{where}: {message}")
+
+
+def escape_controls(text: str) -> str:
+    """`text` with every control character shown as an escape (`\\x1b`, `\\u202e`): a file name
+    holding terminal escape sequences must not clear the screen or retitle the terminal when an
+    error message quotes it. Spaces stay; newlines and tabs are for the caller to fold."""
+    import unicodedata
+
+    out = []
+    for char in str(text):
+        if char in "\n\t" or char == " ":
+            out.append(char)
+        elif unicodedata.category(char) in ("Cc", "Cf", "Cs", "Co", "Zl", "Zp"):
+            code = ord(char)
+            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
+        else:
+            out.append(char)
+    return "".join(out)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -45,7 +46,10 @@ def make_table(n_rows: int, n_cols: int, rng: np.random.Generator, loadings: np.
         levels = _LEVELS[j % len(_LEVELS)]
         # Level depends on a latent factor, so categorical and numeric columns are correlated.
         score = latent[:, j % latent.shape[1]] + rng.standard_normal(n_rows)
-        edges = np.quantile(rng.standard_normal(20000) * np.sqrt(2), np.linspace(0, 1, levels + 1)[1:-1])
+        # Edges are the population's (fixed quantiles of N(0, 2)), not redrawn per table: redrawn,
+        # train, holdout and synthetic came from three slightly different populations, and the
+        # "independent" release was flagged for inference risk (issue 27).
+        edges = stats.norm.ppf(np.linspace(0, 1, levels + 1)[1:-1]) * np.sqrt(2)
         columns[f"cat_{j}"] = np.asarray([f"L{k}" for k in range(levels)], dtype=object)[np.searchsorted(edges, score)]
     return pd.DataFrame(columns)
 

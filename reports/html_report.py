@@ -31,6 +31,8 @@ from reports.results_access import confidence as _confidence
 from reports.results_access import get as _get
 from reports.results_access import is_number as _is_number
 from reports.results_access import tpr_at as _tpr
+from reports.results_access import subject_status
+from audit.machinery.verdict import claim_sentence, extra_reasons, status_word
 from reports.synthetic_report import (
     claimed_epsilon_text,
     is_synthetic_release,
@@ -326,17 +328,31 @@ def _verdict_banner(results: dict[str, Any], checks: list[dict[str, Any]] | None
     verdict = results.get("verdict") or {}
     status = verdict.get("status") or ("fail" if verdict.get("passed") is False else "pass")
     decided_by = verdict.get("decided_by") or (f"policy {verdict['policy']}" if verdict.get("policy") else "built-in checks")
-    reasons = [str(r) for r in verdict.get("reasons") or []]
-    kind, word = {"fail": ("fail", "FAIL"), "inconclusive": ("none", "INCONCLUSIVE")}.get(status, ("pass", "PASS"))
+    reasons = extra_reasons(verdict)
+    word = status_word(status, verdict)
+    kind = {"fail": "fail", "inconclusive": "none", "pass": "pass"}.get(status, "fail" if word == "LEAKS" else "none")
     if status == "fail":
-        detail = f"<p>Decided by {_text(decided_by)}: at least one check fails.</p>"
+        detail = f"<p>Decided by {_text(decided_by)}: a claim was refuted or a rule failed.</p>"
     elif status == "inconclusive":
-        detail = (f"<p>Decided by {_text(decided_by)}: nothing was refuted, but at least one claim could not have "
-                  "been refuted by this audit (its ceiling is at or below the claim, or no bound is proven for the "
-                  "setting). This is not a pass for that claim.</p>")
+        detail = (f"<p>Decided by {_text(decided_by)}: nothing was refuted, but at least one claim was untestable "
+                  "here (its ceiling is at or below the claim, or no bound is proven for the setting). This is not "
+                  "a pass for that claim.</p>")
+    elif status == "no_claim":
+        detail = (f"<p>Decided by {_text(decided_by)}: no DP claim was tested, so nothing passes or fails; the "
+                  "statement below says whether membership leaks, by which test.</p>")
     else:
-        detail = (f"<p>Decided by {_text(decided_by)}: every check passes. A lower bound below a claim is not a "
-                  "proof that the claim holds.</p>")
+        detail = (f"<p>Decided by {_text(decided_by)}: every claim held (tested by an audit able to refute it, and "
+                  "not refuted). A lower bound below a claim is not a proof that the claim holds.</p>")
+    claims = [c for c in verdict.get("claims") or [] if isinstance(c, dict)]
+    if claims:
+        detail += ("<p><strong>Claims:</strong></p><ul>"
+                   + "".join(f'<li data-claim-status="{_text(c.get("status"))}">{_text(claim_sentence(c))}</li>'
+                             for c in claims) + "</ul>")
+    leakage = [e for e in verdict.get("leakage") or [] if isinstance(e, dict)]
+    if leakage:
+        detail += ("<p><strong>No DP claim — leakage:</strong></p><ul>"
+                   + "".join(f'<li data-leakage="{_text(e.get("status"))}">{_text(e.get("statement"))}</li>'
+                             for e in leakage) + "</ul>")
     statement = (verdict.get("family_wise_error") or {}).get("statement")
     if statement:
         detail += f"<p><strong>Multiplicity:</strong> {_text(statement)}.</p>"
@@ -413,7 +429,8 @@ def _overview(results: dict[str, Any]) -> str:
                        "PLD (dp_accounting) as the tight reference"),
         ("δ", ", ".join(f"{d:g}" for d in delta if _is_number(d)) or "—"),
         ("Confidence", f"{_pct(confidence)} (one-sided lower bounds, two-sided AUC intervals)"),
-        ("Violations", str(sum(1 for t in targets if t.get("violation"))) + " of " + str(len(targets)) + " targets"),
+        ("Claims", " · ".join(f"{(_get(results, 'verdict', 'counts') or {}).get(s, 0)} {s}"
+                              for s in ("held", "refuted", "untestable"))),
     ]
     if results.get("synthetic"):
         rows.append(("Synthetic-data checks", f"{len(results['synthetic'])} generator/ε entries"))
@@ -452,12 +469,13 @@ def _targets_table(results: dict[str, Any]) -> str:
         '<th class="num">PLD ε<br><small>tight reference</small></th>',
         f'<th class="num">best ε lower bound<br><small>sound, {_pct(confidence)}</small></th>',
         '<th class="num">LB / accountant ε</th>',
-        "<th>violation</th>",
+        "<th>claim</th>",
         '<th class="num">test accuracy</th>',
     ]
     head.append('<th>attacks<br><small>AUC (CI) · TPR at 0.1 % FPR</small></th>')
     rows = []
-    for target in targets:
+    verdict = results.get("verdict") or {}
+    for index, target in enumerate(targets):
         eps_acc = target.get("epsilon_accountant")
         if eps_acc is None:
             eps_acc = (target.get("epsilon") or {}).get(accountant)
@@ -468,12 +486,9 @@ def _targets_table(results: dict[str, Any]) -> str:
         best = _num(target.get("epsilon_lb_best"), 2)
         if method:
             best += f"<br><small>{_text(method)}</small>"
-        if target.get("violation"):
-            violation = '<span class="badge fail">VIOLATION</span>'
-        elif target.get("epsilon_target") is None:
-            violation = '<small>n/a (no DP claim)</small>'
-        else:
-            violation = "no"
+        word_here = subject_status(verdict, f"targets[{index}]")
+        badge = {"refuted": "fail", "held": "pass", "no DP claim · LEAKS": "fail"}.get(word_here)
+        violation = f'<span class="badge {badge}">{_text(word_here)}</span>' if badge else f"<small>{_text(word_here)}</small>"
         cells = [
             f"<td><strong>{_eps(target.get('epsilon_target'))}</strong></td>",
             f'<td class="num">{_num(eps_acc)}</td>',
@@ -489,8 +504,10 @@ def _targets_table(results: dict[str, Any]) -> str:
         '<section id="targets"><h2>Results per target ε</h2>'
         f"<table class=\"targets\"><thead><tr>{''.join(head)}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
         '<p class="caption">Best ε lower bound: the largest Clopper-Pearson or one-run bound over all attacks '
-        "(the GDP estimate is never used). A <em>violation</em> is such a bound strictly above the accountant's "
-        "ε for the same δ. AUC: area under the ROC curve (0.5 = chance) with its DeLong confidence interval; "
+        "(the GDP estimate is never used). Claim: <em>held</em> = tested by an audit able to refute it and not "
+        "refuted; <em>refuted</em> = a proven bound's test rejects the accountant's ε for the same δ (Holm over the "
+        "run's tests); <em>untestable here</em> = even a perfect attack could not have refuted it with these "
+        "candidates; without a DP claim, the leakage statement. AUC: area under the ROC curve (0.5 = chance) with its DeLong confidence interval; "
         "TPR at 0.1 % FPR: share of members detected while wrongly flagging 0.1 % of non-members. The largest AUC "
         "of a target is in bold. ε = ∞ is the non-private baseline (no accountant ε).</p></section>"
     )
@@ -536,6 +553,10 @@ def _attack_details(results: dict[str, Any]) -> str:
             one_run = _num(bounds.get("one_run"), 2)
             if extra:
                 one_run += "".join(f"<br><small>{_text(k)}: {_num(v, 2)}</small>" for k, v in extra.items())
+            fdp = attack.get("fdp_one_run")
+            if isinstance(fdp, dict):  # shown beside Steinke et al.'s bound, which decides (stats helper)
+                one_run += (f"<br><small>f-DP one run: {_num(fdp.get('epsilon_gdp'), 2)} "
+                            "(assumes a Gaussian trade-off curve; shown only)</small>")
             rows.append(
                 f"<tr><td>{_eps(target.get('epsilon_target'))}</td><td>{_text(attack.get('name'))}</td>"
                 f'<td class="num">{_num(attack.get("auc"))}<br><small>({_ci(attack.get("auc_ci"), 3)})</small></td>'
@@ -786,8 +807,11 @@ def _collect_figures(
     results: dict[str, Any], run_dir: Path | None
 ) -> tuple[list[tuple[str, int, list[_Figure]]], list[str]]:
     """Figure groups (heading, columns, figures) and the names of figures this rendering lacks."""
+    from audit.machinery.safe_files import PNG_MAGIC, read_run_file, run_folder_files
+
     folder = run_dir / "figures" if run_dir is not None else None
-    available = sorted(folder.glob("*.png")) if folder is not None and folder.is_dir() else []
+    # Regular files only, no symlink below the run folder, bounded: a figure cannot pull in a system file.
+    available = run_folder_files(run_dir, folder, "*.png") if folder is not None else []
     by_stem = {p.stem: p for p in available}
     summary: list[_Figure] = []
     missing: list[str] = []
@@ -798,7 +822,7 @@ def _collect_figures(
     for stem in ("empirical_vs_accountant", "privacy_utility"):
         title, caption = _FIGURE_TEXT[stem]
         if stem in by_stem:
-            summary.append(_Figure(title, caption, by_stem[stem].read_bytes(), "run folder"))
+            summary.append(_Figure(title, caption, read_run_file(run_dir, by_stem[stem], magic=PNG_MAGIC), "run folder"))
             used.add(stem)
             continue
         if redrawn is None:
@@ -810,7 +834,7 @@ def _collect_figures(
 
     if "roc_all" in by_stem:
         title, caption = _FIGURE_TEXT["roc_all"]
-        every_roc = [_Figure(title, caption, by_stem["roc_all"].read_bytes(), "run folder")]
+        every_roc = [_Figure(title, caption, read_run_file(run_dir, by_stem["roc_all"], magic=PNG_MAGIC), "run folder")]
         used.add("roc_all")
     elif results.get("targets"):
         missing.append("ROC curves (they need the run folder's figures/; results.json holds no ROC points)")
@@ -818,15 +842,15 @@ def _collect_figures(
     for path in sorted((p for p in available if p.stem.startswith("roc_eps_")), key=_figure_sort_key):
         tag = path.stem.removeprefix("roc_eps_")
         label = "∞" if tag == "inf" else tag
-        per_target.append(_Figure(f"ROC, ε = {label}", "Every attack on this target.", path.read_bytes(),
+        per_target.append(_Figure(f"ROC, ε = {label}", "Every attack on this target.", read_run_file(run_dir, path, magic=PNG_MAGIC),
                                   "run folder"))
         used.add(path.stem)
     synthetic = []
     for path in (p for p in available if p.stem.startswith("synthetic_")):
         title = path.stem.removeprefix("synthetic_").replace("_", " ")
-        synthetic.append(_Figure(f"Synthetic data: {title}", "", path.read_bytes(), "run folder"))
+        synthetic.append(_Figure(f"Synthetic data: {title}", "", read_run_file(run_dir, path, magic=PNG_MAGIC), "run folder"))
         used.add(path.stem)
-    others = [_Figure(p.stem.replace("_", " "), "", p.read_bytes(), "run folder") for p in available
+    others = [_Figure(p.stem.replace("_", " "), "", read_run_file(run_dir, p, magic=PNG_MAGIC), "run folder") for p in available
               if p.stem not in used]
     groups = [
         ("Summary", 2, summary),
@@ -1002,12 +1026,15 @@ def _results_file_digest(results: dict[str, Any], run_dir: Path | None) -> str |
     """SHA-256 of run_dir/results.json when that file holds exactly these results (ties a signature to it)."""
     if run_dir is None:
         return None
+    from audit.errors import AuditInputError
+    from audit.machinery.safe_files import read_run_file
+
     path = run_dir / "results.json"
     try:
-        raw = path.read_bytes()
+        raw = read_run_file(run_dir, path)  # never a FIFO, a link or a device
         if json.loads(raw) != results:
             return None
-    except (OSError, ValueError):
+    except (AuditInputError, ValueError):
         return None
     return hashlib.sha256(raw).hexdigest()
 

@@ -16,10 +16,14 @@ Loading is safe by construction — nothing the user ships is unpickled:
 
 * PyTorch weights with `torch.load(weights_only=True)` or safetensors (`load_state_dict_file`),
   loaded into the module with every tensor's name and shape checked (`load_weights_into`);
-* scikit-learn estimators with skops and an explicit list of trusted types (`load_skops_estimator`):
-  a file naming any other type (a function such as `os.system`, a user class) is refused before
-  anything in it is constructed; pickle/joblib files are refused;
-* ONNX graphs with onnxruntime (a graph of tensor operators; no Python runs).
+* scikit-learn estimators with skops and a reviewed allow-list of plain estimator classes and
+  array types (`targets.skops_allowlist`): a file naming a function, a method, a reduce-call or any
+  other class is refused before anything in it is imported or constructed; pickle/joblib refused;
+* ONNX graphs with onnxruntime (a graph of tensor operators; no Python runs), refused when they
+  point at external data files.
+
+The audit commands load and query skops and ONNX models in an isolated worker with a timeout
+(audit/model_audits/user_models.py), like user code: a graph that loops forever is killed.
 
 User code (a model factory, a prediction function, the module's own `forward`) is run by the
 audit jobs in isolated child processes; this module only defines the pieces they run there.
@@ -229,18 +233,13 @@ def module_logits(module: nn.Module, features: np.ndarray, batch_size: int = 409
 # --------------------------------------------------------------------------------------------
 # scikit-learn via skops
 
-# Types a skops file may contain beyond skops's own defaults (numpy, builtin containers). Only
-# estimator classes from these packages and their plain-data helpers: never a function, never a
-# user class. Estimators are data plus the package's own fit/predict code.
-TRUSTED_MODULE_PREFIXES = ("sklearn.",)
-
-
-def _trusted(type_name: str) -> bool:
-    return type_name.startswith(TRUSTED_MODULE_PREFIXES)
-
-
 def load_skops_estimator(path: Path) -> tuple[Any, list[str]]:
-    """(fitted estimator, the non-default types it needed). Refuses untrusted types and pickles."""
+    """(fitted estimator, the classes it is made of). Every object the file names is checked against
+    the reviewed allow-list of `targets.skops_allowlist` before skops imports or builds anything;
+    pickle/joblib files are refused. Call it in an isolated worker (audit/model_audits/user_models.py):
+    the estimator's own code runs on the features there."""
+    from targets.skops_allowlist import ALLOWED_CLASSES, check_skops_file
+
     path = Path(path)
     where = f"skops file '{path}'"
     if not path.is_file():
@@ -249,22 +248,35 @@ def load_skops_estimator(path: Path) -> tuple[Any, list[str]]:
         raise AuditInputError(
             where, "is not a skops file (a zip archive); pickle and joblib files are refused because loading them "
             "runs arbitrary code: save the estimator with skops.io.dump(model, path)")
+    classes = check_skops_file(path, where)
     import skops.io as sio
 
     try:
         untrusted = sio.get_untrusted_types(file=path)
     except Exception as exc:  # a corrupt archive or schema
-        raise AuditInputError(where, f"could not be read as a skops file ({type(exc).__name__}: {exc})") from None
-    refused = [t for t in untrusted if not _trusted(t)]
-    if refused:
-        raise AuditInputError(
-            where, f"names type(s) outside the trusted list ({', '.join(refused[:5])}); only scikit-learn "
-            "types are loaded. Nothing from the file was constructed")
+        raise AuditInputError(where, f"could not be read as a skops file ({type(exc).__name__}: {str(exc)[:160]})") from None
+    refused = [t for t in untrusted if t not in ALLOWED_CLASSES]
+    if refused:  # skops's view disagrees with the allow-list check: refuse rather than guess
+        raise AuditInputError(where, f"names type(s) outside the allow-list ({', '.join(refused[:5])}); nothing "
+                              "from the file was loaded")
     try:
-        estimator = sio.load(path, trusted=untrusted)
+        estimator = sio.load(path, trusted=list(untrusted))
     except Exception as exc:
-        raise AuditInputError(where, f"could not be loaded ({type(exc).__name__}: {exc})") from None
-    return estimator, list(untrusted)
+        raise AuditInputError(where, f"could not be loaded ({type(exc).__name__}: {str(exc)[:160]})") from None
+    return estimator, classes
+
+
+def estimator_method(estimator: Any, output: str | None = None) -> tuple[str, str]:
+    """(method name, output kind) `estimator_query` would use for a fitted estimator."""
+    if output == "labels" and hasattr(estimator, "predict"):
+        return "predict", "labels"
+    if output == "logits" and hasattr(estimator, "decision_function"):
+        return "decision_function", "logits"
+    if hasattr(estimator, "predict_proba"):
+        return "predict_proba", "probabilities"
+    if hasattr(estimator, "predict"):
+        return "predict", "labels"
+    raise AuditInputError(type(estimator).__name__, "has neither predict_proba nor predict")
 
 
 def estimator_query(estimator: Any, description: str, output: str | None = None) -> ModelQuery:
@@ -285,16 +297,46 @@ def estimator_query(estimator: Any, description: str, output: str | None = None)
 # ONNX
 
 
-def onnx_query(path: Path, output: str = "logits", output_index: int = 0) -> ModelQuery:
-    """An ONNX graph run by onnxruntime on the CPU; its first input takes the features as float32."""
+MAX_ONNX_FILE_BYTES = 2 * 2**30
+
+
+def check_onnx_file(path: Path, where: str) -> None:
+    """Refuse an ONNX graph that reads files besides itself (external tensor data: a path the file
+    chooses) before onnxruntime opens it."""
+    import onnx
+    from onnx.external_data_helper import _get_all_tensors
+
+    if path.stat().st_size > MAX_ONNX_FILE_BYTES:
+        raise AuditInputError(where, f"is larger than {MAX_ONNX_FILE_BYTES // 2**30} GiB")
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except Exception as exc:
+        raise AuditInputError(where, f"is not an ONNX model ({type(exc).__name__})") from None
+    for tensor in _get_all_tensors(model):
+        if tensor.data_location == onnx.TensorProto.EXTERNAL:
+            raise AuditInputError(where, f"tensor {clip_name(tensor.name)!r} refers to external data (a separate file); "
+                                  "save the model with its weights inside the .onnx file")
+
+
+def clip_name(name: str, limit: int = 60) -> str:
+    return name if len(name) <= limit else name[: limit - 1] + "…"
+
+
+def onnx_session(path: Path, output_index: int = 0):
+    """(session, input name, output name) of an ONNX graph, on the CPU, one thread. Call it in an
+    isolated worker: a graph may loop forever, and only the worker's timeout stops it."""
     path = Path(path)
     where = f"ONNX file '{path}'"
     if not path.is_file():
         raise AuditInputError(where, "does not exist or is not a file")
+    check_onnx_file(path, where)
     import onnxruntime
 
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
     try:
-        session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        session = onnxruntime.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
     except Exception as exc:
         raise AuditInputError(where, f"could not be loaded by onnxruntime ({type(exc).__name__}: {str(exc)[:200]})") from None
     inputs, outputs = session.get_inputs(), session.get_outputs()
@@ -302,15 +344,22 @@ def onnx_query(path: Path, output: str = "logits", output_index: int = 0) -> Mod
         raise AuditInputError(where, f"has {len(inputs)} inputs; expected one (the features)")
     if not 0 <= output_index < len(outputs):
         raise AuditInputError(where, f"has {len(outputs)} output(s); output index {output_index} does not exist")
-    input_name, output_name = inputs[0].name, outputs[output_index].name
+    return session, inputs[0].name, outputs[output_index].name
 
-    def predict(features: np.ndarray) -> np.ndarray:
-        try:
-            return session.run([output_name], {input_name: np.ascontiguousarray(features, dtype=np.float32)})[0]
-        except Exception as exc:
-            raise AuditInputError(where, f"failed on the features ({type(exc).__name__}: {str(exc)[:200]})") from None
 
-    return ModelQuery(predict, output, f"ONNX model {path.name}")
+def onnx_run(session, input_name: str, output_name: str, features: np.ndarray, where: str) -> np.ndarray:
+    try:
+        return session.run([output_name], {input_name: np.ascontiguousarray(features, dtype=np.float32)})[0]
+    except Exception as exc:
+        raise AuditInputError(where, f"failed on the features ({type(exc).__name__}: {str(exc)[:200]})") from None
+
+
+def onnx_query(path: Path, output: str = "logits", output_index: int = 0) -> ModelQuery:
+    """An ONNX graph run by onnxruntime in *this* process (the Python API; the CLI runs it in a
+    worker: audit/model_audits/user_models.py)."""
+    session, input_name, output_name = onnx_session(path, output_index)
+    where = f"ONNX file '{path}'"
+    return ModelQuery(lambda x: onnx_run(session, input_name, output_name, x, where), output, f"ONNX model {Path(path).name}")
 
 
 # --------------------------------------------------------------------------------------------

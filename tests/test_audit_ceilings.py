@@ -46,12 +46,17 @@ def test_the_one_run_ceiling_is_what_a_perfect_attack_on_m_canaries_gets():
     rng = np.random.default_rng(1)
     members = rng.random(400) < 0.5
     perfect = epsilon_lower_bound_one_run(members.astype(float) + rng.random(400) * 0.1, members, 1e-5)
-    assert perfect.epsilon == pytest.approx(ceiling_one_run(400, 1e-5), rel=1e-6)
-    # Closed form at δ = 0: all r = 500 guesses right has p(ε) = q^r, q = e^ε/(1 + e^ε), tested at
-    # α = 0.05/6 (Bonferroni over the six guess fractions), so ε = logit((α/6)^(1/r)).
-    p = (0.05 / 6) ** (1 / 500)
+    ceiling = ceiling_one_run(400, 1e-5)
+    # The rule's thresholds come from the pilot, so a few evaluation scores can fall between them:
+    # a perfect attack gets within a few percent of the ceiling, never above it.
+    assert 0.97 * ceiling <= perfect.epsilon <= ceiling
+    # Closed form at δ = 0: all r = m_eval = 700 guesses right has p(ε) = q^r, q = e^ε/(1 + e^ε),
+    # one test at α = 0.05 (the rule is chosen on the 300-candidate pilot), so ε = logit(α^(1/r)).
+    p = 0.05 ** (1 / 700)
     assert ceiling_one_run(1000, 0.0) == pytest.approx(np.log(p / (1 - p)), rel=1e-6)
     assert ceiling_one_run(1000, 1e-5) <= ceiling_one_run(1000, 0.0)
+    # More canaries never lower the ceiling (the old fixed-fraction design's did: its 2mδ term).
+    assert ceiling_one_run(1000, 1e-5) <= ceiling_one_run(10_000, 1e-5) <= ceiling_one_run(100_000, 1e-5)
 
 
 def test_canaries_needed_is_minimal():

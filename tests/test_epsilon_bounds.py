@@ -289,20 +289,22 @@ def test_bonferroni_splits_alpha_over_both_rates_directions_and_thresholds():
 # --------------------------------------------------------------------------------------------------
 
 
-def test_one_run_guesses_floor_f_m_over_2_per_side_and_pays_bonferroni_over_fractions():
+def test_one_run_chooses_its_rule_on_a_pilot_and_tests_once_on_the_rest():
     rng = np.random.default_rng(14)
     scores, members = _coin_flip_candidates(rng, 1000, shift=5.0)
-    fractions = (0.02, 0.1, 0.5)
-    d = epsilon_lower_bound_one_run(scores, members, DELTA, 0.95, guess_fractions=fractions).details
-    assert [(row["k_plus"], row["k_minus"]) for row in d["per_fraction"]] == [
-        (10, 10), (50, 50), (250, 250),
-    ]
-    assert d["alpha_each"] == pytest.approx(0.05 / 3)
-    assert d["r"] == d["k_plus"] + d["k_minus"]
-    best = max(d["per_fraction"], key=lambda row: row["epsilon"])
-    assert one_run_epsilon_from_counts(1000, best["r"], best["v"], DELTA, alpha=0.05 / 3) == (
-        pytest.approx(best["epsilon"])
-    )
+    result = epsilon_lower_bound_one_run(scores, members, DELTA, 0.95)
+    d = result.details
+    assert (d["m_pilot"], d["m_eval"]) == (300, 700)
+    assert d["alpha_each"] == pytest.approx(0.05)  # one test: nothing paid for the search
+    assert d["r"] == d["k_plus"] + d["k_minus"] > 0
+    # The recorded guesses, recounted by hand on the evaluation part, give the same counts and bound.
+    evaluation = np.sort(np.random.default_rng(0).permutation(1000)[300:])
+    s, m = scores[evaluation], members[evaluation]
+    guess_in = s >= d["threshold_in"] if d["threshold_in"] is not None else np.zeros(s.size, bool)
+    guess_out = (s <= d["threshold_out"]) & ~guess_in if d["threshold_out"] is not None else np.zeros(s.size, bool)
+    assert int(guess_in.sum() + guess_out.sum()) == d["r"]
+    assert int(m[guess_in].sum() + (~m[guess_out]).sum()) == d["v"]
+    assert result.epsilon == pytest.approx(one_run_epsilon_from_counts(700, d["r"], d["v"], DELTA, alpha=0.05))
 
 
 def test_one_run_never_lets_input_order_split_tied_scores():
@@ -310,7 +312,8 @@ def test_one_run_never_lets_input_order_split_tied_scores():
     members = np.r_[np.ones(500, bool), np.zeros(500, bool)]
     result = epsilon_lower_bound_one_run(np.zeros(1000), members, DELTA)
     assert result.epsilon == 0.0
-    assert result.details["r"] == 0
+    # A tie group is guessed whole or not at all: never "members first, so guess them".
+    assert result.details["r"] in (0, result.details["m_eval"])
 
 
 def test_one_run_refuses_membership_that_cannot_be_fair_coin_flips():
@@ -353,7 +356,7 @@ S, M = np.arange(20.0), np.arange(20) % 2 == 0
         (lambda: epsilon_lower_bound_clopper_pearson(S, M[:-1], DELTA), "members"),
         (lambda: epsilon_estimate_gdp(np.r_[S[:-1], np.nan], M, DELTA), "scores"),
         (lambda: epsilon_estimate_gdp(S, M, 2.0), "delta"),
-        (lambda: epsilon_lower_bound_one_run(S, M, DELTA, guess_fractions=[0]), "guess_fractions"),
+        (lambda: epsilon_lower_bound_one_run(S, M, DELTA, pilot_fraction=0), "pilot_fraction"),
         (lambda: epsilon_lower_bound_one_run(S, np.ones(20), DELTA), "members"),
         (lambda: epsilon_lower_bound_clopper_pearson(S[:3], [1, 0, 0], DELTA), "members"),
     ],

@@ -134,7 +134,10 @@ def test_without_coin_flip_membership_only_the_proven_bound_could_flag_a_dp_clai
     assert result["mia"]["epsilon_lb"]["clopper_pearson"] > 1.0
     assert "epsilon_violation" not in {flag["check"] for flag in result["flags"]}
     assert result["mia"]["epsilon_lb_scope"]["clopper_pearson"]["decides"] is False
-    assert {t["check"] for t in result["leak_tests"]} == {"dcr", "exact_copies", "mia"}
+    # The leak tests and the re-identification risks form one Holm family (issue 27).
+    assert {t["check"] for t in result["leak_tests"]} == {
+        "dcr", "exact_copies", "mia", "risk_singling_out", "risk_linkability", "risk_inference"}
+    assert "Holm" in result["flag_family"]
 
 
 # --------------------------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ Exit codes, every command: 0 pass; 1 a finding (violation, failed policy, unsoun
 from __future__ import annotations
 
 import errno
+import os
 import sys
 from typing import Annotated
 
@@ -54,21 +55,36 @@ app = AuditApp(
     no_args_is_help=True,
     help="Audit trained models and synthetic data for membership leakage; compare empirical ε with the accountant's.",
 )
-console = Console()
-if not console.is_terminal:  # piped or in CI: do not squeeze the results table into 80 columns
-    console = Console(width=160)
-err_console = Console(stderr=True)
+# Off a terminal (piped, CI logs, `make audit > log`) rich would wrap every line at 80 columns, splitting
+# phrases mid-way (`δ` / `1e-05)`) and truncating wide table headers: there, text is never wrapped (one
+# message, one line, greppable) and tables get room for their widest headers. COLUMNS, when set, wins.
+OFF_TERMINAL_WIDTH = 240
+
+
+def make_console(*, stderr: bool = False) -> Console:
+    console = Console(stderr=stderr)
+    if console.is_terminal:
+        return console
+    columns = os.environ.get("COLUMNS", "")
+    return Console(stderr=stderr, width=int(columns) if columns.isdigit() else OFF_TERMINAL_WIDTH, soft_wrap=True)
+
+
+console = make_console()
+err_console = make_console(stderr=True)
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERNAL_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 def sigterm_as_interrupt() -> None:
-    """SIGTERM (a CI timeout, a scheduler) ends a run like Ctrl-C: runs marked KILLED, checkpoints kept."""
+    """SIGTERM (a CI timeout, a scheduler) ends every command like Ctrl-C: exit 130, runs marked
+    KILLED, checkpoints kept, worker process groups killed. Only from the main thread."""
     import signal
+    import threading
 
     def handler(signum, frame):
         raise KeyboardInterrupt
 
-    signal.signal(signal.SIGTERM, handler)
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, handler)
 
 
 def installed_version() -> str:
@@ -103,7 +119,10 @@ _ENVIRONMENT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, er
 
 
 def _one_line(text: str) -> str:
-    line = " ".join(str(text)[: _LINE_LIMIT * 4].split())
+    """One line, control characters escaped (audit.errors.escape_controls), at most _LINE_LIMIT long."""
+    from audit.errors import escape_controls
+
+    line = " ".join(escape_controls(str(text)[: _LINE_LIMIT * 4]).split())
     return line if len(line) <= _LINE_LIMIT else line[: _LINE_LIMIT - 1] + "…"
 
 
@@ -112,9 +131,20 @@ def main(argv: list[str] | None = None) -> None:
 
     Plain prints, not rich: one unwrapped line that scripts and CI logs can grep.
     """
+    import signal
+
     args = list(sys.argv[1:] if argv is None else argv)
+    previous_sigterm = signal.getsignal(signal.SIGTERM)
+    from audit.machinery.crash_log import set_log_folder
+
+    # The crash-log folder belongs to one invocation: a previous command's --out (in the same process,
+    # e.g. a test runner) must not receive this one's log. Commands set their own once they parse --out.
+    set_log_folder(None)
     try:
+        sigterm_as_interrupt()  # every command: SIGTERM ends it like Ctrl-C (130), workers killed
         code = app(args=args, standalone_mode=False)
+        if code == EXIT_INTERRUPTED:  # typer turns Ctrl-C / SIGTERM into a silent 130: say what happened
+            print("interrupted", file=sys.stderr)
     except (AuditInputError, SyntheticDataError) as exc:
         print("error: " + _one_line(exc), file=sys.stderr)
         code = EXIT_BAD_INPUT
@@ -140,6 +170,11 @@ def main(argv: list[str] | None = None) -> None:
         code = exc.code if isinstance(exc.code, int) else EXIT_INTERNAL_ERROR
     except BaseException as exc:  # noqa: BLE001 - any other exception is a bug: exit 3, never 1
         code = _internal_error(exc, args)
+    finally:
+        try:
+            signal.signal(signal.SIGTERM, previous_sigterm)
+        except (TypeError, ValueError):  # not the main thread, or a handler set from C
+            pass
     sys.exit(EXIT_OK if code is None else int(code))
 
 

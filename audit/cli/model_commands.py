@@ -1,13 +1,15 @@
 """`audit-scores` and `audit-model`: audits of what the user brings."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
 from audit.cli.app import app, console, switch
-from audit.cli.output import QuietOption, RayAddressOption, TrackingUriOption, command_progress, print_verdict, publish_results
+from audit.cli.output import (FailOnLeakOption, QuietOption, RayAddressOption, TrackingUriOption, command_progress, print_one_run_bounds,
+                              print_verdict, publish_results, with_fail_on_leak)
 
 
 @app.command("audit-scores")
@@ -21,6 +23,7 @@ def audit_scores_command(
     out: Annotated[Path, typer.Option("--out", help="folder that receives <timestamp>-scores/")] = Path("runs"),
     tracking_uri: TrackingUriOption = None,
     quiet: QuietOption = False,
+    fail_on_leak: FailOnLeakOption = False,
 ) -> None:
     """Audit your own membership scores: every attack metric, ε lower bounds, report, gate."""
     from audit.machinery.crash_log import set_log_folder
@@ -49,13 +52,15 @@ def audit_scores_command(
                 "eps_lb_best": target["epsilon_lb_best"]}
 
     results, final = publish_results(
-        lambda staging: audit_scores(scores_file, delta=delta, confidence=confidence, claimed_epsilon=claimed_epsilon,
-                                     membership_randomized=membership_randomized),
+        lambda staging: with_fail_on_leak(audit_scores(
+            scores_file, delta=delta, confidence=confidence, claimed_epsilon=claimed_epsilon,
+            membership_randomized=membership_randomized), fail_on_leak),
         out=out, folder_name="scores", experiment="audit-scores", tracking_uri=tracking_uri,
         run_name=scores_file.name, tags={"source": str(scores_file)}, metrics_of=metrics_of, policy=loaded_policy,
         progress=command_progress(quiet), what="scores: attack metrics, CIs and ε bounds",
     )
     console.print(results_summary_table(results))
+    print_one_run_bounds(results)
     for note in results["notes"]:
         console.print(f"[yellow]note:[/yellow] {note}")
     console.print(f"results: {final}/results.json\nreport:  {final}/report.html")
@@ -89,9 +94,32 @@ def audit_model(
     out: Annotated[Path, typer.Option("--out", help="folder that receives <timestamp>-<name>/")] = Path("runs"),
     tracking_uri: TrackingUriOption = None,
     quiet: QuietOption = False,
+    hf_model: Annotated[Optional[Path], typer.Option("--hf-model", help="a local Hugging Face causal-LM folder (safetensors, "
+                                                    "tokenizer.json; remote code and pickles refused); members / "
+                                                    "non-members are JSONL or Parquet texts")] = None,
+    lm_module: Annotated[Optional[str], typer.Option("--lm-module", help="module:function returning a PyTorch module "
+                                                     "with logits(token_ids) -> (batch, length, vocab); needs --tokenizer")] = None,
+    tokenizer: Annotated[Optional[Path], typer.Option("--tokenizer", help="tokenizers JSON file for --lm-module")] = None,
+    reference_model: Annotated[Optional[Path], typer.Option("--reference-model", help="a Hugging Face causal-LM folder "
+                                                            "trained on disjoint data (enables reference_ratio)")] = None,
+    text_field: Annotated[str, typer.Option("--text-field", help="the text's field (JSONL) or column (Parquet)")] = "text",
+    max_length: Annotated[int, typer.Option("--max-length", help="tokens per text (longer ones are cut)")] = 512,
+    batch_size: Annotated[int, typer.Option("--batch-size", help="texts per forward pass")] = 16,
+    fail_on_leak: FailOnLeakOption = False,
 ) -> None:
-    """Audit your own trained model: a PyTorch module, a scikit-learn estimator (skops), an ONNX file or a
-    prediction function (optionally label-only), on member / non-member files."""
+    """Audit your own trained model: a PyTorch module, a scikit-learn estimator (skops), an ONNX file, a
+    prediction function (optionally label-only), or a causal language model (--hf-model / --lm-module),
+    on member / non-member files."""
+    if hf_model is not None or lm_module is not None:
+        _audit_language_model(
+            hf_model=hf_model, lm_module=lm_module, tokenizer=tokenizer, reference_model=reference_model,
+            members=members, nonmembers=nonmembers, claimed_epsilon=claimed_epsilon, attacks=attacks,
+            text_field=text_field, max_length=max_length, batch_size=batch_size, device=device, timeout=timeout,
+            policy=policy, out=out, tracking_uri=tracking_uri, quiet=quiet, fail_on_leak=fail_on_leak,
+            others={"--weights": weights, "--factory": factory, "--skops": skops, "--onnx": onnx,
+                    "--function": function, "--trainer": trainer, "--population": population, "--label": label,
+                    "--config": config, "--output": output})
+        return
     from audit.machinery.config import parse_epsilon_list, resolve_config
     from audit.model_audits.model_audit import audit_user_model
     from audit.machinery.policy import load_policy
@@ -116,21 +144,86 @@ def audit_model(
         model_name = next((str(getattr(resolved.model, k)) for k in ("weights", "skops", "onnx", "function")
                            if getattr(resolved.model, k)), None)
     model_name = Path(model_name).name if model_name else "model"
+    if resolved.name == "default":  # the user audits their model, not the default preset: name the run after it
+        resolved = resolve_config("default", config, {**overrides, "name": audit_name_for_model(model_name)})
     progress = command_progress(quiet)
     results, final = publish_results(
-        lambda staging: audit_user_model(
+        lambda staging: with_fail_on_leak(audit_user_model(
             resolved, weights=weights, factory=factory, skops=skops, onnx=onnx, function=function, output=output,
             trainer=trainer, members=members, nonmembers=nonmembers, label=label, population=population,
             attack_names=names, device=device, workers=workers, executor=executor, ray_address=ray_address,
             scores_path=staging / "scores" / "scores.csv",
-        ),
+        ), fail_on_leak),
         out=out, folder_name=resolved.name, experiment="audit-model", tracking_uri=tracking_uri,
         run_name=f"audit-model {model_name}", tags={"model": model_name},
         metrics_of=lambda results: target_metrics(results["targets"][0]), policy=loaded_policy,
         progress=progress, what="model audit",
     )
     console.print(results_summary_table(results))
+    print_one_run_bounds(results)
     for note in results["notes"]:
         console.print(f"[yellow]note:[/yellow] {note}", soft_wrap=True)
     console.print(f"results: {final}/results.json\nreport:  {final}/report.html")
     print_verdict(results)
+
+
+def _audit_language_model(*, hf_model, lm_module, tokenizer, reference_model, members, nonmembers, claimed_epsilon,
+                          attacks, text_field, max_length, batch_size, device, timeout, policy, out, tracking_uri,
+                          quiet, others, fail_on_leak=False) -> None:
+    """`audit-model --hf-model DIR | --lm-module module:function`: the language-model audit."""
+    import math
+
+    from audit.errors import AuditInputError
+    from audit.machinery.config import parse_epsilon_list
+    from audit.machinery.crash_log import set_log_folder
+    from audit.machinery.policy import load_policy
+    from audit.machinery.run_directory import check_output_folder
+    from audit.machinery.tracking import check_tracking_uri
+    from audit.model_audits.language_model_audit import audit_language_model
+    from reports.console import results_summary_table
+    from reports.text_tables import text_console_tables
+
+    set_log_folder(out)
+    given = [flag for flag, value in others.items() if value is not None]
+    if given:
+        raise AuditInputError(given[0], "does not apply to a language model (--hf-model / --lm-module)")
+    if members is None or nonmembers is None:
+        raise AuditInputError("--members/--nonmembers", "a language-model audit needs both (JSONL or Parquet texts)")
+    check_output_folder(out)
+    check_tracking_uri(tracking_uri)
+    claim = None
+    if claimed_epsilon is not None:
+        values = parse_epsilon_list(claimed_epsilon)
+        if len(values) != 1 or values[0] <= 0:
+            raise AuditInputError("--claimed-epsilon", "expected one ε > 0 (or inf)")
+        claim = None if math.isinf(values[0]) else values[0]
+    loaded_policy = load_policy(policy) if policy is not None else None
+    names = [name.strip() for name in attacks.split(",") if name.strip()] if attacks else None
+    model_name = Path(hf_model).name if hf_model is not None else lm_module
+    progress = command_progress(quiet)
+    results, final = publish_results(
+        lambda staging: with_fail_on_leak(audit_language_model(
+            members=members, nonmembers=nonmembers, hf_model=hf_model, lm_module=lm_module, tokenizer=tokenizer,
+            reference_model=reference_model, claimed_epsilon=claim, text_field=text_field, max_length=max_length,
+            batch_size=batch_size, device=device, timeout=timeout or 600.0, attack_names=names, progress=progress,
+            scores_path=staging / "scores" / "scores.csv"), fail_on_leak),
+        out=out, folder_name="language-model", experiment="audit-model", tracking_uri=tracking_uri,
+        run_name=f"audit-model {model_name}", tags={"model": str(model_name), "kind": "text"},
+        metrics_of=lambda results: {f"{a['name']}_auc": a["auc"] for a in results["targets"][0]["attacks"]},
+        policy=loaded_policy, progress=progress, what=None,
+    )
+    console.print(results_summary_table(results))
+    for table in text_console_tables(results)[1:]:
+        console.print(table)
+    for note in results["notes"]:
+        console.print(f"[yellow]note:[/yellow] {note}", soft_wrap=True)
+    console.print(f"results: {final}/results.json\nreport:  {final}/report.html")
+    print_verdict(results)
+
+
+def audit_name_for_model(model_name: str) -> str:
+    """A run name from the model's file or function name (`forest.skops` → `forest`, `api:predict` →
+    `api-predict`), within the config's name pattern; `model` when nothing usable is left."""
+    stem = model_name.rsplit(".", 1)[0] if "." in model_name and ":" not in model_name else model_name
+    cleaned = re.sub(r"[^A-Za-z0-9_.-]+", "-", stem).strip("-._")[:64]
+    return cleaned or "model"

@@ -38,11 +38,21 @@ def _render_all(results: dict[str, Any], policy: Any, results_file: Path, folder
     from reports.junit import write_junit_xml
     from reports.markdown_summary import write_summary_markdown
 
+    from reports.html_report import render_html_report
+    from reports.junit import render_junit_xml
+    from reports.markdown_summary import render_summary_markdown
+
     decided, evaluation = verdict_for_results(results, policy)
     decided["policy_applied"] = (
         {**_json_safe(policy.model_dump(mode="json", exclude_none=True)), "path": policy.path}
         if policy is not None else None
     )
+    # A dry render of every output before anything is written (--out not even created): a results
+    # file that breaks one of them, or a run folder holding a link or a FIFO, leaves no trace.
+    render_html_report(decided, results_file.parent, evaluation=evaluation)
+    render_summary_markdown(decided, evaluation=evaluation)
+    render_junit_xml(decided, evaluation=evaluation)
+    writable_folder(folder)
     write_json_atomic(folder / "results.json", decided)  # first: the report quotes its SHA-256
     report = write_html_report(decided, results_file.parent, out_dir=folder, evaluation=evaluation)
     write_summary_markdown(decided, folder / "summary.md", evaluation=evaluation)
@@ -72,46 +82,77 @@ def _stored_policy(results: dict[str, Any], results_file: Path):
                             path=stored.get("path"))
 
 
-def _results_or_audit_file(path: Path) -> tuple[Path, str | None]:
-    """(file, audit kind or None): a run folder or results.json → results.json; a single audit's
-    folder or `<kind>.json` (canary-audit, mechanism-audit, whitebox-audit, conformance, accountant-check)
-    → that file."""
+def _results_or_audit_file(path: Path) -> tuple[Path, str | None, bool]:
+    """(file, audit kind or None, found inside a folder): a run folder or results.json → results.json;
+    a single audit's folder or `<kind>.json` (canary-audit, mechanism-audit, whitebox-audit,
+    conformance, accountant-check) → that file. A file found inside a folder must be a regular file
+    there, not a link (audit.machinery.safe_files)."""
+    import os
+
     from audit.machinery.policy import SINGLE_AUDIT_KINDS
 
     if path.is_dir():
-        if (path / "results.json").is_file():
-            return path / "results.json", None
-        found = [(path / f"{kind}.json", kind) for kind in SINGLE_AUDIT_KINDS if (path / f"{kind}.json").is_file()]
-        if len(found) != 1:
+        names = ["results.json"] + [f"{kind}.json" for kind in SINGLE_AUDIT_KINDS]
+        present = [name for name in names if os.path.lexists(path / name)]
+        if "results.json" in present:
+            return path / "results.json", None, True
+        if len(present) != 1:
             raise AuditInputError(f"RESULTS '{path}'", "expected a folder holding results.json or one of "
                                   + ", ".join(f"{k}.json" for k in SINGLE_AUDIT_KINDS))
-        return found[0]
+        return path / present[0], present[0].removesuffix(".json"), True
     kind = path.name.removesuffix(".json")
-    return path, (kind if kind in SINGLE_AUDIT_KINDS and path.name.endswith(".json") else None)
+    return path, (kind if kind in SINGLE_AUDIT_KINDS and path.name.endswith(".json") else None), False
 
 
-def _gate_single_audit(kind: str, path: Path, policy: Any, folder: Path) -> None:
-    """`gate` on one pre-declared audit: the policy folded into its verdict (audit.machinery.verdict);
-    the gated `<kind>.json`, report.html and junit.xml written together in `folder`."""
-    from audit.machinery.input_files import load_json_file
+def _as_input_error(where: str, what: str):
+    """A results file that passed its schema but still breaks the verdict or the report is a
+    malformed file (exit 2 naming it), not a crash: the schema cannot say everything."""
+    from contextlib import contextmanager
+
+    @contextmanager
+    def guard():
+        try:
+            yield
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError, ZeroDivisionError, OverflowError) as exc:
+            if isinstance(exc, AuditInputError):
+                raise
+            raise AuditInputError(where, f"does not hold what {what} holds ({type(exc).__name__}: "
+                                  f"{' '.join(str(exc).split())[:120]})") from None
+
+    return guard()
+
+
+def _gate_single_audit(kind: str, path: Path, policy: Any, folder: Path, inside: bool = False) -> None:
+    """`gate` on one pre-declared audit: the file validated against its schema and its flags against
+    its numbers (audit.dp_validation.result_files), the policy folded into its verdict
+    (audit.machinery.verdict); the gated `<kind>.json`, report.html and junit.xml written together."""
+    from audit.dp_validation.result_files import load_audit_result
     from audit.machinery.run_directory import write_json_atomic
-    from audit.machinery.verdict import single_audit_verdict_with_policy
+    from audit.machinery.single_audit_verdicts import single_audit_verdict_with_policy
     from reports.audit_report import write_audit_report
     from reports.junit import write_junit_xml
 
+    from audit.machinery.run_directory import check_output_folder
+
     where = f"results file '{path}'"
-    result = load_json_file(path, where)
-    if not isinstance(result, dict):
-        raise AuditInputError(where, f"must be a JSON object (a {kind}.json written by privacy-audit)")
+    result = load_audit_result(path, kind, follow=not inside)
+    check_output_folder(folder)  # cheap, creates nothing: before the dry render
     if isinstance(result.get("audit_verdict"), dict):  # gated before: judge the audit's own verdict again
         result = {**result, "verdict": result["audit_verdict"]}
-    verdict, evaluation = single_audit_verdict_with_policy(kind, result, policy, source=where)
+    with _as_input_error(where, f"a {kind}.json written by privacy-audit"):
+        verdict, evaluation = single_audit_verdict_with_policy(kind, result, policy, source=where)
     if not any(check.applicable for check in evaluation.checks):
         raise AuditInputError(f"--policy '{policy.path}'", f"no rule applies to a {kind} result: a gate that "
                               "checks nothing cannot pass")
-    writable_folder(folder)
     gated = {**result, "verdict": verdict, "audit_verdict": result.get("verdict"), "policy_evaluation": evaluation.as_dict(),
              "policy_applied": {**_json_safe(policy.model_dump(mode="json", exclude_none=True)), "path": policy.path}}
+    from reports.audit_report import render_audit_report
+    from reports.junit import render_junit_xml
+
+    with _as_input_error(where, f"a {kind}.json written by privacy-audit"):  # render first: nothing half-written
+        render_audit_report(kind, gated)
+        render_junit_xml(gated)
+    writable_folder(folder)
     write_json_atomic(folder / path.name, gated)
     report_path = write_audit_report(kind, gated, folder)
     write_junit_xml(gated, folder / "junit.xml")
@@ -131,22 +172,25 @@ def gate(
     from audit.machinery.crash_log import set_log_folder
     from audit.machinery.policy import evaluate_policy, load_policy, load_results
 
-    results_file, kind = _results_or_audit_file(results_file)
+    results_file, kind, inside = _results_or_audit_file(results_file)
     folder = out or results_file.parent
     set_log_folder(folder)
     loaded_policy = load_policy(policy)
     if kind is not None:  # a canary / mechanism / conformance / accountant-check result
-        _gate_single_audit(kind, results_file, loaded_policy, folder)
+        _gate_single_audit(kind, results_file, loaded_policy, folder, inside)
         return
-    results = load_results(results_file)
+    results = load_results(results_file, follow=not inside)
+    from audit.machinery.run_directory import check_output_folder
+
+    check_output_folder(folder)  # cheap, creates nothing: before the dry render
     evaluation = evaluate_policy(loaded_policy, results, source=f"results file '{results_file}'")
     if not any(check.applicable for check in evaluation.checks):
         # Nothing was checked, so nothing passed: an empty results file must not open a CI gate.
         raise AuditInputError(f"--policy '{policy}'", f"no rule applies to results file '{results_file}' "
                               f"({len(results.get('targets') or [])} targets, {len(results.get('synthetic') or [])} "
                               "synthetic entries): a gate that checks nothing cannot pass")
-    writable_folder(folder)
-    gated, report_path = _render_all(results, loaded_policy, results_file, folder)
+    with _as_input_error(f"results file '{results_file}'", "a results.json written by privacy-audit"):
+        gated, report_path = _render_all(results, loaded_policy, results_file, folder)
     checks = (gated.get("policy_evaluation") or {}).get("checks") or []
     n_fail = sum(1 for c in checks if c.get("status") == "fail")
     console.print(f"{len(checks)} policy checks, {n_fail} failed; junit: {folder / 'junit.xml'}; report: {report_path}")
@@ -164,14 +208,21 @@ def report(
     from audit.machinery.policy import load_policy, load_results
     from reports.console import results_summary_table, synthetic_summary_table
 
+    results_file, kind, inside = _results_or_audit_file(results_file)
+    if kind is not None:
+        raise AuditInputError(f"RESULTS '{results_file}'", f"is a {kind} result: its report.html is written by the "
+                              f"audit; re-render it with `privacy-audit gate {results_file} --policy P`")
     folder = out or results_file.parent
     set_log_folder(folder)
     loaded_policy = load_policy(policy) if policy is not None else None
-    results = load_results(results_file)
+    results = load_results(results_file, follow=not inside)
+    from audit.machinery.run_directory import check_output_folder
+
+    check_output_folder(folder)  # cheap, creates nothing: before the dry render
     if loaded_policy is None:
         loaded_policy = _stored_policy(results, results_file)
-    writable_folder(folder)
-    decided, path = _render_all(results, loaded_policy, results_file, folder)
+    with _as_input_error(f"results file '{results_file}'", "a results.json written by privacy-audit"):
+        decided, path = _render_all(results, loaded_policy, results_file, folder)
     if decided.get("targets"):
         console.print(results_summary_table(decided))
     synthetic_table = synthetic_summary_table(decided)

@@ -7,14 +7,15 @@ from typing import Annotated, Optional
 import typer
 
 from audit.cli.app import EXIT_INTERRUPTED, app, console, switch
-from audit.cli.output import QuietOption, RayAddressOption, TrackingUriOption, command_progress, print_verdict, sigterm_as_interrupt
+from audit.cli.output import QuietOption, RayAddressOption, TrackingUriOption, command_progress, print_one_run_bounds, print_verdict, sigterm_as_interrupt
+from audit.cli.ledger_commands import DatasetOption, LedgerOption, record_in_ledger
 from audit.errors import AuditInputError
 
 
 @app.command()
 def run(
     config: Annotated[Optional[Path], typer.Option("--config", help="YAML config; fields override the preset")] = None,
-    preset: Annotated[Optional[str], typer.Option(help="smoke | default | full | digits-cnn | hospitals | clients  [default: default]")] = None,
+    preset: Annotated[Optional[str], typer.Option(help="smoke | default | full | digits-cnn | hospitals | clients | text  [default: default]")] = None,
     out: Annotated[Path, typer.Option("--out", help="folder that receives runs/<timestamp>-<name>/")] = Path("runs"),
     tracking_uri: TrackingUriOption = None,
     device: Annotated[Optional[str], typer.Option(help="auto | cpu | cuda")] = None,
@@ -32,6 +33,8 @@ def run(
     tracking: Annotated[bool, switch("tracking", "log to MLflow; --no-tracking: results folder and report only")] = True,
     log_models: Annotated[bool, switch("log-models", "also log each target model to MLflow (PyTorch flavour)")] = False,
     quiet: QuietOption = False,
+    ledger: LedgerOption = None,
+    dataset: DatasetOption = None,
 ) -> None:
     """Train targets at each ε, attack them, bound ε empirically, log to MLflow, write results."""
     from audit.machinery.config import parse_epsilon_list, resolve_config
@@ -60,6 +63,15 @@ def run(
     from audit.machinery.executors import check_executor_options, make_executor
 
     check_executor_options(executor, workers, ray_address)  # before torch loads or a cluster starts
+    if dry_run and resolved.text is not None:
+        from audit.machinery.run_directory import check_output_folder
+        from audit.machinery.tracking import check_tracking_uri
+
+        check_output_folder(out)
+        check_tracking_uri(tracking_uri)
+        console.print(f"dry run: text config '{resolved.name}' ({len(resolved.privacy.epsilons)} targets), "
+                      "--out and tracking URI are valid; nothing written")
+        return
     if dry_run:
         from audit.sweep.runner import check_run_inputs
 
@@ -68,8 +80,18 @@ def run(
             console.print(f"[yellow]note:[/yellow] {note}", soft_wrap=True)
         console.print(f"dry run: config '{resolved.name}' ({len(resolved.privacy.epsilons)} targets), data, "
                       f"{'policy, ' if loaded_policy is not None else ''}--out and tracking URI are valid; nothing written")
+        from audit.machinery.preset_timings import expected_time_line
+
+        shipped = preset or "default"
+        as_shipped = config is None and not overrides and resume is None
+        console.print(f"preset '{shipped}'{'' if as_shipped else ' as shipped (your changes may alter this)'}: "
+                      f"{expected_time_line(shipped)}", highlight=False)
         return
     # Imported after the inputs are validated: a typo in a flag should not wait for torch to load.
+    if resolved.text is not None:  # the language-model job (preset text)
+        _run_text(resolved, out=out, tracking_uri=tracking_uri, preset=preset, policy=loaded_policy, resume=resume,
+                  executor=executor, log_models=log_models, tracking=tracking, quiet=quiet)
+        return
     if resolved.federated is not None:  # the federated job (presets hospitals, clients)
         from audit.federated.runner import run_federated_audit as run_audit
 
@@ -96,6 +118,7 @@ def run(
         pool.close()
     results = audit_run.results
     console.print(results_summary_table(results))
+    print_one_run_bounds(results)
     from reports.federated_tables import federated_console_tables
 
     for table in federated_console_tables(results):
@@ -110,6 +133,37 @@ def run(
         console.print(f"[yellow]note:[/yellow] {note}")
     console.print(f"results: {audit_run.run_dir}/results.json")
     console.print(f"report:  {audit_run.run_dir}/report.html")
+    if results["mlflow"]:
+        console.print(f"MLflow:  {results['mlflow']['tracking_uri']} (parent run {results['mlflow']['parent_run_id']})")
+    record_in_ledger(ledger, dataset, "run", results, audit_run.run_dir / "results.json", loaded_policy)
+    print_verdict(results)
+
+
+def _run_text(resolved, *, out, tracking_uri, preset, policy, resume, executor, log_models, tracking, quiet) -> None:
+    """`run` of a config with a `text:` section: the language-model job (audit/text/)."""
+    if resume is not None or executor != "local" or log_models:
+        raise AuditInputError("--resume/--executor/--log-models", "not supported by the text job yet")
+    from audit.text.runner import run_text_audit
+    from reports.console import results_summary_table
+    from reports.text_tables import text_console_tables
+
+    sigterm_as_interrupt()
+    progress = command_progress(quiet)
+    try:
+        text_run = run_text_audit(resolved, out_dir=out, tracking_uri=tracking_uri, preset=preset or "default",
+                                  progress=progress, policy=policy, tracking=tracking)
+    except KeyboardInterrupt:
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    finally:
+        progress.close()
+    results = text_run.results
+    console.print(results_summary_table(results))
+    for table in text_console_tables(results):
+        console.print(table)
+    for note in results["notes"]:
+        console.print(f"[yellow]note:[/yellow] {note}", soft_wrap=True)
+    console.print(f"results: {text_run.run_dir}/results.json")
+    console.print(f"report:  {text_run.run_dir}/report.html")
     if results["mlflow"]:
         console.print(f"MLflow:  {results['mlflow']['tracking_uri']} (parent run {results['mlflow']['parent_run_id']})")
     print_verdict(results)

@@ -7,8 +7,50 @@ from typing import Annotated, Optional
 import typer
 
 from audit.cli.app import app, console, err_console, switch
-from audit.cli.output import QuietOption, TrackingUriOption, command_progress, print_verdict, publish_results
+from audit.cli.output import (FailOnLeakOption, QuietOption, TrackingUriOption, command_progress, print_one_run_bounds,
+                              print_verdict, publish_results)
+from audit.cli.ledger_commands import DatasetOption, LedgerOption, record_in_ledger
 from audit.errors import AuditInputError
+
+
+# A holdout sharing more than this share of its rows with train is not a holdout (a few identical
+# rows happen by chance in low-cardinality tables; a copied or overlapping file is refused).
+MAX_HOLDOUT_OVERLAP = 0.1
+
+
+def _check_distinct_files(train: Path, holdout: Path, synthetic: Path) -> None:
+    """The holdout must be a file of its own: the same file as train or synthetic makes every check
+    vacuous (it used to PASS). A synthetic file equal to train is allowed — a generator that copies
+    its training data is exactly what the checks find."""
+    import os
+
+    pairs = ((("--train", train), ("--holdout", holdout)), (("--holdout", holdout), ("--synthetic", synthetic)))
+    for (flag_a, a), (flag_b, b) in pairs:
+        try:
+            same = os.path.samefile(a, b)
+        except OSError:
+            continue  # a missing file: the reader names it
+        if same:
+            raise AuditInputError(f"{flag_b} '{b}'", f"is the same file as {flag_a} '{a}'; the holdout "
+                                      "must be a file of its own")
+
+
+def _check_holdout_overlap(train_frame, holdout_frame, holdout: Path) -> None:
+    import pandas as pd
+
+    if set(map(str, train_frame.columns)) != set(map(str, holdout_frame.columns)):
+        return  # the checks name the column mismatch
+    columns = list(train_frame.columns)
+    try:
+        train_rows = set(pd.util.hash_pandas_object(train_frame[columns], index=False).to_numpy().tolist())
+        holdout_hashes = pd.util.hash_pandas_object(holdout_frame[columns], index=False).to_numpy()
+    except (TypeError, ValueError):
+        return
+    shared = sum(1 for h in holdout_hashes.tolist() if h in train_rows)
+    if len(holdout_hashes) and shared / len(holdout_hashes) > MAX_HOLDOUT_OVERLAP:
+        raise AuditInputError(f"--holdout '{holdout}'", f"shares {shared} of its {len(holdout_hashes)} rows with "
+                              f"--train (> {MAX_HOLDOUT_OVERLAP:.0%}); the holdout must be records the generator "
+                              "never saw")
 
 
 @app.command("synth-check")
@@ -27,6 +69,9 @@ def synth_check(
     out: Annotated[Path, typer.Option("--out", help="folder that receives <timestamp>-synth-check/")] = Path("runs"),
     tracking_uri: TrackingUriOption = None,
     quiet: QuietOption = False,
+    fail_on_leak: FailOnLeakOption = False,
+    ledger: LedgerOption = None,
+    dataset: DatasetOption = None,
 ) -> None:
     """Is a synthetic release a disguised copy of its training data? NNDR, DCR, distance MIA, fidelity."""
     from audit.machinery.environment import describe_environment
@@ -51,7 +96,9 @@ def synth_check(
     check_output_folder(out)
     check_tracking_uri(tracking_uri)
     loaded_policy = load_policy(policy) if policy is not None else None
+    _check_distinct_files(train, holdout, synthetic)
     frames = [read_table(path, role) for path, role in ((train, "train"), (holdout, "holdout"), (synthetic, "synthetic"))]
+    _check_holdout_overlap(frames[0], frames[1], holdout)
     progress = command_progress(quiet)
     try:
         with progress.step("distances, DCR, NNDR, distance MIA, fidelity, re-identification risks"):
@@ -65,7 +112,7 @@ def synth_check(
         raise
     entry = {"generator": f"user-supplied ({synthetic.name})", "epsilon_target": claimed_epsilon, **entry}
     results = {
-        "schema_version": 2,
+        "schema_version": 3,
         "config": {"name": "synth-check", "train": str(train), "holdout": str(holdout), "synthetic": str(synthetic),
                    "nan_policy": nan_policy, "target_column": target_column, "delta": delta, "seed": seed,
                    "claimed_epsilon": claimed_epsilon, "membership_randomized": membership_randomized},
@@ -75,7 +122,7 @@ def synth_check(
         "targets": [],
         "synthetic": [entry],
         "notes": list(entry.get("warnings", [])),
-        "verdict": None,  # decided by audit.machinery.verdict when the outputs are written
+        "verdict": {"fail_on_leak": bool(fail_on_leak)},  # decided by audit.machinery.verdict when written
     }
     results, final = publish_results(
         lambda staging: results, out=out, folder_name="synth-check", experiment="synth-check",
@@ -102,7 +149,9 @@ def synth_check(
     risks_table = synthetic_risks_table(results)
     if risks_table is not None:
         console.print(risks_table)
+    print_one_run_bounds(results)
     for flag in entry["flags"]:
         err_console.print(f"[red]FLAG[/red] {flag['message']}", soft_wrap=True)
     console.print(f"results: {final}/results.json\nreport:  {final}/report.html")
+    record_in_ledger(ledger, dataset, "synth-check", results, final / "results.json", loaded_policy)
     print_verdict(results)  # every command exits 1 on "fail", with or without a policy

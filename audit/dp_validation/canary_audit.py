@@ -304,6 +304,18 @@ def declared_claim_task(trainer: str | Callable) -> tuple[Any, str]:
     return declared, where
 
 
+def planned_training_runs(mode: str, n_models: int | None = None) -> int | None:
+    """Training runs an audit will ask for, pilot included (for progress: "runs finished of runs
+    planned"); None where the count depends on what the pilot finds (multi, one-run)."""
+    runs = MODE_DEFAULTS[mode][0] if n_models is None else int(n_models)
+    if mode == "profile":
+        designs = len(PROFILE_CANARY_SCALES) + len(PROFILE_ONE_CLASS_VALUES)
+        return runs + max(4 * designs, runs // 4)
+    if mode == "multi-canary":
+        return runs + max(4, math.ceil(runs / 4))
+    return None
+
+
 def _train_many(pool, trainer, jobs: list[tuple[np.ndarray, np.ndarray, int, np.ndarray]]) -> list[np.ndarray]:
     """Log-probabilities of each (X, y, seed, points) job, trained in `pool`'s isolated workers.
 
@@ -439,9 +451,32 @@ def _pilot_labels(pool, trainer, X_base, y_base, points, exclude, pilot_seeds, n
 
 
 def _check_count(name: str, value, minimum: int) -> int:
+    """A count in the range table of audit.machinery.limits (its lower end raised to `minimum`)."""
+    from audit.machinery.limits import COUNT_LIMITS, check_count
+
+    if name in COUNT_LIMITS:
+        return check_count(name, value, low=minimum)
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
         raise AuditInputError(name, f"expected an integer ≥ {minimum}, got {value!r}")
     return int(value)
+
+
+# Bytes one (run × canary) score costs across the arrays an audit keeps (scores, coins, masks,
+# copies while sorting), and one cell of the generated table (float32 features, copied per task).
+_BYTES_PER_SCORE = 64
+_BYTES_PER_ROW = 4 * 64
+
+
+def _check_canary_memory(mode: str, n_models: int, n_canaries: int, n_rows: int) -> None:
+    from audit.machinery.limits import check_memory
+
+    runs = n_models * (2 if mode == "multi" else 1) * (1.25 if mode == "profile" else 1)
+    per_run = n_canaries if mode in ("multi-canary", "one-run") else 1
+    needed = runs * max(per_run, 1) * _BYTES_PER_SCORE + n_rows * _BYTES_PER_ROW * 8
+    if mode == "one-run":
+        needed = n_canaries * _BYTES_PER_SCORE + (n_rows + n_canaries) * _BYTES_PER_ROW * 8
+    check_memory(needed, "--models" if mode != "one-run" else "--canaries",
+                 f"canary-audit --mode {mode} with {n_models:,} runs, {n_canaries:,} canaries and {n_rows:,} rows")
 
 
 def _check_trainer(trainer):
@@ -1211,6 +1246,10 @@ def run_canary_audit(
     if claimed_epsilon is not None:
         validate_claim(claimed_epsilon, 0.0 if delta is None else delta, epsilon_flag="--claimed-epsilon",
                        delta_flag="--delta")
+    if features is None:
+        _check_count("--rows", n_rows, 20)
+    _check_canary_memory(mode, int(n_models or 0), int(n_canaries or 0),
+                         int(n_rows if features is None else len(features)))
     if features is None:
         features, labels = default_audit_data(n_rows, seed)
     with _pool_for(trainer, pool, workers, timeout) as runner:

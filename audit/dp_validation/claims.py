@@ -19,19 +19,17 @@ __all__ = ["PrivacyClaim", "claim_from_declaration", "declared_claim", "resolve_
 
 def validate_claim(claimed_epsilon, delta, *, epsilon_flag: str = "claimed_epsilon",
                    delta_flag: str = "delta") -> tuple[float, float]:
-    """(ε, δ) as floats; ε must be finite and > 0, δ in [0, 1). AuditInputError otherwise."""
-    try:
-        eps = float(claimed_epsilon)
-    except (TypeError, ValueError):
-        raise AuditInputError(epsilon_flag, f"expected a number, got {claimed_epsilon!r}") from None
-    if not (math.isfinite(eps) and eps > 0):
-        raise AuditInputError(epsilon_flag, f"must be a finite number > 0, got {claimed_epsilon!r}")
-    try:
-        d = float(delta)
-    except (TypeError, ValueError):
-        raise AuditInputError(delta_flag, f"expected a number, got {delta!r}") from None
+    """(ε, δ) as floats; ε must be finite and > 0, δ in [0, 1). AuditInputError otherwise.
+
+    Strict types (a CLAIM is input like any other): "4.5" and True are not numbers."""
+    from audit.machinery.input_files import check_finite, shorten
+
+    eps = check_finite(claimed_epsilon, epsilon_flag)
+    if not eps > 0:
+        raise AuditInputError(epsilon_flag, f"must be a finite number > 0, got {shorten(claimed_epsilon, 40)}")
+    d = check_finite(delta, delta_flag)
     if not (0 <= d < 1):
-        raise AuditInputError(delta_flag, f"must be in [0, 1), got {delta!r}")
+        raise AuditInputError(delta_flag, f"must be in [0, 1), got {shorten(delta, 40)}")
     return eps, d
 
 
@@ -67,20 +65,14 @@ def _claim_from_dict(claim: Any, where: str, delta_override: float | None) -> Pr
     keys = set(claim)
     dpsgd_keys = {"noise_multiplier", "sample_rate", "steps", "delta"}
     if keys == dpsgd_keys:
-        try:
-            sigma, q = float(claim["noise_multiplier"]), float(claim["sample_rate"])
-            steps = claim["steps"]
-            if isinstance(steps, bool) or int(steps) != steps:
-                raise ValueError
-            steps = int(steps)
-        except (TypeError, ValueError):
-            raise AuditInputError(where, f"noise_multiplier, sample_rate must be numbers and steps an integer, got {claim!r}") from None
-        if not (math.isfinite(sigma) and sigma > 0):
-            raise AuditInputError(where, f"noise_multiplier must be > 0, got {claim['noise_multiplier']!r}")
-        if not (0 < q <= 1):
-            raise AuditInputError(where, f"sample_rate must be in (0, 1], got {claim['sample_rate']!r}")
-        if steps < 1:
-            raise AuditInputError(where, f"steps must be ≥ 1, got {claim['steps']!r}")
+        from audit.machinery.input_files import check_number
+
+        # Validated like any input: "4.5" is not a number, True is not 1, 20.9 is not a step count.
+        sigma = check_number(claim["noise_multiplier"], f"{where}['noise_multiplier']", low=0, low_open=True, high=1e6)
+        q = check_number(claim["sample_rate"], f"{where}['sample_rate']", low=0, low_open=True, high=1)
+        steps = claim["steps"]
+        if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= 10**7:
+            raise AuditInputError(f"{where}['steps']", f"expected an integer in [1, 10⁷], got {steps!r}"[:200])
         delta = claim["delta"] if delta_override is None else delta_override
         _, d = validate_claim(1.0, delta, delta_flag="--delta" if delta_override is not None else where)
         if d == 0:

@@ -55,14 +55,17 @@ def _claim_of(recipe) -> tuple[float, float, int, float, float]:
     claim = getattr(recipe, "CLAIM", None)
     if not isinstance(claim, dict) or not {"noise_multiplier", "sample_rate", "steps", "delta"} <= set(claim):
         raise AuditInputError("--trainer", "a step-function trainer needs CLAIM = {noise_multiplier, sample_rate, steps, delta}")
-    C = getattr(recipe, "max_grad_norm", None)
-    try:
-        sigma, q, T, delta, C = (float(claim["noise_multiplier"]), float(claim["sample_rate"]), int(claim["steps"]),
-                                 float(claim["delta"]), float(C))
-    except (TypeError, ValueError):
-        raise AuditInputError("--trainer", "CLAIM values and max_grad_norm must be numbers") from None
-    if not (sigma > 0 and 0 < q <= 1 and T >= 1 and C > 0):
-        raise AuditInputError("--trainer", f"implausible claim σ={sigma}, q={q}, T={T}, C={C}")
+    from audit.machinery.input_files import check_number
+
+    where = "--trainer: CLAIM"  # validated like any input: no coercion of "4.5", 20.9 steps or δ = True
+    sigma = check_number(claim["noise_multiplier"], f"{where}['noise_multiplier']", low=0, low_open=True, high=1e6)
+    q = check_number(claim["sample_rate"], f"{where}['sample_rate']", low=0, low_open=True, high=1)
+    steps = claim["steps"]
+    if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= 10**7:
+        raise AuditInputError(f"{where}['steps']", f"expected an integer in [1, 10⁷], got {steps!r}"[:200])
+    delta = check_number(claim["delta"], f"{where}['delta']", low=0, low_open=True, high=1, high_open=True)
+    C = check_number(getattr(recipe, "max_grad_norm", None), "--trainer: max_grad_norm", low=0, low_open=True, high=1e6)
+    T = int(steps)
     for name in ("sample_batches", "privatize_gradients"):
         if not callable(getattr(recipe, name, None)):
             raise AuditInputError("--trainer", f"a step-function trainer needs a method {name}(...)")
@@ -73,7 +76,13 @@ def _privatize(recipe, grads, rng, step) -> np.ndarray:
     out = recipe.privatize_gradients({k: v.copy() for k, v in grads.items()}, rng, step)
     if not isinstance(out, dict) or set(out) != set(grads):
         raise AuditInputError("--trainer", f"privatize_gradients must return a dict with keys {sorted(grads)}")
-    return np.concatenate([np.asarray(out[k], dtype=np.float64).ravel() for k in grads])
+    try:
+        flat = np.concatenate([np.asarray(out[k], dtype=np.float64).ravel() for k in grads])
+    except (TypeError, ValueError) as exc:
+        raise AuditInputError("--trainer", f"privatize_gradients returned values that are not arrays of numbers ({str(exc)[:120]})") from None
+    if not np.all(np.isfinite(flat)):  # NaN / inf noise: the trainer's fault, never a crash of the checks
+        raise AuditInputError("--trainer", f"privatize_gradients returned NaN or infinite values at step {step}")
+    return flat
 
 
 def _check(name: str, passed: bool, value, expected, detail: str, p_value: float | None = None) -> dict[str, Any]:

@@ -169,8 +169,9 @@ def audit_mechanism(
         raise AuditInputError("mechanism", f"expected a callable mechanism(data, rng), got {mechanism!r}")
     eps, d = validate_claim(claimed_epsilon, delta)
     conf = validate_confidence(confidence)
-    if isinstance(n_trials, bool) or not isinstance(n_trials, (int, np.integer)) or n_trials < 4:
-        raise AuditInputError("n_trials", f"need an integer ≥ 4 trials per dataset, got {n_trials!r}")
+    from audit.machinery.limits import check_count
+
+    n_trials = check_count("--trials", n_trials)  # the range table: [4, 10⁸] draws per dataset
     if statistic is not None and not callable(statistic):
         raise AuditInputError("statistic", f"expected a callable or None, got {statistic!r}")
     distance = check_neighbouring(dataset_a, dataset_b)

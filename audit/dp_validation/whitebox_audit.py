@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import math
 import random
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -196,6 +196,13 @@ def _insert_canary(optimizer, include: bool, value: float) -> None:
         p.grad_sample = samples
 
 
+def _positive_float(value: Any, factory: str, what: str) -> float:
+    number = float(value)
+    if not (math.isfinite(number) and number > 0):
+        raise AuditInputError("--factory", f"{factory}: {what} must be a finite number > 0, got {number!r}")
+    return number
+
+
 def _opacus_settings(optimizer, loader, engine, steps: int, delta: float) -> dict[str, Any]:
     accountant = getattr(engine, "accountant", None)
     history = [tuple(float(v) for v in h) for h in getattr(accountant, "history", []) or []]
@@ -203,11 +210,17 @@ def _opacus_settings(optimizer, loader, engine, steps: int, delta: float) -> dic
         reported = float(engine.get_epsilon(delta))
     except Exception as exc:  # noqa: BLE001 - the user's engine; its failure is shown, not fatal
         reported = None
-        reported_error = f"{type(exc).__name__}: {exc}"
+        reported_error = f"{type(exc).__name__}: {str(exc)[:200]}"
     else:
         reported_error = None
+        if not math.isfinite(reported) or reported < 0:
+            reported, reported_error = None, f"get_epsilon returned {reported!r}"
+    sigma = float(optimizer.noise_multiplier)
+    if not (math.isfinite(sigma) and sigma >= 0):
+        raise AuditInputError("--factory", f"the optimizer's noise_multiplier must be a finite number ≥ 0, got {sigma!r}")
+    history = [h for h in history if all(math.isfinite(v) for v in h)]
     return {
-        "noise_multiplier": float(optimizer.noise_multiplier),
+        "noise_multiplier": sigma,
         "max_grad_norm": float(optimizer.max_grad_norm),
         "expected_batch_size": int(optimizer.expected_batch_size or 0),
         "loss_reduction": str(getattr(optimizer, "loss_reduction", "mean")),
@@ -252,18 +265,21 @@ def opacus_observation_task(factory: str, side: int, first_run: int, count: int,
         random.seed(run_seed)
         with user_code(name):
             made = function()
-        model, optimizer, loader, engine, epochs, loss = _unpack_setup(made, factory)
-        params = [p for p in optimizer.params if p.requires_grad]
-        if not params:
-            raise AuditInputError("--factory", f"{factory}: the optimizer has no trainable parameters")
-        C = float(optimizer.max_grad_norm)
-        scale = float(optimizer.expected_batch_size or 1) if getattr(optimizer, "loss_reduction", "mean") == "mean" else 1.0
-        start = float(params[0].detach().reshape(-1)[0])
-        observed: list[float] = []
-        # The inclusion stream is drawn per step as it comes: T is only known once the loader is exhausted.
-        rng = np.random.default_rng(np.random.SeedSequence([int(seed), _STREAM_INCLUSION, side, run]))
-        q_claim = float(getattr(loader, "sample_rate", 1.0))
+        # Everything below reads the user's objects (attributes, loader, engine): all of it is the
+        # user's code as far as failures go — a booby-trapped attribute is exit 2 naming the factory.
         with user_code(name, "training setup"):
+            model, optimizer, loader, engine, epochs, loss = _unpack_setup(made, factory)
+            params = [p for p in optimizer.params if p.requires_grad]
+            if not params:
+                raise AuditInputError("--factory", f"{factory}: the optimizer has no trainable parameters")
+            C = _positive_float(optimizer.max_grad_norm, factory, "the optimizer's max_grad_norm")
+            scale = (_positive_float(optimizer.expected_batch_size or 1, factory, "the optimizer's expected_batch_size")
+                     if getattr(optimizer, "loss_reduction", "mean") == "mean" else 1.0)
+            start = float(params[0].detach().reshape(-1)[0])
+            observed: list[float] = []
+            # The inclusion stream is drawn per step as it comes: T is only known once the loader is exhausted.
+            rng = np.random.default_rng(np.random.SeedSequence([int(seed), _STREAM_INCLUSION, side, run]))
+            q_claim = float(getattr(loader, "sample_rate", 1.0))
             model.train()
             for _ in range(epochs):
                 for batch in loader:
@@ -276,13 +292,18 @@ def opacus_observation_task(factory: str, side: int, first_run: int, count: int,
                     _insert_canary(optimizer, include, float(canary_scale) * C)
                     optimizer.step()
                     observed.append(float(params[0].grad.reshape(-1)[0]) * scale / C)
-        if settings is None:
-            settings = _opacus_settings(optimizer, loader, engine, len(observed), delta)
+            if not observed:
+                raise AuditInputError("--factory", f"{factory}: the data loader yielded no batch: nothing was trained")
+            if not all(math.isfinite(v) for v in observed):
+                raise AuditInputError("--factory", f"{factory}: the training produced NaN or infinite gradients")
+            if settings is None:
+                settings = _opacus_settings(optimizer, loader, engine, len(observed), delta)
+            final = start - float(params[0].detach().reshape(-1)[0])
         if rows and len(observed) != len(rows[0]):
             raise AuditInputError("--factory", f"{factory}: runs took different numbers of steps "
                                   f"({len(rows[0])} and {len(observed)}); the audit needs a fixed T")
         rows.append(observed)
-        finals.append(start - float(params[0].detach().reshape(-1)[0]))
+        finals.append(final)
     return {"steps": np.asarray(rows, dtype=float), "final": np.asarray(finals, dtype=float), "settings": settings}
 
 
@@ -352,10 +373,20 @@ def _claim(settings: dict[str, Any], delta: float) -> dict[str, Any]:
     return {"full_batch": full_batch, "mu": mu, "epsilon_pld": eps_pld, "history": history}
 
 
-def _observations(pool: WorkerPool, function, before: tuple, after: tuple, kwargs: dict, n_runs: int, block: int):
-    """Every run's observations, both sides, as blocks of `block` runs: task = function(*before, side, first, count, *after)."""
+def _observations(pool: WorkerPool, function, before: tuple, after: tuple, kwargs: dict, n_runs: int, block: int,
+                  report_runs: Callable[[int, int], None] | None = None):
+    """Every run's observations, both sides, as blocks of `block` runs: task = function(*before, side, first, count, *after).
+    `report_runs(done, total)` hears of each finished block (runs of both sides)."""
     tasks = [(side, start, min(block, n_runs - start)) for side in (_IN, _OUT) for start in range(0, n_runs, block)]
-    results = pool.map(function, [(*before, side, start, count, *after) for side, start, count in tasks], kwargs)
+    done = [0]
+
+    def finished(index: int, _result) -> None:
+        done[0] += tasks[index][2]
+        if report_runs is not None:
+            report_runs(done[0], 2 * n_runs)
+
+    results = pool.map(function, [(*before, side, start, count, *after) for side, start, count in tasks], kwargs,
+                       on_result=finished)
     sides: dict[int, list[dict]] = {_IN: [], _OUT: []}
     for (side, _, _), result in zip(tasks, results):
         sides[side].append(result)
@@ -379,6 +410,7 @@ def run_whitebox_audit(
     workers: int | None = None,
     timeout: float = TASK_TIMEOUT_S,
     canary_scale: float = CANARY_SCALE,
+    report_runs: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
     """`privacy-audit whitebox-audit`: Dirac-canary audit of a user's Opacus `factory` ("module:function"
     returning (model, optimizer, data_loader, privacy_engine) made private) or of the harness's own
@@ -396,7 +428,9 @@ def run_whitebox_audit(
     if claimed_epsilon is not None:
         validate_claim(claimed_epsilon, delta, epsilon_flag="--claimed-epsilon", delta_flag="--delta")
     _check_positive(canary_scale, "canary_scale", low=1.0, high=1e9)
-    n_workers = default_workers() if workers is None else workers
+    from audit.machinery.limits import check_workers
+
+    n_workers = default_workers() if workers is None else check_workers(workers)
     if builtin:
         if noise_multiplier is None:
             raise AuditInputError("--noise-multiplier", "--builtin needs the noise multiplier σ of the DP-SGD to audit")
@@ -404,13 +438,17 @@ def run_whitebox_audit(
         q = _check_positive(sample_rate, "--sample-rate", high=1.0)
         t = _check_positive(steps, "--steps", integer=True, high=100_000)
         c = _check_positive(max_grad_norm, "--max-grad-norm", high=1e6)
+        from audit.machinery.limits import check_memory
+
+        # Both sides keep every run's observation at every step (float64), plus scores and copies.
+        check_memory(2 * n * int(t) * 8 * 3, "--runs", f"whitebox-audit with {n:,} runs per side of {int(t):,} steps")
         settings = {"noise_multiplier": sigma, "max_grad_norm": c, "sample_rate": q, "steps": t,
                     "poisson_sampling": True, "optimizer": "SGD", "trainer": "targets.vectorized_dpsgd.train_many",
                     "accountant_history": [[sigma, q, t]], "expected_batch_size": int(HARNESS_ROWS * q)}
         block = max(1, min(5000, math.ceil(n / max(1, n_workers))))
         with WorkerPool(n_workers, name="the harness's DP-SGD", timeout=timeout) as pool:
             sides = _observations(pool, harness_observation_task, (sigma, q, t, c), (seed, canary_scale),
-                                  {}, n, block)
+                                  {}, n, block, report_runs)
         subject = f"harness DP-SGD (σ {sigma:g}, q {q:g}, T {t}, C {c:g})"
         disagreements: list[str] = []
     else:
@@ -420,7 +458,7 @@ def run_whitebox_audit(
         block = max(1, min(50, math.ceil(n / max(1, 4 * n_workers))))
         with WorkerPool(n_workers, name=f"--factory {factory}", timeout=timeout) as pool:
             sides = _observations(pool, opacus_observation_task, (factory,), (seed, delta),
-                                  {"canary_scale": canary_scale}, n, block)
+                                  {"canary_scale": canary_scale}, n, block, report_runs)
         settings = sides[_IN][0]["settings"]
         for part in sides[_IN] + sides[_OUT]:
             if part["steps"].shape[1] != settings["steps"]:

@@ -49,13 +49,29 @@ class FederationInputs:
 
 
 def assign_clients(config: AuditConfig, data: TabularData) -> np.ndarray:
+    """Each row's client; every client must hold ≥ MIN_CLIENT_ROWS rows (checked before training:
+    an empty client used to crash a round late, exit 3)."""
+    from audit.machinery.limits import MIN_CLIENT_ROWS
+
     fed = config.federated
+    if fed.n_clients * MIN_CLIENT_ROWS > len(data.labels):
+        raise AuditInputError("federated.n_clients", f"{fed.n_clients} clients need ≥ {MIN_CLIENT_ROWS} rows each, "
+                              f"the data has {len(data.labels)} rows")
     if fed.partition == "feature_ranges":
         if fed.partition_feature >= data.features.shape[1]:
             raise AuditInputError("federated.partition_feature",
                                   f"must be < the number of feature columns ({data.features.shape[1]})")
-        return split_by_feature_ranges(data.features[:, fed.partition_feature], fed.n_clients)
-    return split_dirichlet(data.labels, fed.n_clients, fed.dirichlet_alpha, seed=config.seed)
+        client_of_row = split_by_feature_ranges(data.features[:, fed.partition_feature], fed.n_clients)
+        field = "federated.n_clients"
+    else:
+        client_of_row = split_dirichlet(data.labels, fed.n_clients, fed.dirichlet_alpha, seed=config.seed)
+        field = "federated.dirichlet_alpha"
+    counts = np.bincount(np.asarray(client_of_row, dtype=np.int64), minlength=fed.n_clients)
+    if counts.min() < MIN_CLIENT_ROWS:
+        raise AuditInputError(field, f"the {fed.partition} split leaves client {int(counts.argmin())} with "
+                              f"{int(counts.min())} rows (< {MIN_CLIENT_ROWS}); use fewer clients"
+                              + (" or a larger dirichlet_alpha" if fed.partition == "dirichlet" else ""))
+    return client_of_row
 
 
 def federated_spec(config: AuditConfig, level: str | None = None) -> FederatedSpec:

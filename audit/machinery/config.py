@@ -16,6 +16,7 @@ import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from audit.errors import AuditInputError
+from audit.machinery.limits import COUNT_LIMITS as _LIM, FEDERATED_RANGES as _FED  # the one range table
 from audit.machinery.input_files import SEED_LIMIT, clip, load_yaml_file, max_threads, shorten
 
 ACCOUNTANTS = ("prv", "rdp", "gdp")
@@ -229,21 +230,26 @@ class FederatedConfig(_Strict):
     (local DP-SGD) or per client (DP-FedAvg). `training.epochs` is the local epochs per round."""
 
     level: Literal["record", "client"] = Field("record", description="what DP protects: a record or a whole client")
-    n_clients: int = Field(3, ge=1, le=1000)
+    n_clients: int = Field(3, ge=_LIM["federated.n_clients"].low, le=_LIM["federated.n_clients"].high)
     partition: Literal["feature_ranges", "dirichlet"] = Field(
         "feature_ranges", description="non-IID split: quantile ranges of one feature (sites), or Dirichlet label skew"
     )
-    partition_feature: int = Field(0, ge=0, description="feature column whose ranges define the sites")
-    dirichlet_alpha: float = Field(0.5, gt=0)
-    rounds: int = Field(10, ge=1)
-    client_sample_rate: float = Field(1.0, gt=0, le=1, description="client level: Poisson rate q of a client per round")
-    client_clip: float = Field(1.0, gt=0, description="client level: clipping norm C of a client's update")
-    server_lr: float = Field(1.0, gt=0)
+    partition_feature: int = Field(0, ge=0, le=100_000, description="feature column whose ranges define the sites")
+    dirichlet_alpha: float = Field(0.5, ge=_FED["federated.dirichlet_alpha"][0], le=_FED["federated.dirichlet_alpha"][1])
+    rounds: int = Field(10, ge=_LIM["federated.rounds"].low, le=_LIM["federated.rounds"].high)
+    client_sample_rate: float = Field(1.0, ge=_FED["federated.client_sample_rate"][0], le=1,
+                                      description="client level: Poisson rate q of a client per round")
+    client_clip: float = Field(1.0, ge=_FED["federated.client_clip"][0], le=_FED["federated.client_clip"][1],
+                               description="client level: clipping norm C of a client's update")
+    server_lr: float = Field(1.0, ge=_FED["federated.server_lr"][0], le=_FED["federated.server_lr"][1],
+                             description="server step on the averaged update; larger diverges to NaN scores")
     n_reference_federations: int = Field(
-        4, ge=0, description="LiRA offline references, each a federation trained on the pool split like the target (0: off)"
+        4, ge=0, le=_LIM["federated.n_reference_federations"].high,
+        description="LiRA offline references, each a federation trained on the pool split like the target (0: off)"
     )
     client_mia_runs: int = Field(
-        0, ge=0, description="client-level MIA: federations trained with each client's participation a coin flip (0: off)"
+        0, ge=0, le=_LIM["federated.client_mia_runs"].high,
+        description="client-level MIA: federations trained with each client's participation a coin flip (0: off)"
     )
     watch_client: int | None = Field(
         None, ge=0, description="the client whose update the honest-but-curious server attacks (default: the largest)"
@@ -253,6 +259,63 @@ class FederatedConfig(_Strict):
     def _clients_exist(self) -> "FederatedConfig":
         if self.watch_client is not None and self.watch_client >= self.n_clients:
             raise ValueError(f"watch_client must be < n_clients = {self.n_clients}")
+        return self
+
+
+TEXT_ATTACK_NAMES = ["lm_loss", "zlib_ratio", "min_k", "min_k_plus_plus", "reference_ratio"]
+
+
+class TextConfig(_Strict):
+    """The text job of `run` (audit/text/, preset `text`): a faker corpus with canaries, a small
+    causal LM per ε, language-model membership attacks, secret exposure and extraction."""
+
+    n_candidates: int = Field(400, ge=20, le=1_000_000, description="candidate records, each a member by a fair coin")
+    n_pool: int = Field(300, ge=20, le=1_000_000, description="population records: tokenizer and reference model")
+    n_test: int = Field(100, ge=10, le=1_000_000, description="held-out records: utility (perplexity)")
+    repetitions: list[int] = Field(default_factory=lambda: [1, 4, 16, 64], min_length=1, max_length=16,
+                                   description="how many times each canary group is inserted")
+    canaries_per_repetition: int = Field(2, ge=1, le=100)
+    control_canaries: int = Field(4, ge=1, le=1000, description="canaries drawn like the others, never inserted")
+    secret_digits: int = Field(4, ge=1, le=12, description="the secret space is 10^digits")
+    exact_exposure_limit: int = Field(1_000_000, ge=10, le=100_000_000,
+                                      description="enumerate the secret space up to this size; above it, "
+                                      "Carlini et al.'s skew-normal estimate")
+    exposure_samples: int = Field(5000, ge=20, le=10_000_000, description="sampled secrets of the estimate")
+    vocab_size: int = Field(800, ge=50, le=100_000)
+    d_model: int = Field(64, ge=8, le=4096)
+    n_layers: int = Field(2, ge=1, le=48)
+    n_heads: int = Field(4, ge=1, le=64)
+    max_length: int = Field(64, ge=16, le=4096, description="tokens per document (longer ones are cut)")
+    epochs: int = Field(20, ge=1, le=10_000)
+    batch_size: int = Field(32, ge=1, le=1_000_000)
+    lr: float = Field(3e-3, gt=0, le=1)
+    max_grad_norm: float = Field(1.0, gt=0, le=1e6)
+    attacks: list[str] = Field(default_factory=lambda: list(TEXT_ATTACK_NAMES), min_length=1)
+    min_k_fraction: float = Field(0.2, gt=0, le=1)
+    beams: int = Field(5, ge=1, le=64, description="beam width of the extraction's beam search")
+    extraction_records: int = Field(100, ge=0, le=1_000_000, description="candidate records prompted for their fields")
+
+    @field_validator("attacks")
+    @classmethod
+    def _known_text_attacks(cls, value: list[str]) -> list[str]:
+        unknown = [name for name in value if name not in TEXT_ATTACK_NAMES]
+        if unknown:
+            raise ValueError(f"unknown text attack '{unknown[0]}'; available: {', '.join(TEXT_ATTACK_NAMES)}")
+        if len(set(value)) != len(value):
+            raise ValueError("text attack names must be distinct")
+        return value
+
+    @field_validator("repetitions")
+    @classmethod
+    def _positive_repetitions(cls, value: list[int]) -> list[int]:
+        if any(not 1 <= r <= 10_000 for r in value) or len(set(value)) != len(value):
+            raise ValueError("repetitions must be distinct integers in [1, 10000]")
+        return value
+
+    @model_validator(mode="after")
+    def _heads_divide_width(self) -> "TextConfig":
+        if self.d_model % self.n_heads:
+            raise ValueError(f"d_model ({self.d_model}) must be a multiple of n_heads ({self.n_heads})")
         return self
 
 
@@ -274,11 +337,14 @@ class AuditConfig(_Strict):
     synthetic: SyntheticConfig | None = Field(None, description="add the synthetic-data sweep to the run")
     model: ModelSourceConfig | None = Field(None, description="audit-model: the user's model, trainer and data files")
     federated: FederatedConfig | None = Field(None, description="audit federated targets instead of the central sweep")
+    text: TextConfig | None = Field(None, description="audit language models on a generated text corpus (preset text)")
 
     @model_validator(mode="after")
     def _federated_alone(self) -> "AuditConfig":
         if self.federated is not None and self.synthetic is not None:
             raise ValueError("a federated run has no synthetic sweep; drop one of 'federated' and 'synthetic'")
+        if self.text is not None and (self.federated is not None or self.synthetic is not None):
+            raise ValueError("a text run is a job of its own; drop 'federated' / 'synthetic' or 'text'")
         return self
 
     @field_validator("cpu_threads")

@@ -325,8 +325,10 @@ def check_executor_options(kind: str, workers: int | None = None, ray_address: s
     """Refuse bad `--executor/--workers/--ray-address` combinations (exit 2), before anything starts."""
     if kind not in EXECUTORS:
         raise AuditInputError("--executor", f"expected one of {', '.join(EXECUTORS)}, got {kind!r}")
-    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
-        raise AuditInputError("--workers", f"expected an integer ≥ 1, got {workers!r}")
+    from audit.machinery.limits import check_count
+
+    if workers is not None:  # the range table: 1 .. 4 × cores (a billion processes is refused, not attempted)
+        check_count("--workers", workers)
     if ray_address is not None and kind != "ray":
         raise AuditInputError("--ray-address", "applies only with --executor ray")
     if ray_address is not None and not (ray_address == "auto" or ray_address.startswith("ray://")

@@ -195,17 +195,15 @@ def parse_yaml_text(text: str, where: str) -> Any:
         raise AuditInputError(where, f"is not valid YAML ({at}{clip(problem, 120)})") from None
 
 
-def _read_text(path: Path, where: str) -> str:
-    if not path.is_file():
-        raise AuditInputError(where, "does not exist or is not a file")
+def _read_text(path: Path, where: str, follow: bool = True) -> str:
+    """A regular file's text (a FIFO or device is refused without blocking: safe_files)."""
+    from audit.machinery.safe_files import read_regular_file
+
+    data = read_regular_file(path, where, limit=MAX_FILE_BYTES, follow=follow)
     try:
-        if path.stat().st_size > MAX_FILE_BYTES:
-            raise AuditInputError(where, f"is larger than {MAX_FILE_BYTES // 2**20} MiB")
-        return path.read_text(encoding="utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError:
         raise AuditInputError(where, "is not UTF-8 text") from None
-    except OSError as exc:
-        raise AuditInputError(where, f"cannot be read ({exc.strerror})") from None
 
 
 def load_yaml_file(path: str | Path, where: str) -> Any:
@@ -230,9 +228,10 @@ def _pairs_without_duplicates(pairs):
     return out
 
 
-def load_json_file(path: str | Path, where: str) -> Any:
-    """Parse a JSON file strictly: no NaN/Infinity, no duplicate keys, bounded depth."""
-    text = _read_text(Path(path), where)
+def load_json_file(path: str | Path, where: str, *, follow: bool = True) -> Any:
+    """Parse a JSON file strictly: no NaN/Infinity, no duplicate keys, bounded depth. `follow=False`
+    for a file found inside a run folder (a symlink there is refused)."""
+    text = _read_text(Path(path), where, follow)
     try:
         return json.loads(text, parse_constant=_refuse_constant, object_pairs_hook=_pairs_without_duplicates)
     except RecursionError:

@@ -11,6 +11,7 @@ A policy states what a release must satisfy, e.g.
       required_accountant: prv
       max_dcr_share: 0.6           # synthetic data
       min_nndr_p10: 0.5            # synthetic data
+      max_total_epsilon: 8.0       # privacy ledger: composed ε a dataset may spend (or {adult: 8.0, ...})
     overrides:                     # per target ε (.inf / "inf" = the non-private target)
       - epsilon: .inf
         rules: {max_auc: 0.75}
@@ -22,7 +23,7 @@ that into the one `results["verdict"]` dict every command writes. A rule without
 file without synthetic data, a TPR level the results do not report) gives a check marked not
 applicable, which never fails the gate but is listed (and is a skipped test case in JUnit).
 
-Which numbers the rules read (results.json schema_version 1 or 2):
+Which numbers the rules read (results.json schema_version 1, 2 or 3):
 - max_auc, max_tpr_at_fpr: every `targets[].attacks[]` entry, and the distance attack of every
   `synthetic[].mia` entry when present;
 - max_epsilon_lb: `targets[].epsilon_lb_best` (the bound proven for one model: one-run with coin-flip
@@ -30,7 +31,11 @@ Which numbers the rules read (results.json schema_version 1 or 2):
   reports as inconclusive), and for synthetic entries the one-run bound in `mia.epsilon_lb`;
 - fail_on_violation: `targets[].violation` against `epsilon_accountant`;
 - required_accountant: `targets[].accountant` of private targets;
-- max_dcr_share: `synthetic[].dcr.dcr_share`; min_nndr_p10: `synthetic[].nndr.p10`.
+- max_dcr_share: `synthetic[].dcr.dcr_share`; min_nndr_p10: `synthetic[].nndr.p10`;
+- max_total_epsilon: the `ledger` section a recording command (`--ledger URI --dataset NAME`) wrote:
+  the dataset's composed ε after the release (or the figure it would have reached when refused); a
+  number applies to every dataset, a mapping to the datasets it names. The gate reads the figure
+  in the file and never opens the ledger a file names.
 An override replaces a rule's value (a whole `max_tpr_at_fpr` map included) for targets and
 synthetic entries whose `epsilon_target` equals the override's ε.
 """
@@ -69,8 +74,8 @@ RESULTS_SCHEMA_PATH = Path(__file__).resolve().parents[1] / "schema" / "results.
 # Proven for one model / one release (coin-flip membership); Clopper-Pearson over one model's
 # candidates assumes independent trials and never gates (audit.statistics.attack_evaluation).
 _SOUND_BOUNDS = ("one_run",)
-RESULTS_SCHEMA_VERSION = 2
-READABLE_SCHEMA_VERSIONS = (1, 2)
+RESULTS_SCHEMA_VERSION = 3
+READABLE_SCHEMA_VERSIONS = (1, 2, 3)
 _INF_WORDS = ("inf", ".inf", "+inf", "infinity", "∞")
 
 
@@ -104,6 +109,24 @@ class PolicyRules(_Strict):
     )
     max_dcr_share: float | None = _unit("largest allowed share of synthetic rows closer to train than holdout")
     min_nndr_p10: float | None = _unit("smallest allowed 10th percentile of the synthetic rows' NNDR")
+    max_total_epsilon: float | dict[str, float] | None = Field(
+        None, description="privacy ledger: largest composed ε a dataset may spend (a number, or dataset → number)"
+    )
+
+    @field_validator("max_total_epsilon")
+    @classmethod
+    def _total_epsilon(cls, value: Any) -> Any:
+        limits = value.values() if isinstance(value, dict) else [] if value is None else [value]
+        for limit in limits:
+            if not (math.isfinite(limit) and limit > 0):
+                raise ValueError(f"max_total_epsilon must be a finite number > 0, got {limit!r}")
+        return value
+
+    def total_epsilon_limit(self, dataset: str) -> float | None:
+        """The policy's max_total_epsilon for `dataset` (None: no limit for it)."""
+        if isinstance(self.max_total_epsilon, dict):
+            return self.max_total_epsilon.get(dataset)
+        return self.max_total_epsilon
 
     @field_validator("max_tpr_at_fpr", mode="before")
     @classmethod
@@ -133,6 +156,13 @@ class PolicyRules(_Strict):
 class PolicyOverride(_Strict):
     epsilon: float = Field(description="target ε the override applies to; inf (.inf, 'inf') = non-private")
     rules: PolicyRules
+
+    @field_validator("rules")
+    @classmethod
+    def _no_dataset_rules(cls, value: PolicyRules) -> PolicyRules:
+        if value.max_total_epsilon is not None:
+            raise ValueError("max_total_epsilon is per dataset, not per target ε: set it under 'rules'")
+        return value
 
     @field_validator("epsilon", mode="before")
     @classmethod
@@ -272,7 +302,7 @@ def _policy_error(error: ValidationError, source: str) -> AuditInputError:
     return AuditInputError(f"{source}: field '{field_name}'", message + extra)
 
 
-def load_results(path: str | Path) -> dict[str, Any]:
+def load_results(path: str | Path, *, follow: bool = True) -> dict[str, Any]:
     """Read a results.json and validate it against audit/schema/results.schema.json.
 
     AuditInputError names the file and the JSON path of the first problem (e.g. a missing
@@ -282,13 +312,13 @@ def load_results(path: str | Path) -> dict[str, Any]:
 
     path = Path(path)
     where = f"results file '{path}'"
-    results = load_json_file(path, where)  # NaN/Infinity, duplicate keys, deep nesting refused
+    results = load_json_file(path, where, follow=follow)  # NaN/Infinity, duplicate keys, deep nesting, FIFOs refused
     validate_results(results, source=where)
     return results
 
 
 def validate_results(results: Any, *, source: str = "results") -> None:
-    """Raise AuditInputError when `results` does not follow results.json schema_version 1 or 2.
+    """Raise AuditInputError when `results` does not follow results.json schema_version 1, 2 or 3.
 
     Version 2 (this version) adds the verdict status, each bound's assumption and scope and the PLD
     interval; version 1 files are still read (their verdict is recomputed from their numbers).
@@ -299,7 +329,7 @@ def validate_results(results: Any, *, source: str = "results") -> None:
     if isinstance(version, bool) or version not in READABLE_SCHEMA_VERSIONS:
         raise AuditInputError(
             f"{source}: field 'schema_version'",
-            f"expected 1 or 2, got {version!r} (written by another privacy-audit version?)",
+            f"expected 1, 2 or 3, got {version!r} (written by another privacy-audit version?)",
         )
     import jsonschema
 
@@ -368,8 +398,30 @@ def evaluate_policy(policy: Policy, results: dict[str, Any], *, source: str = "r
                 "this override matches no target or synthetic entry in the results",
             ))
 
+    checks += _ledger_checks(policy, results, reader)
     passed = all(check.passed for check in checks)
     return PolicyEvaluation(passed=passed, checks=checks, policy_name=policy.display_name, policy_path=policy.path)
+
+
+def _ledger_checks(policy: Policy, results: dict[str, Any], reader: "_Reader") -> list[RuleCheck]:
+    """max_total_epsilon against the `ledger` section a recording command wrote (audit/ledger)."""
+    if policy.rules.max_total_epsilon is None:
+        return []
+    section = results.get("ledger")
+    if not isinstance(section, dict):
+        return [_not_applicable("max_total_epsilon", "privacy ledger", "nothing was recorded in a ledger "
+                                "(run with --ledger URI --dataset NAME)")]
+    dataset = reader.text(section, "dataset", "ledger")
+    label = f"dataset '{clip(dataset, 100)}'"
+    limit = policy.rules.total_epsilon_limit(dataset)
+    if limit is None:
+        return [_not_applicable("max_total_epsilon", label, "the policy sets no limit for this dataset")]
+    if section.get("epsilon_spent") is None and not section.get("epsilon_spent_unbounded"):
+        return [_not_applicable("max_total_epsilon", label, clip(str(section.get("reason") or "no spent figure")))]
+    spent = math.inf if section.get("epsilon_spent_unbounded") else reader.number(section, "epsilon_spent", "ledger")
+    what = "composed ε " + ("after the release" if section.get("recorded") else "the refused release would have reached")
+    return [_compare("max_total_epsilon", label, None, spent, limit, at_most=True, what=what,
+                     detail=f"{section.get('method')}, δ {section.get('delta')}")]
 
 
 SINGLE_AUDIT_KINDS = ("canary-audit", "mechanism-audit", "whitebox-audit", "conformance", "accountant-check")
@@ -417,6 +469,7 @@ def evaluate_policy_on_audit(policy: Policy, kind: str, result: dict[str, Any], 
         if _rule_anywhere(policy, rule):
             checks.append(_not_applicable(rule, label, f"a {kind} result has no attacks on trained targets or "
                                           "synthetic data"))
+    checks += _ledger_checks(policy, result, reader)
     passed = all(check.passed for check in checks)
     return PolicyEvaluation(passed=passed, checks=checks, policy_name=policy.display_name, policy_path=policy.path)
 

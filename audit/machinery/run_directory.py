@@ -38,7 +38,11 @@ class StagedRunDirectory:
         the next suffix (`<stamp>-<name>-2`, `-3`, …) instead of checking first and racing after.
         """
         try:
+            # The folders this run creates above its own (--out and parents): removed again by
+            # discard() when they are left empty, so a refused input leaves nothing behind.
+            missing = [p for p in (self.out_root, *self.out_root.parents) if not p.exists()]
             self.out_root.mkdir(parents=True, exist_ok=True)
+            self._created_parents = missing
             base = self.name
             for suffix in range(1, _MAX_SUFFIX + 1):
                 name = base if suffix == 1 else f"{base}-{suffix}"
@@ -101,6 +105,11 @@ class StagedRunDirectory:
 
     def discard(self) -> None:
         shutil.rmtree(self.staging, ignore_errors=True)
+        for folder in getattr(self, "_created_parents", []):  # innermost first; only if still empty
+            try:
+                folder.rmdir()
+            except OSError:
+                break
 
 
 def new_file_mode() -> int:
@@ -174,5 +183,8 @@ def run_attempt(run_dir: StagedRunDirectory, resume: object, progress: Any) -> I
     except BaseException as exc:
         if state["tracker"] is not None:
             state["tracker"].fail_open_runs("KILLED" if isinstance(exc, KeyboardInterrupt) else "FAILED")
-        progress.note(f"interrupted; finished pieces are kept: resume with --resume {run_dir.staging}")
+        if isinstance(exc, KeyboardInterrupt):  # a crash is not an interruption: exit 3 says what it was
+            progress.note(f"interrupted; finished pieces are kept: resume with --resume {run_dir.staging}")
+        else:
+            progress.note(f"stopped by an error; finished pieces are kept in {run_dir.staging}")
         raise

@@ -63,6 +63,8 @@ LOCK_RETRIES = 6
 # Errors of two processes touching one SQLite store at once: a held write lock, or both creating
 # the schema of a new store (the loser's migration step finds the winner's column or table).
 _CONTENTION = ("database is locked", "duplicate column name", "already exists")
+# A store that cannot be written: one line, exit 2 (it was a 90-line traceback and exit 3).
+_READ_ONLY = ("readonly database", "read-only file system", "attempt to write a readonly", "permission denied")
 
 
 def _with_lock_retries(call, *args, **kwargs):
@@ -73,6 +75,9 @@ def _with_lock_retries(call, *args, **kwargs):
         try:
             return call(*args, **kwargs)
         except Exception as exc:  # sqlalchemy's OperationalError arrives wrapped in MlflowException
+            if any(text in str(exc).lower() for text in _READ_ONLY):
+                raise AuditInputError("--tracking-uri", "the MLflow tracking store is read-only (a file or folder "
+                                      "without write permission, or a read-only disk): give a writable store") from None
             if not any(text in str(exc) for text in _CONTENTION):
                 raise
             if attempt == LOCK_RETRIES - 1:
@@ -99,6 +104,10 @@ def check_tracking_uri(tracking_uri: str | None) -> str:
             raise AuditInputError(f"--tracking-uri '{uri[:120]}'", f"folder '{str(folder)[:120]}' does not exist; create it first")
         if not os.access(folder, os.W_OK | os.X_OK) and not db_path.is_file():
             raise AuditInputError(f"--tracking-uri '{uri[:120]}'", f"folder '{str(folder)[:120]}' is not writable")
+        if db_path.is_file() and not (os.access(db_path, os.W_OK) and os.access(folder, os.W_OK | os.X_OK)):
+            # SQLite writes a journal beside the database: both must be writable.
+            raise AuditInputError(f"--tracking-uri '{uri[:120]}'", "the store is read-only (the database file or "
+                                  "its folder is not writable)")
     elif uri.startswith("sqlite:"):
         raise AuditInputError(f"--tracking-uri '{uri[:120]}'", "expected sqlite:///relative/path.db or sqlite:////absolute/path.db")
     return uri
@@ -217,8 +226,12 @@ class AuditTracker:
         _with_lock_retries(self.client.set_tag, run_id, key, str(value))
 
     def set_verdict(self, run_id: str, verdict: dict[str, Any] | None) -> None:
-        """The parent run's `verdict` tag: pass / fail / inconclusive."""
+        """The parent run's `verdict` tag (pass / fail / inconclusive / no_claim) and one tag per claim."""
+        from audit.machinery.verdict import claim_tags
+
         self.set_tag(run_id, "verdict", verdict_status(verdict))
+        for key, value in claim_tags(verdict or {}).items():
+            self.set_tag(run_id, key, value)
 
     def log_torch_model(self, run_id: str, model, input_example, artifact_path: str = "model") -> None:
         """The model in MLflow's PyTorch flavour, `runs:/<run>/model` (torch.export "pt2": it loads
@@ -354,3 +367,16 @@ def synthetic_risk_metrics(entry: dict[str, Any]) -> dict[str, float | None]:
         # MLflow keys allow letters, digits, _ - . / and spaces; a column name may hold anything else.
         metrics["risk_inference_" + re.sub(r"[^\w\-./ ]", "_", str(risk["secret"]))] = risk["value"]
     return metrics
+
+
+def tag_run(tracking_uri: str, run_id: str, tags: dict[str, Any]) -> None:
+    """Add tags to an existing (possibly finished) run: e.g. the privacy-ledger entry a command recorded
+    after its run closed."""
+    from mlflow.entities import RunTag
+    from mlflow.tracking import MlflowClient
+
+    _quiet_mlflow_logs()
+    client = MlflowClient(tracking_uri=tracking_uri)
+    entries = [RunTag(key, str(value)) for key, value in tags.items() if value is not None]
+    if entries:
+        _with_lock_retries(client.log_batch, run_id, tags=entries)

@@ -14,7 +14,13 @@ Contract:
 - a child that dies (`os._exit`, a signal) or overruns the per-task timeout is killed and the
   call raises `UserCodeError` naming the function (exit 2): the fault is the code it ran;
 - any other exception in a task is a bug of ours: `WorkerInternalError` (exit 3) carrying the
-  child's traceback.
+  child's traceback;
+- each worker leads its own process group (`os.setsid` as it starts): whatever user code forks
+  stays in that group, and the group is killed whole (`os.killpg`) when the worker times out, is
+  interrupted, or is closed — no process of the user's outlives the command (a process that starts
+  its own session on purpose escapes this; see docs/errors.md);
+- in a worker, SIGINT is ignored (the parent decides what an interrupt means), so a
+  `KeyboardInterrupt` there was raised by user code: like any exception of user code, exit 2.
 
 Results come back in task order whatever the number of workers, so each task's numbers depend only
 on its arguments (seed it from the task id, never from the worker).
@@ -73,11 +79,17 @@ def _short(text: str) -> str:
     return text if len(text) <= _MESSAGE_LIMIT else text[: _MESSAGE_LIMIT - 1] + "…"
 
 
+# True in a worker process: there SIGINT is ignored, so a KeyboardInterrupt comes from user code.
+_IN_WORKER = False
+
+
 @contextmanager
 def user_code(name: str, what: str = "function"):
     """Run the block as the user's `name`: its exceptions and `sys.exit` become `UserCodeError`.
 
-    `AuditInputError`s raised by the harness's own validation inside the block pass unchanged.
+    `AuditInputError`s raised by the harness's own validation inside the block pass unchanged. A
+    `KeyboardInterrupt` is the user's Ctrl-C in the command's own process (exit 130) and user code's
+    own raise in a worker, where SIGINT is ignored (exit 2).
     """
     try:
         yield
@@ -86,7 +98,9 @@ def user_code(name: str, what: str = "function"):
     except SystemExit as exc:
         raise UserCodeError(name, f"the {what} called sys.exit({exc.code!r}) instead of returning") from None
     except KeyboardInterrupt:
-        raise
+        if not _IN_WORKER:
+            raise
+        raise UserCodeError(name, f"the {what} raised KeyboardInterrupt") from None
     except BaseException as exc:  # noqa: BLE001 - any failure of user code is the user's to fix
         raise UserCodeError(name, f"the {what} raised {type(exc).__name__}: {_short(exc)}") from None
 
@@ -97,8 +111,34 @@ def user_code(name: str, what: str = "function"):
 
 
 def _worker_main(conn: Connection, threads: int | None) -> None:
-    # The parent decides what an interrupt means; the children just get killed.
+    global _IN_WORKER
+    _IN_WORKER = True
+    # Our own process group: what the user's code forks is killed with us (the parent's killpg).
+    try:
+        os.setsid()
+    except OSError:  # already a group leader
+        pass
+    # The parent decides what an interrupt means; the children just get killed. SIGTERM too: the
+    # parent's killpg is SIGKILL, and a terminal's SIGTERM goes to the parent only.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        _serve(conn, threads)
+    finally:
+        _kill_own_group()
+
+
+def _kill_own_group() -> None:
+    """On the way out, kill whatever user code left running in this worker's group (and this process)."""
+    try:
+        if os.getpgrp() == os.getpid():
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.killpg(os.getpid(), signal.SIGKILL)
+    except OSError:
+        pass
+
+
+def _serve(conn: Connection, threads: int | None) -> None:
     if threads is not None:
         for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
             os.environ[var] = str(threads)
@@ -124,6 +164,8 @@ def _worker_main(conn: Connection, threads: int | None) -> None:
             reply = ("ok", task_id, function(*args, **kwargs))
         except AuditInputError as exc:
             reply = ("input", task_id, (type(exc) is UserCodeError, exc.where, exc.message))
+        except KeyboardInterrupt:  # SIGINT is ignored here: user code raised it
+            reply = ("interrupt", task_id, None)
         except BaseException as exc:  # noqa: BLE001 - SystemExit from our own code is a bug too
             reply = ("bug", task_id, (f"{type(exc).__name__}: {_short(exc)}", traceback.format_exc()))
         try:
@@ -199,6 +241,14 @@ class WorkerPool:
 
     @staticmethod
     def _kill(worker: _Worker) -> None:
+        """Kill the worker's whole process group (it leads one), then reap it. The group is killed
+        before the leader is reaped, so its id cannot have been reused."""
+        pid = worker.process.pid
+        if pid is not None:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError, OSError):
+                pass  # not (yet) a group leader, or the group is gone
         if worker.process.is_alive():
             worker.process.kill()
         worker.process.join(timeout=5)
@@ -252,6 +302,8 @@ class WorkerPool:
                         in_flight -= 1
                         if status == "ok":
                             yield index, payload
+                        elif status == "interrupt":
+                            raise UserCodeError(self.name, f"the {self.what} raised KeyboardInterrupt")
                         elif status == "input":
                             is_user, where, message = payload
                             raise (UserCodeError if is_user else AuditInputError)(where, message)

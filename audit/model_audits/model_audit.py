@@ -53,6 +53,7 @@ from audit.statistics.attack_evaluation import best_sound_lower_bound, evaluate_
 from audit.machinery.config import AuditConfig, ModelSourceConfig
 from audit.machinery.environment import describe_environment
 from audit.machinery.verdict import verdict_for_results
+from audit.statistics.distribution_shift import blind_baseline
 from audit.errors import AuditInputError
 from targets.table_checks import MAX_CLASSES
 from audit.machinery.attack_setup import attack_options
@@ -60,18 +61,19 @@ from audit.machinery.user_code import check_spec
 from audit.machinery.executors import check_executor_options, make_user_code_executor
 from audit.machinery.workers import WorkerPool
 from audit.model_audits.user_models import (
-    isolated_factory_model, isolated_function_model, user_trainer, vectorized_factory_trainer,
+    isolated_factory_model, isolated_function_model, isolated_onnx_model, isolated_skops_model, user_trainer,
+    vectorized_factory_trainer,
 )
 from targets.datasets import read_table
 from targets.devices import resolve_device
 from targets.model_sources import (
-    ModelQuery, estimator_query, live_query, load_skops_estimator, load_state_dict_file, onnx_query, tensor_shape,
+    ModelQuery, live_query, load_state_dict_file, tensor_shape,
 )
 from targets.models import MLP
 from targets.training import TrainingSpec, predict_logits
 from targets.vectorized_dpsgd import DPSGDSpec
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 # Attacks that need population data (reference or shadow models trained on it / drawn from it).
 POPULATION_ATTACKS = ("shadow", "lira", "lira_offline", "rmia")
 REFERENCE_ATTACKS = ("lira", "lira_offline", "rmia")
@@ -207,6 +209,12 @@ def _read_table(path: Path, role: str, label: str, columns: list[str] | None) ->
         numeric = values.to_numpy(dtype=np.float64)
         if not np.isfinite(numeric).all():
             raise AuditInputError(f"{where}: column '{column}'", "contains infinite values")
+        # Checked in the dtype the model is queried in: 1e39 is finite in float64 and inf in float32.
+        too_big = np.abs(numeric) > float(np.finfo(np.float32).max)
+        if too_big.any():
+            row = int(np.flatnonzero(too_big)[0])
+            raise AuditInputError(f"{where}: column '{column}'", f"row {row + 2} holds {numeric[row]:g}, beyond float32 "
+                                  f"(|x| ≤ {float(np.finfo(np.float32).max):.3g}), the type the model is queried in")
     labels = _class_indices(frame[label], f"{where}: label column '{label}'")
     features = frame[feature_columns].to_numpy(dtype=np.float32)
     return _Table(path=path, role=role, features=features, labels=labels, frame=frame, hashes=_row_hashes(frame))
@@ -430,14 +438,17 @@ def _open_source(settings: ModelSourceConfig, live_model: Any, config: AuditConf
         return _open_mlp(Path(settings.weights), config, tables)
     if settings.skops:
         path = Path(settings.skops)
-        estimator, types = load_skops_estimator(path)
-        query = estimator_query(estimator, f"skops model {path.name}", output)
+        _check_model_file_statically(path, "skops")  # refusals in a second, before a worker starts
+        pool = stack.enter_context(WorkerPool(1, name=f"skops model '{path}'", timeout=settings.timeout, what="model"))
+        query, info = isolated_skops_model(pool, str(path), output)
         record = {"kind": "scikit-learn (skops)", "path": str(path), "sha256": _file_sha256(path),
-                  "estimator": type(estimator).__name__, "trusted_types": types, "output": query.output}
+                  "estimator": info["estimator"], "trusted_types": info["classes"], "output": query.output}
         return _Source(query, "skops", record, [], False)
     if settings.onnx:
         path = Path(settings.onnx)
-        query = onnx_query(path, output or "logits")
+        _check_model_file_statically(path, "onnx")
+        pool = stack.enter_context(WorkerPool(1, name=f"ONNX model '{path}'", timeout=settings.timeout, what="model"))
+        query = isolated_onnx_model(pool, str(path), output or "logits")
         record = {"kind": "ONNX", "path": str(path), "sha256": _file_sha256(path), "output": query.output}
         return _Source(query, "onnx", record, [], False)
     if settings.function:
@@ -448,6 +459,27 @@ def _open_source(settings: ModelSourceConfig, live_model: Any, config: AuditConf
                                            "output": query.output}, [], False)
     raise AuditInputError("--weights", "give the model to audit: --weights (optionally with --factory), --skops, "
                           "--onnx or --function (or the config's model section)")
+
+
+def _check_model_file_statically(path: Path, kind: str) -> None:
+    """What can be checked by reading a model file as data (nothing imported, built or run): a skops
+    file's every object against the allow-list, an ONNX file's external-data references. The worker
+    checks again before it loads (it is the only place the file is loaded)."""
+    import zipfile
+
+    from targets.model_sources import check_onnx_file
+    from targets.skops_allowlist import check_skops_file
+
+    where = f"{'skops' if kind == 'skops' else 'ONNX'} file '{path}'"
+    if not path.is_file():
+        raise AuditInputError(where, "does not exist or is not a file")
+    if kind == "skops":
+        if not zipfile.is_zipfile(path):
+            raise AuditInputError(where, "is not a skops file (a zip archive); pickle and joblib files are refused "
+                                  "because loading them runs arbitrary code: save the estimator with skops.io.dump")
+        check_skops_file(path, where)
+    else:
+        check_onnx_file(path, where)
 
 
 def _open_mlp(weights: Path, config: AuditConfig, tables: list[_Table]) -> _Source:
@@ -513,7 +545,7 @@ def audit_user_model(
     ray_address: str | None = None,
     scores_path: Path | None = None,
 ) -> dict[str, Any]:
-    """Membership-inference audit of the user's own trained model; a results dict (schema_version 2).
+    """Membership-inference audit of the user's own trained model; a results dict (schema_version 3).
 
     The model is one of: `model`, a live object (an `nn.Module`, a fitted estimator, a prediction
     callable — for notebooks; it runs in this process); `weights` (+ `factory` "module:function"
@@ -550,6 +582,13 @@ def audit_user_model(
         members=None if isinstance(members, tuple) else members, label=label,
         nonmembers=None if isinstance(nonmembers, tuple) else nonmembers,
         population=None if isinstance(population, tuple) else population))
+    if (settings.trainer is not None and model is None and settings.weights and not settings.factory
+            and not (settings.skops or settings.onnx or settings.function)):
+        # An option that cannot apply is refused, never silently ignored: the built-in MLP's reference
+        # models are trained by the harness's own DP-SGD, like the target it stands for.
+        raise AuditInputError("--trainer", "does not apply to the built-in MLP (--weights without --factory): its "
+                              "reference models are trained by the harness; drop --trainer, or give --factory for "
+                              "your own architecture")
     data_sources = {
         "members": members if isinstance(members, tuple) else settings.members,
         "nonmembers": nonmembers if isinstance(nonmembers, tuple) else settings.nonmembers,
@@ -704,8 +743,17 @@ def _audit(
         "epsilon_lb_ratio": best / claimed if private and best is not None else None,
         "violation": bool(violation),
         "seed": seed,
+        # Das et al. 2024 (arXiv 2406.16201): the user's member / non-member files must not be
+        # separable without the model, or the leakage figures above measure the split, not the model.
+        "blind_baseline": blind_baseline(candidate_features, candidate_labels, membership,
+                                         alpha=1 - config.attacks.confidence, seed=seed),
     }
     reasons: list[str] = []
+    if target_record["blind_baseline"].get("separates"):
+        shift = target_record["blind_baseline"]
+        notes.append(f"distribution shift: a classifier on the records alone (no model) separates the members file "
+                     f"from the non-members file (AUC {shift['auc']:.3f}, p = {shift['p_value']:.2g}); the leakage "
+                     "figures are confounded: they need not come from the model (Das et al. 2024, arXiv 2406.16201)")
 
     notes += [
         "membership is given by the members / non-members files, not drawn by a fair coin per record: the one-run "

@@ -12,20 +12,24 @@ Two kinds of user code reach an audit here:
   reference and shadow models, each in a parallel worker with a timeout; the child returns the
   trained model's logits on the query sets, never the model.
 
-Files that are data (skops estimators, ONNX graphs) are loaded in the audit process itself by
-the safe loaders of `targets.model_sources`.
+Model files (skops estimators, ONNX graphs) are loaded by the safe loaders of
+`targets.model_sources` — and, like user code, in that persistent worker with the same timeout:
+a skops estimator's predict is code, an ONNX graph can loop forever, and a Ctrl-C or SIGTERM of
+the audit kills the worker's whole process group (audit/machinery/workers.py).
 """
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from audit.errors import AuditInputError
 from audit.machinery.workers import WorkerPool, run_isolated, user_code
-from targets.model_sources import ModelQuery, load_state_dict_file, load_weights_into, module_logits, trained_model_logits
+from targets.model_sources import (ModelQuery, estimator_method, load_skops_estimator, load_state_dict_file,
+                                   load_weights_into, module_logits, onnx_run, onnx_session, trained_model_logits)
 
 # In the child: the user's model built once per (spec, weights) and kept for later queries.
 _CHILD_MODELS: dict[tuple, object] = {}
@@ -84,6 +88,61 @@ def function_outputs(function: str, features: np.ndarray) -> np.ndarray:
         return np.asarray(out.detach().cpu().numpy() if hasattr(out, "detach") else out, dtype=np.float64)
     except (TypeError, ValueError) as exc:
         raise AuditInputError(flag, f"returned something that is not an array of numbers ({exc})") from None
+
+
+def _skops_model(path: str, output: str | None):
+    key = ("skops", path, output)
+    if key not in _CHILD_MODELS:
+        estimator, classes = load_skops_estimator(path)
+        method, kind = estimator_method(estimator, output)
+        _CHILD_MODELS[key] = (estimator, method, kind, classes)
+    return _CHILD_MODELS[key]
+
+
+def skops_model_info(path: str, output: str | None) -> dict:
+    """Task: load the skops file (allow-listed classes only) and say what the audit records."""
+    estimator, method, kind, classes = _skops_model(path, output)
+    return {"estimator": type(estimator).__name__, "method": method, "output": kind, "classes": classes}
+
+
+def skops_outputs(path: str, output: str | None, features: np.ndarray) -> np.ndarray:
+    """Task: the estimator's predict_proba / decision_function / predict on `features`."""
+    estimator, method, _, _ = _skops_model(path, output)
+    with user_code(f"skops model {path}", f"estimator's {method}"):
+        out = getattr(estimator, method)(features)
+    try:
+        return np.asarray(out, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise AuditInputError(f"skops model {path}", f"{method} returned something that is not numbers ({exc})") from None
+
+
+def _onnx_model(path: str, output_index: int):
+    key = ("onnx", path, output_index)
+    if key not in _CHILD_MODELS:
+        _CHILD_MODELS[key] = onnx_session(path, output_index)
+    return _CHILD_MODELS[key]
+
+
+def onnx_model_info(path: str, output_index: int) -> dict:
+    """Task: open the graph once (refusing external data) so a broken file is exit 2 before the audit."""
+    _onnx_model(path, output_index)
+    return {}
+
+
+def onnx_outputs(path: str, output_index: int, features: np.ndarray) -> np.ndarray:
+    session, input_name, output_name = _onnx_model(path, output_index)
+    return np.asarray(onnx_run(session, input_name, output_name, features, f"ONNX file '{path}'"))
+
+
+def isolated_skops_model(pool: WorkerPool, path: str, output: str | None) -> tuple[ModelQuery, dict]:
+    info = pool.map(skops_model_info, [(path, output)])[0]
+    return ModelQuery(IsolatedModel(pool, skops_outputs, (path, output)), info["output"],
+                      f"skops model {Path(path).name}"), info
+
+
+def isolated_onnx_model(pool: WorkerPool, path: str, output: str, output_index: int = 0) -> ModelQuery:
+    pool.map(onnx_model_info, [(path, output_index)])
+    return ModelQuery(IsolatedModel(pool, onnx_outputs, (path, output_index)), output, f"ONNX model {Path(path).name}")
 
 
 @dataclass

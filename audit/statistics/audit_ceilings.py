@@ -15,15 +15,14 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 
 from audit.statistics.epsilon_bounds import (
     epsilon_lower_bound_from_counts,
-    one_run_epsilon_from_counts,
+    one_run_ceiling,
 )
+from audit.statistics.one_run_guesses import DEFAULT_PILOT_FRACTION
 
 __all__ = [
-    "DEFAULT_GUESS_FRACTIONS",
     "ceiling_one_run",
     "ceiling_threshold_audit",
     "evaluation_runs",
@@ -32,8 +31,6 @@ __all__ = [
     "smallest_sufficient",
 ]
 
-# The guess fractions `epsilon_lower_bound_one_run` tries by default (its Bonferroni family).
-DEFAULT_GUESS_FRACTIONS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5)
 # Beyond this many runs or canaries per side we say "more than" instead of searching on.
 SEARCH_LIMIT = 10**7
 
@@ -101,33 +98,25 @@ def runs_needed_threshold_audit(claimed_epsilon: float, delta: float, confidence
 
 
 def ceiling_one_run(n_canaries: int, delta: float, confidence: float = 0.95,
-                    guess_fractions=DEFAULT_GUESS_FRACTIONS) -> float:
+                    pilot_fraction: float = DEFAULT_PILOT_FRACTION) -> float:
     """Largest bound `epsilon_lower_bound_one_run` can return with m = `n_canaries` canaries.
 
-    Steinke, Nasr, Jagielski 2023 (arXiv 2305.08846): for each guess fraction f the attack guesses
-    r = 2⌊f·m/2⌋ canaries; at best all are right (v = r), tested at α/len(fractions) like the
-    bound itself. With m = 200 at 95 % and δ = 1e-5 this is far below 3 (one run is cheap, not
-    strong).
+    Steinke, Nasr, Jagielski 2023 (arXiv 2305.08846): the guess rule is chosen on a pilot part and
+    the bound computed on the other m_eval candidates at the full α; at best every one of them is
+    guessed and every guess is right (`one_run_ceiling`). With m = 200 at 95 % and δ = 1e-5 this is
+    far below 3 (one run is cheap, not strong).
     """
-    m = int(n_canaries)
-    fractions = np.atleast_1d(np.asarray(guess_fractions, dtype=float))
-    alpha_each = (1.0 - float(confidence)) / fractions.size
-    best = 0.0
-    for f in fractions:
-        k = int(math.floor(f * m / 2))
-        if k == 0:
-            continue
-        best = max(best, one_run_epsilon_from_counts(m, 2 * k, 2 * k, delta, alpha_each))
-    return float(best)
+    return one_run_ceiling(int(n_canaries), float(delta), 1.0 - float(confidence), float(pilot_fraction))
 
 
 def canaries_needed_one_run(claimed_epsilon: float, delta: float, confidence: float = 0.95,
-                            guess_fractions=DEFAULT_GUESS_FRACTIONS, limit: int = 10**6) -> int | None:
+                            pilot_fraction: float = DEFAULT_PILOT_FRACTION, limit: int = 10**6) -> int | None:
     """Smallest m (canaries in one run) whose `ceiling_one_run` exceeds the claim; None: > `limit`.
 
-    The δ term 2mδ grows with m, so for a large claim no m may suffice: then None.
+    Even a perfect attack's bound stays below about ln(α / 2δ) (the 2mδ term of the p-value), so
+    for a large claim no m suffices: then None.
     """
     eps = float(claimed_epsilon)
 
-    return smallest_sufficient(lambda m: ceiling_one_run(m, delta, confidence, guess_fractions) > eps,
+    return smallest_sufficient(lambda m: ceiling_one_run(m, delta, confidence, pilot_fraction) > eps,
                                start=2, limit=limit)

@@ -20,12 +20,15 @@ Pure functions, no I/O.
 """
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 
 import numpy as np
 from scipy import optimize, special
 
+from audit.statistics.epsilon_bounds import epsilon_from_gdp_mu, gdp_mu_from_epsilon
+from audit.statistics.one_run_guesses import DEFAULT_PILOT_FRACTION, DEFAULT_SEED, apply_guess_rule, choose_guess_rule, pilot_split
 from audit.statistics.tradeoff_curves import PrivacyProfile
 
 __all__ = [
@@ -36,7 +39,6 @@ __all__ = [
     "profile_blow_up_inverse",
 ]
 
-DEFAULT_GUESS_FRACTIONS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5)
 
 
 def gdp_blow_up_inverse(mu: float) -> Callable[[float], float]:
@@ -90,73 +92,82 @@ def fdp_one_run_refutes(blow_up_inverse: Callable[[float], float], m: int, n_gue
     return _excess(blow_up_inverse, m_, g, c, float(alpha)) > 0
 
 
-def fdp_one_run_epsilon_gdp(m: int, n_guess: int, n_correct: int, alpha: float, delta: float) -> float:
+@functools.lru_cache(maxsize=4096)  # the guess-rule search asks for the same floor many times
+def _mu_of_epsilon(eps: float, delta: float) -> float:
+    return gdp_mu_from_epsilon(eps, delta)
+
+
+def fdp_one_run_epsilon_gdp(m: int, n_guess: int, n_correct: int, alpha: float, delta: float,
+                            floor: float = 0.0) -> float:
     """The largest ε such that "μ-GDP with (ε, δ) on its curve" is refuted by these counts, 0 if none.
 
     A GDP-family statement: the mechanism is less private than the Gaussian mechanism whose curve
     passes through (ε, δ). It is a lower bound on the mechanism's ε at δ only if its trade-off
     curve is Gaussian (DP-SGD's is close to it in the middle, not in the tails): label it so.
+    The search runs over μ (the refuted set is an interval [0, μ*) because f̄⁻¹ grows with μ), then
+    ε = `epsilon_from_gdp_mu(μ*, δ)` (Dong, Roth, Su 2019, Cor. 2.13: the curve through (ε, δ)).
+    With `floor` > 0, returns `floor` at once when these counts do not refute the curve at `floor`
+    (the search for the best guess rule uses that to skip hopeless candidates).
     """
     m_, g, c = _check_counts(m, n_guess, n_correct)
+    floor = max(0.0, float(floor))
     if g == 0 or c == 0:
-        return 0.0
-    from dp_accounting import get_sigma_gaussian
+        return floor
 
-    def refuted(eps: float) -> float:
-        sigma = get_sigma_gaussian(eps, delta)
-        inverse = (lambda y: float(y >= 1.0)) if sigma == 0 else gdp_blow_up_inverse(1.0 / sigma)
-        return _excess(inverse, m_, g, c, float(alpha))
+    def margin(mu: float) -> float:
+        return _excess(gdp_blow_up_inverse(mu), m_, g, c, float(alpha))
 
-    low = 1e-6
-    if refuted(low) <= 0:
-        return 0.0
-    high = 1.0
-    while refuted(high) > 0:
+    low = _mu_of_epsilon(floor, float(delta)) if floor > 0 else 1e-9
+    if margin(low) <= 0:
+        return floor
+    high = max(1.0, 2 * low)
+    while margin(high) > 0:
         low, high = high, 2 * high
-        if high > 1e3:
+        if high > 64:  # ε far above 10³ at any δ this package accepts
             return math.inf
-    return float(optimize.brentq(refuted, low, high, xtol=1e-6))
+    mu = float(optimize.brentq(margin, low, high, xtol=1e-10))
+    return max(floor, epsilon_from_gdp_mu(mu, float(delta)))
 
 
-def _guess_counts(scores: np.ndarray, members: np.ndarray, fraction: float) -> tuple[int, int]:
-    """Guess "in" for the ⌊f·m/2⌋ highest scores and "out" for as many lowest: (guesses, right)."""
-    n = scores.size
-    k = int(math.floor(fraction * n / 2))
-    if k == 0:
-        return 0, 0
-    order = np.argsort(scores, kind="stable")
-    right = int(members[order[n - k:]].sum()) + int((~members[order[:k]]).sum())
-    return 2 * k, right
-
-
-def fdp_one_run_audit(scores, members, profile: PrivacyProfile, *, delta: float, confidence: float = 0.95,
-                      guess_fractions=DEFAULT_GUESS_FRACTIONS, with_gdp_epsilon: bool = True) -> dict:
+def fdp_one_run_audit(scores, members, profile: PrivacyProfile | None, *, delta: float, confidence: float = 0.95,
+                      pilot_fraction: float = DEFAULT_PILOT_FRACTION, seed: int = DEFAULT_SEED,
+                      with_gdp_epsilon: bool = True) -> dict:
     """Test the claim's curve (`profile`) on coin-flipped canaries from one mechanism run.
 
-    Mahloujifar, Melis, Chaudhuri 2024 (arXiv 2410.22235). For each guess fraction f: top and
-    bottom ⌊f·m/2⌋ scores guessed "in" / "out"; each fraction is tested at α/len(fractions)
-    (Bonferroni: the fraction is chosen after seeing the outcome). `refuted` is sound for any
-    mechanism whose canaries were inserted by independent fair coins and scored without the coins
-    (ties are broken by position, which must not depend on the coins). Also returned: the GDP-family
-    ε (`fdp_one_run_epsilon_gdp`, an estimate that assumes a Gaussian curve; `with_gdp_epsilon=False`
-    skips its root search, which costs about a second per fraction).
+    Mahloujifar, Melis, Chaudhuri 2024 (arXiv 2410.22235). The guess rule ("in" above one score
+    threshold, "out" below another) is chosen on a random pilot part of the canaries (seeded,
+    membership never consulted; `audit.statistics.one_run_guesses`), maximising the GDP-family ε the
+    other part is expected to give; on that other part the rule's guesses are ONE pre-declared test
+    at α = 1 − confidence, so nothing is paid for the search and the bound does not fall as canaries
+    are added. `refuted` (the claim's curve is rejected) is sound for any mechanism whose canaries
+    were inserted by independent fair coins and scored without the coins; `profile=None` skips it.
+    Also returned: `gdp_epsilon` (`fdp_one_run_epsilon_gdp`: an ε lower bound only if the
+    mechanism's trade-off curve is Gaussian; `with_gdp_epsilon=False` skips its root search).
     """
     s = np.asarray(scores, dtype=float)
     mem = np.asarray(members, dtype=bool)
     if s.shape != mem.shape or s.ndim != 1 or s.size < 2:
         raise ValueError("scores and members must be 1-d arrays of the same length ≥ 2")
     s = np.where(np.isnan(s), -np.inf, s)
-    fractions = tuple(float(f) for f in guess_fractions)
-    alpha_each = (1.0 - float(confidence)) / len(fractions)
-    inverse = profile_blow_up_inverse(profile)
-    rows = []
-    for f in fractions:
-        guesses, right = _guess_counts(s, mem, f)
-        rows.append({"fraction": f, "guesses": guesses, "right": right,
-                     "refuted": fdp_one_run_refutes(inverse, s.size, guesses, right, alpha_each),
-                     "gdp_epsilon": (fdp_one_run_epsilon_gdp(s.size, guesses, right, alpha_each, delta)
-                                     if with_gdp_epsilon else None)})
-    gdp = max((row["gdp_epsilon"] for row in rows if row["gdp_epsilon"] is not None), default=None)
-    return {"m": int(s.size), "refuted": any(row["refuted"] for row in rows), "profile": profile.source,
-            "gdp_epsilon": gdp, "alpha_each": alpha_each, "per_fraction": rows,
+    alpha = 1.0 - float(confidence)
+    pilot, evaluation = pilot_split(s.size, pilot_fraction, seed)
+    n_eval = int(evaluation.size)
+
+    def criterion(r: int, v: int, floor: float) -> float:
+        value = fdp_one_run_epsilon_gdp(n_eval, r, v, alpha, delta, floor=floor)
+        return 1e3 if math.isinf(value) else value
+
+    rule = choose_guess_rule(s[pilot], mem[pilot], n_eval, criterion)
+    counts = apply_guess_rule(s[evaluation], mem[evaluation], rule)
+    guesses, right = counts["r"], counts["v"]
+    refuted = (fdp_one_run_refutes(profile_blow_up_inverse(profile), n_eval, guesses, right, alpha)
+               if profile is not None else None)
+    gdp = fdp_one_run_epsilon_gdp(n_eval, guesses, right, alpha, delta) if with_gdp_epsilon else None
+    row = {"m": n_eval, "guesses": guesses, "right": right, "refuted": refuted, "gdp_epsilon": gdp,
+           "k_plus": counts["k_plus"], "k_minus": counts["k_minus"]}
+    return {"m": int(s.size), "m_eval": n_eval, "m_pilot": int(pilot.size), "guesses": guesses, "right": right,
+            "refuted": refuted, "profile": None if profile is None else profile.source,
+            "gdp_epsilon": gdp, "alpha_each": alpha, "per_fraction": [row], "confidence": float(confidence),
+            "correction": (f"none: guess thresholds chosen on a random pilot of {pilot.size} canaries, "
+                           f"tested on the other {n_eval} only (one pre-declared test)"),
             "assumption": "canaries inserted by independent fair coins; GDP ε assumes a Gaussian trade-off curve"}

@@ -55,7 +55,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from scipy.spatial.distance import cdist
-from scipy.stats import norm
+from scipy.stats import fisher_exact, norm
 
 from targets.tabular_encoding import column_kind
 
@@ -69,6 +69,7 @@ __all__ = [
     "dcr_baseline_protection",
     "synthetic_risks",
     "NUMERIC_TOLERANCE",
+    "risk_p_value",
 ]
 
 NUMERIC_TOLERANCE = 0.05  # anonymeter's relative tolerance for a numeric secret guessed right
@@ -521,6 +522,7 @@ def synthetic_risks(train: pd.DataFrame, control: pd.DataFrame, synthetic: pd.Da
         if "null_sd" in risk:
             tested = _widened(tested, test_confidence)
         low = tested["ci"][0]
+        risk["p_value"] = risk_p_value(risk)
         risk["test_lower_bound"] = low
         risk["flagged"] = low > 0
         if low > 0:
@@ -542,6 +544,23 @@ def synthetic_risks(train: pd.DataFrame, control: pd.DataFrame, synthetic: pd.Da
         "confidence": confidence,
         "method": "Giomi et al. 2022 (anonymeter): attacks on training rows vs control rows the generator never saw",
     }
+
+
+def risk_p_value(risk: dict[str, Any]) -> float:
+    """One-sided p-value of "attacks succeed no more often on training rows than on control rows".
+
+    Without memorisation, training and control targets are exchangeable draws from one population
+    and the release is fixed, so each success is a Bernoulli of the same rate on both sides: Fisher's
+    exact test (one-sided, conditional on the total successes) is valid. Singling-out queries are
+    all evaluated on the same two tables (correlated successes): there the z statistic of the rate
+    difference over its spread across random re-splits of train ∪ control (`null_sd`) is used.
+    """
+    n_t, s_t = int(risk["n_attacks"]), int(risk["n_success"])
+    n_c, s_c = int(risk["n_control_attacks"]), int(risk["n_control_success"])
+    if "null_sd" in risk and risk["null_sd"]:
+        difference = s_t / n_t - s_c / n_c
+        return float(norm.sf(difference / float(risk["null_sd"])))
+    return float(fisher_exact([[s_t, n_t - s_t], [s_c, n_c - s_c]], alternative="greater").pvalue)
 
 
 def risk_test_count(n_columns: int, n_secrets: int | None = None) -> int:

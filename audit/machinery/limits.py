@@ -1,0 +1,140 @@
+"""One range table for every count a command takes, checked before any work starts.
+
+A count out of range used to be found late — a `MemoryError` after minutes (exit 3), a billion
+worker processes requested, a federated run of 10⁹ rounds that passed `--dry-run`. Every count
+option and count field is listed here with its range and the reason for it; the commands call
+`check_count` (and `check_workers`, `check_memory`) before a worker starts or a file is written.
+docs/errors.md shows this table (tests/test_hostile_limits.py keeps the two equal).
+
+The memory a command will need is estimated from its counts (`check_memory`) and refused when it
+exceeds what this machine has available: a refusal in a second beats an out-of-memory kill later.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from audit.errors import AuditInputError
+
+__all__ = ["COUNT_LIMITS", "Limit", "available_memory", "check_count", "check_memory", "check_workers",
+           "max_workers", "limits_table_markdown"]
+
+
+@dataclass(frozen=True)
+class Limit:
+    low: int
+    high: int
+    commands: str
+    why: str
+
+
+# The one table: option or field → range. Lower ends are what the statistics need; upper ends are
+# where the work or memory stops being plausible on any machine this tool runs on.
+COUNT_LIMITS: dict[str, Limit] = {
+    "--rows": Limit(20, 1_000_000, "canary-audit", "rows of the generated audit table; each run trains on all of them"),
+    "--models": Limit(2, 10_000_000, "canary-audit, bench", "training runs (or models per side); the profile test needs ≥ 4"),
+    "--canaries": Limit(1, 100_000, "canary-audit", "canaries per run (multi-canary) or in the one run (one-run)"),
+    "--runs": Limit(9, 10_000_000, "whitebox-audit", "training runs per side"),
+    "--trials": Limit(4, 100_000_000, "mechanism-audit", "mechanism draws per dataset"),
+    "--steps": Limit(1, 10_000_000, "accountants, whitebox-audit --builtin (≤ 100,000)", "DP-SGD steps"),
+    "--epochs": Limit(1, 10_000, "bench", "training epochs"),
+    "--workers": Limit(1, 0, "run, canary-audit, whitebox-audit, audit-model", "worker processes; at most "
+                       "4 × the cores this process may use (max_workers), and 1 with --executor local"),
+    "federated.n_clients": Limit(1, 1_000, "run (federated)", "clients; every client must hold ≥ 8 rows of the split"),
+    "federated.rounds": Limit(1, 10_000, "run (federated)", "FedAvg rounds"),
+    "federated.n_reference_federations": Limit(0, 256, "run (federated)", "LiRA reference federations"),
+    "federated.client_mia_runs": Limit(0, 10_000, "run (federated)", "federations of the client-level MIA"),
+}
+# Federated numbers that are not counts but crash late when absurd.
+FEDERATED_RANGES = {
+    "federated.server_lr": (1e-6, 10.0, "larger server steps diverge to NaN scores"),
+    "federated.client_sample_rate": (1e-4, 1.0, "below 1e-4 no client takes part in any plausible number of rounds"),
+    "federated.dirichlet_alpha": (1e-3, 1e3, "below 1e-3 the split leaves clients empty; above 1e3 it is uniform"),
+    "federated.client_clip": (1e-6, 1e6, "the client update's clipping norm"),
+}
+MIN_CLIENT_ROWS = 8
+
+
+def max_workers() -> int:
+    """The most worker processes a command may start: 4 per core this process may use."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    return 4 * max(1, cores)
+
+
+def _high(option: str) -> int:
+    return max_workers() if option == "--workers" else COUNT_LIMITS[option].high
+
+
+def check_count(option: str, value, low: int | None = None, high: int | None = None) -> int:
+    """`value` as an int in the table's range for `option` (narrowed by `low`/`high`); exit 2 otherwise."""
+    limit = COUNT_LIMITS[option]
+    lo = limit.low if low is None else low
+    hi = _high(option) if high is None else min(high, _high(option))
+    if isinstance(value, bool) or not isinstance(value, int):
+        try:
+            import numpy as np
+
+            if isinstance(value, np.integer):
+                value = int(value)
+            else:
+                raise TypeError
+        except TypeError:
+            raise AuditInputError(option, f"expected an integer in [{lo:,}, {hi:,}], got {str(value)[:40]!r}") from None
+    if not lo <= value <= hi:
+        why = f" ({limit.why})" if option != "--workers" else " (4 × the cores this process may use)"
+        raise AuditInputError(option, f"must be in [{lo:,}, {hi:,}], got {value:,}{why}"[:300])
+    return value
+
+
+def check_workers(workers, executor: str = "processes") -> int | None:
+    """`--workers` within what the executor can run: None (the default), or 1..max_workers()."""
+    if workers is None:
+        return None
+    workers = check_count("--workers", workers)
+    if executor == "local" and workers != 1:
+        raise AuditInputError("--workers", "applies to --executor processes or ray (local runs one task at a time)")
+    return workers
+
+
+def available_memory() -> int:
+    """Bytes this machine can give a command now (MemAvailable; the physical memory elsewhere)."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 2**62
+
+
+def check_memory(needed_bytes: float, where: str, what: str) -> None:
+    """Refuse (exit 2) a command whose counts imply more memory than the machine has available."""
+    have = available_memory()
+    if needed_bytes > have:
+        raise AuditInputError(where, f"{what} needs about {_size(needed_bytes)} of memory; this machine has "
+                              f"{_size(have)} available: use smaller counts")
+
+
+def _size(n: float) -> str:
+    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20)):
+        if n >= scale:
+            return f"{n / scale:,.1f} {unit}"
+    return f"{n / 1024:,.1f} KiB"
+
+
+def limits_table_markdown() -> list[str]:
+    """The rows of docs/errors.md's range table, generated from `COUNT_LIMITS`."""
+    rows = []
+    for option, limit in COUNT_LIMITS.items():
+        high = "4 × cores" if option == "--workers" else f"{limit.high:,}"
+        rows.append(f"| `{option}` | [{limit.low:,}, {high}] | {limit.commands} | {limit.why} |")
+    for field, (low, high, why) in FEDERATED_RANGES.items():
+        rows.append(f"| `{field}` | [{low:g}, {high:g}] | run (federated) | {why} |")
+    return rows

@@ -1,0 +1,316 @@
+"""The text job: for each target ε, train a small causal LM on a generated corpus with canaries,
+attack membership of its documents, measure the canaries' exposure and what can be extracted.
+
+`run_text_audit(config)` is the Python API; `privacy-audit run` dispatches here when the config
+has a `text:` section (preset `text`).
+
+* Corpus (targets/text_corpus.py): faker records; candidates are members by fair coin flips, so
+  the one-run bound (Steinke, Nasr, Jagielski 2023) applies to every LM attack's scores on them,
+  and the accountant's per-document ε is the claim each attack row tests (the verdict of every
+  job: audit.machinery.verdict, Holm over all rows of all private targets).
+* Canaries are not candidates: a canary inserted k times is k documents, protected by DP only at
+  group level (about k·ε), so exposure and extraction are shown, not claim tests.
+* The reference model of `reference_ratio` is trained once, without DP, on the pool records
+  (disjoint from the candidates) with the targets' architecture and schedule.
+* The blind baseline (text alone, no model; Das et al. 2024) runs once on the candidates: with
+  coin-flip membership it should be at chance; above chance flags distribution shift.
+"""
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from attacks import BlindBaseline, TextAttackContext, get_text_attack
+from attacks.text_outputs import token_statistics
+from audit.errors import AuditInputError
+from audit.machinery.config import AuditConfig, config_to_yaml
+from audit.machinery.crash_log import set_log_folder
+from audit.machinery.environment import describe_environment
+from audit.machinery.policy import Policy
+from audit.machinery.progress import as_progress
+from audit.machinery.run_directory import StagedRunDirectory, run_attempt, write_json_atomic, write_text_atomic
+from audit.machinery.tracking import AuditTracker, experiment_name, open_tracker, target_metrics
+from audit.machinery.verdict import verdict_for_results, verdict_tags
+from audit.statistics.accountants import DPSGDEvent, epsilons_for_event
+from audit.statistics.attack_evaluation import best_sound_lower_bound, evaluate_attack
+from audit.text.memorisation import canary_exposures, exposure_summary, record_extraction
+from reports.figures import epsilon_label
+from reports.html_report import write_html_report
+from reports.junit import write_junit_xml
+from reports.markdown_summary import write_summary_markdown
+from reports.text_figures import plot_exposure_vs_repetitions
+from targets.devices import resolve_device
+from targets.text_corpus import TextCorpus, make_text_corpus
+from targets.text_models import (
+    PAD, TextTrainingSpec, TrainedTextTarget, encode_texts, mean_token_loss, train_text_target, train_tokenizer,
+)
+
+SCHEMA_VERSION = 3
+
+
+@dataclass(frozen=True)
+class TextRun:
+    results: dict[str, Any]
+    run_dir: Path
+
+
+def _seed(config_seed: int, index: int) -> int:
+    return int(np.random.SeedSequence([config_seed, 5, index]).generate_state(1)[0])
+
+
+def text_training_spec(config: AuditConfig) -> TextTrainingSpec:
+    t = config.text
+    return TextTrainingSpec(d_model=t.d_model, n_layers=t.n_layers, n_heads=t.n_heads, max_length=t.max_length,
+                            epochs=t.epochs, batch_size=t.batch_size, lr=t.lr, max_grad_norm=t.max_grad_norm)
+
+
+@torch.no_grad()
+def next_token_accuracy(model, token_ids: np.ndarray) -> float:
+    ids = torch.as_tensor(token_ids, device=next(model.parameters()).device)
+    predicted = model.logits(ids)[:, :-1].argmax(-1)
+    valid = ids[:, 1:] != PAD
+    return float((predicted == ids[:, 1:])[valid].float().mean())
+
+
+def _accounted(trained: TrainedTextTarget, config: AuditConfig) -> dict[str, float]:
+    if trained.epsilon_target is None:
+        return {}
+    event = DPSGDEvent(trained.noise_multiplier, trained.sample_rate, trained.steps)
+    return epsilons_for_event(event, trained.delta, config.privacy.accountant)
+
+
+def _audit_target(config: AuditConfig, corpus: TextCorpus, tokenizer, encoded: dict[str, np.ndarray],
+                  reference_stats, epsilon: float, index: int, progress,
+                  device: torch.device) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    text = config.text
+    seed = _seed(config.seed, index + 1)
+    spec = text_training_spec(config)
+    label = f"target {index + 1}/{len(config.privacy.epsilons)} ({epsilon_label(epsilon)})"
+    with progress.step(f"{label}: training (epochs)", total=spec.epochs) as step:
+        trained = train_text_target(encoded["train"], tokenizer.get_vocab_size(), spec, epsilon=epsilon,
+                                    delta=config.privacy.delta, accountant=config.privacy.accountant, seed=seed,
+                                    device=device, on_epoch=lambda e, _: step.update(e))
+    model = trained.model.to(device)
+    members = corpus.candidate_member
+    with progress.step(f"{label}: membership attacks"):
+        stats = token_statistics(model, encoded["candidates"])
+        context = TextAttackContext([r.text for r in corpus.candidates], reference=reference_stats,
+                                    min_k_fraction=text.min_k_fraction)
+        epsilons = _accounted(trained, config)
+        claim = epsilons.get(config.privacy.accountant)
+        attacks, columns = [], {}
+        for name in text.attacks:
+            scores = np.asarray(get_text_attack(name).scores(stats, context), dtype=np.float64)
+            columns[name] = scores
+            row = evaluate_attack(name, scores, members, np.zeros(len(members), dtype=int), delta=config.privacy.delta,
+                                  confidence=config.attacks.confidence, threshold_seed=seed, accountant_epsilon=claim)
+            attacks.append(row)
+    with progress.step(f"{label}: canary exposure and extraction"):
+        canaries = canary_exposures(model, tokenizer, corpus, exact_limit=text.exact_exposure_limit,
+                                    samples=text.exposure_samples, beams=text.beams, seed=seed)
+        records = record_extraction(model, tokenizer, corpus, text.extraction_records, seed)
+    best, best_method = best_sound_lower_bound(attacks)
+    test_loss = mean_token_loss(model, encoded["test"])
+    record = {
+        "kind": "text",
+        "epsilon_target": trained.epsilon_target,
+        "delta": config.privacy.delta,
+        "noise_multiplier": trained.noise_multiplier,
+        "sample_rate": trained.sample_rate,
+        "steps": trained.steps,
+        "max_grad_norm": trained.max_grad_norm,
+        "poisson_sampling": trained.epsilon_target is not None,
+        "accountant": trained.accountant,
+        "epsilon": epsilons,
+        "epsilon_accountant": claim,
+        "epsilon_engine": trained.accountant_epsilon,
+        "test_accuracy": next_token_accuracy(model, encoded["test"]),
+        "train_seconds": trained.train_seconds,
+        "attacks": attacks,
+        "epsilon_lb_best": best,
+        "epsilon_lb_best_method": best_method,
+        "epsilon_lb_ratio": best / claim if claim and best is not None else None,
+        "violation": False,  # set by the verdict
+        "seed": seed,
+        "text": {
+            "test_loss": test_loss,
+            "test_perplexity": float(math.exp(test_loss)),
+            "train_loss": mean_token_loss(model, encoded["members"]),
+            "canaries": canaries,
+            "exposure": exposure_summary(canaries, corpus.secret_space),
+            "record_extraction": records,
+        },
+    }
+    return record, columns
+
+
+def _blind_baseline(corpus: TextCorpus, config: AuditConfig) -> dict[str, Any]:
+    texts = [r.text for r in corpus.candidates]
+    _, auc, p_value = BlindBaseline().test(texts, corpus.candidate_member, seed=config.seed)
+    shift = p_value <= 1 - config.attacks.confidence
+    return {"name": "blind_baseline", "auc": auc, "p_value_above_chance": p_value,
+            "p_value_method": "label permutation of the cross-fitted classifier", "distribution_shift": bool(shift),
+            "separates": bool(shift),
+            "reading": ("members and non-members are distinguishable from the text alone: attack AUCs on these sets "
+                        "measure that shift, not leakage" if shift else
+                        "the text alone does not separate members from non-members (no distribution shift found)")}
+
+
+def results_table(results: dict[str, Any]) -> pd.DataFrame:
+    """One row per target ε: utility, best attack, exposure by repetitions, extraction (docs' table)."""
+    rows = []
+    for target in results["targets"]:
+        text = target["text"]
+        row = {"epsilon_target": target["epsilon_target"] if target["epsilon_target"] is not None else math.inf,
+               "epsilon_accountant": target["epsilon_accountant"], "test_perplexity": text["test_perplexity"],
+               "best_auc": max(a["auc"] for a in target["attacks"]), "eps_lb_best": target["epsilon_lb_best"]}
+        for entry in text["exposure"]:
+            row[f"exposure_rep{entry['repetitions']}"] = entry["exposure_mean"]
+        row["canaries_extracted_greedy"] = sum(e["greedy_extracted"] for e in text["exposure"] if e["repetitions"])
+        row["canaries_extracted_beam"] = sum(e["beam_extracted"] for e in text["exposure"] if e["repetitions"])
+        row["phones_extracted_members"] = text["record_extraction"]["phone"]["members_recovered"]
+        row["addresses_extracted_members"] = text["record_extraction"]["address"]["members_recovered"]
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def run_text_audit(config: AuditConfig, *, out_dir: str | Path = "runs", tracking_uri: str | None = None,
+                   preset: str | None = None, progress=None, policy: Policy | None = None,
+                   tracking: bool = True) -> TextRun:
+    """Run the text audit described by `config` (which must have a `text:` section)."""
+    if config.text is None:
+        raise AuditInputError("config", "has no 'text' section")
+    progress = as_progress(progress)
+    device = resolve_device(config.device)  # models train and are queried there (CUDA when present)
+    torch.set_num_threads(config.cpu_threads)
+    text = config.text
+    corpus = make_text_corpus(n_candidates=text.n_candidates, n_pool=text.n_pool, n_test=text.n_test,
+                              repetitions=tuple(text.repetitions), canaries_per_repetition=text.canaries_per_repetition,
+                              n_controls=text.control_canaries, secret_digits=text.secret_digits, seed=config.seed)
+    run_dir = StagedRunDirectory(out_dir, config.name)
+    run_dir.create()
+    set_log_folder(run_dir.staging)
+    with run_attempt(run_dir, None, progress) as attempt:
+        tracker = attempt["tracker"] = open_tracker(tracking_uri, experiment_name("run", config.name), command="run",
+                                                    enabled=tracking)
+        results = _text_sweep(config, corpus, run_dir.staging, tracker, preset, progress, str(device))
+        with progress.step("report, summary and MLflow artifacts"):
+            _write_outputs(results, run_dir.staging, policy, tracker)
+        final = run_dir.commit()
+        parent = (results.get("mlflow") or {}).get("parent_run_id")
+        if parent:
+            tracker.log_artifact(parent, final / "results.json")
+            tracker.finish(parent, "FINISHED")
+        return TextRun(results=results, run_dir=final)
+
+
+def _write_outputs(results: dict[str, Any], folder: Path, policy: Policy | None, tracker: AuditTracker) -> None:
+    decided, evaluation = verdict_for_results(results, policy)
+    results.clear()
+    results.update(decided)
+    write_text_atomic(folder / "results.csv", results_table(results).to_csv(index=False))
+    write_json_atomic(folder / "results.json", results)
+    outputs = [write_html_report(results, folder, evaluation=evaluation),
+               write_summary_markdown(results, folder / "summary.md", evaluation=evaluation),
+               write_junit_xml(results, folder / "junit.xml", evaluation=evaluation)]
+    parent = (results.get("mlflow") or {}).get("parent_run_id")
+    if parent:
+        tracker.set_tags(parent, verdict_tags(results["verdict"]))
+        for path in outputs:
+            tracker.log_artifact(parent, path)
+
+
+def _text_sweep(config: AuditConfig, corpus: TextCorpus, staging: Path, tracker: AuditTracker, preset: str | None,
+                progress, device: str) -> dict[str, Any]:
+    text = config.text
+    environment = describe_environment(device, config.seed)
+    parent_id = tracker.start_run(config.name, tags={"preset": preset or "custom", "config_hash": config.config_hash(),
+                                                     "dataset": corpus.description, "kind": "text"})
+    tracker.log_params(parent_id, {"seed": config.seed, "delta": config.privacy.delta,
+                                   "accountant": config.privacy.accountant, "n_targets": len(config.privacy.epsilons),
+                                   "secret_digits": text.secret_digits, "repetitions": ",".join(map(str, text.repetitions))})
+    write_text_atomic(staging / "config.yaml", config_to_yaml(config))
+    started = time.perf_counter()
+    with progress.step("corpus, tokenizer and reference model"):
+        tokenizer = train_tokenizer([r.text for r in corpus.pool], text.vocab_size)
+        tokenizer.save(str(staging / "tokenizer.json"))
+        length = text.max_length
+        encoded = {"train": encode_texts(tokenizer, corpus.training_texts(), length),
+                   "candidates": encode_texts(tokenizer, [r.text for r in corpus.candidates], length),
+                   "members": encode_texts(tokenizer, [r.text for r in corpus.member_records], length),
+                   "pool": encode_texts(tokenizer, [r.text for r in corpus.pool], length),
+                   "test": encode_texts(tokenizer, [r.text for r in corpus.test], length)}
+        reference_stats = None
+        if "reference_ratio" in text.attacks:
+            reference = train_text_target(encoded["pool"], tokenizer.get_vocab_size(), text_training_spec(config),
+                                          epsilon=math.inf, delta=config.privacy.delta,
+                                          accountant=config.privacy.accountant, seed=_seed(config.seed, 0),
+                                          device=torch.device(device))
+            reference_stats = token_statistics(reference.model.to(device), encoded["candidates"])
+    blind = _blind_baseline(corpus, config)
+    targets, child_ids = [], []
+    scores_dir = staging / "scores"
+    scores_dir.mkdir(exist_ok=True)
+    for index, epsilon in enumerate(config.privacy.epsilons):
+        child = tracker.start_run(f"{config.name} {epsilon_label(epsilon)}", parent_id=parent_id)
+        child_ids.append(child)
+        record, columns = _audit_target(config, corpus, tokenizer, encoded, reference_stats, epsilon, index, progress,
+                                        torch.device(device))
+        record["mlflow_run_id"] = child
+        record["blind_baseline"] = blind  # read by the leakage statement (audit.machinery.leakage)
+        targets.append(record)
+        tag = "inf" if math.isinf(epsilon) else f"{epsilon:g}"
+        scores_path = scores_dir / f"scores_eps_{tag}.csv"
+        pd.DataFrame({"candidate_index": np.arange(len(corpus.candidates)),
+                      "member": corpus.candidate_member.astype(int), **columns}).to_csv(scores_path, index=False)
+        metrics = target_metrics(record)
+        metrics["test_perplexity"] = record["text"]["test_perplexity"]
+        for entry in record["text"]["exposure"]:
+            metrics[f"exposure_rep{entry['repetitions']}"] = entry["exposure_mean"]
+            metrics[f"extracted_beam_rep{entry['repetitions']}"] = float(entry["beam_extracted"])
+        tracker.log_params(child, {"epsilon_target": tag, "noise_multiplier": record["noise_multiplier"],
+                                   "steps": record["steps"], "seed": record["seed"]})
+        tracker.log_metrics(child, {k: v for k, v in metrics.items() if v is None or math.isfinite(v)})
+        tracker.log_artifact(child, scores_path)
+        tracker.finish(child)
+    figure = plot_exposure_vs_repetitions(
+        [(epsilon_label(t["epsilon_target"]), t["text"]["exposure"]) for t in targets],
+        staging / "figures" / "exposure_vs_repetitions.png", ceiling=math.log2(corpus.secret_space))
+    tracker.log_artifact(parent_id, figure)
+    notes = [
+        f"canaries: a secret inserted k times is k documents; DP-SGD's per-document ε protects it only at group level "
+        f"(about k·ε), so exposure and extraction are shown, not tested against the claim",
+        f"blind baseline (text alone, Das et al. 2024): AUC {blind['auc']:.3f}; {blind['reading']}",
+    ]
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "kind": "text",
+        "config": config.to_plain(),
+        "environment": environment,
+        "data": {
+            "description": corpus.description, "n_rows": len(corpus.candidates) + len(corpus.pool) + len(corpus.test),
+            "n_train": int(len(encoded["train"])),
+            "n_test": len(corpus.test), "n_candidates": len(corpus.candidates), "n_pool": len(corpus.pool),
+            "membership": "independent fair coin flip per candidate record (Bernoulli 1/2)",
+            "n_canaries": sum(c.repetitions > 0 for c in corpus.canaries),
+            "n_control_canaries": sum(c.repetitions == 0 for c in corpus.canaries),
+            "secret_space": corpus.secret_space, "vocab_size": tokenizer.get_vocab_size(),
+        },
+        "attacks_run": list(text.attacks),
+        "targets": targets,
+        "synthetic": [],
+        "text": {"blind_baseline": blind, "seconds": time.perf_counter() - started,
+                 "exposure_figure": str(Path("figures") / figure.name)},
+        "notes": notes,
+        "verdict": None,
+        "mlflow": {"tracking_uri": tracker.tracking_uri, "experiment_id": tracker.experiment_id,
+                   "parent_run_id": parent_id, "child_run_ids": child_ids, "resumed_from": []} if tracker.enabled else None,
+    }

@@ -1,0 +1,233 @@
+"""The user's own causal language model: a local Hugging Face folder or a PyTorch module with
+`logits(token_ids)`, inspected before anything is loaded and then loaded safely.
+
+`inspect_hf_folder` runs in the audit's own process and executes nothing from the folder: it reads
+file names, JSON files (size-capped, duplicate keys refused) and safetensors headers (8-byte length
++ JSON, capped). It refuses, naming the file:
+* any symbolic link inside the folder (a tokenizer or weight file that resolves elsewhere);
+* pickle-format weights or objects (.bin, .pt, .pth, .ckpt, .pkl, .pickle, .joblib, .npy, .npz):
+  unpickling runs code, and transformers would fall back to them;
+* any Python file, an `auto_map` entry or `trust_remote_code` in a config (remote code);
+* a `model_type` transformers has no causal-LM class for;
+* configs whose sizes would make `from_pretrained` allocate absurd memory (huge vocab, width,
+  depth, positions) or a parameter count above `max_parameters`, by config or by safetensors header;
+* tokenizer files named in `tokenizer_config.json` that point outside the folder.
+Then `load_hf_causal_lm` (called only in an isolated worker) loads with
+`local_files_only=True, trust_remote_code=False, use_safetensors=True` and the hub offline, and
+the tokenizer from `tokenizer.json` with Hugging Face `tokenizers` alone (no Python tokenizer code,
+no sentencepiece or tiktoken pickles).
+"""
+from __future__ import annotations
+
+import json
+import os
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from audit.errors import AuditInputError
+
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle", ".joblib", ".npy", ".npz", ".h5", ".msgpack")
+CODE_SUFFIXES = (".py", ".pyc", ".so", ".pyd")
+JSON_LIMIT = 1 << 20  # bytes of config.json / tokenizer_config.json / generation_config.json
+TOKENIZER_LIMIT = 64 << 20  # bytes of tokenizer.json
+HEADER_LIMIT = 32 << 20  # bytes of one safetensors header
+MAX_FILES = 10_000
+DEFAULT_MAX_PARAMETERS = 3_000_000_000
+# Config sizes beyond which a model is not a language model this audit can hold in memory.
+SIZE_LIMITS = {
+    "vocab_size": 1_000_000, "hidden_size": 65_536, "n_embd": 65_536, "d_model": 65_536,
+    "intermediate_size": 262_144, "n_inner": 262_144, "num_hidden_layers": 512, "n_layer": 512,
+    "num_layers": 512, "num_attention_heads": 1024, "n_head": 1024, "max_position_embeddings": 1_048_576,
+    "n_positions": 1_048_576, "n_ctx": 1_048_576,
+}
+ANY_INT_LIMIT = 10 ** 9  # any other integer in a config
+
+
+@dataclass(frozen=True)
+class HFFolder:
+    path: Path
+    model_type: str
+    parameters: int  # from the safetensors headers
+    weight_files: list[str]
+    config: dict[str, Any]
+
+
+def _refuse(where: str, message: str) -> AuditInputError:
+    return AuditInputError(where, message)
+
+
+def _no_duplicates(pairs):
+    keys = [k for k, _ in pairs]
+    if len(keys) != len(set(keys)):
+        raise ValueError(f"duplicate key {next(k for k in keys if keys.count(k) > 1)!r}")
+    return dict(pairs)
+
+
+def _read_json(path: Path, limit: int, where: str) -> Any:
+    size = path.stat().st_size
+    if size > limit:
+        raise _refuse(where, f"is {size} bytes, more than the {limit} this audit reads (a huge config)")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=_no_duplicates)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise _refuse(where, f"is not valid JSON ({str(exc)[:120]})") from None
+
+
+def _walk_values(value: Any):
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield key, item
+            yield from _walk_values(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _walk_values(item)
+
+
+def _check_no_remote_code(content: Any, where: str) -> None:
+    for key, value in _walk_values(content):
+        if key == "auto_map":
+            raise _refuse(where, "has an 'auto_map' entry: it asks to run the folder's own Python code (remote code), "
+                          "which this audit never does")
+        if key == "trust_remote_code" and value:
+            raise _refuse(where, "sets 'trust_remote_code': this audit never runs a model's own code")
+
+
+def _check_sizes(config: dict[str, Any], where: str) -> None:
+    for key, value in _walk_values(config):
+        if isinstance(value, bool) or not isinstance(value, int):
+            continue
+        limit = SIZE_LIMITS.get(key, ANY_INT_LIMIT)
+        if value > limit or value < -ANY_INT_LIMIT:
+            raise _refuse(f"{where}: field '{key}'", f"is {value}, beyond {limit} (a huge config would make loading "
+                          "allocate that much memory)")
+
+
+def _estimated_parameters(config: dict[str, Any]) -> int:
+    """A lower estimate of a decoder's parameters from its config: embeddings plus 12·d² per layer."""
+    get = lambda *keys: next((int(config[k]) for k in keys if isinstance(config.get(k), int)), 0)  # noqa: E731
+    width = get("hidden_size", "n_embd", "d_model")
+    return get("vocab_size") * width + get("num_hidden_layers", "n_layer", "num_layers") * 12 * width * width
+
+
+def safetensors_parameters(path: Path, where: str) -> int:
+    """Σ of the tensors' element counts in a safetensors header (nothing else of the file is read)."""
+    with path.open("rb") as handle:
+        raw = handle.read(8)
+        if len(raw) != 8:
+            raise _refuse(where, "is too short to be a safetensors file")
+        (length,) = struct.unpack("<Q", raw)
+        if length > HEADER_LIMIT or length > path.stat().st_size - 8:
+            raise _refuse(where, f"declares a {length}-byte header: not a valid safetensors file")
+        try:
+            header = json.loads(handle.read(length).decode("utf-8"), object_pairs_hook=_no_duplicates)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise _refuse(where, f"has an unreadable safetensors header ({str(exc)[:100]})") from None
+    total = 0
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        shape = entry.get("shape") if isinstance(entry, dict) else None
+        if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape):
+            raise _refuse(where, f"tensor '{str(name)[:60]}' has no valid shape")
+        count = 1
+        for dim in shape:
+            count *= dim
+        total += count
+    return total
+
+
+def inspect_hf_folder(folder: str | Path, *, flag: str = "--hf-model",
+                      max_parameters: int = DEFAULT_MAX_PARAMETERS) -> HFFolder:
+    """Everything about a Hugging Face causal-LM folder that can be checked without running it."""
+    path = Path(folder)
+    where = f"{flag} '{folder}'"
+    if path.is_symlink():
+        raise _refuse(where, "is a symbolic link; give the folder itself")
+    if not path.is_dir():
+        raise _refuse(where, "is not a folder (a local Hugging Face model folder: config.json, *.safetensors, "
+                      "tokenizer.json)")
+    files: list[Path] = []
+    for root, dirs, names in os.walk(path, followlinks=False):
+        for name in dirs + names:
+            entry = Path(root) / name
+            if entry.is_symlink():
+                raise _refuse(f"{flag} file '{entry.relative_to(path)}'", "is a symbolic link (it may point outside "
+                              "the folder); copy the real file in")
+        files.extend(Path(root) / n for n in names)
+        if len(files) > MAX_FILES:
+            raise _refuse(where, f"holds more than {MAX_FILES} files")
+    for file in files:
+        relative = file.relative_to(path)
+        suffix = file.suffix.lower()
+        if suffix in PICKLE_SUFFIXES:
+            raise _refuse(f"{flag} file '{relative}'", "is a pickle-format file (unpickling runs code); only "
+                          ".safetensors weights are loaded — convert it with safetensors")
+        if suffix in CODE_SUFFIXES:
+            raise _refuse(f"{flag} file '{relative}'", "is code; this audit never runs a model folder's own code")
+    config_path = path / "config.json"
+    if not config_path.is_file():
+        raise _refuse(where, "has no config.json")
+    config = _read_json(config_path, JSON_LIMIT, f"{flag} file 'config.json'")
+    if not isinstance(config, dict):
+        raise _refuse(f"{flag} file 'config.json'", "must be a JSON object")
+    for name in ("config.json", "tokenizer_config.json", "generation_config.json", "special_tokens_map.json"):
+        if (path / name).is_file():
+            content = config if name == "config.json" else _read_json(path / name, JSON_LIMIT, f"{flag} file '{name}'")
+            _check_no_remote_code(content, f"{flag} file '{name}'")
+    _check_sizes(config, f"{flag} file 'config.json'")
+    model_type = config.get("model_type")
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    if not isinstance(model_type, str) or model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+        raise _refuse(f"{flag} file 'config.json': field 'model_type'",
+                      f"{str(model_type)[:40]!r} is not a causal-LM type transformers knows")
+    if _estimated_parameters(config) > max_parameters:
+        raise _refuse(f"{flag} file 'config.json'", f"describes about {_estimated_parameters(config):.3g} parameters, "
+                      f"more than the limit {max_parameters:.3g}")
+    tokenizer_config = path / "tokenizer_config.json"
+    if tokenizer_config.is_file():
+        content = _read_json(tokenizer_config, JSON_LIMIT, f"{flag} file 'tokenizer_config.json'")
+        for key, value in _walk_values(content):
+            if isinstance(key, str) and key.endswith("_file") and isinstance(value, str):
+                target = (path / value).resolve()
+                if path.resolve() not in target.parents and target != path.resolve():
+                    raise _refuse(f"{flag} file 'tokenizer_config.json': field '{key}'",
+                                  f"points outside the model folder ({value[:80]!r})")
+    tokenizer = path / "tokenizer.json"
+    if not tokenizer.is_file():
+        raise _refuse(where, "has no tokenizer.json (a fast tokenizer file; only it is loaded)")
+    if tokenizer.stat().st_size > TOKENIZER_LIMIT:
+        raise _refuse(f"{flag} file 'tokenizer.json'", f"is larger than {TOKENIZER_LIMIT} bytes")
+    weights = sorted(f for f in files if f.suffix == ".safetensors")
+    if not weights:
+        raise _refuse(where, "has no .safetensors weights")
+    parameters = sum(safetensors_parameters(f, f"{flag} file '{f.relative_to(path)}'") for f in weights)
+    if parameters > max_parameters:
+        raise _refuse(where, f"holds {parameters:.3g} parameters, more than the limit {max_parameters:.3g}")
+    return HFFolder(path, model_type, parameters, [str(f.relative_to(path)) for f in weights], config)
+
+
+def load_hf_causal_lm(folder: str | Path, device: str = "cpu"):
+    """(model, tokenizer) of an inspected folder — offline, safetensors only, never remote code.
+    Call only in an isolated worker, after `inspect_hf_folder`."""
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    os.environ["TRANSFORMERS_OFFLINE"] = "1"
+    from tokenizers import Tokenizer
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(str(folder), local_files_only=True, trust_remote_code=False,
+                                                 use_safetensors=True)
+    tokenizer = Tokenizer.from_file(str(Path(folder) / "tokenizer.json"))
+    return HFCausalLM(model.to(device).eval()), tokenizer
+
+
+class HFCausalLM:
+    """A transformers causal LM behind the `logits(token_ids)` interface the attacks use."""
+
+    def __init__(self, model) -> None:
+        self.model = model
+
+    def logits(self, token_ids, attention_mask=None):
+        return self.model(input_ids=token_ids, attention_mask=attention_mask).logits

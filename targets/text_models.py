@@ -1,0 +1,253 @@
+"""The text targets: a tokenizer trained on the corpus and a small causal transformer, trained
+with DP-SGD through Opacus at a target ε, or without DP (ε = ∞).
+
+Why a transformer of our own (torch.nn) rather than Hugging Face's GPT-2: GPT-2 computes its
+projections with `Conv1D`, a layer Opacus has no per-sample-gradient rule for, and its fused
+attention paths change between versions. This model is built only from layers Opacus supports
+exactly (Embedding, Linear, LayerNorm); the attention itself has no parameters (a causal mask and
+softmax over matmuls), so Opacus's per-sample gradients are exact, and the same module trains with
+and without DP. Its interface is `logits(token_ids) -> (batch, length, vocab)`, the one the
+attacks and the user-module audit use.
+
+Tokenizer (Hugging Face `tokenizers`, BPE): trained on the pool records only — the attacker's
+population, disjoint from the candidates — so the vocabulary itself carries no membership signal;
+digits are split one per token (the canaries' secrets are then `secret_digits` tokens).
+
+Loss: each document's mean token loss, averaged over the batch. A per-token mean over the whole
+batch would make one document's gradient depend on the other documents' lengths, which breaks the
+per-sample sensitivity DP-SGD's clipping assumes.
+"""
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from targets.devices import torch_threads
+
+warnings.filterwarnings("ignore", message="Full backward hook is firing")
+SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[BOS]", "[EOS]")
+PAD, UNK, BOS, EOS = range(4)
+
+
+def train_tokenizer(texts: Sequence[str], vocab_size: int = 800):
+    """A BPE tokenizer trained on `texts`: whitespace words, digits one per token, lower-case."""
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
+    from tokenizers.processors import TemplateProcessing
+
+    tokenizer = Tokenizer(models.BPE(unk_token="[UNK]"))
+    tokenizer.normalizer = normalizers.Lowercase()
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.Whitespace(), pre_tokenizers.Digits(individual_digits=True)])
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=list(SPECIAL_TOKENS),
+                                  initial_alphabet=list("0123456789abcdefghijklmnopqrstuvwxyz.,:'-"),
+                                  show_progress=False)
+    tokenizer.train_from_iterator(list(texts), trainer=trainer)
+    tokenizer.post_processor = TemplateProcessing(single="[BOS] $A [EOS]", special_tokens=[("[BOS]", BOS), ("[EOS]", EOS)])
+    from tokenizers import decoders
+
+    tokenizer.decoder = decoders.BPEDecoder()
+    return tokenizer
+
+
+def encode_texts(tokenizer, texts: Sequence[str], max_length: int, *, add_eos: bool = True) -> np.ndarray:
+    """(n, max_length) int64 token ids, [BOS] first, right-padded with [PAD], truncated to max_length."""
+    out = np.full((len(texts), max_length), PAD, dtype=np.int64)
+    for i, encoding in enumerate(tokenizer.encode_batch(list(texts))):
+        ids = encoding.ids if add_eos else encoding.ids[:-1]
+        ids = ids[:max_length]
+        out[i, :len(ids)] = ids
+    return out
+
+
+def encode_prefix(tokenizer, text: str) -> list[int]:
+    """[BOS] + the tokens of `text`, no [EOS]: a prompt to continue."""
+    return tokenizer.encode(text).ids[:-1]
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, d_model: int, n_heads: int):
+        super().__init__()
+        self.n_heads = n_heads
+        self.qkv = nn.Linear(d_model, 3 * d_model)
+        self.proj = nn.Linear(d_model, d_model)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        batch, length, width = x.shape
+        q, k, v = self.qkv(x).split(width, dim=2)
+        heads = lambda t: t.view(batch, length, self.n_heads, width // self.n_heads).transpose(1, 2)  # noqa: E731
+        q, k, v = heads(q), heads(k), heads(v)
+        weights = (q @ k.transpose(-2, -1)) / math.sqrt(width // self.n_heads)
+        causal = torch.ones(length, length, dtype=torch.bool, device=x.device).tril()
+        weights = weights.masked_fill(~causal, float("-inf")).softmax(dim=-1)
+        return self.proj((weights @ v).transpose(1, 2).reshape(batch, length, width))
+
+
+class Block(nn.Module):
+    def __init__(self, d_model: int, n_heads: int):
+        super().__init__()
+        self.norm1 = nn.LayerNorm(d_model)
+        self.attention = CausalSelfAttention(d_model, n_heads)
+        self.norm2 = nn.LayerNorm(d_model)
+        self.up = nn.Linear(d_model, 4 * d_model)
+        self.down = nn.Linear(4 * d_model, d_model)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attention(self.norm1(x))
+        return x + self.down(F.gelu(self.up(self.norm2(x))))
+
+
+class TinyCausalLM(nn.Module):
+    """A pre-norm GPT-style decoder (learned positions, untied output head: Opacus needs each
+    parameter used by one layer)."""
+
+    def __init__(self, vocab_size: int, *, d_model: int = 64, n_layers: int = 2, n_heads: int = 4, max_length: int = 64):
+        super().__init__()
+        if d_model % n_heads:
+            raise ValueError(f"d_model {d_model} must be a multiple of n_heads {n_heads}")
+        self.max_length = max_length
+        self.tokens = nn.Embedding(vocab_size, d_model)
+        self.positions = nn.Embedding(max_length, d_model)
+        self.blocks = nn.ModuleList([Block(d_model, n_heads) for _ in range(n_layers)])
+        self.norm = nn.LayerNorm(d_model)
+        self.head = nn.Linear(d_model, vocab_size)
+
+    def hidden(self, token_ids: torch.Tensor) -> torch.Tensor:
+        positions = torch.arange(token_ids.shape[1], device=token_ids.device).unsqueeze(0).expand_as(token_ids)
+        x = self.tokens(token_ids) + self.positions(positions)
+        for block in self.blocks:
+            x = block(x)
+        return self.norm(x)
+
+    def forward(self, token_ids: torch.Tensor) -> torch.Tensor:
+        return self.head(self.hidden(token_ids))
+
+    def logits(self, token_ids: torch.Tensor) -> torch.Tensor:
+        return self(token_ids)
+
+    def next_token_logits(self, token_ids: torch.Tensor) -> torch.Tensor:
+        """Logits of the token after each sequence: the head on the last position only."""
+        return self.head(self.hidden(token_ids)[:, -1])
+
+
+@dataclass(frozen=True)
+class TextTrainingSpec:
+    d_model: int = 64
+    n_layers: int = 2
+    n_heads: int = 4
+    max_length: int = 64
+    epochs: int = 20
+    batch_size: int = 32
+    lr: float = 3e-3
+    max_grad_norm: float = 1.0
+
+
+@dataclass
+class TrainedTextTarget:
+    model: TinyCausalLM  # plain module (Opacus wrapper removed), on the CPU, eval mode
+    epsilon_target: float | None  # None = non-private
+    delta: float
+    noise_multiplier: float | None
+    sample_rate: float
+    steps: int
+    max_grad_norm: float | None
+    accountant: str | None
+    accountant_epsilon: float | None
+    train_seconds: float
+    final_loss: float
+
+
+def document_losses(logits: torch.Tensor, token_ids: torch.Tensor) -> torch.Tensor:
+    """Each document's mean next-token cross-entropy over its non-padding targets, shape (batch,)."""
+    targets = token_ids[:, 1:]
+    per_token = F.cross_entropy(logits[:, :-1].transpose(1, 2), targets, reduction="none")
+    valid = (targets != PAD).float()
+    return (per_token * valid).sum(dim=1) / valid.sum(dim=1).clamp(min=1.0)
+
+
+def build_text_model(vocab_size: int, spec: TextTrainingSpec, seed: int) -> TinyCausalLM:
+    torch.manual_seed(seed)
+    return TinyCausalLM(vocab_size, d_model=spec.d_model, n_layers=spec.n_layers, n_heads=spec.n_heads,
+                        max_length=spec.max_length)
+
+
+def train_text_target(token_ids: np.ndarray, vocab_size: int, spec: TextTrainingSpec, *, epsilon: float, delta: float,
+                      accountant: str, seed: int, device: torch.device,
+                      on_epoch: Callable[[int, int], None] | None = None) -> TrainedTextTarget:
+    """Train one causal LM on `token_ids` (n, length); `epsilon = inf` = ordinary training (Adam,
+    shuffled fixed batches); finite ε = Opacus DP-SGD (Adam on clipped, noised gradients, Poisson
+    sampling, σ calibrated by `make_private_with_epsilon` for the epochs)."""
+    from torch.utils.data import DataLoader, TensorDataset
+
+    model = build_text_model(vocab_size, spec, seed).to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=spec.lr)
+    loader = DataLoader(TensorDataset(torch.as_tensor(token_ids)), batch_size=spec.batch_size, shuffle=True,
+                        generator=torch.Generator().manual_seed(seed))
+    private = math.isfinite(epsilon)
+    engine = None
+    torch.manual_seed(seed)
+    if private:
+        from opacus import PrivacyEngine
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            engine = PrivacyEngine(accountant=accountant)
+            try:
+                model, optimizer, loader = engine.make_private_with_epsilon(
+                    module=model, optimizer=optimizer, data_loader=loader, target_epsilon=epsilon, target_delta=delta,
+                    epochs=spec.epochs, max_grad_norm=spec.max_grad_norm, poisson_sampling=True)
+            except ValueError as exc:
+                from audit.errors import AuditInputError
+
+                raise AuditInputError("privacy.epsilons", f"Opacus cannot calibrate noise for ε={epsilon:g}, "
+                                      f"δ={delta:g} with this corpus and schedule ({str(exc)[:120]})") from None
+    sample_rate = 1.0 / len(loader)
+    steps, last = 0, float("nan")
+    started = time.perf_counter()
+    with torch_threads(1 if device.type == "cpu" else None):
+        for epoch in range(spec.epochs):
+            model.train()
+            for (batch,) in loader:
+                if len(batch) == 0:  # Poisson sampling may draw an empty batch
+                    continue
+                batch = batch.to(device)
+                optimizer.zero_grad(set_to_none=True)
+                loss = document_losses(model(batch), batch).mean()
+                loss.backward()
+                optimizer.step()
+                steps += 1
+                last = float(loss.detach())
+            if on_epoch is not None:
+                on_epoch(epoch + 1, spec.epochs)
+    seconds = time.perf_counter() - started
+    plain = model._module if private else model
+    if private:
+        model.remove_hooks()
+    noise, accountant_eps = None, None
+    if private:
+        noise = float(optimizer.noise_multiplier)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            accountant_eps = float(engine.get_epsilon(delta))
+    return TrainedTextTarget(
+        model=plain.cpu().eval(), epsilon_target=epsilon if private else None, delta=delta, noise_multiplier=noise,
+        sample_rate=sample_rate, steps=steps, max_grad_norm=spec.max_grad_norm if private else None,
+        accountant=accountant if private else None, accountant_epsilon=accountant_eps, train_seconds=seconds,
+        final_loss=last)
+
+
+@torch.no_grad()
+def mean_token_loss(model: nn.Module, token_ids: np.ndarray, batch_size: int = 256) -> float:
+    """Mean of the documents' mean next-token loss (utility: its exp is the per-token perplexity)."""
+    model.eval()
+    device = next(model.parameters()).device
+    batches = [torch.as_tensor(token_ids[i:i + batch_size], device=device) for i in range(0, len(token_ids), batch_size)]
+    losses = [document_losses(model.logits(batch), batch).cpu() for batch in batches]
+    return float(torch.cat(losses).mean())

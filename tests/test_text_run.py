@@ -1,0 +1,55 @@
+"""`run --preset text`, tiny: corpus, tokenizer, DP and non-DP causal LMs, attacks, exposure,
+extraction, report, MLflow — end to end through the CLI in well under a minute of training."""
+from __future__ import annotations
+
+import json
+import math
+
+import yaml
+
+
+def test_the_text_preset_runs_end_to_end(cli, tmp_path):
+    tiny = {"text": {"n_candidates": 40, "n_pool": 30, "n_test": 10, "repetitions": [1, 8], "canaries_per_repetition": 1,
+                     "control_canaries": 2, "secret_digits": 3, "epochs": 2, "d_model": 16, "n_layers": 1,
+                     "n_heads": 2, "max_length": 48, "vocab_size": 200, "extraction_records": 10},
+            "privacy": {"epsilons": [8.0, "inf"]}}
+    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(tiny))
+    done = cli("run", "--preset", "text", "--config", "tiny.yaml", "--out", "runs",
+               "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}", "--quiet")
+    assert done.returncode in (0, 1), done.stderr[-3000:]
+    (folder,) = list((tmp_path / "runs").glob("*-text"))
+    results = json.loads((folder / "results.json").read_text())
+    assert results["kind"] == "text" and [t["epsilon_target"] for t in results["targets"]] == [8.0, None]
+    from audit.machinery.policy import validate_results
+
+    validate_results(results)  # what `gate` and `report` read
+    private, plain = results["targets"]
+    assert abs(private["epsilon_accountant"] - 8.0) < 0.1 and private["noise_multiplier"] > 0
+    for target in results["targets"]:
+        assert {a["name"] for a in target["attacks"]} == {"lm_loss", "zlib_ratio", "min_k", "min_k_plus_plus",
+                                                          "reference_ratio"}
+        assert all(a["epsilon_lb"]["one_run"] is not None for a in target["attacks"])  # coin-flip documents
+        rows = {r["repetitions"]: r for r in target["text"]["exposure"]}
+        assert set(rows) == {0, 1, 8}
+        assert all(0 <= r["exposure_mean"] <= math.log2(1000) + 1e-9 for r in rows.values())  # 3 digits
+        assert len(target["text"]["canaries"]) == 4 and target["text"]["record_extraction"]["n_prompted"] == 10
+    assert results["text"]["blind_baseline"]["p_value_above_chance"] > 0
+    assert (done.returncode == 1) == (results["verdict"]["status"] == "fail")
+    assert (folder / "figures" / "exposure_vs_repetitions.png").read_bytes()[:4] == b"\x89PNG"
+    for name in ("report.html", "summary.md", "junit.xml", "results.csv", "tokenizer.json"):
+        assert (folder / name).is_file(), name
+    assert "exposure" in done.stdout and "Text targets" in done.stdout
+    import mlflow
+
+    client = mlflow.MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    parent = client.get_run(results["mlflow"]["parent_run_id"])
+    assert parent.data.tags["kind"] == "text"
+    child = client.get_run(results["mlflow"]["child_run_ids"][1])
+    assert "exposure_rep8" in child.data.metrics
+
+
+def test_a_bad_text_section_is_refused_with_the_field_named(cli, tmp_path):
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump({"text": {"d_model": 30, "n_heads": 4}}))
+    done = cli("run", "--preset", "text", "--config", "bad.yaml", "--out", "runs")
+    assert done.returncode == 2 and "text" in done.stderr and "n_heads" in done.stderr
+    assert not (tmp_path / "runs").exists() or not list((tmp_path / "runs").iterdir())
