@@ -42,15 +42,15 @@ audit: $(STAMP)  ## the main job on the default config: make audit ARGS="--epsil
 smoke: $(STAMP)
 	$(BIN)/privacy-audit run --preset smoke $(ARGS)
 
-# The whole suite on JOBS cores (pytest-xdist; loadgroup keeps the tests of one shared fixture on one
+# The whole suite on JOBS cores (pytest-xdist; loadfile keeps a file, and its module-scoped fixtures, on one
 # worker). docs/test-suite.md: per-file times, markers, conventions.
 test: $(STAMP) $(ANON_STAMP)
 	PRIVACY_AUDIT_REQUIRE_RAY=1 PRIVACY_AUDIT_ANONYMETER_PYTHON=$(CURDIR)/$(ANON_VENV)/bin/python \
-		$(BIN)/python -m pytest -q -n $(JOBS) --dist loadgroup $(ARGS)
+		$(BIN)/python -m pytest -q -n $(JOBS) --dist loadfile $(ARGS)
 
 # The fast loop (≤ 2 min on 2 idle cores): no end-to-end training, no browser, no wheel building.
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -n $(JOBS) --dist loadgroup -m "not slow and not browser and not packaging" $(ARGS)
+	$(BIN)/python -m pytest -q -n $(JOBS) --dist loadfile -m "not slow and not browser and not packaging" $(ARGS)
 
 bench: $(STAMP)
 	$(BIN)/privacy-audit bench $(ARGS)

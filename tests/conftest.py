@@ -6,12 +6,13 @@ Conventions for every test file (docs/test-suite.md has the long form):
   more than ~5 s of CPU on its own), `browser` (headless Chromium), `packaging` (builds or installs the
   wheel), `gpu` (needs a CUDA device; skipped without one, the only skip a CPU machine may show).
   `make test-fast` runs `-m "not slow and not browser and not packaging"`.
-- The suite runs under pytest-xdist (`make test` = `-n 2 --dist loadgroup`). So: tmp_path / tmp_path_factory
+- The suite runs under pytest-xdist (`make test` = `-n 2 --dist loadfile`). So: tmp_path / tmp_path_factory
   for every file, port 0 for every server, one MLflow store per test (or per shared fixture), never chdir
   without monkeypatch.chdir, never write into the checkout.
-- Expensive things are built once: a module- or session-scoped fixture defined under tests/. Under xdist
-  each worker has its own session, so the hook below puts every test that uses such a fixture in one
-  `xdist_group` (named after the fixture): its tests go to one worker and the fixture is built once.
+- Expensive things are built once: a module-scoped fixture, shared by the tests of its file. loadfile keeps
+  a file on one worker, so it is built once; a session-scoped fixture would be built once per worker.
+  (`xdist_group` marks do nothing here: xdist 3.8 groups by rewriting `item._nodeid`, which pytest 9.2 no
+  longer reads, so loadgroup schedules test by test.)
 """
 from __future__ import annotations
 
@@ -59,34 +60,9 @@ def _no_crash_log_folder_left_behind():
         crash_log.set_log_folder(None)
 
 
-def _shared_fixture_group(item: pytest.Item) -> str | None:
-    """The xdist group of a test that uses an expensive shared fixture: the first (by name) module- or
-    session-scoped fixture it requests that is defined in this test folder. None for other tests."""
-    info = getattr(item, "_fixtureinfo", None)
-    if info is None:
-        return None
-    names = []
-    for name, defs in info.name2fixturedefs.items():
-        fixturedef = defs[-1]
-        if fixturedef.scope not in ("module", "package", "session"):
-            continue
-        code = getattr(fixturedef.func, "__code__", None)
-        if code is None or not Path(code.co_filename).resolve().is_relative_to(TESTS):
-            continue  # pytest's own (tmp_path_factory, ...) cost nothing
-        source = Path(code.co_filename)
-        where = "" if fixturedef.scope == "session" else f"{source.name}::"
-        names.append(f"{where}{name}")
-    return sorted(names)[0] if names else None
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     cuda = None
     for item in items:
-        if not any(item.iter_markers("xdist_group")):
-            group = _shared_fixture_group(item)
-            if group is not None:
-                item.add_marker(pytest.mark.xdist_group(group))
         if item.get_closest_marker("gpu") is not None:
             if cuda is None:
                 import torch

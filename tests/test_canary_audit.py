@@ -86,6 +86,7 @@ def test_the_demo_claim_is_epsilon_about_1():
     assert CLAIMED == pytest.approx(1.0, abs=0.02)
 
 
+@pytest.mark.slow  # 50 Opacus trainings in the worker pool
 def test_a_trainer_without_per_sample_clipping_is_caught(pool):
     result = _audit(dp_trainers.broken_no_clipping, pool)
     assert result["violation"]
@@ -93,12 +94,14 @@ def test_a_trainer_without_per_sample_clipping_is_caught(pool):
     json.dumps(result, allow_nan=False)
 
 
+@pytest.mark.slow  # 50 Opacus trainings in the worker pool
 def test_a_trainer_with_a_64th_of_the_claimed_noise_is_caught(pool):
     result = _audit(dp_trainers.broken_low_noise, pool)
     assert result["violation"]
     assert result["evaluation"]["n_positive"] == result["evaluation"]["n_negative"] == 25
 
 
+@pytest.mark.slow  # 3 × 50 Opacus trainings in the worker pool
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_correct_dpsgd_is_not_flagged_over_3_seeds(seed, pool):
     result = _audit(dp_trainers.correct_dpsgd, pool, seed=seed)
@@ -117,6 +120,7 @@ def test_null_runs_never_inserting_the_canary_give_zero_in_at_least_95_percent_o
     assert sum(b == 0 for b in bounds) >= 38
 
 
+@pytest.mark.slow  # 20 Opacus trainings in the worker pool
 def test_null_runs_of_the_leakiest_demo_trainer_give_zero(pool):
     # The unclipped trainer is caught when the canary is inserted; never inserting it, both sides
     # are the same mechanism and the audit must find nothing.
@@ -142,6 +146,7 @@ def test_a_memorising_trainer_is_caught_in_one_run(pool):
     json.dumps(result, allow_nan=False)
 
 
+@pytest.mark.slow  # one Opacus training on 200 canaries plus the data
 def test_one_run_audit_of_correct_dpsgd_stays_below_its_claim(pool):
     result = one_run_canary_audit(
         dp_trainers.correct_dpsgd, FEATURES, LABELS, n_canaries=200, claimed_epsilon=CLAIMED,
@@ -189,6 +194,7 @@ def test_canary_scores_do_not_saturate_where_the_loss_does():
     assert loss[0] == pytest.approx(0.0, abs=1e-15) and loss[1] == 0.0
 
 
+@pytest.mark.slow  # ~7 s of CPU: a full canary audit through the CLI entry point
 def test_the_cli_entry_point_loads_a_user_trainer_and_its_claim(tmp_path, monkeypatch):
     (tmp_path / "my_trainer_module.py").write_text(
         "import numpy as np\n"

@@ -84,6 +84,7 @@ def test_the_checks_run_in_a_worker_and_give_a_verdict():
     assert info.value.where == "--trainer"
 
 
+@pytest.mark.slow  # ~7 s of CPU: trains the planted bug in a fresh process
 def test_the_conformance_command_exits_1_on_a_bug_with_json_report_and_mlflow(cli, tmp_path):
     db = f"sqlite:///{tmp_path}/m.db"
     bad = cli("conformance", "--trainer", "audit.demos.planted_bugs:noise_missing_steps", "--tracking-uri", db)

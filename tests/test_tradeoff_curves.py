@@ -71,6 +71,7 @@ def _dirac_world(rng, n, sigma, q, steps, inserted):
     return (b + sigma * rng.normal(size=(n, steps))).sum(axis=1)
 
 
+@pytest.mark.slow  # ~13 s of CPU: 200 repeats of the trade-off-curve audit
 def test_a_mechanism_exactly_at_its_claim_is_refuted_in_at_most_5_percent_of_200_repeats():
     # q = 1 makes the Gaussian shift the exact worst case of the claim (μ = √T/σ): the curve is
     # met with equality, so this is the hardest null there is for the test.
