@@ -333,7 +333,10 @@ def test_console_results_report_summary_junit_and_mlflow_agree(cli, tmp_path, ar
     assert any(line.startswith(word) for line in console), word  # LEAKS / NO SIGNIFICANT … / PASS / …
     assert verdict["status"] == status and verdict["passed"] == (status == "pass")
     claims = verdict["claims"]
-    assert (status == "no_claim") == (not claims)
+    # no claim tested: a leakage statement, failing only when --fail-on-leak was given and it leaks
+    assert (not claims) == (status == "no_claim" or (status == "fail" and verdict["fail_on_leak"]))
+    if not claims:
+        assert verdict["leakage"] and all(e["status"] in ("leaks", "no_significant_leakage") for e in verdict["leakage"])
     counts = {s: sum(c["status"] == s for c in claims) for s in ("held", "refuted", "untestable")}
     assert (status == "pass") == (counts["held"] == len(claims) > 0)
     for claim in claims:  # every claim's status on the console, in words
