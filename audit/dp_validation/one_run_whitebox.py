@@ -274,7 +274,7 @@ def run_one_run_whitebox_audit(
     checks = _claim_checks(audit, subject, label)
     for key, name in (("gaussian_sum", "Gaussian normalized-sum estimate"), ("andrew", "Andrew et al. estimate")):
         est = audit[key]
-        checks.append(Check(subject, name, f"{name}: ε ≈ {est['epsilon']:.3f} (claim {eps_claim:.3f}); an estimate, "
+        checks.append(Check(subject, name, f"ε ≈ {est['epsilon']:.3f} (claim {eps_claim:.3f}); an estimate, "
                             "decides nothing", decides=False, assumption=est["assumption"]))
     for text in disagreements:
         checks.append(Check(subject, "accountant vs training", f"accountant disagrees with the training: {text}",

@@ -453,6 +453,8 @@ def single_audit_verdict(kind: str, result: dict[str, Any]) -> dict[str, Any]:
         verdict = decide(checks, alpha=1 - float(result.get("confidence") or 1 - DEFAULT_ALPHA))
         for key in ("ceiling", "needed", "needed_unit"):
             verdict[key] = own.get(key)
+        if own.get("claims"):  # --mode one-run: each claim's held / refuted / untestable
+            verdict["claims"] = own["claims"]
         verdict["family_wise_error"]["statement"] = (own.get("family_wise_error") or {}).get(
             "statement", verdict["family_wise_error"]["statement"])
         return verdict
