@@ -223,15 +223,16 @@ def mechanism_audit(
 
 @app.command("conformance")
 def conformance(
-    trainer: Annotated[str, typer.Option("--trainer", help="module:object with CLAIM, max_grad_norm, sample_batches, privatize_gradients; runs your code")],
+    trainer: Annotated[Optional[str], typer.Option("--trainer", help="module:object with CLAIM, max_grad_norm, sample_batches, privatize_gradients; runs your code")] = None,
+    factory: Annotated[Optional[str], typer.Option("--factory", help="module:function () -> (model, optimizer, data_loader, privacy_engine) made private by Opacus: the checks drive YOUR optimizer, loader and accountant; runs your code")] = None,
     seed: Annotated[int, typer.Option(help="seed of the checks' draws")] = 0,
     alpha: Annotated[float, typer.Option("--alpha", help="family-wise false-alarm rate of all checks")] = 0.01,
     timeout: Annotated[float, typer.Option("--timeout", help="seconds the checks may take")] = 600.0,
     out: Annotated[Path, typer.Option("--out", help="folder that receives <timestamp>-conformance/")] = Path("runs"),
     tracking_uri: TrackingUriOption = None,
 ) -> None:
-    """Deterministic checks of a step-function DP-SGD (noise std, per-example clipping, Poisson sampling,
-    steps and q vs the claim): exit 1 when one fails."""
+    """Deterministic checks of a step-function DP-SGD (--trainer) or of your own Opacus objects (--factory):
+    noise std, per-example clipping, Poisson sampling, steps and q vs the claim; exit 1 when one fails."""
     from rich.table import Table
 
     from audit.dp_validation.conformance import run_conformance
@@ -240,8 +241,15 @@ def conformance(
     set_log_folder(out)
     if not timeout > 0:
         raise AuditInputError("--timeout", f"must be > 0 seconds, got {timeout}")
-    result = run_conformance(trainer, seed=seed, alpha=alpha, timeout=timeout)
-    table = Table(title=f"conformance: {trainer}")
+    if (trainer is None) == (factory is None):
+        raise AuditInputError("--trainer", "give either --trainer module:object or --factory module:function")
+    if factory is not None:
+        from audit.dp_validation.opacus_conformance import run_factory_conformance
+
+        result = run_factory_conformance(factory, seed=seed, alpha=alpha, timeout=timeout)
+    else:
+        result = run_conformance(trainer, seed=seed, alpha=alpha, timeout=timeout)
+    table = Table(title=f"conformance: {result['trainer']}")
     for header in ("check", "result", "measured", "expected", "detail"):
         table.add_column(header)
     def shown(value) -> str:
@@ -253,7 +261,7 @@ def conformance(
         table.add_row(c["check"], "[green]pass[/]" if c["passed"] else "[red]FAIL[/]", shown(c["value"]),
                       shown(c["expected"]), c["detail"])
     console.print(table)
-    path, result = record_audit("conformance", result, out, tracking_uri, {"trainer": trainer, "seed": seed, "alpha": alpha})
+    path, result = record_audit("conformance", result, out, tracking_uri, {"trainer": result["trainer"], "seed": seed, "alpha": alpha})
     console.print(f"details: {path}")
     print_verdict(result)  # the one verdict: every failed check a reason, exit 1 on fail
 
