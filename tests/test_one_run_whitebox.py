@@ -128,3 +128,16 @@ def test_cli_one_run_rejects_an_unknown_canary_kind(tmp_path):
                 "spiral", "--out", str(tmp_path / "runs"), cwd=tmp_path)
     assert done.returncode == 2 and "--canary-kind" in done.stdout + done.stderr
     assert not (tmp_path / "runs").exists() or not list((tmp_path / "runs").glob("*-whitebox-audit"))
+
+
+@pytest.mark.slow  # ~1-2 min: two tiny setups, each one canary run + conformance
+def test_the_one_run_planted_bug_bench_flags_a_bug_and_not_a_correct_setup():
+    proc = subprocess.run([sys.executable, "-W", "ignore", str(ROOT / "benchmarks" / "bench_one_run_whitebox.py"),
+                           "--size", "tiny", "--only", "fixed_noise_seed,correct_eps_4_0_seed_2"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = {line.split("|")[1].strip(): [c.strip() for c in line.strip("|").split("|")]
+            for line in proc.stdout.splitlines() if line.startswith("| ") and not line.startswith("| setup")}
+    assert rows["fixed_noise_seed"][9] == "yes" and "noise_independence" in rows["fixed_noise_seed"][8]
+    assert rows["correct_eps_4_0_seed_2"][9] == "no"
+    assert "bugs flagged: 1 of 1; correct setups flagged: 0 of 1" in proc.stdout
