@@ -142,7 +142,8 @@ class GradientCanaries:
         return k
 
     def _observe(self, optimizer) -> None:
-        grad = torch.cat([p.grad.detach().reshape(-1).double().cpu() for p in self._params])
+        dtype = torch.float64 if self.kind == "dirac" else torch.float32  # random: one float32 matmul per step
+        grad = torch.cat([p.grad.detach().reshape(-1).to(dtype).cpu() for p in self._params])
         reduction = getattr(optimizer, "loss_reduction", "mean")
         factor = (float(optimizer.expected_batch_size or 1) * float(getattr(optimizer, "accumulated_iterations", 1))
                   if reduction == "mean" else 1.0) / float(optimizer.max_grad_norm)
@@ -156,7 +157,7 @@ class GradientCanaries:
     def _project(self, flat: torch.Tensor) -> np.ndarray:
         if self.kind == "dirac":
             return flat[torch.as_tensor(self.coordinates)].numpy()
-        return (self.directions.double() @ flat).numpy()
+        return (self.directions @ flat.to(self.directions.dtype)).double().numpy()
 
     # -- scores ----------------------------------------------------------------------------------
 

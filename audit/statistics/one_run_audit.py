@@ -52,6 +52,7 @@ __all__ = [
     "epsilon_andrew",
     "epsilon_gaussian_normalized_sum",
     "epsilon_two_gaussians",
+    "fdp_one_run_p_value",
     "fdp_perfect_attack_refutes",
     "one_run_claim_audit",
 ]
@@ -172,6 +173,35 @@ def fdp_perfect_attack_refutes(profile: PrivacyProfile, m: int, alpha: float,
     return False
 
 
+def fdp_one_run_p_value(scores, members, profile: PrivacyProfile,
+                        guess_fractions=DEFAULT_GUESS_FRACTIONS) -> float:
+    """p-value of the claim's curve in the f-DP one-run test (Mahloujifar, Melis, Chaudhuri 2024,
+    arXiv 2410.22235): for each guess fraction the smallest α at which its counts refute `profile`
+    (bisection in log α: refutation only gets easier as α grows), times the number of fractions
+    (Bonferroni, as `fdp_one_run_audit`); 1 when no fraction refutes even at α = 1."""
+    s = np.where(np.isnan(np.asarray(scores, dtype=float)), -np.inf, np.asarray(scores, dtype=float))
+    mem = np.asarray(members, dtype=bool)
+    inverse = profile_blow_up_inverse(profile)
+    order = np.argsort(s, kind="stable")
+    best = 1.0
+    for f in guess_fractions:
+        k = int(math.floor(f * s.size / 2))
+        if k == 0:
+            continue
+        right = int(mem[order[s.size - k:]].sum()) + int((~mem[order[:k]]).sum())
+        if right == 0 or not fdp_one_run_refutes(inverse, s.size, 2 * k, right, 1.0 - 1e-12):
+            continue
+        lo, hi = -40.0, 0.0  # log10 α
+        if fdp_one_run_refutes(inverse, s.size, 2 * k, right, 10**lo):
+            best = min(best, 10**lo)
+            continue
+        for _ in range(40):
+            mid = (lo + hi) / 2
+            lo, hi = (lo, mid) if fdp_one_run_refutes(inverse, s.size, 2 * k, right, 10**mid) else (mid, hi)
+        best = min(best, 10**hi)
+    return float(min(1.0, len(guess_fractions) * best))
+
+
 def canaries_needed_one_run_claim(claimed_epsilon: float, profile: PrivacyProfile | None, delta: float,
                                   alpha: float, limit: int = 10**6) -> int | None:
     """Smallest m for which a perfect attack passes either sound test (α split in two); None: > `limit`."""
@@ -191,8 +221,8 @@ def one_run_claim_audit(scores, members, *, claimed_epsilon: float, delta: float
 
     `status`: "refuted" when either sound test rejects at α/2; else "held" when a perfect attack
     could have refuted it (ceiling above the claim, or the f-DP test's perfect point refutes the
-    curve); else "untestable". `p_value`: Bonferroni-combined p of the Steinke et al. test
-    (2·p, capped at 1), for a Holm family; the f-DP test adds a refutation at α/2 without a p-value.
+    curve); else "untestable". `p_value`: the two tests' p-values combined by Bonferroni,
+    min(1, 2·min(p_Steinke, p_f-DP)), for a Holm family (≤ α exactly when `status` is refuted).
     """
     s = np.asarray(scores, dtype=float)
     mem = np.asarray(members, dtype=bool)
@@ -204,6 +234,7 @@ def one_run_claim_audit(scores, members, *, claimed_epsilon: float, delta: float
     fdp = fdp_one_run_audit(s, mem, profile, delta=delta, confidence=half, with_gdp_epsilon=with_estimates) \
         if profile is not None else None
     fdp_refutable = bool(profile is not None and fdp_perfect_attack_refutes(profile, int(s.size), alpha / 2))
+    p_fdp = fdp_one_run_p_value(s, mem, profile) if profile is not None else 1.0
     refuted_steinke = p_steinke <= alpha / 2
     refuted_fdp = bool(fdp and fdp["refuted"])
     if refuted_steinke or refuted_fdp:
@@ -221,11 +252,12 @@ def one_run_claim_audit(scores, members, *, claimed_epsilon: float, delta: float
                     "level": alpha / 2, "sound": True, "paper": "Steinke, Nasr, Jagielski 2023, arXiv 2305.08846"},
         "fdp": None if fdp is None else {
             "refuted": refuted_fdp, "refutable_by_perfect_attack": fdp_refutable, "curve": fdp["profile"],
+            "p_value_claim": p_fdp,
             "gdp_family_epsilon": fdp["gdp_epsilon"], "level": alpha / 2, "sound": True,
             "gdp_family_epsilon_note": "a lower bound only if the curve is Gaussian",
             "paper": "Mahloujifar, Melis, Chaudhuri 2024, arXiv 2410.22235"},
         "ceiling": ceiling,
-        "p_value": float(min(1.0, 2 * p_steinke)),
+        "p_value": float(min(1.0, 2 * min(p_steinke, p_fdp))),
         "canaries_needed": needed,
     }
     if with_estimates:
