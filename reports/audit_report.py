@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from audit.machinery.run_directory import write_text_atomic
+from audit.machinery.verdict_words import claim_line, status_word
 
 METHODS = {
     "canary-audit": (
@@ -30,14 +31,14 @@ METHODS = {
         "al. 2020; Nasr et al. 2021/2023). A bound above the claimed ε proves the implementation does not "
         "meet its claim; a bound below it "
         "proves nothing. The ceiling is the largest bound a perfect attack could reach with this many runs "
-        "(or canaries) at this confidence: when it is at or below the claim the audit is INCONCLUSIVE, it "
-        "could not have found a violation."
+        "(or canaries) at this confidence: when it is at or below the claim, the claim is untestable here (the audit "
+        "could not have refuted it) and the verdict INCONCLUSIVE."
     ),
     "mechanism-audit": (
         "Black-box audit of a randomized function: it is run N times on each of two neighbouring "
         "datasets; a threshold on its output chosen on half of the trials, a Clopper-Pearson bound on "
-        "the other half gives an ε lower bound. A bound above the claimed ε is a violation; when even a "
-        "perfect test's bound (the ceiling) is at or below the claim, the audit is INCONCLUSIVE."
+        "the other half gives an ε lower bound. A bound above the claimed ε refutes the claim; when even a "
+        "perfect test's bound (the ceiling) is at or below the claim, the claim is untestable here (INCONCLUSIVE)."
     ),
     "conformance": (
         "Conformance checks of a step-function DP-SGD implementation: its sampler and its noisy-clipping "
@@ -138,7 +139,7 @@ def _points_table(points: list[dict[str, Any]]) -> str:
 def render_audit_report(kind: str, result: dict[str, Any]) -> str:
     decided = result.get("verdict") or {}
     status = decided.get("status") or ("fail" if bool(result.get("violation")) or result.get("passed") is False else "pass")
-    verdict = {"fail": "FAIL", "inconclusive": "INCONCLUSIVE"}.get(status, "PASS")
+    verdict = status_word(status, decided)
     css = {"fail": "fail", "inconclusive": "none"}.get(status, "pass")
     banner = status if status in ("fail", "pass", "inconclusive") else "fail"
     subject = result.get("trainer") or result.get("mechanism") or result.get("accountant") or ""
@@ -152,7 +153,8 @@ def render_audit_report(kind: str, result: dict[str, Any]) -> str:
         shown = {"accountant", "margin", "counts", "points", "passed", "mlflow", "verdict"}
     elif kind == "conformance":
         checks = [c for c in result.get("checks") or [] if isinstance(c, dict)]
-        detail = "; ".join(f"{c.get('check')}: {'pass' if c.get('passed') else 'FAIL'}" for c in checks)
+        detail = (f"a family of {len(checks)} statistical checks at family-wise α {_number(result.get('alpha'))}: "
+                  + "; ".join(f"{c.get('check')}: {'pass' if c.get('passed') else 'FAIL'}" for c in checks))
         summary_rows = [(f"{c.get('check')} ({'pass' if c.get('passed') else 'FAIL'})",
                          f"measured {c.get('value')}, expected {c.get('expected')}: {c.get('detail')}") for c in checks]
         body = "<h2>Checks</h2>" + _facts(summary_rows)
@@ -163,8 +165,28 @@ def render_audit_report(kind: str, result: dict[str, Any]) -> str:
         detail = (f"empirical ε lower bound {_number(bound)}"
                   + (f" at {confidence:.0%} confidence" if isinstance(confidence, float) else "")
                   + f"; claimed ε {_number(claim)}, δ {_number(result.get('delta'))}")
-        summary_rows = [("claimed ε", claim), ("δ", result.get("delta")), ("empirical ε lower bound", bound),
-                        ("confidence", confidence), ("violation (bound above the claim)", bool(result.get("violation")))]
+        if isinstance(result.get("profile_test"), dict):  # the deciding statistic first, the bound beside it
+            test = result["profile_test"]
+            detail = (f"exact test of {test.get('statistic')} against the claim's trade-off curve: p = "
+                      f"{_number(test.get('p_value'))} ({'refutes' if test.get('refuted') else 'does not refute'} the "
+                      f"claim); ε lower bound {_number(bound)} shown beside; claimed ε {_number(claim)}, "
+                      f"δ {_number(result.get('delta'))}")
+        claims = [c for c in decided.get("claims") or [] if isinstance(c, dict)]
+        summary_rows = [("claim", "; ".join(claim_line(c) for c in claims) or "—"),
+                        ("claimed ε", claim), ("δ", result.get("delta"))]
+        test = result.get("profile_test")
+        if isinstance(test, dict):
+            # The statistic that decides: the exact test of one rule's error point against the claim's curve.
+            summary_rows += [
+                (f"deciding test: exact test of {test.get('statistic')} against the claim's trade-off curve "
+                 f"({test.get('profile')})", f"p = {_number(test.get('p_value'))}: "
+                 + ("refutes the claim" if test.get("refuted") else "does not refute the claim")),
+                ("curve point (FPR, FNR) vs the claimed FNR floor",
+                 f"({_number(test.get('fpr'))}, {_number(test.get('fnr'))}) vs {_number(test.get('claimed_fnr_floor'))}"),
+                ("ε lower bound at the claim's δ (shown beside: the curve test decides)", bound)]
+        else:
+            summary_rows.append(("empirical ε lower bound (decides: above the claim refutes it)", bound))
+        summary_rows.append(("confidence", confidence))
         for ceiling_key in ("ceiling", "epsilon_ceiling"):
             if ceiling_key in result:
                 summary_rows.append(("ceiling (a perfect attack's bound with these runs)", result[ceiling_key]))
@@ -182,10 +204,8 @@ def render_audit_report(kind: str, result: dict[str, Any]) -> str:
                                      f"({refuted['epsilon']:.3f}, {refuted['delta']:.3g})"))
         body = "<h2>Result</h2>" + _facts(summary_rows)
         shown = {"gdp_bound", "claimed_epsilon", "delta", "epsilon_lower_bound", "confidence", "violation", "gdp_estimate",
-                 "ceiling", "epsilon_ceiling", "mlflow"}
-    reasons = [r for r in (result.get("verdict") or {}).get("reasons") or [] if isinstance(r, str)]
-    if reasons:
-        detail += " — " + " ".join(reasons)
+                 "ceiling", "epsilon_ceiling", "mlflow", "verdict", "profile_test"}
+    reasons = list(dict.fromkeys(r for r in decided.get("reasons") or [] if isinstance(r, str)))
     setup = _setup_rows(result, shown, kind)
     mlflow = result.get("mlflow") or {}
     tracking = (f"<p class='note'>MLflow: <code>{_text(mlflow.get('tracking_uri'))}</code>, run "
@@ -195,7 +215,7 @@ def render_audit_report(kind: str, result: dict[str, Any]) -> str:
         f"<style>{STYLE}</style></head><body><h1>privacy-audit: {_text(kind)}</h1>"
         f"<p>{_text(subject)}</p>"
         f"<div class='banner {banner}' data-status='{_text(status)}'><b>{verdict}</b> — {_text(detail)}"
-        + "".join(f"<br>{_text(reason)}" for reason in decided.get("reasons") or []) + "</div>"
+        + "".join(f"<br>{_text(reason)}" for reason in reasons) + "</div>"
         f"<h2>Method</h2><p>{_text(METHODS.get(kind, ''))}</p>"
         f"{body}<h2>Set-up</h2>{_facts(setup)}"
         f"<p class='note'>Numbers are rounded to 4 significant digits; every number, including per-run scores, "

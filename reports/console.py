@@ -2,7 +2,7 @@
 
 Laid out for an 80-column terminal: a single wide table of every target × attack needed ~130
 columns, and rich cut every value to `0.9…` in a normal terminal. Per-target facts (ε, accuracy,
-violation) go in the block's header line, so the table keeps only the per-attack numbers.
+the claim's status: held / refuted / untestable here, or the leakage statement) go in the block's header line, so the table keeps only the per-attack numbers.
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from reports.results_access import get, is_number, tpr_at
+from reports.results_access import get, is_number, subject_status, tpr_at
 from reports.synthetic_report import claimed_epsilon_text
 
 # Every column may fold (wrap inside a word) but never truncate: a cut number is a wrong number.
@@ -33,7 +33,7 @@ def _epsilon(value: Any) -> str:
     return "∞" if value is None or (is_number(value) and math.isinf(value)) else f"{value:g}"
 
 
-def _target_header(target: dict[str, Any], accountant: str) -> Text:
+def _target_header(target: dict[str, Any], accountant: str, status: str) -> Text:
     claimed = get(target, "epsilon", accountant, default=target.get("epsilon_accountant"))
     parts = [f"ε target {_epsilon(target.get('epsilon_target'))}"]
     if target.get("epsilon_target") is not None or is_number(claimed):
@@ -43,8 +43,9 @@ def _target_header(target: dict[str, Any], accountant: str) -> Text:
         parts.append(f"test acc {_fmt(target['test_accuracy'])}")
     header = Text(" · ".join(parts), style="bold")
     header.append(" · ")
-    header.append("VIOLATION" if target.get("violation") else "no violation",
-                  style="bold red" if target.get("violation") else "green")
+    style = {"refuted": "bold red", "held": "green", "untestable here": "yellow",
+             "no DP claim · LEAKS": "bold red"}.get(status, "")
+    header.append(status if status != "—" else "not judged", style=style)
     return header
 
 
@@ -59,7 +60,8 @@ def results_summary_table(results: dict[str, Any]) -> Group:
     """The audit's numbers for the console: per target a header line and a table of its attacks."""
     accountant = get(results, "config", "privacy", "accountant", default="claimed")
     blocks: list[Any] = [Text(f"privacy-audit: {get(results, 'config', 'name', default='')}", style="bold underline")]
-    for target in results.get("targets") or []:
+    verdict = results.get("verdict") if isinstance(results.get("verdict"), dict) else {}
+    for index, target in enumerate(results.get("targets") or []):
         table = _attack_table()
         for attack in target.get("attacks") or []:
             lo, hi = (attack.get("auc_ci") or [None, None])[:2]
@@ -71,7 +73,7 @@ def results_summary_table(results: dict[str, Any]) -> Group:
                 _fmt(get(attack, "epsilon_lb", "clopper_pearson"), 2),
                 _fmt(get(attack, "epsilon_lb", "one_run"), 2),
             )
-        blocks += [Text(""), _target_header(target, accountant), table]
+        blocks += [Text(""), _target_header(target, accountant, subject_status(verdict, f"targets[{index}]")), table]
     return Group(*blocks)
 
 

@@ -31,6 +31,8 @@ from reports.results_access import confidence as _confidence
 from reports.results_access import get as _get
 from reports.results_access import is_number as _is_number
 from reports.results_access import tpr_at as _tpr
+from reports.results_access import subject_status
+from audit.machinery.verdict import claim_sentence, extra_reasons, status_word
 from reports.synthetic_report import (
     claimed_epsilon_text,
     is_synthetic_release,
@@ -326,17 +328,31 @@ def _verdict_banner(results: dict[str, Any], checks: list[dict[str, Any]] | None
     verdict = results.get("verdict") or {}
     status = verdict.get("status") or ("fail" if verdict.get("passed") is False else "pass")
     decided_by = verdict.get("decided_by") or (f"policy {verdict['policy']}" if verdict.get("policy") else "built-in checks")
-    reasons = [str(r) for r in verdict.get("reasons") or []]
-    kind, word = {"fail": ("fail", "FAIL"), "inconclusive": ("none", "INCONCLUSIVE")}.get(status, ("pass", "PASS"))
+    reasons = extra_reasons(verdict)
+    word = status_word(status, verdict)
+    kind = {"fail": "fail", "inconclusive": "none", "pass": "pass"}.get(status, "fail" if word == "LEAKS" else "none")
     if status == "fail":
-        detail = f"<p>Decided by {_text(decided_by)}: at least one check fails.</p>"
+        detail = f"<p>Decided by {_text(decided_by)}: a claim was refuted or a rule failed.</p>"
     elif status == "inconclusive":
-        detail = (f"<p>Decided by {_text(decided_by)}: nothing was refuted, but at least one claim could not have "
-                  "been refuted by this audit (its ceiling is at or below the claim, or no bound is proven for the "
-                  "setting). This is not a pass for that claim.</p>")
+        detail = (f"<p>Decided by {_text(decided_by)}: nothing was refuted, but at least one claim was untestable "
+                  "here (its ceiling is at or below the claim, or no bound is proven for the setting). This is not "
+                  "a pass for that claim.</p>")
+    elif status == "no_claim":
+        detail = (f"<p>Decided by {_text(decided_by)}: no DP claim was tested, so nothing passes or fails; the "
+                  "statement below says whether membership leaks, by which test.</p>")
     else:
-        detail = (f"<p>Decided by {_text(decided_by)}: every check passes. A lower bound below a claim is not a "
-                  "proof that the claim holds.</p>")
+        detail = (f"<p>Decided by {_text(decided_by)}: every claim held (tested by an audit able to refute it, and "
+                  "not refuted). A lower bound below a claim is not a proof that the claim holds.</p>")
+    claims = [c for c in verdict.get("claims") or [] if isinstance(c, dict)]
+    if claims:
+        detail += ("<p><strong>Claims:</strong></p><ul>"
+                   + "".join(f'<li data-claim-status="{_text(c.get("status"))}">{_text(claim_sentence(c))}</li>'
+                             for c in claims) + "</ul>")
+    leakage = [e for e in verdict.get("leakage") or [] if isinstance(e, dict)]
+    if leakage:
+        detail += ("<p><strong>No DP claim — leakage:</strong></p><ul>"
+                   + "".join(f'<li data-leakage="{_text(e.get("status"))}">{_text(e.get("statement"))}</li>'
+                             for e in leakage) + "</ul>")
     statement = (verdict.get("family_wise_error") or {}).get("statement")
     if statement:
         detail += f"<p><strong>Multiplicity:</strong> {_text(statement)}.</p>"
@@ -413,7 +429,8 @@ def _overview(results: dict[str, Any]) -> str:
                        "PLD (dp_accounting) as the tight reference"),
         ("δ", ", ".join(f"{d:g}" for d in delta if _is_number(d)) or "—"),
         ("Confidence", f"{_pct(confidence)} (one-sided lower bounds, two-sided AUC intervals)"),
-        ("Violations", str(sum(1 for t in targets if t.get("violation"))) + " of " + str(len(targets)) + " targets"),
+        ("Claims", " · ".join(f"{(_get(results, 'verdict', 'counts') or {}).get(s, 0)} {s}"
+                              for s in ("held", "refuted", "untestable"))),
     ]
     if results.get("synthetic"):
         rows.append(("Synthetic-data checks", f"{len(results['synthetic'])} generator/ε entries"))
@@ -452,12 +469,13 @@ def _targets_table(results: dict[str, Any]) -> str:
         '<th class="num">PLD ε<br><small>tight reference</small></th>',
         f'<th class="num">best ε lower bound<br><small>sound, {_pct(confidence)}</small></th>',
         '<th class="num">LB / accountant ε</th>',
-        "<th>violation</th>",
+        "<th>claim</th>",
         '<th class="num">test accuracy</th>',
     ]
     head.append('<th>attacks<br><small>AUC (CI) · TPR at 0.1 % FPR</small></th>')
     rows = []
-    for target in targets:
+    verdict = results.get("verdict") or {}
+    for index, target in enumerate(targets):
         eps_acc = target.get("epsilon_accountant")
         if eps_acc is None:
             eps_acc = (target.get("epsilon") or {}).get(accountant)
@@ -468,12 +486,9 @@ def _targets_table(results: dict[str, Any]) -> str:
         best = _num(target.get("epsilon_lb_best"), 2)
         if method:
             best += f"<br><small>{_text(method)}</small>"
-        if target.get("violation"):
-            violation = '<span class="badge fail">VIOLATION</span>'
-        elif target.get("epsilon_target") is None:
-            violation = '<small>n/a (no DP claim)</small>'
-        else:
-            violation = "no"
+        word_here = subject_status(verdict, f"targets[{index}]")
+        badge = {"refuted": "fail", "held": "pass", "no DP claim · LEAKS": "fail"}.get(word_here)
+        violation = f'<span class="badge {badge}">{_text(word_here)}</span>' if badge else f"<small>{_text(word_here)}</small>"
         cells = [
             f"<td><strong>{_eps(target.get('epsilon_target'))}</strong></td>",
             f'<td class="num">{_num(eps_acc)}</td>',
@@ -489,8 +504,10 @@ def _targets_table(results: dict[str, Any]) -> str:
         '<section id="targets"><h2>Results per target ε</h2>'
         f"<table class=\"targets\"><thead><tr>{''.join(head)}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
         '<p class="caption">Best ε lower bound: the largest Clopper-Pearson or one-run bound over all attacks '
-        "(the GDP estimate is never used). A <em>violation</em> is such a bound strictly above the accountant's "
-        "ε for the same δ. AUC: area under the ROC curve (0.5 = chance) with its DeLong confidence interval; "
+        "(the GDP estimate is never used). Claim: <em>held</em> = tested by an audit able to refute it and not "
+        "refuted; <em>refuted</em> = a proven bound's test rejects the accountant's ε for the same δ (Holm over the "
+        "run's tests); <em>untestable here</em> = even a perfect attack could not have refuted it with these "
+        "candidates; without a DP claim, the leakage statement. AUC: area under the ROC curve (0.5 = chance) with its DeLong confidence interval; "
         "TPR at 0.1 % FPR: share of members detected while wrongly flagging 0.1 % of non-members. The largest AUC "
         "of a target is in bold. ε = ∞ is the non-private baseline (no accountant ε).</p></section>"
     )

@@ -1,8 +1,11 @@
-"""The verdict as JUnit XML, so CI systems show each check (built-in test or policy rule) as a test.
+"""The verdict as JUnit XML, meaning what a CI system thinks it means.
 
-One <testcase> per check of `results["verdict"]`: a failed check carries a <failure message="...">,
-an inconclusive one is <skipped>; the suite's properties carry the verdict status. Built with xml.etree.ElementTree, so names from user configs are escaped by the
-serializer.
+A <testcase> is a check that decides: one per claim of `results["verdict"]["claims"]` — held is a
+passing case, refuted a <failure>, untestable a <skipped> case with its reason (ceiling, what would
+make it testable). So the numbers of passed / failed / skipped cases equal the per-claim statuses.
+Figures that decide nothing (shown-only checks, the leakage statement of a subject without a DP
+claim) are suite <properties>; with `--fail-on-leak` each leakage statement is a case too.
+Built with xml.etree.ElementTree, so names from user configs are escaped by the serializer.
 """
 from __future__ import annotations
 
@@ -21,46 +24,82 @@ _SUITE = "privacy-audit verdict"
 _INVALID_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 
 
+def _claims(verdict: dict[str, Any]) -> list[dict[str, Any]]:
+    from audit.machinery.verdict import claim_statuses
+
+    if isinstance(verdict.get("claims"), list):
+        return [c for c in verdict["claims"] if isinstance(c, dict)]
+    return claim_statuses([c for c in verdict.get("checks") or [] if isinstance(c, dict)])  # an older verdict
+
+
 def render_junit_xml(results: dict[str, Any], *, evaluation: Any = None) -> str:
     """JUnit XML (testsuites > testsuite > testcase) of `results["verdict"]` (audit.machinery.verdict).
 
-    One <testcase> per check of the verdict: a failing check carries <failure>, an inconclusive one
-    is <skipped> (it could not have failed), a shown-only one (e.g. Clopper-Pearson over one
-    model's candidates) is a passing case whose output says it decides nothing. With a policy the
-    checks are its rules; `evaluation` is accepted for callers that hold one and is not needed.
+    One <testcase> per claim (see the module docstring); shown-only figures and leakage statements
+    are properties. A verdict that fails without a refuted claim (a policy's `fail_on_inconclusive`,
+    `--fail-on-leak`) carries one more failing case naming why, so no failing verdict reads as green.
+    `evaluation` is accepted for callers that hold one and is not needed.
     """
+    from audit.machinery.verdict import status_word
+
     if not isinstance(results, dict) and hasattr(results, "checks"):
         results = _from_policy_evaluation(results)  # callers that still pass a PolicyEvaluation
     verdict = results.get("verdict") or {}
-    rows = [c for c in verdict.get("checks") or [] if isinstance(c, dict)]
-    failures = sum(1 for c in rows if c.get("outcome") == "fail")
-    skipped = sum(1 for c in rows if c.get("outcome") == "inconclusive")
-    totals = {"tests": str(len(rows)), "failures": str(failures), "errors": "0", "skipped": str(skipped),
+    claims = _claims(verdict)
+    leakage = [e for e in verdict.get("leakage") or [] if isinstance(e, dict)]
+    leak_cases = leakage if verdict.get("fail_on_leak") else []
+    cases: list[tuple[str, str, str, str]] = []  # (name, outcome, message, detail)
+    for claim in claims:
+        status = str(claim.get("status"))
+        message = str(claim.get("reason") or "")
+        if status == "untestable":
+            extra = ([f"ceiling {claim['ceiling']:.3g}"] if isinstance(claim.get("ceiling"), (int, float)) else []) + \
+                    ([str(claim["needed"])] if claim.get("needed") else [])
+            message = f"untestable here: {message}" + (f" ({'; '.join(extra)})" if extra else "")
+        outcome = {"held": "pass", "refuted": "fail", "untestable": "skip"}.get(status, "skip")
+        detail = (f"claim: {claim.get('claim')}\nstatus: {status}\np-value: {_value(claim.get('p_value'))}\n"
+                  f"checks: {', '.join(map(str, claim.get('checks') or []))}\n")
+        cases.append((str(claim.get("claim")), outcome, message, detail))
+    for entry in leak_cases:
+        cases.append((f"no DP claim: {entry.get('label') or entry.get('subject')} (--fail-on-leak)",
+                      "fail" if entry.get("status") == "leaks" else "pass", str(entry.get("statement")), ""))
+    if verdict.get("status") == "fail" and not any(c[1] == "fail" for c in cases):
+        reasons = "; ".join(dict.fromkeys(map(str, verdict.get("reasons") or []))) or "the verdict failed"
+        cases.append(("verdict: " + str(verdict.get("decided_by") or "built-in checks"), "fail", reasons, ""))
+    failures = sum(1 for c in cases if c[1] == "fail")
+    skipped = sum(1 for c in cases if c[1] == "skip")
+    totals = {"tests": str(len(cases)), "failures": str(failures), "errors": "0", "skipped": str(skipped),
               "time": "0"}
     root = ET.Element("testsuites", {"name": "privacy-audit", **totals})
     decided_by = str(verdict.get("decided_by") or "built-in checks")
     suite = ET.SubElement(root, "testsuite", {"name": f"{_SUITE}: {decided_by}", **totals})
     properties = ET.SubElement(suite, "properties")
-    for name, value in (("verdict", verdict.get("status")), ("decided_by", decided_by),
-                        ("passed", str(bool(verdict.get("passed"))).lower()),
+    counts = verdict.get("counts") or {s: sum(1 for c in claims if c.get("status") == s)
+                                       for s in ("held", "refuted", "untestable")}
+    status = str(verdict.get("status"))
+    for name, value in (("verdict", status), ("headline", status_word(status, verdict)), ("decided_by", decided_by),
+                        ("passed", str(status == "pass").lower()),
+                        ("claims", " · ".join(f"{counts.get(s, 0)} {s}" for s in ("held", "refuted", "untestable"))),
                         ("family_wise_error", (verdict.get("family_wise_error") or {}).get("statement", ""))):
         ET.SubElement(properties, "property", {"name": name, "value": str(value)})
     if verdict.get("policy"):
         ET.SubElement(properties, "property", {"name": "policy", "value": str(verdict["policy"])})
-    for check in rows:
-        name = f"{check.get('name')} | {check.get('subject')}"
+    for i, entry in enumerate(leakage):
+        ET.SubElement(properties, "property", {"name": f"leakage.{i:02d}",
+                                               "value": f"{entry.get('status')}: {entry.get('statement')}"})
+    shown = [c for c in verdict.get("checks") or [] if isinstance(c, dict) and c.get("outcome") == "shown"]
+    for i, check in enumerate(shown):
+        ET.SubElement(properties, "property", {"name": f"shown.{i:02d}",
+                                               "value": f"shown only, decides nothing: {check.get('message')}"})
+    for name, outcome, message, detail in cases:
         case = ET.SubElement(suite, "testcase", {"classname": "privacy_audit.verdict", "name": name, "time": "0"})
-        message = str(check.get("message") or "")
-        outcome = check.get("outcome")
         if outcome == "fail":
-            failure = ET.SubElement(case, "failure", {"message": message, "type": "VerdictCheckFailed"})
-            failure.text = (f"check: {check.get('name')}\nsubject: {check.get('subject')}\n"
-                            f"p-value: {_value(check.get('p_value'))}\nassumption: {check.get('assumption') or '—'}\n")
-        elif outcome == "inconclusive":
-            ET.SubElement(case, "skipped", {"message": "inconclusive: " + message})
+            failure = ET.SubElement(case, "failure", {"message": message, "type": "ClaimRefuted"})
+            failure.text = detail
+        elif outcome == "skip":
+            ET.SubElement(case, "skipped", {"message": message})
         else:
-            prefix = "shown only, decides nothing: " if outcome == "shown" else ""
-            ET.SubElement(case, "system-out").text = prefix + message
+            ET.SubElement(case, "system-out").text = message
     for element in root.iter():
         element.attrib = {k: _clean(v) for k, v in element.attrib.items()}
         if element.text:

@@ -15,7 +15,9 @@ from reports.results_access import attack_names as _attack_names
 from reports.results_access import confidence as _confidence
 from reports.results_access import get as _get
 from reports.results_access import tpr_at as _tpr
+from reports.results_access import subject_status
 from reports.synthetic_report import claimed_epsilon_text
+from audit.machinery.verdict import claim_sentence, extra_reasons, status_word
 
 __all__ = ["render_summary_markdown", "write_summary_markdown"]
 
@@ -26,7 +28,8 @@ def render_summary_markdown(results: dict[str, Any], *, evaluation: Any = None) 
     policy = verdict.get("policy")
     name = _cell(_get(results, "config", "name") or "audit")
     status = verdict.get("status") or ("fail" if verdict.get("passed") is False else "pass")
-    icon, word = {"fail": ("❌", "FAIL"), "inconclusive": ("⚪", "INCONCLUSIVE")}.get(status, ("✅", "PASS"))
+    word = status_word(status, verdict)
+    icon = {"fail": "❌", "inconclusive": "⚪", "pass": "✅"}.get(status, "🔴" if word == "LEAKS" else "⚪")
     lines = [f"### {icon} privacy-audit `{name}`: {word}", ""]
     lines.append(f"Decided by: {_cell(verdict.get('decided_by') or ('policy ' + str(policy) if policy else 'built-in checks'))}"
                  + (_counts(evaluation, results) if policy else ""))
@@ -39,51 +42,59 @@ def render_summary_markdown(results: dict[str, Any], *, evaluation: Any = None) 
     if targets:
         accountant = _get(results, "config", "privacy", "accountant") or "accountant"
         attacks = _attack_names(results)
-        header = ["ε target", f"{_cell(accountant)} ε", "PLD ε", "best ε LB", "test acc"]
-        header += [f"{_cell(a)} AUC (CI) · TPR@0.1%" for a in attacks]
-        header.append("violation")
+        # Few columns (a PR comment): the claim, the best proven bound, the strongest attack, the status.
+        header = ["ε target", f"{_cell(accountant)} ε", "best ε LB", "strongest attack: AUC (CI) · TPR@1%", "claim"]
         lines.append("| " + " | ".join(header) + " |")
         lines.append("|" + "|".join("---:" for _ in header) + "|")
-        for target in targets:
+        for index, target in enumerate(targets):
             eps_acc = target.get("epsilon_accountant")
             if eps_acc is None:
                 eps_acc = (target.get("epsilon") or {}).get(accountant)
             best = _num(target.get("epsilon_lb_best"), 2)
             if target.get("epsilon_lb_best_method"):
                 best += f" ({_cell(target['epsilon_lb_best_method'])})"
-            row = [
-                _eps(target.get("epsilon_target")), _num(eps_acc), _num((target.get("epsilon") or {}).get("pld")),
-                best, _num(target.get("test_accuracy")),
-            ]
-            by_name = {str(a.get("name")): a for a in target.get("attacks") or []}
-            for attack_name in attacks:
-                attack = by_name.get(attack_name)
-                if attack is None:
-                    row.append("—")
-                    continue
-                ci = attack.get("auc_ci") or [None, None]
-                row.append(f"{_num(attack.get('auc'))} ({_num(ci[0], 2)}–{_num(ci[1], 2)}) · "
-                           f"{_num(_tpr(attack, 0.001), 4)}")
-            row.append("**YES**" if target.get("violation") else "no")
+            row = [_eps(target.get("epsilon_target")), _num(eps_acc) if eps_acc is not None else "no DP claim", best]
+            found = [a for a in target.get("attacks") or [] if isinstance(a, dict)]
+            top = max(found, key=lambda a: (_tpr(a, 0.01) or 0.0, a.get("auc") or 0.0), default=None)
+            if top is None:
+                row.append("—")
+            else:
+                ci = top.get("auc_ci") or [None, None]
+                row.append(f"{_cell(top.get('name'))}: {_num(top.get('auc'))} ({_num(ci[0], 2)}–{_num(ci[1], 2)}) · "
+                           f"{_num(_tpr(top, 0.01), 3)}")
+            word_here = subject_status(verdict, f"targets[{index}]")
+            row.append(f"**{word_here}**" if word_here in ("refuted", "no DP claim · LEAKS") else word_here)
             lines.append("| " + " | ".join(row) + " |")
         lines.append("")
 
     synthetic = [s for s in results.get("synthetic") or [] if isinstance(s, dict)]
     if synthetic:
-        lines.append("| generator | ε | NNDR p10 | DCR share (CI) | distance-MIA AUC |")
+        lines.append("| generator | ε | DCR share (CI) | distance-MIA AUC | claim |")
         lines.append("|---|---:|---:|---:|---:|")
-        for entry in synthetic:
+        for index, entry in enumerate(synthetic):
             dcr = entry.get("dcr") if isinstance(entry.get("dcr"), dict) else {}
             nndr = entry.get("nndr") if isinstance(entry.get("nndr"), dict) else {}
             mia = entry.get("mia") if isinstance(entry.get("mia"), dict) else {}
             ci = dcr.get("dcr_share_ci") or [None, None]
             lines.append(
-                f"| {_cell(entry.get('generator') or '—')} | {_cell(claimed_epsilon_text(entry))} | {_num(nndr.get('p10'))} "
-                f"| {_num(dcr.get('dcr_share'))} ({_num(ci[0], 2)}–{_num(ci[1], 2)}) | {_num(mia.get('auc'))} |"
+                f"| {_cell(entry.get('generator') or '—')} | {_cell(claimed_epsilon_text(entry))} "
+                f"| {_num(dcr.get('dcr_share'))} ({_num(ci[0], 2)}–{_num(ci[1], 2)}) | {_num(mia.get('auc'))} "
+                f"| {'baseline (shown)' if entry.get('baseline') else subject_status(verdict, f'synthetic[{index}]')} |"
             )
         lines.append("")
 
-    reasons = [str(r) for r in verdict.get("reasons") or []]
+    claims = [c for c in verdict.get("claims") or [] if isinstance(c, dict)]
+    if claims:
+        counts = " · ".join(f"{sum(1 for c in claims if c.get('status') == s)} {s}" for s in ("held", "refuted", "untestable"))
+        lines.append(f"**Claims** ({counts}):")
+        lines += [f"- {_cell(claim_sentence(c), table=False)}" for c in claims]
+        lines.append("")
+    leakage = [e for e in verdict.get("leakage") or [] if isinstance(e, dict)]
+    if leakage:
+        lines.append("**No DP claim — leakage:**")
+        lines += [f"- {_cell(e.get('statement'), table=False)}" for e in leakage]
+        lines.append("")
+    reasons = extra_reasons(verdict)
     if reasons:
         lines.append("**Why it fails:**" if status == "fail" else "**Why it is inconclusive:**" if status == "inconclusive"
                      else "**Reasons:**")

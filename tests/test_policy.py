@@ -291,7 +291,7 @@ def test_loading_a_results_file_checks_it_against_the_schema(tmp_path, default_r
     with pytest.raises(AuditInputError, match=r"bad\.json.*targets\[0\]\.attacks\[0\]\.auc"):
         load_results(bad)
 
-    default_results["schema_version"] = 3
+    default_results["schema_version"] = 4  # a version this reader does not know (1, 2 and 3 it reads)
     bad.write_text(json.dumps(default_results))
     with pytest.raises(AuditInputError, match="schema_version"):
         load_results(bad)

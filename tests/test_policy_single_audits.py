@@ -10,7 +10,7 @@ import pytest
 
 from audit.errors import AuditInputError
 from audit.machinery.policy import evaluate_policy_on_audit, policy_from_dict
-from audit.machinery.verdict import single_audit_verdict, single_audit_verdict_with_policy
+from audit.machinery.single_audit_verdicts import single_audit_verdict, single_audit_verdict_with_policy
 
 
 def _canary(status: str, bound: float, claim: float, ceiling: float) -> dict:

@@ -228,7 +228,8 @@ def test_the_markdown_summary_has_the_verdict_one_row_per_target_and_the_failed_
     assert "policy-strict.yaml" in text
     rows = [line for line in text.splitlines() if re.match(r"\| (∞|[0-9.]+) \|", line)]
     assert len(rows) == len(results["targets"])
-    assert "**Why it fails:**" in text
+    # one line per claim (each failed rule × target a claim), every failure's words in it
+    assert "**Claims**" in text and "refuted: policy rule" in text
     for failure in evaluation.failures:
         assert failure.message.replace("<", "&lt;") in text
 
@@ -237,33 +238,44 @@ def test_the_markdown_summary_without_a_policy_says_so_and_escapes_names():
     results = _results()
     results["config"]["name"] = "a|b"
     results["attacks_run"] = ["<b>x|y</b>"]
+    results["targets"][0]["attacks"][0]["name"] = "<b>x|y</b>"  # the strongest (only) attack of its row
     text = render_summary_markdown(results)
     assert "Decided by: built-in checks" in text
     assert "a\\|b" in text and "&lt;b>x\\|y&lt;/b>" in text
     header = next(line for line in text.splitlines() if line.startswith("| ε target"))
     separator = text.splitlines()[text.splitlines().index(header) + 1]
     assert header.count(" | ") + 1 == separator.count("---:")  # escaped pipes keep the table shape
+    row = next(line for line in text.splitlines() if "&lt;b>x" in line)
+    assert row.count(" | ") == header.count(" | ")
 
 
 # --- JUnit ------------------------------------------------------------------------------------
 
 
-def test_junit_has_one_testcase_per_rule_check_with_failures_and_skips(tmp_path):
+def test_junit_has_one_testcase_per_claim_with_failures_and_skips(tmp_path):
+    # A test case is a check that decides: one per claim (each policy rule × target is a claim);
+    # failed / skipped counts equal the refuted / untestable claims; shown-only figures are properties.
     results, evaluation = verdict_for_results(_results(), load_policy(STRICT))
     path = write_junit_xml(results, tmp_path / "junit.xml")
     root = ET.parse(path).getroot()
     cases = root.findall("./testsuite/testcase")
-    rows = results["verdict"]["checks"]
-    assert len(cases) == len(rows)
+    claims = results["verdict"]["claims"]
+    assert len(cases) == len(claims) == int(root.get("tests"))
     failures = [case for case in cases if case.find("failure") is not None]
-    assert len(failures) == len(evaluation.failures) == int(root.get("failures"))
+    counts = results["verdict"]["counts"]
+    assert len(failures) == counts["refuted"] == int(root.get("failures")) > 0
     skipped = [case for case in cases if case.find("skipped") is not None]
-    assert len(skipped) == sum(1 for c in rows if c["outcome"] == "inconclusive") == int(root.get("skipped"))
-    auc = next(case for case in failures if case.get("name").startswith("max_auc"))
-    failure = auc.find("failure")
-    assert "0.6316" in failure.get("message") and "0.6" in failure.get("message")
-    assert auc.get("name") == "max_auc · loss | ε = ∞"
-    assert {p.get("name"): p.get("value") for p in root.iter("property")}["verdict"] == "fail"
+    assert len(skipped) == counts["untestable"] == int(root.get("skipped"))
+    failure_text = " ".join(case.find("failure").get("message") for case in failures)
+    for failed in evaluation.failures:  # every failed rule's words are in its claim's failure
+        assert failed.message in failure_text
+    auc = next(case for case in failures if case.get("name") == "policy rule max_auc on ε = ∞")
+    assert "0.6316" in auc.find("failure").get("message")
+    properties = {p.get("name"): p.get("value") for p in root.iter("property")}
+    assert properties["verdict"] == "fail" and properties["passed"] == "false"
+    shown = [row for row in results["verdict"]["checks"] if row["outcome"] == "shown"]
+    assert sum(name.startswith("shown.") for name in properties) == len(shown)
+    assert not any("shown only" in (case.findtext("system-out") or "") for case in cases)
 
 
 def test_junit_escapes_user_names(tmp_path):
@@ -273,8 +285,9 @@ def test_junit_escapes_user_names(tmp_path):
     results, _ = verdict_for_results(results, load_policy(LENIENT))
     xml_text = render_junit_xml(results)
     root = ET.fromstring(xml_text.encode())  # parses: valid XML despite the hostile name
-    names = [case.get("name") for case in root.iter("testcase")]
-    assert any(HOSTILE in name for name in names)
+    # the hostile name reaches the XML (in the cases' messages and the shown-only properties), escaped
+    texts = [v for element in root.iter() for v in [*element.attrib.values(), element.text or ""]]
+    assert any(HOSTILE in text for text in texts)
     assert "<script>" not in xml_text
 
 

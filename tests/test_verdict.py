@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from audit.machinery.verdict import Check, decide, verdict_for_results
+from audit.machinery.verdict import Check, decide, status_word, verdict_for_results
 from audit.statistics.epsilon_bounds import epsilon_lower_bound_one_run, one_run_ceiling, one_run_claim_p_value
 from audit.statistics.multiple_testing import holm_rejections
 
@@ -45,13 +45,19 @@ def test_a_claim_above_the_ceiling_is_inconclusive_and_the_status_says_so():
     checks = [Check("targets[0]", "a", "claim 8 cannot be refuted", p_value=0.9, inconclusive=True),
               Check("targets[1]", "b", "ok", p_value=0.5)]
     verdict = decide(checks, alpha=0.05)
-    assert verdict["status"] == "inconclusive" and verdict["passed"] and verdict["reasons"] == ["claim 8 cannot be refuted"]
+    # `passed` is true only for PASS: a CI system reading JSON must not see an untested claim as a pass.
+    assert verdict["status"] == "inconclusive" and verdict["passed"] is False
+    assert verdict["reasons"] == ["claim 8 cannot be refuted"]
+    assert [(c["claim"], c["status"]) for c in verdict["claims"]] == [("targets[0]: a", "untestable"),
+                                                                    ("targets[1]: b", "held")]
     assert decide(checks, alpha=0.05, fail_on_inconclusive=True)["status"] == "fail"
 
 
 def test_shown_only_checks_never_decide_and_deterministic_failures_do():
     shown = Check("targets[0]", "cp", "CP 3.0 (assumes independent trials)", failed=True, decides=False)
-    assert decide([shown])["status"] == "pass"
+    # Nothing claimed was tested: no claim, never a pass.
+    assert decide([shown])["status"] == "no_claim" and decide([shown])["passed"] is False
+    assert decide([shown, Check("x", "held", "ok")])["status"] == "pass"
     assert decide([shown, Check("x", "rule", "rule failed", failed=True)])["reasons"] == ["rule failed"]
 
 
@@ -254,9 +260,17 @@ MODEL = ["audit-model", "--config", "model.yaml", "--weights", "model.pt", "--me
          "--nonmembers", "nonmembers.csv", "--label", "y", "--attacks", "loss", "--quiet"]
 CASES = [
     # (command line, expected status, expected exit code, output kind)
-    ([*SYNTH, "--synthetic", "copy.csv"], "fail", 1, "folder"),  # a near-copy fails with no flags given
+    # A near-copy release without a DP claim: LEAKS, exit 0 (no claim is not a pass, nor a fail) …
+    ([*SYNTH, "--synthetic", "copy.csv"], "no_claim", 0, "folder"),
+    # … and exit 1 when the gate asks for it.
+    ([*SYNTH, "--synthetic", "copy.csv", "--fail-on-leak"], "fail", 1, "folder"),
+    # audit-scores: the five outcomes on generated score files
     (["audit-scores", "null_scores.csv", "--claimed-epsilon", "1"], "inconclusive", 0, "folder"),  # no coin flip
     (["audit-scores", "null_scores.csv", "--claimed-epsilon", "1", "--membership-randomized"], "pass", 0, "folder"),
+    (["audit-scores", "leaky_scores.csv", "--claimed-epsilon", "1", "--membership-randomized"], "fail", 1, "folder"),
+    (["audit-scores", "leaky_scores.csv"], "no_claim", 0, "folder"),  # no claim, leaks
+    (["audit-scores", "null_scores.csv"], "no_claim", 0, "folder"),  # no claim, no significant leakage
+    (["audit-scores", "leaky_scores.csv", "--fail-on-leak"], "fail", 1, "folder"),
     (["mechanism-audit", "--mechanism", "audit.demos.mechanisms:laplace_count_wrong_scale", "--trials", "4000"],
      "fail", 1, "single"),
     (["accountant-check", "--accountant", "audit.dp_validation.accountant_check:opacus_gdp", "--grid", "grid.yaml"],
@@ -274,9 +288,9 @@ CASES = [
      "pass", 0, "single"),
     (["whitebox-audit", "--builtin", "--noise-multiplier", "2", "--steps", "4", "--runs", "200",
       "--claimed-epsilon", "0.8", "--workers", "1", "--quiet"], "fail", 1, "single"),  # the claim is 4× too private
-    # audit-model: a memorising model claiming no DP passes the built-in checks (nothing to violate)
-    # and fails a policy's max_auc; with a claim it is inconclusive (files are not coin flips).
-    ([*MODEL, "--claimed-epsilon", "inf"], "pass", 0, "folder"),
+    # audit-model: a memorising model claiming no DP is never a pass: LEAKS (exit 0: nothing was
+    # claimed), and fails a policy's max_auc; with a claim it is inconclusive (files are not coin flips).
+    ([*MODEL, "--claimed-epsilon", "inf"], "no_claim", 0, "folder"),
     ([*MODEL, "--claimed-epsilon", "inf", "--policy", "auc.yaml"], "fail", 1, "folder"),
     # (with a claim it is inconclusive: files are not coin flips; tests/test_cli_audits.py has that case)
     # the federated job (`run` with a federated: section): its per-client rows under a max_auc rule
@@ -291,7 +305,8 @@ CASES = [
 
 def _console_status(proc) -> str:
     text = proc.stdout + proc.stderr
-    for word, status in (("FAIL", "fail"), ("INCONCLUSIVE", "inconclusive"), ("PASS", "pass")):
+    for word, status in (("FAIL", "fail"), ("INCONCLUSIVE", "inconclusive"), ("PASS", "pass"), ("LEAKS", "no_claim"),
+                         ("NO SIGNIFICANT LEAKAGE FOUND", "no_claim")):
         if any(line.startswith(word) for line in text.splitlines()):
             return status
     return "none"
@@ -312,17 +327,40 @@ def test_console_results_report_summary_junit_and_mlflow_agree(cli, tmp_path, ar
     else:
         results = json.loads((folder / "results.json").read_text())
         verdict = results["verdict"]
-        word = {"pass": "PASS", "fail": "FAIL", "inconclusive": "INCONCLUSIVE"}[status]
+        assert results["schema_version"] == 3
+    word = status_word(status, verdict)
+    console = (proc.stdout + proc.stderr).splitlines()
+    assert any(line.startswith(word) for line in console), word  # LEAKS / NO SIGNIFICANT … / PASS / …
+    assert verdict["status"] == status and verdict["passed"] == (status == "pass")
+    claims = verdict["claims"]
+    assert (status == "no_claim") == (not claims)
+    counts = {s: sum(c["status"] == s for c in claims) for s in ("held", "refuted", "untestable")}
+    assert (status == "pass") == (counts["held"] == len(claims) > 0)
+    for claim in claims:  # every claim's status on the console, in words
+        assert any(line.startswith("claim ") and claim["claim"] in line for line in console), claim["claim"]
+    report = (folder / "report.html").read_text()
+    assert f"data-status=\"{status}\"" in report or f"data-status='{status}'" in report
+    if kind == "folder":
         assert (folder / "summary.md").read_text().splitlines()[0].endswith(word)
         junit = ET.parse(folder / "junit.xml").getroot()
-        assert {p.get("name"): p.get("value") for p in junit.iter("property")}["verdict"] == status
-    assert verdict["status"] == status and verdict["passed"] == (status != "fail")
-    assert f"data-status=\"{status}\"" in (folder / "report.html").read_text() or \
-        f"data-status='{status}'" in (folder / "report.html").read_text()
+        properties = {p.get("name"): p.get("value") for p in junit.iter("property")}
+        assert properties["verdict"] == status and properties["passed"] == str(status == "pass").lower()
+        cases = junit.findall("./testsuite/testcase")
+        failing = sum(c.find("failure") is not None for c in cases)
+        assert sum(c.find("skipped") is not None for c in cases) == counts["untestable"]
+        assert failing == counts["refuted"] + (status == "fail" and counts["refuted"] == 0)
+        assert len(cases) == len(claims) + (status == "fail" and counts["refuted"] == 0)
+        for claim in claims:
+            assert f'data-claim-status="{claim["status"]}"' in report
+        for entry in verdict["leakage"]:
+            assert f'data-leakage="{entry["status"]}"' in report
     mlflow.set_tracking_uri(db)
     runs = mlflow.search_runs(search_all_experiments=True)
     parents = runs[runs.get("tags.mlflow.parentRunId").isna()] if "tags.mlflow.parentRunId" in runs else runs
     assert list(parents["tags.verdict"]) == [status]
+    assert list(parents["tags.verdict.headline"]) == [word]
+    for i, claim in enumerate(claims):
+        assert list(parents[f"tags.verdict.claim.{i:02d}"]) == [f"{claim['status']}: {claim['claim']}"[:4900]]
 
 
 @pytest.mark.slow

@@ -7,7 +7,8 @@ from typing import Annotated, Optional
 import typer
 
 from audit.cli.app import app, console, switch
-from audit.cli.output import QuietOption, RayAddressOption, TrackingUriOption, command_progress, print_verdict, publish_results
+from audit.cli.output import (FailOnLeakOption, QuietOption, RayAddressOption, TrackingUriOption, command_progress, print_verdict,
+                              publish_results, with_fail_on_leak)
 
 
 @app.command("audit-scores")
@@ -21,6 +22,7 @@ def audit_scores_command(
     out: Annotated[Path, typer.Option("--out", help="folder that receives <timestamp>-scores/")] = Path("runs"),
     tracking_uri: TrackingUriOption = None,
     quiet: QuietOption = False,
+    fail_on_leak: FailOnLeakOption = False,
 ) -> None:
     """Audit your own membership scores: every attack metric, ε lower bounds, report, gate."""
     from audit.machinery.crash_log import set_log_folder
@@ -49,8 +51,9 @@ def audit_scores_command(
                 "eps_lb_best": target["epsilon_lb_best"]}
 
     results, final = publish_results(
-        lambda staging: audit_scores(scores_file, delta=delta, confidence=confidence, claimed_epsilon=claimed_epsilon,
-                                     membership_randomized=membership_randomized),
+        lambda staging: with_fail_on_leak(audit_scores(
+            scores_file, delta=delta, confidence=confidence, claimed_epsilon=claimed_epsilon,
+            membership_randomized=membership_randomized), fail_on_leak),
         out=out, folder_name="scores", experiment="audit-scores", tracking_uri=tracking_uri,
         run_name=scores_file.name, tags={"source": str(scores_file)}, metrics_of=metrics_of, policy=loaded_policy,
         progress=command_progress(quiet), what="scores: attack metrics, CIs and ε bounds",
@@ -89,6 +92,7 @@ def audit_model(
     out: Annotated[Path, typer.Option("--out", help="folder that receives <timestamp>-<name>/")] = Path("runs"),
     tracking_uri: TrackingUriOption = None,
     quiet: QuietOption = False,
+    fail_on_leak: FailOnLeakOption = False,
 ) -> None:
     """Audit your own trained model: a PyTorch module, a scikit-learn estimator (skops), an ONNX file or a
     prediction function (optionally label-only), on member / non-member files."""
@@ -118,12 +122,12 @@ def audit_model(
     model_name = Path(model_name).name if model_name else "model"
     progress = command_progress(quiet)
     results, final = publish_results(
-        lambda staging: audit_user_model(
+        lambda staging: with_fail_on_leak(audit_user_model(
             resolved, weights=weights, factory=factory, skops=skops, onnx=onnx, function=function, output=output,
             trainer=trainer, members=members, nonmembers=nonmembers, label=label, population=population,
             attack_names=names, device=device, workers=workers, executor=executor, ray_address=ray_address,
             scores_path=staging / "scores" / "scores.csv",
-        ),
+        ), fail_on_leak),
         out=out, folder_name=resolved.name, experiment="audit-model", tracking_uri=tracking_uri,
         run_name=f"audit-model {model_name}", tags={"model": model_name},
         metrics_of=lambda results: target_metrics(results["targets"][0]), policy=loaded_policy,

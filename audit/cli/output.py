@@ -36,9 +36,26 @@ def command_progress(quiet: bool) -> Progress:
     return progress_for(err_console, quiet)
 
 
+FailOnLeakOption = Annotated[bool, typer.Option(
+    "--fail-on-leak/--no-fail-on-leak",
+    help="exit 1 when a model or release without a DP claim LEAKS (a significant test of chance)")]
+
+def with_fail_on_leak(results: dict, fail_on_leak: bool) -> dict:
+    """Record `--fail-on-leak` in the results' verdict, where `verdict_for_results` (the run, `report`,
+    `gate`) reads it: a LEAKS statement then fails the verdict."""
+    results["verdict"] = {**(results.get("verdict") or {}), "fail_on_leak": bool(fail_on_leak)}
+    return results
+
+
+_CLAIM_STYLE = {"held": "green", "refuted": "red", "untestable": "yellow"}
+
+
 def print_verdict(results: dict, fail_on_inconclusive: bool = False) -> None:
-    """The verdict as everything else shows it (audit.machinery.verdict); exit 1 when it is "fail"
-    (or "inconclusive" with `fail_on_inconclusive`, for CI gates that need an audit able to fail)."""
+    """The verdict as everything else shows it (audit.machinery.verdict): one line per claim, the
+    leakage statement of each subject without a claim, then the top line, each reason once.
+    Exit 1 when it is "fail" (or "inconclusive" with `fail_on_inconclusive`)."""
+    from audit.machinery.verdict import claim_sentence, extra_reasons, status_word
+
     verdict = results["verdict"]
     status = verdict.get("status") or ("pass" if verdict.get("passed") else "fail")
     by = verdict.get("decided_by") or "built-in checks"
@@ -47,22 +64,41 @@ def print_verdict(results: dict, fail_on_inconclusive: bool = False) -> None:
     fwer = (verdict.get("family_wise_error") or {}).get("statement")
     if fwer:
         console.print(f"[dim]{fwer}[/dim]", highlight=False, soft_wrap=True)
+    claims = [c for c in verdict.get("claims") or [] if isinstance(c, dict)]
+    # With --fail-on-inconclusive an untestable claim is why the command fails: it goes to stderr.
+    failing_open = fail_on_inconclusive and status == "inconclusive"
+    for claim in claims:
+        style = _CLAIM_STYLE.get(str(claim.get("status")), "white")
+        out = err_console if failing_open and claim.get("status") == "untestable" else console
+        out.print(f"[{style}]claim[/{style}] {claim_sentence(claim)}", highlight=False, soft_wrap=True)
+    for entry in verdict.get("leakage") or []:
+        style = "red" if entry.get("status") == "leaks" else "green"
+        console.print(f"[{style}]no claim[/{style}] {entry.get('statement')}", highlight=False, soft_wrap=True)
+    word = status_word(status, verdict)
+    counts = " · ".join(f"{sum(1 for c in claims if c.get('status') == s)} {s}"
+                        for s in ("held", "refuted", "untestable"))
     if status == "fail":
-        err_console.print(f"[red]FAIL[/red] ({by})", highlight=False, soft_wrap=True)
-        for reason in verdict["reasons"]:
+        err_console.print(f"[red]FAIL[/red] ({by}): {counts}", highlight=False, soft_wrap=True)
+        for reason in extra_reasons(verdict):
             err_console.print(f"[red]FAIL[/red] {reason}", highlight=False, soft_wrap=True)
         raise typer.Exit(EXIT_FAILED)
     if status == "inconclusive":
-        console.print(f"[yellow]INCONCLUSIVE[/yellow] ({by}): no claim was refuted, but not every claim could have been",
-                      highlight=False, soft_wrap=True)
-        for reason in verdict["reasons"]:
+        (err_console if failing_open else console).print(
+            f"[yellow]INCONCLUSIVE[/yellow] ({by}): {counts}; no claim was refuted, but not every claim could have been",
+            highlight=False, soft_wrap=True)
+        for reason in extra_reasons(verdict):
             (err_console if fail_on_inconclusive else console).print(
                 f"[yellow]INCONCLUSIVE[/yellow] {reason}", highlight=False, soft_wrap=True)
         if fail_on_inconclusive:
             err_console.print("[red]FAIL[/red] inconclusive and --fail-on-inconclusive was given", highlight=False)
             raise typer.Exit(EXIT_FAILED)
         return
-    console.print(f"[green]PASS[/green] ({by})", highlight=False, soft_wrap=True)
+    if status == "no_claim":
+        style = "red" if word == "LEAKS" else "green"
+        console.print(f"[{style}]{word}[/{style}] ({by}): no DP claim was tested, so nothing passes or fails; "
+                      "exit 0 unless a policy or --fail-on-leak says otherwise", highlight=False, soft_wrap=True)
+        return
+    console.print(f"[green]PASS[/green] ({by}): every claim held ({counts})", highlight=False, soft_wrap=True)
 
 
 def publish_results(compute, *, out: Path, folder_name: str, experiment: str, tracking_uri: str | None,
@@ -122,7 +158,8 @@ def record_audit(kind: str, result: dict, out: Path, tracking_uri: str | None, p
     """Write `<out>/<timestamp>-<kind>/<kind>.json` atomically and log one MLflow run in `privacy-audit/<kind>`."""
     from audit.machinery.run_directory import StagedRunDirectory, write_json_atomic
     from audit.machinery.tracking import AuditTracker, experiment_name
-    from audit.machinery.verdict import single_audit_verdict, verdict_tags
+    from audit.machinery.single_audit_verdicts import single_audit_verdict
+    from audit.machinery.verdict_words import verdict_tags
     from reports.audit_report import write_audit_report
 
     result = {**result, "verdict": single_audit_verdict(kind, result)}
@@ -162,8 +199,10 @@ def record_audit(kind: str, result: dict, out: Path, tracking_uri: str | None, p
 def print_bound(result: dict, what: str, path: Path, fail_on_inconclusive: bool = False) -> None:
     claim = result.get("claimed_epsilon")
     bound = result.get("epsilon_lower_bound")
+    profile = isinstance(result.get("profile_test"), dict)
     console.print(f"{what}: empirical ε lower bound {bound:.3f} at {result.get('confidence', 0.95):.0%} confidence "
-                  f"(claimed ε {claim if claim is None else f'{claim:.3f}'}, δ {result.get('delta')})")
+                  f"(claimed ε {claim if claim is None else f'{claim:.3f}'}, δ {result.get('delta')})"
+                  + ("; shown beside the profile test, which decides" if profile else ""))
     gdp = result.get("gdp_estimate")
     if isinstance(gdp, dict) and isinstance(gdp.get("epsilon"), (int, float)):
         mu = f", μ {gdp['mu']:.3f}" if isinstance(gdp.get("mu"), (int, float)) else ""
@@ -180,8 +219,10 @@ def print_bound(result: dict, what: str, path: Path, fail_on_inconclusive: bool 
     fdp = result.get("fdp_one_run")
     if isinstance(fdp, dict) and "refuted" in fdp:
         gdp = fdp.get("gdp_epsilon")
+        decides = not isinstance(test, dict)  # beside the profile test it is a figure, not the decision
         console.print(f"one-run f-DP test (Mahloujifar et al. 2024) of the claimed curve over {fdp['m']} canaries: "
                       + ("refuted" if fdp["refuted"] else "not refuted")
+                      + ("" if decides else " (shown only: the profile test above decides)")
                       + (f"; GDP-family ε ≥ {gdp:.3f} (assumes a Gaussian trade-off curve)" if isinstance(gdp, (int, float)) else ""))
         ceiling_point = result.get("profile_ceiling") or {}
         console.print("ceiling: " + ("a perfect attack with these runs could refute the claim's profile"
@@ -194,7 +235,7 @@ def print_bound(result: dict, what: str, path: Path, fail_on_inconclusive: bool 
                       + (f"; exceeding the claim needs ≥ {needed} {verdict.get('needed_unit')}" if needed else ""))
     console.print(f"details: {path}")
     ceiling = result.get("ceiling")
-    if isinstance(ceiling, (int, float)):
+    if isinstance(ceiling, (int, float)) and ceiling != verdict.get("ceiling"):  # one ceiling, said once
         console.print(("(ε, δ) bound's ceiling" if isinstance(result.get("profile_test"), dict) else "ceiling")
                       + f": a perfect attack reaches at most {ceiling:.3f} with these runs at this confidence")
     if result["verdict"]["status"] == "pass":

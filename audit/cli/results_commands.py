@@ -95,7 +95,7 @@ def _gate_single_audit(kind: str, path: Path, policy: Any, folder: Path) -> None
     the gated `<kind>.json`, report.html and junit.xml written together in `folder`."""
     from audit.machinery.input_files import load_json_file
     from audit.machinery.run_directory import write_json_atomic
-    from audit.machinery.verdict import single_audit_verdict_with_policy
+    from audit.machinery.single_audit_verdicts import single_audit_verdict_with_policy
     from reports.audit_report import write_audit_report
     from reports.junit import write_junit_xml
 

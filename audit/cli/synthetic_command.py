@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from audit.cli.app import app, console, err_console, switch
-from audit.cli.output import QuietOption, TrackingUriOption, command_progress, print_verdict, publish_results
+from audit.cli.output import FailOnLeakOption, QuietOption, TrackingUriOption, command_progress, print_verdict, publish_results
 from audit.errors import AuditInputError
 
 
@@ -27,6 +27,7 @@ def synth_check(
     out: Annotated[Path, typer.Option("--out", help="folder that receives <timestamp>-synth-check/")] = Path("runs"),
     tracking_uri: TrackingUriOption = None,
     quiet: QuietOption = False,
+    fail_on_leak: FailOnLeakOption = False,
 ) -> None:
     """Is a synthetic release a disguised copy of its training data? NNDR, DCR, distance MIA, fidelity."""
     from audit.machinery.environment import describe_environment
@@ -65,7 +66,7 @@ def synth_check(
         raise
     entry = {"generator": f"user-supplied ({synthetic.name})", "epsilon_target": claimed_epsilon, **entry}
     results = {
-        "schema_version": 2,
+        "schema_version": 3,
         "config": {"name": "synth-check", "train": str(train), "holdout": str(holdout), "synthetic": str(synthetic),
                    "nan_policy": nan_policy, "target_column": target_column, "delta": delta, "seed": seed,
                    "claimed_epsilon": claimed_epsilon, "membership_randomized": membership_randomized},
@@ -75,7 +76,7 @@ def synth_check(
         "targets": [],
         "synthetic": [entry],
         "notes": list(entry.get("warnings", [])),
-        "verdict": None,  # decided by audit.machinery.verdict when the outputs are written
+        "verdict": {"fail_on_leak": bool(fail_on_leak)},  # decided by audit.machinery.verdict when written
     }
     results, final = publish_results(
         lambda staging: results, out=out, folder_name="synth-check", experiment="synth-check",

@@ -25,19 +25,19 @@ def claim_verdict(*, bound: float, ceiling: float, claimed_epsilon: float, delta
     need_text = f"it needs ≥ {needed} {unit}" if needed is not None else f"no feasible number of {unit} would"
     if bound > claimed_epsilon:
         status = "fail"
-        reasons = [f"violation: empirical ε lower bound {bound:.3f} > claimed ε {claimed_epsilon:.3f} "
+        reasons = [f"refuted: empirical ε lower bound {bound:.3f} > claimed ε {claimed_epsilon:.3f} "
                    f"(δ {delta:g}, {confidence:.0%} confidence)"]
     elif ceiling <= claimed_epsilon:
         status = "inconclusive"
-        reasons = [f"inconclusive: this audit cannot refute ε = {claimed_epsilon:.3f}: a perfect attack reaches at "
+        reasons = [f"untestable here: this audit cannot refute ε = {claimed_epsilon:.3f}: a perfect attack reaches at "
                    f"most {ceiling:.3f} here; {need_text}"]
     else:
         status = "pass"
-        reasons = [f"no violation: bound {bound:.3f} ≤ claimed ε {claimed_epsilon:.3f} (the audit could have "
+        reasons = [f"held: bound {bound:.3f} ≤ claimed ε {claimed_epsilon:.3f} (the audit could have "
                    f"reached {ceiling:.3f}; a bound below the claim is not a proof that the claim holds)"]
     return {
         "status": status,
-        "passed": status != "fail",
+        "passed": status == "pass",  # true only for PASS (an untestable claim is not a pass)
         "reasons": reasons,
         "decided_by": "built-in checks",
         "ceiling": float(ceiling),
@@ -63,20 +63,20 @@ def profile_verdict(test: dict[str, Any], ceiling: dict[str, Any], *, claimed_ep
     if test["refuted"]:
         pair = test["supporting_pair"]
         status = "fail"
-        reasons = [f"violation: the trainer's output is not consistent with the privacy profile its claim states "
+        reasons = [f"refuted: the trainer's output is not consistent with the privacy profile its claim states "
                    f"({test['profile']}) at {confidence:.0%} confidence: {where}; the claim (ε {claimed_epsilon:.3f} at "
                    f"δ {delta:g}) sets that floor through its pair ({pair['epsilon']:.2f}, {pair['delta']:.3g})"]
     elif not ceiling["refutable"]:
         status = "inconclusive"
-        reasons = [f"inconclusive: this audit cannot refute the claim's profile ({test['profile']}): even a perfect "
+        reasons = [f"untestable here: this audit cannot refute the claim's profile ({test['profile']}): even a perfect "
                    f"attack (no error in {n_runs} runs) would reach only p = {ceiling['perfect_attack_p_value']:.2g} "
                    f"against α = {1 - confidence:.2g}; use more runs (--models)"]
     else:
         status = "pass"
-        reasons = [f"no violation: {where}; a perfect attack could have refuted it (not a proof that the claim holds)"]
+        reasons = [f"held: {where}; a perfect attack could have refuted it (not a proof that the claim holds)"]
     return {
         "status": status,
-        "passed": status != "fail",
+        "passed": status == "pass",  # true only for PASS (an untestable claim is not a pass)
         "reasons": reasons,
         "decided_by": "built-in checks",
         "ceiling": None,

@@ -61,7 +61,7 @@ from targets.devices import resolve_device
 from targets.federated import train_federation
 from targets.splits import make_audit_splits
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 3
 
 
 @dataclass(frozen=True)

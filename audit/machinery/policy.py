@@ -22,7 +22,7 @@ that into the one `results["verdict"]` dict every command writes. A rule without
 file without synthetic data, a TPR level the results do not report) gives a check marked not
 applicable, which never fails the gate but is listed (and is a skipped test case in JUnit).
 
-Which numbers the rules read (results.json schema_version 1 or 2):
+Which numbers the rules read (results.json schema_version 1, 2 or 3):
 - max_auc, max_tpr_at_fpr: every `targets[].attacks[]` entry, and the distance attack of every
   `synthetic[].mia` entry when present;
 - max_epsilon_lb: `targets[].epsilon_lb_best` (the bound proven for one model: one-run with coin-flip
@@ -69,8 +69,8 @@ RESULTS_SCHEMA_PATH = Path(__file__).resolve().parents[1] / "schema" / "results.
 # Proven for one model / one release (coin-flip membership); Clopper-Pearson over one model's
 # candidates assumes independent trials and never gates (audit.statistics.attack_evaluation).
 _SOUND_BOUNDS = ("one_run",)
-RESULTS_SCHEMA_VERSION = 2
-READABLE_SCHEMA_VERSIONS = (1, 2)
+RESULTS_SCHEMA_VERSION = 3
+READABLE_SCHEMA_VERSIONS = (1, 2, 3)
 _INF_WORDS = ("inf", ".inf", "+inf", "infinity", "∞")
 
 
@@ -288,7 +288,7 @@ def load_results(path: str | Path) -> dict[str, Any]:
 
 
 def validate_results(results: Any, *, source: str = "results") -> None:
-    """Raise AuditInputError when `results` does not follow results.json schema_version 1 or 2.
+    """Raise AuditInputError when `results` does not follow results.json schema_version 1, 2 or 3.
 
     Version 2 (this version) adds the verdict status, each bound's assumption and scope and the PLD
     interval; version 1 files are still read (their verdict is recomputed from their numbers).
@@ -299,7 +299,7 @@ def validate_results(results: Any, *, source: str = "results") -> None:
     if isinstance(version, bool) or version not in READABLE_SCHEMA_VERSIONS:
         raise AuditInputError(
             f"{source}: field 'schema_version'",
-            f"expected 1 or 2, got {version!r} (written by another privacy-audit version?)",
+            f"expected 1, 2 or 3, got {version!r} (written by another privacy-audit version?)",
         )
     import jsonschema
 

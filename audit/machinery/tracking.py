@@ -217,8 +217,12 @@ class AuditTracker:
         _with_lock_retries(self.client.set_tag, run_id, key, str(value))
 
     def set_verdict(self, run_id: str, verdict: dict[str, Any] | None) -> None:
-        """The parent run's `verdict` tag: pass / fail / inconclusive."""
+        """The parent run's `verdict` tag (pass / fail / inconclusive / no_claim) and one tag per claim."""
+        from audit.machinery.verdict import claim_tags
+
         self.set_tag(run_id, "verdict", verdict_status(verdict))
+        for key, value in claim_tags(verdict or {}).items():
+            self.set_tag(run_id, key, value)
 
     def log_torch_model(self, run_id: str, model, input_example, artifact_path: str = "model") -> None:
         """The model in MLflow's PyTorch flavour, `runs:/<run>/model` (torch.export "pt2": it loads

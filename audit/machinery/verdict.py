@@ -1,28 +1,33 @@
-"""One verdict model for every command: checks in, pass / fail / inconclusive out.
+"""One verdict model for every command: checks in, one status per claim, the top line out.
 
 The contract (results["verdict"], read by the console, report.html, summary.md, junit.xml and the
-MLflow tag `verdict` of the parent run):
+MLflow tags of the parent run; results.json schema_version 3):
 
-    {"status": "pass" | "fail" | "inconclusive", "passed": status != "fail",
-     "reasons": [one line each], "decided_by": "built-in checks" | "policy <file>",
+    {"status": "pass" | "fail" | "inconclusive" | "no_claim", "passed": status == "pass",
+     "claims": [{"claim", "status": "held" | "refuted" | "untestable", "reason", "ceiling", "needed", ...}],
+     "counts": {"held": n, "refuted": n, "untestable": n},
+     "leakage": [{"subject", "status": "leaks" | "no_significant_leakage", "statement", "tests", ...}],
+     "reasons": [one line per claim], "decided_by": "built-in checks" | "policy <file>",
      "family_wise_error": {...how the tests that decide were corrected...},
-     "checks": [...every check, its outcome...], "notes": [...findings that decide nothing...]}
+     "checks": [...every check, its outcome...], "notes": [...], "fail_on_leak": bool}
 
 A `Check` is one of:
 - a statistical test of a claim (`p_value`: of "the claim holds"); all tests of one verdict form
   one family, corrected with Holm's step-down procedure at α = 1 − confidence, so the probability
-  that a true claim is reported as violated is ≤ α for the verdict as a whole;
-- a deterministic check (`failed`): a policy rule, an unsound accountant, a single pre-declared
-  audit test (canary, mechanism) whose bound already holds at the stated confidence;
+  that a true claim is reported as refuted is ≤ α for the verdict as a whole;
+- a rule applied to the results (`failed`): a policy rule, an unsound accountant, a single
+  pre-declared audit test (canary, mechanism) whose bound already holds at the stated confidence;
 - `inconclusive`: a check that could not have failed — its ceiling (the bound a perfect attack
   would reach) is at or below the claim, or no bound is proven for the setting;
 - `decides=False`: shown with its assumption, never decides (e.g. Clopper-Pearson over one
   model's candidates, which assumes independent trials).
 
-Status: "fail" if any test is rejected or any deterministic check failed; otherwise
-"inconclusive" if any deciding check was inconclusive (the weaker claim wins: a run in which one
-claim could not have been refuted does not "pass" that claim); otherwise "pass". Inconclusive exits
-0 unless a policy sets `fail_on_inconclusive`.
+Each check names the claim it tests (`claim`); a claim is **refuted** if one of its checks failed,
+**untestable** here if one could not have failed (the weaker claim wins), **held** otherwise. The
+top line: "fail" if a claim was refuted (a policy rule is a claim too), "inconclusive" if one was
+untestable (fail with a policy's `fail_on_inconclusive`), "pass" only when every claim held, and
+"no_claim" when nothing claimed was tested: then the leakage statements (audit.machinery.leakage)
+say LEAKS or NO SIGNIFICANT LEAKAGE FOUND, and the verdict fails only with `--fail-on-leak`.
 
 `verdict_for_results` builds the built-in checks from a results dict (targets, synthetic entries)
 and folds a policy into the same model; `gate` and `report` recompute it from results.json, so the
@@ -30,19 +35,25 @@ run, the gate and a re-render cannot disagree.
 """
 from __future__ import annotations
 
+import functools
 import math
 from copy import deepcopy
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Iterable, Literal
 
+from audit.machinery.leakage import synthetic_leakage, target_leakage
+from audit.machinery.verdict_words import (  # noqa: F401  (re-exported: the words every output uses)
+    claim_line, claim_sentence, claim_tags, extra_reasons, leakage_word, status_word, verdict_tags,
+)
+from audit.statistics.audit_ceilings import canaries_needed_one_run
 from audit.statistics.epsilon_bounds import one_run_ceiling, one_run_claim_p_value
 from audit.statistics.multiple_testing import holm_rejections
 
-__all__ = ["Check", "decide", "family_alpha_each", "verdict_for_results", "single_audit_verdict", "single_audit_verdict_with_policy",
-           "status_word", "verdict_tags",
-           "BUILT_IN"]
+__all__ = ["Check", "decide", "family_alpha_each", "verdict_for_results", "recompute_verdict", "claim_statuses",
+           "needed_candidates", "status_word", "leakage_word", "claim_line", "claim_sentence", "extra_reasons",
+           "claim_tags", "verdict_tags", "BUILT_IN"]
 
-Status = Literal["pass", "fail", "inconclusive"]
+Status = Literal["pass", "fail", "inconclusive", "no_claim"]
 BUILT_IN = "built-in checks"
 DEFAULT_ALPHA = 0.05
 
@@ -59,10 +70,44 @@ class Check:
     inconclusive: bool = False
     decides: bool = True
     assumption: str = ""
+    claim: str = ""  # the claim this check tests (checks of one claim decide it together)
+    ceiling: float | None = None  # the most a perfect attack could show here (an ε), where computable
+    needed: str = ""  # what would make an untestable claim testable ("needs ≥ 3,100 candidates")
 
 
-def status_word(status: str) -> str:
-    return {"pass": "PASS", "fail": "FAIL", "inconclusive": "INCONCLUSIVE"}.get(status, str(status).upper())
+def claim_statuses(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One entry per claim from the decided check rows (pure): refuted if any of its checks failed;
+    otherwise untestable if any of them could not have failed (the weaker claim wins: one check whose
+    ceiling is at or below the claim leaves the claim untested there); held when every check of it
+    could have refuted it and none did."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        if row.get("outcome") == "shown":
+            continue
+        key = row.get("claim") or f"{row.get('subject')}: {row.get('name')}"
+        groups.setdefault(key, []).append(row)
+    claims = []
+    for key, members in groups.items():
+        outcomes = [r["outcome"] for r in members]
+        status = "refuted" if "fail" in outcomes else ("untestable" if "inconclusive" in outcomes else "held")
+        wanted = {"refuted": "fail", "held": "pass"}.get(status, "inconclusive")
+        deciding = next(r for r in members if r["outcome"] == wanted)
+        reason = ("; ".join(dict.fromkeys(str(r.get("message")) for r in members if r["outcome"] == wanted))
+                  if status != "held" else deciding.get("message"))
+        ceilings = [r["ceiling"] for r in members if isinstance(r.get("ceiling"), (int, float))]
+        p_values = [r["p_value"] for r in members if isinstance(r.get("p_value"), (int, float))]
+        claims.append({
+            "claim": key,
+            "subject": deciding.get("subject"),
+            "kind": "policy rule" if deciding.get("assumption") == "policy rule" else "claim",
+            "status": status,
+            "reason": reason,
+            "ceiling": max(ceilings) if ceilings else None,
+            "needed": next((r["needed"] for r in members if r.get("needed")), None) if status == "untestable" else None,
+            "p_value": min(p_values) if p_values else None,
+            "checks": [r.get("name") for r in members],
+        })
+    return claims
 
 
 def decide(
@@ -72,12 +117,19 @@ def decide(
     decided_by: str = BUILT_IN,
     fail_on_inconclusive: bool = False,
     notes: Iterable[str] = (),
+    leakage: Iterable[dict[str, Any]] = (),
+    fail_on_leak: bool = False,
 ) -> dict[str, Any]:
-    """The verdict dict for `checks` (pure). Holm over every deciding check that carries a p-value."""
+    """The verdict dict for `checks` (pure). Holm over every deciding check that carries a p-value;
+    then one status per claim (`claims`) and the top line from them: pass only when every claim
+    held, fail when one was refuted (a policy rule is a claim too), inconclusive otherwise, and
+    "no_claim" when nothing claimed was tested: then `leakage` (statements on subjects without a
+    claim) says LEAKS or NO SIGNIFICANT LEAKAGE FOUND, and fails only with `fail_on_leak`."""
     checks = list(checks)
+    leakage = [dict(entry) for entry in leakage]
     tests = [c for c in checks if c.decides and c.p_value is not None]
     rejected = dict(zip(map(id, tests), holm_rejections([c.p_value for c in tests], alpha))) if tests else {}
-    rows, failures, open_claims = [], [], []
+    rows = []
     for check in checks:
         if not check.decides:
             outcome = "shown"
@@ -87,37 +139,45 @@ def decide(
             outcome = "inconclusive"
         else:
             outcome = "pass"
-        if outcome == "fail":
-            failures.append(check.message)
-        elif outcome == "inconclusive":
-            open_claims.append(check.message)
         rows.append({**asdict(check), "outcome": outcome})
-    if failures:
+    claims = claim_statuses(rows)
+    refuted = [c for c in claims if c["status"] == "refuted"]
+    open_claims = [c for c in claims if c["status"] == "untestable"]
+    leaks = [e for e in leakage if e.get("status") == "leaks"]
+    if refuted:
         status: Status = "fail"
+        reasons = [c["reason"] for c in refuted]
     elif open_claims:
         status = "fail" if fail_on_inconclusive else "inconclusive"
+        reasons = [("untestable here and the policy fails on inconclusive: " if fail_on_inconclusive else "")
+                   + c["reason"] for c in open_claims]
     else:
-        status = "pass"
-    if status == "fail" and not failures:
-        reasons = [f"inconclusive and the policy fails on inconclusive: {m}" for m in open_claims]
-    else:
-        reasons = failures or open_claims
+        status = "pass" if claims else "no_claim"
+        reasons = []
+    if fail_on_leak and leaks:
+        reasons = (reasons if status == "fail" else []) + [
+            f"leaks and --fail-on-leak was given: {e.get('statement')}" for e in leaks]
+        status = "fail"
     k = len(tests)
     statement = (
         f"Holm step-down over the {k} test(s) that can decide the verdict, family-wise error ≤ {alpha:g} "
-        f"(each claim is violated only if its test is rejected at α/(K − i + 1))"
-        if k else "no statistical test decides this verdict (deterministic checks only)"
+        f"(each claim is refuted only if its test is rejected at α/(K − i + 1))"
+        if k else "no p-value decides this verdict: each deciding check is a rule applied to the results"
     )
     return {
         "status": status,
-        "passed": status != "fail",
+        "passed": status == "pass",
         "reasons": reasons,
         "decided_by": decided_by,
         "policy": None if decided_by == BUILT_IN else decided_by.removeprefix("policy "),
         "family_wise_error": {"method": "holm" if k else "none", "alpha": alpha, "n_tests": k,
                               "statement": statement},
-        "inconclusive": open_claims,
+        "inconclusive": [c["reason"] for c in open_claims],
         "notes": list(notes),
+        "claims": claims,
+        "counts": {s: sum(1 for c in claims if c["status"] == s) for s in ("held", "refuted", "untestable")},
+        "leakage": leakage,
+        "fail_on_leak": bool(fail_on_leak),
         "checks": rows,
     }
 
@@ -174,8 +234,6 @@ def _tests_in_family(results: dict[str, Any], alpha: float) -> int:
         mia = entry.get("mia") or {}
         if _claim(entry, "epsilon_target") is not None:
             count += int(_one_run_details(mia) is not None)
-        elif not entry.get("baseline"):
-            count += len([t for t in entry.get("leak_tests") or [] if t.get("p_value") is not None])
     return count
 
 
@@ -191,23 +249,14 @@ def _target_checks(index: int, target: dict[str, Any], alpha_each: float, confid
     attacks = [a for a in target.get("attacks") or [] if isinstance(a, dict)]
     checks: list[Check] = []
     notes: list[str] = []
-    if claim is None:
-        best, where = target.get("epsilon_lb_best"), target.get("epsilon_lb_best_method")
-        tprs = [(a.get("tpr_at_fpr") or {}).get("0.001") for a in attacks]
-        tprs = [t for t in tprs if isinstance(t, (int, float))]
-        leak = f"one-run bound {best:.2f} ({where})" if isinstance(best, (int, float)) and best > 0 else None
-        if leak or tprs:
-            top = max(tprs) if tprs else None
-            text = f"{label} (no DP claim, so nothing to violate): "
-            text += (f"it leaks — {leak}" if leak else "no proven bound above 0")
-            if top is not None:
-                text += f"; the best attack finds {top:.1%} of members at 0.1 % FPR"
-            notes.append(text)
+    if claim is None:  # nothing to refute: the leakage statement (audit.machinery.leakage) speaks for it
         return checks, notes
+    claim_text = f"{label}: (ε {claim:.4g}, δ {delta:g})-DP"
     tested = False
     for attack in attacks:
         name = str(attack.get("name"))
         row_claim = attack.get("claim") if isinstance(attack.get("claim"), dict) else None
+        row_text = claim_text
         if row_claim is not None:  # a federated row: it tests its own level's guarantee, or none
             if _attack_claim(target, attack) is None:
                 checks.append(Check(
@@ -216,6 +265,8 @@ def _target_checks(index: int, target: dict[str, Any], alpha_each: float, confid
                     assumption="no guarantee to test"))
                 continue
             name = f"{name} ({row_claim.get('level', 'record')}-level ε)"
+            row_text = (f"{label}: {row_claim.get('level', 'record')}-level "
+                        f"(ε {_attack_claim(target, attack):.4g}, δ {delta:g})-DP")
         row_eps = _attack_claim(target, attack)
         cp = (attack.get("epsilon_lb") or {}).get("clopper_pearson")
         if cp is not None:
@@ -231,10 +282,11 @@ def _target_checks(index: int, target: dict[str, Any], alpha_each: float, confid
         if alpha is not None and not _could_refute(target, attack, alpha):
             alone = one_run_ceiling(int(details["m"]), delta, alpha)
             checks.append(Check(subject, f"{label} · {name} · one_run",
-                                f"{label}, {name}: inconclusive — even alone, a perfect attack could prove only "
+                                f"{label}, {name}: untestable here — even alone, a perfect attack could prove only "
                                 f"ε ≥ {alone:.2f} with {details['m']} candidates, at or below the claim {row_eps:.3f} "
                                 "(left out of the Holm family)", inconclusive=True,
-                                assumption="one training run, coin-flip membership (proven)"))
+                                assumption="one training run, coin-flip membership (proven)", claim=row_text,
+                                ceiling=alone, needed=needed_candidates(row_eps, delta, alpha)))
             continue
         p = one_run_claim_p_value(details, row_eps, delta)
         ceiling = one_run_ceiling(int(details["m"]), delta, alpha_each)
@@ -247,20 +299,24 @@ def _target_checks(index: int, target: dict[str, Any], alpha_each: float, confid
                        f"(p = {p:.2g}); ceiling {ceiling:.2f}")
         inconclusive = ceiling <= row_eps
         if inconclusive:
-            message = (f"{label}, {name}: inconclusive — even a perfect attack could prove only ε ≥ {ceiling:.2f} "
+            message = (f"{label}, {name}: untestable here — even a perfect attack could prove only ε ≥ {ceiling:.2f} "
                        f"with {details['m']} candidates at the family level, at or below the claim {row_eps:.3f}")
         checks.append(Check(subject, f"{label} · {name} · one_run", message, p_value=p, inconclusive=inconclusive,
-                            assumption="one training run, coin-flip membership (proven)"))
+                            assumption="one training run, coin-flip membership (proven)", claim=row_text,
+                            ceiling=ceiling,
+                            needed=needed_candidates(row_eps, delta, alpha_each) if inconclusive else ""))
     whitebox = target.get("whitebox_one_run")
     if isinstance(whitebox, dict) and whitebox.get("p_value") is not None:
-        checks += _whitebox_one_run_checks(subject, label, whitebox)
+        checks += _whitebox_one_run_checks(subject, label, whitebox, claim_text)
         tested = True
     if not tested:
         checks.append(Check(
             subject, f"{label} · no proven bound",
-            f"{label}: inconclusive — membership was not an independent fair coin flip, so no bound proven "
+            f"{label}: untestable here — membership was not an independent fair coin flip, so no bound proven "
             f"for one model decides whether ε {claim:.3f} holds (Clopper-Pearson is shown, assuming independent trials)",
-            inconclusive=True, assumption="one-run bound needs coin-flip membership",
+            inconclusive=True, assumption="one-run bound needs coin-flip membership", claim=claim_text,
+            needed="needs members drawn by a fair coin flip per record (--membership-randomized), or "
+                   "independent training runs (canary-audit)",
         ))
     interval = target.get("epsilon_pld_interval")
     reported = _claim(target, "epsilon_accountant")
@@ -273,15 +329,20 @@ def _target_checks(index: int, target: dict[str, Any], alpha_each: float, confid
             f"end {lower:.4f}: it claims more privacy than the training gives" if unsound else
             f"{label}: accountant ε {reported:.4f} ≥ PLD lower end {lower:.4f}",
             failed=unsound, assumption="PLD interval of the Poisson-subsampled Gaussian mechanism",
+            claim=f"{label}: the {target.get('accountant')} accountant's ε {reported:.4g} is at least the true ε",
         ))
     return checks, notes
 
 
-def _whitebox_one_run_checks(subject: str, label: str, row: dict[str, Any]) -> list[Check]:
+def _whitebox_one_run_checks(subject: str, label: str, row: dict[str, Any], claim_key: str) -> list[Check]:
     """The target's white-box one-run row (a twin trained with gradient canaries): one test in the
-    Holm family when it could refute its claim alone, else inconclusive; accuracy shown beside."""
+    Holm family when it could refute its claim alone, else inconclusive; accuracy shown beside. Its
+    own claim entry (row family "white-box one-run"), so that the membership rows' status of the
+    released model stays theirs."""
     name = f"{label} · white-box one-run"
     claim, m = float(row["claim"]), int(row["m"])
+    key = f"{claim_key} · white-box one-run (twin with canaries)"
+    ceiling = float(row["ceiling"]) if isinstance(row.get("ceiling"), (int, float)) else None
     assumption = "one training run of a twin with gradient canaries by fair coins (proven: Steinke et al., f-DP one-run)"
     accuracy = Check(subject, f"{name} · accuracy",
                      f"{label}: test accuracy {row['test_accuracy_target']:.3f} (released target) vs "
@@ -294,13 +355,15 @@ def _whitebox_one_run_checks(subject: str, label: str, row: dict[str, Any]) -> l
                       f"attack reaches ε {float(row['ceiling']):.2f} (Steinke et al.) and could not refute the claim's "
                       f"curve (f-DP), at or below the claim {claim:.3f}; needs "
                       + (f"≥ {need} canaries (privacy.one_run_canaries)" if need else "more than 10⁶ canaries")
-                      + " (left out of the Holm family)", inconclusive=True, assumption=assumption), accuracy]
+                      + " (left out of the Holm family)", inconclusive=True, assumption=assumption, claim=key,
+                      ceiling=ceiling, needed=(f"needs ≥ {need:,} canaries (privacy.one_run_canaries)" if need
+                                               else "needs more than 10⁶ canaries")), accuracy]
     p = float(row["p_value"])
     message = (f"{label}, white-box one-run ({m} {row.get('kind')} canaries, every iterate): Steinke et al. ε ≥ "
                f"{float(row['steinke_epsilon']):.3f}, f-DP test {'refutes' if row.get('fdp_refuted') else 'does not refute'} "
                f"the claim's curve, vs accountant ε {claim:.3f} (p = {p:.2g}; estimates: Gaussian sum ε ≈ "
                f"{float(row['gaussian_sum_epsilon']):.2f}, Andrew et al. ε ≈ {float(row['andrew_epsilon']):.2f})")
-    return [Check(subject, name, message, p_value=p, assumption=assumption), accuracy]
+    return [Check(subject, name, message, p_value=p, assumption=assumption, claim=key, ceiling=ceiling), accuracy]
 
 
 def _synthetic_checks(index: int, entry: dict[str, Any], alpha_each: float, confidence: float) -> list[Check]:
@@ -311,6 +374,7 @@ def _synthetic_checks(index: int, entry: dict[str, Any], alpha_each: float, conf
     mia = entry.get("mia") or {}
     checks: list[Check] = []
     if claim is not None:
+        claim_text = f"{label}: (ε {claim:g})-DP release"
         details = _one_run_details(mia)
         cp = (mia.get("epsilon_lb") or {}).get("clopper_pearson")
         if cp is not None:
@@ -322,7 +386,8 @@ def _synthetic_checks(index: int, entry: dict[str, Any], alpha_each: float, conf
             checks.append(Check(subject, f"{label} · no proven bound",
                                 f"{label}: inconclusive — train/holdout membership was not declared a fair coin "
                                 f"flip, so no proven bound tests the generator's ε", inconclusive=True,
-                                assumption="one-run bound needs coin-flip membership"))
+                                assumption="one-run bound needs coin-flip membership", claim=claim_text,
+                                needed="needs train/holdout rows assigned by a fair coin flip per record"))
         else:
             delta = float((details.get("delta") if details.get("delta") is not None else 0.0))
             p = one_run_claim_p_value(details, claim, delta)
@@ -333,52 +398,67 @@ def _synthetic_checks(index: int, entry: dict[str, Any], alpha_each: float, conf
                        f"(p = {p:.2g}; one-run bound {bound:.3f})" if p <= alpha_each else
                        f"{label}: one-run bound {bound:.3f} vs claimed ε {claim:g} (p = {p:.2g})")
             if inconclusive:
-                message = (f"{label}: inconclusive — a perfect attack could prove only ε ≥ {ceiling:.2f} "
+                message = (f"{label}: untestable here — a perfect attack could prove only ε ≥ {ceiling:.2f} "
                            f"with {details['m']} records, at or below the claim {claim:g}")
             checks.append(Check(subject, f"{label} · distance · one_run", message, p_value=p,
-                                inconclusive=inconclusive, assumption="one release, coin-flip membership (proven)"))
+                                inconclusive=inconclusive, assumption="one release, coin-flip membership (proven)",
+                                claim=claim_text, ceiling=ceiling,
+                                needed=needed_candidates(claim, delta, alpha_each, "records") if inconclusive else ""))
         for flag in entry.get("flags") or []:
             if flag.get("check") != "epsilon_violation":
                 checks.append(Check(subject, f"{label} · {flag.get('check')}", f"{label}: {flag.get('message')} "
                                     "(shown: a DP generator is judged by its ε)", decides=False))
         return checks
-    # No DP claim: the release must not be a near-copy (DCR, exact copies) nor let the distance
-    # attack tell train from holdout rows. Each is a test with a p-value, in the verdict's family.
-    leak_tests = [t for t in entry.get("leak_tests") or [] if isinstance(t, dict) and t.get("p_value") is not None]
+    # No DP claim: nothing to refute. A release under audit gets a leakage statement
+    # (audit.machinery.leakage); a reference generator of the run's own sweep (e.g. the deliberately
+    # leaky noisy copy) shows what leakage looks like: its tests are shown only.
     if entry.get("baseline"):
-        # A reference generator of the run's own sweep (e.g. the deliberately leaky noisy copy): like
-        # the ε = ∞ target it shows what leakage looks like; it is not a release under audit.
+        leak_tests = [t for t in entry.get("leak_tests") or [] if isinstance(t, dict) and t.get("p_value") is not None]
         return [Check(subject, f"{label} · {t.get('check')}", f"{label} (baseline, not a release under audit): "
                       f"{t.get('message')}", p_value=float(t["p_value"]), decides=False,
                       assumption=str(t.get("assumption") or "")) for t in leak_tests]
-    if leak_tests:
-        for test in leak_tests:
-            checks.append(Check(subject, f"{label} · {test.get('check')}", f"{label}: {test.get('message')}",
-                                p_value=float(test["p_value"]),
-                                assumption=str(test.get("assumption") or "")))
-    else:  # results written before leak_tests existed: the flags, already tested at α/3 each
-        for flag in entry.get("flags") or []:
-            checks.append(Check(subject, f"{label} · {flag.get('check')}", f"{label}: {flag.get('message')}",
-                                failed=True))
     return checks
 
 
-def built_in_checks(results: dict[str, Any], alpha: float) -> tuple[list[Check], list[str]]:
-    """Every built-in check of a results dict, and notes (findings on targets without a claim)."""
+def built_in_checks(results: dict[str, Any], alpha: float) -> tuple[list[Check], list[str], list[dict[str, Any]]]:
+    """Every built-in check of a results dict, notes, and the leakage statements of the subjects
+    without a DP claim (targets, synthetic releases under audit)."""
     k = max(_tests_in_family(results, alpha), 1)
     alpha_each = alpha / k  # the first Holm step: what a test must reach when nothing else fails
     confidence = 1 - alpha
     checks: list[Check] = []
     notes: list[str] = []
+    leakage: list[dict[str, Any]] = []
     for index, target in enumerate(results.get("targets") or []):
         if isinstance(target, dict):
             more, found = _target_checks(index, target, alpha_each, confidence, alpha)
             checks += more
             notes += found
+            if not _target_has_claim(target):
+                leakage.append(target_leakage(index, target, f"ε = {_eps_text(target.get('epsilon_target'))}", alpha))
     for index, entry in enumerate(results.get("synthetic") or []):
         if isinstance(entry, dict):
             checks += _synthetic_checks(index, entry, alpha_each, confidence)
-    return checks, notes
+            if _claim(entry, "epsilon_target") is None and not entry.get("baseline"):
+                name = entry.get("generator") or f"synthetic[{index}]"
+                leakage.append(synthetic_leakage(index, entry, f"synthetic '{name}'", alpha))
+    return checks, notes, leakage
+
+
+def _target_has_claim(target: dict[str, Any]) -> bool:
+    return _claim(target, "epsilon_accountant") is not None or any(
+        _attack_claim(target, a) is not None for a in target.get("attacks") or [] if isinstance(a, dict))
+
+
+@functools.lru_cache(maxsize=256)
+def needed_candidates(claim: float, delta: float, alpha: float, unit: str = "candidates") -> str:
+    """What would make a one-run test of `claim` testable at level `alpha`: "needs ≥ N candidates in
+    one run" (audit_ceilings.canaries_needed_one_run, Steinke, Nasr, Jagielski 2023, arXiv 2305.08846)."""
+    needed = canaries_needed_one_run(claim, delta, confidence=1 - alpha)
+    if needed is None:
+        return (f"needs more than 10⁶ {unit} in one run (the 2mδ term grows with m), or independent "
+                "training runs (canary-audit)")
+    return f"needs ≥ {needed:,} {unit} in one run"
 
 
 def results_confidence(results: dict[str, Any]) -> float:
@@ -403,8 +483,18 @@ def family_alpha_each(results: dict[str, Any]) -> float:
     return alpha / max(_tests_in_family(results, alpha), 1)
 
 
-def verdict_for_results(results: dict[str, Any], policy: Any = None) -> tuple[dict[str, Any], Any]:
+def recompute_verdict(results: dict[str, Any], policy: Any = None, *, fail_on_leak: bool | None = None) -> dict[str, Any]:
+    """The verdict dict recomputed from the numbers of a results dict (pure; `gate`, `report` and
+    the schema checks call it): what the run that wrote `results` must have said."""
+    return verdict_for_results(results, policy, fail_on_leak=fail_on_leak)[0]["verdict"]
+
+
+def verdict_for_results(results: dict[str, Any], policy: Any = None, *,
+                        fail_on_leak: bool | None = None) -> tuple[dict[str, Any], Any]:
     """(results with `verdict` and the targets' `violation` set, the PolicyEvaluation or None).
+
+    `fail_on_leak` (None: as the results' own verdict recorded it) makes a LEAKS statement on a
+    subject without a DP claim fail the verdict (`--fail-on-leak`).
 
     Without a policy the built-in checks decide. With one, its rules decide (`fail_on_violation`,
     on by default, reads the targets' `violation`, which is the Holm-corrected built-in test), plus
@@ -415,8 +505,11 @@ def verdict_for_results(results: dict[str, Any], policy: Any = None) -> tuple[di
 
     out = deepcopy(results)
     alpha = 1 - results_confidence(results)
-    checks, notes = built_in_checks(out, alpha)
-    built_in = decide(checks, alpha=alpha, notes=notes)
+    if fail_on_leak is None:
+        fail_on_leak = bool((results.get("verdict") or {}).get("fail_on_leak")) if isinstance(
+            results.get("verdict"), dict) else False
+    checks, notes, leakage = built_in_checks(out, alpha)
+    built_in = decide(checks, alpha=alpha, notes=notes, leakage=leakage, fail_on_leak=fail_on_leak)
     failed_subjects = {row["subject"] for row in built_in["checks"]
                        if row["outcome"] == "fail" and row["subject"].startswith("targets[")
                        and row["p_value"] is not None}
@@ -443,128 +536,23 @@ def verdict_for_results(results: dict[str, Any], policy: Any = None) -> tuple[di
               failed=check.applicable and not check.passed,
               inconclusive=(not check.applicable and check.rule == "max_epsilon_lb"),
               decides=check.applicable or check.rule == "max_epsilon_lb",
-              assumption="policy rule")
+              assumption="policy rule", claim=f"policy rule {check.rule} on {check.target_label}")
         for check in evaluation.checks
     ]
     if rules.fail_on_violation is not False:
         policy_checks += [c for c in checks if c.subject.startswith("synthetic[") and c.p_value is not None
                           and " at ε " in c.name]
     # Claims the built-in checks found untestable stay visible: the policy cannot make them pass.
-    policy_checks += [Check(c.subject, c.name, c.message, inconclusive=True, assumption=c.assumption)
+    policy_checks += [replace(c, inconclusive=True)
                       for c in checks if c.decides and c.inconclusive and c.p_value is None]
-    policy_checks += [Check(c["subject"], c["name"], c["message"], inconclusive=True, assumption=c["assumption"])
+    fields = set(Check.__dataclass_fields__)
+    policy_checks += [Check(**{**{k: v for k, v in c.items() if k in fields}, "p_value": None, "inconclusive": True})
                       for c in built_in["checks"] if c["outcome"] == "inconclusive" and c["p_value"] is not None]
     source = evaluation.policy_path or evaluation.policy_name
     out["verdict"] = decide(policy_checks, alpha=alpha, decided_by=f"policy {source}",
-                            fail_on_inconclusive=bool(getattr(rules, "fail_on_inconclusive", False)), notes=notes)
-    out["verdict"]["built_in"] = {"status": built_in["status"], "reasons": built_in["reasons"]}
+                            fail_on_inconclusive=bool(getattr(rules, "fail_on_inconclusive", False)), notes=notes,
+                            leakage=leakage, fail_on_leak=fail_on_leak)
+    out["verdict"]["built_in"] = {"status": built_in["status"], "reasons": built_in["reasons"],
+                                  "claims": built_in["claims"]}
     out["policy_evaluation"] = evaluation.as_dict()
     return out, evaluation
-
-
-# ---------------------------------------------------------------------------------------------
-# Single-claim audits: canary-audit, mechanism-audit, accountant-check
-
-
-def single_audit_verdict(kind: str, result: dict[str, Any]) -> dict[str, Any]:
-    """The verdict of a canary / mechanism audit (one pre-declared test) or an accountant check."""
-    if kind == "accountant-check":
-        checks = []
-        for point in result.get("points") or []:
-            where = f"σ={point.get('noise_multiplier'):g} q={point.get('sample_rate'):g} T={point.get('steps')} δ={point.get('delta'):g}"
-            bad = point.get("label") in ("unsound", "invalid")
-            checks.append(Check(where, "accountant vs PLD interval", f"{where}: {point.get('label')}: {point.get('message')}",
-                                failed=bad, assumption="true ε lies in the PLD interval [lower, upper]"))
-        return decide(checks)
-    if kind == "whitebox-audit":
-        # Its checks (refutation of the claimed curve, accountant agreement) come with the result:
-        # re-deciding them here keeps the run, `report` and the MLflow tag on one verdict.
-        own = result.get("verdict") or {}
-        fields = set(Check.__dataclass_fields__)
-        checks = [Check(**{k: v for k, v in row.items() if k in fields}) for row in own.get("checks") or []]
-        verdict = decide(checks, alpha=1 - float(result.get("confidence") or 1 - DEFAULT_ALPHA))
-        for key in ("ceiling", "needed", "needed_unit"):
-            verdict[key] = own.get(key)
-        if own.get("claims"):  # --mode one-run: each claim's held / refuted / untestable
-            verdict["claims"] = own["claims"]
-        verdict["family_wise_error"]["statement"] = (own.get("family_wise_error") or {}).get(
-            "statement", verdict["family_wise_error"]["statement"])
-        return verdict
-    if kind == "conformance":
-        checks = [Check(str(c.get("check")), "conformance check", f"{c.get('check')}: {c.get('detail')}",
-                        failed=not c.get("passed"), assumption="deterministic or family-wise corrected check")
-                  for c in result.get("checks") or [] if isinstance(c, dict)]
-        return decide(checks)
-    own = result.get("verdict") if isinstance(result.get("verdict"), dict) else {}  # the audit's own (ceiling)
-    claim = result.get("claimed_epsilon")
-    bound = result.get("epsilon_lower_bound")
-    confidence = result.get("confidence") or 1 - DEFAULT_ALPHA
-    ceiling = result.get("ceiling", own.get("ceiling"))
-    mode = str(result.get("mode") or "")
-    one_run = "one" in mode
-    assumption = ("one training run, coin-flip canaries (proven)" if one_run else
-                  "independent training runs / mechanism draws: Clopper-Pearson over independent trials (proven)")
-    inconclusive = (result.get("status") == "inconclusive" or own.get("status") == "inconclusive"
-                    or (isinstance(ceiling, (int, float)) and isinstance(claim, (int, float)) and ceiling <= claim))
-    failed = bool(result.get("violation")) or result.get("status") == "fail" or own.get("status") == "fail"
-    subject = str(result.get("trainer") or result.get("mechanism") or kind)
-    if isinstance(result.get("profile_test"), dict):
-        # A test against the claim's whole trade-off curve: its own verdict says what it refuted, and
-        # its ceiling is "could a perfect attack refute the profile", not an ε at the claim's δ.
-        inconclusive = own.get("status") == "inconclusive"
-        assumption = ("independent training runs: exact binomial test of one rule's weighted error vs the claim's "
-                      "trade-off curve (a pessimistic-PLD lower envelope; proven)")
-    if failed and own.get("reasons") and isinstance(result.get("profile_test"), dict):
-        message = f"{kind}: " + "; ".join(map(str, own["reasons"]))
-    elif failed:
-        message = f"{kind}: the lower bound {bound:.3f} exceeds the claimed ε {claim:.3f} at {confidence:.0%} confidence"
-    elif inconclusive:
-        message = (f"{kind}: inconclusive — the ceiling {ceiling:.3f} of this audit is at or below the claimed ε {claim:.3f}"
-                   if isinstance(ceiling, (int, float)) else f"{kind}: inconclusive — {result.get('status_reason', 'the audit could not have refuted the claim')}")
-    else:
-        message = f"{kind}: lower bound {bound:.3f} ≤ claimed ε {claim if claim is None else f'{claim:.3f}'}"
-    if inconclusive and not failed and own.get("reasons"):
-        message = f"{kind}: " + "; ".join(map(str, own["reasons"]))  # the audit's own words (what it would need)
-    verdict = decide([Check(subject, f"{kind} bound vs claim", message, failed=failed,
-                            inconclusive=inconclusive and not failed, assumption=assumption)],
-                     alpha=1 - float(confidence))
-    verdict["family_wise_error"]["statement"] = "one pre-declared test at the stated confidence"
-    return verdict
-
-
-def single_audit_verdict_with_policy(kind: str, result: dict[str, Any], policy: Any,
-                                     source: str = "results") -> tuple[dict[str, Any], Any]:
-    """(verdict, PolicyEvaluation) of a canary / mechanism / conformance / accountant-check result
-    under `policy` (`gate <kind>.json --policy P`). The policy's rules decide (`fail_on_violation`,
-    on by default, reads the built-in verdict); a claim the audit could not have refuted stays
-    inconclusive, and fails with `fail_on_inconclusive`."""
-    from audit.machinery.policy import evaluate_policy_on_audit
-
-    built_in = single_audit_verdict(kind, result)
-    evaluation = evaluate_policy_on_audit(policy, kind, result, built_in, source=source)
-    checks = [Check(c.target_label, c.rule, c.message, failed=c.applicable and not c.passed,
-                    decides=c.applicable, assumption="policy rule") for c in evaluation.checks]
-    checks += [Check(c["subject"], c["name"], c["message"], inconclusive=True, assumption=c["assumption"])
-               for c in built_in["checks"] if c["outcome"] == "inconclusive"]
-    source_name = evaluation.policy_path or evaluation.policy_name
-    rules = policy.rules
-    verdict = decide(checks, alpha=built_in["family_wise_error"]["alpha"], decided_by=f"policy {source_name}",
-                     fail_on_inconclusive=bool(rules.fail_on_inconclusive))
-    verdict["family_wise_error"]["statement"] = built_in["family_wise_error"]["statement"]
-    verdict["built_in"] = {"status": built_in["status"], "reasons": built_in["reasons"]}
-    return verdict, evaluation
-
-
-def verdict_tags(verdict: dict[str, Any]) -> dict[str, str]:
-    """MLflow tags of the parent run (values ≤ 5000 characters, MLflow's limit)."""
-    from audit.statistics.attack_evaluation import BOUND_SCOPES
-
-    bounds = {f"bound.{method}.{key}": str(scope[key])[:4900]
-              for method, scope in BOUND_SCOPES.items() for key in ("assumption", "scope")}
-    return {
-        **bounds,
-        "verdict": str(verdict.get("status")),
-        "verdict.decided_by": str(verdict.get("decided_by")),
-        "verdict.reasons": " | ".join(map(str, verdict.get("reasons") or []))[:4900] or "-",
-        "verdict.family_wise_error": str((verdict.get("family_wise_error") or {}).get("statement", ""))[:4900],
-    }

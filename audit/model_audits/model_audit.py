@@ -53,6 +53,7 @@ from audit.statistics.attack_evaluation import best_sound_lower_bound, evaluate_
 from audit.machinery.config import AuditConfig, ModelSourceConfig
 from audit.machinery.environment import describe_environment
 from audit.machinery.verdict import verdict_for_results
+from audit.statistics.distribution_shift import blind_baseline
 from audit.errors import AuditInputError
 from targets.table_checks import MAX_CLASSES
 from audit.machinery.attack_setup import attack_options
@@ -71,7 +72,7 @@ from targets.models import MLP
 from targets.training import TrainingSpec, predict_logits
 from targets.vectorized_dpsgd import DPSGDSpec
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 # Attacks that need population data (reference or shadow models trained on it / drawn from it).
 POPULATION_ATTACKS = ("shadow", "lira", "lira_offline", "rmia")
 REFERENCE_ATTACKS = ("lira", "lira_offline", "rmia")
@@ -513,7 +514,7 @@ def audit_user_model(
     ray_address: str | None = None,
     scores_path: Path | None = None,
 ) -> dict[str, Any]:
-    """Membership-inference audit of the user's own trained model; a results dict (schema_version 2).
+    """Membership-inference audit of the user's own trained model; a results dict (schema_version 3).
 
     The model is one of: `model`, a live object (an `nn.Module`, a fitted estimator, a prediction
     callable — for notebooks; it runs in this process); `weights` (+ `factory` "module:function"
@@ -704,8 +705,17 @@ def _audit(
         "epsilon_lb_ratio": best / claimed if private and best is not None else None,
         "violation": bool(violation),
         "seed": seed,
+        # Das et al. 2024 (arXiv 2406.16201): the user's member / non-member files must not be
+        # separable without the model, or the leakage figures above measure the split, not the model.
+        "blind_baseline": blind_baseline(candidate_features, candidate_labels, membership,
+                                         alpha=1 - config.attacks.confidence, seed=seed),
     }
     reasons: list[str] = []
+    if target_record["blind_baseline"].get("separates"):
+        shift = target_record["blind_baseline"]
+        notes.append(f"distribution shift: a classifier on the records alone (no model) separates the members file "
+                     f"from the non-members file (AUC {shift['auc']:.3f}, p = {shift['p_value']:.2g}); the leakage "
+                     "figures are confounded: they need not come from the model (Das et al. 2024, arXiv 2406.16201)")
 
     notes += [
         "membership is given by the members / non-members files, not drawn by a fair coin per record: the one-run "

@@ -19,7 +19,7 @@ from audit.machinery.environment import describe_environment
 from audit.errors import AuditInputError
 from targets.datasets import read_table
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 def read_scores(path: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, str]:

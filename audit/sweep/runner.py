@@ -52,7 +52,7 @@ from targets.models import build_model
 from targets.training import TrainedTarget, TrainingSpec, train_target
 from audit.sweep.tasks import train_target_task
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 # PLD (tight) may exceed PRV only by discretisation/estimation error; more than this is reported.
 PLD_PRV_TOLERANCE = 0.05
 
