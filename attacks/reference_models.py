@@ -102,8 +102,13 @@ def _train_logits(context: AttackContext, features: np.ndarray, labels: np.ndarr
 
     A user's own trainer (`context.train_models`, any model) runs here as given, not in tasks."""
     if context.train_models is not None:
-        return [np.asarray(q, dtype=np.float64)
-                for q in context.train_models(features, labels, in_masks, query_rows, seed)]
+        if context.report_progress is not None:  # booked under its own line, not the attack's
+            context.report_progress(what, 0, len(in_masks))
+        trained = [np.asarray(q, dtype=np.float64)
+                   for q in context.train_models(features, labels, in_masks, query_rows, seed)]
+        if context.report_progress is not None:
+            context.report_progress(what, len(in_masks), len(in_masks))
+        return trained
     slices = model_slices(len(in_masks), context.options.models_per_task)
     tasks = [(in_masks[k0:k1], k0) for k0, k1 in slices]
     shared = dict(features=features, labels=labels, hidden_sizes=tuple(context.training.spec.hidden_sizes),
@@ -111,6 +116,8 @@ def _train_logits(context: AttackContext, features: np.ndarray, labels: np.ndarr
                   device=context.task_device or str(context.device), query_rows=query_rows,
                   architecture=getattr(context.training.spec, "architecture", "mlp"))
     report, n_models = context.report_progress, len(in_masks)
+    if report is not None:  # the piece starts now: its time is its own, not the attack's that asked for it
+        report(what, 0, n_models)
     if context.executor is None:
         parts = []
         for (k0, _), task in zip(slices, tasks):

@@ -12,7 +12,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("audit", "attacks", "targets", "reports")
-JOBS = ("audit.sweep", "audit.model_audits", "audit.synthetic", "audit.dp_validation", "audit.federated")
+JOBS = ("audit.sweep", "audit.model_audits", "audit.synthetic", "audit.dp_validation", "audit.federated", "audit.ledger")
 
 
 def _module_name(path: Path) -> str:

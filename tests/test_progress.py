@@ -106,3 +106,69 @@ def test_a_lazy_step_shows_nothing_until_work_starts():
         models.advance()
         models.advance()
     assert stream.getvalue().count("\n") == 1 and "models trained 2: " in stream.getvalue()
+
+
+def test_reference_model_training_is_booked_under_its_own_line_not_the_attack_that_asked_for_it():
+    stream = io.StringIO()
+    progress = LineProgress(stream, heartbeat_s=0)
+    reporter = progress.reporter("target 1/1 (ε = 1)")
+    with progress.step("target 1/1 (ε = 1): attack lira"):
+        reporter("8 reference models", 0, 8)  # the piece starts when its work starts
+        time.sleep(0.6)
+        reporter("8 reference models", 8, 8)
+        reporter.close()
+        time.sleep(0.1)
+    lines = stream.getvalue().splitlines()
+    seconds = {line[8:].rsplit(":", 1)[0]: float(line.rsplit(":", 1)[1].split()[0]) for line in lines}
+    assert seconds["target 1/1 (ε = 1): 8 reference models 8/8"] >= 0.55
+    assert seconds["target 1/1 (ε = 1): attack lira"] < 0.4  # its own work only
+
+
+def test_reference_models_report_from_the_start_of_their_training(monkeypatch):
+    """The attacks' helper reports 0/K before training, so the piece's clock starts with its work."""
+    import numpy as np
+
+    import attacks.reference_models as reference_models
+
+    calls = []
+
+    class Context:
+        train_models = staticmethod(lambda features, labels, in_masks, queries, seed: [np.zeros((len(in_masks), 2, 2))])
+        report_progress = staticmethod(lambda what, done, total: calls.append((what, done, total)))
+
+    reference_models._train_logits(Context(), np.zeros((2, 1)), np.zeros(2), np.ones((4, 2), bool), 0, [np.zeros((2, 1))],
+                                   what="4 reference models")
+    assert calls[0] == ("4 reference models", 0, 4) and calls[-1] == ("4 reference models", 4, 4)
+
+
+def test_a_long_step_says_how_far_it_is_and_how_long_is_left_in_the_log():
+    stream = io.StringIO()
+    progress = LineProgress(stream, heartbeat_s=0.3)
+    progress._heartbeat_poll = 0.05
+    with progress.step("canary audit: training runs finished of runs planned", total=100) as step:
+        step.update(25)
+        time.sleep(1.0)
+    progress.close()
+    beats = [line for line in stream.getvalue().splitlines() if "running for" in line]
+    assert beats and "25/100" in beats[0]
+    assert re.search(r"about \d+ (s|min \d+ s) left", beats[0]), beats[0]
+
+
+def test_the_time_left_is_a_linear_estimate_from_the_pace_so_far():
+    from audit.machinery.progress import Step
+
+    step = Step("runs", total=100, depth=0)
+    assert step.seconds_left() is None  # nothing done: no pace to extrapolate
+    step.started -= 10.0
+    step.completed = 25
+    assert step.seconds_left() == pytest.approx(30.0, rel=0.05)
+    assert Step("open-ended", total=None, depth=0).seconds_left() is None
+
+
+def test_a_terminal_shows_the_time_left_too():
+    out = io.StringIO()
+    progress = RichProgress(Console(file=out, force_terminal=True, width=140))
+    with progress.step("runs", total=4) as step:
+        step.update(2)
+    progress.close()
+    assert "left" in out.getvalue()

@@ -10,6 +10,7 @@ from audit.cli import (  # noqa: F401 - importing a module registers its command
     bench_command,
     synthetic_command,
     presets_command,
+    ledger_commands,
 )
 from audit.cli.app import app, main
 

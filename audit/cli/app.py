@@ -7,6 +7,7 @@ Exit codes, every command: 0 pass; 1 a finding (violation, failed policy, unsoun
 from __future__ import annotations
 
 import errno
+import os
 import sys
 from typing import Annotated
 
@@ -54,10 +55,22 @@ app = AuditApp(
     no_args_is_help=True,
     help="Audit trained models and synthetic data for membership leakage; compare empirical ε with the accountant's.",
 )
-console = Console()
-if not console.is_terminal:  # piped or in CI: do not squeeze the results table into 80 columns
-    console = Console(width=160)
-err_console = Console(stderr=True)
+# Off a terminal (piped, CI logs, `make audit > log`) rich would wrap every line at 80 columns, splitting
+# phrases mid-way (`δ` / `1e-05)`) and truncating wide table headers: there, text is never wrapped (one
+# message, one line, greppable) and tables get room for their widest headers. COLUMNS, when set, wins.
+OFF_TERMINAL_WIDTH = 240
+
+
+def make_console(*, stderr: bool = False) -> Console:
+    console = Console(stderr=stderr)
+    if console.is_terminal:
+        return console
+    columns = os.environ.get("COLUMNS", "")
+    return Console(stderr=stderr, width=int(columns) if columns.isdigit() else OFF_TERMINAL_WIDTH, soft_wrap=True)
+
+
+console = make_console()
+err_console = make_console(stderr=True)
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERNAL_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -113,6 +126,11 @@ def main(argv: list[str] | None = None) -> None:
     Plain prints, not rich: one unwrapped line that scripts and CI logs can grep.
     """
     args = list(sys.argv[1:] if argv is None else argv)
+    from audit.machinery.crash_log import set_log_folder
+
+    # The crash-log folder belongs to one invocation: a previous command's --out (in the same process,
+    # e.g. a test runner) must not receive this one's log. Commands set their own once they parse --out.
+    set_log_folder(None)
     try:
         code = app(args=args, standalone_mode=False)
     except (AuditInputError, SyntheticDataError) as exc:

@@ -8,6 +8,7 @@ import typer
 
 from audit.cli.app import app, console, switch
 from audit.cli.output import FailOnInconclusiveOption, QuietOption, RayAddressOption, TrackingUriOption, command_progress, print_bound, print_verdict, record_audit
+from audit.cli.ledger_commands import DatasetOption, LedgerOption, record_in_ledger
 from audit.errors import AuditInputError
 
 
@@ -135,6 +136,8 @@ def canary_audit(
     out: Annotated[Path, typer.Option("--out", help="folder that receives <timestamp>-canary-audit/")] = Path("runs"),
     tracking_uri: TrackingUriOption = None,
     quiet: QuietOption = False,
+    ledger: LedgerOption = None,
+    dataset: DatasetOption = None,
 ) -> None:
     """Audit your DP training code with canaries: exit 1 when its output contradicts its claimed privacy.
 
@@ -144,22 +147,26 @@ def canary_audit(
     Your trainer runs only in isolated worker processes. When even a perfect attack could not
     exceed the claim with this many models, the result is INCONCLUSIVE (exit 0) and says how many
     models would be needed."""
-    from audit.dp_validation.canary_audit import run_canary_audit
+    from audit.dp_validation.canary_audit import (MODE_DEFAULTS, planned_training_runs, run_canary_audit,
+                                                  train_and_score_task)
     from audit.machinery.crash_log import set_log_folder
     from audit.machinery.executors import check_executor_options, make_user_code_executor
+    from audit.machinery.progress import CountingPool
 
     set_log_folder(out)
     if not timeout > 0:
         raise AuditInputError("--timeout", f"must be > 0 seconds, got {timeout}")
     check_executor_options(executor, workers, ray_address)  # before a worker or a cluster starts
     progress = command_progress(quiet)
-    try:  # the models train in isolated workers: the step shows elapsed time (and heartbeats in a log)
-        with progress.step(f"canary audit ({mode}): training and scoring models"), \
+    planned = planned_training_runs(mode, models) if mode in MODE_DEFAULTS else None
+    try:  # the models train in isolated workers: the step counts finished runs of planned ones, with time left
+        with progress.step(f"canary audit ({mode}): training runs finished", total=planned) as runs_step, \
                 make_user_code_executor(executor, workers=workers, ray_address=ray_address, timeout=timeout,
                                         name="--trainer", what=f"trainer {trainer}") as pool:
+            counting = CountingPool(pool, runs_step, lambda function: function is train_and_score_task)
             result = run_canary_audit(trainer, kind=kind, mode=mode, n_models=models, n_canaries=canaries,
                                       claimed_epsilon=claimed_epsilon, delta=delta, seed=seed, n_rows=rows,
-                                      pool=pool, timeout=timeout)
+                                      pool=counting, timeout=timeout)
             execution = pool.describe()
     finally:
         progress.close()
@@ -169,6 +176,7 @@ def canary_audit(
                                   "executor": executor, "workers": execution["workers"],
                                   "models": result.get("n_runs") or result.get("n_models_per_side"),
                                   "canaries": result.get("n_canaries_per_run") or result.get("n_canaries")})
+    record_in_ledger(ledger, dataset, "canary-audit", result, path)
     print_bound(result, f"canary audit of {trainer} ({kind}, {mode})", path, fail_on_inconclusive)
 
 
@@ -266,7 +274,8 @@ def conformance(
     print_verdict(result)  # the one verdict: every failed check a reason, exit 1 on fail
 
 
-@app.command("whitebox-audit")
+@app.command("whitebox-audit", short_help="White-box audit of DP-SGD code with a Dirac gradient canary in every step: "
+             "exit 1 when the runs refute the claimed privacy.")
 def whitebox_audit(
     factory: Annotated[Optional[str], typer.Option("--factory", help="module:function () -> (model, optimizer, data_loader, privacy_engine) made private by Opacus; runs your code")] = None,
     builtin: Annotated[bool, switch("builtin", "audit the harness's own DP-SGD (vectorized trainer) at --noise-multiplier/--sample-rate/--steps")] = False,
@@ -289,6 +298,8 @@ def whitebox_audit(
     canaries: Annotated[Optional[int], typer.Option("--canaries", help="m canaries (--mode one-run; default from the model size)")] = None,
     canary_kind: Annotated[str, typer.Option("--canary-kind", help="auto | dirac | random (--mode one-run)")] = "auto",
     compare_plain: Annotated[bool, switch("compare-plain", "--mode one-run: also time one plain run (overhead, accuracy)")] = True,
+    ledger: LedgerOption = None,
+    dataset: DatasetOption = None,
 ) -> None:
     """White-box audit of DP-SGD code with a Dirac gradient canary in every step (Nasr et al. 2023):
     exit 1 when the runs refute the claimed privacy. `--mode one-run`: m gradient canaries in one
@@ -318,20 +329,24 @@ def whitebox_audit(
         raise AuditInputError("--mode", f"expected runs or one-run, got {mode!r}")
     if mode == "one-run":
         _one_run(factory, builtin, noise_multiplier, sample_rate, steps, max_grad_norm, canaries, canary_kind, observe,
-                 delta, claimed_epsilon, seed, timeout, compare_plain, fail_on_inconclusive, out, tracking_uri, quiet)
+                 delta, claimed_epsilon, seed, timeout, compare_plain, fail_on_inconclusive, out, tracking_uri, quiet,
+                 ledger, dataset)
         return
     progress = command_progress(quiet)
     try:
-        with progress.step(f"white-box audit: {runs} runs with the Dirac canary, {runs} without"):
+        with progress.step(f"white-box audit: training runs finished ({runs} with the Dirac canary, {runs} without)",
+                           total=2 * runs) as runs_step:
             result = run_whitebox_audit(factory=factory, builtin=builtin, noise_multiplier=noise_multiplier,
                                         sample_rate=sample_rate, steps=steps, max_grad_norm=max_grad_norm,
                                         n_runs=runs, observe=observe, delta=delta, claimed_epsilon=claimed_epsilon,
-                                        seed=seed, workers=workers, timeout=timeout)
+                                        seed=seed, workers=workers, timeout=timeout,
+                                        report_runs=lambda done, _total: runs_step.update(done))
     finally:
         progress.close()
     path, result = record_audit("whitebox-audit", result, out, tracking_uri,
                                 {"subject": result["subject"], "observe": observe, "runs": runs, "seed": seed,
                                  "mu_lower_bound": result["gdp_bound"]["mu"]})
+    record_in_ledger(ledger, dataset, "whitebox-audit", result, path)
     print_whitebox_result(result, path, fail_on_inconclusive)
 
 
@@ -349,7 +364,7 @@ def print_whitebox_result(result: dict, path: Path, fail_on_inconclusive: bool) 
     console.print(f"GDP-family bound: μ ≥ {gdp['mu']:.3f}, ε ≥ {gdp['epsilon']:.3f} at δ {result['delta']:g} "
                   f"({gdp['epsilon'] / result['claimed_epsilon']:.2f} × the claim); assumes {gdp['assumption']}",
                   highlight=False, soft_wrap=True)
-    console.print(f"ceiling: {result['ceiling']:.3f} ({result['ceiling_label']})", highlight=False, soft_wrap=True)
+    # No separate ceiling line: each deciding test below states its own (they differ; one number would mislead).
     for check in result["verdict"]["checks"]:
         console.print(f"· {check['name']}: {check['message']}", highlight=False, soft_wrap=True)
     console.print(f"details: {path}", highlight=False)
@@ -357,7 +372,8 @@ def print_whitebox_result(result: dict, path: Path, fail_on_inconclusive: bool) 
 
 
 def _one_run(factory, builtin, noise_multiplier, sample_rate, steps, max_grad_norm, canaries, canary_kind, observe,
-             delta, claimed_epsilon, seed, timeout, compare_plain, fail_on_inconclusive, out, tracking_uri, quiet) -> None:
+             delta, claimed_epsilon, seed, timeout, compare_plain, fail_on_inconclusive, out, tracking_uri, quiet,
+             ledger=None, dataset=None) -> None:
     from audit.dp_validation.one_run_whitebox import run_one_run_whitebox_audit
 
     progress = command_progress(quiet)
@@ -374,6 +390,7 @@ def _one_run(factory, builtin, noise_multiplier, sample_rate, steps, max_grad_no
     path, result = record_audit("whitebox-audit", result, out, tracking_uri,
                                 {"subject": result["subject"], "mode": "one-run", "observe": observe,
                                  "canaries": result["canaries"]["m"], "seed": seed})
+    record_in_ledger(ledger, dataset, "whitebox-audit", result, path)
     print_one_run_result(result, path, fail_on_inconclusive)
 
 

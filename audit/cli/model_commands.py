@@ -1,6 +1,7 @@
 """`audit-scores` and `audit-model`: audits of what the user brings."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -120,6 +121,8 @@ def audit_model(
         model_name = next((str(getattr(resolved.model, k)) for k in ("weights", "skops", "onnx", "function")
                            if getattr(resolved.model, k)), None)
     model_name = Path(model_name).name if model_name else "model"
+    if resolved.name == "default":  # the user audits their model, not the default preset: name the run after it
+        resolved = resolve_config("default", config, {**overrides, "name": audit_name_for_model(model_name)})
     progress = command_progress(quiet)
     results, final = publish_results(
         lambda staging: with_fail_on_leak(audit_user_model(
@@ -138,3 +141,11 @@ def audit_model(
         console.print(f"[yellow]note:[/yellow] {note}", soft_wrap=True)
     console.print(f"results: {final}/results.json\nreport:  {final}/report.html")
     print_verdict(results)
+
+
+def audit_name_for_model(model_name: str) -> str:
+    """A run name from the model's file or function name (`forest.skops` → `forest`, `api:predict` →
+    `api-predict`), within the config's name pattern; `model` when nothing usable is left."""
+    stem = model_name.rsplit(".", 1)[0] if "." in model_name and ":" not in model_name else model_name
+    cleaned = re.sub(r"[^A-Za-z0-9_.-]+", "-", stem).strip("-._")[:64]
+    return cleaned or "model"

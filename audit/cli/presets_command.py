@@ -14,13 +14,13 @@ from audit.cli.app import AuditApp, app, console, switch
 from audit.errors import AuditInputError
 
 POLICY_FOLDER = Path(__file__).resolve().parents[1] / "policies"
-_DESCRIPTIONS = {
-    "smoke": "end to end in about 2 minutes on 2 CPU cores (CI)",
+_DESCRIPTIONS = {  # what each is for; how long each took lives in audit/machinery/preset_timings.py
+    "smoke": "end to end, small: what CI runs",
     "default": "the main job: a leakage curve from ε = ∞ down to ε = 0.5",
-    "full": "paper-grade: more data, references and ε values (hours on a CPU)",
+    "full": "paper-grade: more data, references and ε values",
     "digits-cnn": "the image task: a small CNN on scikit-learn's 8×8 digits at ε 1, 8, ∞",
-    "hospitals": "federated, record-level DP: 3 sites, local DP-SGD, MIA per site (about 5 min on 2 cores)",
-    "clients": "federated, client-level DP-FedAvg: 20 clients, client-level MIA (about 3 min on 2 cores)",
+    "hospitals": "federated, record-level DP: 3 sites, local DP-SGD, MIA per site",
+    "clients": "federated, client-level DP-FedAvg: 20 clients, client-level MIA",
 }
 
 presets_app = AuditApp(
@@ -56,8 +56,10 @@ def presets_list(ctx: typer.Context) -> None:
     from audit.machinery.config import PRESETS
 
     console.print("config presets (run --preset NAME):", highlight=False)
+    from audit.machinery.preset_timings import expected_time_line
+
     for name in PRESETS:
-        console.print(f"  {name:<16} {_DESCRIPTIONS.get(name, '')}", highlight=False)
+        console.print(f"  {name:<16} {_DESCRIPTIONS.get(name, '')}; {expected_time_line(name)}", highlight=False)
     console.print("example policies (privacy-audit presets dump NAME policy.yaml, then --policy policy.yaml):",
                   highlight=False)
     for name, path in _policy_files().items():

@@ -8,6 +8,7 @@ import typer
 
 from audit.cli.app import EXIT_INTERRUPTED, app, console, switch
 from audit.cli.output import QuietOption, RayAddressOption, TrackingUriOption, command_progress, print_verdict, sigterm_as_interrupt
+from audit.cli.ledger_commands import DatasetOption, LedgerOption, record_in_ledger
 from audit.errors import AuditInputError
 
 
@@ -32,6 +33,8 @@ def run(
     tracking: Annotated[bool, switch("tracking", "log to MLflow; --no-tracking: results folder and report only")] = True,
     log_models: Annotated[bool, switch("log-models", "also log each target model to MLflow (PyTorch flavour)")] = False,
     quiet: QuietOption = False,
+    ledger: LedgerOption = None,
+    dataset: DatasetOption = None,
 ) -> None:
     """Train targets at each ε, attack them, bound ε empirically, log to MLflow, write results."""
     from audit.machinery.config import parse_epsilon_list, resolve_config
@@ -68,6 +71,12 @@ def run(
             console.print(f"[yellow]note:[/yellow] {note}", soft_wrap=True)
         console.print(f"dry run: config '{resolved.name}' ({len(resolved.privacy.epsilons)} targets), data, "
                       f"{'policy, ' if loaded_policy is not None else ''}--out and tracking URI are valid; nothing written")
+        from audit.machinery.preset_timings import expected_time_line
+
+        shipped = preset or "default"
+        as_shipped = config is None and not overrides and resume is None
+        console.print(f"preset '{shipped}'{'' if as_shipped else ' as shipped (your changes may alter this)'}: "
+                      f"{expected_time_line(shipped)}", highlight=False)
         return
     # Imported after the inputs are validated: a typo in a flag should not wait for torch to load.
     if resolved.federated is not None:  # the federated job (presets hospitals, clients)
@@ -112,4 +121,5 @@ def run(
     console.print(f"report:  {audit_run.run_dir}/report.html")
     if results["mlflow"]:
         console.print(f"MLflow:  {results['mlflow']['tracking_uri']} (parent run {results['mlflow']['parent_run_id']})")
+    record_in_ledger(ledger, dataset, "run", results, audit_run.run_dir / "results.json", loaded_policy)
     print_verdict(results)

@@ -8,6 +8,7 @@ import typer
 
 from audit.cli.app import app, console, err_console, switch
 from audit.cli.output import FailOnLeakOption, QuietOption, TrackingUriOption, command_progress, print_verdict, publish_results
+from audit.cli.ledger_commands import DatasetOption, LedgerOption, record_in_ledger
 from audit.errors import AuditInputError
 
 
@@ -28,6 +29,8 @@ def synth_check(
     tracking_uri: TrackingUriOption = None,
     quiet: QuietOption = False,
     fail_on_leak: FailOnLeakOption = False,
+    ledger: LedgerOption = None,
+    dataset: DatasetOption = None,
 ) -> None:
     """Is a synthetic release a disguised copy of its training data? NNDR, DCR, distance MIA, fidelity."""
     from audit.machinery.environment import describe_environment
@@ -106,4 +109,5 @@ def synth_check(
     for flag in entry["flags"]:
         err_console.print(f"[red]FLAG[/red] {flag['message']}", soft_wrap=True)
     console.print(f"results: {final}/results.json\nreport:  {final}/report.html")
+    record_in_ledger(ledger, dataset, "synth-check", results, final / "results.json", loaded_policy)
     print_verdict(results)  # every command exits 1 on "fail", with or without a policy

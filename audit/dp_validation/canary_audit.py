@@ -304,6 +304,18 @@ def declared_claim_task(trainer: str | Callable) -> tuple[Any, str]:
     return declared, where
 
 
+def planned_training_runs(mode: str, n_models: int | None = None) -> int | None:
+    """Training runs an audit will ask for, pilot included (for progress: "runs finished of runs
+    planned"); None where the count depends on what the pilot finds (multi, one-run)."""
+    runs = MODE_DEFAULTS[mode][0] if n_models is None else int(n_models)
+    if mode == "profile":
+        designs = len(PROFILE_CANARY_SCALES) + len(PROFILE_ONE_CLASS_VALUES)
+        return runs + max(4 * designs, runs // 4)
+    if mode == "multi-canary":
+        return runs + max(4, math.ceil(runs / 4))
+    return None
+
+
 def _train_many(pool, trainer, jobs: list[tuple[np.ndarray, np.ndarray, int, np.ndarray]]) -> list[np.ndarray]:
     """Log-probabilities of each (X, y, seed, points) job, trained in `pool`'s isolated workers.
 

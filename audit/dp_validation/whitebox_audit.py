@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import math
 import random
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -352,10 +352,22 @@ def _claim(settings: dict[str, Any], delta: float) -> dict[str, Any]:
     return {"full_batch": full_batch, "mu": mu, "epsilon_pld": eps_pld, "history": history}
 
 
-def _observations(pool: WorkerPool, function, before: tuple, after: tuple, kwargs: dict, n_runs: int, block: int):
-    """Every run's observations, both sides, as blocks of `block` runs: task = function(*before, side, first, count, *after)."""
+def _observations(pool: WorkerPool, function, before: tuple, after: tuple, kwargs: dict, n_runs: int, block: int,
+                  report_runs: Callable[[int, int], None] | None = None):
+    """Every run's observations, both sides, as blocks of `block` runs: task = function(*before, side, first, count, *after).
+    `report_runs(done, total)` hears of each finished block (runs of both sides)."""
     tasks = [(side, start, min(block, n_runs - start)) for side in (_IN, _OUT) for start in range(0, n_runs, block)]
-    results = pool.map(function, [(*before, side, start, count, *after) for side, start, count in tasks], kwargs)
+    done = [0]
+
+    def finished(index: int, _result) -> None:
+        done[0] += tasks[index][2]
+        if report_runs is not None:
+            report_runs(done[0], 2 * n_runs)
+
+    if report_runs is not None:
+        report_runs(0, 2 * n_runs)
+    results = pool.map(function, [(*before, side, start, count, *after) for side, start, count in tasks], kwargs,
+                       on_result=finished)
     sides: dict[int, list[dict]] = {_IN: [], _OUT: []}
     for (side, _, _), result in zip(tasks, results):
         sides[side].append(result)
@@ -379,6 +391,7 @@ def run_whitebox_audit(
     workers: int | None = None,
     timeout: float = TASK_TIMEOUT_S,
     canary_scale: float = CANARY_SCALE,
+    report_runs: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
     """`privacy-audit whitebox-audit`: Dirac-canary audit of a user's Opacus `factory` ("module:function"
     returning (model, optimizer, data_loader, privacy_engine) made private) or of the harness's own
@@ -410,7 +423,7 @@ def run_whitebox_audit(
         block = max(1, min(5000, math.ceil(n / max(1, n_workers))))
         with WorkerPool(n_workers, name="the harness's DP-SGD", timeout=timeout) as pool:
             sides = _observations(pool, harness_observation_task, (sigma, q, t, c), (seed, canary_scale),
-                                  {}, n, block)
+                                  {}, n, block, report_runs)
         subject = f"harness DP-SGD (σ {sigma:g}, q {q:g}, T {t}, C {c:g})"
         disagreements: list[str] = []
     else:
@@ -420,7 +433,7 @@ def run_whitebox_audit(
         block = max(1, min(50, math.ceil(n / max(1, 4 * n_workers))))
         with WorkerPool(n_workers, name=f"--factory {factory}", timeout=timeout) as pool:
             sides = _observations(pool, opacus_observation_task, (factory,), (seed, delta),
-                                  {"canary_scale": canary_scale}, n, block)
+                                  {"canary_scale": canary_scale}, n, block, report_runs)
         settings = sides[_IN][0]["settings"]
         for part in sides[_IN] + sides[_OUT]:
             if part["steps"].shape[1] != settings["steps"]:

@@ -11,6 +11,7 @@ A policy states what a release must satisfy, e.g.
       required_accountant: prv
       max_dcr_share: 0.6           # synthetic data
       min_nndr_p10: 0.5            # synthetic data
+      max_total_epsilon: 8.0       # privacy ledger: composed ε a dataset may spend (or {adult: 8.0, ...})
     overrides:                     # per target ε (.inf / "inf" = the non-private target)
       - epsilon: .inf
         rules: {max_auc: 0.75}
@@ -30,7 +31,11 @@ Which numbers the rules read (results.json schema_version 1, 2 or 3):
   reports as inconclusive), and for synthetic entries the one-run bound in `mia.epsilon_lb`;
 - fail_on_violation: `targets[].violation` against `epsilon_accountant`;
 - required_accountant: `targets[].accountant` of private targets;
-- max_dcr_share: `synthetic[].dcr.dcr_share`; min_nndr_p10: `synthetic[].nndr.p10`.
+- max_dcr_share: `synthetic[].dcr.dcr_share`; min_nndr_p10: `synthetic[].nndr.p10`;
+- max_total_epsilon: the `ledger` section a recording command (`--ledger URI --dataset NAME`) wrote:
+  the dataset's composed ε after the release (or the figure it would have reached when refused); a
+  number applies to every dataset, a mapping to the datasets it names. The gate reads the figure
+  in the file and never opens the ledger a file names.
 An override replaces a rule's value (a whole `max_tpr_at_fpr` map included) for targets and
 synthetic entries whose `epsilon_target` equals the override's ε.
 """
@@ -104,6 +109,24 @@ class PolicyRules(_Strict):
     )
     max_dcr_share: float | None = _unit("largest allowed share of synthetic rows closer to train than holdout")
     min_nndr_p10: float | None = _unit("smallest allowed 10th percentile of the synthetic rows' NNDR")
+    max_total_epsilon: float | dict[str, float] | None = Field(
+        None, description="privacy ledger: largest composed ε a dataset may spend (a number, or dataset → number)"
+    )
+
+    @field_validator("max_total_epsilon")
+    @classmethod
+    def _total_epsilon(cls, value: Any) -> Any:
+        limits = value.values() if isinstance(value, dict) else [] if value is None else [value]
+        for limit in limits:
+            if not (math.isfinite(limit) and limit > 0):
+                raise ValueError(f"max_total_epsilon must be a finite number > 0, got {limit!r}")
+        return value
+
+    def total_epsilon_limit(self, dataset: str) -> float | None:
+        """The policy's max_total_epsilon for `dataset` (None: no limit for it)."""
+        if isinstance(self.max_total_epsilon, dict):
+            return self.max_total_epsilon.get(dataset)
+        return self.max_total_epsilon
 
     @field_validator("max_tpr_at_fpr", mode="before")
     @classmethod
@@ -133,6 +156,13 @@ class PolicyRules(_Strict):
 class PolicyOverride(_Strict):
     epsilon: float = Field(description="target ε the override applies to; inf (.inf, 'inf') = non-private")
     rules: PolicyRules
+
+    @field_validator("rules")
+    @classmethod
+    def _no_dataset_rules(cls, value: PolicyRules) -> PolicyRules:
+        if value.max_total_epsilon is not None:
+            raise ValueError("max_total_epsilon is per dataset, not per target ε: set it under 'rules'")
+        return value
 
     @field_validator("epsilon", mode="before")
     @classmethod
@@ -368,8 +398,30 @@ def evaluate_policy(policy: Policy, results: dict[str, Any], *, source: str = "r
                 "this override matches no target or synthetic entry in the results",
             ))
 
+    checks += _ledger_checks(policy, results, reader)
     passed = all(check.passed for check in checks)
     return PolicyEvaluation(passed=passed, checks=checks, policy_name=policy.display_name, policy_path=policy.path)
+
+
+def _ledger_checks(policy: Policy, results: dict[str, Any], reader: "_Reader") -> list[RuleCheck]:
+    """max_total_epsilon against the `ledger` section a recording command wrote (audit/ledger)."""
+    if policy.rules.max_total_epsilon is None:
+        return []
+    section = results.get("ledger")
+    if not isinstance(section, dict):
+        return [_not_applicable("max_total_epsilon", "privacy ledger", "nothing was recorded in a ledger "
+                                "(run with --ledger URI --dataset NAME)")]
+    dataset = reader.text(section, "dataset", "ledger")
+    label = f"dataset '{clip(dataset, 100)}'"
+    limit = policy.rules.total_epsilon_limit(dataset)
+    if limit is None:
+        return [_not_applicable("max_total_epsilon", label, "the policy sets no limit for this dataset")]
+    if section.get("epsilon_spent") is None and not section.get("epsilon_spent_unbounded"):
+        return [_not_applicable("max_total_epsilon", label, clip(str(section.get("reason") or "no spent figure")))]
+    spent = math.inf if section.get("epsilon_spent_unbounded") else reader.number(section, "epsilon_spent", "ledger")
+    what = "composed ε " + ("after the release" if section.get("recorded") else "the refused release would have reached")
+    return [_compare("max_total_epsilon", label, None, spent, limit, at_most=True, what=what,
+                     detail=f"{section.get('method')}, δ {section.get('delta')}")]
 
 
 SINGLE_AUDIT_KINDS = ("canary-audit", "mechanism-audit", "whitebox-audit", "conformance", "accountant-check")
@@ -417,6 +469,7 @@ def evaluate_policy_on_audit(policy: Policy, kind: str, result: dict[str, Any], 
         if _rule_anywhere(policy, rule):
             checks.append(_not_applicable(rule, label, f"a {kind} result has no attacks on trained targets or "
                                           "synthetic data"))
+    checks += _ledger_checks(policy, result, reader)
     passed = all(check.passed for check in checks)
     return PolicyEvaluation(passed=passed, checks=checks, policy_name=policy.display_name, policy_path=policy.path)
 

@@ -16,9 +16,11 @@ and says things in passing with `progress.note(text)`. The job never asks where 
 - `RichProgress(console)`: a live bar per running step on a terminal (finished inner steps
   vanish, top-level ones stay);
 - `LineProgress(stream)`: when the output is not a terminal (CI, `make audit > log`), one line
-  per finished step with its elapsed time (a step stopped by an error prints nothing: the error
-  line follows), and a heartbeat line for a step still running after
-  `heartbeat_s` seconds, so a log never sits silent for minutes.
+  per finished step with the time of its own work (a piece reported inside it with a line of its
+  own, e.g. reference-model training inside an attack, is booked there, not twice; a step stopped
+  by an error prints nothing: the error line follows), and heartbeat lines for a step still running
+  — the first after 10 s, then every `heartbeat_s` — with done/total and an estimate of the time
+  left, so a log never sits silent and a person can tell whether to wait.
 
 `progress_for(console, quiet)` picks the right one for a command; `as_progress(x)` turns what a
 Python caller passed (None, a Progress, a callable) into a Progress.
@@ -31,9 +33,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, TextIO
 
-__all__ = ["Progress", "Step", "LazyStep", "PieceReporter", "CallbackProgress", "RichProgress", "LineProgress", "as_progress", "progress_for"]
+__all__ = ["Progress", "Step", "LazyStep", "PieceReporter", "CallbackProgress", "RichProgress", "LineProgress",
+           "CountingPool", "as_progress", "progress_for"]
 
 HEARTBEAT_SECONDS = 30.0
+FIRST_HEARTBEAT_SECONDS = 10.0
 
 
 @dataclass
@@ -56,14 +60,28 @@ class Step:
         if self._owner is not None:
             self._owner._updated(self)
 
+    # Time of pieces reported inside this step that print a line of their own (reference and shadow
+    # model training inside an attack): booked there, not here, so each line is its own work.
+    nested_s: float = 0.0
+
     @property
     def elapsed(self) -> float:
         return time.monotonic() - self.started
+
+    @property
+    def own_elapsed(self) -> float:
+        return max(0.0, self.elapsed - self.nested_s)
 
     def counts(self) -> str:
         if self.total is None:
             return f" {self.completed}" if self.completed else ""
         return f" {self.completed}/{self.total}"
+
+    def seconds_left(self) -> float | None:
+        """Linear estimate from the pace so far; None before the first piece is done or without a total."""
+        if self.total is None or self.completed <= 0 or self.completed >= self.total:
+            return None
+        return self.elapsed / self.completed * (self.total - self.completed)
 
 
 class Progress:
@@ -142,8 +160,10 @@ class CallbackProgress(Progress):
         self.callback = callback
 
     def _event(self, kind: str, step: Step, **extra: Any) -> None:
+        left = step.seconds_left()
         self.callback({"event": kind, "description": step.description, "completed": step.completed,
-                       "total": step.total, "elapsed_s": round(step.elapsed, 3), "depth": step.depth, **extra})
+                       "total": step.total, "elapsed_s": round(step.elapsed, 3), "own_s": round(step.own_elapsed, 3),
+                       "seconds_left": None if left is None else round(left, 1), "depth": step.depth, **extra})
 
     def _started(self, step: Step) -> None:
         self._event("start", step)
@@ -188,18 +208,38 @@ class PieceReporter:
         self.progress = progress
         self.prefix = f"{prefix}: " if prefix else ""
         self.current: Step | None = None
+        self.parent: Step | None = None
 
     def __call__(self, what: str, done: float, total: int | None) -> None:
         what = self.prefix + what
         if self.current is None or self.current.description != what:
             self.close()
+            with self.progress._lock:
+                self.parent = self.progress._stack[-1] if self.progress._stack else None
             self.current = self.progress.begin(what, total)
         self.current.update(int(done))
 
     def close(self, ok: bool = True) -> None:
         if self.current is not None:
+            if self.parent is not None:
+                self.parent.nested_s += self.current.elapsed
             self.progress.end(self.current, ok)
             self.current = None
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    minutes, secs = divmod(seconds, 60)
+    return f"{minutes} min {secs} s" if minutes < 60 else f"{minutes // 60} h {minutes % 60} min"
+
+
+def _time_left(step: Step) -> str:
+    left = step.seconds_left()
+    if left is None:
+        return "" if step.total is None else ", time left: not known before the first one finishes"
+    return f", about {_duration(left)} left"
 
 
 def _clock(seconds: float) -> str:
@@ -232,17 +272,24 @@ class LineProgress(Progress):
         # A step ended by an error or Ctrl-C prints nothing: the one-line error (or "interrupted")
         # that follows says what happened, and bad input stays one line.
         if ok:
-            self._print(f"{step.description}{step.counts()}: {step.elapsed:.1f} s")
+            self._print(f"{step.description}{step.counts()}: {step.own_elapsed:.1f} s")
 
     def note(self, text: str) -> None:
         self._print(text)
 
     def _heartbeat(self) -> None:
-        while not self._stop.wait(min(self.heartbeat_s, self._heartbeat_poll)):
+        # The first heartbeat after FIRST_HEARTBEAT_SECONDS of silence (every step longer than that says
+        # how far it is), later ones every heartbeat_s: a long step is never silent, a log stays short.
+        beats = 0
+        while not self._stop.wait(min(self.heartbeat_s, self._heartbeat_poll, FIRST_HEARTBEAT_SECONDS)):
             with self._lock:
                 running = self._stack[-1] if self._stack else None
-            if running is not None and time.monotonic() - self._last_line >= self.heartbeat_s:
-                self._print(f"… {running.description}{running.counts()}: running for {running.elapsed:.0f} s")
+            wait = FIRST_HEARTBEAT_SECONDS if beats == 0 else self.heartbeat_s
+            if running is None or time.monotonic() - self._last_line < min(wait, self.heartbeat_s):
+                continue
+            beats += 1
+            self._print(f"… {running.description}{running.counts()}: running for {_duration(running.elapsed)}"
+                        f"{_time_left(running)}")
 
     def close(self) -> None:
         self._stop.set()
@@ -254,10 +301,11 @@ class RichProgress(Progress):
     def __init__(self, console):
         super().__init__()
         from rich.progress import (BarColumn, MofNCompleteColumn, Progress as Bars, SpinnerColumn, TextColumn,
-                                   TimeElapsedColumn)
+                                   TimeElapsedColumn, TimeRemainingColumn)
 
         self.bars = Bars(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                         TimeElapsedColumn(), console=console, transient=False)
+                         TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn(), console=console,
+                         transient=False)
         self._live = False
 
     def _started(self, step: Step) -> None:
@@ -268,7 +316,7 @@ class RichProgress(Progress):
         step.handle = self.bars.add_task("  " * step.depth + step.description, total=step.total)
 
     def _updated(self, step: Step) -> None:
-        self.bars.update(step.handle, completed=step.completed)
+        self.bars.update(step.handle, completed=step.completed, total=step.total)
 
     def _finished(self, step: Step, ok: bool) -> None:
         if step.depth > 0 or not ok:  # failed steps vanish too: the error line says what happened
@@ -283,6 +331,38 @@ class RichProgress(Progress):
         if self._live:
             self.bars.stop()
             self._live = False
+
+
+class CountingPool:
+    """An executor that advances `step` by one for each finished task of the functions it counts.
+
+    For audits that send many independent training runs to an executor (canary-audit): the step
+    reads "runs finished of runs planned". `step.total` starts at the plan (when the audit can say
+    it in advance) and never reads less than the runs already submitted.
+    """
+
+    def __init__(self, pool, step: Step, counted: Callable[[Callable], bool]):
+        self.pool, self.step, self.counted = pool, step, counted
+        self.submitted = 0
+
+    def map(self, function, tasks, kwargs=None, on_result=None):
+        if not self.counted(function):
+            return self.pool.map(function, tasks, kwargs, on_result=on_result)
+        tasks = list(tasks)
+        self.submitted += len(tasks)
+        if self.step.total is None or self.step.total < self.submitted:
+            self.step.total = self.submitted
+        self.step.update(self.step.completed)
+
+        def finished(index, result):
+            self.step.advance()
+            if on_result is not None:
+                on_result(index, result)
+
+        return self.pool.map(function, tasks, kwargs, on_result=finished)
+
+    def __getattr__(self, name):
+        return getattr(self.pool, name)
 
 
 def as_progress(progress: Progress | Callable[[dict[str, Any]], None] | None) -> Progress:

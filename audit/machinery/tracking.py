@@ -358,3 +358,16 @@ def synthetic_risk_metrics(entry: dict[str, Any]) -> dict[str, float | None]:
         # MLflow keys allow letters, digits, _ - . / and spaces; a column name may hold anything else.
         metrics["risk_inference_" + re.sub(r"[^\w\-./ ]", "_", str(risk["secret"]))] = risk["value"]
     return metrics
+
+
+def tag_run(tracking_uri: str, run_id: str, tags: dict[str, Any]) -> None:
+    """Add tags to an existing (possibly finished) run: e.g. the privacy-ledger entry a command recorded
+    after its run closed."""
+    from mlflow.entities import RunTag
+    from mlflow.tracking import MlflowClient
+
+    _quiet_mlflow_logs()
+    client = MlflowClient(tracking_uri=tracking_uri)
+    entries = [RunTag(key, str(value)) for key, value in tags.items() if value is not None]
+    if entries:
+        _with_lock_retries(client.log_batch, run_id, tags=entries)

@@ -382,19 +382,21 @@ def _train_targets_in_parallel(inputs: _SweepInputs, staging: Path, progress: Pr
 
     import torch
 
-    def checkpoint(position: int, result: dict[str, Any]) -> None:
-        ckpt = todo[position][2]
-        ckpt.save_state_dict("target", {k: torch.tensor(v) for k, v in result["state"].items()})
-        ckpt.save_json("target", result["meta"])
+    with progress.step("target models trained", total=len(todo)) as trained:  # counts and time left in the log
+        def checkpoint(position: int, result: dict[str, Any]) -> None:
+            ckpt = todo[position][2]
+            ckpt.save_state_dict("target", {k: torch.tensor(v) for k, v in result["state"].items()})
+            ckpt.save_json("target", result["meta"])
+            trained.advance()
 
-    inputs.executor.map(
-        train_target_task, [(epsilon, target_seed(config.seed, index)) for index, epsilon, _ in todo],
-        dict(features=data.features[splits.train_idx], labels=data.labels[splits.train_idx],
-             n_classes=data.n_classes, spec=inputs.spec, delta=config.privacy.delta,
-             accountant=config.privacy.accountant, device=inputs.task_device,
-             secure_mode=config.privacy.secure_mode),
-        on_result=checkpoint,
-    )
+        inputs.executor.map(
+            train_target_task, [(epsilon, target_seed(config.seed, index)) for index, epsilon, _ in todo],
+            dict(features=data.features[splits.train_idx], labels=data.labels[splits.train_idx],
+                 n_classes=data.n_classes, spec=inputs.spec, delta=config.privacy.delta,
+                 accountant=config.privacy.accountant, device=inputs.task_device,
+                 secure_mode=config.privacy.secure_mode),
+            on_result=checkpoint,
+        )
 
 
 def _audit_target(inputs: _SweepInputs, index: int, epsilon: float, attacks: list, ckpt: TargetCheckpoints,

@@ -1,0 +1,453 @@
+"""`ledger record | list | show | set-budget | remove`, and the `--ledger URI --dataset NAME` pair
+that `run`, `canary-audit`, `whitebox-audit` and `synth-check` take to record what they released.
+
+Recording refused because the budget would be exceeded: one FAIL line, exit 1, nothing recorded.
+Bad input (a URI that is no database, a corrupt file, a dataset name with path characters, a σ
+that is negative or NaN): one line, exit 2, nothing written — every input is checked before the
+ledger is opened (opening creates a new SQLite file).
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from audit.cli.app import EXIT_FAILED, AuditApp, app, console, err_console, switch
+from audit.errors import AuditInputError
+
+ledger_app = AuditApp(
+    add_completion=False, rich_markup_mode=None, no_args_is_help=True,
+    help="The privacy-budget ledger: record every DP release on a dataset, compose them, gate on a budget.",
+    short_help="The privacy-budget ledger: record DP releases per dataset, compose them, gate on a budget.",
+)
+app.add_typer(ledger_app, name="ledger")
+
+
+# ---------------------------------------------------------------------------------------------
+# The option pair the recording commands share, validated when parsed (before any work starts).
+
+
+def _check_pair(ctx: typer.Context, mine: str, other: str, value: Any) -> None:
+    # Click processes every option (defaults too) before the command runs; whichever of the pair
+    # comes second sees the first in ctx.params and checks that both or neither were given.
+    if other in ctx.params and (value is None) != (ctx.params[other] is None):
+        given, missing = (mine, other) if value is not None else (other, mine)
+        raise AuditInputError(f"--{missing}", f"missing: --{given} needs --{missing} too "
+                              "(record into a ledger with --ledger URI --dataset NAME)")
+
+
+def _ledger_callback(ctx: typer.Context, value: Optional[str]) -> Optional[str]:
+    if value is not None:
+        from audit.ledger.store import check_ledger_uri
+
+        check_ledger_uri(value)  # form only; nothing is created until a release is recorded
+    _check_pair(ctx, "ledger", "dataset", value)
+    return value
+
+
+def _dataset_callback(ctx: typer.Context, value: Optional[str]) -> Optional[str]:
+    if value is not None:
+        from audit.ledger.store import check_dataset_name
+
+        check_dataset_name(value)
+    _check_pair(ctx, "dataset", "ledger", value)
+    return value
+
+
+LedgerOption = Annotated[Optional[str], typer.Option(
+    "--ledger", callback=_ledger_callback,
+    help="privacy ledger to record this release in: a file path (SQLite) or postgresql+psycopg://user@host/db; with --dataset")]
+DatasetOption = Annotated[Optional[str], typer.Option(
+    "--dataset", callback=_dataset_callback, help="the dataset whose privacy budget this release spends (with --ledger)")]
+
+
+def _provenance():
+    """Who/when/what of this invocation: the command as parsed (every option given, secrets never:
+    a URI's password is hidden), which is also right when `main` is called in-process."""
+    import shlex
+
+    from audit.ledger.store import Provenance
+
+    try:  # recent typer vendors its own click, with its own context stack
+        from typer._click.globals import get_current_context
+    except ImportError:  # pragma: no cover - older typer uses click itself
+        from click import get_current_context
+    ctx = get_current_context(silent=True)
+    if ctx is None:
+        return Provenance()
+    names, parts, node = [], [], ctx
+    while node is not None and node.parent is not None:
+        names.insert(0, node.info_name)
+        node = node.parent
+    for param in ctx.command.params:
+        value = ctx.params.get(param.name)
+        if param.name == "help" or value is None or value == param.default or not getattr(param, "opts", None):
+            continue
+        if param.name in ("ledger", "tracking_uri") and isinstance(value, str) and "://" in value:
+            from sqlalchemy.engine import make_url
+
+            try:
+                value = make_url(value).render_as_string(hide_password=True)
+            except Exception:  # noqa: BLE001 - not a URL: shown as given
+                pass
+        flag = param.opts[0]
+        parts.append(flag if value is True else f"{flag} {shlex.quote(str(value))}")
+    return Provenance(command=" ".join(["privacy-audit", *names, *parts])[:4000])
+
+
+def _percent(spent: float, limit: float | None) -> str:
+    if limit is None:
+        return "no budget set"
+    return f"budget {limit:g} ({spent / limit:.0%} used)" if math.isfinite(spent) else f"budget {limit:g} (exceeded: ∞)"
+
+
+def _eps(value: float | None) -> str:
+    return "∞" if value is None or math.isinf(value) else f"{value:.4g}"
+
+
+def _composition_line(composition, limit: float | None) -> str:
+    c = composition
+    tight = {"pld": "PLD, tight", "rdp": "RDP"}.get(c.method, c.method)
+    return (f"spent ε = {_eps(c.epsilon)} at δ = {c.delta:g} ({tight}); basic composition {_eps(c.basic_epsilon)}, "
+            f"advanced {_eps(c.advanced_epsilon)}; {_percent(c.epsilon, limit)}")
+
+
+def _section(dataset: str, store_description: str, composition, limit, recorded: bool, **extra) -> dict[str, Any]:
+    spent = composition.epsilon
+    return {"recorded": recorded, "dataset": dataset, "ledger": store_description,
+            "epsilon_spent": None if math.isinf(spent) else spent, "epsilon_spent_unbounded": math.isinf(spent),
+            "delta": composition.delta, "method": composition.method, "method_note": composition.method_note,
+            "basic_epsilon": composition.as_dict()["basic_epsilon"],
+            "advanced_epsilon": composition.as_dict()["advanced_epsilon"], "max_total_epsilon": limit, **extra}
+
+
+def record_in_ledger(ledger: str | None, dataset: str | None, command: str, results: dict, path: Path,
+                     policy=None) -> None:
+    """Record the DP release(s) `results` (written at `path`) describe; the one call a recording command makes.
+
+    No-op without --ledger. On success: a `ledger` section in `results` and in the file at `path`,
+    ledger tags on the command's MLflow run, and the spent budget on the console. Over budget:
+    nothing recorded, the section says so, FAIL and exit 1. A claim the audit refuted is not recorded.
+    """
+    if ledger is None or dataset is None:
+        return
+    from audit.ledger.sources import refuted_claims, releases_in_results
+    from audit.ledger.store import BudgetExceeded, Ledger, ReleaseInput, file_sha256
+    from audit.machinery.run_directory import write_json_atomic
+
+    found, notes, _ = releases_in_results(results, f"{command} results")
+    sha = file_sha256(path)  # the file as the audit wrote it, before the ledger section is added
+    mlflow = results.get("mlflow") if isinstance(results.get("mlflow"), dict) else {}
+    run_id = mlflow.get("parent_run_id") or mlflow.get("run_id")
+    for note in notes:
+        console.print(f"[yellow]ledger note:[/yellow] {note}", highlight=False, soft_wrap=True)
+
+    def publish(section: dict[str, Any]) -> None:
+        # Added to the file as written (re-read, not re-serialised from memory), and to `results`.
+        section["results_sha256"] = sha
+        written = json.loads(path.read_text(encoding="utf-8"))
+        written["ledger"] = results["ledger"] = section
+        write_json_atomic(path, written)
+
+    refuted = refuted_claims(results)
+    if refuted:
+        publish({"recorded": False, "dataset": dataset, "epsilon_spent": None, "epsilon_spent_unbounded": False,
+                 "reason": "not recorded: the audit refuted the claim (" + "; ".join(refuted)[:300]
+                           + "), so its ε would understate what was spent"})
+        err_console.print(f"[red]ledger:[/red] {results['ledger']['reason']}", highlight=False, soft_wrap=True)
+        return
+    limit = policy.rules.total_epsilon_limit(dataset) if policy is not None else None
+    inputs = [ReleaseInput(label, command, mechanisms, str(path.resolve()), sha, run_id) for label, mechanisms in found]
+    with Ledger.open(ledger) as store:
+        try:
+            outcome = store.record(dataset, inputs, _provenance(), policy_limit=limit,
+                                   policy_name=getattr(policy, "display_name", None))
+        except BudgetExceeded as exc:
+            publish(_section(dataset, store.description, exc.composition, exc.limit, False, reason=str(exc)))
+            status = str((results.get("verdict") or {}).get("status", "")).upper()
+            console.print(f"audit verdict: {status} (results: {path})", highlight=False, soft_wrap=True)
+            err_console.print(f"[red]FAIL[/red] (privacy ledger) {exc}", highlight=False, soft_wrap=True)
+            raise typer.Exit(EXIT_FAILED) from None
+        description = store.description
+    publish(_section(dataset, description, outcome.composition, outcome.limit, True, release_ids=outcome.release_ids,
+                     limit_source=outcome.limit_source))
+    if run_id and mlflow.get("tracking_uri"):
+        from audit.machinery.tracking import tag_run
+
+        c = outcome.composition
+        tag_run(mlflow["tracking_uri"], run_id, {
+            "ledger.dataset": dataset, "ledger.release_ids": ",".join(map(str, outcome.release_ids)),
+            "ledger.epsilon_spent": _eps(c.epsilon), "ledger.delta": f"{c.delta:g}", "ledger.method": c.method,
+            "ledger.max_total_epsilon": "none" if outcome.limit is None else f"{outcome.limit:g}",
+            "ledger.uri": description,
+        })
+    ids = ", ".join(f"#{i}" for i in outcome.release_ids)
+    console.print(f"ledger: recorded release {ids} on dataset '{dataset}' ({description}); "
+                  + _composition_line(outcome.composition, outcome.limit), highlight=False, soft_wrap=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# `privacy-audit ledger …`
+
+LedgerUriOption = Annotated[str, typer.Option(
+    "--ledger", help="ledger database: a file path (SQLite, created on first record) or postgresql+psycopg://user@host/db")]
+RequiredDatasetOption = Annotated[str, typer.Option("--dataset", help="dataset name (letters, digits, '.', '_', '-')")]
+JsonOption = Annotated[bool, switch("json", "print JSON instead of a table (for scripts)")]
+DEFAULT_URI = "privacy-ledger.db"
+
+
+def _positive(value: float | None, flag: str, *, high: float | None = None, zero_ok: bool = False) -> float | None:
+    if value is None:
+        return None
+    if not math.isfinite(value):
+        raise AuditInputError(flag, f"must be a finite number, got {value}")
+    if value < 0 or (value == 0 and not zero_ok):
+        raise AuditInputError(flag, f"must be {'≥' if zero_ok else '>'} 0, got {value:g}")
+    if high is not None and value > high:
+        raise AuditInputError(flag, f"must be ≤ {high:g}, got {value:g}")
+    return value
+
+
+def _hand_release(noise_multiplier, sample_rate, steps, gaussian_scale, laplace_scale, sensitivity, count, zcdp_rho,
+                  epsilon, delta) -> tuple[str, dict[str, Any]]:
+    from audit.ledger.mechanisms import describe_mechanism, validate_mechanism
+
+    groups = {
+        "--noise-multiplier/--sample-rate/--steps": (noise_multiplier, sample_rate, steps),
+        "--gaussian-scale": (gaussian_scale,), "--laplace-scale": (laplace_scale,), "--zcdp-rho": (zcdp_rho,),
+        "--epsilon/--delta": (epsilon, delta),
+    }
+    chosen = [name for name, values in groups.items() if any(v is not None for v in values)]
+    if len(chosen) != 1:
+        raise AuditInputError("release", "give exactly one of --results, --noise-multiplier/--sample-rate/--steps "
+                              "(DP-SGD), --gaussian-scale, --laplace-scale, --zcdp-rho, --epsilon/--delta"
+                              + (f" (got {', '.join(chosen)})" if chosen else ""))
+    kind = chosen[0]
+    if kind.startswith("--noise"):
+        for flag, value in (("--noise-multiplier", noise_multiplier), ("--sample-rate", sample_rate), ("--steps", steps)):
+            if value is None:
+                raise AuditInputError(flag, "missing: DP-SGD needs --noise-multiplier σ, --sample-rate q and --steps T")
+        _positive(noise_multiplier, "--noise-multiplier")
+        _positive(sample_rate, "--sample-rate", high=1)
+        spec = {"kind": "dpsgd", "noise_multiplier": noise_multiplier, "sample_rate": sample_rate, "steps": steps}
+    elif kind in ("--gaussian-scale", "--laplace-scale"):
+        scale = gaussian_scale if kind == "--gaussian-scale" else laplace_scale
+        _positive(scale, kind)
+        _positive(sensitivity, "--sensitivity")
+        spec = {"kind": kind[2:-6], "scale": scale, "sensitivity": sensitivity, "count": count}
+    elif kind == "--zcdp-rho":
+        _positive(zcdp_rho, "--zcdp-rho", high=1e4)
+        spec = {"kind": "zcdp", "rho": zcdp_rho, "count": count}
+    else:
+        if epsilon is None or delta is None:
+            raise AuditInputError("--epsilon/--delta" if epsilon is None else "--delta",
+                                  "an (ε, δ) pair needs both --epsilon and --delta (δ = 0 for pure ε-DP)")
+        _positive(epsilon, "--epsilon", high=1000, zero_ok=True)
+        _positive(delta, "--delta", high=1, zero_ok=True)
+        spec = {"kind": "epsilon_delta", "epsilon": epsilon, "delta": delta, "count": count}
+    if count < 1 and kind != "--noise-multiplier/--sample-rate/--steps":
+        raise AuditInputError("--count", f"must be ≥ 1, got {count}")
+    flag = kind.split("/")[0]
+    spec = validate_mechanism(spec, flag)
+    return describe_mechanism(spec), spec
+
+
+@ledger_app.command("record")
+def ledger_record(
+    dataset: RequiredDatasetOption,
+    ledger: LedgerUriOption = DEFAULT_URI,
+    results: Annotated[Optional[Path], typer.Option("--results", help="a results.json (run, synth-check) or a canary-audit / whitebox-audit JSON")] = None,
+    noise_multiplier: Annotated[Optional[float], typer.Option("--noise-multiplier", help="DP-SGD σ (with --sample-rate, --steps)")] = None,
+    sample_rate: Annotated[Optional[float], typer.Option("--sample-rate", help="DP-SGD Poisson sampling rate q")] = None,
+    steps: Annotated[Optional[int], typer.Option("--steps", help="DP-SGD steps T")] = None,
+    gaussian_scale: Annotated[Optional[float], typer.Option("--gaussian-scale", help="Gaussian mechanism: noise standard deviation")] = None,
+    laplace_scale: Annotated[Optional[float], typer.Option("--laplace-scale", help="Laplace mechanism: noise scale b")] = None,
+    sensitivity: Annotated[float, typer.Option("--sensitivity", help="Gaussian (L2) / Laplace (L1) sensitivity of the query")] = 1.0,
+    zcdp_rho: Annotated[Optional[float], typer.Option("--zcdp-rho", help="a ρ-zCDP release")] = None,
+    epsilon: Annotated[Optional[float], typer.Option("--epsilon", help="a release known only as an (ε, δ) pair: its ε")] = None,
+    delta: Annotated[Optional[float], typer.Option("--delta", help="the (ε, δ) pair's δ (0 for pure ε-DP)")] = None,
+    count: Annotated[int, typer.Option("--count", help="how many times the mechanism ran (queries)")] = 1,
+    label: Annotated[Optional[str], typer.Option("--label", help="what was released (shown in list)")] = None,
+    policy: Annotated[Optional[Path], typer.Option("--policy", help="YAML policy whose max_total_epsilon also applies")] = None,
+    json_out: JsonOption = False,
+) -> None:
+    """Record one release on a dataset: exit 1 (nothing recorded) when it would exceed the budget."""
+    from audit.ledger.store import BudgetExceeded, Ledger, ReleaseInput, check_dataset_name, check_ledger_uri, file_sha256
+
+    check_dataset_name(dataset)
+    check_ledger_uri(ledger)
+    loaded_policy = None
+    if policy is not None:
+        from audit.machinery.policy import load_policy
+
+        loaded_policy = load_policy(policy)
+    if label is not None and not label.strip():
+        raise AuditInputError("--label", "must not be empty")
+    hand = (noise_multiplier, sample_rate, steps, gaussian_scale, laplace_scale, zcdp_rho, epsilon, delta)
+    if results is not None:
+        if any(v is not None for v in hand):
+            raise AuditInputError("--results", "give either --results or a mechanism by hand, not both")
+        from audit.ledger.sources import refuted_claims, releases_in_results
+        from audit.machinery.input_files import load_json_file
+
+        where = f"--results '{results}'"
+        content = load_json_file(results, where)
+        found, notes, kind = releases_in_results(content, where)
+        if refuted_claims(content):
+            raise AuditInputError(where, "the audit refuted its claim (" + "; ".join(refuted_claims(content))[:200]
+                                  + "): recording that ε would understate what was spent")
+        sha = file_sha256(results)
+        mlflow = content.get("mlflow") if isinstance(content.get("mlflow"), dict) else {}
+        run_id = mlflow.get("parent_run_id") or mlflow.get("run_id")
+        inputs = [ReleaseInput(f"{label}: {name}" if label else name, kind, mechanisms, str(results.resolve()), sha,
+                               run_id if isinstance(run_id, str) else None) for name, mechanisms in found]
+    else:
+        notes = []
+        description, spec = _hand_release(noise_multiplier, sample_rate, steps, gaussian_scale, laplace_scale,
+                                          sensitivity, count, zcdp_rho, epsilon, delta)
+        inputs = [ReleaseInput(label or description, "hand", [spec])]
+    limit = loaded_policy.rules.total_epsilon_limit(dataset) if loaded_policy is not None else None
+    with Ledger.open(ledger) as store:
+        try:
+            outcome = store.record(dataset, inputs, _provenance(), policy_limit=limit,
+                                   policy_name=getattr(loaded_policy, "display_name", None))
+        except BudgetExceeded as exc:
+            if json_out:
+                print(json.dumps({"recorded": False, "reason": str(exc), "composition": exc.composition.as_dict()}))
+            err_console.print(f"[red]FAIL[/red] (privacy ledger) {exc}", highlight=False, soft_wrap=True)
+            raise typer.Exit(EXIT_FAILED) from None
+        description = store.description
+    if json_out:
+        print(json.dumps({"recorded": True, "release_ids": outcome.release_ids, "dataset": dataset,
+                          "composition": outcome.composition.as_dict(), "max_total_epsilon": outcome.limit}))
+        return
+    for note in notes:
+        console.print(f"[yellow]note:[/yellow] {note}", highlight=False, soft_wrap=True)
+    for release_id, entry in zip(outcome.release_ids, inputs):
+        console.print(f"recorded #{release_id} on '{dataset}': {entry.label}", highlight=False, soft_wrap=True)
+    console.print(f"ledger {description}: " + _composition_line(outcome.composition, outcome.limit),
+                  highlight=False, soft_wrap=True)
+
+
+@ledger_app.command("list")
+def ledger_list(
+    ledger: LedgerUriOption = DEFAULT_URI,
+    dataset: Annotated[Optional[str], typer.Option("--dataset", help="list this dataset's releases (default: list the datasets)")] = None,
+    json_out: JsonOption = False,
+) -> None:
+    """The ledger's datasets, or one dataset's releases (removed ones marked, never deleted)."""
+    from rich.table import Table
+
+    from audit.ledger.store import Ledger, check_dataset_name
+
+    if dataset is not None:
+        check_dataset_name(dataset)
+    with Ledger.open(ledger, create=False) as store:
+        if dataset is None:
+            names = store.datasets()
+            if json_out:
+                print(json.dumps({"datasets": names}))
+            else:
+                console.print("\n".join(names) if names else "no datasets in this ledger", highlight=False)
+            return
+        state = store.dataset_state(dataset)
+    if json_out:
+        print(json.dumps({**state, "composition": state["composition"].as_dict()}, default=str))
+        return
+    table = Table(title=f"releases on '{dataset}' (δ {state['delta']:g})")
+    for header in ("#", "when (UTC)", "by", "what", "mechanisms", "ε after", "status"):
+        table.add_column(header)
+    for r in state["releases"]:
+        status = "active" if r["removed"] is None else f"removed {r['removed']['at'][:16]}: {r['removed']['reason']}"
+        table.add_row(str(r["id"]), r["at"][:19], r["by"], r["label"], r["description"], _eps(r["epsilon_after"]), status)
+    console.print(table)
+    console.print(_composition_line(state["composition"], state["max_total_epsilon"]), highlight=False, soft_wrap=True)
+
+
+@ledger_app.command("show")
+def ledger_show(
+    dataset: RequiredDatasetOption,
+    ledger: LedgerUriOption = DEFAULT_URI,
+    json_out: JsonOption = False,
+) -> None:
+    """A dataset's spent budget: the tight composed ε (PLD or RDP, named) next to basic and advanced composition."""
+    from rich.table import Table
+
+    from audit.ledger.store import Ledger, check_dataset_name
+
+    check_dataset_name(dataset)
+    with Ledger.open(ledger, create=False) as store:
+        state = store.dataset_state(dataset)
+    c = state["composition"]
+    active = [r for r in state["releases"] if r["removed"] is None]
+    if json_out:
+        print(json.dumps({"dataset": dataset, "delta": state["delta"], "max_total_epsilon": state["max_total_epsilon"],
+                          "active_releases": len(active), "removed_releases": len(state["releases"]) - len(active),
+                          "composition": c.as_dict()}))
+        return
+    table = Table(title=f"privacy budget of '{dataset}' at δ = {c.delta:g}: {len(active)} active release(s)")
+    table.add_column("composition")
+    table.add_column("ε", justify="right")
+    table.add_column("note")
+    table.add_row(f"tight ({c.method})", _eps(c.epsilon), c.method_note)
+    table.add_row("basic", _eps(c.basic_epsilon), "Σ ε_i (δ split equally among the mechanisms that need one)")
+    table.add_row("advanced", _eps(c.advanced_epsilon), "Dwork–Rothblum–Vadhan, half the free δ as slack")
+    limit = state["max_total_epsilon"]
+    table.add_row("budget", "—" if limit is None else f"{limit:g}", _percent(c.epsilon, limit))
+    console.print(table)
+
+
+@ledger_app.command("set-budget")
+def ledger_set_budget(
+    dataset: RequiredDatasetOption,
+    ledger: LedgerUriOption = DEFAULT_URI,
+    max_epsilon: Annotated[Optional[float], typer.Option("--max-epsilon", help="the dataset's max_total_epsilon")] = None,
+    no_limit: Annotated[bool, switch("no-limit", "remove the dataset's ε limit (the change is recorded)")] = False,
+    delta: Annotated[Optional[float], typer.Option("--delta", help="the δ at which the dataset's ε is composed [default for a new dataset: 1e-5]")] = None,
+) -> None:
+    """Set a dataset's budget (max_total_epsilon) and/or its δ; every change is recorded with who and when."""
+    from audit.ledger.store import Ledger, check_dataset_name, check_ledger_uri
+
+    check_dataset_name(dataset)
+    check_ledger_uri(ledger)
+    if (max_epsilon is None) == (not no_limit) and delta is None or (max_epsilon is not None and no_limit):
+        raise AuditInputError("--max-epsilon", "give --max-epsilon E or --no-limit (and optionally --delta)")
+    _positive(max_epsilon, "--max-epsilon", high=1e4)
+    if delta is not None:
+        _positive(delta, "--delta", zero_ok=True)
+        if not delta < 1:
+            raise AuditInputError("--delta", f"must be < 1, got {delta:g}")
+    with Ledger.open(ledger) as store:
+        if max_epsilon is None and not no_limit:  # --delta alone: keep the current limit
+            current = store.dataset_state(dataset)["max_total_epsilon"] if dataset in store.datasets() else None
+            max_epsilon = current
+        composition = store.set_budget(dataset, max_epsilon, delta, _provenance())
+    console.print(f"'{dataset}': max_total_epsilon {'none' if max_epsilon is None else f'{max_epsilon:g}'}, δ "
+                  f"{composition.delta:g}; " + _composition_line(composition, max_epsilon), highlight=False, soft_wrap=True)
+    if max_epsilon is not None and not composition.epsilon <= max_epsilon:
+        err_console.print(f"[red]FAIL[/red] (privacy ledger) '{dataset}' has already spent ε = {_eps(composition.epsilon)} "
+                          f"> the new budget {max_epsilon:g}", highlight=False, soft_wrap=True)
+        raise typer.Exit(EXIT_FAILED)
+
+
+@ledger_app.command("remove")
+def ledger_remove(
+    dataset: RequiredDatasetOption,
+    release: Annotated[int, typer.Option("--release", help="the release's number (see ledger list)")],
+    reason: Annotated[str, typer.Option("--reason", help="why it no longer counts (e.g. recorded twice by mistake)")],
+    ledger: LedgerUriOption = DEFAULT_URI,
+) -> None:
+    """Mark a release removed: a removal row with who, when and why; the release itself is kept."""
+    from audit.ledger.store import Ledger, check_dataset_name
+
+    check_dataset_name(dataset)
+    if not reason.strip():
+        raise AuditInputError("--reason", "must say why the release no longer counts")
+    with Ledger.open(ledger, create=False) as store:
+        composition = store.remove(dataset, release, reason.strip()[:2000], _provenance())
+        limit = store.dataset_state(dataset)["max_total_epsilon"]
+    console.print(f"release #{release} on '{dataset}' marked removed; " + _composition_line(composition, limit),
+                  highlight=False, soft_wrap=True)

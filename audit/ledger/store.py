@@ -1,0 +1,416 @@
+"""The ledger database: open (and migrate), record releases under the budget, list, remove, set a budget.
+
+One `Ledger` per URI: a SQLite file by default (a path or `sqlite:///path`: zero set-up) or a
+PostgreSQL server (`postgresql+psycopg://user@host/db`; `postgresql://` means the same). The schema
+comes from the Alembic migrations shipped in this package, run when the ledger is opened.
+
+Concurrency (why each choice): recording reads the dataset's releases, composes them with the new
+ones, checks the budget and inserts — all in ONE transaction that holds the dataset's write lock,
+so two writers can neither both pass a budget that only one fits in, nor lose or double a row.
+SQLite: every transaction starts with BEGIN IMMEDIATE (the database write lock, taken before the
+first read) and waits up to `BUSY_TIMEOUT_S` for it. PostgreSQL: the dataset's row is locked
+with SELECT … FOR UPDATE; the migration runs under a transaction-scoped advisory lock so that
+writers opening a fresh database at once do not race to create the tables.
+"""
+from __future__ import annotations
+
+import getpass
+import hashlib
+import math
+import re
+import socket
+import sys
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import create_engine, event, func, select
+from sqlalchemy.engine import URL, Engine, make_url
+from sqlalchemy.exc import ArgumentError, DatabaseError, NoSuchModuleError, OperationalError
+from sqlalchemy.orm import Session
+
+from audit.errors import AuditInputError
+from audit.ledger.composition import Composition, compose_mechanisms
+from audit.ledger.mechanisms import describe_mechanism, validate_mechanism
+from audit.ledger.models import BudgetChange, Dataset, Release, Removal
+
+__all__ = [
+    "DEFAULT_LEDGER", "DEFAULT_DELTA", "BUSY_TIMEOUT_S", "Ledger", "ReleaseInput", "Provenance", "BudgetExceeded",
+    "RecordOutcome", "check_dataset_name", "check_ledger_uri", "file_sha256",
+]
+
+DEFAULT_LEDGER = "privacy-ledger.db"
+DEFAULT_DELTA = 1e-5  # a new dataset's δ until `set-budget --delta` says otherwise
+BUSY_TIMEOUT_S = 120
+_MIGRATION_LOCK_KEY = 0x5052_4956_4C45_4447 & 0x7FFF_FFFF_FFFF_FFFF  # "PRIVLEDG": any fixed bigint
+_DATASET_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+_SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+class BudgetExceeded(Exception):
+    """Recording would take the dataset past its budget: nothing was recorded (exit 1)."""
+
+    def __init__(self, dataset: str, limit: float, limit_source: str, composition: Composition):
+        self.dataset, self.limit, self.limit_source, self.composition = dataset, limit, limit_source, composition
+        spent = "∞" if math.isinf(composition.epsilon) else f"{composition.epsilon:.4g}"
+        super().__init__(f"dataset '{dataset}': recording this release would spend ε = {spent} at δ = "
+                         f"{composition.delta:g} ({composition.method}) > max_total_epsilon {limit:g} "
+                         f"({limit_source}); nothing was recorded")
+
+
+@dataclass(frozen=True)
+class ReleaseInput:
+    """One release to record: what it was (label, source) and its mechanisms (validated on record)."""
+
+    label: str
+    source: str
+    mechanisms: list[dict[str, Any]]
+    source_file: str | None = None
+    source_sha256: str | None = None
+    mlflow_run_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Who, when and what: filled from the environment unless given (tests pin them)."""
+
+    command: str = field(default_factory=lambda: " ".join(["privacy-audit", *sys.argv[1:]])[:4000])
+    by: str = field(default_factory=lambda: f"{_user()}@{socket.gethostname()}")
+    git_commit: str | None = field(default_factory=lambda: _git_commit())
+    at: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
+
+
+@dataclass(frozen=True)
+class RecordOutcome:
+    release_ids: list[int]
+    composition: Composition | None  # None when recorded with compute_spent=False and no limit
+    limit: float | None
+    limit_source: str | None
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no passwd entry (containers): the uid is still an answer
+        import os
+
+        return f"uid {os.getuid()}"
+
+
+def _git_commit() -> str | None:
+    from audit.machinery.environment import git_sha
+
+    return git_sha()
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def check_dataset_name(name: Any, where: str = "--dataset") -> str:
+    """A dataset name is a label, never a path: letters, digits, '.', '_', '-' (≤ 100, not starting with '.')."""
+    if not isinstance(name, str) or not _DATASET_NAME.fullmatch(name) or ".." in name:
+        shown = repr(name)[:60]
+        raise AuditInputError(where, f"expected a name of letters, digits, '.', '_' or '-' (1–100 characters, "
+                              f"starting with a letter or digit, no '..'), got {shown}")
+    return name
+
+
+def check_ledger_uri(uri: Any, where: str = "--ledger") -> URL:
+    """The database URL of a ledger URI or path, checked without creating or connecting to anything.
+
+    A path (or sqlite:///path) must name a SQLite database file or a new file in an existing folder;
+    an existing file that is not a SQLite database is refused (corrupt, or some other file).
+    """
+    if not isinstance(uri, str) or not uri.strip():
+        raise AuditInputError(where, "expected a path or a database URI (sqlite:///file.db, postgresql+psycopg://…)")
+    text = uri.strip()
+    if "://" not in text:
+        return _sqlite_url(Path(text), where)
+    try:
+        url = make_url(text)
+    except ArgumentError:
+        raise AuditInputError(where, f"{text[:80]!r} is not a database URI") from None
+    backend, _, driver = url.drivername.partition("+")
+    if backend == "sqlite" and driver in ("", "pysqlite"):
+        if not url.database or url.database == ":memory:":
+            raise AuditInputError(where, "a SQLite ledger needs a file (sqlite:///path/to/ledger.db); "
+                                  "an in-memory ledger would record nothing")
+        return _sqlite_url(Path(url.database), where)
+    if backend in ("postgresql", "postgres") and driver in ("", "psycopg"):
+        if not url.database:
+            raise AuditInputError(where, "a PostgreSQL URI must name the database (postgresql+psycopg://user@host/db)")
+        return url.set(drivername="postgresql+psycopg")
+    raise AuditInputError(where, f"{url.drivername!r} is not a supported ledger database: use a file path, "
+                          "sqlite:///path or postgresql+psycopg://user@host/db")
+
+
+def _sqlite_url(path: Path, where: str) -> URL:
+    path = path.expanduser()
+    if path.is_dir():
+        raise AuditInputError(f"{where} '{path}'", "is a directory; expected a ledger file (e.g. privacy-ledger.db)")
+    if path.exists():
+        try:
+            with open(path, "rb") as handle:
+                header = handle.read(len(_SQLITE_HEADER))
+        except OSError as exc:
+            raise AuditInputError(f"{where} '{path}'", f"cannot be read ({exc.strerror})") from None
+        if header and header != _SQLITE_HEADER:  # an empty file is a new database to SQLite
+            raise AuditInputError(f"{where} '{path}'", "is not a SQLite database (corrupt, or another kind of file)")
+    elif not path.parent.resolve().is_dir():
+        raise AuditInputError(f"{where} '{path}'", f"folder '{path.parent}' does not exist")
+    return URL.create("sqlite+pysqlite", database=str(path.resolve()))
+
+
+def _engine_for(url: URL) -> Engine:
+    if url.get_backend_name() == "sqlite":
+        engine = create_engine(url, connect_args={"timeout": BUSY_TIMEOUT_S}, poolclass=None)
+
+        @event.listens_for(engine, "connect")
+        def _connect(dbapi_connection, _record):
+            # pysqlite's own BEGIN is deferred (takes the write lock at the first write, after our
+            # reads): switch it off and begin every transaction IMMEDIATE ourselves (below).
+            dbapi_connection.isolation_level = None
+            dbapi_connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_S * 1000}")
+            dbapi_connection.execute("PRAGMA foreign_keys = ON")
+
+        @event.listens_for(engine, "begin")
+        def _begin(connection):
+            connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+        return engine
+    return create_engine(url, pool_pre_ping=True, connect_args={"connect_timeout": 15})
+
+
+def _describe(url: URL) -> str:
+    return url.database if url.get_backend_name() == "sqlite" else url.render_as_string(hide_password=True)
+
+
+class Ledger:
+    """An open ledger. `Ledger.open(uri)` validates, connects and migrates; use as a context manager."""
+
+    def __init__(self, url: URL, engine: Engine, where: str):
+        self.url, self.engine, self.where = url, engine, where
+
+    @classmethod
+    def open(cls, uri: str, where: str = "--ledger", *, create: bool = True) -> "Ledger":
+        """`create=False` (commands that only read or amend): a SQLite file that does not exist is an error."""
+        url = check_ledger_uri(uri, where)
+        if not create and url.get_backend_name() == "sqlite" and not Path(url.database).is_file():
+            raise AuditInputError(f"{where} '{url.database}'", "no ledger there yet (record a release or set a budget first)")
+        try:
+            engine = _engine_for(url)
+        except NoSuchModuleError:
+            raise AuditInputError(where, "PostgreSQL needs the [postgres] extra (pip install 'privacy-audit[postgres]')") from None
+        except ImportError as exc:
+            raise AuditInputError(where, f"the database driver is not installed ({exc}); pip install 'privacy-audit[postgres]'") from None
+        ledger = cls(url, engine, where)
+        with ledger._errors():
+            ledger._upgrade_schema()
+        return ledger
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self) -> "Ledger":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @property
+    def description(self) -> str:
+        return _describe(self.url)
+
+    # -----------------------------------------------------------------------------------------
+    def _errors(self):
+        """Database errors that are the user's to fix (not a database, server unreachable) → exit 2."""
+        ledger = self
+
+        class _Translate:
+            def __enter__(self):
+                return None
+
+            def __exit__(self, kind, exc, tb):
+                if isinstance(exc, DatabaseError) and not isinstance(exc, OperationalError):
+                    if "not a database" in str(exc.orig) or "malformed" in str(exc.orig):
+                        raise AuditInputError(f"{ledger.where} '{ledger.description}'",
+                                              "is not a SQLite database (corrupt, or another kind of file)") from None
+                if isinstance(exc, OperationalError):
+                    reason = " ".join(str(exc.orig).split())[:200]
+                    if "not a database" in reason or "malformed" in reason:
+                        reason = "is not a SQLite database (corrupt, or another kind of file)"
+                    raise AuditInputError(f"{ledger.where} '{ledger.description}'", reason) from None
+                return False
+
+        return _Translate()
+
+    def _upgrade_schema(self) -> None:
+        from alembic import command
+        from alembic.config import Config
+
+        config = Config()
+        config.set_main_option("script_location", str(Path(__file__).resolve().parent / "migrations"))
+        with self.engine.begin() as connection:  # SQLite: BEGIN IMMEDIATE serialises concurrent upgrades
+            if self.url.get_backend_name() == "postgresql":
+                connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK_KEY})")
+            config.attributes["connection"] = connection
+            command.upgrade(config, "head")
+
+    def _dataset(self, session: Session, name: str, *, create: bool, lock: bool) -> Dataset | None:
+        if create:
+            table = Dataset.__table__
+            values = {"name": name, "delta": DEFAULT_DELTA, "max_total_epsilon": None,
+                      "created_at": datetime.now(timezone.utc)}
+            if self.url.get_backend_name() == "postgresql":
+                from sqlalchemy.dialects.postgresql import insert
+            else:
+                from sqlalchemy.dialects.sqlite import insert
+            session.execute(insert(table).values(**values).on_conflict_do_nothing(index_elements=["name"]))
+        query = select(Dataset).where(Dataset.name == name)
+        if lock:
+            query = query.with_for_update()  # PostgreSQL row lock; SQLite already holds the database lock
+        return session.scalars(query).one_or_none()
+
+    @staticmethod
+    def _active_mechanisms(session: Session, dataset: Dataset) -> list[dict[str, Any]]:
+        rows = session.execute(
+            select(Release.mechanisms).outerjoin(Removal, Removal.release_id == Release.id)
+            .where(Release.dataset_id == dataset.id, Removal.id.is_(None)).order_by(Release.id)
+        ).scalars()
+        return [spec for mechanisms in rows for spec in mechanisms]
+
+    # -----------------------------------------------------------------------------------------
+    def record(self, dataset: str, releases: list[ReleaseInput], provenance: Provenance | None = None, *,
+               policy_limit: float | None = None, policy_name: str | None = None,
+               compute_spent: bool = True) -> RecordOutcome:
+        """Record `releases` on `dataset` in one transaction, or nothing when the budget would be exceeded.
+
+        The limit is the smaller of the dataset's `max_total_epsilon` (set-budget) and `policy_limit`
+        (a policy's max_total_epsilon); BudgetExceeded names it. The composition (every active
+        release plus these) runs inside the transaction whenever a limit applies; without a limit,
+        `compute_spent=False` skips it (bulk loads) and the rows carry no `epsilon_after`.
+        """
+        check_dataset_name(dataset)
+        if not releases:
+            raise AuditInputError("release", "nothing to record")
+        checked = [ReleaseInput(r.label[:300], r.source, [validate_mechanism(m, f"{r.label[:60]}: mechanism {i + 1}")
+                                                         for i, m in enumerate(r.mechanisms)],
+                                r.source_file, r.source_sha256, r.mlflow_run_id) for r in releases]
+        provenance = provenance or Provenance()
+        with self._errors(), Session(self.engine) as session, session.begin():
+            row = self._dataset(session, dataset, create=True, lock=True)
+            limits = [(row.max_total_epsilon, "the ledger's budget for this dataset")]
+            if policy_limit is not None:
+                limits.append((policy_limit, f"policy {policy_name or ''}".strip()))
+            limits = [(value, source) for value, source in limits if value is not None]
+            limit, source = min(limits, key=lambda item: item[0]) if limits else (None, None)
+            composition = None
+            if limit is not None or compute_spent:
+                mechanisms = self._active_mechanisms(session, row) + [m for r in checked for m in r.mechanisms]
+                composition = compose_mechanisms(mechanisms, row.delta)
+            if limit is not None and not composition.epsilon <= limit:
+                raise BudgetExceeded(dataset, limit, source, composition)  # rolls back: the dataset row too
+            ids = []
+            for release in checked:
+                entry = Release(
+                    dataset_id=row.id, label=release.label, source=release.source, mechanisms=release.mechanisms,
+                    source_file=release.source_file, source_sha256=release.source_sha256,
+                    mlflow_run_id=release.mlflow_run_id,
+                    epsilon_after=None if composition is None or math.isinf(composition.epsilon) else composition.epsilon,
+                    delta_after=None if composition is None else row.delta,
+                    method_after=None if composition is None else composition.method[:60],
+                    at=provenance.at, by=provenance.by, command=provenance.command, git_commit=provenance.git_commit,
+                )
+                session.add(entry)
+                session.flush()
+                ids.append(entry.id)
+        return RecordOutcome(ids, composition, limit, source)
+
+    def set_budget(self, dataset: str, max_total_epsilon: float | None, delta: float | None,
+                   provenance: Provenance | None = None) -> Composition:
+        """Set the dataset's budget (None: no ε limit) and/or δ; creates the dataset. Returns the spent figure."""
+        check_dataset_name(dataset)
+        provenance = provenance or Provenance()
+        with self._errors(), Session(self.engine) as session, session.begin():
+            row = self._dataset(session, dataset, create=True, lock=True)
+            if delta is not None:
+                row.delta = delta
+            row.max_total_epsilon = max_total_epsilon
+            session.add(BudgetChange(dataset_id=row.id, max_total_epsilon=max_total_epsilon, delta=row.delta,
+                                     at=provenance.at, by=provenance.by, command=provenance.command,
+                                     git_commit=provenance.git_commit))
+            return compose_mechanisms(self._active_mechanisms(session, row), row.delta)
+
+    def remove(self, dataset: str, release_id: int, reason: str, provenance: Provenance | None = None) -> Composition:
+        """Mark a release removed (a Removal row; the release stays). Returns the spent figure without it."""
+        check_dataset_name(dataset)
+        provenance = provenance or Provenance()
+        with self._errors(), Session(self.engine) as session, session.begin():
+            row = self._dataset(session, dataset, create=False, lock=True)
+            if row is None:
+                raise AuditInputError("--dataset", f"no dataset '{dataset}' in this ledger")
+            release = session.get(Release, release_id)
+            if release is None or release.dataset_id != row.id:
+                raise AuditInputError("--release", f"no release {release_id} on dataset '{dataset}'")
+            if release.removal is not None:
+                raise AuditInputError("--release", f"release {release_id} was already removed "
+                                      f"({release.removal.at:%Y-%m-%d %H:%M} UTC by {release.removal.by})")
+            session.add(Removal(release_id=release_id, reason=reason, at=provenance.at, by=provenance.by,
+                                command=provenance.command, git_commit=provenance.git_commit))
+            session.flush()
+            return compose_mechanisms(self._active_mechanisms(session, row), row.delta)
+
+    # -----------------------------------------------------------------------------------------
+    def datasets(self) -> list[str]:
+        with self._errors(), Session(self.engine) as session:
+            return list(session.scalars(select(Dataset.name).order_by(Dataset.name)))
+
+    def dataset_state(self, dataset: str) -> dict[str, Any]:
+        """The dataset's budget, δ, releases (removed ones marked) and spent composition."""
+        check_dataset_name(dataset)
+        with self._errors(), Session(self.engine) as session:
+            row = self._dataset(session, dataset, create=False, lock=False)
+            if row is None:
+                raise AuditInputError("--dataset", f"no dataset '{dataset}' in this ledger "
+                                      f"(known: {', '.join(self._names(session)) or 'none'})")
+            releases = [_release_dict(r) for r in session.scalars(
+                select(Release).where(Release.dataset_id == row.id).order_by(Release.id))]
+            composition = compose_mechanisms(self._active_mechanisms(session, row), row.delta)
+            return {"dataset": row.name, "delta": row.delta, "max_total_epsilon": row.max_total_epsilon,
+                    "releases": releases, "composition": composition}
+
+    @staticmethod
+    def _names(session: Session) -> list[str]:
+        return list(session.scalars(select(Dataset.name).order_by(Dataset.name).limit(20)))
+
+    def count_releases(self, dataset: str | None = None) -> int:
+        with self._errors(), Session(self.engine) as session:
+            query = select(func.count(Release.id))
+            if dataset is not None:
+                query = query.join(Dataset).where(Dataset.name == dataset)
+            return int(session.scalar(query))
+
+
+def _release_dict(release: Release) -> dict[str, Any]:
+    removal = release.removal
+    return {
+        "id": release.id, "label": release.label, "source": release.source, "mechanisms": release.mechanisms,
+        "description": "; ".join(describe_mechanism(m) for m in release.mechanisms),
+        "at": _utc(release.at), "by": release.by, "command": release.command, "git_commit": release.git_commit,
+        "source_file": release.source_file, "source_sha256": release.source_sha256,
+        "mlflow_run_id": release.mlflow_run_id, "epsilon_after": release.epsilon_after,
+        "delta_after": release.delta_after, "method_after": release.method_after,
+        "removed": None if removal is None else {"at": _utc(removal.at), "by": removal.by,
+                                                 "reason": removal.reason, "command": removal.command},
+    }
+
+
+def _utc(moment: datetime) -> str:
+    # SQLite hands datetimes back without their zone; every one was written in UTC.
+    return (moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)).isoformat(timespec="seconds")
