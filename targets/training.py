@@ -50,6 +50,7 @@ class TrainedTarget:
     accountant_epsilon: float | None  # what the PrivacyEngine's own accountant reports after training
     poisson_sampling: bool
     train_seconds: float
+    canaries: object = None  # targets.canaries.GradientCanaries of a run trained with canaries, else None
 
     def logits(self, features: np.ndarray, batch_size: int = 8192) -> np.ndarray:
         return predict_logits(self.model, features, batch_size)
@@ -79,11 +80,14 @@ def train_target(
     device: torch.device,
     on_epoch: Callable[[int, int], None] | None = None,
     secure_mode: bool = False,
+    canaries: dict | None = None,
 ) -> TrainedTarget:
     """Train one model (`spec.architecture`) on (features, labels); `epsilon = inf` means ordinary training.
 
     `secure_mode` makes Opacus draw noise and Poisson samples from a cryptographically secure
     generator (needs the `torchcsprng` package); the run is then not reproducible from `seed`.
+    `canaries` ({"m": int or None, "seed": int}, private targets only): gradient canaries of the
+    one-run white-box audit (`targets.canaries`) go into every step; `TrainedTarget.canaries` holds them.
     """
     torch.manual_seed(seed)  # Poisson sampling and Opacus noise draw from the global generator
     model = build_model(spec.architecture, features.shape[1], spec.hidden_sizes, n_classes, seed=seed).to(device)
@@ -122,6 +126,15 @@ def train_target(
                 raise AuditInputError("privacy.epsilons", f"Opacus cannot calibrate noise for ε={epsilon:g}, "
                                       f"δ={delta:g} with this data size and schedule ({str(exc)[:120]})") from None
     sample_rate = 1.0 / len(loader)
+    probes = None
+    if private and canaries is not None:
+        from targets.canaries import canary_count_for, make_canaries
+
+        n_parameters = sum(p.numel() for p in optimizer.params if p.requires_grad)
+        m = canaries.get("m") or canary_count_for(n_parameters)
+        probes = make_canaries(n_parameters, m, kind="auto", sample_rate=sample_rate, seed=int(canaries.get("seed", seed)),
+                               noise_multiplier=float(optimizer.noise_multiplier))
+        probes.attach(optimizer)
     criterion = nn.CrossEntropyLoss()
     steps = 0
     started = time.perf_counter()
@@ -132,6 +145,8 @@ def train_target(
                 optimizer.zero_grad(set_to_none=True)
                 loss = criterion(model(batch_features.to(device)), batch_labels.to(device))
                 loss.backward()
+                if probes is not None:
+                    probes.insert()
                 optimizer.step()
                 steps += 1
             if on_epoch is not None:
@@ -161,4 +176,5 @@ def train_target(
         accountant_epsilon=accountant_epsilon,
         poisson_sampling=private,
         train_seconds=train_seconds,
+        canaries=probes,
     )

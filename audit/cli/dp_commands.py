@@ -232,15 +232,16 @@ def mechanism_audit(
 
 @app.command("conformance")
 def conformance(
-    trainer: Annotated[str, typer.Option("--trainer", help="module:object with CLAIM, max_grad_norm, sample_batches, privatize_gradients; runs your code")],
+    trainer: Annotated[Optional[str], typer.Option("--trainer", help="module:object with CLAIM, max_grad_norm, sample_batches, privatize_gradients; runs your code")] = None,
+    factory: Annotated[Optional[str], typer.Option("--factory", help="module:function () -> (model, optimizer, data_loader, privacy_engine) made private by Opacus: the checks drive YOUR optimizer, loader and accountant; runs your code")] = None,
     seed: Annotated[int, typer.Option(help="seed of the checks' draws")] = 0,
     alpha: Annotated[float, typer.Option("--alpha", help="family-wise false-alarm rate of all checks")] = 0.01,
     timeout: Annotated[float, typer.Option("--timeout", help="seconds the checks may take")] = 600.0,
     out: Annotated[Path, typer.Option("--out", help="folder that receives <timestamp>-conformance/")] = Path("runs"),
     tracking_uri: TrackingUriOption = None,
 ) -> None:
-    """Deterministic checks of a step-function DP-SGD (noise std, per-example clipping, Poisson sampling,
-    steps and q vs the claim): exit 1 when one fails."""
+    """Deterministic checks of a step-function DP-SGD (--trainer) or of your own Opacus objects (--factory):
+    noise std, per-example clipping, Poisson sampling, steps and q vs the claim; exit 1 when one fails."""
     from rich.table import Table
 
     from audit.dp_validation.conformance import run_conformance
@@ -249,8 +250,15 @@ def conformance(
     set_log_folder(out)
     if not timeout > 0:
         raise AuditInputError("--timeout", f"must be > 0 seconds, got {timeout}")
-    result = run_conformance(trainer, seed=seed, alpha=alpha, timeout=timeout)
-    table = Table(title=f"conformance: {trainer}")
+    if (trainer is None) == (factory is None):
+        raise AuditInputError("--trainer", "give either --trainer module:object or --factory module:function")
+    if factory is not None:
+        from audit.dp_validation.opacus_conformance import run_factory_conformance
+
+        result = run_factory_conformance(factory, seed=seed, alpha=alpha, timeout=timeout)
+    else:
+        result = run_conformance(trainer, seed=seed, alpha=alpha, timeout=timeout)
+    table = Table(title=f"conformance: {result['trainer']}")
     for header in ("check", "result", "measured", "expected", "detail"):
         table.add_column(header)
     def shown(value) -> str:
@@ -262,7 +270,7 @@ def conformance(
         table.add_row(c["check"], "[green]pass[/]" if c["passed"] else "[red]FAIL[/]", shown(c["value"]),
                       shown(c["expected"]), c["detail"])
     console.print(table)
-    path, result = record_audit("conformance", result, out, tracking_uri, {"trainer": trainer, "seed": seed, "alpha": alpha})
+    path, result = record_audit("conformance", result, out, tracking_uri, {"trainer": result["trainer"], "seed": seed, "alpha": alpha})
     console.print(f"details: {path}")
     print_verdict(result)  # the one verdict: every failed check a reason, exit 1 on fail
 
@@ -287,11 +295,16 @@ def whitebox_audit(
     out: Annotated[Path, typer.Option("--out", help="folder that receives <timestamp>-whitebox-audit/")] = Path("runs"),
     tracking_uri: TrackingUriOption = None,
     quiet: QuietOption = False,
+    mode: Annotated[str, typer.Option("--mode", help="runs: many runs with / without one canary | one-run: m canaries in ONE training run (Steinke et al. 2023)")] = "runs",
+    canaries: Annotated[Optional[int], typer.Option("--canaries", help="m canaries (--mode one-run; default from the model size)")] = None,
+    canary_kind: Annotated[str, typer.Option("--canary-kind", help="auto | dirac | random (--mode one-run)")] = "auto",
+    compare_plain: Annotated[bool, switch("compare-plain", "--mode one-run: also time one plain run (overhead, accuracy)")] = True,
     ledger: LedgerOption = None,
     dataset: DatasetOption = None,
 ) -> None:
     """White-box audit of DP-SGD code with a Dirac gradient canary in every step (Nasr et al. 2023):
-    exit 1 when the runs refute the claimed privacy.
+    exit 1 when the runs refute the claimed privacy. `--mode one-run`: m gradient canaries in one
+    training run of your setup, claim held / refuted / untestable.
 
     Your factory runs only in isolated worker processes, one fresh setup per run. At q = 1 the claim
     is exactly μ-GDP and the test of its trade-off curve decides; the GDP-family bound assumes a
@@ -313,6 +326,13 @@ def whitebox_audit(
         raise AuditInputError("--factory", "give either --factory or --builtin, not both")
     check_output_folder(out)
     check_tracking_uri(tracking_uri)
+    if mode not in ("runs", "one-run"):
+        raise AuditInputError("--mode", f"expected runs or one-run, got {mode!r}")
+    if mode == "one-run":
+        _one_run(factory, builtin, noise_multiplier, sample_rate, steps, max_grad_norm, canaries, canary_kind, observe,
+                 delta, claimed_epsilon, seed, timeout, compare_plain, fail_on_inconclusive, out, tracking_uri, quiet,
+                 ledger, dataset)
+        return
     progress = command_progress(quiet)
     try:
         # Lazy: shown from the first finished block, so a factory that fails in its worker stays one error line.
@@ -349,5 +369,57 @@ def print_whitebox_result(result: dict, path: Path, fail_on_inconclusive: bool) 
     # No separate ceiling line: each deciding test below states its own (they differ; one number would mislead).
     for check in result["verdict"]["checks"]:
         console.print(f"· {check['name']}: {check['message']}", highlight=False, soft_wrap=True)
+    console.print(f"details: {path}", highlight=False)
+    print_verdict(result, fail_on_inconclusive=fail_on_inconclusive)
+
+
+def _one_run(factory, builtin, noise_multiplier, sample_rate, steps, max_grad_norm, canaries, canary_kind, observe,
+             delta, claimed_epsilon, seed, timeout, compare_plain, fail_on_inconclusive, out, tracking_uri, quiet,
+             ledger=None, dataset=None) -> None:
+    from audit.dp_validation.one_run_whitebox import run_one_run_whitebox_audit
+
+    progress = command_progress(quiet)
+    try:
+        with progress.step("white-box one-run audit: one training run with gradient canaries"
+                           + (" and one without" if compare_plain else "")):
+            result = run_one_run_whitebox_audit(
+                factory=factory, builtin=builtin, noise_multiplier=noise_multiplier, sample_rate=sample_rate,
+                steps=steps, max_grad_norm=max_grad_norm, n_canaries=canaries, canary_kind=canary_kind,
+                observe=observe, delta=delta, claimed_epsilon=claimed_epsilon, seed=seed, timeout=timeout,
+                compare_plain=compare_plain)
+    finally:
+        progress.close()
+    path, result = record_audit("whitebox-audit", result, out, tracking_uri,
+                                {"subject": result["subject"], "mode": "one-run", "observe": observe,
+                                 "canaries": result["canaries"]["m"], "seed": seed})
+    record_in_ledger(ledger, dataset, "whitebox-audit", result, path)
+    print_one_run_result(result, path, fail_on_inconclusive)
+
+
+def print_one_run_result(result: dict, path: Path, fail_on_inconclusive: bool) -> None:
+    c, o, s = result["canaries"], result["one_run"], result["settings"]
+    say = lambda text: console.print(text, highlight=False, soft_wrap=True)  # noqa: E731
+    say(f"white-box one-run audit of {result['subject']}: {c['m']} {c['kind']} gradient canaries (norm "
+        f"{c['norm_over_C']:g}·C, fair coins, then Poisson q) in ONE run of {result['steps']} steps; observing "
+        f"{result['observed']}")
+    say(f"claim ({result['claim']['source']}): ε {result['claimed_epsilon']:.3f} at δ {result['delta']:g}; optimizer σ "
+        f"{s['noise_multiplier']:g}, C {s['max_grad_norm']:g}, q {s.get('sample_rate')}, T {s['steps']}")
+    fdp = o["fdp"]
+    say(f"sound: Steinke et al. ε ≥ {o['steinke']['epsilon']:.3f} (ceiling {o['ceiling']:.3f}); f-DP one-run test "
+        + ("not run" if fdp is None else ("REFUTES the claim's curve" if fdp["refuted"] else "does not refute the claim's curve")
+               + f" (GDP-family ε {fdp['gdp_family_epsilon'] or 0:.3f}, a bound only if the curve is Gaussian)"))
+    say(f"estimates: Gaussian normalized sum ε ≈ {o['gaussian_sum']['epsilon']:.3f} (assumes "
+        f"{o['gaussian_sum']['assumption']}); Andrew et al. ε ≈ {o['andrew']['epsilon']:.3f}")
+    cost, acc = result["cost"], result["accuracy"]
+    if cost.get("overhead") is not None:
+        say(f"cost: {cost['seconds_with_canaries']:.1f} s with canaries vs {cost['seconds_plain']:.1f} s plain "
+            f"({cost['overhead']:.2f}×; goal ≤ {cost['goal']}×)")
+    if acc.get("with_canaries") is not None:
+        plain = acc.get("plain")
+        say(f"test accuracy: {acc['with_canaries']:.3f} with canaries" + ("" if plain is None else f", {plain:.3f} without"))
+    for claim in result["verdict"].get("claims") or []:
+        say(f"claim {claim['claim']}: {claim['status']}")
+    for check in result["verdict"]["checks"]:
+        say(f"· {check['name']}: {check['message']}")
     console.print(f"details: {path}", highlight=False)
     print_verdict(result, fail_on_inconclusive=fail_on_inconclusive)

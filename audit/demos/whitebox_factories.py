@@ -80,3 +80,40 @@ def accountant_told_wrong_sigma():
     optimizer.attach_step_hook(stale_hook)
     optimizer.noise_multiplier = told / 2
     return setup
+
+
+# --------------------------------------------------------------------------------------------------
+# One-run setups (`whitebox-audit --mode one-run`): a wider model, so that Dirac canaries have
+# coordinates of their own (m ≤ 10 % of the 28 674 trainable coordinates), same claim (μ = 1).
+# --------------------------------------------------------------------------------------------------
+
+WIDE_HIDDEN = 4096
+
+
+def _wide_setup(noise_multiplier: float = NOISE_MULTIPLIER):
+    from opacus import PrivacyEngine
+
+    features = torch.randn(ROWS, 4)
+    labels = (features[:, 0] > 0).long()
+    model = nn.Sequential(nn.Linear(4, WIDE_HIDDEN), nn.ReLU(), nn.Linear(WIDE_HIDDEN, 2))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    loader = DataLoader(TensorDataset(features, labels), batch_size=ROWS)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        engine = PrivacyEngine(accountant="prv")
+        model, optimizer, loader = engine.make_private(module=model, optimizer=optimizer, data_loader=loader,
+                                                       noise_multiplier=noise_multiplier, max_grad_norm=MAX_GRAD_NORM,
+                                                       poisson_sampling=True)
+    return {"model": model, "optimizer": optimizer, "data_loader": loader, "privacy_engine": engine, "epochs": EPOCHS}
+
+
+def wide_correct_opacus():
+    """Opacus as shipped, on the wide model (one-run audits)."""
+    return _wide_setup()
+
+
+def wide_noise_not_scaled_by_clip_norm():
+    """Buggy like `noise_not_scaled_by_clip_norm`, on the wide model: true μ = 2, the claim says 1."""
+    setup = _wide_setup()
+    setup["optimizer"].add_noise = types.MethodType(_add_noise_without_clip_norm, setup["optimizer"])
+    return setup

@@ -10,7 +10,7 @@ import hashlib
 import json
 import math
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Optional
 
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -106,6 +106,13 @@ class PrivacyConfig(_Strict):
         description="Opacus secure_mode (cryptographically secure noise via torchcsprng): for a release "
         "audit; slower and not reproducible from the seed",
     )
+    whitebox_one_run: bool = Field(
+        True,
+        description="train each DP target once more with white-box gradient canaries (one-run audit, "
+        "Steinke et al. 2023): its claim becomes testable beyond what the membership attacks reach",
+    )
+    one_run_canaries: Optional[int] = Field(
+        None, ge=100, le=1_000_000, description="canaries m of the white-box one-run audit (default: from the model size)")
 
     @field_validator("epsilons")
     @classmethod

@@ -234,6 +234,8 @@ def _tests_in_family(results: dict[str, Any], alpha: float) -> int:
     count = 0
     for target in results.get("targets") or []:
         count += sum(1 for a in target.get("attacks") or [] if isinstance(a, dict) and _could_refute(target, a, alpha))
+        # The white-box one-run row (audit.sweep.whitebox_one_run), when it could refute its claim alone.
+        count += sum(1 for t in [target.get("whitebox_one_run")] if isinstance(t, dict) and t.get("refutable_alone"))
     for entry in results.get("synthetic") or []:
         mia = entry.get("mia") or {}
         if _claim(entry, "epsilon_target") is not None:
@@ -309,6 +311,10 @@ def _target_checks(index: int, target: dict[str, Any], alpha_each: float, confid
                             assumption="one training run, coin-flip membership (proven)", claim=row_text,
                             ceiling=ceiling,
                             needed=needed_candidates(row_eps, delta, alpha_each) if inconclusive else ""))
+    whitebox = target.get("whitebox_one_run")
+    if isinstance(whitebox, dict) and whitebox.get("p_value") is not None:
+        checks += _whitebox_one_run_checks(subject, label, whitebox, claim_text)
+        tested = True
     if not tested:
         checks.append(Check(
             subject, f"{label} · no proven bound",
@@ -332,6 +338,38 @@ def _target_checks(index: int, target: dict[str, Any], alpha_each: float, confid
             claim=f"{label}: the {target.get('accountant')} accountant's ε {reported:.4g} is at least the true ε",
         ))
     return checks, notes
+
+
+def _whitebox_one_run_checks(subject: str, label: str, row: dict[str, Any], claim_key: str) -> list[Check]:
+    """The target's white-box one-run row (a twin trained with gradient canaries): one test in the
+    Holm family when it could refute its claim alone, else inconclusive; accuracy shown beside. Its
+    own claim entry (row family "white-box one-run"), so that the membership rows' status of the
+    released model stays theirs."""
+    name = f"{label} · white-box one-run"
+    claim, m = float(row["claim"]), int(row["m"])
+    key = f"{claim_key} · white-box one-run (twin with canaries)"
+    ceiling = float(row["ceiling"]) if isinstance(row.get("ceiling"), (int, float)) else None
+    assumption = "one training run of a twin with gradient canaries by fair coins (proven: Steinke et al., f-DP one-run)"
+    accuracy = Check(subject, f"{name} · accuracy",
+                     f"{label}: test accuracy {row['test_accuracy_target']:.3f} (released target) vs "
+                     f"{row['test_accuracy_with_canaries']:.3f} (twin with {m} canaries); training "
+                     f"{row['train_seconds_target']:.1f} s vs {row['train_seconds_with_canaries']:.1f} s", decides=False,
+                     assumption="shown only")
+    if not row.get("refutable_alone"):
+        need = row.get("canaries_needed")
+        return [Check(subject, name, f"{label}, white-box one-run: untestable here — with {m} canaries a perfect "
+                      f"attack reaches ε {float(row['ceiling']):.2f} (Steinke et al.) and could not refute the claim's "
+                      f"curve (f-DP), at or below the claim {claim:.3f}; needs "
+                      + (f"≥ {need} canaries (privacy.one_run_canaries)" if need else "more than 10⁶ canaries")
+                      + " (left out of the Holm family)", inconclusive=True, assumption=assumption, claim=key,
+                      ceiling=ceiling, needed=(f"needs ≥ {need:,} canaries (privacy.one_run_canaries)" if need
+                                               else "needs more than 10⁶ canaries")), accuracy]
+    p = float(row["p_value"])
+    message = (f"{label}, white-box one-run ({m} {row.get('kind')} canaries, every iterate): Steinke et al. ε ≥ "
+               f"{float(row['steinke_epsilon']):.3f}, f-DP test {'refutes' if row.get('fdp_refuted') else 'does not refute'} "
+               f"the claim's curve, vs accountant ε {claim:.3f} (p = {p:.2g}; estimates: Gaussian sum ε ≈ "
+               f"{float(row['gaussian_sum_epsilon']):.2f}, Andrew et al. ε ≈ {float(row['andrew_epsilon']):.2f})")
+    return [Check(subject, name, message, p_value=p, assumption=assumption, claim=key, ceiling=ceiling), accuracy]
 
 
 def _synthetic_checks(index: int, entry: dict[str, Any], alpha_each: float, confidence: float) -> list[Check]:

@@ -449,6 +449,16 @@ def _audit_target(inputs: _SweepInputs, index: int, epsilon: float, attacks: lis
             )
     record, notes = _target_record(trained, config, test_accuracy, attack_records)
     record["seed"] = seed
+    if config.privacy.whitebox_one_run and trained.epsilon_target is not None and trained.accountant_epsilon:
+        from audit.sweep.whitebox_one_run import whitebox_one_run_entry
+
+        with progress.step(f"{label}: white-box one-run audit (a twin trained with gradient canaries)"):
+            record["whitebox_one_run"] = whitebox_one_run_entry(
+                data.features[splits.train_idx], data.labels[splits.train_idx], data.n_classes, inputs.spec,
+                target=trained, target_accuracy=test_accuracy, test_features=test_x, test_labels=test_y,
+                accountant=config.privacy.accountant, seed=seed, device=inputs.device,
+                confidence=config.attacks.confidence, n_canaries=config.privacy.one_run_canaries,
+                secure_mode=config.privacy.secure_mode)
     ckpt.save_arrays("scores", score_columns)
     ckpt.save_json("record", {"record": record, "notes": notes})
     return record, score_columns, notes

@@ -1,0 +1,56 @@
+"""Opacus training setups built by the harness: what a user's `--factory` would return, for `--builtin`.
+
+`tabular_mlp_setup` makes an MLP on the default synthetic table private with Opacus
+(`PrivacyEngine.make_private`, Poisson sampling at rate q, flat clipping to C, noise σ·C) and
+returns the `--factory` protocol's dict, plus a held-out `test_loader` for accuracy and `steps`
+(the loop stops there).
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+from targets.datasets import make_default_tabular
+from targets.models import build_model
+
+__all__ = ["tabular_mlp_setup"]
+
+TEST_SHARE = 0.2
+
+
+def tabular_mlp_setup(*, noise_multiplier: float, sample_rate: float, steps: int, max_grad_norm: float,
+                      rows: int = 2000, hidden: Sequence[int] = (256, 256), lr: float = 0.1, momentum: float = 0.0,
+                      seed: int = 0, accountant: str = "prv", make_private=None) -> dict:
+    """A private MLP on `rows` rows of the default table (80 % train, 20 % test). `make_private`
+    (engine, model, optimizer, loader) -> (model, optimizer, loader) replaces the usual
+    `engine.make_private` call (the planted-bug setups use it)."""
+    from opacus import PrivacyEngine
+
+    data = make_default_tabular(int(rows), int(seed))
+    X = data.features.astype(np.float32)
+    y = data.labels.astype(np.int64)
+    n_test = int(round(TEST_SHARE * len(y)))
+    train = TensorDataset(torch.as_tensor(X[n_test:]), torch.as_tensor(y[n_test:]))
+    test = DataLoader(TensorDataset(torch.as_tensor(X[:n_test]), torch.as_tensor(y[:n_test])), batch_size=4096)
+    n_train = len(train)
+    batch = max(1, int(round(float(sample_rate) * n_train)))
+    model = build_model("mlp", X.shape[1], list(hidden), int(y.max()) + 1, seed=int(seed))
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum)
+    loader = DataLoader(train, batch_size=batch, shuffle=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # Opacus's non-secure RNG warning: not what is audited
+        engine = PrivacyEngine(accountant=accountant)
+        if make_private is None:
+            model, optimizer, loader = engine.make_private(module=model, optimizer=optimizer, data_loader=loader,
+                                                           noise_multiplier=float(noise_multiplier),
+                                                           max_grad_norm=float(max_grad_norm), poisson_sampling=True)
+        else:
+            model, optimizer, loader = make_private(engine, model, optimizer, loader)
+    per_epoch = max(1, len(loader))
+    return {"model": model, "optimizer": optimizer, "data_loader": loader, "privacy_engine": engine,
+            "epochs": int(math.ceil(int(steps) / per_epoch)), "steps": int(steps), "test_loader": test}
