@@ -30,7 +30,7 @@ def wheel(tmp_path_factory) -> Path:
     A copy, because setuptools builds in place and its build/ folder keeps files deleted since."""
     source = tmp_path_factory.mktemp("source") / "privacy-audit"
     shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(
-        ".git", ".venv", "build", "runs", "mlartifacts", "mlruns", "*.egg-info", "__pycache__", ".pytest_cache", "*.db"))
+        ".git", ".venv", ".venv-*", "build", "runs", "mlartifacts", "mlruns", "*.egg-info", "__pycache__", ".pytest_cache", "*.db"))
     out = tmp_path_factory.mktemp("wheel")
     proc = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out),
                  str(source)], cwd=out)
