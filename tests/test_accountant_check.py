@@ -63,7 +63,11 @@ def test_cli_flags_an_unsound_user_accountant_with_exit_1_and_writes_json(cli, u
     assert proc.returncode == 1, proc.stderr
     assert "unsound" in proc.stdout
     reported = f"{opacus_prv(1.0, 0.01, 1000, 1e-5) / 2:.4f}"
-    assert proc.stdout.count(reported) == 1, "each unsound point is printed once (its table row)"
+    # Once in its table row and once in its claim's line (the verdict names every claim), nowhere else.
+    output = proc.stdout + proc.stderr
+    assert output.count(reported) == 2, "each unsound point is printed in its row and its claim line only"
+    (claim_line,) = [line for line in proc.stderr.splitlines() if line.startswith("claim refuted")]
+    assert reported in claim_line and claim_line.count("σ=1") == 1
     summary = json.loads((tmp_path / "check.json").read_text())
     assert summary["counts"]["unsound"] == 1 and summary["passed"] is False
     (report,) = tmp_path.glob("runs/*-accountant-check/report.html")

@@ -206,8 +206,9 @@ def mechanism_audit(
 
     set_log_folder(out)
     check_spec(mechanism, "--mechanism")
-    if not 4 <= trials <= 10_000_000:
-        raise AuditInputError("--trials", f"must be in [4, 10,000,000], got {trials}")
+    from audit.machinery.limits import check_count
+
+    check_count("--trials", trials)  # the range table (docs/errors.md), before the mechanism loads
     if claimed_epsilon is not None:
         validate_claim(claimed_epsilon, 0.0 if delta is None else delta, epsilon_flag="--claimed-epsilon", delta_flag="--delta")
     elif delta is not None:

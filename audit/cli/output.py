@@ -75,7 +75,10 @@ def print_verdict(results: dict, fail_on_inconclusive: bool = False) -> None:
     failing_open = fail_on_inconclusive and status == "inconclusive"
     for claim in claims:
         style = _CLAIM_STYLE.get(str(claim.get("status")), "white")
-        out = err_console if failing_open and claim.get("status") == "untestable" else console
+        # What makes the command fail goes to stderr, where a CI log shows it beside the exit code.
+        to_stderr = ((status == "fail" and claim.get("status") == "refuted")
+                     or (failing_open and claim.get("status") == "untestable"))
+        out = err_console if to_stderr else console
         out.print(f"[{style}]claim[/{style}] {safe(claim_sentence(claim))}", highlight=False, soft_wrap=True)
     for entry in verdict.get("leakage") or []:
         style = "red" if entry.get("status") == "leaks" else "green"

@@ -171,7 +171,7 @@ def audit_mechanism(
     conf = validate_confidence(confidence)
     from audit.machinery.limits import check_count
 
-    n_trials = check_count("--trials", n_trials)  # the range table: [4, 10⁸] draws per dataset
+    n_trials = check_count("--trials", n_trials, where="n_trials")  # the range table: [4, 10⁸] draws per dataset
     if statistic is not None and not callable(statistic):
         raise AuditInputError("statistic", f"expected a callable or None, got {statistic!r}")
     distance = check_neighbouring(dataset_a, dataset_b)

@@ -68,9 +68,14 @@ def _high(option: str) -> int:
     return max_workers() if option == "--workers" else COUNT_LIMITS[option].high
 
 
-def check_count(option: str, value, low: int | None = None, high: int | None = None) -> int:
-    """`value` as an int in the table's range for `option` (narrowed by `low`/`high`); exit 2 otherwise."""
+def check_count(option: str, value, low: int | None = None, high: int | None = None, *,
+                where: str | None = None) -> int:
+    """`value` as an int in the table's range for `option` (narrowed by `low`/`high`); exit 2 otherwise.
+
+    `where` names the input in the error when it is not the command-line flag (a Python API's parameter).
+    """
     limit = COUNT_LIMITS[option]
+    where = where or option
     lo = limit.low if low is None else low
     hi = _high(option) if high is None else min(high, _high(option))
     if isinstance(value, bool) or not isinstance(value, int):
@@ -82,10 +87,10 @@ def check_count(option: str, value, low: int | None = None, high: int | None = N
             else:
                 raise TypeError
         except TypeError:
-            raise AuditInputError(option, f"expected an integer in [{lo:,}, {hi:,}], got {str(value)[:40]!r}") from None
+            raise AuditInputError(where, f"expected an integer in [{lo:,}, {hi:,}], got {str(value)[:40]!r}") from None
     if not lo <= value <= hi:
         why = f" ({limit.why})" if option != "--workers" else " (4 × the cores this process may use)"
-        raise AuditInputError(option, f"must be in [{lo:,}, {hi:,}], got {value:,}{why}"[:300])
+        raise AuditInputError(where, f"must be in [{lo:,}, {hi:,}], got {value:,}{why}"[:300])
     return value
 
 

@@ -19,7 +19,7 @@ def single_audit_verdict(kind: str, result: dict[str, Any]) -> dict[str, Any]:
         for point in result.get("points") or []:
             where = f"σ={point.get('noise_multiplier'):g} q={point.get('sample_rate'):g} T={point.get('steps')} δ={point.get('delta'):g}"
             bad = point.get("label") in ("unsound", "invalid")
-            checks.append(Check(where, "accountant vs PLD interval", f"{where}: {point.get('label')}: {point.get('message')}",
+            checks.append(Check(where, "accountant vs PLD interval", f"{point.get('label')}: {point.get('message')}",
                                 failed=bad, assumption="true ε lies in the PLD interval [lower, upper]",
                                 claim=f"accountant at {where}: its ε is at least the true ε"))
         return decide(checks)
