@@ -141,7 +141,11 @@ def test_a_memorising_trainer_is_caught_in_one_run(pool):
         nearest_neighbour, FEATURES, LABELS, n_canaries=1000, canary_kind="out_of_distribution",
         claimed_epsilon=1.0, delta=1e-5, seed=0, pool=pool,
     )
-    assert result["violation"] and result["epsilon_lower_bound"] > 3.0
+    # The nearest neighbour's scaled-logit scores saturate at two values (±4.6): the guess rule takes a
+    # tie group whole (input order never decides a guess), so the bound is what the tie groups prove
+    # (538 of 700 right: ε ≈ 1.05), above the claim of 1 — caught, with no credit for an arbitrary order.
+    assert result["violation"] and result["epsilon_lower_bound"] > result["claimed_epsilon"]
+    assert result["details"]["r"] == result["details"]["m_eval"]  # every evaluated candidate is guessed
     assert 400 < result["n_inserted"] < 600  # fair coins
     json.dumps(result, allow_nan=False)
 

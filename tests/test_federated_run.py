@@ -61,7 +61,7 @@ def test_client_level_federation_reports_client_epsilon_and_a_client_mia(tmp_pat
     from audit.statistics.epsilon_bounds import one_run_ceiling
 
     config = resolve_config("clients", overrides={
-        "name": "clienttest", "data": {"n_rows": 400}, "training": {"hidden_sizes": [8], "epochs": 1},
+        "name": "clienttest", "data": {"n_rows": 800}, "training": {"hidden_sizes": [8], "epochs": 1},
         "privacy": {"epsilons": [2.0]},  # q = 1 keeps the σ calibration fast; Poisson q < 1 is unit-tested
         "federated": {"n_clients": 6, "rounds": 3, "client_mia_runs": 2, "client_sample_rate": 1.0},
     })

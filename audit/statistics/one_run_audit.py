@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 from scipy import optimize, stats
 
-from audit.statistics.audit_ceilings import DEFAULT_GUESS_FRACTIONS, smallest_sufficient
+from audit.statistics.audit_ceilings import smallest_sufficient
 from audit.statistics.epsilon_bounds import (
     epsilon_from_gdp_mu,
     epsilon_lower_bound_one_run,
@@ -44,6 +44,10 @@ from audit.statistics.epsilon_bounds import (
 )
 from audit.statistics.fdp_one_run import fdp_one_run_audit, fdp_one_run_refutes, profile_blow_up_inverse
 from audit.statistics.tradeoff_curves import PrivacyProfile
+
+# The guess fractions of this module's own f-DP p-value and perfect-attack check (a Bonferroni family
+# over fixed fractions: sound, though at large m weaker than the pilot split `fdp_one_run_audit` uses).
+DEFAULT_GUESS_FRACTIONS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5)
 
 __all__ = [
     "GAUSSIAN_SUM_ASSUMPTION",
