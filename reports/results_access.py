@@ -1,8 +1,9 @@
 """Reading results.json dicts defensively, for every renderer (HTML, Markdown, JUnit)."""
 from __future__ import annotations
 
-import math
 from typing import Any
+
+from audit.machinery.leakage import tpr_at  # noqa: F401  (re-exported: one reading of a TPR key)
 
 
 def get(mapping: Any, *keys: str, default: Any = None) -> Any:
@@ -16,17 +17,6 @@ def get(mapping: Any, *keys: str, default: Any = None) -> Any:
 
 def is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def tpr_at(attack: dict[str, Any], level: float) -> Any:
-    """The attack's TPR at FPR `level`, whatever the key's spelling ("0.001", 0.001, "1e-3")."""
-    for key, value in (attack.get("tpr_at_fpr") or {}).items():
-        try:
-            if math.isclose(float(key), level, rel_tol=1e-9):
-                return value
-        except (TypeError, ValueError):
-            continue
-    return None
 
 
 def attack_names(results: dict[str, Any]) -> list[str]:

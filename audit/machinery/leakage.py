@@ -50,7 +50,8 @@ def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def _tpr(attack: dict[str, Any], level: float) -> Any:
+def tpr_at(attack: dict[str, Any], level: float) -> Any:
+    """The attack's TPR at FPR `level`, whatever the key's spelling ("0.001", 0.001, "1e-3")."""
     for key, value in (attack.get("tpr_at_fpr") or {}).items():
         try:
             if math.isclose(float(key), level, rel_tol=1e-9):
@@ -72,7 +73,7 @@ def _attack_tests(attack: dict[str, Any], confidence: float) -> list[dict[str, A
 
 def _figures(attack: dict[str, Any]) -> dict[str, Any]:
     return {"attack": attack.get("name"), "auc": attack.get("auc"), "auc_ci": attack.get("auc_ci"),
-            "tpr_at_fpr_0.001": _tpr(attack, 0.001), "tpr_at_fpr_0.01": _tpr(attack, 0.01)}
+            "tpr_at_fpr_0.001": tpr_at(attack, 0.001), "tpr_at_fpr_0.01": tpr_at(attack, 0.01)}
 
 
 def _statement(label: str, subject: str, tests: list[dict[str, Any]], alpha: float, figures: dict[str, Any],
@@ -113,8 +114,8 @@ def target_leakage(index: int, target: dict[str, Any], label: str, alpha: float)
     confidence = 1 - alpha
     attacks = [a for a in target.get("attacks") or [] if isinstance(a, dict)]
     tests = [t for a in attacks for t in _attack_tests(a, confidence)]
-    ranked = [a for a in attacks if _number(_tpr(a, 0.01))] or attacks
-    top = max(ranked, key=lambda a: (_tpr(a, 0.01) or 0.0, a.get("auc") or 0.0), default={})
+    ranked = [a for a in attacks if _number(tpr_at(a, 0.01))] or attacks
+    top = max(ranked, key=lambda a: (tpr_at(a, 0.01) or 0.0, a.get("auc") or 0.0), default={})
     baseline = target.get("blind_baseline")
     confounded = baseline if isinstance(baseline, dict) and baseline.get("separates") else None
     return _statement(f"{label} (no DP claim)", f"targets[{index}]", tests, alpha, _figures(top),
