@@ -197,6 +197,7 @@ def render_html_report(results: dict[str, Any], run_dir: Path | None = None, *, 
             _verdict_banner(results, checks),  # the one verdict, as every output shows it
             synthetic_overview(results),
             _policy_section(checks),
+            _ledger_section(results),
             _verdict_checks_section(results),
             _synthetic_section(results),
             _figures_section(results, run_dir),
@@ -210,6 +211,8 @@ def render_html_report(results: dict[str, Any], run_dir: Path | None = None, *, 
             _targets_table(results),
             federated_html_section(results),
             _policy_section(checks),
+            _ledger_section(results),
+            _ledger_section(results),
             _verdict_checks_section(results),
             _synthetic_section(results),
             _figures_section(results, run_dir),
@@ -220,6 +223,28 @@ def render_html_report(results: dict[str, Any], run_dir: Path | None = None, *, 
         ]
     parts = [*head, *body, _reproducibility(results, run_dir), _signoff(), "</main></body></html>"]
     return "\n".join(part for part in parts if part) + "\n"
+
+
+def _ledger_section(results: dict[str, Any]) -> str:
+    """The dataset's spent privacy budget after this run's release(s), as `--ledger` recorded it."""
+    entry = results.get("ledger")
+    if not isinstance(entry, dict):
+        return ""
+    spent = entry.get("epsilon_spent")
+    spent_text = "unbounded" if entry.get("epsilon_spent_unbounded") else (
+        f"{spent:.4g}" if _is_number(spent) else "—")
+    limit = entry.get("max_total_epsilon")
+    rows = [
+        ("Dataset", _text(entry.get("dataset"))),
+        ("Recorded", "yes" if entry.get("recorded") else "no"),
+        ("Spent ε (after this run)", f"{spent_text} at δ = {_text(entry.get('delta'))} ({_text(entry.get('method'))})"),
+        ("Basic / advanced composition", f"{_text(entry.get('basic_epsilon'))} / {_text(entry.get('advanced_epsilon'))}"),
+        ("Budget (max_total_epsilon)", f"{limit:g}" if _is_number(limit) else "none set"),
+    ]
+    if entry.get("reason"):
+        rows.append(("Why", _text(entry.get("reason"))))
+    body = "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in rows)
+    return f'<section id="ledger"><h2>Privacy budget (ledger)</h2><dl class="facts">{body}</dl></section>'
 
 
 def write_html_report(

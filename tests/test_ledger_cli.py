@@ -108,6 +108,9 @@ def _bad_input_cases(tmp_path):
         (["synth-check", "--train", "t.csv", "--holdout", "h.csv", "--synthetic", "s.csv", "--dataset", "adult"],
          "--ledger"),
         (["canary-audit", "--trainer", "m:f", "--ledger", "ftp://host/x", "--dataset", "adult"], "--ledger"),
+        # a synthetic release without a DP claim has no ε to record: refused before any output is written
+        (["synth-check", "--train", "t.csv", "--holdout", "h.csv", "--synthetic", "s.csv", "--ledger", "l.db",
+          "--dataset", "adult"], "--ledger"),
     ]
 
 
@@ -222,6 +225,9 @@ def test_synth_check_records_tags_mlflow_and_refuses_a_release_over_budget(invok
     assert results["ledger"]["recorded"] and results["ledger"]["epsilon_spent"] == pytest.approx(2.0, abs=1e-3)
     tags = MlflowClient(tracking).get_run(results["mlflow"]["parent_run_id"]).data.tags
     assert tags["ledger.dataset"] == "census" and tags["ledger.release_ids"] == "1"
+    # the report, rendered again after the release was recorded, shows the dataset's spent budget
+    report = (results_path.parent / "report.html").read_text()
+    assert '<section id="ledger">' in report and "census" in report and "Spent ε (after this run)" in report
     assert invoke("ledger", "set-budget", "--dataset", "census", "--ledger", "ledger.db", "--max-epsilon", "3",
                   "--delta", "1e-4")[0] == 0
     code, out, err = invoke(*args)

@@ -124,6 +124,18 @@ def _section(dataset: str, store_description: str, composition, limit, recorded:
             "advanced_epsilon": composition.as_dict()["advanced_epsilon"], "max_total_epsilon": limit, **extra}
 
 
+def _rerender_report(path: Path, written: dict[str, Any], policy) -> None:
+    # A run folder's report.html was written before the release was recorded: render it again so it
+    # shows the dataset's spent budget after this release (single-audit JSON files have no such page).
+    if path.name != "results.json" or not (path.parent / "report.html").is_file():
+        return
+    from audit.machinery.verdict import verdict_for_results
+    from reports.html_report import write_html_report
+
+    _, evaluation = verdict_for_results(written, policy)
+    write_html_report(written, path.parent, evaluation=evaluation)
+
+
 def record_in_ledger(ledger: str | None, dataset: str | None, command: str, results: dict, path: Path,
                      policy=None) -> None:
     """Record the DP release(s) `results` (written at `path`) describe; the one call a recording command makes.
@@ -151,6 +163,7 @@ def record_in_ledger(ledger: str | None, dataset: str | None, command: str, resu
         written = json.loads(path.read_text(encoding="utf-8"))
         written["ledger"] = results["ledger"] = section
         write_json_atomic(path, written)
+        _rerender_report(path, written, policy)
 
     refuted = refuted_claims(results)
     if refuted:

@@ -90,6 +90,9 @@ def synth_check(
         raise AuditInputError("--nan-policy", f"expected error, drop_rows or indicator, got {nan_policy[:40]!r}")
     if claimed_epsilon is not None:
         check_number(claimed_epsilon, "--claimed-epsilon", low=0, low_open=True, high=1000)
+    elif ledger is not None:  # before any work: a release without an ε cannot be recorded (nothing written)
+        raise AuditInputError("--ledger", "synth-check records a release only with --claimed-epsilon (the "
+                              "generator's DP ε); without a claim there is nothing to spend")
     check_number(delta, "--delta", low=1e-10, high=1, high_open=True,
                  why="δ = 0 has no finite Clopper-Pearson ε bound; below 1e-10 the bounds lose precision")
     check_seed(seed)
