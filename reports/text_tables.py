@@ -7,6 +7,7 @@ import json
 import math
 import sys
 from typing import Any
+from reports.federated_tables import markdown_table  # noqa: F401  (one Markdown table writer)
 
 
 def _fmt(value: Any, digits: int = 2) -> str:
@@ -75,12 +76,6 @@ def text_console_tables(results: dict[str, Any]) -> list:
             table.add_row(*row)
         tables.append(table)
     return tables
-
-
-def markdown_table(headers: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
-    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return "\n".join(lines)
 
 
 if __name__ == "__main__":
