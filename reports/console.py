@@ -40,13 +40,26 @@ def _target_header(target: dict[str, Any], accountant: str, status: str) -> Text
         parts.append(f"{accountant} ε {_fmt(claimed)}")
         parts.append(f"PLD ε {_fmt(get(target, 'epsilon', 'pld'))}")
     if is_number(target.get("test_accuracy")):
-        parts.append(f"test acc {_fmt(target['test_accuracy'])}")
+        twin = target.get("whitebox_one_run")
+        with_canaries = twin.get("test_accuracy_with_canaries") if isinstance(twin, dict) else None
+        # The twin trained with canaries (white-box one-run): its accuracy beside the released model's.
+        parts.append(f"test acc {_fmt(target['test_accuracy'])}"
+                     + (f" ({_fmt(with_canaries)} with canaries)" if is_number(with_canaries) else ""))
     header = Text(" · ".join(parts), style="bold")
     header.append(" · ")
     style = {"refuted": "bold red", "held": "green", "untestable here": "yellow",
              "no DP claim · LEAKS": "bold red"}.get(status, "")
     header.append(status if status != "—" else "not judged", style=style)
     return header
+
+
+def _twin_line(twin: dict[str, Any]) -> str:
+    p = twin.get("p_value")
+    return (f"white-box 1-run: a twin with {twin.get('m')} {twin.get('kind')} canaries, scored at every iterate; f-DP "
+            f"test {'refutes' if twin.get('fdp_refuted') else 'does not refute'} the claim's curve"
+            + (f" (p {p:.2g})" if is_number(p) else "")
+            + f"; estimates, not bounds: Gaussian sum ε ≈ {_fmt(twin.get('gaussian_sum_epsilon'), 2)}, "
+            f"Andrew et al. ε ≈ {_fmt(twin.get('andrew_epsilon'), 2)}")
 
 
 def _attack_table() -> Table:
@@ -73,7 +86,12 @@ def results_summary_table(results: dict[str, Any]) -> Group:
                 _fmt(get(attack, "epsilon_lb", "clopper_pearson"), 2),
                 _fmt(get(attack, "epsilon_lb", "one_run"), 2),
             )
+        twin = target.get("whitebox_one_run")
+        if isinstance(twin, dict):  # row family "white-box one-run": a twin with canaries, every iterate
+            table.add_row("white-box 1-run", "—", "—", "—", "—", _fmt(twin.get("steinke_epsilon"), 2))
         blocks += [Text(""), _target_header(target, accountant, subject_status(verdict, f"targets[{index}]")), table]
+        if isinstance(twin, dict):
+            blocks.append(Text(_twin_line(twin), style="dim"))
     return Group(*blocks)
 
 

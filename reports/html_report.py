@@ -521,9 +521,9 @@ def _targets_table(results: dict[str, Any]) -> str:
             f'<td class="num">{best}</td>',
             f'<td class="num">{_num(ratio, 2)}</td>',
             f"<td>{violation}</td>",
-            f'<td class="num">{_num(target.get("test_accuracy"))}</td>',
+            f'<td class="num">{_num(target.get("test_accuracy"))}{_twin_accuracy(target)}</td>',
         ]
-        cells.append(f"<td>{_attack_cell(target.get('attacks') or [])}</td>")
+        cells.append(f"<td>{_attack_cell(target.get('attacks') or [])}{_whitebox_cell(target)}</td>")
         rows.append("<tr>" + "".join(cells) + "</tr>")
     return (
         '<section id="targets"><h2>Results per target ε</h2>'
@@ -536,6 +536,28 @@ def _targets_table(results: dict[str, Any]) -> str:
         "TPR at 0.1 % FPR: share of members detected while wrongly flagging 0.1 % of non-members. The largest AUC "
         "of a target is in bold. ε = ∞ is the non-private baseline (no accountant ε).</p></section>"
     )
+
+
+def _twin_accuracy(target: dict[str, Any]) -> str:
+    """The main job's twin trained with canaries: its test accuracy beside the released target's."""
+    twin = target.get("whitebox_one_run")
+    if not isinstance(twin, dict):
+        return ""
+    return f'<br><small>{_num(twin.get("test_accuracy_with_canaries"))} with {_text(twin.get("m"))} canaries</small>'
+
+
+def _whitebox_cell(target: dict[str, Any]) -> str:
+    """The row family "white-box one-run" under the attacks: what the twin's canaries showed."""
+    twin = target.get("whitebox_one_run")
+    if not isinstance(twin, dict):
+        return ""
+    p_value = f"{float(twin['p_value']):.2g}" if _is_number(twin.get("p_value")) else "—"
+    return (f'<p><small>white-box one-run ({_text(twin.get("m"))} {_text(twin.get("kind"))} canaries in a twin, every '
+            f'iterate): Steinke et al. ε ≥ {_num(twin.get("steinke_epsilon"), 2)}; f-DP test '
+            f'{"refutes" if twin.get("fdp_refuted") else "does not refute"} the claim\'s curve; p = '
+            f'{_text(p_value)}; '
+            f'estimates (not bounds): Gaussian sum ε ≈ {_num(twin.get("gaussian_sum_epsilon"), 2)}, Andrew et al. '
+            f'ε ≈ {_num(twin.get("andrew_epsilon"), 2)}</small></p>')
 
 
 def _attack_cell(attacks: list[dict[str, Any]]) -> str:

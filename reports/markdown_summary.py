@@ -44,6 +44,9 @@ def render_summary_markdown(results: dict[str, Any], *, evaluation: Any = None) 
         attacks = _attack_names(results)
         # Few columns (a PR comment): the claim, the best proven bound, the strongest attack, the status.
         header = ["ε target", f"{_cell(accountant)} ε", "best ε LB", "strongest attack: AUC (CI) · TPR@1%", "claim"]
+        twins = any(isinstance(t.get("whitebox_one_run"), dict) for t in targets)
+        if twins:  # the main job's white-box one-run twins: the canaries' cost in accuracy, side by side
+            header.insert(4, "test acc (with canaries)")
         lines.append("| " + " | ".join(header) + " |")
         lines.append("|" + "|".join("---:" for _ in header) + "|")
         for index, target in enumerate(targets):
@@ -62,6 +65,10 @@ def render_summary_markdown(results: dict[str, Any], *, evaluation: Any = None) 
                 ci = top.get("auc_ci") or [None, None]
                 row.append(f"{_cell(top.get('name'))}: {_num(top.get('auc'))} ({_num(ci[0], 2)}–{_num(ci[1], 2)}) · "
                            f"{_num(_tpr(top, 0.01), 3)}")
+            if twins:
+                twin = target.get("whitebox_one_run") if isinstance(target.get("whitebox_one_run"), dict) else {}
+                row.append(_num(target.get("test_accuracy")) + (f" ({_num(twin.get('test_accuracy_with_canaries'))})"
+                                                                if twin else ""))
             word_here = subject_status(verdict, f"targets[{index}]")
             row.append(f"**{word_here}**" if word_here in ("refuted", "no DP claim · LEAKS") else word_here)
             lines.append("| " + " | ".join(row) + " |")

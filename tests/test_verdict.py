@@ -136,20 +136,28 @@ def test_federated_rows_are_tested_against_their_own_level_and_a_row_without_a_c
     assert decided["targets"][0]["violation"] is True
 
 
-def test_a_row_that_could_not_refute_its_claim_even_alone_is_inconclusive_and_costs_the_family_nothing():
+def test_a_row_that_could_not_refute_its_claim_even_alone_costs_the_family_nothing_and_decides_nothing():
     # 12 candidates (a small client's rows): even a perfect attack proves ε ≥ ~0 at α = 5 %, so the row
-    # is left out of the Holm family (K stays 1) and the verdict says inconclusive, never pass.
+    # is left out of the Holm family (K stays 1). Alone it leaves the claim untestable, never held; beside
+    # a row with power that did not refute, the claim is held (its tests decide together) and the
+    # powerless row is named.
     rng = np.random.default_rng(3)
     results = _null_results(rng, claims=(1.0,))
-    results["targets"][0]["attacks"] = results["targets"][0]["attacks"][:1]
+    powered = results["targets"][0]["attacks"][:1]
     small = rng.random(12) < 0.5
     tiny = epsilon_lower_bound_one_run(rng.normal(size=12), small, 1e-5)
     assert one_run_ceiling(12, 1e-5, 0.05) <= 1.0
-    results["targets"][0]["attacks"].append({"name": "loss/client_9", "epsilon_lb": {"one_run": tiny.epsilon},
-                                             "epsilon_lb_details": {"one_run": tiny.details}, "tpr_at_fpr": {}})
-    verdict = verdict_for_results(results)[0]["verdict"]
-    assert verdict["family_wise_error"]["n_tests"] == 1
-    assert verdict["status"] == "inconclusive" and "loss/client_9" in verdict["reasons"][0]
+    client = {"name": "loss/client_9", "epsilon_lb": {"one_run": tiny.epsilon},
+              "epsilon_lb_details": {"one_run": tiny.details}, "tpr_at_fpr": {}}
+    results["targets"][0]["attacks"] = [client]
+    alone = verdict_for_results(results)[0]["verdict"]
+    assert alone["family_wise_error"]["n_tests"] == 0
+    assert alone["status"] == "inconclusive" and "loss/client_9" in alone["reasons"][0]
+    results["targets"][0]["attacks"] = powered + [client]
+    both = verdict_for_results(results)[0]["verdict"]
+    assert both["family_wise_error"]["n_tests"] == 1
+    (claim,) = [c for c in both["claims"] if "-DP" in c["claim"] and "accountant" not in c["claim"]]
+    assert claim["status"] == "held" and "untestable alone" in claim["reason"] and "loss/client_9" in claim["reason"]
 
 
 # --- tight accountant reference --------------------------------------------------------------

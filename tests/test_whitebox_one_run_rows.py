@@ -42,7 +42,7 @@ def test_an_untestable_row_is_inconclusive_says_what_it_needs_and_costs_the_fami
     verdict = verdict_for_results(_results(_row(1.0, refutable=False)))[0]["verdict"]
     assert verdict["status"] == "inconclusive" and verdict["family_wise_error"]["n_tests"] == 0
     (row,) = [c for c in verdict["checks"] if c["name"].endswith("white-box one-run")]
-    assert row["outcome"] == "inconclusive" and "50000 canaries" in row["message"]
+    assert row["outcome"] == "inconclusive" and "50,000 canaries" in row["message"]
 
 
 def test_a_dp_target_twin_with_canaries_gives_a_row_with_its_claim_status():

@@ -23,7 +23,8 @@ A `Check` is one of:
   model's candidates, which assumes independent trials).
 
 Each check names the claim it tests (`claim`); a claim is **refuted** if one of its checks failed,
-**untestable** here if one could not have failed (the weaker claim wins), **held** otherwise. The
+**held** if at least one could have failed (ceiling above the claim) and none did, **untestable**
+here if none could have failed. The
 top line: "fail" if a claim was refuted (a policy rule is a claim too), "inconclusive" if one was
 untestable (fail with a policy's `fail_on_inconclusive`), "pass" only when every claim held, and
 "no_claim" when nothing claimed was tested: then the leakage statements (audit.machinery.leakage)
@@ -48,6 +49,7 @@ from audit.machinery.verdict_words import (  # noqa: F401  (re-exported: the wor
 from audit.statistics.audit_ceilings import canaries_needed_one_run
 from audit.statistics.epsilon_bounds import one_run_ceiling, one_run_claim_p_value
 from audit.statistics.multiple_testing import holm_rejections
+from audit.statistics.one_run_power import whitebox_power
 
 __all__ = ["Check", "decide", "family_alpha_each", "verdict_for_results", "recompute_verdict", "claim_statuses",
            "needed_candidates", "status_word", "leakage_word", "claim_line", "claim_sentence", "extra_reasons",
@@ -77,9 +79,10 @@ class Check:
 
 def claim_statuses(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One entry per claim from the decided check rows (pure): refuted if any of its checks failed;
-    otherwise untestable if any of them could not have failed (the weaker claim wins: one check whose
-    ceiling is at or below the claim leaves the claim untested there); held when every check of it
-    could have refuted it and none did."""
+    held if at least one of them could have failed (its ceiling above the claim at its Holm level)
+    and none did; untestable when none of them could have failed. A claim's tests decide together:
+    the membership attacks on the released model and the white-box one-run row of its twin test one
+    (ε, δ) claim; its ceiling is the best among them."""
     groups: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
         if row.get("outcome") == "shown":
@@ -89,7 +92,9 @@ def claim_statuses(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     claims = []
     for key, members in groups.items():
         outcomes = [r["outcome"] for r in members]
-        status = "refuted" if "fail" in outcomes else ("untestable" if "inconclusive" in outcomes else "held")
+        # Held when at least one of its tests could have refuted it (its ceiling above the claim at
+        # its Holm level) and none did: a test without power adds nothing, it takes nothing away.
+        status = "refuted" if "fail" in outcomes else ("held" if "pass" in outcomes else "untestable")
         wanted = {"refuted": "fail", "held": "pass"}.get(status, "inconclusive")
         same = [r for r in members if r["outcome"] == wanted]
         # The strongest check speaks for the claim; the others that agree are named, not repeated.
@@ -100,6 +105,9 @@ def claim_statuses(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             reason = "; ".join(dict.fromkeys(str(r.get("message")) for r in same))
         elif others and status != "held":
             reason += f" (likewise: {', '.join(others)})"
+        powerless = [str(r.get("name")) for r in members if r["outcome"] == "inconclusive"]
+        if status == "held" and powerless:
+            reason += f" (untestable alone: {', '.join(powerless)})"
         ceilings = [r["ceiling"] for r in members if isinstance(r.get("ceiling"), (int, float))]
         p_values = [r["p_value"] for r in members if isinstance(r.get("p_value"), (int, float))]
         claims.append({
@@ -109,7 +117,9 @@ def claim_statuses(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "status": status,
             "reason": reason,
             "ceiling": max(ceilings) if ceilings else None,
-            "needed": next((r["needed"] for r in members if r.get("needed")), None) if status == "untestable" else None,
+            # Every route to power its tests name (more candidates, more canaries): the reader picks.
+            "needed": "; or ".join(dict.fromkeys(r["needed"] for r in members if r.get("needed"))) or None
+            if status == "untestable" else None,
             "p_value": min(p_values) if p_values else None,
             "checks": [r.get("name") for r in members],
         })
@@ -313,7 +323,7 @@ def _target_checks(index: int, target: dict[str, Any], alpha_each: float, confid
                             needed=needed_candidates(row_eps, delta, alpha_each) if inconclusive else ""))
     whitebox = target.get("whitebox_one_run")
     if isinstance(whitebox, dict) and whitebox.get("p_value") is not None:
-        checks += _whitebox_one_run_checks(subject, label, whitebox, claim_text)
+        checks += _whitebox_one_run_checks(subject, label, whitebox, claim_text, alpha_each)
         tested = True
     if not tested:
         checks.append(Check(
@@ -340,36 +350,45 @@ def _target_checks(index: int, target: dict[str, Any], alpha_each: float, confid
     return checks, notes
 
 
-def _whitebox_one_run_checks(subject: str, label: str, row: dict[str, Any], claim_key: str) -> list[Check]:
-    """The target's white-box one-run row (a twin trained with gradient canaries): one test in the
-    Holm family when it could refute its claim alone, else inconclusive; accuracy shown beside. Its
-    own claim entry (row family "white-box one-run"), so that the membership rows' status of the
-    released model stays theirs."""
+def _whitebox_one_run_checks(subject: str, label: str, row: dict[str, Any], claim_key: str,
+                             level: float) -> list[Check]:
+    """The target's white-box one-run row (a twin trained with gradient canaries, row family
+    "white-box one-run"): a test of the *same* claim as the membership rows, in the same Holm family
+    when it could refute the claim alone (`refutable_alone`), judged for power at the family's first
+    Holm level `level` (α/K) like every row; accuracy shown beside."""
     name = f"{label} · white-box one-run"
     claim, m = float(row["claim"]), int(row["m"])
-    key = f"{claim_key} · white-box one-run (twin with canaries)"
-    ceiling = float(row["ceiling"]) if isinstance(row.get("ceiling"), (int, float)) else None
+    power = whitebox_power(row, level)
+    ceiling = float(power["ceiling"]) if isinstance(power.get("ceiling"), (int, float)) else None
     assumption = "one training run of a twin with gradient canaries by fair coins (proven: Steinke et al., f-DP one-run)"
     accuracy = Check(subject, f"{name} · accuracy",
                      f"{label}: test accuracy {row['test_accuracy_target']:.3f} (released target) vs "
                      f"{row['test_accuracy_with_canaries']:.3f} (twin with {m} canaries); training "
                      f"{row['train_seconds_target']:.1f} s vs {row['train_seconds_with_canaries']:.1f} s", decides=False,
                      assumption="shown only")
+    need = power.get("needed")
+    needed = (f"needs ≥ {int(need):,} canaries (privacy.one_run_canaries)" if need
+              else f"needs more than {max([m] + [int(k) for k in row.get('fdp_perfect_p_by_m') or {}]):,} canaries")
+    curve = power.get("curve_ceiling")
+    reach = (f"a perfect attack reaches ε {power['steinke_ceiling']:.2f} (Steinke et al.)"
+             + (f" and refutes the DP-SGD curves up to ε {curve:.2f} (f-DP)" if curve is not None
+                else " and could not refute the claim's curve (f-DP)"))
     if not row.get("refutable_alone"):
-        need = row.get("canaries_needed")
-        return [Check(subject, name, f"{label}, white-box one-run: untestable here — with {m} canaries a perfect "
-                      f"attack reaches ε {float(row['ceiling']):.2f} (Steinke et al.) and could not refute the claim's "
-                      f"curve (f-DP), at or below the claim {claim:.3f}; needs "
-                      + (f"≥ {need} canaries (privacy.one_run_canaries)" if need else "more than 10⁶ canaries")
-                      + " (left out of the Holm family)", inconclusive=True, assumption=assumption, claim=key,
-                      ceiling=ceiling, needed=(f"needs ≥ {need:,} canaries (privacy.one_run_canaries)" if need
-                                               else "needs more than 10⁶ canaries")), accuracy]
+        return [Check(subject, name, f"{label}, white-box one-run: untestable here — with {m} canaries {reach}, even "
+                      f"alone, at or below the claim {claim:.3f}; {needed} (left out of the Holm family)",
+                      inconclusive=True, assumption=assumption, claim=claim_key, ceiling=ceiling, needed=needed),
+                accuracy]
     p = float(row["p_value"])
     message = (f"{label}, white-box one-run ({m} {row.get('kind')} canaries, every iterate): Steinke et al. ε ≥ "
                f"{float(row['steinke_epsilon']):.3f}, f-DP test {'refutes' if row.get('fdp_refuted') else 'does not refute'} "
-               f"the claim's curve, vs accountant ε {claim:.3f} (p = {p:.2g}; estimates: Gaussian sum ε ≈ "
-               f"{float(row['gaussian_sum_epsilon']):.2f}, Andrew et al. ε ≈ {float(row['andrew_epsilon']):.2f})")
-    return [Check(subject, name, message, p_value=p, assumption=assumption, claim=key, ceiling=ceiling), accuracy]
+               f"the claim's curve, vs accountant ε {claim:.3f} (p = {p:.2g}); at the family's level {reach}"
+               f" (estimates: Gaussian sum ε ≈ {float(row['gaussian_sum_epsilon']):.2f}, Andrew et al. ε ≈ "
+               f"{float(row['andrew_epsilon']):.2f})")
+    if not power["powered"]:
+        message = (f"{label}, white-box one-run: untestable here — at the family's Holm level with {m} canaries "
+                   f"{reach}, at or below the claim {claim:.3f} (p = {p:.2g}); {needed}")
+    return [Check(subject, name, message, p_value=p, inconclusive=not power["powered"], assumption=assumption,
+                  claim=claim_key, ceiling=ceiling, needed="" if power["powered"] else needed), accuracy]
 
 
 def _synthetic_checks(index: int, entry: dict[str, Any], alpha_each: float, confidence: float) -> list[Check]:
@@ -574,12 +593,22 @@ def verdict_for_results(results: dict[str, Any], policy: Any = None, *,
     if rules.fail_on_violation is not False:
         policy_checks += [c for c in checks if c.subject.startswith("synthetic[") and c.p_value is not None
                           and " at ε " in c.name]
-    # Claims the built-in checks found untestable stay visible: the policy cannot make them pass.
+    # Claims the built-in checks found untestable stay visible: the policy cannot make them pass. (A
+    # claim held by one of its tests is not untestable for a check of it that had no power.)
+    open_keys = {c["claim"] for c in built_in["claims"] if c["status"] == "untestable"}
+
+    def is_open(check: Any) -> bool:
+        key = check.claim if isinstance(check, Check) else check.get("claim")
+        name = check.name if isinstance(check, Check) else check.get("name")
+        subject = check.subject if isinstance(check, Check) else check.get("subject")
+        return (key or f"{subject}: {name}") in open_keys
+
     policy_checks += [replace(c, inconclusive=True)
-                      for c in checks if c.decides and c.inconclusive and c.p_value is None]
+                      for c in checks if c.decides and c.inconclusive and c.p_value is None and is_open(c)]
     fields = set(Check.__dataclass_fields__)
     policy_checks += [Check(**{**{k: v for k, v in c.items() if k in fields}, "p_value": None, "inconclusive": True})
-                      for c in built_in["checks"] if c["outcome"] == "inconclusive" and c["p_value"] is not None]
+                      for c in built_in["checks"] if c["outcome"] == "inconclusive" and c["p_value"] is not None
+                      and is_open(c)]
     source = evaluation.policy_path or evaluation.policy_name
     out["verdict"] = decide(policy_checks, alpha=alpha, decided_by=f"policy {source}",
                             fail_on_inconclusive=bool(getattr(rules, "fail_on_inconclusive", False)), notes=notes,

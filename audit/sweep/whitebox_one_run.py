@@ -9,6 +9,14 @@ and scores every canary from every iterate. The released target is the plain mod
 tests the claim (its test accuracy is shown beside the target's). From the twin's scores
 (`audit.statistics.one_run_audit`): Steinke et al. and the f-DP one-run test decide (their
 Bonferroni-combined p-value joins the verdict's Holm family), the estimates are shown.
+
+The row tests the *same* claim as the target's membership rows (the accountant's (ε, δ)), in one
+Holm family with them (`audit.machinery.verdict`). Whether it could have refuted the claim at its
+Holm level α/K is known only once K is: so the row carries what a *perfect* attack would reach,
+computed before any score is read (it depends on m, δ, q, T, σ only) — the f-DP test's perfect-attack
+p-value against the claim's curve and against the curves of the same DP-SGD with less noise
+(`curve_ceilings`: the largest ε a perfect attack refutes at a level is the row's ceiling there) and
+at larger m (`fdp_perfect_p_by_m`: what m would make it testable).
 """
 from __future__ import annotations
 
@@ -17,15 +25,55 @@ from typing import Any
 
 import numpy as np
 
-from audit.statistics.one_run_audit import fdp_perfect_attack_refutes, one_run_claim_audit
+from audit.statistics.one_run_audit import fdp_one_run_p_value, fdp_perfect_attack_refutes, one_run_claim_audit
 from audit.statistics.epsilon_bounds import one_run_ceiling
 from audit.statistics.tradeoff_curves import dpsgd_privacy_profile
 from targets.training import TrainedTarget, TrainingSpec, train_target
 
-__all__ = ["ROW_FAMILY", "whitebox_one_run_entry"]
+__all__ = ["ROW_FAMILY", "curve_ceilings", "fdp_perfect_p_value", "whitebox_one_run_entry"]
 
 ROW_FAMILY = "white-box one-run"
 _CANARY_STREAM = 77
+# σ' = factor · σ: the DP-SGD curves (same q, T) whose refutability by a perfect attack gives the
+# row's ceiling as an ε (the claim's own curve is factor 1; less noise, larger ε below it).
+CEILING_NOISE_FACTORS = (1.0, 0.99, 0.98, 0.96, 0.94, 0.9, 0.85, 0.8, 0.7, 0.6, 0.5)
+# Canary counts (multiples of m) whose perfect-attack p-values say what m would make a row testable.
+NEEDED_M_FACTORS = (1, 2, 4, 8, 16, 32, 64)
+MAX_CANARIES = 1_000_000
+
+
+def fdp_perfect_p_value(profile, m: int) -> float:
+    """The f-DP one-run test's p-value (`fdp_one_run_p_value`, Mahloujifar, Melis, Chaudhuri 2024,
+    arXiv 2410.22235) of `profile` for an attack that guesses every one of its canaries right, with
+    m canaries, half of them in: the smallest level at which the test could refute the curve here."""
+    m = int(m)
+    coins = np.zeros(m, dtype=bool)
+    coins[: m // 2] = True
+    return float(fdp_one_run_p_value(coins.astype(float), coins, profile))
+
+
+def _epsilon_at(profile, delta: float) -> float:
+    """The profile's ε at δ (its grid's first ε' with δ(ε') ≤ δ; the pessimistic PLD: an upper
+    bound on the curve's true ε, so a ceiling read from it is never overstated by the grid)."""
+    eps, deltas = profile.arrays()
+    below = np.flatnonzero(deltas <= delta)
+    return float(eps[below[0]]) if below.size else math.inf
+
+
+def curve_ceilings(noise_multiplier: float, sample_rate: float, steps: int, m: int, delta: float,
+                   claim: float) -> list[dict[str, float]]:
+    """[{factor, epsilon, fdp_perfect_p_value}]: for σ' = factor·σ (same q, T), the curve's ε at δ
+    (the claim itself at factor 1) and the f-DP test's perfect-attack p-value against it. At level
+    a, the row's f-DP ceiling is the largest ε whose p-value is ≤ a (less noise: harder to refute)."""
+    rows = []
+    for factor in CEILING_NOISE_FACTORS:
+        profile = dpsgd_privacy_profile(float(noise_multiplier) * factor, float(sample_rate), int(steps))
+        p = fdp_perfect_p_value(profile, m)
+        rows.append({"factor": factor, "epsilon": float(claim) if factor == 1.0 else _epsilon_at(profile, delta),
+                     "fdp_perfect_p_value": p})
+        if p >= 1.0:  # refutation only gets harder with less noise
+            break
+    return rows
 
 
 def whitebox_one_run_entry(features: np.ndarray, labels: np.ndarray, n_classes: int, spec: TrainingSpec, *,
@@ -52,6 +100,9 @@ def whitebox_one_run_entry(features: np.ndarray, labels: np.ndarray, n_classes: 
     # on m, δ and the claim only, never on the scores: the family stays pre-declared.
     refutable_alone = (one_run_ceiling(probes.m, delta, alpha / 2) > claim
                        or fdp_perfect_attack_refutes(profile, probes.m, alpha / 2))
+    ceilings = curve_ceilings(twin.noise_multiplier, twin.sample_rate, twin.steps, probes.m, delta, claim)
+    by_m = {str(k * probes.m): fdp_perfect_p_value(profile, k * probes.m) for k in NEEDED_M_FACTORS
+            if k * probes.m <= MAX_CANARIES}
     same = (math.isclose(twin.noise_multiplier, target.noise_multiplier, rel_tol=1e-9)
             and twin.steps == target.steps and math.isclose(twin.sample_rate, target.sample_rate))
     return {
@@ -74,6 +125,9 @@ def whitebox_one_run_entry(features: np.ndarray, labels: np.ndarray, n_classes: 
         "gaussian_sum_epsilon": audit["gaussian_sum"]["epsilon"],
         "andrew_epsilon": audit["andrew"]["epsilon"],
         "canaries_needed": audit.get("canaries_needed"),
+        # What a perfect attack would reach (before any score is read): the verdict's power at its Holm level.
+        "curve_ceilings": ceilings,
+        "fdp_perfect_p_by_m": by_m,
         "final_model": {"status": final["status"], "steinke_epsilon": final["steinke"]["epsilon"],
                         "fdp_refuted": bool(final["fdp"]["refuted"]), "note": "same twin, final model only: shown"},
         "twin_matches_target": bool(same),
