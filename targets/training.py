@@ -51,6 +51,8 @@ class TrainedTarget:
     poisson_sampling: bool
     train_seconds: float
     canaries: object = None  # targets.canaries.GradientCanaries of a run trained with canaries, else None
+    # The PrivacyEngine accountant's history after training: [(σ, q, steps), …] (empty when non-private).
+    accountant_history: tuple = ()
 
     def logits(self, features: np.ndarray, batch_size: int = 8192) -> np.ndarray:
         return predict_logits(self.model, features, batch_size)
@@ -67,28 +69,17 @@ def predict_logits(model: nn.Module, features: np.ndarray, batch_size: int = 819
     return torch.cat(outputs).numpy()
 
 
-def train_target(
-    features: np.ndarray,
-    labels: np.ndarray,
-    n_classes: int,
-    spec: TrainingSpec,
-    *,
-    epsilon: float,
-    delta: float,
-    accountant: str,
-    seed: int,
-    device: torch.device,
-    on_epoch: Callable[[int, int], None] | None = None,
-    secure_mode: bool = False,
-    canaries: dict | None = None,
-) -> TrainedTarget:
-    """Train one model (`spec.architecture`) on (features, labels); `epsilon = inf` means ordinary training.
+def private_setup(features: np.ndarray, labels: np.ndarray, n_classes: int, spec: TrainingSpec, *, epsilon: float,
+                  delta: float, accountant: str, seed: int, device: torch.device, secure_mode: bool = False):
+    """(model, DPOptimizer, DPDataLoader, PrivacyEngine) exactly as `train_target` builds them for a
+    finite ε, untrained: what the main job's conformance checks step (audit.conformance)."""
+    if not math.isfinite(epsilon):
+        raise ValueError("a private setup needs a finite ε")
+    return _setup(features, labels, n_classes, spec, epsilon=epsilon, delta=delta, accountant=accountant, seed=seed,
+                  device=device, secure_mode=secure_mode)
 
-    `secure_mode` makes Opacus draw noise and Poisson samples from a cryptographically secure
-    generator (needs the `torchcsprng` package); the run is then not reproducible from `seed`.
-    `canaries` ({"m": int or None, "seed": int}, private targets only): gradient canaries of the
-    one-run white-box audit (`targets.canaries`) go into every step; `TrainedTarget.canaries` holds them.
-    """
+
+def _setup(features, labels, n_classes, spec, *, epsilon, delta, accountant, seed, device, secure_mode):
     torch.manual_seed(seed)  # Poisson sampling and Opacus noise draw from the global generator
     model = build_model(spec.architecture, features.shape[1], spec.hidden_sizes, n_classes, seed=seed).to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=spec.lr, momentum=spec.momentum)
@@ -125,6 +116,34 @@ def train_target(
 
                 raise AuditInputError("privacy.epsilons", f"Opacus cannot calibrate noise for ε={epsilon:g}, "
                                       f"δ={delta:g} with this data size and schedule ({str(exc)[:120]})") from None
+    return model, optimizer, loader, engine
+
+
+def train_target(
+    features: np.ndarray,
+    labels: np.ndarray,
+    n_classes: int,
+    spec: TrainingSpec,
+    *,
+    epsilon: float,
+    delta: float,
+    accountant: str,
+    seed: int,
+    device: torch.device,
+    on_epoch: Callable[[int, int], None] | None = None,
+    secure_mode: bool = False,
+    canaries: dict | None = None,
+) -> TrainedTarget:
+    """Train one model (`spec.architecture`) on (features, labels); `epsilon = inf` means ordinary training.
+
+    `secure_mode` makes Opacus draw noise and Poisson samples from a cryptographically secure
+    generator (needs the `torchcsprng` package); the run is then not reproducible from `seed`.
+    `canaries` ({"m": int or None, "seed": int}, private targets only): gradient canaries of the
+    one-run white-box audit (`targets.canaries`) go into every step; `TrainedTarget.canaries` holds them.
+    """
+    model, optimizer, loader, engine = _setup(features, labels, n_classes, spec, epsilon=epsilon, delta=delta,
+                                              accountant=accountant, seed=seed, device=device, secure_mode=secure_mode)
+    private = math.isfinite(epsilon)
     sample_rate = 1.0 / len(loader)
     probes = None
     if private and canaries is not None:
@@ -164,6 +183,7 @@ def train_target(
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             accountant_epsilon = float(engine.get_epsilon(delta))
+    history = tuple(tuple(float(v) for v in h) for h in getattr(engine.accountant, "history", ())) if private else ()
     return TrainedTarget(
         model=plain,
         epsilon_target=epsilon if private else None,
@@ -177,4 +197,5 @@ def train_target(
         poisson_sampling=private,
         train_seconds=train_seconds,
         canaries=probes,
+        accountant_history=history,
     )

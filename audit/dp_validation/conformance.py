@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from audit.conformance.opacus_objects import check as _check, inclusion_check as _inclusion_check  # the shared core
 from audit.errors import AuditInputError
 from audit.machinery.workers import user_code
 
@@ -83,35 +84,6 @@ def _privatize(recipe, grads, rng, step) -> np.ndarray:
     if not np.all(np.isfinite(flat)):  # NaN / inf noise: the trainer's fault, never a crash of the checks
         raise AuditInputError("--trainer", f"privatize_gradients returned NaN or infinite values at step {step}")
     return flat
-
-
-def _check(name: str, passed: bool, value, expected, detail: str, p_value: float | None = None) -> dict[str, Any]:
-    return {"check": name, "passed": bool(passed), "value": value, "expected": expected,
-            "p_value": None if p_value is None else float(p_value), "detail": detail}
-
-
-def _inclusion_check(inclusions: list[tuple[int, np.ndarray]], q: float, a: float) -> dict[str, Any]:
-    """Each record's count of batches over one training (t batches) is Binomial(t, q) under
-    Poisson sampling, independently across records: Σ (c − t·q)² has mean Σ t·q·(1−q) and, term by
-    term, variance μ₄ − σ⁴ with μ₄ = t·q·(1−q)·(1 + 3(t − 2)·q·(1 − q)) (the binomial's fourth
-    central moment), so a z-test of the squared deviations holds even where counts are far from
-    normal (small t·q). Shuffled epochs give too little spread, a reused batch far too much."""
-    observed = expected = variance = 0.0
-    for t, c in inclusions:
-        pq = q * (1 - q)
-        sigma2, mu4 = t * pq, t * pq * (1 + 3 * (t - 2) * pq)
-        observed += float(np.sum((c - t * q) ** 2))
-        expected += c.size * sigma2
-        variance += c.size * max(mu4 - sigma2**2, 0.0)
-    if variance > 0:
-        z = (observed - expected) / math.sqrt(variance)
-        p = float(2 * stats.norm.sf(abs(z)))
-    else:  # q = 1 (or 0): every record in every batch (or none), nothing may vary
-        z, p = (0.0, 1.0) if observed == 0 else (math.inf, 0.0)
-    ratio = observed / expected if expected > 0 else (1.0 if observed == 0 else math.inf)
-    return _check("independent_inclusion", p > a, float(ratio), 1.0,
-                  f"variance of each record's batch count over one training / Binomial(T, q)'s T·q·(1−q), "
-                  f"{len(inclusions)} trainings (z = {z:.1f})", p)
 
 
 def conformance_checks(recipe, *, seed: int = 0, alpha: float = 0.01, n_records: int = N_RECORDS) -> list[dict[str, Any]]:

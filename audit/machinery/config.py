@@ -111,6 +111,9 @@ class PrivacyConfig(_Strict):
         description="train each DP target once more with white-box gradient canaries (one-run audit, "
         "Steinke et al. 2023): its claim becomes testable beyond what the membership attacks reach",
     )
+    conformance: bool = Field(
+        True, description="run the conformance checks (noise std, clipping, Poisson sampling, steps and q vs the "
+        "accountant) on each DP target's own Opacus setup and on its accountant's history")
     one_run_canaries: Optional[int] = Field(
         None, ge=100, le=1_000_000, description="canaries m of the white-box one-run audit (default: from the model size)")
 

@@ -42,6 +42,7 @@ from copy import deepcopy
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Iterable, Literal
 
+from audit.machinery.conformance_verdict import conformance_check_fields, conformance_tests_in_family
 from audit.machinery.leakage import synthetic_leakage, target_leakage
 from audit.machinery.verdict_words import (  # noqa: F401  (re-exported: the words every output uses)
     claim_line, claim_sentence, claim_tags, extra_reasons, leakage_word, status_word, verdict_tags,
@@ -250,7 +251,7 @@ def _tests_in_family(results: dict[str, Any], alpha: float) -> int:
         mia = entry.get("mia") or {}
         if _claim(entry, "epsilon_target") is not None:
             count += int(_one_run_details(mia) is not None)
-    return count
+    return count + conformance_tests_in_family(results)  # the run's conformance: one combined test
 
 
 def _target_checks(index: int, target: dict[str, Any], alpha_each: float, confidence: float,
@@ -370,9 +371,11 @@ def _whitebox_one_run_checks(subject: str, label: str, row: dict[str, Any], clai
     needed = (f"needs ≥ {int(need):,} canaries (privacy.one_run_canaries)" if need
               else f"needs more than {max([m] + [int(k) for k in row.get('fdp_perfect_p_by_m') or {}]):,} canaries")
     curve = power.get("curve_ceiling")
-    reach = (f"a perfect attack reaches ε {power['steinke_ceiling']:.2f} (Steinke et al.)"
-             + (f" and refutes the DP-SGD curves up to ε {curve:.2f} (f-DP)" if curve is not None
-                else " and could not refute the claim's curve (f-DP)"))
+    steinke_used = "steinke" in (row.get("tests") or ["steinke"])
+    reach = ((f"a perfect attack reaches ε {power['steinke_ceiling']:.2f} (Steinke et al.) and " if steinke_used else
+              "a perfect attack ")
+             + (f"refutes the DP-SGD curves up to ε {curve:.2f} (f-DP, same q and T)" if curve is not None
+                else "could not refute the claim's curve (f-DP)"))
     if not row.get("refutable_alone"):
         return [Check(subject, name, f"{label}, white-box one-run: untestable here — with {m} canaries {reach}, even "
                       f"alone, at or below the claim {claim:.3f}; {needed} (left out of the Holm family)",
@@ -461,6 +464,7 @@ def built_in_checks(results: dict[str, Any], alpha: float) -> tuple[list[Check],
             notes += found + _score_notes(target)
             if not _target_has_claim(target):
                 leakage.append(target_leakage(index, target, f"ε = {_eps_text(target.get('epsilon_target'))}", alpha))
+    checks += [Check(**fields) for fields in conformance_check_fields(results)]  # main job: its own training
     for index, entry in enumerate(results.get("synthetic") or []):
         if isinstance(entry, dict):
             checks += _synthetic_checks(index, entry, alpha_each, confidence)

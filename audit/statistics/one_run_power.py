@@ -16,18 +16,21 @@ __all__ = ["whitebox_power"]
 
 
 def whitebox_power(row: dict[str, Any], level: float) -> dict[str, Any]:
-    """What a perfect attack could show with the white-box one-run row at Holm level `level` (its
-    two sound tests at `level`/2 each, Bonferroni): {powered, ceiling, steinke_ceiling, curve_ceiling,
-    needed}. Pure; reads only what the row computed before any score (m, δ, the curves' perfect-attack
+    """What a perfect attack could show with the white-box one-run row at Holm level `level` (the
+    sound tests its p-value combines, `row["tests"]`, at `level`/len each, Bonferroni):
+    {powered, ceiling, steinke_ceiling, curve_ceiling, needed}. Pure; reads only what the row computed before any score (m, δ, the curves' perfect-attack
     p-values), so the family stays pre-declared. Rows of older results (without `curve_ceilings`)
     fall back to `refutable_alone`."""
     claim, m, delta = float(row["claim"]), int(row["m"]), float(row.get("delta") or 0.0)
-    half = level / 2
-    steinke = one_run_ceiling(m, delta, half)
+    tests = [t for t in row.get("tests") or ["steinke", "fdp"] if t in ("steinke", "fdp")] or ["steinke", "fdp"]
+    half = level / len(tests)  # each test of the row's Bonferroni pair (or the one test alone)
+    steinke = one_run_ceiling(m, delta, half) if "steinke" in tests else 0.0
     curves = [c for c in row.get("curve_ceilings") or [] if isinstance(c, dict)]
     if not curves:
         return {"powered": bool(row.get("refutable_alone")), "ceiling": row.get("ceiling"), "steinke_ceiling": steinke,
                 "curve_ceiling": None, "needed": row.get("canaries_needed")}
+    if "fdp" not in tests:
+        curves = []
     refutable = [float(c["epsilon"]) for c in curves if float(c["fdp_perfect_p_value"]) <= half]
     curve_ceiling = max(refutable) if refutable else None
     powered = steinke > claim or any(float(c["factor"]) == 1.0 and float(c["fdp_perfect_p_value"]) <= half
@@ -35,6 +38,6 @@ def whitebox_power(row: dict[str, Any], level: float) -> dict[str, Any]:
     needed = None
     if not powered:
         needed = next((int(k) for k, p in sorted((row.get("fdp_perfect_p_by_m") or {}).items(), key=lambda kv: int(kv[0]))
-                       if float(p) <= half or one_run_ceiling(int(k), delta, half) > claim), None)
+                       if float(p) <= level / 2 or one_run_ceiling(int(k), delta, level / 2) > claim), None)
     return {"powered": bool(powered), "ceiling": max([steinke] + refutable), "steinke_ceiling": steinke,
             "curve_ceiling": curve_ceiling, "needed": needed}

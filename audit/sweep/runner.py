@@ -459,6 +459,14 @@ def _audit_target(inputs: _SweepInputs, index: int, epsilon: float, attacks: lis
                 accountant=config.privacy.accountant, seed=seed, device=inputs.device,
                 confidence=config.attacks.confidence, n_canaries=config.privacy.one_run_canaries,
                 secure_mode=config.privacy.secure_mode)
+    if config.privacy.conformance and trained.epsilon_target is not None and trained.accountant_history:
+        from audit.sweep.conformance_rows import conformance_entry
+
+        with progress.step(f"{label}: conformance checks on its own Opacus setup"):
+            record["conformance"] = conformance_entry(
+                data.features[splits.train_idx], data.labels[splits.train_idx], data.n_classes, inputs.spec,
+                target=trained, accountant=config.privacy.accountant, seed=seed, device=inputs.device,
+                secure_mode=config.privacy.secure_mode)
     ckpt.save_arrays("scores", score_columns)
     ckpt.save_json("record", {"record": record, "notes": notes})
     return record, score_columns, notes

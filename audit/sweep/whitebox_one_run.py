@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from audit.statistics.one_run_audit import fdp_one_run_p_value, fdp_perfect_attack_refutes, one_run_claim_audit
+from audit.statistics.one_run_audit import fdp_one_run_p_value, one_run_claim_audit
 from audit.statistics.epsilon_bounds import one_run_ceiling
 from audit.statistics.tradeoff_curves import dpsgd_privacy_profile
 from targets.training import TrainedTarget, TrainingSpec, train_target
@@ -96,13 +96,21 @@ def whitebox_one_run_entry(features: np.ndarray, labels: np.ndarray, n_classes: 
     final = one_run_claim_audit(probes.scores("final"), coins, claimed_epsilon=claim, delta=delta, profile=profile,
                                 confidence=confidence, with_estimates=False)
     alpha = 1.0 - float(confidence)
-    # Could this row reject its claim even alone (a perfect attack at level α, either test)? Depends
-    # on m, δ and the claim only, never on the scores: the family stays pre-declared.
-    refutable_alone = (one_run_ceiling(probes.m, delta, alpha / 2) > claim
-                       or fdp_perfect_attack_refutes(profile, probes.m, alpha / 2))
     ceilings = curve_ceilings(twin.noise_multiplier, twin.sample_rate, twin.steps, probes.m, delta, claim)
     by_m = {str(k * probes.m): fdp_perfect_p_value(profile, k * probes.m) for k in NEEDED_M_FACTORS
             if k * probes.m <= MAX_CANARIES}
+    # Which sound tests the row's p-value combines (Bonferroni): those a perfect attack could pass
+    # alone at α — Steinke et al. cannot reach a large claim at small δ (its 2mδ term), and spending
+    # half of α on it would cost the f-DP test its power. Depends on m, δ, q, T, σ and the claim,
+    # never on the scores: the family stays pre-declared.
+    able = {"steinke": one_run_ceiling(probes.m, delta, alpha) > claim,
+            "fdp": float(ceilings[0]["fdp_perfect_p_value"]) <= alpha}
+    tests = [name for name, ok in able.items() if ok] or ["steinke", "fdp"]
+    p_of = {"steinke": float(audit["steinke"]["p_value_claim"]), "fdp": float(audit["fdp"]["p_value_claim"])}
+    p_value = float(min(1.0, len(tests) * min(p_of[name] for name in tests)))
+    refutable_alone = any(able.values()) and (
+        ("steinke" in tests and one_run_ceiling(probes.m, delta, alpha / len(tests)) > claim)
+        or ("fdp" in tests and float(ceilings[0]["fdp_perfect_p_value"]) <= alpha / len(tests)))
     same = (math.isclose(twin.noise_multiplier, target.noise_multiplier, rel_tol=1e-9)
             and twin.steps == target.steps and math.isclose(twin.sample_rate, target.sample_rate))
     return {
@@ -116,7 +124,10 @@ def whitebox_one_run_entry(features: np.ndarray, labels: np.ndarray, n_classes: 
         "canary_rows_inserted": int(probes.inserted),
         "observe": "every iterate",
         "status": audit["status"],
-        "p_value": audit["p_value"],
+        "p_value": p_value,
+        "tests": tests,  # the sound tests in the p-value, Bonferroni over len(tests)
+        "p_value_steinke": p_of["steinke"],
+        "p_value_fdp": p_of["fdp"],
         "refutable_alone": bool(refutable_alone),
         "ceiling": audit["ceiling"],
         "steinke_epsilon": audit["steinke"]["epsilon"],

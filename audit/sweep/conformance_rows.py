@@ -1,0 +1,76 @@
+"""The main job's conformance checks: each DP target's own Opacus setup does what its accountant assumes.
+
+Two parts per DP target (`conformance_entry`):
+
+* **its training, as it ran**: the PrivacyEngine accountant's history after the target's training
+  must hold exactly the steps the training took, at the optimizer's σ and the loader's q
+  (deterministic: fails only on a mismatch);
+* **its setup, stepped**: the same setup built again with the same seed (`targets.training.private_setup`:
+  model, DPOptimizer, DPDataLoader, PrivacyEngine, exactly as `train_target` builds them, untrained)
+  and run through the checks of `audit.conformance.opacus_objects` — noise std at every step,
+  per-example clipping, Poisson sampling rate and dispersion, independent inclusion, noise
+  independence (a second setup under another seed), steps and σ in the accountant.
+
+In the verdict the deterministic checks are rules; the statistical checks of all targets are
+Bonferroni-combined into ONE p-value that joins the Holm family (one test for the whole run, so the
+other rows keep their power).
+"""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from audit.conformance.opacus_objects import STATISTICAL, check, object_checks
+from targets.training import TrainedTarget, TrainingSpec, private_setup
+
+__all__ = ["conformance_entry"]
+
+# The level each target's checks report `passed` at (the verdict decides from the p-values).
+DISPLAY_ALPHA = 0.05
+
+
+def trained_accountant_checks(target: TrainedTarget) -> list[dict[str, Any]]:
+    """The target's accountant history vs the training it recorded: steps, σ, q (deterministic)."""
+    history = [tuple(float(v) for v in h) for h in target.accountant_history or ()]
+    told = int(sum(h[2] for h in history))
+    sigmas = sorted({round(h[0], 12) for h in history})
+    rates = sorted({round(h[1], 12) for h in history})
+    return [
+        check("trained_steps", told == int(target.steps), told, int(target.steps),
+              "steps in the accountant's history after the target's training vs the optimizer steps it took"),
+        check("trained_sigma_q", sigmas == [round(float(target.noise_multiplier), 12)]
+              and rates == [round(float(target.sample_rate), 12)], {"sigma": sigmas, "q": rates},
+              {"sigma": float(target.noise_multiplier), "q": float(target.sample_rate)},
+              "σ and q the accountant was told during the training vs the optimizer's σ and the loader's q"),
+    ]
+
+
+def conformance_entry(features: np.ndarray, labels: np.ndarray, n_classes: int, spec: TrainingSpec, *,
+                      target: TrainedTarget, accountant: str, seed: int, device, secure_mode: bool = False
+                      ) -> dict[str, Any]:
+    """The conformance record of one DP target (see the module docstring)."""
+    started = time.perf_counter()
+    kwargs = dict(epsilon=float(target.epsilon_target), delta=float(target.delta), accountant=accountant,
+                  device=device, secure_mode=secure_mode)
+    _, optimizer, loader, engine = private_setup(features, labels, n_classes, spec, seed=seed, **kwargs)
+    stepped = object_checks(optimizer, loader, engine, spec.epochs, seed=seed, alpha=DISPLAY_ALPHA,
+                            second_optimizer=lambda: private_setup(features, labels, n_classes, spec, seed=seed + 1,
+                                                                   **kwargs)[1],
+                            field="training")
+    checks = trained_accountant_checks(target) + stepped
+    a = DISPLAY_ALPHA / STATISTICAL
+    statistical = [c for c in checks if c.get("p_value") is not None]
+    # A statistical check failing while its p-value is above its level failed on something exact
+    # (a repeated index in a batch): a rule, like the steps and σ checks.
+    rules = [c for c in checks if c.get("p_value") is None or (not c["passed"] and c["p_value"] > a)]
+    return {
+        "checks": checks,
+        "statistical_p_values": {c["check"]: float(c["p_value"]) for c in statistical},
+        "rules_failed": [c["check"] for c in rules if not c["passed"]],
+        "display_alpha": DISPLAY_ALPHA,
+        "seconds": time.perf_counter() - started,
+        "setup": "the target's own Opacus setup, built again with its seed (untrained), and the accountant "
+                 "history of its training",
+    }
