@@ -293,6 +293,7 @@ def train_federation(
     eval_data: tuple[np.ndarray, np.ndarray] | None = None,
     noise_multipliers: Sequence[float | None] | None = None,
     client_noise_multiplier: float | None = None,
+    canary_clients=None,
 ) -> FederatedTarget:
     """Train one federation; `epsilon = inf` (or level "none") is the non-private FedAvg baseline.
 
@@ -301,6 +302,8 @@ def train_federation(
     A client with no training rows (all its coins tails, or excluded) never takes part.
     `noise_multipliers` (record level, per client) and `client_noise_multiplier` (client level)
     replace the σ calibrated to `epsilon`: reference federations are trained with the target's σ.
+    `canary_clients` (`targets.canary_clients.CanaryClients`, client level only): canary clients join
+    the server's aggregation (the client-level one-run audit's twin federation).
     """
     private = math.isfinite(epsilon) and spec.level != "none"
     level = spec.level if private else "none"
@@ -321,6 +324,10 @@ def train_federation(
     elif level == "client":
         client_sigma = client_noise_multiplier or client_level_noise_multiplier(epsilon, delta, spec, accountant)
     expected_clients = spec.client_sample_rate * len(client_data)
+    if canary_clients is not None:
+        if level != "client":
+            raise ValueError("canary clients need a client-level DP-FedAvg federation")
+        canary_clients.start(_flat(global_state))
     watched_before = watched_after = None
     round_log = []
     started = time.perf_counter()
@@ -345,7 +352,7 @@ def train_federation(
                 local_states.append(state)
                 weights.append(float(clients[k].n_train))
             global_state = _aggregate(global_state, local_states, weights, level, spec, client_sigma,
-                                      expected_clients, seed, round_index)
+                                      expected_clients, seed, round_index, canary_clients)
             entry = {"round": round_index + 1, "participants": float(len(participants))}
             if eval_data is not None:  # the global model's utility after each round (MLflow series)
                 global_model.load_state_dict(global_state)
@@ -355,6 +362,8 @@ def train_federation(
             if on_round is not None:
                 on_round(round_index + 1, spec.rounds)
     global_model.load_state_dict(global_state)
+    if canary_clients is not None:
+        canary_clients.finish(_flat(global_state))
     return FederatedTarget(
         model=global_model.eval(), spec=spec, epsilon_target=epsilon if private else None, delta=delta,
         clients=clients, client_noise_multiplier=client_sigma, watched_client=watch_client,
@@ -363,12 +372,18 @@ def train_federation(
     )
 
 
-def _aggregate(global_state, local_states, weights, level, spec, client_sigma, expected_clients, seed, round_index):
+def _aggregate(global_state, local_states, weights, level, spec, client_sigma, expected_clients, seed, round_index,
+               canary_clients=None):
     if level == "client":
         base = _flat(global_state)
-        updates = [_flat(state) - base for state in local_states] or [torch.zeros_like(base)]
+        updates = [_flat(state) - base for state in local_states]
+        if canary_clients is not None:  # they go through the server's own clipping, sum and noise
+            updates += canary_clients.round_updates(spec.client_clip, base)
+        updates = updates or [torch.zeros_like(base)]
         generator = torch.Generator().manual_seed(client_sampling_seed(seed, round_index) ^ 0x5EED)
         step = dp_fedavg_aggregate(updates, spec.client_clip, client_sigma, expected_clients, generator)
+        if canary_clients is not None:
+            canary_clients.observe(step * expected_clients, spec.client_clip)
         return _unflat(base + spec.server_lr * step, global_state)
     if not local_states:
         return global_state

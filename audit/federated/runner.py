@@ -203,6 +203,15 @@ def _audit_target(inputs: FederationInputs, index: int, epsilon: float, ckpt: Ta
             "watched_client": inputs.watch_client,
         },
     }
+    if levels["level"] == "client" and config.privacy.whitebox_one_run and epsilon_dict.get(acc):
+        # Canary clients (Andrew et al. 2023) in a twin federation: the client-level one-run row.
+        from audit.federated.canary_rows import canary_client_entry
+
+        record["whitebox_one_run"] = canary_client_entry(
+            inputs.client_data(inputs.splits.train_idx), inputs.data.n_classes, inputs.spec, target=target,
+            claim=float(epsilon_dict[acc]), delta=config.privacy.delta, accountant=acc, seed=seed,
+            device=inputs.device, confidence=config.attacks.confidence, test_features=test_x, test_labels=test_y,
+            target_accuracy=record["test_accuracy"], m=config.privacy.one_run_canaries)
     score_arrays = {k: np.asarray(v) for k, v in columns.items()}
     ckpt.save_arrays("scores", score_arrays)
     ckpt.save_json("record", {"record": record, "rounds": target.round_log})

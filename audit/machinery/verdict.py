@@ -324,7 +324,9 @@ def _target_checks(index: int, target: dict[str, Any], alpha_each: float, confid
                             needed=needed_candidates(row_eps, delta, alpha_each) if inconclusive else ""))
     whitebox = target.get("whitebox_one_run")
     if isinstance(whitebox, dict) and whitebox.get("p_value") is not None:
-        checks += _whitebox_one_run_checks(subject, label, whitebox, claim_text, alpha_each)
+        key = claim_text if not whitebox.get("level") else (  # federated canary clients: their level's claim
+            f"{label}: {whitebox['level']}-level (ε {float(whitebox['claim']):.4g}, δ {delta:g})-DP")
+        checks += _whitebox_one_run_checks(subject, label, whitebox, key, alpha_each)
         tested = True
     if not tested:
         checks.append(Check(
@@ -357,7 +359,8 @@ def _whitebox_one_run_checks(subject: str, label: str, row: dict[str, Any], clai
     "white-box one-run"): a test of the *same* claim as the membership rows, in the same Holm family
     when it could refute the claim alone (`refutable_alone`), judged for power at the family's first
     Holm level `level` (α/K) like every row; accuracy shown beside."""
-    name = f"{label} · white-box one-run"
+    family = str(row.get("family") or "white-box one-run")
+    name = f"{label} · {family}"
     claim, m = float(row["claim"]), int(row["m"])
     power = whitebox_power(row, level)
     ceiling = float(power["ceiling"]) if isinstance(power.get("ceiling"), (int, float)) else None
@@ -377,18 +380,18 @@ def _whitebox_one_run_checks(subject: str, label: str, row: dict[str, Any], clai
              + (f"refutes the DP-SGD curves up to ε {curve:.2f} (f-DP, same q and T)" if curve is not None
                 else "could not refute the claim's curve (f-DP)"))
     if not row.get("refutable_alone"):
-        return [Check(subject, name, f"{label}, white-box one-run: untestable here — with {m} canaries {reach}, even "
+        return [Check(subject, name, f"{label}, {family}: untestable here — with {m} canaries {reach}, even "
                       f"alone, at or below the claim {claim:.3f}; {needed} (left out of the Holm family)",
                       inconclusive=True, assumption=assumption, claim=claim_key, ceiling=ceiling, needed=needed),
                 accuracy]
     p = float(row["p_value"])
-    message = (f"{label}, white-box one-run ({m} {row.get('kind')} canaries, every iterate): Steinke et al. ε ≥ "
+    message = (f"{label}, {family} ({m} {row.get('kind')} canaries, every iterate): Steinke et al. ε ≥ "
                f"{float(row['steinke_epsilon']):.3f}, f-DP test {'refutes' if row.get('fdp_refuted') else 'does not refute'} "
                f"the claim's curve, vs accountant ε {claim:.3f} (p = {p:.2g}); at the family's level {reach}"
                f" (estimates: Gaussian sum ε ≈ {float(row['gaussian_sum_epsilon']):.2f}, Andrew et al. ε ≈ "
                f"{float(row['andrew_epsilon']):.2f})")
     if not power["powered"]:
-        message = (f"{label}, white-box one-run: untestable here — at the family's Holm level with {m} canaries "
+        message = (f"{label}, {family}: untestable here — at the family's Holm level with {m} canaries "
                    f"{reach}, at or below the claim {claim:.3f} (p = {p:.2g}); {needed}")
     return [Check(subject, name, message, p_value=p, inconclusive=not power["powered"], assumption=assumption,
                   claim=claim_key, ceiling=ceiling, needed="" if power["powered"] else needed), accuracy]
