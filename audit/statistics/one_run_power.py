@@ -49,12 +49,12 @@ def _epsilon_at(profile, delta: float) -> float:
 
 
 def curve_ceilings(noise_multiplier: float, sample_rate: float, steps: int, m: int, delta: float,
-                   claim: float) -> list[dict[str, float]]:
+                   claim: float, factors=CEILING_NOISE_FACTORS) -> list[dict[str, float]]:
     """[{factor, epsilon, fdp_perfect_p_value}]: for σ' = factor·σ (same q, T), the curve's ε at δ
     (the claim itself at factor 1) and the f-DP test's perfect-attack p-value against it. At level
     a, the row's f-DP ceiling is the largest ε whose p-value is ≤ a (less noise: harder to refute)."""
     rows = []
-    for factor in CEILING_NOISE_FACTORS:
+    for factor in factors:
         profile = dpsgd_privacy_profile(float(noise_multiplier) * factor, float(sample_rate), int(steps))
         p = fdp_perfect_p_value(profile, m)
         rows.append({"factor": factor, "epsilon": float(claim) if factor == 1.0 else _epsilon_at(profile, delta),
