@@ -62,7 +62,7 @@ def test_client_level_federation_reports_client_epsilon_and_a_client_mia(tmp_pat
 
     config = resolve_config("clients", overrides={
         "name": "clienttest", "data": {"n_rows": 800}, "training": {"hidden_sizes": [8], "epochs": 1},
-        "privacy": {"epsilons": [2.0]},  # q = 1 keeps the σ calibration fast; Poisson q < 1 is unit-tested
+        "privacy": {"epsilons": [2.0], "one_run_canaries": 200},  # q = 1 keeps the σ calibration fast; Poisson q < 1 is unit-tested
         "federated": {"n_clients": 6, "rounds": 3, "client_mia_runs": 2, "client_sample_rate": 1.0},
     })
     run = run_federated_audit(config, out_dir=tmp_path / "runs", tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
@@ -84,11 +84,17 @@ def test_client_level_federation_reports_client_epsilon_and_a_client_mia(tmp_pat
     # left out of the family, so they cost the others no power.
     alone = [a for a in claimed if one_run_ceiling(a["n_members"] + a["n_nonmembers"], target["delta"], 0.05)
              > a["claim"]["epsilon"]]
-    assert verdict["family_wise_error"]["n_tests"] == len(alone)
+    # The canary clients' row (Andrew et al. 2023; a twin federation) tests the same client-level claim.
+    canaries = target["whitebox_one_run"]
+    assert canaries["family"] == "canary clients (one-run)" and canaries["level"] == "client" and canaries["m"] == 200
+    assert canaries["claim"] == level["epsilon"]["prv"] and canaries["canary_rows_inserted"] > 0
+    assert any(c["name"].endswith("canary clients (one-run)") for c in verdict["checks"])
+    assert verdict["family_wise_error"]["n_tests"] == len(alone) + int(canaries["refutable_alone"])
     assert json.loads((run.run_dir / "results.json").read_text())["verdict"]["status"] == verdict["status"]
     for attack in claimed:  # each row's ceiling is the one its test had: α/K at Holm's first step
         m = attack["n_members"] + attack["n_nonmembers"]
-        assert attack["ceiling_one_run"] == one_run_ceiling(m, target["delta"], 0.05 / max(1, len(alone)))
+        assert attack["ceiling_one_run"] == one_run_ceiling(
+            m, target["delta"], 0.05 / max(1, len(alone) + int(canaries["refutable_alone"])))
 
 
 class _InterruptSecondTarget:

@@ -94,7 +94,9 @@ def test_no_job_imports_another_job(job):
         ("targets", "reports"),
         ("attacks", "reports"),
         ("audit.machinery", "reports"),
+        ("audit.conformance", "audit.machinery"),
     ] + [("audit.statistics", job) for job in JOBS] + [("audit.machinery", job) for job in JOBS]
+    + [("audit.conformance", job) for job in JOBS]
     + [("targets", job) for job in JOBS] + [("attacks", job) for job in JOBS] + [("reports", job) for job in JOBS],
 )
 def test_data_flows_one_way(lower, upper):
