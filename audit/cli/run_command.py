@@ -63,6 +63,13 @@ def run(
     from audit.machinery.executors import check_executor_options, make_executor
 
     check_executor_options(executor, workers, ray_address)  # before torch loads or a cluster starts
+    from audit.machinery.memory_estimates import check_run_memory, check_text_run_memory
+    from audit.machinery.workers import default_workers
+
+    if resolved.text is not None:  # the counts' memory, refused before anything starts (docs/errors.md)
+        check_text_run_memory(resolved)
+    else:
+        check_run_memory(resolved, workers or (1 if executor == "local" else default_workers()))
     if dry_run and resolved.text is not None:
         from audit.machinery.run_directory import check_output_folder
         from audit.machinery.tracking import check_tracking_uri

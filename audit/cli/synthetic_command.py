@@ -102,6 +102,14 @@ def synth_check(
     _check_distinct_files(train, holdout, synthetic)
     frames = [read_table(path, role) for path, role in ((train, "train"), (holdout, "holdout"), (synthetic, "synthetic"))]
     _check_holdout_overlap(frames[0], frames[1], holdout)
+    from audit.machinery.limits import check_memory
+    from audit.machinery.memory_estimates import synth_check_bytes
+
+    n_train, n_holdout, n_synthetic = (len(frame) for frame in frames)
+    check_memory(synth_check_bytes(n_train, n_holdout, n_synthetic, frames[0].shape[1],
+                                   sum(int(frame.memory_usage(deep=True).sum()) for frame in frames)),
+                 f"--synthetic '{synthetic}'", f"synth-check of {n_train:,} + {n_holdout:,} + {n_synthetic:,} rows × "
+                 f"{frames[0].shape[1]} columns")
     progress = command_progress(quiet)
     try:
         with progress.step("distances, DCR, NNDR, distance MIA, fidelity, re-identification risks"):
