@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from audit.cli.app import app, console, err_console
+from audit.cli.app import app, console, err_console, shown
 from audit.errors import AuditInputError
 
 
@@ -128,7 +128,7 @@ def _bench_executor(kind: str, workers_list: str, runs: int, trainer: str, ray_a
         counts = [1]  # local runs one task at a time
     for count in counts:
         check_executor_options(kind, None if kind == "local" else count, ray_address)
-    err_console.print(f"timing {runs} runs of {trainer} on {kind} with {', '.join(map(str, counts))} worker(s) "
+    err_console.print(f"timing {runs} runs of {shown(trainer)} on {kind} with {', '.join(map(str, counts))} worker(s) "
                       f"({default_workers()} core(s) here)…")
     measured = [trainer_throughput(kind, count, runs, trainer=trainer, ray_address=ray_address, n_rows=rows,
                                    min_seconds=min_seconds)

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from audit.cli.app import app, console, switch
+from audit.cli.app import app, console, switch, shown
 from audit.cli.output import (FailOnLeakOption, QuietOption, RayAddressOption, TrackingUriOption, command_progress, print_one_run_bounds,
                               print_verdict, publish_results, with_fail_on_leak)
 
@@ -62,8 +62,8 @@ def audit_scores_command(
     console.print(results_summary_table(results))
     print_one_run_bounds(results)
     for note in results["notes"]:
-        console.print(f"[yellow]note:[/yellow] {note}")
-    console.print(f"results: {final}/results.json\nreport:  {final}/report.html")
+        console.print(f"[yellow]note:[/yellow] {shown(note)}")
+    console.print(f"results: {shown(final)}/results.json\nreport:  {shown(final)}/report.html")
     print_verdict(results)
 
 
@@ -162,8 +162,8 @@ def audit_model(
     console.print(results_summary_table(results))
     print_one_run_bounds(results)
     for note in results["notes"]:
-        console.print(f"[yellow]note:[/yellow] {note}", soft_wrap=True)
-    console.print(f"results: {final}/results.json\nreport:  {final}/report.html")
+        console.print(f"[yellow]note:[/yellow] {shown(note)}", soft_wrap=True)
+    console.print(f"results: {shown(final)}/results.json\nreport:  {shown(final)}/report.html")
     print_verdict(results)
 
 
@@ -216,8 +216,8 @@ def _audit_language_model(*, hf_model, lm_module, tokenizer, reference_model, me
     for table in text_console_tables(results)[1:]:
         console.print(table)
     for note in results["notes"]:
-        console.print(f"[yellow]note:[/yellow] {note}", soft_wrap=True)
-    console.print(f"results: {final}/results.json\nreport:  {final}/report.html")
+        console.print(f"[yellow]note:[/yellow] {shown(note)}", soft_wrap=True)
+    console.print(f"results: {shown(final)}/results.json\nreport:  {shown(final)}/report.html")
     print_verdict(results)
 
 

@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from audit.cli.app import EXIT_INTERRUPTED, app, console, switch
+from audit.cli.app import EXIT_INTERRUPTED, app, console, switch, shown
 from audit.cli.output import QuietOption, RayAddressOption, TrackingUriOption, command_progress, print_one_run_bounds, print_verdict, sigterm_as_interrupt
 from audit.cli.ledger_commands import DatasetOption, LedgerOption, record_in_ledger
 from audit.errors import AuditInputError
@@ -84,7 +84,7 @@ def run(
 
         notes = check_run_inputs(resolved, out_dir=out, tracking_uri=tracking_uri, resume=resume)
         for note in notes:
-            console.print(f"[yellow]note:[/yellow] {note}", soft_wrap=True)
+            console.print(f"[yellow]note:[/yellow] {shown(note)}", soft_wrap=True)
         console.print(f"dry run: config '{resolved.name}' ({len(resolved.privacy.epsilons)} targets), data, "
                       f"{'policy, ' if loaded_policy is not None else ''}--out and tracking URI are valid; nothing written")
         from audit.machinery.preset_timings import expected_time_line
@@ -137,11 +137,11 @@ def run(
     if risks_table is not None:
         console.print(risks_table)
     for note in results["notes"]:
-        console.print(f"[yellow]note:[/yellow] {note}")
-    console.print(f"results: {audit_run.run_dir}/results.json")
-    console.print(f"report:  {audit_run.run_dir}/report.html")
+        console.print(f"[yellow]note:[/yellow] {shown(note)}")
+    console.print(f"results: {shown(audit_run.run_dir)}/results.json")
+    console.print(f"report:  {shown(audit_run.run_dir)}/report.html")
     if results["mlflow"]:
-        console.print(f"MLflow:  {results['mlflow']['tracking_uri']} (parent run {results['mlflow']['parent_run_id']})")
+        console.print(f"MLflow:  {shown(results['mlflow']['tracking_uri'])} (parent run {results['mlflow']['parent_run_id']})")
     record_in_ledger(ledger, dataset, "run", results, audit_run.run_dir / "results.json", loaded_policy)
     print_verdict(results)
 
@@ -168,9 +168,9 @@ def _run_text(resolved, *, out, tracking_uri, preset, policy, resume, executor, 
     for table in text_console_tables(results):
         console.print(table)
     for note in results["notes"]:
-        console.print(f"[yellow]note:[/yellow] {note}", soft_wrap=True)
-    console.print(f"results: {text_run.run_dir}/results.json")
-    console.print(f"report:  {text_run.run_dir}/report.html")
+        console.print(f"[yellow]note:[/yellow] {shown(note)}", soft_wrap=True)
+    console.print(f"results: {shown(text_run.run_dir)}/results.json")
+    console.print(f"report:  {shown(text_run.run_dir)}/report.html")
     if results["mlflow"]:
-        console.print(f"MLflow:  {results['mlflow']['tracking_uri']} (parent run {results['mlflow']['parent_run_id']})")
+        console.print(f"MLflow:  {shown(results['mlflow']['tracking_uri'])} (parent run {results['mlflow']['parent_run_id']})")
     print_verdict(results)

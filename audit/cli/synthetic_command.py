@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from audit.cli.app import app, console, err_console, switch
+from audit.cli.app import app, console, err_console, switch, shown
 from audit.cli.output import (FailOnLeakOption, QuietOption, TrackingUriOption, command_progress, print_one_run_bounds,
                               print_verdict, publish_results)
 from audit.cli.ledger_commands import DatasetOption, LedgerOption, record_in_ledger
@@ -162,7 +162,7 @@ def synth_check(
         console.print(risks_table)
     print_one_run_bounds(results)
     for flag in entry["flags"]:
-        err_console.print(f"[red]FLAG[/red] {flag['message']}", soft_wrap=True)
-    console.print(f"results: {final}/results.json\nreport:  {final}/report.html")
+        err_console.print(f"[red]FLAG[/red] {shown(flag['message'])}", soft_wrap=True)
+    console.print(f"results: {shown(final)}/results.json\nreport:  {shown(final)}/report.html")
     record_in_ledger(ledger, dataset, "synth-check", results, final / "results.json", loaded_policy)
     print_verdict(results)  # every command exits 1 on "fail", with or without a policy

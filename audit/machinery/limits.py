@@ -117,15 +117,16 @@ def _high(option: str) -> int:
 
 
 def check_count(option: str, value, low: int | None = None, high: int | None = None, *,
-                where: str | None = None) -> int:
+                where: str | None = None, local_cap: bool = True) -> int:
     """`value` as an int in the table's range for `option` (narrowed by `low`/`high`); exit 2 otherwise.
 
     `where` names the input in the error when it is not the command-line flag (a Python API's parameter).
+    `local_cap=False` (only `--workers` of a joined Ray cluster): `high` replaces this machine's cap.
     """
     limit = COUNT_LIMITS[option]
     where = where or option
     lo = limit.low if low is None else low
-    hi = _high(option) if high is None else min(high, _high(option))
+    hi = _high(option) if high is None else (high if not local_cap else min(high, _high(option)))
     if isinstance(value, bool) or not isinstance(value, int):
         try:
             import numpy as np
@@ -137,7 +138,8 @@ def check_count(option: str, value, low: int | None = None, high: int | None = N
         except TypeError:
             raise AuditInputError(where, f"expected an integer in [{lo:,}, {hi:,}], got {str(value)[:40]!r}") from None
     if not lo <= value <= hi:
-        why = f" ({limit.why})" if option != "--workers" else " (4 × the cores this process may use)"
+        why = f" ({limit.why})" if option != "--workers" else (
+            " (4 × the cores this process may use)" if local_cap else " (a Ray cluster's sanity bound)")
         raise AuditInputError(where, f"must be in [{lo:,}, {hi:,}], got {value:,}{why}"[:300])
     return value
 
