@@ -135,7 +135,7 @@ def check_run_memory(config, workers: int | None = None) -> None:
 def check_text_run_memory(config) -> None:
     """`run --preset text`: refuse a language-model config whose training cannot fit in memory."""
     text = config.text
-    check_memory(text_run_bytes(text), "--config: text",
+    check_memory(text_run_bytes(text), "--config",
                  f"text run: vocabulary {text.vocab_size:,} × {text.max_length:,} tokens × batch {text.batch_size:,}, "
                  f"{text.n_layers} layers of width {text.d_model:,}")
 

@@ -145,17 +145,14 @@ def _score(pool: WorkerPool, source: dict, texts: list[str], max_length: int, ba
     return TokenStatistics.concat([TokenStatistics(p["logprob"], p["mean"], p["std"]) for p in parts])
 
 
-def audit_language_model(*, members: Path, nonmembers: Path, hf_model: Path | None = None, lm_module: str | None = None,
-                         tokenizer: Path | None = None, reference_model: Path | None = None,
-                         claimed_epsilon: float | None = None, delta: float = 1e-5, confidence: float = 0.95,
-                         text_field: str = "text", max_length: int = 512, batch_size: int = 16,
-                         device: str = "auto", timeout: float = 600.0, seed: int = 0,
-                         attack_names: list[str] | None = None, progress=None,
-                         scores_path: Path | None = None) -> dict[str, Any]:
-    """The results dict of one language-model audit (schema_version 2). Bad input → AuditInputError."""
-    from audit.machinery.progress import as_progress
-
-    progress = as_progress(progress)
+def prepare_language_model_audit(*, members: Path, nonmembers: Path, hf_model: Path | None = None,
+                                 lm_module: str | None = None, tokenizer: Path | None = None,
+                                 reference_model: Path | None = None, text_field: str = "text", max_length: int = 512,
+                                 batch_size: int = 16, device: str = "auto",
+                                 attack_names: list[str] | None = None) -> dict[str, Any]:
+    """Every check of a language-model audit that runs nothing: the counts (the range table), the
+    texts files, the model folder (targets/language_model_sources.py) and the memory the batches
+    need. The CLI calls it before it creates a run folder, so a refusal leaves nothing behind."""
     check_count("--max-length", max_length)  # the range table (audit/machinery/limits.py)
     check_count("--batch-size", batch_size)
     if device not in ("auto", "cpu") and not str(device).startswith("cuda"):
@@ -173,6 +170,30 @@ def audit_language_model(*, members: Path, nonmembers: Path, hf_model: Path | No
         attack = get_text_attack(name)
         if attack.needs_reference and reference_source is None:
             raise AuditInputError("--attacks", f"'{name}' needs --reference-model DIR (a model trained on disjoint data)")
+    return {"member_texts": member_texts, "nonmember_texts": nonmember_texts, "source": source, "record": record,
+            "reference_source": reference_source, "names": names}
+
+
+def audit_language_model(*, members: Path, nonmembers: Path, hf_model: Path | None = None, lm_module: str | None = None,
+                         tokenizer: Path | None = None, reference_model: Path | None = None,
+                         claimed_epsilon: float | None = None, delta: float = 1e-5, confidence: float = 0.95,
+                         text_field: str = "text", max_length: int = 512, batch_size: int = 16,
+                         device: str = "auto", timeout: float = 600.0, seed: int = 0,
+                         attack_names: list[str] | None = None, progress=None,
+                         scores_path: Path | None = None, prepared: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The results dict of one language-model audit (schema_version 2). Bad input → AuditInputError.
+    `prepared`: what `prepare_language_model_audit` returned for these arguments (else it runs here)."""
+    from audit.machinery.progress import as_progress
+
+    progress = as_progress(progress)
+    if prepared is None:
+        prepared = prepare_language_model_audit(
+            members=members, nonmembers=nonmembers, hf_model=hf_model, lm_module=lm_module, tokenizer=tokenizer,
+            reference_model=reference_model, text_field=text_field, max_length=max_length, batch_size=batch_size,
+            device=device, attack_names=attack_names)
+    member_texts, nonmember_texts = prepared["member_texts"], prepared["nonmember_texts"]
+    source, record, reference_source = prepared["source"], prepared["record"], prepared["reference_source"]
+    names = prepared["names"]
     texts = member_texts + nonmember_texts
     membership = np.array([True] * len(member_texts) + [False] * len(nonmember_texts))
     flag = "--hf-model" if hf_model is not None else f"--lm-module {lm_module}"
