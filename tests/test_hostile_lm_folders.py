@@ -265,6 +265,33 @@ def test_a_texts_file_outside_the_range_is_refused(work, capsys):
     assert_refused(capsys, args, "one.parquet", folder=work)
 
 
+def _tokenizer_fifo(work: Path) -> str:
+    os.mkfifo(work / "tok.json")
+    return "tok.json"
+
+
+def _tokenizer_link(work: Path) -> str:
+    (work / "tok.json").symlink_to(work / "model" / "tokenizer.json")
+    return "tok.json"
+
+
+def _tokenizer_huge(work: Path) -> str:
+    with open(work / "tok.json", "wb") as handle:  # sparse: 65 MiB of nothing, no disk used
+        handle.truncate((64 << 20) + 1)
+    return "tok.json"
+
+
+@pytest.mark.parametrize("make", [_tokenizer_fifo, _tokenizer_link, _tokenizer_huge, lambda work: "missing.json"],
+                         ids=["a FIFO", "a symlink", "65 MiB", "missing"])
+def test_an_lm_module_tokenizer_that_is_not_a_plain_small_file_is_refused(work, capsys, make):
+    name = make(work)
+    args = ["audit-model", "--lm-module", "evil_lm:build", "--tokenizer", name, "--members", "members.jsonl",
+            "--nonmembers", "nonmembers.jsonl", "--out", "runs", "--tracking-uri", "sqlite:///mlflow.db", "--quiet"]
+    (work / "evil_lm.py").write_text("open('pwned', 'w').close()\ndef build():\n    raise SystemExit\n")
+    assert_refused(capsys, args, "--tokenizer", folder=work)
+    assert not (work / "pwned").exists(), "the module was imported before its inputs were checked"
+
+
 def test_a_clean_folder_passes_the_inspection(tiny_folder):
     """The battery refuses only what it should: the untouched folder is a valid causal LM."""
     from targets.language_model_sources import inspect_hf_folder

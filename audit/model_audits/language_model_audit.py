@@ -125,6 +125,10 @@ def _source(hf_model: Path | None, lm_module: str | None, tokenizer: Path | None
     check_spec(lm_module, "--lm-module")
     if tokenizer is None or not Path(tokenizer).is_file() or Path(tokenizer).is_symlink():
         raise AuditInputError("--tokenizer", "--lm-module needs --tokenizer FILE, a Hugging Face tokenizers JSON file")
+    from targets.language_model_sources import TOKENIZER_LIMIT
+
+    if Path(tokenizer).stat().st_size > TOKENIZER_LIMIT:
+        raise AuditInputError(f"--tokenizer '{tokenizer}'", f"is larger than {TOKENIZER_LIMIT:,} bytes")
     return ({"kind": "module", "factory": lm_module, "tokenizer": str(Path(tokenizer).resolve())},
             {"kind": "PyTorch module with logits(token_ids)", "factory": lm_module, "tokenizer": str(tokenizer),
              "tokenizer_sha256": _sha256(Path(tokenizer))})
