@@ -6,10 +6,13 @@ has a `text:` section (preset `text`).
 
 * Corpus (targets/text_corpus.py): faker records; candidates are members by fair coin flips, so
   the one-run bound (Steinke, Nasr, Jagielski 2023) applies to every LM attack's scores on them,
-  and the accountant's per-document ε is the claim each attack row tests (the verdict of every
-  job: audit.machinery.verdict, Holm over all rows of all private targets).
-* Canaries are not candidates: a canary inserted k times is k documents, protected by DP only at
-  group level (about k·ε), so exposure and extraction are shown, not claim tests.
+  and the accountant's ε is the claim each attack row tests (the verdict of every job:
+  audit.machinery.verdict, Holm over all rows of all private targets). Each candidate is one
+  person with one document, so the claim is the same at either privacy unit.
+* The privacy unit (`text.privacy_unit`): "person" (default) trains the DP targets with user-level
+  DP-SGD, so the ε is per person — a canary's k copies are one person's and covered by it;
+  "record" clips each document, and a canary inserted k times is then protected only at group
+  level (about k·ε). Exposure and extraction are shown either way, not claim tests.
 * The reference model of `reference_ratio` is trained once, without DP, on the pool records
   (disjoint from the candidates) with the targets' architecture and schedule.
 * The blind baseline (text alone, no model; Das et al. 2024) runs once on the candidates: with
@@ -54,6 +57,8 @@ from targets.text_models import (
 )
 
 SCHEMA_VERSION = 3
+UNIT_WORDS = {"person": "ε per person (all of one person's documents, including repeated canaries)",
+              "record": "ε per document (record level: a secret repeated k times is protected at about k·ε)"}
 
 
 @dataclass(frozen=True)
@@ -97,7 +102,8 @@ def _audit_target(config: AuditConfig, corpus: TextCorpus, tokenizer, encoded: d
     with progress.step(f"{label}: training (epochs)", total=spec.epochs) as step:
         trained = train_text_target(encoded["train"], tokenizer.get_vocab_size(), spec, epsilon=epsilon,
                                     delta=config.privacy.delta, accountant=config.privacy.accountant, seed=seed,
-                                    device=device, on_epoch=lambda e, _: step.update(e))
+                                    device=device, owners=encoded["owners"] if text.privacy_unit == "person" else None,
+                                    on_epoch=lambda e, _: step.update(e))
     model = trained.model.to(device)
     members = corpus.candidate_member
     with progress.step(f"{label}: membership attacks"):
@@ -128,6 +134,9 @@ def _audit_target(config: AuditConfig, corpus: TextCorpus, tokenizer, encoded: d
         "steps": trained.steps,
         "max_grad_norm": trained.max_grad_norm,
         "poisson_sampling": trained.epsilon_target is not None,
+        "privacy_unit": trained.privacy_unit,
+        "epsilon_unit": UNIT_WORDS.get(trained.privacy_unit),
+        "n_privacy_units": trained.n_units,
         "accountant": trained.accountant,
         "epsilon": epsilons,
         "epsilon_accountant": claim,
@@ -243,7 +252,8 @@ def _text_sweep(config: AuditConfig, corpus: TextCorpus, staging: Path, tracker:
         tokenizer = train_tokenizer([r.text for r in corpus.pool], text.vocab_size)
         tokenizer.save(str(staging / "tokenizer.json"))
         length = text.max_length
-        encoded = {"train": encode_texts(tokenizer, corpus.training_texts(), length),
+        documents, owners = corpus.training_documents()
+        encoded = {"train": encode_texts(tokenizer, documents, length), "owners": owners,
                    "candidates": encode_texts(tokenizer, [r.text for r in corpus.candidates], length),
                    "members": encode_texts(tokenizer, [r.text for r in corpus.member_records], length),
                    "pool": encode_texts(tokenizer, [r.text for r in corpus.pool], length),
@@ -285,9 +295,13 @@ def _text_sweep(config: AuditConfig, corpus: TextCorpus, staging: Path, tracker:
         [(epsilon_label(t["epsilon_target"]), t["text"]["exposure"]) for t in targets],
         staging / "figures" / "exposure_vs_repetitions.png", ceiling=math.log2(corpus.secret_space))
     tracker.log_artifact(parent_id, figure)
+    unit_note = ("the DP targets' ε is per person (user-level DP-SGD: persons sampled, each person's documents "
+                 "clipped together): a canary inserted k times is one person's secret, covered by that ε"
+                 if text.privacy_unit == "person" else
+                 "the DP targets' ε is per document (record level): a secret inserted k times is k documents, "
+                 "protected only at group level (about k·ε)")
     notes = [
-        f"canaries: a secret inserted k times is k documents; DP-SGD's per-document ε protects it only at group level "
-        f"(about k·ε), so exposure and extraction are shown, not tested against the claim",
+        f"{unit_note}; exposure and extraction are shown, not tested against the claim",
         f"blind baseline (text alone, Das et al. 2024): AUC {blind['auc']:.3f}; {blind['reading']}",
     ]
     return {
@@ -297,7 +311,8 @@ def _text_sweep(config: AuditConfig, corpus: TextCorpus, staging: Path, tracker:
         "environment": environment,
         "data": {
             "description": corpus.description, "n_rows": len(corpus.candidates) + len(corpus.pool) + len(corpus.test),
-            "n_train": int(len(encoded["train"])),
+            "n_train": int(len(encoded["train"])), "n_persons": int(encoded["owners"].max()) + 1,
+            "privacy_unit": text.privacy_unit, "epsilon_unit": UNIT_WORDS[text.privacy_unit],
             "n_test": len(corpus.test), "n_candidates": len(corpus.candidates), "n_pool": len(corpus.pool),
             "membership": "independent fair coin flip per candidate record (Bernoulli 1/2)",
             "n_canaries": sum(c.repetitions > 0 for c in corpus.canaries),
