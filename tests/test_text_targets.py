@@ -145,6 +145,7 @@ def test_user_level_clipping_clips_each_persons_summed_gradient():
     assert float(step.norm()) <= 3 * clip / optimizer.expected_batch_size + 1e-6  # 4 copies weigh as 1 person
 
 
+@pytest.mark.slow
 def test_user_level_dp_training_samples_persons(corpus):
     tokenizer = train_tokenizer([r.text for r in corpus.pool], vocab_size=300)
     texts, owners = corpus.training_documents()
