@@ -35,6 +35,7 @@ def test_the_text_preset_runs_end_to_end(cli, tmp_path):
     assert abs(private["epsilon_accountant"] - 8.0) < 0.1 and private["noise_multiplier"] > 0
     assert private["privacy_unit"] == "person" and "per person" in private["epsilon_unit"]
     assert private["n_privacy_units"] == results["data"]["n_persons"] < results["data"]["n_train"]  # 8 copies, 1 person
+    assert "Unit of privacy:** ε per person" in (folder / "summary.md").read_text()
     assert "per person" in (folder / "report.html").read_text() and "Language-model targets per ε" in (
         folder / "report.html").read_text()
     # --resume of the same run, interrupted after its first target: that target is reused (its
