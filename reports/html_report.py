@@ -40,6 +40,7 @@ from reports.synthetic_report import (
     synthetic_overview,
 )
 from reports.federated_tables import federated_html_section
+from reports.text_tables import text_html_section
 
 __all__ = ["render_html_report", "write_html_report", "ATTACK_METHOD_NOTES"]
 
@@ -213,6 +214,7 @@ def render_html_report(results: dict[str, Any], run_dir: Path | None = None, *, 
             _overview(results),
             _targets_table(results),
             federated_html_section(results),
+            text_html_section(results),
             _policy_section(checks),
             _ledger_section(results),
             _verdict_checks_section(results),

@@ -97,7 +97,8 @@ def run(
     # Imported after the inputs are validated: a typo in a flag should not wait for torch to load.
     if resolved.text is not None:  # the language-model job (preset text)
         _run_text(resolved, out=out, tracking_uri=tracking_uri, preset=preset, policy=loaded_policy, resume=resume,
-                  executor=executor, log_models=log_models, tracking=tracking, quiet=quiet)
+                  executor=executor, workers=workers, ray_address=ray_address, log_models=log_models,
+                  tracking=tracking, quiet=quiet)
         return
     if resolved.federated is not None:  # the federated job (presets hospitals, clients)
         from audit.federated.runner import run_federated_audit as run_audit
@@ -146,23 +147,28 @@ def run(
     print_verdict(results)
 
 
-def _run_text(resolved, *, out, tracking_uri, preset, policy, resume, executor, log_models, tracking, quiet) -> None:
+def _run_text(resolved, *, out, tracking_uri, preset, policy, resume, executor, workers, ray_address, log_models,
+              tracking, quiet) -> None:
     """`run` of a config with a `text:` section: the language-model job (audit/text/)."""
-    if resume is not None or executor != "local" or log_models:
-        raise AuditInputError("--resume/--executor/--log-models", "not supported by the text job yet")
+    if log_models:
+        raise AuditInputError("--log-models", "not supported by the text job (its targets' weights are kept in the run "
+                              "folder's checkpoints/ instead)")
+    from audit.machinery.executors import make_executor
     from audit.text.runner import run_text_audit
     from reports.console import results_summary_table
     from reports.text_tables import text_console_tables
 
     sigterm_as_interrupt()
     progress = command_progress(quiet)
+    pool = make_executor(executor, workers=workers, ray_address=ray_address, threads=resolved.cpu_threads)
     try:
         text_run = run_text_audit(resolved, out_dir=out, tracking_uri=tracking_uri, preset=preset or "default",
-                                  progress=progress, policy=policy, tracking=tracking)
+                                  progress=progress, policy=policy, tracking=tracking, resume=resume, executor=pool)
     except KeyboardInterrupt:
         raise typer.Exit(EXIT_INTERRUPTED) from None
     finally:
         progress.close()
+        pool.close()
     results = text_run.results
     console.print(results_summary_table(results))
     for table in text_console_tables(results):
