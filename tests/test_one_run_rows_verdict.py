@@ -130,6 +130,7 @@ def test_the_runs_conformance_is_one_claim_one_test_in_the_family_and_exact_chec
     assert failed["status"] == "fail" and conf["status"] == "refuted" and "trained_steps" in conf["reason"]
 
 
+@pytest.mark.slow  # a small federation trained with 200 canary clients (~12 s with the first torch import)
 def test_canary_clients_in_a_client_level_federation_score_the_in_canaries_higher():
     from targets.canary_clients import CanaryClients
     from targets.federated import FederatedSpec, train_federation
@@ -152,3 +153,34 @@ def test_canary_clients_in_a_client_level_federation_score_the_in_canaries_highe
                                                    momentum=0.0, max_grad_norm=1.0, level="record"),
                          epsilon=8.0, delta=1e-5, accountant="prv", seed=2, device=torch.device("cpu"),
                          canary_clients=CanaryClients(d, 10, 0.5, seed=1))
+
+
+def test_the_trained_targets_accountant_history_must_match_the_training_it_recorded():
+    from types import SimpleNamespace
+
+    from audit.sweep.conformance_rows import trained_accountant_checks
+
+    right = SimpleNamespace(accountant_history=((1.2, 0.05, 100), (1.2, 0.05, 20)), steps=120, noise_multiplier=1.2,
+                            sample_rate=0.05)
+    assert all(c["passed"] for c in trained_accountant_checks(right))
+    short = SimpleNamespace(**{**vars(right), "steps": 240})  # the accountant was told half the steps
+    wrong_q = SimpleNamespace(**{**vars(right), "sample_rate": 0.1})  # …or another sampling rate
+    assert [c["check"] for c in trained_accountant_checks(short) if not c["passed"]] == ["trained_steps"]
+    assert [c["check"] for c in trained_accountant_checks(wrong_q) if not c["passed"]] == ["trained_sigma_q"]
+
+
+@pytest.mark.slow  # trains a tiny DP target, then steps its setup ~300 times (the real Opacus objects)
+def test_the_main_jobs_conformance_entry_passes_on_its_own_correct_setup():
+    from audit.sweep.conformance_rows import conformance_entry
+    from targets.training import TrainingSpec, train_target
+
+    rng = np.random.default_rng(1)
+    features, labels = rng.normal(size=(200, 5)).astype(np.float32), rng.integers(0, 2, 200)
+    spec = TrainingSpec(hidden_sizes=[8], epochs=2, batch_size=20, lr=0.1, momentum=0.0, max_grad_norm=1.0)
+    target = train_target(features, labels, 2, spec, epsilon=4.0, delta=1e-5, accountant="prv", seed=3,
+                          device=torch.device("cpu"))
+    entry = conformance_entry(features, labels, 2, spec, target=target, accountant="prv", seed=3,
+                              device=torch.device("cpu"))
+    assert entry["rules_failed"] == [] and {"noise_std", "per_example_clipping", "poisson_sampling",
+                                            "independent_inclusion"} <= set(entry["statistical_p_values"])
+    assert {c["check"] for c in entry["checks"]} >= {"trained_steps", "trained_sigma_q", "steps", "accountant_sigma"}
