@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--size", choices=("tiny", "full"), default=os.environ.get("PRIVACY_AUDIT_BUG_SIZE", "tiny"))
+    parser.add_argument("--size", choices=("tiny", "real", "full"), default=os.environ.get("PRIVACY_AUDIT_BUG_SIZE", "tiny"))
     parser.add_argument("--only", default="", help="comma-separated setup names")
     parser.add_argument("--correct", type=int, default=20, help="how many correct setups (of 20)")
     parser.add_argument("--canaries", type=int, default=None, help="m (default: from the model size)")
