@@ -125,6 +125,11 @@ class GradientCanaries:
             self._slices = np.searchsorted(self.coordinates, self._offsets)
             self._local = [self._coordinates[self._slices[k]:self._slices[k + 1]] - int(self._offsets[k])
                            for k in range(len(self._params))]
+            # 1 everywhere but on the canaries' coordinates: zeroing them in the real rows is one dense
+            # multiply per step (an index_fill_ over m scattered columns costs several times more).
+            self._keep = torch.ones(self._d)
+            self._keep[self._coordinates] = 0.0
+            self._keep_cache: dict = {}
             # Only the canaries' own coordinates are kept from θ_0 (no copy of the model).
             self._start = self._gather(lambda p: p.detach()).copy()
         else:
@@ -162,7 +167,7 @@ class GradientCanaries:
 
         On a witness step one buffer of (b + r) rows × d (kept across steps) holds every parameter's
         per-sample gradients as column slices (views: no further copy), the real rows copied in
-        once; on other steps the real rows are only zeroed in place on the canaries' coordinates."""
+        once; on other steps the real rows are only zeroed on the canaries' coordinates (one multiply)."""
         if self.sample_rate >= 1:
             included = self._in
         else:
@@ -196,11 +201,10 @@ class GradientCanaries:
         if r == 0:
             for index, (p, grad_sample) in enumerate(zip(self._params, samples)):
                 if self.kind == "dirac" and self._local[index].numel():
-                    flat = grad_sample.reshape(b, -1)
-                    if flat.data_ptr() != grad_sample.data_ptr() or not grad_sample.is_contiguous():
-                        flat = flat.clone()
-                    flat.index_fill_(1, self._local[index].to(device), 0.0)
-                    grad_sample = flat.view(b, *p.shape)
+                    start, stop = int(self._offsets[index]), int(self._offsets[index + 1])
+                    keep = self._keep_like(grad_sample)[start:stop]
+                    # In place: Opacus made this tensor for this step alone (a list was joined above).
+                    grad_sample = grad_sample.reshape(b, -1).mul_(keep).view(b, *p.shape)
                 p.grad_sample = grad_sample
         else:
             buffer = self._rows(b + r, first)
@@ -209,7 +213,7 @@ class GradientCanaries:
                 buffer[:b, start:stop].copy_(grad_sample.reshape(b, -1))
             if self.kind == "dirac":
                 coordinates = self._coordinates.to(device)
-                buffer[:b].index_fill_(1, coordinates, 0.0)
+                buffer[:b].mul_(self._keep_like(first))
                 buffer[b:].zero_()
                 buffer[torch.arange(b, b + r, device=device), coordinates[torch.as_tensor(as_rows, device=device)]] = value
             else:
@@ -233,6 +237,12 @@ class GradientCanaries:
         self.as_rows += r
         self.inserted_steps += 1
         return k
+
+    def _keep_like(self, like: torch.Tensor) -> torch.Tensor:
+        key = (like.dtype, like.device)
+        if key not in self._keep_cache:
+            self._keep_cache[key] = self._keep.to(device=like.device, dtype=like.dtype)
+        return self._keep_cache[key]
 
     def _row_budget(self) -> int:
         if self.max_rows is not None:

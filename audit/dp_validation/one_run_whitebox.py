@@ -107,6 +107,22 @@ def _make_setup(factory: str | None, builtin: dict | None, name: str):
         return function()
 
 
+def _canary_rate(loader, name: str) -> float:
+    """The rate the canaries are sampled at: the loader's Poisson rate, or for a loader without one
+    (fixed shuffled batches) 1 / batches per epoch — the rate Opacus's `make_private` tells the
+    accountant then. Sampling the canaries at q = 1 there would test the claim against a run in
+    which every canary joins every step, which no record of that run does."""
+    with user_code(name, "training setup"):
+        rate = getattr(loader, "sample_rate", None)
+        if rate is None:
+            batches = len(loader)
+            rate = 1.0 / batches if batches else 1.0
+    rate = float(rate)
+    if not (math.isfinite(rate) and 0 < rate <= 1):
+        raise AuditInputError("--factory", f"{name}: the data loader's sample_rate must be in (0, 1], got {rate!r}")
+    return rate
+
+
 def one_run_task(factory: str | None, builtin: dict | None, n_canaries: int | None, kind: str, scale: float,
                  seed: int, delta: float, compare_plain: bool) -> dict[str, Any]:
     """A worker task: one training run of the setup with canaries (and one plain run); plain data back."""
@@ -126,7 +142,7 @@ def one_run_task(factory: str | None, builtin: dict | None, n_canaries: int | No
         raise AuditInputError("--factory", f"{factory}: the optimizer has no trainable parameters")
     d = int(sum(p.numel() for p in params))
     m = canary_count_for(d) if n_canaries is None else int(n_canaries)
-    q = float(getattr(loader, "sample_rate", 1.0))
+    q = _canary_rate(loader, name)
     try:
         canaries = make_canaries(d, m, kind=kind, sample_rate=q, seed=seed, scale=scale,
                                  noise_multiplier=float(optimizer.noise_multiplier))
