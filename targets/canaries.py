@@ -184,8 +184,10 @@ class GradientCanaries:
             as_rows, direct = included[pick], included[~pick]
         else:
             as_rows, direct = included, included[:0]
-        self._joined = np.zeros(self.m, dtype=bool)
-        self._joined[included] = True
+        # Counts until the step hook reads them: a skipped step (virtual batches) keeps its clipped sum.
+        if self._joined is None:
+            self._joined = np.zeros(self.m)
+        self._joined[included] += 1.0
         samples = []
         for p in self._params:
             grad_sample = p.grad_sample
@@ -283,6 +285,7 @@ class GradientCanaries:
         of the optimizer's clipping on the rows it clipped and of the sum the others joined."""
         if self._joined is None or any(getattr(p, "summed_grad", None) is None for p in self._params):
             self.clip_unchecked_steps += 1
+            self._joined = None
             return
         summed = self._gather(lambda p: p.summed_grad.detach())
         C = float(optimizer.max_grad_norm)

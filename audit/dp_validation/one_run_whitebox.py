@@ -304,6 +304,9 @@ def run_one_run_whitebox_audit(
             (f"exact on {run['clip_checked_steps']} steps: every canary of norm {run['canary_scale']:g}·C added C, "
              f"{run['as_rows']} of them clipped by the optimizer as rows"),
             failed=bad, assumption="a correct per-sample clipping brings a one-coordinate row of norm > C to norm C"))
+    else:
+        checks.append(Check(subject, "canary clipping", "not checked: the optimizer kept no clipped sum "
+                            "(p.summed_grad) for the step hook to read", decides=False))
     for text in disagreements:
         checks.append(Check(subject, "accountant vs training", f"accountant disagrees with the training: {text}",
                             failed=True, assumption="the accountant must be told what the optimizer and loader do"))
