@@ -313,7 +313,7 @@ def run_one_run_whitebox_audit(
     verdict = decide(checks, alpha=1 - confidence)
     verdict["family_wise_error"]["statement"] = (
         f"two sound tests of the claim (Steinke et al., f-DP one-run), each at α/2 = {(1 - confidence) / 2:g} "
-        "(Bonferroni), plus deterministic accountant checks")
+        "(Bonferroni), plus deterministic accountant and canary-clipping checks")
     verdict["ceiling"] = float(audit["ceiling"])
     verdict["needed"] = audit.get("canaries_needed")
     verdict["needed_unit"] = "canaries (--canaries)"
