@@ -15,8 +15,8 @@ Opacus form of the step-function suite's classes (`audit.demos.planted_bugs`):
 | fixed_noise_seed | reused noise seed | the noise generator is seeded with a constant |
 
 `CORRECT_EPSILONS` × seeds give correct setups (σ from Opacus's PRV accountant for the target ε).
-`SIZE` ("tiny" for tests; "real", the smallest whose one run takes ≥ 10 s on a shared core here,
-and "full" for the benchmark) comes from the
+`SIZE` ("tiny" for tests; "real" for the benchmark: a run of 10–25 s of wall time on the
+loaded 2-core machine, ≈ 5 s of CPU; "full", five minutes a run) comes from the
 environment variable PRIVACY_AUDIT_BUG_SIZE, read when a factory is called (worker processes
 inherit it).
 """
