@@ -74,8 +74,8 @@ def test_early_exit_counting_of_predicates_equals_the_full_mask():
     pick = rng.integers(0, n_rows, n_queries)
     values = real[pick[:, None], cols]
     ops = np.where(cols == 2, synthetic_risks._EQ, np.where(values > 0.5, synthetic_risks._GE, synthetic_risks._LE))
-    sides = np.column_stack([np.arange(n_rows) < n_rows // 2, np.arange(n_rows) >= n_rows // 2,
-                             rng.random((n_rows, 20)) < 0.5])
+    sides = np.column_stack([np.arange(n_rows) < n_rows // 2, rng.random((n_rows, 20)) < 0.5])
     counted = synthetic_risks._singled_out_counts(real_t, cols, ops, values, sides, seed=(0, 11))
-    np.testing.assert_array_equal(counted, _brute_force_singled(real_t, cols, ops, values, sides))
+    with_complements = np.column_stack([sides, ~sides])  # the function also counts each side's complement
+    np.testing.assert_array_equal(counted, _brute_force_singled(real_t, cols, ops, values, with_complements))
     assert counted.max() > 0

@@ -77,6 +77,7 @@ NUMERIC_TOLERANCE = 0.05  # anonymeter's relative tolerance for a numeric secret
 _QUERY_BATCH = 1000
 NULL_RESPLITS = 200  # random re-splits of train ∪ control that calibrate the singling-out spread
 _NN_CHUNK = 256
+_BASELINE_CHUNK = 64  # against every training row: 64 × 100k float32 distances = 25 MiB a part
 
 
 # ----------------------------------------------------------------------------------------- rates
@@ -328,8 +329,9 @@ _PAIR_CAP = 64  # matches kept per predicate: beyond, "exactly one" is settled b
 
 
 def _singled_out_counts(real_t: np.ndarray, cols, ops, values, sides: np.ndarray, seed) -> np.ndarray:
-    """Per side (a boolean column over the real rows: train, control, each re-split half), how many
-    predicates match exactly one of that side's rows — exactly, without the queries × rows mask.
+    """Per side (a boolean column over the real rows: train, each re-split half), then per
+    complement of each side (control, the other halves), how many predicates match exactly one of
+    that side's rows — exactly, without the queries × rows mask.
 
     The rows are scanned in a seeded random order, each predicate keeping its first 65 matches.
     A predicate with ≤ 64 matches is counted from all of them. One with more is not "exactly one"
@@ -339,13 +341,19 @@ def _singled_out_counts(real_t: np.ndarray, cols, ops, values, sides: np.ndarray
     n_queries, n_rows = cols.shape[0], real_t.shape[1]
     order = np.random.default_rng([*seed, 16]).permutation(n_rows)
     query, position, complete = _matched_rows(np.ascontiguousarray(real_t[:, order]), cols, ops, values, _PAIR_CAP)
-    counts = _count_in(query, order[position], sides, n_queries)
+    counts = _with_complements(_count_in(query, order[position], sides, n_queries), query, n_queries)
     # Incomplete predicates: a side holding ≥ 2 kept matches has ≥ 2 matches. Any other side is unsure.
     unsure = np.flatnonzero(~complete & (counts < 2).any(axis=1))
     if unsure.size:
         q, r, _ = _matched_rows(real_t, cols[unsure], ops[unsure], values[unsure], n_rows)
-        counts[unsure] = _count_in(q, r, sides, unsure.size)
+        counts[unsure] = _with_complements(_count_in(q, r, sides, unsure.size), q, unsure.size)
     return (counts == 1).sum(axis=0)
+
+
+def _with_complements(counts: np.ndarray, query: np.ndarray, n_queries: int) -> np.ndarray:
+    """Per-side counts followed by the counts on each side's complement (all pairs minus the side's)."""
+    total = np.bincount(query, minlength=n_queries)[:, None]
+    return np.concatenate([counts, total - counts], axis=1)
 
 
 def singling_out_risk(train: pd.DataFrame, control: pd.DataFrame, synthetic: pd.DataFrame, *,
@@ -414,12 +422,12 @@ def singling_out_risk(train: pd.DataFrame, control: pd.DataFrame, synthetic: pd.
     splits = np.zeros((2 * n_equal, NULL_RESPLITS), dtype=bool)
     for b in range(NULL_RESPLITS):
         splits[rng.permutation(2 * n_equal)[:n_equal], b] = True
-    singled = _singled_out_counts(real_t, cols, ops, values, np.column_stack([in_train, ~in_train, splits, ~splits]),
-                                  seed=(seed, 11))
-    n_train, n_control = int(singled[0]), int(singled[1])
+    sides = np.column_stack([in_train, splits])
+    singled = _singled_out_counts(real_t, cols, ops, values, sides, seed=(seed, 11))
+    n_train, n_control = int(singled[0]), int(singled[1 + NULL_RESPLITS])
     record = _risk_record("singling_out", n_train, n_control, len(queries), len(queries), confidence,
                           n_cols=n_cols, n_rows_each=n_equal, attempts=attempts)
-    null_differences = (singled[2:2 + NULL_RESPLITS] - singled[2 + NULL_RESPLITS:]) / len(queries)
+    null_differences = (singled[1:1 + NULL_RESPLITS] - singled[2 + NULL_RESPLITS:]) / len(queries)
     record["null_sd"] = float(np.std(null_differences, ddof=1))
     record["null_resplits"] = NULL_RESPLITS
     if notes:
@@ -551,8 +559,8 @@ def dcr_baseline_protection(train: pd.DataFrame, synthetic: pd.DataFrame, *, see
         q_num, q_cat = table.block(role, table.columns)
         t_num, t_cat = table.block("train", table.columns)
         nearest = np.concatenate([
-            _gower_l1(q_num[s:s + _NN_CHUNK], q_cat[s:s + _NN_CHUNK], t_num, t_cat).min(axis=1)
-            for s in range(0, q_num.shape[0], _NN_CHUNK)
+            _gower_l1(q_num[s:s + _BASELINE_CHUNK], q_cat[s:s + _BASELINE_CHUNK], t_num, t_cat).min(axis=1)
+            for s in range(0, q_num.shape[0], _BASELINE_CHUNK)
         ])
         return float(np.median(nearest) / n_columns)
 
