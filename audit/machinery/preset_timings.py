@@ -41,7 +41,7 @@ class MeasuredTime:
 PRESET_WALL_TIMES: dict[str, MeasuredTime | None] = {
     "smoke": MeasuredTime(68, 172, "privacy-audit run --preset smoke", "2 shared CPU cores; 18–21 s CPU; two runs"),
     # With the white-box canary twins and the conformance checks (issue 28); before them 7 min 3 s – 11 min 45 s.
-    "default": MeasuredTime(2459, 2459, "make audit", "2 shared CPU cores at load ≈ 15; canary twins included"),
+    "default": MeasuredTime(378, 2459, "make audit", "2 shared CPU cores at load 3–15; canary twins included"),
     "full": None,
     "digits-cnn": MeasuredTime(443, 443, "privacy-audit run --preset digits-cnn", "2 shared CPU cores at load 13–17"),
     "hospitals": MeasuredTime(66, 248, "privacy-audit run --preset hospitals",
