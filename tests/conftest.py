@@ -102,7 +102,43 @@ MEASURED_SLOW = frozenset({
 })
 
 
+# --- scheduling: the costliest files first ---------------------------------------------------------
+# `--dist loadfile` hands each worker whole files, in the order the workers collected them; xdist's default
+# reorders them by number of tests, which put two-test files costing minutes (the README run, the end-to-end
+# smoke run) last, with one worker busy for minutes after the other ran dry. `make test` passes
+# --no-loadscope-reorder, and in xdist workers the items are sorted here by each file's measured CPU seconds,
+# costliest first (longest-processing-time-first: the files that start last are the cheap ones).
+# FILE_CPU_SECONDS is `python -m tests.timing TIMES --costs` over a whole-suite run (docs/test-suite.md);
+# a file not in it counts as DEFAULT_FILE_CPU_SECONDS. Stale numbers cost balance, never correctness.
+DEFAULT_FILE_CPU_SECONDS = 5.0
+FILE_CPU_SECONDS: dict[str, float] = {
+    "tests/test_verdict.py": 110,
+    "tests/test_canary_audit.py": 95,
+    "tests/test_hostile_user_code.py": 69,
+    "tests/test_bad_inputs.py": 41,
+    "tests/test_ledger_store.py": 24,
+    "tests/test_conformance.py": 16,
+    "tests/test_hostile_results_files.py": 12,
+    "tests/test_hostile_model_files.py": 10,
+    "tests/test_epsilon_bounds.py": 5,
+    "tests/test_hostile_run_folders.py": 5,
+    "tests/test_hostile_limits.py": 5,
+    "tests/test_synthetic_checks.py": 3,
+    "tests/test_vectorized_dpsgd.py": 2,
+    "tests/test_cli_help.py": 1,
+    "tests/test_policy.py": 1,
+    "tests/test_attack_metrics.py": 0,
+    "tests/test_layout.py": 0,
+}
+
+
+def file_cpu_seconds(nodeid: str) -> float:
+    return FILE_CPU_SECONDS.get(nodeid.split("::")[0], DEFAULT_FILE_CPU_SECONDS)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if hasattr(config, "workerinput"):  # an xdist worker: its order is the schedule (stable: a file keeps its order)
+        items.sort(key=lambda item: -file_cpu_seconds(item.nodeid))
     cuda = None
     for item in items:
         if item.nodeid.split("[")[0] in MEASURED_SLOW and item.get_closest_marker("slow") is None:
