@@ -4,6 +4,7 @@ summary.md, junit.xml and the MLflow parent-run tag."""
 from __future__ import annotations
 
 import json
+import shutil
 import xml.etree.ElementTree as ET
 
 import mlflow
@@ -265,6 +266,20 @@ def _memorising_model(tmp_path) -> None:
     (tmp_path / "model.yaml").write_text("training:\n  hidden_sizes: [32]\n")
 
 
+@pytest.fixture(scope="module")
+def tables(tmp_path_factory):
+    """The input files, built once for the module (~3.5 s of CPU, most of it training the memorising
+    model) and copied into each test's folder: every command reads its own copy, none shares a file."""
+    built = tmp_path_factory.mktemp("verdict_inputs")
+    _tables(built)
+
+    def copy_into(folder):
+        for path in built.iterdir():
+            shutil.copy2(path, folder / path.name)
+
+    return copy_into
+
+
 SYNTH = ["synth-check", "--train", "train.csv", "--holdout", "holdout.csv"]
 MODEL = ["audit-model", "--config", "model.yaml", "--weights", "model.pt", "--members", "members.csv",
          "--nonmembers", "nonmembers.csv", "--label", "y", "--attacks", "loss", "--quiet"]
@@ -323,8 +338,8 @@ def _console_status(proc) -> str:
 
 
 @pytest.mark.parametrize("args, status, code, kind", CASES, ids=lambda v: " ".join(v) if isinstance(v, list) else None)
-def test_console_results_report_summary_junit_and_mlflow_agree(cli, tmp_path, args, status, code, kind):
-    _tables(tmp_path)
+def test_console_results_report_summary_junit_and_mlflow_agree(cli, tables, tmp_path, args, status, code, kind):
+    tables(tmp_path)
     db = f"sqlite:///{tmp_path}/m.db"
     proc = cli(*args, "--tracking-uri", db)
     assert proc.returncode == code, proc.stdout + proc.stderr
@@ -377,10 +392,10 @@ def test_console_results_report_summary_junit_and_mlflow_agree(cli, tmp_path, ar
 
 
 @pytest.mark.slow
-def test_gate_rerenders_the_report_and_a_later_report_keeps_the_policy_verdict(cli, tmp_path):
+def test_gate_rerenders_the_report_and_a_later_report_keeps_the_policy_verdict(cli, tables, tmp_path):
     from tests.conftest import REPO
 
-    _tables(tmp_path)
+    tables(tmp_path)
     db = f"sqlite:///{tmp_path}/m.db"
     assert cli(*SYNTH, "--synthetic", "independent.csv", "--tracking-uri", db).returncode == 0
     (folder,) = [p for p in (tmp_path / "runs").iterdir() if not p.name.startswith(".")]
