@@ -56,5 +56,11 @@ test-fast: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/privacy-audit bench $(ARGS)
 
+# The GPU check, first thing on a machine with a GPU: the GPU training path, the text preset, bench on
+# GPU and CPU, a one-run white-box audit; each timed under one budget (docs/benchmarks.md "On a GPU").
+.PHONY: gpu-check
+gpu-check: $(STAMP)
+	PYTHON=$(CURDIR)/$(BIN)/python bash benchmarks/gpu_check.sh
+
 clean:
 	rm -rf $(VENV) $(ANON_VENV) runs mlflow.db mlartifacts .pytest_cache

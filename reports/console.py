@@ -14,8 +14,16 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from audit.errors import escape_controls
 from reports.results_access import get, is_number, subject_status, tpr_at
 from reports.synthetic_report import claimed_epsilon_text
+
+
+def _line(text: str = "", **kwargs) -> Text:
+    """A console line as rich Text, control characters escaped: it may quote a generator, file or
+    column name (Text bypasses the console's own escaping of strings)."""
+    return Text(escape_controls(text), **kwargs)
+
 
 # Every column may fold (wrap inside a word) but never truncate: a cut number is a wrong number.
 _ATTACK_COLUMNS = ("attack", "AUC (95% CI)", "TPR@0.1%", "TPR@1%", "ε LB CP", "ε LB 1-run")
@@ -41,7 +49,7 @@ def _target_header(target: dict[str, Any], accountant: str, status: str) -> Text
         parts.append(f"PLD ε {_fmt(get(target, 'epsilon', 'pld'))}")
     if is_number(target.get("test_accuracy")):
         parts.append(f"test acc {_fmt(target['test_accuracy'])}")
-    header = Text(" · ".join(parts), style="bold")
+    header = _line(" · ".join(parts), style="bold")
     header.append(" · ")
     style = {"refuted": "bold red", "held": "green", "untestable here": "yellow",
              "no DP claim · LEAKS": "bold red"}.get(status, "")
@@ -59,7 +67,7 @@ def _attack_table() -> Table:
 def results_summary_table(results: dict[str, Any]) -> Group:
     """The audit's numbers for the console: per target a header line and a table of its attacks."""
     accountant = get(results, "config", "privacy", "accountant", default="claimed")
-    blocks: list[Any] = [Text(f"privacy-audit: {get(results, 'config', 'name', default='')}", style="bold underline")]
+    blocks: list[Any] = [_line(f"privacy-audit: {get(results, 'config', 'name', default='')}", style="bold underline")]
     verdict = results.get("verdict") if isinstance(results.get("verdict"), dict) else {}
     for index, target in enumerate(results.get("targets") or []):
         table = _attack_table()
@@ -73,7 +81,7 @@ def results_summary_table(results: dict[str, Any]) -> Group:
                 _fmt(get(attack, "epsilon_lb", "clopper_pearson"), 2),
                 _fmt(get(attack, "epsilon_lb", "one_run"), 2),
             )
-        blocks += [Text(""), _target_header(target, accountant, subject_status(verdict, f"targets[{index}]")), table]
+        blocks += [_line(""), _target_header(target, accountant, subject_status(verdict, f"targets[{index}]")), table]
     return Group(*blocks)
 
 
@@ -81,10 +89,10 @@ def synthetic_summary_table(results: dict[str, Any]) -> Group | None:
     """One block per checked synthetic release, or None when the run had no synthetic part."""
     if not results.get("synthetic"):
         return None
-    blocks: list[Any] = [Text("synthetic data", style="bold underline")]
+    blocks: list[Any] = [_line("synthetic data", style="bold underline")]
     for entry in results["synthetic"]:
         flags = ", ".join(str(flag.get("check")) for flag in entry.get("flags") or []) or "none"
-        header = Text(f"{entry.get('generator')} · ε {claimed_epsilon_text(entry)} · flags: ", style="bold")
+        header = _line(f"{entry.get('generator')} · ε {claimed_epsilon_text(entry)} · flags: ", style="bold")
         header.append(flags, style="bold red" if entry.get("flags") else "green")
         table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, padding=(0, 1))
         for column in ("DCR share (95% CI)", "NNDR p10", "distance-MIA AUC", "ε LB CP"):
@@ -93,7 +101,7 @@ def synthetic_summary_table(results: dict[str, Any]) -> Group | None:
         table.add_row(f"{_fmt(get(entry, 'dcr', 'dcr_share'))} ({_fmt(lo, 2)}–{_fmt(hi, 2)})",
                       _fmt(get(entry, "nndr", "p10")), _fmt(get(entry, "mia", "auc")),
                       _fmt(get(entry, "mia", "epsilon_lb", "clopper_pearson"), 2))
-        blocks += [Text(""), header, table]
+        blocks += [_line(""), header, table]
     return Group(*blocks)
 
 
@@ -109,18 +117,18 @@ def synthetic_risks_table(results: dict[str, Any]) -> Group | None:
     entries = [e for e in results.get("synthetic") or [] if isinstance(e, dict) and isinstance(e.get("risks"), dict)]
     if not entries:
         return None
-    blocks: list[Any] = [Text("synthetic data: re-identification risks vs the holdout (! = flagged)",
+    blocks: list[Any] = [_line("synthetic data: re-identification risks vs the holdout (! = flagged)",
                               style="bold underline")]
     for entry in entries:
         risks = entry["risks"]
         inference = [r for r in risks.get("inference") or [] if isinstance(r, dict) and is_number(r.get("value"))]
         worst = max(inference, key=lambda r: r["value"], default=None)
-        header = Text(f"{entry.get('generator')} · ε {claimed_epsilon_text(entry)}"
+        header = _line(f"{entry.get('generator')} · ε {claimed_epsilon_text(entry)}"
                       + (f" · worst inferred column: {worst.get('secret')}" if worst else ""), style="bold")
         table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, padding=(0, 1))
         for column in ("singling out", "linkability", "inference", "DCR vs random"):
             table.add_column(column, justify="right", overflow="fold")
         table.add_row(_risk_cell(risks.get("singling_out")), _risk_cell(risks.get("linkability")), _risk_cell(worst),
                       _fmt(get(risks, "dcr_baseline_protection", "score"), 2))
-        blocks += [Text(""), header, table]
+        blocks += [_line(""), header, table]
     return Group(*blocks)

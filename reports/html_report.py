@@ -40,6 +40,7 @@ from reports.synthetic_report import (
     synthetic_overview,
 )
 from reports.federated_tables import federated_html_section
+from reports.text_tables import text_html_section
 
 __all__ = ["render_html_report", "write_html_report", "ATTACK_METHOD_NOTES"]
 
@@ -174,12 +175,15 @@ class _Figure:
 # Public API
 
 
-def render_html_report(results: dict[str, Any], run_dir: Path | None = None, *, evaluation: Any = None) -> str:
+def render_html_report(results: dict[str, Any], run_dir: Path | None = None, *, evaluation: Any = None,
+                       results_json: bytes | None = None) -> str:
     """The report page for `results` (a results.json dict) as one HTML string.
 
     `run_dir`: the run folder whose `figures/` PNGs are inlined (None: redraw what results.json
     allows). `evaluation`: an `audit.machinery.policy.PolicyEvaluation` whose checks are listed; without it
-    `results["policy_evaluation"]` (its `as_dict()`) is used when present.
+    `results["policy_evaluation"]` (its `as_dict()`) is used when present. `results_json`: the bytes
+    of the results.json written beside the page, whose SHA-256 it quotes (default: run_dir's file
+    when it holds exactly these results).
     """
     run_dir = Path(run_dir) if run_dir is not None else None
     checks = _policy_checks(results, evaluation)
@@ -210,8 +214,8 @@ def render_html_report(results: dict[str, Any], run_dir: Path | None = None, *, 
             _overview(results),
             _targets_table(results),
             federated_html_section(results),
+            text_html_section(results),
             _policy_section(checks),
-            _ledger_section(results),
             _ledger_section(results),
             _verdict_checks_section(results),
             _synthetic_section(results),
@@ -221,7 +225,7 @@ def render_html_report(results: dict[str, Any], run_dir: Path | None = None, *, 
             _notes_section(results),
             _method_notes(results),
         ]
-    parts = [*head, *body, _reproducibility(results, run_dir), _signoff(), "</main></body></html>"]
+    parts = [*head, *body, _reproducibility(results, run_dir, results_json), _signoff(), "</main></body></html>"]
     return "\n".join(part for part in parts if part) + "\n"
 
 
@@ -1064,7 +1068,7 @@ def _results_file_digest(results: dict[str, Any], run_dir: Path | None) -> str |
     return hashlib.sha256(raw).hexdigest()
 
 
-def _reproducibility(results: dict[str, Any], run_dir: Path | None) -> str:
+def _reproducibility(results: dict[str, Any], run_dir: Path | None, results_json: bytes | None = None) -> str:
     env = results.get("environment") or {}
     mlflow = results.get("mlflow") or {}
     rows: list[tuple[str, str]] = []
@@ -1072,7 +1076,8 @@ def _reproducibility(results: dict[str, Any], run_dir: Path | None) -> str:
     if config_hash:
         rows.append(("Config hash", f"<code>{_text(config_hash)}</code> <small>(sha256 of the resolved config, "
                                     "as tagged on the MLflow parent run)</small>"))
-    digest = _results_file_digest(results, run_dir)
+    digest = (hashlib.sha256(results_json).hexdigest() if results_json is not None
+              else _results_file_digest(results, run_dir))
     if digest:
         rows.append(("results.json SHA-256", f"<code>{digest}</code>"))
     rows.append(("Git commit", f"<code>{_text(env.get('git_sha'))}</code>" if env.get("git_sha")

@@ -100,6 +100,9 @@ def render_summary_markdown(results: dict[str, Any], *, evaluation: Any = None) 
                      else "**Reasons:**")
         lines += [f"- {_cell(reason, table=False)}" for reason in reasons]
         lines.append("")
+    unit = _get(results, "data", "epsilon_unit")  # the text job says what one ε is about (person / document)
+    if unit:
+        lines += [f"**Unit of privacy:** {_cell(unit, table=False)}", ""]
     findings = [str(n) for n in verdict.get("notes") or []]
     if findings:
         lines.append("**Findings (decide nothing):**")

@@ -61,6 +61,33 @@ def attack_rows(results: dict[str, Any]) -> tuple[tuple[str, ...], list[tuple[st
     return headers, rows
 
 
+def _unit_words(results: dict[str, Any]) -> str:
+    unit = (results.get("data") or {}).get("epsilon_unit")
+    return unit or "ε per document (record level)"  # results written before the privacy unit was recorded
+
+
+def text_html_section(results: dict[str, Any]) -> str:
+    """report.html's per-ε table of the text job (empty for every other job)."""
+    import html
+
+    headers, rows = per_epsilon_rows(results)
+    if not rows:
+        return ""
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f'<td class="num">{html.escape(c)}</td>' for c in row) + "</tr>" for row in rows)
+    ceiling = max((e["exposure_ceiling"] for t in text_targets(results) for e in t["text"]["exposure"]), default=None)
+    return (
+        '<section id="text-targets"><h2>Language-model targets per ε</h2>'
+        f"<p>The DP targets' claim: <strong>{html.escape(_unit_words(results))}</strong>. Exposure in bits (Carlini "
+        "et al. 2019): the mean over the canaries inserted that many times; the controls were never inserted (what "
+        f"chance gives, about 1.44 bits); the ceiling is {_fmt(ceiling, 1)} bits (the secret is the model's first "
+        "choice). Extraction: canaries completed exactly by greedy / beam search from their prefix, and members' "
+        "phone numbers / addresses completed exactly from their record's prefix. Exposure and extraction are "
+        "shown, not tested against the claim.</p>"
+        f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></section>"
+    )
+
+
 def text_console_tables(results: dict[str, Any]) -> list:
     from rich.table import Table
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +44,16 @@ SIZE_LIMITS = {
     "n_positions": 1_048_576, "n_ctx": 1_048_576,
 }
 ANY_INT_LIMIT = 10 ** 9  # any other integer in a config
+# Files whose presence makes transformers load something other than the folder's safetensors.
+REFUSED_FILES = {
+    "adapter_config.json": "is a PEFT adapter: loading it fetches a base model named inside it; give a merged "
+                           "model folder",
+}
+# config.json fields that make loading import or fetch code beyond the plain model class.
+REFUSED_CONFIG_KEYS = {
+    "custom_pipelines": "names pipeline code to import (remote code), which this audit never runs",
+    "quantization_config": "asks for a quantization backend (its own kernels and code); give the float weights",
+}
 
 
 @dataclass(frozen=True)
@@ -96,12 +107,32 @@ def _check_no_remote_code(content: Any, where: str) -> None:
 
 def _check_sizes(config: dict[str, Any], where: str) -> None:
     for key, value in _walk_values(config):
+        if key in SIZE_LIMITS and value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                                         or value < 0):
+            raise _refuse(f"{where}: field '{key}'", f"must be a whole number ≥ 0, got {str(value)[:40]!r}")
         if isinstance(value, bool) or not isinstance(value, int):
             continue
         limit = SIZE_LIMITS.get(key, ANY_INT_LIMIT)
         if value > limit or value < -ANY_INT_LIMIT:
             raise _refuse(f"{where}: field '{key}'", f"is {value}, beyond {limit} (a huge config would make loading "
                           "allocate that much memory)")
+
+
+def _check_weight_index(folder: Path, index: Path, flag: str) -> None:
+    """A sharded checkpoint's index names its shards: each must be a .safetensors file inside the folder."""
+    where = f"{flag} file '{index.relative_to(folder)}'"
+    content = _read_json(index, JSON_LIMIT, where)
+    weight_map = content.get("weight_map") if isinstance(content, dict) else None
+    if not isinstance(weight_map, dict):
+        raise _refuse(where, "needs a 'weight_map' object (tensor name → shard file)")
+    root = folder.resolve()
+    for shard in set(weight_map.values()):
+        target = (folder / str(shard)).resolve() if isinstance(shard, str) else None
+        if target is None or root not in target.parents or not str(shard).endswith(".safetensors"):
+            raise _refuse(f"{where}: weight_map", f"names {str(shard)[:80]!r}: shards must be .safetensors files "
+                          "inside the model folder")
+        if not target.is_file():
+            raise _refuse(f"{where}: weight_map", f"names {str(shard)[:80]!r}, which the folder does not hold")
 
 
 def _estimated_parameters(config: dict[str, Any]) -> int:
@@ -155,6 +186,11 @@ def inspect_hf_folder(folder: str | Path, *, flag: str = "--hf-model",
             if entry.is_symlink():
                 raise _refuse(f"{flag} file '{entry.relative_to(path)}'", "is a symbolic link (it may point outside "
                               "the folder); copy the real file in")
+        for name in names:  # a FIFO would block the reader forever, a device read another file
+            mode = (Path(root) / name).lstat().st_mode
+            if not stat.S_ISREG(mode):
+                raise _refuse(f"{flag} file '{(Path(root) / name).relative_to(path)}'",
+                              "is not a regular file (a FIFO, socket or device); a model folder holds files only")
         files.extend(Path(root) / n for n in names)
         if len(files) > MAX_FILES:
             raise _refuse(where, f"holds more than {MAX_FILES} files")
@@ -166,6 +202,8 @@ def inspect_hf_folder(folder: str | Path, *, flag: str = "--hf-model",
                           ".safetensors weights are loaded — convert it with safetensors")
         if suffix in CODE_SUFFIXES:
             raise _refuse(f"{flag} file '{relative}'", "is code; this audit never runs a model folder's own code")
+        if file.name in REFUSED_FILES:
+            raise _refuse(f"{flag} file '{relative}'", REFUSED_FILES[file.name])
     config_path = path / "config.json"
     if not config_path.is_file():
         raise _refuse(where, "has no config.json")
@@ -177,6 +215,9 @@ def inspect_hf_folder(folder: str | Path, *, flag: str = "--hf-model",
             content = config if name == "config.json" else _read_json(path / name, JSON_LIMIT, f"{flag} file '{name}'")
             _check_no_remote_code(content, f"{flag} file '{name}'")
     _check_sizes(config, f"{flag} file 'config.json'")
+    for key in REFUSED_CONFIG_KEYS:
+        if any(k == key for k, _ in _walk_values(config)):
+            raise _refuse(f"{flag} file 'config.json': field '{key}'", REFUSED_CONFIG_KEYS[key])
     model_type = config.get("model_type")
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
@@ -203,6 +244,8 @@ def inspect_hf_folder(folder: str | Path, *, flag: str = "--hf-model",
     weights = sorted(f for f in files if f.suffix == ".safetensors")
     if not weights:
         raise _refuse(where, "has no .safetensors weights")
+    for index in sorted(f for f in files if f.name.endswith(".index.json")):
+        _check_weight_index(path, index, flag)
     parameters = sum(safetensors_parameters(f, f"{flag} file '{f.relative_to(path)}'") for f in weights)
     if parameters > max_parameters:
         raise _refuse(where, f"holds {parameters:.3g} parameters, more than the limit {max_parameters:.3g}")

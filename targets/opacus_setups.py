@@ -1,4 +1,9 @@
-"""Opacus training setups built by the harness: what a user's `--factory` would return, for `--builtin`.
+"""Opacus training setups built by the harness: what a user's `--factory` would return, for `--builtin`,
+and the one `make_private_with_epsilon` call every trained target goes through.
+
+`private_at_epsilon` wraps (model, optimizer, loader) with Opacus at a target ε (Poisson sampling,
+flat clipping, σ from the chosen accountant) and turns Opacus's "cannot calibrate" errors into a
+bad-input error naming `privacy.epsilons` (or `privacy.secure_mode` when torchcsprng is missing).
 
 `tabular_mlp_setup` makes an MLP on the default synthetic table private with Opacus
 (`PrivacyEngine.make_private`, Poisson sampling at rate q, flat clipping to C, noise σ·C) and
@@ -18,9 +23,35 @@ from torch.utils.data import DataLoader, TensorDataset
 from targets.datasets import make_default_tabular
 from targets.models import build_model
 
-__all__ = ["tabular_mlp_setup"]
+__all__ = ["private_at_epsilon", "tabular_mlp_setup"]
 
 TEST_SHARE = 0.2
+
+
+def private_at_epsilon(model, optimizer, loader, *, epsilon: float, delta: float, epochs: int, max_grad_norm: float,
+                       accountant: str, secure_mode: bool = False, what: str = "data size") -> tuple:
+    """(engine, model, optimizer, loader) made private by Opacus to reach `epsilon` at `delta` over
+    `epochs` passes of `loader` (Poisson sampling at 1 / len(loader), clipping to `max_grad_norm`).
+    `what` names, in the error, what the schedule was calibrated for ("corpus", "data size")."""
+    from opacus import PrivacyEngine
+
+    from audit.errors import AuditInputError
+
+    with warnings.catch_warnings():
+        # Opacus warns about secure_mode and its RNG on every call; the README documents the choice.
+        warnings.simplefilter("ignore")
+        try:
+            engine = PrivacyEngine(accountant=accountant, secure_mode=secure_mode)
+        except ImportError as exc:
+            raise AuditInputError("privacy.secure_mode", f"needs the torchcsprng package ({exc})") from None
+        try:
+            model, optimizer, loader = engine.make_private_with_epsilon(
+                module=model, optimizer=optimizer, data_loader=loader, target_epsilon=epsilon, target_delta=delta,
+                epochs=epochs, max_grad_norm=max_grad_norm, poisson_sampling=True)
+        except ValueError as exc:  # "privacy budget is too low", "floating point errors will dominate"
+            raise AuditInputError("privacy.epsilons", f"Opacus cannot calibrate noise for ε={epsilon:g}, "
+                                  f"δ={delta:g} with this {what} and schedule ({str(exc)[:120]})") from None
+    return engine, model, optimizer, loader
 
 
 def tabular_mlp_setup(*, noise_multiplier: float, sample_rate: float, steps: int, max_grad_norm: float,

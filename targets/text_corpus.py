@@ -11,6 +11,11 @@ sentence "the pin code of <name> is d d d d" whose secret is drawn uniformly fro
 (10^digits), inserted `repetitions` times into the training set. Control canaries are drawn the
 same way and never inserted: their exposure is what a model that never saw the secret gives.
 
+Persons: every candidate record is one person's, and each canary is one person's secret typed
+`repetitions` times (the paper's "a user's secret typed k times"), so its copies share one owner.
+`training_documents()` gives each training document its owner: the unit DP-SGD protects when the
+text targets are trained with user-level DP (`targets/text_models.py`).
+
 Membership follows `targets/splits.py`: candidate records are members by independent fair coin
 flips (what the one-run bound needs); pool records (the tokenizer's and the reference model's
 data) and test records (utility) are disjoint from them.
@@ -96,10 +101,18 @@ class TextCorpus:
 
     def training_texts(self) -> list[str]:
         """The target's training documents: member records plus each canary `repetitions` times."""
+        return self.training_documents()[0]
+
+    def training_documents(self) -> tuple[list[str], np.ndarray]:
+        """The training documents and, for each, the index of the person it belongs to: one person
+        per member record (their one document), one per inserted canary (all its copies)."""
         texts = [r.text for r in self.member_records]
+        owners = list(range(len(texts)))
         for canary in self.canaries:
-            texts.extend([canary.text] * canary.repetitions)
-        return texts
+            if canary.repetitions:
+                owners.extend([owners[-1] + 1 if owners else 0] * canary.repetitions)
+                texts.extend([canary.text] * canary.repetitions)
+        return texts, np.asarray(owners, dtype=np.int64)
 
     @property
     def secret_space(self) -> int:

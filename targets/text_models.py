@@ -13,6 +13,16 @@ Tokenizer (Hugging Face `tokenizers`, BPE): trained on the pool records only —
 population, disjoint from the candidates — so the vocabulary itself carries no membership signal;
 digits are split one per token (the canaries' secrets are then `secret_digits` tokens).
 
+The unit of privacy (`privacy_unit`): DP-SGD's guarantee is about whatever one clipped gradient
+is. Record level: one document. Person level (user-level DP; McMahan, Ramage, Talwar, Zhang 2018,
+"Learning Differentially Private Recurrent Language Models", arXiv 1710.06963): Opacus's Poisson sampler
+draws *persons* at rate q, every document of a drawn person is in the batch, Opacus computes the
+per-document gradients, `sum_grad_samples_by_person` replaces them by each person's sum, and
+Opacus's DPOptimizer clips each person's sum to C and adds N(0, σ²C²) — so the accountant's ε
+(q over persons, σ, steps) is per person: all of one person's documents, including a secret
+they typed k times, move the model by at most C per step. At record level the same secret is k
+clipped gradients: group privacy only, about k·ε.
+
 Loss: each document's mean token loss, averaged over the batch. A per-token mean over the whole
 batch would make one document's gradient depend on the other documents' lengths, which breaks the
 per-sample sensitivity DP-SGD's clipping assumes.
@@ -162,6 +172,8 @@ class TrainedTextTarget:
     accountant_epsilon: float | None
     train_seconds: float
     final_loss: float
+    privacy_unit: str | None = None  # "person" | "record" (what one clipped gradient is); None without DP
+    n_units: int | None = None  # persons (or documents) DP-SGD sampled from
 
 
 def document_losses(logits: torch.Tensor, token_ids: torch.Tensor) -> torch.Tensor:
@@ -178,36 +190,74 @@ def build_text_model(vocab_size: int, spec: TextTrainingSpec, seed: int) -> Tiny
                         max_length=spec.max_length)
 
 
+PRIVACY_UNITS = ("person", "record")
+
+
+def sum_grad_samples_by_person(params, owner: torch.Tensor, n_persons: int) -> None:
+    """Replace each parameter's per-document gradients (Opacus's `p.grad_sample`, one row per
+    document of the batch) by per-person sums (`n_persons` rows; `owner[i]` = the row of document
+    i's person), so the DPOptimizer's per-sample clipping then clips each person's whole gradient."""
+    for p in params:
+        per_document = getattr(p, "grad_sample", None)
+        if per_document is None:
+            continue
+        if not isinstance(per_document, torch.Tensor):  # a layer used twice per forward: not this model
+            raise TypeError("per-person sums need one per-sample gradient tensor per parameter")
+        summed = torch.zeros((n_persons, *per_document.shape[1:]), dtype=per_document.dtype,
+                             device=per_document.device)
+        p.grad_sample = summed.index_add_(0, owner.to(per_document.device), per_document)
+
+
+class PersonBatches:
+    """Documents grouped by person: `documents(people)` gives the token rows of the drawn persons'
+    documents and, for each row, its person's position in `people`."""
+
+    def __init__(self, token_ids: np.ndarray, owners: np.ndarray):
+        owners = np.asarray(owners, dtype=np.int64)
+        if owners.shape != (len(token_ids),):
+            raise ValueError("owners must give one person per document")
+        self.n_persons = int(owners.max()) + 1 if len(owners) else 0
+        if len(np.unique(owners)) != self.n_persons:
+            raise ValueError("owners must number the persons 0 .. n_persons - 1")
+        order = np.argsort(owners, kind="stable")
+        self.tokens = torch.as_tensor(token_ids[order])
+        self.counts = torch.as_tensor(np.bincount(owners, minlength=self.n_persons))
+        self.starts = torch.cumsum(self.counts, 0) - self.counts
+
+    def documents(self, people: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        counts = self.counts[people]
+        rows = torch.cat([torch.arange(int(s), int(s) + int(c)) for s, c in zip(self.starts[people], counts)])
+        return self.tokens[rows], torch.repeat_interleave(torch.arange(len(people)), counts)
+
+
 def train_text_target(token_ids: np.ndarray, vocab_size: int, spec: TextTrainingSpec, *, epsilon: float, delta: float,
-                      accountant: str, seed: int, device: torch.device,
+                      accountant: str, seed: int, device: torch.device, owners: np.ndarray | None = None,
                       on_epoch: Callable[[int, int], None] | None = None) -> TrainedTextTarget:
     """Train one causal LM on `token_ids` (n, length); `epsilon = inf` = ordinary training (Adam,
-    shuffled fixed batches); finite ε = Opacus DP-SGD (Adam on clipped, noised gradients, Poisson
-    sampling, σ calibrated by `make_private_with_epsilon` for the epochs)."""
+    shuffled fixed batches of documents); finite ε = Opacus DP-SGD (Adam on clipped, noised
+    gradients, Poisson sampling, σ calibrated by `make_private_with_epsilon` for the epochs).
+
+    `owners` (one person index per document, 0 .. P - 1): user-level DP-SGD — persons are sampled
+    and clipped, `spec.batch_size` is the expected number of persons per batch, and the ε is per
+    person. None: record level, each document its own unit."""
     from torch.utils.data import DataLoader, TensorDataset
+
+    from targets.opacus_setups import private_at_epsilon
 
     model = build_text_model(vocab_size, spec, seed).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=spec.lr)
-    loader = DataLoader(TensorDataset(torch.as_tensor(token_ids)), batch_size=spec.batch_size, shuffle=True,
-                        generator=torch.Generator().manual_seed(seed))
     private = math.isfinite(epsilon)
+    by_person = private and owners is not None
+    persons = PersonBatches(token_ids, owners) if by_person else None
+    # Record level (and without DP) the loader draws documents; at person level it draws persons.
+    units = TensorDataset(torch.arange(persons.n_persons)) if by_person else TensorDataset(torch.as_tensor(token_ids))
+    loader = DataLoader(units, batch_size=spec.batch_size, shuffle=True, generator=torch.Generator().manual_seed(seed))
     engine = None
     torch.manual_seed(seed)
     if private:
-        from opacus import PrivacyEngine
-
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            engine = PrivacyEngine(accountant=accountant)
-            try:
-                model, optimizer, loader = engine.make_private_with_epsilon(
-                    module=model, optimizer=optimizer, data_loader=loader, target_epsilon=epsilon, target_delta=delta,
-                    epochs=spec.epochs, max_grad_norm=spec.max_grad_norm, poisson_sampling=True)
-            except ValueError as exc:
-                from audit.errors import AuditInputError
-
-                raise AuditInputError("privacy.epsilons", f"Opacus cannot calibrate noise for ε={epsilon:g}, "
-                                      f"δ={delta:g} with this corpus and schedule ({str(exc)[:120]})") from None
+        engine, model, optimizer, loader = private_at_epsilon(
+            model, optimizer, loader, epsilon=epsilon, delta=delta, epochs=spec.epochs,
+            max_grad_norm=spec.max_grad_norm, accountant=accountant, what="corpus")
     sample_rate = 1.0 / len(loader)
     steps, last = 0, float("nan")
     started = time.perf_counter()
@@ -215,12 +265,17 @@ def train_text_target(token_ids: np.ndarray, vocab_size: int, spec: TextTraining
         for epoch in range(spec.epochs):
             model.train()
             for (batch,) in loader:
-                if len(batch) == 0:  # Poisson sampling may draw an empty batch
+                if len(batch) == 0:  # Poisson sampling may draw an empty batch (odds e^-batch_size)
                     continue
+                owner, drawn = None, len(batch)
+                if by_person:
+                    batch, owner = persons.documents(batch)
                 batch = batch.to(device)
                 optimizer.zero_grad(set_to_none=True)
                 loss = document_losses(model(batch), batch).mean()
                 loss.backward()
+                if owner is not None:
+                    sum_grad_samples_by_person(optimizer.params, owner, drawn)
                 optimizer.step()
                 steps += 1
                 last = float(loss.detach())
@@ -240,7 +295,8 @@ def train_text_target(token_ids: np.ndarray, vocab_size: int, spec: TextTraining
         model=plain.cpu().eval(), epsilon_target=epsilon if private else None, delta=delta, noise_multiplier=noise,
         sample_rate=sample_rate, steps=steps, max_grad_norm=spec.max_grad_norm if private else None,
         accountant=accountant if private else None, accountant_epsilon=accountant_eps, train_seconds=seconds,
-        final_loss=last)
+        final_loss=last, privacy_unit=("person" if by_person else "record") if private else None,
+        n_units=(persons.n_persons if by_person else len(token_ids)) if private else None)
 
 
 @torch.no_grad()

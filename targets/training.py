@@ -98,33 +98,11 @@ def train_target(
     private = math.isfinite(epsilon)
     engine = None
     if private:
-        from opacus import PrivacyEngine
+        from targets.opacus_setups import private_at_epsilon
 
-        with warnings.catch_warnings():
-            # Opacus warns about secure_mode on every call; the README documents the choice.
-            warnings.simplefilter("ignore")
-            try:
-                engine = PrivacyEngine(accountant=accountant, secure_mode=secure_mode)
-            except ImportError as exc:
-                from audit.errors import AuditInputError
-
-                raise AuditInputError("privacy.secure_mode", f"needs the torchcsprng package ({exc})") from None
-            try:
-                model, optimizer, loader = engine.make_private_with_epsilon(
-                    module=model,
-                    optimizer=optimizer,
-                    data_loader=loader,
-                    target_epsilon=epsilon,
-                    target_delta=delta,
-                    epochs=spec.epochs,
-                    max_grad_norm=spec.max_grad_norm,
-                    poisson_sampling=True,
-                )
-            except ValueError as exc:  # "privacy budget is too low", "floating point errors will dominate"
-                from audit.errors import AuditInputError
-
-                raise AuditInputError("privacy.epsilons", f"Opacus cannot calibrate noise for ε={epsilon:g}, "
-                                      f"δ={delta:g} with this data size and schedule ({str(exc)[:120]})") from None
+        engine, model, optimizer, loader = private_at_epsilon(
+            model, optimizer, loader, epsilon=epsilon, delta=delta, epochs=spec.epochs,
+            max_grad_norm=spec.max_grad_norm, accountant=accountant, secure_mode=secure_mode)
     sample_rate = 1.0 / len(loader)
     probes = None
     if private and canaries is not None:

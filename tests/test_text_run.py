@@ -4,15 +4,23 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 
+import pytest
 import yaml
+
+TINY = {"text": {"n_candidates": 40, "n_pool": 30, "n_test": 10, "repetitions": [1, 8], "canaries_per_repetition": 1,
+                 "control_canaries": 2, "secret_digits": 3, "epochs": 2, "d_model": 16, "n_layers": 1,
+                 "n_heads": 2, "max_length": 48, "vocab_size": 200, "extraction_records": 10},
+        "privacy": {"epsilons": [8.0, "inf"]}}
+
+
+def _attack_numbers(results):
+    return [[(a["name"], a["auc"], a["epsilon_lb"]["one_run"]) for a in t["attacks"]] for t in results["targets"]]
 
 
 def test_the_text_preset_runs_end_to_end(cli, tmp_path):
-    tiny = {"text": {"n_candidates": 40, "n_pool": 30, "n_test": 10, "repetitions": [1, 8], "canaries_per_repetition": 1,
-                     "control_canaries": 2, "secret_digits": 3, "epochs": 2, "d_model": 16, "n_layers": 1,
-                     "n_heads": 2, "max_length": 48, "vocab_size": 200, "extraction_records": 10},
-            "privacy": {"epsilons": [8.0, "inf"]}}
+    tiny = TINY
     (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(tiny))
     done = cli("run", "--preset", "text", "--config", "tiny.yaml", "--out", "runs",
                "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}", "--quiet")
@@ -25,6 +33,24 @@ def test_the_text_preset_runs_end_to_end(cli, tmp_path):
     validate_results(results)  # what `gate` and `report` read
     private, plain = results["targets"]
     assert abs(private["epsilon_accountant"] - 8.0) < 0.1 and private["noise_multiplier"] > 0
+    assert private["privacy_unit"] == "person" and "per person" in private["epsilon_unit"]
+    assert private["n_privacy_units"] == results["data"]["n_persons"] < results["data"]["n_train"]  # 8 copies, 1 person
+    assert "Unit of privacy:** ε per person" in (folder / "summary.md").read_text()
+    assert "per person" in (folder / "report.html").read_text() and "Language-model targets per ε" in (
+        folder / "report.html").read_text()
+    # --resume of the same run, interrupted after its first target: that target is reused (its
+    # training time is the stored one), the second is trained again and gives the same numbers.
+    staging = tmp_path / "again" / f".{folder.name}.partial"
+    shutil.copytree(folder, staging)
+    (staging / "results.json").unlink()
+    shutil.rmtree(staging / "checkpoints" / "text_eps_inf")
+    again = cli("run", "--resume", str(staging), "--out", "again", "--tracking-uri",
+                f"sqlite:///{tmp_path / 'mlflow.db'}", "--quiet")
+    assert again.returncode == done.returncode, again.stderr[-3000:]
+    resumed = json.loads((tmp_path / "again" / folder.name / "results.json").read_text())
+    assert resumed["targets"][0]["train_seconds"] == private["train_seconds"]
+    assert _attack_numbers(resumed) == _attack_numbers(results)
+    assert resumed["mlflow"]["resumed_from"] == [results["mlflow"]["parent_run_id"]]
     for target in results["targets"]:
         assert {a["name"] for a in target["attacks"]} == {"lm_loss", "zlib_ratio", "min_k", "min_k_plus_plus",
                                                           "reference_ratio"}
@@ -53,3 +79,18 @@ def test_a_bad_text_section_is_refused_with_the_field_named(cli, tmp_path):
     done = cli("run", "--preset", "text", "--config", "bad.yaml", "--out", "runs")
     assert done.returncode == 2 and "text" in done.stderr and "n_heads" in done.stderr
     assert not (tmp_path / "runs").exists() or not list((tmp_path / "runs").iterdir())
+
+
+@pytest.mark.slow
+def test_the_text_preset_gives_the_same_numbers_on_the_processes_executor(cli, tmp_path):
+    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(TINY))
+    numbers = []
+    for executor in ("local", "processes"):
+        done = cli("run", "--preset", "text", "--config", "tiny.yaml", "--out", executor, "--no-tracking", "--quiet",
+                   "--executor", executor, *(["--workers", "2"] if executor == "processes" else []))
+        assert done.returncode in (0, 1), done.stderr[-3000:]
+        (folder,) = list((tmp_path / executor).glob("*-text"))
+        results = json.loads((folder / "results.json").read_text())
+        assert results["execution"]["executor"] == executor
+        numbers.append((_attack_numbers(results), [t["text"]["exposure"] for t in results["targets"]]))
+    assert numbers[0] == numbers[1]

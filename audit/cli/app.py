@@ -61,12 +61,36 @@ app = AuditApp(
 OFF_TERMINAL_WIDTH = 240
 
 
+class EscapingConsole(Console):
+    """A rich Console that escapes control characters in every string it renders — lines, table
+    cells, titles — with the one escaping function (audit.errors.escape_controls): a file name,
+    column name, config key, model folder name or message of the user's code that holds terminal
+    escape sequences is shown as `\\x1b[2J`, never executed by the terminal."""
+
+    def render_str(self, text: str, **kwargs):
+        from audit.errors import escape_controls
+
+        return super().render_str(escape_controls(text), **kwargs)
+
+
+def shown(value) -> str:
+    """A user-controlled string (a path, a column or config key, a message quoting them) for a
+    console line with markup: control characters escaped and rich markup escaped, so `[/x]` in a
+    folder name neither styles the line nor breaks it."""
+    from rich.markup import escape
+
+    from audit.errors import escape_controls
+
+    return escape(escape_controls(str(value)))
+
+
 def make_console(*, stderr: bool = False) -> Console:
-    console = Console(stderr=stderr)
+    console = EscapingConsole(stderr=stderr)
     if console.is_terminal:
         return console
     columns = os.environ.get("COLUMNS", "")
-    return Console(stderr=stderr, width=int(columns) if columns.isdigit() else OFF_TERMINAL_WIDTH, soft_wrap=True)
+    return EscapingConsole(stderr=stderr, width=int(columns) if columns.isdigit() else OFF_TERMINAL_WIDTH,
+                           soft_wrap=True)
 
 
 console = make_console()

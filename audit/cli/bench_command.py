@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from audit.cli.app import app, console, err_console
+from audit.cli.app import app, console, err_console, shown
 from audit.errors import AuditInputError
 
 
@@ -53,10 +53,12 @@ def bench(
 
     from audit.machinery.input_files import max_threads
 
-    if not 1 <= models <= 4096:
-        raise AuditInputError("--models", f"must be in [1, 4096], got {models}")
-    if not 1 <= epochs <= 1000:
-        raise AuditInputError("--epochs", f"must be in [1, 1000], got {epochs}")
+    from audit.machinery.limits import check_count, check_memory
+    from audit.machinery.memory_estimates import bench_bytes
+
+    check_count("bench --models", models, where="--models")  # the range table (audit/machinery/limits.py)
+    check_count("bench --epochs", epochs, where="--epochs")
+    check_memory(bench_bytes(models), "--models", f"bench of {models:,} models trained at once")
     if not 1 <= threads <= max_threads():
         raise AuditInputError("--threads", f"must be in [1, {max_threads()}] (4 per CPU core of this machine), got {threads}")
     resolved = resolve_device(device)
@@ -113,19 +115,20 @@ def _bench_executor(kind: str, workers_list: str, runs: int, trainer: str, ray_a
     warnings.filterwarnings("ignore", message="Secure RNG turned off")
     counts = _int_list(workers_list, "--workers-list")
     gpu_counts = _int_list(gpus, "--gpus")
-    if runs < 1:
-        raise AuditInputError("--runs", f"must be ≥ 1, got {runs}")
-    if slots_per_gpu < 1:
-        raise AuditInputError("--slots-per-gpu", f"must be ≥ 1, got {slots_per_gpu}")
+    from audit.machinery.limits import check_count
+
+    check_count("bench --runs", runs, where="--runs")  # the range table (audit/machinery/limits.py)
+    check_count("bench --slots-per-gpu", slots_per_gpu, where="--slots-per-gpu")
+    for count in gpu_counts:
+        check_count("bench --gpus", count, where="--gpus")
     if not 0 <= min_seconds <= 86_400:
         raise AuditInputError("--min-seconds", f"must be in [0, 86400], got {min_seconds}")
-    if not 20 <= rows <= 1_000_000:
-        raise AuditInputError("--rows", f"must be in [20, 1,000,000], got {rows}")
+    check_count("bench --rows", rows, where="--rows")
     if kind == "local" and counts != [1]:
         counts = [1]  # local runs one task at a time
     for count in counts:
         check_executor_options(kind, None if kind == "local" else count, ray_address)
-    err_console.print(f"timing {runs} runs of {trainer} on {kind} with {', '.join(map(str, counts))} worker(s) "
+    err_console.print(f"timing {runs} runs of {shown(trainer)} on {kind} with {', '.join(map(str, counts))} worker(s) "
                       f"({default_workers()} core(s) here)…")
     measured = [trainer_throughput(kind, count, runs, trainer=trainer, ray_address=ray_address, n_rows=rows,
                                    min_seconds=min_seconds)

@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from audit.cli.app import app, console, switch
+from audit.cli.app import app, console, switch, shown
 from audit.cli.output import FailOnInconclusiveOption, QuietOption, RayAddressOption, TrackingUriOption, command_progress, print_bound, print_verdict, record_audit
 from audit.cli.ledger_commands import DatasetOption, LedgerOption, record_in_ledger
 from audit.errors import AuditInputError
@@ -102,13 +102,13 @@ def accountant_check(
                       "lower value, i.e. it claims more privacy than the mechanism gives")
     for p in points:
         if p.label == "invalid":
-            console.print(f"[red]invalid[/red] σ={p.noise_multiplier:g} q={p.sample_rate:g} T={p.steps}: {p.message}")
+            console.print(f"[red]invalid[/red] σ={p.noise_multiplier:g} q={p.sample_rate:g} T={p.steps}: {shown(p.message)}")
     console.print(f"counts: {summary['counts']}")
     if json_out is not None:
         write_json_atomic(json_out, summary)
     path, recorded = record_audit("accountant-check", summary, out, tracking_uri,
                                   {"accountant": accountant, "margin": margin, "n_points": len(points)})
-    console.print(f"details: {path}")
+    console.print(f"details: {shown(path)}")
     if summary.get("reference_not_tight"):
         console.print(f"[yellow]note:[/yellow] the PLD interval could not be refined to 1 % of ε within the time budget "
                       f"at {summary['reference_not_tight']} point(s): see pld_note in the JSON")
@@ -272,7 +272,7 @@ def conformance(
                       shown(c["expected"]), c["detail"])
     console.print(table)
     path, result = record_audit("conformance", result, out, tracking_uri, {"trainer": result["trainer"], "seed": seed, "alpha": alpha})
-    console.print(f"details: {path}")
+    console.print(f"details: {shown(path)}")
     print_verdict(result)  # the one verdict: every failed check a reason, exit 1 on fail
 
 
@@ -355,9 +355,9 @@ def whitebox_audit(
 
 def print_whitebox_result(result: dict, path: Path, fail_on_inconclusive: bool) -> None:
     s, claim, gdp = result["settings"], result["claim"], result["gdp_bound"]
-    console.print(f"white-box audit of {result['subject']}: {result['n_runs_per_side']} runs per side, observing "
+    console.print(f"white-box audit of {shown(result['subject'])}: {result['n_runs_per_side']} runs per side, observing "
                   f"{result['observed']}", highlight=False, soft_wrap=True)
-    console.print(f"claim ({claim['source']}): ε {result['claimed_epsilon']:.3f} at δ {result['delta']:g}; optimizer σ "
+    console.print(f"claim ({shown(claim['source'])}): ε {result['claimed_epsilon']:.3f} at δ {result['delta']:g}; optimizer σ "
                   f"{s['noise_multiplier']:g}, C {s['max_grad_norm']:g}, q {s.get('sample_rate')}, T {s['steps']}; "
                   f"{claim['mu_label']}: μ {gdp['claimed_mu']:.3f}", highlight=False, soft_wrap=True)
     console.print(f"sound (ε, δ) lower bound (Clopper-Pearson at its tail rule, any mechanism): "
@@ -369,8 +369,8 @@ def print_whitebox_result(result: dict, path: Path, fail_on_inconclusive: bool) 
                   highlight=False, soft_wrap=True)
     # No separate ceiling line: each deciding test below states its own (they differ; one number would mislead).
     for check in result["verdict"]["checks"]:
-        console.print(f"· {check['name']}: {check['message']}", highlight=False, soft_wrap=True)
-    console.print(f"details: {path}", highlight=False)
+        console.print(f"· {shown(check['name'])}: {shown(check['message'])}", highlight=False, soft_wrap=True)
+    console.print(f"details: {shown(path)}", highlight=False)
     print_verdict(result, fail_on_inconclusive=fail_on_inconclusive)
 
 
@@ -421,6 +421,6 @@ def print_one_run_result(result: dict, path: Path, fail_on_inconclusive: bool) -
     for claim in result["verdict"].get("claims") or []:
         say(f"claim {claim['claim']}: {claim['status']}")
     for check in result["verdict"]["checks"]:
-        say(f"· {check['name']}: {check['message']}")
-    console.print(f"details: {path}", highlight=False)
+        say(f"· {shown(check['name'])}: {shown(check['message'])}")
+    console.print(f"details: {shown(path)}", highlight=False)
     print_verdict(result, fail_on_inconclusive=fail_on_inconclusive)

@@ -15,7 +15,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from audit.cli.app import EXIT_FAILED, AuditApp, app, console, err_console, switch
+from audit.cli.app import EXIT_FAILED, AuditApp, app, console, err_console, switch, shown
 from audit.errors import AuditInputError
 
 ledger_app = AuditApp(
@@ -155,7 +155,7 @@ def record_in_ledger(ledger: str | None, dataset: str | None, command: str, resu
     mlflow = results.get("mlflow") if isinstance(results.get("mlflow"), dict) else {}
     run_id = mlflow.get("parent_run_id") or mlflow.get("run_id")
     for note in notes:
-        console.print(f"[yellow]ledger note:[/yellow] {note}", highlight=False, soft_wrap=True)
+        console.print(f"[yellow]ledger note:[/yellow] {shown(note)}", highlight=False, soft_wrap=True)
 
     def publish(section: dict[str, Any]) -> None:
         # Added to the file as written (re-read, not re-serialised from memory), and to `results`.
@@ -170,7 +170,7 @@ def record_in_ledger(ledger: str | None, dataset: str | None, command: str, resu
         publish({"recorded": False, "dataset": dataset, "epsilon_spent": None, "epsilon_spent_unbounded": False,
                  "reason": "not recorded: the audit refuted the claim (" + "; ".join(refuted)[:300]
                            + "), so its ε would understate what was spent"})
-        err_console.print(f"[red]ledger:[/red] {results['ledger']['reason']}", highlight=False, soft_wrap=True)
+        err_console.print(f"[red]ledger:[/red] {shown(results['ledger']['reason'])}", highlight=False, soft_wrap=True)
         return
     limit = policy.rules.total_epsilon_limit(dataset) if policy is not None else None
     inputs = [ReleaseInput(label, command, mechanisms, str(path.resolve()), sha, run_id) for label, mechanisms in found]
@@ -181,8 +181,8 @@ def record_in_ledger(ledger: str | None, dataset: str | None, command: str, resu
         except BudgetExceeded as exc:
             publish(_section(dataset, store.description, exc.composition, exc.limit, False, reason=str(exc)))
             status = str((results.get("verdict") or {}).get("status", "")).upper()
-            console.print(f"audit verdict: {status} (results: {path})", highlight=False, soft_wrap=True)
-            err_console.print(f"[red]FAIL[/red] (privacy ledger) {exc}", highlight=False, soft_wrap=True)
+            console.print(f"audit verdict: {status} (results: {shown(path)})", highlight=False, soft_wrap=True)
+            err_console.print(f"[red]FAIL[/red] (privacy ledger) {shown(exc)}", highlight=False, soft_wrap=True)
             raise typer.Exit(EXIT_FAILED) from None
         description = store.description
     publish(_section(dataset, description, outcome.composition, outcome.limit, True, release_ids=outcome.release_ids,
@@ -198,7 +198,7 @@ def record_in_ledger(ledger: str | None, dataset: str | None, command: str, resu
             "ledger.uri": description,
         })
     ids = ", ".join(f"#{i}" for i in outcome.release_ids)
-    console.print(f"ledger: recorded release {ids} on dataset '{dataset}' ({description}); "
+    console.print(f"ledger: recorded release {ids} on dataset '{shown(dataset)}' ({shown(description)}); "
                   + _composition_line(outcome.composition, outcome.limit), highlight=False, soft_wrap=True)
 
 
@@ -330,7 +330,7 @@ def ledger_record(
         except BudgetExceeded as exc:
             if json_out:
                 print(json.dumps({"recorded": False, "reason": str(exc), "composition": exc.composition.as_dict()}))
-            err_console.print(f"[red]FAIL[/red] (privacy ledger) {exc}", highlight=False, soft_wrap=True)
+            err_console.print(f"[red]FAIL[/red] (privacy ledger) {shown(exc)}", highlight=False, soft_wrap=True)
             raise typer.Exit(EXIT_FAILED) from None
         description = store.description
     if json_out:
@@ -338,10 +338,10 @@ def ledger_record(
                           "composition": outcome.composition.as_dict(), "max_total_epsilon": outcome.limit}))
         return
     for note in notes:
-        console.print(f"[yellow]note:[/yellow] {note}", highlight=False, soft_wrap=True)
+        console.print(f"[yellow]note:[/yellow] {shown(note)}", highlight=False, soft_wrap=True)
     for release_id, entry in zip(outcome.release_ids, inputs):
-        console.print(f"recorded #{release_id} on '{dataset}': {entry.label}", highlight=False, soft_wrap=True)
-    console.print(f"ledger {description}: " + _composition_line(outcome.composition, outcome.limit),
+        console.print(f"recorded #{release_id} on '{shown(dataset)}': {shown(entry.label)}", highlight=False, soft_wrap=True)
+    console.print(f"ledger {shown(description)}: " + _composition_line(outcome.composition, outcome.limit),
                   highlight=False, soft_wrap=True)
 
 
@@ -438,10 +438,10 @@ def ledger_set_budget(
             current = store.dataset_state(dataset)["max_total_epsilon"] if dataset in store.datasets() else None
             max_epsilon = current
         composition = store.set_budget(dataset, max_epsilon, delta, _provenance())
-    console.print(f"'{dataset}': max_total_epsilon {'none' if max_epsilon is None else f'{max_epsilon:g}'}, δ "
+    console.print(f"'{shown(dataset)}': max_total_epsilon {'none' if max_epsilon is None else f'{max_epsilon:g}'}, δ "
                   f"{composition.delta:g}; " + _composition_line(composition, max_epsilon), highlight=False, soft_wrap=True)
     if max_epsilon is not None and not composition.epsilon <= max_epsilon:
-        err_console.print(f"[red]FAIL[/red] (privacy ledger) '{dataset}' has already spent ε = {_eps(composition.epsilon)} "
+        err_console.print(f"[red]FAIL[/red] (privacy ledger) '{shown(dataset)}' has already spent ε = {_eps(composition.epsilon)} "
                           f"> the new budget {max_epsilon:g}", highlight=False, soft_wrap=True)
         raise typer.Exit(EXIT_FAILED)
 
@@ -462,5 +462,5 @@ def ledger_remove(
     with Ledger.open(ledger, create=False) as store:
         composition = store.remove(dataset, release, reason.strip()[:2000], _provenance())
         limit = store.dataset_state(dataset)["max_total_epsilon"]
-    console.print(f"release #{release} on '{dataset}' marked removed; " + _composition_line(composition, limit),
+    console.print(f"release #{release} on '{shown(dataset)}' marked removed; " + _composition_line(composition, limit),
                   highlight=False, soft_wrap=True)

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from audit.cli.app import app, console, switch
+from audit.cli.app import app, console, switch, shown
 from audit.cli.output import (FailOnLeakOption, QuietOption, RayAddressOption, TrackingUriOption, command_progress, print_one_run_bounds,
                               print_verdict, publish_results, with_fail_on_leak)
 
@@ -62,8 +62,8 @@ def audit_scores_command(
     console.print(results_summary_table(results))
     print_one_run_bounds(results)
     for note in results["notes"]:
-        console.print(f"[yellow]note:[/yellow] {note}")
-    console.print(f"results: {final}/results.json\nreport:  {final}/report.html")
+        console.print(f"[yellow]note:[/yellow] {shown(note)}")
+    console.print(f"results: {shown(final)}/results.json\nreport:  {shown(final)}/report.html")
     print_verdict(results)
 
 
@@ -162,8 +162,8 @@ def audit_model(
     console.print(results_summary_table(results))
     print_one_run_bounds(results)
     for note in results["notes"]:
-        console.print(f"[yellow]note:[/yellow] {note}", soft_wrap=True)
-    console.print(f"results: {final}/results.json\nreport:  {final}/report.html")
+        console.print(f"[yellow]note:[/yellow] {shown(note)}", soft_wrap=True)
+    console.print(f"results: {shown(final)}/results.json\nreport:  {shown(final)}/report.html")
     print_verdict(results)
 
 
@@ -179,7 +179,7 @@ def _audit_language_model(*, hf_model, lm_module, tokenizer, reference_model, me
     from audit.machinery.policy import load_policy
     from audit.machinery.run_directory import check_output_folder
     from audit.machinery.tracking import check_tracking_uri
-    from audit.model_audits.language_model_audit import audit_language_model
+    from audit.model_audits.language_model_audit import audit_language_model, prepare_language_model_audit
     from reports.console import results_summary_table
     from reports.text_tables import text_console_tables
 
@@ -200,13 +200,18 @@ def _audit_language_model(*, hf_model, lm_module, tokenizer, reference_model, me
     loaded_policy = load_policy(policy) if policy is not None else None
     names = [name.strip() for name in attacks.split(",") if name.strip()] if attacks else None
     model_name = Path(hf_model).name if hf_model is not None else lm_module
+    # Counts, texts, the model folder and the memory it needs: checked before a run folder exists.
+    prepared = prepare_language_model_audit(
+        members=members, nonmembers=nonmembers, hf_model=hf_model, lm_module=lm_module, tokenizer=tokenizer,
+        reference_model=reference_model, text_field=text_field, max_length=max_length, batch_size=batch_size,
+        device=device, attack_names=names)
     progress = command_progress(quiet)
     results, final = publish_results(
         lambda staging: with_fail_on_leak(audit_language_model(
             members=members, nonmembers=nonmembers, hf_model=hf_model, lm_module=lm_module, tokenizer=tokenizer,
             reference_model=reference_model, claimed_epsilon=claim, text_field=text_field, max_length=max_length,
             batch_size=batch_size, device=device, timeout=timeout or 600.0, attack_names=names, progress=progress,
-            scores_path=staging / "scores" / "scores.csv"), fail_on_leak),
+            scores_path=staging / "scores" / "scores.csv", prepared=prepared), fail_on_leak),
         out=out, folder_name="language-model", experiment="audit-model", tracking_uri=tracking_uri,
         run_name=f"audit-model {model_name}", tags={"model": str(model_name), "kind": "text"},
         metrics_of=lambda results: {f"{a['name']}_auc": a["auc"] for a in results["targets"][0]["attacks"]},
@@ -216,8 +221,8 @@ def _audit_language_model(*, hf_model, lm_module, tokenizer, reference_model, me
     for table in text_console_tables(results)[1:]:
         console.print(table)
     for note in results["notes"]:
-        console.print(f"[yellow]note:[/yellow] {note}", soft_wrap=True)
-    console.print(f"results: {final}/results.json\nreport:  {final}/report.html")
+        console.print(f"[yellow]note:[/yellow] {shown(note)}", soft_wrap=True)
+    console.print(f"results: {shown(final)}/results.json\nreport:  {shown(final)}/report.html")
     print_verdict(results)
 
 

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from audit.cli.app import EXIT_FAILED, console, err_console, switch
+from audit.cli.app import EXIT_FAILED, console, err_console, shown, switch
 from audit.machinery.progress import Progress, progress_for
 
 
@@ -54,13 +54,8 @@ def print_verdict(results: dict, fail_on_inconclusive: bool = False) -> None:
     """The verdict as everything else shows it (audit.machinery.verdict): one line per claim, the
     leakage statement of each subject without a claim, then the top line, each reason once.
     Exit 1 when it is "fail" (or "inconclusive" with `fail_on_inconclusive`)."""
-    from rich.markup import escape
-
-    from audit.errors import escape_controls
+    from audit.cli.app import shown as safe  # reasons quote file names and user text
     from audit.machinery.verdict import claim_sentence, extra_reasons, status_word
-
-    def safe(text) -> str:  # reasons quote file names and user text: no terminal escapes, no rich markup
-        return escape(escape_controls(str(text)))
 
     verdict = results["verdict"]
     status = verdict.get("status") or ("pass" if verdict.get("passed") else "fail")
@@ -242,7 +237,7 @@ def print_bound(result: dict, what: str, path: Path, fail_on_inconclusive: bool 
         needed = verdict.get("needed")
         console.print(f"ceiling: a perfect attack could reach at most {verdict['ceiling']:.3f} with these runs"
                       + (f"; exceeding the claim needs ≥ {needed} {verdict.get('needed_unit')}" if needed else ""))
-    console.print(f"details: {path}")
+    console.print(f"details: {shown(path)}")
     ceiling = result.get("ceiling")
     if isinstance(ceiling, (int, float)) and ceiling != verdict.get("ceiling"):  # one ceiling, said once
         console.print(("(ε, δ) bound's ceiling" if isinstance(result.get("profile_test"), dict) else "ceiling")

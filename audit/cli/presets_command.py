@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from audit.cli.app import AuditApp, app, console, switch
+from audit.cli.app import AuditApp, app, console, switch, shown
 from audit.errors import AuditInputError
 
 POLICY_FOLDER = Path(__file__).resolve().parents[1] / "policies"
@@ -98,4 +98,4 @@ def presets_dump(
         write_text_atomic(path, text)
     except OSError as exc:
         raise AuditInputError(f"FILE '{path}'", f"cannot be written ({exc.strerror})") from None
-    console.print(f"wrote {path}", highlight=False)
+    console.print(f"wrote {shown(path)}", highlight=False)

@@ -13,7 +13,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from audit.cli.app import app, console
+from audit.cli.app import app, console, shown
 from audit.cli.output import print_verdict
 from audit.errors import AuditInputError
 
@@ -31,14 +31,16 @@ def writable_folder(folder: Path) -> None:
 
 
 def _render_all(results: dict[str, Any], policy: Any, results_file: Path, folder: Path) -> tuple[dict, Path]:
-    """Verdict (with the policy, if any), then results.json, report.html, summary.md, junit.xml in `folder`."""
-    from audit.machinery.run_directory import write_json_atomic
-    from audit.machinery.verdict import verdict_for_results
-    from reports.html_report import write_html_report
-    from reports.junit import write_junit_xml
-    from reports.markdown_summary import write_summary_markdown
+    """Verdict (with the policy, if any), then results.json, report.html, summary.md, junit.xml in `folder`.
 
-    from reports.html_report import render_html_report
+    Every output is rendered once, before the first is written (--out not even created): a results
+    file that breaks one of them, or a run folder holding a link or a FIFO, leaves no trace; the
+    page quotes the SHA-256 of the results.json written beside it."""
+    import json
+
+    from audit.machinery.run_directory import write_text_atomic
+    from audit.machinery.verdict import verdict_for_results
+    from reports.html_report import REPORT_FILENAME, render_html_report
     from reports.junit import render_junit_xml
     from reports.markdown_summary import render_summary_markdown
 
@@ -47,16 +49,17 @@ def _render_all(results: dict[str, Any], policy: Any, results_file: Path, folder
         {**_json_safe(policy.model_dump(mode="json", exclude_none=True)), "path": policy.path}
         if policy is not None else None
     )
-    # A dry render of every output before anything is written (--out not even created): a results
-    # file that breaks one of them, or a run folder holding a link or a FIFO, leaves no trace.
-    render_html_report(decided, results_file.parent, evaluation=evaluation)
-    render_summary_markdown(decided, evaluation=evaluation)
-    render_junit_xml(decided, evaluation=evaluation)
+    payload = json.dumps(decided, indent=2, allow_nan=False) + "\n"  # as write_json_atomic writes it
+    page = render_html_report(decided, results_file.parent, evaluation=evaluation,
+                              results_json=payload.encode("utf-8"))
+    summary = render_summary_markdown(decided, evaluation=evaluation)
+    junit = render_junit_xml(decided, evaluation=evaluation)
     writable_folder(folder)
-    write_json_atomic(folder / "results.json", decided)  # first: the report quotes its SHA-256
-    report = write_html_report(decided, results_file.parent, out_dir=folder, evaluation=evaluation)
-    write_summary_markdown(decided, folder / "summary.md", evaluation=evaluation)
-    write_junit_xml(decided, folder / "junit.xml", evaluation=evaluation)
+    write_text_atomic(folder / "results.json", payload)
+    report = folder / REPORT_FILENAME
+    write_text_atomic(report, page)
+    write_text_atomic(folder / "summary.md", summary)
+    write_text_atomic(folder / "junit.xml", junit)
     return decided, report
 
 
@@ -129,9 +132,6 @@ def _gate_single_audit(kind: str, path: Path, policy: Any, folder: Path, inside:
     from audit.dp_validation.result_files import load_audit_result
     from audit.machinery.run_directory import write_json_atomic
     from audit.machinery.single_audit_verdicts import single_audit_verdict_with_policy
-    from reports.audit_report import write_audit_report
-    from reports.junit import write_junit_xml
-
     from audit.machinery.run_directory import check_output_folder
 
     where = f"results file '{path}'"
@@ -146,19 +146,21 @@ def _gate_single_audit(kind: str, path: Path, policy: Any, folder: Path, inside:
                               "checks nothing cannot pass")
     gated = {**result, "verdict": verdict, "audit_verdict": result.get("verdict"), "policy_evaluation": evaluation.as_dict(),
              "policy_applied": {**_json_safe(policy.model_dump(mode="json", exclude_none=True)), "path": policy.path}}
+    from audit.machinery.run_directory import write_text_atomic
     from reports.audit_report import render_audit_report
     from reports.junit import render_junit_xml
 
-    with _as_input_error(where, f"a {kind}.json written by privacy-audit"):  # render first: nothing half-written
-        render_audit_report(kind, gated)
-        render_junit_xml(gated)
+    with _as_input_error(where, f"a {kind}.json written by privacy-audit"):  # render once, first: nothing half-written
+        page = render_audit_report(kind, gated)
+        junit = render_junit_xml(gated)
     writable_folder(folder)
     write_json_atomic(folder / path.name, gated)
-    report_path = write_audit_report(kind, gated, folder)
-    write_junit_xml(gated, folder / "junit.xml")
+    report_path = folder / "report.html"
+    write_text_atomic(report_path, page)
+    write_text_atomic(folder / "junit.xml", junit)
     n_fail = sum(1 for c in evaluation.checks if c.status == "fail")
-    console.print(f"{len(evaluation.checks)} policy checks, {n_fail} failed; junit: {folder / 'junit.xml'}; "
-                  f"report: {report_path}")
+    console.print(f"{len(evaluation.checks)} policy checks, {n_fail} failed; junit: {shown(folder / 'junit.xml')}; "
+                  f"report: {shown(report_path)}")
     print_verdict(gated)
 
 
@@ -193,7 +195,7 @@ def gate(
         gated, report_path = _render_all(results, loaded_policy, results_file, folder)
     checks = (gated.get("policy_evaluation") or {}).get("checks") or []
     n_fail = sum(1 for c in checks if c.get("status") == "fail")
-    console.print(f"{len(checks)} policy checks, {n_fail} failed; junit: {folder / 'junit.xml'}; report: {report_path}")
+    console.print(f"{len(checks)} policy checks, {n_fail} failed; junit: {shown(folder / 'junit.xml')}; report: {shown(report_path)}")
     print_verdict(gated)
 
 
@@ -228,5 +230,5 @@ def report(
     synthetic_table = synthetic_summary_table(decided)
     if synthetic_table is not None:
         console.print(synthetic_table)
-    console.print(f"report: {path}")
+    console.print(f"report: {shown(path)}")
     print_verdict(decided)  # the same verdict, the same exit code as the command that made the results

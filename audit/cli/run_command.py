@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from audit.cli.app import EXIT_INTERRUPTED, app, console, switch
+from audit.cli.app import EXIT_INTERRUPTED, app, console, switch, shown
 from audit.cli.output import QuietOption, RayAddressOption, TrackingUriOption, command_progress, print_one_run_bounds, print_verdict, sigterm_as_interrupt
 from audit.cli.ledger_commands import DatasetOption, LedgerOption, record_in_ledger
 from audit.errors import AuditInputError
@@ -63,6 +63,13 @@ def run(
     from audit.machinery.executors import check_executor_options, make_executor
 
     check_executor_options(executor, workers, ray_address)  # before torch loads or a cluster starts
+    from audit.machinery.memory_estimates import check_run_memory, check_text_run_memory
+    from audit.machinery.workers import default_workers
+
+    if resolved.text is not None:  # the counts' memory, refused before anything starts (docs/errors.md)
+        check_text_run_memory(resolved)
+    else:
+        check_run_memory(resolved, workers or (1 if executor == "local" else default_workers()))
     if dry_run and resolved.text is not None:
         from audit.machinery.run_directory import check_output_folder
         from audit.machinery.tracking import check_tracking_uri
@@ -77,7 +84,7 @@ def run(
 
         notes = check_run_inputs(resolved, out_dir=out, tracking_uri=tracking_uri, resume=resume)
         for note in notes:
-            console.print(f"[yellow]note:[/yellow] {note}", soft_wrap=True)
+            console.print(f"[yellow]note:[/yellow] {shown(note)}", soft_wrap=True)
         console.print(f"dry run: config '{resolved.name}' ({len(resolved.privacy.epsilons)} targets), data, "
                       f"{'policy, ' if loaded_policy is not None else ''}--out and tracking URI are valid; nothing written")
         from audit.machinery.preset_timings import expected_time_line
@@ -90,7 +97,8 @@ def run(
     # Imported after the inputs are validated: a typo in a flag should not wait for torch to load.
     if resolved.text is not None:  # the language-model job (preset text)
         _run_text(resolved, out=out, tracking_uri=tracking_uri, preset=preset, policy=loaded_policy, resume=resume,
-                  executor=executor, log_models=log_models, tracking=tracking, quiet=quiet)
+                  executor=executor, workers=workers, ray_address=ray_address, log_models=log_models,
+                  tracking=tracking, quiet=quiet)
         return
     if resolved.federated is not None:  # the federated job (presets hospitals, clients)
         from audit.federated.runner import run_federated_audit as run_audit
@@ -130,40 +138,45 @@ def run(
     if risks_table is not None:
         console.print(risks_table)
     for note in results["notes"]:
-        console.print(f"[yellow]note:[/yellow] {note}")
-    console.print(f"results: {audit_run.run_dir}/results.json")
-    console.print(f"report:  {audit_run.run_dir}/report.html")
+        console.print(f"[yellow]note:[/yellow] {shown(note)}")
+    console.print(f"results: {shown(audit_run.run_dir)}/results.json")
+    console.print(f"report:  {shown(audit_run.run_dir)}/report.html")
     if results["mlflow"]:
-        console.print(f"MLflow:  {results['mlflow']['tracking_uri']} (parent run {results['mlflow']['parent_run_id']})")
+        console.print(f"MLflow:  {shown(results['mlflow']['tracking_uri'])} (parent run {results['mlflow']['parent_run_id']})")
     record_in_ledger(ledger, dataset, "run", results, audit_run.run_dir / "results.json", loaded_policy)
     print_verdict(results)
 
 
-def _run_text(resolved, *, out, tracking_uri, preset, policy, resume, executor, log_models, tracking, quiet) -> None:
+def _run_text(resolved, *, out, tracking_uri, preset, policy, resume, executor, workers, ray_address, log_models,
+              tracking, quiet) -> None:
     """`run` of a config with a `text:` section: the language-model job (audit/text/)."""
-    if resume is not None or executor != "local" or log_models:
-        raise AuditInputError("--resume/--executor/--log-models", "not supported by the text job yet")
+    if log_models:
+        raise AuditInputError("--log-models", "not supported by the text job (its targets' weights are kept in the run "
+                              "folder's checkpoints/ instead)")
+    from audit.machinery.executors import make_executor
     from audit.text.runner import run_text_audit
     from reports.console import results_summary_table
     from reports.text_tables import text_console_tables
 
     sigterm_as_interrupt()
     progress = command_progress(quiet)
+    pool = make_executor(executor, workers=workers, ray_address=ray_address, threads=resolved.cpu_threads)
     try:
         text_run = run_text_audit(resolved, out_dir=out, tracking_uri=tracking_uri, preset=preset or "default",
-                                  progress=progress, policy=policy, tracking=tracking)
+                                  progress=progress, policy=policy, tracking=tracking, resume=resume, executor=pool)
     except KeyboardInterrupt:
         raise typer.Exit(EXIT_INTERRUPTED) from None
     finally:
         progress.close()
+        pool.close()
     results = text_run.results
     console.print(results_summary_table(results))
     for table in text_console_tables(results):
         console.print(table)
     for note in results["notes"]:
-        console.print(f"[yellow]note:[/yellow] {note}", soft_wrap=True)
-    console.print(f"results: {text_run.run_dir}/results.json")
-    console.print(f"report:  {text_run.run_dir}/report.html")
+        console.print(f"[yellow]note:[/yellow] {shown(note)}", soft_wrap=True)
+    console.print(f"results: {shown(text_run.run_dir)}/results.json")
+    console.print(f"report:  {shown(text_run.run_dir)}/report.html")
     if results["mlflow"]:
-        console.print(f"MLflow:  {results['mlflow']['tracking_uri']} (parent run {results['mlflow']['parent_run_id']})")
+        console.print(f"MLflow:  {shown(results['mlflow']['tracking_uri'])} (parent run {results['mlflow']['parent_run_id']})")
     print_verdict(results)

@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from audit.cli.app import app, console, err_console, switch
+from audit.cli.app import app, console, err_console, switch, shown
 from audit.cli.output import (FailOnLeakOption, QuietOption, TrackingUriOption, command_progress, print_one_run_bounds,
                               print_verdict, publish_results)
 from audit.cli.ledger_commands import DatasetOption, LedgerOption, record_in_ledger
@@ -102,6 +102,14 @@ def synth_check(
     _check_distinct_files(train, holdout, synthetic)
     frames = [read_table(path, role) for path, role in ((train, "train"), (holdout, "holdout"), (synthetic, "synthetic"))]
     _check_holdout_overlap(frames[0], frames[1], holdout)
+    from audit.machinery.limits import check_memory
+    from audit.machinery.memory_estimates import synth_check_bytes
+
+    n_train, n_holdout, n_synthetic = (len(frame) for frame in frames)
+    check_memory(synth_check_bytes(n_train, n_holdout, n_synthetic, frames[0].shape[1],
+                                   sum(int(frame.memory_usage(deep=True).sum()) for frame in frames)),
+                 f"--synthetic '{synthetic}'", f"synth-check of {n_train:,} + {n_holdout:,} + {n_synthetic:,} rows × "
+                 f"{frames[0].shape[1]} columns")
     progress = command_progress(quiet)
     try:
         with progress.step("distances, DCR, NNDR, distance MIA, fidelity, re-identification risks"):
@@ -154,7 +162,7 @@ def synth_check(
         console.print(risks_table)
     print_one_run_bounds(results)
     for flag in entry["flags"]:
-        err_console.print(f"[red]FLAG[/red] {flag['message']}", soft_wrap=True)
-    console.print(f"results: {final}/results.json\nreport:  {final}/report.html")
+        err_console.print(f"[red]FLAG[/red] {shown(flag['message'])}", soft_wrap=True)
+    console.print(f"results: {shown(final)}/results.json\nreport:  {shown(final)}/report.html")
     record_in_ledger(ledger, dataset, "synth-check", results, final / "results.json", loaded_policy)
     print_verdict(results)  # every command exits 1 on "fail", with or without a policy

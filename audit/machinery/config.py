@@ -297,6 +297,9 @@ class TextConfig(_Strict):
     batch_size: int = Field(32, ge=1, le=1_000_000)
     lr: float = Field(3e-3, gt=0, le=1)
     max_grad_norm: float = Field(1.0, gt=0, le=1e6)
+    privacy_unit: Literal["person", "record"] = Field(
+        "person", description="what the DP targets' ε is about: a person (all their documents, a canary's copies "
+        "included; user-level DP-SGD) or one document (record level: a secret repeated k times gets about k·ε)")
     attacks: list[str] = Field(default_factory=lambda: list(TEXT_ATTACK_NAMES), min_length=1)
     min_k_fraction: float = Field(0.2, gt=0, le=1)
     beams: int = Field(5, ge=1, le=64, description="beam width of the extraction's beam search")

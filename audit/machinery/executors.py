@@ -50,6 +50,8 @@ __all__ = [
 ]
 
 EXECUTORS = ("local", "processes", "ray")
+# --workers with --ray-address: a sanity bound before the cluster is joined (then capped at its CPUs).
+RAY_CLUSTER_MAX_WORKERS = 100_000
 # Ray's own default for tasks; a task that dies more often than this is not a transient fault.
 RAY_MAX_RETRIES = 3
 # Small MLPs use a fraction of a GPU: four tasks share one.
@@ -175,8 +177,9 @@ def _import_ray():
 
 
 class RayExecutor(_Base):
-    """Tasks on a Ray cluster: `address` None starts a local one (this machine, `workers` CPUs) that
-    `close` stops; "auto" or "ray://host:port" joins a running cluster (left running).
+    """Tasks on a Ray cluster: `address` None starts a local one (this machine's cores) that
+    `close` stops; "auto" or "ray://host:port" joins a running cluster (left running). `workers`
+    is capped at the cluster's CPUs (`ray_worker_cap`), said in one line on stderr.
 
     A cluster's nodes need this package installed (the same version as the driver): tasks are
     the harness's own module-level functions, imported by name on the workers.
@@ -209,7 +212,8 @@ class RayExecutor(_Base):
                 if address is None:
                     # Ray picks the node's address itself (it turns 127.0.0.1 into the reachable IP);
                     # a single-node cluster is reached by its own processes only.
-                    ray.init(num_cpus=workers or default_workers(), include_dashboard=False,
+                    # The local cluster gets this machine's cores: --workers beyond them is capped below.
+                    ray.init(num_cpus=default_workers(), include_dashboard=False,
                              logging_level="ERROR", log_to_driver=False)
                 else:
                     ray.init(address=address, logging_level="ERROR", log_to_driver=False)
@@ -218,7 +222,11 @@ class RayExecutor(_Base):
                                       f"expected a reachable Ray cluster (auto or ray://host:port): {exc}") from None
             self._owns_cluster = True
         resources = ray.cluster_resources()
-        self.workers = workers or max(1, int(resources.get("CPU", 1)))
+        self.workers, self.cap_note = ray_worker_cap(workers, resources, address)
+        if self.cap_note:
+            import sys
+
+            print(f"note: {self.cap_note}", file=sys.stderr)
         has_gpu = resources.get("GPU", 0) > 0
         self.gpus_per_task = (gpus_per_task if gpus_per_task is not None else RAY_GPU_FRACTION) if has_gpu else 0
         self.threads = threads
@@ -321,13 +329,29 @@ class RayExecutor(_Base):
         self._owns_cluster = False
 
 
+def ray_worker_cap(workers: int | None, resources: dict[str, float], address: str | None) -> tuple[int, str | None]:
+    """The tasks a Ray cluster can run at once for `--workers` (None: all of it): at most its CPUs —
+    a joined cluster's, or the local one's — and the one line that says so when `--workers` asked for more."""
+    cpus = max(1, int(resources.get("CPU", 1)))
+    if workers is None:
+        return cpus, None
+    if workers <= cpus:
+        return workers, None
+    where = f"the Ray cluster at {address}" if address else "the local Ray cluster"
+    return cpus, f"--workers {workers} capped at {cpus}: {where} has {cpus} CPU(s), so at most {cpus} tasks run at once"
+
+
 def check_executor_options(kind: str, workers: int | None = None, ray_address: str | None = None) -> None:
     """Refuse bad `--executor/--workers/--ray-address` combinations (exit 2), before anything starts."""
     if kind not in EXECUTORS:
         raise AuditInputError("--executor", f"expected one of {', '.join(EXECUTORS)}, got {kind!r}")
     from audit.machinery.limits import check_count
 
-    if workers is not None:  # the range table: 1 .. 4 × cores (a billion processes is refused, not attempted)
+    if workers is not None and kind == "ray" and ray_address is not None:
+        # A running cluster's size is known once joined (RayExecutor caps --workers at its CPUs); here only
+        # the table's sanity range applies: a billion is refused, not attempted.
+        check_count("--workers", workers, high=RAY_CLUSTER_MAX_WORKERS, local_cap=False)
+    elif workers is not None:  # the range table: 1 .. 4 × cores (a billion processes is refused, not attempted)
         check_count("--workers", workers)
     if ray_address is not None and kind != "ray":
         raise AuditInputError("--ray-address", "applies only with --executor ray")

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from audit.errors import AuditInputError
 
 __all__ = ["COUNT_LIMITS", "Limit", "available_memory", "check_count", "check_memory", "check_workers",
-           "max_workers", "limits_table_markdown"]
+           "max_workers", "limits_table_markdown", "model_folder_limits_markdown"]
 
 
 @dataclass(frozen=True)
@@ -32,18 +32,66 @@ class Limit:
 # where the work or memory stops being plausible on any machine this tool runs on.
 COUNT_LIMITS: dict[str, Limit] = {
     "--rows": Limit(20, 1_000_000, "canary-audit", "rows of the generated audit table; each run trains on all of them"),
-    "--models": Limit(2, 10_000_000, "canary-audit, bench", "training runs (or models per side); the profile test needs ≥ 4"),
+    "--models": Limit(2, 10_000_000, "canary-audit", "training runs (or models per side); the profile test needs ≥ 4"),
     "--canaries": Limit(1, 100_000, "canary-audit", "canaries per run (multi-canary) or in the one run (one-run)"),
     "--runs": Limit(9, 10_000_000, "whitebox-audit", "training runs per side"),
+    "whitebox-audit --canaries": Limit(19, 1_000_000, "whitebox-audit --one-run", "canaries of the one-run audit"),
+    "ledger --steps": Limit(1, 100_000_000, "ledger record", "DP-SGD steps T of a recorded release"),
+    "ledger --count": Limit(1, 10_000_000, "ledger record", "how many times a recorded mechanism ran"),
     "--trials": Limit(4, 100_000_000, "mechanism-audit", "mechanism draws per dataset"),
     "--steps": Limit(1, 10_000_000, "accountants, whitebox-audit --builtin (≤ 100,000)", "DP-SGD steps"),
-    "--epochs": Limit(1, 10_000, "bench", "training epochs"),
     "--workers": Limit(1, 0, "run, canary-audit, whitebox-audit, audit-model", "worker processes; at most "
                        "4 × the cores this process may use (max_workers), and 1 with --executor local"),
+    # audit-model on a language model (--hf-model / --lm-module)
+    "--max-length": Limit(2, 1_000_000, "audit-model (language model)", "tokens per text (longer ones are cut)"),
+    "--batch-size": Limit(1, 65_536, "audit-model (language model)", "texts per forward pass; the logits are "
+                          "batch × length × vocabulary floats"),
+    "texts per file": Limit(2, 1_000_000, "audit-model (language model) --members/--nonmembers",
+                            "JSONL lines or Parquet rows of one texts file"),
+    # bench (the vectorized-trainer benchmark and the executor benchmark)
+    "bench --models": Limit(1, 4_096, "bench", "models trained at once by the vectorized trainer"),
+    "bench --epochs": Limit(1, 1_000, "bench", "epochs per benchmarked model"),
+    "bench --runs": Limit(1, 100_000, "bench --executor", "trainer runs timed per worker count"),
+    "bench --rows": Limit(20, 1_000_000, "bench --executor", "rows each benchmarked run trains on"),
+    "bench --slots-per-gpu": Limit(1, 64, "bench --executor", "tasks sharing one GPU in the projection"),
+    "bench --gpus": Limit(1, 1_000_000, "bench --executor", "GPU counts of the projection (arithmetic only)"),
+    # run: config fields (the config's own validation reads these numbers: tests keep them equal)
+    "data.n_rows": Limit(100, 10_000_000, "run", "rows generated when data.source = synthetic"),
+    "training.hidden_sizes": Limit(1, 65_536, "run", "width of each hidden layer (1–16 layers)"),
+    "training.epochs": Limit(1, 10_000, "run", "training epochs of every model"),
+    "training.batch_size": Limit(1, 1_000_000, "run", "expected batch size; Opacus holds batch × parameters "
+                                 "per-sample gradients"),
+    "privacy.one_run_canaries": Limit(100, 1_000_000, "run", "canaries of the white-box one-run audit"),
+    "attacks.n_shadow_models": Limit(1, 1_024, "run", "Shokri shadow models per target"),
+    "attacks.n_reference_models": Limit(2, 4_096, "run", "LiRA / RMIA reference models per target"),
+    "attacks.rmia_population": Limit(10, 1_000_000, "run", "RMIA population samples"),
+    "attacks.label_only_queries": Limit(1, 1_000, "run", "noisy copies per candidate (label_only)"),
+    "attacks.models_per_task": Limit(1, 100_000, "run", "reference models trained by one task"),
+    "synthetic.dp_vae_epochs": Limit(1, 10_000, "run (synthetic)", "epochs of the DP-VAE generator"),
+    "federated.partition_feature": Limit(0, 100_000, "run (federated)", "feature column whose ranges define the sites"),
     "federated.n_clients": Limit(1, 1_000, "run (federated)", "clients; every client must hold ≥ 8 rows of the split"),
     "federated.rounds": Limit(1, 10_000, "run (federated)", "FedAvg rounds"),
     "federated.n_reference_federations": Limit(0, 256, "run (federated)", "LiRA reference federations"),
     "federated.client_mia_runs": Limit(0, 10_000, "run (federated)", "federations of the client-level MIA"),
+    # run --preset text: the language-model job's config (audit/machinery/config.py TextConfig)
+    "text.n_candidates": Limit(20, 1_000_000, "run (text)", "candidate records, each a member by a fair coin"),
+    "text.n_pool": Limit(20, 1_000_000, "run (text)", "population records (tokenizer and reference model)"),
+    "text.n_test": Limit(10, 1_000_000, "run (text)", "held-out records (perplexity)"),
+    "text.repetitions": Limit(1, 10_000, "run (text)", "insertions of each canary group (1–16 distinct values)"),
+    "text.canaries_per_repetition": Limit(1, 100, "run (text)", "canaries per repetition count"),
+    "text.control_canaries": Limit(1, 1_000, "run (text)", "canaries never inserted"),
+    "text.secret_digits": Limit(1, 12, "run (text)", "the secret space is 10^digits"),
+    "text.exact_exposure_limit": Limit(10, 100_000_000, "run (text)", "secret spaces enumerated exactly up to this size"),
+    "text.exposure_samples": Limit(20, 10_000_000, "run (text)", "sampled secrets of the exposure estimate"),
+    "text.vocab_size": Limit(50, 100_000, "run (text)", "tokenizer vocabulary; the logits are batch × length × vocab"),
+    "text.d_model": Limit(8, 4_096, "run (text)", "transformer width"),
+    "text.n_layers": Limit(1, 48, "run (text)", "transformer blocks"),
+    "text.n_heads": Limit(1, 64, "run (text)", "attention heads (must divide d_model)"),
+    "text.max_length": Limit(16, 4_096, "run (text)", "tokens per document"),
+    "text.epochs": Limit(1, 10_000, "run (text)", "training epochs"),
+    "text.batch_size": Limit(1, 1_000_000, "run (text)", "expected batch size"),
+    "text.beams": Limit(1, 64, "run (text)", "beam width of the extraction"),
+    "text.extraction_records": Limit(0, 1_000_000, "run (text)", "candidate records prompted for their fields"),
 }
 # Federated numbers that are not counts but crash late when absurd.
 FEDERATED_RANGES = {
@@ -69,15 +117,16 @@ def _high(option: str) -> int:
 
 
 def check_count(option: str, value, low: int | None = None, high: int | None = None, *,
-                where: str | None = None) -> int:
+                where: str | None = None, local_cap: bool = True) -> int:
     """`value` as an int in the table's range for `option` (narrowed by `low`/`high`); exit 2 otherwise.
 
     `where` names the input in the error when it is not the command-line flag (a Python API's parameter).
+    `local_cap=False` (only `--workers` of a joined Ray cluster): `high` replaces this machine's cap.
     """
     limit = COUNT_LIMITS[option]
     where = where or option
     lo = limit.low if low is None else low
-    hi = _high(option) if high is None else min(high, _high(option))
+    hi = _high(option) if high is None else (high if not local_cap else min(high, _high(option)))
     if isinstance(value, bool) or not isinstance(value, int):
         try:
             import numpy as np
@@ -89,7 +138,8 @@ def check_count(option: str, value, low: int | None = None, high: int | None = N
         except TypeError:
             raise AuditInputError(where, f"expected an integer in [{lo:,}, {hi:,}], got {str(value)[:40]!r}") from None
     if not lo <= value <= hi:
-        why = f" ({limit.why})" if option != "--workers" else " (4 × the cores this process may use)"
+        why = f" ({limit.why})" if option != "--workers" else (
+            " (4 × the cores this process may use)" if local_cap else " (a Ray cluster's sanity bound)")
         raise AuditInputError(where, f"must be in [{lo:,}, {hi:,}], got {value:,}{why}"[:300])
     return value
 
@@ -142,4 +192,19 @@ def limits_table_markdown() -> list[str]:
         rows.append(f"| `{option}` | [{limit.low:,}, {high}] | {limit.commands} | {limit.why} |")
     for field, (low, high, why) in FEDERATED_RANGES.items():
         rows.append(f"| `{field}` | [{low:g}, {high:g}] | run (federated) | {why} |")
+    return rows
+
+
+def model_folder_limits_markdown() -> list[str]:
+    """The rows of docs/errors.md's table of a Hugging Face folder's config sizes and file sizes,
+    generated from targets/language_model_sources.py (where the folder is inspected)."""
+    from targets import language_model_sources as lm
+
+    rows = [f"| `config.json` `{key}` | ≤ {high:,} |" for key, high in lm.SIZE_LIMITS.items()]
+    rows += [f"| any other integer in `config.json` | ≤ {lm.ANY_INT_LIMIT:,} |",
+             f"| parameters (config estimate and safetensors headers) | ≤ {lm.DEFAULT_MAX_PARAMETERS:,} |",
+             f"| `config.json`, `tokenizer_config.json`, `generation_config.json`, index files | ≤ {lm.JSON_LIMIT:,} bytes |",
+             f"| `tokenizer.json` | ≤ {lm.TOKENIZER_LIMIT:,} bytes |",
+             f"| one safetensors header | ≤ {lm.HEADER_LIMIT:,} bytes |",
+             f"| files in the folder | ≤ {lm.MAX_FILES:,} |"]
     return rows

@@ -47,8 +47,8 @@ PRESET_WALL_TIMES: dict[str, MeasuredTime | None] = {
                               "2 shared CPU cores; 60 s CPU; the slow run at load ~16"),
     "clients": MeasuredTime(40, 179, "privacy-audit run --preset clients",
                             "2 shared CPU cores; 38 s CPU; the slow run at load ~16"),
-    "text": MeasuredTime(782, 931, "python benchmarks/bench_text_preset.py",
-                         "2 shared CPU cores at load 19–25; 1.3 GiB peak; two runs"),
+    "text": MeasuredTime(461, 582, "python benchmarks/bench_text_preset.py",
+                         "2 shared CPU cores at load 8–16; 1.5 GiB peak; two runs"),
 }
 
 

@@ -269,8 +269,10 @@ class LineProgress(Progress):
         self._heartbeat_poll = 5.0  # how often the heartbeat thread looks (tests shorten it)
 
     def _print(self, text: str) -> None:
+        from audit.errors import escape_controls  # a note may quote --out or a file name
+
         self._last_line = time.monotonic()
-        print(f"[{_clock(self._last_line - self.started)}] {text}", file=self.stream, flush=True)
+        print(f"[{_clock(self._last_line - self.started)}] {escape_controls(text)}", file=self.stream, flush=True)
 
     def _started(self, step: Step) -> None:
         if self._thread is None and self.heartbeat_s > 0:
@@ -338,7 +340,11 @@ class RichProgress(Progress):
             self.bars.update(step.handle, completed=step.total)
 
     def note(self, text: str) -> None:
-        self.bars.console.print(f"[yellow]{text}[/yellow]", soft_wrap=True, highlight=False)
+        from rich.markup import escape
+
+        from audit.errors import escape_controls  # a note may quote --out or a file name: no escapes, no markup
+
+        self.bars.console.print(f"[yellow]{escape(escape_controls(text))}[/yellow]", soft_wrap=True, highlight=False)
 
     def close(self) -> None:
         if self._live:

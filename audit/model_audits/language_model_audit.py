@@ -29,13 +29,15 @@ from attacks import TEXT_ATTACKS, BlindBaseline, TextAttackContext, get_text_att
 from attacks.text_outputs import TokenStatistics
 from audit.errors import AuditInputError
 from audit.machinery.environment import describe_environment
+from audit.machinery.limits import COUNT_LIMITS, check_count, check_memory
+from audit.machinery.memory_estimates import language_model_bytes
 from audit.machinery.verdict import verdict_for_results
 from audit.machinery.workers import WorkerPool
 from audit.model_audits.language_model_scoring import score_texts_task
 from audit.statistics.attack_evaluation import evaluate_attack
 
 SCHEMA_VERSION = 3
-MAX_TEXTS = 1_000_000
+MAX_TEXTS = COUNT_LIMITS["texts per file"].high
 MAX_FILE_BYTES = 2 << 30
 CHUNK = 64
 
@@ -65,10 +67,17 @@ def read_texts(path: str | Path, flag: str, field: str = "text") -> list[str]:
                         raise AuditInputError(f"{where}: line {number}", f"needs an object with a '{field}' field")
                     texts.append(row[field])
                     if len(texts) > MAX_TEXTS:
-                        raise AuditInputError(where, f"holds more than {MAX_TEXTS} texts")
+                        check_count("texts per file", len(texts), where=where)
             except UnicodeDecodeError:
                 raise AuditInputError(where, "is not UTF-8 text") from None
     elif suffix == ".parquet":
+        try:
+            import pyarrow.parquet as pq
+
+            rows = pq.ParquetFile(path).metadata.num_rows  # the count before the texts are read
+        except Exception as exc:  # noqa: BLE001 - any unreadable file is the user's input
+            raise AuditInputError(where, f"cannot be read as Parquet ({str(exc)[:120]})") from None
+        check_count("texts per file", rows, where=where)
         try:
             frame = pd.read_parquet(path, columns=[field])
         except Exception as exc:  # noqa: BLE001 - any unreadable file is the user's input
@@ -92,14 +101,21 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _source(hf_model: Path | None, lm_module: str | None, tokenizer: Path | None, flag: str) -> tuple[dict, dict]:
-    """The model source a worker loads, and what results.json records about it (checked here, run nowhere)."""
+def _source(hf_model: Path | None, lm_module: str | None, tokenizer: Path | None, flag: str,
+            max_length: int = 512, batch_size: int = 16) -> tuple[dict, dict]:
+    """The model source a worker loads, and what results.json records about it (checked here, run nowhere);
+    a folder's parameters and one batch's logits must fit in this machine's memory."""
     if (hf_model is None) == (lm_module is None):
         raise AuditInputError("--hf-model/--lm-module", "give exactly one of them")
     if hf_model is not None:
         from targets.language_model_sources import inspect_hf_folder
 
         folder = inspect_hf_folder(hf_model, flag=flag)
+        vocab = folder.config.get("vocab_size")
+        vocab = vocab if isinstance(vocab, int) and not isinstance(vocab, bool) else 0
+        check_memory(language_model_bytes(folder.parameters, vocab, max_length, batch_size), f"{flag} '{hf_model}'",
+                     f"the model ({folder.parameters:,} parameters) with batches of {batch_size} × {max_length} "
+                     f"tokens × a {vocab:,}-token vocabulary")
         return ({"kind": "hf", "path": str(folder.path.resolve())},
                 {"kind": "Hugging Face causal LM (safetensors)", "path": str(hf_model), "model_type": folder.model_type,
                  "parameters": folder.parameters,
@@ -109,6 +125,10 @@ def _source(hf_model: Path | None, lm_module: str | None, tokenizer: Path | None
     check_spec(lm_module, "--lm-module")
     if tokenizer is None or not Path(tokenizer).is_file() or Path(tokenizer).is_symlink():
         raise AuditInputError("--tokenizer", "--lm-module needs --tokenizer FILE, a Hugging Face tokenizers JSON file")
+    from targets.language_model_sources import TOKENIZER_LIMIT
+
+    if Path(tokenizer).stat().st_size > TOKENIZER_LIMIT:
+        raise AuditInputError(f"--tokenizer '{tokenizer}'", f"is larger than {TOKENIZER_LIMIT:,} bytes")
     return ({"kind": "module", "factory": lm_module, "tokenizer": str(Path(tokenizer).resolve())},
             {"kind": "PyTorch module with logits(token_ids)", "factory": lm_module, "tokenizer": str(tokenizer),
              "tokenizer_sha256": _sha256(Path(tokenizer))})
@@ -129,35 +149,55 @@ def _score(pool: WorkerPool, source: dict, texts: list[str], max_length: int, ba
     return TokenStatistics.concat([TokenStatistics(p["logprob"], p["mean"], p["std"]) for p in parts])
 
 
-def audit_language_model(*, members: Path, nonmembers: Path, hf_model: Path | None = None, lm_module: str | None = None,
-                         tokenizer: Path | None = None, reference_model: Path | None = None,
-                         claimed_epsilon: float | None = None, delta: float = 1e-5, confidence: float = 0.95,
-                         text_field: str = "text", max_length: int = 512, batch_size: int = 16,
-                         device: str = "auto", timeout: float = 600.0, seed: int = 0,
-                         attack_names: list[str] | None = None, progress=None,
-                         scores_path: Path | None = None) -> dict[str, Any]:
-    """The results dict of one language-model audit (schema_version 2). Bad input → AuditInputError."""
-    from audit.machinery.progress import as_progress
-
-    progress = as_progress(progress)
-    if not 2 <= max_length <= 1_000_000:
-        raise AuditInputError("--max-length", f"must be in [2, 1000000], got {max_length}")
-    if not 1 <= batch_size <= 65_536:
-        raise AuditInputError("--batch-size", f"must be in [1, 65536], got {batch_size}")
+def prepare_language_model_audit(*, members: Path, nonmembers: Path, hf_model: Path | None = None,
+                                 lm_module: str | None = None, tokenizer: Path | None = None,
+                                 reference_model: Path | None = None, text_field: str = "text", max_length: int = 512,
+                                 batch_size: int = 16, device: str = "auto",
+                                 attack_names: list[str] | None = None) -> dict[str, Any]:
+    """Every check of a language-model audit that runs nothing: the counts (the range table), the
+    texts files, the model folder (targets/language_model_sources.py) and the memory the batches
+    need. The CLI calls it before it creates a run folder, so a refusal leaves nothing behind."""
+    check_count("--max-length", max_length)  # the range table (audit/machinery/limits.py)
+    check_count("--batch-size", batch_size)
     if device not in ("auto", "cpu") and not str(device).startswith("cuda"):
         raise AuditInputError("--device", f"expected auto, cpu or cuda, got {device!r}")
     member_texts = read_texts(members, "--members", text_field)
     nonmember_texts = read_texts(nonmembers, "--nonmembers", text_field)
-    source, record = _source(hf_model, lm_module, tokenizer, "--hf-model")
+    source, record = _source(hf_model, lm_module, tokenizer, "--hf-model", max_length, batch_size)
     reference_source = None
     if reference_model is not None:
-        reference_source, reference_record = _source(reference_model, None, None, "--reference-model")
+        reference_source, reference_record = _source(reference_model, None, None, "--reference-model", max_length,
+                                                     batch_size)
         record["reference"] = reference_record
     names = attack_names or [n for n in TEXT_ATTACKS if n != "reference_ratio" or reference_source is not None]
     for name in names:
         attack = get_text_attack(name)
         if attack.needs_reference and reference_source is None:
             raise AuditInputError("--attacks", f"'{name}' needs --reference-model DIR (a model trained on disjoint data)")
+    return {"member_texts": member_texts, "nonmember_texts": nonmember_texts, "source": source, "record": record,
+            "reference_source": reference_source, "names": names}
+
+
+def audit_language_model(*, members: Path, nonmembers: Path, hf_model: Path | None = None, lm_module: str | None = None,
+                         tokenizer: Path | None = None, reference_model: Path | None = None,
+                         claimed_epsilon: float | None = None, delta: float = 1e-5, confidence: float = 0.95,
+                         text_field: str = "text", max_length: int = 512, batch_size: int = 16,
+                         device: str = "auto", timeout: float = 600.0, seed: int = 0,
+                         attack_names: list[str] | None = None, progress=None,
+                         scores_path: Path | None = None, prepared: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The results dict of one language-model audit (schema_version 2). Bad input → AuditInputError.
+    `prepared`: what `prepare_language_model_audit` returned for these arguments (else it runs here)."""
+    from audit.machinery.progress import as_progress
+
+    progress = as_progress(progress)
+    if prepared is None:
+        prepared = prepare_language_model_audit(
+            members=members, nonmembers=nonmembers, hf_model=hf_model, lm_module=lm_module, tokenizer=tokenizer,
+            reference_model=reference_model, text_field=text_field, max_length=max_length, batch_size=batch_size,
+            device=device, attack_names=attack_names)
+    member_texts, nonmember_texts = prepared["member_texts"], prepared["nonmember_texts"]
+    source, record, reference_source = prepared["source"], prepared["record"], prepared["reference_source"]
+    names = prepared["names"]
     texts = member_texts + nonmember_texts
     membership = np.array([True] * len(member_texts) + [False] * len(nonmember_texts))
     flag = "--hf-model" if hf_model is not None else f"--lm-module {lm_module}"

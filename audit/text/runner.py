@@ -6,10 +6,13 @@ has a `text:` section (preset `text`).
 
 * Corpus (targets/text_corpus.py): faker records; candidates are members by fair coin flips, so
   the one-run bound (Steinke, Nasr, Jagielski 2023) applies to every LM attack's scores on them,
-  and the accountant's per-document ε is the claim each attack row tests (the verdict of every
-  job: audit.machinery.verdict, Holm over all rows of all private targets).
-* Canaries are not candidates: a canary inserted k times is k documents, protected by DP only at
-  group level (about k·ε), so exposure and extraction are shown, not claim tests.
+  and the accountant's ε is the claim each attack row tests (the verdict of every job:
+  audit.machinery.verdict, Holm over all rows of all private targets). Each candidate is one
+  person with one document, so the claim is the same at either privacy unit.
+* The privacy unit (`text.privacy_unit`): "person" (default) trains the DP targets with user-level
+  DP-SGD, so the ε is per person — a canary's k copies are one person's and covered by it;
+  "record" clips each document, and a canary inserted k times is then protected only at group
+  level (about k·ε). Exposure and extraction are shown either way, not claim tests.
 * The reference model of `reference_ratio` is trained once, without DP, on the pool records
   (disjoint from the candidates) with the targets' architecture and schedule.
 * The blind baseline (text alone, no model; Das et al. 2024) runs once on the candidates: with
@@ -31,7 +34,8 @@ import torch
 from attacks import BlindBaseline, TextAttackContext, get_text_attack
 from attacks.text_outputs import token_statistics
 from audit.errors import AuditInputError
-from audit.machinery.config import AuditConfig, config_to_yaml
+from audit.machinery.config import AuditConfig, config_to_yaml, read_config_file
+from audit.machinery.executors import LocalExecutor
 from audit.machinery.crash_log import set_log_folder
 from audit.machinery.environment import describe_environment
 from audit.machinery.policy import Policy
@@ -42,6 +46,7 @@ from audit.machinery.verdict import verdict_for_results, verdict_tags
 from audit.statistics.accountants import DPSGDEvent, epsilons_for_event
 from audit.statistics.attack_evaluation import best_sound_lower_bound, evaluate_attack
 from audit.text.memorisation import canary_exposures, exposure_summary, record_extraction
+from audit.text.trained_targets import as_plain, load_trained, save_trained, target_checkpoints, text_target_task
 from reports.figures import epsilon_label
 from reports.html_report import write_html_report
 from reports.junit import write_junit_xml
@@ -54,6 +59,8 @@ from targets.text_models import (
 )
 
 SCHEMA_VERSION = 3
+UNIT_WORDS = {"person": "ε per person (all of one person's documents, including repeated canaries)",
+              "record": "ε per document (record level: a secret repeated k times is protected at about k·ε)"}
 
 
 @dataclass(frozen=True)
@@ -88,16 +95,25 @@ def _accounted(trained: TrainedTextTarget, config: AuditConfig) -> dict[str, flo
 
 
 def _audit_target(config: AuditConfig, corpus: TextCorpus, tokenizer, encoded: dict[str, np.ndarray],
-                  reference_stats, epsilon: float, index: int, progress,
-                  device: torch.device) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+                  reference_stats, epsilon: float, index: int, progress, device: torch.device,
+                  staging: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     text = config.text
     seed = _seed(config.seed, index + 1)
     spec = text_training_spec(config)
     label = f"target {index + 1}/{len(config.privacy.epsilons)} ({epsilon_label(epsilon)})"
-    with progress.step(f"{label}: training (epochs)", total=spec.epochs) as step:
-        trained = train_text_target(encoded["train"], tokenizer.get_vocab_size(), spec, epsilon=epsilon,
-                                    delta=config.privacy.delta, accountant=config.privacy.accountant, seed=seed,
-                                    device=device, on_epoch=lambda e, _: step.update(e))
+    ckpt = target_checkpoints(staging, epsilon)
+    finished = ckpt.load_json("record")
+    if finished is not None:  # audited by an earlier attempt of this run (--resume)
+        progress.note(f"{label}: reused from the interrupted run")
+        return finished, ckpt.load_arrays("scores")
+    trained = load_trained(ckpt, tokenizer.get_vocab_size(), spec)  # trained by an executor or an earlier attempt
+    if trained is None:
+        with progress.step(f"{label}: training (epochs)", total=spec.epochs) as step:
+            trained = train_text_target(encoded["train"], tokenizer.get_vocab_size(), spec, epsilon=epsilon,
+                                        delta=config.privacy.delta, accountant=config.privacy.accountant, seed=seed,
+                                        device=device, owners=_owners(config, encoded),
+                                        on_epoch=lambda e, _: step.update(e))
+        save_trained(ckpt, as_plain(trained))
     model = trained.model.to(device)
     members = corpus.candidate_member
     with progress.step(f"{label}: membership attacks"):
@@ -128,6 +144,9 @@ def _audit_target(config: AuditConfig, corpus: TextCorpus, tokenizer, encoded: d
         "steps": trained.steps,
         "max_grad_norm": trained.max_grad_norm,
         "poisson_sampling": trained.epsilon_target is not None,
+        "privacy_unit": trained.privacy_unit,
+        "epsilon_unit": UNIT_WORDS.get(trained.privacy_unit),
+        "n_privacy_units": trained.n_units,
         "accountant": trained.accountant,
         "epsilon": epsilons,
         "epsilon_accountant": claim,
@@ -149,7 +168,32 @@ def _audit_target(config: AuditConfig, corpus: TextCorpus, tokenizer, encoded: d
             "record_extraction": records,
         },
     }
+    ckpt.save_arrays("scores", columns)
+    ckpt.save_json("record", record)  # last: the target is finished
     return record, columns
+
+
+def _owners(config: AuditConfig, encoded: dict[str, np.ndarray]) -> np.ndarray | None:
+    """Each training document's person at person level; None (each document its own unit) at record level."""
+    return encoded["owners"] if config.text.privacy_unit == "person" else None
+
+
+def _train_targets_on(executor, config: AuditConfig, encoded: dict[str, np.ndarray], vocab_size: int, staging: Path,
+                      device: str, progress) -> None:
+    """On a parallel executor, every target not yet trained is one task (seeded as in the loop),
+    checkpointed as it arrives; `_audit_target` then loads it instead of training."""
+    todo = [(index, epsilon) for index, epsilon in enumerate(config.privacy.epsilons)
+            if target_checkpoints(staging, epsilon).load_json("record") is None
+            and target_checkpoints(staging, epsilon).load_json("trained") is None]
+    if not todo:
+        return
+    with progress.step(f"training {len(todo)} target(s) on the {executor.name} executor"):
+        executor.map(text_target_task, [(epsilon, _seed(config.seed, index + 1)) for index, epsilon in todo],
+                     dict(token_ids=encoded["train"], owners=_owners(config, encoded), vocab_size=vocab_size,
+                          spec=text_training_spec(config), delta=config.privacy.delta,
+                          accountant=config.privacy.accountant, device=executor.task_device(config.device, device)),
+                     on_result=lambda position, plain: save_trained(target_checkpoints(staging, todo[position][1]),
+                                                                    plain))
 
 
 def _blind_baseline(corpus: TextCorpus, config: AuditConfig) -> dict[str, Any]:
@@ -184,8 +228,13 @@ def results_table(results: dict[str, Any]) -> pd.DataFrame:
 
 def run_text_audit(config: AuditConfig, *, out_dir: str | Path = "runs", tracking_uri: str | None = None,
                    preset: str | None = None, progress=None, policy: Policy | None = None,
-                   tracking: bool = True) -> TextRun:
-    """Run the text audit described by `config` (which must have a `text:` section)."""
+                   tracking: bool = True, resume: str | Path | None = None, executor: Any = None) -> TextRun:
+    """Run the text audit described by `config` (which must have a `text:` section).
+
+    `resume` (a staging folder or "latest"): continue an interrupted run of the same config, reusing
+    its finished targets (trained and audited) and trained models. `executor` (`run --executor`;
+    default local, in this process with per-epoch progress): trains the targets not yet trained as
+    parallel tasks; the numbers do not depend on it."""
     if config.text is None:
         raise AuditInputError("config", "has no 'text' section")
     progress = as_progress(progress)
@@ -195,13 +244,21 @@ def run_text_audit(config: AuditConfig, *, out_dir: str | Path = "runs", trackin
     corpus = make_text_corpus(n_candidates=text.n_candidates, n_pool=text.n_pool, n_test=text.n_test,
                               repetitions=tuple(text.repetitions), canaries_per_repetition=text.canaries_per_repetition,
                               n_controls=text.control_canaries, secret_digits=text.secret_digits, seed=config.seed)
-    run_dir = StagedRunDirectory(out_dir, config.name)
-    run_dir.create()
+    if resume is not None:
+        run_dir = StagedRunDirectory.resume(out_dir, resume, config.name)
+        stored = AuditConfig.model_validate(read_config_file(run_dir.staging / "config.yaml")).config_hash()
+        if stored != config.config_hash():
+            raise AuditInputError(f"--resume '{resume}'", f"that run was started with another config (hash {stored}, "
+                                  f"now {config.config_hash()}); resume with the same config")
+    else:
+        run_dir = StagedRunDirectory(out_dir, config.name)
+        run_dir.create()
     set_log_folder(run_dir.staging)
-    with run_attempt(run_dir, None, progress) as attempt:
+    with run_attempt(run_dir, resume, progress) as attempt:
         tracker = attempt["tracker"] = open_tracker(tracking_uri, experiment_name("run", config.name), command="run",
                                                     enabled=tracking)
-        results = _text_sweep(config, corpus, run_dir.staging, tracker, preset, progress, str(device))
+        results = _text_sweep(config, corpus, run_dir.staging, tracker, preset, progress, str(device),
+                              executor or LocalExecutor())
         with progress.step("report, summary and MLflow artifacts"):
             _write_outputs(results, run_dir.staging, policy, tracker)
         final = run_dir.commit()
@@ -229,11 +286,21 @@ def _write_outputs(results: dict[str, Any], folder: Path, policy: Policy | None,
 
 
 def _text_sweep(config: AuditConfig, corpus: TextCorpus, staging: Path, tracker: AuditTracker, preset: str | None,
-                progress, device: str) -> dict[str, Any]:
+                progress, device: str, executor) -> dict[str, Any]:
     text = config.text
     environment = describe_environment(device, config.seed)
-    parent_id = tracker.start_run(config.name, tags={"preset": preset or "custom", "config_hash": config.config_hash(),
-                                                     "dataset": corpus.description, "kind": "text"})
+    attempts_path = staging / "checkpoints" / "mlflow_attempts.json"
+    earlier = json.loads(attempts_path.read_text()) if attempts_path.is_file() else []
+    for old in earlier:  # runs a killed attempt left RUNNING
+        tracker.close_if_running([old["parent_run_id"], *old["child_run_ids"]], "KILLED")
+    tags = {"preset": preset or "custom", "config_hash": config.config_hash(), "dataset": corpus.description,
+            "kind": "text"}
+    if earlier:
+        tags["resumed_from"] = ",".join(old["parent_run_id"] for old in earlier)
+    parent_id = tracker.start_run(config.name, tags=tags)
+    attempt = {"parent_run_id": parent_id, "child_run_ids": []}
+    if tracker.enabled:
+        write_json_atomic(attempts_path, earlier + [attempt])
     tracker.log_params(parent_id, {"seed": config.seed, "delta": config.privacy.delta,
                                    "accountant": config.privacy.accountant, "n_targets": len(config.privacy.epsilons),
                                    "secret_digits": text.secret_digits, "repetitions": ",".join(map(str, text.repetitions))})
@@ -243,7 +310,8 @@ def _text_sweep(config: AuditConfig, corpus: TextCorpus, staging: Path, tracker:
         tokenizer = train_tokenizer([r.text for r in corpus.pool], text.vocab_size)
         tokenizer.save(str(staging / "tokenizer.json"))
         length = text.max_length
-        encoded = {"train": encode_texts(tokenizer, corpus.training_texts(), length),
+        documents, owners = corpus.training_documents()
+        encoded = {"train": encode_texts(tokenizer, documents, length), "owners": owners,
                    "candidates": encode_texts(tokenizer, [r.text for r in corpus.candidates], length),
                    "members": encode_texts(tokenizer, [r.text for r in corpus.member_records], length),
                    "pool": encode_texts(tokenizer, [r.text for r in corpus.pool], length),
@@ -255,6 +323,8 @@ def _text_sweep(config: AuditConfig, corpus: TextCorpus, staging: Path, tracker:
                                           accountant=config.privacy.accountant, seed=_seed(config.seed, 0),
                                           device=torch.device(device))
             reference_stats = token_statistics(reference.model.to(device), encoded["candidates"])
+    if executor.name != "local":  # local trains each target in the loop, with per-epoch progress
+        _train_targets_on(executor, config, encoded, tokenizer.get_vocab_size(), staging, device, progress)
     blind = _blind_baseline(corpus, config)
     targets, child_ids = [], []
     scores_dir = staging / "scores"
@@ -262,8 +332,11 @@ def _text_sweep(config: AuditConfig, corpus: TextCorpus, staging: Path, tracker:
     for index, epsilon in enumerate(config.privacy.epsilons):
         child = tracker.start_run(f"{config.name} {epsilon_label(epsilon)}", parent_id=parent_id)
         child_ids.append(child)
+        if tracker.enabled:
+            attempt["child_run_ids"] = child_ids
+            write_json_atomic(attempts_path, earlier + [attempt])
         record, columns = _audit_target(config, corpus, tokenizer, encoded, reference_stats, epsilon, index, progress,
-                                        torch.device(device))
+                                        torch.device(device), staging)
         record["mlflow_run_id"] = child
         record["blind_baseline"] = blind  # read by the leakage statement (audit.machinery.leakage)
         targets.append(record)
@@ -285,9 +358,13 @@ def _text_sweep(config: AuditConfig, corpus: TextCorpus, staging: Path, tracker:
         [(epsilon_label(t["epsilon_target"]), t["text"]["exposure"]) for t in targets],
         staging / "figures" / "exposure_vs_repetitions.png", ceiling=math.log2(corpus.secret_space))
     tracker.log_artifact(parent_id, figure)
+    unit_note = ("the DP targets' ε is per person (user-level DP-SGD: persons sampled, each person's documents "
+                 "clipped together): a canary inserted k times is one person's secret, covered by that ε"
+                 if text.privacy_unit == "person" else
+                 "the DP targets' ε is per document (record level): a secret inserted k times is k documents, "
+                 "protected only at group level (about k·ε)")
     notes = [
-        f"canaries: a secret inserted k times is k documents; DP-SGD's per-document ε protects it only at group level "
-        f"(about k·ε), so exposure and extraction are shown, not tested against the claim",
+        f"{unit_note}; exposure and extraction are shown, not tested against the claim",
         f"blind baseline (text alone, Das et al. 2024): AUC {blind['auc']:.3f}; {blind['reading']}",
     ]
     return {
@@ -297,7 +374,8 @@ def _text_sweep(config: AuditConfig, corpus: TextCorpus, staging: Path, tracker:
         "environment": environment,
         "data": {
             "description": corpus.description, "n_rows": len(corpus.candidates) + len(corpus.pool) + len(corpus.test),
-            "n_train": int(len(encoded["train"])),
+            "n_train": int(len(encoded["train"])), "n_persons": int(encoded["owners"].max()) + 1,
+            "privacy_unit": text.privacy_unit, "epsilon_unit": UNIT_WORDS[text.privacy_unit],
             "n_test": len(corpus.test), "n_candidates": len(corpus.candidates), "n_pool": len(corpus.pool),
             "membership": "independent fair coin flip per candidate record (Bernoulli 1/2)",
             "n_canaries": sum(c.repetitions > 0 for c in corpus.canaries),
@@ -312,5 +390,7 @@ def _text_sweep(config: AuditConfig, corpus: TextCorpus, staging: Path, tracker:
         "notes": notes,
         "verdict": None,
         "mlflow": {"tracking_uri": tracker.tracking_uri, "experiment_id": tracker.experiment_id,
-                   "parent_run_id": parent_id, "child_run_ids": child_ids, "resumed_from": []} if tracker.enabled else None,
+                   "parent_run_id": parent_id, "child_run_ids": child_ids,
+                   "resumed_from": [old["parent_run_id"] for old in earlier]} if tracker.enabled else None,
+        "execution": executor.describe(),  # where the targets trained; the numbers do not depend on it
     }
