@@ -25,11 +25,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--size", choices=("tiny", "full"), default=os.environ.get("PRIVACY_AUDIT_BUG_SIZE", "tiny"))
+    parser.add_argument("--size", choices=("tiny", "real", "full"), default=os.environ.get("PRIVACY_AUDIT_BUG_SIZE", "tiny"))
     parser.add_argument("--only", default="", help="comma-separated setup names")
     parser.add_argument("--correct", type=int, default=20, help="how many correct setups (of 20)")
     parser.add_argument("--canaries", type=int, default=None, help="m (default: from the model size)")
     parser.add_argument("--compare-plain", choices=("all", "first"), default="first")
+    parser.add_argument("--seed", type=int, default=0, help="audit seed of the first setup (then +1 per setup)")
     args = parser.parse_args()
     os.environ["PRIVACY_AUDIT_BUG_SIZE"] = args.size  # the worker processes inherit it
 
@@ -40,6 +41,7 @@ def main() -> None:
     names = list(bugs.BUGS) + list(bugs.CORRECT[:args.correct])
     if args.only:
         names = [n for n in names if n in set(args.only.split(","))]
+    names_all = list(bugs.BUGS) + list(bugs.CORRECT)
     print(f"size {args.size}: {bugs.SIZES[args.size]}")
     print("| setup | claim ε | one-run status | Steinke ε | f-DP GDP ε | Gaussian-sum ε | Andrew ε | m | "
           "conformance failed | flagged | s canary run | s plain run | accuracy canaries / plain | s conformance |")
@@ -54,7 +56,11 @@ def main() -> None:
         start = time.perf_counter()
         conf = run_factory_conformance(factory, timeout=3600)
         conf_seconds = time.perf_counter() - start
-        one = run_one_run_whitebox_audit(factory=factory, n_canaries=args.canaries, compare_plain=plain, timeout=7200)
+        # Each setup its own audit seed (canary coins, inclusion, the run's noise): Dirac canaries sit on
+        # zeroed coordinates, so setups differing only in their data would otherwise score identically.
+        audit_seed = args.seed + names_all.index(name)
+        one = run_one_run_whitebox_audit(factory=factory, n_canaries=args.canaries, compare_plain=plain, timeout=7200,
+                                         seed=audit_seed)
         o = one["one_run"]
         failed = [c["check"] for c in conf["checks"] if not c["passed"]]
         flagged = one["verdict"]["status"] == "fail" or bool(failed)

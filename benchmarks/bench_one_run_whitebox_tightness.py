@@ -28,9 +28,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 DELTA = 1e-5
 
 
-def best_case(mu: float, m: int, claim: float, profile, draws: int = 5, confidence: float = 0.975) -> tuple[float, float]:
-    """Steinke et al. and f-DP GDP-family ε on exactly-Gaussian scores, mean over `draws` draws, at
-    the confidence each of the audit's two sound tests runs at (1 − α/2: the audit splits α)."""
+def best_case(mu: float, m: int, claim: float, profile, draws: int = 5, confidence: float = 0.975
+              ) -> tuple[float, float, tuple[float, float], tuple[float, float]]:
+    """Steinke et al. and f-DP GDP-family ε on exactly-Gaussian scores, mean over `draws` draws (and
+    the draws' min and max: one run is one draw), at the confidence each of the audit's two sound
+    tests runs at (1 − α/2: the audit splits α)."""
     from audit.statistics.epsilon_bounds import epsilon_lower_bound_one_run
     from audit.statistics.fdp_one_run import fdp_one_run_audit
 
@@ -41,7 +43,7 @@ def best_case(mu: float, m: int, claim: float, profile, draws: int = 5, confiden
         scores = mu * coins + rng.normal(size=m)
         steinke.append(epsilon_lower_bound_one_run(scores, coins, DELTA, confidence).epsilon)
         fdp.append(fdp_one_run_audit(scores, coins, profile, delta=DELTA, confidence=confidence)["gdp_epsilon"])
-    return float(np.mean(steinke)), float(np.mean(fdp))
+    return (float(np.mean(steinke)), float(np.mean(fdp)), (min(steinke), max(steinke)), (min(fdp), max(fdp)))
 
 
 def main() -> None:
@@ -62,7 +64,7 @@ def main() -> None:
     from audit.statistics.tradeoff_curves import dpsgd_privacy_profile
 
     print("| target ε | q | T | σ | m | claim ε (PLD) | observe | Steinke / claim | f-DP GDP ε / claim | best case Steinke "
-          "/ f-DP (q = 1) | Gaussian-sum / claim | Andrew / claim | status | s canaries / plain | accuracy canaries / plain |")
+          "/ f-DP, mean (range of 5 draws), q = 1 | Gaussian-sum / claim | Andrew / claim | status | s canaries / plain | accuracy canaries / plain |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for q in args.rates:
         steps = args.steps_full_batch if q >= 1 else int(round(args.epochs / q))
@@ -79,8 +81,10 @@ def main() -> None:
                 claim = result["claimed_epsilon"]
                 o, other = result["one_run"], result["other_observation"]
                 if q >= 1:
-                    b_steinke, b_fdp = best_case(math.sqrt(steps) / sigma, m, claim, dpsgd_privacy_profile(sigma, 1.0, steps))
-                    best = f"{b_steinke / claim:.2f} / {b_fdp / claim:.2f}"
+                    b_steinke, b_fdp, r_steinke, r_fdp = best_case(math.sqrt(steps) / sigma, m, claim,
+                                                                   dpsgd_privacy_profile(sigma, 1.0, steps))
+                    best = (f"{b_steinke / claim:.2f} ({r_steinke[0] / claim:.2f}–{r_steinke[1] / claim:.2f}) / "
+                            f"{b_fdp / claim:.2f} ({r_fdp[0] / claim:.2f}–{r_fdp[1] / claim:.2f})")
                 else:
                     best = "– (no exact Gaussian best case at q < 1)"
                 cost, acc = result["cost"], result["accuracy"]

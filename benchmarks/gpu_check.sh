@@ -4,6 +4,7 @@
 #   make gpu-check                                   # = bash benchmarks/gpu_check.sh
 #   GPU_CHECK_OUT=out GPU_CHECK_BUDGET=480 bash benchmarks/gpu_check.sh
 #   GPU_CHECK_QUICK=1 GPU_CHECK_DEVICE=cpu bash benchmarks/gpu_check.sh   # a rehearsal on a CPU machine
+#   GPU_CHECK_STEPS=whitebox-one-run,text-gpu bash benchmarks/gpu_check.sh  # only the named steps (a rerun)
 #
 # Steps, each under its own time cap and all under one budget (GPU_CHECK_BUDGET seconds; a step that
 # cannot fit is skipped and says so), each writing its log and numbers under GPU_CHECK_OUT as it ends,
@@ -43,6 +44,9 @@ note() { echo "$*" | tee -a "$SUMMARY"; }
 # would be left. Records wall seconds, children's peak RSS and exit code in logs/NAME.json.
 step() {
   local name=$1 cap=$2 min=$3; shift 4
+  if [[ -n ${GPU_CHECK_STEPS:-} && ",$GPU_CHECK_STEPS," != *",$name,"* ]]; then
+    return 0  # not asked for in this rerun
+  fi
   local avail=$(( $(left) - 5 ))
   if (( avail < min )); then
     note "- **$name**: skipped, ${avail}s of the ${BUDGET}s budget left (needs ≥ ${min}s)"

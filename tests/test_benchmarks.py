@@ -51,3 +51,11 @@ def test_the_planted_bug_bench_audits_and_checks_conformance():
     (row,) = _rows(out)
     assert row[0] == "noise_divided_twice" and row[4] == "fail" and row[9] == "fail"
     assert "pilot margin below the claim's curve" in out and "shuffled_batches, final model" in out
+
+
+@pytest.mark.slow  # a subprocess importing torch, pandas and sklearn: ~6 s on the shared machine
+def test_the_synthetic_bench_times_every_stage_of_the_whole_check():
+    out = _bench("bench_synthetic.py", "--n-synthetic", "400", "--n-train", "400", "--n-cols", "6", "--stages")
+    assert "passed True" in out  # independent draws of one population: nothing to flag
+    for stage in ("neighbours: synthetic × train", "risk: singling out", "risk: inference", "DCR vs random rows"):
+        assert stage in out, out

@@ -19,6 +19,7 @@ _spec.loader.exec_module(bench)
 SEEDS, MAX_ALARMS = 100, 9
 
 
+@pytest.mark.slow  # 100 whole checks, about 0.5 s CPU each (issue 25: over 3 s is slow)
 def test_independent_synthetic_releases_raise_at_most_9_alarms_in_100_seeds():
     alarms = 0
     for seed in range(SEEDS):

@@ -15,7 +15,8 @@ Opacus form of the step-function suite's classes (`audit.demos.planted_bugs`):
 | fixed_noise_seed | reused noise seed | the noise generator is seeded with a constant |
 
 `CORRECT_EPSILONS` × seeds give correct setups (σ from Opacus's PRV accountant for the target ε).
-`SIZE` ("tiny" for tests, "full" for the benchmark: a run of ≥ 10 s here) comes from the
+`SIZE` ("tiny" for tests; "real" for the benchmark: a run of 10–25 s of wall time on the
+loaded 2-core machine, ≈ 5 s of CPU; "full", five minutes a run) comes from the
 environment variable PRIVACY_AUDIT_BUG_SIZE, read when a factory is called (worker processes
 inherit it).
 """
@@ -29,6 +30,7 @@ import torch
 from targets.opacus_setups import tabular_mlp_setup
 
 SIZES = {"tiny": {"rows": 400, "hidden": (32,), "batch": 40, "epochs": 2},
+         "real": {"rows": 8000, "hidden": (256, 256), "batch": 128, "epochs": 4},
          "full": {"rows": 20000, "hidden": (256, 256), "batch": 256, "epochs": 5}}
 MAX_GRAD_NORM = 2.0
 BUG_NOISE_MULTIPLIER = 1.0

@@ -33,6 +33,7 @@ from audit.dp_validation.whitebox_audit import (
     _claim,
     _opacus_settings,
     _unpack_setup,
+    load_factory_in_worker,
 )
 from audit.errors import AuditInputError
 from audit.machinery.verdict import Check, decide
@@ -45,6 +46,8 @@ __all__ = ["CANARY_KINDS", "one_run_task", "run_one_run_whitebox_audit", "train_
 CANARY_KINDS = ("auto", "dirac", "random")
 TASK_TIMEOUT_S = 3600.0
 PAPER = "Steinke, Nasr, Jagielski 2023, arXiv 2305.08846"
+# Float32 sums: a correctly clipped canary adds C·(1 − 1e-6/‖row‖) exactly, real rows add 0.
+CLIP_TOLERANCE = 1e-3
 
 
 def _seed_everything(seed: int) -> None:
@@ -99,25 +102,35 @@ def _make_setup(factory: str | None, builtin: dict | None, name: str):
         from targets.opacus_setups import tabular_mlp_setup
 
         return tabular_mlp_setup(**builtin)
-    from audit.machinery.user_code import load_user_function
-
-    with user_code(name, "module"):
-        function = load_user_function(factory, "--factory")
+    function = load_factory_in_worker(factory)
     with user_code(name):
         return function()
+
+
+def _canary_rate(loader, name: str) -> float:
+    """The rate the canaries are sampled at: the loader's Poisson rate, or for a loader without one
+    (fixed shuffled batches) 1 / batches per epoch — the rate Opacus's `make_private` tells the
+    accountant then. Sampling the canaries at q = 1 there would test the claim against a run in
+    which every canary joins every step, which no record of that run does."""
+    with user_code(name, "training setup"):
+        rate = getattr(loader, "sample_rate", None)
+        if rate is None:
+            batches = len(loader)
+            rate = 1.0 / batches if batches else 1.0
+    rate = float(rate)
+    if not (math.isfinite(rate) and 0 < rate <= 1):
+        raise AuditInputError("--factory", f"{name}: the data loader's sample_rate must be in (0, 1], got {rate!r}")
+    return rate
 
 
 def one_run_task(factory: str | None, builtin: dict | None, n_canaries: int | None, kind: str, scale: float,
                  seed: int, delta: float, compare_plain: bool) -> dict[str, Any]:
     """A worker task: one training run of the setup with canaries (and one plain run); plain data back."""
-    import warnings
-
     import torch
 
     from targets.canaries import canary_count_for, make_canaries
 
-    warnings.filterwarnings("ignore", message="Full backward hook is firing")
-    warnings.filterwarnings("ignore", message="divide by zero encountered in log", module=r"opacus\.")
+    load_factory_in_worker(None)
     name = f"--factory {factory}" if factory else "--builtin"
     _seed_everything(seed)
     made = _make_setup(factory, builtin, name)
@@ -129,7 +142,7 @@ def one_run_task(factory: str | None, builtin: dict | None, n_canaries: int | No
         raise AuditInputError("--factory", f"{factory}: the optimizer has no trainable parameters")
     d = int(sum(p.numel() for p in params))
     m = canary_count_for(d) if n_canaries is None else int(n_canaries)
-    q = float(getattr(loader, "sample_rate", 1.0))
+    q = _canary_rate(loader, name)
     try:
         canaries = make_canaries(d, m, kind=kind, sample_rate=q, seed=seed, scale=scale,
                                  noise_multiplier=float(optimizer.noise_multiplier))
@@ -142,7 +155,9 @@ def one_run_task(factory: str | None, builtin: dict | None, n_canaries: int | No
     settings = _opacus_settings(optimizer, loader, engine, steps, delta)
     result = {"scores_all": canaries.scores("all"), "scores_final": canaries.scores("final"),
               "coins": canaries.coins.copy(), "kind": canaries.kind, "m": m, "n_parameters": d,
-              "canary_scale": float(scale), "inserted": canaries.inserted, "steps": steps, "settings": settings,
+              "canary_scale": float(scale), "inserted": canaries.inserted, "as_rows": canaries.as_rows,
+              "clip_deviation": canaries.clip_deviation if canaries.kind == "dirac" else None,
+              "clip_checked_steps": canaries.clip_checked_steps, "steps": steps, "settings": settings,
               "seconds": seconds, "accuracy": accuracy, "plain_seconds": None, "plain_accuracy": None,
               "score_all_kind": ("log-likelihood ratio of the claimed Bernoulli(q) mixture per step, summed"
                                  if q < 1 else "sum over steps of the update's projection on the canary")}
@@ -276,13 +291,29 @@ def run_one_run_whitebox_audit(
         est = audit[key]
         checks.append(Check(subject, name, f"ε ≈ {est['epsilon']:.3f} (claim {eps_claim:.3f}); an estimate, "
                             "decides nothing", decides=False, assumption=est["assumption"]))
+    if run["clip_deviation"] is None:
+        checks.append(Check(subject, "canary clipping", "not checked exactly: random-direction canaries overlap the "
+                            "real gradients (Dirac canaries are checked)", decides=False))
+    elif run["clip_checked_steps"]:
+        deviation = float(run["clip_deviation"])
+        bad = not deviation <= CLIP_TOLERANCE
+        checks.append(Check(
+            subject, "canary clipping",
+            (f"the optimizer's clipped sum on the canaries' coordinates was off by up to {deviation:.3g}·C (a canary of "
+             f"norm {run['canary_scale']:g}·C must add exactly C): per-sample clipping is wrong") if bad else
+            (f"exact on {run['clip_checked_steps']} steps: every canary of norm {run['canary_scale']:g}·C added C, "
+             f"{run['as_rows']} of them clipped by the optimizer as rows"),
+            failed=bad, assumption="a correct per-sample clipping brings a one-coordinate row of norm > C to norm C"))
+    else:
+        checks.append(Check(subject, "canary clipping", "not checked: the optimizer kept no clipped sum "
+                            "(p.summed_grad) for the step hook to read", decides=False))
     for text in disagreements:
         checks.append(Check(subject, "accountant vs training", f"accountant disagrees with the training: {text}",
                             failed=True, assumption="the accountant must be told what the optimizer and loader do"))
     verdict = decide(checks, alpha=1 - confidence)
     verdict["family_wise_error"]["statement"] = (
         f"two sound tests of the claim (Steinke et al., f-DP one-run), each at α/2 = {(1 - confidence) / 2:g} "
-        "(Bonferroni), plus deterministic accountant checks")
+        "(Bonferroni), plus deterministic accountant and canary-clipping checks")
     verdict["ceiling"] = float(audit["ceiling"])
     verdict["needed"] = audit.get("canaries_needed")
     verdict["needed_unit"] = "canaries (--canaries)"
@@ -300,9 +331,12 @@ def run_one_run_whitebox_audit(
         "observed": ("the canary coordinates of the privatised gradient at every step (all iterates)" if observe == "all"
                      else "θ_0 − θ_T of the final model only, along each canary"),
         "canaries": {"m": run["m"], "kind": run["kind"], "n_parameters": run["n_parameters"],
-                     "norm_over_C": run["canary_scale"], "inserted_rows": run["inserted"],
-                     "insertion": "rows appended to every parameter's p.grad_sample after backward(): the optimizer's "
-                                  "own per-sample clipping, noise and scaling act on them",
+                     "norm_over_C": run["canary_scale"], "inserted": run["inserted"],
+                     "inserted_rows": run["as_rows"], "clip_deviation": run["clip_deviation"],
+                     "insertion": "per step, up to 10 % of the expected batch as rows appended to every parameter's "
+                                  "p.grad_sample after backward() (the optimizer's own per-sample clipping, checked "
+                                  "exactly for Dirac canaries), the others added to the clipped sum at C; the "
+                                  "optimizer's noise and scaling act on all",
                      "inclusion": "each canary by its own fair coin, then at every step with probability q",
                      "score_all": run["score_all_kind"]},
         "seed": int(seed),

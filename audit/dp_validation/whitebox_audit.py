@@ -235,19 +235,9 @@ def _opacus_settings(optimizer, loader, engine, steps: int, delta: float) -> dic
     }
 
 
-def opacus_observation_task(factory: str, side: int, first_run: int, count: int, seed: int, delta: float,
-                            canary_scale: float = CANARY_SCALE) -> dict[str, Any]:
-    """A worker task: `count` runs of the user's Opacus setup, each from a fresh `factory()` call, with
-    the canary (side 1) or without (side 0). Returns {"steps": (count, T), "final": (count,),
-    "settings": what the first run's optimizer, loader and engine said}."""
-    import torch
-    import torch.nn.functional as F
-
-    from audit.machinery.user_code import load_user_function
-
-    name = f"--factory {factory}"
-    with user_code(name, "module"):
-        function = load_user_function(factory, "--factory")
+def load_factory_in_worker(factory: str | None):
+    """In a worker process: quiet Opacus's harmless warnings and load the user's `factory`
+    ("module:function", imported as user code: a failure is exit 2 naming it); None loads nothing."""
     import warnings
 
     warnings.filterwarnings("once")  # one copy of each warning per worker, not one per run
@@ -256,6 +246,24 @@ def opacus_observation_task(factory: str, side: int, first_run: int, count: int,
     warnings.filterwarnings("ignore", message="Full backward hook is firing")
     # Opacus's PRV accountant at q = 1 takes log(1 − q) = −inf on purpose (its result is right).
     warnings.filterwarnings("ignore", message="divide by zero encountered in log", module=r"opacus\.")
+    if factory is None:
+        return None
+    from audit.machinery.user_code import load_user_function
+
+    with user_code(f"--factory {factory}", "module"):
+        return load_user_function(factory, "--factory")
+
+
+def opacus_observation_task(factory: str, side: int, first_run: int, count: int, seed: int, delta: float,
+                            canary_scale: float = CANARY_SCALE) -> dict[str, Any]:
+    """A worker task: `count` runs of the user's Opacus setup, each from a fresh `factory()` call, with
+    the canary (side 1) or without (side 0). Returns {"steps": (count, T), "final": (count,),
+    "settings": what the first run's optimizer, loader and engine said}."""
+    import torch
+    import torch.nn.functional as F
+
+    name = f"--factory {factory}"
+    function = load_factory_in_worker(factory)
     rows, finals, settings = [], [], None
     for i in range(count):
         run = first_run + i

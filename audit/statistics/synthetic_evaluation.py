@@ -33,7 +33,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from attacks.distance import DISTANCE_THREAT_MODEL, mutual_nearest_neighbours, nearest_distances, nearest_neighbours
+from attacks.distance import DISTANCE_THREAT_MODEL, nearest_distances, nearest_neighbours
+from attacks.distance_groups import grouped_mutual_nearest_neighbours, grouped_nearest_neighbours
 from audit.statistics.attack_evaluation import (
     BOUND_SCOPES,
     FPR_LEVELS,
@@ -72,9 +73,35 @@ TEXTBOOK_NNDR_MAX_ROWS = 10_000
 _N_FLAG_TESTS = 3
 
 
-def _nearest_other_row(x: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """Distance from each of x[rows] to its nearest OTHER row of x (an exact duplicate counts, at 0)."""
-    distances, indices = nearest_neighbours(x[rows], x, k=2)
+def category_groups(encoder: MixedTypeEncoder, *encoded: np.ndarray) -> tuple[list[np.ndarray], float]:
+    """Per encoded array, each row's combination of categories as one integer label (shared across
+    the arrays), and the gap: rows of different labels are at squared distance ≥ 1/p (each
+    categorical mismatch adds exactly 1/p under the encoding). No categorical column: one label."""
+    columns = [c for c in encoder.columns_ if encoder.kinds_[c] == "categorical"]
+    if not columns:
+        return [np.zeros(x.shape[0], dtype=np.int64) for x in encoded], 0.0
+    codes = np.concatenate([
+        np.column_stack([x[:, start:start + width].argmax(axis=1) for start, width in
+                         (encoder.slices_[c] for c in columns)]) for x in encoded
+    ])
+    widths = [encoder.slices_[c][1] for c in columns]
+    if math.fsum(math.log2(w) for w in widths) < 62:  # one mixed-radix integer per combination
+        labels = codes @ np.cumprod([1, *widths[:-1]], dtype=np.int64)
+    else:
+        _, labels = np.unique(codes, axis=0, return_inverse=True)
+    split = np.cumsum([0, *(x.shape[0] for x in encoded)])
+    labels = labels.reshape(-1)
+    return [labels[split[i]:split[i + 1]] for i in range(len(encoded))], 1.0 / encoder.n_columns_
+
+
+def _nearest_other_row(x: np.ndarray, rows: np.ndarray, groups: np.ndarray | None = None,
+                       gap: float = 0.0) -> np.ndarray:
+    """Distance from each of x[rows] to its nearest OTHER row of x (an exact duplicate counts, at 0).
+    `groups`, `gap`: category combinations for the pruned search (`category_groups`); None = full search."""
+    if groups is None:
+        distances, indices = nearest_neighbours(x[rows], x, k=2)
+    else:
+        distances, indices = grouped_nearest_neighbours(x[rows], x, 2, groups[rows], groups, gap)
     # The row itself is at distance 0, so it is first or, tied with a duplicate, second.
     return np.where(indices[:, 0] == rows, distances[:, 1], distances[:, 0])
 
@@ -299,18 +326,23 @@ def synthetic_privacy_checks(
     warnings += size_warnings
     x_holdout_used = x_holdout[holdout_rows]
 
+    # Exact search, pruned by category combination (attacks/distance_groups.py: rows that differ in
+    # a category are ≥ √(1/p) apart, so only same-combination pairs are computed unless a row needs more).
+    (g_train, g_holdout, g_synthetic), gap = category_groups(encoder, x_train, x_holdout_used, x_synthetic)
     # Pass 1: synthetic × all train rows. NNDR and the member side of the attack use every train row.
-    (syn_to_train, syn_to_train_index), (train_to_syn, _) = mutual_nearest_neighbours(x_synthetic, x_train, k_a=2)
+    (syn_to_train, syn_to_train_index), (train_to_syn, _) = grouped_mutual_nearest_neighbours(
+        x_synthetic, x_train, 2, g_synthetic, g_train, gap
+    )
     # Pass 2: synthetic × (equal-size) holdout rows.
-    (syn_to_holdout, syn_to_holdout_index), (holdout_to_syn, _) = mutual_nearest_neighbours(
-        x_synthetic, x_holdout_used, k_a=1
+    (syn_to_holdout, syn_to_holdout_index), (holdout_to_syn, _) = grouped_mutual_nearest_neighbours(
+        x_synthetic, x_holdout_used, 1, g_synthetic, g_holdout, gap
     )
     # Pass 3: synthetic × synthetic, for the textbook NNDR variant (on a seeded subsample of rows
     # when there are many: it only feeds percentiles, and would otherwise cost half a pass more).
     textbook_rows = np.arange(n_synthetic)
     if n_synthetic > TEXTBOOK_NNDR_MAX_ROWS:
         textbook_rows = np.sort(np.random.default_rng(seed).choice(n_synthetic, TEXTBOOK_NNDR_MAX_ROWS, replace=False))
-        syn_to_syn = _nearest_other_row(x_synthetic, textbook_rows)
+        syn_to_syn = _nearest_other_row(x_synthetic, textbook_rows, g_synthetic, gap)
     else:
         syn_to_syn = nearest_distances(x_synthetic, x_synthetic, k=1, exclude_self=True)[:, 0]
 
