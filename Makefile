@@ -43,14 +43,15 @@ smoke: $(STAMP)
 	$(BIN)/privacy-audit run --preset smoke $(ARGS)
 
 # The whole suite on JOBS cores (pytest-xdist; loadfile keeps a file, and its module-scoped fixtures, on one
-# worker). docs/test-suite.md: per-file times, markers, conventions.
+# worker; --no-loadscope-reorder keeps tests/conftest.py's order, the costliest files first, so the workers
+# finish together). docs/test-suite.md: per-file times, markers, conventions.
 test: $(STAMP) $(ANON_STAMP)
 	PRIVACY_AUDIT_REQUIRE_RAY=1 PRIVACY_AUDIT_ANONYMETER_PYTHON=$(CURDIR)/$(ANON_VENV)/bin/python \
-		$(BIN)/python -m pytest -q -n $(JOBS) --dist loadfile $(ARGS)
+		$(BIN)/python -m pytest -q -n $(JOBS) --dist loadfile --no-loadscope-reorder $(ARGS)
 
 # The fast loop (≤ 2 min on 2 idle cores): no end-to-end training, no browser, no wheel building.
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -n $(JOBS) --dist loadfile -m "not slow and not browser and not packaging" $(ARGS)
+	$(BIN)/python -m pytest -q -n $(JOBS) --dist loadfile --no-loadscope-reorder -m "not slow and not browser and not packaging" $(ARGS)
 
 bench: $(STAMP)
 	$(BIN)/privacy-audit bench $(ARGS)

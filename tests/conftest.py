@@ -16,6 +16,8 @@ Conventions for every test file (docs/test-suite.md has the long form):
 """
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import subprocess
 import sys
@@ -46,6 +48,41 @@ def run_cli(*args: str, cwd: Path, timeout: float = 600) -> subprocess.Completed
 def cli(tmp_path):
     def _run(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
         return run_cli(*args, cwd=tmp_path, timeout=timeout)
+
+    return _run
+
+
+def run_cli_in_process(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    """`privacy-audit ARGS` through its console-script entry point (`audit.cli.main`, which maps every ending
+    to its exit code) in this process, from `cwd`: the exit code, stdout and stderr `run_cli` would give,
+    without a fresh interpreter's ~4-5 s of CPU importing torch, MLflow, scikit-learn and SciPy (measured
+    for `audit-scores`: 5.8 s in a fresh process, 0.9 s in-process with its own new MLflow store).
+
+    Worker processes the command starts (user code, training) are real processes either way. Use `run_cli`
+    where the test is about the process itself: signals, the CLI's own time limit, what a fresh interpreter
+    imports, module state a command could leave behind, usage lines (which name the program)."""
+    from audit.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(cwd)
+        patch.setenv("PYTHONPATH", str(REPO))  # worker processes import this checkout's code, as run_cli's do
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                main(list(args))
+                code = 0
+            except SystemExit as ended:
+                code = ended.code if isinstance(ended.code, int) else 1
+    return subprocess.CompletedProcess(["privacy-audit", *args], code, out.getvalue(), err.getvalue())
+
+
+@pytest.fixture
+def cli_in_process(tmp_path):
+    """Like `cli` (same call, same result object), in this process: for tests that read what a command
+    prints, writes and exits with, not how its process behaves. A test module opts in with
+    `@pytest.fixture\ndef cli(cli_in_process): return cli_in_process`."""
+    def _run(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:  # timeout: run_cli's signature
+        return run_cli_in_process(*args, cwd=tmp_path)
 
     return _run
 
@@ -91,6 +128,15 @@ MEASURED_SLOW = frozenset({
     "tests/test_ledger_cli.py::test_record_by_hand_and_show_the_same_figure_dp_accounting_gives",
     "tests/test_null_false_alarms.py::test_independent_synthetic_releases_raise_at_most_9_alarms_in_100_seeds",
     "tests/test_one_run_output.py::test_audit_scores_prints_both_one_run_bounds_and_says_which_decides",
+    # above 5 s of CPU each in the 26 Nov whole-suite measurement (docs/test-suite.md): Opacus runs, the CLI
+    # in a fresh process with training behind it
+    "tests/test_one_run_whitebox.py::test_one_run_on_opacus_holds_a_correct_setup_and_refutes_noise_without_c",
+    "tests/test_one_run_whitebox.py::test_cli_one_run_builtin_reports_cost_accuracy_and_claim_status",
+    "tests/test_opacus_conformance.py::test_cli_conformance_factory_exits_1_on_a_bug_and_2_without_a_subject",
+    "tests/test_opacus_conformance.py::test_each_planted_opacus_bug_fails_its_check_and_correct_setups_pass",
+    "tests/test_cli_naming_and_output.py::test_audit_model_names_its_run_and_folder_after_the_model_not_a_preset",
+    "tests/test_whitebox_one_run_rows.py::test_a_dp_target_twin_with_canaries_gives_a_row_with_its_claim_status",
+    "tests/test_fuzz_inputs.py::test_gate_and_report_on_random_files_never_exit_3",
     "tests/test_one_run_output.py::test_without_randomized_membership_no_one_run_line_is_printed",
     "tests/test_text_attacks.py::test_the_blind_baseline_rarely_flags_coin_flipped_sets",
     "tests/test_text_run.py::test_the_text_preset_runs_end_to_end",
@@ -102,7 +148,108 @@ MEASURED_SLOW = frozenset({
 })
 
 
+# --- scheduling: the costliest files first ---------------------------------------------------------
+# `--dist loadfile` hands each worker whole files, in the order the workers collected them; xdist's default
+# reorders them by number of tests, which put two-test files costing minutes (the README run, the end-to-end
+# smoke run) last, with one worker busy for minutes after the other ran dry. `make test` passes
+# --no-loadscope-reorder, and in xdist workers the items are sorted here by each file's measured CPU seconds,
+# costliest first (longest-processing-time-first: the files that start last are the cheap ones).
+# FILE_CPU_SECONDS is `python -m tests.timing TIMES --costs` over a whole-suite run (docs/test-suite.md);
+# a file not in it counts as DEFAULT_FILE_CPU_SECONDS. Stale numbers cost balance, never correctness.
+DEFAULT_FILE_CPU_SECONDS = 5.0
+FILE_CPU_SECONDS: dict[str, float] = {
+    "tests/test_verdict.py": 163,
+    "tests/test_readme_examples.py": 145,
+    "tests/test_executors.py": 113,
+    "tests/test_end_to_end.py": 96,
+    "tests/test_canary_audit.py": 95,
+    "tests/test_ledger_store.py": 87,
+    "tests/test_hostile_user_code.py": 69,
+    "tests/test_null_false_alarms.py": 64,
+    "tests/test_language_model_audit.py": 63,
+    "tests/test_one_run_whitebox.py": 49,
+    "tests/test_text_run.py": 46,
+    "tests/test_bad_inputs.py": 41,
+    "tests/test_cli_audits.py": 40,
+    "tests/test_hostile_fuzz.py": 39,
+    "tests/test_any_model_audit.py": 37,
+    "tests/test_tradeoff_curves.py": 36,
+    "tests/test_opacus_conformance.py": 35,
+    "tests/test_benchmarks.py": 32,
+    "tests/test_whitebox_audit.py": 26,
+    "tests/test_concurrent_runs.py": 26,
+    "tests/test_federated_run.py": 24,
+    "tests/test_fuzz_inputs.py": 24,
+    "tests/test_accountant_check.py": 20,
+    "tests/test_cli_naming_and_output.py": 19,
+    "tests/test_ledger_composition.py": 17,
+    "tests/test_digits_cnn.py": 15,
+    "tests/test_federated_accountants.py": 15,
+    "tests/test_text_attacks.py": 14,
+    "tests/test_conformance.py": 14,
+    "tests/test_verdict_claims.py": 14,
+    "tests/test_workers.py": 14,
+    "tests/test_policy_single_audits.py": 13,
+    "tests/test_ledger_cli.py": 12,
+    "tests/test_hostile_results_files.py": 12,
+    "tests/test_hostile_model_files.py": 10,
+    "tests/test_reports.py": 9,
+    "tests/test_training.py": 9,
+    "tests/test_synthesizers.py": 8,
+    "tests/test_packaging.py": 8,
+    "tests/test_report_layout.py": 6,
+    "tests/test_text_targets.py": 5,
+    "tests/test_federated_targets.py": 5,
+    "tests/test_whitebox_one_run_rows.py": 5,
+    "tests/test_fdp_one_run.py": 5,
+    "tests/test_epsilon_bounds.py": 5,
+    "tests/test_hostile_run_folders.py": 5,
+    "tests/test_hostile_limits.py": 5,
+    "tests/test_one_run_monotone.py": 4,
+    "tests/test_hostile_text_limits.py": 4,
+    "tests/test_hostile_lm_folders.py": 4,
+    "tests/test_synthetic_risks.py": 4,
+    "tests/test_console_tables.py": 4,
+    "tests/test_one_run_output.py": 3,
+    "tests/test_preset_timings.py": 3,
+    "tests/test_synthetic_checks.py": 3,
+    "tests/test_federated_conformance.py": 3,
+    "tests/test_gaussian_dp_audit.py": 2,
+    "tests/test_vectorized_dpsgd.py": 2,
+    "tests/test_model_audit.py": 2,
+    "tests/test_tracking.py": 2,
+    "tests/test_attacks.py": 2,
+    "tests/test_figures.py": 2,
+    "tests/test_text_exposure.py": 2,
+    "tests/test_cli_help.py": 1,
+    "tests/test_gdp_fit.py": 1,
+    "tests/test_mechanism_audit.py": 1,
+    "tests/test_file_modes.py": 1,
+    "tests/test_tracking_uri.py": 1,
+    "tests/test_label_only_attack.py": 1,
+    "tests/test_policy.py": 1,
+    "tests/test_docs_site.py": 1,
+    "tests/test_report_templates.py": 1,
+    "tests/test_audit_ceilings.py": 0,
+    "tests/test_results_schema.py": 0,
+    "tests/test_loss_attack.py": 0,
+    "tests/test_datasets.py": 0,
+    "tests/test_attack_metrics.py": 0,
+    "tests/test_config.py": 0,
+    "tests/test_progress.py": 0,
+    "tests/test_layout.py": 0,
+    "tests/test_score_ties.py": 0,
+    "tests/test_splits.py": 0,
+}
+
+
+def file_cpu_seconds(nodeid: str) -> float:
+    return FILE_CPU_SECONDS.get(nodeid.split("::")[0], DEFAULT_FILE_CPU_SECONDS)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if hasattr(config, "workerinput"):  # an xdist worker: its order is the schedule (stable: a file keeps its order)
+        items.sort(key=lambda item: -file_cpu_seconds(item.nodeid))
     cuda = None
     for item in items:
         if item.nodeid.split("[")[0] in MEASURED_SLOW and item.get_closest_marker("slow") is None:

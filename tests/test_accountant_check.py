@@ -13,6 +13,14 @@ from audit.dp_validation.accountant_check import (
     opacus_rdp,
 )
 
+
+@pytest.fixture
+def cli(cli_in_process):
+    """Commands run in this process (tests/conftest.py `run_cli_in_process`): these tests read what a
+    command prints, writes and exits with; a fresh interpreter per call cost ~4-5 s of CPU in imports."""
+    return cli_in_process
+
+
 ONE_POINT = AccountantGrid(noise_multipliers=[1.0], sample_rates=[0.01], steps=[1000], deltas=[1e-5])
 
 

@@ -5,6 +5,13 @@ import mlflow
 import pytest
 
 
+@pytest.fixture
+def cli(cli_in_process):
+    """Commands run in this process (tests/conftest.py `run_cli_in_process`): these tests read what a
+    command prints, writes and exits with; a fresh interpreter per call cost ~4-5 s of CPU in imports."""
+    return cli_in_process
+
+
 def _only_json(root, kind):
     (path,) = root.glob(f"runs/*-{kind}/{kind}.json")
     return json.loads(path.read_text())

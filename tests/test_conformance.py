@@ -8,6 +8,14 @@ from audit.demos import planted_bugs
 from audit.dp_validation.conformance import CHECKS, _inclusion_check, conformance_checks, run_conformance
 from audit.errors import AuditInputError
 
+
+@pytest.fixture
+def cli(cli_in_process):
+    """Commands run in this process (tests/conftest.py `run_cli_in_process`): these tests read what a
+    command prints, writes and exits with; a fresh interpreter per call cost ~4-5 s of CPU in imports."""
+    return cli_in_process
+
+
 EXPECTED_FAILURE = {
     "batch_clip": "per_example_clipping",
     "clip_after_noise": "per_example_clipping",

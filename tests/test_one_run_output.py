@@ -5,6 +5,14 @@ import json
 
 import numpy as np
 import pandas as pd
+import pytest
+
+
+@pytest.fixture
+def cli(cli_in_process):
+    """Commands run in this process (tests/conftest.py `run_cli_in_process`): these tests read what a
+    command prints, writes and exits with; a fresh interpreter per call cost ~4-5 s of CPU in imports."""
+    return cli_in_process
 
 
 def _only_run_dir(root):

@@ -13,6 +13,13 @@ from audit.machinery.policy import evaluate_policy_on_audit, policy_from_dict
 from audit.machinery.single_audit_verdicts import single_audit_verdict, single_audit_verdict_with_policy
 
 
+@pytest.fixture
+def cli(cli_in_process):
+    """Commands run in this process (tests/conftest.py `run_cli_in_process`): these tests read what a
+    command prints, writes and exits with; a fresh interpreter per call cost ~4-5 s of CPU in imports."""
+    return cli_in_process
+
+
 def _canary(status: str, bound: float, claim: float, ceiling: float) -> dict:
     """The fields of a canary-audit result the verdict and the rules read."""
     return {"mode": "multi-run", "claimed_epsilon": claim, "epsilon_lower_bound": bound, "confidence": 0.95,

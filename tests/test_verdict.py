@@ -4,6 +4,7 @@ summary.md, junit.xml and the MLflow parent-run tag."""
 from __future__ import annotations
 
 import json
+import shutil
 import xml.etree.ElementTree as ET
 
 import mlflow
@@ -14,6 +15,13 @@ import pytest
 from audit.machinery.verdict import Check, decide, status_word, verdict_for_results
 from audit.statistics.epsilon_bounds import epsilon_lower_bound_one_run, one_run_ceiling, one_run_claim_p_value
 from audit.statistics.multiple_testing import holm_rejections
+
+
+@pytest.fixture
+def cli(cli_in_process):
+    """The commands below run in this process (tests/conftest.py `run_cli_in_process`): these tests read
+    what a command prints, writes and exits with, and a fresh interpreter per case cost ~4-5 s of CPU."""
+    return cli_in_process
 
 ALL_ATTACKS = ("loss", "shadow", "lira", "lira_offline", "rmia")
 
@@ -86,10 +94,13 @@ def _null_results(rng: np.random.Generator, claims=(0.5, 1.0), m: int = 400) -> 
 
 
 @pytest.mark.slow
-def test_the_verdict_false_alarm_rate_on_null_scores_is_at_most_5_percent_over_500_repeats():
+def test_the_verdict_false_alarm_rate_on_null_scores_is_at_most_5_percent_over_200_repeats():
     # No attack carries any signal, so every "fail" is a false alarm; 2 claims × 5 attacks = 10 tests each time.
+    # 200 repeats (~0.15 s of CPU each, the one-run estimator): a verdict whose false-alarm rate were 10 %
+    # would still show ≤ 5 % here with probability 0.008 (binomial), one with 10 uncorrected 5 % tests (up
+    # to 40 %) never; 500 repeats cost 2.5× as much to tighten that to 0.0001.
     rng = np.random.default_rng(2026)
-    repeats = 500
+    repeats = 200
     outcomes = [verdict_for_results(_null_results(rng))[0]["verdict"] for _ in range(repeats)]
     fails = sum(v["status"] == "fail" for v in outcomes)
     assert outcomes[0]["family_wise_error"]["n_tests"] == 10 and outcomes[0]["family_wise_error"]["method"] == "holm"
@@ -263,6 +274,20 @@ def _memorising_model(tmp_path) -> None:
     (tmp_path / "model.yaml").write_text("training:\n  hidden_sizes: [32]\n")
 
 
+@pytest.fixture(scope="module")
+def tables(tmp_path_factory):
+    """The input files, built once for the module (~3.5 s of CPU, most of it training the memorising
+    model) and copied into each test's folder: every command reads its own copy, none shares a file."""
+    built = tmp_path_factory.mktemp("verdict_inputs")
+    _tables(built)
+
+    def copy_into(folder):
+        for path in built.iterdir():
+            shutil.copy2(path, folder / path.name)
+
+    return copy_into
+
+
 SYNTH = ["synth-check", "--train", "train.csv", "--holdout", "holdout.csv"]
 MODEL = ["audit-model", "--config", "model.yaml", "--weights", "model.pt", "--members", "members.csv",
          "--nonmembers", "nonmembers.csv", "--label", "y", "--attacks", "loss", "--quiet"]
@@ -321,8 +346,8 @@ def _console_status(proc) -> str:
 
 
 @pytest.mark.parametrize("args, status, code, kind", CASES, ids=lambda v: " ".join(v) if isinstance(v, list) else None)
-def test_console_results_report_summary_junit_and_mlflow_agree(cli, tmp_path, args, status, code, kind):
-    _tables(tmp_path)
+def test_console_results_report_summary_junit_and_mlflow_agree(cli, tables, tmp_path, args, status, code, kind):
+    tables(tmp_path)
     db = f"sqlite:///{tmp_path}/m.db"
     proc = cli(*args, "--tracking-uri", db)
     assert proc.returncode == code, proc.stdout + proc.stderr
@@ -375,10 +400,10 @@ def test_console_results_report_summary_junit_and_mlflow_agree(cli, tmp_path, ar
 
 
 @pytest.mark.slow
-def test_gate_rerenders_the_report_and_a_later_report_keeps_the_policy_verdict(cli, tmp_path):
+def test_gate_rerenders_the_report_and_a_later_report_keeps_the_policy_verdict(cli, tables, tmp_path):
     from tests.conftest import REPO
 
-    _tables(tmp_path)
+    tables(tmp_path)
     db = f"sqlite:///{tmp_path}/m.db"
     assert cli(*SYNTH, "--synthetic", "independent.csv", "--tracking-uri", db).returncode == 0
     (folder,) = [p for p in (tmp_path / "runs").iterdir() if not p.name.startswith(".")]

@@ -1,6 +1,7 @@
 """Sum the per-test times that PRIVACY_AUDIT_TEST_TIMES=FILE wrote (tests/conftest.py) per test file.
 
-    python -m tests.timing FILE    # a Markdown table, the most CPU first (docs/test-suite.md)
+    python -m tests.timing FILE            # a Markdown table, the most CPU first (docs/test-suite.md)
+    python -m tests.timing FILE --costs    # FILE_CPU_SECONDS for tests/conftest.py (the xdist schedule)
 
 CPU seconds include the child processes a test waited for (CLI runs, worker pools, Ray excepted), so they
 say what a file costs on an idle machine better than wall time on a shared one."""
@@ -10,7 +11,7 @@ import sys
 from collections import defaultdict
 
 
-def main(path: str) -> None:
+def main(path: str, costs: bool = False) -> None:
     wall, cpu, count = defaultdict(float), defaultdict(float), defaultdict(int)
     for line in open(path):
         nodeid, w, c = line.rstrip("\n").rsplit("\t", 2)
@@ -18,6 +19,12 @@ def main(path: str) -> None:
         wall[name] += float(w)
         cpu[name] += float(c)
         count[name] += 1
+    if costs:
+        print("FILE_CPU_SECONDS: dict[str, float] = {")
+        for name in sorted(cpu, key=cpu.get, reverse=True):
+            print(f'    "{name}": {cpu[name]:.0f},')
+        print("}")
+        return
     print("| file | tests | CPU s | wall s |\n|---|---:|---:|---:|")
     for name in sorted(cpu, key=cpu.get, reverse=True):
         print(f"| {name} | {count[name]} | {cpu[name]:.0f} | {wall[name]:.0f} |")
@@ -25,4 +32,4 @@ def main(path: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], costs="--costs" in sys.argv[2:])

@@ -23,7 +23,6 @@ try:  # recent typer vendors its own click: its exceptions are the ones raised
     from typer._click import exceptions as click_exceptions
 except ImportError:  # pragma: no cover - older typer uses click itself
     from click import exceptions as click_exceptions
-from targets.tabular_encoding import SyntheticDataError
 
 
 class _AuditCommand(typer.core.TyperCommand):
@@ -170,7 +169,7 @@ def main(argv: list[str] | None = None) -> None:
         code = app(args=args, standalone_mode=False)
         if code == EXIT_INTERRUPTED:  # typer turns Ctrl-C / SIGTERM into a silent 130: say what happened
             print("interrupted", file=sys.stderr)
-    except (AuditInputError, SyntheticDataError) as exc:
+    except AuditInputError as exc:  # SyntheticDataError included (a subclass; importing it here would load pandas)
         print("error: " + _one_line(exc), file=sys.stderr)
         code = EXIT_BAD_INPUT
     except click_exceptions.UsageError as exc:
