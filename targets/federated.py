@@ -127,20 +127,31 @@ def split_by_feature_ranges(values: np.ndarray, n_clients: int) -> np.ndarray:
     return np.searchsorted(edges, values, side="right").astype(np.int64)
 
 
-def split_dirichlet(labels: np.ndarray, n_clients: int, alpha: float, seed: int) -> np.ndarray:
+def split_dirichlet(labels: np.ndarray, n_clients: int, alpha: float, seed: int, *, min_rows: int = 0,
+                    max_draws: int = 200) -> np.ndarray:
     """Label-skewed split (Hsu, Qi, Brown 2019, arXiv 1909.06335): for each class, the shares of
-    its rows going to each client are drawn from Dirichlet(α); small α = strongly non-IID."""
+    its rows going to each client are drawn from Dirichlet(α); small α = strongly non-IID.
+
+    With `min_rows`, the whole split is drawn again (same seeded stream) until every client holds at
+    least that many rows, up to `max_draws` draws; the last draw is returned either way and the caller
+    checks it. Why redraw instead of topping up small clients: moving rows by hand would change the
+    label skew α describes; a redraw keeps each accepted split a Dirichlet(α) split conditioned on the
+    minimum (what Flower's DirichletPartitioner does with `min_partition_size`)."""
     if n_clients < 1 or not alpha > 0:
         raise ValueError(f"need n_clients ≥ 1 and α > 0, got {n_clients}, {alpha}")
     rng = np.random.default_rng(np.random.SeedSequence([seed, 13]))
     labels = np.asarray(labels)
+    classes = np.unique(labels)
     client = np.empty(labels.size, dtype=np.int64)
-    for cls in np.unique(labels):
-        rows = rng.permutation(np.flatnonzero(labels == cls))
-        shares = rng.dirichlet(np.full(n_clients, alpha))
-        cuts = (np.cumsum(shares)[:-1] * rows.size).astype(np.int64)
-        for k, part in enumerate(np.split(rows, cuts)):
-            client[part] = k
+    for _ in range(max(1, max_draws)):
+        for cls in classes:
+            rows = rng.permutation(np.flatnonzero(labels == cls))
+            shares = rng.dirichlet(np.full(n_clients, alpha))
+            cuts = (np.cumsum(shares)[:-1] * rows.size).astype(np.int64)
+            for k, part in enumerate(np.split(rows, cuts)):
+                client[part] = k
+        if min_rows <= 0 or np.bincount(client, minlength=n_clients).min() >= min_rows:
+            break
     return client
 
 

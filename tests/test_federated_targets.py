@@ -82,3 +82,21 @@ def test_feature_range_sites_are_ordered_and_dirichlet_splits_are_label_skewed()
     parts = split_dirichlet(labels, 10, 0.1, seed=0)
     shares = np.array([labels[parts == k].mean() for k in range(10) if np.any(parts == k)])
     assert np.mean((shares < 0.1) | (shares > 0.9)) > 0.5  # most clients hold mostly one class
+
+
+def test_dirichlet_split_with_a_minimum_redraws_until_every_client_has_it_and_stays_skewed():
+    labels = np.repeat([0, 1], 1200)
+    plain = split_dirichlet(labels, 20, 0.5, seed=0)
+    assert np.bincount(plain, minlength=20).min() < 8  # the clients preset's split, drawn once, starves a client
+    parts = split_dirichlet(labels, 20, 0.5, seed=0, min_rows=8)
+    assert np.bincount(parts, minlength=20).min() >= 8
+    assert np.array_equal(parts, split_dirichlet(labels, 20, 0.5, seed=0, min_rows=8))  # seeded: reproducible
+    shares = np.array([labels[parts == k].mean() for k in range(20)])
+    assert np.mean((shares < 0.2) | (shares > 0.8)) > 0.2  # a redraw is still a label-skewed Dirichlet(0.5) split
+
+
+def test_the_clients_preset_splits_with_every_client_at_its_minimum():
+    from audit.federated.setup import check_client_split
+    from audit.machinery.config import resolve_config
+
+    check_client_split(resolve_config("clients"))  # raised "client 7 with 0 rows" before the redraw

@@ -83,6 +83,10 @@ def run(
         from audit.sweep.runner import check_run_inputs
 
         notes = check_run_inputs(resolved, out_dir=out, tracking_uri=tracking_uri, resume=resume)
+        if resolved.federated is not None:
+            from audit.federated.setup import check_client_split
+
+            check_client_split(resolved)
         for note in notes:
             console.print(f"[yellow]note:[/yellow] {shown(note)}", soft_wrap=True)
         console.print(f"dry run: config '{resolved.name}' ({len(resolved.privacy.epsilons)} targets), data, "

@@ -64,14 +64,26 @@ def assign_clients(config: AuditConfig, data: TabularData) -> np.ndarray:
         client_of_row = split_by_feature_ranges(data.features[:, fed.partition_feature], fed.n_clients)
         field = "federated.n_clients"
     else:
-        client_of_row = split_dirichlet(data.labels, fed.n_clients, fed.dirichlet_alpha, seed=config.seed)
+        client_of_row = split_dirichlet(data.labels, fed.n_clients, fed.dirichlet_alpha, seed=config.seed,
+                                        min_rows=MIN_CLIENT_ROWS)
         field = "federated.dirichlet_alpha"
     counts = np.bincount(np.asarray(client_of_row, dtype=np.int64), minlength=fed.n_clients)
     if counts.min() < MIN_CLIENT_ROWS:
         raise AuditInputError(field, f"the {fed.partition} split leaves client {int(counts.argmin())} with "
-                              f"{int(counts.min())} rows (< {MIN_CLIENT_ROWS}); use fewer clients"
+                              f"{int(counts.min())} rows (< {MIN_CLIENT_ROWS})"
+                              + (" in 200 seeded draws" if fed.partition == "dirichlet" else "") + "; use fewer clients"
                               + (" or a larger dirichlet_alpha" if fed.partition == "dirichlet" else ""))
     return client_of_row
+
+
+def check_client_split(config: AuditConfig) -> None:
+    """`run --dry-run` on a federated config: the client split the run would make (same data, same
+    seed) must give every client its minimum, so a split that fails is refused before any work."""
+    from targets.datasets import load_dataset
+
+    data = load_dataset(config.data.source, n_rows=config.data.n_rows, seed=config.seed, path=config.data.path,
+                        label=config.data.label)
+    assign_clients(config, data)
 
 
 def federated_spec(config: AuditConfig, level: str | None = None) -> FederatedSpec:
