@@ -35,7 +35,7 @@ TINY = {
     "synthetic": {"generators": ["noisy_copy", "gaussian_copula"]},
 }
 # Run-dependent fields: where and when, not what was measured.
-NOT_NUMBERS = {"train_seconds", "train_seconds_with_canaries", "train_seconds_target", "mlflow_run_id"}
+NOT_NUMBERS = {"train_seconds", "train_seconds_with_canaries", "train_seconds_target", "seconds", "mlflow_run_id"}
 
 
 def tiny_config(**overrides):

@@ -121,9 +121,13 @@ def test_each_claim_gets_one_status_and_the_top_line_follows():
     failed = recompute_verdict(_results(held, refuted))
     assert [c["status"] for c in failed["claims"]] == ["held", "refuted"] and failed["status"] == "fail"
     assert failed["counts"] == {"held": 1, "refuted": 1, "untestable": 0}
-    # a claim with one check that could not have failed is untestable (the weaker claim wins)
+    # a claim is decided by all its tests together: one test that could have refuted it (and did not)
+    # makes it held, even beside a test without power (docs/verdict.md); without any, it is untestable
     rows = decide([Check("t", "a", "could", p_value=0.9, claim="c"), Check("t", "b", "could not", inconclusive=True,
                                                                               claim="c")])
+    assert [c["status"] for c in rows["claims"]] == ["held"]
+    rows = decide([Check("t", "b", "could not", inconclusive=True, claim="c"),
+                   Check("t", "d", "could not either", inconclusive=True, claim="c")])
     assert [c["status"] for c in rows["claims"]] == ["untestable"]
 
 

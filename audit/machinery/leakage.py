@@ -71,9 +71,19 @@ def _attack_tests(attack: dict[str, Any], confidence: float) -> list[dict[str, A
              "assumption": _TESTS[key][1]} for key, p in found if p is not None]
 
 
+def _resolvable_tpr(attack: dict[str, Any], level: float) -> Any:
+    """The TPR at FPR `level`, or None when the attack had too few non-members to resolve that FPR
+    (fewer than 1 / level: with 5 non-members "FPR ≤ 0.1 %" only means none of 5 was accused, and a
+    TPR read there is not a rate a reader should take from the statement)."""
+    n = attack.get("n_nonmembers")
+    if _number(n) and n * level < 1:
+        return None
+    return tpr_at(attack, level)
+
+
 def _figures(attack: dict[str, Any]) -> dict[str, Any]:
     return {"attack": attack.get("name"), "auc": attack.get("auc"), "auc_ci": attack.get("auc_ci"),
-            "tpr_at_fpr_0.001": tpr_at(attack, 0.001), "tpr_at_fpr_0.01": tpr_at(attack, 0.01)}
+            "tpr_at_fpr_0.001": _resolvable_tpr(attack, 0.001), "tpr_at_fpr_0.01": _resolvable_tpr(attack, 0.01)}
 
 
 def _statement(label: str, subject: str, tests: list[dict[str, Any]], alpha: float, figures: dict[str, Any],
@@ -114,8 +124,10 @@ def target_leakage(index: int, target: dict[str, Any], label: str, alpha: float)
     confidence = 1 - alpha
     attacks = [a for a in target.get("attacks") or [] if isinstance(a, dict)]
     tests = [t for a in attacks for t in _attack_tests(a, confidence)]
-    ranked = [a for a in attacks if _number(tpr_at(a, 0.01))] or attacks
-    top = max(ranked, key=lambda a: (tpr_at(a, 0.01) or 0.0, a.get("auc") or 0.0), default={})
+    # the figure shown is the attack with the highest TPR at 1 % FPR among those whose non-members can
+    # resolve 1 % (a per-client row with 5 non-members cannot), else the highest AUC
+    ranked = [a for a in attacks if _number(_resolvable_tpr(a, 0.01))] or attacks
+    top = max(ranked, key=lambda a: (_resolvable_tpr(a, 0.01) or 0.0, a.get("auc") or 0.0), default={})
     baseline = target.get("blind_baseline")
     confounded = baseline if isinstance(baseline, dict) and baseline.get("separates") else None
     return _statement(f"{label} (no DP claim)", f"targets[{index}]", tests, alpha, _figures(top),
