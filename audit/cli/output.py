@@ -128,7 +128,7 @@ def publish_results(compute, *, out: Path, folder_name: str, experiment: str, tr
 def _publish_results(compute, *, out, folder_name, experiment, tracking_uri, run_name, tags, metrics_of, policy,
                      progress, what, inputs) -> tuple[dict, Path]:
     from audit.machinery.run_directory import StagedRunDirectory
-    from audit.sweep.runner import write_outputs
+    from audit.sweep.outputs import write_outputs
     from audit.machinery.tracking import AuditTracker, experiment_name
 
     run_dir = StagedRunDirectory(out, folder_name)

@@ -24,8 +24,7 @@ from audit.machinery.config import AuditConfig, config_to_yaml, read_config_file
 from audit.machinery.environment import describe_environment
 from audit.machinery.executors import Executor, LocalExecutor
 from audit.errors import AuditInputError
-from audit.machinery.policy import Policy, PolicyEvaluation
-from audit.machinery.verdict import verdict_for_results, verdict_tags
+from audit.machinery.policy import Policy
 from audit.machinery.crash_log import set_log_folder
 from audit.machinery.run_directory import StagedRunDirectory, run_attempt, check_output_folder, write_json_atomic, write_text_atomic
 from audit.machinery.attack_setup import attack_options
@@ -33,9 +32,6 @@ from audit.machinery.progress import Progress, as_progress
 from audit.machinery.tracking import (
     AuditTracker, check_tracking_uri, experiment_name, open_tracker, synthetic_risk_metrics, target_metrics,
 )
-from reports.html_report import write_html_report
-from reports.junit import write_junit_xml
-from reports.markdown_summary import write_summary_markdown
 from reports.figures import (
     RocCurve,
     epsilon_label,
@@ -50,6 +46,7 @@ from targets.devices import resolve_device
 from targets.splits import AuditSplits, make_audit_splits
 from targets.models import build_model
 from targets.training import TrainedTarget, TrainingSpec, train_target
+from audit.sweep.outputs import write_outputs
 from audit.sweep.tasks import train_target_task
 
 SCHEMA_VERSION = 3
@@ -157,29 +154,6 @@ def results_table(results: dict[str, Any]) -> pd.DataFrame:
                 }
             )
     return pd.DataFrame(rows)
-
-
-def write_outputs(
-    results: dict[str, Any], folder: Path, policy: Policy | None, tracker: AuditTracker | None, parent_id: str | None
-) -> PolicyEvaluation | None:
-    """The verdict (audit.machinery.verdict: built-in checks, or the policy folded in), then
-    results.json, report.html, summary.md, junit.xml and the MLflow tags — all from that one verdict.
-
-    `results` is updated in place (verdict, targets' violation, policy_evaluation).
-    """
-    decided, evaluation = verdict_for_results(results, policy)
-    results.clear()
-    results.update(decided)
-    write_json_atomic(folder / "results.json", results)  # first: the report quotes its SHA-256
-    report = write_html_report(results, folder, evaluation=evaluation)
-    summary = write_summary_markdown(results, folder / "summary.md", evaluation=evaluation)
-    junit = write_junit_xml(results, folder / "junit.xml", evaluation=evaluation)
-    if tracker is not None and parent_id is not None:
-        tracker.set_tags(parent_id, verdict_tags(results["verdict"]))
-        tracker.log_metrics(parent_id, {"n_violations": float(sum(bool(t.get("violation")) for t in results["targets"]))})
-        for path in (report, summary, junit):
-            tracker.log_artifact(parent_id, path)
-    return evaluation
 
 
 def _resolve_resume(config: AuditConfig, out_dir: str | Path, resume: str | Path) -> StagedRunDirectory:
