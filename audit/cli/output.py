@@ -60,8 +60,10 @@ def print_verdict(results: dict, fail_on_inconclusive: bool = False) -> None:
     verdict = results["verdict"]
     status = verdict.get("status") or ("pass" if verdict.get("passed") else "fail")
     by = verdict.get("decided_by") or "built-in checks"
+    # "note:", not "finding:": a finding is what exit 1 means; these (score ties, saturation, …) qualify
+    # figures and decide nothing
     for note in verdict.get("notes") or []:
-        console.print(f"[yellow]finding:[/yellow] {safe(note)}", highlight=False, soft_wrap=True)
+        console.print(f"[yellow]note:[/yellow] {safe(note)}", highlight=False, soft_wrap=True)
     fwer = (verdict.get("family_wise_error") or {}).get("statement")
     if fwer:
         console.print(f"[dim]{safe(fwer)}[/dim]", highlight=False, soft_wrap=True)
