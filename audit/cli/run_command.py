@@ -60,7 +60,7 @@ def run(
     from audit.machinery.policy import load_policy
 
     loaded_policy = load_policy(policy) if policy is not None else None  # a bad policy fails before training
-    from audit.machinery.executors import check_executor_options, make_executor
+    from audit.machinery.executors import check_executor_options
 
     check_executor_options(executor, workers, ray_address)  # before torch loads or a cluster starts
     from audit.machinery.memory_estimates import check_run_memory, check_text_run_memory
@@ -116,18 +116,9 @@ def run(
         extra = {"tracking": tracking, "log_models": log_models}
     from reports.console import results_summary_table, synthetic_risks_table, synthetic_summary_table
 
-    sigterm_as_interrupt()
-
-    progress = command_progress(quiet)
-    pool = make_executor(executor, workers=workers, ray_address=ray_address, threads=resolved.cpu_threads)
-    try:
-        audit_run = run_audit(resolved, out_dir=out, tracking_uri=tracking_uri, preset=preset or "default",
-                              progress=progress, resume=resume, policy=loaded_policy, executor=pool, **extra)
-    except KeyboardInterrupt:
-        raise typer.Exit(EXIT_INTERRUPTED) from None
-    finally:
-        progress.close()
-        pool.close()
+    audit_run = _run_job(run_audit, resolved, executor=executor, workers=workers, ray_address=ray_address,
+                         quiet=quiet, out_dir=out, tracking_uri=tracking_uri, preset=preset or "default",
+                         resume=resume, policy=loaded_policy, **extra)
     results = audit_run.results
     console.print(results_summary_table(results))
     print_one_run_bounds(results)
@@ -151,28 +142,36 @@ def run(
     print_verdict(results)
 
 
+def _run_job(job, resolved, *, executor, workers, ray_address, quiet, **kwargs):
+    """One job (sweep, federated or text) with its progress display and executor pool, both closed
+    however it ends; SIGTERM and Ctrl-C end it as an interruption (exit 130)."""
+    from audit.machinery.executors import make_executor
+
+    sigterm_as_interrupt()
+    progress = command_progress(quiet)
+    pool = make_executor(executor, workers=workers, ray_address=ray_address, threads=resolved.cpu_threads)
+    try:
+        return job(resolved, progress=progress, executor=pool, **kwargs)
+    except KeyboardInterrupt:
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    finally:
+        progress.close()
+        pool.close()
+
+
 def _run_text(resolved, *, out, tracking_uri, preset, policy, resume, executor, workers, ray_address, log_models,
               tracking, quiet) -> None:
     """`run` of a config with a `text:` section: the language-model job (audit/text/)."""
     if log_models:
         raise AuditInputError("--log-models", "not supported by the text job (its targets' weights are kept in the run "
                               "folder's checkpoints/ instead)")
-    from audit.machinery.executors import make_executor
     from audit.text.runner import run_text_audit
     from reports.console import results_summary_table
     from reports.text_tables import text_console_tables
 
-    sigterm_as_interrupt()
-    progress = command_progress(quiet)
-    pool = make_executor(executor, workers=workers, ray_address=ray_address, threads=resolved.cpu_threads)
-    try:
-        text_run = run_text_audit(resolved, out_dir=out, tracking_uri=tracking_uri, preset=preset or "default",
-                                  progress=progress, policy=policy, tracking=tracking, resume=resume, executor=pool)
-    except KeyboardInterrupt:
-        raise typer.Exit(EXIT_INTERRUPTED) from None
-    finally:
-        progress.close()
-        pool.close()
+    text_run = _run_job(run_text_audit, resolved, executor=executor, workers=workers, ray_address=ray_address,
+                        quiet=quiet, out_dir=out, tracking_uri=tracking_uri, preset=preset or "default",
+                        policy=policy, tracking=tracking, resume=resume)
     results = text_run.results
     console.print(results_summary_table(results))
     for table in text_console_tables(results):
