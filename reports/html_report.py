@@ -33,6 +33,7 @@ from reports.results_access import is_number as _is_number
 from reports.results_access import tpr_at as _tpr
 from reports.results_access import subject_status
 from audit.machinery.verdict import claim_sentence, extra_reasons, status_word
+from audit.machinery.verdict_words import pass_caveat
 from reports.synthetic_report import (
     claimed_epsilon_text,
     is_synthetic_release,
@@ -372,6 +373,9 @@ def _verdict_banner(results: dict[str, Any], checks: list[dict[str, Any]] | None
     else:
         detail = (f"<p>Decided by {_text(decided_by)}: every claim held (tested by an audit able to refute it, and "
                   "not refuted). A lower bound below a claim is not a proof that the claim holds.</p>")
+        caveat = pass_caveat(verdict)
+        if caveat:
+            detail += f"<p>{_text(caveat)} (its statement is below).</p>"
     claims = [c for c in verdict.get("claims") or [] if isinstance(c, dict)]
     if claims:
         detail += ("<p><strong>Claims:</strong></p><ul>"

@@ -18,6 +18,7 @@ from reports.results_access import tpr_at as _tpr
 from reports.results_access import subject_status
 from reports.synthetic_report import claimed_epsilon_text
 from audit.machinery.verdict import claim_sentence, extra_reasons, status_word
+from audit.machinery.verdict_words import pass_caveat
 
 __all__ = ["render_summary_markdown", "write_summary_markdown"]
 
@@ -31,6 +32,9 @@ def render_summary_markdown(results: dict[str, Any], *, evaluation: Any = None) 
     word = status_word(status, verdict)
     icon = {"fail": "❌", "inconclusive": "⚪", "pass": "✅"}.get(status, "🔴" if word == "LEAKS" else "⚪")
     lines = [f"### {icon} privacy-audit `{name}`: {word}", ""]
+    caveat = pass_caveat(verdict) if status == "pass" else ""
+    if caveat:
+        lines[-1:] = [f"{_cell(caveat, table=False)} (its statement is below).", ""]
     lines.append(f"Decided by: {_cell(verdict.get('decided_by') or ('policy ' + str(policy) if policy else 'built-in checks'))}"
                  + (_counts(evaluation, results) if policy else ""))
     statement = (verdict.get("family_wise_error") or {}).get("statement")

@@ -241,3 +241,19 @@ def test_a_tie_or_saturation_field_on_an_attack_becomes_a_note_naming_target_and
     assert "ε = 1, loss: score ties: 1431 of 2400 scores tie at one value" in verdict["notes"]
     attack["score_ties"] = {"note": "no tie that matters", "flattens": False}
     assert not recompute_verdict(_results(_target(attack, 1.0)))["notes"]
+
+
+def test_a_pass_beside_a_leaking_baseline_says_it_covers_the_dp_claims_only(capsys):
+    from audit.cli.output import print_verdict
+    from reports.html_report import render_html_report
+
+    rng = np.random.default_rng(11)
+    decided, _ = verdict_for_results(_results(_target(_attack(rng, 0.0), 1.0), _target(_attack(rng, 2.0), None)))
+    assert decided["verdict"]["status"] == "pass"
+    print_verdict(decided)
+    top = capsys.readouterr().out.strip().splitlines()[-1]
+    assert top.startswith("PASS") and "PASS covers the DP claims only" in top and top.endswith("LEAKS")
+    assert "PASS covers the DP claims only" in render_summary_markdown(decided)
+    assert "PASS covers the DP claims only" in render_html_report(decided)
+    quiet, _ = verdict_for_results(_results(_target(_attack(rng, 0.0), 1.0)))  # nothing leaks: no caveat
+    assert "covers the DP claims only" not in render_summary_markdown(quiet)

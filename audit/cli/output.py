@@ -56,6 +56,7 @@ def print_verdict(results: dict, fail_on_inconclusive: bool = False) -> None:
     Exit 1 when it is "fail" (or "inconclusive" with `fail_on_inconclusive`)."""
     from audit.cli.app import shown as safe  # reasons quote file names and user text
     from audit.machinery.verdict import claim_sentence, extra_reasons, status_word
+    from audit.machinery.verdict_words import pass_caveat
 
     verdict = results["verdict"]
     status = verdict.get("status") or ("pass" if verdict.get("passed") else "fail")
@@ -104,7 +105,9 @@ def print_verdict(results: dict, fail_on_inconclusive: bool = False) -> None:
         console.print(f"[{style}]{word}[/{style}] ({safe(by)}): no DP claim was tested, so nothing passes or fails; "
                       "exit 0 unless a policy or --fail-on-leak says otherwise", highlight=False, soft_wrap=True)
         return
-    console.print(f"[green]PASS[/green] ({safe(by)}): every claim held ({counts})", highlight=False, soft_wrap=True)
+    caveat = pass_caveat(verdict)
+    console.print(f"[green]PASS[/green] ({safe(by)}): every claim held ({counts})" + (f"; {safe(caveat)}" if caveat else ""),
+                  highlight=False, soft_wrap=True)
 
 
 def publish_results(compute, *, out: Path, folder_name: str, experiment: str, tracking_uri: str | None,

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["status_word", "claim_line", "claim_sentence", "extra_reasons", "leakage_word", "claim_tags",
-           "verdict_tags"]
+__all__ = ["status_word", "claim_line", "claim_sentence", "extra_reasons", "leakage_word", "pass_caveat",
+           "claim_tags", "verdict_tags"]
 
 
 def status_word(status: str, verdict: dict[str, Any] | None = None) -> str:
@@ -51,6 +51,14 @@ def leakage_word(verdict: dict[str, Any]) -> str:
     if any(entry.get("status") == "leaks" for entry in found):
         return "LEAKS"
     return "NO SIGNIFICANT LEAKAGE FOUND" if found else "NO CLAIM TESTED"
+
+
+def pass_caveat(verdict: dict[str, Any]) -> str:
+    """What a PASS does not cover, in words: the subjects without a DP claim that LEAK (the sweep's ε = ∞
+    baseline), so a top line of PASS is never read as "nothing leaks"; "" when there are none."""
+    leaking = [str(e.get("label")) for e in verdict.get("leakage") or []
+               if isinstance(e, dict) and e.get("status") == "leaks"]
+    return f"PASS covers the DP claims only: {', '.join(leaking)} LEAKS" if leaking else ""
 
 
 def claim_tags(verdict: dict[str, Any]) -> dict[str, str]:
