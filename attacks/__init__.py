@@ -1,40 +1,77 @@
-"""Membership-inference attacks, chosen by name. A new attack = one module + one entry here."""
+"""Membership-inference attacks, chosen by name. A new attack = one module + one entry here.
+
+Each attack's module is imported when the attack (or a name below) is first used, not when `attacks`
+is: a synthetic-data check that needs only `attacks.distance`, or a config check that needs only
+the names, does not pay for PyTorch's model attacks, scikit-learn's shadow models and SciPy's
+statistics (~1 s of CPU in a fresh process)."""
 from __future__ import annotations
 
-from attacks.label_only import LabelOnlyAttack
-from attacks.base import AttackContext, AttackOptions, MembershipAttack, QueryableModel, TargetTraining
-from attacks.lira import LiraOfflineAttack, LiraOnlineAttack
-from attacks.loss import LossAttack
-from attacks.rmia import RmiaAttack
-from attacks.shadow import ShadowAttack
-from attacks.blind_baseline import BlindBaseline
-from attacks.min_k import MinKAttack
-from attacks.min_k_plus_plus import MinKPlusPlusAttack
-from attacks.reference_ratio import ReferenceRatioAttack
-from attacks.text_base import TextAttackContext, TextMembershipAttack
-from attacks.text_loss import LanguageModelLossAttack
-from attacks.zlib_ratio import ZlibRatioAttack
+import importlib
+from collections.abc import Iterator, Mapping
 
-ATTACKS: dict[str, type] = {
-    "loss": LossAttack,
-    "shadow": ShadowAttack,
-    "lira": LiraOnlineAttack,
-    "lira_offline": LiraOfflineAttack,
-    "rmia": RmiaAttack,
-    "label_only": LabelOnlyAttack,
-}
+
+class _Registry(Mapping):
+    """name → attack class, each class imported from its module on first lookup."""
+
+    def __init__(self, entries: dict[str, str]):
+        self._entries = entries  # name → "module:Class"
+
+    def __getitem__(self, name: str) -> type:
+        module, _, cls = self._entries[name].partition(":")
+        return getattr(importlib.import_module(module), cls)
+
+    def __contains__(self, name: object) -> bool:  # Mapping's default would import the class
+        return name in self._entries
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+ATTACKS: Mapping[str, type] = _Registry({
+    "loss": "attacks.loss:LossAttack",
+    "shadow": "attacks.shadow:ShadowAttack",
+    "lira": "attacks.lira:LiraOnlineAttack",
+    "lira_offline": "attacks.lira:LiraOfflineAttack",
+    "rmia": "attacks.rmia:RmiaAttack",
+    "label_only": "attacks.label_only:LabelOnlyAttack",
+})
 
 # Membership attacks on causal language models: (TokenStatistics, TextAttackContext) → scores.
-TEXT_ATTACKS: dict[str, type] = {
-    "lm_loss": LanguageModelLossAttack,
-    "zlib_ratio": ZlibRatioAttack,
-    "min_k": MinKAttack,
-    "min_k_plus_plus": MinKPlusPlusAttack,
-    "reference_ratio": ReferenceRatioAttack,
+TEXT_ATTACKS: Mapping[str, type] = _Registry({
+    "lm_loss": "attacks.text_loss:LanguageModelLossAttack",
+    "zlib_ratio": "attacks.zlib_ratio:ZlibRatioAttack",
+    "min_k": "attacks.min_k:MinKAttack",
+    "min_k_plus_plus": "attacks.min_k_plus_plus:MinKPlusPlusAttack",
+    "reference_ratio": "attacks.reference_ratio:ReferenceRatioAttack",
+})
+
+# The names `from attacks import X` gives, and the module each comes from (imported on first use).
+_EXPORTS = {
+    "AttackContext": "attacks.base", "AttackOptions": "attacks.base", "MembershipAttack": "attacks.base",
+    "QueryableModel": "attacks.base", "TargetTraining": "attacks.base",
+    "BlindBaseline": "attacks.blind_baseline",
+    "TextAttackContext": "attacks.text_base", "TextMembershipAttack": "attacks.text_base",
+    "LabelOnlyAttack": "attacks.label_only", "LiraOfflineAttack": "attacks.lira", "LiraOnlineAttack": "attacks.lira",
+    "LossAttack": "attacks.loss", "RmiaAttack": "attacks.rmia", "ShadowAttack": "attacks.shadow",
+    "MinKAttack": "attacks.min_k", "MinKPlusPlusAttack": "attacks.min_k_plus_plus",
+    "ReferenceRatioAttack": "attacks.reference_ratio", "LanguageModelLossAttack": "attacks.text_loss",
+    "ZlibRatioAttack": "attacks.zlib_ratio",
 }
 
 
-def get_text_attack(name: str) -> TextMembershipAttack:
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(_EXPORTS[name]), name)
+        globals()[name] = value  # looked up once
+        return value
+    raise AttributeError(f"module 'attacks' has no attribute {name!r}")
+
+
+def get_text_attack(name: str):
+    """A fresh instance of the text attack `name` (a `TextMembershipAttack`)."""
     from audit.errors import AuditInputError
 
     if name not in TEXT_ATTACKS:
@@ -42,7 +79,8 @@ def get_text_attack(name: str) -> TextMembershipAttack:
     return TEXT_ATTACKS[name]()
 
 
-def get_attack(name: str) -> MembershipAttack:
+def get_attack(name: str):
+    """A fresh instance of the attack `name` (a `MembershipAttack`)."""
     from audit.errors import AuditInputError
 
     if name not in ATTACKS:

@@ -41,6 +41,13 @@ USER_MODULE = textwrap.dedent(
 
     def sleeps(x):
         time.sleep(600)
+
+    def torch_loaded(x):
+        return "torch" in sys.modules
+
+    def torch_threads(x):
+        import torch
+        return torch.get_num_threads()
     """
 )
 
@@ -97,6 +104,16 @@ def test_results_come_back_in_task_order_from_several_workers(user_module):
         results = pool.map(call_user_function, [(spec, "--trainer", (x,)) for x in range(8)])
     assert [value for _, value in results] == [x * x for x in range(8)]
     assert len({pid for pid, _ in results}) == 2  # both workers took part
+
+
+def test_a_worker_loads_torch_only_for_a_task_that_needs_it_and_then_with_the_pools_threads(user_module):
+    """Workers do not import PyTorch to set its thread count (~1.5 s of CPU each): a numpy task runs
+    without it, and a task that imports it gets the pool's `threads` all the same (OMP_NUM_THREADS)."""
+    with WorkerPool(1, name="x", timeout=60, threads=1) as pool:
+        loaded, threads, loaded_after = pool.map(call_user_function, [
+            (f"{user_module}:torch_loaded", "--trainer", (0,)), (f"{user_module}:torch_threads", "--trainer", (0,)),
+            (f"{user_module}:torch_loaded", "--trainer", (0,))])
+    assert (loaded, threads, loaded_after) == (False, 1, True)
 
 
 def test_a_failure_in_one_task_stops_the_whole_map_and_kills_the_workers(user_module):

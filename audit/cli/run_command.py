@@ -52,7 +52,7 @@ def run(
     if name is not None:
         overrides["name"] = name
     if resume is not None and resume != "latest" and config is None and preset is None and not overrides:
-        from audit.sweep.runner import stored_config
+        from audit.sweep.inputs import stored_config
 
         resolved = stored_config(out, resume)  # `--resume DIR` alone: the config the run started with
     else:
@@ -80,7 +80,7 @@ def run(
                       "--out and tracking URI are valid; nothing written")
         return
     if dry_run:
-        from audit.sweep.runner import check_run_inputs
+        from audit.sweep.inputs import check_run_inputs
 
         notes = check_run_inputs(resolved, out_dir=out, tracking_uri=tracking_uri, resume=resume)
         if resolved.federated is not None:

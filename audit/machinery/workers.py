@@ -145,12 +145,15 @@ def _serve(conn: Connection, threads: int | None) -> None:
     cwd = os.getcwd()
     if cwd not in sys.path:  # like `python -m`: the user's modules beside them are importable
         sys.path.insert(0, cwd)
-    if threads is not None:
+    # PyTorch takes its intra-op thread count from OMP_NUM_THREADS when it is imported, which in a
+    # fresh child happens (if at all) when a task's module is unpickled, after the line above. Only
+    # a torch already loaded needs telling: importing it here for that cost every worker ~1.5 s of
+    # CPU, also those running a numpy trainer or an accountant that never touch torch.
+    torch = sys.modules.get("torch") if threads is not None else None
+    if torch is not None:
         try:
-            import torch
-
             torch.set_num_threads(threads)
-        except Exception:  # torch absent or already configured: the env vars still apply
+        except Exception:  # already configured: the env vars still apply
             pass
     while True:
         try:

@@ -16,17 +16,16 @@ import numpy as np
 import pandas as pd
 
 from attacks import AttackContext, AttackOptions, TargetTraining, get_attack
-from attacks.reference_models import check_pool_capacity
 from audit.statistics.accountants import DPSGDEvent, epsilons_for_event, pld_epsilon_interval
 from audit.statistics.attack_evaluation import best_sound_lower_bound, evaluate_attack, roc_points
 from audit.machinery.checkpoints import ArrayCache, TargetCheckpoints
-from audit.machinery.config import AuditConfig, config_to_yaml, read_config_file
+from audit.machinery.config import AuditConfig, config_to_yaml
 from audit.machinery.environment import describe_environment
 from audit.machinery.executors import Executor, LocalExecutor
 from audit.errors import AuditInputError
 from audit.machinery.policy import Policy
 from audit.machinery.crash_log import set_log_folder
-from audit.machinery.run_directory import StagedRunDirectory, run_attempt, check_output_folder, write_json_atomic, write_text_atomic
+from audit.machinery.run_directory import StagedRunDirectory, run_attempt, write_json_atomic, write_text_atomic
 from audit.machinery.attack_setup import attack_options
 from audit.machinery.progress import Progress, as_progress
 from audit.machinery.tracking import (
@@ -41,12 +40,13 @@ from reports.figures import (
     plot_roc_panels,
     plot_synthetic_summary,
 )
-from targets.datasets import TabularData, load_dataset
+from targets.datasets import TabularData
 from targets.devices import resolve_device
-from targets.splits import AuditSplits, make_audit_splits
+from targets.splits import AuditSplits
 from targets.models import build_model
 from targets.training import TrainedTarget, TrainingSpec, train_target
 from audit.sweep.outputs import write_outputs
+from audit.sweep.inputs import prepare_inputs, resolve_resume
 from audit.sweep.tasks import train_target_task
 
 SCHEMA_VERSION = 3
@@ -63,20 +63,6 @@ class AuditRun:
 def target_seed(config_seed: int, index: int) -> int:
     """Seed of the `index`-th target: one config seed drives everything, streams stay independent."""
     return int(np.random.SeedSequence([config_seed, 1, index]).generate_state(1)[0])
-
-
-def _validate_training_set(data: TabularData, splits: AuditSplits, delta: float) -> list[str]:
-    train_labels = data.labels[splits.train_idx]
-    if np.unique(train_labels).size < 2:
-        raise AuditInputError("data", "the members drawn for training hold a single class; use more or more balanced data")
-    warnings_out = []
-    n_train = len(splits.train_idx)
-    if delta >= 1.0 / n_train:
-        warnings_out.append(
-            f"δ = {delta:g} ≥ 1/n = {1 / n_train:.2g} (n = {n_train} training rows): such a δ permits "
-            "releasing a whole record; choose δ well below 1/n"
-        )
-    return warnings_out
 
 
 def _target_record(
@@ -156,89 +142,6 @@ def results_table(results: dict[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _resolve_resume(config: AuditConfig, out_dir: str | Path, resume: str | Path) -> StagedRunDirectory:
-    run_dir = StagedRunDirectory.resume(out_dir, resume, config.name)
-    stored_hash = _stored(run_dir).config_hash()
-    if stored_hash != config.config_hash():
-        raise AuditInputError(
-            f"--resume '{resume}'",
-            f"that run was started with another config (hash {stored_hash}, now {config.config_hash()}); "
-            "resume with the same config, or give only --resume DIR to use the stored one",
-        )
-    return run_dir
-
-
-def stored_config(out_dir: str | Path, resume: str | Path, name: str = "default") -> AuditConfig:
-    """The resolved config saved in an interrupted run's folder (for `run --resume DIR` alone)."""
-    run_dir = StagedRunDirectory.resume(out_dir, resume, name)
-    return _stored(run_dir)
-
-
-def _stored(run_dir: StagedRunDirectory) -> AuditConfig:
-    from pydantic import ValidationError
-
-    path = run_dir.staging / "config.yaml"
-    try:
-        return AuditConfig.model_validate(read_config_file(path))
-    except ValidationError as exc:  # edited or written by another version
-        first = exc.errors()[0]
-        field = ".".join(str(part) for part in first["loc"])[:80]
-        raise AuditInputError(f"--resume: config file '{path}': field '{field}'", first["msg"][:200]) from None
-
-
-def _prepare_inputs(config: AuditConfig):
-    """Data, splits, attacks and warnings: everything validated before a folder or an MLflow run exists."""
-    data = load_dataset(
-        config.data.source, n_rows=config.data.n_rows, seed=config.seed, path=config.data.path, label=config.data.label
-    )
-    splits = make_audit_splits(
-        data.n_rows,
-        test_fraction=config.split.test_fraction,
-        candidate_fraction=config.split.candidate_fraction,
-        seed=config.seed,
-    )
-    run_warnings = _validate_training_set(data, splits, config.privacy.delta)
-    attacks = [get_attack(name) for name in config.attacks.names]
-    check_pool_capacity(config.attacks.names, attack_options(config), len(splits.pool_idx), len(splits.train_idx))
-    return data, splits, attacks, run_warnings
-
-
-def check_run_inputs(config: AuditConfig, *, out_dir: str | Path = "runs", tracking_uri: str | None = None,
-                     resume: str | Path | None = None) -> list[str]:
-    """`run --dry-run`: validate everything `run_audit` would, create and write nothing; the warnings."""
-    resolve_device(config.device)
-    _, splits, _, run_warnings = _prepare_inputs(config)
-    check_output_folder(out_dir)
-    check_tracking_uri(tracking_uri)
-    if resume is not None:
-        _resolve_resume(config, out_dir, resume)
-    _check_noise_calibration(config, len(splits.train_idx))
-    return run_warnings
-
-
-def _check_noise_calibration(config: AuditConfig, n_train: int) -> None:
-    """Can Opacus calibrate σ for every finite target ε? (What `make_private_with_epsilon` will do:
-    q = 1 / batches per epoch, T = epochs × batches.) Only the dry run pays for this check; a real
-    run finds out when it trains the target (exit 2, its folder discarded)."""
-    import math
-    import warnings
-
-    from opacus.accountants.utils import get_noise_multiplier
-
-    batches = max(1, math.ceil(n_train / config.training.batch_size))
-    for epsilon in config.privacy.epsilons:
-        if math.isinf(epsilon):
-            continue
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                get_noise_multiplier(target_epsilon=epsilon, target_delta=config.privacy.delta, sample_rate=1 / batches,
-                                     steps=config.training.epochs * batches, accountant=config.privacy.accountant)
-        except ValueError as exc:
-            raise AuditInputError("privacy.epsilons", f"Opacus cannot calibrate noise for ε={epsilon:g}, "
-                                  f"δ={config.privacy.delta:g} with this data size and schedule ({str(exc)[:120]})") from None
-
-
 def run_audit(
     config: AuditConfig,
     *,
@@ -277,14 +180,15 @@ def run_audit(
 
         torch.set_num_threads(config.cpu_threads)
     # No progress step before the inputs are all checked: bad input stays one line on stderr.
-    data, splits, attacks, run_warnings = _prepare_inputs(config)
+    data, splits, run_warnings = prepare_inputs(config)
+    attacks = [get_attack(name) for name in config.attacks.names]
     for text in run_warnings:
         progress.note(f"warning: {text}")
 
     if tracking:
         check_tracking_uri(tracking_uri)  # before any folder is made: a bad store leaves nothing behind
     if resume is not None:
-        run_dir = _resolve_resume(config, out_dir, resume)
+        run_dir = resolve_resume(config, out_dir, resume)
     else:
         run_dir = StagedRunDirectory(out_dir, config.name)
         run_dir.create()
