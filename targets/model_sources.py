@@ -37,11 +37,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import sys
+from typing import TYPE_CHECKING
+
 import numpy as np
-import torch
-from torch import nn
 
 from audit.errors import AuditInputError
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+
+# PyTorch is imported by the functions that build or run a module, not with this module: the
+# isolated worker that loads a skops estimator or an ONNX graph never needs it (~1.5 s of CPU).
 
 OUTPUT_KINDS = ("logits", "probabilities", "labels")
 # Common wrappers of a state dict: Opacus's GradSampleModule and DataParallel/DDP prefixes.
@@ -94,7 +102,9 @@ def check_outputs(out: Any, output: str, n_rows: int, description: str) -> np.nd
     """The prediction as a float64 (n, C) or int (n,) array, or an error naming the model."""
     where = f"{description} (output '{output}')"
     try:
-        out = np.asarray(out.detach().cpu().numpy() if isinstance(out, torch.Tensor) else out, dtype=np.float64)
+        torch = sys.modules.get("torch")  # a tensor implies torch is loaded
+        is_tensor = torch is not None and isinstance(out, torch.Tensor)
+        out = np.asarray(out.detach().cpu().numpy() if is_tensor else out, dtype=np.float64)
     except (TypeError, ValueError) as exc:
         raise AuditInputError(where, f"returned something that is not an array of numbers ({exc})") from None
     if output == "labels":
@@ -128,6 +138,8 @@ def outputs_as_logits(out: np.ndarray, output: str) -> np.ndarray:
 
 def load_state_dict_file(path: Path) -> tuple[dict[str, torch.Tensor], str, list[str]]:
     """(state dict, format, notes). Never unpickles anything but tensors and plain containers."""
+    import torch
+
     path = Path(path)
     where = f"weights file '{path}'"
     if not path.is_file():
@@ -194,6 +206,8 @@ def tensor_shape(shape) -> str:
 
 def load_weights_into(module: nn.Module, state: Mapping[str, torch.Tensor], where: str, hint: str = "") -> nn.Module:
     """Load `state` into `module` strictly: every missing, unexpected or mis-shaped tensor is named."""
+    import torch
+
     expected = module.state_dict()
     for key, tensor in expected.items():
         if key not in state:
@@ -216,17 +230,19 @@ def load_weights_into(module: nn.Module, state: Mapping[str, torch.Tensor], wher
     return module.eval()
 
 
-@torch.no_grad()
 def module_logits(module: nn.Module, features: np.ndarray, batch_size: int = 4096) -> np.ndarray:
     """The module's outputs on `features` (any shape (n, ...)), in batches, on the module's device."""
+    import torch
+
     module.eval()
     parameter = next(module.parameters(), None)
     device = parameter.device if parameter is not None else torch.device("cpu")
     dtype = parameter.dtype if parameter is not None and parameter.is_floating_point() else torch.float32
-    outputs = [
-        module(torch.as_tensor(np.ascontiguousarray(features[i : i + batch_size]), device=device).to(dtype)).float().cpu()
-        for i in range(0, len(features), batch_size)
-    ]
+    with torch.no_grad():
+        outputs = [
+            module(torch.as_tensor(np.ascontiguousarray(features[i : i + batch_size]), device=device).to(dtype)).float().cpu()
+            for i in range(0, len(features), batch_size)
+        ]
     return torch.cat(outputs).numpy() if outputs else np.empty((0, 0), dtype=np.float32)
 
 
@@ -372,7 +388,8 @@ def live_query(model: Any, output: str | None = None, description: str | None = 
     A module gives logits; an estimator `predict_proba` (or `predict` = labels); a callable
     returns `output` (default "probabilities").
     """
-    if isinstance(model, nn.Module):
+    torch = sys.modules.get("torch")  # an nn.Module implies torch is loaded
+    if torch is not None and isinstance(model, torch.nn.Module):
         return ModelQuery(lambda x: module_logits(model, x), output or "logits", description or type(model).__name__)
     if hasattr(model, "predict_proba") or hasattr(model, "predict"):
         return estimator_query(model, description or type(model).__name__, output)

@@ -8,7 +8,8 @@ import pytest
 
 from tests.conftest import REPO
 
-# Every test here runs the smoke preset (or another full audit) in a fresh process: minutes, not seconds.
+# Every test here runs the smoke preset (or another full audit) in a fresh process, or reads the one the
+# module shares: minutes, not seconds.
 pytestmark = pytest.mark.slow
 
 EXAMPLES = REPO / "examples"
@@ -139,15 +140,22 @@ def test_mlflow_store_holds_a_parent_and_one_child_per_epsilon(smoke_run):
     assert {"results.json", "empirical_vs_accountant.png"} <= artifacts
 
 
-def test_a_malformed_policy_is_refused_before_any_training(cli, tmp_path):
+# The tests below read what a command prints, writes and exits with, from the smoke run's files:
+# the CLI runs in this process (`cli_in_process`, docs/test-suite.md), sparing a fresh interpreter's
+# imports per command. `run` itself stays a fresh process here (it sets torch's thread count for
+# the process it runs in), except where it is refused before training (the malformed policy).
+
+
+def test_a_malformed_policy_is_refused_before_any_training(cli_in_process, tmp_path):
     (tmp_path / "p.yaml").write_text("rules:\n  max_auc: [1, 2]\n")
-    proc = cli("run", "--preset", "smoke", "--policy", "p.yaml")
+    proc = cli_in_process("run", "--preset", "smoke", "--policy", "p.yaml")
     assert proc.returncode == 2 and "rules.max_auc" in proc.stderr and not (tmp_path / "runs").exists()
 
 
-def test_gate_passes_a_lenient_policy_and_fails_a_strict_one_with_junit(smoke_run, cli, tmp_path):
+def test_gate_passes_a_lenient_policy_and_fails_a_strict_one_with_junit(smoke_run, cli_in_process, tmp_path):
     import xml.etree.ElementTree as ET
 
+    cli = cli_in_process
     root, _ = smoke_run
     (run_dir,) = _run_dirs(root)
     lenient = cli("gate", "--policy", str(EXAMPLES / "policy-lenient.yaml"), str(run_dir / "results.json"), "--out", "g1")
@@ -159,7 +167,8 @@ def test_gate_passes_a_lenient_policy_and_fails_a_strict_one_with_junit(smoke_ru
     assert "FAIL" in (tmp_path / "g2" / "summary.md").read_text()
 
 
-def test_report_re_renders_from_results_json(smoke_run, cli, tmp_path):
+def test_report_re_renders_from_results_json(smoke_run, cli_in_process, tmp_path):
+    cli = cli_in_process
     root, _ = smoke_run
     (run_dir,) = _run_dirs(root)
     proc = cli("report", str(run_dir / "results.json"), "--out", "rep")
@@ -168,7 +177,8 @@ def test_report_re_renders_from_results_json(smoke_run, cli, tmp_path):
     assert "data:image/png;base64" in html and "ε = ∞" in html or "∞" in html
 
 
-def test_audit_scores_turns_a_score_file_into_bounds_report_and_verdict(smoke_run, cli, tmp_path):
+def test_audit_scores_turns_a_score_file_into_bounds_report_and_verdict(smoke_run, cli_in_process, tmp_path):
+    cli = cli_in_process
     root, _ = smoke_run
     (run_dir,) = _run_dirs(root)
     scores = pd.read_csv(run_dir / "scores" / "scores_eps_inf.csv")

@@ -30,16 +30,19 @@ UP to 7 significant digits: never below dp_accounting fed the same events one by
 from __future__ import annotations
 
 import math
+import functools
 from collections import Counter
 from dataclasses import asdict, dataclass
-from typing import Any
-
-import dp_accounting
-from dp_accounting.gaussian_mechanism import get_epsilon_gaussian
-from dp_accounting.pld import common as pld_common
-from dp_accounting.pld import privacy_loss_distribution as pld_library
+from typing import TYPE_CHECKING, Any
 
 from audit.ledger.mechanisms import canonical_key
+
+if TYPE_CHECKING:
+    import dp_accounting
+
+# dp_accounting (and the SciPy it loads) is imported by the functions that compose, not with the
+# module: ~1–2 s of CPU that a ledger command or writer recording without a budget
+# (`compute_spent=False`), listing, or setting a budget on an empty dataset never needs.
 
 __all__ = ["Composition", "compose_mechanisms", "dp_event_of", "PLD_DISCRETIZATION"]
 
@@ -67,6 +70,8 @@ class Composition:
 
 def dp_event_of(spec: dict[str, Any]) -> dp_accounting.DpEvent | None:
     """The dp_accounting event of one mechanism (count included); None for an (ε, δ) pair, which has none."""
+    import dp_accounting
+
     kind = spec["kind"]
     if kind == "dpsgd":
         step = dp_accounting.PoissonSampledDpEvent(spec["sample_rate"],
@@ -83,20 +88,29 @@ def dp_event_of(spec: dict[str, Any]) -> dp_accounting.DpEvent | None:
     return event if spec.get("count", 1) == 1 else dp_accounting.SelfComposedDpEvent(event, spec["count"])
 
 
-class _PLDAccountantWithPairs(dp_accounting.pld.PLDAccountant):
-    """dp_accounting's PLD accountant, plus (ε, δ) pairs composed as their worst-case PLD.
+@functools.cache
+def _pld_accountant_with_pairs() -> type:
+    """dp_accounting's PLD accountant class, extended as below (defined on first use: see the imports)."""
+    from dp_accounting import pld
+    from dp_accounting.pld import common as pld_common
+    from dp_accounting.pld import privacy_loss_distribution as pld_library
 
-    dp_accounting has no event for a bare (ε, δ) guarantee; its PLD library does
-    (`from_privacy_parameters`). The accountant's composed PLD is `_pld` (its documented state in
-    this version); we compose the pair's PLD onto it exactly as the accountant composes its own.
-    """
+    class PLDAccountantWithPairs(pld.PLDAccountant):
+        """dp_accounting's PLD accountant, plus (ε, δ) pairs composed as their worst-case PLD.
 
-    def compose_pair(self, epsilon: float, delta: float, count: int) -> None:
-        pair = pld_library.from_privacy_parameters(
-            pld_common.DifferentialPrivacyParameters(epsilon, delta),
-            value_discretization_interval=self._value_discretization_interval,
-        )
-        self._pld = self._pld.compose(pair.self_compose(count) if count > 1 else pair)
+        dp_accounting has no event for a bare (ε, δ) guarantee; its PLD library does
+        (`from_privacy_parameters`). The accountant's composed PLD is `_pld` (its documented state in
+        this version); we compose the pair's PLD onto it exactly as the accountant composes its own.
+        """
+
+        def compose_pair(self, epsilon: float, delta: float, count: int) -> None:
+            pair = pld_library.from_privacy_parameters(
+                pld_common.DifferentialPrivacyParameters(epsilon, delta),
+                value_discretization_interval=self._value_discretization_interval,
+            )
+            self._pld = self._pld.compose(pair.self_compose(count) if count > 1 else pair)
+
+    return PLDAccountantWithPairs
 
 
 def _grouped(mechanisms: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -112,15 +126,19 @@ def _grouped(mechanisms: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _training_event(spec: dict[str, Any]) -> dp_accounting.DpEvent:
     """One DP-SGD group: `count` trainings of T steps each."""
+    import dp_accounting
+
     one = dp_event_of({k: v for k, v in spec.items() if k != "count"})
     return one if spec["count"] == 1 else dp_accounting.SelfComposedDpEvent(one, spec["count"])
 
 
 def _tight(groups: list[dict[str, Any]], delta: float) -> tuple[float, str, str]:
+    import dp_accounting
+
     pairs = [g for g in groups if g["kind"] == "epsilon_delta"]
     events = [_training_event(g) if g["kind"] == "dpsgd" else dp_event_of(g) for g in groups if g not in pairs]
     composed = dp_accounting.ComposedDpEvent(events)
-    pld = _PLDAccountantWithPairs(value_discretization_interval=PLD_DISCRETIZATION)
+    pld = _pld_accountant_with_pairs()(value_discretization_interval=PLD_DISCRETIZATION)
     if pld.supports(composed):
         pld.compose(composed)
         for pair in pairs:
@@ -150,6 +168,9 @@ def _tight(groups: list[dict[str, Any]], delta: float) -> tuple[float, str, str]
 
 def _unit_epsilon(group: dict[str, Any], delta_each: float) -> float:
     """ε of ONE invocation of the group's mechanism at δ = `delta_each` (curve mechanisms only)."""
+    import dp_accounting
+    from dp_accounting.gaussian_mechanism import get_epsilon_gaussian
+
     if delta_each <= 0:
         return math.inf
     kind = group["kind"]
