@@ -19,14 +19,23 @@ def _attack_numbers(results):
     return [[(a["name"], a["auc"], a["epsilon_lb"]["one_run"]) for a in t["attacks"]] for t in results["targets"]]
 
 
-def test_the_text_preset_runs_end_to_end(cli, tmp_path):
-    tiny = TINY
-    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(tiny))
-    done = cli("run", "--preset", "text", "--config", "tiny.yaml", "--out", "runs",
-               "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}", "--quiet")
+@pytest.fixture(scope="module")
+def text_run(tmp_path_factory):
+    """The tiny text run on the local executor, in a fresh process: read by the end-to-end test and
+    compared with the processes executor's numbers (one run for both, not two)."""
+    from tests.conftest import run_cli
+
+    root = tmp_path_factory.mktemp("text")
+    (root / "tiny.yaml").write_text(yaml.safe_dump(TINY))
+    done = run_cli("run", "--preset", "text", "--config", "tiny.yaml", "--out", "runs",
+                   "--tracking-uri", f"sqlite:///{root / 'mlflow.db'}", "--quiet", cwd=root)
     assert done.returncode in (0, 1), done.stderr[-3000:]
-    (folder,) = list((tmp_path / "runs").glob("*-text"))
-    results = json.loads((folder / "results.json").read_text())
+    (folder,) = list((root / "runs").glob("*-text"))
+    return root, done, folder, json.loads((folder / "results.json").read_text())
+
+
+def test_the_text_preset_runs_end_to_end(text_run, cli, tmp_path):
+    root, done, folder, results = text_run
     assert results["kind"] == "text" and [t["epsilon_target"] for t in results["targets"]] == [8.0, None]
     from audit.machinery.policy import validate_results
 
@@ -45,7 +54,7 @@ def test_the_text_preset_runs_end_to_end(cli, tmp_path):
     (staging / "results.json").unlink()
     shutil.rmtree(staging / "checkpoints" / "text_eps_inf")
     again = cli("run", "--resume", str(staging), "--out", "again", "--tracking-uri",
-                f"sqlite:///{tmp_path / 'mlflow.db'}", "--quiet")
+                f"sqlite:///{root / 'mlflow.db'}", "--quiet")
     assert again.returncode == done.returncode, again.stderr[-3000:]
     resumed = json.loads((tmp_path / "again" / folder.name / "results.json").read_text())
     assert resumed["targets"][0]["train_seconds"] == private["train_seconds"]
@@ -67,7 +76,7 @@ def test_the_text_preset_runs_end_to_end(cli, tmp_path):
     assert "exposure" in done.stdout and "Text targets" in done.stdout
     import mlflow
 
-    client = mlflow.MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    client = mlflow.MlflowClient(f"sqlite:///{root / 'mlflow.db'}")
     parent = client.get_run(results["mlflow"]["parent_run_id"])
     assert parent.data.tags["kind"] == "text"
     child = client.get_run(results["mlflow"]["child_run_ids"][1])
@@ -82,15 +91,15 @@ def test_a_bad_text_section_is_refused_with_the_field_named(cli, tmp_path):
 
 
 @pytest.mark.slow
-def test_the_text_preset_gives_the_same_numbers_on_the_processes_executor(cli, tmp_path):
+def test_the_text_preset_gives_the_same_numbers_on_the_processes_executor(text_run, cli, tmp_path):
+    """The module's local run (tracked in MLflow) against the same config on two child processes
+    (not tracked: where numbers are logged does not change them)."""
     (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(TINY))
-    numbers = []
-    for executor in ("local", "processes"):
-        done = cli("run", "--preset", "text", "--config", "tiny.yaml", "--out", executor, "--no-tracking", "--quiet",
-                   "--executor", executor, *(["--workers", "2"] if executor == "processes" else []))
-        assert done.returncode in (0, 1), done.stderr[-3000:]
-        (folder,) = list((tmp_path / executor).glob("*-text"))
-        results = json.loads((folder / "results.json").read_text())
-        assert results["execution"]["executor"] == executor
-        numbers.append((_attack_numbers(results), [t["text"]["exposure"] for t in results["targets"]]))
+    done = cli("run", "--preset", "text", "--config", "tiny.yaml", "--out", "processes", "--no-tracking", "--quiet",
+               "--executor", "processes", "--workers", "2")
+    assert done.returncode in (0, 1), done.stderr[-3000:]
+    (folder,) = list((tmp_path / "processes").glob("*-text"))
+    local, processes = text_run[3], json.loads((folder / "results.json").read_text())
+    assert [local["execution"]["executor"], processes["execution"]["executor"]] == ["local", "processes"]
+    numbers = [(_attack_numbers(r), [t["text"]["exposure"] for t in r["targets"]]) for r in (local, processes)]
     assert numbers[0] == numbers[1]
