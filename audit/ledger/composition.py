@@ -29,8 +29,8 @@ UP to 7 significant digits: never below dp_accounting fed the same events one by
 """
 from __future__ import annotations
 
-import math
 import functools
+import math
 from collections import Counter
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
