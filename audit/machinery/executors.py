@@ -157,9 +157,11 @@ def _ray_task(function: Callable, args: tuple, kwargs: dict[str, Any], threads: 
     if threads is not None:
         for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
             os.environ[var] = str(threads)
-        import torch
-
-        torch.set_num_threads(threads)
+        # A torch imported later reads OMP_NUM_THREADS; one already loaded (by an earlier task, or
+        # while Ray unpickled this task's function) is told. A numpy task never imports it here.
+        torch = sys.modules.get("torch")
+        if torch is not None:
+            torch.set_num_threads(threads)
     if cwd and os.path.isdir(cwd) and cwd not in sys.path:  # the user's modules beside the driver
         sys.path.insert(0, cwd)
     try:
