@@ -50,3 +50,38 @@ def test_importing_the_cli_and_every_commands_help_loads_no_heavy_library():
     assert seen["commands"] > 10  # the probe really walked the command tree
     assert seen["after_import"] == [], f"`import audit.cli` imports {seen['after_import']}: import them inside the command"
     assert seen["after_help"] == [], f"a command's --help imports {seen['after_help']}: import them inside the command"
+
+
+# What a module imports that its users should not pay for: the modules a fresh `privacy-audit`
+# command or an isolated worker imports before it does anything, each with the libraries it must
+# not load. One fresh interpreter imports them in this order (lightest first), checking after each
+# that none of its libraries is loaded yet (so nothing imported before it hides what it loads).
+LIGHT_MODULES = (
+    ("audit.machinery.workers", ("torch", "numpy")),  # every isolated worker, before its task
+    ("attacks", ("torch", "sklearn", "scipy")),  # the registry: names without the attack modules
+    ("audit.ledger.store", ("dp_accounting", "scipy")),  # a writer without a budget composes nothing
+    ("audit.model_audits.user_models", ("torch",)),  # the worker holding an ONNX graph or a skops model
+    ("audit.dp_validation.canary_audit", ("torch", "sklearn")),  # a canary worker running a numpy trainer
+    ("audit.machinery.verdict", ("torch", "sklearn", "mlflow")),  # `gate`, every verdict
+    ("audit.sweep.inputs", ("matplotlib", "mlflow", "sklearn", "dp_accounting")),  # all `run --dry-run` needs
+)
+
+_LIGHT_PROBE = """
+import importlib, json, sys
+loaded = {}
+for module, heavy in %r:
+    importlib.import_module(module)
+    if module == "attacks":  # looking a name up does not import the attack either
+        from attacks import ATTACKS, TEXT_ATTACKS
+        assert "loss" in ATTACKS and "lm_loss" in TEXT_ATTACKS and "nope" not in ATTACKS and sorted(ATTACKS)
+    loaded[module] = sorted(m for m in heavy if m in sys.modules)
+print(json.dumps(loaded))
+"""
+
+
+def test_modules_on_the_start_up_path_of_commands_and_workers_import_only_what_they_use():
+    done = subprocess.run([sys.executable, "-c", _LIGHT_PROBE % (LIGHT_MODULES,)], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)}, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-2000:]
+    loaded = json.loads(done.stdout.strip().splitlines()[-1])
+    assert loaded == {module: [] for module, _ in LIGHT_MODULES}, "import these inside the function that uses them"
