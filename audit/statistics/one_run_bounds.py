@@ -9,9 +9,9 @@ from typing import Any
 
 import numpy as np
 from scipy import optimize, special, stats
-from scipy.special import _ufuncs as _scipy_ufuncs
 
 from audit.statistics.attack_metrics import validate_probability, validate_scores_and_members
+from audit.statistics.binomial import binom_cdf, binom_cdf_scalar, binom_sf
 from audit.statistics.bound_types import EpsilonLowerBound, _as_count, _check_confidence, _check_delta, _check_epsilon
 from audit.statistics.one_run_guesses import (
     DEFAULT_PILOT_FRACTION,
@@ -30,45 +30,16 @@ __all__ = [
 ]
 
 
-# The binomial cdf and sf that `scipy.stats.binom` evaluates (Boost's, on k = floor(x) inside the
-# support), called directly: the p-value is evaluated thousands of times per audit (the guess-rule
-# search, each bisection step) and the distribution wrapper's argument handling cost ~20× the
-# evaluation. Values identical to `stats.binom.cdf/sf` (tests/test_one_run_fast_path.py); the
-# wrapper is the fallback should a SciPy release rename these ufuncs.
-_BOOST_BINOM_CDF = getattr(_scipy_ufuncs, "_binom_cdf", None)
-_BOOST_BINOM_SF = getattr(_scipy_ufuncs, "_binom_sf", None)
-
-
-def _binom_cdf(k: np.ndarray, n: int, q: float) -> np.ndarray:
-    """P[Bin(n, q) ≤ k] for integer k (any sign), as `stats.binom.cdf(k, n, q)`."""
-    if _BOOST_BINOM_CDF is None:
-        return stats.binom.cdf(k, n, q)
-    k = np.asarray(k, dtype=float)
-    out = np.where(k >= n, 1.0, 0.0)
-    inside = (k >= 0) & (k < n)
-    out[inside] = np.clip(_BOOST_BINOM_CDF(k[inside], n, q), 0.0, 1.0)
-    return out
-
-
-def _binom_sf(k: int, n: int, q: float) -> float:
-    """P[Bin(n, q) > k] for an integer k (any sign), as `stats.binom.sf(k, n, q)`."""
-    if _BOOST_BINOM_SF is None:
-        return float(stats.binom.sf(k, n, q))
-    if k < 0:
-        return 1.0
-    if k >= n:
-        return 0.0
-    return float(min(max(_BOOST_BINOM_SF(float(k), n, q), 0.0), 1.0))
-
-
 def _one_run_p_value(epsilon: float, m: int, r: int, v: int, delta: float) -> float:
     q = special.expit(epsilon)
-    tail = _binom_sf(v - 1, r, q)  # P[Bin(r, q) ≥ v]
+    # audit.statistics.binomial: scipy.stats.binom's values without its per-call overhead (this
+    # p-value is evaluated thousands of times per audit: the guess-rule search, each bisection step).
+    tail = binom_sf(v - 1, r, q)  # P[Bin(r, q) ≥ v]
     if delta == 0 or v == 0:
         return float(min(tail, 1.0))
     i = np.arange(1, v + 1)
     # P[v > Bin(r, q) ≥ v − i] = cdf(v − 1) − cdf(v − i − 1), for all i at once.
-    window = _binom_cdf(v - 1, r, q) - _binom_cdf(v - 1 - i, r, q)
+    window = binom_cdf_scalar(v - 1, r, q) - binom_cdf(v - 1 - i, r, q)
     return float(min(tail + 2 * m * delta * np.max(window / i), 1.0))
 
 

@@ -28,6 +28,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy import special, stats
 
+from audit.statistics.binomial import binom_cdf_scalar
 from audit.statistics.epsilon_bounds import clopper_pearson_upper
 
 __all__ = [
@@ -203,13 +204,14 @@ def curve_slope(profile: PrivacyProfile, alpha) -> np.ndarray:
 
 
 def _binomial_cdf_range(lo: int, hi: int, n: int, p: float) -> np.ndarray:
-    """P(Bin(n, p) ≤ k) for k = lo .. hi (0 ≤ lo ≤ hi ≤ n): one scipy cdf at lo, then the pmf
-    (log-gamma form, vectorised) summed upward — thousands of values for the price of one."""
+    """P(Bin(n, p) ≤ k) for k = lo .. hi (0 ≤ lo ≤ hi ≤ n): one scipy cdf at lo (Boost's, called
+    directly: `audit.statistics.binomial`), then the pmf (log-gamma form, vectorised) summed upward
+    — thousands of values for the price of one."""
     if p <= 0.0:
         return np.ones(hi - lo + 1)
     if p >= 1.0:
         return (np.arange(lo, hi + 1) >= n).astype(float)
-    return np.minimum(1.0, float(stats.binom.cdf(lo, n, p))
+    return np.minimum(1.0, binom_cdf_scalar(lo, n, p)
                       + np.concatenate([[0.0], np.cumsum(_binomial_pmf(np.arange(lo + 1, hi + 1), n, p))]))
 
 
