@@ -6,7 +6,7 @@ costs ~20× the evaluation for one scalar. The one-run p-value (Steinke, Nasr, J
 arXiv 2305.08846) and the trade-off-curve test call them tens of thousands of times per audit, so
 here the same ufuncs are called directly, with the wrapper's rules for k outside the support
 (cdf: 0 below it, 1 from n on; sf: 1 below it, 0 from n on) and its clip to [0, 1]. The values are
-`scipy.stats.binom`'s, bit for bit (tests/test_binomial_fast_path.py); should a SciPy release
+`scipy.stats.binom`'s, bit for bit (tests/test_statistics_fast_paths.py); should a SciPy release
 rename the private ufuncs, the public distribution is used instead (slower, same values).
 
 Pure functions, no I/O.

@@ -64,3 +64,17 @@ def test_the_tradeoff_tests_cdf_range_starts_from_scipys_cdf(lo, hi, n, p):
         want = np.minimum(1.0, start + np.concatenate([[0.0], np.cumsum(_binomial_pmf(np.arange(lo + 1, hi + 1), n, p))]))
         np.testing.assert_array_equal(got, want)
     np.testing.assert_allclose(got, stats.binom.cdf(np.arange(lo, hi + 1), n, p), rtol=1e-9, atol=1e-12)
+
+
+def test_the_trade_off_curve_is_the_direct_formula_bit_for_bit_also_in_chunks():
+    # tradeoff_from_profile precomputes each profile's lines and forms long α grids in chunks.
+    from audit.statistics.tradeoff_curves import dpsgd_privacy_profile, pair_privacy_profile, tradeoff_from_profile
+
+    alpha = np.r_[np.linspace(0.0, 1.0, 5001), 1e-12, 0.999999]
+    for profile in (dpsgd_privacy_profile(2.0, 1.0, 4), pair_privacy_profile(1.0, 1e-5)):
+        eps, deltas = profile.arrays()
+        a = alpha[:, None]
+        direct = np.clip(np.maximum(1.0 - deltas - np.exp(eps) * a, np.exp(-eps) * (1.0 - deltas - a)).max(axis=-1),
+                         0.0, 1.0)
+        np.testing.assert_array_equal(tradeoff_from_profile(profile, alpha), direct)
+        assert all(float(tradeoff_from_profile(profile, x)) == value for x, value in zip(alpha[::500], direct[::500]))
