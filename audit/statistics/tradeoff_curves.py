@@ -239,8 +239,16 @@ def _binomial_pmf(k: np.ndarray, n: int, p: float) -> np.ndarray:
     argument checks (6555 calls, 1.06 s, of a 2.1 s p-value at n = 24 000, under cProfile)."""
     if p <= 0.0 or p >= 1.0:
         return (k == (0 if p <= 0.0 else n)).astype(float)
-    return np.exp(special.gammaln(n + 1) - special.gammaln(k + 1) - special.gammaln(n - k + 1)
+    log_factorial = _log_factorials(n)  # ln j! = gammaln(j + 1), the same values looked up
+    return np.exp(log_factorial[n] - log_factorial[k] - log_factorial[n - k]
                   + k * math.log(p) + (n - k) * math.log1p(-p))
+
+
+@lru_cache(maxsize=16)
+def _log_factorials(n: int) -> np.ndarray:
+    """ln j! for j = 0 .. n (`special.gammaln(j + 1)`), once per n: the p-value's refinement asks for
+    the same n's pmf hundreds of times."""
+    return special.gammaln(np.arange(n + 1) + 1)
 
 
 def _prob_weighted_at_most(fn: int, fp: int, n_in: int, n_out: int, slope: float, p_fpr: float, p_fnr: float) -> float:
