@@ -1,10 +1,15 @@
 """The fast paths of the statistics equal what they replace (issue 25: faster, same results).
 
-`audit.statistics.binomial` calls the Boost ufuncs behind `scipy.stats.binom` directly; the one-run
-p-value and the trade-off-curve test use it. Each check here compares against the public scipy
-call, bit for bit, on random and edge-case arguments.
+Each check compares a sped-up estimator part with the computation it replaced (the public scipy or
+dp_accounting call, or the formula as it was written before), bit for bit, on random and edge-case
+arguments: the binomial cdf/sf (`audit.statistics.binomial`) and the one-run p-value on it, the
+trade-off test's cdf range and curve, the Gaussian fit's AUC and gaps, the GDP conversion's
+log Φ, and the cached PLDs of `audit.statistics.accountants`. (`_full_roc`: tests/test_attack_metrics.py;
+the mixed-type distances: tests/test_synthetic_risks.py.)
 """
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import pytest
@@ -78,3 +83,73 @@ def test_the_trade_off_curve_is_the_direct_formula_bit_for_bit_also_in_chunks():
                          0.0, 1.0)
         np.testing.assert_array_equal(tradeoff_from_profile(profile, alpha), direct)
         assert all(float(tradeoff_from_profile(profile, x)) == value for x, value in zip(alpha[::500], direct[::500]))
+
+
+def _auc_and_gaps_as_before(scores, members, mu=None):
+    # gdp_fit's statistics as written before the fast path: rankdata for the AUC, a stable argsort
+    # and Φ⁻¹ at every cut for the largest vertical gap (Dong, Roth, Su 2019, arXiv 1905.02383).
+    from audit.statistics.gdp_fit import _mu_from_auc
+
+    n1 = int(members.sum())
+    n0 = members.size - n1
+    ranks = stats.rankdata(scores, axis=1)
+    auc = (ranks[:, members].sum(axis=1) - n1 * (n1 + 1) / 2) / (n1 * n0)
+    mu = _mu_from_auc(auc) if mu is None else mu
+    order = np.argsort(scores, axis=1, kind="stable")
+    sorted_members = members[order]
+    s_sorted = np.take_along_axis(scores, order, axis=1)
+    valid = np.ones_like(s_sorted, dtype=bool)
+    valid[:, :-1] = s_sorted[:, 1:] > s_sorted[:, :-1]
+    fnr = np.cumsum(sorted_members, axis=1) / n1
+    fpr = 1.0 - np.cumsum(~sorted_members, axis=1) / n0
+    fitted = special.ndtr(special.ndtri(np.clip(1.0 - fpr, 0.0, 1.0)) - mu[:, None])
+    return auc, mu, np.where(valid, np.abs(fnr - fitted), 0.0).max(axis=1)
+
+
+@pytest.mark.parametrize("decimals", [None, 1])
+def test_the_gaussian_fits_auc_and_gaps_are_the_rankdata_and_stable_sort_values_exactly(decimals):
+    from audit.statistics.gdp_fit import _auc_rows, _max_gaps, _mu_from_auc, _sorted_rows
+
+    rng = np.random.default_rng(3)
+    for n in (25, 400, 1001):
+        members = rng.random(n) < 0.4
+        members[:2] = (True, False)
+        scores = rng.standard_normal((30, n)) + 0.8 * members
+        if decimals is not None:  # ties inside and across the classes
+            scores[::2] = np.round(scores[::2], decimals)
+        sorted_members, group_end = _sorted_rows(scores, members)
+        auc = _auc_rows(sorted_members, group_end, scores, members)
+        mu = _mu_from_auc(auc)
+        want_auc, want_mu, want_gaps = _auc_and_gaps_as_before(scores, members)
+        np.testing.assert_array_equal(auc, want_auc)
+        np.testing.assert_array_equal(mu, want_mu)
+        np.testing.assert_array_equal(_max_gaps(sorted_members, group_end, members, mu), want_gaps)
+
+
+def test_the_gdp_conversions_log_ndtr_is_stats_norm_logcdf():
+    # _gdp_delta_gap calls special.log_ndtr, the function stats.norm.logcdf evaluates; ε(μ, δ) and
+    # μ(ε, δ) (Dong, Roth, Su 2019, Cor. 2.13) are root searches over it.
+    from audit.statistics.gdp_conversions import _gdp_delta_gap
+
+    for eps in (0.0, 0.3, 2.0, 9.0, 80.0):
+        for mu in (0.01, 0.5, 1.0, 4.0, 30.0):
+            for log_delta in (math.log(1e-5), math.log(0.1)):
+                a = stats.norm.logcdf(-eps / mu + mu / 2)
+                b = eps + stats.norm.logcdf(-eps / mu - mu / 2)
+                want = -np.inf if b >= a else float(a + np.log1p(-np.exp(b - a)) - log_delta)
+                assert _gdp_delta_gap(eps, mu, log_delta) == want
+
+
+def test_cached_single_step_plds_give_the_fresh_computations_epsilon():
+    # accountants reuses one step's PLD across T (and _pld_bounds_at per (event, δ, h)); the ε must be
+    # the one a fresh dp_accounting PLD gives (Doroshenko et al. 2022, arXiv 2207.04380).
+    from dp_accounting.pld import privacy_loss_distribution as pld
+
+    from audit.statistics.accountants import DPSGDEvent, _pld_bounds_at
+
+    for sigma, q, steps in ((1.0, 0.01, 100), (1.0, 0.01, 300), (2.0, 0.05, 50)):
+        fresh = tuple(float(pld.from_gaussian_mechanism(
+            sigma, sampling_prob=q, pessimistic_estimate=pessimistic, value_discretization_interval=1e-3,
+            use_connect_dots=pessimistic).self_compose(steps).get_epsilon_for_delta(1e-5)) for pessimistic in (False, True))
+        assert _pld_bounds_at(DPSGDEvent(sigma, q, steps), 1e-5, 1e-3) == fresh
+        assert _pld_bounds_at(DPSGDEvent(sigma, q, steps), 1e-5, 1e-3) == fresh  # from the cache

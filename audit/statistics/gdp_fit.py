@@ -31,8 +31,8 @@ MIN_DISTINCT = 20
 _DRAWS_SMALL, _DRAWS_LARGE, _LARGE = 200, 50, 20_000
 
 
-def _sorted_rows(scores: np.ndarray, members: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Each row of `scores` (2-d) sorted, the membership in that order, and where a tie group ends.
+def _sorted_rows(scores: np.ndarray, members: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The membership of each row of `scores` (2-d) in score order, and where a tie group ends.
 
     One unstable sort per row serves the AUC and the gaps: both read the data only at the end of a
     tie group (a cut between tied scores is no threshold), where the order inside the group does
@@ -42,7 +42,7 @@ def _sorted_rows(scores: np.ndarray, members: np.ndarray) -> tuple[np.ndarray, n
     s_sorted = np.sort(scores, axis=1)  # the same values as scores[order], and faster to get
     group_end = np.ones_like(s_sorted, dtype=bool)
     group_end[:, :-1] = s_sorted[:, 1:] > s_sorted[:, :-1]
-    return s_sorted, members[order], group_end
+    return members[order], group_end
 
 
 def _auc_rows(sorted_members: np.ndarray, group_end: np.ndarray, scores: np.ndarray,
@@ -106,13 +106,13 @@ def gaussian_tradeoff_fit(scores, members, *, alpha: float = 0.05, seed: int = 0
         return out
     finite = np.isfinite(s)
     s = np.where(finite, s, np.where(s > 0, values[np.isfinite(values)].max() + 1, values[np.isfinite(values)].min() - 1))
-    _, sorted_members, group_end = _sorted_rows(s[None, :], m)
+    sorted_members, group_end = _sorted_rows(s[None, :], m)
     mu = _mu_from_auc(_auc_rows(sorted_members, group_end, s[None, :], m))
     observed = float(_max_gaps(sorted_members, group_end, m, mu)[0])
     draws = _DRAWS_SMALL if s.size <= _LARGE else _DRAWS_LARGE
     rng = np.random.default_rng(seed)
     simulated = rng.standard_normal((draws, s.size)) + float(mu[0]) * m[None, :]
-    _, sorted_members, group_end = _sorted_rows(simulated, m)
+    sorted_members, group_end = _sorted_rows(simulated, m)
     null_mu = _mu_from_auc(_auc_rows(sorted_members, group_end, simulated, m))
     null = _max_gaps(sorted_members, group_end, m, null_mu)
     p = float((1 + np.sum(null >= observed)) / (draws + 1))
