@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from scipy import special, stats
 
-from audit.statistics.binomial import binom_cdf, binom_cdf_scalar, binom_sf
+from audit.statistics.binomial import beta_ppf, binom_cdf, binom_cdf_scalar, binom_sf
 
 
 def _arguments(seed: int, count: int):
@@ -32,6 +32,21 @@ def test_the_binomial_cdf_and_sf_are_scipys_bit_for_bit_inside_and_outside_the_s
         for k in ks[:5].tolist():
             assert binom_cdf_scalar(k, n, p) == float(stats.binom.cdf(k, n, p))
             assert binom_sf(k, n, p) == float(stats.binom.sf(k, n, p))
+
+
+def test_the_clopper_pearson_beta_quantile_is_scipys_bit_for_bit():
+    rng = np.random.default_rng(4)
+    for _ in range(200):
+        n = int(rng.integers(1, 30_000))
+        k = rng.integers(0, n + 1, size=int(rng.integers(1, 50)))
+        q = float(rng.choice([0.95, 0.975, 0.999, rng.random()]))
+        b = np.maximum(n - k, 1)
+        np.testing.assert_array_equal(beta_ppf(q, k + 1, b), stats.beta.ppf(q, k + 1, b))
+        smooth = (k + 1.0) / (n + 2.0) * 700  # the anticipated evaluation counts: non-integer shapes
+        np.testing.assert_array_equal(beta_ppf(q, smooth + 1.0, np.maximum(700 - smooth, 1e-9)),
+                                      stats.beta.ppf(q, smooth + 1.0, np.maximum(700 - smooth, 1e-9)))
+    for q in (0.0, 1.0):  # the edges go to the wrapper itself
+        np.testing.assert_array_equal(beta_ppf(q, [1.0, 3.0], [2.0, 1.0]), stats.beta.ppf(q, [1.0, 3.0], [2.0, 1.0]))
 
 
 def _one_run_p_value_with_scipy_stats(epsilon, m, r, v, delta):

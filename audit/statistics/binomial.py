@@ -1,4 +1,4 @@
-"""The binomial cdf and survival function of `scipy.stats.binom`, without its per-call overhead.
+"""Binomial tail probabilities and the Clopper-Pearson beta quantile, without scipy.stats' per-call overhead.
 
 `scipy.stats.binom.cdf/sf` evaluate Boost's binomial distribution (`scipy.special._ufuncs._binom_cdf`
 / `_binom_sf`, on k = floor(k) inside the support [0, n)) after generic argument handling that
@@ -9,6 +9,9 @@ here the same ufuncs are called directly, with the wrapper's rules for k outside
 `scipy.stats.binom`'s, bit for bit (tests/test_statistics_fast_paths.py); should a SciPy release
 rename the private ufuncs, the public distribution is used instead (slower, same values).
 
+`beta_ppf` is `scipy.stats.beta.ppf` the same way (Boost's `_beta_ppf`): the Clopper-Pearson upper
+bound (Clopper & Pearson 1934) of every threshold a Clopper-Pearson or GDP audit tries.
+
 Pure functions, no I/O.
 """
 from __future__ import annotations
@@ -17,10 +20,11 @@ import numpy as np
 from scipy import stats
 from scipy.special import _ufuncs
 
-__all__ = ["binom_cdf", "binom_cdf_scalar", "binom_sf"]
+__all__ = ["beta_ppf", "binom_cdf", "binom_cdf_scalar", "binom_sf"]
 
 _BOOST_CDF = getattr(_ufuncs, "_binom_cdf", None)
 _BOOST_SF = getattr(_ufuncs, "_binom_sf", None)
+_BOOST_BETA_PPF = getattr(_ufuncs, "_beta_ppf", None)
 
 
 def binom_cdf(k, n: int, p: float) -> np.ndarray:
@@ -55,3 +59,16 @@ def binom_sf(k: int, n: int, p: float) -> float:
     if k >= n:
         return 0.0
     return float(min(max(_BOOST_SF(float(k), n, p), 0.0), 1.0))
+
+
+def beta_ppf(q: float, a, b) -> np.ndarray:
+    """The `q` quantile of Beta(a, b), elementwise over arrays a, b, as `scipy.stats.beta.ppf(q, a, b)`.
+
+    The wrapper's own result inside its domain (0 < q < 1, a > 0, b > 0) is Boost's value · 1 + 0;
+    anything else (an edge or an invalid argument) goes to the wrapper itself.
+    """
+    a = np.asarray(a, dtype=float)
+    b = np.asarray(b, dtype=float)
+    if _BOOST_BETA_PPF is None or not 0.0 < q < 1.0 or not (np.all(a > 0) and np.all(b > 0)):
+        return stats.beta.ppf(q, a, b)
+    return _BOOST_BETA_PPF(q, a, b) * 1.0 + 0.0
