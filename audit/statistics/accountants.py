@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
+import numbers
 import threading
 import time
 import warnings
@@ -115,9 +116,11 @@ _single_step_cache: OrderedDict[tuple[float, float, float, bool], tuple[Any, int
 _single_step_lock = threading.Lock()
 
 
-def _pmf_size(distribution) -> int:
-    pmfs = {id(p): p for p in (distribution._pmf_remove, distribution._pmf_add)}.values()
-    return sum(int(getattr(p, "size", 0)) for p in pmfs)
+def _pmf_size(distribution) -> int | None:
+    """Values held by the distribution's probability arrays; None when this dp_accounting does not say."""
+    pmfs = {id(p): p for p in (getattr(distribution, "_pmf_remove", None), getattr(distribution, "_pmf_add", None))}
+    sizes = [getattr(p, "size", None) for p in pmfs.values() if p is not None]
+    return sum(int(s) for s in sizes) if sizes and all(isinstance(s, numbers.Integral) for s in sizes) else None
 
 
 def _single_step_pld(noise_multiplier: float, sample_rate: float, interval: float, pessimistic: bool):
@@ -138,7 +141,7 @@ def _single_step_pld(noise_multiplier: float, sample_rate: float, interval: floa
     )
     size = _pmf_size(distribution)
     with _single_step_lock:
-        if size <= _SINGLE_STEP_CACHE_VALUES // 4:
+        if size is not None and size <= _SINGLE_STEP_CACHE_VALUES // 4:  # unknown or large: not kept
             _single_step_cache[key] = (distribution, size)
             while sum(s for _, s in _single_step_cache.values()) > _SINGLE_STEP_CACHE_VALUES:
                 _single_step_cache.popitem(last=False)
