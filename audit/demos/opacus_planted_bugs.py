@@ -30,7 +30,7 @@ import torch
 from targets.opacus_setups import tabular_mlp_setup
 
 SIZES = {"tiny": {"rows": 400, "hidden": (32,), "batch": 40, "epochs": 2},
-         "real": {"rows": 8000, "hidden": (256, 256), "batch": 128, "epochs": 4},
+         "real": {"rows": 16000, "hidden": (256, 256), "batch": 256, "epochs": 4},
          "full": {"rows": 20000, "hidden": (256, 256), "batch": 256, "epochs": 5}}
 MAX_GRAD_NORM = 2.0
 BUG_NOISE_MULTIPLIER = 1.0

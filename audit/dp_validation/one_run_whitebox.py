@@ -149,8 +149,10 @@ def one_run_task(factory: str | None, builtin: dict | None, n_canaries: int | No
     except ValueError as exc:
         raise AuditInputError("--canaries", str(exc)) from None
     canaries.attach(optimizer)
+    cpu_start = time.process_time()  # this worker's CPU: the run's own, whatever else loads the machine
     with user_code(name, "training setup"):
         steps, seconds = train_loop(model, optimizer, loader, epochs, loss, canaries=canaries, max_steps=max_steps)
+        cpu_seconds = time.process_time() - cpu_start
         accuracy = _accuracy(model, extra.get("test_loader"))
     settings = _opacus_settings(optimizer, loader, engine, steps, delta)
     result = {"scores_all": canaries.scores("all"), "scores_final": canaries.scores("final"),
@@ -158,15 +160,18 @@ def one_run_task(factory: str | None, builtin: dict | None, n_canaries: int | No
               "canary_scale": float(scale), "inserted": canaries.inserted, "as_rows": canaries.as_rows,
               "clip_deviation": canaries.clip_deviation if canaries.kind == "dirac" else None,
               "clip_checked_steps": canaries.clip_checked_steps, "steps": steps, "settings": settings,
-              "seconds": seconds, "accuracy": accuracy, "plain_seconds": None, "plain_accuracy": None,
+              "seconds": seconds, "cpu_seconds": cpu_seconds, "accuracy": accuracy, "plain_seconds": None,
+              "plain_cpu_seconds": None, "plain_accuracy": None,
               "score_all_kind": ("log-likelihood ratio of the claimed Bernoulli(q) mixture per step, summed"
                                  if q < 1 else "sum over steps of the update's projection on the canary")}
     if compare_plain:
         _seed_everything(seed)
         made = _make_setup(factory, builtin, name)
         model, optimizer, loader, _, epochs, loss = _unpack_setup(made, factory or "--builtin")
+        cpu_start = time.process_time()
         with user_code(name, "training setup"):
             plain_steps, plain_seconds = train_loop(model, optimizer, loader, epochs, loss, max_steps=max_steps)
+            result["plain_cpu_seconds"] = time.process_time() - cpu_start
             result["plain_accuracy"] = _accuracy(model, (made if isinstance(made, dict) else {}).get("test_loader"))
         result["plain_seconds"], result["plain_steps"] = plain_seconds, plain_steps
     del torch
@@ -359,7 +364,9 @@ def run_one_run_whitebox_audit(
         "ceiling": float(audit["ceiling"]),
         "ceiling_label": "Steinke et al. bound of an attack guessing every canary right (α/2)",
         "cost": {"seconds_with_canaries": run["seconds"], "seconds_plain": run.get("plain_seconds"),
-                 "overhead": overhead, "goal": 1.3},
+                 "cpu_seconds_with_canaries": run.get("cpu_seconds"), "cpu_seconds_plain": run.get("plain_cpu_seconds"),
+                 "overhead": overhead, "cpu_overhead": (run["cpu_seconds"] / run["plain_cpu_seconds"]
+                                                        if run.get("plain_cpu_seconds") else None), "goal": 1.3},
         "accuracy": {"with_canaries": run["accuracy"], "plain": run.get("plain_accuracy"),
                      "note": None if run["accuracy"] is not None else
                      "the factory returned no 'test_loader': accuracy not measured"},
