@@ -224,9 +224,10 @@ def run_one_run_whitebox_audit(
     compare_plain: bool = True,
     builtin_rows: int = 2000,
     builtin_hidden: tuple[int, ...] = (256, 256),
+    device: str | None = None,
 ) -> dict[str, Any]:
     """One training run with gradient canaries, its claim held / refuted / untestable (module docstring)."""
-    from audit.dp_validation.whitebox_audit import OBSERVATIONS, _check_positive
+    from audit.dp_validation.whitebox_audit import OBSERVATIONS, _check_positive, builtin_device
 
     if (factory is None) == (not builtin):
         raise AuditInputError("--factory", "give either --factory module:function or --builtin")
@@ -243,6 +244,7 @@ def run_one_run_whitebox_audit(
     if claimed_epsilon is not None:
         validate_claim(claimed_epsilon, delta, epsilon_flag="--claimed-epsilon", delta_flag="--delta")
     _check_positive(canary_scale, "canary_scale", low=0.999, high=1e9)
+    device = builtin_device(device, builtin)
     spec = None
     if builtin:
         if noise_multiplier is None:
@@ -251,7 +253,7 @@ def run_one_run_whitebox_audit(
                 "sample_rate": _check_positive(sample_rate, "--sample-rate", high=1.0),
                 "steps": _check_positive(steps, "--steps", integer=True, high=100_000),
                 "max_grad_norm": _check_positive(max_grad_norm, "--max-grad-norm", high=1e6),
-                "rows": int(builtin_rows), "hidden": tuple(builtin_hidden), "seed": int(seed)}
+                "rows": int(builtin_rows), "hidden": tuple(builtin_hidden), "seed": int(seed), "device": device}
         subject = (f"Opacus MLP {list(builtin_hidden)} on the default table (σ {spec['noise_multiplier']:g}, "
                    f"q {spec['sample_rate']:g}, T {spec['steps']}, C {spec['max_grad_norm']:g})")
     else:
@@ -329,6 +331,7 @@ def run_one_run_whitebox_audit(
     return {
         "audit": f"white-box one-run gradient canaries ({PAPER})",
         "mode": "one-run",
+        "device": device,
         "subject": subject,
         "factory": factory,
         "builtin": bool(builtin),
