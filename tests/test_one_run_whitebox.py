@@ -123,6 +123,9 @@ def test_cli_one_run_builtin_reports_cost_accuracy_and_claim_status(tmp_path):
     assert result["cost"]["overhead"] > 0 and result["accuracy"]["plain"] is not None
     assert result["verdict"]["claims"][0]["status"] in ("held", "untestable")
     assert "test accuracy" in done.stdout
+    from audit.dp_validation.result_files import load_audit_result
+
+    load_audit_result(path, "whitebox-audit")  # what `gate` reads: the shipped schema, the flags vs the numbers
 
 
 def test_cli_one_run_rejects_an_unknown_canary_kind(tmp_path):
