@@ -232,7 +232,9 @@ def test_a_black_box_prediction_function(workdir, monkeypatch):
 
 @pytest.mark.slow
 def test_a_label_only_function_gets_the_label_only_attack_from_the_cli(workdir):
-    from tests.conftest import run_cli
+    # In-process (the conftest convention: the test reads what the command prints, writes and exits with);
+    # the user's function still runs in its isolated worker.
+    from tests.conftest import run_cli_in_process as run_cli
 
     done = run_cli("audit-model", "--function", "usermodels:api_labels", "--output", "labels", "--claimed-epsilon", "inf",
                    "--members", "members.csv", "--nonmembers", "nonmembers.csv", "--label", "y",

@@ -19,6 +19,14 @@ from targets.text_corpus import make_text_corpus
 CORPUS = make_text_corpus(n_candidates=40, n_pool=40, n_test=4, seed=21)
 
 
+@pytest.fixture
+def cli(cli_in_process):
+    """In this process (the conftest convention): these tests read what `audit-model` prints, writes and exits
+    with; the model is still scored in its own isolated worker process, and a refused folder must be refused
+    before anything of it runs, in this process as in a fresh one."""
+    return cli_in_process
+
+
 def _write_jsonl(path: Path, texts: list[str]) -> Path:
     path.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts), encoding="utf-8")
     return path

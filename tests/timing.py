@@ -2,6 +2,7 @@
 
     python -m tests.timing FILE            # a Markdown table, the most CPU first (docs/test-suite.md)
     python -m tests.timing FILE --costs    # FILE_CPU_SECONDS for tests/conftest.py (the xdist schedule)
+    python -m tests.timing FILE --slow S   # tests/measured_slow.txt: the tests above S CPU seconds each
 
 CPU seconds include the child processes a test waited for (CLI runs, worker pools, Ray excepted), so they
 say what a file costs on an idle machine better than wall time on a shared one."""
@@ -9,6 +10,21 @@ from __future__ import annotations
 
 import sys
 from collections import defaultdict
+
+
+def slow_list(path: str, threshold: float) -> None:
+    """One node id per line (a test, with its parameters), costliest first, for every test measured at
+    `threshold` CPU seconds or more: tests/conftest.py marks them `slow`, so `make test-fast` leaves them out."""
+    cpu: dict[str, float] = defaultdict(float)
+    for line in open(path):
+        nodeid, _, c = line.rstrip("\n").rsplit("\t", 2)
+        cpu[nodeid] = max(cpu[nodeid], float(c))
+    slow = sorted((n for n in cpu if cpu[n] >= threshold), key=cpu.get, reverse=True)
+    print(f"# tests measured at >= {threshold:g} s of CPU each (python -m tests.timing TIMES --slow {threshold:g}):")
+    print(f"# {len(slow)} tests, {sum(cpu[n] for n in slow):.0f} of {sum(cpu.values()):.0f} CPU s. Marked slow by"
+          " tests/conftest.py; regenerate after a whole-suite run (docs/test-suite.md).")
+    for nodeid in slow:
+        print(nodeid)
 
 
 def main(path: str, costs: bool = False) -> None:
@@ -32,4 +48,7 @@ def main(path: str, costs: bool = False) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], costs="--costs" in sys.argv[2:])
+    if "--slow" in sys.argv[2:]:
+        slow_list(sys.argv[1], float(sys.argv[sys.argv.index("--slow") + 1]))
+    else:
+        main(sys.argv[1], costs="--costs" in sys.argv[2:])
