@@ -42,10 +42,13 @@ def main() -> None:
     if args.only:
         names = [n for n in names if n in set(args.only.split(","))]
     names_all = list(bugs.BUGS) + list(bugs.CORRECT)
-    print(f"size {args.size}: {bugs.SIZES[args.size]}")
+    print(f"size {args.size}: {bugs.SIZES[args.size]}; torch threads per worker: "
+          f"{os.environ.get('OMP_NUM_THREADS', 'torch default')}; load average {os.getloadavg()}; "
+          f"started {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}", flush=True)
     print("| setup | claim ε | one-run status | Steinke ε | f-DP GDP ε | Gaussian-sum ε | Andrew ε | m | "
-          "conformance failed | flagged | s canary run | s plain run | accuracy canaries / plain | s conformance |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "conformance failed | flagged | s canary run (wall / CPU) | s plain run (wall / CPU) | "
+          "overhead canary / plain (wall; CPU) | accuracy canaries / plain | s conformance |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     flagged_bugs = flagged_correct = n_correct = 0
     first_correct = True
     for name in names:
@@ -72,16 +75,21 @@ def main() -> None:
         cost, acc = one["cost"], one["accuracy"]
         accuracy = (f"{acc['with_canaries']:.3f} / {acc['plain']:.3f}" if acc.get("plain") is not None
                     else f"{acc['with_canaries']:.3f} / –")
-        plain_s = "–" if cost["seconds_plain"] is None else f"{cost['seconds_plain']:.1f}"
+        plain_s = ("–" if cost["seconds_plain"] is None
+                   else f"{cost['seconds_plain']:.1f} / {cost['cpu_seconds_plain']:.1f}")
+        over = ("–" if cost["overhead"] is None
+                else f"{cost['overhead']:.2f}; {cost['cpu_overhead']:.2f}")
         print(f"| {name} | {one['claimed_epsilon']:.2f} | {o['status']}"
               f"{' (accountant disagrees)' if one['accountant_disagreements'] else ''} | {o['steinke']['epsilon']:.2f} | "
               f"{(o['fdp'] or {}).get('gdp_family_epsilon') or 0:.2f} | {o['gaussian_sum']['epsilon']:.2f} | "
               f"{o['andrew']['epsilon']:.2f} | {one['canaries']['m']} {one['canaries']['kind']} | "
-              f"{', '.join(failed) or '–'} | {'yes' if flagged else 'no'} | {cost['seconds_with_canaries']:.1f} | "
-              f"{plain_s} | {accuracy} | "
+              f"{', '.join(failed) or '–'} | {'yes' if flagged else 'no'} | "
+              f"{cost['seconds_with_canaries']:.1f} / {cost['cpu_seconds_with_canaries']:.1f} | "
+              f"{plain_s} | {over} | {accuracy} | "
               f"{conf_seconds:.1f} |", flush=True)
     n_bugs = sum(n in bugs.BUGS for n in names)
-    print(f"\nbugs flagged: {flagged_bugs} of {n_bugs}; correct setups flagged: {flagged_correct} of {n_correct}")
+    print(f"\nfinished {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}; load average {os.getloadavg()}")
+    print(f"bugs flagged: {flagged_bugs} of {n_bugs}; correct setups flagged: {flagged_correct} of {n_correct}")
 
 
 if __name__ == "__main__":

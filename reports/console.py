@@ -61,9 +61,17 @@ def _target_header(target: dict[str, Any], accountant: str, status: str) -> Text
     return header
 
 
+def _is_canary_clients(twin: dict[str, Any]) -> bool:
+    """The federated job's row family "canary clients (one-run)" (a twin federation), not a gradient-canary twin."""
+    return str(twin.get("family") or "").startswith("canary clients")
+
+
 def _twin_line(twin: dict[str, Any]) -> str:
     p = twin.get("p_value")
-    return (f"white-box 1-run: a twin with {twin.get('m')} {twin.get('kind')} canaries, scored at every iterate; f-DP "
+    what = (f"canary clients 1-run: a twin federation with {twin.get('m')} canary clients (random directions), "
+            "scored over every round" if _is_canary_clients(twin)
+            else f"white-box 1-run: a twin with {twin.get('m')} {twin.get('kind')} canaries, scored at every iterate")
+    return (f"{what}; f-DP "
             f"test {'refutes' if twin.get('fdp_refuted') else 'does not refute'} the claim's curve"
             + (f" (p {p:.2g})" if is_number(p) else "")
             + f"; estimates, not bounds: Gaussian sum ε ≈ {_fmt(twin.get('gaussian_sum_epsilon'), 2)}, "
@@ -96,7 +104,8 @@ def results_summary_table(results: dict[str, Any]) -> Group:
             )
         twin = target.get("whitebox_one_run")
         if isinstance(twin, dict):  # row family "white-box one-run": a twin with canaries, every iterate
-            table.add_row("white-box 1-run", "—", "—", "—", "—", _fmt(twin.get("steinke_epsilon"), 2))
+            table.add_row("canary clients 1-run" if _is_canary_clients(twin) else "white-box 1-run", "—", "—", "—", "—",
+                          _fmt(twin.get("steinke_epsilon"), 2))
         blocks += [_line(""), _target_header(target, accountant, subject_status(verdict, f"targets[{index}]")), table]
         if isinstance(twin, dict):
             blocks.append(_line(_twin_line(twin), style="dim"))

@@ -1,6 +1,9 @@
 """Federated targets in tables: one row per (target ε, client) with ε per level and the per-client
-attacks, and one row per (target ε, level) with the best attack of each level. Used by the
-console, the HTML report and the README's tables (`python -m reports.federated_tables RESULTS`)."""
+attacks, and one row per (target ε, level) with the best attack of each level — and, for a
+client-level target, its "canary clients (one-run)" row (a twin federation with canary clients,
+audit/federated/canary_rows.py) beside the membership rows, with each row's claim status from the
+verdict. Used by the console, the HTML report and the README's tables
+(`python -m reports.federated_tables RESULTS`)."""
 from __future__ import annotations
 
 import html
@@ -69,13 +72,43 @@ def client_rows(results: dict[str, Any]) -> list[tuple[str, ...]]:
 
 
 LEVEL_HEADERS = ("ε target", "level", "claimed ε (acct)", "attack", "AUC (CI)", "ε LB (CP)", "ε LB (1-run)",
-                 "1-run ceiling", "candidates")
+                 "1-run ceiling", "candidates", "claim")
+
+_STATUS = {"fail": "refuted", "pass": "held", "inconclusive": "untestable"}
+
+
+def row_status(results: dict[str, Any], index: int, row_name: str) -> str:
+    """The verdict's word for one row of target `index` (its deciding check: held / refuted / untestable;
+    "shown" when the row decides nothing, e.g. the server, which client-level DP trusts)."""
+    checks = (results.get("verdict") or {}).get("checks") or []
+    subject = f"targets[{index}]"
+    outcomes = [c.get("outcome") for c in checks if isinstance(c, dict) and c.get("subject") == subject
+                and (f" · {row_name} (" in str(c.get("name")) or str(c.get("name")).endswith(f" · {row_name}")
+                     or f" · {row_name} · one_run" in str(c.get("name")))
+                and c.get("outcome") in _STATUS]
+    for outcome in ("fail", "pass", "inconclusive"):
+        if outcome in outcomes:
+            return _STATUS[outcome]
+    return "shown" if any(isinstance(c, dict) and c.get("subject") == subject and f" · {row_name}" in str(c.get("name"))
+                          for c in checks) else "—"
+
+
+def _canary_ceiling(results: dict[str, Any], index: int, row: dict[str, Any]) -> float | None:
+    """The canary row's ceiling at its Holm level (the verdict's check), else the row's own (at α)."""
+    for check in (results.get("verdict") or {}).get("checks") or []:
+        if (isinstance(check, dict) and check.get("subject") == f"targets[{index}]"
+                and str(check.get("name")).endswith(f" · {row.get('family')}") and check.get("ceiling") is not None):
+            return check["ceiling"]
+    return row.get("ceiling")
 
 
 def level_rows(results: dict[str, Any]) -> list[tuple[str, ...]]:
-    """Per target, the pooled attack of each level: record (loss/all, lira_offline/all), server, client."""
+    """Per target, the pooled attack of each level: record (loss/all, lira_offline/all), server, client;
+    then the target's canary-client row (client level; its ε LB is Steinke et al.'s, candidates its canaries)."""
     rows = []
+    targets = results.get("targets", [])
     for target in federated_targets(results):
+        index = next(i for i, t in enumerate(targets) if t is target)
         for attack in target["attacks"]:
             name = attack["name"]
             if not (name.endswith("/all") or name.startswith("server_update") or name == "client_mia"):
@@ -86,7 +119,15 @@ def level_rows(results: dict[str, Any]) -> list[tuple[str, ...]]:
                 _eps_target(target), level, _fmt(claim.get("epsilon"), 2), name, _auc(attack),
                 _fmt(attack["epsilon_lb"]["clopper_pearson"], 2), _fmt(attack["epsilon_lb"]["one_run"], 2),
                 _fmt(attack.get("ceiling_one_run"), 2), str(attack["n_members"] + attack["n_nonmembers"]),
+                row_status(results, index, name),
             ))
+        canary = target.get("whitebox_one_run")
+        if isinstance(canary, dict):  # row family "canary clients (one-run)": the twin federation's canaries
+            rows.append((
+                _eps_target(target), str(canary.get("level") or "client"), _fmt(canary.get("claim"), 2),
+                str(canary.get("family") or "canary clients (one-run)"), "—", "—",
+                _fmt(canary.get("steinke_epsilon"), 2), _fmt(_canary_ceiling(results, index, canary), 2),
+                f"{canary.get('m')} canaries", row_status(results, index, str(canary.get("family")))))
     return rows
 
 

@@ -560,8 +560,12 @@ def _whitebox_cell(target: dict[str, Any]) -> str:
     if not isinstance(twin, dict):
         return ""
     p_value = f"{float(twin['p_value']):.2g}" if _is_number(twin.get("p_value")) else "—"
-    return (f'<p><small>white-box one-run ({_text(twin.get("m"))} {_text(twin.get("kind"))} canaries in a twin, every '
-            f'iterate): Steinke et al. ε ≥ {_num(twin.get("steinke_epsilon"), 2)}; f-DP test '
+    if str(twin.get("family") or "").startswith("canary clients"):  # the federated job's twin federation
+        what = f'canary clients (one-run) ({_text(twin.get("m"))} canary clients in a twin federation, every round)'
+    else:
+        what = (f'white-box one-run ({_text(twin.get("m"))} {_text(twin.get("kind"))} canaries in a twin, every '
+                f'iterate)')
+    return (f'<p><small>{what}: Steinke et al. ε ≥ {_num(twin.get("steinke_epsilon"), 2)}; f-DP test '
             f'{"refutes" if twin.get("fdp_refuted") else "does not refute"} the claim\'s curve; p = '
             f'{_text(p_value)}; '
             f'estimates (not bounds): Gaussian sum ε ≈ {_num(twin.get("gaussian_sum_epsilon"), 2)}, Andrew et al. '

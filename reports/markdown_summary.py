@@ -77,6 +77,14 @@ def render_summary_markdown(results: dict[str, Any], *, evaluation: Any = None) 
             row.append(f"**{word_here}**" if word_here in ("refuted", "no DP claim · LEAKS") else word_here)
             lines.append("| " + " | ".join(row) + " |")
         lines.append("")
+        from reports.federated_tables import LEVEL_HEADERS, level_rows
+
+        federated = level_rows(results)
+        if federated:  # the federated job: each level's rows and the canary clients' one-run row, with their status
+            lines.append("| " + " | ".join(LEVEL_HEADERS) + " |")
+            lines.append("|" + "|".join("---:" for _ in LEVEL_HEADERS) + "|")
+            lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in federated]
+            lines.append("")
 
     synthetic = [s for s in results.get("synthetic") or [] if isinstance(s, dict)]
     if synthetic:

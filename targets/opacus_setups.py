@@ -56,8 +56,9 @@ def private_at_epsilon(model, optimizer, loader, *, epsilon: float, delta: float
 
 def tabular_mlp_setup(*, noise_multiplier: float, sample_rate: float, steps: int, max_grad_norm: float,
                       rows: int = 2000, hidden: Sequence[int] = (256, 256), lr: float = 0.1, momentum: float = 0.0,
-                      seed: int = 0, accountant: str = "prv", make_private=None) -> dict:
-    """A private MLP on `rows` rows of the default table (80 % train, 20 % test). `make_private`
+                      seed: int = 0, accountant: str = "prv", make_private=None, device: str | None = None) -> dict:
+    """A private MLP on `rows` rows of the default table (80 % train, 20 % test), model and data on
+    `device` (None: the CPU; the caller resolves "auto" with `targets.devices.resolve_device`). `make_private`
     (engine, model, optimizer, loader) -> (model, optimizer, loader) replaces the usual
     `engine.make_private` call (the planted-bug setups use it)."""
     from opacus import PrivacyEngine
@@ -66,11 +67,13 @@ def tabular_mlp_setup(*, noise_multiplier: float, sample_rate: float, steps: int
     X = data.features.astype(np.float32)
     y = data.labels.astype(np.int64)
     n_test = int(round(TEST_SHARE * len(y)))
-    train = TensorDataset(torch.as_tensor(X[n_test:]), torch.as_tensor(y[n_test:]))
-    test = DataLoader(TensorDataset(torch.as_tensor(X[:n_test]), torch.as_tensor(y[:n_test])), batch_size=4096)
+    place = torch.device(device or "cpu")
+    train = TensorDataset(torch.as_tensor(X[n_test:], device=place), torch.as_tensor(y[n_test:], device=place))
+    test = DataLoader(TensorDataset(torch.as_tensor(X[:n_test], device=place), torch.as_tensor(y[:n_test], device=place)),
+                      batch_size=4096)
     n_train = len(train)
     batch = max(1, int(round(float(sample_rate) * n_train)))
-    model = build_model("mlp", X.shape[1], list(hidden), int(y.max()) + 1, seed=int(seed))
+    model = build_model("mlp", X.shape[1], list(hidden), int(y.max()) + 1, seed=int(seed)).to(place)
     optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum)
     loader = DataLoader(train, batch_size=batch, shuffle=True)
     with warnings.catch_warnings():

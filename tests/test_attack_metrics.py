@@ -43,6 +43,25 @@ def test_roc_curve_points_are_sklearns_roc_curve():
         np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("decimals", [None, 1, 0])
+def test_the_full_roc_is_sklearns_roc_curve_with_every_threshold_exactly(decimals):
+    # _full_roc (tpr_at_fpr, membership_advantage, per-class TPR) skips sklearn's input checks for
+    # speed; its points must be sklearn's, bit for bit, with and without ties, on several sizes.
+    from audit.statistics.attack_metrics import _full_roc
+
+    rng = np.random.default_rng(7)
+    for n in (2, 3, 15, 300, 2400):
+        members = rng.random(n) < 0.5
+        members[:2] = (True, False)
+        scores = rng.normal(size=n) + members
+        if decimals is not None:
+            scores = np.round(scores, decimals)
+        fpr, tpr = _full_roc(scores, members)
+        ref_fpr, ref_tpr, _ = roc_curve(members, scores, drop_intermediate=False)
+        np.testing.assert_array_equal(fpr, ref_fpr)
+        np.testing.assert_array_equal(tpr, ref_tpr)
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_auc_matches_sklearn_roc_auc_score_including_ties(seed):
     rng = np.random.default_rng(seed)

@@ -90,7 +90,11 @@ def test_client_level_federation_reports_client_epsilon_and_a_client_mia(tmp_pat
     assert canaries["claim"] == level["epsilon"]["prv"] and canaries["canary_rows_inserted"] > 0
     assert any(c["name"].endswith("canary clients (one-run)") for c in verdict["checks"])
     assert verdict["family_wise_error"]["n_tests"] == len(alone) + int(canaries["refutable_alone"])
-    assert json.loads((run.run_dir / "results.json").read_text())["verdict"]["status"] == verdict["status"]
+    on_disk = json.loads((run.run_dir / "results.json").read_text())
+    assert on_disk["verdict"]["status"] == verdict["status"]
+    # The canary clients' row is described by the shipped schema (its $defs one_run_row).
+    schema = json.loads((REPO / "audit" / "schema" / "results.schema.json").read_text())
+    jsonschema.Draft202012Validator(schema).validate(on_disk)
     for attack in claimed:  # each row's ceiling is the one its test had: α/K at Holm's first step
         m = attack["n_members"] + attack["n_nonmembers"]
         assert attack["ceiling_one_run"] == one_run_ceiling(

@@ -114,15 +114,18 @@ def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 
 def test_cli_one_run_builtin_reports_cost_accuracy_and_claim_status(tmp_path):
     done = _cli("whitebox-audit", "--mode", "one-run", "--builtin", "--noise-multiplier", "2", "--sample-rate", "0.5",
-                "--steps", "6", "--canaries", "200", "--out", str(tmp_path / "runs"),
+                "--steps", "6", "--canaries", "200", "--device", "cpu", "--out", str(tmp_path / "runs"),
                 "--tracking-uri", f"sqlite:///{tmp_path / 'm.db'}", cwd=tmp_path)
     assert done.returncode in (0,), done.stdout + done.stderr
     (path,) = (tmp_path / "runs").glob("*-whitebox-audit/whitebox-audit.json")
     result = json.loads(path.read_text())
-    assert result["mode"] == "one-run" and result["canaries"]["m"] == 200
+    assert result["mode"] == "one-run" and result["canaries"]["m"] == 200 and result["device"] == "cpu"
     assert result["cost"]["overhead"] > 0 and result["accuracy"]["plain"] is not None
     assert result["verdict"]["claims"][0]["status"] in ("held", "untestable")
     assert "test accuracy" in done.stdout
+    from audit.dp_validation.result_files import load_audit_result
+
+    load_audit_result(path, "whitebox-audit")  # what `gate` reads: the shipped schema, the flags vs the numbers
 
 
 def test_cli_one_run_rejects_an_unknown_canary_kind(tmp_path):

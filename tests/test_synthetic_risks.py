@@ -95,6 +95,32 @@ def test_no_false_alarm_on_null_data_in_at_least_95_percent_of_repeats():
     assert flagged <= repeats * 0.05
 
 
+@pytest.mark.parametrize(("n_numeric", "n_categorical"),
+                         [(0, 2), (1, 0), (4, 0), (4, 2), (7, 2), (8, 0), (12, 2)])
+def test_small_distance_blocks_summed_in_numpy_equal_torch_cdist(n_numeric, n_categorical):
+    # _gower_l1 sums small blocks in numpy (torch.cdist's set-up costs 20× their arithmetic): the
+    # distances must be torch's float32 ones, so nearest rows and ties come out the same.
+    import torch
+
+    from audit.statistics import synthetic_risks as risks
+
+    rng = np.random.default_rng(n_numeric * 10 + n_categorical)
+    q_num, s_num = rng.lognormal(size=(70, n_numeric)) / 3.7, rng.lognormal(size=(90, n_numeric)) / 3.7
+    q_num[:5] = s_num[:5]  # exact copies: distance 0 must stay 0
+    q_cat, s_cat = rng.integers(-1, 4, (70, n_categorical)), rng.integers(-1, 4, (90, n_categorical))
+    got = risks._gower_l1(q_num, q_cat, s_num, s_cat)
+    low = s_num.min(axis=0)
+    want = torch.zeros((70, 90))
+    if n_numeric:
+        want = torch.cdist(torch.from_numpy((q_num - low).astype(np.float32)),
+                           torch.from_numpy((s_num - low).astype(np.float32)), p=1)
+    if n_categorical:
+        want = want + torch.cdist(torch.from_numpy(q_cat.astype(np.float32)),
+                                  torch.from_numpy(s_cat.astype(np.float32)), p=0)
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got, want.numpy())
+
+
 def test_linkability_and_inference_take_explicit_columns_and_reject_bad_ones():
     rng = np.random.default_rng(5)
     train, control = population(300, rng), population(300, rng)

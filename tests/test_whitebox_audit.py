@@ -23,8 +23,9 @@ def test_the_canary_coordinate_of_the_vectorized_trainer_is_the_claimed_gaussian
 
 
 def test_the_harness_dp_sgd_is_not_refuted_and_too_few_runs_are_inconclusive():
-    honest = run_whitebox_audit(builtin=True, noise_multiplier=2.0, steps=4, n_runs=300, workers=1)
+    honest = run_whitebox_audit(builtin=True, noise_multiplier=2.0, steps=4, n_runs=300, workers=1, device="cpu")
     assert honest["verdict"]["status"] == "pass", honest["verdict"]
+    assert honest["device"] == "cpu"
     assert honest["gdp_bound"]["mu"] <= 1.0 and honest["ceiling"] > honest["claimed_epsilon"]
     assert honest["epsilon_lower_bound"] <= honest["gdp_bound"]["epsilon"] <= honest["claimed_epsilon"]
     # Two tests decide (the curve at the equal-error point, the (ε, δ) bound at its tail rule), α split.

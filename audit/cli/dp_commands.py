@@ -300,6 +300,7 @@ def whitebox_audit(
     canaries: Annotated[Optional[int], typer.Option("--canaries", help="m canaries (--mode one-run; default from the model size)")] = None,
     canary_kind: Annotated[str, typer.Option("--canary-kind", help="auto | dirac | random (--mode one-run)")] = "auto",
     compare_plain: Annotated[bool, switch("compare-plain", "--mode one-run: also time one plain run (overhead, accuracy)")] = True,
+    device: Annotated[Optional[str], typer.Option("--device", help="auto | cpu | cuda (--builtin only; auto: a GPU when PyTorch sees one; a --factory places its own model)")] = None,
     ledger: LedgerOption = None,
     dataset: DatasetOption = None,
 ) -> None:
@@ -329,10 +330,14 @@ def whitebox_audit(
     check_tracking_uri(tracking_uri)
     if mode not in ("runs", "one-run"):
         raise AuditInputError("--mode", f"expected runs or one-run, got {mode!r}")
+    if device is not None:
+        from audit.dp_validation.whitebox_audit import builtin_device
+
+        device = builtin_device(device, builtin)  # before any worker starts: CUDA without a GPU is one line
     if mode == "one-run":
         _one_run(factory, builtin, noise_multiplier, sample_rate, steps, max_grad_norm, canaries, canary_kind, observe,
                  delta, claimed_epsilon, seed, timeout, compare_plain, fail_on_inconclusive, out, tracking_uri, quiet,
-                 ledger, dataset)
+                 ledger, dataset, device)
         return
     progress = command_progress(quiet)
     try:
@@ -342,7 +347,7 @@ def whitebox_audit(
             result = run_whitebox_audit(factory=factory, builtin=builtin, noise_multiplier=noise_multiplier,
                                         sample_rate=sample_rate, steps=steps, max_grad_norm=max_grad_norm,
                                         n_runs=runs, observe=observe, delta=delta, claimed_epsilon=claimed_epsilon,
-                                        seed=seed, workers=workers, timeout=timeout,
+                                        seed=seed, workers=workers, timeout=timeout, device=device,
                                         report_runs=lambda done, _total: runs_step.update(done))
     finally:
         progress.close()
@@ -376,7 +381,7 @@ def print_whitebox_result(result: dict, path: Path, fail_on_inconclusive: bool) 
 
 def _one_run(factory, builtin, noise_multiplier, sample_rate, steps, max_grad_norm, canaries, canary_kind, observe,
              delta, claimed_epsilon, seed, timeout, compare_plain, fail_on_inconclusive, out, tracking_uri, quiet,
-             ledger=None, dataset=None) -> None:
+             ledger=None, dataset=None, device=None) -> None:
     from audit.dp_validation.one_run_whitebox import run_one_run_whitebox_audit
 
     progress = command_progress(quiet)
@@ -387,7 +392,7 @@ def _one_run(factory, builtin, noise_multiplier, sample_rate, steps, max_grad_no
                 factory=factory, builtin=builtin, noise_multiplier=noise_multiplier, sample_rate=sample_rate,
                 steps=steps, max_grad_norm=max_grad_norm, n_canaries=canaries, canary_kind=canary_kind,
                 observe=observe, delta=delta, claimed_epsilon=claimed_epsilon, seed=seed, timeout=timeout,
-                compare_plain=compare_plain)
+                compare_plain=compare_plain, device=device)
     finally:
         progress.close()
     path, result = record_audit("whitebox-audit", result, out, tracking_uri,

@@ -15,10 +15,11 @@ Opacus form of the step-function suite's classes (`audit.demos.planted_bugs`):
 | fixed_noise_seed | reused noise seed | the noise generator is seeded with a constant |
 
 `CORRECT_EPSILONS` × seeds give correct setups (σ from Opacus's PRV accountant for the target ε).
-`SIZE` ("tiny" for tests; "real" for the benchmark: a run of 10–25 s of wall time on the
-loaded 2-core machine, ≈ 5 s of CPU; "full", five minutes a run) comes from the
-environment variable PRIVACY_AUDIT_BUG_SIZE, read when a factory is called (worker processes
-inherit it).
+`SIZE` ("tiny" for tests; "real" for the benchmark: 16 000 rows at batch 256 (q 0.02, T 200),
+one plain run ≈ 15–16 s of CPU single-threaded as the audit's workers train, i.e. ≥ 10 s of wall
+time on the idle 2-core machine (docs/one-run-audits.md); "full", 20 000 rows for 5 epochs) comes
+from the environment variable PRIVACY_AUDIT_BUG_SIZE, read when a factory is called (worker
+processes inherit it).
 """
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ import torch
 from targets.opacus_setups import tabular_mlp_setup
 
 SIZES = {"tiny": {"rows": 400, "hidden": (32,), "batch": 40, "epochs": 2},
-         "real": {"rows": 8000, "hidden": (256, 256), "batch": 128, "epochs": 4},
+         "real": {"rows": 16000, "hidden": (256, 256), "batch": 256, "epochs": 4},
          "full": {"rows": 20000, "hidden": (256, 256), "batch": 256, "epochs": 5}}
 MAX_GRAD_NORM = 2.0
 BUG_NOISE_MULTIPLIER = 1.0

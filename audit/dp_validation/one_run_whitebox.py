@@ -149,8 +149,10 @@ def one_run_task(factory: str | None, builtin: dict | None, n_canaries: int | No
     except ValueError as exc:
         raise AuditInputError("--canaries", str(exc)) from None
     canaries.attach(optimizer)
+    cpu_start = time.process_time()  # this worker's CPU: the run's own, whatever else loads the machine
     with user_code(name, "training setup"):
         steps, seconds = train_loop(model, optimizer, loader, epochs, loss, canaries=canaries, max_steps=max_steps)
+        cpu_seconds = time.process_time() - cpu_start
         accuracy = _accuracy(model, extra.get("test_loader"))
     settings = _opacus_settings(optimizer, loader, engine, steps, delta)
     result = {"scores_all": canaries.scores("all"), "scores_final": canaries.scores("final"),
@@ -158,15 +160,18 @@ def one_run_task(factory: str | None, builtin: dict | None, n_canaries: int | No
               "canary_scale": float(scale), "inserted": canaries.inserted, "as_rows": canaries.as_rows,
               "clip_deviation": canaries.clip_deviation if canaries.kind == "dirac" else None,
               "clip_checked_steps": canaries.clip_checked_steps, "steps": steps, "settings": settings,
-              "seconds": seconds, "accuracy": accuracy, "plain_seconds": None, "plain_accuracy": None,
+              "seconds": seconds, "cpu_seconds": cpu_seconds, "accuracy": accuracy, "plain_seconds": None,
+              "plain_cpu_seconds": None, "plain_accuracy": None,
               "score_all_kind": ("log-likelihood ratio of the claimed Bernoulli(q) mixture per step, summed"
                                  if q < 1 else "sum over steps of the update's projection on the canary")}
     if compare_plain:
         _seed_everything(seed)
         made = _make_setup(factory, builtin, name)
         model, optimizer, loader, _, epochs, loss = _unpack_setup(made, factory or "--builtin")
+        cpu_start = time.process_time()
         with user_code(name, "training setup"):
             plain_steps, plain_seconds = train_loop(model, optimizer, loader, epochs, loss, max_steps=max_steps)
+            result["plain_cpu_seconds"] = time.process_time() - cpu_start
             result["plain_accuracy"] = _accuracy(model, (made if isinstance(made, dict) else {}).get("test_loader"))
         result["plain_seconds"], result["plain_steps"] = plain_seconds, plain_steps
     del torch
@@ -219,9 +224,10 @@ def run_one_run_whitebox_audit(
     compare_plain: bool = True,
     builtin_rows: int = 2000,
     builtin_hidden: tuple[int, ...] = (256, 256),
+    device: str | None = None,
 ) -> dict[str, Any]:
     """One training run with gradient canaries, its claim held / refuted / untestable (module docstring)."""
-    from audit.dp_validation.whitebox_audit import OBSERVATIONS, _check_positive
+    from audit.dp_validation.whitebox_audit import OBSERVATIONS, _check_positive, builtin_device
 
     if (factory is None) == (not builtin):
         raise AuditInputError("--factory", "give either --factory module:function or --builtin")
@@ -238,6 +244,7 @@ def run_one_run_whitebox_audit(
     if claimed_epsilon is not None:
         validate_claim(claimed_epsilon, delta, epsilon_flag="--claimed-epsilon", delta_flag="--delta")
     _check_positive(canary_scale, "canary_scale", low=0.999, high=1e9)
+    device = builtin_device(device, builtin)
     spec = None
     if builtin:
         if noise_multiplier is None:
@@ -246,7 +253,7 @@ def run_one_run_whitebox_audit(
                 "sample_rate": _check_positive(sample_rate, "--sample-rate", high=1.0),
                 "steps": _check_positive(steps, "--steps", integer=True, high=100_000),
                 "max_grad_norm": _check_positive(max_grad_norm, "--max-grad-norm", high=1e6),
-                "rows": int(builtin_rows), "hidden": tuple(builtin_hidden), "seed": int(seed)}
+                "rows": int(builtin_rows), "hidden": tuple(builtin_hidden), "seed": int(seed), "device": device}
         subject = (f"Opacus MLP {list(builtin_hidden)} on the default table (σ {spec['noise_multiplier']:g}, "
                    f"q {spec['sample_rate']:g}, T {spec['steps']}, C {spec['max_grad_norm']:g})")
     else:
@@ -324,6 +331,7 @@ def run_one_run_whitebox_audit(
     return {
         "audit": f"white-box one-run gradient canaries ({PAPER})",
         "mode": "one-run",
+        "device": device,
         "subject": subject,
         "factory": factory,
         "builtin": bool(builtin),
@@ -359,7 +367,9 @@ def run_one_run_whitebox_audit(
         "ceiling": float(audit["ceiling"]),
         "ceiling_label": "Steinke et al. bound of an attack guessing every canary right (α/2)",
         "cost": {"seconds_with_canaries": run["seconds"], "seconds_plain": run.get("plain_seconds"),
-                 "overhead": overhead, "goal": 1.3},
+                 "cpu_seconds_with_canaries": run.get("cpu_seconds"), "cpu_seconds_plain": run.get("plain_cpu_seconds"),
+                 "overhead": overhead, "cpu_overhead": (run["cpu_seconds"] / run["plain_cpu_seconds"]
+                                                        if run.get("plain_cpu_seconds") else None), "goal": 1.3},
         "accuracy": {"with_canaries": run["accuracy"], "plain": run.get("plain_accuracy"),
                      "note": None if run["accuracy"] is not None else
                      "the factory returned no 'test_loader': accuracy not measured"},

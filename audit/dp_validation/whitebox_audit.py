@@ -110,7 +110,7 @@ def canary_inclusions(seed: int, side: int, first_run: int, count: int, steps: i
 
 def harness_observation_task(noise_multiplier: float, sample_rate: float, steps: int, max_grad_norm: float,
                              side: int, first_run: int, count: int, seed: int,
-                             canary_scale: float = CANARY_SCALE) -> dict[str, Any]:
+                             canary_scale: float = CANARY_SCALE, device: str = "cpu") -> dict[str, Any]:
     """A worker task: `count` runs of the harness's DP-SGD (`train_many`) with the Dirac canary
     (side 1) or without (side 0); returns {"steps": (count, T) x_t, "final": (count,) θ_0[j] − θ_T[j]}."""
     import torch
@@ -131,15 +131,16 @@ def harness_observation_task(noise_multiplier: float, sample_rate: float, steps:
 
     def hook(t: int, k0: int, params: dict[str, torch.Tensor]):
         name = next(iter(params))  # the first Linear layer's weight, (K, hidden, d)
-        iterates[k0:k0 + params[name].shape[0], t] = params[name][:, 0, d - 1].double().numpy()
+        iterates[k0:k0 + params[name].shape[0], t] = params[name][:, 0, d - 1].double().cpu().numpy()
         if t == steps:
             return None
         extra = {n: torch.zeros_like(p) for n, p in params.items()}
-        extra[name][:, 0, d - 1] = value * include[k0:k0 + params[name].shape[0], t].to(extra[name].dtype)
+        extra[name][:, 0, d - 1] = value * include[k0:k0 + params[name].shape[0], t].to(extra[name].device,
+                                                                                      extra[name].dtype)
         return extra
 
     stacked = train_many(d, HARNESS_HIDDEN, int(y.max()) + 1, X, y, np.ones((count, HARNESS_ROWS), bool), spec,
-                         seed=_run_seed(seed, _STREAM_HARNESS, side, 0), first_model=int(first_run), device="cpu",
+                         seed=_run_seed(seed, _STREAM_HARNESS, side, 0), first_model=int(first_run), device=device,
                          chunk_size=count, method="ghost", step_hook=hook)
     expected = stacked.expected_batch_sizes.numpy().astype(float)[:, None]
     x = (iterates[:, :-1] - iterates[:, 1:]) * expected / (HARNESS_LR * float(max_grad_norm))
@@ -401,6 +402,18 @@ def _observations(pool: WorkerPool, function, before: tuple, after: tuple, kwarg
     return sides
 
 
+def builtin_device(device: str | None, builtin: bool) -> str | None:
+    """The device `--builtin` trains on ("cpu", "cuda", ...; None for a factory, which places its own
+    model): `--device` auto | cpu | cuda as `run --device`, CUDA without a GPU a bad input."""
+    if not builtin:
+        if device not in (None, "auto"):
+            raise AuditInputError("--device", "applies to --builtin only; your --factory places its own model and data")
+        return None
+    from targets.devices import resolve_device
+
+    return str(resolve_device("auto" if device is None else device))
+
+
 def run_whitebox_audit(
     *,
     factory: str | None = None,
@@ -419,11 +432,13 @@ def run_whitebox_audit(
     timeout: float = TASK_TIMEOUT_S,
     canary_scale: float = CANARY_SCALE,
     report_runs: Callable[[int, int], None] | None = None,
+    device: str | None = None,
 ) -> dict[str, Any]:
     """`privacy-audit whitebox-audit`: Dirac-canary audit of a user's Opacus `factory` ("module:function"
     returning (model, optimizer, data_loader, privacy_engine) made private) or of the harness's own
-    DP-SGD (`builtin`, with σ, q, T, C given). `n_runs` runs per side. Returns the result dict with
-    its verdict (checks as in `audit.machinery.verdict`), ceiling and both bounds."""
+    DP-SGD (`builtin`, with σ, q, T, C given; on `device`: auto | cpu | cuda, `--builtin` only). `n_runs`
+    runs per side. Returns the result dict with its verdict (checks as in `audit.machinery.verdict`),
+    ceiling and both bounds."""
     if (factory is None) == (not builtin):
         raise AuditInputError("--factory", "give either --factory module:function or --builtin")
     if observe not in OBSERVATIONS:
@@ -436,6 +451,7 @@ def run_whitebox_audit(
     if claimed_epsilon is not None:
         validate_claim(claimed_epsilon, delta, epsilon_flag="--claimed-epsilon", delta_flag="--delta")
     _check_positive(canary_scale, "canary_scale", low=1.0, high=1e9)
+    device = builtin_device(device, builtin)
     from audit.machinery.limits import check_workers
 
     n_workers = default_workers() if workers is None else check_workers(workers)
@@ -456,7 +472,7 @@ def run_whitebox_audit(
         block = max(1, min(5000, math.ceil(n / max(1, n_workers))))
         with WorkerPool(n_workers, name="the harness's DP-SGD", timeout=timeout) as pool:
             sides = _observations(pool, harness_observation_task, (sigma, q, t, c), (seed, canary_scale),
-                                  {}, n, block, report_runs)
+                                  {"device": device}, n, block, report_runs)
         subject = f"harness DP-SGD (σ {sigma:g}, q {q:g}, T {t}, C {c:g})"
         disagreements: list[str] = []
     else:
@@ -609,6 +625,7 @@ def run_whitebox_audit(
         "subject": subject,
         "factory": factory,
         "builtin": bool(builtin),
+        "device": device,
         "observe": observe,
         "observed": ("the canary coordinate of the privatised gradient at every step (all iterates)" if observe == "all"
                      else "θ_0[j] − θ_T[j] of the final model only"),

@@ -211,7 +211,9 @@ def _audit_target(inputs: FederationInputs, index: int, epsilon: float, ckpt: Ta
             inputs.client_data(inputs.splits.train_idx), inputs.data.n_classes, inputs.spec, target=target,
             claim=float(epsilon_dict[acc]), delta=config.privacy.delta, accountant=acc, seed=seed,
             device=inputs.device, confidence=config.attacks.confidence, test_features=test_x, test_labels=test_y,
-            target_accuracy=record["test_accuracy"], m=config.privacy.one_run_canaries)
+            target_accuracy=record["test_accuracy"], m=config.privacy.one_run_canaries,
+            # At most every DP target's membership rows and its canary row decide: the default m is sized for that.
+            decisive_rows=sum(math.isfinite(e) for e in config.privacy.epsilons) * (len(rows) + 1))
     score_arrays = {k: np.asarray(v) for k, v in columns.items()}
     ckpt.save_arrays("scores", score_arrays)
     ckpt.save_json("record", {"record": record, "rounds": target.round_log})

@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import logging
 import math
+import numbers
+import threading
 import time
 import warnings
+from collections import OrderedDict
 from dataclasses import asdict, dataclass
 from functools import lru_cache
+from typing import Any
 
 OPACUS_ACCOUNTANTS = ("prv", "rdp", "gdp")
 PLD_DISCRETIZATION = 1e-4
@@ -102,17 +106,53 @@ class PLDInterval:
         return {**asdict(self), "relative_gap": self.relative_gap}
 
 
-def _pld_bounds_at(event: DPSGDEvent, delta: float, interval: float) -> tuple[float, float]:
+# Single-step PLDs kept for reuse, newest last, while their probability arrays hold at most this
+# many values in all (8 bytes each: ≤ 32 MiB). One step of the subsampled Gaussian does not depend
+# on T or δ: a grid of σ × q × T (accountant-check's default: 3 × 3 × 3) builds each once per
+# discretisation instead of once per T, and it was most of a round's time (from_gaussian_mechanism
+# evaluates the privacy loss at every grid point in Python; the composition is one FFT).
+_SINGLE_STEP_CACHE_VALUES = 4_000_000
+_single_step_cache: OrderedDict[tuple[float, float, float, bool], tuple[Any, int]] = OrderedDict()
+_single_step_lock = threading.Lock()
+
+
+def _pmf_size(distribution) -> int | None:
+    """Values held by the distribution's probability arrays; None when this dp_accounting does not say."""
+    pmfs = {id(p): p for p in (getattr(distribution, "_pmf_remove", None), getattr(distribution, "_pmf_add", None))}
+    sizes = [getattr(p, "size", None) for p in pmfs.values() if p is not None]
+    return sum(int(s) for s in sizes) if sizes and all(isinstance(s, numbers.Integral) for s in sizes) else None
+
+
+def _single_step_pld(noise_multiplier: float, sample_rate: float, interval: float, pessimistic: bool):
+    """dp_accounting's PLD of ONE Poisson-subsampled Gaussian step (pure; the result is never
+    mutated: composition returns a new distribution), from a small cache when it was built before."""
     from dp_accounting.pld import privacy_loss_distribution as pld
 
+    key = (float(noise_multiplier), float(sample_rate), float(interval), bool(pessimistic))
+    with _single_step_lock:
+        if key in _single_step_cache:
+            _single_step_cache.move_to_end(key)
+            return _single_step_cache[key][0]
+    # Connect-the-dots is a valid pessimistic (upper) discretisation only; the optimistic one
+    # rounds privacy losses down, so its ε is a lower bound on the true ε.
+    distribution = pld.from_gaussian_mechanism(
+        noise_multiplier, sampling_prob=sample_rate, pessimistic_estimate=pessimistic,
+        value_discretization_interval=interval, use_connect_dots=pessimistic,
+    )
+    size = _pmf_size(distribution)
+    with _single_step_lock:
+        if size is not None and size <= _SINGLE_STEP_CACHE_VALUES // 4:  # unknown or large: not kept
+            _single_step_cache[key] = (distribution, size)
+            while sum(s for _, s in _single_step_cache.values()) > _SINGLE_STEP_CACHE_VALUES:
+                _single_step_cache.popitem(last=False)
+    return distribution
+
+
+@lru_cache(maxsize=1024)  # two floats; asked again for the same (event, δ, h) by each formula checked on a grid
+def _pld_bounds_at(event: DPSGDEvent, delta: float, interval: float) -> tuple[float, float]:
     def epsilon(pessimistic: bool) -> float:
-        # Connect-the-dots is a valid pessimistic (upper) discretisation only; the optimistic one
-        # rounds privacy losses down, so its ε is a lower bound on the true ε.
-        distribution = pld.from_gaussian_mechanism(
-            event.noise_multiplier, sampling_prob=event.sample_rate, pessimistic_estimate=pessimistic,
-            value_discretization_interval=interval, use_connect_dots=pessimistic,
-        ).self_compose(event.steps)
-        return float(distribution.get_epsilon_for_delta(delta))
+        distribution = _single_step_pld(event.noise_multiplier, event.sample_rate, interval, pessimistic)
+        return float(distribution.self_compose(event.steps).get_epsilon_for_delta(delta))
 
     return epsilon(False), epsilon(True)
 

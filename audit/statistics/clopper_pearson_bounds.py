@@ -11,9 +11,9 @@ from dataclasses import asdict
 from typing import Any, Callable
 
 import numpy as np
-from scipy import stats
 
 from audit.statistics.attack_metrics import validate_probability, validate_scores_and_members
+from audit.statistics.binomial import beta_ppf
 from audit.statistics.bound_types import (
     Bonferroni,
     EpsilonLowerBound,
@@ -40,7 +40,7 @@ def _clopper_pearson_upper_array(k: np.ndarray, n, alpha: float) -> np.ndarray:
     k = np.asarray(k)
     n = np.asarray(n)
     # beta.ppf needs b > 0; where k == n the bound is 1 anyway.
-    upper = stats.beta.ppf(1.0 - alpha, k + 1, np.maximum(n - k, 1))
+    upper = beta_ppf(1.0 - alpha, k + 1, np.maximum(n - k, 1))
     return np.where(k < n, upper, 1.0)
 
 
@@ -170,7 +170,7 @@ def _anticipated_upper(k: np.ndarray, n: int, n_eval: int, alpha: float) -> np.n
     """The Clopper-Pearson upper bound an evaluation part of `n_eval` would give if its error
     rate were the selection's, smoothed by Laplace's rule ((k + 1)/(n + 2): never 0 in a tail)."""
     k_eval = (np.asarray(k, dtype=float) + 1.0) / (n + 2.0) * n_eval
-    return np.where(k_eval < n_eval, stats.beta.ppf(1.0 - alpha, k_eval + 1.0, np.maximum(n_eval - k_eval, 1e-9)), 1.0)
+    return np.where(k_eval < n_eval, beta_ppf(1.0 - alpha, k_eval + 1.0, np.maximum(n_eval - k_eval, 1e-9)), 1.0)
 
 
 def _best_rule(thresholds, s, m, alpha_per_rate, delta, criterion: Criterion,

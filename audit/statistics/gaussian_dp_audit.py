@@ -47,6 +47,7 @@ import numpy as np
 from scipy import stats
 
 from audit.statistics.audit_ceilings import smallest_sufficient
+from audit.statistics.binomial import beta_ppf
 from audit.statistics.epsilon_bounds import (
     choose_clopper_pearson_rule,
     clopper_pearson_upper,
@@ -137,7 +138,7 @@ def _cp_upper_smooth(k: np.ndarray, n_pilot: int, n_eval: int, alpha: float) -> 
     # What the evaluation part's Clopper-Pearson upper bound would be if its error rate were the
     # pilot's, smoothed by Laplace's rule ((k + 1)/(n + 2): never 0 in a tail the pilot is too small to see).
     k_eval = (np.asarray(k, dtype=float) + 1.0) / (n_pilot + 2.0) * n_eval
-    return np.where(k_eval < n_eval, stats.beta.ppf(1.0 - alpha, k_eval + 1.0, np.maximum(n_eval - k_eval, 1e-9)), 1.0)
+    return np.where(k_eval < n_eval, beta_ppf(1.0 - alpha, k_eval + 1.0, np.maximum(n_eval - k_eval, 1e-9)), 1.0)
 
 
 def choose_rule_on_pilot(positive_pilot, negative_pilot, n_eval_positive: int, n_eval_negative: int,

@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import optimize, stats
+from scipy import optimize, special, stats
 
 from audit.statistics.bound_types import _check_delta, _check_rate
 
@@ -31,8 +31,10 @@ def gdp_mu_lower_bound(fpr_upper: float, fnr_upper: float) -> float:
 
 def _gdp_delta_gap(eps: float, mu: float, log_delta: float) -> float:
     # ln(Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2)) − ln δ, in log space so large ε cannot overflow.
-    a = stats.norm.logcdf(-eps / mu + mu / 2)
-    b = eps + stats.norm.logcdf(-eps / mu - mu / 2)
+    # special.log_ndtr is what stats.norm.logcdf evaluates, without the distribution wrapper's
+    # per-call argument handling (the root searches below call this thousands of times).
+    a = special.log_ndtr(-eps / mu + mu / 2)
+    b = eps + special.log_ndtr(-eps / mu - mu / 2)
     if b >= a:
         return -np.inf
     return float(a + np.log1p(-np.exp(b - a)) - log_delta)

@@ -31,34 +31,55 @@ MIN_DISTINCT = 20
 _DRAWS_SMALL, _DRAWS_LARGE, _LARGE = 200, 50, 20_000
 
 
-def _auc_rows(scores: np.ndarray, members: np.ndarray) -> np.ndarray:
-    """AUC (ties counted half) of each row of `scores` (2-d) with the same membership."""
-    ranks = stats.rankdata(scores, axis=1)
+def _sorted_rows(scores: np.ndarray, members: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The membership of each row of `scores` (2-d) in score order, and where a tie group ends.
+
+    One unstable sort per row serves the AUC and the gaps: both read the data only at the end of a
+    tie group (a cut between tied scores is no threshold), where the order inside the group does
+    not matter, so they equal what a stable sort gives.
+    """
+    order = np.argsort(scores, axis=1)
+    s_sorted = np.sort(scores, axis=1)  # the same values as scores[order], and faster to get
+    group_end = np.ones_like(s_sorted, dtype=bool)
+    group_end[:, :-1] = s_sorted[:, 1:] > s_sorted[:, :-1]
+    return members[order], group_end
+
+
+def _auc_rows(sorted_members: np.ndarray, group_end: np.ndarray, scores: np.ndarray,
+              members: np.ndarray) -> np.ndarray:
+    """AUC (ties counted half) of each row, the Mann-Whitney U from the members' rank sum.
+
+    A row without ties (every bootstrap row, almost surely) sums the 1-based positions of its
+    members; a row with ties takes `scipy.stats.rankdata`'s average ranks. The rank sums are
+    integers or halves below 2⁵³, so both are exact and equal to `rankdata` on every row.
+    """
     n1 = int(members.sum())
     n0 = members.size - n1
-    return (ranks[:, members].sum(axis=1) - n1 * (n1 + 1) / 2) / (n1 * n0)
+    positions = np.arange(1, sorted_members.shape[1] + 1, dtype=np.int64)
+    rank_sums = (sorted_members @ positions).astype(float)
+    tied = ~group_end.all(axis=1)
+    if tied.any():
+        rank_sums[tied] = stats.rankdata(scores[tied], axis=1)[:, members].sum(axis=1)
+    return (rank_sums - n1 * (n1 + 1) / 2) / (n1 * n0)
 
 
 def _mu_from_auc(auc: np.ndarray) -> np.ndarray:
     return math.sqrt(2.0) * special.ndtri(np.clip(auc, 1e-12, 1 - 1e-12))
 
 
-def _max_gaps(scores: np.ndarray, members: np.ndarray, mu: np.ndarray) -> np.ndarray:
+def _max_gaps(sorted_members: np.ndarray, group_end: np.ndarray, members: np.ndarray, mu: np.ndarray) -> np.ndarray:
     """D per row: the largest |FNR̂ − G_μ(FPR̂)| over the rule "member iff score ≥ t", t every score."""
-    order = np.argsort(scores, axis=1, kind="stable")
-    sorted_members = members[order]
-    s_sorted = np.take_along_axis(scores, order, axis=1)
     n1 = int(members.sum())
     n0 = members.size - n1
     # Members and non-members strictly below each cut (a cut between tied scores is no threshold).
     below_members = np.cumsum(sorted_members, axis=1)
-    below_nonmembers = np.cumsum(~sorted_members, axis=1)
-    valid = np.ones_like(s_sorted, dtype=bool)
-    valid[:, :-1] = s_sorted[:, 1:] > s_sorted[:, :-1]
+    below_nonmembers = np.arange(1, sorted_members.shape[1] + 1) - below_members
     fnr = below_members / n1
-    fpr = 1.0 - below_nonmembers / n0
-    fitted = special.ndtr(special.ndtri(np.clip(1.0 - fpr, 0.0, 1.0)) - mu[:, None])
-    gaps = np.where(valid, np.abs(fnr - fitted), 0.0)
+    # Φ⁻¹(1 − FPR̂) takes n0 + 1 values (FPR̂ = 1 − k/n0): computed once each, then looked up.
+    k = np.arange(n0 + 1)
+    quantile = special.ndtri(np.clip(1.0 - (1.0 - k / n0), 0.0, 1.0))
+    fitted = special.ndtr(quantile[below_nonmembers] - mu[:, None])
+    gaps = np.where(group_end, np.abs(fnr - fitted), 0.0)
     return gaps.max(axis=1)
 
 
@@ -85,13 +106,15 @@ def gaussian_tradeoff_fit(scores, members, *, alpha: float = 0.05, seed: int = 0
         return out
     finite = np.isfinite(s)
     s = np.where(finite, s, np.where(s > 0, values[np.isfinite(values)].max() + 1, values[np.isfinite(values)].min() - 1))
-    auc = _auc_rows(s[None, :], m)
-    mu = _mu_from_auc(auc)
-    observed = float(_max_gaps(s[None, :], m, mu)[0])
+    sorted_members, group_end = _sorted_rows(s[None, :], m)
+    mu = _mu_from_auc(_auc_rows(sorted_members, group_end, s[None, :], m))
+    observed = float(_max_gaps(sorted_members, group_end, m, mu)[0])
     draws = _DRAWS_SMALL if s.size <= _LARGE else _DRAWS_LARGE
     rng = np.random.default_rng(seed)
     simulated = rng.standard_normal((draws, s.size)) + float(mu[0]) * m[None, :]
-    null = _max_gaps(simulated, m, _mu_from_auc(_auc_rows(simulated, m)))
+    sorted_members, group_end = _sorted_rows(simulated, m)
+    null_mu = _mu_from_auc(_auc_rows(sorted_members, group_end, simulated, m))
+    null = _max_gaps(sorted_members, group_end, m, null_mu)
     p = float((1 + np.sum(null >= observed)) / (draws + 1))
     out.update(mu_fit=float(mu[0]), max_vertical_gap=observed, gap_95th_if_gaussian=float(np.quantile(null, 0.95)),
                p_value=p, draws=draws)

@@ -11,6 +11,7 @@ import numpy as np
 from scipy import optimize, special, stats
 
 from audit.statistics.attack_metrics import validate_probability, validate_scores_and_members
+from audit.statistics.binomial import binom_cdf, binom_cdf_scalar, binom_sf
 from audit.statistics.bound_types import EpsilonLowerBound, _as_count, _check_confidence, _check_delta, _check_epsilon
 from audit.statistics.one_run_guesses import (
     DEFAULT_PILOT_FRACTION,
@@ -31,12 +32,14 @@ __all__ = [
 
 def _one_run_p_value(epsilon: float, m: int, r: int, v: int, delta: float) -> float:
     q = special.expit(epsilon)
-    tail = stats.binom.sf(v - 1, r, q)  # P[Bin(r, q) ≥ v]
+    # audit.statistics.binomial: scipy.stats.binom's values without its per-call overhead (this
+    # p-value is evaluated thousands of times per audit: the guess-rule search, each bisection step).
+    tail = binom_sf(v - 1, r, q)  # P[Bin(r, q) ≥ v]
     if delta == 0 or v == 0:
         return float(min(tail, 1.0))
     i = np.arange(1, v + 1)
     # P[v > Bin(r, q) ≥ v − i] = cdf(v − 1) − cdf(v − i − 1), for all i at once.
-    window = stats.binom.cdf(v - 1, r, q) - stats.binom.cdf(v - 1 - i, r, q)
+    window = binom_cdf_scalar(v - 1, r, q) - binom_cdf(v - 1 - i, r, q)
     return float(min(tail + 2 * m * delta * np.max(window / i), 1.0))
 
 

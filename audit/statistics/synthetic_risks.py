@@ -176,26 +176,53 @@ class _Table:
         return (np.column_stack(num) if num else np.zeros((n, 0))), (np.column_stack(cat) if cat else np.zeros((n, 0), int))
 
 
+# Below this many query × release pairs a block is summed in numpy: torch.cdist's per-call set-up
+# (~5–8 ms of CPU, its thread pool) is 20× the arithmetic there (the 300-row tables of the null
+# false-alarm tests: 0.3 ms in numpy). Above it torch is ~10 % cheaper (256 × 20 000 pairs).
+_TORCH_CDIST_PAIRS = 1 << 20
+
+
+def _l1_float32_numpy(q32: np.ndarray, s32: np.ndarray) -> np.ndarray:
+    """Σ_j |q_j − s_j| in float32, column after column: the sum torch.cdist(p = 1) forms on CPU
+    (tests/test_synthetic_risks.py checks the two are equal)."""
+    s_t = np.ascontiguousarray(s32.T)
+    d = np.abs(q32[:, 0, None] - s_t[None, 0])
+    for j in range(1, q32.shape[1]):
+        step = q32[:, j, None] - s_t[None, j]
+        np.abs(step, out=step)
+        d += step
+    return d
+
+
 def _gower_l1(q_num, q_cat, s_num, s_cat) -> np.ndarray:
     """Mixed-type L1 distances (queries × synthetic): |Δ| of scaled numerics + categorical mismatches.
 
-    Without missing values: float32 `torch.cdist` (p = 1 for the numerics, shifted to start at 0 so
-    float32 keeps their differences to ~1e-7; p = 0 counts categorical mismatches exactly), about
-    4× faster than scipy's float64 loops; distances closer than ~1e-6 may order differently from
-    float64, as any two float precisions would.
+    Without missing values: float32 sums (p = 1 for the numerics, shifted to start at 0 so float32
+    keeps their differences to ~1e-7; categorical mismatches counted exactly), `torch.cdist` for
+    large blocks (about 4× faster than scipy's float64 loops) and the same sums in numpy for small
+    ones; distances closer than ~1e-6 may order differently from float64, as any two float
+    precisions would.
     """
     if not (np.isnan(q_num).any() or np.isnan(s_num).any()):
+        small = q_num.shape[0] * s_num.shape[0] < _TORCH_CDIST_PAIRS
         parts = []
         if q_num.shape[1]:
             low = s_num.min(axis=0)
-            parts.append(torch.cdist(torch.from_numpy((q_num - low).astype(np.float32)),
-                                     torch.from_numpy((s_num - low).astype(np.float32)), p=1))
+            q32, s32 = (q_num - low).astype(np.float32), (s_num - low).astype(np.float32)
+            parts.append(_l1_float32_numpy(q32, s32) if small else
+                         torch.cdist(torch.from_numpy(q32), torch.from_numpy(s32), p=1).numpy())
         if q_cat.shape[1]:
-            parts.append(torch.cdist(torch.from_numpy(q_cat.astype(np.float32)),
-                                     torch.from_numpy(s_cat.astype(np.float32)), p=0))
+            if small:
+                mismatches = np.zeros((q_cat.shape[0], s_cat.shape[0]), dtype=np.int32)
+                for j in range(q_cat.shape[1]):
+                    mismatches += q_cat[:, j, None] != s_cat[None, :, j]
+                parts.append(mismatches.astype(np.float32))
+            else:
+                parts.append(torch.cdist(torch.from_numpy(q_cat.astype(np.float32)),
+                                         torch.from_numpy(s_cat.astype(np.float32)), p=0).numpy())
         if not parts:
             return np.zeros((q_num.shape[0], s_num.shape[0]), dtype=np.float32)
-        return (parts[0].add_(parts[1]) if len(parts) == 2 else parts[0]).numpy()
+        return np.add(parts[0], parts[1], out=parts[0]) if len(parts) == 2 else parts[0]
     d = np.zeros((q_num.shape[0], s_num.shape[0]), dtype=np.float32)
     for j in range(q_num.shape[1]):  # column by column: two 2-D arrays in memory, never a 3-D one
         q, s = q_num[:, j, None].astype(np.float32), s_num[None, :, j].astype(np.float32)

@@ -11,10 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
 from audit.errors import AuditInputError
 from audit.statistics.audit_ceilings import ceiling_threshold_audit
+from audit.statistics.binomial import beta_ppf
 from audit.statistics.epsilon_bounds import epsilon_lower_bound_from_counts
 
 __all__ = ["HIGHER_MEANS_POSITIVE", "LOWER_MEANS_POSITIVE", "threshold_audit", "validate_confidence"]
@@ -39,7 +39,7 @@ def _cp_upper(k: np.ndarray, n: int, alpha: float) -> np.ndarray:
     # One-sided Clopper-Pearson upper bound, vectorised (same formula as
     # audit.statistics.epsilon_bounds.clopper_pearson_upper): Beta(k + 1, n − k) quantile, 1 when k = n.
     k = np.asarray(k)
-    return np.where(k < n, stats.beta.ppf(1.0 - alpha, k + 1, np.maximum(n - k, 1)), 1.0)
+    return np.where(k < n, beta_ppf(1.0 - alpha, k + 1, np.maximum(n - k, 1)), 1.0)
 
 
 def _unfloored_epsilon(fpr_u: np.ndarray, fnr_u: np.ndarray, delta: float) -> np.ndarray:

@@ -28,6 +28,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy import special, stats
 
+from audit.statistics.binomial import binom_cdf_scalar
 from audit.statistics.epsilon_bounds import clopper_pearson_upper
 
 __all__ = [
@@ -113,13 +114,27 @@ def claim_profile(epsilon: float | None, delta: float, dpsgd: tuple[float, float
     return None
 
 
+@lru_cache(maxsize=64)
+def _profile_lines(profile: PrivacyProfile) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(1 − δ, e^ε, e^{−ε}) per pair: the lines of the curve, computed once per profile."""
+    eps, deltas = profile.arrays()
+    return 1.0 - deltas, np.exp(eps), np.exp(-eps)
+
+
+# Rows of (α × pairs) terms formed at once: the temporaries stay a few MiB (a 100 001-point α grid
+# against 1201 pairs would otherwise allocate ~1 GB per temporary).
+_TERM_CHUNK_VALUES = 1 << 18
+
+
 def _curve_terms(profile: PrivacyProfile, alpha: np.ndarray) -> np.ndarray:
     """(len(alpha), pairs) values of max(1 − δ − e^ε α, e^{−ε}(1 − δ − α)) per profile pair."""
-    eps, deltas = profile.arrays()
+    one_minus_delta, scale_up, scale_down = _profile_lines(profile)
     a = np.asarray(alpha, dtype=float)[..., None]
-    first = 1.0 - deltas - np.exp(eps) * a
-    second = np.exp(-eps) * (1.0 - deltas - a)
-    return np.maximum(first, second)
+    first = scale_up * a
+    np.subtract(one_minus_delta, first, out=first)  # 1 − δ − e^ε α
+    second = one_minus_delta - a
+    second *= scale_down  # e^{−ε}(1 − δ − α)
+    return np.maximum(first, second, out=first)
 
 
 def tradeoff_from_profile(profile: PrivacyProfile, alpha) -> np.ndarray:
@@ -129,8 +144,13 @@ def tradeoff_from_profile(profile: PrivacyProfile, alpha) -> np.ndarray:
     every pair is f-DP with this f. A lower envelope of the mechanism's true curve (see the module
     docstring): the supremum runs over finitely many pairs.
     """
-    terms = _curve_terms(profile, np.atleast_1d(np.asarray(alpha, dtype=float)))
-    out = np.clip(terms.max(axis=-1), 0.0, 1.0)
+    a = np.atleast_1d(np.asarray(alpha, dtype=float))
+    rows = max(1, _TERM_CHUNK_VALUES // max(1, len(profile.epsilons)))
+    if a.ndim == 1 and a.size > rows:
+        best = np.concatenate([_curve_terms(profile, a[i:i + rows]).max(axis=-1) for i in range(0, a.size, rows)])
+    else:
+        best = _curve_terms(profile, a).max(axis=-1)
+    out = np.clip(best, 0.0, 1.0)
     return out if np.ndim(alpha) else out.reshape(())
 
 
@@ -203,13 +223,14 @@ def curve_slope(profile: PrivacyProfile, alpha) -> np.ndarray:
 
 
 def _binomial_cdf_range(lo: int, hi: int, n: int, p: float) -> np.ndarray:
-    """P(Bin(n, p) ≤ k) for k = lo .. hi (0 ≤ lo ≤ hi ≤ n): one scipy cdf at lo, then the pmf
-    (log-gamma form, vectorised) summed upward — thousands of values for the price of one."""
+    """P(Bin(n, p) ≤ k) for k = lo .. hi (0 ≤ lo ≤ hi ≤ n): one scipy cdf at lo (Boost's, called
+    directly: `audit.statistics.binomial`), then the pmf (log-gamma form, vectorised) summed upward
+    — thousands of values for the price of one."""
     if p <= 0.0:
         return np.ones(hi - lo + 1)
     if p >= 1.0:
         return (np.arange(lo, hi + 1) >= n).astype(float)
-    return np.minimum(1.0, float(stats.binom.cdf(lo, n, p))
+    return np.minimum(1.0, binom_cdf_scalar(lo, n, p)
                       + np.concatenate([[0.0], np.cumsum(_binomial_pmf(np.arange(lo + 1, hi + 1), n, p))]))
 
 
@@ -218,8 +239,16 @@ def _binomial_pmf(k: np.ndarray, n: int, p: float) -> np.ndarray:
     argument checks (6555 calls, 1.06 s, of a 2.1 s p-value at n = 24 000, under cProfile)."""
     if p <= 0.0 or p >= 1.0:
         return (k == (0 if p <= 0.0 else n)).astype(float)
-    return np.exp(special.gammaln(n + 1) - special.gammaln(k + 1) - special.gammaln(n - k + 1)
+    log_factorial = _log_factorials(n)  # ln j! = gammaln(j + 1), the same values looked up
+    return np.exp(log_factorial[n] - log_factorial[k] - log_factorial[n - k]
                   + k * math.log(p) + (n - k) * math.log1p(-p))
+
+
+@lru_cache(maxsize=16)
+def _log_factorials(n: int) -> np.ndarray:
+    """ln j! for j = 0 .. n (`special.gammaln(j + 1)`), once per n: the p-value's refinement asks for
+    the same n's pmf hundreds of times."""
+    return special.gammaln(np.arange(n + 1) + 1)
 
 
 def _prob_weighted_at_most(fn: int, fp: int, n_in: int, n_out: int, slope: float, p_fpr: float, p_fnr: float) -> float:
