@@ -23,6 +23,7 @@ def roc_curve(*args, **kwargs):
 
     return sklearn_roc_curve(*args, **kwargs)
 
+
 __all__ = [
     "roc_curve_points",
     "auc_with_ci",
