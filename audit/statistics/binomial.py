@@ -39,26 +39,26 @@ def binom_cdf(k, n: int, p: float) -> np.ndarray:
     return out
 
 
+def _scalar(boost, fallback, k: int, n: int, p: float, below: float, above: float) -> float:
+    """One Boost binomial tail value (outside the support: `below` for k < 0, `above` for k ≥ n), clipped
+    to [0, 1] as scipy.stats does; `fallback` (the public scipy.stats call) where Boost is not found."""
+    if boost is None:
+        return float(fallback(k, n, p))
+    if k < 0:
+        return below
+    if k >= n:
+        return above
+    return float(min(max(boost(float(k), n, p), 0.0), 1.0))
+
+
 def binom_cdf_scalar(k: int, n: int, p: float) -> float:
     """P[Bin(n, p) ≤ k] for one integer k, as `float(scipy.stats.binom.cdf(k, n, p))`."""
-    if _BOOST_CDF is None:
-        return float(stats.binom.cdf(k, n, p))
-    if k < 0:
-        return 0.0
-    if k >= n:
-        return 1.0
-    return float(min(max(_BOOST_CDF(float(k), n, p), 0.0), 1.0))
+    return _scalar(_BOOST_CDF, stats.binom.cdf, k, n, p, 0.0, 1.0)
 
 
 def binom_sf(k: int, n: int, p: float) -> float:
     """P[Bin(n, p) > k] for one integer k (any sign), as `float(scipy.stats.binom.sf(k, n, p))`."""
-    if _BOOST_SF is None:
-        return float(stats.binom.sf(k, n, p))
-    if k < 0:
-        return 1.0
-    if k >= n:
-        return 0.0
-    return float(min(max(_BOOST_SF(float(k), n, p), 0.0), 1.0))
+    return _scalar(_BOOST_SF, stats.binom.sf, k, n, p, 1.0, 0.0)
 
 
 def beta_ppf(q: float, a, b) -> np.ndarray:
