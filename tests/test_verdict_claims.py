@@ -120,7 +120,7 @@ def test_each_claim_gets_one_status_and_the_top_line_follows():
     assert recompute_verdict(_results(held))["status"] == "pass" and recompute_verdict(_results(held))["passed"]
     failed = recompute_verdict(_results(held, refuted))
     assert [c["status"] for c in failed["claims"]] == ["held", "refuted"] and failed["status"] == "fail"
-    assert failed["counts"] == {"held": 1, "refuted": 1, "untestable": 0}
+    assert failed["counts"] == {"held": 1, "not_refuted": 0, "refuted": 1, "untestable": 0}
     # a claim is decided by all its tests together: one test that could have refuted it (and did not)
     # makes it held, even beside a test without power (docs/verdict.md); without any, it is untestable
     rows = decide([Check("t", "a", "could", p_value=0.9, claim="c"), Check("t", "b", "could not", inconclusive=True,

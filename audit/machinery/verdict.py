@@ -52,11 +52,15 @@ from audit.statistics.epsilon_bounds import one_run_ceiling, one_run_claim_p_val
 from audit.statistics.multiple_testing import holm_rejections
 from audit.statistics.one_run_power import whitebox_power
 
-__all__ = ["Check", "decide", "family_alpha_each", "verdict_for_results", "recompute_verdict", "claim_statuses",
+__all__ = ["Check", "CLAIM_STATUSES", "POWER_KINDS", "decide", "family_alpha_each", "verdict_for_results", "recompute_verdict", "claim_statuses",
            "needed_candidates", "status_word", "leakage_word", "claim_line", "claim_sentence", "extra_reasons",
            "claim_tags", "verdict_tags", "BUILT_IN"]
 
 Status = Literal["pass", "fail", "inconclusive", "no_claim"]
+# Every claim status, in the order outputs count them. "not_refuted": a check that could have refuted the
+# claim ran and did not, but its mode has no proven or measured power against this violation.
+CLAIM_STATUSES = ("held", "not_refuted", "refuted", "untestable")
+POWER_KINDS = ("proven", "measured", "control", "none")
 BUILT_IN = "built-in checks"
 DEFAULT_ALPHA = 0.05
 
@@ -76,6 +80,11 @@ class Check:
     claim: str = ""  # the claim this check tests (checks of one claim decide it together)
     ceiling: float | None = None  # the most a perfect attack could show here (an ε), where computable
     needed: str = ""  # what would make an untestable claim testable ("needs ≥ 3,100 candidates")
+    # Where this check's power against its claim comes from (docs/verdict.md "Power"): a dict
+    # {"kind": "proven" | "measured" | "control" | "none", "detail": plain words, "figure": number or None,
+    #  "decider": for "none", the mode / flag that would decide}. A passing check whose power is "none"
+    # makes its claim "not refuted", never "held". None: not declared yet (legacy rows: read as proven).
+    power: dict[str, Any] | None = None
 
 
 def claim_statuses(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -95,9 +104,11 @@ def claim_statuses(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         outcomes = [r["outcome"] for r in members]
         # Held when at least one of its tests could have refuted it (its ceiling above the claim at
         # its Holm level) and none did: a test without power adds nothing, it takes nothing away.
-        status = "refuted" if "fail" in outcomes else ("held" if "pass" in outcomes else "untestable")
-        wanted = {"refuted": "fail", "held": "pass"}.get(status, "inconclusive")
-        same = [r for r in members if r["outcome"] == wanted]
+        powered = [r for r in members if r["outcome"] == "pass" and _has_power(r)]
+        status = ("refuted" if "fail" in outcomes else "held" if powered
+                  else "not_refuted" if "pass" in outcomes else "untestable")
+        wanted = {"refuted": "fail", "held": "pass", "not_refuted": "pass"}.get(status, "inconclusive")
+        same = powered if status == "held" else [r for r in members if r["outcome"] == wanted]
         # The strongest check speaks for the claim; the others that agree are named, not repeated.
         deciding = min(same, key=lambda r: r["p_value"] if isinstance(r.get("p_value"), (int, float)) else 2.0)
         reason = str(deciding.get("message"))
@@ -123,8 +134,25 @@ def claim_statuses(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             if status == "untestable" else None,
             "p_value": min(p_values) if p_values else None,
             "checks": [r.get("name") for r in members],
+            "power": _claim_power(status, deciding, members),
         })
     return claims
+
+
+def _has_power(row: dict[str, Any]) -> bool:
+    """A passing check speaks for "held" only with power against its claim: proven, measured or
+    shown by a positive control in the same run (an undeclared legacy row counts as proven)."""
+    power = row.get("power")
+    return not isinstance(power, dict) or power.get("kind") != "none"
+
+
+def _claim_power(status: str, deciding: dict[str, Any], members: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The claim's `power` entry: the deciding check's, or for a not-refuted claim the first
+    powerless check's (what its mode cannot detect, and what would decide)."""
+    if status == "not_refuted":
+        return next((r["power"] for r in members if isinstance(r.get("power"), dict)), None)
+    power = deciding.get("power")
+    return dict(power) if isinstance(power, dict) else None
 
 
 def decide(
@@ -159,15 +187,15 @@ def decide(
         rows.append({**asdict(check), "outcome": outcome})
     claims = claim_statuses(rows)
     refuted = [c for c in claims if c["status"] == "refuted"]
-    open_claims = [c for c in claims if c["status"] == "untestable"]
+    open_claims = [c for c in claims if c["status"] in ("untestable", "not_refuted")]
     leaks = [e for e in leakage if e.get("status") == "leaks"]
     if refuted:
         status: Status = "fail"
         reasons = [c["reason"] for c in refuted]
     elif open_claims:
         status = "fail" if fail_on_inconclusive else "inconclusive"
-        reasons = [("untestable here and the policy fails on inconclusive: " if fail_on_inconclusive else "")
-                   + c["reason"] for c in open_claims]
+        reasons = [((f"{'untestable here' if c['status'] == 'untestable' else 'not refuted'} and the policy "
+                     "fails on inconclusive: ") if fail_on_inconclusive else "") + c["reason"] for c in open_claims]
     else:
         status = "pass" if claims else "no_claim"
         reasons = []
@@ -192,7 +220,7 @@ def decide(
         "inconclusive": [c["reason"] for c in open_claims],
         "notes": list(notes),
         "claims": claims,
-        "counts": {s: sum(1 for c in claims if c["status"] == s) for s in ("held", "refuted", "untestable")},
+        "counts": {s: sum(1 for c in claims if c["status"] == s) for s in CLAIM_STATUSES},
         "leakage": leakage,
         "fail_on_leak": bool(fail_on_leak),
         "checks": rows,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["status_word", "claim_line", "claim_sentence", "extra_reasons", "leakage_word", "pass_caveat",
+__all__ = ["status_word", "claim_status_word", "claim_line", "claim_sentence", "extra_reasons", "leakage_word", "pass_caveat",
            "claim_tags", "verdict_tags"]
 
 
@@ -23,13 +23,22 @@ def claim_line(claim: dict[str, Any]) -> str:
     """One claim in words, the same everywhere: status, the claim, and for an untestable one its
     ceiling and what would make it testable."""
     status = str(claim.get("status"))
-    word = "untestable here" if status == "untestable" else status
+    word = claim_status_word(status)
     text = f"{word}: {claim.get('claim')}"
     if status == "untestable":
         extra = [f"ceiling {claim['ceiling']:.3g}"] if isinstance(claim.get("ceiling"), (int, float)) else []
         extra += [str(claim["needed"])] if claim.get("needed") else []
         text += f" ({'; '.join(extra)})" if extra else ""
+    if status == "not_refuted":
+        power = claim.get("power") if isinstance(claim.get("power"), dict) else {}
+        extra = [str(power[k]) for k in ("detail", "decider") if power.get(k)]
+        text += f" — {'; '.join(extra)}" if extra else ""
     return text
+
+
+def claim_status_word(status: str) -> str:
+    """A claim status in words: held / not refuted / refuted / untestable here."""
+    return {"untestable": "untestable here", "not_refuted": "not refuted"}.get(status, status)
 
 
 def claim_sentence(claim: dict[str, Any]) -> str:
@@ -67,7 +76,8 @@ def claim_tags(verdict: dict[str, Any]) -> dict[str, str]:
     claims = [c for c in verdict.get("claims") or [] if isinstance(c, dict)]
     tags = {f"verdict.claim.{i:02d}": f"{c.get('status')}: {c.get('claim')}"[:4900] for i, c in enumerate(claims)}
     counts = verdict.get("counts") or {}
-    tags["verdict.claims"] = (" · ".join(f"{counts.get(s, 0)} {s}" for s in ("held", "refuted", "untestable"))
+    tags["verdict.claims"] = (" · ".join(f"{counts.get(s, 0)} {claim_status_word(s)}"
+                                         for s in ("held", "not_refuted", "refuted", "untestable"))
                               if claims else "none")
     for i, entry in enumerate(e for e in verdict.get("leakage") or [] if isinstance(e, dict)):
         tags[f"verdict.leakage.{i:02d}"] = f"{entry.get('status')}: {entry.get('statement')}"[:4900]
