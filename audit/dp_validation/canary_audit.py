@@ -59,7 +59,8 @@ from audit.dp_validation.claims import (
     resolve_claim,
     validate_claim,
 )
-from audit.dp_validation.scope import claim_verdict, profile_verdict
+from audit.dp_validation.mode_power import canary_mode_power
+from audit.dp_validation.scope import apply_power, claim_verdict, profile_verdict
 from audit.machinery.workers import user_code
 from audit.statistics.audit_ceilings import (
     canaries_needed_one_run,
@@ -759,7 +760,8 @@ def multi_canary_audit(
         raise AuditInputError("--canaries", str(exc)) from None
     from audit.statistics.tradeoff_curves import claim_profile
 
-    fdp = _fdp_one_run(scores, members, claim_profile(eps, d, dpsgd), d, result.confidence)
+    profile = claim_profile(eps, d, dpsgd)
+    fdp = _fdp_one_run(scores, members, profile, d, result.confidence)
     m = R * J
     ceiling = ceiling_one_run(m, d, result.confidence)
     needed = canaries_needed_one_run(eps, d, result.confidence)
@@ -785,6 +787,7 @@ def multi_canary_audit(
         "delta": d,
         "details": result.details,
         "fdp_one_run": fdp,
+        "profile_ceiling": _fdp_ceiling(profile, fdp, result.confidence),
         "claimed_epsilon": eps,
         "epsilon_lower_bound": bound,
         "ceiling": ceiling,
@@ -886,6 +889,18 @@ def _fdp_one_run(scores: np.ndarray, coins: np.ndarray, profile, delta: float, c
                                  confidence=confidence)
     except ValueError as exc:
         return {"error": str(exc)}
+
+
+def _fdp_ceiling(profile, fdp: dict[str, Any], confidence: float) -> dict[str, Any] | None:
+    """Could an attack that guesses every evaluation canary right refute the claim's curve in the f-DP
+    one-run test (`one_run_power.fdp_perfect_p_value`)? What the console's profile ceiling line reads."""
+    from audit.statistics.one_run_power import fdp_perfect_p_value
+
+    m = fdp.get("m_eval")
+    if profile is None or not isinstance(m, int) or m < 2:
+        return None
+    p = fdp_perfect_p_value(profile, m)
+    return {"refutable": bool(p <= 1.0 - confidence), "perfect_attack_p_value": p}
 
 
 # How much stronger (in pilot standard errors) a column design's pilot evidence must be before it
@@ -1272,4 +1287,7 @@ def run_canary_audit(
     result["mode"] = mode
     result["trainer"] = _trainer_name(trainer)
     result["claim"] = claim.to_dict()
+    # Black-box canaries read from the final model: the ceiling is not their power (mode_power).
+    result["power"] = canary_mode_power(mode, n_canaries if mode == "one-run" else n_models)
+    result["verdict"] = apply_power(result["verdict"], result["power"])
     return result

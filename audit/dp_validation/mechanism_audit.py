@@ -27,7 +27,8 @@ from typing import Any
 import numpy as np
 
 from audit.dp_validation.claims import resolve_claim, validate_claim
-from audit.dp_validation.scope import claim_verdict
+from audit.dp_validation.mode_power import mechanism_power
+from audit.dp_validation.scope import apply_power, claim_verdict
 from audit.statistics.audit_ceilings import runs_needed_threshold_audit
 from audit.errors import AuditInputError
 from audit.machinery.progress import Progress, as_progress
@@ -274,4 +275,7 @@ def run_mechanism_audit(
             confidence=confidence, seed=seed, statistic=statistic,
         )
     result["claim"] = claim.to_dict()
+    # Power measured on the bundled mechanism bug at a stated number of draws (mode_power).
+    result["power"] = mechanism_power(n_trials)
+    result["verdict"] = apply_power(result["verdict"], result["power"])
     return result

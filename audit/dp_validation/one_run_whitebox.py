@@ -35,6 +35,7 @@ from audit.dp_validation.whitebox_audit import (
     _unpack_setup,
     load_factory_in_worker,
 )
+from audit.dp_validation.mode_power import whitebox_power_entry
 from audit.errors import AuditInputError
 from audit.machinery.verdict import Check, decide
 from audit.machinery.workers import run_isolated, user_code
@@ -178,7 +179,7 @@ def one_run_task(factory: str | None, builtin: dict | None, n_canaries: int | No
     return result
 
 
-def _claim_checks(audit: dict, subject: str, label: str) -> list[Check]:
+def _claim_checks(audit: dict, subject: str, label: str, power: dict | None = None) -> list[Check]:
     status = audit["status"]
     eps, steinke, fdp = audit["claimed_epsilon"], audit["steinke"], audit["fdp"]
     if status == "refuted":
@@ -190,7 +191,7 @@ def _claim_checks(audit: dict, subject: str, label: str) -> list[Check]:
             how.append(f"the f-DP one-run test refutes the claim's trade-off curve ({fdp['curve']})")
         message = f"refuted: {'; '.join(how)}"
     elif status == "held":
-        message = (f"held: not refuted (Steinke et al. ε ≥ {steinke['epsilon']:.3f}; f-DP test "
+        message = (f"not refuted (Steinke et al. ε ≥ {steinke['epsilon']:.3f}; f-DP test "
                    f"{'did not refute' if fdp else 'not run'}); a perfect attack on {audit['m']} canaries reaches "
                    f"ε {steinke['ceiling']:.3f}" + (" and would refute the claim's curve" if fdp and fdp["refutable_by_perfect_attack"] else ""))
     else:
@@ -201,7 +202,7 @@ def _claim_checks(audit: dict, subject: str, label: str) -> list[Check]:
                                                              "(or more iterates per canary)"))
     return [Check(subject, f"claim ε {eps:g} ({label})", message, failed=status == "refuted",
                   inconclusive=status == "untestable",
-                  assumption="one run, canaries by independent fair coins (proven for any mechanism)")]
+                  assumption="one run, canaries by independent fair coins (proven for any mechanism)", power=power)]
 
 
 def run_one_run_whitebox_audit(
@@ -293,7 +294,9 @@ def run_one_run_whitebox_audit(
                                        confidence=confidence, with_estimates=True)
                    if np.all(np.isfinite(other_scores)) else None)
     label = "every iterate" if observe == "all" else "final model only"
-    checks = _claim_checks(audit, subject, label)
+    # Dirac canaries with every iterate observed: proven power; random directions or the final model: none.
+    power = whitebox_power_entry(observe, one_run=True, canary_kind=str(run["kind"]))
+    checks = _claim_checks(audit, subject, label, power)
     for key, name in (("gaussian_sum", "Gaussian normalized-sum estimate"), ("andrew", "Andrew et al. estimate")):
         est = audit[key]
         checks.append(Check(subject, name, f"ε ≈ {est['epsilon']:.3f} (claim {eps_claim:.3f}); an estimate, "
@@ -324,13 +327,15 @@ def run_one_run_whitebox_audit(
     verdict["ceiling"] = float(audit["ceiling"])
     verdict["needed"] = audit.get("canaries_needed")
     verdict["needed_unit"] = "canaries (--canaries)"
-    verdict["claims"] = [{"claim": f"ε {eps_claim:g} at δ {delta:g}", "status": audit["status"],
+    claim_status = "not_refuted" if audit["status"] == "held" and power["kind"] == "none" else audit["status"]
+    verdict["claims"] = [{"claim": f"ε {eps_claim:g} at δ {delta:g}", "status": claim_status, "power": power,
                           "ceiling": float(audit["ceiling"]), "epsilon": eps_claim, "delta": float(delta),
                           "tested_by": "white-box one-run"}]
     overhead = (run["seconds"] / run["plain_seconds"]) if run.get("plain_seconds") else None
     return {
         "audit": f"white-box one-run gradient canaries ({PAPER})",
         "mode": "one-run",
+        "power": power,
         "device": device,
         "subject": subject,
         "factory": factory,

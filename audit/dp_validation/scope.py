@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["claim_verdict", "profile_verdict"]
+__all__ = ["apply_power", "claim_verdict", "profile_verdict"]
 
 
 def claim_verdict(*, bound: float, ceiling: float, claimed_epsilon: float, delta: float,
@@ -86,3 +86,22 @@ def profile_verdict(test: dict[str, Any], ceiling: dict[str, Any], *, claimed_ep
         "needed": None,
         "needed_unit": "runs (--models)",
     }
+
+
+def apply_power(verdict: dict[str, Any], power: dict[str, Any]) -> dict[str, Any]:
+    """The verdict once the mode's power against the claim is known (`audit.dp_validation.mode_power`).
+
+    A test that passed says "held" only with power against this claim (proven, measured or a positive
+    control); without it the claim is *not refuted*: the top line is inconclusive (never a pass), and the reason
+    says what this mode cannot detect and which mode would decide. A refuted or untestable verdict is unchanged.
+    """
+    out = {**verdict, "power": dict(power)}
+    if verdict.get("status") != "pass" or power.get("kind") != "none":
+        return out
+    bound_words = str((verdict.get("reasons") or [""])[0]).removeprefix("held: ")
+    out.update(status="inconclusive", passed=False, claim_status="not_refuted",
+               reasons=[f"not refuted: {bound_words.split(' (')[0]}; {power.get('detail')}; would decide: "
+                        f"{power.get('decider')}"])
+    if out.get("ceiling_statement", "").startswith("a perfect attack"):
+        out["ceiling_statement"] += " (a perfect attack, not this one: see the power)"
+    return out

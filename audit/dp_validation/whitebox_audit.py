@@ -42,11 +42,13 @@ from __future__ import annotations
 
 import math
 import random
+from dataclasses import replace
 from typing import Any, Callable
 
 import numpy as np
 
 from audit.dp_validation.claims import validate_claim
+from audit.dp_validation.mode_power import whitebox_power_entry
 from audit.errors import AuditInputError
 from audit.machinery.verdict import Check, decide
 from audit.machinery.workers import WorkerPool, default_workers, user_code
@@ -608,6 +610,9 @@ def run_whitebox_audit(
                                 assumption="independent runs; the claim's PLD profile (pessimistic) as its curve"))
             profile_pair = profile_refuted
         ceiling, ceiling_kind = cp_ceiling, "Clopper-Pearson (ε, δ) bound of an attack without errors"
+    # Dirac canary, every iterate: proven power; the final model alone: none (mode_power).
+    power = whitebox_power_entry(observe)
+    checks = [replace(c, power=power) if c.decides else c for c in checks]
     for text in disagreements:
         checks.append(Check(subject, "accountant vs training", f"accountant disagrees with the training: {text}",
                             failed=True, assumption="the accountant must be told what the optimizer and loader do"))
@@ -665,5 +670,6 @@ def run_whitebox_audit(
         "ceiling": float(ceiling),
         "ceiling_label": ceiling_kind,
         "violation": verdict["status"] == "fail",
+        "power": power,
         "verdict": verdict,
     }

@@ -70,6 +70,10 @@ def single_audit_verdict(kind: str, result: dict[str, Any]) -> dict[str, Any]:
     one_run = "one" in mode
     assumption = ("one training run, coin-flip canaries (proven)" if one_run else
                   "independent training runs / mechanism draws: Clopper-Pearson over independent trials (proven)")
+    # A test that ran with a ceiling above the claim but without power against it (its mode's `power` is
+    # "none", audit.dp_validation.mode_power) is not untestable: its claim reads "not refuted".
+    not_refuted = (own.get("claim_status") == "not_refuted"  # the audit's own verdict, or one re-read from a file
+                   or any(isinstance(c, dict) and c.get("status") == "not_refuted" for c in own.get("claims") or []))
     inconclusive = (result.get("status") == "inconclusive" or own.get("status") == "inconclusive"
                     or (isinstance(ceiling, (int, float)) and isinstance(claim, (int, float)) and ceiling <= claim))
     failed = bool(result.get("violation")) or result.get("status") == "fail" or own.get("status") == "fail"
@@ -80,6 +84,7 @@ def single_audit_verdict(kind: str, result: dict[str, Any]) -> dict[str, Any]:
         inconclusive = own.get("status") == "inconclusive"
         assumption = ("independent training runs: exact binomial test of one rule's weighted error vs the claim's "
                       "trade-off curve (a pessimistic-PLD lower envelope; proven)")
+    inconclusive = inconclusive and not not_refuted
     if failed and own.get("reasons") and isinstance(result.get("profile_test"), dict):
         message = f"{kind}: " + "; ".join(dict.fromkeys(map(str, own["reasons"])))
     elif failed:
@@ -100,7 +105,8 @@ def single_audit_verdict(kind: str, result: dict[str, Any]) -> dict[str, Any]:
     verdict = decide([Check(subject, f"{kind} bound vs claim", message, failed=failed,
                             inconclusive=inconclusive and not failed, assumption=assumption, claim=claim_text,
                             ceiling=float(ceiling) if isinstance(ceiling, (int, float)) else None,
-                            needed=needed if inconclusive and not failed else "")],
+                            needed=needed if inconclusive and not failed else "",
+                            power=result.get("power") or own.get("power"))],
                      alpha=1 - float(confidence))
     verdict["family_wise_error"]["statement"] = "one pre-declared test at the stated confidence"
     return verdict
