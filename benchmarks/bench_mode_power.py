@@ -3,6 +3,11 @@ in what time. Regenerates the power table of docs/canary-audit.md and the figure
 `audit.dp_validation.mode_power.MEASURED_POWER`.
 
     python benchmarks/bench_mode_power.py [--only MODE,...] [--trainers NAME,...] [--seed 0] [--json FILE]
+    python benchmarks/bench_mode_power.py --mechanisms
+
+`--mechanisms`: the same for `mechanism-audit` on the bundled mechanisms (`audit.demos.mechanisms`: the Laplace
+count with a quarter of its scale, true ε 4 against a claimed 1, and the correct one) at 2,000 and 20,000 draws per
+dataset (`audit.dp_validation.mode_power.MECHANISM_MEASURED_TRIALS`).
 
 For each (mode, size) of `SIZES` and each trainer (the four hand-written DP-SGD bugs of
 `audit.demos.planted_bugs` named in issue #35 — clip of the batch mean, noise divided by the batch twice, noise on 5
@@ -50,13 +55,31 @@ def audit_once(mode: str, size: int, trainer: str, seed: int) -> dict:
             "cpu_s": round(_cpu() - cpu, 1), "wall_s": round(time.perf_counter() - wall, 1)}
 
 
+def mechanisms() -> None:
+    from audit.dp_validation.mechanism_audit import run_mechanism_audit
+
+    print("| mechanism | draws per dataset | verdict | ε lower bound | claimed ε | CPU s |")
+    print("|---|---|---|---|---|---|")
+    for name in ("laplace_count_wrong_scale", "laplace_count"):
+        for trials in (2000, 20000):
+            cpu = _cpu()
+            result = run_mechanism_audit(f"audit.demos.mechanisms:{name}", n_trials=trials)
+            refuted = bool(result.get("violation")) or result["verdict"]["status"] == "fail"
+            print(f"| {name} | {trials:,} | {'refuted' if refuted else 'not refuted'} | "
+                  f"{result['epsilon_lower_bound']:.3g} | {result['claimed_epsilon']:g} | {_cpu() - cpu:.2f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default="", help="modes to run, comma-separated (default: all)")
     parser.add_argument("--trainers", default=",".join(TRAINERS))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", default="", help="also write the rows to this file")
+    parser.add_argument("--mechanisms", action="store_true", help="mechanism-audit on the bundled mechanisms instead")
     args = parser.parse_args()
+    if args.mechanisms:
+        mechanisms()
+        return
     modes = set(filter(None, args.only.split(",")))
     rows = []
     print("| mode | size | trainer | verdict | ε lower bound | curve p | CPU s | wall s |")

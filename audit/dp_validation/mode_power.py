@@ -32,6 +32,10 @@ SUITE_WORDS = ("the 4 hand-written DP-SGD bugs of the bundled planted-bug suite 
 MEASURED_POWER: dict[tuple[str, int], tuple[tuple[str, ...], float]] = {
     ("one-run", 200): ((), 3.0),
     ("one-run", 1000): ((), 2.1),
+    ("multi", 200): (("batch_clip", "noise_divided_twice"), 5.5),
+    ("multi-canary", 200): (("batch_clip", "noise_divided_twice", "sigma_not_sigma_c"), 4.6),
+    ("profile", 400): (("batch_clip", "noise_divided_twice"), 5.9),
+    ("profile", 1600): (SUITE, 18.9),
 }
 SIZE_FLAG = {"one-run": "--canaries", "multi": "--models", "multi-canary": "--models", "profile": "--models"}
 # The cheapest measured (mode, size) that refuted every bug of SUITE: the mode that decides.
