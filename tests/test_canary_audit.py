@@ -475,8 +475,11 @@ def test_the_profile_audit_reports_each_designs_pilot_margin(pool):
 @pytest.mark.parametrize("recipe", ["correct_eps_0_5", "correct_eps_8"])
 def test_profile_audits_of_correct_recipes_flag_nothing(recipe, pool):
     result = run_canary_audit(f"audit.demos.planted_bugs:{recipe}", n_models=400, seed=3, pool=pool)
-    assert result["mode"] == "profile" and result["verdict"]["status"] == "pass"
     assert not result["profile_test"]["refuted"] and result["profile_ceiling"]["refutable"]
+    # 400 runs refute only 2 of the 4 planted bugs (docs/canary-audit.md, power table): not refuted, never
+    # held; the claim status names the mode that decides.
+    assert result["mode"] == "profile" and result["verdict"]["status"] == "inconclusive"
+    assert result["power"]["kind"] == "none" and "--models 1600" in result["power"]["decider"]
 
 
 def test_profile_null_audits_refute_nothing_in_at_least_95_percent_of_repeats(pool):
