@@ -17,10 +17,12 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["MEASURED_POWER", "SUITE", "SUITE_WORDS", "canary_mode_power", "mechanism_power", "whitebox_power_entry"]
+__all__ = ["BUG_WORDS", "MEASURED_POWER", "SUITE", "SUITE_WORDS", "canary_mode_power", "mechanism_power", "whitebox_power_entry"]
 
 # The planted bugs the power table measures (audit.demos.planted_bugs), each claiming ε ≈ 1 at δ 1e-5.
 SUITE = ("batch_clip", "noise_divided_twice", "noise_missing_steps", "sigma_not_sigma_c")
+BUG_WORDS = {"batch_clip": "clip of the batch mean", "noise_divided_twice": "noise divided by the batch twice",
+             "noise_missing_steps": "noise on 5 of 20 steps", "sigma_not_sigma_c": "σ not multiplied by C"}
 SUITE_WORDS = ("the 4 hand-written DP-SGD bugs of the bundled planted-bug suite (clip of the batch mean, noise "
                "divided by the batch twice, noise on 5 of 20 steps, σ not multiplied by C; each claims ε ≈ 1 at "
                "δ 1e-5, true ε from 6.6 to ∞)")
@@ -75,10 +77,10 @@ def canary_mode_power(mode: str, size: int | None) -> dict[str, Any]:
     else:
         missed = [b for b in SUITE if b not in bugs]
         found = (f"at {_size_words(mode, at)}" + (" (more than this run's)" if at > size else "")
-                 + f" it refuted {len(bugs)} of {len(SUITE)} (missed: {', '.join(missed)})")
+                 + f" it refuted {len(bugs)} of {len(SUITE)}, missing {', '.join(f'{BUG_WORDS[b]} ({b})' for b in missed)}")
     return {"kind": "none", "figure": (len(bugs) / len(SUITE)) if at is not None else None,
-            "detail": (f"this mode cannot detect {SUITE_WORDS}: {found}; a perfect attack's ceiling is not the power "
-                       "of canaries read from a final black-box model"),
+            "detail": (f"this mode cannot detect every one of {SUITE_WORDS}: {found} (measured); a perfect attack's "
+                       "ceiling is not the power of canaries read from a final black-box model"),
             "decider": _decider() or "a larger audit (see docs/canary-audit.md, power table)"}
 
 
