@@ -125,3 +125,27 @@ def test_a_passing_test_without_power_is_not_refuted_with_power_it_holds():
     refuted = claim_verdict(bound=3.0, ceiling=4.0, claimed_epsilon=1.0, delta=1e-5, needed=None, unit="runs",
                             confidence=0.95)
     assert apply_power(refuted, weak)["status"] == "fail"
+
+
+def test_mechanism_audit_holds_only_with_measured_power():
+    from audit.dp_validation.mechanism_audit import run_mechanism_audit
+
+    few = run_mechanism_audit("audit.demos.mechanisms:laplace_count", n_trials=500)
+    enough = run_mechanism_audit("audit.demos.mechanisms:laplace_count", n_trials=2000)
+    assert few["power"]["kind"] == "none" and enough["power"]["kind"] == "measured"
+    few_verdict = single_audit_verdict("mechanism-audit", few)
+    assert few_verdict["status"] != "pass" and few_verdict["claims"][0]["status"] in ("not_refuted", "untestable")
+    assert single_audit_verdict("mechanism-audit", enough)["claims"][0]["status"] == "held"
+
+
+@pytest.mark.slow
+def test_whitebox_final_model_observation_is_not_refuted_where_every_iterate_holds():
+    from audit.dp_validation.whitebox_audit import run_whitebox_audit
+
+    for observe, expected in (("all", "held"), ("final", "not_refuted")):
+        result = run_whitebox_audit(builtin=True, noise_multiplier=2.0, steps=4, n_runs=300, workers=1, device="cpu",
+                                    observe=observe)
+        verdict = single_audit_verdict("whitebox-audit", result)
+        statuses = {c["status"] for c in verdict["claims"] if "accountant" not in c["claim"]}
+        assert statuses == {expected}, (observe, verdict["claims"])
+        assert verdict["status"] == ("pass" if expected == "held" else "inconclusive")
