@@ -95,7 +95,8 @@ def whitebox_power_entry(observe: str, *, one_run: bool = False, canary_kind: st
                 "detail": ("Dirac gradient canaries with every iterate observed: the worst case the accountant covers, "
                            "so the ceiling of a perfect attack is reachable by a broken implementation")}
     what = ("random-direction canaries overlap the real gradients and each other" if canary_kind != "dirac"
-            else "the final model alone hides a violation that cancels over the steps (noise missing on some steps)")
+            else "the final model shows only the sum over the steps, where a violation on some steps (noise missing "
+                 "on 5 of 20) is diluted by the other steps' noise")
     fix = "--canary-kind dirac --observe all" if canary_kind != "dirac" else "--observe all"
     return {"kind": "none", "figure": None,
             "detail": f"this observation is not the worst case: {what}; no power is proven or measured for it",
