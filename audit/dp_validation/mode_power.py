@@ -30,7 +30,8 @@ SUITE_WORDS = ("the 4 hand-written DP-SGD bugs of the bundled planted-bug suite 
 # benchmarks/bench_mode_power.py, seed 0, 95 % confidence, the default 256 rows, 2-core machine shared with ~6
 # other jobs (load ≈ 6): (mode, size) -> (bugs of SUITE refuted, CPU seconds of the slowest audit of the suite on
 # one core). Size = --canaries for one-run, --models for the other modes (multi-canary: 32 canaries per run).
-# Measured once at sizes fixed before any score was seen; a larger size is assumed at least as powerful.
+# Measured at sizes fixed before any score was seen; a larger size is assumed at least as powerful. Seed 1 for
+# profile 400 / 1600 on the two hardest bugs and the correct recipe gave the same decisions (docs/canary-audit.md).
 MEASURED_POWER: dict[tuple[str, int], tuple[tuple[str, ...], float]] = {
     ("one-run", 200): ((), 3.0),
     ("one-run", 1000): ((), 2.1),
