@@ -149,6 +149,16 @@ def write_json_atomic(path: Path, payload: Any) -> None:
     write_text_atomic(path, json.dumps(payload, indent=2, allow_nan=False) + "\n")
 
 
+def write_result_json_atomic(path: Path, payload: dict[str, Any]) -> dict[str, Any]:
+    """A result file (results.json, `<kind>.json`): written with its `integrity` digest, signed where
+    PRIVACY_AUDIT_SIGNING_KEY is set (audit.machinery.result_integrity). Returns what was written."""
+    from audit.machinery.result_integrity import signing_key, with_integrity
+
+    written = with_integrity(payload, signing_key())
+    write_json_atomic(path, written)
+    return written
+
+
 def check_output_folder(out_root: str | Path, flag: str = "--out") -> None:
     """Without creating anything: would `out_root` (or the folder that would hold it) accept a run?"""
     path = Path(out_root)
