@@ -146,7 +146,7 @@ def _gate_tags(verdict: dict[str, Any], policy: Any, integrity: dict[str, Any] |
         "verdict.gate.reasons": " | ".join(map(str, verdict.get("reasons") or []))[:4900] or "-",
         "verdict.gate.integrity": (f"{integrity.get('state')}; signature {integrity.get('signature')}"
                                    if isinstance(integrity, dict) else "-"),
-        "verdict.gate.results": str(written)[:4900],
+        "verdict.gate.results": str(written.resolve())[:4900],
     }
 
 
