@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -425,8 +425,10 @@ def _ledger_checks(policy: Policy, results: dict[str, Any], reader: "_Reader") -
         return [_not_applicable("max_total_epsilon", label, clip(str(section.get("reason") or "no spent figure")))]
     spent = math.inf if section.get("epsilon_spent_unbounded") else reader.number(section, "epsilon_spent", "ledger")
     what = "composed ε " + ("after the release" if section.get("recorded") else "the refused release would have reached")
-    return [_compare("max_total_epsilon", label, None, spent, limit, at_most=True, what=what,
-                     detail=f"{section.get('method')}, δ {section.get('delta')}")]
+    check = _compare("max_total_epsilon", label, None, spent, limit, at_most=True, what=what,
+                     detail=f"{section.get('method')}, δ {section.get('delta')}")
+    # JSON has no infinity: an exhausted (unbounded) budget is a finding written as "unbounded", not a crash.
+    return [replace(check, measured="unbounded") if math.isinf(spent) else check]
 
 
 def _signature_checks(policy: Policy, results: dict[str, Any]) -> list[RuleCheck]:
