@@ -292,5 +292,8 @@ def check_results_blocks(content: dict[str, Any], where: str) -> None:
         return
     if ledger.get("release_ids") and not ledger.get("recorded"):
         raise _contradiction(where, "ledger.recorded", "is false but the section lists the releases it recorded")
+    if ledger.get("recorded") and ledger.get("epsilon_spent") is None and not ledger.get("epsilon_spent_unbounded"):
+        raise AuditInputError(f"{where}: field 'ledger.epsilon_spent'", "is null for a recorded release; an "
+                              "unbounded spend is written with epsilon_spent_unbounded: true")
     if ledger.get("epsilon_spent") is not None and ledger.get("epsilon_spent_unbounded"):
         raise _contradiction(where, "ledger.epsilon_spent", "is a number but epsilon_spent_unbounded is true")
