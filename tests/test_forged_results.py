@@ -156,3 +156,17 @@ def test_the_documented_exhausted_budget_is_a_finding(gate_dir, capsys, command)
     checks = json.loads((gate_dir / "gated" / "results.json").read_text())["policy_evaluation"]["checks"]
     (rule,) = [c for c in checks if c["rule"] == "max_total_epsilon"]
     assert rule["status"] == "fail" and rule["measured"] == "unbounded", rule
+
+
+def test_a_twin_row_whose_power_figure_does_not_match_its_training_is_refused(gate_dir, capsys):
+    """results.json: the f-DP perfect-attack p-value at the claim (what makes a twin row's claim
+    testable) is recomputed from the target's (σ, q, T) and m; one that says "testable" for a training
+    ten times noisier is refused by gate and report alike."""
+    results = json.loads((DATA / "results_one_run_example.json").read_text())
+    (target,) = [t for t in results["targets"] if t["epsilon_target"] is not None]
+    target["noise_multiplier"] *= 10
+    (gate_dir / "run").mkdir()
+    (gate_dir / "run" / "results.json").write_text(json.dumps(results))
+    for args in (["gate", "run", "--policy", "policy.yaml", "--out", "gated"], ["report", "run", "--out", "gated"]):
+        err = assert_refused(capsys, args, "results.json", folder=gate_dir)
+        assert "fdp_perfect_p_value" in err, err

@@ -284,9 +284,40 @@ def read_result_file(path: Path, kind: str | None, *, follow: bool = True) -> Re
     return ResultFile(path, kind, {**body, "integrity_check": outcome}, integrity)
 
 
+def _check_twin_rows(content: dict[str, Any], where: str) -> None:
+    """A results.json's white-box one-run twin rows: the verdict's power for the claim rests on the
+    f-DP test's perfect-attack p-value at the claim (`curve_ceilings[0]`), a figure of the row's
+    DP-SGD (σ, q, T) and m alone: recomputed here, never read on the file's word (the Steinke ceiling
+    the verdict recomputes itself from m and δ)."""
+    for index, target in enumerate(content.get("targets") or []):
+        row = target.get("whitebox_one_run") if isinstance(target, dict) else None
+        if not isinstance(row, dict) or row.get("family") != "white-box one-run":
+            continue
+        curves = [c for c in row.get("curve_ceilings") or [] if isinstance(c, dict) and c.get("factor") == 1.0]
+        sigma, q, steps = target.get("noise_multiplier"), target.get("sample_rate"), target.get("steps")
+        if not curves or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (sigma, q, steps)):
+            continue
+        field = f"targets[{index}].whitebox_one_run.curve_ceilings"
+        if not (0 < sigma <= 1e6 and 0 < q <= 1 and float(steps).is_integer() and 1 <= steps <= 1_000_000):
+            raise AuditInputError(f"{where}: field 'targets[{index}]'", "is not a DP-SGD (σ, q, T) this audit could have run")
+        from audit.statistics.one_run_power import fdp_perfect_p_value
+        from audit.statistics.tradeoff_curves import dpsgd_privacy_profile
+
+        stated = curves[0]
+        if not _close(stated.get("epsilon", math.nan), row["claim"]):
+            raise _contradiction(where, field, f"names the claim ε {stated.get('epsilon')!r} but the row's claim is {row['claim']!r}")
+        p_value = fdp_perfect_p_value(dpsgd_privacy_profile(float(sigma), float(q), int(steps)), int(row["m"]))
+        if abs(float(stated["fdp_perfect_p_value"]) - p_value) > 1e-6 * max(1.0, p_value):
+            raise _contradiction(where, f"{field}[factor 1.0].fdp_perfect_p_value", f"is {stated['fdp_perfect_p_value']:.4g} but "
+                                 f"a perfect attack on {row['m']} canaries of DP-SGD (σ {sigma:g}, q {q:g}, T {steps}) gives "
+                                 f"{p_value:.4g}")
+
+
 def check_results_blocks(content: dict[str, Any], where: str) -> None:
-    """The blocks of a results file the policy reads besides its targets: the ledger section's flags
-    against its figures (the ranges and the unknown fields are the schema's)."""
+    """The blocks of a results file the policy reads besides its attacks: the ledger section's flags
+    against its figures (the ranges and the unknown fields are the schema's), and a results.json's
+    white-box one-run twin rows' power figure."""
+    _check_twin_rows(content, where)
     ledger = content.get("ledger")
     if not isinstance(ledger, dict):
         return
