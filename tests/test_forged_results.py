@@ -15,9 +15,9 @@ import json
 from pathlib import Path
 
 import pytest
+from hostile_support import assert_refused, run_main
 
 from audit.machinery.result_integrity import ENV_KEY, ENV_VERIFY
-from hostile_support import assert_refused, run_main
 
 pytestmark = pytest.mark.security
 

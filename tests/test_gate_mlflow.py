@@ -14,10 +14,10 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from hostile_support import run_main
 
 from audit.machinery.result_integrity import ENV_KEY, ENV_VERIFY
 from audit.machinery.run_directory import write_result_json_atomic
-from hostile_support import run_main
 
 pytestmark = pytest.mark.slow  # a real MLflow store: its schema migration takes seconds
 
@@ -56,7 +56,7 @@ def _tags(uri: str, run_id: str) -> dict[str, str]:
 
 
 def test_a_failed_gate_reaches_the_mlflow_run_beside_its_own_verdict(tracked_run, capsys):
-    folder, uri, run_id = tracked_run
+    _, uri, run_id = tracked_run
     code, _ = run_main(["gate", "--policy", POLICY, "run"])
     out, err = capsys.readouterr()
     assert code == 1, err + out
@@ -96,7 +96,7 @@ def test_a_gate_without_a_store_or_run_says_so_in_one_line(tracked_run, capsys):
 
 
 def test_a_foreign_sqlite_database_named_by_the_file_is_left_alone(tracked_run, capsys):
-    folder, uri, run_id = tracked_run
+    folder, _, run_id = tracked_run
     (folder / "policy.yaml").write_text("rules:\n  fail_on_violation: true\n")
     with sqlite3.connect(folder / "app.db") as connection:
         connection.execute("CREATE TABLE customers (id INTEGER)")

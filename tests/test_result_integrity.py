@@ -11,11 +11,18 @@ import json
 from pathlib import Path
 
 import pytest
+from hostile_support import assert_refused, run_main
 
 from audit.errors import AuditInputError
-from audit.machinery.result_integrity import (ENV_KEY, ENV_VERIFY, canonical_bytes, check_integrity, signing_key,
-                                              verification_key, with_integrity)
-from hostile_support import assert_refused, run_main, snapshot
+from audit.machinery.result_integrity import (
+    ENV_KEY,
+    ENV_VERIFY,
+    canonical_bytes,
+    check_integrity,
+    signing_key,
+    verification_key,
+    with_integrity,
+)
 
 DATA = Path(__file__).parent / "data"
 RUN_EXAMPLE = json.loads((DATA / "results_smoke_example.json").read_text())

@@ -257,7 +257,11 @@ def read_result_file(path: Path, kind: str | None, *, follow: bool = True) -> Re
     """The ONE reader of `gate` and `report`: strict JSON, the digest recomputed (an edited file is
     refused, exit 2, whatever its kind: docs/gate.md "Integrity"), the signature checked against the
     configured key, the schema of its kind, and every flag the verdict reads checked against its numbers."""
-    from audit.machinery.result_integrity import FIELD, check_integrity, verification_key
+    from audit.machinery.result_integrity import (
+        FIELD,
+        check_integrity,
+        verification_key,
+    )
 
     where = f"results file '{path}'"
     content = load_json_file(path, where, follow=follow)

@@ -28,8 +28,20 @@ from typing import Any
 
 from audit.errors import AuditInputError
 
-__all__ = ["FIELD", "CANONICAL", "ENV_KEY", "ENV_VERIFY", "SigningKey", "canonical_bytes", "content_digest",
-           "with_integrity", "check_integrity", "IntegrityOutcome", "signing_key", "verification_key"]
+__all__ = [
+    "CANONICAL",
+    "ENV_KEY",
+    "ENV_VERIFY",
+    "FIELD",
+    "IntegrityOutcome",
+    "SigningKey",
+    "canonical_bytes",
+    "check_integrity",
+    "content_digest",
+    "signing_key",
+    "verification_key",
+    "with_integrity",
+]
 
 FIELD = "integrity"
 CANONICAL = "json-sorted-compact-utf8"

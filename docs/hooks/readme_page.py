@@ -32,7 +32,7 @@ def readme_markdown(text: str) -> str:
     return _LINK.sub(_rewrite, out)
 
 
-def on_page_markdown(markdown, page, config, files):  # noqa: ARG001 - the mkdocs hook signature
+def on_page_markdown(markdown, page, config, files):
     if page.file.src_uri != "readme.md":
         return markdown
     readme = Path(config.config_file_path).resolve().parent / "README.md"
