@@ -227,19 +227,10 @@ def _check_whitebox_blocks(result: dict[str, Any], where: str) -> None:
 
 
 def load_audit_result(path: Path, kind: str, *, follow: bool = True) -> dict[str, Any]:
-    """A `<kind>.json` read strictly, validated against the shipped schema, its flags checked."""
-    where = f"results file '{path}'"
-    result = load_json_file(path, where, follow=follow)
-    if not isinstance(result, dict):
-        raise AuditInputError(where, f"must be a JSON object (a {kind}.json written by privacy-audit)")
-    _schema_error(kind, result, where)
-    check_flags_against_numbers(kind, result, where)
-    check_results_blocks(result, where)
-    for key in ("claimed_epsilon", "epsilon_lower_bound", "ceiling"):
-        value = result.get(key)
-        if isinstance(value, float) and not math.isfinite(value):  # unreachable from JSON; belt and braces
-            raise AuditInputError(f"{where}: field '{key}'", "must be finite")
-    return result
+    """A `<kind>.json` as `gate` reads it (read_result_file: digest, schema, flags against numbers),
+    without the reader's `integrity_check`."""
+    loaded = read_result_file(path, kind, follow=follow)
+    return {k: v for k, v in loaded.content.items() if k != "integrity_check"}
 
 
 @dataclass(frozen=True)
