@@ -189,3 +189,13 @@ def test_a_configured_key_requires_a_signature_unless_the_policy_waives_it(gate_
     code, _ = run_main(["gate", "canary-audit.json", "--policy", "waived.yaml", "--out", "g2"])
     out, err = capsys.readouterr()
     assert code == 0, err + out
+
+
+def test_a_malformed_signing_key_is_refused_before_a_run_folder_exists(tmp_path, monkeypatch):
+    from audit.machinery.run_directory import StagedRunDirectory
+
+    monkeypatch.setenv(ENV_KEY, "short")
+    with pytest.raises(AuditInputError) as raised:
+        StagedRunDirectory(tmp_path / "runs", "smoke").create()
+    assert ENV_KEY in str(raised.value)
+    assert not (tmp_path / "runs").exists()

@@ -37,6 +37,9 @@ class StagedRunDirectory:
         `mkdir` without `exist_ok` is atomic: the loser of a race gets FileExistsError and tries
         the next suffix (`<stamp>-<name>-2`, `-3`, …) instead of checking first and racing after.
         """
+        from audit.machinery.result_integrity import signing_key
+
+        signing_key()  # a malformed PRIVACY_AUDIT_SIGNING_KEY is exit 2 now, not after the audit's work
         try:
             # The folders this run creates above its own (--out and parents): removed again by
             # discard() when they are left empty, so a refused input leaves nothing behind.
