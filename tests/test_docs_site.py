@@ -39,3 +39,17 @@ def test_every_docs_page_is_in_the_nav():
                 yield from pages(value)
 
     assert {p.name for p in (ROOT / "docs").glob("*.md")} == set(pages(nav))
+
+
+def test_the_home_page_links_the_readme_page_which_is_readme_md():
+    """The site's README page is README.md itself (docs/hooks/readme_page.py), its docs/ links made site links."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("readme_page", ROOT / "docs" / "hooks" / "readme_page.py")
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    page = hook.readme_markdown(readme)
+    assert "](docs/" not in page and "](run.md)" in page
+    assert "](examples/" not in page and "`examples/policy-strict.yaml` (in the repository)" in page
+    assert "](readme.md)" in (ROOT / "docs" / "index.md").read_text(encoding="utf-8")

@@ -66,7 +66,7 @@ def accountant_check(
     from audit.dp_validation.accountant_check import IsolatedAccountant, check_accountant, load_grid, summarize
     from audit.machinery.crash_log import set_log_folder
     from audit.machinery.input_files import check_number
-    from audit.machinery.run_directory import check_output_folder, write_json_atomic
+    from audit.machinery.run_directory import check_output_folder, write_result_json_atomic
     from audit.machinery.tracking import check_tracking_uri
     from audit.machinery.user_code import check_spec
 
@@ -105,7 +105,7 @@ def accountant_check(
             console.print(f"[red]invalid[/red] σ={p.noise_multiplier:g} q={p.sample_rate:g} T={p.steps}: {shown(p.message)}")
     console.print(f"counts: {summary['counts']}")
     if json_out is not None:
-        write_json_atomic(json_out, summary)
+        write_result_json_atomic(json_out, summary)
     path, recorded = record_audit("accountant-check", summary, out, tracking_uri,
                                   {"accountant": accountant, "margin": margin, "n_points": len(points)})
     console.print(f"details: {shown(path)}")

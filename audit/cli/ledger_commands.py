@@ -148,7 +148,7 @@ def record_in_ledger(ledger: str | None, dataset: str | None, command: str, resu
         return
     from audit.ledger.sources import refuted_claims, releases_in_results
     from audit.ledger.store import BudgetExceeded, Ledger, ReleaseInput, file_sha256
-    from audit.machinery.run_directory import write_json_atomic
+    from audit.machinery.run_directory import write_result_json_atomic
 
     found, notes, _ = releases_in_results(results, f"{command} results")
     sha = file_sha256(path)  # the file as the audit wrote it, before the ledger section is added
@@ -162,7 +162,7 @@ def record_in_ledger(ledger: str | None, dataset: str | None, command: str, resu
         section["results_sha256"] = sha
         written = json.loads(path.read_text(encoding="utf-8"))
         written["ledger"] = results["ledger"] = section
-        write_json_atomic(path, written)
+        write_result_json_atomic(path, written)
         _rerender_report(path, written, policy)
 
     refuted = refuted_claims(results)

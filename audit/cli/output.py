@@ -165,7 +165,7 @@ def _publish_results(compute, *, out, folder_name, experiment, tracking_uri, run
 
 def record_audit(kind: str, result: dict, out: Path, tracking_uri: str | None, params: dict) -> tuple[Path, dict]:
     """Write `<out>/<timestamp>-<kind>/<kind>.json` atomically and log one MLflow run in `privacy-audit/<kind>`."""
-    from audit.machinery.run_directory import StagedRunDirectory, write_json_atomic
+    from audit.machinery.run_directory import StagedRunDirectory, write_result_json_atomic
     from audit.machinery.tracking import AuditTracker, experiment_name
     from audit.machinery.single_audit_verdicts import single_audit_verdict
     from audit.machinery.verdict_words import verdict_tags
@@ -192,7 +192,7 @@ def record_audit(kind: str, result: dict, out: Path, tracking_uri: str | None, p
                                         if isinstance(result.get("profile_test"), dict) else {})})
 
         result = {**result, "mlflow": {"tracking_uri": tracker.tracking_uri, "run_id": run_id}}
-        write_json_atomic(staging / f"{kind}.json", result)
+        write_result_json_atomic(staging / f"{kind}.json", result)
         write_audit_report(kind, result, staging)
         final = run_dir.commit()
         tracker.log_artifact(run_id, final / f"{kind}.json")

@@ -44,11 +44,14 @@ def _render_all(results: dict[str, Any], policy: Any, results_file: Path, folder
     from reports.junit import render_junit_xml
     from reports.markdown_summary import render_summary_markdown
 
+    from audit.machinery.result_integrity import signing_key, with_integrity
+
     decided, evaluation = verdict_for_results(results, policy)
     decided["policy_applied"] = (
         {**_json_safe(policy.model_dump(mode="json", exclude_none=True)), "path": policy.path}
         if policy is not None else None
     )
+    decided = with_integrity(decided, signing_key())  # a new file: its own digest (and signature)
     payload = json.dumps(decided, indent=2, allow_nan=False) + "\n"  # as write_json_atomic writes it
     page = render_html_report(decided, results_file.parent, evaluation=evaluation,
                               results_json=payload.encode("utf-8"))
@@ -125,17 +128,57 @@ def _as_input_error(where: str, what: str):
     return guard()
 
 
-def _gate_single_audit(kind: str, path: Path, policy: Any, folder: Path, inside: bool = False) -> None:
+def _read_result_file(path: Path, kind: str | None, inside: bool):
+    """The one reader of gate and report (audit.dp_validation.result_files.read_result_file); its
+    integrity sentence printed as one line."""
+    from audit.dp_validation.result_files import read_result_file
+
+    loaded = read_result_file(path, kind, follow=not inside)
+    console.print(f"integrity: {shown(loaded.integrity.sentence)}", highlight=False, soft_wrap=True)
+    return loaded
+
+
+def _gate_tags(verdict: dict[str, Any], policy: Any, integrity: dict[str, Any] | None, written: Path) -> dict[str, str]:
+    status = str(verdict.get("status"))
+    return {
+        "verdict.gate": status,
+        "verdict.gate.policy": f"{policy.display_name} ({policy.path})"[:4900],
+        "verdict.gate.reasons": " | ".join(map(str, verdict.get("reasons") or []))[:4900] or "-",
+        "verdict.gate.integrity": (f"{integrity.get('state')}; signature {integrity.get('signature')}"
+                                   if isinstance(integrity, dict) else "-"),
+        "verdict.gate.results": str(written.resolve())[:4900],
+    }
+
+
+def _log_gate_to_mlflow(results: dict[str, Any], verdict: dict[str, Any], policy: Any, written: Path,
+                        tracking_uri: str | None) -> None:
+    """The gate's verdict on the MLflow run the results point to (tags verdict.gate*, the policy file as
+    an artifact under gate/), beside the run's own `verdict` tag; or one line saying why not."""
+    from audit.machinery.tracking import gate_run_target, log_gate_verdict
+
+    target = gate_run_target(results, tracking_uri)
+    if isinstance(target, str):
+        console.print(shown(target), highlight=False, soft_wrap=True)
+        return
+    uri, run_id = target
+    problem = log_gate_verdict(uri, run_id, _gate_tags(verdict, policy, results.get("integrity_check"), written),
+                               Path(policy.path) if policy.path else None)
+    console.print(shown(problem) if problem else
+                  f"MLflow: tag verdict.gate = {verdict.get('status')} on run {run_id} in {shown(uri)} (its own "
+                  "verdict tag unchanged; the policy file under artifacts gate/)", highlight=False, soft_wrap=True)
+
+
+def _gate_single_audit(kind: str, path: Path, policy: Any, folder: Path, inside: bool = False,
+                       tracking_uri: str | None = None) -> None:
     """`gate` on one pre-declared audit: the file validated against its schema and its flags against
     its numbers (audit.dp_validation.result_files), the policy folded into its verdict
     (audit.machinery.verdict); the gated `<kind>.json`, report.html and junit.xml written together."""
-    from audit.dp_validation.result_files import load_audit_result
-    from audit.machinery.run_directory import write_json_atomic
+    from audit.machinery.run_directory import write_result_json_atomic
     from audit.machinery.single_audit_verdicts import single_audit_verdict_with_policy
     from audit.machinery.run_directory import check_output_folder
 
     where = f"results file '{path}'"
-    result = load_audit_result(path, kind, follow=not inside)
+    result = _read_result_file(path, kind, inside).content
     check_output_folder(folder)  # cheap, creates nothing: before the dry render
     if isinstance(result.get("audit_verdict"), dict):  # gated before: judge the audit's own verdict again
         result = {**result, "verdict": result["audit_verdict"]}
@@ -154,13 +197,14 @@ def _gate_single_audit(kind: str, path: Path, policy: Any, folder: Path, inside:
         page = render_audit_report(kind, gated)
         junit = render_junit_xml(gated)
     writable_folder(folder)
-    write_json_atomic(folder / path.name, gated)
+    write_result_json_atomic(folder / path.name, gated)
     report_path = folder / "report.html"
     write_text_atomic(report_path, page)
     write_text_atomic(folder / "junit.xml", junit)
     n_fail = sum(1 for c in evaluation.checks if c.status == "fail")
     console.print(f"{len(evaluation.checks)} policy checks, {n_fail} failed; junit: {shown(folder / 'junit.xml')}; "
                   f"report: {shown(report_path)}")
+    _log_gate_to_mlflow(gated, verdict, policy, folder / path.name, tracking_uri)
     print_verdict(gated)
 
 
@@ -169,19 +213,20 @@ def gate(
     results_file: Annotated[Path, typer.Argument(metavar="RESULTS", help="a results.json or run folder, or a canary-audit / mechanism-audit / whitebox-audit / conformance / accountant-check JSON or folder")],
     policy: Annotated[Path, typer.Option("--policy", help="YAML policy")],
     out: Annotated[Optional[Path], typer.Option("--out", help="where the gated results.json, report.html, summary.md and junit.xml go (default: beside RESULTS)")] = None,
+    tracking_uri: Annotated[Optional[str], typer.Option("--tracking-uri", help="MLflow store of the run the results name (default: the SQLite store the results point to, if it exists here)")] = None,
 ) -> None:
     """Evaluate a policy on a results file and re-render every output with it: exit 0 pass/inconclusive, 1 fail, 2 bad input."""
     from audit.machinery.crash_log import set_log_folder
-    from audit.machinery.policy import evaluate_policy, load_policy, load_results
+    from audit.machinery.policy import evaluate_policy, load_policy
 
     results_file, kind, inside = _results_or_audit_file(results_file)
     folder = out or results_file.parent
     set_log_folder(folder)
     loaded_policy = load_policy(policy)
     if kind is not None:  # a canary / mechanism / conformance / accountant-check result
-        _gate_single_audit(kind, results_file, loaded_policy, folder, inside)
+        _gate_single_audit(kind, results_file, loaded_policy, folder, inside, tracking_uri)
         return
-    results = load_results(results_file, follow=not inside)
+    results = _read_result_file(results_file, None, inside).content
     from audit.machinery.run_directory import check_output_folder
 
     check_output_folder(folder)  # cheap, creates nothing: before the dry render
@@ -196,6 +241,7 @@ def gate(
     checks = (gated.get("policy_evaluation") or {}).get("checks") or []
     n_fail = sum(1 for c in checks if c.get("status") == "fail")
     console.print(f"{len(checks)} policy checks, {n_fail} failed; junit: {shown(folder / 'junit.xml')}; report: {shown(report_path)}")
+    _log_gate_to_mlflow(gated, gated.get("verdict") or {}, loaded_policy, folder / "results.json", tracking_uri)
     print_verdict(gated)
 
 
@@ -204,10 +250,11 @@ def report(
     results_file: Annotated[Path, typer.Argument(metavar="RESULTS", help="a results.json")],
     out: Annotated[Optional[Path], typer.Option("--out", help="folder for report.html (default: beside RESULTS)")] = None,
     policy: Annotated[Optional[Path], typer.Option("--policy", help="YAML policy to decide the verdict (default: the one a gate applied, else the built-in checks)")] = None,
+    tracking_uri: Annotated[Optional[str], typer.Option("--tracking-uri", help="with --policy: MLflow store of the run the results name (default: the SQLite store the results point to, if it exists here)")] = None,
 ) -> None:
     """Re-render report.html, summary.md and junit.xml from a results file (the verdict recomputed, never undone)."""
     from audit.machinery.crash_log import set_log_folder
-    from audit.machinery.policy import load_policy, load_results
+    from audit.machinery.policy import load_policy
     from reports.console import results_summary_table, synthetic_summary_table
 
     results_file, kind, inside = _results_or_audit_file(results_file)
@@ -217,7 +264,7 @@ def report(
     folder = out or results_file.parent
     set_log_folder(folder)
     loaded_policy = load_policy(policy) if policy is not None else None
-    results = load_results(results_file, follow=not inside)
+    results = _read_result_file(results_file, None, inside).content
     from audit.machinery.run_directory import check_output_folder
 
     check_output_folder(folder)  # cheap, creates nothing: before the dry render
@@ -231,4 +278,6 @@ def report(
     if synthetic_table is not None:
         console.print(synthetic_table)
     console.print(f"report: {shown(path)}")
+    if policy is not None:  # `report --policy` is a gate: its verdict goes where the run wrote, like gate's
+        _log_gate_to_mlflow(decided, decided.get("verdict") or {}, loaded_policy, folder / "results.json", tracking_uri)
     print_verdict(decided)  # the same verdict, the same exit code as the command that made the results

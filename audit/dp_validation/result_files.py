@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from audit.errors import AuditInputError
 from audit.machinery.input_files import clip, load_json_file
+from audit.machinery.result_integrity import IntegrityOutcome
 
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "schema" / "audit_result.schema.json"
 _TOLERANCE = 1e-9
@@ -84,6 +86,8 @@ def check_flags_against_numbers(kind: str, result: dict[str, Any], where: str) -
             raise _contradiction(where, "violation", f"is {result['violation']} but the lower bound {bound:.4g} vs the "
                                  f"claimed ε {claim:.4g} means {violation}" if not isinstance(test, dict) else
                                  f"is {result['violation']} but the profile test says refuted = {violation}")
+        if kind == "whitebox-audit":
+            _check_whitebox_blocks(result, where)
         status = _own_status(result)
         if violation is not None and (status == "fail") != violation and status is not None:
             raise _contradiction(where, "verdict.status", f"is {status!r} but the audit's violation is {violation}")
@@ -121,16 +125,201 @@ def check_flags_against_numbers(kind: str, result: dict[str, Any], where: str) -
             raise _contradiction(where, "verdict.status", f"is {status!r} but the checks say passed = {passed}")
 
 
+def _close(a: float, b: float) -> bool:
+    return abs(float(a) - float(b)) <= _TOLERANCE * max(1.0, abs(float(a)), abs(float(b)))
+
+
+def one_run_status(block: dict[str, Any], claim: float, fdp_refutable: bool) -> str:
+    """The one-run audit's status from its numbers, as audit.statistics.one_run_audit decides it:
+    refuted when either sound test rejected; held when a perfect attack could have refuted the claim
+    (Steinke ceiling above it, or the f-DP test's perfect point refuting its curve); else untestable."""
+    fdp = block.get("fdp") if isinstance(block.get("fdp"), dict) else None
+    if block["steinke"]["refuted"] or (fdp is not None and fdp["refuted"]):
+        return "refuted"
+    if block["ceiling"] > claim or fdp_refutable:
+        return "held"
+    return "untestable"
+
+
+def _fdp_refutable(result: dict[str, Any], block: dict[str, Any], level: float, where: str) -> bool:
+    """Recomputed, not read: could the f-DP test's perfect attack refute the claim's curve? The curve is
+    the one the audit tested (whitebox-audit --mode one-run: DP-SGD's (σ, q, T) when ε came from the
+    accountant of a one-stage history, else the stated (ε, δ) pair)."""
+    from audit.statistics.one_run_audit import fdp_perfect_attack_refutes
+    from audit.statistics.tradeoff_curves import claim_profile
+
+    fdp = block.get("fdp")
+    if not isinstance(fdp, dict):
+        return False
+    claim = result.get("claim") if isinstance(result.get("claim"), dict) else {}
+    history = claim.get("history")
+    dpsgd = None
+    if claim.get("source") != "--claimed-epsilon" and isinstance(history, list) and len(history) == 1:
+        stage = history[0]
+        if (isinstance(stage, list) and len(stage) == 3 and all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                                                                 for x in stage)):
+            sigma, q, steps = float(stage[0]), float(stage[1]), stage[2]
+            if not (0 < sigma <= 1e6 and 0 < q <= 1 and float(steps).is_integer() and 1 <= steps <= 100_000):
+                raise AuditInputError(f"{where}: field 'claim.history'",
+                                      "is not a DP-SGD (σ, q, T) this audit could have run")
+            dpsgd = (sigma, q, int(steps))
+    profile = claim_profile(None if dpsgd else float(result["claimed_epsilon"]), float(block["delta"]), dpsgd)
+    return bool(profile is not None and fdp_perfect_attack_refutes(profile, int(block["m"]), level))
+
+
+def _check_whitebox_blocks(result: dict[str, Any], where: str) -> None:
+    """whitebox-audit: an accountant disagreement is a failed check; a one-run block's flags
+    (each test's refutation, the ceiling, the status) recomputed from its numbers."""
+    disagreements = result.get("accountant_disagreements") or []
+    rows = [r for r in ((result.get("verdict") or {}).get("checks") or []) if isinstance(r, dict)]
+    if disagreements:
+        failed = [r for r in rows if r.get("name") == "accountant vs training" and r.get("failed")]
+        if len(failed) < len(disagreements) or not result["violation"]:
+            raise _contradiction(where, "accountant_disagreements", f"lists {len(disagreements)} disagreement(s) "
+                                 "between the accountant and the training, but the verdict does not fail on them")
+    if result.get("mode") != "one-run":
+        return
+    block = result["one_run"]
+    claim, confidence = float(result["claimed_epsilon"]), float(result["confidence"])
+    for field in ("claimed_epsilon", "delta", "confidence"):
+        if not _close(block[field], result[field]):
+            raise _contradiction(where, f"one_run.{field}", f"is {block[field]!r} but the audit's {field} is {result[field]!r}")
+    level = (1 - confidence) / 2
+    steinke = block["steinke"]
+    if not _close(steinke["level"], level):
+        raise _contradiction(where, "one_run.steinke.level", f"is {steinke['level']:.4g} but confidence "
+                             f"{confidence:g} means α/2 = {level:.4g}")
+    if bool(steinke["refuted"]) != (steinke["p_value_claim"] <= level + _TOLERANCE):
+        raise _contradiction(where, "one_run.steinke.refuted", f"is {steinke['refuted']} but p = "
+                             f"{steinke['p_value_claim']:.3g} at α/2 = {level:.3g} means the opposite")
+    if not _close(steinke["epsilon"], result["epsilon_lower_bound"]):
+        raise _contradiction(where, "epsilon_lower_bound", "differs from the one-run block's Steinke et al. bound")
+    from audit.statistics.one_run_bounds import one_run_ceiling
+
+    ceiling = one_run_ceiling(int(block["m"]), float(block["delta"]), level)
+    for field, value in (("one_run.ceiling", block["ceiling"]), ("one_run.steinke.ceiling", steinke["ceiling"]),
+                         ("ceiling", result["ceiling"])):
+        if not _close(value, ceiling):
+            raise _contradiction(where, field, f"is {value:.6g} but {block['m']} canaries at δ {block['delta']:g} "
+                                 f"give a ceiling of {ceiling:.6g}")
+    fdp = block.get("fdp") if isinstance(block.get("fdp"), dict) else None
+    refutable = _fdp_refutable(result, block, level, where)
+    if fdp is not None and bool(fdp["refutable_by_perfect_attack"]) != refutable:
+        raise _contradiction(where, "one_run.fdp.refutable_by_perfect_attack", f"is {fdp['refutable_by_perfect_attack']} "
+                             f"but the claim's curve with {block['m']} canaries gives {refutable}")
+    status = one_run_status(block, claim, refutable)
+    if block["status"] != status:
+        raise _contradiction(where, "one_run.status", f"is {block['status']!r} but its tests and ceiling "
+                             f"{ceiling:.4g} against the claimed ε {claim:.4g} mean {status!r}")
+    claims = (result.get("verdict") or {}).get("claims") or []
+    for index, entry in enumerate(claims):
+        if isinstance(entry, dict) and entry.get("status") not in (status, "not_refuted" if status == "held" else status):
+            raise _contradiction(where, f"verdict.claims[{index}].status", f"is {entry.get('status')!r} but the "
+                                 f"one-run block says {status!r}")
+    deciding = [r for r in rows if r.get("decides", True) and str(r.get("name", "")).startswith("claim ")]
+    if not deciding:
+        raise AuditInputError(f"{where}: field 'verdict.checks'", "holds no check of the claim (a one-run result "
+                              "decides its claim by one)")
+    for row in deciding:
+        if bool(row.get("failed")) != (status == "refuted") or bool(row.get("inconclusive")) != (status == "untestable"):
+            raise _contradiction(where, "verdict.checks", f"the claim's check says failed = {row.get('failed')}, "
+                                 f"inconclusive = {row.get('inconclusive')} but the one-run block says {status!r}")
+
+
 def load_audit_result(path: Path, kind: str, *, follow: bool = True) -> dict[str, Any]:
-    """A `<kind>.json` read strictly, validated against the shipped schema, its flags checked."""
+    """A `<kind>.json` as `gate` reads it (read_result_file: digest, schema, flags against numbers),
+    without the reader's `integrity_check`."""
+    loaded = read_result_file(path, kind, follow=follow)
+    return {k: v for k, v in loaded.content.items() if k != "integrity_check"}
+
+
+@dataclass(frozen=True)
+class ResultFile:
+    """A result file as `gate` and `report` read it: `content` validated (without its `integrity`
+    field), `kind` None for a results.json, `integrity` what its digest and signature say."""
+
+    path: Path
+    kind: str | None
+    content: dict[str, Any]
+    integrity: IntegrityOutcome
+
+
+def read_result_file(path: Path, kind: str | None, *, follow: bool = True) -> ResultFile:
+    """The ONE reader of `gate` and `report`: strict JSON, the digest recomputed (an edited file is
+    refused, exit 2, whatever its kind: docs/gate.md "Integrity"), the signature checked against the
+    configured key, the schema of its kind, and every flag the verdict reads checked against its numbers."""
+    from audit.machinery.result_integrity import (
+        FIELD,
+        check_integrity,
+        verification_key,
+    )
+
     where = f"results file '{path}'"
-    result = load_json_file(path, where, follow=follow)
-    if not isinstance(result, dict):
-        raise AuditInputError(where, f"must be a JSON object (a {kind}.json written by privacy-audit)")
-    _schema_error(kind, result, where)
-    check_flags_against_numbers(kind, result, where)
-    for key in ("claimed_epsilon", "epsilon_lower_bound", "ceiling"):
-        value = result.get(key)
-        if isinstance(value, float) and not math.isfinite(value):  # unreachable from JSON; belt and braces
-            raise AuditInputError(f"{where}: field '{key}'", "must be finite")
-    return result
+    content = load_json_file(path, where, follow=follow)
+    if not isinstance(content, dict):
+        raise AuditInputError(where, f"must be a JSON object (a {kind or 'results'}.json written by privacy-audit)")
+    key = verification_key()
+    integrity = check_integrity(content, key, what="the file")
+    if integrity.edited:
+        raise AuditInputError(where, f"{integrity.sentence.removeprefix('the file ')}; an edited result file is "
+                              "refused, whatever it says "
+                              "(re-run the audit, or see docs/gate.md, 'Integrity')")
+    body = {k: v for k, v in content.items() if k not in (FIELD, "integrity_check")}
+    if kind is None:
+        from audit.machinery.policy import validate_results
+
+        validate_results(body, source=where)
+        check_results_blocks(body, where)
+    else:
+        _schema_error(kind, body, where)
+        check_flags_against_numbers(kind, body, where)
+        check_results_blocks(body, where)
+    outcome = integrity.as_dict()
+    outcome["key_configured"] = key is not None
+    return ResultFile(path, kind, {**body, "integrity_check": outcome}, integrity)
+
+
+def _check_twin_rows(content: dict[str, Any], where: str) -> None:
+    """A results.json's white-box one-run twin rows: the verdict's power for the claim rests on the
+    f-DP test's perfect-attack p-value at the claim (`curve_ceilings[0]`), a figure of the row's
+    DP-SGD (σ, q, T) and m alone: recomputed here, never read on the file's word (the Steinke ceiling
+    the verdict recomputes itself from m and δ)."""
+    for index, target in enumerate(content.get("targets") or []):
+        row = target.get("whitebox_one_run") if isinstance(target, dict) else None
+        if not isinstance(row, dict) or row.get("family") != "white-box one-run":
+            continue
+        curves = [c for c in row.get("curve_ceilings") or [] if isinstance(c, dict) and c.get("factor") == 1.0]
+        sigma, q, steps = target.get("noise_multiplier"), target.get("sample_rate"), target.get("steps")
+        if not curves or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (sigma, q, steps)):
+            continue
+        field = f"targets[{index}].whitebox_one_run.curve_ceilings"
+        if not (0 < sigma <= 1e6 and 0 < q <= 1 and float(steps).is_integer() and 1 <= steps <= 1_000_000):
+            raise AuditInputError(f"{where}: field 'targets[{index}]'", "is not a DP-SGD (σ, q, T) this audit could have run")
+        from audit.statistics.one_run_power import fdp_perfect_p_value
+        from audit.statistics.tradeoff_curves import dpsgd_privacy_profile
+
+        stated = curves[0]
+        if not _close(stated.get("epsilon", math.nan), row["claim"]):
+            raise _contradiction(where, field, f"names the claim ε {stated.get('epsilon')!r} but the row's claim is {row['claim']!r}")
+        p_value = fdp_perfect_p_value(dpsgd_privacy_profile(float(sigma), float(q), int(steps)), int(row["m"]))
+        if abs(float(stated["fdp_perfect_p_value"]) - p_value) > 1e-6 * max(1.0, p_value):
+            raise _contradiction(where, f"{field}[factor 1.0].fdp_perfect_p_value", f"is {stated['fdp_perfect_p_value']:.4g} but "
+                                 f"a perfect attack on {row['m']} canaries of DP-SGD (σ {sigma:g}, q {q:g}, T {steps}) gives "
+                                 f"{p_value:.4g}")
+
+
+def check_results_blocks(content: dict[str, Any], where: str) -> None:
+    """The blocks of a results file the policy reads besides its attacks: the ledger section's flags
+    against its figures (the ranges and the unknown fields are the schema's), and a results.json's
+    white-box one-run twin rows' power figure."""
+    _check_twin_rows(content, where)
+    ledger = content.get("ledger")
+    if not isinstance(ledger, dict):
+        return
+    if ledger.get("release_ids") and not ledger.get("recorded"):
+        raise _contradiction(where, "ledger.recorded", "is false but the section lists the releases it recorded")
+    if ledger.get("recorded") and ledger.get("epsilon_spent") is None and not ledger.get("epsilon_spent_unbounded"):
+        raise AuditInputError(f"{where}: field 'ledger.epsilon_spent'", "is null for a recorded release; an "
+                              "unbounded spend is written with epsilon_spent_unbounded: true")
+    if ledger.get("epsilon_spent") is not None and ledger.get("epsilon_spent_unbounded"):
+        raise _contradiction(where, "ledger.epsilon_spent", "is a number but epsilon_spent_unbounded is true")

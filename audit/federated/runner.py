@@ -47,7 +47,8 @@ from audit.machinery.environment import describe_environment
 from audit.machinery.policy import Policy
 from audit.machinery.verdict import family_alpha_each, verdict_for_results, verdict_tags
 from audit.machinery.crash_log import set_log_folder
-from audit.machinery.run_directory import StagedRunDirectory, run_attempt, write_json_atomic, write_text_atomic
+from audit.machinery.run_directory import (StagedRunDirectory, run_attempt, write_json_atomic, write_result_json_atomic,
+                                           write_text_atomic)
 from audit.machinery.progress import as_progress
 from audit.machinery.tracking import AuditTracker, experiment_name, target_metrics
 from audit.statistics.attack_evaluation import best_sound_lower_bound, evaluate_attack
@@ -282,7 +283,7 @@ def _write_outputs(results: dict[str, Any], folder: Path, policy: Policy | None,
     results.update(decided)
     _ceilings_at_family_level(results)
     write_text_atomic(folder / "results.csv", results_table(results).to_csv(index=False))
-    write_json_atomic(folder / "results.json", results)  # first: the report quotes its SHA-256
+    write_result_json_atomic(folder / "results.json", results)  # first: the report quotes its SHA-256
     outputs = [write_html_report(results, folder, evaluation=evaluation),
                write_summary_markdown(results, folder / "summary.md", evaluation=evaluation),
                write_junit_xml(results, folder / "junit.xml", evaluation=evaluation)]

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -111,6 +111,10 @@ class PolicyRules(_Strict):
     min_nndr_p10: float | None = _unit("smallest allowed 10th percentile of the synthetic rows' NNDR")
     max_total_epsilon: float | dict[str, float] | None = Field(
         None, description="privacy ledger: largest composed ε a dataset may spend (a number, or dataset → number)"
+    )
+    require_signature: bool | None = Field(
+        None, description="the result file must be signed by the key configured here (PRIVACY_AUDIT_SIGNING_KEY / "
+                          "PRIVACY_AUDIT_VERIFY_KEY; docs/gate.md 'Integrity'); default: required when a key is configured"
     )
 
     @field_validator("max_total_epsilon")
@@ -399,6 +403,7 @@ def evaluate_policy(policy: Policy, results: dict[str, Any], *, source: str = "r
             ))
 
     checks += _ledger_checks(policy, results, reader)
+    checks += _signature_checks(policy, results)
     passed = all(check.passed for check in checks)
     return PolicyEvaluation(passed=passed, checks=checks, policy_name=policy.display_name, policy_path=policy.path)
 
@@ -420,8 +425,28 @@ def _ledger_checks(policy: Policy, results: dict[str, Any], reader: "_Reader") -
         return [_not_applicable("max_total_epsilon", label, clip(str(section.get("reason") or "no spent figure")))]
     spent = math.inf if section.get("epsilon_spent_unbounded") else reader.number(section, "epsilon_spent", "ledger")
     what = "composed ε " + ("after the release" if section.get("recorded") else "the refused release would have reached")
-    return [_compare("max_total_epsilon", label, None, spent, limit, at_most=True, what=what,
-                     detail=f"{section.get('method')}, δ {section.get('delta')}")]
+    check = _compare("max_total_epsilon", label, None, spent, limit, at_most=True, what=what,
+                     detail=f"{section.get('method')}, δ {section.get('delta')}")
+    # JSON has no infinity: an exhausted (unbounded) budget is a finding written as "unbounded", not a crash.
+    return [replace(check, measured="unbounded") if math.isinf(spent) else check]
+
+
+def _signature_checks(policy: Policy, results: dict[str, Any]) -> list[RuleCheck]:
+    """require_signature against what the reader found (`integrity_check`, set by
+    audit.dp_validation.result_files.read_result_file, never read from the file): on when the policy
+    says so, or when a key is configured and the policy does not say `require_signature: false`."""
+    required = policy.rules.require_signature
+    found = results.get("integrity_check")
+    if required is False or not isinstance(found, dict) or (required is None and not found.get("key_configured")):
+        return []
+    signature = str(found.get("signature"))
+    why = {"valid": "signed by the configured key",
+           "unsigned": "not signed: not written by a runner holding the key",
+           "invalid": "signed, but not by the configured key (or the signature is forged)",
+           "not checked": "no key is configured here to check a signature (set PRIVACY_AUDIT_SIGNING_KEY or "
+                          "PRIVACY_AUDIT_VERIFY_KEY)"}.get(signature, signature)
+    return [RuleCheck("require_signature", "result file", None, signature, "valid", signature == "valid",
+                      f"result file: {why}")]
 
 
 SINGLE_AUDIT_KINDS = ("canary-audit", "mechanism-audit", "whitebox-audit", "conformance", "accountant-check")
@@ -470,6 +495,7 @@ def evaluate_policy_on_audit(policy: Policy, kind: str, result: dict[str, Any], 
             checks.append(_not_applicable(rule, label, f"a {kind} result has no attacks on trained targets or "
                                           "synthetic data"))
     checks += _ledger_checks(policy, result, reader)
+    checks += _signature_checks(policy, result)
     passed = all(check.passed for check in checks)
     return PolicyEvaluation(passed=passed, checks=checks, policy_name=policy.display_name, policy_path=policy.path)
 

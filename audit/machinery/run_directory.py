@@ -37,6 +37,9 @@ class StagedRunDirectory:
         `mkdir` without `exist_ok` is atomic: the loser of a race gets FileExistsError and tries
         the next suffix (`<stamp>-<name>-2`, `-3`, …) instead of checking first and racing after.
         """
+        from audit.machinery.result_integrity import signing_key
+
+        signing_key()  # a malformed PRIVACY_AUDIT_SIGNING_KEY is exit 2 now, not after the audit's work
         try:
             # The folders this run creates above its own (--out and parents): removed again by
             # discard() when they are left empty, so a refused input leaves nothing behind.
@@ -147,6 +150,16 @@ def write_text_atomic(path: Path, text: str) -> None:
 def write_json_atomic(path: Path, payload: Any) -> None:
     # allow_nan=False: JSON has no infinity; a stray inf must fail loudly, not write invalid JSON.
     write_text_atomic(path, json.dumps(payload, indent=2, allow_nan=False) + "\n")
+
+
+def write_result_json_atomic(path: Path, payload: dict[str, Any]) -> dict[str, Any]:
+    """A result file (results.json, `<kind>.json`): written with its `integrity` digest, signed where
+    PRIVACY_AUDIT_SIGNING_KEY is set (audit.machinery.result_integrity). Returns what was written."""
+    from audit.machinery.result_integrity import signing_key, with_integrity
+
+    written = with_integrity(payload, signing_key())
+    write_json_atomic(path, written)
+    return written
 
 
 def check_output_folder(out_root: str | Path, flag: str = "--out") -> None:

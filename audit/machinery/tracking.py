@@ -380,3 +380,67 @@ def tag_run(tracking_uri: str, run_id: str, tags: dict[str, Any]) -> None:
     entries = [RunTag(key, str(value)) for key, value in tags.items() if value is not None]
     if entries:
         _with_lock_retries(client.log_batch, run_id, tags=entries)
+
+
+def _is_mlflow_sqlite(path: Path) -> bool:
+    """A regular SQLite file holding MLflow's tables (opened read-only: MLflow would otherwise create
+    its schema inside any database a results file names)."""
+    import sqlite3
+
+    if path.is_symlink() or not path.is_file():
+        return False
+    try:
+        connection = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=5)
+        try:
+            names = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        finally:
+            connection.close()
+    except sqlite3.Error:
+        return False
+    return {"runs", "tags", "experiments", "alembic_version"} <= names
+
+
+def gate_run_target(results: dict[str, Any], tracking_uri: str | None) -> tuple[str, str] | str:
+    """(tracking URI, run id) of the MLflow run a results file points to, or one sentence saying why
+    the gate's verdict cannot be logged there. A URI read from the file is used only when it names an
+    existing SQLite MLflow store: a results file must not make `gate` create a database or contact a
+    server; `--tracking-uri` names any other store explicitly."""
+    mlflow = results.get("mlflow") if isinstance(results.get("mlflow"), dict) else {}
+    run_id = mlflow.get("parent_run_id") or mlflow.get("run_id")
+    if not isinstance(run_id, str) or not run_id.isalnum() or len(run_id) > 64:
+        return "MLflow: the results name no MLflow run, so the gate's verdict is in the files only"
+    if tracking_uri is not None:
+        return check_tracking_uri(tracking_uri), run_id
+    uri = mlflow.get("tracking_uri")
+    if not isinstance(uri, str) or not uri:
+        return "MLflow: the results name no tracking store, so the gate's verdict is in the files only"
+    shown_uri = uri[:120]
+    if not uri.startswith("sqlite:///"):
+        return (f"MLflow: the results point to '{shown_uri}', which the gate does not contact on a file's word; "
+                "give --tracking-uri to log the gate's verdict there")
+    if not _is_mlflow_sqlite(Path(uri[len("sqlite:///"):])):
+        return f"MLflow: the store '{shown_uri}' the results point to is not an MLflow SQLite store here, so the gate's verdict is in the files only"
+    return uri, run_id
+
+
+def log_gate_verdict(tracking_uri: str, run_id: str, tags: dict[str, str], policy_file: Path | None) -> str | None:
+    """Add the gate's tags (never the run's own `verdict`) and the policy file to an existing run.
+    Returns None, or one sentence saying why nothing was logged."""
+    from mlflow.tracking import MlflowClient
+
+    _quiet_mlflow_logs()
+    tags = {k: v for k, v in tags.items() if k != "verdict"}  # the run's own verdict stays as the run wrote it
+    try:
+        client = _with_lock_retries(MlflowClient, tracking_uri=tracking_uri)
+        try:
+            client.get_run(run_id)
+        except Exception:  # noqa: BLE001 - mlflow raises MlflowException / RestException for a missing run
+            return f"MLflow: run {run_id} is not in the store '{tracking_uri[:120]}', so the gate's verdict is in the files only"
+        tag_run(tracking_uri, run_id, tags)
+        if policy_file is not None and policy_file.is_file():
+            _with_lock_retries(client.log_artifact, run_id, str(policy_file), "gate")
+    except AuditInputError as exc:
+        return f"MLflow: the gate's verdict was not logged ({exc})"
+    except Exception as exc:  # noqa: BLE001 - an unusable store: the gate's verdict stands, the log says why not
+        return f"MLflow: the gate's verdict was not logged ({type(exc).__name__}: {' '.join(str(exc).split())[:160]})"
+    return None

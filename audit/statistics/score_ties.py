@@ -122,7 +122,7 @@ def tie_notes(attack_name: str, scores, members, tpr_conservative: dict, tpr_ran
     notes = []
     if ties["largest_tie_fraction"] >= MOSTLY_TIED:
         count = int(round(ties["largest_tie_fraction"] * s.size))
-        notes.append(f"{prefix}{count} of {s.size} scores tie at one value ({ties['largest_tie_value']}); "
+        notes.append(f"{prefix}{count} of {s.size} scores tie at one value ({float(ties['largest_tie_value']):.4g}); "
                      "metrics read off thresholds cannot separate them")
     if ties["saturated_fraction"] >= MOSTLY_SATURATED:
         notes.append(f"{prefix}{ties['saturated_fraction']:.0%} of scores are saturated (non-finite, at a repeated "

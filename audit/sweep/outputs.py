@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from audit.machinery.policy import Policy, PolicyEvaluation
-from audit.machinery.run_directory import write_json_atomic
+from audit.machinery.run_directory import write_result_json_atomic
 from audit.machinery.tracking import AuditTracker
 from audit.machinery.verdict import verdict_for_results, verdict_tags
 from reports.html_report import write_html_report
@@ -32,7 +32,7 @@ def write_outputs(
     decided, evaluation = verdict_for_results(results, policy)
     results.clear()
     results.update(decided)
-    write_json_atomic(folder / "results.json", results)  # first: the report quotes its SHA-256
+    write_result_json_atomic(folder / "results.json", results)  # first: the report quotes its SHA-256
     report = write_html_report(results, folder, evaluation=evaluation)
     summary = write_summary_markdown(results, folder / "summary.md", evaluation=evaluation)
     junit = write_junit_xml(results, folder / "junit.xml", evaluation=evaluation)

@@ -40,7 +40,8 @@ from audit.machinery.crash_log import set_log_folder
 from audit.machinery.environment import describe_environment
 from audit.machinery.policy import Policy
 from audit.machinery.progress import as_progress
-from audit.machinery.run_directory import StagedRunDirectory, run_attempt, write_json_atomic, write_text_atomic
+from audit.machinery.run_directory import (StagedRunDirectory, run_attempt, write_json_atomic, write_result_json_atomic,
+                                           write_text_atomic)
 from audit.machinery.tracking import AuditTracker, experiment_name, open_tracker, target_metrics
 from audit.machinery.verdict import verdict_for_results, verdict_tags
 from audit.statistics.accountants import DPSGDEvent, epsilons_for_event
@@ -274,7 +275,7 @@ def _write_outputs(results: dict[str, Any], folder: Path, policy: Policy | None,
     results.clear()
     results.update(decided)
     write_text_atomic(folder / "results.csv", results_table(results).to_csv(index=False))
-    write_json_atomic(folder / "results.json", results)
+    write_result_json_atomic(folder / "results.json", results)
     outputs = [write_html_report(results, folder, evaluation=evaluation),
                write_summary_markdown(results, folder / "summary.md", evaluation=evaluation),
                write_junit_xml(results, folder / "junit.xml", evaluation=evaluation)]
