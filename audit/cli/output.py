@@ -102,8 +102,10 @@ def print_verdict(results: dict, fail_on_inconclusive: bool = False) -> None:
         return
     if status == "no_claim":
         style = "red" if word == "LEAKS" else "green"
+        # A leak here did not fail: --allow-leak, or `run`'s reference target, which is not a release.
         console.print(f"[{style}]{word}[/{style}] ({safe(by)}): no DP claim was tested, so nothing passes or fails; "
-                      "exit 0 unless a policy or --fail-on-leak says otherwise", highlight=False, soft_wrap=True)
+                      + ("reported only, exit 0 (--allow-leak, or a reference target that is not your release)"
+                         if word == "LEAKS" else "exit 0"), highlight=False, soft_wrap=True)
         return
     caveat = pass_caveat(verdict)
     console.print(f"[green]PASS[/green] ({safe(by)}): every claim held ({counts})" + (f"; {safe(caveat)}" if caveat else ""),

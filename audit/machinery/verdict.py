@@ -201,7 +201,8 @@ def decide(
         reasons = []
     if fail_on_leak and leaks:
         reasons = (reasons if status == "fail" else []) + [
-            f"leaks and --fail-on-leak was given: {e.get('statement')}" for e in leaks]
+            f"leaks, a finding on your own release (--allow-leak makes it report-only): {e.get('statement')}"
+            for e in leaks]
         status = "fail"
     k = len(tests)
     statement = (
