@@ -7,7 +7,8 @@ from typing import Annotated, Optional
 import typer
 
 from audit.cli.app import app, console, switch, shown
-from audit.cli.output import FailOnInconclusiveOption, QuietOption, RayAddressOption, TrackingUriOption, command_progress, print_bound, print_verdict, record_audit
+from audit.cli.verdict_flags import FailOnInconclusiveOption
+from audit.cli.output import QuietOption, RayAddressOption, TrackingUriOption, command_progress, print_bound, print_verdict, record_audit
 from audit.cli.ledger_commands import DatasetOption, LedgerOption, record_in_ledger
 from audit.errors import AuditInputError
 
@@ -59,6 +60,7 @@ def accountant_check(
     tracking_uri: TrackingUriOption = None,
     timeout: Annotated[float, typer.Option("--timeout", help="seconds one call of your accountant may take")] = 30.0,
     quiet: QuietOption = False,
+    fail_on_inconclusive: FailOnInconclusiveOption = False,
 ) -> None:
     """Check a user accountant against the tight PLD reference on a grid; exit 1 if any point is unsound."""
     from rich.table import Table
@@ -112,7 +114,7 @@ def accountant_check(
     if summary.get("reference_not_tight"):
         console.print(f"[yellow]note:[/yellow] the PLD interval could not be refined to 1 % of ε within the time budget "
                       f"at {summary['reference_not_tight']} point(s): see pld_note in the JSON")
-    print_verdict(recorded)
+    print_verdict(recorded, fail_on_inconclusive=fail_on_inconclusive)
 
 
 @app.command("canary-audit")
@@ -240,6 +242,7 @@ def conformance(
     timeout: Annotated[float, typer.Option("--timeout", help="seconds the checks may take")] = 600.0,
     out: Annotated[Path, typer.Option("--out", help="folder that receives <timestamp>-conformance/")] = Path("runs"),
     tracking_uri: TrackingUriOption = None,
+    fail_on_inconclusive: FailOnInconclusiveOption = False,
 ) -> None:
     """Deterministic checks of a step-function DP-SGD (--trainer) or of your own Opacus objects (--factory):
     noise std, per-example clipping, Poisson sampling, steps and q vs the claim; exit 1 when one fails."""
@@ -273,7 +276,7 @@ def conformance(
     console.print(table)
     path, result = record_audit("conformance", result, out, tracking_uri, {"trainer": result["trainer"], "seed": seed, "alpha": alpha})
     console.print(f"details: {shown(path)}")
-    print_verdict(result)  # the one verdict: every failed check a reason, exit 1 on fail
+    print_verdict(result, fail_on_inconclusive=fail_on_inconclusive)  # the one verdict: every failed check a reason, exit 1 on fail
 
 
 @app.command("whitebox-audit", short_help="White-box audit of DP-SGD code with a Dirac gradient canary in every step: "

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from audit.cli.app import app, console, shown
+from audit.cli.verdict_flags import FailOnInconclusiveOption
 from audit.cli.output import print_verdict
 from audit.errors import AuditInputError
 
@@ -125,7 +126,8 @@ def _as_input_error(where: str, what: str):
     return guard()
 
 
-def _gate_single_audit(kind: str, path: Path, policy: Any, folder: Path, inside: bool = False) -> None:
+def _gate_single_audit(kind: str, path: Path, policy: Any, folder: Path, inside: bool = False,
+                       fail_on_inconclusive: bool = False) -> None:
     """`gate` on one pre-declared audit: the file validated against its schema and its flags against
     its numbers (audit.dp_validation.result_files), the policy folded into its verdict
     (audit.machinery.verdict); the gated `<kind>.json`, report.html and junit.xml written together."""
@@ -161,7 +163,7 @@ def _gate_single_audit(kind: str, path: Path, policy: Any, folder: Path, inside:
     n_fail = sum(1 for c in evaluation.checks if c.status == "fail")
     console.print(f"{len(evaluation.checks)} policy checks, {n_fail} failed; junit: {shown(folder / 'junit.xml')}; "
                   f"report: {shown(report_path)}")
-    print_verdict(gated)
+    print_verdict(gated, fail_on_inconclusive=fail_on_inconclusive)
 
 
 @app.command()
@@ -169,6 +171,7 @@ def gate(
     results_file: Annotated[Path, typer.Argument(metavar="RESULTS", help="a results.json or run folder, or a canary-audit / mechanism-audit / whitebox-audit / conformance / accountant-check JSON or folder")],
     policy: Annotated[Path, typer.Option("--policy", help="YAML policy")],
     out: Annotated[Optional[Path], typer.Option("--out", help="where the gated results.json, report.html, summary.md and junit.xml go (default: beside RESULTS)")] = None,
+    fail_on_inconclusive: FailOnInconclusiveOption = False,
 ) -> None:
     """Evaluate a policy on a results file and re-render every output with it: exit 0 pass/inconclusive, 1 fail, 2 bad input."""
     from audit.machinery.crash_log import set_log_folder
@@ -179,7 +182,7 @@ def gate(
     set_log_folder(folder)
     loaded_policy = load_policy(policy)
     if kind is not None:  # a canary / mechanism / conformance / accountant-check result
-        _gate_single_audit(kind, results_file, loaded_policy, folder, inside)
+        _gate_single_audit(kind, results_file, loaded_policy, folder, inside, fail_on_inconclusive)
         return
     results = load_results(results_file, follow=not inside)
     from audit.machinery.run_directory import check_output_folder
@@ -196,7 +199,7 @@ def gate(
     checks = (gated.get("policy_evaluation") or {}).get("checks") or []
     n_fail = sum(1 for c in checks if c.get("status") == "fail")
     console.print(f"{len(checks)} policy checks, {n_fail} failed; junit: {shown(folder / 'junit.xml')}; report: {shown(report_path)}")
-    print_verdict(gated)
+    print_verdict(gated, fail_on_inconclusive=fail_on_inconclusive)
 
 
 @app.command()
@@ -204,6 +207,7 @@ def report(
     results_file: Annotated[Path, typer.Argument(metavar="RESULTS", help="a results.json")],
     out: Annotated[Optional[Path], typer.Option("--out", help="folder for report.html (default: beside RESULTS)")] = None,
     policy: Annotated[Optional[Path], typer.Option("--policy", help="YAML policy to decide the verdict (default: the one a gate applied, else the built-in checks)")] = None,
+    fail_on_inconclusive: FailOnInconclusiveOption = False,
 ) -> None:
     """Re-render report.html, summary.md and junit.xml from a results file (the verdict recomputed, never undone)."""
     from audit.machinery.crash_log import set_log_folder
@@ -231,4 +235,4 @@ def report(
     if synthetic_table is not None:
         console.print(synthetic_table)
     console.print(f"report: {shown(path)}")
-    print_verdict(decided)  # the same verdict, the same exit code as the command that made the results
+    print_verdict(decided, fail_on_inconclusive=fail_on_inconclusive)  # the same verdict, the same exit code as the command that made the results

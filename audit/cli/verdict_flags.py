@@ -17,8 +17,11 @@ from typing import Annotated, Optional
 
 import typer
 
-from audit.cli.output import FailOnInconclusiveOption  # noqa: F401 - re-exported: one spelling for every command
 from audit.errors import AuditInputError
+
+FailOnInconclusiveOption = Annotated[bool, typer.Option(
+    "--fail-on-inconclusive/--no-fail-on-inconclusive",
+    help="exit 1 when the verdict is INCONCLUSIVE (a claim this audit could not have refuted), with the reason")]
 
 AllowLeakOption = Annotated[bool, typer.Option(
     "--allow-leak/--no-allow-leak",
