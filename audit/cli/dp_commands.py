@@ -416,9 +416,12 @@ def print_one_run_result(result: dict, path: Path, fail_on_inconclusive: bool) -
     fdp = o["fdp"]
     say(f"sound: Steinke et al. ε ≥ {o['steinke']['epsilon']:.3f} (ceiling {o['ceiling']:.3f}); f-DP one-run test "
         + ("not run" if fdp is None else ("REFUTES the claim's curve" if fdp["refuted"] else "does not refute the claim's curve")
-               + f" (GDP-family ε {fdp['gdp_family_epsilon'] or 0:.3f}, a bound only if the curve is Gaussian)"))
-    say(f"estimates: Gaussian normalized sum ε ≈ {o['gaussian_sum']['epsilon']:.3f} (assumes "
-        f"{o['gaussian_sum']['assumption']}); Andrew et al. ε ≈ {o['andrew']['epsilon']:.3f}")
+               + f" (GDP-family ε {_gaussian_figure(fdp['gdp_family_epsilon'], fdp.get('gdp_family_epsilon_withheld'))}, "
+                 "a bound only if the curve is Gaussian)"))
+    gsum, andrew = o["gaussian_sum"], o["andrew"]
+    say(f"estimates: Gaussian normalized sum ε ≈ {_gaussian_figure(gsum['epsilon'], gsum.get('withheld'))} (assumes "
+        f"{gsum['assumption']}); Andrew et al. ε ≈ {_gaussian_figure(andrew['epsilon'], andrew.get('withheld'))}"
+        + (f"; Gaussian-family figures withheld: {gsum['withheld']}" if gsum.get("withheld") else ""))
     cost, acc = result["cost"], result["accuracy"]
     if cost.get("overhead") is not None:
         say(f"cost: {cost['seconds_with_canaries']:.1f} s with canaries vs {cost['seconds_plain']:.1f} s plain "
@@ -432,3 +435,11 @@ def print_one_run_result(result: dict, path: Path, fail_on_inconclusive: bool) -
         say(f"· {shown(check['name'])}: {shown(check['message'])}")
     console.print(f"details: {shown(path)}", highlight=False)
     print_verdict(result, fail_on_inconclusive=fail_on_inconclusive)
+
+
+def _gaussian_figure(value, withheld) -> str:
+    """A Gaussian-family ε for the console: the number, "withheld" where the scores contradict a
+    Gaussian curve (audit.statistics.gdp_fit), "∞" where it is unbounded."""
+    if withheld or value is None:
+        return "withheld" if withheld else "—"
+    return "∞" if value == float("inf") else f"{value:.3f}"
