@@ -23,6 +23,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
+def _figure(value) -> str:
+    """A Gaussian-family estimate: withheld (None) where the scores contradict a Gaussian curve (gdp_fit)."""
+    return "withheld" if value is None else f"{value:.2f}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", choices=("tiny", "real", "full"), default=os.environ.get("PRIVACY_AUDIT_BUG_SIZE", "tiny"))
@@ -81,8 +86,8 @@ def main() -> None:
                 else f"{cost['overhead']:.2f}; {cost['cpu_overhead']:.2f}")
         print(f"| {name} | {one['claimed_epsilon']:.2f} | {o['status']}"
               f"{' (accountant disagrees)' if one['accountant_disagreements'] else ''} | {o['steinke']['epsilon']:.2f} | "
-              f"{(o['fdp'] or {}).get('gdp_family_epsilon') or 0:.2f} | {o['gaussian_sum']['epsilon']:.2f} | "
-              f"{o['andrew']['epsilon']:.2f} | {one['canaries']['m']} {one['canaries']['kind']} | "
+              f"{_figure((o['fdp'] or {}).get('gdp_family_epsilon'))} | {_figure(o['gaussian_sum']['epsilon'])} | "
+              f"{_figure(o['andrew']['epsilon'])} | {one['canaries']['m']} {one['canaries']['kind']} | "
               f"{', '.join(failed) or '–'} | {'yes' if flagged else 'no'} | "
               f"{cost['seconds_with_canaries']:.1f} / {cost['cpu_seconds_with_canaries']:.1f} | "
               f"{plain_s} | {over} | {accuracy} | "

@@ -4,7 +4,7 @@ A <testcase> is a check that decides: one per claim of `results["verdict"]["clai
 passing case, refuted a <failure>, untestable a <skipped> case with its reason (ceiling, what would
 make it testable). So the numbers of passed / failed / skipped cases equal the per-claim statuses.
 Figures that decide nothing (shown-only checks, the leakage statement of a subject without a DP
-claim) are suite <properties>; with `--fail-on-leak` each leakage statement is a case too.
+claim) are suite <properties>; where a leak fails the verdict (the user's own release, no `--allow-leak`) each leakage statement is a case too.
 Built with xml.etree.ElementTree, so names from user configs are escaped by the serializer.
 """
 from __future__ import annotations
@@ -37,7 +37,7 @@ def render_junit_xml(results: dict[str, Any], *, evaluation: Any = None) -> str:
 
     One <testcase> per claim (see the module docstring); shown-only figures and leakage statements
     are properties. A verdict that fails without a refuted claim (a policy's `fail_on_inconclusive`,
-    `--fail-on-leak`) carries one more failing case naming why, so no failing verdict reads as green.
+    a leak in the user's own release) carries one more failing case naming why, so no failing verdict reads as green.
     `evaluation` is accepted for callers that hold one and is not needed.
     """
     from audit.machinery.verdict import status_word
@@ -61,7 +61,7 @@ def render_junit_xml(results: dict[str, Any], *, evaluation: Any = None) -> str:
                   f"checks: {', '.join(map(str, claim.get('checks') or []))}\n")
         cases.append((str(claim.get("claim")), outcome, message, detail))
     for entry in leak_cases:
-        cases.append((f"no DP claim: {entry.get('label') or entry.get('subject')} (--fail-on-leak)",
+        cases.append((f"no DP claim: {entry.get('label') or entry.get('subject')} (leak check of your own release)",
                       "fail" if entry.get("status") == "leaks" else "pass", str(entry.get("statement")), ""))
     if verdict.get("status") == "fail" and not any(c[1] == "fail" for c in cases):
         reasons = "; ".join(dict.fromkeys(map(str, verdict.get("reasons") or []))) or "the verdict failed"

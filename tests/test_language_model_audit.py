@@ -74,7 +74,7 @@ def test_a_hugging_face_folder_that_memorised_its_members_is_caught(cli, tmp_pat
     members, nonmembers = texts
     done = cli("audit-model", "--hf-model", str(hf_folder), "--members", str(members), "--nonmembers",
                str(nonmembers), "--out", "runs", "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}", "--quiet")
-    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.returncode == 1, done.stderr[-2000:]  # LEAKS on the user's own model is a finding
     results = _results(tmp_path)
     from audit.machinery.policy import validate_results
 
@@ -85,7 +85,8 @@ def test_a_hugging_face_folder_that_memorised_its_members_is_caught(cli, tmp_pat
     assert attacks["lm_loss"]["epsilon_lb"]["one_run"] is None  # the user's split is not a coin flip
     assert results["data"]["model"]["model_type"] == "gpt2"
     assert results["text"]["blind_baseline"]["distribution_shift"] is False
-    assert results["verdict"]["status"] == "no_claim" and not results["verdict"]["passed"]
+    assert results["verdict"]["status"] == "fail" and not results["verdict"]["passed"]
+    assert not results["verdict"]["claims"] and [e["status"] for e in results["verdict"]["leakage"]] == ["leaks"]
     assert "LEAKS" in json.dumps(results["verdict"])
 
 

@@ -15,6 +15,7 @@ DELTA = 1e-5
 # Repeats per size: the bound's spread across repeats is ≈ 0.1–0.3 at 10³ and shrinks with m; five
 # repeats put the standard error of a mean near 0.1, below the gains measured between sizes (≥ 0.6).
 REPEATS = {1_000: 5, 10_000: 5, 100_000: 2}
+KNOWN_GAUSSIAN = {"withheld": False, "reason": None}
 
 
 def _means(mu: float, seed: int) -> dict[int, tuple[float, float]]:
@@ -26,7 +27,10 @@ def _means(mu: float, seed: int) -> dict[int, tuple[float, float]]:
             members = rng.random(m) < 0.5
             scores = rng.normal(size=m) + mu * members
             steinke.append(epsilon_lower_bound_one_run(scores, members, DELTA).epsilon)
-            fdp.append(fdp_one_run_audit(scores, members, None, delta=DELTA)["gdp_epsilon"])
+            # Gaussian by construction (a μ-GDP mechanism): the check that withholds the figure on
+            # users' scores (gdp_fit, which by design also rejects ~5 % of Gaussian samples) is not
+            # what this test measures, so the known curve is passed as that check's answer.
+            fdp.append(fdp_one_run_audit(scores, members, None, delta=DELTA, gaussian_fit=KNOWN_GAUSSIAN)["gdp_epsilon"])
         out[m] = (float(np.mean(steinke)), float(np.mean(fdp)))
     return out
 

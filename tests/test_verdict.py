@@ -296,17 +296,18 @@ MODEL = ["audit-model", "--config", "model.yaml", "--weights", "model.pt", "--me
          "--nonmembers", "nonmembers.csv", "--label", "y", "--attacks", "loss", "--quiet"]
 CASES = [
     # (command line, expected status, expected exit code, output kind)
-    # A near-copy release without a DP claim: LEAKS, exit 0 (no claim is not a pass, nor a fail) …
-    ([*SYNTH, "--synthetic", "copy.csv"], "no_claim", 0, "folder"),
-    # … and exit 1 when the gate asks for it.
+    # A near-copy release without a DP claim: LEAKS on the user's own release is a finding, exit 1 …
+    ([*SYNTH, "--synthetic", "copy.csv"], "fail", 1, "folder"),
+    # … report-only with --allow-leak (no claim is not a pass, nor a fail); --fail-on-leak is the old no-op.
+    ([*SYNTH, "--synthetic", "copy.csv", "--allow-leak"], "no_claim", 0, "folder"),
     ([*SYNTH, "--synthetic", "copy.csv", "--fail-on-leak"], "fail", 1, "folder"),
     # audit-scores: the five outcomes on generated score files
     (["audit-scores", "null_scores.csv", "--claimed-epsilon", "1"], "inconclusive", 0, "folder"),  # no coin flip
     (["audit-scores", "null_scores.csv", "--claimed-epsilon", "1", "--membership-randomized"], "pass", 0, "folder"),
     (["audit-scores", "leaky_scores.csv", "--claimed-epsilon", "1", "--membership-randomized"], "fail", 1, "folder"),
-    (["audit-scores", "leaky_scores.csv"], "no_claim", 0, "folder"),  # no claim, leaks
+    (["audit-scores", "leaky_scores.csv"], "fail", 1, "folder"),  # no claim, leaks: a finding on the user's scores
+    (["audit-scores", "leaky_scores.csv", "--allow-leak"], "no_claim", 0, "folder"),  # … report-only
     (["audit-scores", "null_scores.csv"], "no_claim", 0, "folder"),  # no claim, no significant leakage
-    (["audit-scores", "leaky_scores.csv", "--fail-on-leak"], "fail", 1, "folder"),
     (["mechanism-audit", "--mechanism", "audit.demos.mechanisms:laplace_count_wrong_scale", "--trials", "4000"],
      "fail", 1, "single"),
     (["accountant-check", "--accountant", "audit.dp_validation.accountant_check:opacus_gdp", "--grid", "grid.yaml"],
@@ -324,9 +325,11 @@ CASES = [
      "pass", 0, "single"),
     (["whitebox-audit", "--builtin", "--noise-multiplier", "2", "--steps", "4", "--runs", "200",
       "--claimed-epsilon", "0.8", "--workers", "1", "--quiet"], "fail", 1, "single"),  # the claim is 4× too private
-    # audit-model: a memorising model claiming no DP is never a pass: LEAKS (exit 0: nothing was
-    # claimed), and fails a policy's max_auc; with a claim it is inconclusive (files are not coin flips).
-    ([*MODEL, "--claimed-epsilon", "inf"], "no_claim", 0, "folder"),
+    # audit-model: a memorising model claiming no DP is never a pass: LEAKS, a finding on the user's
+    # model (exit 1; report-only with --allow-leak), and fails a policy's max_auc; with a claim it is
+    # inconclusive (files are not coin flips).
+    ([*MODEL, "--claimed-epsilon", "inf"], "fail", 1, "folder"),
+    ([*MODEL, "--claimed-epsilon", "inf", "--allow-leak"], "no_claim", 0, "folder"),
     ([*MODEL, "--claimed-epsilon", "inf", "--policy", "auc.yaml"], "fail", 1, "folder"),
     # (with a claim it is inconclusive: files are not coin flips; tests/test_cli_audits.py has that case)
     # the federated job (`run` with a federated: section): its per-client rows under a max_auc rule
@@ -369,8 +372,11 @@ def test_console_results_report_summary_junit_and_mlflow_agree(cli, tables, tmp_
     assert any(line.startswith(word) for line in console), word  # LEAKS / NO SIGNIFICANT … / PASS / …
     assert verdict["status"] == status and verdict["passed"] == (status == "pass")
     claims = verdict["claims"]
-    # no claim tested: a leakage statement, failing only when --fail-on-leak was given and it leaks
-    assert (not claims) == (status == "no_claim" or (status == "fail" and verdict["fail_on_leak"]))
+    # no claim tested: a leakage statement, failing when it leaks on the user's own release (no --allow-leak)
+    if not claims:
+        assert status == "no_claim" or (status == "fail" and verdict["fail_on_leak"]
+                                        and any(e["status"] == "leaks" for e in verdict["leakage"]))
+    assert not (status == "no_claim" and claims)
     if not claims:
         assert verdict["leakage"] and all(e["status"] in ("leaks", "no_significant_leakage") for e in verdict["leakage"])
     counts = {s: sum(c["status"] == s for c in claims) for s in ("held", "refuted", "untestable")}
@@ -387,8 +393,12 @@ def test_console_results_report_summary_junit_and_mlflow_agree(cli, tables, tmp_
         cases = junit.findall("./testsuite/testcase")
         failing = sum(c.find("failure") is not None for c in cases)
         assert sum(c.find("skipped") is not None for c in cases) == counts["untestable"]
-        assert failing == counts["refuted"] + (status == "fail" and counts["refuted"] == 0)
-        assert len(cases) == len(claims) + (status == "fail" and counts["refuted"] == 0)
+        # a leak check of the user's own release decides (one case per leakage statement) unless --allow-leak
+        leak_cases = verdict["leakage"] if verdict["fail_on_leak"] else []
+        leaking = sum(e["status"] == "leaks" for e in leak_cases)
+        extra = status == "fail" and counts["refuted"] == 0 and leaking == 0  # one case naming why it failed
+        assert failing == counts["refuted"] + leaking + extra
+        assert len(cases) == len(claims) + len(leak_cases) + extra
         for claim in claims:
             assert f'data-claim-status="{claim["status"]}"' in report
         for entry in verdict["leakage"]:

@@ -1,7 +1,8 @@
 """The Typer app, its consoles and exit codes, and `main`: how every command's ending maps to an exit code.
 
 Exit codes, every command: 0 pass, inconclusive or no claim (LEAKS / NO SIGNIFICANT LEAKAGE FOUND);
-1 a finding (a refuted claim, a failed policy rule, an unsound accountant; LEAKS with --fail-on-leak);
+1 a finding (a refuted claim, a failed policy rule, an unsound accountant; LEAKS on the user's own release
+  unless --allow-leak; INCONCLUSIVE with --fail-on-inconclusive);
 2 bad input — one line naming the field, file or column, no traceback, nothing half-written;
 3 internal error — one line naming a log file that holds the traceback; 130 interrupted.
 """

@@ -7,7 +7,8 @@ from typing import Annotated, Optional
 import typer
 
 from audit.cli.app import app, console, switch, shown
-from audit.cli.output import FailOnInconclusiveOption, QuietOption, RayAddressOption, TrackingUriOption, command_progress, print_bound, print_verdict, record_audit
+from audit.cli.verdict_flags import FailOnInconclusiveOption
+from audit.cli.output import QuietOption, RayAddressOption, TrackingUriOption, command_progress, print_bound, print_verdict, record_audit
 from audit.cli.ledger_commands import DatasetOption, LedgerOption, record_in_ledger
 from audit.errors import AuditInputError
 
@@ -59,6 +60,7 @@ def accountant_check(
     tracking_uri: TrackingUriOption = None,
     timeout: Annotated[float, typer.Option("--timeout", help="seconds one call of your accountant may take")] = 30.0,
     quiet: QuietOption = False,
+    fail_on_inconclusive: FailOnInconclusiveOption = False,
 ) -> None:
     """Check a user accountant against the tight PLD reference on a grid; exit 1 if any point is unsound."""
     from rich.table import Table
@@ -112,7 +114,7 @@ def accountant_check(
     if summary.get("reference_not_tight"):
         console.print(f"[yellow]note:[/yellow] the PLD interval could not be refined to 1 % of ε within the time budget "
                       f"at {summary['reference_not_tight']} point(s): see pld_note in the JSON")
-    print_verdict(recorded)
+    print_verdict(recorded, fail_on_inconclusive=fail_on_inconclusive)
 
 
 @app.command("canary-audit")
@@ -240,6 +242,7 @@ def conformance(
     timeout: Annotated[float, typer.Option("--timeout", help="seconds the checks may take")] = 600.0,
     out: Annotated[Path, typer.Option("--out", help="folder that receives <timestamp>-conformance/")] = Path("runs"),
     tracking_uri: TrackingUriOption = None,
+    fail_on_inconclusive: FailOnInconclusiveOption = False,
 ) -> None:
     """Deterministic checks of a step-function DP-SGD (--trainer) or of your own Opacus objects (--factory):
     noise std, per-example clipping, Poisson sampling, steps and q vs the claim; exit 1 when one fails."""
@@ -273,7 +276,7 @@ def conformance(
     console.print(table)
     path, result = record_audit("conformance", result, out, tracking_uri, {"trainer": result["trainer"], "seed": seed, "alpha": alpha})
     console.print(f"details: {shown(path)}")
-    print_verdict(result)  # the one verdict: every failed check a reason, exit 1 on fail
+    print_verdict(result, fail_on_inconclusive=fail_on_inconclusive)  # the one verdict: every failed check a reason, exit 1 on fail
 
 
 @app.command("whitebox-audit", short_help="White-box audit of DP-SGD code with a Dirac gradient canary in every step: "
@@ -413,9 +416,12 @@ def print_one_run_result(result: dict, path: Path, fail_on_inconclusive: bool) -
     fdp = o["fdp"]
     say(f"sound: Steinke et al. ε ≥ {o['steinke']['epsilon']:.3f} (ceiling {o['ceiling']:.3f}); f-DP one-run test "
         + ("not run" if fdp is None else ("REFUTES the claim's curve" if fdp["refuted"] else "does not refute the claim's curve")
-               + f" (GDP-family ε {fdp['gdp_family_epsilon'] or 0:.3f}, a bound only if the curve is Gaussian)"))
-    say(f"estimates: Gaussian normalized sum ε ≈ {o['gaussian_sum']['epsilon']:.3f} (assumes "
-        f"{o['gaussian_sum']['assumption']}); Andrew et al. ε ≈ {o['andrew']['epsilon']:.3f}")
+               + f" (GDP-family ε {_gaussian_figure(fdp['gdp_family_epsilon'], fdp.get('gdp_family_epsilon_withheld'))}, "
+                 "a bound only if the curve is Gaussian)"))
+    gsum, andrew = o["gaussian_sum"], o["andrew"]
+    say(f"estimates: Gaussian normalized sum ε ≈ {_gaussian_figure(gsum['epsilon'], gsum.get('withheld'))} (assumes "
+        f"{gsum['assumption']}); Andrew et al. ε ≈ {_gaussian_figure(andrew['epsilon'], andrew.get('withheld'))}"
+        + (f"; Gaussian-family figures withheld: {gsum['withheld']}" if gsum.get("withheld") else ""))
     cost, acc = result["cost"], result["accuracy"]
     if cost.get("overhead") is not None:
         say(f"cost: {cost['seconds_with_canaries']:.1f} s with canaries vs {cost['seconds_plain']:.1f} s plain "
@@ -429,3 +435,11 @@ def print_one_run_result(result: dict, path: Path, fail_on_inconclusive: bool) -
         say(f"· {shown(check['name'])}: {shown(check['message'])}")
     console.print(f"details: {shown(path)}", highlight=False)
     print_verdict(result, fail_on_inconclusive=fail_on_inconclusive)
+
+
+def _gaussian_figure(value, withheld) -> str:
+    """A Gaussian-family ε for the console: the number, "withheld" where the scores contradict a
+    Gaussian curve (audit.statistics.gdp_fit), "∞" where it is unbounded."""
+    if withheld or value is None:
+        return "withheld" if withheld else "—"
+    return "∞" if value == float("inf") else f"{value:.3f}"

@@ -8,8 +8,9 @@ from typing import Annotated, Optional
 import typer
 
 from audit.cli.app import app, console, switch, shown
-from audit.cli.output import (FailOnLeakOption, QuietOption, RayAddressOption, TrackingUriOption, command_progress, print_one_run_bounds,
+from audit.cli.output import (QuietOption, RayAddressOption, TrackingUriOption, command_progress, print_one_run_bounds,
                               print_verdict, publish_results, with_fail_on_leak)
+from audit.cli.verdict_flags import AllowLeakOption, FailOnInconclusiveOption, LegacyFailOnLeakOption, leak_fails
 
 
 @app.command("audit-scores")
@@ -23,7 +24,9 @@ def audit_scores_command(
     out: Annotated[Path, typer.Option("--out", help="folder that receives <timestamp>-scores/")] = Path("runs"),
     tracking_uri: TrackingUriOption = None,
     quiet: QuietOption = False,
-    fail_on_leak: FailOnLeakOption = False,
+    allow_leak: AllowLeakOption = False,
+    fail_on_inconclusive: FailOnInconclusiveOption = False,
+    fail_on_leak: LegacyFailOnLeakOption = None,
 ) -> None:
     """Audit your own membership scores: every attack metric, ε lower bounds, report, gate."""
     from audit.machinery.crash_log import set_log_folder
@@ -35,6 +38,7 @@ def audit_scores_command(
     from reports.console import results_summary_table
 
     set_log_folder(out)
+    fail_on_leak = leak_fails(allow_leak, fail_on_leak)
     check_number(delta, "--delta", low=1e-10, high=1, high_open=True)
     check_number(confidence, "--confidence", low=0.5, low_open=True, high=1, high_open=True)
     if claimed_epsilon is not None:
@@ -64,7 +68,7 @@ def audit_scores_command(
     for note in results["notes"]:
         console.print(f"[yellow]note:[/yellow] {shown(note)}")
     console.print(f"results: {shown(final)}/results.json\nreport:  {shown(final)}/report.html")
-    print_verdict(results)
+    print_verdict(results, fail_on_inconclusive=fail_on_inconclusive)
 
 
 @app.command("audit-model")
@@ -105,18 +109,21 @@ def audit_model(
     text_field: Annotated[str, typer.Option("--text-field", help="the text's field (JSONL) or column (Parquet)")] = "text",
     max_length: Annotated[int, typer.Option("--max-length", help="tokens per text (longer ones are cut)")] = 512,
     batch_size: Annotated[int, typer.Option("--batch-size", help="texts per forward pass")] = 16,
-    fail_on_leak: FailOnLeakOption = False,
+    allow_leak: AllowLeakOption = False,
+    fail_on_inconclusive: FailOnInconclusiveOption = False,
+    fail_on_leak: LegacyFailOnLeakOption = None,
 ) -> None:
     """Audit your own trained model: a PyTorch module, a scikit-learn estimator (skops), an ONNX file, a
     prediction function (optionally label-only), or a causal language model (--hf-model / --lm-module),
     on member / non-member files."""
+    fail_on_leak = leak_fails(allow_leak, fail_on_leak)
     if hf_model is not None or lm_module is not None:
         _audit_language_model(
             hf_model=hf_model, lm_module=lm_module, tokenizer=tokenizer, reference_model=reference_model,
             members=members, nonmembers=nonmembers, claimed_epsilon=claimed_epsilon, attacks=attacks,
             text_field=text_field, max_length=max_length, batch_size=batch_size, device=device, timeout=timeout,
             policy=policy, out=out, tracking_uri=tracking_uri, quiet=quiet, fail_on_leak=fail_on_leak,
-            others={"--weights": weights, "--factory": factory, "--skops": skops, "--onnx": onnx,
+            fail_on_inconclusive=fail_on_inconclusive, others={"--weights": weights, "--factory": factory, "--skops": skops, "--onnx": onnx,
                     "--function": function, "--trainer": trainer, "--population": population, "--label": label,
                     "--config": config, "--output": output})
         return
@@ -164,12 +171,12 @@ def audit_model(
     for note in results["notes"]:
         console.print(f"[yellow]note:[/yellow] {shown(note)}", soft_wrap=True)
     console.print(f"results: {shown(final)}/results.json\nreport:  {shown(final)}/report.html")
-    print_verdict(results)
+    print_verdict(results, fail_on_inconclusive=fail_on_inconclusive)
 
 
 def _audit_language_model(*, hf_model, lm_module, tokenizer, reference_model, members, nonmembers, claimed_epsilon,
                           attacks, text_field, max_length, batch_size, device, timeout, policy, out, tracking_uri,
-                          quiet, others, fail_on_leak=False) -> None:
+                          quiet, others, fail_on_leak=True, fail_on_inconclusive=False) -> None:
     """`audit-model --hf-model DIR | --lm-module module:function`: the language-model audit."""
     import math
 
@@ -223,7 +230,7 @@ def _audit_language_model(*, hf_model, lm_module, tokenizer, reference_model, me
     for note in results["notes"]:
         console.print(f"[yellow]note:[/yellow] {shown(note)}", soft_wrap=True)
     console.print(f"results: {shown(final)}/results.json\nreport:  {shown(final)}/report.html")
-    print_verdict(results)
+    print_verdict(results, fail_on_inconclusive=fail_on_inconclusive)
 
 
 def audit_name_for_model(model_name: str) -> str:

@@ -102,8 +102,10 @@ def print_verdict(results: dict, fail_on_inconclusive: bool = False) -> None:
         return
     if status == "no_claim":
         style = "red" if word == "LEAKS" else "green"
+        # A leak here did not fail: --allow-leak, or `run`'s reference target, which is not a release.
         console.print(f"[{style}]{word}[/{style}] ({safe(by)}): no DP claim was tested, so nothing passes or fails; "
-                      "exit 0 unless a policy or --fail-on-leak says otherwise", highlight=False, soft_wrap=True)
+                      + ("reported only, exit 0 (--allow-leak, or a reference target that is not your release)"
+                         if word == "LEAKS" else "exit 0"), highlight=False, soft_wrap=True)
         return
     caveat = pass_caveat(verdict)
     console.print(f"[green]PASS[/green] ({safe(by)}): every claim held ({counts})" + (f"; {safe(caveat)}" if caveat else ""),
@@ -232,7 +234,9 @@ def print_bound(result: dict, what: str, path: Path, fail_on_inconclusive: bool 
         console.print(f"one-run f-DP test (Mahloujifar et al. 2024) of the claimed curve over {fdp['m']} canaries: "
                       + ("refuted" if fdp["refuted"] else "not refuted")
                       + ("" if decides else " (shown only: the profile test above decides)")
-                      + (f"; GDP-family ε ≥ {gdp:.3f} (assumes a Gaussian trade-off curve)" if isinstance(gdp, (int, float)) else ""))
+                      + (f"; GDP-family ε ≥ {gdp:.3f} (assumes a Gaussian trade-off curve)" if isinstance(gdp, (int, float))
+                         else "; GDP-family ε withheld (the scores contradict a Gaussian trade-off curve)"
+                         if fdp.get("gdp_epsilon_withheld") else ""))
         ceiling_point = result.get("profile_ceiling") or {}
         console.print("ceiling: " + ("a perfect attack with these runs could refute the claim's profile"
                                      if ceiling_point.get("refutable") else
@@ -261,7 +265,8 @@ def _one_run_line(label: str, attacks: list[tuple[str, dict]]) -> list[str]:
             continue
         m = fdp.get("m")
         gdp = fdp.get("epsilon_gdp")
-        gdp_text = f"{gdp:.2f}" if isinstance(gdp, (int, float)) else "not bounded"
+        gdp_text = (f"{gdp:.2f}" if isinstance(gdp, (int, float)) else
+                    "withheld (scores not Gaussian)" if fdp.get("epsilon_gdp_withheld") else "not bounded")
         refuted = fdp.get("claim_refuted")
         if refuted is not None:
             claim_words.add("refuted" if refuted else "not refuted")

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from audit.cli.app import app, console, shown
+from audit.cli.verdict_flags import FailOnInconclusiveOption
 from audit.cli.output import print_verdict
 from audit.errors import AuditInputError
 
@@ -169,7 +170,7 @@ def _log_gate_to_mlflow(results: dict[str, Any], verdict: dict[str, Any], policy
 
 
 def _gate_single_audit(kind: str, path: Path, policy: Any, folder: Path, inside: bool = False,
-                       tracking_uri: str | None = None) -> None:
+                       tracking_uri: str | None = None, fail_on_inconclusive: bool = False) -> None:
     """`gate` on one pre-declared audit: the file validated against its schema and its flags against
     its numbers (audit.dp_validation.result_files), the policy folded into its verdict
     (audit.machinery.verdict); the gated `<kind>.json`, report.html and junit.xml written together."""
@@ -205,7 +206,7 @@ def _gate_single_audit(kind: str, path: Path, policy: Any, folder: Path, inside:
     console.print(f"{len(evaluation.checks)} policy checks, {n_fail} failed; junit: {shown(folder / 'junit.xml')}; "
                   f"report: {shown(report_path)}")
     _log_gate_to_mlflow(gated, verdict, policy, folder / path.name, tracking_uri)
-    print_verdict(gated)
+    print_verdict(gated, fail_on_inconclusive=fail_on_inconclusive)
 
 
 @app.command()
@@ -214,6 +215,7 @@ def gate(
     policy: Annotated[Path, typer.Option("--policy", help="YAML policy")],
     out: Annotated[Optional[Path], typer.Option("--out", help="where the gated results.json, report.html, summary.md and junit.xml go (default: beside RESULTS)")] = None,
     tracking_uri: Annotated[Optional[str], typer.Option("--tracking-uri", help="MLflow store of the run the results name (default: the SQLite store the results point to, if it exists here)")] = None,
+    fail_on_inconclusive: FailOnInconclusiveOption = False,
 ) -> None:
     """Evaluate a policy on a results file and re-render every output with it: exit 0 pass/inconclusive, 1 fail, 2 bad input."""
     from audit.machinery.crash_log import set_log_folder
@@ -224,7 +226,7 @@ def gate(
     set_log_folder(folder)
     loaded_policy = load_policy(policy)
     if kind is not None:  # a canary / mechanism / conformance / accountant-check result
-        _gate_single_audit(kind, results_file, loaded_policy, folder, inside, tracking_uri)
+        _gate_single_audit(kind, results_file, loaded_policy, folder, inside, tracking_uri, fail_on_inconclusive)
         return
     results = _read_result_file(results_file, None, inside).content
     from audit.machinery.run_directory import check_output_folder
@@ -242,7 +244,7 @@ def gate(
     n_fail = sum(1 for c in checks if c.get("status") == "fail")
     console.print(f"{len(checks)} policy checks, {n_fail} failed; junit: {shown(folder / 'junit.xml')}; report: {shown(report_path)}")
     _log_gate_to_mlflow(gated, gated.get("verdict") or {}, loaded_policy, folder / "results.json", tracking_uri)
-    print_verdict(gated)
+    print_verdict(gated, fail_on_inconclusive=fail_on_inconclusive)
 
 
 @app.command()
@@ -251,6 +253,7 @@ def report(
     out: Annotated[Optional[Path], typer.Option("--out", help="folder for report.html (default: beside RESULTS)")] = None,
     policy: Annotated[Optional[Path], typer.Option("--policy", help="YAML policy to decide the verdict (default: the one a gate applied, else the built-in checks)")] = None,
     tracking_uri: Annotated[Optional[str], typer.Option("--tracking-uri", help="with --policy: MLflow store of the run the results name (default: the SQLite store the results point to, if it exists here)")] = None,
+    fail_on_inconclusive: FailOnInconclusiveOption = False,
 ) -> None:
     """Re-render report.html, summary.md and junit.xml from a results file (the verdict recomputed, never undone)."""
     from audit.machinery.crash_log import set_log_folder
@@ -280,4 +283,4 @@ def report(
     console.print(f"report: {shown(path)}")
     if policy is not None:  # `report --policy` is a gate: its verdict goes where the run wrote, like gate's
         _log_gate_to_mlflow(decided, decided.get("verdict") or {}, loaded_policy, folder / "results.json", tracking_uri)
-    print_verdict(decided)  # the same verdict, the same exit code as the command that made the results
+    print_verdict(decided, fail_on_inconclusive=fail_on_inconclusive)  # the same verdict, the same exit code as the command that made the results

@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from audit.cli.app import EXIT_INTERRUPTED, app, console, switch, shown
+from audit.cli.verdict_flags import FailOnInconclusiveOption
 from audit.cli.output import QuietOption, RayAddressOption, TrackingUriOption, command_progress, print_one_run_bounds, print_verdict, sigterm_as_interrupt
 from audit.cli.ledger_commands import DatasetOption, LedgerOption, record_in_ledger
 from audit.errors import AuditInputError
@@ -33,6 +34,7 @@ def run(
     tracking: Annotated[bool, switch("tracking", "log to MLflow; --no-tracking: results folder and report only")] = True,
     log_models: Annotated[bool, switch("log-models", "also log each target model to MLflow (PyTorch flavour)")] = False,
     quiet: QuietOption = False,
+    fail_on_inconclusive: FailOnInconclusiveOption = False,
     ledger: LedgerOption = None,
     dataset: DatasetOption = None,
 ) -> None:
@@ -102,7 +104,7 @@ def run(
     if resolved.text is not None:  # the language-model job (preset text)
         _run_text(resolved, out=out, tracking_uri=tracking_uri, preset=preset, policy=loaded_policy, resume=resume,
                   executor=executor, workers=workers, ray_address=ray_address, log_models=log_models,
-                  tracking=tracking, quiet=quiet)
+                  tracking=tracking, quiet=quiet, fail_on_inconclusive=fail_on_inconclusive)
         return
     if resolved.federated is not None:  # the federated job (presets hospitals, clients)
         from audit.federated.runner import run_federated_audit as run_audit
@@ -139,7 +141,7 @@ def run(
     if results["mlflow"]:
         console.print(f"MLflow:  {shown(results['mlflow']['tracking_uri'])} (parent run {results['mlflow']['parent_run_id']})")
     record_in_ledger(ledger, dataset, "run", results, audit_run.run_dir / "results.json", loaded_policy)
-    print_verdict(results)
+    print_verdict(results, fail_on_inconclusive=fail_on_inconclusive)
 
 
 def _run_job(job, resolved, *, executor, workers, ray_address, quiet, **kwargs):
@@ -160,7 +162,7 @@ def _run_job(job, resolved, *, executor, workers, ray_address, quiet, **kwargs):
 
 
 def _run_text(resolved, *, out, tracking_uri, preset, policy, resume, executor, workers, ray_address, log_models,
-              tracking, quiet) -> None:
+              tracking, quiet, fail_on_inconclusive=False) -> None:
     """`run` of a config with a `text:` section: the language-model job (audit/text/)."""
     if log_models:
         raise AuditInputError("--log-models", "not supported by the text job (its targets' weights are kept in the run "
@@ -182,4 +184,4 @@ def _run_text(resolved, *, out, tracking_uri, preset, policy, resume, executor, 
     console.print(f"report:  {shown(text_run.run_dir)}/report.html")
     if results["mlflow"]:
         console.print(f"MLflow:  {shown(results['mlflow']['tracking_uri'])} (parent run {results['mlflow']['parent_run_id']})")
-    print_verdict(results)
+    print_verdict(results, fail_on_inconclusive=fail_on_inconclusive)

@@ -7,8 +7,9 @@ from typing import Annotated, Optional
 import typer
 
 from audit.cli.app import app, console, err_console, switch, shown
-from audit.cli.output import (FailOnLeakOption, QuietOption, TrackingUriOption, command_progress, print_one_run_bounds,
+from audit.cli.output import (QuietOption, TrackingUriOption, command_progress, print_one_run_bounds,
                               print_verdict, publish_results)
+from audit.cli.verdict_flags import AllowLeakOption, FailOnInconclusiveOption, LegacyFailOnLeakOption, leak_fails
 from audit.cli.ledger_commands import DatasetOption, LedgerOption, record_in_ledger
 from audit.errors import AuditInputError
 
@@ -69,9 +70,11 @@ def synth_check(
     out: Annotated[Path, typer.Option("--out", help="folder that receives <timestamp>-synth-check/")] = Path("runs"),
     tracking_uri: TrackingUriOption = None,
     quiet: QuietOption = False,
-    fail_on_leak: FailOnLeakOption = False,
+    allow_leak: AllowLeakOption = False,
+    fail_on_inconclusive: FailOnInconclusiveOption = False,
     ledger: LedgerOption = None,
     dataset: DatasetOption = None,
+    fail_on_leak: LegacyFailOnLeakOption = None,
 ) -> None:
     """Is a synthetic release a disguised copy of its training data? NNDR, DCR, distance MIA, fidelity."""
     from audit.machinery.environment import describe_environment
@@ -86,6 +89,7 @@ def synth_check(
     from audit.machinery.tracking import check_tracking_uri
 
     set_log_folder(out)
+    fail_on_leak = leak_fails(allow_leak, fail_on_leak)
     if nan_policy not in ("error", "drop_rows", "indicator"):
         raise AuditInputError("--nan-policy", f"expected error, drop_rows or indicator, got {nan_policy[:40]!r}")
     if claimed_epsilon is not None:
@@ -165,4 +169,4 @@ def synth_check(
         err_console.print(f"[red]FLAG[/red] {shown(flag['message'])}", soft_wrap=True)
     console.print(f"results: {shown(final)}/results.json\nreport:  {shown(final)}/report.html")
     record_in_ledger(ledger, dataset, "synth-check", results, final / "results.json", loaded_policy)
-    print_verdict(results)  # every command exits 1 on "fail", with or without a policy
+    print_verdict(results, fail_on_inconclusive=fail_on_inconclusive)  # exit 1 on "fail", with or without a policy

@@ -201,7 +201,8 @@ def decide(
         reasons = []
     if fail_on_leak and leaks:
         reasons = (reasons if status == "fail" else []) + [
-            f"leaks and --fail-on-leak was given: {e.get('statement')}" for e in leaks]
+            f"leaks, a finding on your own release (--allow-leak makes it report-only): {e.get('statement')}"
+            for e in leaks]
         status = "fail"
     k = len(tests)
     statement = (
@@ -229,6 +230,11 @@ def decide(
 
 # ---------------------------------------------------------------------------------------------
 # Built-in checks of a results dict (run, audit-model, audit-scores, synth-check)
+
+
+def _estimate_text(value: Any) -> str:
+    """A Gaussian-family estimate: None when withheld (its scores contradict a Gaussian curve, gdp_fit)."""
+    return "withheld" if value is None else f"{float(value):.2f}"
 
 
 def _eps_text(value: Any) -> str:
@@ -416,8 +422,8 @@ def _whitebox_one_run_checks(subject: str, label: str, row: dict[str, Any], clai
     message = (f"{label}, {family} ({m} {row.get('kind')} canaries, every iterate): Steinke et al. ε ≥ "
                f"{float(row['steinke_epsilon']):.3f}, f-DP test {'refutes' if row.get('fdp_refuted') else 'does not refute'} "
                f"the claim's curve, vs accountant ε {claim:.3f} (p = {p:.2g}); at the family's level {reach}"
-               f" (estimates: Gaussian sum ε ≈ {float(row['gaussian_sum_epsilon']):.2f}, Andrew et al. ε ≈ "
-               f"{float(row['andrew_epsilon']):.2f})")
+               f" (estimates: Gaussian sum ε ≈ {_estimate_text(row.get('gaussian_sum_epsilon'))}, Andrew et al. ε ≈ "
+               f"{_estimate_text(row.get('andrew_epsilon'))})")
     if not power["powered"]:
         message = (f"{label}, {family}: untestable here — at the family's Holm level with {m} canaries "
                    f"{reach}, at or below the claim {claim:.3f} (p = {p:.2g}); {needed}")

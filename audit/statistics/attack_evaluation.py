@@ -24,7 +24,7 @@ from audit.statistics.epsilon_bounds import (
     epsilon_lower_bound_one_run,
 )
 from audit.statistics.fdp_one_run import fdp_one_run_audit
-from audit.statistics.gdp_fit import gaussian_tradeoff_fit
+from audit.statistics.gdp_fit import gaussian_family_figure, gaussian_tradeoff_fit
 from audit.statistics.score_ties import score_ties, tie_notes, tpr_at_fpr_randomized
 from audit.statistics.tradeoff_curves import pair_privacy_profile
 
@@ -76,17 +76,19 @@ ONE_RUN_NOT_COMPUTED = {
 
 
 def fdp_one_run_summary(scores, members, *, delta: float, confidence: float,
-                        claimed_epsilon: float | None) -> dict[str, Any]:
+                        claimed_epsilon: float | None, gaussian_fit: dict | None = None) -> dict[str, Any]:
     """The f-DP one-run audit (Mahloujifar, Melis, Chaudhuri 2024, arXiv 2410.22235) as shown beside
     Steinke et al.'s bound: its GDP-family ε (a lower bound only if the trade-off curve is Gaussian)
     and, with a finite claim, whether the claimed (ε, δ) curve itself is refuted (sound under coin-flip
     membership alone). Shown only: `ONE_RUN_DECISION_RULE` names the test that decides."""
     profile = (pair_privacy_profile(claimed_epsilon, delta)
                if claimed_epsilon is not None and math.isfinite(claimed_epsilon) and claimed_epsilon > 0 else None)
-    audit = fdp_one_run_audit(scores, members, profile, delta=delta, confidence=confidence)
+    audit = fdp_one_run_audit(scores, members, profile, delta=delta, confidence=confidence, gaussian_fit=gaussian_fit)
     gdp = audit["gdp_epsilon"]
     return {
         "epsilon_gdp": gdp if gdp is not None and math.isfinite(gdp) else None,
+        # why the GDP-family ε is not given (the scores contradict a Gaussian curve: gdp_fit), else None
+        "epsilon_gdp_withheld": audit.get("gdp_epsilon_withheld"),
         "claim_refuted": audit["refuted"],
         "m": audit["m"], "m_eval": audit["m_eval"], "guesses": audit["guesses"], "right": audit["right"],
         "confidence": confidence,
@@ -125,16 +127,19 @@ def evaluate_attack(
     gdp = epsilon_estimate_gdp(
         scores, members, delta, confidence=confidence, strategy=HeldOut(fraction=0.5, seed=threshold_seed)
     )
-    fdp = (fdp_one_run_summary(scores, members, delta=delta, confidence=confidence, claimed_epsilon=accountant_epsilon)
-           if membership_randomized else None)
+    # One check of the Gaussian curve withholds every Gaussian-family figure of these scores (gdp_fit).
     fit = gaussian_tradeoff_fit(scores, members, seed=threshold_seed)
+    fdp = (fdp_one_run_summary(scores, members, delta=delta, confidence=confidence, claimed_epsilon=accountant_epsilon,
+                               gaussian_fit=fit)
+           if membership_randomized else None)
     tpr = tpr_at_fpr(scores, members, FPR_LEVELS)
     tpr_randomized = tpr_at_fpr_randomized(scores, members, FPR_LEVELS)
     tie_sentences = tie_notes("", scores, members, tpr, tpr_randomized)
     ties = {**score_ties(scores), "detected": bool(tie_sentences), "note": "; ".join(tie_sentences) or None}
     notes = [f"{name}: {sentence}" for sentence in tie_sentences]
     if fit["withheld"]:
-        notes.append(f"{name}: GDP estimate withheld — {fit['reason']}")
+        notes.append(f"{name}: GDP estimate withheld, as is every Gaussian-family ε of these scores (the f-DP "
+                     f"GDP-family ε) — {fit['reason']}")
     advantage = membership_advantage(scores, members)
     bound = None
     if accountant_epsilon is not None and math.isfinite(accountant_epsilon):
@@ -168,7 +173,7 @@ def evaluate_attack(
         },
         "epsilon_estimate_gdp": {
             # JSON has no infinity; withheld (None) when the Gaussian curve visibly does not fit
-            "epsilon": None if fit["withheld"] or not math.isfinite(gdp.epsilon) else gdp.epsilon,
+            "epsilon": None if not math.isfinite(gdp.epsilon) else gaussian_family_figure(gdp.epsilon, fit),
             "label": "estimate (assumes GDP); not a lower bound, never used for a violation",
             "withheld": fit["reason"] if fit["withheld"] else None,
             "fit": fit,

@@ -28,6 +28,7 @@ import numpy as np
 from scipy import optimize, special
 
 from audit.statistics.epsilon_bounds import epsilon_from_gdp_mu, gdp_mu_from_epsilon
+from audit.statistics.gdp_fit import gaussian_family_figure, gaussian_tradeoff_fit
 from audit.statistics.one_run_guesses import DEFAULT_PILOT_FRACTION, DEFAULT_SEED, apply_guess_rule, choose_guess_rule, pilot_split
 from audit.statistics.tradeoff_curves import PrivacyProfile
 
@@ -131,7 +132,7 @@ def fdp_one_run_epsilon_gdp(m: int, n_guess: int, n_correct: int, alpha: float, 
 
 def fdp_one_run_audit(scores, members, profile: PrivacyProfile | None, *, delta: float, confidence: float = 0.95,
                       pilot_fraction: float = DEFAULT_PILOT_FRACTION, seed: int = DEFAULT_SEED,
-                      with_gdp_epsilon: bool = True) -> dict:
+                      with_gdp_epsilon: bool = True, gaussian_fit: dict | None = None) -> dict:
     """Test the claim's curve (`profile`) on coin-flipped canaries from one mechanism run.
 
     Mahloujifar, Melis, Chaudhuri 2024 (arXiv 2410.22235). The guess rule ("in" above one score
@@ -142,7 +143,9 @@ def fdp_one_run_audit(scores, members, profile: PrivacyProfile | None, *, delta:
     are added. `refuted` (the claim's curve is rejected) is sound for any mechanism whose canaries
     were inserted by independent fair coins and scored without the coins; `profile=None` skips it.
     Also returned: `gdp_epsilon` (`fdp_one_run_epsilon_gdp`: an ε lower bound only if the
-    mechanism's trade-off curve is Gaussian; `with_gdp_epsilon=False` skips its root search).
+    mechanism's trade-off curve is Gaussian; `with_gdp_epsilon=False` skips its root search), None
+    with `gdp_epsilon_withheld` saying why when the scores contradict a Gaussian curve
+    (`gdp_fit.gaussian_family_figure`; `gaussian_fit`: that check, when the caller already ran it).
     """
     s = np.asarray(scores, dtype=float)
     mem = np.asarray(members, dtype=bool)
@@ -162,12 +165,16 @@ def fdp_one_run_audit(scores, members, profile: PrivacyProfile | None, *, delta:
     guesses, right = counts["r"], counts["v"]
     refuted = (fdp_one_run_refutes(profile_blow_up_inverse(profile), n_eval, guesses, right, alpha)
                if profile is not None else None)
-    gdp = fdp_one_run_epsilon_gdp(n_eval, guesses, right, alpha, delta) if with_gdp_epsilon else None
+    gdp, withheld = None, None
+    if with_gdp_epsilon:
+        fit = gaussian_fit if gaussian_fit is not None else gaussian_tradeoff_fit(s, mem, seed=seed)
+        gdp = gaussian_family_figure(fdp_one_run_epsilon_gdp(n_eval, guesses, right, alpha, delta), fit)
+        withheld = fit["reason"] if fit.get("withheld") else None
     row = {"m": n_eval, "guesses": guesses, "right": right, "refuted": refuted, "gdp_epsilon": gdp,
            "k_plus": counts["k_plus"], "k_minus": counts["k_minus"]}
     return {"m": int(s.size), "m_eval": n_eval, "m_pilot": int(pilot.size), "guesses": guesses, "right": right,
             "refuted": refuted, "profile": None if profile is None else profile.source,
-            "gdp_epsilon": gdp, "alpha_each": alpha, "per_fraction": [row], "confidence": float(confidence),
+            "gdp_epsilon": gdp, "gdp_epsilon_withheld": withheld, "alpha_each": alpha, "per_fraction": [row], "confidence": float(confidence),
             "correction": (f"none: guess thresholds chosen on a random pilot of {pilot.size} canaries, "
                            f"tested on the other {n_eval} only (one pre-declared test)"),
             "assumption": "canaries inserted by independent fair coins; GDP ε assumes a Gaussian trade-off curve"}

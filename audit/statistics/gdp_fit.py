@@ -14,6 +14,12 @@ of 200 repeats (issue 27). Two checks, both reported, either withholds the estim
    the same sizes drawn from N(0, 1) vs N(μ̂, 1), μ̂ refitted on each, D recomputed. p-value =
    (1 + #{D* ≥ D}) / (B + 1); the fit is rejected when p < `alpha`.
 
+`gaussian_family_figure` is the one rule every Gaussian-family figure passes through where it is
+computed — the f-DP one-run GDP-family ε (`fdp_one_run.fdp_one_run_audit`), the GDP estimate
+(`attack_evaluation.evaluate_attack`) and the Gaussian normalized-sum and Andrew et al. estimates
+(`one_run_audit.one_run_claim_audit`): withheld (None, with the reason) wherever either check
+above rejects, so no output (console, results.json, report.html, summary.md, MLflow) can show it.
+
 Pure functions of scores and membership (seeded), no I/O.
 """
 from __future__ import annotations
@@ -23,7 +29,7 @@ import math
 import numpy as np
 from scipy import special, stats
 
-__all__ = ["MIN_DISTINCT", "gaussian_tradeoff_fit"]
+__all__ = ["MIN_DISTINCT", "gaussian_family_figure", "gaussian_tradeoff_fit"]
 
 MIN_DISTINCT = 20
 # Bootstrap draws: 200 puts the p-value's standard error near 0.015 at p = 0.05; fewer above 20 000
@@ -126,3 +132,12 @@ def gaussian_tradeoff_fit(scores, members, *, alpha: float = 0.05, seed: int = 0
     else:
         out.update(withheld=False, reason=None)
     return out
+
+
+def gaussian_family_figure(value, fit: dict):
+    """A Gaussian-family ε as it may be shown: `value`, or None when `fit` (`gaussian_tradeoff_fit`
+    of the same scores) rejected a Gaussian trade-off curve — the discreteness test or the
+    goodness-of-fit test above. Every such figure assumes the mechanism's trade-off curve is
+    G_μ (Dong, Roth, Su 2019, arXiv 1905.02383); on scores that visibly contradict that
+    assumption (randomized response: two values) it overstates ε (issue 27), so it is withheld."""
+    return None if fit.get("withheld") else value

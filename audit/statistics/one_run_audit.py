@@ -43,6 +43,7 @@ from audit.statistics.epsilon_bounds import (
     one_run_claim_p_value,
 )
 from audit.statistics.fdp_one_run import fdp_one_run_audit, fdp_one_run_refutes, profile_blow_up_inverse
+from audit.statistics.gdp_fit import gaussian_family_figure, gaussian_tradeoff_fit
 from audit.statistics.tradeoff_curves import PrivacyProfile
 
 # The guess fractions of this module's own f-DP p-value and perfect-attack check (a Bonferroni family
@@ -235,8 +236,10 @@ def one_run_claim_audit(scores, members, *, claimed_epsilon: float, delta: float
     steinke = epsilon_lower_bound_one_run(s, mem, delta, half)
     p_steinke = one_run_claim_p_value(steinke.details, claimed_epsilon, delta)
     ceiling = one_run_ceiling(int(s.size), delta, alpha / 2)
-    fdp = fdp_one_run_audit(s, mem, profile, delta=delta, confidence=half, with_gdp_epsilon=with_estimates) \
-        if profile is not None else None
+    # One check of the Gaussian curve for every Gaussian-family figure of these scores (gdp_fit).
+    fit = gaussian_tradeoff_fit(s, mem) if with_estimates else None
+    fdp = fdp_one_run_audit(s, mem, profile, delta=delta, confidence=half, with_gdp_epsilon=with_estimates,
+                            gaussian_fit=fit) if profile is not None else None
     fdp_refutable = bool(profile is not None and fdp_perfect_attack_refutes(profile, int(s.size), alpha / 2))
     p_fdp = fdp_one_run_p_value(s, mem, profile) if profile is not None else 1.0
     refuted_steinke = p_steinke <= alpha / 2
@@ -257,7 +260,8 @@ def one_run_claim_audit(scores, members, *, claimed_epsilon: float, delta: float
         "fdp": None if fdp is None else {
             "refuted": refuted_fdp, "refutable_by_perfect_attack": fdp_refutable, "curve": fdp["profile"],
             "p_value_claim": p_fdp,
-            "gdp_family_epsilon": fdp["gdp_epsilon"], "level": alpha / 2, "sound": True,
+            "gdp_family_epsilon": fdp["gdp_epsilon"], "gdp_family_epsilon_withheld": fdp.get("gdp_epsilon_withheld"),
+            "level": alpha / 2, "sound": True,
             "gdp_family_epsilon_note": "a lower bound only if the curve is Gaussian",
             "paper": "Mahloujifar, Melis, Chaudhuri 2024, arXiv 2410.22235"},
         "ceiling": ceiling,
@@ -265,6 +269,9 @@ def one_run_claim_audit(scores, members, *, claimed_epsilon: float, delta: float
         "canaries_needed": needed,
     }
     if with_estimates:
-        result["gaussian_sum"] = epsilon_gaussian_normalized_sum(s, mem, delta, confidence)
-        result["andrew"] = epsilon_andrew(s, mem, delta)
+        withheld = fit["reason"] if fit.get("withheld") else None
+        for key, estimate in (("gaussian_sum", epsilon_gaussian_normalized_sum(s, mem, delta, confidence)),
+                              ("andrew", epsilon_andrew(s, mem, delta))):
+            result[key] = {**estimate, "epsilon": gaussian_family_figure(estimate["epsilon"], fit),
+                           "withheld": withheld}
     return result
