@@ -15,7 +15,7 @@ from audit.errors import AuditInputError
 @app.command()
 def run(
     config: Annotated[Optional[Path], typer.Option("--config", help="YAML config; fields override the preset")] = None,
-    preset: Annotated[Optional[str], typer.Option(help="smoke | default | full | digits-cnn | hospitals | clients | text  [default: default]")] = None,
+    preset: Annotated[Optional[str], typer.Option(help="smoke | default | full | digits-cnn | hospitals | clients | text | llm  [default: default]")] = None,
     out: Annotated[Path, typer.Option("--out", help="folder that receives runs/<timestamp>-<name>/")] = Path("runs"),
     tracking_uri: TrackingUriOption = None,
     device: Annotated[Optional[str], typer.Option(help="auto | cpu | cuda")] = None,
