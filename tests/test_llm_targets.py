@@ -33,6 +33,7 @@ def test_functorch_per_sample_gradients_of_gpt2_are_each_documents_own():
             assert torch.allclose(got, p.grad, atol=1e-5), name  # the position embedding included
 
 
+@pytest.mark.slow  # a DP fine-tuning (Opacus, peft) and the imports of both
 def test_lora_trains_only_the_adapters_and_keeps_the_pretrained_weights():
     model = build_hf_lm(40, SPEC, seed=0)
     state = {k: v.clone() for k, v in model.state_dict().items()}

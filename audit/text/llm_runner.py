@@ -95,7 +95,8 @@ def canary_power(rows: list[dict[str, Any]], controls: dict[tuple[str, str], flo
                                       f"{claim:.3g}; it detects a fine-tuning that leaks that much, not a "
                                       f"subtler excess"}
         else:
-            shown = "no ε = ∞ target in this run" if control is None else f"ε ≥ {control:.2f} ≤ {claim:.3g}"
+            shown = ("no ε = ∞ target in this run" if control is None else
+                     f"a one-run bound of only {control:.2f}, not above the claim {claim:.3g}")
             row["power"] = {"kind": "none", "figure": control, "decider": decider,
                             "detail": f"black-box input-space canaries: power not proven, and the positive "
                                       f"control ({row['mode']} fine-tuning without DP) gave {shown}: it cannot "
