@@ -78,7 +78,9 @@ def run(
 
         check_output_folder(out)
         check_tracking_uri(tracking_uri)
-        console.print(f"dry run: text config '{resolved.name}' ({len(resolved.privacy.epsilons)} targets), "
+        job, count = (("llm", f"{len(resolved.privacy.epsilons)} ε × {len(resolved.llm.modes)} fine-tuning(s)")
+                      if resolved.llm is not None else ("text", f"{len(resolved.privacy.epsilons)} targets"))
+        console.print(f"dry run: {job} config '{resolved.name}' ({count}), "
                       "--out and tracking URI are valid; nothing written")
         return
     if dry_run:
