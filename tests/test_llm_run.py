@@ -25,7 +25,7 @@ def test_the_llm_preset_runs_offline_end_to_end(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
            "HF_HOME": str(tmp_path / "hf_home"), "HF_DATASETS_OFFLINE": "1"}
     done = subprocess.run([sys.executable, "-m", "audit.cli", "run", "--preset", "llm", "--config", "tiny.yaml",
-                           "--out", "runs", "--no-tracking", "--quiet"], cwd=tmp_path, capture_output=True, text=True,
+                           "--out", "runs", "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}", "--quiet"], cwd=tmp_path, capture_output=True, text=True,
                           timeout=900, env=env)
     assert done.returncode in (0, 1), done.stderr[-3000:]  # inconclusive / a finding; never a crash or bad input
     (folder,) = list((tmp_path / "runs").glob("*-llm"))
@@ -39,9 +39,10 @@ def test_the_llm_preset_runs_offline_end_to_end(tmp_path):
     assert [(t["llm"]["finetuning"], t["epsilon_target"]) for t in targets] == [
         ("full", None), ("full", 8.0), ("lora", None), ("lora", 8.0)]
     for target in targets:
+        mode = target["llm"]["finetuning"]
         names = {a["name"] for a in target["attacks"]}
-        assert names == {"canary_panda", "canary_secret_sharer", "canary_panda_synthetic",
-                         "canary_secret_sharer_synthetic"}
+        assert names == {f"canary_panda_{mode}", f"canary_secret_sharer_{mode}", f"canary_panda_synthetic_{mode}",
+                         f"canary_secret_sharer_synthetic_{mode}"}
         for row in target["attacks"]:  # one coin per canary: m canaries, about half inserted
             assert row["n_canaries"] == 24 and 0 < row["n_inserted"] < 24
         if target["epsilon_target"] is not None:
@@ -53,6 +54,8 @@ def test_the_llm_preset_runs_offline_end_to_end(tmp_path):
     claims = [c["claim"] for c in results["verdict"]["claims"]]
     assert any("full fine-tuning" in c for c in claims) and any("lora fine-tuning" in c for c in claims)
     assert results["verdict"]["status"] != "pass"
-    assert "canary_panda" in (folder / "summary.md").read_text()
+    summary = (folder / "summary.md").read_text()
+    assert "canary_panda_full" in summary and "canary_panda_lora" in summary  # full and LoRA told apart
+    assert results["mlflow"]["parent_run_id"] and len(results["mlflow"]["child_run_ids"]) == 4
     hub = tmp_path / "hf_home" / "hub"
     assert not hub.exists() or not any(hub.iterdir())  # nothing fetched into the (empty) Hugging Face cache

@@ -107,6 +107,8 @@ def _canary_row(name: str, design: str, mode: str, scores: np.ndarray, canaries:
                 config: AuditConfig, seed: int, unit: str | None) -> dict[str, Any]:
     row = evaluate_attack(name, scores, canaries.inserted, np.zeros(canaries.m, dtype=int), delta=config.privacy.delta,
                           confidence=config.attacks.confidence, threshold_seed=seed, accountant_epsilon=claim)
+    # The row's name carries its fine-tuning: full and LoRA targets share each ε, and every table that
+    # lists rows by ε (summary, report, console) must still tell them apart.
     row.update({"design": design, "design_key": name, "mode": mode, "kind": "llm_canaries",
                 "threat_model": "black-box: the final model's token probabilities on each canary's secret given "
                                 "its prefix (no gradients, no intermediate models)",
@@ -243,7 +245,7 @@ def _llm_sweep(config: AuditConfig, staging: Path, tracker, preset: str | None, 
                 config.privacy.accountant)
             claim = epsilons.get(config.privacy.accountant)
             with progress.step(f"{label}: canary audit"):
-                attacks = [_canary_row(f"canary_{d}", d, mode, secret_scores(model, canaries[d]), canaries[d],
+                attacks = [_canary_row(f"canary_{d}_{mode}", d, mode, secret_scores(model, canaries[d]), canaries[d],
                                        claim=claim, config=config, seed=seed, unit=trained.privacy_unit)
                            for d in llm.designs]
             synthetic = None
@@ -309,7 +311,7 @@ def _llm_sweep(config: AuditConfig, staging: Path, tracker, preset: str | None, 
                  "canaries": {d: {"m": c.m, "inserted": int(c.inserted.sum()), "repetitions": c.repetitions,
                                   "secret_length": c.secret_length} for d, c in canaries.items()},
                  "vocab_size": vocab, "new_tokens": llm.new_tokens},
-        "attacks_run": [f"canary_{d}" for d in llm.designs],
+        "attacks_run": [f"canary_{d}_{m}" for m in llm.modes for d in llm.designs],
         "targets": targets, "synthetic": [],
         "text": {"seconds": time.perf_counter() - started, "cpu_seconds": time.process_time() - cpu_started},
         "notes": notes, "verdict": None,
@@ -333,7 +335,7 @@ def _synthetic_text_audit(model, canaries: dict[str, LLMCanaries], pretrained_st
     _, auxiliary = finetune(pretrained_state, vocab, texts, auxiliary_spec, mode="full", epsilon=math.inf,
                             delta=config.privacy.delta, accountant=config.privacy.accountant, seed=seed + 1,
                             device=device)
-    rows = [_canary_row(f"canary_{d}_synthetic", d, mode, secret_scores(auxiliary, canaries[d]), canaries[d],
+    rows = [_canary_row(f"canary_{d}_synthetic_{mode}", d, mode, secret_scores(auxiliary, canaries[d]), canaries[d],
                         claim=claim, config=config, seed=seed, unit=unit) for d in llm.designs]
     for row in rows:
         row["threat_model"] = ("black-box on an auxiliary model fine-tuned on text sampled from the target "
