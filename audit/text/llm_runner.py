@@ -229,8 +229,8 @@ def _llm_sweep(config: AuditConfig, staging: Path, tracker, preset: str | None, 
     private_rows, private_owners = np.concatenate(rows), np.concatenate(owners)
     test_rows = encode_texts(tokenizer, [r.text for r in corpus.test], llm.max_length)
     targets, controls = [], {}
+    # ε = ∞ first: it is the positive control every DP row's power is read from (canary_power).
     order = sorted(config.privacy.epsilons, key=lambda e: -math.inf if math.isinf(e) else e)
-    order = [e for e in config.privacy.epsilons if math.isinf(e)] + [e for e in order if not math.isinf(e)]
     for mode in llm.modes:
         for index, epsilon in enumerate(order):
             seed = _seed(config.seed, 10, llm.modes.index(mode), index)
