@@ -39,7 +39,15 @@ import torch
 from torch import nn
 
 from targets.devices import torch_threads
-from targets.text_models import BOS, EOS, PAD, PersonBatches, TrainedTextTarget, document_losses, sum_grad_samples_by_person
+from targets.text_models import (
+    BOS,
+    EOS,
+    PAD,
+    PersonBatches,
+    TrainedTextTarget,
+    document_losses,
+    sum_grad_samples_by_person,
+)
 
 FINETUNE_MODES = ("full", "lora")
 LORA_TARGETS = ("c_attn", "c_proj", "c_fc")  # GPT-2's attention and MLP projections (Conv1D)
@@ -210,7 +218,8 @@ def finetune(pretrained_state: dict[str, torch.Tensor], vocab_size: int, token_i
     plain = model._module if private else model
     noise, accountant_eps = None, None
     if private:
-        model.remove_hooks() if hasattr(model, "remove_hooks") else None
+        if hasattr(model, "remove_hooks"):  # Opacus's GradSampleModule: the plain module is returned
+            model.remove_hooks()
         noise = float(optimizer.noise_multiplier)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

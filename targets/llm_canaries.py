@@ -108,4 +108,4 @@ def first_names(faker_seed: int, n: int, taken: set[str]) -> list[str]:
     return names
 
 
-__all__ = ["CANARY_DESIGNS", "LLMCanaries", "make_canaries", "secret_scores", "first_names", "BOS"]
+__all__ = ["BOS", "CANARY_DESIGNS", "LLMCanaries", "first_names", "make_canaries", "secret_scores"]

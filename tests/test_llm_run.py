@@ -26,7 +26,7 @@ def test_the_llm_preset_runs_offline_end_to_end(tmp_path):
            "HF_HOME": str(tmp_path / "hf_home"), "HF_DATASETS_OFFLINE": "1"}
     done = subprocess.run([sys.executable, "-m", "audit.cli", "run", "--preset", "llm", "--config", "tiny.yaml",
                            "--out", "runs", "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}", "--quiet"], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=900, env=env)
+                          timeout=900, env=env, check=False)
     assert done.returncode in (0, 1), done.stderr[-3000:]  # inconclusive / a finding; never a crash or bad input
     (folder,) = list((tmp_path / "runs").glob("*-llm"))
     for name in ("results.json", "results.csv", "report.html", "summary.md", "junit.xml"):

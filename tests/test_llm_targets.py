@@ -3,13 +3,17 @@ document's own gradient; LoRA trains and privatises only the adapters; the canar
 a canary row's power comes only from the positive control, and a powerless pass reads "not refuted"."""
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
 import torch
 
-from targets.hf_causal_lm import HFLMSpec, build_hf_lm, finetune, trainable_share, with_lora
+from targets.hf_causal_lm import (
+    HFLMSpec,
+    build_hf_lm,
+    finetune,
+    trainable_share,
+    with_lora,
+)
 from targets.text_models import PAD, document_losses
 
 SPEC = HFLMSpec(d_model=16, n_layers=1, n_heads=2, max_length=16, epochs=1, batch_size=4)

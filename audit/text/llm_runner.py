@@ -42,15 +42,27 @@ from audit.machinery.crash_log import set_log_folder
 from audit.machinery.environment import describe_environment
 from audit.machinery.policy import Policy
 from audit.machinery.progress import as_progress
-from audit.machinery.run_directory import StagedRunDirectory, run_attempt, write_json_atomic, write_text_atomic
-from audit.machinery.verdict import verdict_for_results, verdict_tags
+from audit.machinery.run_directory import (
+    StagedRunDirectory,
+    run_attempt,
+    write_json_atomic,
+    write_text_atomic,
+)
 from audit.machinery.tracking import experiment_name, open_tracker, target_metrics
-from audit.statistics.attack_evaluation import best_sound_lower_bound, evaluate_attack
+from audit.machinery.verdict import verdict_for_results, verdict_tags
 from audit.statistics.accountants import DPSGDEvent, epsilons_for_event
+from audit.statistics.attack_evaluation import best_sound_lower_bound, evaluate_attack
 from audit.text.runner import UNIT_WORDS
 from reports.figures import epsilon_label
 from targets.devices import resolve_device
-from targets.hf_causal_lm import HFLMSpec, build_hf_lm, finetune, pretrain, sample_texts, trainable_share
+from targets.hf_causal_lm import (
+    HFLMSpec,
+    build_hf_lm,
+    finetune,
+    pretrain,
+    sample_texts,
+    trainable_share,
+)
 from targets.llm_canaries import LLMCanaries, first_names, make_canaries, secret_scores
 from targets.text_corpus import make_text_corpus
 from targets.text_models import encode_texts, mean_token_loss, train_tokenizer
@@ -295,16 +307,16 @@ def _llm_sweep(config: AuditConfig, staging: Path, tracker, preset: str | None, 
         tracker.finish(child)
     unit = llm.privacy_unit
     notes = [f"{MODE_WORDS[m]}" for m in llm.modes] + [
-        "canary rows test the accountant's ε of each fine-tuning from this one run, black-box: their power comes "
-        "only from the positive control (the same canaries without DP); where it does not exceed a claim, a "
-        "passing row reads 'not refuted'",
+        ("canary rows test the accountant's ε of each fine-tuning from this one run, black-box: their power comes "
+         "only from the positive control (the same canaries without DP); where it does not exceed a claim, a "
+         "passing row reads 'not refuted'"),
         f"the DP targets' ε is {UNIT_WORDS[unit]}"]
     return {
         "schema_version": SCHEMA_VERSION, "kind": "text", "config": config.to_plain(),
         "environment": describe_environment(str(device), config.seed),
         "data": {"description": corpus.description + "; public part: the pool records (pretraining)",
                  "n_rows": len(corpus.candidates) + len(corpus.pool) + len(corpus.test),
-                 "n_train": int(len(private_rows)), "n_persons": int(private_owners.max()) + 1,
+                 "n_train": len(private_rows), "n_persons": int(private_owners.max()) + 1,
                  "privacy_unit": unit, "epsilon_unit": UNIT_WORDS[unit], "n_public": len(corpus.pool),
                  "n_test": len(corpus.test), "n_candidates": len(corpus.candidates),
                  "membership": "independent fair coin flip per canary (Bernoulli 1/2)",
@@ -340,5 +352,5 @@ def _synthetic_text_audit(model, canaries: dict[str, LLMCanaries], pretrained_st
     for row in rows:
         row["threat_model"] = ("black-box on an auxiliary model fine-tuned on text sampled from the target "
                                "(the synthetic-text release; Mitchell & Andrew 2026)")
-    return {"samples": int(len(texts)), "temperature": llm.synthetic_temperature,
+    return {"samples": len(texts), "temperature": llm.synthetic_temperature,
             "auxiliary_epochs": llm.synthetic_epochs}, rows
