@@ -31,13 +31,16 @@ class TextMembershipAttack(Protocol):
 
 
 def lowest_k_mean(values: np.ndarray, fraction: float) -> np.ndarray:
-    """Per row, the mean of the ⌈fraction × n_row⌉ smallest non-NaN values (NaN-padded rows)."""
+    """Per row, the mean of the ⌊fraction × n_row⌋ smallest non-NaN values, at least one
+    (NaN-padded rows). ⌊k·n⌋ is what both papers' code keeps (Shi et al. 2024's min-k % reference
+    implementation, `int(len(x) * k)`; Zhang et al. 2024's min-k %++ and MIMIR alike), so the
+    scores are comparable with theirs; the floor of one token keeps short documents scored."""
     if not 0 < fraction <= 1:
         raise ValueError(f"min-k fraction must be in (0, 1], got {fraction}")
     out = np.full(len(values), np.nan)
     for i, row in enumerate(values):
         row = row[~np.isnan(row)]
         if row.size:
-            k = max(1, int(np.ceil(fraction * row.size)))
+            k = max(1, int(np.floor(fraction * row.size)))
             out[i] = np.sort(row)[:k].mean()
     return out

@@ -16,7 +16,7 @@ from audit.errors import AuditInputError
 @app.command()
 def run(
     config: Annotated[Optional[Path], typer.Option("--config", help="YAML config; fields override the preset")] = None,
-    preset: Annotated[Optional[str], typer.Option(help="smoke | default | full | digits-cnn | hospitals | clients | text  [default: default]")] = None,
+    preset: Annotated[Optional[str], typer.Option(help="smoke | default | full | digits-cnn | hospitals | clients | text | llm  [default: default]")] = None,
     out: Annotated[Path, typer.Option("--out", help="folder that receives runs/<timestamp>-<name>/")] = Path("runs"),
     tracking_uri: TrackingUriOption = None,
     device: Annotated[Optional[str], typer.Option(help="auto | cpu | cuda")] = None,
@@ -70,15 +70,19 @@ def run(
 
     if resolved.text is not None:  # the counts' memory, refused before anything starts (docs/errors.md)
         check_text_run_memory(resolved)
+    elif resolved.llm is not None:  # the llm job: small models by construction (its sizes are bounded)
+        pass
     else:
         check_run_memory(resolved, workers or (1 if executor == "local" else default_workers()))
-    if dry_run and resolved.text is not None:
+    if dry_run and (resolved.text is not None or resolved.llm is not None):
         from audit.machinery.run_directory import check_output_folder
         from audit.machinery.tracking import check_tracking_uri
 
         check_output_folder(out)
         check_tracking_uri(tracking_uri)
-        console.print(f"dry run: text config '{resolved.name}' ({len(resolved.privacy.epsilons)} targets), "
+        job, count = (("llm", f"{len(resolved.privacy.epsilons)} ε × {len(resolved.llm.modes)} fine-tuning(s)")
+                      if resolved.llm is not None else ("text", f"{len(resolved.privacy.epsilons)} targets"))
+        console.print(f"dry run: {job} config '{resolved.name}' ({count}), "
                       "--out and tracking URI are valid; nothing written")
         return
     if dry_run:
@@ -101,7 +105,7 @@ def run(
                       f"{expected_time_line(shipped)}", highlight=False)
         return
     # Imported after the inputs are validated: a typo in a flag should not wait for torch to load.
-    if resolved.text is not None:  # the language-model job (preset text)
+    if resolved.text is not None or resolved.llm is not None:  # the language-model jobs (presets text, llm)
         _run_text(resolved, out=out, tracking_uri=tracking_uri, preset=preset, policy=loaded_policy, resume=resume,
                   executor=executor, workers=workers, ray_address=ray_address, log_models=log_models,
                   tracking=tracking, quiet=quiet, fail_on_inconclusive=fail_on_inconclusive)
@@ -169,6 +173,9 @@ def _run_text(resolved, *, out, tracking_uri, preset, policy, resume, executor, 
                               "folder's checkpoints/ instead)")
     from audit.text.runner import run_text_audit
     from reports.console import results_summary_table
+
+    if resolved.llm is not None:  # DP fine-tuning of a transformers LM (audit/text/llm_runner.py)
+        from audit.text.llm_runner import run_llm_audit as run_text_audit
     from reports.text_tables import text_console_tables
 
     text_run = _run_job(run_text_audit, resolved, executor=executor, workers=workers, ray_address=ray_address,

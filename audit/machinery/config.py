@@ -332,6 +332,54 @@ class TextConfig(_Strict):
         return self
 
 
+class LLMConfig(_Strict):
+    """The LLM job of `run` (audit/text/llm_runner.py, preset `llm`): a `transformers` GPT-2-style
+    model pretrained on public records, DP fine-tuned (full and LoRA) on private ones, audited in
+    one run with canaries of two designs (docs/language-models.md)."""
+
+    n_candidates: int = Field(400, ge=20, le=1_000_000, description="candidate records: members (fair coins) are "
+                              "the private fine-tuning set")
+    n_pool: int = Field(300, ge=20, le=1_000_000, description="public records: tokenizer and pretraining")
+    n_test: int = Field(100, ge=10, le=1_000_000, description="held-out records: utility (perplexity)")
+    vocab_size: int = Field(800, ge=50, le=100_000)
+    new_tokens: int = Field(64, ge=2, le=10_000, description="ids added after pretraining: Panda et al.'s secrets")
+    d_model: int = Field(64, ge=8, le=4096)
+    n_layers: int = Field(2, ge=1, le=48)
+    n_heads: int = Field(4, ge=1, le=64)
+    max_length: int = Field(48, ge=16, le=4096)
+    pretrain_epochs: int = Field(4, ge=0, le=10_000)
+    epochs: int = Field(4, ge=1, le=10_000, description="fine-tuning epochs")
+    batch_size: int = Field(32, ge=1, le=1_000_000, description="expected persons (or documents) per step")
+    lr: float = Field(3e-3, gt=0, le=1)
+    lora_lr: float = Field(1e-2, gt=0, le=1)
+    lora_rank: int = Field(8, ge=1, le=1024)
+    max_grad_norm: float = Field(1.0, gt=0, le=1e6)
+    modes: list[Literal["full", "lora"]] = Field(default_factory=lambda: ["full", "lora"], min_length=1, max_length=2)
+    designs: list[Literal["panda", "secret_sharer"]] = Field(default_factory=lambda: ["panda", "secret_sharer"],
+                                                             min_length=1, max_length=2)
+    canaries_per_design: int = Field(200, ge=4, le=1_000_000, description="m: each inserted by a fair coin")
+    canary_repetitions: int = Field(4, ge=1, le=1000, description="copies of an inserted canary (one person's)")
+    secret_length: int = Field(4, ge=1, le=64, description="tokens per secret")
+    privacy_unit: Literal["person", "record"] = "person"
+    synthetic_samples: int = Field(0, ge=0, le=1_000_000, description="texts sampled per target for the "
+                                   "auxiliary-model audit of synthetic text (0: off)")
+    synthetic_temperature: float = Field(1.0, gt=0, le=10)
+    synthetic_epochs: int = Field(4, ge=1, le=10_000)
+
+    @field_validator("modes", "designs")
+    @classmethod
+    def _distinct(cls, value: list[str]) -> list[str]:
+        if len(set(value)) != len(value):
+            raise ValueError("must be distinct")
+        return value
+
+    @model_validator(mode="after")
+    def _heads_divide_width(self) -> "LLMConfig":
+        if self.d_model % self.n_heads:
+            raise ValueError(f"d_model ({self.d_model}) must be a multiple of n_heads ({self.n_heads})")
+        return self
+
+
 class AuditConfig(_Strict):
     name: str = Field("default", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
     seed: int = Field(0, ge=0, lt=SEED_LIMIT, description="< 2³² (numpy and torch seeds)")
@@ -351,6 +399,7 @@ class AuditConfig(_Strict):
     model: ModelSourceConfig | None = Field(None, description="audit-model: the user's model, trainer and data files")
     federated: FederatedConfig | None = Field(None, description="audit federated targets instead of the central sweep")
     text: TextConfig | None = Field(None, description="audit language models on a generated text corpus (preset text)")
+    llm: LLMConfig | None = Field(None, description="DP fine-tuning of a transformers LM, audited with canaries (preset llm)")
 
     @model_validator(mode="after")
     def _federated_alone(self) -> "AuditConfig":
@@ -358,6 +407,8 @@ class AuditConfig(_Strict):
             raise ValueError("a federated run has no synthetic sweep; drop one of 'federated' and 'synthetic'")
         if self.text is not None and (self.federated is not None or self.synthetic is not None):
             raise ValueError("a text run is a job of its own; drop 'federated' / 'synthetic' or 'text'")
+        if self.llm is not None and (self.federated is not None or self.synthetic is not None or self.text is not None):
+            raise ValueError("an llm run is a job of its own; drop 'federated' / 'synthetic' / 'text' or 'llm'")
         return self
 
     @field_validator("cpu_threads")

@@ -50,6 +50,8 @@ PRESET_WALL_TIMES: dict[str, MeasuredTime | None] = {
                             "2 shared CPU cores; 38 s CPU; the slow run at load ~16"),
     "text": MeasuredTime(461, 582, "python benchmarks/bench_text_preset.py",
                          "2 shared CPU cores at load 8–16; 1.5 GiB peak; two runs"),
+    "llm": MeasuredTime(393, 393, "privacy-audit run --preset llm --no-tracking",
+                        "2 shared CPU cores, other jobs running; 109 s CPU"),
 }
 
 

@@ -355,7 +355,8 @@ def _target_checks(index: int, target: dict[str, Any], alpha_each: float, confid
         checks.append(Check(subject, f"{label} · {name} · one_run", message, p_value=p, inconclusive=inconclusive,
                             assumption="one training run, coin-flip membership (proven)", claim=row_text,
                             ceiling=ceiling,
-                            needed=needed_candidates(row_eps, delta, alpha_each) if inconclusive else ""))
+                            needed=needed_candidates(row_eps, delta, alpha_each) if inconclusive else "",
+                            power=attack.get("power") if isinstance(attack.get("power"), dict) else None))
     whitebox = target.get("whitebox_one_run")
     if isinstance(whitebox, dict) and whitebox.get("p_value") is not None:
         key = claim_text if not whitebox.get("level") else (  # federated canary clients: their level's claim

@@ -1,0 +1,254 @@
+"""A Hugging Face `transformers` causal LM as a target: built offline from a config, "pretrained"
+on public text, then fine-tuned with Opacus DP-SGD on private text — full fine-tuning or LoRA.
+
+What people certify is a pretrained LLM fine-tuned on private data; this module is that pipeline
+at a size that trains on two CPU cores. Nothing is downloaded: the model is `GPT2LMHeadModel`
+built from a `GPT2Config` (random weights, a few layers), the tokenizer is the text job's BPE
+tokenizer trained locally (targets/text_models.py), and `HF_HUB_OFFLINE` / `TRANSFORMERS_OFFLINE`
+are set before `transformers` is imported.
+
+Per-sample gradients (what DP-SGD clips):
+
+* full fine-tuning: every weight is private. GPT-2 computes its projections with
+  `transformers.pytorch_utils.Conv1D`, a layer Opacus has no hook rule for; we use Opacus's
+  functorch path (`grad_sample_mode="functorch"`: per-sample gradients of each layer by
+  `torch.func.vmap(grad)`), which is exact for any layer. The positions are passed explicitly,
+  one row per document (`position_ids` expanded to the batch): GPT-2's default broadcasts a single
+  row, and the position embedding's per-sample gradient would then be one row for the whole batch.
+* LoRA (Hu et al. 2021, arXiv 2106.09685) through `peft`: low-rank adapters on every attention and
+  MLP projection (`c_attn`, `c_proj`, `c_fc`; `fan_in_fan_out` for Conv1D); the pretrained weights
+  are frozen, so only the adapters are trained and only they are private (Opacus's hooks on the
+  adapters' `nn.Linear`; frozen layers have no gradient to clip and need none: they are a function of
+  the public pretraining only).
+
+User-level DP where the corpus has persons: as the text job (targets/text_models.py,
+`PersonBatches` and `sum_grad_samples_by_person`): persons are Poisson-sampled, each person's
+documents' per-sample gradients are summed before Opacus clips them, so the ε is per person.
+"""
+from __future__ import annotations
+
+import math
+import os
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from targets.devices import torch_threads
+from targets.text_models import (
+    BOS,
+    EOS,
+    PAD,
+    PersonBatches,
+    TrainedTextTarget,
+    document_losses,
+    sum_grad_samples_by_person,
+)
+
+FINETUNE_MODES = ("full", "lora")
+LORA_TARGETS = ("c_attn", "c_proj", "c_fc")  # GPT-2's attention and MLP projections (Conv1D)
+
+
+def offline() -> None:
+    """Tell `transformers` and the Hub client never to reach the network (before they are imported)."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+@dataclass(frozen=True)
+class HFLMSpec:
+    d_model: int = 64
+    n_layers: int = 2
+    n_heads: int = 4
+    max_length: int = 48
+    pretrain_epochs: int = 4
+    epochs: int = 4
+    batch_size: int = 32
+    lr: float = 3e-3
+    pretrain_lr: float = 3e-3
+    max_grad_norm: float = 1.0
+    lora_rank: int = 8
+    lora_alpha: int = 16
+    lora_lr: float = 1e-2
+
+
+class HFCausalLM(nn.Module):
+    """A `transformers` causal LM (or its `peft` wrapper) behind the harness's interface:
+    `logits(token_ids) -> (batch, length, vocab)`, positions one row per document."""
+
+    def __init__(self, inner: nn.Module):
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, token_ids: torch.Tensor) -> torch.Tensor:
+        positions = torch.arange(token_ids.shape[1], device=token_ids.device).unsqueeze(0).expand_as(token_ids)
+        return self.inner(input_ids=token_ids, position_ids=positions).logits
+
+    def logits(self, token_ids: torch.Tensor) -> torch.Tensor:
+        return self(token_ids)
+
+
+def build_hf_lm(vocab_size: int, spec: HFLMSpec, seed: int) -> HFCausalLM:
+    """A GPT-2-architecture model from a config: random weights, nothing downloaded. The output head
+    is untied from the token embedding (one parameter, one layer: what per-sample clipping assumes)."""
+    offline()
+    from transformers import GPT2Config, GPT2LMHeadModel
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    config = GPT2Config(vocab_size=vocab_size, n_positions=spec.max_length, n_embd=spec.d_model,
+                        n_layer=spec.n_layers, n_head=spec.n_heads, bos_token_id=BOS, eos_token_id=EOS,
+                        pad_token_id=PAD, tie_word_embeddings=False, resid_pdrop=0.0, embd_pdrop=0.0,
+                        attn_pdrop=0.0)
+    config._attn_implementation = "eager"  # the plain matmul path: the same on every install
+    torch.manual_seed(seed)
+    return HFCausalLM(GPT2LMHeadModel(config))
+
+
+def _batches(token_ids: np.ndarray, batch_size: int, seed: int):
+    order = np.random.default_rng(seed).permutation(len(token_ids))
+    for start in range(0, len(order), batch_size):
+        yield torch.as_tensor(token_ids[order[start:start + batch_size]])
+
+
+def pretrain(model: HFCausalLM, token_ids: np.ndarray, spec: HFLMSpec, *, seed: int,
+             device: torch.device) -> HFCausalLM:
+    """Ordinary (non-private) training on public text: the "pretrained" model every fine-tuning starts from."""
+    model = model.to(device).train()
+    optimizer = torch.optim.Adam(model.parameters(), lr=spec.pretrain_lr)
+    with torch_threads(1 if device.type == "cpu" else None):
+        for epoch in range(spec.pretrain_epochs):
+            for batch in _batches(token_ids, spec.batch_size, seed + epoch):
+                batch = batch.to(device)
+                optimizer.zero_grad(set_to_none=True)
+                document_losses(model(batch), batch).mean().backward()
+                optimizer.step()
+    return model.cpu().eval()
+
+
+def with_lora(model: HFCausalLM, spec: HFLMSpec) -> HFCausalLM:
+    """The pretrained model with `peft` LoRA adapters; every other weight frozen."""
+    from peft import LoraConfig, get_peft_model
+
+    config = LoraConfig(r=spec.lora_rank, lora_alpha=spec.lora_alpha, lora_dropout=0.0,
+                        target_modules=list(LORA_TARGETS), fan_in_fan_out=True, bias="none")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return HFCausalLM(get_peft_model(model.inner, config))
+
+
+def trainable_share(model: nn.Module) -> tuple[int, int]:
+    """(trainable, total) parameter counts: what is private under LoRA."""
+    params = list(model.parameters())
+    return sum(p.numel() for p in params if p.requires_grad), sum(p.numel() for p in params)
+
+
+def finetune(pretrained_state: dict[str, torch.Tensor], vocab_size: int, token_ids: np.ndarray, spec: HFLMSpec, *,
+             mode: str, epsilon: float, delta: float, accountant: str, seed: int, device: torch.device,
+             owners: np.ndarray | None = None,
+             on_epoch: Callable[[int, int], None] | None = None) -> tuple[TrainedTextTarget, HFCausalLM]:
+    """Fine-tune a copy of the pretrained model on `token_ids` (full or LoRA); finite ε = Opacus
+    DP-SGD (Poisson sampling, σ calibrated for the epochs; persons when `owners` is given), ε = ∞
+    = ordinary training with the same optimizer and schedule. Returns the target's record and the
+    model (eval mode, on the CPU)."""
+    from opacus import PrivacyEngine
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from audit.errors import AuditInputError
+
+    if mode not in FINETUNE_MODES:
+        raise ValueError(f"fine-tuning mode must be one of {FINETUNE_MODES}, got {mode!r}")
+    model = build_hf_lm(vocab_size, spec, seed=0)
+    model.load_state_dict(pretrained_state)
+    lr = spec.lr
+    if mode == "lora":
+        model = with_lora(model, spec)
+        lr = spec.lora_lr
+    model = model.to(device)
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.Adam(params, lr=lr)
+    private = math.isfinite(epsilon)
+    by_person = private and owners is not None
+    persons = PersonBatches(token_ids, owners) if by_person else None
+    units = TensorDataset(torch.arange(persons.n_persons)) if by_person else TensorDataset(torch.as_tensor(token_ids))
+    loader = DataLoader(units, batch_size=spec.batch_size, shuffle=True, generator=torch.Generator().manual_seed(seed))
+    engine = None
+    torch.manual_seed(seed)
+    if private:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            engine = PrivacyEngine(accountant=accountant)
+            try:
+                model, optimizer, loader = engine.make_private_with_epsilon(
+                    module=model, optimizer=optimizer, data_loader=loader, target_epsilon=epsilon,
+                    target_delta=delta, epochs=spec.epochs, max_grad_norm=spec.max_grad_norm, poisson_sampling=True,
+                    grad_sample_mode="functorch" if mode == "full" else "hooks")
+            except ValueError as exc:
+                raise AuditInputError("privacy.epsilons", f"Opacus cannot calibrate noise for ε={epsilon:g}, "
+                                      f"δ={delta:g} with this corpus and schedule ({str(exc)[:120]})") from None
+    sample_rate = 1.0 / len(loader)
+    steps, last = 0, float("nan")
+    started = time.perf_counter()
+    with torch_threads(1 if device.type == "cpu" else None), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # Opacus's "full backward hook" notes
+        for epoch in range(spec.epochs):
+            model.train()
+            for (batch,) in loader:
+                if len(batch) == 0:  # Poisson sampling may draw an empty batch
+                    continue
+                owner, drawn = None, len(batch)
+                if by_person:
+                    batch, owner = persons.documents(batch)
+                batch = batch.to(device)
+                optimizer.zero_grad(set_to_none=True)
+                loss = document_losses(model(batch), batch).mean()
+                loss.backward()
+                if owner is not None:
+                    sum_grad_samples_by_person(optimizer.params, owner, drawn)
+                optimizer.step()
+                steps += 1
+                last = float(loss.detach())
+            if on_epoch is not None:
+                on_epoch(epoch + 1, spec.epochs)
+    seconds = time.perf_counter() - started
+    plain = model._module if private else model
+    noise, accountant_eps = None, None
+    if private:
+        if hasattr(model, "remove_hooks"):  # Opacus's GradSampleModule: the plain module is returned
+            model.remove_hooks()
+        noise = float(optimizer.noise_multiplier)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            accountant_eps = float(engine.get_epsilon(delta))
+    trained = TrainedTextTarget(
+        model=None, epsilon_target=epsilon if private else None, delta=delta, noise_multiplier=noise,
+        sample_rate=sample_rate, steps=steps, max_grad_norm=spec.max_grad_norm if private else None,
+        accountant=accountant if private else None, accountant_epsilon=accountant_eps, train_seconds=seconds,
+        final_loss=last, privacy_unit=("person" if by_person else "record") if private else None,
+        n_units=(persons.n_persons if by_person else len(token_ids)) if private else None)
+    return trained, plain.cpu().eval()
+
+
+@torch.no_grad()
+def sample_texts(model: HFCausalLM, n: int, *, max_length: int, temperature: float, seed: int,
+                 batch_size: int = 64) -> np.ndarray:
+    """`n` documents sampled from `model` (ancestral sampling at `temperature`, from [BOS], [PAD]
+    never drawn), each stopped at its first [EOS] or at `max_length` tokens; right-padded with [PAD]."""
+    generator = torch.Generator().manual_seed(seed)
+    out = np.full((n, max_length), PAD, dtype=np.int64)
+    for start in range(0, n, batch_size):
+        ids = torch.full((min(batch_size, n - start), 1), BOS, dtype=torch.long)
+        done = torch.zeros(len(ids), dtype=torch.bool)
+        while ids.shape[1] < max_length and not bool(done.all()):
+            logits = model.logits(ids)[:, -1] / temperature
+            logits[:, PAD] = -math.inf
+            token = torch.multinomial(logits.softmax(-1), 1, generator=generator).squeeze(1)
+            token = torch.where(done, torch.full_like(token, PAD), token)
+            ids = torch.cat([ids, token.unsqueeze(1)], dim=1)
+            done |= token == EOS
+        out[start:start + len(ids), :ids.shape[1]] = ids.numpy()
+    return out
