@@ -39,7 +39,7 @@ from __future__ import annotations
 import functools
 import math
 from copy import deepcopy
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from typing import Any, Iterable, Literal
 
 from audit.machinery.conformance_verdict import conformance_check_fields, conformance_tests_in_family
