@@ -36,8 +36,11 @@ def single_audit_verdict(kind: str, result: dict[str, Any]) -> dict[str, Any]:
         needed = (f"needs ≥ {own['needed']:,} {own.get('needed_unit') or 'runs per side'}"
                   if isinstance(own.get("needed"), int) else "")
         checks = []
+        default_power = whitebox_audit_power(result)
         for row in own.get("checks") or []:
             check = Check(**{k: v for k, v in row.items() if k in fields})
+            if check.power is None and check.decides and check.name != "accountant vs training":
+                check = replace(check, power=default_power)
             if not check.claim and check.decides:
                 accountant = check.name == "accountant vs training"
                 check = replace(check, claim=(f"{check.subject}: the accountant matches the training" if accountant
@@ -109,6 +112,23 @@ def single_audit_verdict(kind: str, result: dict[str, Any]) -> dict[str, Any]:
                      alpha=1 - float(confidence))
     verdict["family_wise_error"]["statement"] = "one pre-declared test at the stated confidence"
     return verdict
+
+
+def whitebox_audit_power(result: dict[str, Any]) -> dict[str, Any] | None:
+    """A white-box audit's power where its rows do not declare one: proven for Dirac canaries observed
+    at every iterate (the ceiling is reachable); none when only the final model is observed (a bug can
+    hide in the intermediate steps); None (undeclared) otherwise."""
+    kind = str((result.get("canaries") or result.get("canary") or {}).get("kind") or "") if isinstance(
+        result.get("canaries") or result.get("canary"), dict) else ""
+    dirac = kind == "dirac" or "Dirac" in str(result.get("audit") or "")
+    if result.get("observe") == "all" and dirac:
+        return {"kind": "proven", "figure": None, "decider": "",
+                "detail": "worst-case Dirac gradient canaries observed at every iterate: the ceiling is reachable"}
+    if result.get("observe") not in (None, "all"):
+        return {"kind": "none", "figure": None,
+                "detail": "only the final model is observed: a violation in the intermediate steps can stay hidden",
+                "decider": "observing every iterate decides (whitebox-audit --observe all)"}
+    return None
 
 
 def audit_power(kind: str, result: dict[str, Any]) -> dict[str, Any] | None:
