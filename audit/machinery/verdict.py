@@ -120,7 +120,7 @@ def claim_statuses(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         elif others and status != "held":
             reason += f" (likewise: {', '.join(others)})"
         powerless = [str(r.get("name")) for r in members if r["outcome"] == "inconclusive"]
-        if status == "held" and powerless:
+        if status in ("held", "not_refuted") and powerless:
             reason += f" (untestable alone: {', '.join(powerless)})"
         ceilings = [r["ceiling"] for r in members if isinstance(r.get("ceiling"), (int, float))]
         p_values = [r["p_value"] for r in members if isinstance(r.get("p_value"), (int, float))]
