@@ -377,12 +377,13 @@ def test_console_results_report_summary_junit_and_mlflow_agree(cli, tables, tmp_
     assert verdict["status"] == status and verdict["passed"] == (status == "pass")
     claims = verdict["claims"]
     # no claim tested: a leakage statement, failing only when --fail-on-leak was given and it leaks
-    assert (not claims) == (status == "no_claim" or (status == "fail" and verdict["fail_on_leak"]))
+    # (or a policy rule failed: rules are not claims, so a subject without a claim can fail one)
+    failed_rules = sum(r["status"] == "failed" for r in verdict.get("rules") or [])
+    assert (not claims) == (status == "no_claim" or (status == "fail" and bool(verdict["fail_on_leak"] or failed_rules)))
     if not claims:
         assert verdict["leakage"] and all(e["status"] in ("leaks", "no_significant_leakage") for e in verdict["leakage"])
     counts = {s: sum(c["status"] == s for c in claims) for s in CLAIM_STATUSES}
     rules = verdict.get("rules") or []  # a policy's rules: their own list, never claims
-    failed_rules = sum(r["status"] == "failed" for r in rules)
     assert (status == "pass") == (counts["held"] == len(claims) > 0)
     for claim in claims:  # every claim's status on the console, in words
         assert any(line.startswith("claim ") and claim["claim"] in line for line in console), claim["claim"]
