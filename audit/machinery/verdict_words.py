@@ -80,6 +80,8 @@ def extra_reasons(verdict: dict[str, Any]) -> list[str]:
     """The verdict's reasons that no claim line already says (a policy's fail_on_inconclusive,
     --fail-on-leak, an older verdict without claims), each once."""
     said = {c.get("reason") for c in verdict.get("claims") or [] if isinstance(c, dict)}
+    said |= {f"policy rule {r.get('rule')} failed: {r.get('message')}" for r in verdict.get("rules") or []
+             if isinstance(r, dict)}  # each rule has its own line already
     return [r for r in dict.fromkeys(map(str, verdict.get("reasons") or [])) if r not in said]
 
 
