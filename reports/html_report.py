@@ -366,7 +366,10 @@ def _verdict_banner(results: dict[str, Any], checks: list[dict[str, Any]] | None
     word = status_word(status, verdict)
     kind = {"fail": "fail", "inconclusive": "none", "pass": "pass"}.get(status, "fail" if word == "LEAKS" else "none")
     if status == "fail":
-        detail = f"<p>Decided by {_text(decided_by)}: a claim was refuted or a rule failed.</p>"
+        refuted = any(isinstance(c, dict) and c.get("status") == "refuted" for c in verdict.get("claims") or [])
+        failed = any(isinstance(r, dict) and r.get("status") == "failed" for r in verdict.get("rules") or [])
+        why = " and ".join(w for w, on in (("a claim was refuted", refuted), ("a policy rule failed", failed)) if on)
+        detail = f"<p>Decided by {_text(decided_by)}: {why or 'see the reasons below'}.</p>"
     elif status == "inconclusive":
         detail = (f"<p>Decided by {_text(decided_by)}: nothing was refuted, but at least one claim was not tested "
                   "by a check with power against it: untestable here (its ceiling is at or below the claim, or no "
@@ -430,7 +433,7 @@ def _verdict_checks_section(results: dict[str, Any]) -> str:
     if scopes:
         html_parts.append("<table><thead><tr><th>bound</th><th>assumption</th><th>scope</th><th>decides?</th></tr></thead><tbody>")
         for method, scope in sorted(scopes.items()):
-            html_parts.append(f"<tr><td>{_text(method)}</td><td>{_text(scope.get('assumption'))}</td>"
+            html_parts.append(f"<tr><td>{_text(_readable_check(method))}</td><td>{_text(scope.get('assumption'))}</td>"
                               f"<td>{_text(scope.get('scope'))}</td><td>{'yes' if scope.get('decides') else 'no'}</td></tr>")
         html_parts.append("</tbody></table>")
     deciding = [r for r in rows if r.get("outcome") != "shown"]
@@ -450,6 +453,7 @@ def _verdict_checks_section(results: dict[str, Any]) -> str:
 
 # Internal names of the verdict's checks, in words a reader knows.
 _CHECK_WORDS = (("clopper_pearson", "Clopper-Pearson bound"), ("one_run", "one-run bound"),
+                ("fdp_one_run", "f-DP one-run test"),
                 ("no proven bound", "no proven bound"), ("accountant vs PLD", "accountant vs the tight PLD interval"))
 
 
