@@ -22,6 +22,8 @@ from reports.html_report import render_html_report
 from reports.junit import render_junit_xml
 from reports.markdown_summary import render_summary_markdown
 
+pytestmark = pytest.mark.slow  # real audit-scores, synthetic checks and report renders: ~40 s of CPU
+
 REPO = Path(__file__).resolve().parents[1]
 AUDITS = REPO / "tests" / "data" / "audit_results" / "current"
 # Words that say no check could have refuted the claim: they never stand beside "held".
