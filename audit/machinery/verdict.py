@@ -369,6 +369,8 @@ def _target_checks(index: int, target: dict[str, Any], alpha_each: float, confid
         return checks, notes
     claim_text = f"{label}: (ε {claim:.4g}, δ {delta:g})-DP"
     power = membership_power(results or {}, target)
+    # audit-scores / audit-model: the ε is the user's claim, no accountant of this tool computed it
+    whose = "claimed" if target.get("accountant") in (None, "claimed") else "accountant's"
     tested = False
     for attack in attacks:
         name = str(attack.get("name"))
@@ -409,10 +411,10 @@ def _target_checks(index: int, target: dict[str, Any], alpha_each: float, confid
         ceiling = one_run_ceiling(int(details["m"]), delta, alpha_each)
         bound = (attack.get("epsilon_lb") or {}).get("one_run")
         if p <= alpha_each:
-            message = (f"{label}, {name}: the one-run test rejects the accountant's ε {row_eps:.3f} "
+            message = (f"{label}, {name}: the one-run test rejects the {whose} ε {row_eps:.3f} "
                        f"(p = {p:.2g}; one-run bound {bound:.3f} at {confidence:.0%})")
         else:
-            message = (f"{label}, {name}: one-run bound {bound:.3f} vs accountant ε {row_eps:.3f} "
+            message = (f"{label}, {name}: one-run bound {bound:.3f} vs the {whose} ε {row_eps:.3f} "
                        f"(p = {p:.2g}); ceiling {ceiling:.2f}")
         inconclusive = ceiling <= row_eps
         if inconclusive:
