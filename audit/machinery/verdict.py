@@ -4,8 +4,11 @@ The contract (results["verdict"], read by the console, report.html, summary.md, 
 MLflow tags of the parent run; results.json schema_version 3):
 
     {"status": "pass" | "fail" | "inconclusive" | "no_claim", "passed": status == "pass",
-     "claims": [{"claim", "status": "held" | "refuted" | "untestable", "reason", "ceiling", "needed", ...}],
-     "counts": {"held": n, "refuted": n, "untestable": n},
+     "claims": [{"claim", "status": "held" | "not_refuted" | "refuted" | "untestable", "reason", "ceiling",
+                 "needed", "power", ...}],
+     "counts": {"held": n, "not_refuted": n, "refuted": n, "untestable": n},
+     "rules": [{"rule", "subject", "attack", "status": "passed" | "failed" | "not_applicable", "figure",
+                "threshold", "message"}], "rule_counts": {...}   (with a policy only: never claims),
      "leakage": [{"subject", "status": "leaks" | "no_significant_leakage", "statement", "tests", ...}],
      "reasons": [one line per claim], "decided_by": "built-in checks" | "policy <file>",
      "family_wise_error": {...how the tests that decide were corrected...},
@@ -22,16 +25,17 @@ A `Check` is one of:
 - `decides=False`: shown with its assumption, never decides (e.g. Clopper-Pearson over one
   model's candidates, which assumes independent trials).
 
-Each check names the claim it tests (`claim`); a claim is **refuted** if one of its checks failed,
-**held** if at least one could have failed (ceiling above the claim) and none did, **untestable**
-here if none could have failed. The
-top line: "fail" if a claim was refuted (a policy rule is a claim too), "inconclusive" if one was
-untestable (fail with a policy's `fail_on_inconclusive`), "pass" only when every claim held, and
+Each check names the claim it tests (`claim`) and where its power against it comes from (`power`);
+a claim is **refuted** if one of its checks failed, **held** if at least one with power could have
+failed (ceiling above the claim) and none did, **not refuted** if checks could have failed but none
+has power, **untestable** here if none could have failed. A policy's rules are a list of their own
+(`rules`), never claims. The top line: "fail" if a claim was refuted or a rule failed,
+"inconclusive" if one was untestable or not refuted (fail with a policy's `fail_on_inconclusive`), "pass" only when every claim held, and
 "no_claim" when nothing claimed was tested: then the leakage statements (audit.machinery.leakage)
 say LEAKS or NO SIGNIFICANT LEAKAGE FOUND, and the verdict fails only with `--fail-on-leak`.
 
 `verdict_for_results` builds the built-in checks from a results dict (targets, synthetic entries)
-and folds a policy into the same model; `gate` and `report` recompute it from results.json, so the
+and adds a policy's rules beside its claims; `gate` and `report` recompute it from results.json, so the
 run, the gate and a re-render cannot disagree.
 """
 from __future__ import annotations
@@ -679,10 +683,10 @@ def verdict_for_results(results: dict[str, Any], policy: Any = None, *,
     `fail_on_leak` (None: as the results' own verdict recorded it) makes a LEAKS statement on a
     subject without a DP claim fail the verdict (`--fail-on-leak`).
 
-    Without a policy the built-in checks decide. With one, its rules decide (`fail_on_violation`,
-    on by default, reads the targets' `violation`, which is the Holm-corrected built-in test), plus
-    the built-in test of a DP generator's ε unless the policy turns violations off; a claim the
-    audit could not have refuted keeps the status inconclusive (fail with `fail_on_inconclusive`).
+    The built-in checks decide the claims, with or without a policy. A policy adds its rules
+    (`verdict.rules`: passed / failed / not applicable), never removes or re-words a claim; the top
+    line fails on a refuted claim or a failed rule, and `fail_on_inconclusive` fails an untestable or
+    not-refuted claim.
     """
     from audit.machinery.policy import evaluate_policy
 
