@@ -33,7 +33,7 @@ from reports.results_access import is_number as _is_number
 from reports.results_access import tpr_at as _tpr
 from reports.results_access import subject_status
 from audit.machinery.verdict import claim_sentence, extra_reasons, status_word
-from audit.machinery.verdict_words import counts_line, pass_caveat, rule_line
+from audit.machinery.verdict_words import counts_line, pass_caveat
 from reports.synthetic_report import (
     claimed_epsilon_text,
     is_synthetic_release,
@@ -400,8 +400,8 @@ def _verdict_banner(results: dict[str, Any], checks: list[dict[str, Any]] | None
     rules = [r for r in verdict.get("rules") or [] if isinstance(r, dict)]
     if rules:  # the policy's rules: their own list after the claims, never counted as claims
         detail += ("<p><strong>Policy rules:</strong></p><ul>"
-                   + "".join(f'<li data-rule-status="{_text(r.get("status"))}">{_text(rule_line(r))}</li>'
-                             for r in rules if r.get("status") == "failed")
+                   + "".join(f'<li data-rule-status="failed">policy rule {_text(r.get("rule"))} failed: '
+                             f'{_text(r.get("message"))}</li>' for r in rules if r.get("status") == "failed")
                    + "</ul>" if any(r.get("status") == "failed" for r in rules) else "")
     detail += f"<p><strong>Counts:</strong> {_text(counts_line(verdict))}" + (
         " (every rule is listed under “Policy rules”)" if rules or checks else "") + ".</p>"
