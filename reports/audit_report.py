@@ -205,6 +205,13 @@ def render_audit_report(kind: str, result: dict[str, Any]) -> str:
         body = "<h2>Result</h2>" + _facts(summary_rows)
         shown = {"gdp_bound", "claimed_epsilon", "delta", "epsilon_lower_bound", "confidence", "violation", "gdp_estimate",
                  "ceiling", "epsilon_ceiling", "mlflow", "verdict", "profile_test"}
+    rules = [r for r in decided.get("rules") or [] if isinstance(r, dict)]
+    if rules:  # a policy's rules: their own list after the claims, never a claim (docs/verdict.md)
+        from audit.machinery.verdict_words import counts_line, rule_line
+
+        body += (f"<h2>Policy rules</h2><p>{_text(counts_line(decided))}</p><ul>"
+                 + "".join(f"<li data-rule-status='{_text(r.get('status'))}'>{_text(rule_line(r))}</li>" for r in rules)
+                 + "</ul>")
     reasons = list(dict.fromkeys(r for r in decided.get("reasons") or [] if isinstance(r, str)))
     setup = _setup_rows(result, shown, kind)
     mlflow = result.get("mlflow") or {}

@@ -2,7 +2,7 @@
 
 Laid out for an 80-column terminal: a single wide table of every target × attack needed ~130
 columns, and rich cut every value to `0.9…` in a normal terminal. Per-target facts (ε, accuracy,
-the claim's status: held / refuted / untestable here, or the leakage statement) go in the block's header line, so the table keeps only the per-attack numbers.
+the claim's status: held / not refuted / refuted / untestable here, or the leakage statement) go in the block's header line, so the table keeps only the per-attack numbers.
 """
 from __future__ import annotations
 
@@ -55,9 +55,9 @@ def _target_header(target: dict[str, Any], accountant: str, status: str) -> Text
                      + (f" ({_fmt(with_canaries)} with canaries)" if is_number(with_canaries) else ""))
     header = _line(" · ".join(parts), style="bold")
     header.append(" · ")
-    style = {"refuted": "bold red", "held": "green", "untestable here": "yellow",
+    style = {"refuted": "bold red", "held": "green", "untestable here": "yellow", "not refuted": "yellow",
              "no DP claim · LEAKS": "bold red"}.get(status, "")
-    header.append(status if status != "—" else "not judged", style=style)
+    header.append(status if status != "—" else "no claim tested", style=style)
     return header
 
 

@@ -78,16 +78,22 @@ _STATUS = {"fail": "refuted", "pass": "held", "inconclusive": "untestable"}
 
 
 def row_status(results: dict[str, Any], index: int, row_name: str) -> str:
-    """The verdict's word for one row of target `index` (its deciding check: held / refuted / untestable;
+    """The verdict's word for one row of target `index` (its deciding check: held / not refuted / refuted /
+    untestable;
     "shown" when the row decides nothing, e.g. the server, which client-level DP trusts)."""
     checks = (results.get("verdict") or {}).get("checks") or []
     subject = f"targets[{index}]"
-    outcomes = [c.get("outcome") for c in checks if isinstance(c, dict) and c.get("subject") == subject
-                and (f" · {row_name} (" in str(c.get("name")) or str(c.get("name")).endswith(f" · {row_name}")
-                     or f" · {row_name} · one_run" in str(c.get("name")))
-                and c.get("outcome") in _STATUS]
+    mine = [c for c in checks if isinstance(c, dict) and c.get("subject") == subject
+            and (f" · {row_name} (" in str(c.get("name")) or str(c.get("name")).endswith(f" · {row_name}")
+                 or f" · {row_name} · one_run" in str(c.get("name")))
+            and c.get("outcome") in _STATUS]
+    outcomes = [c.get("outcome") for c in mine]
     for outcome in ("fail", "pass", "inconclusive"):
         if outcome in outcomes:
+            # a passing row whose mode has no power against the claim does not hold it (docs/verdict.md)
+            if outcome == "pass" and all(isinstance(c.get("power"), dict) and c["power"].get("kind") == "none"
+                                         for c in mine if c.get("outcome") == "pass"):
+                return "not refuted"
             return _STATUS[outcome]
     return "shown" if any(isinstance(c, dict) and c.get("subject") == subject and f" · {row_name}" in str(c.get("name"))
                           for c in checks) else "—"

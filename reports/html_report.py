@@ -33,7 +33,7 @@ from reports.results_access import is_number as _is_number
 from reports.results_access import tpr_at as _tpr
 from reports.results_access import subject_status
 from audit.machinery.verdict import claim_sentence, extra_reasons, status_word
-from audit.machinery.verdict_words import pass_caveat
+from audit.machinery.verdict_words import counts_line, pass_caveat
 from reports.synthetic_report import (
     claimed_epsilon_text,
     is_synthetic_release,
@@ -144,6 +144,10 @@ th:first-child { white-space: nowrap; }
 /* Eleven numeric columns: headers wrap and intervals go under their value so the table fits the page. */
 #attacks table { font-size: 13px; }
 #attacks th.num { white-space: normal; }
+/* A wide table scrolls inside its own box instead of pushing the page past a 1280 px window. */
+.scroll { overflow-x: auto; max-width: 100%; }
+td { overflow-wrap: anywhere; }
+details > summary { cursor: pointer; color: var(--muted); margin: 6px 0; }
 figure { margin: 0; border: 1px solid var(--rule); border-radius: 4px; padding: 8px; break-inside: avoid; }
 figure img { display: block; max-width: 100%; height: auto; margin: 0 auto; }
 figcaption { font-size: 12.5px; color: var(--muted); margin-top: 4px; }
@@ -362,11 +366,15 @@ def _verdict_banner(results: dict[str, Any], checks: list[dict[str, Any]] | None
     word = status_word(status, verdict)
     kind = {"fail": "fail", "inconclusive": "none", "pass": "pass"}.get(status, "fail" if word == "LEAKS" else "none")
     if status == "fail":
-        detail = f"<p>Decided by {_text(decided_by)}: a claim was refuted or a rule failed.</p>"
+        refuted = any(isinstance(c, dict) and c.get("status") == "refuted" for c in verdict.get("claims") or [])
+        failed = any(isinstance(r, dict) and r.get("status") == "failed" for r in verdict.get("rules") or [])
+        why = " and ".join(w for w, on in (("a claim was refuted", refuted), ("a policy rule failed", failed)) if on)
+        detail = f"<p>Decided by {_text(decided_by)}: {why or 'see the reasons below'}.</p>"
     elif status == "inconclusive":
-        detail = (f"<p>Decided by {_text(decided_by)}: nothing was refuted, but at least one claim was untestable "
-                  "here (its ceiling is at or below the claim, or no bound is proven for the setting). This is not "
-                  "a pass for that claim.</p>")
+        detail = (f"<p>Decided by {_text(decided_by)}: nothing was refuted, but at least one claim was not tested "
+                  "by a check with power against it: untestable here (its ceiling is at or below the claim, or no "
+                  "bound is proven for the setting) or not refuted (the check that ran cannot detect every "
+                  "violation of the claim). This is not a pass for that claim.</p>")
     elif status == "no_claim":
         detail = (f"<p>Decided by {_text(decided_by)}: no DP claim was tested, so nothing passes or fails; the "
                   "statement below says whether membership leaks, by which test.</p>")
@@ -389,11 +397,14 @@ def _verdict_banner(results: dict[str, Any], checks: list[dict[str, Any]] | None
     statement = (verdict.get("family_wise_error") or {}).get("statement")
     if statement:
         detail += f"<p><strong>Multiplicity:</strong> {_text(statement)}.</p>"
-    if checks:
-        counts = {state: sum(1 for c in checks if c.get("status") == state)
-                  for state in ("fail", "pass", "not applicable")}
-        detail += (f"<p>{counts['fail']} rule check(s) failed, {counts['pass']} passed, "
-                   f"{counts['not applicable']} not applicable (see “Policy checks”).</p>")
+    rules = [r for r in verdict.get("rules") or [] if isinstance(r, dict)]
+    if rules:  # the policy's rules: their own list after the claims, never counted as claims
+        detail += ("<p><strong>Policy rules:</strong></p><ul>"
+                   + "".join(f'<li data-rule-status="failed">policy rule {_text(r.get("rule"))} failed: '
+                             f'{_text(r.get("message"))}</li>' for r in rules if r.get("status") == "failed")
+                   + "</ul>" if any(r.get("status") == "failed" for r in rules) else "")
+    detail += f"<p><strong>Counts:</strong> {_text(counts_line(verdict))}" + (
+        " (every rule is listed under “Policy rules”)" if rules or checks else "") + ".</p>"
     if reasons:
         detail += "<p><strong>Reasons:</strong></p><ul>" + "".join(f"<li>{_text(r)}</li>" for r in reasons) + "</ul>"
     notes = [str(n) for n in verdict.get("notes") or []]
@@ -422,21 +433,71 @@ def _verdict_checks_section(results: dict[str, Any]) -> str:
     if scopes:
         html_parts.append("<table><thead><tr><th>bound</th><th>assumption</th><th>scope</th><th>decides?</th></tr></thead><tbody>")
         for method, scope in sorted(scopes.items()):
-            html_parts.append(f"<tr><td>{_text(method)}</td><td>{_text(scope.get('assumption'))}</td>"
+            html_parts.append(f"<tr><td>{_text(_readable_check(method))}</td><td>{_text(scope.get('assumption'))}</td>"
                               f"<td>{_text(scope.get('scope'))}</td><td>{'yes' if scope.get('decides') else 'no'}</td></tr>")
         html_parts.append("</tbody></table>")
-    if rows:
-        html_parts.append("<table><thead><tr><th>subject</th><th>check</th><th>outcome</th><th>p-value</th>"
-                          "<th>assumption</th><th>detail</th></tr></thead><tbody>")
-        for row in rows:
-            p = row.get("p_value")
-            html_parts.append(
-                f"<tr><td>{_text(row.get('subject'))}</td><td>{_text(row.get('name'))}</td>"
-                f"<td>{_text(row.get('outcome'))}</td><td>{'—' if p is None else _text(f'{p:.3g}')}</td>"
-                f"<td>{_text(row.get('assumption'))}</td><td>{_text(row.get('message'))}</td></tr>")
-        html_parts.append("</tbody></table>")
+    deciding = [r for r in rows if r.get("outcome") != "shown"]
+    shown = [r for r in rows if r.get("outcome") == "shown"]
+    head = ("<div class=\"scroll\"><table><thead><tr><th>subject</th><th>check</th><th>says</th><th>p-value</th>"
+            "<th>assumption</th><th>detail</th></tr></thead><tbody>")
+    if deciding:  # the checks that decide the claims, in the claims' words, first
+        html_parts.append("<h3>Checks that decide the claims</h3>" + head
+                          + "".join(_check_row(results, row) for row in deciding) + "</tbody></table></div>")
+    if shown:  # figures shown beside them, each under its assumption: folded away, they decide nothing
+        html_parts.append(f"<details><summary>{len(shown)} figure(s) shown only (they decide nothing; each rests on "
+                          "the assumption named)</summary>" + head
+                          + "".join(_check_row(results, row) for row in shown) + "</tbody></table></div></details>")
     html_parts.append("</section>")
     return "".join(html_parts)
+
+
+# Internal names of the verdict's checks, in words a reader knows.
+_CHECK_WORDS = (("clopper_pearson", "Clopper-Pearson bound"), ("one_run", "one-run bound"),
+                ("fdp_one_run", "f-DP one-run test"),
+                ("no proven bound", "no proven bound"), ("accountant vs PLD", "accountant vs the tight PLD interval"))
+
+
+def _readable_subject(results: dict[str, Any], subject: Any) -> str:
+    """`targets[0]` → "ε = 1 target", `synthetic[1]` → "synthetic 'ctgan'"; other subjects as they are."""
+    text = str(subject or "")
+    for kind, key in (("targets", "targets"), ("synthetic", "synthetic")):
+        if text.startswith(f"{kind}[") and text.endswith("]") and text[len(kind) + 1:-1].isdigit():
+            entries = results.get(key) or []
+            index = int(text[len(kind) + 1:-1])
+            entry = entries[index] if index < len(entries) and isinstance(entries[index], dict) else {}
+            if kind == "targets":
+                return f"ε = {_eps(entry.get('epsilon_target'))} target"
+            return f"synthetic '{entry.get('generator') or index}'"
+    return text
+
+
+def _readable_check(name: Any) -> str:
+    parts = [str(p) for p in str(name or "").split(" · ")]
+    words = dict(_CHECK_WORDS)
+    return " · ".join(words.get(p, p) for p in parts)
+
+
+def _check_word(row: dict[str, Any]) -> str:
+    """A check's outcome in the claims' words: held / not refuted / refuted / untestable here / shown only."""
+    outcome = row.get("outcome")
+    if outcome == "fail":
+        return "refuted"
+    if outcome == "inconclusive":
+        return "untestable here"
+    if outcome == "shown":
+        return "shown only"
+    power = row.get("power")
+    return "not refuted" if isinstance(power, dict) and power.get("kind") == "none" else "held"
+
+
+def _check_row(results: dict[str, Any], row: dict[str, Any]) -> str:
+    p = row.get("p_value")
+    word = _check_word(row)
+    badge = {"refuted": "fail", "held": "pass"}.get(word, "na")
+    return (f"<tr><td>{_text(_readable_subject(results, row.get('subject')))}</td>"
+            f"<td>{_text(_readable_check(row.get('name')))}</td>"
+            f'<td><span class="badge {badge}">{_text(word)}</span></td><td>{"—" if p is None else _text(f"{p:.3g}")}</td>'
+            f"<td>{_text(row.get('assumption'))}</td><td>{_text(row.get('message'))}</td></tr>")
 
 
 def _overview(results: dict[str, Any]) -> str:
@@ -462,8 +523,7 @@ def _overview(results: dict[str, Any]) -> str:
                        "PLD (dp_accounting) as the tight reference"),
         ("δ", ", ".join(f"{d:g}" for d in delta if _is_number(d)) or "—"),
         ("Confidence", f"{_pct(confidence)} (one-sided lower bounds, two-sided AUC intervals)"),
-        ("Claims", " · ".join(f"{(_get(results, 'verdict', 'counts') or {}).get(s, 0)} {s}"
-                              for s in ("held", "refuted", "untestable"))),
+        ("Claims", _text(counts_line(results.get("verdict") or {}))),
     ]
     if results.get("synthetic"):
         rows.append(("Synthetic-data checks", f"{len(results['synthetic'])} generator/ε entries"))
@@ -537,8 +597,9 @@ def _targets_table(results: dict[str, Any]) -> str:
         '<section id="targets"><h2>Results per target ε</h2>'
         f"<table class=\"targets\"><thead><tr>{''.join(head)}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
         '<p class="caption">Best ε lower bound: the largest Clopper-Pearson or one-run bound over all attacks '
-        "(the GDP estimate is never used). Claim: <em>held</em> = tested by an audit able to refute it and not "
-        "refuted; <em>refuted</em> = a proven bound's test rejects the accountant's ε for the same δ (Holm over the "
+        "(the GDP estimate is never used). Claim: <em>held</em> = tested by a check with power against it (proven, "
+        "measured or a positive control) and not refuted; <em>not refuted</em> = tested only by checks that cannot "
+        "detect every violation (black-box attacks on the final model); <em>refuted</em> = a proven bound's test rejects the accountant's ε for the same δ (Holm over the "
         "run's tests); <em>untestable here</em> = even a perfect attack could not have refuted it with these "
         "candidates; without a DP claim, the leakage statement. AUC: area under the ROC curve (0.5 = chance) with its DeLong confidence interval; "
         "TPR at 0.1 % FPR: share of members detected while wrongly flagging 0.1 % of non-members. The largest AUC "
@@ -630,7 +691,7 @@ def _attack_details(results: dict[str, Any]) -> str:
             )
     return (
         '<section id="attacks"><h2>Attack details</h2>'
-        f"<table><thead>{head}</thead><tbody>{''.join(rows)}</tbody></table>"
+        f"<div class=\"scroll\"><table><thead>{head}</thead><tbody>{''.join(rows)}</tbody></table></div>"
         '<p class="caption">Advantage: max over thresholds of TPR − FPR; under (ε, δ)-DP it cannot exceed '
         "(e^ε − 1 + 2δ)/(e^ε + 1). † The GDP number assumes the mechanism's trade-off curve is Gaussian: it is an "
         "estimate, not a lower bound, and never decides a verdict.</p></section>"
@@ -675,6 +736,12 @@ def _training_table(results: dict[str, Any]) -> str:
 
 
 def _policy_checks(results: dict[str, Any], evaluation: Any) -> list[dict[str, Any]] | None:
+    rules = (results.get("verdict") or {}).get("rules")
+    if isinstance(rules, list) and rules:  # the verdict's own list of rules (audit.machinery.verdict)
+        word = {"passed": "pass", "failed": "fail", "not_applicable": "not applicable"}
+        return [{"rule": r.get("rule"), "target_label": r.get("subject"), "attack": r.get("attack"),
+                 "measured": r.get("figure"), "limit": r.get("threshold"), "message": r.get("message"),
+                 "status": word.get(str(r.get("status")), r.get("status"))} for r in rules if isinstance(r, dict)]
     if evaluation is not None:
         return [
             {"rule": c.rule, "target_label": c.target_label, "attack": c.attack, "measured": c.measured,
@@ -698,8 +765,8 @@ def _policy_section(checks: list[dict[str, Any]] | None) -> str:
     if not checks:
         return ""
     order = {"fail": 0, "pass": 1, "not applicable": 2}
-    badge = {"fail": '<span class="badge fail">FAIL</span>', "pass": '<span class="badge pass">pass</span>',
-             "not applicable": '<span class="badge na">n/a</span>'}
+    badge = {"fail": '<span class="badge fail">failed</span>', "pass": '<span class="badge pass">passed</span>',
+             "not applicable": '<span class="badge na">not applicable</span>'}
     rows = []
     for check in sorted(checks, key=lambda c: order.get(c.get("status"), 3)):
         rows.append(
@@ -710,11 +777,15 @@ def _policy_section(checks: list[dict[str, Any]] | None) -> str:
             f"<td>{_text(_without_label(check))}</td></tr>"
         )
     return (
-        '<section id="policy"><h2>Policy checks</h2>'
-        "<table><thead><tr><th>status</th><th>rule</th><th>target</th><th>attack</th><th class=\"num\">measured</th>"
-        f"<th class=\"num\">limit</th><th>detail</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
-        '<p class="caption">“n/a”: the results hold no data for this rule (e.g. synthetic-data rules without '
-        "synthetic results); such a check neither passes nor fails the gate.</p></section>"
+        '<section id="policy"><h2>Policy rules</h2>'
+        '<p class="caption">A policy adds these rules beside the claims; it never changes a claim\'s status. The top '
+        "line fails when a claim is refuted or a rule failed.</p>"
+        "<div class=\"scroll\"><table><thead><tr><th>status</th><th>rule</th><th>subject</th><th>attack</th>"
+        "<th class=\"num\">figure</th>"
+        f"<th class=\"num\">threshold</th><th>detail</th></tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
+        '<p class="caption">“not applicable”: the results hold nothing this rule reads (e.g. an accountant rule on a '
+        "claim no accountant computed, synthetic-data rules without synthetic results); such a rule neither passes "
+        "nor fails the gate.</p></section>"
     )
 
 

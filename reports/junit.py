@@ -1,8 +1,10 @@
 """The verdict as JUnit XML, meaning what a CI system thinks it means.
 
 A <testcase> is a check that decides: one per claim of `results["verdict"]["claims"]` — held is a
-passing case, refuted a <failure>, untestable a <skipped> case with its reason (ceiling, what would
-make it testable). So the numbers of passed / failed / skipped cases equal the per-claim statuses.
+passing case, refuted a <failure>, untestable or not refuted a <skipped> case with its reason (ceiling,
+what would make it testable; what the mode cannot detect, what would decide). A policy's rules follow
+as their own cases (`policy rule …`): passed, failed (<failure type="RuleFailed">) or not applicable
+(<skipped>); a rule is never counted as a claim.
 Figures that decide nothing (shown-only checks, the leakage statement of a subject without a DP
 claim) are suite <properties>; where a leak fails the verdict (the user's own release, no `--allow-leak`) each leakage statement is a case too.
 Built with xml.etree.ElementTree, so names from user configs are escaped by the serializer.
@@ -41,6 +43,7 @@ def render_junit_xml(results: dict[str, Any], *, evaluation: Any = None) -> str:
     `evaluation` is accepted for callers that hold one and is not needed.
     """
     from audit.machinery.verdict import status_word
+    from audit.machinery.verdict_words import claim_line, counts_line, rule_line, rule_status_word
 
     if not isinstance(results, dict) and hasattr(results, "checks"):
         results = _from_policy_evaluation(results)  # callers that still pass a PolicyEvaluation
@@ -52,14 +55,21 @@ def render_junit_xml(results: dict[str, Any], *, evaluation: Any = None) -> str:
     for claim in claims:
         status = str(claim.get("status"))
         message = str(claim.get("reason") or "")
-        if status == "untestable":
-            extra = ([f"ceiling {claim['ceiling']:.3g}"] if isinstance(claim.get("ceiling"), (int, float)) else []) + \
-                    ([str(claim["needed"])] if claim.get("needed") else [])
-            message = f"untestable here: {message}" + (f" ({'; '.join(extra)})" if extra else "")
-        outcome = {"held": "pass", "refuted": "fail", "untestable": "skip"}.get(status, "skip")
+        if status in ("untestable", "not_refuted"):  # skipped, with why: claim_line says ceiling / power
+            message = claim_line(claim) + (f" — {message}" if message else "")
+        outcome = {"held": "pass", "refuted": "fail", "untestable": "skip", "not_refuted": "skip"}.get(status, "skip")
         detail = (f"claim: {claim.get('claim')}\nstatus: {status}\np-value: {_value(claim.get('p_value'))}\n"
                   f"checks: {', '.join(map(str, claim.get('checks') or []))}\n")
         cases.append((str(claim.get("claim")), outcome, message, detail))
+    # A policy's rules are their own test cases, after the claims: failed fails, not applicable is skipped.
+    for rule in (r for r in verdict.get("rules") or [] if isinstance(r, dict)):
+        rule_status = str(rule.get("status"))
+        name = f"policy rule {rule.get('rule')}: {rule.get('subject')}" + (f", attack {rule['attack']}"
+                                                                          if rule.get("attack") else "")
+        detail = (f"rule: {rule.get('rule')}\nstatus: {rule_status_word(rule_status)}\n"
+                  f"figure: {_value(rule.get('figure'))}\nthreshold: {_value(rule.get('threshold'))}\n")
+        cases.append((name, {"passed": "pass", "failed": "fail"}.get(rule_status, "skip"),
+                       rule_line(rule), detail))
     for entry in leak_cases:
         cases.append((f"no DP claim: {entry.get('label') or entry.get('subject')} (leak check of your own release)",
                       "fail" if entry.get("status") == "leaks" else "pass", str(entry.get("statement")), ""))
@@ -74,12 +84,10 @@ def render_junit_xml(results: dict[str, Any], *, evaluation: Any = None) -> str:
     decided_by = str(verdict.get("decided_by") or "built-in checks")
     suite = ET.SubElement(root, "testsuite", {"name": f"{_SUITE}: {decided_by}", **totals})
     properties = ET.SubElement(suite, "properties")
-    counts = verdict.get("counts") or {s: sum(1 for c in claims if c.get("status") == s)
-                                       for s in ("held", "refuted", "untestable")}
     status = str(verdict.get("status"))
     for name, value in (("verdict", status), ("headline", status_word(status, verdict)), ("decided_by", decided_by),
                         ("passed", str(status == "pass").lower()),
-                        ("claims", " · ".join(f"{counts.get(s, 0)} {s}" for s in ("held", "refuted", "untestable"))),
+                        ("claims", counts_line({**verdict, "claims": claims})),
                         ("family_wise_error", (verdict.get("family_wise_error") or {}).get("statement", ""))):
         ET.SubElement(properties, "property", {"name": name, "value": str(value)})
     if verdict.get("policy"):
@@ -94,7 +102,8 @@ def render_junit_xml(results: dict[str, Any], *, evaluation: Any = None) -> str:
     for name, outcome, message, detail in cases:
         case = ET.SubElement(suite, "testcase", {"classname": "privacy_audit.verdict", "name": name, "time": "0"})
         if outcome == "fail":
-            failure = ET.SubElement(case, "failure", {"message": message, "type": "ClaimRefuted"})
+            kind = "RuleFailed" if name.startswith("policy rule ") else "ClaimRefuted"
+            failure = ET.SubElement(case, "failure", {"message": message, "type": kind})
             failure.text = detail
         elif outcome == "skip":
             ET.SubElement(case, "skipped", {"message": message})

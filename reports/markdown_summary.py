@@ -18,13 +18,14 @@ from reports.results_access import tpr_at as _tpr
 from reports.results_access import subject_status
 from reports.synthetic_report import claimed_epsilon_text
 from audit.machinery.verdict import claim_sentence, extra_reasons, status_word
-from audit.machinery.verdict_words import pass_caveat
+from audit.machinery.verdict_words import counts_line, pass_caveat, rule_line
 
 __all__ = ["render_summary_markdown", "write_summary_markdown"]
 
 
 def render_summary_markdown(results: dict[str, Any], *, evaluation: Any = None) -> str:
-    """Markdown for a PR comment. `evaluation` (audit.machinery.policy.PolicyEvaluation) adds check counts."""
+    """Markdown for a PR comment: the claims, then a policy's rules (`verdict.rules`), counted apart.
+    `evaluation` is accepted for callers that hold one and is not needed."""
     verdict = results.get("verdict") or {}
     policy = verdict.get("policy")
     name = _cell(_get(results, "config", "name") or "audit")
@@ -36,7 +37,7 @@ def render_summary_markdown(results: dict[str, Any], *, evaluation: Any = None) 
     if caveat:
         lines[-1:] = [f"{_cell(caveat, table=False)} (its statement is below).", ""]
     lines.append(f"Decided by: {_cell(verdict.get('decided_by') or ('policy ' + str(policy) if policy else 'built-in checks'))}"
-                 + (_counts(evaluation, results) if policy else ""))
+                 f" — {_cell(counts_line(verdict), table=False)}")
     statement = (verdict.get("family_wise_error") or {}).get("statement")
     if statement:
         lines.append(f"<sub>{_cell(statement, table=False)}</sub>")
@@ -104,9 +105,13 @@ def render_summary_markdown(results: dict[str, Any], *, evaluation: Any = None) 
 
     claims = [c for c in verdict.get("claims") or [] if isinstance(c, dict)]
     if claims:
-        counts = " · ".join(f"{sum(1 for c in claims if c.get('status') == s)} {s}" for s in ("held", "refuted", "untestable"))
-        lines.append(f"**Claims** ({counts}):")
+        lines.append(f"**Claims** ({_cell(counts_line({'claims': claims}), table=False)}):")
         lines += [f"- {_cell(claim_sentence(c), table=False)}" for c in claims]
+        lines.append("")
+    rules = [r for r in verdict.get("rules") or [] if isinstance(r, dict)]
+    if rules:  # a policy's rules: a list of their own, after the claims, never counted as claims
+        lines.append(f"**Policy rules** ({_cell(counts_line({'rules': rules}).split('; policy: ', 1)[-1], table=False)}):")
+        lines += [f"- {_cell(rule_line(r), table=False)}" for r in rules]
         lines.append("")
     leakage = [e for e in verdict.get("leakage") or [] if isinstance(e, dict)]
     if leakage:
@@ -148,22 +153,6 @@ def write_summary_markdown(results: dict[str, Any], path: Path, *, evaluation: A
     path = Path(path)
     write_text_atomic(path, render_summary_markdown(results, evaluation=evaluation))
     return path
-
-
-def _counts(evaluation: Any, results: dict[str, Any]) -> str:
-    checks = None
-    if evaluation is not None:
-        checks = [c.status for c in evaluation.checks]
-    elif isinstance(results.get("policy_evaluation"), dict):
-        checks = [c.get("status") for c in results["policy_evaluation"].get("checks") or [] if isinstance(c, dict)]
-    if not checks:
-        return ""
-    return (f" — {checks.count('fail')} failed, {checks.count('pass')} passed, "
-            f"{checks.count('not applicable')} not applicable")
-
-
-
-
 
 
 def _cell(value: Any, *, table: bool = True) -> str:

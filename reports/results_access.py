@@ -40,14 +40,14 @@ def confidence(results: dict[str, Any]) -> float | None:
 
 def subject_status(verdict: dict[str, Any], subject: str) -> str:
     """The one word for a subject (`targets[i]`, `synthetic[i]`) the verdict judged: refuted /
-    untestable / held from its claims (the weaker wins), or, without a DP claim, its leakage
+    untestable here / not refuted / held from its claims (the weaker wins), or, without a DP claim, its leakage
     statement ("no DP claim · LEAKS"); "—" when the verdict says nothing about it."""
     claims = [c for c in verdict.get("claims") or [] if isinstance(c, dict) and c.get("subject") == subject
               and c.get("kind") != "policy rule"]
     statuses = [c.get("status") for c in claims]
-    for status in ("refuted", "untestable", "held"):
+    for status in ("refuted", "untestable", "not_refuted", "held"):  # the weakest status speaks for the subject
         if status in statuses:
-            return "untestable here" if status == "untestable" else status
+            return {"untestable": "untestable here", "not_refuted": "not refuted"}.get(status, status)
     for entry in verdict.get("leakage") or []:
         if isinstance(entry, dict) and entry.get("subject") == subject:
             return "no DP claim · " + ("LEAKS" if entry.get("status") == "leaks" else "no significant leakage found")

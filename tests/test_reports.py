@@ -157,7 +157,7 @@ def test_a_policy_evaluation_is_listed_check_by_check_failures_first():
     page = render_html_report(results, None, evaluation=evaluation)
     section = page[page.index('id="policy"'):]
     assert section.count("<tr><td><span class=\"badge") == len(evaluation.checks)
-    assert section.index("FAIL") < section.index(">pass<")
+    assert section.index(">failed<") < section.index(">passed<")  # failed rules first
     # The same table comes back from results.json alone when the evaluation was stored in it.
     results["policy_evaluation"] = evaluation.as_dict()
     again = render_html_report(json.loads(json.dumps(results)), None)
@@ -228,8 +228,10 @@ def test_the_markdown_summary_has_the_verdict_one_row_per_target_and_the_failed_
     assert "policy-strict.yaml" in text
     rows = [line for line in text.splitlines() if re.match(r"\| (∞|[0-9.]+) \|", line)]
     assert len(rows) == len(results["targets"])
-    # one line per claim (each failed rule × target a claim), every failure's words in it
-    assert "**Claims**" in text and "refuted: policy rule" in text
+    # the claims, then the policy's rules as a list of their own (a rule is never a claim), every
+    # failed rule's words in it
+    assert "**Claims**" in text and "**Policy rules**" in text and "rule failed: " in text
+    assert text.index("**Claims**") < text.index("**Policy rules**") and "refuted: policy rule" not in text
     for failure in evaluation.failures:
         assert failure.message.replace("<", "&lt;") in text
 
@@ -253,24 +255,28 @@ def test_the_markdown_summary_without_a_policy_says_so_and_escapes_names():
 
 
 def test_junit_has_one_testcase_per_claim_with_failures_and_skips(tmp_path):
-    # A test case is a check that decides: one per claim (each policy rule × target is a claim);
-    # failed / skipped counts equal the refuted / untestable claims; shown-only figures are properties.
+    # A test case is a check that decides: one per claim, then one per policy rule (rules are their
+    # own cases, never claims); failed / skipped counts equal the refuted claims and failed rules /
+    # the untestable or not refuted claims and not-applicable rules; shown-only figures are properties.
     results, evaluation = verdict_for_results(_results(), load_policy(STRICT))
     path = write_junit_xml(results, tmp_path / "junit.xml")
     root = ET.parse(path).getroot()
     cases = root.findall("./testsuite/testcase")
-    claims = results["verdict"]["claims"]
-    assert len(cases) == len(claims) == int(root.get("tests"))
+    claims, rules = results["verdict"]["claims"], results["verdict"]["rules"]
+    assert len(cases) == len(claims) + len(rules) == int(root.get("tests"))
+    assert [c.get("name") for c in cases[:len(claims)]] == [c["claim"] for c in claims]
+    assert all(c.get("name").startswith("policy rule ") for c in cases[len(claims):])
     failures = [case for case in cases if case.find("failure") is not None]
-    counts = results["verdict"]["counts"]
-    assert len(failures) == counts["refuted"] == int(root.get("failures")) > 0
+    counts, rule_counts = results["verdict"]["counts"], results["verdict"]["rule_counts"]
+    assert len(failures) == counts["refuted"] + rule_counts["failed"] == int(root.get("failures")) > 0
     skipped = [case for case in cases if case.find("skipped") is not None]
-    assert len(skipped) == counts["untestable"] == int(root.get("skipped"))
+    n_skipped = counts["untestable"] + counts["not_refuted"] + rule_counts["not_applicable"]
+    assert len(skipped) == n_skipped == int(root.get("skipped"))
     failure_text = " ".join(case.find("failure").get("message") for case in failures)
-    for failed in evaluation.failures:  # every failed rule's words are in its claim's failure
+    for failed in evaluation.failures:  # every failed rule's words are in its own failing case
         assert failed.message in failure_text
-    auc = next(case for case in failures if case.get("name") == "policy rule max_auc on ε = ∞")
-    assert "0.6316" in auc.find("failure").get("message")
+    auc = next(case for case in failures if case.get("name") == "policy rule max_auc: ε = ∞, attack loss")
+    assert "0.6316" in auc.find("failure").get("message") and auc.find("failure").get("type") == "RuleFailed"
     properties = {p.get("name"): p.get("value") for p in root.iter("property")}
     assert properties["verdict"] == "fail" and properties["passed"] == "false"
     shown = [row for row in results["verdict"]["checks"] if row["outcome"] == "shown"]

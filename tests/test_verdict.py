@@ -12,7 +12,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from audit.machinery.verdict import Check, decide, status_word, verdict_for_results
+from audit.machinery.verdict import CLAIM_STATUSES, Check, decide, status_word, verdict_for_results
+from audit.machinery.verdict_words import claim_status_word
 from audit.statistics.epsilon_bounds import epsilon_lower_bound_one_run, one_run_ceiling, one_run_claim_p_value
 from audit.statistics.multiple_testing import holm_rejections
 
@@ -138,7 +139,9 @@ def test_federated_rows_are_tested_against_their_own_level_and_a_row_without_a_c
                           row("client_mia", "client", 0.5, 0.0)]}
     results = {"schema_version": 2, "config": {"attacks": {"confidence": 0.95}}, "targets": [target], "synthetic": []}
     decided = verdict_for_results(results)[0]
-    assert decided["verdict"]["status"] == "pass" and decided["verdict"]["family_wise_error"]["n_tests"] == 2
+    # membership rows alone have no power against every violation: not refuted, the top line INCONCLUSIVE
+    assert decided["verdict"]["status"] == "inconclusive" and decided["verdict"]["family_wise_error"]["n_tests"] == 2
+    assert {c["status"] for c in decided["verdict"]["claims"] if "-DP" in c["claim"]} == {"not_refuted"}
     assert [a["violation"] for a in decided["targets"][0]["attacks"]] == [False, False, False]
     results["targets"][0]["attacks"][2] = row("client_mia", "client", 0.5, 6.0)  # the client level leaks
     decided = verdict_for_results(results)[0]
@@ -150,8 +153,8 @@ def test_federated_rows_are_tested_against_their_own_level_and_a_row_without_a_c
 def test_a_row_that_could_not_refute_its_claim_even_alone_costs_the_family_nothing_and_decides_nothing():
     # 12 candidates (a small client's rows): even a perfect attack proves ε ≥ ~0 at α = 5 %, so the row
     # is left out of the Holm family (K stays 1). Alone it leaves the claim untestable, never held; beside
-    # a row with power that did not refute, the claim is held (its tests decide together) and the
-    # powerless row is named.
+    # a row that could have refuted it and did not, the claim is decided by that row (its tests decide
+    # together) and the powerless row is named.
     rng = np.random.default_rng(3)
     results = _null_results(rng, claims=(1.0,))
     powered = results["targets"][0]["attacks"][:1]
@@ -168,7 +171,8 @@ def test_a_row_that_could_not_refute_its_claim_even_alone_costs_the_family_nothi
     both = verdict_for_results(results)[0]["verdict"]
     assert both["family_wise_error"]["n_tests"] == 1
     (claim,) = [c for c in both["claims"] if "-DP" in c["claim"] and "accountant" not in c["claim"]]
-    assert claim["status"] == "held" and "untestable alone" in claim["reason"] and "loss/client_9" in claim["reason"]
+    # (a black-box membership row has no power against every violation: the claim is not refuted, not held)
+    assert claim["status"] == "not_refuted" and "untestable alone" in claim["reason"] and "loss/client_9" in claim["reason"]
 
 
 # --- tight accountant reference --------------------------------------------------------------
@@ -303,7 +307,9 @@ CASES = [
     ([*SYNTH, "--synthetic", "copy.csv", "--fail-on-leak"], "fail", 1, "folder"),
     # audit-scores: the five outcomes on generated score files
     (["audit-scores", "null_scores.csv", "--claimed-epsilon", "1"], "inconclusive", 0, "folder"),  # no coin flip
-    (["audit-scores", "null_scores.csv", "--claimed-epsilon", "1", "--membership-randomized"], "pass", 0, "folder"),
+    # coin-flip null scores: the claim is not refuted by these scores, never held (docs/verdict.md "Power")
+    (["audit-scores", "null_scores.csv", "--claimed-epsilon", "1", "--membership-randomized"], "inconclusive", 0,
+     "folder"),
     (["audit-scores", "leaky_scores.csv", "--claimed-epsilon", "1", "--membership-randomized"], "fail", 1, "folder"),
     (["audit-scores", "leaky_scores.csv"], "fail", 1, "folder"),  # no claim, leaks: a finding on the user's scores
     (["audit-scores", "leaky_scores.csv", "--allow-leak"], "no_claim", 0, "folder"),  # … report-only
@@ -320,9 +326,10 @@ CASES = [
     (["canary-audit", "--trainer", "audit.demos.dp_trainers:broken_no_clipping", "--mode", "multi-canary", "--models", "40",
       "--quiet"],
      "fail", 1, "single"),
+    # input-space canaries read from final models: not refuted, never held (issue #35)
     (["canary-audit", "--trainer", "audit.demos.dp_trainers:correct_dpsgd", "--mode", "multi-canary", "--models", "40",
       "--quiet"],
-     "pass", 0, "single"),
+     "inconclusive", 0, "single"),
     (["whitebox-audit", "--builtin", "--noise-multiplier", "2", "--steps", "4", "--runs", "200",
       "--claimed-epsilon", "0.8", "--workers", "1", "--quiet"], "fail", 1, "single"),  # the claim is 4× too private
     # audit-model: a memorising model claiming no DP is never a pass: LEAKS, a finding on the user's
@@ -373,13 +380,17 @@ def test_console_results_report_summary_junit_and_mlflow_agree(cli, tables, tmp_
     assert verdict["status"] == status and verdict["passed"] == (status == "pass")
     claims = verdict["claims"]
     # no claim tested: a leakage statement, failing when it leaks on the user's own release (no --allow-leak)
-    if not claims:
-        assert status == "no_claim" or (status == "fail" and verdict["fail_on_leak"]
-                                        and any(e["status"] == "leaks" for e in verdict["leakage"]))
-    assert not (status == "no_claim" and claims)
+    # or when a policy rule failed (rules are not claims, so a subject without a claim can fail one)
+    failed_rules = sum(r["status"] == "failed" for r in verdict.get("rules") or [])
+    if claims:
+        assert status != "no_claim"
+    else:
+        assert status == "no_claim" or (status == "fail" and bool(
+            failed_rules or (verdict["fail_on_leak"] and any(e["status"] == "leaks" for e in verdict["leakage"]))))
     if not claims:
         assert verdict["leakage"] and all(e["status"] in ("leaks", "no_significant_leakage") for e in verdict["leakage"])
-    counts = {s: sum(c["status"] == s for c in claims) for s in ("held", "refuted", "untestable")}
+    counts = {s: sum(c["status"] == s for c in claims) for s in CLAIM_STATUSES}
+    rules = verdict.get("rules") or []  # a policy's rules: their own list, never claims
     assert (status == "pass") == (counts["held"] == len(claims) > 0)
     for claim in claims:  # every claim's status on the console, in words
         assert any(line.startswith("claim ") and claim["claim"] in line for line in console), claim["claim"]
@@ -392,13 +403,14 @@ def test_console_results_report_summary_junit_and_mlflow_agree(cli, tables, tmp_
         assert properties["verdict"] == status and properties["passed"] == str(status == "pass").lower()
         cases = junit.findall("./testsuite/testcase")
         failing = sum(c.find("failure") is not None for c in cases)
-        assert sum(c.find("skipped") is not None for c in cases) == counts["untestable"]
+        assert sum(c.find("skipped") is not None for c in cases) == (
+            counts["untestable"] + counts["not_refuted"] + sum(r["status"] == "not_applicable" for r in rules))
         # a leak check of the user's own release decides (one case per leakage statement) unless --allow-leak
         leak_cases = verdict["leakage"] if verdict["fail_on_leak"] else []
         leaking = sum(e["status"] == "leaks" for e in leak_cases)
-        extra = status == "fail" and counts["refuted"] == 0 and leaking == 0  # one case naming why it failed
-        assert failing == counts["refuted"] + leaking + extra
-        assert len(cases) == len(claims) + len(leak_cases) + extra
+        why = status == "fail" and counts["refuted"] == 0 and failed_rules == 0 and leaking == 0  # the extra case
+        assert failing == counts["refuted"] + failed_rules + leaking + why
+        assert len(cases) == len(claims) + len(rules) + len(leak_cases) + why
         for claim in claims:
             assert f'data-claim-status="{claim["status"]}"' in report
         for entry in verdict["leakage"]:
@@ -409,7 +421,8 @@ def test_console_results_report_summary_junit_and_mlflow_agree(cli, tables, tmp_
     assert list(parents["tags.verdict"]) == [status]
     assert list(parents["tags.verdict.headline"]) == [word]
     for i, claim in enumerate(claims):
-        assert list(parents[f"tags.verdict.claim.{i:02d}"]) == [f"{claim['status']}: {claim['claim']}"[:4900]]
+        assert list(parents[f"tags.verdict.claim.{i:02d}"]) == [
+            f"{claim_status_word(claim['status'])}: {claim['claim']}"[:4900]]
 
 
 @pytest.mark.slow

@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 import numpy as np
 import pytest
 
-from audit.machinery.verdict import Check, decide, recompute_verdict, verdict_for_results
+from audit.machinery.verdict import CLAIM_STATUSES, Check, decide, recompute_verdict, verdict_for_results
 from audit.machinery.verdict_words import claim_tags, status_word
 from audit.statistics.attack_evaluation import evaluate_attack
 from audit.statistics.attack_metrics import auc_p_value_above_chance, auc_with_ci
@@ -114,13 +114,24 @@ def test_each_claim_gets_one_status_and_the_top_line_follows():
     untestable = _target(_attack(rng, 0.0, m), 8.0)
     refuted = _target(_attack(rng, 4.0, m), 0.5)
     verdict = recompute_verdict(_results(held, untestable))
-    assert [c["status"] for c in verdict["claims"]] == ["held", "untestable"]
+    # membership attacks on the released model could refute the ε = 1 claim (ceiling above it) but have
+    # no power against every violation: "not refuted", never held (docs/verdict.md "Power")
+    assert [c["status"] for c in verdict["claims"]] == ["not_refuted", "untestable"]
+    assert verdict["claims"][0]["power"]["kind"] == "none" and verdict["claims"][0]["power"]["decider"]
     assert verdict["status"] == "inconclusive" and verdict["passed"] is False
     assert verdict["claims"][1]["ceiling"] < 8.0 and verdict["claims"][1]["needed"].startswith("needs")
-    assert recompute_verdict(_results(held))["status"] == "pass" and recompute_verdict(_results(held))["passed"]
+    assert recompute_verdict(_results(held))["status"] == "inconclusive"
     failed = recompute_verdict(_results(held, refuted))
-    assert [c["status"] for c in failed["claims"]] == ["held", "refuted"] and failed["status"] == "fail"
-    assert failed["counts"] == {"held": 1, "not_refuted": 0, "refuted": 1, "untestable": 0}
+    assert [c["status"] for c in failed["claims"]] == ["not_refuted", "refuted"] and failed["status"] == "fail"
+    assert failed["counts"] == {"held": 0, "not_refuted": 1, "refuted": 1, "untestable": 0}
+    # held needs a passing check with power; a passing check without power leaves the claim not refuted
+    proven = {"kind": "proven", "detail": "d", "figure": None, "decider": ""}
+    none = {"kind": "none", "detail": "cannot see x", "figure": None, "decider": "mode y decides"}
+    rows = decide([Check("t", "a", "ok", p_value=0.9, claim="c", power=proven),
+                   Check("t", "b", "ok too", p_value=0.8, claim="c", power=none)])
+    assert [c["status"] for c in rows["claims"]] == ["held"] and rows["status"] == "pass"
+    rows = decide([Check("t", "b", "ok", p_value=0.8, claim="c", power=none)])
+    assert [c["status"] for c in rows["claims"]] == ["not_refuted"] and rows["status"] == "inconclusive"
     # a claim is decided by all its tests together: one test that could have refuted it (and did not)
     # makes it held, even beside a test without power (docs/verdict.md); without any, it is untestable
     rows = decide([Check("t", "a", "could", p_value=0.9, claim="c"), Check("t", "b", "could not", inconclusive=True,
@@ -146,13 +157,14 @@ def test_junit_cases_equal_the_claims_and_the_tags_agree():
     root = ET.fromstring(render_junit_xml(decided).encode())
     cases = root.findall("./testsuite/testcase")
     assert len(cases) == len(verdict["claims"]) == 2
-    assert sum(c.find("skipped") is not None for c in cases) == verdict["counts"]["untestable"] == 1
+    assert sum(c.find("skipped") is not None for c in cases) == verdict["counts"]["untestable"] + \
+        verdict["counts"]["not_refuted"] == 2
     assert sum(c.find("failure") is not None for c in cases) == 0
     properties = {p.get("name"): p.get("value") for p in root.iter("property")}
     assert properties["passed"] == "false" and properties["verdict"] == "inconclusive"
     assert properties["leakage.00"].startswith("leaks:")  # shown, not a passing case
     tags = claim_tags(verdict)
-    assert tags["verdict.claim.00"].startswith("held:") and tags["verdict.claim.01"].startswith("untestable:")
+    assert tags["verdict.claim.00"].startswith("not refuted:") and tags["verdict.claim.01"].startswith("untestable here:")
     assert tags["verdict.leakage.00"].startswith("leaks:") and tags["verdict.headline"] == "INCONCLUSIVE"
     summary = render_summary_markdown(decided)
     assert "no DP claim · LEAKS" in summary and "violation" not in summary.lower().split("<sub>")[0]
@@ -166,7 +178,7 @@ def test_an_old_results_file_is_read_and_its_verdict_recomputed_in_the_new_words
     assert old["schema_version"] == 1 and "status" not in old["verdict"]
     verdict = recompute_verdict(old)
     assert verdict["status"] in ("pass", "inconclusive", "fail") and verdict["passed"] is (verdict["status"] == "pass")
-    assert {c["status"] for c in verdict["claims"]} <= {"held", "refuted", "untestable"}
+    assert {c["status"] for c in verdict["claims"]} <= set(CLAIM_STATUSES)
     assert verdict["leakage"][0]["subject"] == f"targets[{len(old['targets']) - 1}]"  # the ε = ∞ target
 
 
@@ -249,6 +261,10 @@ def test_a_pass_beside_a_leaking_baseline_says_it_covers_the_dp_claims_only(caps
 
     rng = np.random.default_rng(11)
     decided, _ = verdict_for_results(_results(_target(_attack(rng, 0.0), 1.0), _target(_attack(rng, 2.0), None)))
+    # the claim held by a check with proven power (as a Dirac twin's), beside the leaking baseline
+    decided["verdict"] = decide([Check("targets[0]", "twin", "ok", p_value=0.9, claim="ε = 1: (ε 1, δ 1e-05)-DP",
+                                       power={"kind": "proven", "detail": "d", "figure": None, "decider": ""})],
+                                leakage=decided["verdict"]["leakage"])
     assert decided["verdict"]["status"] == "pass"
     print_verdict(decided)
     top = capsys.readouterr().out.strip().splitlines()[-1]

@@ -47,7 +47,8 @@ def with_fail_on_leak(results: dict, fail_on_leak: bool) -> dict:
     return results
 
 
-_CLAIM_STYLE = {"held": "green", "refuted": "red", "untestable": "yellow"}
+_CLAIM_STYLE = {"held": "green", "not_refuted": "yellow", "refuted": "red", "untestable": "yellow"}
+_RULE_STYLE = {"passed": "green", "failed": "red", "not_applicable": "dim"}
 
 
 def print_verdict(results: dict, fail_on_inconclusive: bool = False) -> None:
@@ -56,7 +57,7 @@ def print_verdict(results: dict, fail_on_inconclusive: bool = False) -> None:
     Exit 1 when it is "fail" (or "inconclusive" with `fail_on_inconclusive`)."""
     from audit.cli.app import shown as safe  # reasons quote file names and user text
     from audit.machinery.verdict import claim_sentence, extra_reasons, status_word
-    from audit.machinery.verdict_words import pass_caveat
+    from audit.machinery.verdict_words import counts_line, pass_caveat, rule_line
 
     verdict = results["verdict"]
     status = verdict.get("status") or ("pass" if verdict.get("passed") else "fail")
@@ -75,15 +76,20 @@ def print_verdict(results: dict, fail_on_inconclusive: bool = False) -> None:
         style = _CLAIM_STYLE.get(str(claim.get("status")), "white")
         # What makes the command fail goes to stderr, where a CI log shows it beside the exit code.
         to_stderr = ((status == "fail" and claim.get("status") == "refuted")
-                     or (failing_open and claim.get("status") == "untestable"))
+                     or (failing_open and claim.get("status") in ("untestable", "not_refuted")))
         out = err_console if to_stderr else console
         out.print(f"[{style}]claim[/{style}] {safe(claim_sentence(claim))}", highlight=False, soft_wrap=True)
+    # A policy's rules come after the claims, each passed / failed / not applicable: never a claim.
+    for rule in verdict.get("rules") or []:
+        if isinstance(rule, dict):
+            style = _RULE_STYLE.get(str(rule.get("status")), "white")
+            out = err_console if rule.get("status") == "failed" else console
+            out.print(f"[{style}]{safe(rule_line(rule))}[/{style}]", highlight=False, soft_wrap=True)
     for entry in verdict.get("leakage") or []:
         style = "red" if entry.get("status") == "leaks" else "green"
         console.print(f"[{style}]no claim[/{style}] {safe(entry.get('statement'))}", highlight=False, soft_wrap=True)
     word = status_word(status, verdict)
-    counts = " · ".join(f"{sum(1 for c in claims if c.get('status') == s)} {s}"
-                        for s in ("held", "refuted", "untestable"))
+    counts = counts_line(verdict)
     if status == "fail":
         err_console.print(f"[red]FAIL[/red] ({safe(by)}): {counts}", highlight=False, soft_wrap=True)
         for reason in extra_reasons(verdict):
@@ -92,7 +98,7 @@ def print_verdict(results: dict, fail_on_inconclusive: bool = False) -> None:
     if status == "inconclusive":
         (err_console if failing_open else console).print(
             f"[yellow]INCONCLUSIVE[/yellow] ({safe(by)}): {counts}; no claim was refuted, but not every claim "
-            "could have been", highlight=False, soft_wrap=True)
+            "was tested by a check with power against it", highlight=False, soft_wrap=True)
         for reason in extra_reasons(verdict):
             (err_console if fail_on_inconclusive else console).print(
                 f"[yellow]INCONCLUSIVE[/yellow] {safe(reason)}", highlight=False, soft_wrap=True)
@@ -108,7 +114,7 @@ def print_verdict(results: dict, fail_on_inconclusive: bool = False) -> None:
                          if word == "LEAKS" else "exit 0"), highlight=False, soft_wrap=True)
         return
     caveat = pass_caveat(verdict)
-    console.print(f"[green]PASS[/green] ({safe(by)}): every claim held ({counts})" + (f"; {safe(caveat)}" if caveat else ""),
+    console.print(f"[green]PASS[/green] ({safe(by)}): every claim held ({safe(counts)})" + (f"; {safe(caveat)}" if caveat else ""),
                   highlight=False, soft_wrap=True)
 
 

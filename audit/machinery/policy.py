@@ -228,6 +228,15 @@ class RuleCheck:
             return "not applicable"
         return "pass" if self.passed else "fail"
 
+    def as_rule(self) -> dict[str, Any]:
+        """This check as an entry of `verdict.rules` (passed / failed / not_applicable, with its figure and
+        threshold): a rule is never a claim, so it is counted apart from the claims (docs/verdict.md)."""
+        def plain(value: Any) -> Any:
+            return None if isinstance(value, float) and not math.isfinite(value) else value
+        return {"rule": self.rule, "subject": self.target_label, "attack": self.attack,
+                "status": "not_applicable" if not self.applicable else "passed" if self.passed else "failed",
+                "figure": plain(self.measured), "threshold": plain(self.limit), "message": self.message}
+
 
 @dataclass(frozen=True)
 class PolicyEvaluation:
@@ -543,9 +552,15 @@ def _check_target(policy: Policy, target: Any, where: str, reader: "_Reader") ->
             ))
 
     if rules.required_accountant is not None:
+        used = target.get("accountant")
         if epsilon is None or math.isinf(epsilon):
             checks.append(_not_applicable(
                 "required_accountant", label, "non-private target: no accountant applies",
+            ))
+        elif used is None or used == "claimed":
+            # audit-scores / audit-model: the ε is the user's claim, no accountant of this tool computed it.
+            checks.append(_not_applicable(
+                "required_accountant", label, "the claimed ε was given by the user, not computed by an accountant",
             ))
         else:
             used = reader.text(target, "accountant", where)

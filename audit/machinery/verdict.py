@@ -4,8 +4,11 @@ The contract (results["verdict"], read by the console, report.html, summary.md, 
 MLflow tags of the parent run; results.json schema_version 3):
 
     {"status": "pass" | "fail" | "inconclusive" | "no_claim", "passed": status == "pass",
-     "claims": [{"claim", "status": "held" | "refuted" | "untestable", "reason", "ceiling", "needed", ...}],
-     "counts": {"held": n, "refuted": n, "untestable": n},
+     "claims": [{"claim", "status": "held" | "not_refuted" | "refuted" | "untestable", "reason", "ceiling",
+                 "needed", "power", ...}],
+     "counts": {"held": n, "not_refuted": n, "refuted": n, "untestable": n},
+     "rules": [{"rule", "subject", "attack", "status": "passed" | "failed" | "not_applicable", "figure",
+                "threshold", "message"}], "rule_counts": {...}   (with a policy only: never claims),
      "leakage": [{"subject", "status": "leaks" | "no_significant_leakage", "statement", "tests", ...}],
      "reasons": [one line per claim], "decided_by": "built-in checks" | "policy <file>",
      "family_wise_error": {...how the tests that decide were corrected...},
@@ -22,16 +25,17 @@ A `Check` is one of:
 - `decides=False`: shown with its assumption, never decides (e.g. Clopper-Pearson over one
   model's candidates, which assumes independent trials).
 
-Each check names the claim it tests (`claim`); a claim is **refuted** if one of its checks failed,
-**held** if at least one could have failed (ceiling above the claim) and none did, **untestable**
-here if none could have failed. The
-top line: "fail" if a claim was refuted (a policy rule is a claim too), "inconclusive" if one was
-untestable (fail with a policy's `fail_on_inconclusive`), "pass" only when every claim held, and
+Each check names the claim it tests (`claim`) and where its power against it comes from (`power`);
+a claim is **refuted** if one of its checks failed, **held** if at least one with power could have
+failed (ceiling above the claim) and none did, **not refuted** if checks could have failed but none
+has power, **untestable** here if none could have failed. A policy's rules are a list of their own
+(`rules`), never claims. The top line: "fail" if a claim was refuted or a rule failed,
+"inconclusive" if one was untestable or not refuted (fail with a policy's `fail_on_inconclusive`), "pass" only when every claim held, and
 "no_claim" when nothing claimed was tested: then the leakage statements (audit.machinery.leakage)
 say LEAKS or NO SIGNIFICANT LEAKAGE FOUND, and the verdict fails only with `--fail-on-leak`.
 
 `verdict_for_results` builds the built-in checks from a results dict (targets, synthetic entries)
-and folds a policy into the same model; `gate` and `report` recompute it from results.json, so the
+and adds a policy's rules beside its claims; `gate` and `report` recompute it from results.json, so the
 run, the gate and a re-render cannot disagree.
 """
 from __future__ import annotations
@@ -39,7 +43,7 @@ from __future__ import annotations
 import functools
 import math
 from copy import deepcopy
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from typing import Any, Iterable, Literal
 
 from audit.machinery.conformance_verdict import conformance_check_fields, conformance_tests_in_family
@@ -52,7 +56,7 @@ from audit.statistics.epsilon_bounds import one_run_ceiling, one_run_claim_p_val
 from audit.statistics.multiple_testing import holm_rejections
 from audit.statistics.one_run_power import whitebox_power
 
-__all__ = ["Check", "CLAIM_STATUSES", "POWER_KINDS", "decide", "family_alpha_each", "verdict_for_results", "recompute_verdict", "claim_statuses",
+__all__ = ["Check", "CLAIM_STATUSES", "POWER_KINDS", "RULE_STATUSES", "decide", "family_alpha_each", "verdict_for_results", "recompute_verdict", "claim_statuses",
            "needed_candidates", "status_word", "leakage_word", "claim_line", "claim_sentence", "extra_reasons",
            "claim_tags", "verdict_tags", "BUILT_IN"]
 
@@ -61,6 +65,8 @@ Status = Literal["pass", "fail", "inconclusive", "no_claim"]
 # claim ran and did not, but its mode has no proven or measured power against this violation.
 CLAIM_STATUSES = ("held", "not_refuted", "refuted", "untestable")
 POWER_KINDS = ("proven", "measured", "control", "none")
+# A policy's rules are not claims: each is passed, failed or not applicable, and counted apart.
+RULE_STATUSES = ("passed", "failed", "not_applicable")
 BUILT_IN = "built-in checks"
 DEFAULT_ALPHA = 0.05
 
@@ -118,7 +124,7 @@ def claim_statuses(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         elif others and status != "held":
             reason += f" (likewise: {', '.join(others)})"
         powerless = [str(r.get("name")) for r in members if r["outcome"] == "inconclusive"]
-        if status == "held" and powerless:
+        if status in ("held", "not_refuted") and powerless:
             reason += f" (untestable alone: {', '.join(powerless)})"
         ceilings = [r["ceiling"] for r in members if isinstance(r.get("ceiling"), (int, float))]
         p_values = [r["p_value"] for r in members if isinstance(r.get("p_value"), (int, float))]
@@ -164,6 +170,7 @@ def decide(
     notes: Iterable[str] = (),
     leakage: Iterable[dict[str, Any]] = (),
     fail_on_leak: bool = False,
+    rules: Iterable[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The verdict dict for `checks` (pure). Holm over every deciding check that carries a p-value;
     then one status per claim (`claims`) and the top line from them: pass only when every claim
@@ -189,9 +196,12 @@ def decide(
     refuted = [c for c in claims if c["status"] == "refuted"]
     open_claims = [c for c in claims if c["status"] in ("untestable", "not_refuted")]
     leaks = [e for e in leakage if e.get("status") == "leaks"]
-    if refuted:
+    rule_list = [dict(r) for r in rules or ()]
+    failed_rules = [r for r in rule_list if r.get("status") == "failed"]
+    if refuted or failed_rules:
         status: Status = "fail"
-        reasons = [c["reason"] for c in refuted]
+        reasons = [c["reason"] for c in refuted] + [
+            f"policy rule {r.get('rule')} failed: {r.get('message')}" for r in failed_rules]
     elif open_claims:
         status = "fail" if fail_on_inconclusive else "inconclusive"
         reasons = [((f"{'untestable here' if c['status'] == 'untestable' else 'not refuted'} and the policy "
@@ -208,7 +218,11 @@ def decide(
     statement = (
         f"Holm step-down over the {k} test(s) that can decide the verdict, family-wise error ≤ {alpha:g} "
         f"(each claim is refuted only if its test is rejected at α/(K − i + 1))"
-        if k else "no p-value decides this verdict: each deciding check is a rule applied to the results"
+        if k else ("no DP claim was tested here, so no test decides a claim"
+                   if not claims else "no p-value decides a claim here: each claim's deciding check is a rule "
+                   "applied to the results")
+        + ("; each leakage statement below names its own test and p-value, which decide LEAKS or NO SIGNIFICANT "
+           "LEAKAGE FOUND" if not k and leakage else "")
     )
     return {
         "status": status,
@@ -225,6 +239,8 @@ def decide(
         "leakage": leakage,
         "fail_on_leak": bool(fail_on_leak),
         "checks": rows,
+        **({"rules": rule_list, "rule_counts": {s: sum(1 for r in rule_list if r.get("status") == s)
+                                                 for s in RULE_STATUSES}} if rules is not None else {}),
     }
 
 
@@ -288,8 +304,67 @@ def _tests_in_family(results: dict[str, Any], alpha: float) -> int:
     return count + conformance_tests_in_family(results)  # the run's conformance: one combined test
 
 
+# Where each built-in check's power against its claim comes from (docs/verdict.md "Power").
+PROVEN_PLD = {"kind": "proven", "detail": "exact: the tight PLD interval of the same noise, sampling rate and steps",
+              "figure": None, "decider": ""}
+PROVEN_CONFORMANCE = {"kind": "proven", "detail": "the checks observe the training's own noise, clipping and "
+                      "sampling directly", "figure": None, "decider": ""}
+
+
+def membership_power(results: dict[str, Any], target: dict[str, Any]) -> dict[str, Any]:
+    """The power of a black-box membership row (loss, LiRA, RMIA… on one released model, or the user's
+    scores): none. A perfect attack's ceiling above the claim is not power: these attacks see the final
+    model only, and their real power against a broken mechanism can be orders of magnitude below it
+    (issue #35: bugs with true ε ≈ 1400 pass them). A claim they alone test is "not refuted"."""
+    config = results.get("config") if isinstance(results.get("config"), dict) else {}
+    if "score_column" in config:  # audit-scores: the user's scores are the attack
+        return {"kind": "none", "figure": None,
+                "detail": "not refuted by these scores: a test on the scores you supplied is only as strong as the "
+                          "attack that produced them, and cannot detect a violation those scores do not expose",
+                "decider": "a white-box audit of the training code decides (whitebox-audit with Dirac canaries, or "
+                           "canary-audit --models N)"}
+    if target.get("accountant") in (None, "claimed"):  # audit-model: the user's released model
+        return {"kind": "none", "figure": None,
+                "detail": "black-box membership attacks on the released model cannot detect a training bug whose "
+                          "violation a loss / LiRA attack on the final model does not expose",
+                "decider": "a white-box audit of the training code decides (whitebox-audit with Dirac canaries, or "
+                           "canary-audit --models N)"}
+    return {"kind": "none", "figure": None,
+            "detail": "black-box membership attacks on the final model cannot detect a mechanism whose violation a "
+                      "loss / LiRA attack on that model does not expose",
+            "decider": "the white-box one-run twin decides (privacy.whitebox_one_run, on by default)"}
+
+
+def whitebox_twin_power(row: dict[str, Any]) -> dict[str, Any]:
+    """The white-box one-run twin's power against its claim. Dirac gradient canaries: proven (each
+    canary owns a coordinate, observed at every iterate, so a perfect attack is what a broken mechanism
+    gives and the ceiling is reachable). Random-direction gradient canaries overlap the real gradients,
+    so the ceiling is not proven reachable; their power is measured on the planted-bug suite
+    (docs/one-run-audits.md: every planted bug flagged, no correct setup flagged). The federated twin's
+    canary clients have no such measurement: none."""
+    if str(row.get("family") or "").startswith("canary clients"):
+        return {"kind": "none", "figure": None,
+                "detail": "canary clients with random directions have no proven or measured power against a broken "
+                          "aggregation",
+                "decider": "a white-box audit of the client training decides (whitebox-audit with Dirac canaries)"}
+    if str(row.get("kind")) == "dirac":
+        return {"kind": "proven", "figure": None, "decider": "",
+                "detail": "worst-case Dirac gradient canaries, observed at every iterate: the ceiling is reachable"}
+    return {"kind": "measured", "figure": None, "decider": "",
+            "detail": "random-direction gradient canaries at every iterate: power measured on the planted-bug suite "
+                      "(docs/one-run-audits.md: every planted bug flagged, no correct setup flagged)"}
+
+
+def synthetic_power() -> dict[str, Any]:
+    """A distance attack on a released synthetic table: no power against a generator's ε claim."""
+    return {"kind": "none", "figure": None,
+            "detail": "a distance attack on the released table cannot detect a generator whose violation does not "
+                      "show as synthetic rows close to their training records",
+            "decider": "a white-box audit of the generator's training decides (whitebox-audit)"}
+
+
 def _target_checks(index: int, target: dict[str, Any], alpha_each: float, confidence: float,
-                   alpha: float | None = None) -> tuple[list[Check], list[str]]:
+                   alpha: float | None = None, results: dict[str, Any] | None = None) -> tuple[list[Check], list[str]]:
     label = f"ε = {_eps_text(target.get('epsilon_target'))}"
     subject = f"targets[{index}]"
     claim = _claim(target, "epsilon_accountant")
@@ -303,6 +378,9 @@ def _target_checks(index: int, target: dict[str, Any], alpha_each: float, confid
     if claim is None:  # nothing to refute: the leakage statement (audit.machinery.leakage) speaks for it
         return checks, notes
     claim_text = f"{label}: (ε {claim:.4g}, δ {delta:g})-DP"
+    power = membership_power(results or {}, target)
+    # audit-scores / audit-model: the ε is the user's claim, no accountant of this tool computed it
+    whose = "claimed" if target.get("accountant") in (None, "claimed") else "accountant's"
     tested = False
     for attack in attacks:
         name = str(attack.get("name"))
@@ -337,16 +415,16 @@ def _target_checks(index: int, target: dict[str, Any], alpha_each: float, confid
                                 f"ε ≥ {alone:.2f} with {details['m']} candidates, at or below the claim {row_eps:.3f} "
                                 "(left out of the Holm family)", inconclusive=True,
                                 assumption="one training run, coin-flip membership (proven)", claim=row_text,
-                                ceiling=alone, needed=needed_candidates(row_eps, delta, alpha)))
+                                ceiling=alone, needed=needed_candidates(row_eps, delta, alpha), power=power))
             continue
         p = one_run_claim_p_value(details, row_eps, delta)
         ceiling = one_run_ceiling(int(details["m"]), delta, alpha_each)
         bound = (attack.get("epsilon_lb") or {}).get("one_run")
         if p <= alpha_each:
-            message = (f"{label}, {name}: the one-run test rejects the accountant's ε {row_eps:.3f} "
+            message = (f"{label}, {name}: the one-run test rejects the {whose} ε {row_eps:.3f} "
                        f"(p = {p:.2g}; one-run bound {bound:.3f} at {confidence:.0%})")
         else:
-            message = (f"{label}, {name}: one-run bound {bound:.3f} vs accountant ε {row_eps:.3f} "
+            message = (f"{label}, {name}: one-run bound {bound:.3f} vs the {whose} ε {row_eps:.3f} "
                        f"(p = {p:.2g}); ceiling {ceiling:.2f}")
         inconclusive = ceiling <= row_eps
         if inconclusive:
@@ -355,8 +433,9 @@ def _target_checks(index: int, target: dict[str, Any], alpha_each: float, confid
         checks.append(Check(subject, f"{label} · {name} · one_run", message, p_value=p, inconclusive=inconclusive,
                             assumption="one training run, coin-flip membership (proven)", claim=row_text,
                             ceiling=ceiling,
-                            needed=needed_candidates(row_eps, delta, alpha_each) if inconclusive else "",
-                            power=attack.get("power") if isinstance(attack.get("power"), dict) else None))
+                            # a row that measured its own power (the llm job's control run) speaks for itself
+                            power=attack["power"] if isinstance(attack.get("power"), dict) else power,
+                            needed=needed_candidates(row_eps, delta, alpha_each) if inconclusive else ""))
     whitebox = target.get("whitebox_one_run")
     if isinstance(whitebox, dict) and whitebox.get("p_value") is not None:
         key = claim_text if not whitebox.get("level") else (  # federated canary clients: their level's claim
@@ -367,7 +446,8 @@ def _target_checks(index: int, target: dict[str, Any], alpha_each: float, confid
         checks.append(Check(
             subject, f"{label} · no proven bound",
             f"{label}: untestable here — membership was not an independent fair coin flip, so no bound proven "
-            f"for one model decides whether ε {claim:.3f} holds (Clopper-Pearson is shown, assuming independent trials)",
+            f"for one model decides whether ε {claim:.3f} holds (Clopper-Pearson is shown, assuming independent trials)"
+            + _evidence_against(attacks, claim),
             inconclusive=True, assumption="one-run bound needs coin-flip membership", claim=claim_text,
             needed="needs members drawn by a fair coin flip per record (--membership-randomized), or "
                    "independent training runs (canary-audit)",
@@ -382,10 +462,27 @@ def _target_checks(index: int, target: dict[str, Any], alpha_each: float, confid
             f"{label}: the {target.get('accountant')} accountant reports ε {reported:.4f}, below the tight PLD lower "
             f"end {lower:.4f}: it claims more privacy than the training gives" if unsound else
             f"{label}: accountant ε {reported:.4f} ≥ PLD lower end {lower:.4f}",
-            failed=unsound, assumption="PLD interval of the Poisson-subsampled Gaussian mechanism",
+            failed=unsound, assumption="PLD interval of the Poisson-subsampled Gaussian mechanism", power=PROVEN_PLD,
             claim=f"{label}: the {target.get('accountant')} accountant's ε {reported:.4g} is at least the true ε",
         ))
     return checks, notes
+
+
+def _evidence_against(attacks: list[dict[str, Any]], claim: float) -> str:
+    """For a claim untestable only because membership was not coin-flipped (#35.4): the shown-only
+    figures that contradict it under the assumption they rest on, in words, and the one flag that
+    decides. "" when none contradicts it."""
+    against = sorted(((float(cp), str(a.get("name")), a.get("auc")) for a in attacks
+                      for cp in [(a.get("epsilon_lb") or {}).get("clopper_pearson")]
+                      if isinstance(cp, (int, float)) and cp > claim), reverse=True)
+    if not against:
+        return ""
+    cp, name, auc = against[0]
+    auc_text = f", AUC {auc:.3f}" if isinstance(auc, (int, float)) else ""
+    return (f". The figures shown contradict the claim if each record's membership was independent: the {name} "
+            f"attack's Clopper-Pearson bound ε ≥ {cp:.3f}{auc_text} is above the claimed ε {claim:.3g}. If membership "
+            "was assigned by a fair coin flip per record, --membership-randomized makes this a proven one-run "
+            "test that decides the claim")
 
 
 def _whitebox_one_run_checks(subject: str, label: str, row: dict[str, Any], claim_key: str,
@@ -417,7 +514,8 @@ def _whitebox_one_run_checks(subject: str, label: str, row: dict[str, Any], clai
     if not row.get("refutable_alone"):
         return [Check(subject, name, f"{label}, {family}: untestable here — with {m} canaries {reach}, even "
                       f"alone, at or below the claim {claim:.3f}; {needed} (left out of the Holm family)",
-                      inconclusive=True, assumption=assumption, claim=claim_key, ceiling=ceiling, needed=needed),
+                      inconclusive=True, assumption=assumption, claim=claim_key, ceiling=ceiling, needed=needed,
+                      power=whitebox_twin_power(row)),
                 accuracy]
     p = float(row["p_value"])
     message = (f"{label}, {family} ({m} {row.get('kind')} canaries, every iterate): Steinke et al. ε ≥ "
@@ -429,7 +527,8 @@ def _whitebox_one_run_checks(subject: str, label: str, row: dict[str, Any], clai
         message = (f"{label}, {family}: untestable here — at the family's Holm level with {m} canaries "
                    f"{reach}, at or below the claim {claim:.3f} (p = {p:.2g}); {needed}")
     return [Check(subject, name, message, p_value=p, inconclusive=not power["powered"], assumption=assumption,
-                  claim=claim_key, ceiling=ceiling, needed="" if power["powered"] else needed), accuracy]
+                  claim=claim_key, ceiling=ceiling, needed="" if power["powered"] else needed,
+                  power=whitebox_twin_power(row)), accuracy]
 
 
 def _synthetic_checks(index: int, entry: dict[str, Any], alpha_each: float, confidence: float) -> list[Check]:
@@ -451,9 +550,12 @@ def _synthetic_checks(index: int, entry: dict[str, Any], alpha_each: float, conf
         if details is None:
             checks.append(Check(subject, f"{label} · no proven bound",
                                 f"{label}: inconclusive — train/holdout membership was not declared a fair coin "
-                                f"flip, so no proven bound tests the generator's ε", inconclusive=True,
+                                f"flip, so no proven bound tests the generator's ε"
+                                + _evidence_against([{**mia, "name": mia.get("name") or "distance"}], claim),
+                                inconclusive=True,
                                 assumption="one-run bound needs coin-flip membership", claim=claim_text,
-                                needed="needs train/holdout rows assigned by a fair coin flip per record"))
+                                needed="needs train/holdout rows assigned by a fair coin flip per record",
+                                power=synthetic_power()))
         else:
             delta = float((details.get("delta") if details.get("delta") is not None else 0.0))
             p = one_run_claim_p_value(details, claim, delta)
@@ -468,7 +570,7 @@ def _synthetic_checks(index: int, entry: dict[str, Any], alpha_each: float, conf
                            f"with {details['m']} records, at or below the claim {claim:g}")
             checks.append(Check(subject, f"{label} · distance · one_run", message, p_value=p,
                                 inconclusive=inconclusive, assumption="one release, coin-flip membership (proven)",
-                                claim=claim_text, ceiling=ceiling,
+                                claim=claim_text, ceiling=ceiling, power=synthetic_power(),
                                 needed=needed_candidates(claim, delta, alpha_each, "records") if inconclusive else ""))
         for flag in entry.get("flags") or []:
             if flag.get("check") != "epsilon_violation":
@@ -497,12 +599,12 @@ def built_in_checks(results: dict[str, Any], alpha: float) -> tuple[list[Check],
     leakage: list[dict[str, Any]] = []
     for index, target in enumerate(results.get("targets") or []):
         if isinstance(target, dict):
-            more, found = _target_checks(index, target, alpha_each, confidence, alpha)
+            more, found = _target_checks(index, target, alpha_each, confidence, alpha, results)
             checks += more
             notes += found + _score_notes(target)
             if not _target_has_claim(target):
                 leakage.append(target_leakage(index, target, f"ε = {_eps_text(target.get('epsilon_target'))}", alpha))
-    checks += [Check(**fields) for fields in conformance_check_fields(results)]  # main job: its own training
+    checks += [Check(**{"power": PROVEN_CONFORMANCE, **fields}) for fields in conformance_check_fields(results)]  # main job: its own training
     for index, entry in enumerate(results.get("synthetic") or []):
         if isinstance(entry, dict):
             checks += _synthetic_checks(index, entry, alpha_each, confidence)
@@ -589,10 +691,10 @@ def verdict_for_results(results: dict[str, Any], policy: Any = None, *,
     `fail_on_leak` (None: as the results' own verdict recorded it) makes a LEAKS statement on a
     subject without a DP claim fail the verdict (`--fail-on-leak`).
 
-    Without a policy the built-in checks decide. With one, its rules decide (`fail_on_violation`,
-    on by default, reads the targets' `violation`, which is the Holm-corrected built-in test), plus
-    the built-in test of a DP generator's ε unless the policy turns violations off; a claim the
-    audit could not have refuted keeps the status inconclusive (fail with `fail_on_inconclusive`).
+    The built-in checks decide the claims, with or without a policy. A policy adds its rules
+    (`verdict.rules`: passed / failed / not applicable), never removes or re-words a claim; the top
+    line fails on a refuted claim or a failed rule, and `fail_on_inconclusive` fails an untestable or
+    not-refuted claim.
     """
     from audit.machinery.policy import evaluate_policy
 
@@ -622,39 +724,14 @@ def verdict_for_results(results: dict[str, Any], policy: Any = None, *,
         out.pop("policy_evaluation", None)
         return out, None
 
+    # A policy adds rules beside the claims; it never removes, renames or re-words a claim (#36): the
+    # claims are the built-in ones, and the top line fails on a refuted claim or a failed rule.
     evaluation = evaluate_policy(policy, out)
-    rules = policy.rules
-    policy_checks = [
-        Check(check.target_label, check.rule + (f" · {check.attack}" if check.attack else ""), check.message,
-              failed=check.applicable and not check.passed,
-              inconclusive=(not check.applicable and check.rule == "max_epsilon_lb"),
-              decides=check.applicable or check.rule == "max_epsilon_lb",
-              assumption="policy rule", claim=f"policy rule {check.rule} on {check.target_label}")
-        for check in evaluation.checks
-    ]
-    if rules.fail_on_violation is not False:
-        policy_checks += [c for c in checks if c.subject.startswith("synthetic[") and c.p_value is not None
-                          and " at ε " in c.name]
-    # Claims the built-in checks found untestable stay visible: the policy cannot make them pass. (A
-    # claim held by one of its tests is not untestable for a check of it that had no power.)
-    open_keys = {c["claim"] for c in built_in["claims"] if c["status"] == "untestable"}
-
-    def is_open(check: Any) -> bool:
-        key = check.claim if isinstance(check, Check) else check.get("claim")
-        name = check.name if isinstance(check, Check) else check.get("name")
-        subject = check.subject if isinstance(check, Check) else check.get("subject")
-        return (key or f"{subject}: {name}") in open_keys
-
-    policy_checks += [replace(c, inconclusive=True)
-                      for c in checks if c.decides and c.inconclusive and c.p_value is None and is_open(c)]
-    fields = set(Check.__dataclass_fields__)
-    policy_checks += [Check(**{**{k: v for k, v in c.items() if k in fields}, "p_value": None, "inconclusive": True})
-                      for c in built_in["checks"] if c["outcome"] == "inconclusive" and c["p_value"] is not None
-                      and is_open(c)]
     source = evaluation.policy_path or evaluation.policy_name
-    out["verdict"] = decide(policy_checks, alpha=alpha, decided_by=f"policy {source}",
-                            fail_on_inconclusive=bool(getattr(rules, "fail_on_inconclusive", False)), notes=notes,
-                            leakage=leakage, fail_on_leak=fail_on_leak)
+    out["verdict"] = decide(checks, alpha=alpha, decided_by=f"policy {source}",
+                            fail_on_inconclusive=bool(getattr(policy.rules, "fail_on_inconclusive", False)),
+                            notes=notes, leakage=leakage, fail_on_leak=fail_on_leak,
+                            rules=[check.as_rule() for check in evaluation.checks])
     out["verdict"]["built_in"] = {"status": built_in["status"], "reasons": built_in["reasons"],
                                   "claims": built_in["claims"]}
     out["policy_evaluation"] = evaluation.as_dict()

@@ -7,8 +7,36 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["status_word", "claim_status_word", "claim_line", "claim_sentence", "extra_reasons", "leakage_word", "pass_caveat",
+__all__ = ["counts_line", "rule_line", "rule_status_word", "CLAIM_ORDER", "status_word", "claim_status_word", "claim_line", "claim_sentence", "extra_reasons", "leakage_word", "pass_caveat",
            "claim_tags", "verdict_tags"]
+
+
+# The claim statuses in the order outputs count them (audit.machinery.verdict.CLAIM_STATUSES; repeated
+# here because verdict imports this module).
+CLAIM_ORDER = ("held", "not_refuted", "refuted", "untestable")
+RULE_ORDER = ("passed", "failed", "not_applicable")
+
+
+def counts_line(verdict: dict[str, Any]) -> str:
+    """The top line's counts, claims and rules kept apart: "3 held · 1 not refuted · 0 refuted · 1 untestable
+    here; policy: 14 rules passed, 1 failed, 3 not applicable" (the policy part only with a policy)."""
+    claims = [c for c in verdict.get("claims") or [] if isinstance(c, dict)]
+    text = " · ".join(f"{sum(1 for c in claims if c.get('status') == s)} {claim_status_word(s)}" for s in CLAIM_ORDER)
+    rules = [r for r in verdict.get("rules") or [] if isinstance(r, dict)]
+    if "rules" in verdict:
+        n = {s: sum(1 for r in rules if r.get("status") == s) for s in RULE_ORDER}
+        text += (f"; policy: {n['passed']} rule{'s' if n['passed'] != 1 else ''} passed, {n['failed']} failed, "
+                 f"{n['not_applicable']} not applicable")
+    return text
+
+
+def rule_status_word(status: str) -> str:
+    return {"not_applicable": "not applicable"}.get(status, status)
+
+
+def rule_line(rule: dict[str, Any]) -> str:
+    """One policy rule in words: "rule failed: <rule>: <its figure vs its threshold>"."""
+    return f"rule {rule_status_word(str(rule.get('status')))}: {rule.get('message')}"
 
 
 def status_word(status: str, verdict: dict[str, Any] | None = None) -> str:
@@ -52,6 +80,8 @@ def extra_reasons(verdict: dict[str, Any]) -> list[str]:
     """The verdict's reasons that no claim line already says (a policy's fail_on_inconclusive,
     --fail-on-leak, an older verdict without claims), each once."""
     said = {c.get("reason") for c in verdict.get("claims") or [] if isinstance(c, dict)}
+    said |= {f"policy rule {r.get('rule')} failed: {r.get('message')}" for r in verdict.get("rules") or []
+             if isinstance(r, dict)}  # each rule has its own line already
     return [r for r in dict.fromkeys(map(str, verdict.get("reasons") or [])) if r not in said]
 
 
@@ -74,11 +104,15 @@ def claim_tags(verdict: dict[str, Any]) -> dict[str, str]:
     """Per-claim MLflow tags (`verdict.claim.NN` = "held: <claim>"), the counts, and the leakage
     statement of each subject without a claim (`verdict.leakage.NN`): the same words as every output."""
     claims = [c for c in verdict.get("claims") or [] if isinstance(c, dict)]
-    tags = {f"verdict.claim.{i:02d}": f"{c.get('status')}: {c.get('claim')}"[:4900] for i, c in enumerate(claims)}
+    tags = {f"verdict.claim.{i:02d}": f"{claim_status_word(str(c.get('status')))}: {c.get('claim')}"[:4900]
+            for i, c in enumerate(claims)}
     counts = verdict.get("counts") or {}
-    tags["verdict.claims"] = (" · ".join(f"{counts.get(s, 0)} {claim_status_word(s)}"
-                                         for s in ("held", "not_refuted", "refuted", "untestable"))
+    tags["verdict.claims"] = (" · ".join(f"{counts.get(s, 0)} {claim_status_word(s)}" for s in CLAIM_ORDER)
                               if claims else "none")
+    for i, rule in enumerate(r for r in verdict.get("rules") or [] if isinstance(r, dict)):
+        tags[f"verdict.rule.{i:02d}"] = f"{rule_status_word(str(rule.get('status')))}: {rule.get('message')}"[:4900]
+    if "rules" in verdict:
+        tags["verdict.rules"] = counts_line(verdict).split("; policy: ", 1)[-1]
     for i, entry in enumerate(e for e in verdict.get("leakage") or [] if isinstance(e, dict)):
         tags[f"verdict.leakage.{i:02d}"] = f"{entry.get('status')}: {entry.get('statement')}"[:4900]
     tags["verdict.headline"] = status_word(str(verdict.get("status")), verdict)
