@@ -145,8 +145,9 @@ _ENVIRONMENT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, er
 def _one_line(text: str) -> str:
     """One line, control characters escaped (audit.errors.escape_controls), at most _LINE_LIMIT long."""
     from audit.errors import escape_controls
+    from audit.machinery.secrets import redact  # a URI's password never reaches the terminal or a CI log
 
-    line = " ".join(escape_controls(str(text)[: _LINE_LIMIT * 4]).split())
+    line = " ".join(escape_controls(redact(str(text)[: _LINE_LIMIT * 4])).split())
     return line if len(line) <= _LINE_LIMIT else line[: _LINE_LIMIT - 1] + "…"
 
 

@@ -86,13 +86,10 @@ def _provenance():
         value = ctx.params.get(param.name)
         if param.name == "help" or value is None or value == param.default or not getattr(param, "opts", None):
             continue
-        if param.name in ("ledger", "tracking_uri") and isinstance(value, str) and "://" in value:
-            from sqlalchemy.engine import make_url
+        if isinstance(value, str):
+            from audit.machinery.secrets import MASK, is_secret_name, redact
 
-            try:
-                value = make_url(value).render_as_string(hide_password=True)
-            except Exception:  # noqa: BLE001 - not a URL: shown as given
-                pass
+            value = MASK if is_secret_name(param.name) else redact(value)
         flag = param.opts[0]
         parts.append(flag if value is True else f"{flag} {shlex.quote(str(value))}")
     return Provenance(command=" ".join(["privacy-audit", *names, *parts])[:4000])

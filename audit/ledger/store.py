@@ -75,7 +75,7 @@ class ReleaseInput:
 class Provenance:
     """Who, when and what: filled from the environment unless given (tests pin them)."""
 
-    command: str = field(default_factory=lambda: " ".join(["privacy-audit", *sys.argv[1:]])[:4000])
+    command: str = field(default_factory=lambda: " ".join(["privacy-audit", *_redacted_argv()])[:4000])
     by: str = field(default_factory=lambda: f"{_user()}@{socket.gethostname()}")
     git_commit: str | None = field(default_factory=lambda: _git_commit())
     at: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
@@ -87,6 +87,12 @@ class RecordOutcome:
     composition: Composition | None  # None when recorded with compute_spent=False and no limit
     limit: float | None
     limit_source: str | None
+
+
+def _redacted_argv() -> list[str]:
+    from audit.machinery.secrets import redact_argv
+
+    return redact_argv(sys.argv[1:])
 
 
 def _user() -> str:
@@ -132,10 +138,16 @@ def check_ledger_uri(uri: Any, where: str = "--ledger") -> URL:
     text = uri.strip()
     if "://" not in text:
         return _sqlite_url(Path(text), where)
+    from audit.machinery.secrets import redact
+
     try:
         url = make_url(text)
-    except ArgumentError:
-        raise AuditInputError(where, f"{text[:80]!r} is not a database URI") from None
+        port = url.port  # SQLAlchemy parses it lazily in some versions: a bad one must fail here
+    except (ArgumentError, ValueError):
+        raise AuditInputError(where, f"{redact(text[:200])!r} is not a database URI (expected "
+                              "postgresql+psycopg://user@host:port/db with a numeric port)") from None
+    if port is not None and not 0 < port < 65536:
+        raise AuditInputError(where, f"port {port} of {redact(text[:200])!r} is not in 1–65535")
     backend, _, driver = url.drivername.partition("+")
     if backend == "sqlite" and driver in ("", "pysqlite"):
         if not url.database or url.database == ":memory:":
@@ -188,7 +200,10 @@ def _engine_for(url: URL) -> Engine:
 
 
 def _describe(url: URL) -> str:
-    return url.database if url.get_backend_name() == "sqlite" else url.render_as_string(hide_password=True)
+    from audit.machinery.secrets import redact
+
+    # render_as_string hides the user-info password only; a `?password=` query parameter needs redact.
+    return url.database if url.get_backend_name() == "sqlite" else redact(url.render_as_string(hide_password=True))
 
 
 class Ledger:
