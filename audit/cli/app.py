@@ -80,8 +80,9 @@ def shown(value) -> str:
     from rich.markup import escape
 
     from audit.errors import escape_controls
+    from audit.machinery.secrets import redact
 
-    return escape(escape_controls(str(value)))
+    return escape(escape_controls(redact(str(value))))
 
 
 def make_console(*, stderr: bool = False) -> Console:

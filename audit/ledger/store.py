@@ -25,7 +25,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import create_engine, event, func, select
+from sqlalchemy import create_engine, event, func, select, text
 from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.exc import ArgumentError, DatabaseError, NoSuchModuleError, OperationalError
 from sqlalchemy.orm import Session
@@ -45,7 +45,6 @@ DEFAULT_DELTA = 1e-5  # a new dataset's δ until `set-budget --delta` says other
 BUSY_TIMEOUT_S = 120
 _MIGRATION_LOCK_KEY = 0x5052_4956_4C45_4447 & 0x7FFF_FFFF_FFFF_FFFF  # "PRIVLEDG": any fixed bigint
 _DATASET_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
-_SQLITE_HEADER = b"SQLite format 3\x00"
 
 
 class BudgetExceeded(Exception):
@@ -163,19 +162,10 @@ def check_ledger_uri(uri: Any, where: str = "--ledger") -> URL:
 
 
 def _sqlite_url(path: Path, where: str) -> URL:
+    from audit.ledger.integrity import check_sqlite_path
+
     path = path.expanduser()
-    if path.is_dir():
-        raise AuditInputError(f"{where} '{path}'", "is a directory; expected a ledger file (e.g. privacy-ledger.db)")
-    if path.exists():
-        try:
-            with open(path, "rb") as handle:
-                header = handle.read(len(_SQLITE_HEADER))
-        except OSError as exc:
-            raise AuditInputError(f"{where} '{path}'", f"cannot be read ({exc.strerror})") from None
-        if header and header != _SQLITE_HEADER:  # an empty file is a new database to SQLite
-            raise AuditInputError(f"{where} '{path}'", "is not a SQLite database (corrupt, or another kind of file)")
-    elif not path.parent.resolve().is_dir():
-        raise AuditInputError(f"{where} '{path}'", f"folder '{path.parent}' does not exist")
+    check_sqlite_path(path, where)  # a FIFO, directory, device or non-SQLite file is refused unopened
     return URL.create("sqlite+pysqlite", database=str(path.resolve()))
 
 
@@ -275,6 +265,12 @@ class Ledger:
             if self.url.get_backend_name() == "postgresql":
                 connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK_KEY})")
             config.attributes["connection"] = connection
+            from alembic.script import ScriptDirectory
+
+            from audit.ledger.integrity import check_schema
+
+            known = {script.revision for script in ScriptDirectory.from_config(config).walk_revisions()}
+            check_schema(connection, known, f"{self.where} '{self.description}'")
             command.upgrade(config, "head")
 
     def _dataset(self, session: Session, name: str, *, create: bool, lock: bool) -> Dataset | None:
@@ -287,18 +283,34 @@ class Ledger:
             else:
                 from sqlalchemy.dialects.sqlite import insert
             session.execute(insert(table).values(**values).on_conflict_do_nothing(index_elements=["name"]))
+        raw = session.execute(text("SELECT * FROM ledger_datasets WHERE name = :name"), {"name": name}).mappings().all()
+        for found in raw:
+            self._checker(session).dataset(dict(found))
         query = select(Dataset).where(Dataset.name == name)
         if lock:
             query = query.with_for_update()  # PostgreSQL row lock; SQLite already holds the database lock
         return session.scalars(query).one_or_none()
 
-    @staticmethod
-    def _active_mechanisms(session: Session, dataset: Dataset) -> list[dict[str, Any]]:
-        rows = session.execute(
-            select(Release.mechanisms).outerjoin(Removal, Removal.release_id == Release.id)
-            .where(Release.dataset_id == dataset.id, Removal.id.is_(None)).order_by(Release.id)
-        ).scalars()
-        return [spec for mechanisms in rows for spec in mechanisms]
+    def _checker(self, session: Session):
+        from audit.ledger.integrity import RowChecker
+
+        return RowChecker(session.get_bind().dialect, f"{self.where} '{self.description}'")
+
+    def _checked_releases(self, session: Session, dataset: Dataset) -> list[tuple[dict[str, Any], bool]]:
+        """The dataset's release rows, each checked (a hand-edited row is named), with whether it was removed."""
+        checker = self._checker(session)
+        releases = [checker.release(dict(r), dataset.name) for r in session.execute(
+            text("SELECT * FROM ledger_releases WHERE dataset_id = :d ORDER BY id"), {"d": dataset.id}).mappings()]
+        removed = set()
+        for r in session.execute(text("SELECT r.* FROM ledger_removals r JOIN ledger_releases l ON l.id = r.release_id "
+                                      "WHERE l.dataset_id = :d ORDER BY r.id"), {"d": dataset.id}).mappings():
+            removed.add(checker.removal(dict(r))["release_id"])
+        return [(release, release["id"] in removed) for release in releases]
+
+    def _active_mechanisms(self, session: Session, dataset: Dataset) -> list[dict[str, Any]]:
+        # Validated again as they are composed: the stored dict is never trusted to be in range.
+        return [validate_mechanism(spec, f"release #{release['id']}") for release, removed
+                in self._checked_releases(session, dataset) if not removed for spec in release["mechanisms"]]
 
     # -----------------------------------------------------------------------------------------
     def record(self, dataset: str, releases: list[ReleaseInput], provenance: Provenance | None = None, *,
@@ -384,7 +396,9 @@ class Ledger:
     # -----------------------------------------------------------------------------------------
     def datasets(self) -> list[str]:
         with self._errors(), Session(self.engine) as session:
-            return list(session.scalars(select(Dataset.name).order_by(Dataset.name)))
+            checker = self._checker(session)
+            rows = [checker.dataset(dict(r)) for r in session.execute(text("SELECT * FROM ledger_datasets")).mappings()]
+            return sorted(row["name"] for row in rows)
 
     def dataset_state(self, dataset: str) -> dict[str, Any]:
         """The dataset's budget, δ, releases (removed ones marked) and spent composition."""
@@ -394,6 +408,7 @@ class Ledger:
             if row is None:
                 raise AuditInputError("--dataset", f"no dataset '{dataset}' in this ledger "
                                       f"(known: {', '.join(self._names(session)) or 'none'})")
+            self._checked_releases(session, row)  # every row checked before the ORM decodes it
             releases = [_release_dict(r) for r in session.scalars(
                 select(Release).where(Release.dataset_id == row.id).order_by(Release.id))]
             composition = compose_mechanisms(self._active_mechanisms(session, row), row.delta)
