@@ -59,9 +59,20 @@ class Composition:
     method: str            # "pld" | "rdp" | "rdp + basic composition of (ε, δ) pairs" | "none"
     method_note: str
     basic_epsilon: float
+    # Reported: min(advanced formula, basic). Both bound the same δ, so the smaller is the better
+    # textbook bound; the formula alone (e^ε term) is far looser than basic for a few large releases.
     advanced_epsilon: float
     n_mechanisms: int      # after expanding counts (a DP-SGD training counts once)
     has_pairs: bool
+    advanced_formula_epsilon: float = 0.0  # Dwork–Rothblum–Vadhan's ε' itself, before the min
+
+    @property
+    def advanced_note(self) -> str:
+        """Why the advanced figure equals basic, when the formula gave more (empty otherwise)."""
+        if self.advanced_formula_epsilon > self.advanced_epsilon:
+            formula = "∞" if math.isinf(self.advanced_formula_epsilon) else f"{self.advanced_formula_epsilon:.4g}"
+            return f"the advanced-composition formula gives {formula}, looser than basic composition: the smaller is shown"
+        return ""
 
     def as_dict(self) -> dict[str, Any]:
         # JSON has no infinity: an unbounded figure is written as null with the reason in method_note.
@@ -207,8 +218,10 @@ def _textbook(groups: list[dict[str, Any]], delta: float) -> tuple[float, float]
         if any(math.isinf(e) for e, _ in listed):
             advanced = math.inf
         else:
-            advanced = (math.sqrt(2 * math.log(1 / slack) * sum(n * e * e for e, n in listed))
-                        + sum(n * e * math.expm1(e) for e, n in listed))
+            # e^ε overflows a float above ε ≈ 709: the bound is then unbounded, not an OverflowError.
+            advanced = math.inf if any(e > 700 for e, _ in listed) else (
+                math.sqrt(2 * math.log(1 / slack) * sum(n * e * e for e, n in listed))
+                + sum(n * e * math.expm1(e) for e, n in listed))
     return basic, advanced
 
 
@@ -228,5 +241,5 @@ def compose_mechanisms(mechanisms: list[dict[str, Any]], delta: float) -> Compos
     epsilon, method, note = _tight(groups, delta)
     epsilon = _round_up(epsilon)
     basic, advanced = _textbook(groups, delta)
-    return Composition(delta, epsilon, method, note, basic, advanced, n,
-                       any(g["kind"] == "epsilon_delta" for g in groups))
+    return Composition(delta, epsilon, method, note, basic, min(advanced, basic), n,
+                       any(g["kind"] == "epsilon_delta" for g in groups), advanced)

@@ -36,7 +36,7 @@ from audit.ledger.mechanisms import describe_mechanism, validate_mechanism
 from audit.ledger.models import BudgetChange, Dataset, Release, Removal
 
 __all__ = [
-    "DEFAULT_LEDGER", "DEFAULT_DELTA", "BUSY_TIMEOUT_S", "Ledger", "ReleaseInput", "Provenance", "BudgetExceeded",
+    "DEFAULT_LEDGER", "DEFAULT_DELTA", "BUSY_TIMEOUT_S", "Ledger", "ReleaseInput", "Provenance", "BudgetExceeded", "BudgetBelowSpent",
     "RecordOutcome", "check_dataset_name", "check_ledger_uri", "file_sha256",
 ]
 
@@ -56,6 +56,17 @@ class BudgetExceeded(Exception):
         super().__init__(f"dataset '{dataset}': recording this release would spend ε = {spent} at δ = "
                          f"{composition.delta:g} ({composition.method}) > max_total_epsilon {limit:g} "
                          f"({limit_source}); nothing was recorded")
+
+
+class BudgetBelowSpent(Exception):
+    """`set-budget` below what the dataset has already spent: refused, nothing saved (exit 1)."""
+
+    def __init__(self, dataset: str, limit: float, composition: Composition):
+        self.dataset, self.limit, self.composition = dataset, limit, composition
+        spent = "∞" if math.isinf(composition.epsilon) else f"{composition.epsilon:.4g}"
+        super().__init__(f"'{dataset}' has already spent ε = {spent} at δ = {composition.delta:g} "
+                         f"({composition.method}) > the proposed budget {limit:g}: nothing was saved "
+                         "(remove releases with `ledger remove`, or set a budget at or above the spent ε)")
 
 
 @dataclass(frozen=True)
@@ -361,18 +372,25 @@ class Ledger:
 
     def set_budget(self, dataset: str, max_total_epsilon: float | None, delta: float | None,
                    provenance: Provenance | None = None) -> Composition:
-        """Set the dataset's budget (None: no ε limit) and/or δ; creates the dataset. Returns the spent figure."""
+        """Set the dataset's budget (None: no ε limit) and/or δ; creates the dataset. Returns the spent figure.
+
+        A budget below what is already spent (at the new δ) raises BudgetBelowSpent and saves nothing:
+        the check and the change are one transaction, so a release recorded meanwhile is counted.
+        """
         check_dataset_name(dataset)
         provenance = provenance or Provenance()
         with self._errors(), Session(self.engine) as session, session.begin():
             row = self._dataset(session, dataset, create=True, lock=True)
+            spent = compose_mechanisms(self._active_mechanisms(session, row), row.delta if delta is None else delta)
+            if max_total_epsilon is not None and not spent.epsilon <= max_total_epsilon:
+                raise BudgetBelowSpent(dataset, max_total_epsilon, spent)  # rolls back: the new dataset row too
             if delta is not None:
                 row.delta = delta
             row.max_total_epsilon = max_total_epsilon
             session.add(BudgetChange(dataset_id=row.id, max_total_epsilon=max_total_epsilon, delta=row.delta,
                                      at=provenance.at, by=provenance.by, command=provenance.command,
                                      git_commit=provenance.git_commit))
-            return compose_mechanisms(self._active_mechanisms(session, row), row.delta)
+            return spent
 
     def remove(self, dataset: str, release_id: int, reason: str, provenance: Provenance | None = None) -> Composition:
         """Mark a release removed (a Removal row; the release stays). Returns the spent figure without it."""
