@@ -215,18 +215,6 @@ JsonOption = Annotated[bool, switch("json", "print JSON instead of a table (for 
 DEFAULT_URI = "privacy-ledger.db"
 
 
-def _positive(value: float | None, flag: str, *, high: float | None = None, zero_ok: bool = False) -> float | None:
-    if value is None:
-        return None
-    if not math.isfinite(value):
-        raise AuditInputError(flag, f"must be a finite number, got {value}")
-    if value < 0 or (value == 0 and not zero_ok):
-        raise AuditInputError(flag, f"must be {'≥' if zero_ok else '>'} 0, got {value:g}")
-    if high is not None and value > high:
-        raise AuditInputError(flag, f"must be ≤ {high:g}, got {value:g}")
-    return value
-
-
 def _hand_release(noise_multiplier, sample_rate, steps, gaussian_scale, laplace_scale, sensitivity, count, zcdp_rho,
                   epsilon, delta) -> tuple[str, dict[str, Any]]:
     from audit.ledger.mechanisms import describe_mechanism, validate_mechanism
@@ -241,31 +229,35 @@ def _hand_release(noise_multiplier, sample_rate, steps, gaussian_scale, laplace_
         raise AuditInputError("release", "give exactly one of --results, --noise-multiplier/--sample-rate/--steps "
                               "(DP-SGD), --gaussian-scale, --laplace-scale, --zcdp-rho, --epsilon/--delta"
                               + (f" (got {', '.join(chosen)})" if chosen else ""))
+    from audit.machinery.limits import check_count, check_range
+
     kind = chosen[0]
+    # Every flag against the one range table (audit/machinery/limits.py), named as typed.
     if kind.startswith("--noise"):
         for flag, value in (("--noise-multiplier", noise_multiplier), ("--sample-rate", sample_rate), ("--steps", steps)):
             if value is None:
                 raise AuditInputError(flag, "missing: DP-SGD needs --noise-multiplier σ, --sample-rate q and --steps T")
-        _positive(noise_multiplier, "--noise-multiplier")
-        _positive(sample_rate, "--sample-rate", high=1)
+        check_range("ledger --noise-multiplier", noise_multiplier)
+        check_range("ledger --sample-rate", sample_rate)
+        check_count("ledger --steps", steps, where="--steps")
         spec = {"kind": "dpsgd", "noise_multiplier": noise_multiplier, "sample_rate": sample_rate, "steps": steps}
     elif kind in ("--gaussian-scale", "--laplace-scale"):
         scale = gaussian_scale if kind == "--gaussian-scale" else laplace_scale
-        _positive(scale, kind)
-        _positive(sensitivity, "--sensitivity")
+        check_range(f"ledger {kind}", scale)
+        check_range("ledger --sensitivity", sensitivity)
         spec = {"kind": kind[2:-6], "scale": scale, "sensitivity": sensitivity, "count": count}
     elif kind == "--zcdp-rho":
-        _positive(zcdp_rho, "--zcdp-rho", high=1e4)
+        check_range("ledger --zcdp-rho", zcdp_rho)
         spec = {"kind": "zcdp", "rho": zcdp_rho, "count": count}
     else:
         if epsilon is None or delta is None:
             raise AuditInputError("--epsilon/--delta" if epsilon is None else "--delta",
                                   "an (ε, δ) pair needs both --epsilon and --delta (δ = 0 for pure ε-DP)")
-        _positive(epsilon, "--epsilon", high=1000, zero_ok=True)
-        _positive(delta, "--delta", high=1, zero_ok=True)
+        check_range("ledger --epsilon", epsilon)
+        check_range("ledger --delta", delta)
         spec = {"kind": "epsilon_delta", "epsilon": epsilon, "delta": delta, "count": count}
-    if count < 1 and kind != "--noise-multiplier/--sample-rate/--steps":
-        raise AuditInputError("--count", f"must be ≥ 1, got {count}")
+    if kind != "--noise-multiplier/--sample-rate/--steps":
+        check_count("ledger --count", count, where="--count")
     flag = kind.split("/")[0]
     spec = validate_mechanism(spec, flag)
     return describe_mechanism(spec), spec
@@ -433,11 +425,12 @@ def ledger_set_budget(
     check_ledger_uri(ledger)
     if (max_epsilon is None) == (not no_limit) and delta is None or (max_epsilon is not None and no_limit):
         raise AuditInputError("--max-epsilon", "give --max-epsilon E or --no-limit (and optionally --delta)")
-    _positive(max_epsilon, "--max-epsilon", high=1e4)
+    from audit.machinery.limits import check_range
+
+    if max_epsilon is not None:
+        check_range("ledger set-budget --max-epsilon", max_epsilon)
     if delta is not None:
-        _positive(delta, "--delta", zero_ok=True)
-        if not delta < 1:
-            raise AuditInputError("--delta", f"must be < 1, got {delta:g}")
+        check_range("ledger set-budget --delta", delta)
     with Ledger.open(ledger) as store:
         if max_epsilon is None and not no_limit:  # --delta alone: keep the current limit
             current = store.dataset_state(dataset)["max_total_epsilon"] if dataset in store.datasets() else None
@@ -462,6 +455,8 @@ def ledger_remove(
     from audit.ledger.store import Ledger, check_dataset_name
 
     check_dataset_name(dataset)
+    if not 1 <= release < 2**63:  # a release number is a database row id (SQLite and PostgreSQL: 64-bit)
+        raise AuditInputError("--release", f"must be a release number ≥ 1 (see ledger list), got {release}")
     if not reason.strip():
         raise AuditInputError("--reason", "must say why the release no longer counts")
     with Ledger.open(ledger, create=False) as store:

@@ -48,6 +48,13 @@ __all__ = ["Composition", "compose_mechanisms", "dp_event_of", "PLD_DISCRETIZATI
 
 # dp_accounting's default; the ε reported is pessimistic (an upper bound) at this resolution.
 PLD_DISCRETIZATION = 1e-4
+# The PLD grid spans the composed privacy loss: about 2·ε/discretisation points (ε = 10⁴ from
+# 10⁸ DP-SGD steps, or 10⁷ Laplace queries, asked for 34–750 GiB and crashed). Above this composed-ε
+# bound (an RDP figure on integer orders, ~0.05 s) the PLD is not built: the RDP figure — an
+# upper bound too, looser — is reported instead, with the memory the grid would have needed.
+PLD_EPSILON_LIMIT = 200.0
+_PROXY_ORDERS = (2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 128, 256, 512, 1024)
+_GRID_COPIES = 6  # arrays of the grid's size alive at once while dp_accounting composes by FFT
 
 
 @dataclass(frozen=True)
@@ -143,14 +150,54 @@ def _training_event(spec: dict[str, Any]) -> dp_accounting.DpEvent:
     return one if spec["count"] == 1 else dp_accounting.SelfComposedDpEvent(one, spec["count"])
 
 
+def _quiet_absl() -> None:
+    # dp_accounting's RDP logs a warning per fractional order it cannot converge on (q ≥ 0.1): noise
+    # on the console, not a problem (those orders are skipped; the bound stays valid).
+    import logging
+
+    logging.getLogger("absl").setLevel(logging.ERROR)
+
+
+def composed_epsilon_bound(groups: list[dict[str, Any]], delta: float) -> float:
+    """A fast upper bound on the composed ε (RDP on integer orders, plus the pairs' Σε): what sizes the PLD grid."""
+    import dp_accounting
+
+    _quiet_absl()
+    events = [_training_event(g) if g["kind"] == "dpsgd" else dp_event_of(g) for g in groups
+              if g["kind"] != "epsilon_delta"]
+    bound = sum(g["epsilon"] * g["count"] for g in groups if g["kind"] == "epsilon_delta")
+    if events:
+        rdp = dp_accounting.rdp.RdpAccountant(list(_PROXY_ORDERS))
+        rdp.compose(dp_accounting.ComposedDpEvent(events))
+        bound += float(rdp.get_epsilon(delta if delta > 0 else 1e-12))
+    return bound
+
+
+def pld_grid_bytes(epsilon_bound: float) -> float:
+    """Memory the PLD composition would take for a composed-ε bound (see PLD_EPSILON_LIMIT)."""
+    return 2 * epsilon_bound / PLD_DISCRETIZATION * 8 * _GRID_COPIES
+
+
+def _size(n: float) -> str:
+    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20)):
+        if n >= scale:
+            return f"{n / scale:,.1f} {unit}"
+    return f"{n / 1024:,.1f} KiB"
+
+
 def _tight(groups: list[dict[str, Any]], delta: float) -> tuple[float, str, str]:
     import dp_accounting
 
+    _quiet_absl()
     pairs = [g for g in groups if g["kind"] == "epsilon_delta"]
     events = [_training_event(g) if g["kind"] == "dpsgd" else dp_event_of(g) for g in groups if g not in pairs]
     composed = dp_accounting.ComposedDpEvent(events)
     pld = _pld_accountant_with_pairs()(value_discretization_interval=PLD_DISCRETIZATION)
-    if pld.supports(composed):
+    bound = composed_epsilon_bound(groups, delta)
+    too_large = not bound <= PLD_EPSILON_LIMIT
+    skipped = (f"PLD not computed: the composed ε exceeds {PLD_EPSILON_LIMIT:g} (RDP bound "
+               f"{bound:.4g}), its grid would need about {_size(pld_grid_bytes(bound))}; ") if too_large else ""
+    if not too_large and pld.supports(composed):
         pld.compose(composed)
         for pair in pairs:
             pld.compose_pair(pair["epsilon"], pair["delta"], pair["count"])
@@ -167,13 +214,18 @@ def _tight(groups: list[dict[str, Any]], delta: float) -> tuple[float, str, str]
     pair_delta = sum(p["delta"] * p["count"] for p in pairs)
     pair_epsilon = sum(p["epsilon"] * p["count"] for p in pairs)
     left = delta - pair_delta
+    why = skipped or "a mechanism has no PLD: ρ-zCDP"
     if not pairs:
-        return float(rdp.get_epsilon(delta)), "rdp", "dp_accounting RDP accountant (a mechanism has no PLD: ρ-zCDP)"
+        if delta <= 0 and events:
+            return math.inf, "rdp", f"{skipped}RDP: δ = 0 leaves ε unbounded for mechanisms that need a δ"
+        return float(rdp.get_epsilon(delta)), "rdp", f"dp_accounting RDP accountant ({why.rstrip('; ')})"
     method = "rdp + basic composition of (ε, δ) pairs"
-    if left <= 0:
-        return math.inf, method, f"the (ε, δ) pairs alone spend δ {pair_delta:g} ≥ the dataset's δ {delta:g}"
+    if left <= 0 and events:
+        return math.inf, method, f"{skipped}the (ε, δ) pairs alone spend δ {pair_delta:g} ≥ the dataset's δ {delta:g}"
+    if left < 0:
+        return math.inf, method, f"{skipped}the (ε, δ) pairs alone spend δ {pair_delta:g} > the dataset's δ {delta:g}"
     eps = float(rdp.get_epsilon(left)) + pair_epsilon if events else pair_epsilon
-    return eps, method, (f"RDP for the mechanisms at δ {left:g} (a mechanism has no PLD: ρ-zCDP), plus the "
+    return eps, method, (f"RDP for the mechanisms at δ {left:g} ({why.rstrip('; ')}), plus the "
                          f"(ε, δ) pairs' Σε = {pair_epsilon:g} at Σδ = {pair_delta:g} (basic composition)")
 
 
@@ -190,8 +242,14 @@ def _unit_epsilon(group: dict[str, Any], delta_each: float) -> float:
     if kind == "zcdp":
         rho = group["rho"]
         return rho + 2 * math.sqrt(rho * math.log(1 / delta_each))
+    one = {k: v for k, v in group.items() if k != "count"}
+    bound = composed_epsilon_bound([{**one, "count": 1}], delta_each)
+    if not bound <= PLD_EPSILON_LIMIT:  # one training beyond any budget: its RDP bound (see PLD_EPSILON_LIMIT)
+        rdp = dp_accounting.rdp.RdpAccountant()
+        rdp.compose(dp_event_of(one))
+        return float(rdp.get_epsilon(delta_each))
     accountant = dp_accounting.pld.PLDAccountant(value_discretization_interval=PLD_DISCRETIZATION)
-    accountant.compose(dp_event_of({k: v for k, v in group.items() if k != "count"}))
+    accountant.compose(dp_event_of(one))
     return float(accountant.get_epsilon(delta_each))
 
 
