@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -180,7 +181,7 @@ def record_in_ledger(ledger: str | None, dataset: str | None, command: str, resu
     with Ledger.open(ledger) as store:
         try:
             outcome = store.record(dataset, inputs, _provenance(), policy_limit=limit,
-                                   policy_name=getattr(policy, "display_name", None))
+                                   policy_name=getattr(policy, "display_name", None), keep_held=True)
         except BudgetExceeded as exc:
             publish(_section(dataset, store.description, exc.composition, exc.limit, False, reason=str(exc)))
             status = str((results.get("verdict") or {}).get("status", "")).upper()
@@ -188,6 +189,14 @@ def record_in_ledger(ledger: str | None, dataset: str | None, command: str, resu
             err_console.print(f"[red]FAIL[/red] (privacy ledger) {shown(exc)}", highlight=False, soft_wrap=True)
             raise typer.Exit(EXIT_FAILED) from None
         description = store.description
+    try:  # committed: the results file, MLflow tags and console line follow before an interrupt counts
+        _published_record(outcome, dataset, description, publish, mlflow, run_id)
+    finally:
+        outcome.held.stop()
+    _kept_despite_interrupt(outcome)
+
+
+def _published_record(outcome, dataset: str, description: str, publish, mlflow: dict, run_id) -> None:
     publish(_section(dataset, description, outcome.composition, outcome.limit, True, release_ids=outcome.release_ids,
                      limit_source=outcome.limit_source))
     if run_id and mlflow.get("tracking_uri"):
@@ -321,23 +330,35 @@ def ledger_record(
     with Ledger.open(ledger) as store:
         try:
             outcome = store.record(dataset, inputs, _provenance(), policy_limit=limit,
-                                   policy_name=getattr(loaded_policy, "display_name", None))
+                                   policy_name=getattr(loaded_policy, "display_name", None), keep_held=True)
         except BudgetExceeded as exc:
             if json_out:
                 print(json.dumps({"recorded": False, "reason": str(exc), "composition": exc.composition.as_dict()}))
             err_console.print(f"[red]FAIL[/red] (privacy ledger) {shown(exc)}", highlight=False, soft_wrap=True)
             raise typer.Exit(EXIT_FAILED) from None
         description = store.description
-    if json_out:
-        print(json.dumps({"recorded": True, "release_ids": outcome.release_ids, "dataset": dataset,
-                          "composition": outcome.composition.as_dict(), "max_total_epsilon": outcome.limit}))
-        return
-    for note in notes:
-        console.print(f"[yellow]note:[/yellow] {shown(note)}", highlight=False, soft_wrap=True)
-    for release_id, entry in zip(outcome.release_ids, inputs):
-        console.print(f"recorded #{release_id} on '{shown(dataset)}': {shown(entry.label)}", highlight=False, soft_wrap=True)
-    console.print(f"ledger {shown(description)}: " + _composition_line(outcome.composition, outcome.limit),
-                  highlight=False, soft_wrap=True)
+    try:  # the release is committed: Ctrl-C / SIGTERM stay held until we have said so (exit 0, never 130)
+        if json_out:
+            print(json.dumps({"recorded": True, "release_ids": outcome.release_ids, "dataset": dataset,
+                              "composition": outcome.composition.as_dict(), "max_total_epsilon": outcome.limit}))
+        else:
+            for note in notes:
+                console.print(f"[yellow]note:[/yellow] {shown(note)}", highlight=False, soft_wrap=True)
+            for release_id, entry in zip(outcome.release_ids, inputs):
+                console.print(f"recorded #{release_id} on '{shown(dataset)}': {shown(entry.label)}",
+                              highlight=False, soft_wrap=True)
+            console.print(f"ledger {shown(description)}: " + _composition_line(outcome.composition, outcome.limit),
+                          highlight=False, soft_wrap=True)
+    finally:
+        outcome.held.stop()
+    _kept_despite_interrupt(outcome)
+
+
+def _kept_despite_interrupt(outcome) -> None:
+    if outcome.interrupted_after_commit or outcome.held.fired:
+        ids = ", ".join(f"#{i}" for i in outcome.release_ids)
+        print(f"interrupted after the release was committed: recorded {ids} is kept (do not record it again)",
+              file=sys.stderr)
 
 
 @ledger_app.command("list")

@@ -97,6 +97,10 @@ class RecordOutcome:
     composition: Composition | None  # None when recorded with compute_spent=False and no limit
     limit: float | None
     limit_source: str | None
+    # Ctrl-C / SIGTERM arrived while the commit was held (the release is kept: exit 0, never 130),
+    # and the holder itself when the caller asked to keep holding until it has said what was recorded.
+    interrupted_after_commit: bool = False
+    held: Any = None
 
 
 def _redacted_argv() -> list[str]:
@@ -326,7 +330,7 @@ class Ledger:
     # -----------------------------------------------------------------------------------------
     def record(self, dataset: str, releases: list[ReleaseInput], provenance: Provenance | None = None, *,
                policy_limit: float | None = None, policy_name: str | None = None,
-               compute_spent: bool = True) -> RecordOutcome:
+               compute_spent: bool = True, keep_held: bool = False) -> RecordOutcome:
         """Record `releases` on `dataset` in one transaction, or nothing when the budget would be exceeded.
 
         The limit is the smaller of the dataset's `max_total_epsilon` (set-budget) and `policy_limit`
@@ -341,6 +345,23 @@ class Ledger:
                                                          for i, m in enumerate(r.mechanisms)],
                                 r.source_file, r.source_sha256, r.mlflow_run_id) for r in releases]
         provenance = provenance or Provenance()
+        from audit.machinery.interrupts import held_interrupts
+
+        held = held_interrupts()
+        try:
+            ids, composition, limit, source = self._record(session_args=(dataset, checked, provenance, policy_limit,
+                                                                         policy_name, compute_spent), held=held)
+        except BaseException:
+            held.stop()
+            if held.fired:  # the transaction rolled back: nothing was kept, the interrupt stands (130)
+                raise KeyboardInterrupt from None
+            raise
+        if not keep_held:
+            held.stop()
+        return RecordOutcome(ids, composition, limit, source, held.fired, held if keep_held else None)
+
+    def _record(self, session_args, held):
+        dataset, checked, provenance, policy_limit, policy_name, compute_spent = session_args
         with self._errors(), Session(self.engine) as session, session.begin():
             row = self._dataset(session, dataset, create=True, lock=True)
             limits = [(row.max_total_epsilon, "the ledger's budget for this dataset")]
@@ -368,7 +389,8 @@ class Ledger:
                 session.add(entry)
                 session.flush()
                 ids.append(entry.id)
-        return RecordOutcome(ids, composition, limit, source)
+            held.start()  # the COMMIT runs as this block ends: an interrupt from here on finds the release kept
+        return ids, composition, limit, source
 
     def set_budget(self, dataset: str, max_total_epsilon: float | None, delta: float | None,
                    provenance: Provenance | None = None) -> Composition:
