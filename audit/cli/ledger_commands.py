@@ -42,9 +42,11 @@ def _check_pair(ctx: typer.Context, mine: str, other: str, value: Any) -> None:
 
 def _ledger_callback(ctx: typer.Context, value: Optional[str]) -> Optional[str]:
     if value is not None:
-        from audit.ledger.store import check_ledger_uri
+        from audit.ledger.store import preflight_ledger
 
-        check_ledger_uri(value)  # form only; nothing is created until a release is recorded
+        # Form, file type and an existing database's schema, before the audit runs; nothing is
+        # created until a release is recorded.
+        preflight_ledger(value)
     _check_pair(ctx, "ledger", "dataset", value)
     return value
 

@@ -37,7 +37,7 @@ from audit.ledger.models import BudgetChange, Dataset, Release, Removal
 
 __all__ = [
     "DEFAULT_LEDGER", "DEFAULT_DELTA", "BUSY_TIMEOUT_S", "Ledger", "ReleaseInput", "Provenance", "BudgetExceeded", "BudgetBelowSpent",
-    "RecordOutcome", "check_dataset_name", "check_ledger_uri", "file_sha256",
+    "RecordOutcome", "check_dataset_name", "check_ledger_uri", "preflight_ledger", "file_sha256",
 ]
 
 DEFAULT_LEDGER = "privacy-ledger.db"
@@ -184,6 +184,47 @@ def _sqlite_url(path: Path, where: str) -> URL:
     return URL.create("sqlite+pysqlite", database=str(path.resolve()))
 
 
+def _known_revisions() -> set[str]:
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    config = Config()
+    config.set_main_option("script_location", str(Path(__file__).resolve().parent / "migrations"))
+    return {script.revision for script in ScriptDirectory.from_config(config).walk_revisions()}
+
+
+def preflight_ledger(uri: Any, where: str = "--ledger") -> URL:
+    """Everything about a ledger that can be refused, checked BEFORE an audit runs, writing nothing.
+
+    The URI's form; for an existing SQLite file, its schema read-only (a foreign database or an
+    unknown revision is refused now, not after an hour of training); for PostgreSQL, that the
+    server answers and its schema is ours. A new SQLite path stays new until a release is recorded.
+    """
+    from audit.ledger.integrity import check_schema
+
+    url = check_ledger_uri(uri, where)
+    if url.get_backend_name() == "sqlite":
+        path = Path(url.database)
+        if not path.is_file() or path.stat().st_size == 0:
+            return url
+        from urllib.parse import quote
+
+        engine = create_engine(URL.create("sqlite+pysqlite", database=f"file:{quote(str(path))}?mode=ro",
+                                          query={"uri": "true"}), connect_args={"timeout": BUSY_TIMEOUT_S})
+    else:
+        try:
+            engine = _engine_for(url)
+        except (NoSuchModuleError, ImportError):
+            raise AuditInputError(where, "PostgreSQL needs the [postgres] extra (pip install 'privacy-audit[postgres]')") from None
+    ledger = Ledger(url, engine, where)
+    try:
+        with ledger._errors(), engine.connect() as connection:
+            check_schema(connection, _known_revisions(), f"{where} '{ledger.description}'")
+    finally:
+        engine.dispose()
+    return url
+
+
 def _engine_for(url: URL) -> Engine:
     if url.get_backend_name() == "sqlite":
         engine = create_engine(url, connect_args={"timeout": BUSY_TIMEOUT_S}, poolclass=None)
@@ -280,12 +321,9 @@ class Ledger:
             if self.url.get_backend_name() == "postgresql":
                 connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK_KEY})")
             config.attributes["connection"] = connection
-            from alembic.script import ScriptDirectory
-
             from audit.ledger.integrity import check_schema
 
-            known = {script.revision for script in ScriptDirectory.from_config(config).walk_revisions()}
-            check_schema(connection, known, f"{self.where} '{self.description}'")
+            check_schema(connection, _known_revisions(), f"{self.where} '{self.description}'")
             command.upgrade(config, "head")
 
     def _dataset(self, session: Session, name: str, *, create: bool, lock: bool) -> Dataset | None:
