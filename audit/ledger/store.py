@@ -27,7 +27,7 @@ from typing import Any
 
 from sqlalchemy import create_engine, event, func, select, text
 from sqlalchemy.engine import URL, Engine, make_url
-from sqlalchemy.exc import ArgumentError, DatabaseError, NoSuchModuleError, OperationalError
+from sqlalchemy.exc import ArgumentError, DatabaseError, DBAPIError, NoSuchModuleError, OperationalError
 from sqlalchemy.orm import Session
 
 from audit.errors import AuditInputError
@@ -298,6 +298,13 @@ class Ledger:
                 return None
 
             def __exit__(self, kind, exc, tb):
+                if isinstance(exc, DBAPIError) and any(
+                        word in str(exc.orig).lower() for word in ("connection option", "invalid dsn", "invalid uri",
+                                                                   "invalid sslmode", "invalid integer value")):
+                    # psycopg refusing the URI's own parameters (`?PASSWORD=`, a bad sslmode): the user's to fix.
+                    reason = " ".join(str(exc.orig).split())[:200]
+                    raise AuditInputError(f"{ledger.where} '{ledger.description}'",
+                                          f"the URI's parameters are not valid for the server's driver: {reason}") from None
                 if isinstance(exc, DatabaseError) and not isinstance(exc, OperationalError):
                     if "not a database" in str(exc.orig) or "malformed" in str(exc.orig):
                         raise AuditInputError(f"{ledger.where} '{ledger.description}'",

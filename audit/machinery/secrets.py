@@ -36,6 +36,8 @@ _USERINFO = re.compile(r"(?i)(?P<head>\b[a-z][a-z0-9+.\-]*://[^/\s:@'\"]*):(?P<p
 _USERINFO_LOOSE = re.compile(r"(?i)(?P<head>\b[a-z][a-z0-9+.\-]*://[^/\s:@'\"]*):(?P<password>[^\s@'\"]+)@")
 _TOKENS = re.compile(r"(?<![\w-])(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|hf_[A-Za-z0-9]{20,}|"
                      r"sk-[A-Za-z0-9_-]{20,}|xox[abprs]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16})")
+# `--token VALUE` written as two words inside a message (an argument list quoted in an error).
+_FLAG_WORDS = re.compile(rf"(?i)(?P<flag>(?<![\w-])--[-\w.]*{_SECRET_WORD}[-\w.]*)(?P<space>\s+)(?P<value>(?!-|\*\*\*)[^\s'\"]+)")
 _BEARER = re.compile(r"(?i)\b(?P<kind>bearer|basic)\s+(?P<value>[A-Za-z0-9._~+/=-]{8,})")
 
 
@@ -53,6 +55,7 @@ def redact(text) -> str:
     out = _USERINFO_LOOSE.sub(lambda m: f"{m['head']}:{MASK}@", out)
     out = _BEARER.sub(lambda m: f"{m['kind']} {MASK}", out)
     out = _PAIR.sub(lambda m: f"{m['name']}{m['sep']}{MASK}", out)
+    out = _FLAG_WORDS.sub(lambda m: f"{m['flag']}{m['space']}{MASK}", out)
     return _TOKENS.sub(MASK, out)
 
 
