@@ -44,7 +44,8 @@ if TYPE_CHECKING:
 # module: ~1–2 s of CPU that a ledger command or writer recording without a budget
 # (`compute_spent=False`), listing, or setting a budget on an empty dataset never needs.
 
-__all__ = ["Composition", "compose_mechanisms", "dp_event_of", "PLD_DISCRETIZATION"]
+__all__ = ["Composition", "compose_mechanisms", "dp_event_of", "PLD_DISCRETIZATION", "PLD_EPSILON_LIMIT",
+           "check_dpsgd_computable", "composed_epsilon_bound", "pld_grid_bytes"]
 
 # dp_accounting's default; the ε reported is pessimistic (an upper bound) at this resolution.
 PLD_DISCRETIZATION = 1e-4
@@ -301,3 +302,18 @@ def compose_mechanisms(mechanisms: list[dict[str, Any]], delta: float) -> Compos
     basic, advanced = _textbook(groups, delta)
     return Composition(delta, epsilon, method, note, basic, min(advanced, basic), n,
                        any(g["kind"] == "epsilon_delta" for g in groups), advanced)
+
+
+def check_dpsgd_computable(noise_multiplier: float, sample_rate: float, steps: int, delta: float, where: str) -> float:
+    """Refuse (exit 2, with the estimate) a DP-SGD (σ, q, T) whose PLD would not fit here: its composed-ε
+    bound above PLD_EPSILON_LIMIT means a grid of gigabytes or more, and a claim that weak needs no audit."""
+    from audit.errors import AuditInputError
+
+    spec = {"kind": "dpsgd", "noise_multiplier": noise_multiplier, "sample_rate": sample_rate, "steps": steps}
+    bound = composed_epsilon_bound(_grouped([spec]), delta)
+    if not bound <= PLD_EPSILON_LIMIT:
+        raise AuditInputError(where, f"σ {noise_multiplier:g}, q {sample_rate:g}, T {steps}: the claim's ε is about "
+                              f"{bound:.4g} (RDP bound); its PLD would need about {_size(pld_grid_bytes(bound))} of "
+                              f"memory — a claim above ε = {PLD_EPSILON_LIMIT:g} is not one this audit can compute; "
+                              "raise σ or lower q or T")
+    return bound
