@@ -437,8 +437,10 @@ def ledger_set_budget(
     dataset: RequiredDatasetOption,
     ledger: LedgerUriOption = DEFAULT_URI,
     max_epsilon: Annotated[Optional[float], typer.Option("--max-epsilon", help="the dataset's max_total_epsilon")] = None,
-    # One flag, not a switch: a switch would also offer `--no-no-limit`.
-    no_limit: Annotated[bool, typer.Option("--no-limit", help="remove the dataset's ε limit (the change is recorded)")] = False,
+    # switch("no-limit") would also offer `--no-no-limit`: the pair is named by hand.
+    no_limit: Annotated[bool, typer.Option("--no-limit/--keep-limit", metavar="",
+                                           help="remove the dataset's ε limit (the change is recorded); "
+                                                "--keep-limit (default) leaves it")] = False,
     delta: Annotated[Optional[float], typer.Option("--delta", help="the δ at which the dataset's ε is composed [default for a new dataset: 1e-5]")] = None,
 ) -> None:
     """Set a dataset's budget (max_total_epsilon) and/or its δ; every change is recorded with who and when."""
