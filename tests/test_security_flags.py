@@ -29,3 +29,35 @@ def test_whitebox_builtin_sigma_that_cannot_be_computed_is_exit_2(tmp_path, sigm
 def test_a_seed_out_of_range_is_exit_2(tmp_path, command, seed):
     ended = run_cli_in_process(*command, "--seed", seed, "--out", "out", cwd=tmp_path)
     assert ended.returncode == 2 and "--seed" in ended.stderr, ended.stderr
+
+
+@pytest.mark.parametrize("flags", [["--preset", "text", "--log-models"], ["--preset", "hospitals", "--no-tracking"],
+                                   ["--preset", "hospitals", "--log-models"]], ids=" ".join)
+def test_dry_run_refuses_what_the_real_run_refuses(tmp_path, flags):
+    ended = run_cli_in_process("run", *flags, "--dry-run", cwd=tmp_path)
+    assert ended.returncode == 2 and "not supported" in ended.stderr, ended.stderr
+
+
+def test_an_interrupt_a_library_reraises_as_another_error_still_ends_as_130(tmp_path):
+    # scikit-learn's gradient boosting turns the KeyboardInterrupt of a Ctrl-C into a ValueError; here a
+    # database event plays that library: the signal is real, the re-raise is the library's habit.
+    import os
+    import signal
+
+    from sqlalchemy import event
+    from sqlalchemy.engine import Engine
+
+    def library(_conn, _cursor, statement, *_args):
+        if statement.startswith("INSERT INTO ledger_releases"):
+            try:
+                os.kill(os.getpid(), signal.SIGINT)
+            except KeyboardInterrupt:
+                raise ValueError("fit was interrupted") from None
+
+    event.listen(Engine, "before_cursor_execute", library)
+    try:
+        ended = run_cli_in_process("ledger", "record", "--dataset", "d", "--ledger", "l.db", "--epsilon", "1",
+                                   "--delta", "0", cwd=tmp_path)
+    finally:
+        event.remove(Engine, "before_cursor_execute", library)
+    assert ended.returncode == 130 and "interrupted" in ended.stderr and "internal error" not in ended.stderr, ended.stderr

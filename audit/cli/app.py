@@ -105,11 +105,12 @@ def sigterm_as_interrupt() -> None:
     import signal
     import threading
 
-    def handler(signum, frame):
-        raise KeyboardInterrupt
+    from audit.machinery.interrupts import install_interrupt_handlers
 
+    # SIGINT too: the handler notes that a signal arrived, so an interrupt a library turned into
+    # another exception still ends as 130 (audit/machinery/interrupts.py).
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, handler)
+        install_interrupt_handlers()
 
 
 def installed_version() -> str:
@@ -161,7 +162,11 @@ def main(argv: list[str] | None = None) -> None:
 
     args = list(sys.argv[1:] if argv is None else argv)
     previous_sigterm = signal.getsignal(signal.SIGTERM)
+    previous_sigint = signal.getsignal(signal.SIGINT)
     from audit.machinery.crash_log import set_log_folder
+    from audit.machinery.interrupts import interrupt_received, reset_interrupt_received
+
+    reset_interrupt_received()
 
     # The crash-log folder belongs to one invocation: a previous command's --out (in the same process,
     # e.g. a test runner) must not receive this one's log. Commands set their own once they parse --out.
@@ -195,12 +200,17 @@ def main(argv: list[str] | None = None) -> None:
     except SystemExit as exc:  # our own sys.exit(n) calls; anything else is a bug
         code = exc.code if isinstance(exc.code, int) else EXIT_INTERNAL_ERROR
     except BaseException as exc:  # noqa: BLE001 - any other exception is a bug: exit 3, never 1
-        code = _internal_error(exc, args)
+        if interrupt_received():  # Ctrl-C that a library re-raised as its own error: still an interrupt
+            print("interrupted", file=sys.stderr)
+            code = EXIT_INTERRUPTED
+        else:
+            code = _internal_error(exc, args)
     finally:
-        try:
-            signal.signal(signal.SIGTERM, previous_sigterm)
-        except (TypeError, ValueError):  # not the main thread, or a handler set from C
-            pass
+        for signum, previous in ((signal.SIGTERM, previous_sigterm), (signal.SIGINT, previous_sigint)):
+            try:
+                signal.signal(signum, previous)
+            except (TypeError, ValueError):  # not the main thread, or a handler set from C
+                pass
     sys.exit(EXIT_OK if code is None else int(code))
 
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 import signal
 import threading
 
-__all__ = ["HeldInterrupts", "held_interrupts"]
+__all__ = ["HeldInterrupts", "held_interrupts", "install_interrupt_handlers", "interrupt_received",
+           "reset_interrupt_received"]
 
 
 class HeldInterrupts:
@@ -56,3 +57,38 @@ class HeldInterrupts:
 
 def held_interrupts() -> HeldInterrupts:
     return HeldInterrupts()
+
+
+# --------------------------------------------------------------------------------------------------
+# Whether Ctrl-C / SIGTERM reached this command at all. A library the signal lands in may swallow the
+# KeyboardInterrupt and raise something else (scikit-learn's gradient boosting re-raises it as a
+# ValueError): the command still ends as interrupted (130, MLflow runs KILLED), never as a bug (3).
+
+_received = False
+
+
+def reset_interrupt_received() -> None:
+    global _received
+    _received = False
+
+
+def interrupt_received() -> bool:
+    return _received
+
+
+def install_interrupt_handlers() -> None:
+    """SIGINT and SIGTERM: note that one arrived, then raise KeyboardInterrupt (Python's own Ctrl-C).
+    Only from the main thread (elsewhere signal handlers cannot be set)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def handler(signum, frame):  # noqa: ARG001 - the signal module's signature
+        global _received
+        _received = True
+        raise KeyboardInterrupt
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        try:
+            signal.signal(signum, handler)
+        except (ValueError, TypeError, OSError):  # pragma: no cover - a handler set from C
+            pass
