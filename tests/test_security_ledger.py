@@ -190,6 +190,7 @@ def test_a_renamed_dataset_with_path_characters_is_named_by_list(tmp_path):
     assert ended.returncode == 2 and "is not a dataset name" in ended.stderr, ended.stderr
 
 
+@pytest.mark.slow  # ~40 s: 60 ledgers written and read
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(column=st.sampled_from([("ledger_releases", c) for c in ("mechanisms", "at", "epsilon_after", "label", "by", "delta_after")]
                               + [("ledger_datasets", c) for c in ("delta", "max_total_epsilon", "created_at", "name")]),
@@ -300,7 +301,7 @@ def test_set_budget_below_what_is_spent_refuses_and_saves_nothing(tmp_path):
 @pytest.mark.parametrize("mechanisms", [
     [{"kind": "laplace", "scale": 10.0, "count": 10}],
     [{"kind": "epsilon_delta", "epsilon": 3.0, "delta": 0.0}],
-    [{"kind": "dpsgd", "noise_multiplier": 1.1, "sample_rate": 0.01, "steps": 1000}],
+    pytest.param([{"kind": "dpsgd", "noise_multiplier": 1.1, "sample_rate": 0.01, "steps": 1000}], marks=pytest.mark.slow),
     [{"kind": "laplace", "scale": 100.0, "count": 1000}],
     [{"kind": "gaussian", "scale": 0.5, "count": 3}, {"kind": "zcdp", "rho": 0.5}],
 ], ids=["10 Laplace", "one pair", "one training", "1000 small Laplace", "Gaussian + zCDP"])

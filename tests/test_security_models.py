@@ -81,6 +81,7 @@ BROKEN = {
 }
 
 
+@pytest.mark.slow  # loads transformers and a real model per case (~30 s with the fixture)
 @pytest.mark.parametrize("case", list(BROKEN), ids=list(BROKEN))
 def test_a_broken_model_folder_is_refused_by_the_worker_naming_the_file(gpt2_folder, tmp_path, case):
     from targets.language_model_sources import load_hf_causal_lm
@@ -93,6 +94,7 @@ def test_a_broken_model_folder_is_refused_by_the_worker_naming_the_file(gpt2_fol
     assert words in str(refused.value) and "--hf-model" in str(refused.value)
 
 
+@pytest.mark.slow
 def test_the_intact_folder_loads(gpt2_folder):
     from targets.language_model_sources import load_hf_causal_lm
 

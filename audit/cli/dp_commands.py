@@ -334,6 +334,11 @@ def whitebox_audit(
         check_range("ledger --noise-multiplier", noise_multiplier, where="--noise-multiplier")
         check_range("ledger --sample-rate", sample_rate, where="--sample-rate")
         check_count("--steps", steps, high=100_000)
+        if mode == "runs":  # the counts first (named as before): whitebox_audit's own estimate of the runs' memory
+            from audit.machinery.limits import check_memory
+
+            check_memory(2 * check_count("--runs", runs) * steps * 8 * 3, "--runs",
+                         f"whitebox-audit with {runs:,} runs per side of {steps:,} steps")
         check_dpsgd_computable(noise_multiplier, sample_rate, steps, delta if 0 < delta < 1 else 1e-5, "--noise-multiplier")
     if workers is not None and not 1 <= workers <= 1024:
         raise AuditInputError("--workers", f"must be in [1, 1024], got {workers}")
