@@ -44,6 +44,7 @@ SIZE_LIMITS = {
     "n_positions": 1_048_576, "n_ctx": 1_048_576,
 }
 ANY_INT_LIMIT = 10 ** 9  # any other integer in a config
+_POSITION_KEYS = ("max_position_embeddings", "n_positions", "n_ctx")
 # Files whose presence makes transformers load something other than the folder's safetensors.
 REFUSED_FILES = {
     "adapter_config.json": "is a PEFT adapter: loading it fetches a base model named inside it; give a merged "
@@ -80,9 +81,14 @@ def _read_json(path: Path, limit: int, where: str) -> Any:
     size = path.stat().st_size
     if size > limit:
         raise _refuse(where, f"is {size} bytes, more than the {limit} this audit reads (a huge config)")
+    from audit.machinery.input_files import JSON_DEPTH_LIMIT, json_depth
+
     try:
-        return json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=_no_duplicates)
-    except (ValueError, UnicodeDecodeError) as exc:
+        text = path.read_text(encoding="utf-8")
+        if json_depth(text) > JSON_DEPTH_LIMIT:  # before json.loads: a RecursionError was exit 3
+            raise _refuse(where, f"nests arrays/objects more than {JSON_DEPTH_LIMIT} deep: not a model's JSON file")
+        return json.loads(text, object_pairs_hook=_no_duplicates)
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise _refuse(where, f"is not valid JSON ({str(exc)[:120]})") from None
 
 
@@ -113,6 +119,8 @@ def _check_sizes(config: dict[str, Any], where: str) -> None:
         if isinstance(value, bool) or not isinstance(value, int):
             continue
         limit = SIZE_LIMITS.get(key, ANY_INT_LIMIT)
+        if key in _POSITION_KEYS and value < 2:  # one position scores no next token: every text would crash the model
+            raise _refuse(f"{where}: field '{key}'", f"is {value}; a causal LM needs at least 2 positions to score a text")
         if value > limit or value < -ANY_INT_LIMIT:
             raise _refuse(f"{where}: field '{key}'", f"is {value}, beyond {limit} (a huge config would make loading "
                           "allocate that much memory)")
@@ -151,9 +159,14 @@ def safetensors_parameters(path: Path, where: str) -> int:
         (length,) = struct.unpack("<Q", raw)
         if length > HEADER_LIMIT or length > path.stat().st_size - 8:
             raise _refuse(where, f"declares a {length}-byte header: not a valid safetensors file")
+        from audit.machinery.input_files import JSON_DEPTH_LIMIT, json_depth
+
         try:
-            header = json.loads(handle.read(length).decode("utf-8"), object_pairs_hook=_no_duplicates)
-        except (ValueError, UnicodeDecodeError) as exc:
+            text = handle.read(length).decode("utf-8")
+            if json_depth(text) > JSON_DEPTH_LIMIT:
+                raise ValueError(f"nested more than {JSON_DEPTH_LIMIT} deep")
+            header = json.loads(text, object_pairs_hook=_no_duplicates)
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
             raise _refuse(where, f"has an unreadable safetensors header ({str(exc)[:100]})") from None
     total = 0
     for name, entry in header.items():
@@ -257,12 +270,42 @@ def load_hf_causal_lm(folder: str | Path, device: str = "cpu"):
     Call only in an isolated worker, after `inspect_hf_folder`."""
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ["TRANSFORMERS_OFFLINE"] = "1"
+    os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     from tokenizers import Tokenizer
     from transformers import AutoModelForCausalLM
+    from transformers.utils import logging as transformers_logging
 
-    model = AutoModelForCausalLM.from_pretrained(str(folder), local_files_only=True, trust_remote_code=False,
-                                                 use_safetensors=True)
-    tokenizer = Tokenizer.from_file(str(Path(folder) / "tokenizer.json"))
+    # transformers' own warnings and loading report (raw ANSI codes) never reach the console: what
+    # matters from them (weights that do not fit the architecture) is checked below and said in one line.
+    transformers_logging.set_verbosity_error()
+    transformers_logging.disable_progress_bar()
+    folder = Path(folder)
+    where = f"--hf-model '{folder}'"
+    try:
+        model, info = AutoModelForCausalLM.from_pretrained(str(folder), local_files_only=True, trust_remote_code=False,
+                                                           use_safetensors=True, output_loading_info=True)
+    except (MemoryError, KeyboardInterrupt):
+        raise
+    except Exception as exc:  # noqa: BLE001 - a truncated safetensors file, a config the class rejects: the folder's
+        raise _refuse(where, f"cannot be loaded as a causal LM ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})") from None
+    missing = list(info.get("missing_keys") or []) + list(info.get("mismatched_keys") or [])
+    if missing:
+        # The weights are of another architecture (GPT-2 weights under model_type: bert): transformers
+        # would fill these tensors at random and the audit would score a mostly random model.
+        model_type = getattr(model.config, "model_type", "?")
+        raise _refuse(f"{where} file 'config.json'", f"model_type '{model_type}' does not match the weights: "
+                      f"{len(missing)} of the model's tensors are not in the safetensors files (e.g. "
+                      f"{str(missing[0])[:80]}); loading would leave them random")
+    try:
+        tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    except Exception as exc:  # noqa: BLE001 - the tokenizers library's parse errors are the file's
+        raise _refuse(f"{where} file 'tokenizer.json'", f"is not a valid tokenizers file "
+                      f"({' '.join(str(exc).split())[:200]})") from None
+    vocab = getattr(model.config, "vocab_size", None)
+    if isinstance(vocab, int) and tokenizer.get_vocab_size(with_added_tokens=True) > vocab:
+        raise _refuse(f"{where} file 'tokenizer.json'", f"has {tokenizer.get_vocab_size(with_added_tokens=True):,} "
+                      f"tokens but the model's vocabulary is {vocab:,}: token ids beyond it cannot be scored")
     return HFCausalLM(model.to(device).eval()), tokenizer
 
 

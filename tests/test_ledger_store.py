@@ -15,7 +15,7 @@ from sqlalchemy import create_engine, inspect, text
 from audit.errors import AuditInputError
 from audit.ledger.composition import compose_mechanisms
 from audit.ledger.mechanisms import validate_mechanism
-from audit.ledger.store import BudgetExceeded, Ledger, Provenance, ReleaseInput
+from audit.ledger.store import BudgetBelowSpent, BudgetExceeded, Ledger, Provenance, ReleaseInput
 from tests.conftest import REPO
 from tests.ledger_postgres import postgres_server  # noqa: F401 - the session fixture
 
@@ -168,7 +168,10 @@ def test_removal_is_recorded_never_deleted_and_the_budget_frees_up(ledger_uri):
     with Ledger.open(ledger_uri) as ledger:
         first = ledger.record("adult", [ReleaseInput("q1", "hand", [{"kind": "laplace", "scale": 2.0}])]).release_ids[0]
         ledger.record("adult", [ReleaseInput("q2", "hand", [{"kind": "laplace", "scale": 4.0}])])
-        ledger.set_budget("adult", 0.5, None)
+        with pytest.raises(BudgetBelowSpent):  # below the spent 0.75: refused, nothing saved
+            ledger.set_budget("adult", 0.5, None)
+        assert ledger.dataset_state("adult")["max_total_epsilon"] is None
+        ledger.set_budget("adult", 0.8, None)
         with pytest.raises(BudgetExceeded):
             ledger.record("adult", [ReleaseInput("q3", "hand", [{"kind": "laplace", "scale": 4.0}])])
         after = ledger.remove("adult", first, "recorded twice by mistake", Provenance(by="bob@host"))

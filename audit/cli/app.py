@@ -81,8 +81,9 @@ def shown(value) -> str:
     from rich.markup import escape
 
     from audit.errors import escape_controls
+    from audit.machinery.secrets import redact
 
-    return escape(escape_controls(str(value)))
+    return escape(escape_controls(redact(str(value))))
 
 
 def make_console(*, stderr: bool = False) -> Console:
@@ -105,11 +106,12 @@ def sigterm_as_interrupt() -> None:
     import signal
     import threading
 
-    def handler(signum, frame):
-        raise KeyboardInterrupt
+    from audit.machinery.interrupts import install_interrupt_handlers
 
+    # SIGINT too: the handler notes that a signal arrived, so an interrupt a library turned into
+    # another exception still ends as 130 (audit/machinery/interrupts.py).
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, handler)
+        install_interrupt_handlers()
 
 
 def installed_version() -> str:
@@ -146,8 +148,9 @@ _ENVIRONMENT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, er
 def _one_line(text: str) -> str:
     """One line, control characters escaped (audit.errors.escape_controls), at most _LINE_LIMIT long."""
     from audit.errors import escape_controls
+    from audit.machinery.secrets import redact  # a URI's password never reaches the terminal or a CI log
 
-    line = " ".join(escape_controls(str(text)[: _LINE_LIMIT * 4]).split())
+    line = " ".join(escape_controls(redact(str(text)[: _LINE_LIMIT * 4])).split())
     return line if len(line) <= _LINE_LIMIT else line[: _LINE_LIMIT - 1] + "…"
 
 
@@ -160,7 +163,11 @@ def main(argv: list[str] | None = None) -> None:
 
     args = list(sys.argv[1:] if argv is None else argv)
     previous_sigterm = signal.getsignal(signal.SIGTERM)
+    previous_sigint = signal.getsignal(signal.SIGINT)
     from audit.machinery.crash_log import set_log_folder
+    from audit.machinery.interrupts import interrupt_received, reset_interrupt_received
+
+    reset_interrupt_received()
 
     # The crash-log folder belongs to one invocation: a previous command's --out (in the same process,
     # e.g. a test runner) must not receive this one's log. Commands set their own once they parse --out.
@@ -194,12 +201,17 @@ def main(argv: list[str] | None = None) -> None:
     except SystemExit as exc:  # our own sys.exit(n) calls; anything else is a bug
         code = exc.code if isinstance(exc.code, int) else EXIT_INTERNAL_ERROR
     except BaseException as exc:  # noqa: BLE001 - any other exception is a bug: exit 3, never 1
-        code = _internal_error(exc, args)
+        if interrupt_received():  # Ctrl-C that a library re-raised as its own error: still an interrupt
+            print("interrupted", file=sys.stderr)
+            code = EXIT_INTERRUPTED
+        else:
+            code = _internal_error(exc, args)
     finally:
-        try:
-            signal.signal(signal.SIGTERM, previous_sigterm)
-        except (TypeError, ValueError):  # not the main thread, or a handler set from C
-            pass
+        for signum, previous in ((signal.SIGTERM, previous_sigterm), (signal.SIGINT, previous_sigint)):
+            try:
+                signal.signal(signum, previous)
+            except (TypeError, ValueError):  # not the main thread, or a handler set from C
+                pass
     sys.exit(EXIT_OK if code is None else int(code))
 
 

@@ -155,7 +155,10 @@ def canary_audit(
     from audit.machinery.executors import check_executor_options, make_user_code_executor
     from audit.machinery.progress import CountingPool
 
+    from audit.machinery.input_files import check_seed
+
     set_log_folder(out)
+    check_seed(seed)  # a negative seed was a ValueError deep in the data generator (exit 3)
     if not timeout > 0:
         raise AuditInputError("--timeout", f"must be > 0 seconds, got {timeout}")
     check_executor_options(executor, workers, ray_address)  # before a worker or a cluster starts
@@ -250,8 +253,10 @@ def conformance(
 
     from audit.dp_validation.conformance import run_conformance
     from audit.machinery.crash_log import set_log_folder
+    from audit.machinery.input_files import check_seed
 
     set_log_folder(out)
+    check_seed(seed)
     if not timeout > 0:
         raise AuditInputError("--timeout", f"must be > 0 seconds, got {timeout}")
     if (trainer is None) == (factory is None):
@@ -325,6 +330,19 @@ def whitebox_audit(
     set_log_folder(out)
     check_number(timeout, "--timeout", low=0, low_open=True, high=86_400)
     check_seed(seed)
+    if builtin and noise_multiplier is not None:  # σ = 1e-300 was an OverflowError, σ = 1e-6 a 71 PiB MemoryError
+        from audit.ledger.composition import check_dpsgd_computable
+        from audit.machinery.limits import check_count, check_range
+
+        check_range("ledger --noise-multiplier", noise_multiplier, where="--noise-multiplier")
+        check_range("ledger --sample-rate", sample_rate, where="--sample-rate")
+        check_count("--steps", steps, high=100_000)
+        if mode == "runs":  # the counts first (named as before): whitebox_audit's own estimate of the runs' memory
+            from audit.machinery.limits import check_memory
+
+            check_memory(2 * check_count("--runs", runs) * steps * 8 * 3, "--runs",
+                         f"whitebox-audit with {runs:,} runs per side of {steps:,} steps")
+        check_dpsgd_computable(noise_multiplier, sample_rate, steps, delta if 0 < delta < 1 else 1e-5, "--noise-multiplier")
     if workers is not None and not 1 <= workers <= 1024:
         raise AuditInputError("--workers", f"must be in [1, 1024], got {workers}")
     if factory is not None and builtin:

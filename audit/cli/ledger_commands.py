@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -41,9 +42,11 @@ def _check_pair(ctx: typer.Context, mine: str, other: str, value: Any) -> None:
 
 def _ledger_callback(ctx: typer.Context, value: Optional[str]) -> Optional[str]:
     if value is not None:
-        from audit.ledger.store import check_ledger_uri
+        from audit.ledger.store import preflight_ledger
 
-        check_ledger_uri(value)  # form only; nothing is created until a release is recorded
+        # Form, file type and an existing database's schema, before the audit runs; nothing is
+        # created until a release is recorded.
+        preflight_ledger(value)
     _check_pair(ctx, "ledger", "dataset", value)
     return value
 
@@ -86,13 +89,10 @@ def _provenance():
         value = ctx.params.get(param.name)
         if param.name == "help" or value is None or value == param.default or not getattr(param, "opts", None):
             continue
-        if param.name in ("ledger", "tracking_uri") and isinstance(value, str) and "://" in value:
-            from sqlalchemy.engine import make_url
+        if isinstance(value, str):
+            from audit.machinery.secrets import MASK, is_secret_name, redact
 
-            try:
-                value = make_url(value).render_as_string(hide_password=True)
-            except Exception:  # noqa: BLE001 - not a URL: shown as given
-                pass
+            value = MASK if is_secret_name(param.name) else redact(value)
         flag = param.opts[0]
         parts.append(flag if value is True else f"{flag} {shlex.quote(str(value))}")
     return Provenance(command=" ".join(["privacy-audit", *names, *parts])[:4000])
@@ -112,7 +112,13 @@ def _composition_line(composition, limit: float | None) -> str:
     c = composition
     tight = {"pld": "PLD, tight", "rdp": "RDP"}.get(c.method, c.method)
     return (f"spent ε = {_eps(c.epsilon)} at δ = {c.delta:g} ({tight}); basic composition {_eps(c.basic_epsilon)}, "
-            f"advanced {_eps(c.advanced_epsilon)}; {_percent(c.epsilon, limit)}")
+            f"advanced {_eps(c.advanced_epsilon)}{_advanced_aside(c)}; {_percent(c.epsilon, limit)}")
+
+
+def _advanced_aside(composition) -> str:
+    # The advanced formula is never printed above basic (it would read as a worse figure than the
+    # one beside it); when it was the looser one, the console says so in words.
+    return " (= basic: the advanced formula is looser here)" if composition.advanced_note else ""
 
 
 def _section(dataset: str, store_description: str, composition, limit, recorded: bool, **extra) -> dict[str, Any]:
@@ -177,7 +183,7 @@ def record_in_ledger(ledger: str | None, dataset: str | None, command: str, resu
     with Ledger.open(ledger) as store:
         try:
             outcome = store.record(dataset, inputs, _provenance(), policy_limit=limit,
-                                   policy_name=getattr(policy, "display_name", None))
+                                   policy_name=getattr(policy, "display_name", None), keep_held=True)
         except BudgetExceeded as exc:
             publish(_section(dataset, store.description, exc.composition, exc.limit, False, reason=str(exc)))
             status = str((results.get("verdict") or {}).get("status", "")).upper()
@@ -185,6 +191,14 @@ def record_in_ledger(ledger: str | None, dataset: str | None, command: str, resu
             err_console.print(f"[red]FAIL[/red] (privacy ledger) {shown(exc)}", highlight=False, soft_wrap=True)
             raise typer.Exit(EXIT_FAILED) from None
         description = store.description
+    try:  # committed: the results file, MLflow tags and console line follow before an interrupt counts
+        _published_record(outcome, dataset, description, publish, mlflow, run_id)
+    finally:
+        outcome.held.stop()
+    _kept_despite_interrupt(outcome)
+
+
+def _published_record(outcome, dataset: str, description: str, publish, mlflow: dict, run_id) -> None:
     publish(_section(dataset, description, outcome.composition, outcome.limit, True, release_ids=outcome.release_ids,
                      limit_source=outcome.limit_source))
     if run_id and mlflow.get("tracking_uri"):
@@ -212,18 +226,6 @@ JsonOption = Annotated[bool, switch("json", "print JSON instead of a table (for 
 DEFAULT_URI = "privacy-ledger.db"
 
 
-def _positive(value: float | None, flag: str, *, high: float | None = None, zero_ok: bool = False) -> float | None:
-    if value is None:
-        return None
-    if not math.isfinite(value):
-        raise AuditInputError(flag, f"must be a finite number, got {value}")
-    if value < 0 or (value == 0 and not zero_ok):
-        raise AuditInputError(flag, f"must be {'≥' if zero_ok else '>'} 0, got {value:g}")
-    if high is not None and value > high:
-        raise AuditInputError(flag, f"must be ≤ {high:g}, got {value:g}")
-    return value
-
-
 def _hand_release(noise_multiplier, sample_rate, steps, gaussian_scale, laplace_scale, sensitivity, count, zcdp_rho,
                   epsilon, delta) -> tuple[str, dict[str, Any]]:
     from audit.ledger.mechanisms import describe_mechanism, validate_mechanism
@@ -238,31 +240,35 @@ def _hand_release(noise_multiplier, sample_rate, steps, gaussian_scale, laplace_
         raise AuditInputError("release", "give exactly one of --results, --noise-multiplier/--sample-rate/--steps "
                               "(DP-SGD), --gaussian-scale, --laplace-scale, --zcdp-rho, --epsilon/--delta"
                               + (f" (got {', '.join(chosen)})" if chosen else ""))
+    from audit.machinery.limits import check_count, check_range
+
     kind = chosen[0]
+    # Every flag against the one range table (audit/machinery/limits.py), named as typed.
     if kind.startswith("--noise"):
         for flag, value in (("--noise-multiplier", noise_multiplier), ("--sample-rate", sample_rate), ("--steps", steps)):
             if value is None:
                 raise AuditInputError(flag, "missing: DP-SGD needs --noise-multiplier σ, --sample-rate q and --steps T")
-        _positive(noise_multiplier, "--noise-multiplier")
-        _positive(sample_rate, "--sample-rate", high=1)
+        check_range("ledger --noise-multiplier", noise_multiplier)
+        check_range("ledger --sample-rate", sample_rate)
+        check_count("ledger --steps", steps, where="--steps")
         spec = {"kind": "dpsgd", "noise_multiplier": noise_multiplier, "sample_rate": sample_rate, "steps": steps}
     elif kind in ("--gaussian-scale", "--laplace-scale"):
         scale = gaussian_scale if kind == "--gaussian-scale" else laplace_scale
-        _positive(scale, kind)
-        _positive(sensitivity, "--sensitivity")
+        check_range(f"ledger {kind}", scale)
+        check_range("ledger --sensitivity", sensitivity)
         spec = {"kind": kind[2:-6], "scale": scale, "sensitivity": sensitivity, "count": count}
     elif kind == "--zcdp-rho":
-        _positive(zcdp_rho, "--zcdp-rho", high=1e4)
+        check_range("ledger --zcdp-rho", zcdp_rho)
         spec = {"kind": "zcdp", "rho": zcdp_rho, "count": count}
     else:
         if epsilon is None or delta is None:
             raise AuditInputError("--epsilon/--delta" if epsilon is None else "--delta",
                                   "an (ε, δ) pair needs both --epsilon and --delta (δ = 0 for pure ε-DP)")
-        _positive(epsilon, "--epsilon", high=1000, zero_ok=True)
-        _positive(delta, "--delta", high=1, zero_ok=True)
+        check_range("ledger --epsilon", epsilon)
+        check_range("ledger --delta", delta)
         spec = {"kind": "epsilon_delta", "epsilon": epsilon, "delta": delta, "count": count}
-    if count < 1 and kind != "--noise-multiplier/--sample-rate/--steps":
-        raise AuditInputError("--count", f"must be ≥ 1, got {count}")
+    if kind != "--noise-multiplier/--sample-rate/--steps":
+        check_count("ledger --count", count, where="--count")
     flag = kind.split("/")[0]
     spec = validate_mechanism(spec, flag)
     return describe_mechanism(spec), spec
@@ -326,23 +332,35 @@ def ledger_record(
     with Ledger.open(ledger) as store:
         try:
             outcome = store.record(dataset, inputs, _provenance(), policy_limit=limit,
-                                   policy_name=getattr(loaded_policy, "display_name", None))
+                                   policy_name=getattr(loaded_policy, "display_name", None), keep_held=True)
         except BudgetExceeded as exc:
             if json_out:
                 print(json.dumps({"recorded": False, "reason": str(exc), "composition": exc.composition.as_dict()}))
             err_console.print(f"[red]FAIL[/red] (privacy ledger) {shown(exc)}", highlight=False, soft_wrap=True)
             raise typer.Exit(EXIT_FAILED) from None
         description = store.description
-    if json_out:
-        print(json.dumps({"recorded": True, "release_ids": outcome.release_ids, "dataset": dataset,
-                          "composition": outcome.composition.as_dict(), "max_total_epsilon": outcome.limit}))
-        return
-    for note in notes:
-        console.print(f"[yellow]note:[/yellow] {shown(note)}", highlight=False, soft_wrap=True)
-    for release_id, entry in zip(outcome.release_ids, inputs):
-        console.print(f"recorded #{release_id} on '{shown(dataset)}': {shown(entry.label)}", highlight=False, soft_wrap=True)
-    console.print(f"ledger {shown(description)}: " + _composition_line(outcome.composition, outcome.limit),
-                  highlight=False, soft_wrap=True)
+    try:  # the release is committed: Ctrl-C / SIGTERM stay held until we have said so (exit 0, never 130)
+        if json_out:
+            print(json.dumps({"recorded": True, "release_ids": outcome.release_ids, "dataset": dataset,
+                              "composition": outcome.composition.as_dict(), "max_total_epsilon": outcome.limit}))
+        else:
+            for note in notes:
+                console.print(f"[yellow]note:[/yellow] {shown(note)}", highlight=False, soft_wrap=True)
+            for release_id, entry in zip(outcome.release_ids, inputs):
+                console.print(f"recorded #{release_id} on '{shown(dataset)}': {shown(entry.label)}",
+                              highlight=False, soft_wrap=True)
+            console.print(f"ledger {shown(description)}: " + _composition_line(outcome.composition, outcome.limit),
+                          highlight=False, soft_wrap=True)
+    finally:
+        outcome.held.stop()
+    _kept_despite_interrupt(outcome)
+
+
+def _kept_despite_interrupt(outcome) -> None:
+    if outcome.interrupted_after_commit or outcome.held.fired:
+        ids = ", ".join(f"#{i}" for i in outcome.release_ids)
+        print(f"interrupted after the release was committed: recorded {ids} is kept (do not record it again)",
+              file=sys.stderr)
 
 
 @ledger_app.command("list")
@@ -407,7 +425,8 @@ def ledger_show(
     table.add_column("note")
     table.add_row(f"tight ({c.method})", _eps(c.epsilon), c.method_note)
     table.add_row("basic", _eps(c.basic_epsilon), "Σ ε_i (δ split equally among the mechanisms that need one)")
-    table.add_row("advanced", _eps(c.advanced_epsilon), "Dwork–Rothblum–Vadhan, half the free δ as slack")
+    table.add_row("advanced", _eps(c.advanced_epsilon), "Dwork–Rothblum–Vadhan, half the free δ as slack"
+                  + (f"; {c.advanced_note}" if c.advanced_note else ""))
     limit = state["max_total_epsilon"]
     table.add_row("budget", "—" if limit is None else f"{limit:g}", _percent(c.epsilon, limit))
     console.print(table)
@@ -418,32 +437,36 @@ def ledger_set_budget(
     dataset: RequiredDatasetOption,
     ledger: LedgerUriOption = DEFAULT_URI,
     max_epsilon: Annotated[Optional[float], typer.Option("--max-epsilon", help="the dataset's max_total_epsilon")] = None,
-    no_limit: Annotated[bool, switch("no-limit", "remove the dataset's ε limit (the change is recorded)")] = False,
+    # switch("no-limit") would also offer `--no-no-limit`: the pair is named by hand.
+    no_limit: Annotated[bool, typer.Option("--no-limit/--keep-limit", metavar="",
+                                           help="remove the dataset's ε limit (the change is recorded); "
+                                                "--keep-limit (default) leaves it")] = False,
     delta: Annotated[Optional[float], typer.Option("--delta", help="the δ at which the dataset's ε is composed [default for a new dataset: 1e-5]")] = None,
 ) -> None:
     """Set a dataset's budget (max_total_epsilon) and/or its δ; every change is recorded with who and when."""
-    from audit.ledger.store import Ledger, check_dataset_name, check_ledger_uri
+    from audit.ledger.store import BudgetBelowSpent, Ledger, check_dataset_name, check_ledger_uri
 
     check_dataset_name(dataset)
     check_ledger_uri(ledger)
     if (max_epsilon is None) == (not no_limit) and delta is None or (max_epsilon is not None and no_limit):
         raise AuditInputError("--max-epsilon", "give --max-epsilon E or --no-limit (and optionally --delta)")
-    _positive(max_epsilon, "--max-epsilon", high=1e4)
+    from audit.machinery.limits import check_range
+
+    if max_epsilon is not None:
+        check_range("ledger set-budget --max-epsilon", max_epsilon)
     if delta is not None:
-        _positive(delta, "--delta", zero_ok=True)
-        if not delta < 1:
-            raise AuditInputError("--delta", f"must be < 1, got {delta:g}")
+        check_range("ledger set-budget --delta", delta)
     with Ledger.open(ledger) as store:
         if max_epsilon is None and not no_limit:  # --delta alone: keep the current limit
             current = store.dataset_state(dataset)["max_total_epsilon"] if dataset in store.datasets() else None
             max_epsilon = current
-        composition = store.set_budget(dataset, max_epsilon, delta, _provenance())
+        try:
+            composition = store.set_budget(dataset, max_epsilon, delta, _provenance())
+        except BudgetBelowSpent as exc:  # refused, nothing saved: the documented rule (docs/ledger.md)
+            err_console.print(f"[red]FAIL[/red] (privacy ledger) {shown(exc)}", highlight=False, soft_wrap=True)
+            raise typer.Exit(EXIT_FAILED) from None
     console.print(f"'{shown(dataset)}': max_total_epsilon {'none' if max_epsilon is None else f'{max_epsilon:g}'}, δ "
                   f"{composition.delta:g}; " + _composition_line(composition, max_epsilon), highlight=False, soft_wrap=True)
-    if max_epsilon is not None and not composition.epsilon <= max_epsilon:
-        err_console.print(f"[red]FAIL[/red] (privacy ledger) '{shown(dataset)}' has already spent ε = {_eps(composition.epsilon)} "
-                          f"> the new budget {max_epsilon:g}", highlight=False, soft_wrap=True)
-        raise typer.Exit(EXIT_FAILED)
 
 
 @ledger_app.command("remove")
@@ -457,6 +480,8 @@ def ledger_remove(
     from audit.ledger.store import Ledger, check_dataset_name
 
     check_dataset_name(dataset)
+    if not 1 <= release < 2**63:  # a release number is a database row id (SQLite and PostgreSQL: 64-bit)
+        raise AuditInputError("--release", f"must be a release number ≥ 1 (see ledger list), got {release}")
     if not reason.strip():
         raise AuditInputError("--reason", "must say why the release no longer counts")
     with Ledger.open(ledger, create=False) as store:

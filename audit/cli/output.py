@@ -13,12 +13,9 @@ from audit.machinery.progress import Progress, progress_for
 
 def sigterm_as_interrupt() -> None:
     """SIGTERM (a CI timeout, a scheduler) ends a run like Ctrl-C: runs marked KILLED, checkpoints kept."""
-    import signal
+    from audit.machinery.interrupts import install_interrupt_handlers
 
-    def handler(signum, frame):
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, handler)
+    install_interrupt_handlers()  # also notes the signal, for an interrupt a library re-raises as its own error
 
 
 QuietOption = Annotated[bool, switch("quiet", "no progress output (results, findings and errors still print)")]

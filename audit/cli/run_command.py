@@ -68,6 +68,13 @@ def run(
     from audit.machinery.memory_estimates import check_run_memory, check_text_run_memory
     from audit.machinery.workers import default_workers
 
+    # Flags a job does not support are refused before anything — `--dry-run` included, which must
+    # refuse what the real run refuses.
+    if resolved.text is not None and log_models:
+        raise AuditInputError("--log-models", "not supported by the text job (its targets' weights are kept in the run "
+                              "folder's checkpoints/ instead)")
+    if resolved.federated is not None and (not tracking or log_models):
+        raise AuditInputError("--no-tracking/--log-models", "not supported by the federated job yet")
     if resolved.text is not None:  # the counts' memory, refused before anything starts (docs/errors.md)
         check_text_run_memory(resolved)
     elif resolved.llm is not None:  # the llm job: small models by construction (its sizes are bounded)

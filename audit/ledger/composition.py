@@ -44,10 +44,18 @@ if TYPE_CHECKING:
 # module: ~1–2 s of CPU that a ledger command or writer recording without a budget
 # (`compute_spent=False`), listing, or setting a budget on an empty dataset never needs.
 
-__all__ = ["Composition", "compose_mechanisms", "dp_event_of", "PLD_DISCRETIZATION"]
+__all__ = ["Composition", "compose_mechanisms", "dp_event_of", "PLD_DISCRETIZATION", "PLD_EPSILON_LIMIT",
+           "check_dpsgd_computable", "composed_epsilon_bound", "pld_grid_bytes"]
 
 # dp_accounting's default; the ε reported is pessimistic (an upper bound) at this resolution.
 PLD_DISCRETIZATION = 1e-4
+# The PLD grid spans the composed privacy loss: about 2·ε/discretisation points (ε = 10⁴ from
+# 10⁸ DP-SGD steps, or 10⁷ Laplace queries, asked for 34–750 GiB and crashed). Above this composed-ε
+# bound (an RDP figure on integer orders, ~0.05 s) the PLD is not built: the RDP figure — an
+# upper bound too, looser — is reported instead, with the memory the grid would have needed.
+PLD_EPSILON_LIMIT = 200.0
+_PROXY_ORDERS = (2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 128, 256, 512, 1024)
+_GRID_COPIES = 6  # arrays of the grid's size alive at once while dp_accounting composes by FFT
 
 
 @dataclass(frozen=True)
@@ -59,9 +67,20 @@ class Composition:
     method: str            # "pld" | "rdp" | "rdp + basic composition of (ε, δ) pairs" | "none"
     method_note: str
     basic_epsilon: float
+    # Reported: min(advanced formula, basic). Both bound the same δ, so the smaller is the better
+    # textbook bound; the formula alone (e^ε term) is far looser than basic for a few large releases.
     advanced_epsilon: float
     n_mechanisms: int      # after expanding counts (a DP-SGD training counts once)
     has_pairs: bool
+    advanced_formula_epsilon: float = 0.0  # Dwork–Rothblum–Vadhan's ε' itself, before the min
+
+    @property
+    def advanced_note(self) -> str:
+        """Why the advanced figure equals basic, when the formula gave more (empty otherwise)."""
+        if self.advanced_formula_epsilon > self.advanced_epsilon:
+            formula = "∞" if math.isinf(self.advanced_formula_epsilon) else f"{self.advanced_formula_epsilon:.4g}"
+            return f"the advanced-composition formula gives {formula}, looser than basic composition: the smaller is shown"
+        return ""
 
     def as_dict(self) -> dict[str, Any]:
         # JSON has no infinity: an unbounded figure is written as null with the reason in method_note.
@@ -132,14 +151,54 @@ def _training_event(spec: dict[str, Any]) -> dp_accounting.DpEvent:
     return one if spec["count"] == 1 else dp_accounting.SelfComposedDpEvent(one, spec["count"])
 
 
+def _quiet_absl() -> None:
+    # dp_accounting's RDP logs a warning per fractional order it cannot converge on (q ≥ 0.1): noise
+    # on the console, not a problem (those orders are skipped; the bound stays valid).
+    import logging
+
+    logging.getLogger("absl").setLevel(logging.ERROR)
+
+
+def composed_epsilon_bound(groups: list[dict[str, Any]], delta: float) -> float:
+    """A fast upper bound on the composed ε (RDP on integer orders, plus the pairs' Σε): what sizes the PLD grid."""
+    import dp_accounting
+
+    _quiet_absl()
+    events = [_training_event(g) if g["kind"] == "dpsgd" else dp_event_of(g) for g in groups
+              if g["kind"] != "epsilon_delta"]
+    bound = sum(g["epsilon"] * g["count"] for g in groups if g["kind"] == "epsilon_delta")
+    if events:
+        rdp = dp_accounting.rdp.RdpAccountant(list(_PROXY_ORDERS))
+        rdp.compose(dp_accounting.ComposedDpEvent(events))
+        bound += float(rdp.get_epsilon(delta if delta > 0 else 1e-12))
+    return bound
+
+
+def pld_grid_bytes(epsilon_bound: float) -> float:
+    """Memory the PLD composition would take for a composed-ε bound (see PLD_EPSILON_LIMIT)."""
+    return 2 * epsilon_bound / PLD_DISCRETIZATION * 8 * _GRID_COPIES
+
+
+def _size(n: float) -> str:
+    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20)):
+        if n >= scale:
+            return f"{n / scale:,.1f} {unit}"
+    return f"{n / 1024:,.1f} KiB"
+
+
 def _tight(groups: list[dict[str, Any]], delta: float) -> tuple[float, str, str]:
     import dp_accounting
 
+    _quiet_absl()
     pairs = [g for g in groups if g["kind"] == "epsilon_delta"]
     events = [_training_event(g) if g["kind"] == "dpsgd" else dp_event_of(g) for g in groups if g not in pairs]
     composed = dp_accounting.ComposedDpEvent(events)
     pld = _pld_accountant_with_pairs()(value_discretization_interval=PLD_DISCRETIZATION)
-    if pld.supports(composed):
+    bound = composed_epsilon_bound(groups, delta)
+    too_large = not bound <= PLD_EPSILON_LIMIT
+    skipped = (f"PLD not computed: the composed ε exceeds {PLD_EPSILON_LIMIT:g} (RDP bound "
+               f"{bound:.4g}), its grid would need about {_size(pld_grid_bytes(bound))}; ") if too_large else ""
+    if not too_large and pld.supports(composed):
         pld.compose(composed)
         for pair in pairs:
             pld.compose_pair(pair["epsilon"], pair["delta"], pair["count"])
@@ -156,13 +215,18 @@ def _tight(groups: list[dict[str, Any]], delta: float) -> tuple[float, str, str]
     pair_delta = sum(p["delta"] * p["count"] for p in pairs)
     pair_epsilon = sum(p["epsilon"] * p["count"] for p in pairs)
     left = delta - pair_delta
+    why = skipped or "a mechanism has no PLD: ρ-zCDP"
     if not pairs:
-        return float(rdp.get_epsilon(delta)), "rdp", "dp_accounting RDP accountant (a mechanism has no PLD: ρ-zCDP)"
+        if delta <= 0 and events:
+            return math.inf, "rdp", f"{skipped}RDP: δ = 0 leaves ε unbounded for mechanisms that need a δ"
+        return float(rdp.get_epsilon(delta)), "rdp", f"dp_accounting RDP accountant ({why.rstrip('; ')})"
     method = "rdp + basic composition of (ε, δ) pairs"
-    if left <= 0:
-        return math.inf, method, f"the (ε, δ) pairs alone spend δ {pair_delta:g} ≥ the dataset's δ {delta:g}"
+    if left <= 0 and events:
+        return math.inf, method, f"{skipped}the (ε, δ) pairs alone spend δ {pair_delta:g} ≥ the dataset's δ {delta:g}"
+    if left < 0:
+        return math.inf, method, f"{skipped}the (ε, δ) pairs alone spend δ {pair_delta:g} > the dataset's δ {delta:g}"
     eps = float(rdp.get_epsilon(left)) + pair_epsilon if events else pair_epsilon
-    return eps, method, (f"RDP for the mechanisms at δ {left:g} (a mechanism has no PLD: ρ-zCDP), plus the "
+    return eps, method, (f"RDP for the mechanisms at δ {left:g} ({why.rstrip('; ')}), plus the "
                          f"(ε, δ) pairs' Σε = {pair_epsilon:g} at Σδ = {pair_delta:g} (basic composition)")
 
 
@@ -179,8 +243,14 @@ def _unit_epsilon(group: dict[str, Any], delta_each: float) -> float:
     if kind == "zcdp":
         rho = group["rho"]
         return rho + 2 * math.sqrt(rho * math.log(1 / delta_each))
+    one = {k: v for k, v in group.items() if k != "count"}
+    bound = composed_epsilon_bound([{**one, "count": 1}], delta_each)
+    if not bound <= PLD_EPSILON_LIMIT:  # one training beyond any budget: its RDP bound (see PLD_EPSILON_LIMIT)
+        rdp = dp_accounting.rdp.RdpAccountant()
+        rdp.compose(dp_event_of(one))
+        return float(rdp.get_epsilon(delta_each))
     accountant = dp_accounting.pld.PLDAccountant(value_discretization_interval=PLD_DISCRETIZATION)
-    accountant.compose(dp_event_of({k: v for k, v in group.items() if k != "count"}))
+    accountant.compose(dp_event_of(one))
     return float(accountant.get_epsilon(delta_each))
 
 
@@ -207,8 +277,10 @@ def _textbook(groups: list[dict[str, Any]], delta: float) -> tuple[float, float]
         if any(math.isinf(e) for e, _ in listed):
             advanced = math.inf
         else:
-            advanced = (math.sqrt(2 * math.log(1 / slack) * sum(n * e * e for e, n in listed))
-                        + sum(n * e * math.expm1(e) for e, n in listed))
+            # e^ε overflows a float above ε ≈ 709: the bound is then unbounded, not an OverflowError.
+            advanced = math.inf if any(e > 700 for e, _ in listed) else (
+                math.sqrt(2 * math.log(1 / slack) * sum(n * e * e for e, n in listed))
+                + sum(n * e * math.expm1(e) for e, n in listed))
     return basic, advanced
 
 
@@ -228,5 +300,20 @@ def compose_mechanisms(mechanisms: list[dict[str, Any]], delta: float) -> Compos
     epsilon, method, note = _tight(groups, delta)
     epsilon = _round_up(epsilon)
     basic, advanced = _textbook(groups, delta)
-    return Composition(delta, epsilon, method, note, basic, advanced, n,
-                       any(g["kind"] == "epsilon_delta" for g in groups))
+    return Composition(delta, epsilon, method, note, basic, min(advanced, basic), n,
+                       any(g["kind"] == "epsilon_delta" for g in groups), advanced)
+
+
+def check_dpsgd_computable(noise_multiplier: float, sample_rate: float, steps: int, delta: float, where: str) -> float:
+    """Refuse (exit 2, with the estimate) a DP-SGD (σ, q, T) whose PLD would not fit here: its composed-ε
+    bound above PLD_EPSILON_LIMIT means a grid of gigabytes or more, and a claim that weak needs no audit."""
+    from audit.errors import AuditInputError
+
+    spec = {"kind": "dpsgd", "noise_multiplier": noise_multiplier, "sample_rate": sample_rate, "steps": steps}
+    bound = composed_epsilon_bound(_grouped([spec]), delta)
+    if not bound <= PLD_EPSILON_LIMIT:
+        raise AuditInputError(where, f"σ {noise_multiplier:g}, q {sample_rate:g}, T {steps}: the claim's ε is about "
+                              f"{bound:.4g} (RDP bound); its PLD would need about {_size(pld_grid_bytes(bound))} of "
+                              f"memory — a claim above ε = {PLD_EPSILON_LIMIT:g} is not one this audit can compute; "
+                              "raise σ or lower q or T")
+    return bound

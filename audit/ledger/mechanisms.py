@@ -28,9 +28,11 @@ from audit.errors import AuditInputError
 __all__ = ["KINDS", "validate_mechanism", "canonical_key", "describe_mechanism"]
 
 KINDS = ("dpsgd", "gaussian", "laplace", "zcdp", "epsilon_delta")
-# Far beyond any real release, small enough that dp_accounting's numbers stay finite and fast.
-_MAX_COUNT = 10_000_000
-_MAX_STEPS = 100_000_000
+# From the one range table (audit/machinery/limits.py): far beyond any real release.
+from audit.machinery.limits import COUNT_LIMITS as _LIMITS  # noqa: E402 - after the docstring's imports
+
+_MAX_COUNT = _LIMITS["ledger --count"].high
+_MAX_STEPS = _LIMITS["ledger --steps"].high
 
 
 def _number(value: Any, where: str, *, low: float, low_open: bool = True, high: float | None = None,
@@ -77,21 +79,31 @@ def validate_mechanism(spec: Any, where: str = "mechanism") -> dict[str, Any]:
     for name in fields:
         if name not in spec:
             raise AuditInputError(f"{where}.{name}", f"missing (kind {kind} needs {', '.join(fields)})")
+    from audit.machinery.limits import MIN_NOISE_TO_SENSITIVITY, check_range
+
+    def ranged(name: str, option: str, shown: str) -> float:
+        # Type and finiteness first (named as before), then the range table's interval.
+        _number(spec[name], f"{where}.{shown}", low=-math.inf)
+        return check_range(option, spec[name], where=f"{where}.{shown}")
+
     out: dict[str, Any] = {"kind": kind}
     if kind == "dpsgd":
-        out["noise_multiplier"] = _number(spec["noise_multiplier"], f"{where}.noise_multiplier (σ)", low=0)
-        out["sample_rate"] = _number(spec["sample_rate"], f"{where}.sample_rate (q)", low=0, high=1)
+        out["noise_multiplier"] = ranged("noise_multiplier", "ledger --noise-multiplier", "noise_multiplier (σ)")
+        out["sample_rate"] = ranged("sample_rate", "ledger --sample-rate", "sample_rate (q)")
         out["steps"] = _integer(spec["steps"], f"{where}.steps (T)", high=_MAX_STEPS)
     elif kind in ("gaussian", "laplace"):
-        out["scale"] = _number(spec["scale"], f"{where}.scale", low=0)
-        out["sensitivity"] = _number(spec["sensitivity"], f"{where}.sensitivity", low=0)
+        out["scale"] = ranged("scale", f"ledger --{kind}-scale", "scale")
+        out["sensitivity"] = ranged("sensitivity", "ledger --sensitivity", "sensitivity")
         out["count"] = _integer(spec["count"], f"{where}.count", high=_MAX_COUNT)
+        if out["scale"] / out["sensitivity"] < MIN_NOISE_TO_SENSITIVITY:
+            raise AuditInputError(f"{where}.scale", f"scale / sensitivity must be ≥ {MIN_NOISE_TO_SENSITIVITY:g}, got "
+                                  f"{out['scale'] / out['sensitivity']:.3g} (below it one query spends ε > 10⁵)")
     elif kind == "zcdp":
-        out["rho"] = _number(spec["rho"], f"{where}.rho (ρ)", low=0, high=1e4)
+        out["rho"] = ranged("rho", "ledger --zcdp-rho", "rho (ρ)")
         out["count"] = _integer(spec["count"], f"{where}.count", high=_MAX_COUNT)
     else:
-        out["epsilon"] = _number(spec["epsilon"], f"{where}.epsilon", low=0, low_open=False, high=1e3)
-        out["delta"] = _number(spec["delta"], f"{where}.delta", low=0, low_open=False, high=1, high_open=True)
+        out["epsilon"] = ranged("epsilon", "ledger --epsilon", "epsilon")
+        out["delta"] = ranged("delta", "ledger --delta", "delta")
         out["count"] = _integer(spec["count"], f"{where}.count", high=_MAX_COUNT)
         if out["epsilon"] == 0 and out["delta"] == 0:
             raise AuditInputError(f"{where}.epsilon", "(0, 0) is no release at all; record nothing instead")

@@ -33,11 +33,17 @@ def refuted_claims(results: dict[str, Any]) -> list[str]:
     for i, target in enumerate(results.get("targets") or []):
         if isinstance(target, dict) and target.get("violation") is True:
             refuted.append(f"targets[{i}]: ε = {target.get('epsilon_target')} (a sound lower bound exceeds it)")
-    single = (isinstance(results.get("settings"), dict) and isinstance(results.get("gdp_bound"), dict)) or (
-        isinstance(results.get("claim"), dict) and "trainer" in results)
+    single = _is_whitebox(results) or (isinstance(results.get("claim"), dict) and "trainer" in results)
     if single and not refuted and verdict.get("status") == "fail":
         refuted.append(f"claimed ε = {results.get('claimed_epsilon')} ({'; '.join(map(str, verdict.get('reasons') or []))[:200]})")
     return refuted
+
+
+def _is_whitebox(results: dict[str, Any]) -> bool:
+    """A white-box audit result: the runs mode (settings + GDP bound) or `--mode one-run` (settings + claim)."""
+    settings = isinstance(results.get("settings"), dict)
+    return settings and (isinstance(results.get("gdp_bound"), dict) or (
+        results.get("mode") == "one-run" and isinstance(results.get("claim"), dict)))
 
 
 def _number(value: Any) -> float | None:
@@ -61,7 +67,7 @@ def releases_in_results(results: Any, where: str) -> tuple[list[tuple[str, list[
     """
     if not isinstance(results, dict):
         raise AuditInputError(where, "expected a JSON object written by privacy-audit")
-    if isinstance(results.get("settings"), dict) and isinstance(results.get("gdp_bound"), dict):
+    if _is_whitebox(results):
         return (*_whitebox(results, where), "whitebox-audit")
     if isinstance(results.get("claim"), dict) and "trainer" in results:
         return (*_canary(results, where), "canary-audit")

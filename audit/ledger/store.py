@@ -25,9 +25,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import create_engine, event, func, select
+from sqlalchemy import create_engine, event, func, select, text
 from sqlalchemy.engine import URL, Engine, make_url
-from sqlalchemy.exc import ArgumentError, DatabaseError, NoSuchModuleError, OperationalError
+from sqlalchemy.exc import ArgumentError, DatabaseError, DBAPIError, NoSuchModuleError, OperationalError
 from sqlalchemy.orm import Session
 
 from audit.errors import AuditInputError
@@ -36,8 +36,8 @@ from audit.ledger.mechanisms import describe_mechanism, validate_mechanism
 from audit.ledger.models import BudgetChange, Dataset, Release, Removal
 
 __all__ = [
-    "DEFAULT_LEDGER", "DEFAULT_DELTA", "BUSY_TIMEOUT_S", "Ledger", "ReleaseInput", "Provenance", "BudgetExceeded",
-    "RecordOutcome", "check_dataset_name", "check_ledger_uri", "file_sha256",
+    "DEFAULT_LEDGER", "DEFAULT_DELTA", "BUSY_TIMEOUT_S", "Ledger", "ReleaseInput", "Provenance", "BudgetExceeded", "BudgetBelowSpent",
+    "RecordOutcome", "check_dataset_name", "check_ledger_uri", "preflight_ledger", "file_sha256",
 ]
 
 DEFAULT_LEDGER = "privacy-ledger.db"
@@ -45,7 +45,6 @@ DEFAULT_DELTA = 1e-5  # a new dataset's δ until `set-budget --delta` says other
 BUSY_TIMEOUT_S = 120
 _MIGRATION_LOCK_KEY = 0x5052_4956_4C45_4447 & 0x7FFF_FFFF_FFFF_FFFF  # "PRIVLEDG": any fixed bigint
 _DATASET_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
-_SQLITE_HEADER = b"SQLite format 3\x00"
 
 
 class BudgetExceeded(Exception):
@@ -57,6 +56,17 @@ class BudgetExceeded(Exception):
         super().__init__(f"dataset '{dataset}': recording this release would spend ε = {spent} at δ = "
                          f"{composition.delta:g} ({composition.method}) > max_total_epsilon {limit:g} "
                          f"({limit_source}); nothing was recorded")
+
+
+class BudgetBelowSpent(Exception):
+    """`set-budget` below what the dataset has already spent: refused, nothing saved (exit 1)."""
+
+    def __init__(self, dataset: str, limit: float, composition: Composition):
+        self.dataset, self.limit, self.composition = dataset, limit, composition
+        spent = "∞" if math.isinf(composition.epsilon) else f"{composition.epsilon:.4g}"
+        super().__init__(f"'{dataset}' has already spent ε = {spent} at δ = {composition.delta:g} "
+                         f"({composition.method}) > the proposed budget {limit:g}: nothing was saved "
+                         "(remove releases with `ledger remove`, or set a budget at or above the spent ε)")
 
 
 @dataclass(frozen=True)
@@ -75,7 +85,7 @@ class ReleaseInput:
 class Provenance:
     """Who, when and what: filled from the environment unless given (tests pin them)."""
 
-    command: str = field(default_factory=lambda: " ".join(["privacy-audit", *sys.argv[1:]])[:4000])
+    command: str = field(default_factory=lambda: " ".join(["privacy-audit", *_redacted_argv()])[:4000])
     by: str = field(default_factory=lambda: f"{_user()}@{socket.gethostname()}")
     git_commit: str | None = field(default_factory=lambda: _git_commit())
     at: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
@@ -87,6 +97,16 @@ class RecordOutcome:
     composition: Composition | None  # None when recorded with compute_spent=False and no limit
     limit: float | None
     limit_source: str | None
+    # Ctrl-C / SIGTERM arrived while the commit was held (the release is kept: exit 0, never 130),
+    # and the holder itself when the caller asked to keep holding until it has said what was recorded.
+    interrupted_after_commit: bool = False
+    held: Any = None
+
+
+def _redacted_argv() -> list[str]:
+    from audit.machinery.secrets import redact_argv
+
+    return redact_argv(sys.argv[1:])
 
 
 def _user() -> str:
@@ -132,10 +152,16 @@ def check_ledger_uri(uri: Any, where: str = "--ledger") -> URL:
     text = uri.strip()
     if "://" not in text:
         return _sqlite_url(Path(text), where)
+    from audit.machinery.secrets import redact
+
     try:
         url = make_url(text)
-    except ArgumentError:
-        raise AuditInputError(where, f"{text[:80]!r} is not a database URI") from None
+        port = url.port  # SQLAlchemy parses it lazily in some versions: a bad one must fail here
+    except (ArgumentError, ValueError):
+        raise AuditInputError(where, f"{redact(text[:200])!r} is not a database URI (expected "
+                              "postgresql+psycopg://user@host:port/db with a numeric port)") from None
+    if port is not None and not 0 < port < 65536:
+        raise AuditInputError(where, f"port {port} of {redact(text[:200])!r} is not in 1–65535")
     backend, _, driver = url.drivername.partition("+")
     if backend == "sqlite" and driver in ("", "pysqlite"):
         if not url.database or url.database == ":memory:":
@@ -151,20 +177,52 @@ def check_ledger_uri(uri: Any, where: str = "--ledger") -> URL:
 
 
 def _sqlite_url(path: Path, where: str) -> URL:
+    from audit.ledger.integrity import check_sqlite_path
+
     path = path.expanduser()
-    if path.is_dir():
-        raise AuditInputError(f"{where} '{path}'", "is a directory; expected a ledger file (e.g. privacy-ledger.db)")
-    if path.exists():
-        try:
-            with open(path, "rb") as handle:
-                header = handle.read(len(_SQLITE_HEADER))
-        except OSError as exc:
-            raise AuditInputError(f"{where} '{path}'", f"cannot be read ({exc.strerror})") from None
-        if header and header != _SQLITE_HEADER:  # an empty file is a new database to SQLite
-            raise AuditInputError(f"{where} '{path}'", "is not a SQLite database (corrupt, or another kind of file)")
-    elif not path.parent.resolve().is_dir():
-        raise AuditInputError(f"{where} '{path}'", f"folder '{path.parent}' does not exist")
+    check_sqlite_path(path, where)  # a FIFO, directory, device or non-SQLite file is refused unopened
     return URL.create("sqlite+pysqlite", database=str(path.resolve()))
+
+
+def _known_revisions() -> set[str]:
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    config = Config()
+    config.set_main_option("script_location", str(Path(__file__).resolve().parent / "migrations"))
+    return {script.revision for script in ScriptDirectory.from_config(config).walk_revisions()}
+
+
+def preflight_ledger(uri: Any, where: str = "--ledger") -> URL:
+    """Everything about a ledger that can be refused, checked BEFORE an audit runs, writing nothing.
+
+    The URI's form; for an existing SQLite file, its schema read-only (a foreign database or an
+    unknown revision is refused now, not after an hour of training); for PostgreSQL, that the
+    server answers and its schema is ours. A new SQLite path stays new until a release is recorded.
+    """
+    from audit.ledger.integrity import check_schema
+
+    url = check_ledger_uri(uri, where)
+    if url.get_backend_name() == "sqlite":
+        path = Path(url.database)
+        if not path.is_file() or path.stat().st_size == 0:
+            return url
+        from urllib.parse import quote
+
+        engine = create_engine(URL.create("sqlite+pysqlite", database=f"file:{quote(str(path))}?mode=ro",
+                                          query={"uri": "true"}), connect_args={"timeout": BUSY_TIMEOUT_S})
+    else:
+        try:
+            engine = _engine_for(url)
+        except (NoSuchModuleError, ImportError):
+            raise AuditInputError(where, "PostgreSQL needs the [postgres] extra (pip install 'privacy-audit[postgres]')") from None
+    ledger = Ledger(url, engine, where)
+    try:
+        with ledger._errors(), engine.connect() as connection:
+            check_schema(connection, _known_revisions(), f"{where} '{ledger.description}'")
+    finally:
+        engine.dispose()
+    return url
 
 
 def _engine_for(url: URL) -> Engine:
@@ -188,7 +246,10 @@ def _engine_for(url: URL) -> Engine:
 
 
 def _describe(url: URL) -> str:
-    return url.database if url.get_backend_name() == "sqlite" else url.render_as_string(hide_password=True)
+    from audit.machinery.secrets import redact
+
+    # render_as_string hides the user-info password only; a `?password=` query parameter needs redact.
+    return url.database if url.get_backend_name() == "sqlite" else redact(url.render_as_string(hide_password=True))
 
 
 class Ledger:
@@ -237,6 +298,13 @@ class Ledger:
                 return None
 
             def __exit__(self, kind, exc, tb):
+                if isinstance(exc, DBAPIError) and any(
+                        word in str(exc.orig).lower() for word in ("connection option", "invalid dsn", "invalid uri",
+                                                                   "invalid sslmode", "invalid integer value")):
+                    # psycopg refusing the URI's own parameters (`?PASSWORD=`, a bad sslmode): the user's to fix.
+                    reason = " ".join(str(exc.orig).split())[:200]
+                    raise AuditInputError(f"{ledger.where} '{ledger.description}'",
+                                          f"the URI's parameters are not valid for the server's driver: {reason}") from None
                 if isinstance(exc, DatabaseError) and not isinstance(exc, OperationalError):
                     if "not a database" in str(exc.orig) or "malformed" in str(exc.orig):
                         raise AuditInputError(f"{ledger.where} '{ledger.description}'",
@@ -260,6 +328,9 @@ class Ledger:
             if self.url.get_backend_name() == "postgresql":
                 connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK_KEY})")
             config.attributes["connection"] = connection
+            from audit.ledger.integrity import check_schema
+
+            check_schema(connection, _known_revisions(), f"{self.where} '{self.description}'")
             command.upgrade(config, "head")
 
     def _dataset(self, session: Session, name: str, *, create: bool, lock: bool) -> Dataset | None:
@@ -272,23 +343,39 @@ class Ledger:
             else:
                 from sqlalchemy.dialects.sqlite import insert
             session.execute(insert(table).values(**values).on_conflict_do_nothing(index_elements=["name"]))
+        raw = session.execute(text("SELECT * FROM ledger_datasets WHERE name = :name"), {"name": name}).mappings().all()
+        for found in raw:
+            self._checker(session).dataset(dict(found))
         query = select(Dataset).where(Dataset.name == name)
         if lock:
             query = query.with_for_update()  # PostgreSQL row lock; SQLite already holds the database lock
         return session.scalars(query).one_or_none()
 
-    @staticmethod
-    def _active_mechanisms(session: Session, dataset: Dataset) -> list[dict[str, Any]]:
-        rows = session.execute(
-            select(Release.mechanisms).outerjoin(Removal, Removal.release_id == Release.id)
-            .where(Release.dataset_id == dataset.id, Removal.id.is_(None)).order_by(Release.id)
-        ).scalars()
-        return [spec for mechanisms in rows for spec in mechanisms]
+    def _checker(self, session: Session):
+        from audit.ledger.integrity import RowChecker
+
+        return RowChecker(session.get_bind().dialect, f"{self.where} '{self.description}'")
+
+    def _checked_releases(self, session: Session, dataset: Dataset) -> list[tuple[dict[str, Any], bool]]:
+        """The dataset's release rows, each checked (a hand-edited row is named), with whether it was removed."""
+        checker = self._checker(session)
+        releases = [checker.release(dict(r), dataset.name) for r in session.execute(
+            text("SELECT * FROM ledger_releases WHERE dataset_id = :d ORDER BY id"), {"d": dataset.id}).mappings()]
+        removed = set()
+        for r in session.execute(text("SELECT r.* FROM ledger_removals r JOIN ledger_releases l ON l.id = r.release_id "
+                                      "WHERE l.dataset_id = :d ORDER BY r.id"), {"d": dataset.id}).mappings():
+            removed.add(checker.removal(dict(r))["release_id"])
+        return [(release, release["id"] in removed) for release in releases]
+
+    def _active_mechanisms(self, session: Session, dataset: Dataset) -> list[dict[str, Any]]:
+        # Validated again as they are composed: the stored dict is never trusted to be in range.
+        return [validate_mechanism(spec, f"release #{release['id']}") for release, removed
+                in self._checked_releases(session, dataset) if not removed for spec in release["mechanisms"]]
 
     # -----------------------------------------------------------------------------------------
     def record(self, dataset: str, releases: list[ReleaseInput], provenance: Provenance | None = None, *,
                policy_limit: float | None = None, policy_name: str | None = None,
-               compute_spent: bool = True) -> RecordOutcome:
+               compute_spent: bool = True, keep_held: bool = False) -> RecordOutcome:
         """Record `releases` on `dataset` in one transaction, or nothing when the budget would be exceeded.
 
         The limit is the smaller of the dataset's `max_total_epsilon` (set-budget) and `policy_limit`
@@ -303,6 +390,23 @@ class Ledger:
                                                          for i, m in enumerate(r.mechanisms)],
                                 r.source_file, r.source_sha256, r.mlflow_run_id) for r in releases]
         provenance = provenance or Provenance()
+        from audit.machinery.interrupts import held_interrupts
+
+        held = held_interrupts()
+        try:
+            ids, composition, limit, source = self._record(session_args=(dataset, checked, provenance, policy_limit,
+                                                                         policy_name, compute_spent), held=held)
+        except BaseException:
+            held.stop()
+            if held.fired:  # the transaction rolled back: nothing was kept, the interrupt stands (130)
+                raise KeyboardInterrupt from None
+            raise
+        if not keep_held:
+            held.stop()
+        return RecordOutcome(ids, composition, limit, source, held.fired, held if keep_held else None)
+
+    def _record(self, session_args, held):
+        dataset, checked, provenance, policy_limit, policy_name, compute_spent = session_args
         with self._errors(), Session(self.engine) as session, session.begin():
             row = self._dataset(session, dataset, create=True, lock=True)
             limits = [(row.max_total_epsilon, "the ledger's budget for this dataset")]
@@ -330,22 +434,30 @@ class Ledger:
                 session.add(entry)
                 session.flush()
                 ids.append(entry.id)
-        return RecordOutcome(ids, composition, limit, source)
+            held.start()  # the COMMIT runs as this block ends: an interrupt from here on finds the release kept
+        return ids, composition, limit, source
 
     def set_budget(self, dataset: str, max_total_epsilon: float | None, delta: float | None,
                    provenance: Provenance | None = None) -> Composition:
-        """Set the dataset's budget (None: no ε limit) and/or δ; creates the dataset. Returns the spent figure."""
+        """Set the dataset's budget (None: no ε limit) and/or δ; creates the dataset. Returns the spent figure.
+
+        A budget below what is already spent (at the new δ) raises BudgetBelowSpent and saves nothing:
+        the check and the change are one transaction, so a release recorded meanwhile is counted.
+        """
         check_dataset_name(dataset)
         provenance = provenance or Provenance()
         with self._errors(), Session(self.engine) as session, session.begin():
             row = self._dataset(session, dataset, create=True, lock=True)
+            spent = compose_mechanisms(self._active_mechanisms(session, row), row.delta if delta is None else delta)
+            if max_total_epsilon is not None and not spent.epsilon <= max_total_epsilon:
+                raise BudgetBelowSpent(dataset, max_total_epsilon, spent)  # rolls back: the new dataset row too
             if delta is not None:
                 row.delta = delta
             row.max_total_epsilon = max_total_epsilon
             session.add(BudgetChange(dataset_id=row.id, max_total_epsilon=max_total_epsilon, delta=row.delta,
                                      at=provenance.at, by=provenance.by, command=provenance.command,
                                      git_commit=provenance.git_commit))
-            return compose_mechanisms(self._active_mechanisms(session, row), row.delta)
+            return spent
 
     def remove(self, dataset: str, release_id: int, reason: str, provenance: Provenance | None = None) -> Composition:
         """Mark a release removed (a Removal row; the release stays). Returns the spent figure without it."""
@@ -369,7 +481,9 @@ class Ledger:
     # -----------------------------------------------------------------------------------------
     def datasets(self) -> list[str]:
         with self._errors(), Session(self.engine) as session:
-            return list(session.scalars(select(Dataset.name).order_by(Dataset.name)))
+            checker = self._checker(session)
+            rows = [checker.dataset(dict(r)) for r in session.execute(text("SELECT * FROM ledger_datasets")).mappings()]
+            return sorted(row["name"] for row in rows)
 
     def dataset_state(self, dataset: str) -> dict[str, Any]:
         """The dataset's budget, δ, releases (removed ones marked) and spent composition."""
@@ -379,6 +493,7 @@ class Ledger:
             if row is None:
                 raise AuditInputError("--dataset", f"no dataset '{dataset}' in this ledger "
                                       f"(known: {', '.join(self._names(session)) or 'none'})")
+            self._checked_releases(session, row)  # every row checked before the ORM decodes it
             releases = [_release_dict(r) for r in session.scalars(
                 select(Release).where(Release.dataset_id == row.id).order_by(Release.id))]
             composition = compose_mechanisms(self._active_mechanisms(session, row), row.delta)

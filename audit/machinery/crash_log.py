@@ -34,16 +34,20 @@ def log_folder() -> Path:
 def write_crash_log(exc: BaseException, argv: list[str]) -> Path:
     """Write the traceback of `exc` (and a worker's, if it carries one) to a new log file; its path."""
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    from audit.machinery.secrets import redact, redact_argv
+
+    # The log lands in a shared temp folder and in bug reports: the command line and every message
+    # in the traceback are redacted (a ledger URI's password, a token), like everything else we print.
     lines = [
         f"privacy-audit internal error at {stamp}",
-        f"command: {' '.join(argv)}",
+        f"command: {' '.join(redact_argv(argv))}",
         f"python {platform.python_version()} on {platform.platform()}",
         "",
-        "".join(traceback.format_exception(exc)),
+        redact("".join(traceback.format_exception(exc))),
     ]
     child = getattr(exc, "child_traceback", None)
     if child:
-        lines += ["traceback in the worker process:", child]
+        lines += ["traceback in the worker process:", redact(child)]
     for folder in (log_folder(), Path(tempfile.gettempdir())):
         try:
             fd, name = tempfile.mkstemp(prefix=f"privacy-audit-crash-{stamp}-", suffix=".log", dir=folder)
@@ -52,5 +56,5 @@ def write_crash_log(exc: BaseException, argv: list[str]) -> Path:
             return Path(name)
         except OSError:  # a read-only or full output folder: fall back to the temp dir
             continue
-    print("".join(traceback.format_exception(exc)), file=sys.stderr)  # nowhere to write: keep it visible
+    print(redact("".join(traceback.format_exception(exc))), file=sys.stderr)  # nowhere to write: keep it visible
     return Path("<stderr>")

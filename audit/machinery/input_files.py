@@ -228,10 +228,39 @@ def _pairs_without_duplicates(pairs):
     return out
 
 
+JSON_DEPTH_LIMIT = 64  # configs, tokenizer configs, results and text rows nest a handful of levels
+
+
+def json_depth(text: str | bytes) -> int:
+    """The deepest nesting of arrays/objects in a JSON text, counted without parsing it (strings
+    skipped): checked BEFORE json.loads, whose recursion on a 100,000-deep text is a RecursionError
+    (exit 3) or worse, a C-stack overflow."""
+    import re
+
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", errors="replace")
+    depth = deepest = 0
+    # Strings (with their escapes) are skipped whole; only brackets outside them count.
+    for match in re.finditer(r'"(?:[^"\\]|\\.)*"|[\[\]{}]', text):
+        token = match.group()
+        if token in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif token in "]}":
+            depth -= 1
+    return deepest
+
+
+def check_json_depth(text: str | bytes, where: str, limit: int = JSON_DEPTH_LIMIT) -> None:
+    if json_depth(text) > limit:
+        raise AuditInputError(where, f"nests arrays/objects more than {limit} deep (not a file this tool writes or reads)")
+
+
 def load_json_file(path: str | Path, where: str, *, follow: bool = True) -> Any:
     """Parse a JSON file strictly: no NaN/Infinity, no duplicate keys, bounded depth. `follow=False`
     for a file found inside a run folder (a symlink there is refused)."""
     text = _read_text(Path(path), where, follow)
+    check_json_depth(text, where)
     try:
         return json.loads(text, parse_constant=_refuse_constant, object_pairs_hook=_pairs_without_duplicates)
     except RecursionError:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from audit.errors import AuditInputError
 
-__all__ = ["COUNT_LIMITS", "Limit", "available_memory", "check_count", "check_memory", "check_workers",
+__all__ = ["COUNT_LIMITS", "LEDGER_RANGES", "check_range", "Limit", "available_memory", "check_count", "check_memory", "check_workers",
            "max_workers", "limits_table_markdown", "model_folder_limits_markdown"]
 
 
@@ -101,6 +101,40 @@ FEDERATED_RANGES = {
     "federated.client_clip": (1e-6, 1e6, "the client update's clipping norm"),
 }
 MIN_CLIENT_ROWS = 8
+# The ledger's numbers that are not counts (`ledger record`, `set-budget`, and every mechanism a
+# results file or a ledger row holds): (low, high, low included?, high included?, why). Inside these
+# every composition finishes in seconds — a composed ε beyond what a PLD grid holds is bounded by
+# RDP instead (audit/ledger/composition.py) — and outside them the figure is meaningless anyway.
+LEDGER_RANGES = {
+    "ledger --noise-multiplier": (1e-3, 1e6, True, True, "DP-SGD σ; at σ = 10⁻³ one step alone spends ε ≈ 5·10⁵"),
+    "ledger --sample-rate": (1e-9, 1.0, True, True, "DP-SGD Poisson sampling rate q"),
+    "ledger --gaussian-scale": (1e-9, 1e12, True, True, "noise standard deviation; scale / sensitivity ≥ 10⁻³"),
+    "ledger --laplace-scale": (1e-9, 1e12, True, True, "noise scale b; scale / sensitivity ≥ 10⁻³"),
+    "ledger --sensitivity": (1e-9, 1e12, True, True, "the query's L2 (Gaussian) or L1 (Laplace) sensitivity"),
+    "ledger --zcdp-rho": (1e-12, 1e4, True, True, "a ρ-zCDP release's ρ"),
+    "ledger --epsilon": (0.0, 1e3, True, True, "an (ε, δ) pair's ε"),
+    "ledger --delta": (0.0, 1.0, True, False, "an (ε, δ) pair's δ (0: pure ε-DP)"),
+    "ledger set-budget --max-epsilon": (0.0, 1e4, False, True, "a dataset's max_total_epsilon"),
+    "ledger set-budget --delta": (0.0, 1.0, True, False, "the δ at which a dataset's ε is composed"),
+}
+MIN_NOISE_TO_SENSITIVITY = 1e-3  # a Gaussian / Laplace mechanism's scale / sensitivity
+
+
+def check_range(option: str, value, *, where: str | None = None) -> float:
+    """`value` as a finite float in LEDGER_RANGES[option]; exit 2 naming `where` (default: the flag) otherwise."""
+    import math
+
+    low, high, low_in, high_in, why = LEDGER_RANGES[option]
+    where = where or option.split()[-1]
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise AuditInputError(where, f"expected a number, got {str(value)[:40]!r}")
+    number = float(value)
+    interval = f"{'[' if low_in else '('}{low:g}, {high:g}{']' if high_in else ')'}"
+    if not math.isfinite(number):
+        raise AuditInputError(where, f"must be a finite number in {interval}, got {number}")
+    if (number < low if low_in else number <= low) or (number > high if high_in else number >= high):
+        raise AuditInputError(where, f"must be in {interval}, got {number:g} ({why})")
+    return number
 
 
 def max_workers() -> int:
@@ -192,6 +226,10 @@ def limits_table_markdown() -> list[str]:
         rows.append(f"| `{option}` | [{limit.low:,}, {high}] | {limit.commands} | {limit.why} |")
     for field, (low, high, why) in FEDERATED_RANGES.items():
         rows.append(f"| `{field}` | [{low:g}, {high:g}] | run (federated) | {why} |")
+    for option, (low, high, low_in, high_in, why) in LEDGER_RANGES.items():
+        interval = f"{'[' if low_in else '('}{low:g}, {high:g}{']' if high_in else ')'}"
+        where = "ledger set-budget" if "set-budget" in option else "ledger record; mechanisms in results files and ledger rows"
+        rows.append(f"| `{option}` | {interval} | {where} | {why} |")
     return rows
 
 

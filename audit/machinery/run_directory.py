@@ -194,9 +194,12 @@ def run_attempt(run_dir: StagedRunDirectory, resume: object, progress: Any) -> I
             run_dir.discard()
         raise
     except BaseException as exc:
+        from audit.machinery.interrupts import interrupt_received  # a Ctrl-C a library re-raised as its own error
+
+        killed = isinstance(exc, KeyboardInterrupt) or interrupt_received()
         if state["tracker"] is not None:
-            state["tracker"].fail_open_runs("KILLED" if isinstance(exc, KeyboardInterrupt) else "FAILED")
-        if isinstance(exc, KeyboardInterrupt):  # a crash is not an interruption: exit 3 says what it was
+            state["tracker"].fail_open_runs("KILLED" if killed else "FAILED")
+        if killed:  # a crash is not an interruption: exit 3 says what it was
             progress.note(f"interrupted; finished pieces are kept: resume with --resume {run_dir.staging}")
         else:
             progress.note(f"stopped by an error; finished pieces are kept in {run_dir.staging}")

@@ -118,6 +118,9 @@ def _worker_main(conn: Connection, threads: int | None) -> None:
         os.setsid()
     except OSError:  # already a group leader
         pass
+    # A descendant that calls setsid leaves our group; as our subreaper it is still reparented to
+    # us (not to init) when its own parent exits, so the tree walk below still finds it.
+    _become_subreaper()
     # The parent decides what an interrupt means; the children just get killed. SIGTERM too: the
     # parent's killpg is SIGKILL, and a terminal's SIGTERM goes to the parent only.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -127,8 +130,64 @@ def _worker_main(conn: Connection, threads: int | None) -> None:
         _kill_own_group()
 
 
+def _become_subreaper() -> None:
+    """prctl(PR_SET_CHILD_SUBREAPER) on Linux, best effort (elsewhere the group kill is what remains)."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        pass
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live descendant of `pid` (children first, then theirs): psutil when installed, else /proc."""
+    try:
+        import psutil
+
+        try:
+            return [child.pid for child in psutil.Process(pid).children(recursive=True)]
+        except psutil.Error:
+            return []
+    except ImportError:
+        pass
+    parents: dict[int, list[int]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as handle:
+                fields = handle.read().rsplit(b")", 1)[1].split()
+            parents.setdefault(int(fields[1]), []).append(int(entry))
+        except (OSError, IndexError, ValueError):
+            continue
+    found, queue = [], [pid]
+    while queue:
+        for child in parents.get(queue.pop(), []):
+            found.append(child)
+            queue.append(child)
+    return found
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILL every descendant of `pid` — also those in their own session (setsid), which a group
+    kill misses. Walked twice: a child forked during the first walk is found by the second."""
+    for _ in range(2):
+        for child in descendants(pid):
+            try:
+                os.kill(child, signal.SIGKILL)
+            except OSError:
+                pass
+
+
 def _kill_own_group() -> None:
     """On the way out, kill whatever user code left running in this worker's group (and this process)."""
+    kill_tree(os.getpid())
     try:
         if os.getpgrp() == os.getpid():
             sys.stdout.flush()
@@ -248,6 +307,7 @@ class WorkerPool:
         before the leader is reaped, so its id cannot have been reused."""
         pid = worker.process.pid
         if pid is not None:
+            kill_tree(pid)  # before the worker dies: its descendants are still its (subreaper) tree
             try:
                 os.killpg(pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError, OSError):

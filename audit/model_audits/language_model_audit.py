@@ -60,6 +60,9 @@ def read_texts(path: str | Path, flag: str, field: str = "text") -> list[str]:
                     if not line.strip():
                         continue
                     try:
+                        from audit.machinery.input_files import check_json_depth
+
+                        check_json_depth(line, f"{where}: line {number}")
                         row = json.loads(line)
                     except ValueError as exc:
                         raise AuditInputError(f"{where}: line {number}", f"is not JSON ({str(exc)[:80]})") from None
