@@ -167,3 +167,20 @@ def test_the_ledger_records_its_own_command_line_without_the_password(tmp_path):
         assert SECRET not in Provenance().command
     finally:
         sys.argv = argv
+
+
+def test_every_results_file_writer_stores_the_tracking_uri_redacted():
+    """A results file never holds the MLflow store's password: every place that writes the `mlflow`
+    block of a result file passes the tracker's URI through `redact` (the URI itself is redacted as
+    any other: user:password and password= parameters masked)."""
+    import re
+
+    root = Path(__file__).resolve().parent.parent
+    writers = []
+    for path in sorted((root / "audit").rglob("*.py")):
+        for line in path.read_text().splitlines():
+            if re.search(r'"tracking_uri":\s*tracker\.tracking_uri', line):
+                writers.append(f"{path.relative_to(root)}: {line.strip()}")
+    assert not writers, "result-file writers storing the tracking URI unredacted:\n" + "\n".join(writers)
+    stored = redact("postgresql://alice:S3cr3tPW@db:5432/mlflow?sslpassword=Other9")
+    assert "S3cr3tPW" not in stored and "Other9" not in stored and "alice" in stored

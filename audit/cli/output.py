@@ -9,6 +9,7 @@ import typer
 
 from audit.cli.app import EXIT_FAILED, console, err_console, shown, switch
 from audit.machinery.progress import Progress, progress_for
+from audit.machinery.secrets import redact
 
 
 def sigterm_as_interrupt() -> None:
@@ -154,7 +155,7 @@ def _publish_results(compute, *, out, folder_name, experiment, tracking_uri, run
             tracker.log_table(run_id, table["frame"], name=table["name"], source=table.get("source"),
                               context=table["context"])
         tracker.log_metrics(run_id, metrics_of(results))
-        results["mlflow"] = {"tracking_uri": tracker.tracking_uri, "parent_run_id": run_id}
+        results["mlflow"] = {"tracking_uri": redact(tracker.tracking_uri), "parent_run_id": run_id}
         write_outputs(results, staging, policy, tracker, run_id)
         tracker.set_verdict(run_id, results.get("verdict"))
         final = run_dir.commit()
@@ -196,7 +197,7 @@ def record_audit(kind: str, result: dict, out: Path, tracking_uri: str | None, p
                                          "profile_refutable": float(bool((result.get("profile_ceiling") or {}).get("refutable")))}
                                         if isinstance(result.get("profile_test"), dict) else {})})
 
-        result = {**result, "mlflow": {"tracking_uri": tracker.tracking_uri, "run_id": run_id}}
+        result = {**result, "mlflow": {"tracking_uri": redact(tracker.tracking_uri), "run_id": run_id}}
         write_result_json_atomic(staging / f"{kind}.json", result)
         write_audit_report(kind, result, staging)
         final = run_dir.commit()

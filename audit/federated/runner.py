@@ -53,6 +53,7 @@ from audit.machinery.progress import as_progress
 from audit.machinery.tracking import AuditTracker, experiment_name, target_metrics
 from audit.statistics.attack_evaluation import best_sound_lower_bound, evaluate_attack
 from audit.statistics.epsilon_bounds import one_run_ceiling
+from audit.machinery.secrets import redact
 from reports.figures import epsilon_label
 from reports.html_report import write_html_report
 from reports.junit import write_junit_xml
@@ -402,7 +403,7 @@ def _federated_sweep(inputs: FederationInputs, staging: Path, tracker: AuditTrac
         "notes": notes,
         "execution": inputs.executor.describe(),  # where the tasks ran; the numbers do not depend on it
         "verdict": None,  # decided in _write_outputs, from these numbers (audit.machinery.verdict)
-        "mlflow": {"tracking_uri": tracker.tracking_uri, "experiment_id": tracker.experiment_id,
+        "mlflow": {"tracking_uri": redact(tracker.tracking_uri), "experiment_id": tracker.experiment_id,
                    "parent_run_id": parent_id, "child_run_ids": attempt["child_run_ids"],
                    "resumed_from": [a["parent_run_id"] for a in earlier]},
     }

@@ -48,6 +48,7 @@ from targets.training import TrainedTarget, TrainingSpec, train_target
 from audit.sweep.outputs import write_outputs
 from audit.sweep.inputs import prepare_inputs, resolve_resume
 from audit.sweep.tasks import train_target_task
+from audit.machinery.secrets import redact
 
 SCHEMA_VERSION = 3
 # PLD (tight) may exceed PRV only by discretisation/estimation error; more than this is reported.
@@ -537,7 +538,7 @@ def _sweep(
         "synthetic": synthetic,
         "notes": notes,
         "verdict": None,  # decided in write_outputs, from every check at once
-        "mlflow": {"tracking_uri": tracker.tracking_uri, "experiment_id": tracker.experiment_id,
+        "mlflow": {"tracking_uri": redact(tracker.tracking_uri), "experiment_id": tracker.experiment_id,
                    "parent_run_id": parent_id, "child_run_ids": attempt["child_run_ids"],
                    "resumed_from": [a["parent_run_id"] for a in earlier_attempts]} if tracker.enabled else None,
     }

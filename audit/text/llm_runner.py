@@ -53,6 +53,7 @@ from audit.machinery.verdict import verdict_for_results, verdict_tags
 from audit.statistics.accountants import DPSGDEvent, epsilons_for_event
 from audit.statistics.attack_evaluation import best_sound_lower_bound, evaluate_attack
 from audit.text.runner import UNIT_WORDS
+from audit.machinery.secrets import redact
 from reports.figures import epsilon_label
 from targets.devices import resolve_device
 from targets.hf_causal_lm import (
@@ -327,7 +328,7 @@ def _llm_sweep(config: AuditConfig, staging: Path, tracker, preset: str | None, 
         "targets": targets, "synthetic": [],
         "text": {"seconds": time.perf_counter() - started, "cpu_seconds": time.process_time() - cpu_started},
         "notes": notes, "verdict": None,
-        "mlflow": {"tracking_uri": tracker.tracking_uri, "experiment_id": tracker.experiment_id,
+        "mlflow": {"tracking_uri": redact(tracker.tracking_uri), "experiment_id": tracker.experiment_id,
                    "parent_run_id": parent_id, "child_run_ids": child_ids, "resumed_from": []}
         if tracker.enabled else None,
         "execution": {"executor": "local"},

@@ -48,6 +48,7 @@ from audit.statistics.accountants import DPSGDEvent, epsilons_for_event
 from audit.statistics.attack_evaluation import best_sound_lower_bound, evaluate_attack
 from audit.text.memorisation import canary_exposures, exposure_summary, record_extraction
 from audit.text.trained_targets import as_plain, load_trained, save_trained, target_checkpoints, text_target_task
+from audit.machinery.secrets import redact
 from reports.figures import epsilon_label
 from reports.html_report import write_html_report
 from reports.junit import write_junit_xml
@@ -390,7 +391,7 @@ def _text_sweep(config: AuditConfig, corpus: TextCorpus, staging: Path, tracker:
                  "exposure_figure": str(Path("figures") / figure.name)},
         "notes": notes,
         "verdict": None,
-        "mlflow": {"tracking_uri": tracker.tracking_uri, "experiment_id": tracker.experiment_id,
+        "mlflow": {"tracking_uri": redact(tracker.tracking_uri), "experiment_id": tracker.experiment_id,
                    "parent_run_id": parent_id, "child_run_ids": child_ids,
                    "resumed_from": [old["parent_run_id"] for old in earlier]} if tracker.enabled else None,
         "execution": executor.describe(),  # where the targets trained; the numbers do not depend on it
