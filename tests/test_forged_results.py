@@ -170,3 +170,24 @@ def test_a_twin_row_whose_power_figure_does_not_match_its_training_is_refused(ga
     for args in (["gate", "run", "--policy", "policy.yaml", "--out", "gated"], ["report", "run", "--out", "gated"]):
         err = assert_refused(capsys, args, "results.json", folder=gate_dir)
         assert "fdp_perfect_p_value" in err, err
+
+
+POWER_FORGERIES = {
+    # a multi-mode canary audit of the fixture's size has no measured power (audit/dp_validation/mode_power.py)
+    "canary-audit": (CANARY, {"kind": "measured", "figure": 1.0, "detail": "forged", "decider": None}),
+    # a one-run white-box audit that observed only the final model has no power: "proven" is a forgery
+    "whitebox-audit": ({**ONE_RUN, "observe": "final"}, {"kind": "proven", "figure": None, "detail": "forged",
+                                                         "decider": None}),
+}
+
+
+@pytest.mark.parametrize("kind", list(POWER_FORGERIES))
+def test_a_power_entry_stronger_than_its_mode_allows_is_refused(gate_dir, capsys, kind):
+    """`power` decides held vs not refuted: it is recomputed from the mode, observation and size, so an
+    audit that read "not refuted" cannot be turned into "held" by rewriting that one field."""
+    base, power = POWER_FORGERIES[kind]
+    forged = {**copy.deepcopy(base), "power": power}
+    (gate_dir / f"{kind}.json").write_text(json.dumps(forged))
+    err = assert_refused(capsys, ["gate", f"{kind}.json", "--policy", "policy.yaml", "--out", "gated"],
+                         f"{kind}.json", folder=gate_dir)
+    assert "'power.kind'" in err, err

@@ -60,8 +60,53 @@ def _own_status(result: dict[str, Any]) -> str | None:
     return own.get("status") if isinstance(own, dict) else None
 
 
+_POWER_RANK = {"none": 0, "measured": 1, "control": 1, "proven": 2}
+
+
+def recomputed_power(kind: str, result: dict[str, Any]) -> dict[str, Any] | None:
+    """The power a canary / mechanism / white-box result may claim, recomputed from its mode, observation,
+    canary kind and size (audit.dp_validation.mode_power), never read on the file's word: the `power` entry
+    decides "held" vs "not refuted" (docs/verdict.md "Power"). None where the kind declares none."""
+    from audit.dp_validation.mode_power import canary_mode_power, mechanism_power, whitebox_power_entry
+
+    def count(*keys: str) -> int:
+        for key in keys:
+            value = result.get(key)
+            if isinstance(value, int) and not isinstance(value, bool):
+                return value
+        return 0
+
+    if kind == "canary-audit":
+        mode = str(result.get("mode") or "")
+        size = count("n_canaries") if mode == "one-run" else count("n_runs_planned", "n_runs", "n_models_per_side")
+        return canary_mode_power(mode, size)
+    if kind == "mechanism-audit":
+        return mechanism_power(count("n_trials"))
+    if kind == "whitebox-audit":
+        canaries = result.get("canaries") if isinstance(result.get("canaries"), dict) else {}
+        return whitebox_power_entry(str(result.get("observe") or "all"), one_run=result.get("mode") == "one-run",
+                                    canary_kind=str(canaries.get("kind") or "dirac"))
+    return None
+
+
+def check_power(kind: str, result: dict[str, Any], where: str) -> None:
+    """A result whose `power` is stronger than its mode and size allow was edited (or forged): refused, so a
+    "not refuted" audit cannot be turned into "held" by rewriting one field."""
+    declared = result.get("power")
+    if not isinstance(declared, dict):
+        return
+    allowed = recomputed_power(kind, result)
+    if allowed is None:
+        return
+    said, may = str(declared.get("kind")), str(allowed.get("kind"))
+    if _POWER_RANK.get(said, 3) > _POWER_RANK.get(may, 0):
+        raise _contradiction(where, "power.kind", f"is {said!r}, but a {kind} of this mode and size has power "
+                             f"{may!r} ({allowed.get('detail')})")
+
+
 def check_flags_against_numbers(kind: str, result: dict[str, Any], where: str) -> None:
     """Raise AuditInputError when a flag the verdict reads disagrees with the numbers (see module doc)."""
+    check_power(kind, result, where)
     if kind in ("canary-audit", "mechanism-audit", "whitebox-audit"):
         claim, bound = float(result["claimed_epsilon"]), float(result["epsilon_lower_bound"])
         test = result.get("profile_test")
