@@ -70,10 +70,12 @@ from audit.dp_validation.canary_multi_run_audit import (
 )
 from audit.dp_validation.canary_one_run_audit import one_run_canary_audit
 from audit.dp_validation.canary_profile_audit import (
+    DEFAULT_LOOKS,
     DESIGN_PREFERENCE_Z,  # noqa: F401
     choose_profile_design,  # noqa: F401
     pilot_design_plan,  # noqa: F401
     profile_canary_audit,
+    profile_sequential_design,
 )
 from audit.dp_validation.canary_scoring import (
     MULTI_RUN_STATISTICS,  # noqa: F401
@@ -162,8 +164,15 @@ def run_canary_audit(
     pool=None,
     workers: int | None = None,
     timeout: float | None = TRAIN_TIMEOUT_S,
+    looks: int | None = None,
+    spending: str = "haybittle-peto",
+    announce: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """`privacy-audit canary-audit`: resolve the trainer's claim, run the chosen black-box audit.
+
+    Profile mode is sequential (`profile_sequential_design`: up to `looks` looks, default 6, α split by
+    `spending`; `looks=1` is the fixed-size audit); `announce(text)` receives the declared design once the
+    trainer's claim was read and before the first training run (the CLI prints it).
 
     `trainer` is a "module:function" string or a picklable callable; it is loaded and called only
     in isolated worker processes (`pool`, else a WorkerPool of `workers`, default the cores), and
@@ -206,6 +215,10 @@ def run_canary_audit(
                        delta_flag="--delta")
     if features is None:
         _check_count("--rows", n_rows, 20)
+    if looks is not None and mode != "profile" and looks != 1:
+        raise AuditInputError("--looks", f"sequential looks apply to --mode profile; --mode {mode} runs to its size")
+    design = (profile_sequential_design(int(n_models), confidence, looks=DEFAULT_LOOKS if looks is None else looks,
+                                        spending=spending) if mode == "profile" else None)
     _check_canary_memory(mode, int(n_models or 0), int(n_canaries or 0),
                          int(n_rows if features is None else len(features)))
     if features is None:
@@ -217,8 +230,13 @@ def run_canary_audit(
         # The accountant's whole profile when it was told (σ, q, T) and ε was not overridden.
         dpsgd = ((claim.noise_multiplier, claim.sample_rate, claim.steps)
                  if claim.is_dpsgd and claimed_epsilon is None else None)
+        if announce is not None and design is not None:
+            pilot = planned_training_runs(mode, n_models) - int(n_models)
+            announce(f"declared before the first run: {design.describe('audited runs')} (plus up to {pilot:,} pilot "
+                     "runs, a quarter of each look's size)")
         if mode == "profile":
-            result = profile_canary_audit(trainer, features, labels, n_runs=n_models, dpsgd=dpsgd, **common)
+            result = profile_canary_audit(trainer, features, labels, n_runs=n_models, dpsgd=dpsgd,
+                                          looks=DEFAULT_LOOKS if looks is None else looks, spending=spending, **common)
         elif mode == "multi-canary":
             result = multi_canary_audit(trainer, features, labels, n_runs=n_models, n_canaries=n_canaries,
                                         dpsgd=dpsgd, **common)

@@ -38,6 +38,17 @@ from audit.dp_validation.claims import validate_claim
 from audit.dp_validation.scope import profile_verdict
 from audit.errors import AuditInputError
 from audit.statistics.epsilon_bounds import epsilon_lower_bound_one_run
+from audit.statistics.sequential import (
+    SPENDING,
+    GroupSequentialDesign,
+    group_sequential_design,
+    run_group_sequential,
+)
+
+# Looks of the sequential profile audit: at most this many (the planned size halved each time) …
+DEFAULT_LOOKS = 6
+# … and none with fewer audited runs than this (a smaller look refutes only what the next one would, and spends α).
+FIRST_LOOK_RUNS = 200
 
 _PROFILE_DESIGN_TEXT = {
     "column": "one column of its own (0 for real records), real columns 0, real records as given; "
@@ -102,6 +113,8 @@ def profile_canary_audit(
     scales: tuple[float, ...] = PROFILE_CANARY_SCALES,
     one_class_values: tuple[float, ...] = PROFILE_ONE_CLASS_VALUES,
     insert_canary: bool = True,
+    looks: int = DEFAULT_LOOKS,
+    spending: str = "haybittle-peto",
     pool=None,
     workers: int | None = None,
     timeout: float | None = TRAIN_TIMEOUT_S,
@@ -136,6 +149,17 @@ def profile_canary_audit(
     Also reported: the (ε, δ) Clopper-Pearson bound of the same rule and counts at the claim's δ
     (`epsilon_lower_bound`), and the one-run bound of Steinke, Nasr, Jagielski 2023 (arXiv
     2305.08846) over the audited runs' coin-flipped canaries. `insert_canary=False` is the null.
+
+    Sequential (`profile_sequential_design`, `audit.statistics.sequential`): the audit looks after
+    R/32, R/16, …, R audited runs (up to `looks` looks, none below FIRST_LOOK_RUNS), each look with a
+    quarter as many pilot runs as audited ones so far (the full pilot at the last). At each look the
+    design and rule are chosen again on the pilot runs so far, the new audited runs carry that design,
+    and the audited runs of that design are tested at the look's level; the first look whose p-value
+    is at or below its level stops the audit (refuted). The levels add up to α = 1 − `confidence`
+    (`spending`: Haybittle-Peto-type by default, Bonferroni over the looks), so the whole audit has
+    level α whatever the looks' dependence: each look's test is exact given the pilot runs, which no
+    tested run shares. A claim is held only after the last look, at the full planned size.
+    `looks=1` is the fixed-size audit at level α.
     """
     from audit.statistics.audit_ceilings import ceiling_threshold_audit
     from audit.statistics.epsilon_bounds import epsilon_lower_bound_from_counts
@@ -149,6 +173,7 @@ def profile_canary_audit(
     trainer = _check_trainer(trainer)
     X, y, n_classes = _validate_data(features, labels)
     R = _check_count("--models", n_runs, 4)
+    sequential = profile_sequential_design(R, confidence, looks=looks, spending=spending)
     eps, d = validate_claim(claimed_epsilon, delta, epsilon_flag="--claimed-epsilon", delta_flag="--delta")
     scales = tuple(float(v) for v in scales)
     one_class_values = tuple(float(v) for v in one_class_values)
@@ -188,40 +213,88 @@ def profile_canary_audit(
     preferred = next((v for v in designs if v[0] == "one_class"), None)
     pilot_designs = pilot_design_plan(designs, preferred, n_pilot)
     audited_coins = coins[n_pilot:]
-    n_in, n_out = int(audited_coins.sum()), int((~audited_coins).sum())
-    if n_in == 0 or n_out == 0:
+    if audited_coins.all() or not audited_coins.any():
         raise AuditInputError("--models", "every coin came up the same; use more runs")
-    with _pool_for(trainer, pool, workers, timeout) as runner:
-        pilot = np.array([score(design, lp) for design, lp in zip(pilot_designs, _train_many(
-            runner, trainer, jobs(pilot_designs, coins[:n_pilot], seeds[:n_pilot])))])
-        pilot_coins = coins[:n_pilot]
-        pilot_auc, pilot_rule, pilot_margin, pilot_size = {}, {}, {}, {}
+    pilot_scores: list[float] = []
+    audited_scores = np.full(R, np.nan)
+    audited_design: list = [None] * R
+    last: dict[str, Any] = {}
+
+    def pilot_rules(n_piloted: int, size: int, level: float):
+        """Each design's best rule and margin on the first `n_piloted` pilot runs (pilot data only)."""
+        pilot, plan, pilot_coins = np.array(pilot_scores[:n_piloted]), pilot_designs[:n_piloted], coins[:n_piloted]
+        n_in, n_out = int(audited_coins[:size].sum()), int((~audited_coins[:size]).sum())
+        auc, rules, margins, sizes = {}, {}, {}, {}
         for design in designs:
-            on = np.array([p == design for p in pilot_designs])
+            on = np.array([p == design for p in plan])
             d_in, d_out = pilot[on][pilot_coins[on]], pilot[on][~pilot_coins[on]]
-            pilot_auc[design] = _auc(pilot[on], pilot_coins[on])
-            pilot_size[design] = min(d_in.size, d_out.size)
-            if pilot_size[design] == 0:
-                pilot_rule[design], pilot_margin[design] = None, -math.inf
+            auc[design] = _auc(pilot[on], pilot_coins[on])
+            sizes[design] = min(d_in.size, d_out.size)
+            if sizes[design] == 0 or n_in == 0 or n_out == 0:
+                rules[design], margins[design] = None, -math.inf
                 continue
-            pilot_rule[design], pilot_margin[design] = best_profile_rule(
-                _below_every_finite(d_in), _below_every_finite(d_out), profile, n_in, n_out, confidence)
-        chosen = choose_profile_design(pilot_margin, pilot_size, preferred=preferred)
-        rule = pilot_rule[chosen]
-        if rule is None:
+            rules[design], margins[design] = best_profile_rule(
+                _below_every_finite(d_in), _below_every_finite(d_out), profile, n_in, n_out, 1.0 - level)
+        return auc, rules, margins, sizes
+
+    def look(index: int, size: int, level: float):
+        # Pilot runs grow with the look (a quarter of its size), so the rule of a late look is chosen on as many
+        # pilot runs as the fixed design's; the audited runs tested here never served as pilots.
+        final = size == R
+        n_piloted = n_pilot if final else min(n_pilot, max(min(n_pilot, 4 * len(designs)), math.ceil(n_pilot * size / R)))
+        if n_piloted > len(pilot_scores):
+            new = range(len(pilot_scores), n_piloted)
+            plan = [pilot_designs[i] for i in new]
+            pilot_scores.extend(score(design, lp) for design, lp in zip(plan, _train_many(
+                runner, trainer, jobs(plan, coins[list(new)], [seeds[i] for i in new]))))
+        auc, rules, margins, sizes = pilot_rules(n_piloted, size, level)
+        chosen = choose_profile_design(margins, sizes, preferred=preferred)
+        rule = rules[chosen]
+        if rule is None and final:
             raise AuditInputError("--models", "every pilot coin came up the same; use more runs")
-        scores = np.array([score(chosen, lp) for lp in
-                           _train_many(runner, trainer, jobs([chosen] * R, audited_coins, seeds[n_pilot:]))])
-    test = profile_test(scores[audited_coins], scores[~audited_coins], rule, profile, confidence)
-    ceiling_point = tangent_test_ceiling(profile, n_in, n_out, confidence)
-    bound = epsilon_lower_bound_from_counts(test["false_positives"], n_out, test["false_negatives"], n_in, d, confidence)
+        done = int(sum(design is not None for design in audited_design))
+        if size > done:  # the new audited runs carry the canary design chosen now
+            new = range(done, size)
+            for i, lp in zip(new, _train_many(runner, trainer, jobs([chosen] * len(new), audited_coins[done:size],
+                                                                    [seeds[n_pilot + i] for i in new]))):
+                audited_scores[i], audited_design[i] = score(chosen, lp), chosen
+        # Only the runs of the chosen design are tested with its rule (a design never changes within a run).
+        tested = np.array([design == chosen for design in audited_design[:size]])
+        coins_tested = audited_coins[:size][tested]
+        s_in, s_out = audited_scores[:size][tested][coins_tested], audited_scores[:size][tested][~coins_tested]
+        details = {"pilot_runs": int(n_piloted), "design": f"{chosen[0]} {chosen[1]:g}", "runs_tested": int(tested.sum())}
+        if rule is None or s_in.size == 0 or s_out.size == 0:
+            return 1.0, {**details, "note": "no rule or no run on one side yet: this look tests nothing"}
+        test = profile_test(s_in, s_out, rule, profile, 1.0 - level)
+        # Refuted at this look's level; the audit's confidence is the family-wise one (the levels add up to α).
+        test.update(look=index + 1, look_level=float(level), confidence=float(confidence))
+        last.update(test=test, chosen=chosen, auc=auc, margins=margins, n_piloted=n_piloted, size=size,
+                    scores=audited_scores[:size][tested], coins=coins_tested, level=level)
+        return test["p_value"], details
+
+    with _pool_for(trainer, pool, workers, timeout) as runner:
+        outcome = run_group_sequential(sequential, look)
+    test, chosen, level = last["test"], last["chosen"], last["level"]
+    scores, used_coins = last["scores"], last["coins"]
+    n_in, n_out = int(used_coins.sum()), int((~used_coins).sum())
+    look_confidence = 1.0 - level
+    # What a perfect attack could show with the planned runs at the last look's level: whether the audit could
+    # have refuted the claim had it run to the end (an early refutation needs no ceiling).
+    plan_in, plan_out = int(audited_coins.sum()), int((~audited_coins).sum())
+    ceiling_point = tangent_test_ceiling(profile, plan_in, plan_out, 1.0 - sequential.levels[-1])
+    bound = epsilon_lower_bound_from_counts(test["false_positives"], n_out, test["false_negatives"], n_in, d,
+                                            look_confidence)
     try:
-        one_run = epsilon_lower_bound_one_run(_below_every_finite(scores), audited_coins, d, confidence)
+        one_run = epsilon_lower_bound_one_run(_below_every_finite(scores), used_coins, d, confidence)
         one_run_bound, one_run_details = float(one_run.epsilon), one_run.details
     except ValueError as exc:
         one_run_bound, one_run_details = None, {"error": str(exc)}
-    fdp = _fdp_one_run(scores, audited_coins, profile, d, confidence)
+    fdp = _fdp_one_run(scores, used_coins, profile, d, confidence)
     point, _ = canaries[chosen]
+    runs_used = outcome.size_used + last["n_piloted"]
+    verdict = profile_verdict(test, ceiling_point, claimed_epsilon=eps, delta=d, n_runs=R)
+    verdict["reasons"].append(f"{outcome.reason('audited runs')}; {runs_used:,} of {R + n_pilot:,} planned training "
+                              f"runs used (pilot included); family-wise confidence {confidence:.0%} over the looks")
     return {
         "audit": "canary, independent runs tested against the claim's privacy profile (trade-off curve)",
         "trainer": _trainer_name(trainer),
@@ -230,14 +303,26 @@ def profile_canary_audit(
         "canary": {"label": label, "design": chosen[0], "setting": chosen[1],
                    "value": float(point[-1])},
         "canary_inserted": bool(insert_canary),
-        "n_runs": R,
+        "n_runs": int(outcome.size_used),
+        "n_runs_planned": R,
         "n_with_canary": n_in,
         "n_without_canary": n_out,
-        "n_pilot_runs": n_pilot,
-        "pilot_auc_by_design": {f"{kind} {v:g}": a for (kind, v), a in pilot_auc.items()},
+        "n_pilot_runs": int(last["n_piloted"]),
+        "sequential": {
+            **sequential.to_dict(),
+            "description": sequential.describe("audited runs"),
+            "pilot_runs_planned": n_pilot,
+            "runs_planned": R + n_pilot,
+            "runs_used": int(runs_used),
+            "stopped_at_look": outcome.stopped_at + 1,
+            "stopped_early": bool(outcome.stopped_at + 1 < len(sequential.sizes)),
+            "stop_reason": outcome.reason("audited runs"),
+            "looks_taken": outcome.looks,
+        },
+        "pilot_auc_by_design": {f"{kind} {v:g}": a for (kind, v), a in last["auc"].items()},
         "pilot_margin_by_design": {f"{kind} {v:g}": (m if math.isfinite(m) else None)
-                                   for (kind, v), m in pilot_margin.items()},
-        "auc": _auc(scores, audited_coins),
+                                   for (kind, v), m in last["margins"].items()},
+        "auc": _auc(scores, used_coins),
         "n_training_records": int(X.shape[0]),
         "seed": int(seed),
         "confidence": float(confidence),
@@ -246,11 +331,24 @@ def profile_canary_audit(
         "profile_ceiling": ceiling_point,
         "claimed_epsilon": eps,
         "epsilon_lower_bound": float(bound),
-        "epsilon_lower_bound_label": "(ε, δ) Clopper-Pearson bound at the claim's δ, same rule and counts",
+        "epsilon_lower_bound_label": ("(ε, δ) Clopper-Pearson bound at the claim's δ, same rule and counts, at the "
+                                      f"deciding look's confidence ({look_confidence:.4g})"),
         "one_run_epsilon_lower_bound": one_run_bound,
         "one_run_details": one_run_details,
         "fdp_one_run": fdp,
-        "ceiling": float(ceiling_threshold_audit(n_in, n_out, d, confidence)),
+        "ceiling": float(ceiling_threshold_audit(plan_in, plan_out, d, 1.0 - sequential.levels[-1])),
         "violation": bool(test["refuted"]),
-        "verdict": profile_verdict(test, ceiling_point, claimed_epsilon=eps, delta=d, n_runs=R),
+        "verdict": verdict,
     }
+
+
+def profile_sequential_design(n_runs: int, confidence: float = 0.95, *, looks: int = DEFAULT_LOOKS,
+                              spending: str = "haybittle-peto") -> GroupSequentialDesign:
+    """The looks of a profile audit of `n_runs` audited runs, declared before the first run (the CLI prints it):
+    the planned size halved up to `looks` − 1 times, no look below FIRST_LOOK_RUNS audited runs, α = 1 − confidence
+    split by `spending` (`audit.statistics.sequential`). `looks=1` is the fixed-size audit at the full level."""
+    looks = _check_count("--looks", looks, 1)
+    if spending not in SPENDING:
+        raise AuditInputError("--spending", f"expected one of {', '.join(SPENDING)}, got {spending!r}")
+    return group_sequential_design(int(n_runs), 1.0 - float(confidence), max_looks=looks,
+                                   first_at_least=FIRST_LOOK_RUNS, spending=spending)
