@@ -101,3 +101,55 @@ def test_a_claim_the_mechanism_meets_exactly_is_refuted_in_at_most_5_percent_of_
     profile = dpsgd_privacy_profile(2.0, 1.0, 1)
     false_alarms = sum(_sequential_null_audit(seed, profile, mu=0.5) for seed in range(300))
     assert false_alarms <= 15  # ≤ 5 % of 300, the level the looks share
+
+
+# --------------------------------------------------------------------------------------------------
+# The canary audit itself: real trainers in isolated workers
+# --------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def pool():
+    from audit.machinery.workers import WorkerPool
+
+    with WorkerPool(2, name="--trainer", timeout=600) as workers:
+        yield workers
+
+
+@pytest.mark.slow
+def test_sequential_profile_audits_of_a_correct_trainer_refute_at_most_5_percent_of_the_time(pool):
+    # The trainer does what its CLAIM says (σ 4.5, q 0.25, T 20); three looks of 32, 64, 128 audited runs.
+    from audit.demos import planted_bugs
+    from audit.dp_validation.canary_audit import default_audit_data, profile_canary_audit
+
+    features, labels = default_audit_data(256, seed=0)
+    results = [profile_canary_audit(planted_bugs.correct_eps_1, features, labels, n_runs=128, claimed_epsilon=None,
+                                    delta=1e-5, dpsgd=(4.5, 0.25, 20), seed=seed, first_look_runs=32, pool=pool)
+               for seed in range(40)]
+    assert all(r["sequential"]["looks"] == [32, 64, 128] for r in results)
+    assert sum(r["violation"] for r in results) <= 2  # ≤ 5 % of 40
+    # Holding a correct claim needs the whole planned size: no audit that held stopped early.
+    assert all(r["sequential"]["runs_used"] == r["sequential"]["runs_planned"] for r in results if not r["violation"])
+
+
+@pytest.mark.slow
+def test_the_cli_declares_the_looks_first_and_stops_a_grossly_broken_trainer_at_the_first(cli_in_process, tmp_path):
+    import json
+
+    proc = cli_in_process("canary-audit", "--trainer", "audit.demos.planted_bugs:noise_divided_twice", "--models", "800",
+                          "--tracking-uri", f"sqlite:///{tmp_path}/m.db")
+    assert proc.returncode == 1, proc.stderr
+    text = proc.stdout + proc.stderr
+    assert "declared before the first run: sequential: 800 audited runs planned, 3 looks after 200" in text
+    assert text.index("declared before the first run") < text.index("runs: 250 of 1,000 planned")
+    assert "stopped early: look 1 of 3 refuted the claim after 200 audited runs" in text
+    (path,) = tmp_path.glob("runs/*-canary-audit/canary-audit.json")
+    sequential = json.loads(path.read_text())["sequential"]
+    assert sequential["runs_used"] == 250 and sequential["runs_planned"] == 1000 and sequential["stopped_early"]
+    assert [look["size"] for look in sequential["looks_taken"]] == [200]
+
+
+def test_looks_apply_to_the_profile_mode_only(cli_in_process, tmp_path):
+    proc = cli_in_process("canary-audit", "--trainer", "audit.demos.planted_bugs:correct_eps_1", "--mode", "multi",
+                          "--looks", "3", "--tracking-uri", f"sqlite:///{tmp_path}/m.db")
+    assert proc.returncode == 2 and "--looks" in proc.stderr and not list(tmp_path.glob("runs/*"))

@@ -115,6 +115,7 @@ def profile_canary_audit(
     insert_canary: bool = True,
     looks: int = DEFAULT_LOOKS,
     spending: str = "haybittle-peto",
+    first_look_runs: int | None = None,
     pool=None,
     workers: int | None = None,
     timeout: float | None = TRAIN_TIMEOUT_S,
@@ -173,7 +174,7 @@ def profile_canary_audit(
     trainer = _check_trainer(trainer)
     X, y, n_classes = _validate_data(features, labels)
     R = _check_count("--models", n_runs, 4)
-    sequential = profile_sequential_design(R, confidence, looks=looks, spending=spending)
+    sequential = profile_sequential_design(R, confidence, looks=looks, spending=spending, first_look_runs=first_look_runs)
     eps, d = validate_claim(claimed_epsilon, delta, epsilon_flag="--claimed-epsilon", delta_flag="--delta")
     scales = tuple(float(v) for v in scales)
     one_class_values = tuple(float(v) for v in one_class_values)
@@ -343,7 +344,8 @@ def profile_canary_audit(
 
 
 def profile_sequential_design(n_runs: int, confidence: float = 0.95, *, looks: int = DEFAULT_LOOKS,
-                              spending: str = "haybittle-peto") -> GroupSequentialDesign:
+                              spending: str = "haybittle-peto", first_look_runs: int | None = None
+                              ) -> GroupSequentialDesign:
     """The looks of a profile audit of `n_runs` audited runs, declared before the first run (the CLI prints it):
     the planned size halved up to `looks` − 1 times, no look below FIRST_LOOK_RUNS audited runs, α = 1 − confidence
     split by `spending` (`audit.statistics.sequential`). `looks=1` is the fixed-size audit at the full level."""
@@ -351,4 +353,5 @@ def profile_sequential_design(n_runs: int, confidence: float = 0.95, *, looks: i
     if spending not in SPENDING:
         raise AuditInputError("--spending", f"expected one of {', '.join(SPENDING)}, got {spending!r}")
     return group_sequential_design(int(n_runs), 1.0 - float(confidence), max_looks=looks,
-                                   first_at_least=FIRST_LOOK_RUNS, spending=spending)
+                                   first_at_least=FIRST_LOOK_RUNS if first_look_runs is None else int(first_look_runs),
+                                   spending=spending)
