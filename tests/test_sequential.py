@@ -119,13 +119,10 @@ def pool():
 @pytest.mark.slow
 def test_sequential_profile_audits_of_a_correct_trainer_refute_at_most_5_percent_of_the_time(pool):
     # The trainer does what its CLAIM says (σ 4.5, q 0.25, T 20); three looks of 32, 64, 128 audited runs.
-    from audit.demos import planted_bugs
-    from audit.dp_validation.canary_audit import default_audit_data, profile_canary_audit
+    from audit.dp_validation.canary_audit import run_canary_audit
 
-    features, labels = default_audit_data(256, seed=0)
-    results = [profile_canary_audit(planted_bugs.correct_eps_1, features, labels, n_runs=128, claimed_epsilon=None,
-                                    delta=1e-5, dpsgd=(4.5, 0.25, 20), seed=seed, first_look_runs=32, pool=pool)
-               for seed in range(40)]
+    results = [run_canary_audit("audit.demos.planted_bugs:correct_eps_1", n_models=128, seed=seed, first_look_runs=32,
+                                pool=pool) for seed in range(40)]
     assert all(r["sequential"]["looks"] == [32, 64, 128] for r in results)
     assert sum(r["violation"] for r in results) <= 2  # ≤ 5 % of 40
     # Holding a correct claim needs the whole planned size: no audit that held stopped early.

@@ -166,6 +166,7 @@ def run_canary_audit(
     timeout: float | None = TRAIN_TIMEOUT_S,
     looks: int | None = None,
     spending: str = "haybittle-peto",
+    first_look_runs: int | None = None,
     announce: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """`privacy-audit canary-audit`: resolve the trainer's claim, run the chosen black-box audit.
@@ -218,7 +219,8 @@ def run_canary_audit(
     if looks is not None and mode != "profile" and looks != 1:
         raise AuditInputError("--looks", f"sequential looks apply to --mode profile; --mode {mode} runs to its size")
     design = (profile_sequential_design(int(n_models), confidence, looks=DEFAULT_LOOKS if looks is None else looks,
-                                        spending=spending) if mode == "profile" else None)
+                                        spending=spending, first_look_runs=first_look_runs)
+              if mode == "profile" else None)
     _check_canary_memory(mode, int(n_models or 0), int(n_canaries or 0),
                          int(n_rows if features is None else len(features)))
     if features is None:
@@ -236,7 +238,8 @@ def run_canary_audit(
                      "runs, a quarter of each look's size)")
         if mode == "profile":
             result = profile_canary_audit(trainer, features, labels, n_runs=n_models, dpsgd=dpsgd,
-                                          looks=DEFAULT_LOOKS if looks is None else looks, spending=spending, **common)
+                                          looks=DEFAULT_LOOKS if looks is None else looks, spending=spending,
+                                          first_look_runs=first_look_runs, **common)
         elif mode == "multi-canary":
             result = multi_canary_audit(trainer, features, labels, n_runs=n_models, n_canaries=n_canaries,
                                         dpsgd=dpsgd, **common)
