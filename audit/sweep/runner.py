@@ -330,21 +330,25 @@ def _audit_target(inputs: _SweepInputs, index: int, epsilon: float, attacks: lis
     if config.privacy.whitebox_one_run and trained.epsilon_target is not None and trained.accountant_epsilon:
         from audit.sweep.whitebox_one_run import whitebox_one_run_entry
 
-        with progress.step(f"{label}: white-box one-run audit (a twin trained with gradient canaries)"):
+        with progress.step(f"{label}: white-box one-run audit (a twin with gradient canaries: epochs)",
+                           total=inputs.spec.epochs) as twin_step:
             record["whitebox_one_run"] = whitebox_one_run_entry(
                 data.features[splits.train_idx], data.labels[splits.train_idx], data.n_classes, inputs.spec,
                 target=trained, target_accuracy=test_accuracy, test_features=test_x, test_labels=test_y,
                 accountant=config.privacy.accountant, seed=seed, device=inputs.device,
                 confidence=config.attacks.confidence, n_canaries=config.privacy.one_run_canaries,
-                secure_mode=config.privacy.secure_mode)
+                secure_mode=config.privacy.secure_mode, on_epoch=lambda epoch, _: twin_step.update(epoch))
     if config.privacy.conformance and trained.epsilon_target is not None and trained.accountant_history:
         from audit.sweep.conformance_rows import conformance_entry
 
-        with progress.step(f"{label}: conformance checks on its own Opacus setup"):
+        from audit.sweep.conformance_rows import CONFORMANCE_PHASES
+
+        with progress.step(f"{label}: conformance checks on its own Opacus setup (probes)",
+                           total=CONFORMANCE_PHASES) as probes_step:
             record["conformance"] = conformance_entry(
                 data.features[splits.train_idx], data.labels[splits.train_idx], data.n_classes, inputs.spec,
                 target=trained, accountant=config.privacy.accountant, seed=seed, device=inputs.device,
-                secure_mode=config.privacy.secure_mode)
+                secure_mode=config.privacy.secure_mode, on_phase=lambda done, _: probes_step.update(done))
     ckpt.save_arrays("scores", score_columns)
     ckpt.save_json("record", {"record": record, "notes": notes})
     return record, score_columns, notes
