@@ -51,7 +51,7 @@ def test_a_run_whose_output_is_not_a_terminal_logs_one_line_per_step_with_elapse
     assert "targets 3/3" in steps
     assert any(re.fullmatch(r"target 1/3 \(ε = 1\): \d+ reference models(, training steps)? \d+/\d+", s) for s in steps)
     assert any(s.startswith("target 3/3 (ε = ∞): attack lira") for s in steps)
-    assert "figures" in steps and "\x1b[" not in proc.stderr  # plain lines, no terminal control codes
+    assert "figures 3/3" in steps and "\x1b[" not in proc.stderr  # plain lines, no terminal control codes
 
 
 def test_smoke_run_writes_every_promised_file(smoke_run):

@@ -198,8 +198,11 @@ def run_audit(
                                                     command="run", enabled=tracking)
         results, parent_id = _sweep(config, data, splits, attacks, device, run_dir.staging, tracker, preset,
                                     run_warnings, progress, executor, log_models)
-        with progress.step("report, summary and MLflow artifacts"):
-            write_outputs(results, run_dir.staging, policy, tracker, parent_id)
+        from audit.sweep.outputs import OUTPUTS
+
+        with progress.step("report, summary and MLflow artifacts", total=OUTPUTS) as outputs_step:
+            write_outputs(results, run_dir.staging, policy, tracker, parent_id,
+                          on_written=lambda done, _: outputs_step.update(done))
             tracker.set_verdict(parent_id, results["verdict"])
         final = run_dir.commit()
         tracker.log_artifact(parent_id, final / "results.json")
@@ -469,7 +472,7 @@ def _sweep(
         record["mlflow_run_id"] = child_id
         notes += target_notes
         targets.append(record)
-        bookkeeping = progress.begin(f"{step_label}: ROC figure, scores file, MLflow")
+        bookkeeping = progress.begin(f"{step_label}: ROC figure, scores file, MLflow", total=3)
         for name, scores in score_columns.items():
             fpr, tpr = roc_points(scores, members)
             curves.append((epsilon, name, fpr, tpr))
@@ -479,11 +482,13 @@ def _sweep(
             {"candidate_index": splits.candidate_idx, "member": members.astype(int),
              "label": data.labels[splits.candidate_idx], **score_columns}
         ).to_csv(scores_path, index=False)
+        bookkeeping.advance()
         roc_path = plot_roc_curves(
             [RocCurve(name, f, t) for (e, name, f, t) in curves if e == epsilon],
             figures / f"roc_eps_{tag}.png",
             title=f"ROC, {label}",
         )
+        bookkeeping.advance()
         tracker.log_params(child_id, {
             "epsilon_target": tag, "delta": config.privacy.delta, "noise_multiplier": record["noise_multiplier"],
             "sample_rate": record["sample_rate"], "steps": record["steps"], "max_grad_norm": record["max_grad_norm"],
@@ -493,19 +498,21 @@ def _sweep(
         tracker.log_artifact(child_id, roc_path)
         tracker.log_artifact(child_id, scores_path)
         tracker.finish(child_id)
+        bookkeeping.advance()
         progress.end(bookkeeping)
         all_targets.advance()
     progress.end(all_targets)
 
     synthetic = _synthetic_part(config, data, splits, staging, tracker, parent_id, progress, executor)
     attack_names = [a.name for a in attacks]
-    figures_step = progress.begin("figures")
+    figures_step = progress.begin("figures", total=3)
     target_epsilons = list(dict.fromkeys(e for (e, _, _, _) in curves))
     roc_all = plot_roc_panels(
         [(epsilon_label(eps), [RocCurve(n, f, t) for (e, n, f, t) in curves if e == eps]) for eps in target_epsilons],
         figures / "roc_all.png",
         title="ROC of every target (log-log)",
     )
+    figures_step.advance()
     private = [t for t in targets if t["epsilon_target"] is not None]
     eps_fig = plot_empirical_vs_accountant(
         [t["epsilon_accountant"] for t in private],
@@ -513,12 +520,14 @@ def _sweep(
         [epsilon_label(t["epsilon_target"]) for t in private],
         figures / "empirical_vs_accountant.png",
     )
+    figures_step.advance()
     utility_fig = plot_privacy_utility(
         [t["epsilon_target"] for t in targets],
         [t["test_accuracy"] for t in targets],
         [max(a["auc"] for a in t["attacks"]) for t in targets],
         figures / "privacy_utility.png",
     )
+    figures_step.advance()
     progress.end(figures_step)
     results = {
         "schema_version": SCHEMA_VERSION,
