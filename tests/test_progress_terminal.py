@@ -104,10 +104,12 @@ def test_smoke_run_on_an_80_column_terminal_shows_counts_and_time_left_for_every
         assert all(m["counts"] for m in matches), description
         with_total = [m for m in matches if "/" in m["counts"]]
         long = max(_seconds(m["elapsed"]) for m in matches) >= 10
-        if with_total and long:
-            # Once a unit is done, the time left is a clock, not "?".
-            started = [m for m in with_total if not m["counts"].startswith("0/")]
-            assert started and all(m["left"] not in (None, "?") for m in started
-                                   if m["counts"].split("/")[0] != m["counts"].split("/")[1]), description
+        if with_total:
+            # Once a unit is done (and before the last), the time left is a clock, not "?".
+            done_total = [(m, *(int(v) for v in m["counts"].split("/"))) for m in with_total]
+            between = [m for m, done, total in done_total if 0 < done < total]
+            assert all(m["left"] not in (None, "?", "done") for m in between), description
+            if long and done_total[0][2] > 1:
+                assert between, f"{description!r} ran ≥ 10 s and never showed a unit done before the last"
         elif long:
             pytest.fail(f"the step {description!r} ran ≥ 10 s without a total: {matches[-1].group(0)!r}")
