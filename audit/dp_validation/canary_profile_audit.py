@@ -265,6 +265,8 @@ def profile_canary_audit(
         s_in, s_out = audited_scores[:size][tested][coins_tested], audited_scores[:size][tested][~coins_tested]
         details = {"pilot_runs": int(n_piloted), "design": f"{chosen[0]} {chosen[1]:g}", "runs_tested": int(tested.sum())}
         if rule is None or s_in.size == 0 or s_out.size == 0:
+            if final:  # the last look must decide: a verdict never rests on an interim look's test
+                raise AuditInputError("--models", "too few runs of the chosen canary design on one side; use more runs")
             return 1.0, {**details, "note": "no rule or no run on one side yet: this look tests nothing"}
         test = profile_test(s_in, s_out, rule, profile, 1.0 - level)
         # Refuted at this look's level; the audit's confidence is the family-wise one (the levels add up to α).
