@@ -21,6 +21,7 @@ shared machine; wall seconds depend on the load (say how loaded when you quote t
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -40,12 +41,13 @@ def _cpu() -> float:
     return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
-def audit_once(trainer: str, design: str, models: int, seed: int, workers: int, **extra) -> dict:
-    """One profile audit in a fresh pool (closed before the clock stops, so its workers' CPU time is counted)."""
+def audit_once(trainer: str, design: str, models: int, seed: int, workers: int, pool=None, **extra) -> dict:
+    """One profile audit in a fresh pool (closed before the clock stops, so its workers' CPU time is counted), or
+    in `pool` (the null audits share one: their CPU is counted once, for all of them)."""
     cpu, wall = _cpu(), time.perf_counter()
-    with WorkerPool(workers, name="bench-sequential") as pool:
+    with (WorkerPool(workers, name="bench-sequential") if pool is None else contextlib.nullcontext(pool)) as runner:
         result = run_canary_audit(f"audit.demos.planted_bugs:{trainer}", mode="profile", n_models=models, seed=seed,
-                                  pool=pool, looks=1 if design == "fixed" else None, **extra)
+                                  pool=runner, looks=1 if design == "fixed" else None, **extra)
     sequential = result["sequential"]
     return {"trainer": trainer, "design": design, "models": models, "seed": seed,
             "refuted": result["verdict"]["status"] == "fail", "status": result["verdict"]["status"],
@@ -81,8 +83,9 @@ def main() -> None:
                       f"{row['runs_planned']:,} | {row['cpu_s']:.1f} | {row['wall_s']:.1f} |", flush=True)
     for trainer in [t for t in args.null_trainers.split(",") if t] if args.null_seeds else []:
         cpu = _cpu()
-        null = [audit_once(trainer, "sequential", args.null_models, seed, args.workers,
-                           first_look_runs=max(1, args.null_models // 4)) for seed in range(args.null_seeds)]
+        with WorkerPool(args.workers, name="bench-sequential-null") as pool:
+            null = [audit_once(trainer, "sequential", args.null_models, seed, args.workers, pool=pool,
+                               first_look_runs=max(1, args.null_models // 4)) for seed in range(args.null_seeds)]
         rows.extend({**r, "null": True} for r in null)
         alarms = sum(r["refuted"] for r in null)
         print(f"null: {trainer}, {args.null_seeds} seeds × {args.null_models} audited runs (looks {null[0]['looks']}): "
