@@ -22,7 +22,7 @@ COLUMNS = 80
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 # One live row: spinner, description (maybe shortened with …), bar, counts, elapsed, time left.
 ROW = re.compile(r"^[" + SPINNER + r"] (?P<description>.+?) [━╸╺ ]+ (?P<counts>\d+(/\d+)?) +(?P<elapsed>\d+:\d\d:\d\d)"
-                 r"(?: left (?P<left>\?|done|(\d+:)?\d\d:\d\d))?$")
+                 r"(?: (?P<left>left \?|left (\d+:)?\d\d:\d\d|finishing))?$")
 
 
 def _run_under_pty(args: list[str], cwd: Path, timeout_s: float = 900) -> tuple[int, str]:
@@ -108,7 +108,7 @@ def test_smoke_run_on_an_80_column_terminal_shows_counts_and_time_left_for_every
             # Once a unit is done (and before the last), the time left is a clock, not "?".
             done_total = [(m, *(int(v) for v in m["counts"].split("/"))) for m in with_total]
             between = [m for m, done, total in done_total if 0 < done < total]
-            assert all(m["left"] not in (None, "?", "done") for m in between), description
+            assert all(m["left"] not in (None, "left ?", "finishing") for m in between), description
             if long and done_total[0][2] > 1:
                 assert between, f"{description!r} ran ≥ 10 s and never showed a unit done before the last"
         elif long:

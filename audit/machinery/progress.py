@@ -247,6 +247,8 @@ def _duration(seconds: float) -> str:
 def _time_left(step: Step) -> str:
     left = step.seconds_left()
     if left is None:
+        if step.total is not None and step.completed >= step.total:
+            return ", every unit done, finishing"  # e.g. the white-box twin scoring its canaries after training
         return "" if step.total is None else ", time left: not known before the first one finishes"
     return f", about {_duration(left)} left"
 
@@ -375,7 +377,8 @@ class _CountsColumn(_rich_column_base()):
 
 class _TimeLeftColumn(_rich_column_base()):
     """The time left from the step's own pace (`Step.seconds_left`: linear, once one unit is done), refreshed on
-    every frame: "left 1:23", "left ?" before the first unit; nothing for a step without a total."""
+    every frame: "left 01:23", "left ?" before the first unit, "finishing" once every unit is done and the step still
+    works (a twin scoring its canaries after training); nothing for a step without a total."""
 
     def render(self, task):
         from rich.text import Text
@@ -385,7 +388,8 @@ class _TimeLeftColumn(_rich_column_base()):
             return Text("", no_wrap=True)
         left = step.seconds_left()
         if left is None:
-            return Text("left ?" if step.completed < step.total else "done", style="progress.remaining", no_wrap=True)
+            return Text("left ?" if step.completed < step.total else "finishing", style="progress.remaining",
+                        no_wrap=True)
         return Text(f"left {_clock(left)}", style="progress.remaining", no_wrap=True, overflow="ignore")
 
 
