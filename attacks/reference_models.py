@@ -117,8 +117,9 @@ def _train_logits(context: AttackContext, features: np.ndarray, labels: np.ndarr
                   architecture=getattr(context.training.spec, "architecture", "mlp"))
     report, n_models = context.report_progress, len(in_masks)
     # The piece starts now (its time is its own, not the attack's that asked for it), in the unit it advances by.
-    if context.executor is None:
-        # In this process the vectorized trainer reports after every DP-SGD step of a batch of models: count in
+    if context.executor is None or getattr(context.executor, "name", None) == "local":
+        # In this process (no executor, or the local one: the same calls in the same order) the vectorized trainer
+        # reports after every DP-SGD step of a batch of models: count in
         # those steps (models finish only together, so "models done" would read 0 until the batch ends and the
         # time left could not be estimated).
         steps = max(1, int(shared["spec"].steps))
