@@ -116,15 +116,25 @@ def _train_logits(context: AttackContext, features: np.ndarray, labels: np.ndarr
                   device=context.task_device or str(context.device), query_rows=query_rows,
                   architecture=getattr(context.training.spec, "architecture", "mlp"))
     report, n_models = context.report_progress, len(in_masks)
-    if report is not None:  # the piece starts now: its time is its own, not the attack's that asked for it
-        report(what, 0, n_models)
-    if context.executor is None:
+    # The piece starts now (its time is its own, not the attack's that asked for it), in the unit it advances by.
+    if context.executor is None or getattr(context.executor, "name", None) == "local":
+        # In this process (no executor, or the local one: the same calls in the same order) the vectorized trainer
+        # reports after every DP-SGD step of a batch of models: count in
+        # those steps (models finish only together, so "models done" would read 0 until the batch ends and the
+        # time left could not be estimated).
+        steps = max(1, int(shared["spec"].steps))
+        units, unit_what = len(slices) * steps, f"{what}, training steps"
+        if report is not None:
+            report(unit_what, 0, units)
         parts = []
-        for (k0, _), task in zip(slices, tasks):
+        for index, ((k0, k1), task) in enumerate(zip(slices, tasks)):
             on_progress = None if report is None else (
-                lambda done, _total, k0=k0: report(what, k0 + done, n_models))
+                lambda done, _total, k0=k0, k1=k1, index=index:
+                report(unit_what, index * steps + round((done - k0) / max(1, k1 - k0) * steps), units))
             parts.append(train_models_logits(*task, **shared, on_progress=on_progress))
     else:
+        if report is not None:
+            report(what, 0, n_models)
         finished = [0]
 
         def on_result(index: int, _result) -> None:  # progress by whole tasks, in this process

@@ -121,6 +121,8 @@ FILE_CPU_SECONDS: dict[str, float] = {
     "tests/test_executors.py": 85,
     "tests/test_verdict.py": 76,
     "tests/test_canary_audit.py": 62,
+    "tests/test_sequential.py": 60,
+    "tests/test_progress_terminal.py": 35,
     "tests/test_one_run_whitebox.py": 44,
     "tests/test_hostile_user_code.py": 34,
     "tests/test_text_run.py": 31,

@@ -124,6 +124,8 @@ def canary_audit(
     mode: Annotated[str, typer.Option(help="profile (independent runs vs the claim's trade-off curve) | multi-canary (runs × column canaries) | multi (K models with, K without) | one-run")] = "profile",
     models: Annotated[Optional[int], typer.Option("--models", help="runs (profile, default 48000 plus a quarter as many pilot runs; multi-canary, default 200) or models per side (multi, default 200)")] = None,
     canaries: Annotated[Optional[int], typer.Option("--canaries", help="canaries per run (multi-canary, default 32) or in the one run (one-run, default 200)")] = None,
+    looks: Annotated[Optional[int], typer.Option("--looks", help="profile: looks at the evidence (the planned --models halved each time; default 6; stops at the first that refutes); 1 = fixed size")] = None,
+    spending: Annotated[str, typer.Option("--spending", help="profile: how α is split over the looks: haybittle-peto | obrien-fleming | bonferroni")] = "haybittle-peto",
     claimed_epsilon: Annotated[Optional[float], typer.Option("--claimed-epsilon", help="overrides the trainer's CLAIM")] = None,
     delta: Annotated[Optional[float], typer.Option(help="δ of the claim")] = None,
     rows: Annotated[int, typer.Option(help="rows of the harness's default data the trainer is given")] = 256,
@@ -172,7 +174,8 @@ def canary_audit(
             counting = CountingPool(pool, runs_step, lambda function: function is train_and_score_task)
             result = run_canary_audit(trainer, kind=kind, mode=mode, n_models=models, n_canaries=canaries,
                                       claimed_epsilon=claimed_epsilon, delta=delta, seed=seed, n_rows=rows,
-                                      pool=counting, timeout=timeout)
+                                      pool=counting, timeout=timeout, looks=looks, spending=spending,
+                                      announce=None if quiet else lambda text: console.print(text, soft_wrap=True, markup=False, highlight=False))
             execution = pool.describe()
     finally:
         progress.close()
@@ -183,6 +186,10 @@ def canary_audit(
                                   "models": result.get("n_runs") or result.get("n_models_per_side"),
                                   "canaries": result.get("n_canaries_per_run") or result.get("n_canaries")})
     record_in_ledger(ledger, dataset, "canary-audit", result, path)
+    sequential = result.get("sequential")
+    if isinstance(sequential, dict):  # runs used of runs planned, and why it stopped
+        console.print(f"runs: {sequential['runs_used']:,} of {sequential['runs_planned']:,} planned (pilot included); "
+                      f"{sequential['stop_reason']}", soft_wrap=True, markup=False, highlight=False)
     print_bound(result, f"canary audit of {trainer} ({kind}, {mode})", path, fail_on_inconclusive)
 
 

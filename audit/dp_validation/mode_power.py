@@ -32,6 +32,10 @@ SUITE_WORDS = ("the 4 hand-written DP-SGD bugs of the bundled planted-bug suite 
 # one core). Size = --canaries for one-run, --models for the other modes (multi-canary: 32 canaries per run).
 # Measured at sizes fixed before any score was seen; a larger size is assumed at least as powerful. Seed 1 for
 # profile 400 / 1600 on the two hardest bugs and the correct recipe gave the same decisions (docs/canary-audit.md).
+# The profile audit became sequential (issue #40: looks at 1/8 … 1 of --models, the last at level 0.045); re-measured
+# at 1600 with `benchmarks/bench_sequential.py --models 1600` (seed 0): the same four bugs refuted (p 2.8e-9 … 1.7e-4)
+# and the correct recipe not (p 0.72); at 400 the same two refuted (batch_clip p 0.0097 at the last look,
+# noise_divided_twice p 1e-16 at the first), the other three not (p 1) (docs/canary-audit.md).
 MEASURED_POWER: dict[tuple[str, int], tuple[tuple[str, ...], float]] = {
     ("one-run", 200): ((), 3.0),
     ("one-run", 1000): ((), 2.1),

@@ -247,6 +247,8 @@ def _duration(seconds: float) -> str:
 def _time_left(step: Step) -> str:
     left = step.seconds_left()
     if left is None:
+        if step.total is not None and step.completed >= step.total:
+            return ", every unit done, finishing"  # e.g. the white-box twin scoring its canaries after training
         return "" if step.total is None else ", time left: not known before the first one finishes"
     return f", about {_duration(left)} left"
 
@@ -311,16 +313,20 @@ class LineProgress(Progress):
 
 
 class RichProgress(Progress):
-    """A rich live display on a terminal: one bar per running step; finished inner steps vanish."""
+    """A rich live display on a terminal: one bar per running step; finished inner steps vanish.
+
+    The counts (done/total), the elapsed time and the time left keep their width; on a narrow terminal (80
+    columns) only the description is shortened (an ellipsis), so a step never reads "0… … left -:…"."""
 
     def __init__(self, console):
         super().__init__()
-        from rich.progress import (BarColumn, MofNCompleteColumn, Progress as Bars, SpinnerColumn, TextColumn,
-                                   TimeElapsedColumn, TimeRemainingColumn)
+        from rich.progress import BarColumn, Progress as Bars, SpinnerColumn, TextColumn, TimeElapsedColumn
+        from rich.table import Column
 
-        self.bars = Bars(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                         TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn(), console=console,
-                         transient=False)
+        self.bars = Bars(SpinnerColumn(), TextColumn("{task.description}", table_column=Column(
+                             ratio=1, no_wrap=True, overflow="ellipsis", min_width=8)),
+                         BarColumn(bar_width=10), _CountsColumn(), TimeElapsedColumn(), _TimeLeftColumn(),
+                         console=console, transient=False, expand=True)
         self._live = False
 
     def _started(self, step: Step) -> None:
@@ -328,7 +334,7 @@ class RichProgress(Progress):
         if not self._live:
             self.bars.start()
             self._live = True
-        step.handle = self.bars.add_task("  " * step.depth + step.description, total=step.total)
+        step.handle = self.bars.add_task("  " * step.depth + step.description, total=step.total, step=step)
 
     def _updated(self, step: Step) -> None:
         self.bars.update(step.handle, completed=step.completed, total=step.total)
@@ -350,6 +356,41 @@ class RichProgress(Progress):
         if self._live:
             self.bars.stop()
             self._live = False
+
+
+def _rich_column_base():
+    from rich.progress import ProgressColumn
+
+    return ProgressColumn
+
+
+class _CountsColumn(_rich_column_base()):
+    """done/total of the step in its own unit (runs, epochs, steps); "done" alone where no total is known."""
+
+    def render(self, task):
+        from rich.text import Text
+
+        step = task.fields.get("step")
+        text = step.counts().strip() if step is not None else f"{int(task.completed)}/{task.total}"
+        return Text(text or "0", style="progress.download", no_wrap=True, overflow="ignore")
+
+
+class _TimeLeftColumn(_rich_column_base()):
+    """The time left from the step's own pace (`Step.seconds_left`: linear, once one unit is done), refreshed on
+    every frame: "left 01:23", "left ?" before the first unit, "finishing" once every unit is done and the step still
+    works (a twin scoring its canaries after training); nothing for a step without a total."""
+
+    def render(self, task):
+        from rich.text import Text
+
+        step = task.fields.get("step")
+        if step is None or step.total is None:
+            return Text("", no_wrap=True)
+        left = step.seconds_left()
+        if left is None:
+            return Text("left ?" if step.completed < step.total else "finishing", style="progress.remaining",
+                        no_wrap=True)
+        return Text(f"left {_clock(left)}", style="progress.remaining", no_wrap=True, overflow="ignore")
 
 
 class CountingPool:

@@ -17,7 +17,9 @@ other rows keep their power).
 """
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -47,18 +49,37 @@ def trained_accountant_checks(target: TrainedTarget) -> list[dict[str, Any]]:
     ]
 
 
+# Pieces of the conformance record, for progress: the setup, then object_checks' four probes of the optimizer and
+# loader (zero gradients, one huge gradient, the batch sampler, a second setup's noise).
+CONFORMANCE_PHASES = 5
+
+
 def conformance_entry(features: np.ndarray, labels: np.ndarray, n_classes: int, spec: TrainingSpec, *,
-                      target: TrainedTarget, accountant: str, seed: int, device, secure_mode: bool = False
-                      ) -> dict[str, Any]:
-    """The conformance record of one DP target (see the module docstring)."""
+                      target: TrainedTarget, accountant: str, seed: int, device, secure_mode: bool = False,
+                      on_phase: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+    """The conformance record of one DP target (see the module docstring); `on_phase(done, CONFORMANCE_PHASES)`
+    after each piece (progress)."""
     started = time.perf_counter()
+    done = [0]
+
+    def finished_one() -> None:
+        done[0] += 1
+        if on_phase is not None:
+            on_phase(min(done[0], CONFORMANCE_PHASES), CONFORMANCE_PHASES)
+
+    @contextlib.contextmanager
+    def phase(_what: str):
+        yield
+        finished_one()
+
     kwargs = dict(epsilon=float(target.epsilon_target), delta=float(target.delta), accountant=accountant,
                   device=device, secure_mode=secure_mode)
     _, optimizer, loader, engine = private_setup(features, labels, n_classes, spec, seed=seed, **kwargs)
+    finished_one()
     stepped = object_checks(optimizer, loader, engine, spec.epochs, seed=seed, alpha=DISPLAY_ALPHA,
                             second_optimizer=lambda: private_setup(features, labels, n_classes, spec, seed=seed + 1,
                                                                    **kwargs)[1],
-                            field="training")
+                            guard=phase, field="training")
     checks = trained_accountant_checks(target) + stepped
     a = DISPLAY_ALPHA / STATISTICAL
     statistical = [c for c in checks if c.get("p_value") is not None]

@@ -199,8 +199,11 @@ def run_audit(
                                                     command="run", enabled=tracking)
         results, parent_id = _sweep(config, data, splits, attacks, device, run_dir.staging, tracker, preset,
                                     run_warnings, progress, executor, log_models)
-        with progress.step("report, summary and MLflow artifacts"):
-            write_outputs(results, run_dir.staging, policy, tracker, parent_id)
+        from audit.sweep.outputs import OUTPUTS
+
+        with progress.step("report, summary and MLflow artifacts", total=OUTPUTS) as outputs_step:
+            write_outputs(results, run_dir.staging, policy, tracker, parent_id,
+                          on_written=lambda done, _: outputs_step.update(done))
             tracker.set_verdict(parent_id, results["verdict"])
         final = run_dir.commit()
         tracker.log_artifact(parent_id, final / "results.json")
@@ -331,21 +334,25 @@ def _audit_target(inputs: _SweepInputs, index: int, epsilon: float, attacks: lis
     if config.privacy.whitebox_one_run and trained.epsilon_target is not None and trained.accountant_epsilon:
         from audit.sweep.whitebox_one_run import whitebox_one_run_entry
 
-        with progress.step(f"{label}: white-box one-run audit (a twin trained with gradient canaries)"):
+        with progress.step(f"{label}: white-box one-run audit (a twin with gradient canaries: epochs)",
+                           total=inputs.spec.epochs) as twin_step:
             record["whitebox_one_run"] = whitebox_one_run_entry(
                 data.features[splits.train_idx], data.labels[splits.train_idx], data.n_classes, inputs.spec,
                 target=trained, target_accuracy=test_accuracy, test_features=test_x, test_labels=test_y,
                 accountant=config.privacy.accountant, seed=seed, device=inputs.device,
                 confidence=config.attacks.confidence, n_canaries=config.privacy.one_run_canaries,
-                secure_mode=config.privacy.secure_mode)
+                secure_mode=config.privacy.secure_mode, on_epoch=lambda epoch, _: twin_step.update(epoch))
     if config.privacy.conformance and trained.epsilon_target is not None and trained.accountant_history:
         from audit.sweep.conformance_rows import conformance_entry
 
-        with progress.step(f"{label}: conformance checks on its own Opacus setup"):
+        from audit.sweep.conformance_rows import CONFORMANCE_PHASES
+
+        with progress.step(f"{label}: conformance checks on its own Opacus setup (probes)",
+                           total=CONFORMANCE_PHASES) as probes_step:
             record["conformance"] = conformance_entry(
                 data.features[splits.train_idx], data.labels[splits.train_idx], data.n_classes, inputs.spec,
                 target=trained, accountant=config.privacy.accountant, seed=seed, device=inputs.device,
-                secure_mode=config.privacy.secure_mode)
+                secure_mode=config.privacy.secure_mode, on_phase=lambda done, _: probes_step.update(done))
     ckpt.save_arrays("scores", score_columns)
     ckpt.save_json("record", {"record": record, "notes": notes})
     return record, score_columns, notes
@@ -466,7 +473,7 @@ def _sweep(
         record["mlflow_run_id"] = child_id
         notes += target_notes
         targets.append(record)
-        bookkeeping = progress.begin(f"{step_label}: ROC figure, scores file, MLflow")
+        bookkeeping = progress.begin(f"{step_label}: ROC figure, scores file, MLflow", total=3)
         for name, scores in score_columns.items():
             fpr, tpr = roc_points(scores, members)
             curves.append((epsilon, name, fpr, tpr))
@@ -476,11 +483,13 @@ def _sweep(
             {"candidate_index": splits.candidate_idx, "member": members.astype(int),
              "label": data.labels[splits.candidate_idx], **score_columns}
         ).to_csv(scores_path, index=False)
+        bookkeeping.advance()
         roc_path = plot_roc_curves(
             [RocCurve(name, f, t) for (e, name, f, t) in curves if e == epsilon],
             figures / f"roc_eps_{tag}.png",
             title=f"ROC, {label}",
         )
+        bookkeeping.advance()
         tracker.log_params(child_id, {
             "epsilon_target": tag, "delta": config.privacy.delta, "noise_multiplier": record["noise_multiplier"],
             "sample_rate": record["sample_rate"], "steps": record["steps"], "max_grad_norm": record["max_grad_norm"],
@@ -490,19 +499,21 @@ def _sweep(
         tracker.log_artifact(child_id, roc_path)
         tracker.log_artifact(child_id, scores_path)
         tracker.finish(child_id)
+        bookkeeping.advance()
         progress.end(bookkeeping)
         all_targets.advance()
     progress.end(all_targets)
 
     synthetic = _synthetic_part(config, data, splits, staging, tracker, parent_id, progress, executor)
     attack_names = [a.name for a in attacks]
-    figures_step = progress.begin("figures")
+    figures_step = progress.begin("figures", total=3)
     target_epsilons = list(dict.fromkeys(e for (e, _, _, _) in curves))
     roc_all = plot_roc_panels(
         [(epsilon_label(eps), [RocCurve(n, f, t) for (e, n, f, t) in curves if e == eps]) for eps in target_epsilons],
         figures / "roc_all.png",
         title="ROC of every target (log-log)",
     )
+    figures_step.advance()
     private = [t for t in targets if t["epsilon_target"] is not None]
     eps_fig = plot_empirical_vs_accountant(
         [t["epsilon_accountant"] for t in private],
@@ -510,12 +521,14 @@ def _sweep(
         [epsilon_label(t["epsilon_target"]) for t in private],
         figures / "empirical_vs_accountant.png",
     )
+    figures_step.advance()
     utility_fig = plot_privacy_utility(
         [t["epsilon_target"] for t in targets],
         [t["test_accuracy"] for t in targets],
         [max(a["auc"] for a in t["attacks"]) for t in targets],
         figures / "privacy_utility.png",
     )
+    figures_step.advance()
     progress.end(figures_step)
     results = {
         "schema_version": SCHEMA_VERSION,

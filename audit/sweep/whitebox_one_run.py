@@ -21,6 +21,7 @@ at larger m (`fdp_perfect_p_by_m`: what m would make it testable).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -37,12 +38,14 @@ _CANARY_STREAM = 77
 def whitebox_one_run_entry(features: np.ndarray, labels: np.ndarray, n_classes: int, spec: TrainingSpec, *,
                            target: TrainedTarget, target_accuracy: float, test_features: np.ndarray,
                            test_labels: np.ndarray, accountant: str, seed: int, device, confidence: float,
-                           n_canaries: int | None, secure_mode: bool = False) -> dict[str, Any]:
-    """Train the twin of `target` with canaries and audit its claim (the target's accountant ε)."""
+                           n_canaries: int | None, secure_mode: bool = False,
+                           on_epoch: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+    """Train the twin of `target` with canaries and audit its claim (the target's accountant ε); `on_epoch` as
+    `train_target`'s (progress)."""
     canary_seed = int(np.random.SeedSequence([int(seed), _CANARY_STREAM]).generate_state(1)[0])
     twin = train_target(features, labels, n_classes, spec, epsilon=float(target.epsilon_target), delta=target.delta,
                         accountant=accountant, seed=seed, device=device, secure_mode=secure_mode,
-                        canaries={"m": n_canaries, "seed": canary_seed})
+                        canaries={"m": n_canaries, "seed": canary_seed}, on_epoch=on_epoch)
     probes = twin.canaries
     accuracy = float((twin.logits(test_features).argmax(axis=1) == test_labels).mean())
     row = one_run_row(probes.scores("all"), probes.scores("final"), probes.coins.copy(),

@@ -1,0 +1,98 @@
+"""Sequential vs fixed-size profile canary audits on the bundled planted-bug suite and on correct trainers (issue #40):
+runs used, CPU and wall time, the decision, at the same family-wise level (95 %).
+
+    python benchmarks/bench_sequential.py [--models 48000] [--trainers NAME,...] [--designs sequential,fixed]
+                                          [--seeds 0] [--null-seeds 200 --null-models 128] [--json FILE]
+
+For each trainer (default: every bug of `audit.demos.planted_bugs.PLANTED_BUGS` and `correct_eps_1`) and each seed,
+one `canary-audit --mode profile --models N` per design: "sequential" (the default: up to 6 looks, the planned size
+halved each time, none below 200 audited runs, Haybittle-Peto-type levels — 0.1·α shared by the interim looks, 0.9·α
+at the last — Bonferroni over the looks) and "fixed" (`--looks 1`: one test at α after every planned run, the audit
+before issue #40). Both designs use the same seeds, coins and pilot plan; at the last look the sequential audit sees
+exactly the fixed audit's runs when the canary design chosen stays the same.
+
+`--null-seeds S --null-models M` (off by default): S sequential audits of each correct recipe of
+`audit.demos.planted_bugs.CORRECT` named in `--null-trainers` at M audited runs (looks of M/4, M/2, M): the false-alarm
+rate of the whole sequential procedure on trainers that do what they claim.
+
+CPU seconds are this process plus its workers (reaped when each audit's pool closes), the comparable figure on a
+shared machine; wall seconds depend on the load (say how loaded when you quote them).
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import resource
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from audit.demos.planted_bugs import PLANTED_BUGS  # noqa: E402
+from audit.dp_validation.canary_audit import run_canary_audit  # noqa: E402
+from audit.machinery.workers import WorkerPool  # noqa: E402
+
+
+def _cpu() -> float:
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def audit_once(trainer: str, design: str, models: int, seed: int, workers: int, pool=None, **extra) -> dict:
+    """One profile audit in a fresh pool (closed before the clock stops, so its workers' CPU time is counted), or
+    in `pool` (the null audits share one: their CPU is counted once, for all of them)."""
+    cpu, wall = _cpu(), time.perf_counter()
+    with (WorkerPool(workers, name="bench-sequential") if pool is None else contextlib.nullcontext(pool)) as runner:
+        result = run_canary_audit(f"audit.demos.planted_bugs:{trainer}", mode="profile", n_models=models, seed=seed,
+                                  pool=runner, looks=1 if design == "fixed" else None, **extra)
+    sequential = result["sequential"]
+    return {"trainer": trainer, "design": design, "models": models, "seed": seed,
+            "refuted": result["verdict"]["status"] == "fail", "status": result["verdict"]["status"],
+            "p_value": result["profile_test"]["p_value"], "look": sequential["stopped_at_look"],
+            "looks": len(sequential["looks"]), "runs_used": sequential["runs_used"],
+            "runs_planned": sequential["runs_planned"], "cpu_s": round(_cpu() - cpu, 1),
+            "wall_s": round(time.perf_counter() - wall, 1)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", type=int, default=48000, help="planned audited runs (--models)")
+    parser.add_argument("--trainers", default=",".join(list(PLANTED_BUGS) + ["correct_eps_1"]))
+    parser.add_argument("--designs", default="sequential,fixed")
+    parser.add_argument("--seeds", default="0", help="audit seeds, comma-separated")
+    parser.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
+    parser.add_argument("--null-seeds", type=int, default=0)
+    parser.add_argument("--null-models", type=int, default=128)
+    parser.add_argument("--null-trainers", default="correct_eps_1")
+    parser.add_argument("--json", default="", help="also write the rows to this file")
+    args = parser.parse_args()
+    rows = []
+    if args.trainers:
+        print("| trainer | seed | design | decision | p (deciding look) | stopped at look | runs used / planned | CPU s | wall s |")
+        print("|---|---|---|---|---|---|---|---|---|")
+    for trainer in [t for t in args.trainers.split(",") if t]:
+        for seed in [int(s) for s in args.seeds.split(",")]:
+            for design in args.designs.split(","):
+                row = audit_once(trainer, design, args.models, seed, args.workers)
+                rows.append(row)
+                print(f"| {trainer} | {seed} | {design} | {'refuted' if row['refuted'] else row['status']} | "
+                      f"{row['p_value']:.2g} | {row['look']} of {row['looks']} | {row['runs_used']:,} / "
+                      f"{row['runs_planned']:,} | {row['cpu_s']:.1f} | {row['wall_s']:.1f} |", flush=True)
+    for trainer in [t for t in args.null_trainers.split(",") if t] if args.null_seeds else []:
+        cpu = _cpu()
+        with WorkerPool(args.workers, name="bench-sequential-null") as pool:
+            null = [audit_once(trainer, "sequential", args.null_models, seed, args.workers, pool=pool,
+                               first_look_runs=max(1, args.null_models // 4)) for seed in range(args.null_seeds)]
+        rows.extend({**r, "null": True} for r in null)
+        alarms = sum(r["refuted"] for r in null)
+        print(f"null: {trainer}, {args.null_seeds} seeds × {args.null_models} audited runs (looks {null[0]['looks']}): "
+              f"{alarms} refuted ({alarms / len(null):.1%}); {_cpu() - cpu:.0f} s of CPU", flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()
