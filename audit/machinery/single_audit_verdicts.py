@@ -113,8 +113,7 @@ def single_audit_verdict(kind: str, result: dict[str, Any]) -> dict[str, Any]:
                             inconclusive=inconclusive and not failed, assumption=assumption, claim=claim_text,
                             power=audit_power(kind, result),
                             ceiling=float(ceiling) if isinstance(ceiling, (int, float)) else None,
-                            needed=needed if inconclusive and not failed else "",
-                            power=result.get("power") or own.get("power"))],
+                            needed=needed if inconclusive and not failed else "")],
                      alpha=1 - float(confidence))
     verdict["family_wise_error"]["statement"] = "one pre-declared test at the stated confidence"
     return verdict
