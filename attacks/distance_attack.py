@@ -17,10 +17,10 @@ class DistanceAttack:
     citation: ClassVar[str] = "Chen et al. 2020"
     method_note: ClassVar[tuple[str, str]] = (
         "Distance to the synthetic data (sees only the released synthetic table)",
-        "The attacker sees only the released synthetic rows (no generator, no parameters) and scores each "
+        ("The attacker sees only the released synthetic rows (no generator, no parameters) and scores each "
         "candidate record by minus its distance to the nearest synthetic row: a generator that memorises "
         "puts synthetic rows close to its training rows. Chen, Yu, Zhang, Fritz 2020, \u201cGAN-Leaks: A "
-        "Taxonomy of Membership Inference Attacks against Generative Models\u201d (arXiv 1909.03935).",
+        "Taxonomy of Membership Inference Attacks against Generative Models\u201d (arXiv 1909.03935)."),
     )
 
     def scores(self, candidates_encoded, synthetic_encoded) -> np.ndarray:

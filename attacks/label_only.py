@@ -55,12 +55,12 @@ class LabelOnlyAttack:
     citation: ClassVar[str] = "Choquette-Choo et al. 2021"
     method_note: ClassVar[tuple[str, str]] = (
         "Label-only, noise robustness (sees predicted classes only)",
-        "The attacker sees only the predicted class, never probabilities, and knows each candidate's true "
+        ("The attacker sees only the predicted class, never probabilities, and knows each candidate's true "
         "label. It queries the candidate and noisy copies of it (Gaussian noise at a fixed fraction of each "
         "feature's spread, chosen before the audit) and scores the fraction still given the true label: a "
         "model is more robust around its training records. The noise is not tuned as the paper tunes it on "
         "shadow models, so this is a floor for label-only leakage. Choquette-Choo, Tram\u00e8r, Carlini, "
-        "Papernot 2021, \u201cLabel-Only Membership Inference Attacks\u201d (arXiv 2007.14321).",
+        "Papernot 2021, \u201cLabel-Only Membership Inference Attacks\u201d (arXiv 2007.14321)."),
     )
 
     def scores(self, target: QueryableModel, context: AttackContext) -> np.ndarray:

@@ -88,10 +88,10 @@ class LiraOnlineAttack:
     citation: ClassVar[str] = _CITATION
     method_note: ClassVar[tuple[str, str]] = (
         "Likelihood-ratio attack, LiRA (black box, knows the training recipe)",
-        "The attacker trains reference models on population data with and without each candidate, fits "
+        ("The attacker trains reference models on population data with and without each candidate, fits "
         "Gaussians to the candidate's scaled confidence under both, and scores the target's confidence by "
         "the likelihood ratio (the offline variant uses only models without the candidate). Strongest at "
-        f"low false-positive rates; costly. {_PAPER}.",
+        f"low false-positive rates; costly. {_PAPER}."),
     )
 
     def scores(self, target: QueryableModel, context: AttackContext) -> np.ndarray:
@@ -110,9 +110,9 @@ class LiraOfflineAttack:
     citation: ClassVar[str] = _CITATION
     method_note: ClassVar[tuple[str, str]] = (
         "Likelihood-ratio attack, offline LiRA (black box, knows the training recipe)",
-        "As LiRA, but the reference models are trained only on population data without the candidates, so they "
+        ("As LiRA, but the reference models are trained only on population data without the candidates, so they "
         "can be trained once before the target exists; the candidate's confidence is compared with the "
-        f"non-member Gaussian alone. {_PAPER}, offline variant.",
+        f"non-member Gaussian alone. {_PAPER}, offline variant."),
     )
 
     def scores(self, target: QueryableModel, context: AttackContext) -> np.ndarray:

@@ -65,10 +65,10 @@ class RmiaAttack:
     citation: ClassVar[str] = "Zarifzadeh et al. 2024"
     method_note: ClassVar[tuple[str, str]] = (
         "Relative membership inference, RMIA (black box, knows the training recipe)",
-        "The attacker compares the likelihood ratio of the candidate under the target and reference models "
+        ("The attacker compares the likelihood ratio of the candidate under the target and reference models "
         "with the same ratio for many population records: a member stands out against the population. "
         "Strong with few reference models. Zarifzadeh, Liu, Mahloujifar, Shokri 2024, \u201cLow-Cost "
-        "High-Power Membership Inference Attacks\u201d (arXiv 2312.03262).",
+        "High-Power Membership Inference Attacks\u201d (arXiv 2312.03262)."),
     )
 
     def scores(self, target: QueryableModel, context: AttackContext) -> np.ndarray:

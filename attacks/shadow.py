@@ -56,11 +56,11 @@ class ShadowAttack:
     citation: ClassVar[str] = "Shokri et al. 2017"
     method_note: ClassVar[tuple[str, str]] = (
         "Shadow models (black box, knows the data distribution)",
-        "The attacker draws data from the same population (here: the disjoint pool, never the candidates), "
+        ("The attacker draws data from the same population (here: the disjoint pool, never the candidates), "
         "trains shadow models that imitate the target, and fits an attack classifier on the shadow models' "
         "outputs for their own members and non-members; that classifier then scores the candidates on the "
         "target's outputs. Shokri, Stronati, Song, Shmatikov 2017, \u201cMembership Inference Attacks "
-        "against Machine Learning Models\u201d (arXiv 1610.05820).",
+        "against Machine Learning Models\u201d (arXiv 1610.05820)."),
     )
 
     def scores(self, target: QueryableModel, context: AttackContext) -> np.ndarray:

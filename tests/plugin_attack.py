@@ -29,9 +29,9 @@ class EntropyAttack:
     citation: ClassVar[str] = "Salem et al. 2019"
     method_note: ClassVar[tuple[str, str]] = (
         "Prediction entropy (black box, no labels)",
-        "The attacker queries the model and scores each candidate by minus the entropy of its predicted "
+        ("The attacker queries the model and scores each candidate by minus the entropy of its predicted "
         "probabilities: models are more confident on their training records. Salem et al. 2019, ML-Leaks "
-        "(arXiv 1806.01246).",
+        "(arXiv 1806.01246)."),
     )
 
     def scores(self, target, context) -> np.ndarray:

@@ -10,7 +10,13 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from attacks import ATTACKS, AttackOptions, all_knobs, register_attack, unregister_attack
+from attacks import (
+    ATTACKS,
+    AttackOptions,
+    all_knobs,
+    register_attack,
+    unregister_attack,
+)
 from audit.errors import AuditInputError
 from audit.machinery.config import resolve_config
 from audit.machinery.limits import COUNT_LIMITS, check_count, limits_table_markdown

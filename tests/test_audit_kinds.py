@@ -12,10 +12,9 @@ from audit.machinery.audit_kinds import AUDIT_KINDS, audit_kind, load
 
 
 def test_every_kind_has_its_schema_definition_command_method_and_builders():
+    import audit.cli  # noqa: F401 - registers the commands
     from audit.cli.app import app
     from audit.dp_validation.result_files import SCHEMA_PATH
-
-    import audit.cli  # noqa: F401 - registers the commands
 
     defs = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))["$defs"]
     commands = {c.name for c in app.registered_commands}

@@ -15,12 +15,13 @@ here imports a job; builders are named as "module:function" and imported by whoe
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from audit.errors import AuditInputError
 
-__all__ = ["AuditKind", "AUDIT_KINDS", "audit_kind", "load"]
+__all__ = ["AUDIT_KINDS", "AuditKind", "audit_kind", "load"]
 
 
 @dataclass(frozen=True)
