@@ -52,7 +52,9 @@ class Knob:
         """The range as the table in docs/errors.md writes it."""
         if self.choices:
             return " | ".join(self.choices)
-        if self.kind is int:
+        if self.low is None:
+            return "any"
+        if self.kind is int and self.high is not None:
             return f"[{int(self.low):,}, {int(self.high):,}]"
         high = "∞)" if self.high is None else f"{self.high:g}]"
         return f"{'(' if self.low_open else '['}{self.low:g}, {high}"
