@@ -34,10 +34,14 @@ class ReferenceBank:
 
 
 def check_pool_capacity(attack_names: list[str], options, n_pool: int, n_train: int) -> None:
-    """Refuse, before anything is trained, settings the pool cannot supply."""
-    if "shadow" in attack_names:
+    """Refuse, before anything is trained, settings the pool cannot supply: the knobs that the chosen
+    attacks read (as their classes declare them, attacks/registry.py) and that draw from the pool."""
+    from attacks.registry import knobs_of
+
+    read = {knob.name for knob in knobs_of(attack_names)}
+    if "n_shadow_models" in read:
         _check_shadow_pool(options.n_shadow_models, n_pool, n_train)
-    if "rmia" in attack_names and options.rmia_population > n_pool:
+    if "rmia_population" in read and options.rmia_population > n_pool:
         raise AuditInputError(
             "attacks.rmia_population",
             f"asks for {options.rmia_population} population samples but the pool holds {n_pool} rows",
