@@ -47,7 +47,7 @@ import pandas as pd
 import torch
 from pydantic import ValidationError
 
-from attacks import AttackContext, AttackOptions, TargetTraining, attacks_needing, get_attack
+from attacks import AttackContext, AttackOptions, TargetTraining, attacks_needing, get_attack, knobs_of
 from attacks.registry import IN_OUT_REFERENCES, LABELS_ONLY, POPULATION, TRAINS_MODELS
 from audit.statistics.accountants import DPSGDEvent, epsilons_for_event
 from audit.statistics.attack_evaluation import best_sound_lower_bound, evaluate_attack
@@ -362,13 +362,15 @@ def _check_population(names: list[str], population: _Table, n_members: int, opti
             f"has {n_pool} rows but the reference-model attacks draw attacks.rmia_population = "
             f"{options.rmia_population} population samples from it: lower attacks.rmia_population or give more rows",
         )
-    if "shadow" in names:
+    shadow_like = [n for n in names if any(k.name == "n_shadow_models" for k in knobs_of([n]))]  # their knobs say
+    if shadow_like:
         needed = n_members + max(20, n_members // 10)
         if n_pool < needed:
             raise AuditInputError(
                 where,
                 f"has {n_pool} rows; each shadow model trains on as many rows as the target ({n_members} members) "
-                f"and keeps some out, so the shadow attack needs ≥ {needed}: give more rows or drop 'shadow'",
+                f"and keeps some out, so the {shadow_like[0]} attack needs ≥ {needed}: give more rows or drop "
+                f"'{shadow_like[0]}'",
             )
 
 
