@@ -155,3 +155,15 @@ def test_a_registered_attack_runs_in_audit_model_and_is_in_the_results_verdict_a
     html = (run / "report.html").read_text()
     assert "Prediction entropy (black box, no labels)" in html  # its method note, from the class
     assert "No method note is recorded" not in html
+
+
+def test_the_memory_estimate_counts_the_models_the_chosen_attacks_declare():
+    from audit.machinery.memory_estimates import trained_models_per_target
+
+    def models(names):
+        return trained_models_per_target(resolve_config("smoke", overrides={"attacks": {"names": names}}).attacks)
+
+    smoke = resolve_config("smoke").attacks
+    assert models(["loss"]) == 0
+    assert models(["loss", "lira", "rmia"]) == smoke.n_reference_models  # one reference bank, shared
+    assert models(["loss", "shadow", "lira"]) == smoke.n_shadow_models + smoke.n_reference_models
