@@ -1,4 +1,5 @@
-"""Membership-inference attacks, chosen by name. A new attack = one module + one entry here.
+"""Membership-inference attacks, chosen by name. A new attack = one module whose class describes itself
+(needs, knobs, threat model, method note) + one `register_attack(TheClass)`: attacks/registry.py.
 
 Each attack's module is imported when the attack (or a name below) is first used, not when `attacks`
 is: a synthetic-data check that needs only `attacks.distance`, or a config check that needs only
@@ -7,46 +8,11 @@ statistics (~1 s of CPU in a fresh process)."""
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterator, Mapping
 
-
-class _Registry(Mapping):
-    """name → attack class, each class imported from its module on first lookup."""
-
-    def __init__(self, entries: dict[str, str]):
-        self._entries = entries  # name → "module:Class"
-
-    def __getitem__(self, name: str) -> type:
-        module, _, cls = self._entries[name].partition(":")
-        return getattr(importlib.import_module(module), cls)
-
-    def __contains__(self, name: object) -> bool:  # Mapping's default would import the class
-        return name in self._entries
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._entries)
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-
-ATTACKS: Mapping[str, type] = _Registry({
-    "loss": "attacks.loss:LossAttack",
-    "shadow": "attacks.shadow:ShadowAttack",
-    "lira": "attacks.lira:LiraOnlineAttack",
-    "lira_offline": "attacks.lira:LiraOfflineAttack",
-    "rmia": "attacks.rmia:RmiaAttack",
-    "label_only": "attacks.label_only:LabelOnlyAttack",
-})
-
-# Membership attacks on causal language models: (TokenStatistics, TextAttackContext) → scores.
-TEXT_ATTACKS: Mapping[str, type] = _Registry({
-    "lm_loss": "attacks.text_loss:LanguageModelLossAttack",
-    "zlib_ratio": "attacks.zlib_ratio:ZlibRatioAttack",
-    "min_k": "attacks.min_k:MinKAttack",
-    "min_k_plus_plus": "attacks.min_k_plus_plus:MinKPlusPlusAttack",
-    "reference_ratio": "attacks.reference_ratio:ReferenceRatioAttack",
-})
+from attacks.registry import (
+    ATTACKS, NEEDS, TEXT_ATTACKS, Knob, all_knobs, attacks_needing, knobs_of, method_note, register_attack,
+    unregister_attack,
+)
 
 # The names `from attacks import X` gives, and the module each comes from (imported on first use).
 _EXPORTS = {
@@ -88,5 +54,6 @@ def get_attack(name: str):
     return ATTACKS[name]()
 
 
-__all__ = ["ATTACKS", "TEXT_ATTACKS", "BlindBaseline", "TextAttackContext", "get_text_attack", "AttackContext", "AttackOptions", "MembershipAttack", "QueryableModel", "TargetTraining",
+__all__ = ["ATTACKS", "TEXT_ATTACKS", "NEEDS", "Knob", "all_knobs", "attacks_needing", "knobs_of", "method_note",
+           "register_attack", "unregister_attack", "BlindBaseline", "TextAttackContext", "get_text_attack", "AttackContext", "AttackOptions", "MembershipAttack", "QueryableModel", "TargetTraining",
            "get_attack"]

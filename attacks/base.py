@@ -9,33 +9,68 @@ from __future__ import annotations
 
 from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import numpy as np
-import torch
 
-from targets.training import TrainingSpec
+if TYPE_CHECKING:  # types only: an attack's description is read without importing PyTorch
+    import torch
+
+    from attacks.registry import Knob
+    from targets.training import TrainingSpec
 
 
 class QueryableModel(Protocol):
     def logits(self, features: np.ndarray) -> np.ndarray: ...
 
 
-@dataclass(frozen=True)
 class AttackOptions:
-    """Attack knobs from the config's `attacks:` section (validated there)."""
+    """The attacks' knobs: one value per `Knob` the registered attacks declare (attacks/registry.py),
+    each defaulting to its declaration; read as attributes (`options.rmia_a`). Immutable and hashable.
+    Built from the config's `attacks:` section (validated there) by audit/machinery/attack_setup.py."""
 
-    n_shadow_models: int = 8
-    n_reference_models: int = 64
-    lira_global_variance: str = "auto"  # auto | always | never; auto = global when fewer than 64 references
-    rmia_a: float = 0.3
-    rmia_gamma: float = 2.0
-    rmia_population: int = 1000
-    label_only_queries: int = 32  # noisy copies per candidate (label-only attack)
-    label_only_noise: float = 0.1  # their noise scale, as a fraction of each feature's spread
-    # Reference/shadow models per executor task; None = all of a target's models in one task.
-    # Part of the numbers (float summation order of the vectorized trainer), not of the executor.
-    models_per_task: int | None = None
+    __slots__ = ("_values",)
+
+    def __init__(self, **values: Any):
+        from attacks.registry import all_knobs
+
+        knobs = all_knobs()
+        unknown = sorted(set(values) - {k.name for k in knobs})
+        if unknown:
+            raise TypeError(f"AttackOptions has no knob {unknown[0]!r} (no registered attack declares it)")
+        object.__setattr__(self, "_values", {k.name: values.get(k.name, k.default) for k in knobs})
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        try:
+            return self._values[name]
+        except KeyError:
+            raise AttributeError(f"AttackOptions has no knob {name!r}") from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("AttackOptions is immutable")
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self._values)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, AttackOptions) and self._values == other._values
+
+    def __hash__(self) -> int:
+        return hash(tuple(sorted(self._values.items())))
+
+    def __repr__(self) -> str:
+        return "AttackOptions(" + ", ".join(f"{k}={v!r}" for k, v in self._values.items()) + ")"
+
+    def __reduce__(self):  # to workers: the values as they are, whatever that process registered
+        return (_options_from_values, (dict(self._values),))
+
+
+def _options_from_values(values: dict[str, Any]) -> AttackOptions:
+    options = object.__new__(AttackOptions)
+    object.__setattr__(options, "_values", values)
+    return options
 
 
 class TaskRunner(Protocol):
@@ -89,7 +124,13 @@ class AttackContext:
 
 
 class MembershipAttack(Protocol):
+    """What an attack class declares (attacks/registry.py reads it) and does."""
+
     name: str
     threat_model: str  # one sentence, copied into reports
+    needs: ClassVar[frozenset[str]]  # words of attacks.registry.NEEDS
+    knobs: ClassVar[tuple[Knob, ...]]  # its settings: config, AttackOptions, range table
+    method_note: ClassVar[tuple[str, str]]  # (title, text) for report.html's method notes
+    citation: ClassVar[str]  # the paper in a few words
 
     def scores(self, target: QueryableModel, context: AttackContext) -> np.ndarray: ...

@@ -16,10 +16,14 @@ bounds); the paper tunes it on shadow models, so this attack is a floor for labe
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
-from attacks.base import AttackContext, QueryableModel
+from attacks.registry import LABELS_ONLY, Knob
+
+if TYPE_CHECKING:
+    from attacks.base import AttackContext, QueryableModel
 
 
 def predicted_labels(target: QueryableModel, features: np.ndarray) -> np.ndarray:
@@ -41,6 +45,22 @@ class LabelOnlyAttack:
     threat_model: str = (
         "Label-only: the attacker sees only predicted classes; it queries each candidate and noisy copies "
         "of it and scores how often the true label survives (Choquette-Choo et al. 2021, noise robustness)."
+    )
+    needs: ClassVar[frozenset[str]] = frozenset({LABELS_ONLY})
+    knobs: ClassVar[tuple[Knob, ...]] = (
+        Knob("label_only_queries", int, 32, "noisy copies per candidate (label_only)", low=1, high=1_000),
+        Knob("label_only_noise", float, 0.1, "their noise std, as a fraction of each feature's std", low=0.0,
+             high=10.0, low_open=True),
+    )
+    citation: ClassVar[str] = "Choquette-Choo et al. 2021"
+    method_note: ClassVar[tuple[str, str]] = (
+        "Label-only, noise robustness (sees predicted classes only)",
+        ("The attacker sees only the predicted class, never probabilities, and knows each candidate's true "
+        "label. It queries the candidate and noisy copies of it (Gaussian noise at a fixed fraction of each "
+        "feature's spread, chosen before the audit) and scores the fraction still given the true label: a "
+        "model is more robust around its training records. The noise is not tuned as the paper tunes it on "
+        "shadow models, so this is a floor for label-only leakage. Choquette-Choo, Tram\u00e8r, Carlini, "
+        "Papernot 2021, \u201cLabel-Only Membership Inference Attacks\u201d (arXiv 2007.14321)."),
     )
 
     def scores(self, target: QueryableModel, context: AttackContext) -> np.ndarray:

@@ -11,11 +11,14 @@ member-like candidates.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
-from attacks.base import AttackContext, QueryableModel
-from attacks.model_outputs import logit_scaled_confidence
+from attacks.registry import Knob
+
+if TYPE_CHECKING:
+    from attacks.base import AttackContext, QueryableModel
 
 
 @dataclass(frozen=True)
@@ -25,7 +28,20 @@ class LossAttack:
         "Black-box: the attacker queries the target's output probabilities on a candidate with its "
         "true label and thresholds the loss (Yeom et al. 2018). No population data or reference models."
     )
+    needs: ClassVar[frozenset[str]] = frozenset()
+    knobs: ClassVar[tuple[Knob, ...]] = ()
+    citation: ClassVar[str] = "Yeom et al. 2018"
+    method_note: ClassVar[tuple[str, str]] = (
+        "Loss threshold (black box)",
+        ("The attacker can query the trained model and knows each candidate record with its label. It scores "
+        "a candidate by minus the model's loss on it: training records tend to have lower loss, and a "
+        "threshold on the loss separates members from non-members. No reference models, no knowledge of "
+        "the training algorithm. Yeom, Giacomelli, Fredrikson, Jha 2018, \u201cPrivacy Risk in Machine "
+        "Learning: Analyzing the Connection to Overfitting\u201d (arXiv 1709.01604)."),
+    )
 
     def scores(self, target: QueryableModel, context: AttackContext) -> np.ndarray:
+        from attacks.model_outputs import logit_scaled_confidence
+
         logits = target.logits(context.candidate_features)
         return logit_scaled_confidence(logits, context.candidate_labels)

@@ -34,13 +34,22 @@ class ReferenceBank:
 
 
 def check_pool_capacity(attack_names: list[str], options, n_pool: int, n_train: int) -> None:
-    """Refuse, before anything is trained, settings the pool cannot supply."""
-    if "shadow" in attack_names:
+    """Refuse, before anything is trained, settings the pool cannot supply: the knobs that the chosen
+    attacks read (as their classes declare them, attacks/registry.py) and that draw from the pool."""
+    from attacks.registry import knobs_of
+
+    read = {knob.name for knob in knobs_of(attack_names)}
+    if "n_shadow_models" in read:
         _check_shadow_pool(options.n_shadow_models, n_pool, n_train)
-    if "rmia" in attack_names and options.rmia_population > n_pool:
+    if "rmia_population" in read:
+        _check_population_draw(options.rmia_population, n_pool)
+
+
+def _check_population_draw(n_samples: int, n_pool: int) -> None:
+    if n_samples > n_pool:
         raise AuditInputError(
             "attacks.rmia_population",
-            f"asks for {options.rmia_population} population samples but the pool holds {n_pool} rows",
+            f"asks for {n_samples} population samples but the pool holds {n_pool} rows",
         )
 
 
@@ -157,7 +166,7 @@ def reference_bank(context: AttackContext) -> ReferenceBank:
     n_models = options.n_reference_models
     if n_models < 2:
         raise AuditInputError("attacks.n_reference_models", f"must be ≥ 2 (half IN, half OUT per candidate), got {n_models}")
-    check_pool_capacity(["rmia"], options, len(context.pool_features), context.training.train_size)
+    _check_population_draw(options.rmia_population, len(context.pool_features))  # the bank draws them
     rng = np.random.default_rng([context.seed, 0xA11A])
     masks = balanced_in_masks(n_models, len(context.candidate_features), rng)
     population = rng.choice(len(context.pool_features), size=options.rmia_population, replace=False)

@@ -10,12 +10,15 @@ population samples z that x dominates: LR(x, z) = (Pr(x|θ)/Pr(x)) / (Pr(z|θ)/P
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
-from attacks.base import AttackContext, QueryableModel
-from attacks.model_outputs import true_class_probability
-from attacks.reference_models import reference_bank
+from attacks.lira import N_REFERENCE_MODELS
+from attacks.registry import IN_OUT_REFERENCES, POPULATION, TRAINS_MODELS, Knob
+
+if TYPE_CHECKING:
+    from attacks.base import AttackContext, QueryableModel
 
 TINY = 1e-30
 
@@ -52,8 +55,26 @@ class RmiaAttack:
         "Black-box probabilities, offline reference models trained like the target that never saw the "
         "candidate, and population samples; pairwise likelihood-ratio test (Zarifzadeh et al. 2024, offline)."
     )
+    needs: ClassVar[frozenset[str]] = frozenset({POPULATION, TRAINS_MODELS, IN_OUT_REFERENCES})
+    knobs: ClassVar[tuple[Knob, ...]] = (
+        N_REFERENCE_MODELS,
+        Knob("rmia_a", float, 0.3, "RMIA offline correction coefficient a", low=0.0, high=1.0),
+        Knob("rmia_gamma", float, 2.0, "RMIA pairwise likelihood-ratio threshold γ", low=0.0, low_open=True),
+        Knob("rmia_population", int, 1000, "RMIA population samples", low=10, high=1_000_000),
+    )
+    citation: ClassVar[str] = "Zarifzadeh et al. 2024"
+    method_note: ClassVar[tuple[str, str]] = (
+        "Relative membership inference, RMIA (black box, knows the training recipe)",
+        ("The attacker compares the likelihood ratio of the candidate under the target and reference models "
+        "with the same ratio for many population records: a member stands out against the population. "
+        "Strong with few reference models. Zarifzadeh, Liu, Mahloujifar, Shokri 2024, \u201cLow-Cost "
+        "High-Power Membership Inference Attacks\u201d (arXiv 2312.03262)."),
+    )
 
     def scores(self, target: QueryableModel, context: AttackContext) -> np.ndarray:
+        from attacks.model_outputs import true_class_probability
+        from attacks.reference_models import reference_bank
+
         bank = reference_bank(context)
         labels = context.candidate_labels
         return rmia_scores(

@@ -10,14 +10,16 @@ probability of the true label. Applied to the target's outputs on the candidates
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
-from scipy.special import log_softmax
-from sklearn.ensemble import HistGradientBoostingClassifier
 
-from attacks.base import AttackContext, QueryableModel
-from attacks.model_outputs import per_example_cross_entropy
-from attacks.reference_models import shadow_models
+from attacks.registry import POPULATION, TRAINS_MODELS, Knob
+
+if TYPE_CHECKING:
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
+    from attacks.base import AttackContext, QueryableModel
 
 TOP_K = 10
 MIN_PER_SIDE = 20  # a class with fewer IN or OUT shadow rows shares the all-class classifier
@@ -25,12 +27,18 @@ MIN_PER_SIDE = 20  # a class with fewer IN or OUT shadow rows shares the all-cla
 
 def attack_features(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
     """Sorted log-probabilities (top 10, descending) and the true label's log-probability."""
+    from scipy.special import log_softmax
+
+    from attacks.model_outputs import per_example_cross_entropy
+
     log_p = log_softmax(np.asarray(logits, dtype=np.float64), axis=-1)
     sorted_log_p = -np.sort(-log_p, axis=-1)[..., :TOP_K]
     return np.concatenate([sorted_log_p, -per_example_cross_entropy(logits, labels)[..., None]], axis=-1)
 
 
 def _classifier(seed: int) -> HistGradientBoostingClassifier:
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
     return HistGradientBoostingClassifier(max_iter=100, learning_rate=0.1, random_state=seed)
 
 
@@ -41,8 +49,23 @@ class ShadowAttack:
         "Black-box probabilities, population data, and k shadow models trained exactly like the target; "
         "one attack classifier per class on sorted output probabilities (Shokri et al. 2017)."
     )
+    needs: ClassVar[frozenset[str]] = frozenset({POPULATION, TRAINS_MODELS})
+    knobs: ClassVar[tuple[Knob, ...]] = (
+        Knob("n_shadow_models", int, 8, "Shokri shadow models per target", low=1, high=1_024, counts_models=True),
+    )
+    citation: ClassVar[str] = "Shokri et al. 2017"
+    method_note: ClassVar[tuple[str, str]] = (
+        "Shadow models (black box, knows the data distribution)",
+        ("The attacker draws data from the same population (here: the disjoint pool, never the candidates), "
+        "trains shadow models that imitate the target, and fits an attack classifier on the shadow models' "
+        "outputs for their own members and non-members; that classifier then scores the candidates on the "
+        "target's outputs. Shokri, Stronati, Song, Shmatikov 2017, \u201cMembership Inference Attacks "
+        "against Machine Learning Models\u201d (arXiv 1610.05820)."),
+    )
 
     def scores(self, target: QueryableModel, context: AttackContext) -> np.ndarray:
+        from attacks.reference_models import shadow_models
+
         shadows = shadow_models(context, context.training.train_size)
         k, n_pool = shadows.in_masks.shape
         pool_labels = np.broadcast_to(context.pool_labels, (k, n_pool)).reshape(-1)

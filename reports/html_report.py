@@ -25,6 +25,7 @@ from typing import Any
 
 import yaml
 
+from attacks.registry import ATTACKS, citation, method_note
 from audit.machinery.run_directory import write_text_atomic
 from reports.results_access import attack_names as _attack_names
 from reports.results_access import confidence as _confidence
@@ -43,58 +44,9 @@ from reports.synthetic_report import (
 from reports.federated_tables import federated_html_section
 from reports.text_tables import text_html_section
 
-__all__ = ["render_html_report", "write_html_report", "ATTACK_METHOD_NOTES"]
+__all__ = ["render_html_report", "write_html_report"]
 
 REPORT_FILENAME = "report.html"
-
-# Threat model and source of each attack, in plain words (keys are attack registry names).
-ATTACK_METHOD_NOTES: dict[str, tuple[str, str]] = {
-    "loss": (
-        "Loss threshold (black box)",
-        "The attacker can query the trained model and knows each candidate record with its label. It scores "
-        "a candidate by minus the model's loss on it: training records tend to have lower loss, and a "
-        "threshold on the loss separates members from non-members. No reference models, no knowledge of "
-        "the training algorithm. Yeom, Giacomelli, Fredrikson, Jha 2018, \u201cPrivacy Risk in Machine "
-        "Learning: Analyzing the Connection to Overfitting\u201d (arXiv 1709.01604).",
-    ),
-    "shadow": (
-        "Shadow models (black box, knows the data distribution)",
-        "The attacker draws data from the same population (here: the disjoint pool, never the candidates), "
-        "trains shadow models that imitate the target, and fits an attack classifier on the shadow models' "
-        "outputs for their own members and non-members; that classifier then scores the candidates on the "
-        "target's outputs. Shokri, Stronati, Song, Shmatikov 2017, \u201cMembership Inference Attacks "
-        "against Machine Learning Models\u201d (arXiv 1610.05820).",
-    ),
-    "lira": (
-        "Likelihood-ratio attack, LiRA (black box, knows the training recipe)",
-        "The attacker trains reference models on population data with and without each candidate, fits "
-        "Gaussians to the candidate's scaled confidence under both, and scores the target's confidence by "
-        "the likelihood ratio (the offline variant uses only models without the candidate). Strongest at "
-        "low false-positive rates; costly. Carlini, Chien, Nasr, Song, Terzis, Tram\u00e8r 2022, "
-        "\u201cMembership Inference Attacks From First Principles\u201d (arXiv 2112.03199).",
-    ),
-    "lira_offline": (
-        "Likelihood-ratio attack, offline LiRA (black box, knows the training recipe)",
-        "As LiRA, but the reference models are trained only on population data without the candidates, so they "
-        "can be trained once before the target exists; the candidate's confidence is compared with the "
-        "non-member Gaussian alone. Carlini, Chien, Nasr, Song, Terzis, Tram\u00e8r 2022, \u201cMembership "
-        "Inference Attacks From First Principles\u201d (arXiv 2112.03199), offline variant.",
-    ),
-    "rmia": (
-        "Relative membership inference, RMIA (black box, knows the training recipe)",
-        "The attacker compares the likelihood ratio of the candidate under the target and reference models "
-        "with the same ratio for many population records: a member stands out against the population. "
-        "Strong with few reference models. Zarifzadeh, Liu, Mahloujifar, Shokri 2024, \u201cLow-Cost "
-        "High-Power Membership Inference Attacks\u201d (arXiv 2312.03262).",
-    ),
-    "distance": (
-        "Distance to the synthetic data (sees only the released synthetic table)",
-        "The attacker sees only the released synthetic rows (no generator, no parameters) and scores each "
-        "candidate record by minus its distance to the nearest synthetic row: a generator that memorises "
-        "puts synthetic rows close to its training rows. Chen, Yu, Zhang, Fritz 2020, \u201cGAN-Leaks: A "
-        "Taxonomy of Membership Inference Attacks against Generative Models\u201d (arXiv 1909.03935).",
-    ),
-}
 
 _ESTIMATOR_NAMES = {"clopper_pearson": "Clopper-Pearson", "one_run": "one run"}
 
@@ -1079,17 +1031,16 @@ def _method_notes(results: dict[str, Any]) -> str:
         names.append("distance")
     attack_items = []
     for name in names:
-        title, text = ATTACK_METHOD_NOTES.get(name, (name, "No method note is recorded for this attack name."))
+        title, text = method_note(name)  # the attack class's own note (attacks/registry.py)
         attack_items.append(f"<li><strong>{_text(name)}</strong>: {_text(title)}. {_text(text)}</li>")
     deltas = sorted({t.get("delta") for t in results.get("targets") or [] if _is_number(t.get("delta"))})
     delta_text = ", ".join(f"{d:g}" for d in deltas) or "as configured"
     pct = _pct(confidence)
-    not_run = [n for n in ("loss", "shadow", "lira", "rmia") if n not in names]
+    not_run = [n for n in ATTACKS if n not in names]  # every registered model attack
     not_run_text = ""
     if not_run:
-        cited = {"loss": "Yeom et al. 2018", "shadow": "Shokri et al. 2017", "lira": "Carlini et al. 2022",
-                 "rmia": "Zarifzadeh et al. 2024"}
-        not_run_text = ("<p>Not run in this audit: " + ", ".join(f"{n} ({cited[n]})" for n in not_run)
+        not_run_text = ("<p>Not run in this audit: " + ", ".join(
+            f"{_text(n)} ({_text(citation(n))})" if citation(n) else _text(n) for n in not_run)
                         + ". The bounds above hold for the attacks that were run; running more attacks can only raise "
                         "the best lower bound, never lower it.</p>")
     return f"""<section id="methods"><h2>Method notes</h2>

@@ -32,6 +32,18 @@ class _AuditCommand(typer.core.TyperCommand):
     def collect_usage_pieces(self, ctx) -> list[str]:
         return [piece.removeprefix("{").removesuffix("}") for piece in super().collect_usage_pieces(ctx)]
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # Option help that lists the registered attacks is filled in when the command is built (each
+        # invocation), so an attack registered by a plug-in is listed like a built-in one; names only,
+        # no attack module is imported.
+        for param in self.params:
+            if "{attack_names}" in (getattr(param, "help", None) or ""):
+                from attacks import ATTACKS, TEXT_ATTACKS
+
+                param.help = param.help.replace("{attack_names}", ", ".join(ATTACKS)).replace(
+                    "{text_attack_names}", ", ".join(TEXT_ATTACKS))
+
     def get_short_help_str(self, limit: int = 45) -> str:
         # The command list wraps long lines; cutting them at 45 characters with "..." hid what they do.
         return super().get_short_help_str(limit=300)

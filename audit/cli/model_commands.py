@@ -86,7 +86,8 @@ def audit_model(
     config: Annotated[Optional[Path], typer.Option("--config", help="YAML: model section (model, trainer, data), training, privacy, attacks")] = None,
     claimed_epsilon: Annotated[Optional[str], typer.Option("--claimed-epsilon", help="the ε the model claims ('inf' = none)")] = None,
     population: Annotated[Optional[Path], typer.Option("--population", help="population rows for reference/shadow models")] = None,
-    attacks: Annotated[Optional[str], typer.Option("--attacks", help="comma-separated, e.g. loss,lira,rmia or label_only")] = None,
+    attacks: Annotated[Optional[str], typer.Option("--attacks", help="comma-separated attack names, of: {attack_names} "
+                                                                 "(a language model: {text_attack_names})")] = None,
     executor: Annotated[str, typer.Option("--executor", help="where --trainer trains reference/shadow models, each isolated "
                                           "from this process: local (one child process) | processes | ray (same numbers on each)")] = "processes",
     workers: Annotated[Optional[int], typer.Option("--workers", help="processes: parallel processes training reference models "

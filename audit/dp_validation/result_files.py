@@ -27,6 +27,7 @@ from typing import Any
 
 from audit.errors import AuditInputError
 from audit.machinery.input_files import clip, load_json_file
+from audit.machinery.audit_kinds import AUDIT_KINDS
 from audit.machinery.result_integrity import IntegrityOutcome
 
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "schema" / "audit_result.schema.json"
@@ -37,7 +38,7 @@ def _schema_error(kind: str, result: Any, where: str) -> None:
     import jsonschema
 
     schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
-    wrapper = {"$schema": schema["$schema"], "$defs": schema["$defs"], "$ref": f"#/$defs/{kind}"}
+    wrapper = {"$schema": schema["$schema"], "$defs": schema["$defs"], "$ref": f"#/$defs/{AUDIT_KINDS[kind].schema_def}"}
     validator = jsonschema.Draft202012Validator(wrapper)
     try:
         errors = sorted(validator.iter_errors(result), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
@@ -107,7 +108,7 @@ def check_power(kind: str, result: dict[str, Any], where: str) -> None:
 def check_flags_against_numbers(kind: str, result: dict[str, Any], where: str) -> None:
     """Raise AuditInputError when a flag the verdict reads disagrees with the numbers (see module doc)."""
     check_power(kind, result, where)
-    if kind in ("canary-audit", "mechanism-audit", "whitebox-audit"):
+    if AUDIT_KINDS[kind].bounds_epsilon:
         claim, bound = float(result["claimed_epsilon"]), float(result["epsilon_lower_bound"])
         test = result.get("profile_test")
         if isinstance(test, dict):

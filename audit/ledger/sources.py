@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from audit.errors import AuditInputError
+from audit.machinery.audit_kinds import AUDIT_KINDS, load
 
 __all__ = ["releases_in_results", "refuted_claims"]
 
@@ -63,17 +64,32 @@ def _dpsgd(sigma: Any, q: Any, steps: Any) -> dict[str, Any]:
 def releases_in_results(results: Any, where: str) -> tuple[list[tuple[str, list[dict[str, Any]]]], list[str], str]:
     """([(label, mechanisms)], notes, kind) for a parsed results file; AuditInputError when it holds no DP release.
 
-    `kind` is what the file is: run | synth-check | canary-audit | whitebox-audit.
+    `kind` is what the file is: run | synth-check, or a single-audit kind with a ledger source
+    (audit/machinery/audit_kinds.py: canary-audit, whitebox-audit).
     """
     if not isinstance(results, dict):
         raise AuditInputError(where, "expected a JSON object written by privacy-audit")
-    if _is_whitebox(results):
-        return (*_whitebox(results, where), "whitebox-audit")
-    if isinstance(results.get("claim"), dict) and "trainer" in results:
-        return (*_canary(results, where), "canary-audit")
+    recordable = [kind for kind in AUDIT_KINDS.values() if kind.ledger_source]
+    for kind in recordable:
+        found = load(kind.ledger_source)(results, where)  # type: ignore[arg-type]
+        if found is not None:
+            return (*found, kind.name)
     if "schema_version" in results and ("targets" in results or "synthetic" in results):
         return _run_or_synthetic(results, where)
-    raise AuditInputError(where, "is neither a results.json nor a canary-audit / whitebox-audit result")
+    raise AuditInputError(where, "is neither a results.json nor a "
+                          + " / ".join(kind.name for kind in recordable) + " result")
+
+
+def whitebox_releases(results: dict[str, Any], where: str):
+    """The releases of a whitebox-audit result, None when `results` is not one (the kind's ledger source)."""
+    return _whitebox(results, where) if _is_whitebox(results) else None
+
+
+def canary_releases(results: dict[str, Any], where: str):
+    """The releases of a canary-audit result, None when `results` is not one (the kind's ledger source)."""
+    if _is_whitebox(results) or not (isinstance(results.get("claim"), dict) and "trainer" in results):
+        return None
+    return _canary(results, where)
 
 
 def _run_or_synthetic(results: dict[str, Any], where: str):

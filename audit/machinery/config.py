@@ -10,10 +10,10 @@ import hashlib
 import json
 import math
 from pathlib import Path
-from typing import Annotated, Any, Literal, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Optional
 
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, create_model, field_validator, model_validator
 
 from audit.errors import AuditInputError
 from audit.machinery.limits import COUNT_LIMITS as _LIM, FEDERATED_RANGES as _FED  # the one range table
@@ -145,23 +145,14 @@ class PrivacyConfig(_Strict):
 DEFAULT_ATTACKS = ["loss", "shadow", "lira", "lira_offline", "rmia"]
 
 
-class AttackConfig(_Strict):
+class _AttackConfigBase(_Strict):
+    """The `attacks:` section's own fields; every attack knob is added from its `Knob` (attack_config_model)."""
+
     names: list[str] = Field(default_factory=lambda: list(DEFAULT_ATTACKS), min_length=1, max_length=32)
     confidence: float = Field(0.95, gt=0.5, lt=1, description="confidence of every ε lower bound and CI")
-    n_shadow_models: int = Field(8, le=1024, description="Shokri shadow models per target, trained like it on the pool")
-    n_reference_models: int = Field(64, le=4096, description="LiRA/RMIA reference models per target; each candidate IN half")
-    lira_global_variance: Literal["auto", "always", "never"] = "auto"
-    rmia_a: float = Field(0.3, ge=0, le=1, description="RMIA offline correction coefficient a")
-    rmia_gamma: float = Field(2.0, gt=0, description="RMIA pairwise likelihood-ratio threshold γ")
-    rmia_population: int = Field(1000, ge=10, le=1_000_000, description="population samples z drawn from the pool")
-    label_only_queries: int = Field(32, ge=1, le=1000, description="noisy copies per candidate (label_only attack)")
-    label_only_noise: float = Field(0.1, gt=0, le=10, description="their noise std, as a fraction of each feature's std")
-    models_per_task: int | None = Field(
-        None, ge=1, le=100_000,
-        description="reference/shadow models trained per executor task (--executor processes|ray spread the "
-        "tasks over workers); default: all of a target's models in one task. The numbers depend on it at the "
-        "level of float rounding, never on the executor or the number of workers",
-    )
+
+    if TYPE_CHECKING:  # the knobs are fields added per registered attack
+        def __getattr__(self, name: str) -> Any: ...
 
     @field_validator("names")
     @classmethod
@@ -175,13 +166,46 @@ class AttackConfig(_Strict):
             raise ValueError("attack names must be distinct")
         return value
 
-    @field_validator("n_shadow_models", "n_reference_models")
-    @classmethod
-    def _enough_models(cls, value: int, info) -> int:
-        minimum = 1 if info.field_name == "n_shadow_models" else 2
-        if value < minimum:
-            raise ValueError(f"must be ≥ {minimum}, got {value}")
-        return value
+
+def _knob_field(knob) -> tuple[Any, Any]:
+    """A pydantic (annotation, FieldInfo) for one attack `Knob` (attacks/registry.py)."""
+    if knob.choices:
+        annotation: Any = Literal[knob.choices]  # type: ignore[valid-type]
+        field = Field(knob.default, description=knob.why)
+    else:
+        bounds: dict[str, Any] = {"gt" if knob.low_open else "ge": knob.low} if knob.low is not None else {}
+        if knob.high is not None:
+            bounds["le"] = knob.high
+        annotation = knob.kind
+        field = Field(knob.default, description=knob.why, **bounds)
+    return (Optional[annotation] if knob.optional else annotation), field
+
+
+_attack_config_built: tuple[int, type[_AttackConfigBase]] | None = None
+
+
+def attack_config_model() -> type[_AttackConfigBase]:
+    """The `attacks:` section as a pydantic model: its own fields plus every registered attack's knobs.
+    Rebuilt (and AuditConfig with it) when an attack is registered, so a plug-in's knobs validate too."""
+    global _attack_config_built, AttackConfig
+    from attacks.registry import all_knobs, registry_version
+
+    version = registry_version()
+    if _attack_config_built is not None and _attack_config_built[0] == version:
+        return _attack_config_built[1]
+    model = create_model("AttackConfig", __base__=_AttackConfigBase,  # type: ignore[call-overload]
+                         **{knob.name: _knob_field(knob) for knob in all_knobs()})
+    model.__doc__ = "The `attacks:` section: names, confidence and every registered attack's knobs."
+    _attack_config_built = (version, model)
+    AttackConfig = model
+    if "AuditConfig" in globals():  # not on the first build, made before AuditConfig exists
+        field = AuditConfig.model_fields["attacks"]
+        field.annotation, field.default_factory = model, model
+        AuditConfig.model_rebuild(force=True)
+    return model
+
+
+AttackConfig = attack_config_model()
 
 
 class SyntheticConfig(_Strict):
@@ -550,6 +574,7 @@ def resolve_config(
         source = f"config file '{config_file}'"
     if overrides:
         raw = _deep_merge(raw, overrides)
+    attack_config_model()  # a plug-in attack registered since the last call adds its knobs
     try:
         return AuditConfig.model_validate(raw)
     except ValidationError as exc:

@@ -12,12 +12,13 @@ exceeds what this machine has available: a refusal in a second beats an out-of-m
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from audit.errors import AuditInputError
 
 __all__ = ["COUNT_LIMITS", "LEDGER_RANGES", "check_range", "Limit", "available_memory", "check_count", "check_memory", "check_workers",
-           "max_workers", "limits_table_markdown", "model_folder_limits_markdown"]
+           "max_workers", "limits_table_markdown", "attack_knob_rows_markdown", "model_folder_limits_markdown"]
 
 
 @dataclass(frozen=True)
@@ -30,7 +31,7 @@ class Limit:
 
 # The one table: option or field → range. Lower ends are what the statistics need; upper ends are
 # where the work or memory stops being plausible on any machine this tool runs on.
-COUNT_LIMITS: dict[str, Limit] = {
+_FIXED_LIMITS: dict[str, Limit] = {
     "--rows": Limit(20, 1_000_000, "canary-audit", "rows of the generated audit table; each run trains on all of them"),
     "--models": Limit(2, 10_000_000, "canary-audit", "training runs (or models per side); the profile test needs ≥ 4"),
     "--canaries": Limit(1, 100_000, "canary-audit", "canaries per run (multi-canary) or in the one run (one-run)"),
@@ -62,11 +63,7 @@ COUNT_LIMITS: dict[str, Limit] = {
     "training.batch_size": Limit(1, 1_000_000, "run", "expected batch size; Opacus holds batch × parameters "
                                  "per-sample gradients"),
     "privacy.one_run_canaries": Limit(100, 1_000_000, "run", "canaries of the white-box one-run audit"),
-    "attacks.n_shadow_models": Limit(1, 1_024, "run", "Shokri shadow models per target"),
-    "attacks.n_reference_models": Limit(2, 4_096, "run", "LiRA / RMIA reference models per target"),
-    "attacks.rmia_population": Limit(10, 1_000_000, "run", "RMIA population samples"),
-    "attacks.label_only_queries": Limit(1, 1_000, "run", "noisy copies per candidate (label_only)"),
-    "attacks.models_per_task": Limit(1, 100_000, "run", "reference models trained by one task"),
+    # attacks.*: each attack's integer knobs, declared by the attack class (attacks/registry.py), go here
     "synthetic.dp_vae_epochs": Limit(1, 10_000, "run (synthetic)", "epochs of the DP-VAE generator"),
     "federated.partition_feature": Limit(0, 100_000, "run (federated)", "feature column whose ranges define the sites"),
     "federated.n_clients": Limit(1, 1_000, "run (federated)", "clients; every client must hold ≥ 8 rows of the split"),
@@ -93,6 +90,55 @@ COUNT_LIMITS: dict[str, Limit] = {
     "text.beams": Limit(1, 64, "run (text)", "beam width of the extraction"),
     "text.extraction_records": Limit(0, 1_000_000, "run (text)", "candidate records prompted for their fields"),
 }
+_ATTACKS_AFTER = "privacy.one_run_canaries"  # where the attacks' rows sit in the table
+
+
+def _attack_limits() -> dict[str, Limit]:
+    """The integer knobs of the registered attacks (attacks/registry.py), as rows of the table."""
+    from attacks.registry import all_knobs
+
+    return {f"attacks.{k.name}": Limit(int(k.low), int(k.high), "run, audit-model", k.why)
+            for k in all_knobs() if k.kind is int and not k.choices and k.low is not None and k.high is not None}
+
+
+class _RangeTable(Mapping):
+    """The fixed rows plus the attacks' integer knobs, read from the attack registry on every use (so an
+    attack registered by a plug-in is checked and documented like a built-in one)."""
+
+    def _rows(self) -> dict[str, Limit]:
+        rows: dict[str, Limit] = {}
+        for option, limit in _FIXED_LIMITS.items():
+            rows[option] = limit
+            if option == _ATTACKS_AFTER:
+                rows.update(_attack_limits())
+        return rows
+
+    def __getitem__(self, option: str) -> Limit:
+        if option in _FIXED_LIMITS:
+            return _FIXED_LIMITS[option]
+        if option.startswith("attacks."):
+            return _attack_limits()[option]
+        raise KeyError(option)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._rows())
+
+    def __len__(self) -> int:
+        return len(self._rows())
+
+
+# The one table: option or field → range (a Mapping; iterate it for the docs' order).
+COUNT_LIMITS: Mapping[str, Limit] = _RangeTable()
+
+
+def attack_knob_rows_markdown() -> list[str]:
+    """Rows of docs/errors.md for the attacks' non-integer knobs with a range (the integer ones are counts)."""
+    from attacks.registry import all_knobs
+
+    return [f"| `attacks.{k.name}` | {k.range_text()} | run, audit-model | {k.why} |"
+            for k in all_knobs() if k.kind is float and k.low is not None]
+
+
 # Federated numbers that are not counts but crash late when absurd.
 FEDERATED_RANGES = {
     "federated.server_lr": (1e-6, 10.0, "larger server steps diverge to NaN scores"),
@@ -224,6 +270,9 @@ def limits_table_markdown() -> list[str]:
     for option, limit in COUNT_LIMITS.items():
         high = "4 × cores" if option == "--workers" else f"{limit.high:,}"
         rows.append(f"| `{option}` | [{limit.low:,}, {high}] | {limit.commands} | {limit.why} |")
+        if option == _ATTACKS_AFTER:  # the attacks' knobs that are not counts sit after their counts
+            at_end_of_attacks = len(rows) + sum(1 for o in COUNT_LIMITS if o.startswith("attacks."))
+    rows[at_end_of_attacks:at_end_of_attacks] = attack_knob_rows_markdown()
     for field, (low, high, why) in FEDERATED_RANGES.items():
         rows.append(f"| `{field}` | [{low:g}, {high:g}] | run (federated) | {why} |")
     for option, (low, high, low_in, high_in, why) in LEDGER_RANGES.items():

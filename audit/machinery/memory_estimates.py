@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from audit.machinery.limits import check_memory
 
 __all__ = ["mlp_parameters", "tabular_run_bytes", "federated_run_bytes", "text_run_bytes", "language_model_bytes",
-           "synth_check_bytes", "bench_bytes", "check_run_memory", "check_text_run_memory"]
+           "synth_check_bytes", "bench_bytes", "trained_models_per_target", "check_run_memory", "check_text_run_memory"]
 
 F32, F64 = 4, 8
 # A tabular run holds its table several times over: the frame, the encoded features, the splits.
@@ -46,10 +46,26 @@ def tabular_run_bytes(config, n_rows: int, n_features: int, n_classes: int = 2, 
     per_model = _training_bytes(parameters, batch, sum(training.hidden_sizes) + n_features)
     at_once = max(1, workers) * max(1, int(attacks.models_per_task or 1))
     n_targets = len(config.privacy.epsilons)
-    models_per_target = 1 + int(attacks.n_shadow_models) + int(attacks.n_reference_models)
+    models_per_target = 1 + trained_models_per_target(attacks)
     scores = models_per_target * n_rows * F64 * 2 * n_targets  # per-model scores of every candidate, kept
-    rmia = int(attacks.rmia_population) * int(attacks.n_reference_models) * F64
-    return n_rows * n_features * F64 * TABLE_COPIES + at_once * per_model + scores + rmia
+    # population samples scored by every reference model (RMIA's knob, when an attack of the run reads it)
+    population = int(getattr(attacks, "rmia_population", 0)) * _knob_value(attacks, "n_reference_models")
+    return n_rows * n_features * F64 * TABLE_COPIES + at_once * per_model + scores + population * F64
+
+
+def _knob_value(attacks, name: str) -> int:
+    """A model-count knob's value when one of the chosen attacks reads it (attacks/registry.py), else 0."""
+    from attacks.registry import knobs_of
+
+    return int(getattr(attacks, name)) if any(k.name == name for k in knobs_of(attacks.names)) else 0
+
+
+def trained_models_per_target(attacks) -> int:
+    """Shadow / reference models the chosen attacks train per target: each knob the attack classes declare
+    with `counts_models` (attacks/registry.py), counted once however many attacks share it."""
+    from attacks.registry import knobs_of
+
+    return sum(int(getattr(attacks, k.name)) for k in knobs_of(attacks.names) if k.counts_models)
 
 
 def federated_run_bytes(config, n_rows: int, n_features: int, n_classes: int = 2) -> int:
@@ -128,7 +144,7 @@ def check_run_memory(config, workers: int | None = None) -> None:
     else:
         needed = tabular_run_bytes(config, n_rows, n_features, workers=workers or 1)
         what = (f"run: {n_rows:,} rows × {n_features} features, batch {config.training.batch_size:,}, "
-                f"{len(config.privacy.epsilons)} targets × {1 + config.attacks.n_shadow_models + config.attacks.n_reference_models:,} models")
+                f"{len(config.privacy.epsilons)} targets × {1 + trained_models_per_target(config.attacks):,} models")
     check_memory(needed, "--config", what)
 
 

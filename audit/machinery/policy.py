@@ -50,6 +50,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from audit.errors import AuditInputError
+from audit.machinery.audit_kinds import AUDIT_KINDS, audit_kind
 from audit.machinery.input_files import clip, shorten
 
 __all__ = [
@@ -458,7 +459,7 @@ def _signature_checks(policy: Policy, results: dict[str, Any]) -> list[RuleCheck
                       f"result file: {why}")]
 
 
-SINGLE_AUDIT_KINDS = ("canary-audit", "mechanism-audit", "whitebox-audit", "conformance", "accountant-check")
+SINGLE_AUDIT_KINDS = tuple(AUDIT_KINDS)  # declared in audit/machinery/audit_kinds.py
 _MODEL_AND_DATA_RULES = ("max_auc", "max_tpr_at_fpr", "required_accountant", "max_dcr_share", "min_nndr_p10")
 
 
@@ -477,8 +478,7 @@ def evaluate_policy_on_audit(policy: Policy, kind: str, result: dict[str, Any], 
     The rules on attacks, accountants of trained targets and synthetic data are listed as not applicable.
     An override applies when its ε equals the audit's `claimed_epsilon`.
     """
-    if kind not in SINGLE_AUDIT_KINDS:
-        raise AuditInputError(source, f"unknown audit kind {kind!r} (expected one of {', '.join(SINGLE_AUDIT_KINDS)})")
+    declared = audit_kind(kind, source)
     if not isinstance(result, dict):
         raise AuditInputError(source, f"must be a JSON object (a {kind}.json written by privacy-audit)")
     reader = _Reader(source)
@@ -488,7 +488,7 @@ def evaluate_policy_on_audit(policy: Policy, kind: str, result: dict[str, Any], 
     label = kind if claim is None else f"{kind}, claimed ε = {_eps_text(claim)}"
     checks: list[RuleCheck] = []
     if rules.max_epsilon_lb is not None:
-        if kind in ("canary-audit", "mechanism-audit", "whitebox-audit"):
+        if declared.bounds_epsilon:
             bound = reader.number(result, "epsilon_lower_bound", "")
             checks.append(_compare("max_epsilon_lb", label, None, bound, rules.max_epsilon_lb, at_most=True,
                                    what="proven empirical ε lower bound", detail=str(result.get("mode") or "")))

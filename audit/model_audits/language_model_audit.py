@@ -172,7 +172,8 @@ def prepare_language_model_audit(*, members: Path, nonmembers: Path, hf_model: P
         reference_source, reference_record = _source(reference_model, None, None, "--reference-model", max_length,
                                                      batch_size)
         record["reference"] = reference_record
-    names = attack_names or [n for n in TEXT_ATTACKS if n != "reference_ratio" or reference_source is not None]
+    names = attack_names or [n for n in TEXT_ATTACKS  # an attack that needs a reference model says so
+                             if not get_text_attack(n).needs_reference or reference_source is not None]
     for name in names:
         attack = get_text_attack(name)
         if attack.needs_reference and reference_source is None:

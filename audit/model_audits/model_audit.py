@@ -47,7 +47,8 @@ import pandas as pd
 import torch
 from pydantic import ValidationError
 
-from attacks import AttackContext, AttackOptions, TargetTraining, get_attack
+from attacks import AttackContext, AttackOptions, TargetTraining, attacks_needing, get_attack, knobs_of
+from attacks.registry import IN_OUT_REFERENCES, LABELS_ONLY, POPULATION, TRAINS_MODELS
 from audit.statistics.accountants import DPSGDEvent, epsilons_for_event
 from audit.statistics.attack_evaluation import best_sound_lower_bound, evaluate_attack
 from audit.machinery.config import AuditConfig, ModelSourceConfig
@@ -74,10 +75,6 @@ from targets.training import TrainingSpec, predict_logits
 from targets.vectorized_dpsgd import DPSGDSpec
 
 SCHEMA_VERSION = 3
-# Attacks that need population data (reference or shadow models trained on it / drawn from it).
-POPULATION_ATTACKS = ("shadow", "lira", "lira_offline", "rmia")
-REFERENCE_ATTACKS = ("lira", "lira_offline", "rmia")
-LABEL_ONLY_ATTACK = "label_only"
 PLD_PRV_TOLERANCE = 0.05
 
 
@@ -322,49 +319,58 @@ def _attack_names(config: AuditConfig, attack_names: list[str] | None, has_popul
     for name in names:
         get_attack(name)  # unknown name → AuditInputError naming attacks.names
     notes: list[str] = []
-    if label_only:
-        score_based = [n for n in names if n != LABEL_ONLY_ATTACK]
+    if label_only:  # what the attack classes declare: attacks/registry.py
+        label_attacks = attacks_needing(LABELS_ONLY)
+        chosen = [n for n in names if n in label_attacks]
+        score_based = [n for n in names if n not in label_attacks]
         if explicit and score_based:
             raise AuditInputError("--attacks", f"the model returns labels only: attack '{score_based[0]}' needs scores; "
-                                  f"use '{LABEL_ONLY_ATTACK}'")
+                                  f"use {' or '.join(repr(n) for n in label_attacks)}")
         if score_based:
             notes.append(f"the model returns labels only: score-based attacks ({', '.join(score_based)}) cannot run; "
                          f"the label-only attack ran instead")
-        return [LABEL_ONLY_ATTACK], notes
+        return chosen or label_attacks[:1], notes
     names = ["loss"] + [n for n in names if n != "loss"]
-    needing = [n for n in names if n in POPULATION_ATTACKS]
+    needing = [n for n in names if n in _population_attacks()]
     if needing and not has_population:
         if explicit:
             raise AuditInputError(
                 "--population", f"attack '{needing[0]}' trains reference/shadow models on population data: give a population file"
             )
         notes.append(f"attacks {', '.join(needing)} skipped: they need population data (--population)")
-        names = [n for n in names if n not in POPULATION_ATTACKS]
-    needing = [n for n in names if n in POPULATION_ATTACKS]
+        names = [n for n in names if n not in _population_attacks()]
+    needing = [n for n in names if n in _population_attacks()]
     if needing and not can_train_references:
         if explicit:
             raise AuditInputError("--trainer", f"attack '{needing[0]}' trains reference/shadow models like the target: {why_not}")
         notes.append(f"attacks {', '.join(needing)} skipped: {why_not}")
-        names = [n for n in names if n not in POPULATION_ATTACKS]
+        names = [n for n in names if n not in _population_attacks()]
     return names, notes
+
+
+def _population_attacks() -> list[str]:
+    """Attacks that draw population data or train shadow / reference models on it (their class says so)."""
+    return sorted(set(attacks_needing(POPULATION)) | set(attacks_needing(TRAINS_MODELS)))
 
 
 def _check_population(names: list[str], population: _Table, n_members: int, options: AttackOptions) -> None:
     where = _where("population file", population.path)
     n_pool = len(population.labels)
-    if any(n in REFERENCE_ATTACKS for n in names) and options.rmia_population > n_pool:
+    if attacks_needing(IN_OUT_REFERENCES, names) and options.rmia_population > n_pool:
         raise AuditInputError(
             where,
             f"has {n_pool} rows but the reference-model attacks draw attacks.rmia_population = "
             f"{options.rmia_population} population samples from it: lower attacks.rmia_population or give more rows",
         )
-    if "shadow" in names:
+    shadow_like = [n for n in names if any(k.name == "n_shadow_models" for k in knobs_of([n]))]  # their knobs say
+    if shadow_like:
         needed = n_members + max(20, n_members // 10)
         if n_pool < needed:
             raise AuditInputError(
                 where,
                 f"has {n_pool} rows; each shadow model trains on as many rows as the target ({n_members} members) "
-                f"and keeps some out, so the shadow attack needs ≥ {needed}: give more rows or drop 'shadow'",
+                f"and keeps some out, so the {shadow_like[0]} attack needs ≥ {needed}: give more rows or drop "
+                f"'{shadow_like[0]}'",
             )
 
 
@@ -780,7 +786,7 @@ def _audit(
     elif private:
         notes.append(f"claimed ε {claimed:g}: the model is not a torch model trained by DP-SGD as the config describes, "
                      "so no accountant ε is computed; the violation check compares the bounds with the claimed ε")
-    if any(n in POPULATION_ATTACKS for n in names):
+    if any(n in _population_attacks() for n in names):
         how = (f"by the user's trainer {settings.trainer}" if settings.trainer is not None and source.kind != "mlp" else
                f"as {settings.factory}'s architecture by the vectorized DP-SGD trainer (the config's training section"
                + (", same σ, q, T, C)" if private else ", non-private)") if source.kind == "torch" else
@@ -788,7 +794,7 @@ def _audit(
                + (", same σ, q, T, C)" if private else ", non-private)"))
         notes.append(f"reference/shadow models are trained {how}; a reference model trained differently from the "
                      "target makes those attacks weaker, never the bounds unsound")
-    if any(n in REFERENCE_ATTACKS for n in names) and abs(n_members - n_nonmembers) > 0.1 * n_members:
+    if attacks_needing(IN_OUT_REFERENCES, names) and abs(n_members - n_nonmembers) > 0.1 * n_members:
         notes.append(
             f"reference models each train on half of the {n_members + n_nonmembers} candidates while the target "
             f"trained on {n_members} members: equal-sized member and non-member files mimic the target best"
