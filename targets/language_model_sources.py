@@ -81,7 +81,7 @@ def _read_json(path: Path, limit: int, where: str) -> Any:
     size = path.stat().st_size
     if size > limit:
         raise _refuse(where, f"is {size} bytes, more than the {limit} this audit reads (a huge config)")
-    from audit.machinery.input_files import JSON_DEPTH_LIMIT, json_depth
+    from targets.json_depth import JSON_DEPTH_LIMIT, json_depth
 
     try:
         text = path.read_text(encoding="utf-8")
@@ -159,7 +159,7 @@ def safetensors_parameters(path: Path, where: str) -> int:
         (length,) = struct.unpack("<Q", raw)
         if length > HEADER_LIMIT or length > path.stat().st_size - 8:
             raise _refuse(where, f"declares a {length}-byte header: not a valid safetensors file")
-        from audit.machinery.input_files import JSON_DEPTH_LIMIT, json_depth
+        from targets.json_depth import JSON_DEPTH_LIMIT, json_depth
 
         try:
             text = handle.read(length).decode("utf-8")

@@ -434,8 +434,8 @@ HOSTILE_CASES = [
     (["run", "--dry-run", "--tracking-uri", "sqlite:////nonexistent_privacy_audit/x.db"], "does not exist"),
     (["run", "--dry-run", "--preset", "smoke", "--resume", "latest"], "no interrupted run"),
     # --- gate / report ---------------------------------------------------------------------------------
-    (["gate", "--policy", "policy_ok.yaml", "deep.json"], "nested too deeply"),
-    (["report", "deep.json"], "nested too deeply"),
+    (["gate", "--policy", "policy_ok.yaml", "deep.json"], "arrays/objects more than 64 deep"),
+    (["report", "deep.json"], "arrays/objects more than 64 deep"),
     (["gate", "--policy", "policy_ok.yaml", "nan.json"], "NaN is not valid JSON"),
     (["report", "nan.json"], "NaN is not valid JSON"),
     (["gate", "--policy", "policy_ok.yaml", "dup.json"], "appears twice"),

@@ -302,7 +302,7 @@ def test_gate_and_report_render_each_output_once(run_folder, capsys, monkeypatch
     import reports.markdown_summary as markdown_summary
 
     workdir, results = run_folder
-    results = {**results, "ledger": {"dataset": "patients", "recorded": True, "epsilon_spent": 1.5, "delta": 1e-5,
+    results = {**results, "ledger": {"dataset": "patients", "recorded": True, "epsilon_spent": 1.5, "epsilon_spent_unbounded": False, "delta": 1e-5,
                                      "method": "pld", "basic_epsilon": 2.0, "advanced_epsilon": 1.8,
                                      "max_total_epsilon": 10.0}}
     (workdir / "run").mkdir()

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import stat
 from datetime import datetime
 from pathlib import Path
@@ -33,6 +34,17 @@ from sqlalchemy.engine import Connection
 from audit.errors import AuditInputError
 from audit.ledger.mechanisms import validate_mechanism
 from audit.ledger.models import BudgetChange, Dataset, Release, Removal
+
+_DATASET_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+
+
+def check_dataset_name(name: Any, where: str = "--dataset") -> str:
+    """A dataset name is a label, never a path: letters, digits, '.', '_', '-' (≤ 100, not starting with '.')."""
+    if not isinstance(name, str) or not _DATASET_NAME.fullmatch(name) or ".." in name:
+        shown = repr(name)[:60]
+        raise AuditInputError(where, f"expected a name of letters, digits, '.', '_' or '-' (1–100 characters, "
+                              f"starting with a letter or digit, no '..'), got {shown}")
+    return name
 
 __all__ = ["SQLITE_HEADER", "LEDGER_TABLES", "VERSION_TABLE", "check_sqlite_path", "check_schema", "RowChecker",
            "LedgerRowError", "MAX_BUDGET"]
@@ -158,7 +170,6 @@ class RowChecker:
             self.fail(label, f"{column} is not a text of at most {limit:,} characters")
 
     def dataset(self, raw: dict[str, Any]) -> dict[str, Any]:
-        from audit.ledger.store import check_dataset_name
 
         label = f"dataset row id {str(raw.get('id'))[:20]}"
         row = self._decoded(Dataset.__table__, raw, label)

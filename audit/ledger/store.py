@@ -31,6 +31,7 @@ from sqlalchemy.exc import ArgumentError, DatabaseError, DBAPIError, NoSuchModul
 from sqlalchemy.orm import Session
 
 from audit.errors import AuditInputError
+from audit.ledger.integrity import check_dataset_name  # noqa: F401  (re-exported: the CLI and sources call it here)
 from audit.ledger.composition import Composition, compose_mechanisms
 from audit.ledger.mechanisms import describe_mechanism, validate_mechanism
 from audit.ledger.models import BudgetChange, Dataset, Release, Removal
@@ -44,7 +45,6 @@ DEFAULT_LEDGER = "privacy-ledger.db"
 DEFAULT_DELTA = 1e-5  # a new dataset's δ until `set-budget --delta` says otherwise
 BUSY_TIMEOUT_S = 120
 _MIGRATION_LOCK_KEY = 0x5052_4956_4C45_4447 & 0x7FFF_FFFF_FFFF_FFFF  # "PRIVLEDG": any fixed bigint
-_DATASET_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
 
 class BudgetExceeded(Exception):
@@ -130,15 +130,6 @@ def file_sha256(path: Path) -> str:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
-
-
-def check_dataset_name(name: Any, where: str = "--dataset") -> str:
-    """A dataset name is a label, never a path: letters, digits, '.', '_', '-' (≤ 100, not starting with '.')."""
-    if not isinstance(name, str) or not _DATASET_NAME.fullmatch(name) or ".." in name:
-        shown = repr(name)[:60]
-        raise AuditInputError(where, f"expected a name of letters, digits, '.', '_' or '-' (1–100 characters, "
-                              f"starting with a letter or digit, no '..'), got {shown}")
-    return name
 
 
 def check_ledger_uri(uri: Any, where: str = "--ledger") -> URL:

@@ -228,27 +228,8 @@ def _pairs_without_duplicates(pairs):
     return out
 
 
-JSON_DEPTH_LIMIT = 64  # configs, tokenizer configs, results and text rows nest a handful of levels
-
-
-def json_depth(text: str | bytes) -> int:
-    """The deepest nesting of arrays/objects in a JSON text, counted without parsing it (strings
-    skipped): checked BEFORE json.loads, whose recursion on a 100,000-deep text is a RecursionError
-    (exit 3) or worse, a C-stack overflow."""
-    import re
-
-    if isinstance(text, bytes):
-        text = text.decode("utf-8", errors="replace")
-    depth = deepest = 0
-    # Strings (with their escapes) are skipped whole; only brackets outside them count.
-    for match in re.finditer(r'"(?:[^"\\]|\\.)*"|[\[\]{}]', text):
-        token = match.group()
-        if token in "[{":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif token in "]}":
-            depth -= 1
-    return deepest
+# The depth count lives in targets/ (which model-folder readers import): one definition for both.
+from targets.json_depth import JSON_DEPTH_LIMIT, json_depth  # noqa: E402
 
 
 def check_json_depth(text: str | bytes, where: str, limit: int = JSON_DEPTH_LIMIT) -> None:
