@@ -12,14 +12,6 @@ from typing import Any
 import yaml
 
 from reports.html_format import _eps, _text
-from reports.html_tables import (  # noqa: F401 - re-exported for importers of reports.html_report
-    _attack_details,
-    _overview,
-    _synthetic_section,
-    _targets_table,
-    _training_table,
-    _whitebox_cell,
-)
 from reports.results_access import get as _get
 
 
