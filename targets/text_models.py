@@ -41,6 +41,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from targets.devices import torch_threads
+from targets.training import DPTrainingRecord
 
 warnings.filterwarnings("ignore", message="Full backward hook is firing")
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[BOS]", "[EOS]")
@@ -160,16 +161,8 @@ class TextTrainingSpec:
 
 
 @dataclass
-class TrainedTextTarget:
+class TrainedTextTarget(DPTrainingRecord):
     model: TinyCausalLM  # plain module (Opacus wrapper removed), on the CPU, eval mode
-    epsilon_target: float | None  # None = non-private
-    delta: float
-    noise_multiplier: float | None
-    sample_rate: float
-    steps: int
-    max_grad_norm: float | None
-    accountant: str | None
-    accountant_epsilon: float | None
     train_seconds: float
     final_loss: float
     privacy_unit: str | None = None  # "person" | "record" (what one clipped gradient is); None without DP
