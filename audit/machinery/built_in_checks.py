@@ -15,15 +15,6 @@ from audit.machinery.conformance_verdict import (
 )
 from audit.machinery.leakage import synthetic_leakage, target_leakage
 from audit.machinery.verdict_decision import Check
-from audit.machinery.verdict_words import (  # noqa: F401  (re-exported: the words every output uses)
-    claim_line,
-    claim_sentence,
-    claim_tags,
-    extra_reasons,
-    leakage_word,
-    status_word,
-    verdict_tags,
-)
 from audit.statistics.audit_ceilings import canaries_needed_one_run
 from audit.statistics.epsilon_bounds import one_run_ceiling, one_run_claim_p_value
 from audit.statistics.one_run_power import whitebox_power

@@ -8,15 +8,6 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Iterable, Literal
 
-from audit.machinery.verdict_words import (  # noqa: F401  (re-exported: the words every output uses)
-    claim_line,
-    claim_sentence,
-    claim_tags,
-    extra_reasons,
-    leakage_word,
-    status_word,
-    verdict_tags,
-)
 from audit.statistics.multiple_testing import holm_rejections
 
 Status = Literal["pass", "fail", "inconclusive", "no_claim"]

@@ -181,8 +181,5 @@ def _row_hashes(frame: pd.DataFrame) -> np.ndarray:
 
 
 def _file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    with open(path, "rb") as handle:  # read in blocks by hashlib (Python ≥ 3.11)
+        return hashlib.file_digest(handle, "sha256").hexdigest()
