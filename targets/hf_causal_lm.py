@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import math
 import os
-import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -46,7 +45,7 @@ from targets.text_models import (
     PersonBatches,
     TrainedTextTarget,
     document_losses,
-    sum_grad_samples_by_person,
+    train_on_documents,
 )
 
 FINETUNE_MODES = ("full", "lora")
@@ -191,30 +190,8 @@ def finetune(pretrained_state: dict[str, torch.Tensor], vocab_size: int, token_i
                 raise AuditInputError("privacy.epsilons", f"Opacus cannot calibrate noise for ε={epsilon:g}, "
                                       f"δ={delta:g} with this corpus and schedule ({str(exc)[:120]})") from None
     sample_rate = 1.0 / len(loader)
-    steps, last = 0, float("nan")
-    started = time.perf_counter()
-    with torch_threads(1 if device.type == "cpu" else None), warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # Opacus's "full backward hook" notes
-        for epoch in range(spec.epochs):
-            model.train()
-            for (batch,) in loader:
-                if len(batch) == 0:  # Poisson sampling may draw an empty batch
-                    continue
-                owner, drawn = None, len(batch)
-                if by_person:
-                    batch, owner = persons.documents(batch)
-                batch = batch.to(device)
-                optimizer.zero_grad(set_to_none=True)
-                loss = document_losses(model(batch), batch).mean()
-                loss.backward()
-                if owner is not None:
-                    sum_grad_samples_by_person(optimizer.params, owner, drawn)
-                optimizer.step()
-                steps += 1
-                last = float(loss.detach())
-            if on_epoch is not None:
-                on_epoch(epoch + 1, spec.epochs)
-    seconds = time.perf_counter() - started
+    steps, last, seconds = train_on_documents(model, optimizer, loader, epochs=spec.epochs, device=device,
+                                              persons=persons if by_person else None, on_epoch=on_epoch, quiet=True)
     plain = model._module if private else model
     noise, accountant_eps = None, None
     if private:

@@ -33,6 +33,7 @@ import math
 import time
 import warnings
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 import numpy as np
@@ -41,6 +42,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from targets.devices import torch_threads
+from targets.training import DPTrainingRecord
 
 warnings.filterwarnings("ignore", message="Full backward hook is firing")
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[BOS]", "[EOS]")
@@ -160,16 +162,8 @@ class TextTrainingSpec:
 
 
 @dataclass
-class TrainedTextTarget:
+class TrainedTextTarget(DPTrainingRecord):
     model: TinyCausalLM  # plain module (Opacus wrapper removed), on the CPU, eval mode
-    epsilon_target: float | None  # None = non-private
-    delta: float
-    noise_multiplier: float | None
-    sample_rate: float
-    steps: int
-    max_grad_norm: float | None
-    accountant: str | None
-    accountant_epsilon: float | None
     train_seconds: float
     final_loss: float
     privacy_unit: str | None = None  # "person" | "record" (what one clipped gradient is); None without DP
@@ -259,29 +253,8 @@ def train_text_target(token_ids: np.ndarray, vocab_size: int, spec: TextTraining
             model, optimizer, loader, epsilon=epsilon, delta=delta, epochs=spec.epochs,
             max_grad_norm=spec.max_grad_norm, accountant=accountant, what="corpus")
     sample_rate = 1.0 / len(loader)
-    steps, last = 0, float("nan")
-    started = time.perf_counter()
-    with torch_threads(1 if device.type == "cpu" else None):
-        for epoch in range(spec.epochs):
-            model.train()
-            for (batch,) in loader:
-                if len(batch) == 0:  # Poisson sampling may draw an empty batch (odds e^-batch_size)
-                    continue
-                owner, drawn = None, len(batch)
-                if by_person:
-                    batch, owner = persons.documents(batch)
-                batch = batch.to(device)
-                optimizer.zero_grad(set_to_none=True)
-                loss = document_losses(model(batch), batch).mean()
-                loss.backward()
-                if owner is not None:
-                    sum_grad_samples_by_person(optimizer.params, owner, drawn)
-                optimizer.step()
-                steps += 1
-                last = float(loss.detach())
-            if on_epoch is not None:
-                on_epoch(epoch + 1, spec.epochs)
-    seconds = time.perf_counter() - started
+    steps, last, seconds = train_on_documents(model, optimizer, loader, epochs=spec.epochs, device=device,
+                                              persons=persons if by_person else None, on_epoch=on_epoch)
     plain = model._module if private else model
     if private:
         model.remove_hooks()
@@ -297,6 +270,40 @@ def train_text_target(token_ids: np.ndarray, vocab_size: int, spec: TextTraining
         accountant=accountant if private else None, accountant_epsilon=accountant_eps, train_seconds=seconds,
         final_loss=last, privacy_unit=("person" if by_person else "record") if private else None,
         n_units=(persons.n_persons if by_person else len(token_ids)) if private else None)
+
+
+def train_on_documents(model: nn.Module, optimizer, loader, *, epochs: int, device: torch.device,
+                       persons: PersonBatches | None, on_epoch: Callable[[int, int], None] | None = None,
+                       quiet: bool = False) -> tuple[int, float, float]:
+    """The training loop of both causal LMs (this module's `TinyCausalLM`, `targets.hf_causal_lm`'s GPT-2):
+    mean document loss, one optimizer step per non-empty batch; with `persons` (user-level DP) each drawn
+    person's documents, their per-sample gradients summed per person before Opacus clips them.
+    `quiet`: Opacus's warnings silenced. Returns (steps, the last batch's loss, seconds)."""
+    steps, last = 0, float("nan")
+    started = time.perf_counter()
+    with torch_threads(1 if device.type == "cpu" else None), (warnings.catch_warnings() if quiet else nullcontext()):
+        if quiet:
+            warnings.simplefilter("ignore")  # Opacus's "full backward hook" notes
+        for epoch in range(epochs):
+            model.train()
+            for (batch,) in loader:
+                if len(batch) == 0:  # Poisson sampling may draw an empty batch (odds e^-batch_size)
+                    continue
+                owner, drawn = None, len(batch)
+                if persons is not None:
+                    batch, owner = persons.documents(batch)
+                batch = batch.to(device)
+                optimizer.zero_grad(set_to_none=True)
+                loss = document_losses(model(batch), batch).mean()
+                loss.backward()
+                if owner is not None:
+                    sum_grad_samples_by_person(optimizer.params, owner, drawn)
+                optimizer.step()
+                steps += 1
+                last = float(loss.detach())
+            if on_epoch is not None:
+                on_epoch(epoch + 1, epochs)
+    return steps, last, time.perf_counter() - started
 
 
 @torch.no_grad()

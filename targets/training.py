@@ -38,8 +38,11 @@ class TrainingSpec:
 
 
 @dataclass
-class TrainedTarget:
-    model: MLP  # plain module (Opacus wrapper removed), on the CPU
+class DPTrainingRecord:
+    """What every trained target records about its (DP-SGD or plain) training: the fields the tabular
+    (`TrainedTarget`) and text (`targets.text_models.TrainedTextTarget`) targets share, in this order."""
+
+    model: nn.Module  # plain module (Opacus wrapper removed), on the CPU
     epsilon_target: float | None  # None = non-private
     delta: float
     noise_multiplier: float | None
@@ -48,6 +51,11 @@ class TrainedTarget:
     max_grad_norm: float | None
     accountant: str | None
     accountant_epsilon: float | None  # what the PrivacyEngine's own accountant reports after training
+
+
+@dataclass
+class TrainedTarget(DPTrainingRecord):
+    model: MLP  # plain module (Opacus wrapper removed), on the CPU
     poisson_sampling: bool
     train_seconds: float
     canaries: object = None  # targets.canaries.GradientCanaries of a run trained with canaries, else None

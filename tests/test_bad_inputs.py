@@ -504,7 +504,7 @@ HOSTILE_CASES = [
     (["accountant-check", "--accountant", "user_hostile:acc_inf", "--grid", "grid_text.yaml"], "steps"),
     (["accountant-check", "--accountant", "user_hostile:acc_inf", "--grid", "grid_dup.yaml"], "appears twice"),
     (["accountant-check", "--accountant", "user_hostile:acc_inf", "--grid", "grid_huge_steps.yaml"], "steps"),
-    (["accountant-check", "--accountant", "user_hostile:acc_inf", "--grid", "grid_tiny_sigma.yaml"], "noise-multiplier"),
+    (["accountant-check", "--accountant", "user_hostile:acc_inf", "--grid", "grid_tiny_sigma.yaml"], "noise_multiplier"),  # the grid names the parameter, not the flag
     (["accountant-check", "--accountant", "user_hostile:acc_inf", "--grid", "grid_list.yaml"], "mapping"),
     (["accountant-check", "--accountant", "user_hostile:acc_inf", "--grid", "bomb.yaml"], "expands to more than"),
     (["accountant-check", "--accountant", "user_hostile:acc_inf", "--tracking-uri",

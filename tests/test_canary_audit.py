@@ -172,7 +172,7 @@ def test_the_claim_comes_from_the_trainer_module_and_flags_override_it():
     assert (from_flags.epsilon, from_flags.delta, from_flags.is_dpsgd) == (2.0, 1e-6, False)
     with pytest.raises(AuditInputError) as info:
         resolve_claim(noisy_centroids)
-    assert info.value.where == "--claimed-epsilon"
+    assert info.value.where == "claimed_epsilon"  # the parameter; the CLI shows --claimed-epsilon
 
 
 def test_the_out_of_distribution_canary_lives_in_a_column_no_real_record_uses():

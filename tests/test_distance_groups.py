@@ -1,13 +1,13 @@
 """The pruned searches of the 100k synthetic check give exactly the full searches' answers (issue 27, item 6):
 attacks/distance_groups.py (nearest neighbours pruned by category combination) and the early-exit
-predicate counting of singling out (audit/statistics/synthetic_risks.py)."""
+predicate counting of singling out (audit/statistics/singling_out.py)."""
 import numpy as np
 import pandas as pd
 import pytest
 
 from attacks.distance import mutual_nearest_neighbours, nearest_neighbours
 from attacks.distance_groups import grouped_mutual_nearest_neighbours, grouped_nearest_neighbours
-from audit.statistics import synthetic_risks
+from audit.statistics import singling_out
 from audit.statistics.synthetic_evaluation import category_groups
 from targets.tabular_encoding import MixedTypeEncoder
 
@@ -59,7 +59,7 @@ def test_grouped_searches_equal_the_full_search(encoded):
 
 
 def _brute_force_singled(real_t, cols, ops, values, sides):
-    matches = synthetic_risks._query_masks(real_t, cols, ops, values).astype(np.int64)
+    matches = singling_out._query_masks(real_t, cols, ops, values).astype(np.int64)
     return ((matches @ sides.astype(np.int64)) == 1).sum(axis=0)
 
 
@@ -73,9 +73,9 @@ def test_early_exit_counting_of_predicates_equals_the_full_mask():
     cols = np.sort(np.argsort(rng.random((n_queries, 3)), axis=1)[:, :2], axis=1)
     pick = rng.integers(0, n_rows, n_queries)
     values = real[pick[:, None], cols]
-    ops = np.where(cols == 2, synthetic_risks._EQ, np.where(values > 0.5, synthetic_risks._GE, synthetic_risks._LE))
+    ops = np.where(cols == 2, singling_out._EQ, np.where(values > 0.5, singling_out._GE, singling_out._LE))
     sides = np.column_stack([np.arange(n_rows) < n_rows // 2, rng.random((n_rows, 20)) < 0.5])
-    counted = synthetic_risks._singled_out_counts(real_t, cols, ops, values, sides, seed=(0, 11))
+    counted = singling_out._singled_out_counts(real_t, cols, ops, values, sides, seed=(0, 11))
     with_complements = np.column_stack([sides, ~sides])  # the function also counts each side's complement
     np.testing.assert_array_equal(counted, _brute_force_singled(real_t, cols, ops, values, with_complements))
     assert counted.max() > 0

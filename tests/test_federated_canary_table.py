@@ -18,7 +18,7 @@ from rich.console import Console
 
 from reports.console import results_summary_table
 from reports.federated_tables import LEVEL_HEADERS, level_rows
-from reports.html_report import _whitebox_cell
+from reports.html_tables import _whitebox_cell
 from reports.markdown_summary import render_summary_markdown
 
 DATA = Path(__file__).parent / "data"

@@ -177,7 +177,7 @@ def test_hidden_sizes_that_do_not_match_the_file_name_the_layer(files):
         _audit(files, config=_config(training={"hidden_sizes": [64, 64]}))
     message = info.value.message
     assert str(files["weights"]) in info.value.where
-    assert "expected hidden_sizes [64, 64]" in message and "layer 0.weight has shape (32, 28) in the file" in message
+    assert "expected hidden_sizes [64, 64]" in message and "tensor '0.weight' has shape (32, 28) in the file" in message
     assert "hidden_sizes [32]" in message  # what the file looks like
 
 

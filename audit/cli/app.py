@@ -190,7 +190,10 @@ def main(argv: list[str] | None = None) -> None:
         if code == EXIT_INTERRUPTED:  # typer turns Ctrl-C / SIGTERM into a silent 130: say what happened
             print("interrupted", file=sys.stderr)
     except AuditInputError as exc:  # SyntheticDataError included (a subclass; importing it here would load pandas)
-        print("error: " + _one_line(exc), file=sys.stderr)
+        from audit.cli.parameter_flags import flag_error  # library errors name parameters: show the flag
+
+        command = next((arg for arg in args if not arg.startswith("-")), None)
+        print("error: " + _one_line(flag_error(exc, command)), file=sys.stderr)
         code = EXIT_BAD_INPUT
     except click_exceptions.UsageError as exc:
         where = f"{exc.ctx.command_path}: " if exc.ctx is not None else ""

@@ -55,12 +55,12 @@ DELTA_RANGE = (1e-10, 0.1)               # below 1e-10 the accountants lose prec
 def validate_dpsgd_parameters(noise_multiplier: float, sample_rate: float, steps: int, delta: float) -> None:
     from audit.machinery.input_files import check_number
 
-    check_number(noise_multiplier, "--noise-multiplier", low=NOISE_MULTIPLIER_RANGE[0], high=NOISE_MULTIPLIER_RANGE[1],
+    check_number(noise_multiplier, "noise_multiplier", low=NOISE_MULTIPLIER_RANGE[0], high=NOISE_MULTIPLIER_RANGE[1],
                  why="outside it the accountants do not converge in reasonable time")
-    check_number(sample_rate, "--sample-rate", low=0, low_open=True, high=1)
+    check_number(sample_rate, "sample_rate", low=0, low_open=True, high=1)
     if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= MAX_STEPS:
-        raise AuditInputError("--steps", f"must be an integer in [1, {MAX_STEPS:,}], got {str(steps)[:40]}")
-    check_number(delta, "--delta", low=DELTA_RANGE[0], high=DELTA_RANGE[1],
+        raise AuditInputError("steps", f"must be an integer in [1, {MAX_STEPS:,}], got {str(steps)[:40]}")
+    check_number(delta, "delta", low=DELTA_RANGE[0], high=DELTA_RANGE[1],
                  why="smaller δ is beyond the accountants' precision; larger δ is no guarantee")
 
 
@@ -216,7 +216,7 @@ def reported_epsilon_task(spec: str, noise_multiplier: float, sample_rate: float
 
     name = f"--accountant {spec}"
     with user_code(name, "module"):
-        function = load_user_function(spec, "--accountant")
+        function = load_user_function(spec, "accountant")
     try:
         value = function(noise_multiplier, sample_rate, steps, delta)
     except SystemExit as exc:

@@ -74,7 +74,7 @@ def _claim_from_dict(claim: Any, where: str, delta_override: float | None) -> Pr
         if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= 10**7:
             raise AuditInputError(f"{where}['steps']", f"expected an integer in [1, 10⁷], got {steps!r}"[:200])
         delta = claim["delta"] if delta_override is None else delta_override
-        _, d = validate_claim(1.0, delta, delta_flag="--delta" if delta_override is not None else where)
+        _, d = validate_claim(1.0, delta, delta_flag="delta" if delta_override is not None else where)
         if d == 0:
             raise AuditInputError(where, "delta must be > 0 for a Gaussian-noise (DP-SGD) claim")
         eps = epsilon_pld(DPSGDEvent(sigma, q, steps), d)
@@ -83,7 +83,7 @@ def _claim_from_dict(claim: Any, where: str, delta_override: float | None) -> Pr
         eps, d = validate_claim(claim["epsilon"], claim["delta"], epsilon_flag=where, delta_flag=where)
         if delta_override is not None and float(delta_override) != d:
             raise AuditInputError(
-                "--delta", f"{where} states ε = {eps} at δ = {d}; to audit at another δ pass --claimed-epsilon too"
+                "delta", f"{where} states ε = {eps} at δ = {d}; to audit at another δ pass --claimed-epsilon too"
             )
         return PrivacyClaim(eps, d, where)
     raise AuditInputError(
@@ -114,12 +114,12 @@ def claim_from_declaration(declared: Any, where: str | None, *, claimed_epsilon:
             if isinstance(declared, dict) and "delta" in declared:
                 delta = declared["delta"]
             else:
-                raise AuditInputError("--delta", "required with --claimed-epsilon (the trainer declares no CLAIM with a delta)")
-        eps, d = validate_claim(claimed_epsilon, delta, epsilon_flag="--claimed-epsilon", delta_flag="--delta")
+                raise AuditInputError("delta", "required with --claimed-epsilon (the trainer declares no CLAIM with a delta)")
+        eps, d = validate_claim(claimed_epsilon, delta)
         return PrivacyClaim(eps, d, "--claimed-epsilon/--delta")
     if declared is None:
         raise AuditInputError(
-            "--claimed-epsilon",
+            "claimed_epsilon",
             "no privacy claim to audit: pass --claimed-epsilon and --delta, or define CLAIM = "
             "{'epsilon': ..., 'delta': ...} (or noise_multiplier, sample_rate, steps, delta) in the trainer's module",
         )

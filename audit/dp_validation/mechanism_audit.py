@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from audit.dp_validation.claims import resolve_claim, validate_claim
+from audit.dp_validation.claims import PrivacyClaim, resolve_claim, validate_claim
 from audit.dp_validation.mode_power import mechanism_power
 from audit.dp_validation.scope import apply_power, claim_verdict
 from audit.statistics.audit_ceilings import runs_needed_threshold_audit
@@ -147,11 +147,12 @@ def audit_mechanism(
     dataset_b,
     *,
     n_trials: int,
-    claimed_epsilon: float,
+    claimed_epsilon: float | None = None,
     delta: float = 0.0,
     confidence: float = 0.95,
     seed: int = 0,
     statistic: Callable[[np.ndarray], float] | None = None,
+    claim: PrivacyClaim | None = None,
 ) -> dict[str, Any]:
     """Does `mechanism` leak more than (claimed ε, δ) between two neighbouring datasets?
 
@@ -165,10 +166,18 @@ def audit_mechanism(
     Datasets that are arrays (1-D of values or 2-D of rows) must differ in at most one record
     (identical datasets are allowed: that is the null run, whose bound must be 0 ≥ 95% of the
     time); other objects are passed to the mechanism unchecked.
+
+    The claim: `claimed_epsilon` and `delta`, validated here, or a `claim` already validated at the
+    boundary (`run_mechanism_audit` passes the one `resolve_claim` returned; it is not checked again).
     """
     if not callable(mechanism):
         raise AuditInputError("mechanism", f"expected a callable mechanism(data, rng), got {mechanism!r}")
-    eps, d = validate_claim(claimed_epsilon, delta)
+    if claim is not None:
+        eps, d = claim.epsilon, claim.delta
+    else:
+        if claimed_epsilon is None:
+            raise AuditInputError("claimed_epsilon", "give the claimed ε (or a PrivacyClaim as claim)")
+        eps, d = validate_claim(claimed_epsilon, delta)
     conf = validate_confidence(confidence)
     from audit.machinery.limits import check_count
 
@@ -221,7 +230,7 @@ def _resolve_datasets(mechanism: Callable, datasets, flag: str = "DATASETS"):
         datasets = _declared(mechanism, "DATASETS")
         if datasets is None:
             raise AuditInputError(
-                "--mechanism", "no datasets: give the mechanism (or its module) a DATASETS attribute: a pair "
+                "mechanism", "no datasets: give the mechanism (or its module) a DATASETS attribute: a pair "
                 "(dataset_a, dataset_b) or a function returning one",
             )
     if isinstance(datasets, str):
@@ -262,16 +271,16 @@ def run_mechanism_audit(
     from audit.machinery.user_code import load_user_function
 
     if isinstance(mechanism, str):
-        mechanism = load_user_function(mechanism, "--mechanism")
+        mechanism = load_user_function(mechanism, "mechanism")
     if not callable(mechanism):
-        raise AuditInputError("--mechanism", f"expected a callable mechanism(data, rng), got {mechanism!r}")
+        raise AuditInputError("mechanism", f"expected a callable mechanism(data, rng), got {mechanism!r}")
     if isinstance(statistic, str):
-        statistic = load_user_function(statistic, "--statistic")
+        statistic = load_user_function(statistic, "statistic")
     claim = resolve_claim(mechanism, claimed_epsilon=claimed_epsilon, delta=delta)
     dataset_a, dataset_b = _resolve_datasets(mechanism, datasets)
     with as_progress(progress).step(f"mechanism: {n_trials} trials on each dataset, threshold audit"):
         result = audit_mechanism(
-            mechanism, dataset_a, dataset_b, n_trials=n_trials, claimed_epsilon=claim.epsilon, delta=claim.delta,
+            mechanism, dataset_a, dataset_b, n_trials=n_trials, claim=claim,
             confidence=confidence, seed=seed, statistic=statistic,
         )
     result["claim"] = claim.to_dict()

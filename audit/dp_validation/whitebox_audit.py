@@ -41,19 +41,39 @@ index so the numbers do not depend on `--workers`.
 from __future__ import annotations
 
 import math
-import random
 from dataclasses import replace
 from typing import Any, Callable
 
 import numpy as np
 
-from audit.dp_validation.claims import validate_claim
 from audit.dp_validation.mode_power import whitebox_power_entry
+from audit.dp_validation.whitebox_arguments import (  # noqa: F401 - OBSERVATIONS, builtin_device: for importers
+    OBSERVATIONS,
+    _check_positive,
+    builtin_device,
+    check_builtin_dpsgd,
+    check_whitebox_arguments,
+)
+from audit.dp_validation.whitebox_runs import (  # noqa: F401 - re-exported for importers of audit.dp_validation.whitebox_audit
+    _IN,
+    _OUT,
+    CANARY_SCALE,
+    HARNESS_ROWS,
+    _observations,
+    _opacus_settings,
+    _unpack_setup,
+    harness_observation_task,
+    load_factory_in_worker,
+    opacus_observation_task,
+)
 from audit.errors import AuditInputError
 from audit.machinery.verdict import Check, decide
-from audit.machinery.workers import WorkerPool, default_workers, user_code
+from audit.machinery.workers import WorkerPool, default_workers
 from audit.statistics.accountants import DPSGDEvent, epsilon_pld
-from audit.statistics.audit_ceilings import ceiling_threshold_audit, runs_needed_threshold_audit
+from audit.statistics.audit_ceilings import (
+    ceiling_threshold_audit,
+    runs_needed_threshold_audit,
+)
 from audit.statistics.epsilon_bounds import epsilon_from_gdp_mu, gdp_mu_from_epsilon
 from audit.statistics.gaussian_dp_audit import (
     GAUSSIAN_ASSUMPTION,
@@ -70,39 +90,10 @@ __all__ = [
     "whitebox_scores",
 ]
 
-OBSERVATIONS = ("all", "final")
-# Canary gradient norm in units of C: a correct implementation clips it to C.
-CANARY_SCALE = 1000.0
 # Share of each side's runs that picks the threshold (the rest is evaluated once).
 PILOT_FRACTION = 0.2
 # Seconds one worker task (a block of runs) may take.
 TASK_TIMEOUT_S = 900.0
-# The harness's own DP-SGD: a small real table (the vectorised trainer's real clipping of real
-# rows runs beside the canary) and a small MLP.
-HARNESS_ROWS = 16
-HARNESS_HIDDEN = (4,)
-HARNESS_LR = 0.1
-
-_STREAM_RUN, _STREAM_INCLUSION, _STREAM_HARNESS = 21, 22, 23
-_IN, _OUT = 1, 0
-
-
-def _run_seed(seed: int, stream: int, side: int, run: int) -> int:
-    return int(np.random.SeedSequence([int(seed), stream, side, int(run)]).generate_state(1, np.uint64)[0] >> 1)
-
-
-def canary_inclusions(seed: int, side: int, first_run: int, count: int, steps: int, sample_rate: float) -> np.ndarray:
-    """(count, steps) bool: is the canary in step t's batch of run `first_run + i`? Never on the out side."""
-    out = np.zeros((count, steps), dtype=bool)
-    if side == _OUT:
-        return out
-    if sample_rate >= 1:
-        out[:] = True
-        return out
-    for i in range(count):
-        rng = np.random.default_rng(np.random.SeedSequence([int(seed), _STREAM_INCLUSION, side, first_run + i]))
-        out[i] = rng.random(steps) < sample_rate
-    return out
 
 
 # --------------------------------------------------------------------------------------------------
@@ -110,212 +101,9 @@ def canary_inclusions(seed: int, side: int, first_run: int, count: int, steps: i
 # --------------------------------------------------------------------------------------------------
 
 
-def harness_observation_task(noise_multiplier: float, sample_rate: float, steps: int, max_grad_norm: float,
-                             side: int, first_run: int, count: int, seed: int,
-                             canary_scale: float = CANARY_SCALE, device: str = "cpu") -> dict[str, Any]:
-    """A worker task: `count` runs of the harness's DP-SGD (`train_many`) with the Dirac canary
-    (side 1) or without (side 0); returns {"steps": (count, T) x_t, "final": (count,) θ_0[j] − θ_T[j]}."""
-    import torch
-
-    from targets.datasets import make_default_tabular
-    from targets.vectorized_dpsgd import DPSGDSpec, train_many
-
-    torch.set_num_threads(1)  # tiny tensors: threads only add synchronisation on a shared machine
-    data = make_default_tabular(HARNESS_ROWS, int(seed))
-    X = np.hstack([data.features.astype(np.float32), np.zeros((HARNESS_ROWS, 1), np.float32)])
-    y = data.labels.astype(np.int64)
-    d = X.shape[1]
-    spec = DPSGDSpec(noise_multiplier=float(noise_multiplier), max_grad_norm=float(max_grad_norm),
-                     sample_rate=float(sample_rate), steps=int(steps), lr=HARNESS_LR)
-    include = torch.from_numpy(canary_inclusions(seed, side, first_run, count, steps, sample_rate))
-    iterates = np.empty((count, steps + 1))
-    value = float(canary_scale) * float(max_grad_norm)
-
-    def hook(t: int, k0: int, params: dict[str, torch.Tensor]):
-        name = next(iter(params))  # the first Linear layer's weight, (K, hidden, d)
-        iterates[k0:k0 + params[name].shape[0], t] = params[name][:, 0, d - 1].double().cpu().numpy()
-        if t == steps:
-            return None
-        extra = {n: torch.zeros_like(p) for n, p in params.items()}
-        extra[name][:, 0, d - 1] = value * include[k0:k0 + params[name].shape[0], t].to(extra[name].device,
-                                                                                      extra[name].dtype)
-        return extra
-
-    stacked = train_many(d, HARNESS_HIDDEN, int(y.max()) + 1, X, y, np.ones((count, HARNESS_ROWS), bool), spec,
-                         seed=_run_seed(seed, _STREAM_HARNESS, side, 0), first_model=int(first_run), device=device,
-                         chunk_size=count, method="ghost", step_hook=hook)
-    expected = stacked.expected_batch_sizes.numpy().astype(float)[:, None]
-    x = (iterates[:, :-1] - iterates[:, 1:]) * expected / (HARNESS_LR * float(max_grad_norm))
-    return {"steps": x, "final": iterates[:, 0] - iterates[:, -1]}
-
-
 # --------------------------------------------------------------------------------------------------
 # A user's Opacus setup: one run after another per task
 # --------------------------------------------------------------------------------------------------
-
-
-def _unpack_setup(made: Any, spec: str) -> tuple[Any, Any, Any, Any, int, Any]:
-    """(model, optimizer, data_loader, privacy_engine, epochs, loss) from what the factory returned."""
-    if isinstance(made, dict):
-        keys = ("model", "optimizer", "data_loader", "privacy_engine")
-        missing = [k for k in keys if k not in made]
-        if missing:
-            raise AuditInputError("--factory", f"{spec} returned a dict without {', '.join(missing)}")
-        model, optimizer, loader, engine = (made[k] for k in keys)
-        epochs, loss = made.get("epochs", 1), made.get("loss")
-    elif isinstance(made, (tuple, list)) and len(made) == 4:
-        (model, optimizer, loader, engine), epochs, loss = made, 1, None
-    else:
-        raise AuditInputError("--factory", f"{spec} must return (model, optimizer, data_loader, privacy_engine) "
-                              f"or a dict with those keys, got {type(made).__name__}")
-    for attribute in ("noise_multiplier", "max_grad_norm", "expected_batch_size", "original_optimizer"):
-        if not hasattr(optimizer, attribute):
-            raise AuditInputError("--factory", f"{spec}: the optimizer is not an Opacus DPOptimizer (no "
-                                  f"{attribute}); make it private with PrivacyEngine.make_private")
-    if not (isinstance(epochs, int) and not isinstance(epochs, bool) and 1 <= epochs <= 10_000):
-        raise AuditInputError("--factory", f"{spec}: 'epochs' must be an integer in [1, 10000], got {epochs!r}")
-    return model, optimizer, loader, engine, epochs, loss
-
-
-def _insert_canary(optimizer, include: bool, value: float) -> None:
-    """Zero coordinate j in every real per-sample gradient, then append the canary row (if `include`)."""
-    import torch
-
-    params = [p for p in optimizer.params if p.requires_grad]
-    for index, p in enumerate(params):
-        samples = getattr(p, "grad_sample", None)
-        if not isinstance(samples, torch.Tensor):
-            raise AuditInputError("--factory", "the model's parameters carry no per-sample gradients after "
-                                  "backward(): wrap it with PrivacyEngine.make_private (GradSampleModule)")
-        if index == 0:
-            flat = samples.reshape(samples.shape[0], -1).clone()
-            flat[:, 0] = 0.0
-            samples = flat.reshape(samples.shape)
-        if include:
-            row = torch.zeros((1, *samples.shape[1:]), dtype=samples.dtype, device=samples.device)
-            if index == 0:
-                row.view(-1)[0] = value
-            samples = torch.cat([samples, row])
-        p.grad_sample = samples
-
-
-def _positive_float(value: Any, factory: str, what: str) -> float:
-    number = float(value)
-    if not (math.isfinite(number) and number > 0):
-        raise AuditInputError("--factory", f"{factory}: {what} must be a finite number > 0, got {number!r}")
-    return number
-
-
-def _opacus_settings(optimizer, loader, engine, steps: int, delta: float) -> dict[str, Any]:
-    accountant = getattr(engine, "accountant", None)
-    history = [tuple(float(v) for v in h) for h in getattr(accountant, "history", []) or []]
-    try:
-        reported = float(engine.get_epsilon(delta))
-    except Exception as exc:  # noqa: BLE001 - the user's engine; its failure is shown, not fatal
-        reported = None
-        reported_error = f"{type(exc).__name__}: {str(exc)[:200]}"
-    else:
-        reported_error = None
-        if not math.isfinite(reported) or reported < 0:
-            reported, reported_error = None, f"get_epsilon returned {reported!r}"
-    sigma = float(optimizer.noise_multiplier)
-    if not (math.isfinite(sigma) and sigma >= 0):
-        raise AuditInputError("--factory", f"the optimizer's noise_multiplier must be a finite number ≥ 0, got {sigma!r}")
-    history = [h for h in history if all(math.isfinite(v) for v in h)]
-    return {
-        "noise_multiplier": sigma,
-        "max_grad_norm": float(optimizer.max_grad_norm),
-        "expected_batch_size": int(optimizer.expected_batch_size or 0),
-        "loss_reduction": str(getattr(optimizer, "loss_reduction", "mean")),
-        "optimizer": type(optimizer.original_optimizer).__name__,
-        "sample_rate": float(loader.sample_rate) if hasattr(loader, "sample_rate") else None,
-        "poisson_sampling": type(loader).__name__ == "DPDataLoader",
-        "steps": int(steps),
-        "accountant": type(accountant).__name__ if accountant is not None else None,
-        "accountant_history": [list(h) for h in history],
-        "accountant_epsilon": reported,
-        "accountant_error": reported_error,
-    }
-
-
-def load_factory_in_worker(factory: str | None):
-    """In a worker process: quiet Opacus's harmless warnings and load the user's `factory`
-    ("module:function", imported as user code: a failure is exit 2 naming it); None loads nothing."""
-    import warnings
-
-    warnings.filterwarnings("once")  # one copy of each warning per worker, not one per run
-    # Opacus's per-sample hooks on a first layer whose input needs no gradient: harmless, and torch
-    # repeats it at every backward() whatever the filter above says.
-    warnings.filterwarnings("ignore", message="Full backward hook is firing")
-    # Opacus's PRV accountant at q = 1 takes log(1 − q) = −inf on purpose (its result is right).
-    warnings.filterwarnings("ignore", message="divide by zero encountered in log", module=r"opacus\.")
-    if factory is None:
-        return None
-    from audit.machinery.user_code import load_user_function
-
-    with user_code(f"--factory {factory}", "module"):
-        return load_user_function(factory, "--factory")
-
-
-def opacus_observation_task(factory: str, side: int, first_run: int, count: int, seed: int, delta: float,
-                            canary_scale: float = CANARY_SCALE) -> dict[str, Any]:
-    """A worker task: `count` runs of the user's Opacus setup, each from a fresh `factory()` call, with
-    the canary (side 1) or without (side 0). Returns {"steps": (count, T), "final": (count,),
-    "settings": what the first run's optimizer, loader and engine said}."""
-    import torch
-    import torch.nn.functional as F
-
-    name = f"--factory {factory}"
-    function = load_factory_in_worker(factory)
-    rows, finals, settings = [], [], None
-    for i in range(count):
-        run = first_run + i
-        run_seed = _run_seed(seed, _STREAM_RUN, side, run)
-        torch.manual_seed(run_seed)
-        np.random.seed(run_seed % 2**32)
-        random.seed(run_seed)
-        with user_code(name):
-            made = function()
-        # Everything below reads the user's objects (attributes, loader, engine): all of it is the
-        # user's code as far as failures go — a booby-trapped attribute is exit 2 naming the factory.
-        with user_code(name, "training setup"):
-            model, optimizer, loader, engine, epochs, loss = _unpack_setup(made, factory)
-            params = [p for p in optimizer.params if p.requires_grad]
-            if not params:
-                raise AuditInputError("--factory", f"{factory}: the optimizer has no trainable parameters")
-            C = _positive_float(optimizer.max_grad_norm, factory, "the optimizer's max_grad_norm")
-            scale = (_positive_float(optimizer.expected_batch_size or 1, factory, "the optimizer's expected_batch_size")
-                     if getattr(optimizer, "loss_reduction", "mean") == "mean" else 1.0)
-            start = float(params[0].detach().reshape(-1)[0])
-            observed: list[float] = []
-            # The inclusion stream is drawn per step as it comes: T is only known once the loader is exhausted.
-            rng = np.random.default_rng(np.random.SeedSequence([int(seed), _STREAM_INCLUSION, side, run]))
-            q_claim = float(getattr(loader, "sample_rate", 1.0))
-            model.train()
-            for _ in range(epochs):
-                for batch in loader:
-                    features, labels = batch[0], batch[1]
-                    optimizer.zero_grad()
-                    output = model(features)
-                    value = loss(output, labels) if loss is not None else F.cross_entropy(output, labels)
-                    value.backward()
-                    include = side == _IN and (q_claim >= 1 or rng.random() < q_claim)
-                    _insert_canary(optimizer, include, float(canary_scale) * C)
-                    optimizer.step()
-                    observed.append(float(params[0].grad.reshape(-1)[0]) * scale / C)
-            if not observed:
-                raise AuditInputError("--factory", f"{factory}: the data loader yielded no batch: nothing was trained")
-            if not all(math.isfinite(v) for v in observed):
-                raise AuditInputError("--factory", f"{factory}: the training produced NaN or infinite gradients")
-            if settings is None:
-                settings = _opacus_settings(optimizer, loader, engine, len(observed), delta)
-            final = start - float(params[0].detach().reshape(-1)[0])
-        if rows and len(observed) != len(rows[0]):
-            raise AuditInputError("--factory", f"{factory}: runs took different numbers of steps "
-                                  f"({len(rows[0])} and {len(observed)}); the audit needs a fixed T")
-        rows.append(observed)
-        finals.append(final)
-    return {"steps": np.asarray(rows, dtype=float), "final": np.asarray(finals, dtype=float), "settings": settings}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -333,16 +121,6 @@ def whitebox_scores(steps: np.ndarray, final: np.ndarray, observe: str, noise_mu
         return x.sum(axis=1)
     a = (2 * x - 1) / (2 * noise_multiplier**2)
     return np.logaddexp(math.log1p(-sample_rate), math.log(sample_rate) + a).sum(axis=1)
-
-
-def _check_positive(value, flag: str, *, integer: bool = False, low: float = 0.0, high: float = math.inf):
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    if integer:
-        ok = ok and float(value).is_integer()
-    if not ok or not (low < value <= high):
-        kind = "an integer" if integer else "a finite number"
-        raise AuditInputError(flag, f"expected {kind} in ({low:g}, {high:g}], got {value!r}")
-    return int(value) if integer else float(value)
 
 
 def _accountant_disagreements(settings: dict[str, Any]) -> list[str]:
@@ -384,38 +162,6 @@ def _claim(settings: dict[str, Any], delta: float) -> dict[str, Any]:
     return {"full_batch": full_batch, "mu": mu, "epsilon_pld": eps_pld, "history": history}
 
 
-def _observations(pool: WorkerPool, function, before: tuple, after: tuple, kwargs: dict, n_runs: int, block: int,
-                  report_runs: Callable[[int, int], None] | None = None):
-    """Every run's observations, both sides, as blocks of `block` runs: task = function(*before, side, first, count, *after).
-    `report_runs(done, total)` hears of each finished block (runs of both sides)."""
-    tasks = [(side, start, min(block, n_runs - start)) for side in (_IN, _OUT) for start in range(0, n_runs, block)]
-    done = [0]
-
-    def finished(index: int, _result) -> None:
-        done[0] += tasks[index][2]
-        if report_runs is not None:
-            report_runs(done[0], 2 * n_runs)
-
-    results = pool.map(function, [(*before, side, start, count, *after) for side, start, count in tasks], kwargs,
-                       on_result=finished)
-    sides: dict[int, list[dict]] = {_IN: [], _OUT: []}
-    for (side, _, _), result in zip(tasks, results):
-        sides[side].append(result)
-    return sides
-
-
-def builtin_device(device: str | None, builtin: bool) -> str | None:
-    """The device `--builtin` trains on ("cpu", "cuda", ...; None for a factory, which places its own
-    model): `--device` auto | cpu | cuda as `run --device`, CUDA without a GPU a bad input."""
-    if not builtin:
-        if device not in (None, "auto"):
-            raise AuditInputError("--device", "applies to --builtin only; your --factory places its own model and data")
-        return None
-    from targets.devices import resolve_device
-
-    return str(resolve_device("auto" if device is None else device))
-
-
 def run_whitebox_audit(
     *,
     factory: str | None = None,
@@ -441,33 +187,20 @@ def run_whitebox_audit(
     DP-SGD (`builtin`, with σ, q, T, C given; on `device`: auto | cpu | cuda, `--builtin` only). `n_runs`
     runs per side. Returns the result dict with its verdict (checks as in `audit.machinery.verdict`),
     ceiling and both bounds."""
-    if (factory is None) == (not builtin):
-        raise AuditInputError("--factory", "give either --factory module:function or --builtin")
-    if observe not in OBSERVATIONS:
-        raise AuditInputError("--observe", f"expected one of {', '.join(OBSERVATIONS)}, got {observe!r}")
-    n = _check_positive(n_runs, "--runs", integer=True, low=9, high=10**7)
-    if not (isinstance(delta, (int, float)) and 0 < delta < 1):
-        raise AuditInputError("--delta", f"must be in (0, 1) (Gaussian noise is not (ε, 0)-DP), got {delta!r}")
-    if not (isinstance(confidence, (int, float)) and 0.5 <= confidence < 1):
-        raise AuditInputError("--confidence", f"must be in [0.5, 1), got {confidence!r}")
-    if claimed_epsilon is not None:
-        validate_claim(claimed_epsilon, delta, epsilon_flag="--claimed-epsilon", delta_flag="--delta")
-    _check_positive(canary_scale, "canary_scale", low=1.0, high=1e9)
-    device = builtin_device(device, builtin)
+    arguments = check_whitebox_arguments(factory=factory, builtin=builtin, observe=observe, delta=delta,
+                                         confidence=confidence, claimed_epsilon=claimed_epsilon,
+                                         canary_scale=canary_scale, min_canary_scale=1.0, device=device)
+    n = _check_positive(n_runs, "n_runs", integer=True, low=9, high=10**7)
+    device = arguments.device
     from audit.machinery.limits import check_workers
 
     n_workers = default_workers() if workers is None else check_workers(workers)
     if builtin:
-        if noise_multiplier is None:
-            raise AuditInputError("--noise-multiplier", "--builtin needs the noise multiplier σ of the DP-SGD to audit")
-        sigma = _check_positive(noise_multiplier, "--noise-multiplier", high=1e6)
-        q = _check_positive(sample_rate, "--sample-rate", high=1.0)
-        t = _check_positive(steps, "--steps", integer=True, high=100_000)
-        c = _check_positive(max_grad_norm, "--max-grad-norm", high=1e6)
+        sigma, q, t, c = check_builtin_dpsgd(noise_multiplier, sample_rate, steps, max_grad_norm)
         from audit.machinery.limits import check_memory
 
         # Both sides keep every run's observation at every step (float64), plus scores and copies.
-        check_memory(2 * n * int(t) * 8 * 3, "--runs", f"whitebox-audit with {n:,} runs per side of {int(t):,} steps")
+        check_memory(2 * n * int(t) * 8 * 3, "n_runs", f"whitebox-audit with {n:,} runs per side of {int(t):,} steps")
         settings = {"noise_multiplier": sigma, "max_grad_norm": c, "sample_rate": q, "steps": t,
                     "poisson_sampling": True, "optimizer": "SGD", "trainer": "targets.vectorized_dpsgd.train_many",
                     "accountant_history": [[sigma, q, t]], "expected_batch_size": int(HARNESS_ROWS * q)}
@@ -480,7 +213,7 @@ def run_whitebox_audit(
     else:
         from audit.machinery.user_code import check_spec
 
-        check_spec(factory, "--factory")
+        check_spec(factory, "factory")
         block = max(1, min(50, math.ceil(n / max(1, 4 * n_workers))))
         with WorkerPool(n_workers, name=f"--factory {factory}", timeout=timeout) as pool:
             sides = _observations(pool, opacus_observation_task, (factory,), (seed, delta),
@@ -488,7 +221,7 @@ def run_whitebox_audit(
         settings = sides[_IN][0]["settings"]
         for part in sides[_IN] + sides[_OUT]:
             if part["steps"].shape[1] != settings["steps"]:
-                raise AuditInputError("--factory", f"{factory}: runs took different numbers of steps; the audit needs a fixed T")
+                raise AuditInputError("factory", f"{factory}: runs took different numbers of steps; the audit needs a fixed T")
         subject = f"--factory {factory}"
         disagreements = _accountant_disagreements(settings)
 
@@ -501,18 +234,18 @@ def run_whitebox_audit(
     score_in = whitebox_scores(steps_in, final_in, observe, sigma_claim, q_claim)
     score_out = whitebox_scores(steps_out, final_out, observe, sigma_claim, q_claim)
     if not (np.all(np.isfinite(score_in)) and np.all(np.isfinite(score_out))):
-        raise AuditInputError("--factory" if factory else "--noise-multiplier",
+        raise AuditInputError("factory" if factory else "noise_multiplier",
                               "the training produced NaN or infinite parameters; the audit needs finite iterates")
 
-    if claimed_epsilon is not None:
-        eps_claim = float(claimed_epsilon)
-        claim_source = "--claimed-epsilon"
+    if arguments.claim is not None:
+        eps_claim = arguments.claim.epsilon
+        claim_source = arguments.claim.source
     elif builtin:
         eps_claim, claim_source = float(claim["epsilon_pld"]), "PLD accountant of (σ, q, T)"
     elif settings.get("accountant_epsilon") is not None:
         eps_claim, claim_source = float(settings["accountant_epsilon"]), f"the privacy engine's {settings['accountant']} accountant"
     else:
-        raise AuditInputError("--factory", f"the privacy engine's get_epsilon failed ({settings.get('accountant_error')}); "
+        raise AuditInputError("factory", f"the privacy engine's get_epsilon failed ({settings.get('accountant_error')}); "
                               "give --claimed-epsilon")
     # At q = 1 the claimed curve is G_μ of the steps the accountant was told; otherwise a CLT μ only
     # labels the GDP estimate (Bu, Dong, Long, Su 2020, arXiv 1911.11607), it decides nothing.
@@ -571,7 +304,11 @@ def run_whitebox_audit(
                             assumption="independent runs; any mechanism"))
         ceiling, ceiling_kind = audit.ceiling_epsilon_gdp, "ε of the largest μ a perfect attack shows (GDP conversion)"
     else:
-        from audit.statistics.tradeoff_curves import claim_profile, profile_ceiling, refute_point
+        from audit.statistics.tradeoff_curves import (
+            claim_profile,
+            profile_ceiling,
+            refute_point,
+        )
 
         needed = runs_needed_threshold_audit(eps_claim, delta, per_test, PILOT_FRACTION)
         # A stated ε overrides the accountant; a multi-phase history has no single (σ, q, T) profile.

@@ -97,11 +97,8 @@ def read_texts(path: str | Path, flag: str, field: str = "text") -> list[str]:
 
 
 def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    with open(path, "rb") as handle:  # read in blocks by hashlib (Python ≥ 3.11)
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def _source(hf_model: Path | None, lm_module: str | None, tokenizer: Path | None, flag: str,

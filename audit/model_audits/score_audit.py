@@ -13,10 +13,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from audit.machinery.verdict import verdict_for_results
-from audit.statistics.attack_evaluation import best_sound_lower_bound, evaluate_attack
-from audit.machinery.environment import describe_environment
 from audit.errors import AuditInputError
+from audit.machinery.environment import describe_environment
+from audit.machinery.verdict import verdict_for_results
+from audit.model_audits.data_files import integer_label_values
+from audit.statistics.attack_evaluation import best_sound_lower_bound, evaluate_attack
 from targets.datasets import read_table
 
 SCHEMA_VERSION = 3
@@ -63,13 +64,7 @@ def _labels(values: pd.Series, where: str) -> np.ndarray:
     """Integer class labels for the per-class breakdown (one class is fine here)."""
     from targets.table_checks import check_class_count
 
-    if values.isna().any():
-        raise AuditInputError(where, f"has {int(values.isna().sum())} missing label(s)")
-    if pd.api.types.is_bool_dtype(values) or not pd.api.types.is_numeric_dtype(values):
-        raise AuditInputError(where, f"must hold integer class labels, got values such as {str(values.iloc[0])[:40]!r}")
-    numeric = values.to_numpy(dtype=np.float64)
-    if not np.all(np.isfinite(numeric)) or not np.all(numeric == np.round(numeric)):
-        raise AuditInputError(where, "must hold integer class labels (found fractional or infinite values)")
+    numeric = integer_label_values(values, where, "class labels")
     classes, encoded = np.unique(numeric, return_inverse=True)
     check_class_count(int(classes.size), where)
     return classes.astype(np.int64)[encoded]

@@ -28,8 +28,17 @@ import numpy as np
 
 from audit.errors import AuditInputError
 from audit.machinery.workers import WorkerPool, run_isolated, user_code
-from targets.model_sources import (ModelQuery, estimator_method, load_skops_estimator, load_state_dict_file,
-                                   load_weights_into, module_logits, onnx_run, onnx_session, trained_model_logits)
+from targets.model_sources import (
+    ModelQuery,
+    estimator_method,
+    load_skops_estimator,
+    load_state_dict_file,
+    load_weights_into,
+    module_logits,
+    onnx_run,
+    onnx_session,
+    trained_model_logits,
+)
 
 # In the child: the user's model built once per (spec, weights) and kept for later queries.
 _CHILD_MODELS: dict[tuple, object] = {}

@@ -1,0 +1,46 @@
+"""Library errors name parameters; the commands name flags. One table maps the first to the second.
+
+The library functions of the DP-validation jobs (`audit.dp_validation`) raise
+`AuditInputError("claimed_epsilon", ...)`, naming the parameter a Python caller passed. When the
+same error ends a command, `audit/cli/app.py` shows it under the flag the user typed
+(`--claimed-epsilon: ...`) with `flag_error`. A parameter missing from the table keeps its name.
+"""
+from __future__ import annotations
+
+from audit.errors import AuditInputError
+
+__all__ = ["FLAG_COMMANDS", "PARAMETER_FLAGS", "flag_error"]
+
+# Parameter of a dp_validation library function → the flag of its command.
+PARAMETER_FLAGS: dict[str, str] = {
+    "claimed_epsilon": "--claimed-epsilon",
+    "delta": "--delta",
+    "seed": "--seed",
+    "factory": "--factory",
+    "builtin": "--builtin",
+    "observe": "--observe",
+    "device": "--device",
+    "n_runs": "--runs",
+    "n_trials": "--trials",
+    "n_canaries": "--canaries",
+    "canary_kind": "--canary-kind",
+    "noise_multiplier": "--noise-multiplier",
+    "sample_rate": "--sample-rate",
+    "steps": "--steps",
+    "max_grad_norm": "--max-grad-norm",
+    "mechanism": "--mechanism",
+    "accountant": "--accountant",
+    "trainer": "--trainer",
+    "workers": "--workers",
+    "timeout": "--timeout",
+}
+
+# The commands whose library functions name parameters (the others name their flags or config fields).
+FLAG_COMMANDS = frozenset({"accountants", "whitebox-audit", "mechanism-audit", "accountant-check", "canary-audit", "conformance"})
+
+
+def flag_error(error: AuditInputError, command: str | None) -> AuditInputError:
+    """`error` with its parameter name replaced by the command's flag (the same error when there is none)."""
+    if command not in FLAG_COMMANDS or error.where not in PARAMETER_FLAGS:
+        return error
+    return AuditInputError(PARAMETER_FLAGS[error.where], error.message)
