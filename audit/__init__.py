@@ -17,6 +17,7 @@ Importing `audit` is cheap: each name is imported from its module when first use
 package, rooms go lowest first: `errors` (leaf) → `statistics` → `machinery` → jobs (`sweep`,
 `model_audits`, `synthetic`, `dp_validation`) → `api`, `cli`; see docs/architecture.md.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -68,23 +69,75 @@ _EXPORTS: dict[str, str] = {
     "BudgetExceeded": "audit.ledger.store",
 }
 
-__all__ = list(_EXPORTS)
+__all__ = [  # a literal list: linters and IDEs read it; tests/test_public_api.py keeps it equal to _EXPORTS
+    "AuditResult",
+    "load_config",
+    "run",
+    "audit_scores",
+    "audit_model",
+    "synth_check",
+    "canary_audit",
+    "whitebox_audit",
+    "one_run_whitebox_audit",
+    "accountant_check",
+    "PrivacyClaim",
+    "AuditInputError",
+    "EpsilonLowerBound",
+    "HeldOut",
+    "Bonferroni",
+    "epsilon_lower_bound_one_run",
+    "one_run_epsilon_from_counts",
+    "one_run_ceiling",
+    "epsilon_lower_bound_clopper_pearson",
+    "clopper_pearson_upper",
+    "epsilon_from_error_rates",
+    "fdp_one_run_audit",
+    "epsilon_estimate_gdp",
+    "gdp_mu_lower_bound",
+    "epsilon_from_gdp_mu",
+    "auc_with_ci",
+    "tpr_at_fpr",
+    "membership_advantage",
+    "DPSGDEvent",
+    "epsilon_pld",
+    "Ledger",
+    "ReleaseInput",
+    "Provenance",
+    "BudgetExceeded",
+]
 
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ imports on first use
-    from audit.api import (AuditResult, accountant_check, audit_model, audit_scores, canary_audit, load_config,
-                           one_run_whitebox_audit, run, synth_check, whitebox_audit)
+    from audit.api import (
+        AuditResult,
+        accountant_check,
+        audit_model,
+        audit_scores,
+        canary_audit,
+        load_config,
+        one_run_whitebox_audit,
+        run,
+        synth_check,
+        whitebox_audit,
+    )
     from audit.dp_validation.claims import PrivacyClaim
     from audit.errors import AuditInputError
     from audit.ledger.store import BudgetExceeded, Ledger, Provenance, ReleaseInput
     from audit.statistics.accountants import DPSGDEvent, epsilon_pld
     from audit.statistics.attack_metrics import auc_with_ci, membership_advantage, tpr_at_fpr
     from audit.statistics.bound_types import Bonferroni, EpsilonLowerBound, HeldOut
-    from audit.statistics.clopper_pearson_bounds import (clopper_pearson_upper, epsilon_from_error_rates,
-                                                         epsilon_lower_bound_clopper_pearson)
+    from audit.statistics.clopper_pearson_bounds import (
+        clopper_pearson_upper,
+        epsilon_from_error_rates,
+        epsilon_lower_bound_clopper_pearson,
+    )
     from audit.statistics.fdp_one_run import fdp_one_run_audit
     from audit.statistics.gdp_conversions import epsilon_from_gdp_mu, gdp_mu_lower_bound
     from audit.statistics.gdp_estimate import epsilon_estimate_gdp
-    from audit.statistics.one_run_bounds import epsilon_lower_bound_one_run, one_run_ceiling, one_run_epsilon_from_counts
+    from audit.statistics.one_run_bounds import (
+        epsilon_lower_bound_one_run,
+        one_run_ceiling,
+        one_run_epsilon_from_counts,
+    )
 
 
 def __getattr__(name: str) -> Any:

@@ -8,6 +8,7 @@ or file); user code given as "module:function" runs in isolated worker processes
 
 `import audit` exposes these names lazily (see `audit/__init__.py`); docs/api.md renders this page.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
@@ -22,8 +23,18 @@ if TYPE_CHECKING:  # the heavy modules are imported by the jobs, when called
     from audit.dp_validation.accountant_check import AccountantGrid
     from audit.machinery.config import AuditConfig
 
-__all__ = ["AuditResult", "load_config", "run", "audit_scores", "audit_model", "synth_check", "canary_audit",
-           "whitebox_audit", "one_run_whitebox_audit", "accountant_check"]
+__all__ = [
+    "AuditResult",
+    "load_config",
+    "run",
+    "audit_scores",
+    "audit_model",
+    "synth_check",
+    "canary_audit",
+    "whitebox_audit",
+    "one_run_whitebox_audit",
+    "accountant_check",
+]
 
 
 @dataclass(frozen=True)
@@ -40,6 +51,9 @@ class AuditResult:
         passed: True only for `pass`.
         headline: the top line in words, as the console prints it (PASS, FAIL, INCONCLUSIVE,
             LEAKS, NO SIGNIFICANT LEAKAGE FOUND).
+        leakage: the leakage statement on the subjects without a DP claim: LEAKS, NO SIGNIFICANT
+            LEAKAGE FOUND, or NO CLAIM TESTED where no leakage test ran (a FAIL on the user's own
+            release that leaks says LEAKS here).
         claims: one line per claim tested, in the words of report.html (held / not refuted /
             refuted / untestable here, with the ceiling and what would decide it).
         reasons: why the top line is not PASS, one sentence each.
@@ -54,6 +68,7 @@ class AuditResult:
     status: str
     passed: bool
     headline: str
+    leakage: str
     claims: tuple[str, ...]
     reasons: tuple[str, ...]
     epsilon_lower_bound: float | None
@@ -70,7 +85,12 @@ class AuditResult:
         return deepcopy(dict(self.results))
 
     def __str__(self) -> str:
-        lines = [f"{self.kind}: {self.headline}", *(f"  {c}" for c in self.claims), *(f"  {r}" for r in self.reasons)]
+        leak = f" ({self.leakage})" if self.leakage not in (self.headline, "NO CLAIM TESTED") else ""
+        lines = [
+            f"{self.kind}: {self.headline}{leak}",
+            *(f"  {c}" for c in self.claims),
+            *(f"  {r}" for r in self.reasons),
+        ]
         return "\n".join(lines)
 
     @classmethod
@@ -85,17 +105,22 @@ class AuditResult:
         Returns:
             The `AuditResult`; `results` is kept as given (not copied).
         """
-        from audit.machinery.verdict_words import claim_sentence, extra_reasons, status_word
+        from audit.machinery.verdict_words import claim_sentence, extra_reasons, leakage_word, status_word
 
         verdict = results.get("verdict") if isinstance(results.get("verdict"), dict) else {}
         assert isinstance(verdict, dict)  # narrowed for the type checker: the line above made it a dict
         status = str(verdict.get("status", "inconclusive"))
         return cls(
-            kind=kind, status=status, passed=bool(verdict.get("passed")) and status == "pass",
+            kind=kind,
+            status=status,
+            passed=bool(verdict.get("passed")) and status == "pass",
             headline=status_word(status, verdict),
+            leakage=leakage_word(verdict),
             claims=tuple(claim_sentence(c) for c in verdict.get("claims") or [] if isinstance(c, dict)),
             reasons=tuple(extra_reasons(verdict)),
-            epsilon_lower_bound=_single_bound(results), run_dir=run_dir, results=results,
+            epsilon_lower_bound=_single_bound(results),
+            run_dir=run_dir,
+            results=results,
         )
 
 
@@ -111,8 +136,9 @@ def _single_bound(results: Mapping[str, Any]) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def load_config(preset: str = "default", config_file: str | Path | None = None,
-                overrides: dict[str, Any] | None = None) -> AuditConfig:
+def load_config(
+    preset: str = "default", config_file: str | Path | None = None, overrides: dict[str, Any] | None = None
+) -> AuditConfig:
     """The validated configuration of the main job: preset, then file, then overrides.
 
     Args:
@@ -132,9 +158,15 @@ def load_config(preset: str = "default", config_file: str | Path | None = None,
     return resolve_config(preset, config_file, overrides)
 
 
-def run(config: AuditConfig | None = None, *, preset: str = "default", out_dir: str | Path = "runs",
-        tracking: bool = True, tracking_uri: str | None = None,
-        progress: Callable[[dict[str, Any]], None] | None = None) -> AuditResult:
+def run(
+    config: AuditConfig | None = None,
+    *,
+    preset: str = "default",
+    out_dir: str | Path = "runs",
+    tracking: bool = True,
+    tracking_uri: str | None = None,
+    progress: Callable[[dict[str, Any]], None] | None = None,
+) -> AuditResult:
     """The main job (`privacy-audit run`): train targets over the ε sweep, attack them, bound ε.
 
     Writes the run folder (`<out_dir>/<UTC timestamp>-<name>/`: results.json, report.html, figures,
@@ -154,15 +186,27 @@ def run(config: AuditConfig | None = None, *, preset: str = "default", out_dir: 
     """
     from audit.sweep.runner import run_audit
 
-    outcome = run_audit(config if config is not None else load_config(preset), out_dir=out_dir,
-                        tracking_uri=tracking_uri, preset=preset if config is None else None, progress=progress,
-                        tracking=tracking)
+    outcome = run_audit(
+        config if config is not None else load_config(preset),
+        out_dir=out_dir,
+        tracking_uri=tracking_uri,
+        preset=preset if config is None else None,
+        progress=progress,
+        tracking=tracking,
+    )
     return AuditResult.from_results("run", outcome.results, outcome.run_dir)
 
 
-def audit_scores(path: str | Path, *, claimed_epsilon: float | None = None, delta: float = 1e-5,
-                 confidence: float = 0.95, membership_randomized: bool = False, seed: int = 0,
-                 fail_on_leak: bool = True) -> AuditResult:
+def audit_scores(
+    path: str | Path,
+    *,
+    claimed_epsilon: float | None = None,
+    delta: float = 1e-5,
+    confidence: float = 0.95,
+    membership_randomized: bool = False,
+    seed: int = 0,
+    fail_on_leak: bool = True,
+) -> AuditResult:
     """Audit membership scores you computed (`privacy-audit audit-scores`): every metric and ε bound.
 
     Args:
@@ -183,8 +227,14 @@ def audit_scores(path: str | Path, *, claimed_epsilon: float | None = None, delt
     from audit.machinery.verdict import verdict_for_results
     from audit.model_audits.score_audit import audit_scores as _audit_scores
 
-    results = _audit_scores(path, delta=delta, confidence=confidence, claimed_epsilon=claimed_epsilon,
-                            membership_randomized=membership_randomized, seed=seed)
+    results = _audit_scores(
+        path,
+        delta=delta,
+        confidence=confidence,
+        claimed_epsilon=claimed_epsilon,
+        membership_randomized=membership_randomized,
+        seed=seed,
+    )
     return AuditResult.from_results("audit-scores", verdict_for_results(results, fail_on_leak=fail_on_leak)[0])
 
 
@@ -211,10 +261,20 @@ def audit_model(config: AuditConfig | None = None, *, fail_on_leak: bool = True,
     return AuditResult.from_results("audit-model", verdict_for_results(results, fail_on_leak=fail_on_leak)[0])
 
 
-def synth_check(train: str | Path | pd.DataFrame, holdout: str | Path | pd.DataFrame,
-                synthetic: str | Path | pd.DataFrame, *, claimed_epsilon: float | None = None, delta: float = 1e-5,
-                target_column: str | None = None, nan_policy: str = "error", membership_randomized: bool = False,
-                subsample_train: bool = False, seed: int = 0, fail_on_leak: bool = True) -> AuditResult:
+def synth_check(
+    train: str | Path | pd.DataFrame,
+    holdout: str | Path | pd.DataFrame,
+    synthetic: str | Path | pd.DataFrame,
+    *,
+    claimed_epsilon: float | None = None,
+    delta: float = 1e-5,
+    target_column: str | None = None,
+    nan_policy: str = "error",
+    membership_randomized: bool = False,
+    subsample_train: bool = False,
+    seed: int = 0,
+    fail_on_leak: bool = True,
+) -> AuditResult:
     """Is a synthetic release a disguised copy of its training data? (`privacy-audit synth-check`)
 
     Distance to closest record (DCR), nearest-neighbour distance ratio (NNDR), a distance
@@ -247,14 +307,22 @@ def synth_check(train: str | Path | pd.DataFrame, holdout: str | Path | pd.DataF
         raise AuditInputError("nan_policy", f"expected error, drop_rows or indicator, got {nan_policy[:40]!r}")
     tables = {"train": train, "holdout": holdout, "synthetic": synthetic}
     frames = [table if isinstance(table, pd.DataFrame) else read_table(table, role) for role, table in tables.items()]
-    sources = tuple(f"<DataFrame {role}>" if isinstance(table, pd.DataFrame) else str(table)
-                    for role, table in tables.items())
+    sources = tuple(
+        f"<DataFrame {role}>" if isinstance(table, pd.DataFrame) else str(table) for role, table in tables.items()
+    )
     results = synthetic_check_results(
-        *frames, sources=(sources[0], sources[1], sources[2]), generator=f"user-supplied ({Path(sources[2]).name})",
+        *frames,
+        sources=(sources[0], sources[1], sources[2]),
+        generator=f"user-supplied ({Path(sources[2]).name})",
         nan_policy=nan_policy,  # type: ignore[arg-type]  # one of NanPolicy's three values: checked above
-        target_column=target_column, claimed_epsilon=claimed_epsilon, delta=delta,
-        membership_randomized=membership_randomized, subsample_train=subsample_train, seed=seed,
-        fail_on_leak=fail_on_leak)
+        target_column=target_column,
+        claimed_epsilon=claimed_epsilon,
+        delta=delta,
+        membership_randomized=membership_randomized,
+        subsample_train=subsample_train,
+        seed=seed,
+        fail_on_leak=fail_on_leak,
+    )
     return AuditResult.from_results("synth-check", verdict_for_results(results)[0])
 
 
@@ -264,10 +332,20 @@ def _single_audit(kind: str, result: dict[str, Any]) -> AuditResult:
     return AuditResult.from_results(kind, {**result, "verdict": single_audit_verdict(kind, result)})
 
 
-def canary_audit(trainer: str | Callable[..., Any], *, mode: str = "profile", kind: str = "out_of_distribution",
-                 n_models: int | None = None, n_canaries: int | None = None, claimed_epsilon: float | None = None,
-                 delta: float | None = None, confidence: float = 0.95, seed: int = 0, workers: int | None = None,
-                 **options: Any) -> AuditResult:
+def canary_audit(
+    trainer: str | Callable[..., Any],
+    *,
+    mode: str = "profile",
+    kind: str = "out_of_distribution",
+    n_models: int | None = None,
+    n_canaries: int | None = None,
+    claimed_epsilon: float | None = None,
+    delta: float | None = None,
+    confidence: float = 0.95,
+    seed: int = 0,
+    workers: int | None = None,
+    **options: Any,
+) -> AuditResult:
     """Black-box canary audit of your training code (`privacy-audit canary-audit`).
 
     Args:
@@ -291,9 +369,19 @@ def canary_audit(trainer: str | Callable[..., Any], *, mode: str = "profile", ki
     """
     from audit.dp_validation.canary_audit import run_canary_audit
 
-    result = run_canary_audit(trainer, kind=kind, mode=mode, n_models=n_models, n_canaries=n_canaries,
-                              claimed_epsilon=claimed_epsilon, delta=delta, confidence=confidence, seed=seed,
-                              workers=workers, **options)
+    result = run_canary_audit(
+        trainer,
+        kind=kind,
+        mode=mode,
+        n_models=n_models,
+        n_canaries=n_canaries,
+        claimed_epsilon=claimed_epsilon,
+        delta=delta,
+        confidence=confidence,
+        seed=seed,
+        workers=workers,
+        **options,
+    )
     return _single_audit("canary-audit", result)
 
 
@@ -338,9 +426,13 @@ def one_run_whitebox_audit(factory: str | None = None, **options: Any) -> AuditR
     return _single_audit("whitebox-audit", run_one_run_whitebox_audit(factory=factory, **options))
 
 
-def accountant_check(accountant: str | Callable[[float, float, int, float], float],
-                     grid: AccountantGrid | str | Path | None = None, *, margin: float = 0.1,
-                     timeout: float = 30.0) -> AuditResult:
+def accountant_check(
+    accountant: str | Callable[[float, float, int, float], float],
+    grid: AccountantGrid | str | Path | None = None,
+    *,
+    margin: float = 0.1,
+    timeout: float = 30.0,
+) -> AuditResult:
     """Check an accountant against the tight PLD reference on a grid (`privacy-audit accountant-check`).
 
     Args:
@@ -355,8 +447,13 @@ def accountant_check(accountant: str | Callable[[float, float, int, float], floa
         An `AuditResult` of kind `accountant-check`: `passed` False when a
         point is unsound (ε below the PLD lower value) or invalid; points in `to_dict()["points"]`.
     """
-    from audit.dp_validation.accountant_check import (AccountantGrid, IsolatedAccountant, check_accountant, load_grid,
-                                                      summarize)
+    from audit.dp_validation.accountant_check import (
+        AccountantGrid,
+        IsolatedAccountant,
+        check_accountant,
+        load_grid,
+        summarize,
+    )
 
     loaded = grid if isinstance(grid, AccountantGrid) else load_grid(None if grid is None else str(grid))
     if isinstance(accountant, str):
