@@ -238,11 +238,21 @@ def audit_scores(
     return AuditResult.from_results("audit-scores", verdict_for_results(results, fail_on_leak=fail_on_leak)[0])
 
 
-def audit_model(config: AuditConfig | None = None, *, fail_on_leak: bool = True, **sources: Any) -> AuditResult:
+def audit_model(
+    config: AuditConfig | None = None,
+    *,
+    claimed_epsilon: float | None = None,
+    fail_on_leak: bool = True,
+    **sources: Any,
+) -> AuditResult:
     """Membership-inference audit of your own trained model (`privacy-audit audit-model`).
 
     Args:
-        config: from `load_config` (its `model:` and `attacks:` sections); None means the default.
+        config: from `load_config` (its `model:`, `attacks:` and `training:` sections, and
+            `privacy.epsilons` holding exactly one value, the claimed ε); None means the default
+            configuration with `claimed_epsilon`.
+        claimed_epsilon: the ε the model's training claims (`inf` or None: no claim, a leakage
+            audit); only with `config=None` (otherwise the config's `privacy.epsilons` says it).
         fail_on_leak: a LEAKS statement (no claim) fails the verdict, as the CLI does without
             `--allow-leak`.
         **sources: the model and data, as `audit.model_audits.model_audit.audit_user_model` takes
@@ -253,11 +263,20 @@ def audit_model(config: AuditConfig | None = None, *, fail_on_leak: bool = True,
 
     Returns:
         An `AuditResult` of kind `audit-model`.
+
+    Raises:
+        AuditInputError: naming the bad field, file or argument.
     """
+    from audit.errors import AuditInputError
     from audit.machinery.verdict import verdict_for_results
     from audit.model_audits.model_audit import audit_user_model
 
-    results = audit_user_model(config if config is not None else load_config(), **sources)
+    if config is not None and claimed_epsilon is not None:
+        raise AuditInputError("claimed_epsilon", "give the claim in config.privacy.epsilons or here, not both")
+    if config is None:
+        claim = float("inf") if claimed_epsilon is None else claimed_epsilon
+        config = load_config(overrides={"privacy": {"epsilons": [claim]}})
+    results = audit_user_model(config, **sources)
     return AuditResult.from_results("audit-model", verdict_for_results(results, fail_on_leak=fail_on_leak)[0])
 
 
