@@ -29,8 +29,10 @@ def main() -> None:
     print(forest)
     loss = forest.to_dict()["targets"][0]["attacks"][0]
     bound = forest.epsilon_lower_bound  # None: members were not coin flips, so no bound is proven here
-    print(f"  {loss['name']} attack: AUC {loss['auc']:.3f}; "
-          + ("no sound ε lower bound (membership not randomized)" if bound is None else f"ε ≥ {bound:.3f}"))
+    print(
+        f"  {loss['name']} attack: AUC {loss['auc']:.3f}; "
+        + ("no sound ε lower bound (membership not randomized)" if bound is None else f"ε ≥ {bound:.3f}")
+    )
 
     # A synthetic release that copies its training rows, and one that does not.
     for release in ("release_copy.csv", "release_fresh.csv"):
