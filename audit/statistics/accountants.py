@@ -129,7 +129,8 @@ def _pmf_size(distribution) -> int | None:
     """Values held by the distribution's probability arrays; None when this dp_accounting does not say."""
     pmfs = {id(p): p for p in (getattr(distribution, "_pmf_remove", None), getattr(distribution, "_pmf_add", None))}
     sizes = [getattr(p, "size", None) for p in pmfs.values() if p is not None]
-    return sum(int(s) for s in sizes) if sizes and all(isinstance(s, numbers.Integral) for s in sizes) else None
+    counts = [int(s) for s in sizes if isinstance(s, numbers.Integral)]
+    return sum(counts) if sizes and len(counts) == len(sizes) else None
 
 
 def _single_step_pld(noise_multiplier: float, sample_rate: float, interval: float, pessimistic: bool):

@@ -42,7 +42,7 @@ def epsilon_estimate_gdp(
     conf = _check_confidence(confidence)
     strat = _check_strategy(strategy)
     details = _threshold_audit(s, m, d, conf, strat, _gdp_criterion)
-    mu = float(max(_gdp_mu_array(details["fpr_upper"], details["fnr_upper"]), 0.0))
+    mu = max(float(_gdp_mu_array(details["fpr_upper"], details["fnr_upper"])), 0.0)
     eps = epsilon_from_gdp_mu(mu, d)
     details.update({"delta": d, "mu": mu, "quantity": GDP_LABEL})
     return EpsilonLowerBound(
