@@ -36,7 +36,7 @@ __all__ = [
 ]
 
 
-def _clopper_pearson_upper_array(k: np.ndarray, n, alpha: float) -> np.ndarray:
+def _clopper_pearson_upper_array(k: np.ndarray | int, n, alpha: float) -> np.ndarray:
     k = np.asarray(k)
     n = np.asarray(n)
     # beta.ppf needs b > 0; where k == n the bound is 1 anyway.
