@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 from audit.machinery.run_directory import write_text_atomic
-from reports.results_access import attack_names as _attack_names
 from reports.results_access import confidence as _confidence
 from reports.results_access import get as _get
 from reports.results_access import tpr_at as _tpr
@@ -46,7 +45,6 @@ def render_summary_markdown(results: dict[str, Any], *, evaluation: Any = None) 
     targets = results.get("targets") or []
     if targets:
         accountant = _get(results, "config", "privacy", "accountant") or "accountant"
-        attacks = _attack_names(results)
         # Few columns (a PR comment): the claim, the best proven bound, the strongest attack, the status.
         header = ["ε target", f"{_cell(accountant)} ε", "best ε LB", "strongest attack: AUC (CI) · TPR@1%", "claim"]
         twins = any(isinstance(t.get("whitebox_one_run"), dict) for t in targets)
@@ -93,7 +91,6 @@ def render_summary_markdown(results: dict[str, Any], *, evaluation: Any = None) 
         lines.append("|---|---:|---:|---:|---:|")
         for index, entry in enumerate(synthetic):
             dcr = dcr_found if isinstance(dcr_found := entry.get("dcr"), dict) else {}
-            nndr = nndr_found if isinstance(nndr_found := entry.get("nndr"), dict) else {}
             mia = mia_found if isinstance(mia_found := entry.get("mia"), dict) else {}
             ci = dcr.get("dcr_share_ci") or [None, None]
             lines.append(
