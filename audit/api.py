@@ -107,8 +107,7 @@ class AuditResult:
         """
         from audit.machinery.verdict_words import claim_sentence, extra_reasons, leakage_word, status_word
 
-        verdict = results.get("verdict") if isinstance(results.get("verdict"), dict) else {}
-        assert isinstance(verdict, dict)  # narrowed for the type checker: the line above made it a dict
+        verdict = found if isinstance(found := results.get("verdict"), dict) else {}
         status = str(verdict.get("status", "inconclusive"))
         return cls(
             kind=kind,

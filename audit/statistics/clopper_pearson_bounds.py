@@ -319,6 +319,17 @@ def epsilon_lower_bound_clopper_pearson(
 
     Each candidate's score must be computed independently of the others' membership being
     evaluated (the usual "independent trials" assumption behind Clopper-Pearson).
+
+    Args:
+        scores: one score per candidate, higher = more likely a member.
+        members: 0/1 (or bool) per candidate.
+        delta: the δ of the (ε, δ) bound.
+        confidence: the probability with which the bound holds.
+        strategy: how the threshold rule is chosen without paying on the bound (`HeldOut` or `Bonferroni`).
+
+    Returns:
+        An `EpsilonLowerBound` (`method="clopper_pearson"`, `sound=True`); `details` holds the rule,
+        the counts and FPR̄, FNR̄.
     """
     s, m = validate_scores_and_members(scores, members)
     d = _check_delta(delta)

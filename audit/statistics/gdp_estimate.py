@@ -36,6 +36,16 @@ def epsilon_estimate_gdp(
     Only a lower bound IF the mechanism's trade-off curve is exactly Gaussian (roughly true for
     DP-SGD with many steps, not in general): `sound=False`, and it must never decide a violation
     verdict on its own.
+
+    Args:
+        scores: one score per candidate, higher = more likely a member.
+        members: 0/1 (or bool) per candidate.
+        delta: the δ at which ε is read from μ.
+        confidence: the confidence of the Clopper-Pearson error-rate bounds.
+        strategy: how the threshold rule is chosen (`HeldOut` or `Bonferroni`).
+
+    Returns:
+        An `EpsilonLowerBound` (`method="gdp"`, `sound=False`); `details` holds μ and the rule.
     """
     s, m = validate_scores_and_members(scores, members)
     d = _check_delta(delta)
