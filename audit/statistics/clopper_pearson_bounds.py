@@ -11,6 +11,7 @@ from dataclasses import asdict
 from typing import Any, Callable
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from audit.statistics.attack_metrics import validate_probability, validate_scores_and_members
 from audit.statistics.binomial import beta_ppf
@@ -295,8 +296,8 @@ def _threshold_audit(s, m, delta, confidence, strategy, criterion: Criterion) ->
 
 
 def epsilon_lower_bound_clopper_pearson(
-    scores,
-    members,
+    scores: ArrayLike,
+    members: ArrayLike,
     delta: float,
     confidence: float = 0.95,
     strategy: ThresholdStrategy = HeldOut(),

@@ -1,6 +1,8 @@
 """The ε estimate that assumes Gaussian DP (Nasr et al. 2023, arXiv 2302.07956): never a sound bound."""
 from __future__ import annotations
 
+from numpy.typing import ArrayLike
+
 from audit.statistics.attack_metrics import validate_scores_and_members
 from audit.statistics.bound_types import (
     GDP_LABEL,
@@ -18,8 +20,8 @@ __all__ = ["epsilon_estimate_gdp"]
 
 
 def epsilon_estimate_gdp(
-    scores,
-    members,
+    scores: ArrayLike,
+    members: ArrayLike,
     delta: float,
     confidence: float = 0.95,
     strategy: ThresholdStrategy = HeldOut(),

@@ -8,6 +8,7 @@ import math
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy import optimize, special, stats
 
 from audit.statistics.attack_metrics import validate_probability, validate_scores_and_members
@@ -123,8 +124,8 @@ def _one_run_criterion(m_eval: int, delta: float, alpha: float):
 
 
 def epsilon_lower_bound_one_run(
-    scores,
-    members,
+    scores: ArrayLike,
+    members: ArrayLike,
     delta: float,
     confidence: float = 0.95,
     pilot_fraction: float = DEFAULT_PILOT_FRACTION,
