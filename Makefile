@@ -9,7 +9,7 @@ EXTRAS ?= dev,ray
 JOBS   ?= 2
 STAMP  := $(VENV)/.installed-$(EXTRAS)
 
-.PHONY: setup audit smoke test test-fast bench clean
+.PHONY: setup audit smoke lint test test-fast bench clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "privacy-audit needs Python >= 3.11 (set PYTHON=python3.11)")'
@@ -42,15 +42,22 @@ audit: $(STAMP)  ## the main job on the default config: make audit ARGS="--epsil
 smoke: $(STAMP)
 	$(BIN)/privacy-audit run --preset smoke $(ARGS)
 
+# The habits (pyproject.toml [tool.ruff], [tool.mypy]): lint, formatting and types of the library, first
+# in both test targets so a style or type error fails in seconds rather than after the suite.
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
 # The whole suite on JOBS cores (pytest-xdist; loadfile keeps a file, and its module-scoped fixtures, on one
 # worker; --no-loadscope-reorder keeps tests/conftest.py's order, the costliest files first, so the workers
 # finish together). docs/test-suite.md: per-file times, markers, conventions.
-test: $(STAMP) $(ANON_STAMP)
+test: $(STAMP) $(ANON_STAMP) lint
 	PRIVACY_AUDIT_REQUIRE_RAY=1 PRIVACY_AUDIT_ANONYMETER_PYTHON=$(CURDIR)/$(ANON_VENV)/bin/python \
 		$(BIN)/python -m pytest -q -n $(JOBS) --dist loadfile --no-loadscope-reorder $(ARGS)
 
 # The fast loop (≤ 2 min on 2 idle cores): no end-to-end training, no browser, no wheel building.
-test-fast: $(STAMP)
+test-fast: $(STAMP) lint
 	$(BIN)/python -m pytest -q -n $(JOBS) --dist loadfile --no-loadscope-reorder -m "not slow and not browser and not packaging" $(ARGS)
 
 bench: $(STAMP)

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 from audit.machinery.run_directory import write_text_atomic
-from reports.results_access import attack_names as _attack_names
 from reports.results_access import confidence as _confidence
 from reports.results_access import get as _get
 from reports.results_access import tpr_at as _tpr
@@ -46,7 +45,6 @@ def render_summary_markdown(results: dict[str, Any], *, evaluation: Any = None) 
     targets = results.get("targets") or []
     if targets:
         accountant = _get(results, "config", "privacy", "accountant") or "accountant"
-        attacks = _attack_names(results)
         # Few columns (a PR comment): the claim, the best proven bound, the strongest attack, the status.
         header = ["ε target", f"{_cell(accountant)} ε", "best ε LB", "strongest attack: AUC (CI) · TPR@1%", "claim"]
         twins = any(isinstance(t.get("whitebox_one_run"), dict) for t in targets)
@@ -71,7 +69,7 @@ def render_summary_markdown(results: dict[str, Any], *, evaluation: Any = None) 
                 row.append(f"{_cell(top.get('name'))}: {_num(top.get('auc'))} ({_num(ci[0], 2)}–{_num(ci[1], 2)}) · "
                            f"{_num(_tpr(top, 0.01), 3)}")
             if twins:
-                twin = target.get("whitebox_one_run") if isinstance(target.get("whitebox_one_run"), dict) else {}
+                twin = twin_found if isinstance(twin_found := target.get("whitebox_one_run"), dict) else {}
                 row.append(_num(target.get("test_accuracy")) + (f" ({_num(twin.get('test_accuracy_with_canaries'))})"
                                                                 if twin else ""))
             word_here = subject_status(verdict, f"targets[{index}]")
@@ -92,9 +90,8 @@ def render_summary_markdown(results: dict[str, Any], *, evaluation: Any = None) 
         lines.append("| generator | ε | DCR share (CI) | distance-MIA AUC | claim |")
         lines.append("|---|---:|---:|---:|---:|")
         for index, entry in enumerate(synthetic):
-            dcr = entry.get("dcr") if isinstance(entry.get("dcr"), dict) else {}
-            nndr = entry.get("nndr") if isinstance(entry.get("nndr"), dict) else {}
-            mia = entry.get("mia") if isinstance(entry.get("mia"), dict) else {}
+            dcr = dcr_found if isinstance(dcr_found := entry.get("dcr"), dict) else {}
+            mia = mia_found if isinstance(mia_found := entry.get("mia"), dict) else {}
             ci = dcr.get("dcr_share_ci") or [None, None]
             lines.append(
                 f"| {_cell(entry.get('generator') or '—')} | {_cell(claimed_epsilon_text(entry))} "

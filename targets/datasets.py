@@ -55,7 +55,7 @@ def make_default_tabular(n_rows: int, seed: int) -> TabularData:
     cluster_centres = rng.normal(0.0, 1.5, size=(3, N_NUMERIC))
     cluster = rng.integers(0, 3, size=n_common)
     numeric_common = cluster_centres[cluster] + rng.normal(0.0, 1.0, size=(n_common, N_NUMERIC))
-    groups = [np.array(["common_%d" % c for c in cluster], dtype=object)]
+    groups = [np.array([f"common_{c}" for c in cluster], dtype=object)]
     numeric_parts = [numeric_common]
     for (name, _), count in zip(RARE_SUBPOPULATIONS, n_rare):
         centre = rng.normal(0.0, 1.0, size=N_NUMERIC) + rng.choice([-6.0, 6.0], size=N_NUMERIC)

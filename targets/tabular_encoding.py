@@ -1,6 +1,6 @@
 """One mixed-type encoding for every synthetic-data distance: fitted on train + holdout only.
 
-The distance all synthetic-data checks use (STATS.md, "Synthetic data") is a *root-mean-square
+The distance all synthetic-data checks use (docs/synth-check.md) is a *root-mean-square
 Gower distance*: for records x, y with p columns,
 
     d(x, y) = sqrt( (1/p) · Σ_c δ_c(x, y)² )

@@ -15,7 +15,8 @@ from audit.statistics.threshold_audit import threshold_audit
 
 @pytest.mark.parametrize("n, expected", [(25, 1.84), (100, 3.28), (1000, 5.60)])
 def test_threshold_ceiling_matches_the_reference_values(n, expected):
-    # STATS.md: a perfect attack with N trials per side at 95 % caps at 3.28 (N=100), 5.60 (N=1000);
+    # docs/statistics.md ("Estimators"): a perfect attack with N trials per side at 95 % caps at
+    # 3.28 (N=100), 5.60 (N=1000);
     # the issue: 1.84 with K = 50 models (25 evaluated per side).
     assert ceiling_threshold_audit(n, n, 1e-5, 0.95) == pytest.approx(expected, abs=0.005)
 

@@ -1,4 +1,4 @@
-"""Claims about the ε lower bounds in audit/statistics/epsilon_bounds.py (reference values: STATS.md)."""
+"""Claims about the ε lower bounds in audit/statistics/epsilon_bounds.py (reference values: docs/statistics.md)."""
 from __future__ import annotations
 
 import inspect
@@ -37,7 +37,7 @@ def _coin_flip_candidates(rng, m: int, shift: float):
 
 
 # --------------------------------------------------------------------------------------------------
-# Clopper-Pearson building blocks and STATS.md ceilings
+# Clopper-Pearson building blocks and docs/statistics.md ceilings
 # --------------------------------------------------------------------------------------------------
 
 
@@ -74,7 +74,7 @@ def test_epsilon_from_error_rates_is_zero_without_evidence_and_inf_for_zero_erro
 
 
 # --------------------------------------------------------------------------------------------------
-# One run (Steinke, Nasr, Jagielski 2023): STATS.md reference values, m = 1000, α = 0.05
+# One run (Steinke, Nasr, Jagielski 2023): docs/statistics.md reference values, m = 1000, α = 0.05
 # --------------------------------------------------------------------------------------------------
 
 
@@ -84,7 +84,7 @@ def test_epsilon_from_error_rates_is_zero_without_evidence_and_inf_for_zero_erro
         (100, 100, 0.0, 3.49),
         (100, 100, DELTA, 3.47),
         (100, 90, DELTA, 1.63),
-        (600, 600, 0.0, 5.30),  # at δ = 1e-5 this is 5.27; STATS.md's 5.30 is the δ = 0 value
+        (600, 600, 0.0, 5.30),  # at δ = 1e-5 this is 5.27; docs/statistics.md's 5.30 is the δ = 0 value
         (1000, 700, DELTA, 0.73),
     ],
 )
@@ -397,6 +397,6 @@ def test_the_gdp_estimate_on_null_scores_is_zero_in_at_least_95_percent_of_repea
 def test_gdp_mu_from_epsilon_inverts_the_reference_conversion():
     from audit.statistics.epsilon_bounds import epsilon_from_gdp_mu, gdp_mu_from_epsilon
 
-    # STATS.md reference: μ = 1 is ε 4.38 at δ 1e-5; the inverse gives μ back.
+    # docs/statistics.md reference: μ = 1 is ε 4.38 at δ 1e-5; the inverse gives μ back.
     assert gdp_mu_from_epsilon(epsilon_from_gdp_mu(1.0, 1e-5), 1e-5) == pytest.approx(1.0, abs=1e-8)
     assert gdp_mu_from_epsilon(4.38, 1e-5) == pytest.approx(1.0, abs=2e-3)

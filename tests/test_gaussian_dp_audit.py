@@ -19,7 +19,7 @@ from audit.statistics.gaussian_dp_audit import (
 
 
 def test_gdp_conversion_matches_the_hand_computed_reference_values():
-    # STATS.md: μ = 1, δ = 1e-5 → ε = 4.38; μ = 2 → 10.0 (Dong, Roth, Su 2019, Cor. 2.13).
+    # docs/statistics.md: μ = 1, δ = 1e-5 → ε = 4.38; μ = 2 → 10.0 (Dong, Roth, Su 2019, Cor. 2.13).
     assert epsilon_from_gdp_mu(1.0, 1e-5) == pytest.approx(4.377, abs=2e-3)
     assert epsilon_from_gdp_mu(2.0, 1e-5) == pytest.approx(9.997, abs=2e-3)
     # δ_μ(ε) by hand at μ = 1, ε = 1: Φ(−0.5) − e·Φ(−1.5).
@@ -59,7 +59,8 @@ def test_null_data_gives_a_zero_tail_bound_in_at_least_95_percent_of_200_repeats
     zero = 0
     for i in range(200):
         same = np.random.default_rng(2000 + i).normal(size=1000)
-        zero += gaussian_dp_audit(same[:500], same[500:], claimed_mu=0.5, delta=1e-5, seed=i).epsilon_lower_bound_tail == 0
+        result = gaussian_dp_audit(same[:500], same[500:], claimed_mu=0.5, delta=1e-5, seed=i)
+        zero += result.epsilon_lower_bound_tail == 0
     assert zero >= 190
 
 

@@ -259,7 +259,7 @@ def test_model_loaders_on_random_bytes_raise_only_input_errors(blob, suffix, tmp
     from targets.model_sources import check_onnx_file, load_skops_estimator, load_state_dict_file
 
     path = tmp_path_factory.mktemp("blob") / f"model{suffix}"
-    path.write_bytes(blob if suffix != ".skops" or not blob[:1] == b"z" else _zip(blob))
+    path.write_bytes(blob if suffix != ".skops" or blob[:1] != b"z" else _zip(blob))
     try:
         if suffix in (".pt", ".safetensors"):
             load_state_dict_file(path)

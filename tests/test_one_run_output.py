@@ -28,7 +28,7 @@ def test_audit_scores_prints_both_one_run_bounds_and_says_which_decides(cli, tmp
     proc = cli("audit-scores", "s.csv", "--membership-randomized", "--claimed-epsilon", "8",
                "--tracking-uri", f"sqlite:///{tmp_path}/m.db", "--out", "runs")
     assert proc.returncode in (0, 1), proc.stderr
-    line = next(l for l in proc.stdout.splitlines() if "one-run bounds" in l)
+    line = next(text for text in proc.stdout.splitlines() if "one-run bounds" in text)
     assert "Steinke et al. ε ≥" in line and "(decides" in line
     assert "f-DP" in line and "Gaussian" in line and "shown only" in line
     run_dir = _only_run_dir(tmp_path / "runs")

@@ -105,7 +105,7 @@ def test_a_federated_canary_client_row_tests_the_client_level_claim(curves):
     # canary clients (random directions) have no proven or measured power: the claim is not refuted,
     # never held, and the line says what would decide (docs/verdict.md "Power")
     assert client["status"] == "not_refuted" and client["power"]["decider"] and set(client["checks"]) == {
-        "ε = %g · client_mia (client-level ε) · one_run" % round(claim), "ε = %g · canary clients (one-run)" % round(claim)}
+        f"ε = {round(claim):g} · client_mia (client-level ε) · one_run", f"ε = {round(claim):g} · canary clients (one-run)"}
 
 
 def _conformance(p_values, failed=()):

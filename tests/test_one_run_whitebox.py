@@ -28,7 +28,7 @@ SIGMA, STEPS = math.sqrt(20.0), 20
 
 
 def test_two_gaussians_with_equal_spread_is_the_gdp_conversion():
-    # Reference: μ = 1 → ε 4.38, μ = 2 → ε 10.0 at δ = 1e-5 (STATS.md, Dong, Roth, Su 2019).
+    # Reference: μ = 1 → ε 4.38, μ = 2 → ε 10.0 at δ = 1e-5 (docs/statistics.md, Dong, Roth, Su 2019).
     assert epsilon_two_gaussians(0, 1, 1, 1, DELTA) == pytest.approx(4.38, abs=0.01)
     assert epsilon_two_gaussians(3, 2, 7, 2, DELTA) == pytest.approx(10.0, abs=0.01)
     assert epsilon_two_gaussians(0, 1, 1, 1, DELTA) == pytest.approx(epsilon_from_gdp_mu(1.0, DELTA), abs=1e-6)

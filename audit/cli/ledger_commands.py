@@ -158,7 +158,7 @@ def record_in_ledger(ledger: str | None, dataset: str | None, command: str, resu
 
     found, notes, _ = releases_in_results(results, f"{command} results")
     sha = file_sha256(path)  # the file as the audit wrote it, before the ledger section is added
-    mlflow = results.get("mlflow") if isinstance(results.get("mlflow"), dict) else {}
+    mlflow = mlflow_found if isinstance(mlflow_found := results.get("mlflow"), dict) else {}
     run_id = mlflow.get("parent_run_id") or mlflow.get("run_id")
     for note in notes:
         console.print(f"[yellow]ledger note:[/yellow] {shown(note)}", highlight=False, soft_wrap=True)
@@ -319,7 +319,7 @@ def ledger_record(
             raise AuditInputError(where, "the audit refuted its claim (" + "; ".join(refuted_claims(content))[:200]
                                   + "): recording that ε would understate what was spent")
         sha = file_sha256(results)
-        mlflow = content.get("mlflow") if isinstance(content.get("mlflow"), dict) else {}
+        mlflow = mlflow_found if isinstance(mlflow_found := content.get("mlflow"), dict) else {}
         run_id = mlflow.get("parent_run_id") or mlflow.get("run_id")
         inputs = [ReleaseInput(f"{label}: {name}" if label else name, kind, mechanisms, str(results.resolve()), sha,
                                run_id if isinstance(run_id, str) else None) for name, mechanisms in found]

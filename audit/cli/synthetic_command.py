@@ -77,11 +77,9 @@ def synth_check(
     fail_on_leak: LegacyFailOnLeakOption = None,
 ) -> None:
     """Is a synthetic release a disguised copy of its training data? NNDR, DCR, distance MIA, fidelity."""
-    from audit.machinery.environment import describe_environment
     from audit.machinery.policy import load_policy
     from audit.machinery.tracking import synthetic_risk_metrics
-    from audit.statistics.synthetic_evaluation import synthetic_privacy_checks
-    from audit.synthetic.synthetic_check import read_table
+    from audit.synthetic.synthetic_check import read_table, synthetic_check_results
 
     from audit.machinery.crash_log import set_log_folder
     from audit.machinery.input_files import check_number, check_seed
@@ -117,28 +115,18 @@ def synth_check(
     progress = command_progress(quiet)
     try:
         with progress.step("distances, DCR, NNDR, distance MIA, fidelity, re-identification risks"):
-            entry = synthetic_privacy_checks(
-                *frames, nan_policy=nan_policy, target_column=target_column, seed=seed, delta=delta,
-                membership_randomized=membership_randomized, subsample_train=subsample_train,
-                accountant_epsilon=claimed_epsilon,
+            results = synthetic_check_results(
+                *frames, sources=(str(train), str(holdout), str(synthetic)),
+                generator=f"user-supplied ({synthetic.name})",
+                nan_policy=nan_policy,  # type: ignore[arg-type]  # one of NanPolicy's three values: checked above
+                target_column=target_column, claimed_epsilon=claimed_epsilon, delta=delta,
+                membership_randomized=membership_randomized, subsample_train=subsample_train, seed=seed,
+                fail_on_leak=fail_on_leak,
             )
     except BaseException:
         progress.close()
         raise
-    entry = {"generator": f"user-supplied ({synthetic.name})", "epsilon_target": claimed_epsilon, **entry}
-    results = {
-        "schema_version": 3,
-        "config": {"name": "synth-check", "train": str(train), "holdout": str(holdout), "synthetic": str(synthetic),
-                   "nan_policy": nan_policy, "target_column": target_column, "delta": delta, "seed": seed,
-                   "claimed_epsilon": claimed_epsilon, "membership_randomized": membership_randomized},
-        "environment": describe_environment("cpu", seed),
-        "data": {"description": "user-supplied train / holdout / synthetic tables"},
-        "attacks_run": ["distance"],
-        "targets": [],
-        "synthetic": [entry],
-        "notes": list(entry.get("warnings", [])),
-        "verdict": {"fail_on_leak": bool(fail_on_leak)},  # decided by audit.machinery.verdict when written
-    }
+    entry = results["synthetic"][0]
     results, final = publish_results(
         lambda staging: results, out=out, folder_name="synth-check", experiment="synth-check",
         tracking_uri=tracking_uri, run_name=synthetic.name, tags={"synthetic": str(synthetic)},

@@ -10,7 +10,7 @@ import numpy as np
 from attacks.lira import lira_offline_scores
 from attacks.model_outputs import logit_scaled_confidence
 from audit.errors import AuditInputError
-from audit.federated.setup import FederationInputs, federation_seed
+from audit.federated.setup import FederationInputs, federated_section, federation_seed
 from audit.federated.tasks import client_mia_run_task, reference_confidences_task
 from audit.machinery.checkpoints import TargetCheckpoints
 from reports.figures import epsilon_label
@@ -43,7 +43,7 @@ def reference_confidences(inputs: FederationInputs, epsilon: float, index: int, 
                     progress) -> np.ndarray | None:
     """LiRA offline references: federations trained like the target (same σ per client, same rounds)
     on the pool split the same way; one executor task each, seeded from (seed, target, 1, j)."""
-    n_refs = inputs.config.federated.n_reference_federations
+    n_refs = federated_section(inputs.config).n_reference_federations
     if n_refs == 0:
         return None
     stored = ckpt.load_arrays("reference_phis")
@@ -71,7 +71,7 @@ def client_mia_scores(inputs: FederationInputs, epsilon: float, index: int, ckpt
                        progress) -> tuple[np.ndarray, np.ndarray] | None:
     """Runs × clients candidates: coin-flip participation, score = mean confidence on the client's rows;
     one executor task per run, its coins from (seed, target, 2, j) and its training from (seed, target, 3, j)."""
-    runs = inputs.config.federated.client_mia_runs
+    runs = federated_section(inputs.config).client_mia_runs
     if runs == 0:
         return None
     stored = ckpt.load_arrays("client_mia")

@@ -38,7 +38,8 @@ import torch
 from audit.errors import AuditInputError
 from audit.federated.accounting import account_levels
 from audit.federated.level_attacks import attack_rows
-from audit.federated.setup import FederationInputs, assign_clients, federated_spec, federation_seed
+from audit.federated.setup import (FederationInputs, assign_clients, federated_section, federated_spec,
+                                   federation_seed)
 from audit.federated.tasks import target_federation_task, target_from_plain
 from audit.machinery.executors import LocalExecutor
 from audit.machinery.checkpoints import TargetCheckpoints
@@ -49,7 +50,7 @@ from audit.machinery.verdict import family_alpha_each, verdict_for_results, verd
 from audit.machinery.crash_log import set_log_folder
 from audit.machinery.run_directory import (StagedRunDirectory, run_attempt, write_json_atomic, write_result_json_atomic,
                                            write_text_atomic)
-from audit.machinery.progress import as_progress
+from audit.machinery.progress import Step, as_progress
 from audit.machinery.tracking import AuditTracker, experiment_name, target_metrics
 from audit.statistics.attack_evaluation import best_sound_lower_bound, evaluate_attack
 from audit.statistics.epsilon_bounds import one_run_ceiling
@@ -78,7 +79,7 @@ class _TargetProgress:
 
     def __init__(self, progress) -> None:
         self.progress = as_progress(progress)
-        self.step = None
+        self.step: Step | None = None
 
     def target_started(self, index: int, total: int, label: str, epochs: int) -> None:
         self.close()
@@ -184,7 +185,7 @@ def _audit_target(inputs: FederationInputs, index: int, epsilon: float, ckpt: Ta
         "noise_multiplier": levels["client"]["noise_multiplier"] if levels["level"] == "client" else None,
         "sample_rate": levels["client"]["sample_rate"] if levels["level"] == "client" else None,
         "steps": levels["client"]["rounds"] if levels["level"] == "client" else None,
-        "max_grad_norm": (config.federated.client_clip if levels["level"] == "client"
+        "max_grad_norm": (federated_section(config).client_clip if levels["level"] == "client"
                           else config.training.max_grad_norm if levels["level"] == "record" else None),
         "poisson_sampling": levels["level"] != "none",
         "accountant": acc if levels["level"] != "none" else None,
@@ -200,7 +201,7 @@ def _audit_target(inputs: FederationInputs, index: int, epsilon: float, ckpt: Ta
         "seed": seed,
         "federated": {
             "level": levels["level"], "n_clients": inputs.n_clients, "rounds": inputs.spec.rounds,
-            "local_epochs": inputs.spec.local_epochs, "partition": config.federated.partition,
+            "local_epochs": inputs.spec.local_epochs, "partition": federated_section(config).partition,
             "clients": levels["clients"], "record_level": levels["record"], "client_level": levels["client"],
             "watched_client": inputs.watch_client,
         },
@@ -333,13 +334,13 @@ def _federated_sweep(inputs: FederationInputs, staging: Path, tracker: AuditTrac
         tracker.close_if_running([attempt["parent_run_id"], *attempt["child_run_ids"]], "KILLED")
     tags = {"preset": preset or "custom", "config_hash": config.config_hash(),
             "git_sha": environment["git_sha"] or "unknown", "dataset": data.description, "kind": "federated",
-            "federated_level": config.federated.level}
+            "federated_level": federated_section(config).level}
     if earlier:
         tags["resumed_from"] = ",".join(a["parent_run_id"] for a in earlier)
     parent_id = tracker.start_run(config.name, tags=tags)
     attempt = {"parent_run_id": parent_id, "child_run_ids": []}
     write_json_atomic(attempts_path, earlier + [attempt])
-    fed = config.federated
+    fed = federated_section(config)
     tracker.log_params(parent_id, {"seed": config.seed, "device": str(inputs.device), "delta": config.privacy.delta,
                                    "accountant": config.privacy.accountant, "level": fed.level,
                                    "n_clients": fed.n_clients, "rounds": fed.rounds, "partition": fed.partition})

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from audit.errors import AuditInputError
-from audit.machinery.config import AuditConfig
+from audit.machinery.config import AuditConfig, FederatedConfig
 from targets.datasets import TabularData
 from targets.federated import FederatedSpec, split_by_feature_ranges, split_dirichlet
 from targets.splits import AuditSplits
@@ -17,6 +17,13 @@ from targets.splits import AuditSplits
 def federation_seed(config_seed: int, *path: int) -> int:
     """Seed of one federation of the job (target, reference j, client-MIA run j): one config seed drives all."""
     return int(np.random.SeedSequence([config_seed, 23, *path]).generate_state(1)[0])
+
+
+def federated_section(config: AuditConfig) -> FederatedConfig:
+    """The config's `federated:` section; the federated job is only started for a config with one."""
+    if config.federated is None:
+        raise AuditInputError("config", "has no 'federated' section")
+    return config.federated
 
 
 @dataclass
@@ -33,14 +40,15 @@ class FederationInputs:
     @property
     def watch_client(self) -> int:
         """The client whose update the server attacks: as configured, else the one with most candidates."""
-        if self.config.federated.watch_client is not None:
-            return self.config.federated.watch_client
+        watch = federated_section(self.config).watch_client
+        if watch is not None:
+            return watch
         counts = np.bincount(self.client_of_row[self.splits.candidate_idx], minlength=self.n_clients)
         return int(np.argmax(counts))
 
     @property
     def n_clients(self) -> int:
-        return self.config.federated.n_clients
+        return federated_section(self.config).n_clients
 
     def client_data(self, rows: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
         """Rows (e.g. the training members, or the pool) handed out to the clients."""
@@ -53,7 +61,7 @@ def assign_clients(config: AuditConfig, data: TabularData) -> np.ndarray:
     an empty client used to crash a round late, exit 3)."""
     from audit.machinery.limits import MIN_CLIENT_ROWS
 
-    fed = config.federated
+    fed = federated_section(config)
     if fed.n_clients * MIN_CLIENT_ROWS > len(data.labels):
         raise AuditInputError("federated.n_clients", f"{fed.n_clients} clients need ≥ {MIN_CLIENT_ROWS} rows each, "
                               f"the data has {len(data.labels)} rows")
@@ -87,7 +95,7 @@ def check_client_split(config: AuditConfig) -> None:
 
 
 def federated_spec(config: AuditConfig, level: str | None = None) -> FederatedSpec:
-    t, fed = config.training, config.federated
+    t, fed = config.training, federated_section(config)
     return FederatedSpec(
         hidden_sizes=list(t.hidden_sizes), rounds=fed.rounds, local_epochs=t.epochs, batch_size=t.batch_size,
         lr=t.lr, momentum=t.momentum, max_grad_norm=t.max_grad_norm, level=level or fed.level,

@@ -28,8 +28,8 @@ def refuted_claims(results: dict[str, Any]) -> list[str]:
     result kind says: a target's `violation`, or the failed verdict of a canary / white-box audit
     (whose only subject is the claim).
     """
-    verdict = results.get("verdict") if isinstance(results.get("verdict"), dict) else {}
-    claims = verdict.get("claims") if isinstance(verdict.get("claims"), list) else []
+    verdict = verdict_found if isinstance(verdict_found := results.get("verdict"), dict) else {}
+    claims = claims_found if isinstance(claims_found := verdict.get("claims"), list) else []
     refuted = [str(c.get("claim")) for c in claims if isinstance(c, dict) and c.get("status") == "refuted"]
     for i, target in enumerate(results.get("targets") or []):
         if isinstance(target, dict) and target.get("violation") is True:
@@ -52,8 +52,8 @@ def _number(value: Any) -> float | None:
 
 
 def _results_delta(results: dict[str, Any]) -> float | None:
-    config = results.get("config") if isinstance(results.get("config"), dict) else {}
-    privacy = config.get("privacy") if isinstance(config.get("privacy"), dict) else {}
+    config = config_found if isinstance(config_found := results.get("config"), dict) else {}
+    privacy = privacy_found if isinstance(privacy_found := config.get("privacy"), dict) else {}
     return _number(config.get("delta")) or _number(privacy.get("delta"))
 
 

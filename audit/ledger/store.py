@@ -195,7 +195,7 @@ def preflight_ledger(uri: Any, where: str = "--ledger") -> URL:
 
     url = check_ledger_uri(uri, where)
     if url.get_backend_name() == "sqlite":
-        path = Path(url.database)
+        path = _sqlite_file(url, where)
         if not path.is_file() or path.stat().st_size == 0:
             return url
         from urllib.parse import quote
@@ -236,11 +236,18 @@ def _engine_for(url: URL) -> Engine:
     return create_engine(url, pool_pre_ping=True, connect_args={"connect_timeout": 15})
 
 
+def _sqlite_file(url: URL, where: str) -> Path:
+    """The file of a SQLite ledger URL (`check_ledger_uri` refuses one that names none)."""
+    if not url.database:
+        raise AuditInputError(where, "a SQLite ledger must name a file")
+    return Path(url.database)
+
+
 def _describe(url: URL) -> str:
     from audit.machinery.secrets import redact
 
     # render_as_string hides the user-info password only; a `?password=` query parameter needs redact.
-    return url.database if url.get_backend_name() == "sqlite" else redact(url.render_as_string(hide_password=True))
+    return str(url.database) if url.get_backend_name() == "sqlite" else redact(url.render_as_string(hide_password=True))
 
 
 class Ledger:
@@ -253,7 +260,7 @@ class Ledger:
     def open(cls, uri: str, where: str = "--ledger", *, create: bool = True) -> "Ledger":
         """`create=False` (commands that only read or amend): a SQLite file that does not exist is an error."""
         url = check_ledger_uri(uri, where)
-        if not create and url.get_backend_name() == "sqlite" and not Path(url.database).is_file():
+        if not create and url.get_backend_name() == "sqlite" and not _sqlite_file(url, where).is_file():
             raise AuditInputError(f"{where} '{url.database}'", "no ledger there yet (record a release or set a budget first)")
         try:
             engine = _engine_for(url)
@@ -326,14 +333,17 @@ class Ledger:
 
     def _dataset(self, session: Session, name: str, *, create: bool, lock: bool) -> Dataset | None:
         if create:
-            table = Dataset.__table__
             values = {"name": name, "delta": DEFAULT_DELTA, "max_total_epsilon": None,
                       "created_at": datetime.now(timezone.utc)}
             if self.url.get_backend_name() == "postgresql":
-                from sqlalchemy.dialects.postgresql import insert
+                from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+
+                statement = postgresql_insert(Dataset).values(**values).on_conflict_do_nothing(index_elements=["name"])
             else:
-                from sqlalchemy.dialects.sqlite import insert
-            session.execute(insert(table).values(**values).on_conflict_do_nothing(index_elements=["name"]))
+                from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+                statement = sqlite_insert(Dataset).values(**values).on_conflict_do_nothing(index_elements=["name"])
+            session.execute(statement)
         raw = session.execute(text("SELECT * FROM ledger_datasets WHERE name = :name"), {"name": name}).mappings().all()
         for found in raw:
             self._checker(session).dataset(dict(found))
@@ -341,6 +351,13 @@ class Ledger:
         if lock:
             query = query.with_for_update()  # PostgreSQL row lock; SQLite already holds the database lock
         return session.scalars(query).one_or_none()
+
+    def _created_dataset(self, session: Session, name: str) -> Dataset:
+        """The dataset's row, inserted first where it is new, locked for this transaction."""
+        row = self._dataset(session, name, create=True, lock=True)
+        if row is None:  # inserted (or already there) in this same transaction: never missing
+            raise RuntimeError(f"ledger dataset {name!r} missing right after its insert")
+        return row
 
     def _checker(self, session: Session):
         from audit.ledger.integrity import RowChecker
@@ -399,7 +416,7 @@ class Ledger:
     def _record(self, session_args, held):
         dataset, checked, provenance, policy_limit, policy_name, compute_spent = session_args
         with self._errors(), Session(self.engine) as session, session.begin():
-            row = self._dataset(session, dataset, create=True, lock=True)
+            row = self._created_dataset(session, dataset)
             limits = [(row.max_total_epsilon, "the ledger's budget for this dataset")]
             if policy_limit is not None:
                 limits.append((policy_limit, f"policy {policy_name or ''}".strip()))
@@ -438,7 +455,7 @@ class Ledger:
         check_dataset_name(dataset)
         provenance = provenance or Provenance()
         with self._errors(), Session(self.engine) as session, session.begin():
-            row = self._dataset(session, dataset, create=True, lock=True)
+            row = self._created_dataset(session, dataset)
             spent = compose_mechanisms(self._active_mechanisms(session, row), row.delta if delta is None else delta)
             if max_total_epsilon is not None and not spent.epsilon <= max_total_epsilon:
                 raise BudgetBelowSpent(dataset, max_total_epsilon, spent)  # rolls back: the new dataset row too
@@ -500,7 +517,7 @@ class Ledger:
             query = select(func.count(Release.id))
             if dataset is not None:
                 query = query.join(Dataset).where(Dataset.name == dataset)
-            return int(session.scalar(query))
+            return int(session.scalar(query) or 0)  # COUNT always returns a row; `or 0` for the type
 
 
 def _release_dict(release: Release) -> dict[str, Any]:

@@ -22,6 +22,7 @@ import hashlib
 import hmac
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -71,14 +72,19 @@ class SigningKey:
     private: Any = None
     public: Any = None
 
+    def _hmac(self, data: bytes) -> str:
+        if self.secret is None:  # an hmac-sha256 key is always made with its secret
+            raise ValueError("an HMAC signing key without its secret")
+        return hmac.new(self.secret, data, hashlib.sha256).hexdigest()
+
     def sign(self, data: bytes) -> str:
         if self.algorithm == "hmac-sha256":
-            return hmac.new(self.secret, data, hashlib.sha256).hexdigest()
+            return self._hmac(data)
         return self.private.sign(data).hex()
 
     def verify(self, data: bytes, value: str) -> bool:
         if self.algorithm == "hmac-sha256":
-            return hmac.compare_digest(hmac.new(self.secret, data, hashlib.sha256).hexdigest(), str(value))
+            return hmac.compare_digest(self._hmac(data), str(value))
         from cryptography.exceptions import InvalidSignature
 
         try:
@@ -111,12 +117,12 @@ def _read_pem(path_text: str, variable: str) -> bytes:
     return data
 
 
-def signing_key(environ: dict[str, str] | None = None) -> SigningKey | None:
+def signing_key(environ: Mapping[str, str] | None = None) -> SigningKey | None:
     """The key result files are signed with: `PRIVACY_AUDIT_SIGNING_KEY` = a secret of ≥ 16 characters
     (HMAC-SHA256), or `ed25519:/path/to/private.pem` (an unencrypted PKCS#8 Ed25519 private key).
     None when the variable is unset or empty. A malformed key is bad input (exit 2 naming the variable)."""
-    environ = os.environ if environ is None else environ
-    value = environ.get(ENV_KEY, "")
+    env: Mapping[str, str] = os.environ if environ is None else environ
+    value = env.get(ENV_KEY, "")
     if not value:
         return None
     if value.startswith(_ED25519_PREFIX):
@@ -140,12 +146,12 @@ def signing_key(environ: dict[str, str] | None = None) -> SigningKey | None:
     return SigningKey("hmac-sha256", _key_id(secret), secret=secret)
 
 
-def verification_key(environ: dict[str, str] | None = None) -> SigningKey | None:
+def verification_key(environ: Mapping[str, str] | None = None) -> SigningKey | None:
     """The key `gate` and `report` check signatures with: `PRIVACY_AUDIT_VERIFY_KEY` = a PEM Ed25519
     public key file, else the signing key of `PRIVACY_AUDIT_SIGNING_KEY` (the HMAC secret, or the
     public half of the Ed25519 private key). None when neither is set."""
-    environ = os.environ if environ is None else environ
-    path = environ.get(ENV_VERIFY, "")
+    env: Mapping[str, str] = os.environ if environ is None else environ
+    path = env.get(ENV_VERIFY, "")
     if path:
         from cryptography.hazmat.primitives import serialization
         from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -159,7 +165,7 @@ def verification_key(environ: dict[str, str] | None = None) -> SigningKey | None
             raise AuditInputError(f"environment variable {ENV_VERIFY}", "names a file that is not a PEM Ed25519 "
                                   "public key")
         return SigningKey("ed25519", _ed25519_public_id(public), public=public)
-    return signing_key(environ)
+    return signing_key(env)
 
 
 def with_integrity(content: dict[str, Any], key: SigningKey | None) -> dict[str, Any]:

@@ -30,6 +30,8 @@ def load_user_function(spec: str, flag: str, *, require_callable: bool = True) -
     """The object `module:name` names; `require_callable=False` for protocols that are objects
     (a conformance step-function trainer: CLAIM plus methods), which check their own shape."""
     match = _SPEC.match(check_spec(spec, flag))
+    if match is None:  # check_spec refuses what _SPEC does not match: never reached
+        raise AuditInputError(flag, f"expected module:function, got {spec[:80]!r}")
     cwd = str(Path.cwd())
     if cwd not in sys.path:  # like `python -m`: modules beside the user are importable
         sys.path.insert(0, cwd)

@@ -58,7 +58,7 @@ def claim_line(claim: dict[str, Any]) -> str:
         extra += [str(claim["needed"])] if claim.get("needed") else []
         text += f" ({'; '.join(extra)})" if extra else ""
     if status == "not_refuted":
-        power = claim.get("power") if isinstance(claim.get("power"), dict) else {}
+        power = power_found if isinstance(power_found := claim.get("power"), dict) else {}
         extra = [str(power[k]) for k in ("detail", "decider") if power.get(k)]
         text += f" — {'; '.join(extra)}" if extra else ""
     return text

@@ -237,7 +237,7 @@ def advantage_bound(epsilon: float, delta: float) -> float:
     """Largest membership advantage an (ε, δ)-DP mechanism allows: (e^ε − 1 + 2δ)/(e^ε + 1).
 
     This is the tight bound from the (ε, δ) hypothesis-testing region (Kairouz, Oh, Viswanath
-    2015, arXiv 1311.0776), as stated in STATS.md; Yeom et al. 2018 (arXiv 1709.01604) give the
+    2015, arXiv 1311.0776), as stated in docs/statistics.md; Yeom et al. 2018 (arXiv 1709.01604) give the
     looser adv ≤ e^ε − 1 for δ = 0. ε = inf gives 1.
     """
     try:

@@ -5,8 +5,8 @@ many independent trials it has. The second limit does not depend on the mechanis
 n evaluation runs per side and no error on any of them, the one-sided Clopper-Pearson upper
 bounds on FPR and FNR are still 1 − (α/2)^{1/n}, and the (ε, δ) bound cannot exceed
 ln((1 − δ − FNR̄)/FPR̄). When that ceiling is at or below the claimed ε, the audit could not have
-refuted the claim whatever the code does: it is *inconclusive*, not a pass (STATS.md,
-"Ceiling"). The same holds for the one-run audit of Steinke, Nasr, Jagielski 2023 (arXiv
+refuted the claim whatever the code does: it is *inconclusive*, not a pass (docs/statistics.md,
+"The verdict"). The same holds for the one-run audit of Steinke, Nasr, Jagielski 2023 (arXiv
 2305.08846): all r guesses correct is the best outcome m canaries can give.
 
 Pure functions, no I/O.

@@ -11,6 +11,7 @@ from dataclasses import asdict
 from typing import Any, Callable
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from audit.statistics.attack_metrics import validate_probability, validate_scores_and_members
 from audit.statistics.binomial import beta_ppf
@@ -36,7 +37,7 @@ __all__ = [
 ]
 
 
-def _clopper_pearson_upper_array(k: np.ndarray, n, alpha: float) -> np.ndarray:
+def _clopper_pearson_upper_array(k: np.ndarray | int, n, alpha: float) -> np.ndarray:
     k = np.asarray(k)
     n = np.asarray(n)
     # beta.ppf needs b > 0; where k == n the bound is 1 anyway.
@@ -295,8 +296,8 @@ def _threshold_audit(s, m, delta, confidence, strategy, criterion: Criterion) ->
 
 
 def epsilon_lower_bound_clopper_pearson(
-    scores,
-    members,
+    scores: ArrayLike,
+    members: ArrayLike,
     delta: float,
     confidence: float = 0.95,
     strategy: ThresholdStrategy = HeldOut(),
@@ -319,6 +320,17 @@ def epsilon_lower_bound_clopper_pearson(
 
     Each candidate's score must be computed independently of the others' membership being
     evaluated (the usual "independent trials" assumption behind Clopper-Pearson).
+
+    Args:
+        scores: one score per candidate, higher = more likely a member.
+        members: 0/1 (or bool) per candidate.
+        delta: the δ of the (ε, δ) bound.
+        confidence: the probability with which the bound holds.
+        strategy: how the threshold rule is chosen without paying on the bound (`HeldOut` or `Bonferroni`).
+
+    Returns:
+        An `EpsilonLowerBound` (`method="clopper_pearson"`, `sound=True`); `details` holds the rule,
+        the counts and FPR̄, FNR̄.
     """
     s, m = validate_scores_and_members(scores, members)
     d = _check_delta(delta)

@@ -2,7 +2,8 @@
 
 Every estimator is a pure function of attack scores and membership labels (plus δ and a
 confidence level); no I/O. The docstring of each names its paper and the exact quantity returned.
-STATS.md is the contract; its reference values are tested in tests/test_epsilon_bounds.py.
+docs/statistics.md ("Estimators") is the contract; its reference values are tested in
+tests/test_epsilon_bounds.py.
 
 Score-based estimators share the conventions of `audit.statistics.attack_metrics`: `scores` higher = more
 likely a member, `members` bool/0-1, validated at the boundary with `ValueError` naming the

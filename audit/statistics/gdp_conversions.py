@@ -26,7 +26,7 @@ def gdp_mu_lower_bound(fpr_upper: float, fnr_upper: float) -> float:
     """
     f = _check_rate("fpr_upper", fpr_upper)
     g = _check_rate("fnr_upper", fnr_upper)
-    return float(max(_gdp_mu_array(f, g), 0.0))
+    return max(float(_gdp_mu_array(f, g)), 0.0)
 
 
 def _gdp_delta_gap(eps: float, mu: float, log_delta: float) -> float:

@@ -268,7 +268,7 @@ def one_run_claim_audit(scores, members, *, claimed_epsilon: float, delta: float
         "p_value": float(min(1.0, 2 * min(p_steinke, p_fdp))),
         "canaries_needed": needed,
     }
-    if with_estimates:
+    if fit is not None:  # with_estimates
         withheld = fit["reason"] if fit.get("withheld") else None
         for key, estimate in (("gaussian_sum", epsilon_gaussian_normalized_sum(s, mem, delta, confidence)),
                               ("andrew", epsilon_andrew(s, mem, delta))):

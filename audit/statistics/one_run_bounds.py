@@ -8,6 +8,7 @@ import math
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy import optimize, special, stats
 
 from audit.statistics.attack_metrics import validate_probability, validate_scores_and_members
@@ -123,8 +124,8 @@ def _one_run_criterion(m_eval: int, delta: float, alpha: float):
 
 
 def epsilon_lower_bound_one_run(
-    scores,
-    members,
+    scores: ArrayLike,
+    members: ArrayLike,
     delta: float,
     confidence: float = 0.95,
     pilot_fraction: float = DEFAULT_PILOT_FRACTION,
@@ -146,6 +147,17 @@ def epsilon_lower_bound_one_run(
     Bonferroni, so the bound does not pay for the search and does not fall as m grows (issue 27:
     fixed guess fractions with Bonferroni gave 5.69 at 10⁴ and 5.47 at 10⁵ canaries on μ = 4
     Gaussian scores). Thresholds guess whole tie groups, so input order never decides a guess.
+
+    Args:
+        scores: one score per candidate, higher = more likely a member.
+        members: 0/1 (or bool) per candidate: was it included (its fair coin came up heads)?
+        delta: the δ of the (ε, δ) bound.
+        confidence: the probability with which the bound holds (α = 1 − confidence).
+        pilot_fraction: the share of candidates that choose the guess rule (no bound is computed on them).
+        seed: seed of the pilot split.
+
+    Returns:
+        An `EpsilonLowerBound` (`method="one_run"`, `sound=True`); `details` holds m, r, v, the rule.
     """
     s, m = validate_scores_and_members(scores, members)
     d = _check_delta(delta)

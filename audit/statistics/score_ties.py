@@ -16,6 +16,8 @@ Pure functions, no I/O.
 """
 from __future__ import annotations
 
+from typing import TypedDict
+
 import numpy as np
 
 from audit.statistics.attack_metrics import validate_scores_and_members
@@ -31,7 +33,16 @@ MOSTLY_SATURATED = 0.05
 _FAR_IQRS = 100.0
 
 
-def score_ties(scores) -> dict[str, float | int]:
+class ScoreTies(TypedDict):
+    """`score_ties`'s figures (JSON-ready: a non-finite tie value is its string, e.g. "inf")."""
+
+    largest_tie_fraction: float
+    largest_tie_value: float | str | None
+    distinct_values: int
+    saturated_fraction: float
+
+
+def score_ties(scores) -> ScoreTies:
     """{"largest_tie_fraction", "largest_tie_value", "distinct_values", "saturated_fraction"} of a score vector.
 
     Saturated: non-finite, or equal to the minimum or maximum when that extreme is shared by ≥ 2
@@ -122,7 +133,7 @@ def tie_notes(attack_name: str, scores, members, tpr_conservative: dict, tpr_ran
     notes = []
     if ties["largest_tie_fraction"] >= MOSTLY_TIED:
         count = int(round(ties["largest_tie_fraction"] * s.size))
-        notes.append(f"{prefix}{count} of {s.size} scores tie at one value ({float(ties['largest_tie_value']):.4g}); "
+        notes.append(f"{prefix}{count} of {s.size} scores tie at one value ({float(ties['largest_tie_value'] or 0.0):.4g}); "
                      "metrics read off thresholds cannot separate them")
     if ties["saturated_fraction"] >= MOSTLY_SATURATED:
         notes.append(f"{prefix}{ties['saturated_fraction']:.0%} of scores are saturated (non-finite, at a repeated "

@@ -4,7 +4,7 @@ Used by `privacy-audit synth-check --train F --holdout F --synthetic F` (files r
 `audit.synthetic.synthetic_check`) and by the main run for the synthesizers it trains.
 `synthetic_privacy_checks` is a pure function of three DataFrames; no I/O here.
 
-What it reports (STATS.md, "Synthetic data"):
+What it reports (docs/synth-check.md):
 - "nndr": d(nearest train) / d(2nd-nearest train) per synthetic row (near 0 = near-copies);
 - "nndr_real_vs_synthetic": the textbook variant, d(nearest train) / d(nearest other synthetic),
   on at most 10 000 (seeded) synthetic rows;
@@ -306,7 +306,8 @@ def synthetic_privacy_checks(
     for role, df in (("train", train_df), ("holdout", holdout_df), ("synthetic", synthetic_df)):
         kept, n_dropped = encoder.drop_missing(df, role)
         if n_dropped:
-            warnings.append(f"{role}: dropped {n_dropped} of {df.shape[0]} rows with missing values (nan_policy='drop_rows')")
+            warnings.append(f"{role}: dropped {n_dropped} of {df.shape[0]} rows with missing values "
+                            "(nan_policy='drop_rows')")
         frames[role] = kept
     encoded = {role: encoder.transform(df, role) for role, df in frames.items()}
     unseen = encoder.unseen_categories(frames["synthetic"])
@@ -415,7 +416,8 @@ def synthetic_privacy_checks(
         "leak_tests": leak_tests,
         "flags": flags,
         "flag_alpha_each": alpha_each,  # Holm's first step, α/K
-        "flag_family": f"Holm over {len(leak_tests)} tests (DCR, exact copies, distance MIA, risks) at α {1 - confidence:.2g}",
+        "flag_family": f"Holm over {len(leak_tests)} tests (DCR, exact copies, distance MIA, risks) "
+                       f"at α {1 - confidence:.2g}",
         "passed": not flags,
         "warnings": warnings,
         "encoding": encoder.describe(),

@@ -47,7 +47,7 @@ _PERCENTILES = {"p1": 1, "p10": 10, "median": 50}
 def _distribution_summary(values: np.ndarray) -> dict[str, float | None]:
     if values.size == 0:
         return {name: None for name in (*_PERCENTILES, "mean")}
-    summary = {name: float(np.percentile(values, q)) for name, q in _PERCENTILES.items()}
+    summary: dict[str, float | None] = {name: float(np.percentile(values, q)) for name, q in _PERCENTILES.items()}
     summary["mean"] = float(values.mean())
     return summary
 

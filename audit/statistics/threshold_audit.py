@@ -91,6 +91,8 @@ def _choose_rule(positive: np.ndarray, negative: np.ndarray, delta: float, alpha
         i = int(np.argmax(value))
         if best is None or value[i] > best[0]:
             best = (value[i], float(thresholds[i]), direction)
+    if best is None:  # the loop above runs for both directions: never reached
+        raise ValueError("no threshold rule was evaluated")
     return best[1], best[2]
 
 

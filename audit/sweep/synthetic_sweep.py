@@ -15,16 +15,24 @@ from typing import Any
 
 import pandas as pd
 
-from audit.machinery.config import AuditConfig
+from audit.errors import AuditInputError
+from audit.machinery.config import AuditConfig, SyntheticConfig
 from audit.machinery.progress import Progress
 from audit.statistics.synthetic_evaluation import synthetic_privacy_checks
 from targets.splits import AuditSplits
 from targets.synthesizers import DPVAESynthesizer, GaussianCopulaSynthesizer, NoisyCopySynthesizer
 
 
+def synthetic_section(config: AuditConfig) -> SyntheticConfig:
+    """The config's `synthetic:` section; the sweep runs generators only for a config with one."""
+    if config.synthetic is None:
+        raise AuditInputError("config", "has no 'synthetic' section")
+    return config.synthetic
+
+
 def generator_runs(config: AuditConfig) -> list[tuple[str, float | None]]:
     """(generator, ε) of every release the sweep checks, in report order (ε None = non-private)."""
-    synthetic = config.synthetic
+    synthetic = synthetic_section(config)
     epsilons = synthetic.epsilons or [e for e in config.privacy.epsilons if math.isfinite(e)]
     runs: list[tuple[str, float | None]] = []
     for name in synthetic.generators:
@@ -37,7 +45,9 @@ def _generator(config: AuditConfig, name: str, epsilon: float | None):
         return NoisyCopySynthesizer(noise_scale=0.01)
     if name == "gaussian_copula":
         return GaussianCopulaSynthesizer(seed=config.seed)
-    return DPVAESynthesizer(epsilon, delta=config.privacy.delta, epochs=config.synthetic.dp_vae_epochs,
+    if epsilon is None:  # generator_runs gives the DP generator an ε, always
+        raise ValueError("dp_vae needs a finite ε")
+    return DPVAESynthesizer(epsilon, delta=config.privacy.delta, epochs=synthetic_section(config).dp_vae_epochs,
                             accountant=config.privacy.accountant, seed=config.seed)
 
 
@@ -87,6 +97,9 @@ def synthetic_sweep(config: AuditConfig, frame: pd.DataFrame, splits: AuditSplit
     else:
         with progress.step(f"synthetic: {len(todo)} release(s) on the {getattr(executor, 'name', 'given')} executor",
                            total=len(todo)) as step:
-            executor.map(checked_release, [runs[i] for i in todo], shared,
-                         on_result=lambda position, entry: (keep(position, entry), step.advance()))
+            def on_result(position: int, entry: dict[str, Any]) -> None:
+                keep(position, entry)
+                step.advance()
+
+            executor.map(checked_release, [runs[i] for i in todo], shared, on_result=on_result)
     return [finished[i] for i in range(len(runs))]

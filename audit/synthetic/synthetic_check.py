@@ -6,13 +6,14 @@ with the main run's synthesizer sweep).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 from targets.table_checks import check_cells, check_unique_header
-from targets.tabular_encoding import SyntheticDataError
+from targets.tabular_encoding import NanPolicy, SyntheticDataError
 
-__all__ = ["read_table"]
+__all__ = ["read_table", "synthetic_check_results"]
 
 _READERS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
 
@@ -46,3 +47,50 @@ def read_table(path: str | Path, role: str) -> pd.DataFrame:
     check_cells(df, where)
     df.attrs["source"] = str(p)
     return df
+
+
+def synthetic_check_results(
+    train: pd.DataFrame,
+    holdout: pd.DataFrame,
+    synthetic: pd.DataFrame,
+    *,
+    sources: tuple[str, str, str] = ("train", "holdout", "synthetic"),
+    generator: str = "user-supplied",
+    nan_policy: NanPolicy = "error",
+    target_column: str | None = None,
+    claimed_epsilon: float | None = None,
+    delta: float = 1e-5,
+    membership_randomized: bool = False,
+    subsample_train: bool = False,
+    seed: int = 0,
+    fail_on_leak: bool = True,
+    environment: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The synth-check results dict (schema_version 3, verdict not yet decided) for three tables.
+
+    The checks are `synthetic_privacy_checks`; `sources` are the three tables' paths (or names) as
+    recorded in `config`; `fail_on_leak` is recorded for `audit.machinery.verdict.verdict_for_results`,
+    which decides the verdict (a LEAKS statement on the user's own release fails unless False).
+    """
+    from audit.machinery.environment import describe_environment
+    from audit.statistics.synthetic_evaluation import synthetic_privacy_checks
+
+    entry = synthetic_privacy_checks(
+        train, holdout, synthetic, nan_policy=nan_policy, target_column=target_column,
+        seed=seed, delta=delta, membership_randomized=membership_randomized, subsample_train=subsample_train,
+        accountant_epsilon=claimed_epsilon,
+    )
+    entry = {"generator": generator, "epsilon_target": claimed_epsilon, **entry}
+    return {
+        "schema_version": 3,
+        "config": {"name": "synth-check", "train": sources[0], "holdout": sources[1], "synthetic": sources[2],
+                   "nan_policy": nan_policy, "target_column": target_column, "delta": delta, "seed": seed,
+                   "claimed_epsilon": claimed_epsilon, "membership_randomized": membership_randomized},
+        "environment": environment if environment is not None else describe_environment("cpu", seed),
+        "data": {"description": "user-supplied train / holdout / synthetic tables"},
+        "attacks_run": ["distance"],
+        "targets": [],
+        "synthetic": [entry],
+        "notes": list(entry.get("warnings", [])),
+        "verdict": {"fail_on_leak": bool(fail_on_leak)},  # decided by audit.machinery.verdict when written
+    }

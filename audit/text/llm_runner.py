@@ -37,7 +37,7 @@ import pandas as pd
 import torch
 
 from audit.errors import AuditInputError
-from audit.machinery.config import AuditConfig, config_to_yaml
+from audit.machinery.config import AuditConfig, LLMConfig, config_to_yaml
 from audit.machinery.crash_log import set_log_folder
 from audit.machinery.environment import describe_environment
 from audit.machinery.policy import Policy
@@ -83,8 +83,15 @@ def _seed(config_seed: int, *parts: int) -> int:
     return int(np.random.SeedSequence([config_seed, 41, *parts]).generate_state(1)[0])
 
 
+def llm_section(config: AuditConfig) -> LLMConfig:
+    """The config's `llm:` section; the llm job refuses a config without one (exit 2)."""
+    if config.llm is None:
+        raise AuditInputError("config", "has no 'llm' section")
+    return config.llm
+
+
 def llm_spec(config: AuditConfig) -> HFLMSpec:
-    s = config.llm
+    s = llm_section(config)
     return HFLMSpec(d_model=s.d_model, n_layers=s.n_layers, n_heads=s.n_heads, max_length=s.max_length,
                     pretrain_epochs=s.pretrain_epochs, epochs=s.epochs, batch_size=s.batch_size, lr=s.lr,
                     pretrain_lr=s.lr, max_grad_norm=s.max_grad_norm, lora_rank=s.lora_rank,
@@ -176,8 +183,7 @@ def run_llm_audit(config: AuditConfig, *, out_dir: str | Path = "runs", tracking
                   preset: str | None = None, progress=None, policy: Policy | None = None, tracking: bool = True,
                   resume: str | Path | None = None, executor: Any = None) -> LLMRun:
     """Run the LLM audit described by `config` (which must have an `llm:` section)."""
-    if config.llm is None:
-        raise AuditInputError("config", "has no 'llm' section")
+    llm_section(config)  # before anything is made
     if resume is not None:
         raise AuditInputError("--resume", "not supported by the llm job yet (its targets take minutes: rerun)")
     if executor is not None and getattr(executor, "name", "local") != "local":
@@ -204,7 +210,7 @@ def run_llm_audit(config: AuditConfig, *, out_dir: str | Path = "runs", tracking
 
 def _llm_sweep(config: AuditConfig, staging: Path, tracker, preset: str | None, progress,
                device: torch.device) -> dict[str, Any]:
-    llm = config.llm
+    llm = llm_section(config)
     started, cpu_started = time.perf_counter(), time.process_time()
     spec = llm_spec(config)
     corpus = make_text_corpus(n_candidates=llm.n_candidates, n_pool=llm.n_pool, n_test=llm.n_test, repetitions=(1,),
@@ -222,7 +228,7 @@ def _llm_sweep(config: AuditConfig, staging: Path, tracker, preset: str | None, 
         vocab = base_vocab + llm.new_tokens
         taken = {r.name for r in corpus.candidates + corpus.pool + corpus.test}
         names = first_names(_seed(config.seed, 1), llm.canaries_per_design * len(llm.designs), taken)
-        canaries = {design: make_canaries(design, tokenizer, names[i * llm.canaries_per_design:
+        canaries: dict[str, LLMCanaries] = {design: make_canaries(design, tokenizer, names[i * llm.canaries_per_design:
                                                                    (i + 1) * llm.canaries_per_design],
                                           secret_length=llm.secret_length, repetitions=llm.canary_repetitions,
                                           max_length=llm.max_length, new_token_ids=new_tokens,
@@ -241,7 +247,8 @@ def _llm_sweep(config: AuditConfig, staging: Path, tracker, preset: str | None, 
         owners.append(first + np.repeat(np.arange(int(canaries[design].inserted.sum())), llm.canary_repetitions))
     private_rows, private_owners = np.concatenate(rows), np.concatenate(owners)
     test_rows = encode_texts(tokenizer, [r.text for r in corpus.test], llm.max_length)
-    targets, controls = [], {}
+    targets: list[dict[str, Any]] = []
+    controls: dict[tuple[str, str], float | None] = {}
     # ε = ∞ first: it is the positive control every DP row's power is read from (canary_power).
     order = sorted(config.privacy.epsilons, key=lambda e: -math.inf if math.isinf(e) else e)
     for mode in llm.modes:
@@ -253,7 +260,7 @@ def _llm_sweep(config: AuditConfig, staging: Path, tracker, preset: str | None, 
                                           delta=config.privacy.delta, accountant=config.privacy.accountant, seed=seed,
                                           device=device, owners=private_owners if llm.privacy_unit == "person" else None,
                                           on_epoch=lambda e, _: step.update(e))
-            epsilons = {} if trained.epsilon_target is None else epsilons_for_event(
+            epsilons = {} if trained.epsilon_target is None or trained.noise_multiplier is None else epsilons_for_event(
                 DPSGDEvent(trained.noise_multiplier, trained.sample_rate, trained.steps), config.privacy.delta,
                 config.privacy.accountant)
             claim = epsilons.get(config.privacy.accountant)
@@ -278,7 +285,7 @@ def _llm_sweep(config: AuditConfig, staging: Path, tracker, preset: str | None, 
                 "noise_multiplier": trained.noise_multiplier, "sample_rate": trained.sample_rate,
                 "steps": trained.steps, "max_grad_norm": trained.max_grad_norm,
                 "poisson_sampling": trained.epsilon_target is not None, "privacy_unit": trained.privacy_unit,
-                "epsilon_unit": UNIT_WORDS.get(trained.privacy_unit), "n_privacy_units": trained.n_units,
+                "epsilon_unit": UNIT_WORDS.get(trained.privacy_unit or ""), "n_privacy_units": trained.n_units,
                 "accountant": trained.accountant, "epsilon": epsilons, "epsilon_accountant": claim,
                 "epsilon_engine": trained.accountant_epsilon, "test_accuracy": None,
                 "train_seconds": trained.train_seconds, "attacks": attacks, "epsilon_lb_best": best,
@@ -341,7 +348,7 @@ def _synthetic_text_audit(model, canaries: dict[str, LLMCanaries], pretrained_st
     """Mitchell & Andrew 2026's audit of synthetic text, simplified: sample text from the fine-tuned
     model, fine-tune the public pretrained model on it without DP (the auxiliary model: what anyone
     holding the synthetic text could train), and score the original canaries on the auxiliary model."""
-    llm = config.llm
+    llm = llm_section(config)
     texts = sample_texts(model, llm.synthetic_samples, max_length=llm.max_length,
                          temperature=llm.synthetic_temperature, seed=seed)
     auxiliary_spec = replace(spec, epochs=llm.synthetic_epochs)

@@ -34,7 +34,7 @@ import torch
 from attacks import BlindBaseline, TextAttackContext, get_text_attack
 from attacks.text_outputs import token_statistics
 from audit.errors import AuditInputError
-from audit.machinery.config import AuditConfig, config_to_yaml, read_config_file
+from audit.machinery.config import AuditConfig, TextConfig, config_to_yaml, read_config_file
 from audit.machinery.executors import LocalExecutor
 from audit.machinery.crash_log import set_log_folder
 from audit.machinery.environment import describe_environment
@@ -42,7 +42,7 @@ from audit.machinery.policy import Policy
 from audit.machinery.progress import as_progress
 from audit.machinery.run_directory import (StagedRunDirectory, run_attempt, write_json_atomic, write_result_json_atomic,
                                            write_text_atomic)
-from audit.machinery.tracking import AuditTracker, experiment_name, open_tracker, target_metrics
+from audit.machinery.tracking import AuditTracker, NullTracker, experiment_name, open_tracker, target_metrics
 from audit.machinery.verdict import verdict_for_results, verdict_tags
 from audit.statistics.accountants import DPSGDEvent, epsilons_for_event
 from audit.statistics.attack_evaluation import best_sound_lower_bound, evaluate_attack
@@ -65,6 +65,13 @@ UNIT_WORDS = {"person": "ε per person (all of one person's documents, including
               "record": "ε per document (record level: a secret repeated k times is protected at about k·ε)"}
 
 
+def text_section(config: AuditConfig) -> TextConfig:
+    """The config's `text:` section; the text job refuses a config without one (exit 2)."""
+    if config.text is None:
+        raise AuditInputError("config", "has no 'text' section")
+    return config.text
+
+
 @dataclass(frozen=True)
 class TextRun:
     results: dict[str, Any]
@@ -76,7 +83,7 @@ def _seed(config_seed: int, index: int) -> int:
 
 
 def text_training_spec(config: AuditConfig) -> TextTrainingSpec:
-    t = config.text
+    t = text_section(config)
     return TextTrainingSpec(d_model=t.d_model, n_layers=t.n_layers, n_heads=t.n_heads, max_length=t.max_length,
                             epochs=t.epochs, batch_size=t.batch_size, lr=t.lr, max_grad_norm=t.max_grad_norm)
 
@@ -90,7 +97,7 @@ def next_token_accuracy(model, token_ids: np.ndarray) -> float:
 
 
 def _accounted(trained: TrainedTextTarget, config: AuditConfig) -> dict[str, float]:
-    if trained.epsilon_target is None:
+    if trained.epsilon_target is None or trained.noise_multiplier is None:
         return {}
     event = DPSGDEvent(trained.noise_multiplier, trained.sample_rate, trained.steps)
     return epsilons_for_event(event, trained.delta, config.privacy.accountant)
@@ -99,15 +106,15 @@ def _accounted(trained: TrainedTextTarget, config: AuditConfig) -> dict[str, flo
 def _audit_target(config: AuditConfig, corpus: TextCorpus, tokenizer, encoded: dict[str, np.ndarray],
                   reference_stats, epsilon: float, index: int, progress, device: torch.device,
                   staging: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    text = config.text
+    text = text_section(config)
     seed = _seed(config.seed, index + 1)
     spec = text_training_spec(config)
     label = f"target {index + 1}/{len(config.privacy.epsilons)} ({epsilon_label(epsilon)})"
     ckpt = target_checkpoints(staging, epsilon)
-    finished = ckpt.load_json("record")
-    if finished is not None:  # audited by an earlier attempt of this run (--resume)
+    finished, finished_scores = ckpt.load_json("record"), ckpt.load_arrays("scores")
+    if finished is not None and finished_scores is not None:  # audited by an earlier attempt of this run (--resume)
         progress.note(f"{label}: reused from the interrupted run")
-        return finished, ckpt.load_arrays("scores")
+        return finished, finished_scores
     trained = load_trained(ckpt, tokenizer.get_vocab_size(), spec)  # trained by an executor or an earlier attempt
     if trained is None:
         with progress.step(f"{label}: training (epochs)", total=spec.epochs) as step:
@@ -147,7 +154,7 @@ def _audit_target(config: AuditConfig, corpus: TextCorpus, tokenizer, encoded: d
         "max_grad_norm": trained.max_grad_norm,
         "poisson_sampling": trained.epsilon_target is not None,
         "privacy_unit": trained.privacy_unit,
-        "epsilon_unit": UNIT_WORDS.get(trained.privacy_unit),
+        "epsilon_unit": UNIT_WORDS.get(trained.privacy_unit or ""),
         "n_privacy_units": trained.n_units,
         "accountant": trained.accountant,
         "epsilon": epsilons,
@@ -177,7 +184,7 @@ def _audit_target(config: AuditConfig, corpus: TextCorpus, tokenizer, encoded: d
 
 def _owners(config: AuditConfig, encoded: dict[str, np.ndarray]) -> np.ndarray | None:
     """Each training document's person at person level; None (each document its own unit) at record level."""
-    return encoded["owners"] if config.text.privacy_unit == "person" else None
+    return encoded["owners"] if text_section(config).privacy_unit == "person" else None
 
 
 def _train_targets_on(executor, config: AuditConfig, encoded: dict[str, np.ndarray], vocab_size: int, staging: Path,
@@ -237,12 +244,11 @@ def run_text_audit(config: AuditConfig, *, out_dir: str | Path = "runs", trackin
     its finished targets (trained and audited) and trained models. `executor` (`run --executor`;
     default local, in this process with per-epoch progress): trains the targets not yet trained as
     parallel tasks; the numbers do not depend on it."""
-    if config.text is None:
-        raise AuditInputError("config", "has no 'text' section")
+    text_section(config)  # before anything is made
     progress = as_progress(progress)
     device = resolve_device(config.device)  # models train and are queried there (CUDA when present)
     torch.set_num_threads(config.cpu_threads)
-    text = config.text
+    text = text_section(config)
     corpus = make_text_corpus(n_candidates=text.n_candidates, n_pool=text.n_pool, n_test=text.n_test,
                               repetitions=tuple(text.repetitions), canaries_per_repetition=text.canaries_per_repetition,
                               n_controls=text.control_canaries, secret_digits=text.secret_digits, seed=config.seed)
@@ -271,7 +277,8 @@ def run_text_audit(config: AuditConfig, *, out_dir: str | Path = "runs", trackin
         return TextRun(results=results, run_dir=final)
 
 
-def _write_outputs(results: dict[str, Any], folder: Path, policy: Policy | None, tracker: AuditTracker) -> None:
+def _write_outputs(results: dict[str, Any], folder: Path, policy: Policy | None,
+                   tracker: AuditTracker | NullTracker) -> None:
     decided, evaluation = verdict_for_results(results, policy)
     results.clear()
     results.update(decided)
@@ -287,9 +294,10 @@ def _write_outputs(results: dict[str, Any], folder: Path, policy: Policy | None,
             tracker.log_artifact(parent, path)
 
 
-def _text_sweep(config: AuditConfig, corpus: TextCorpus, staging: Path, tracker: AuditTracker, preset: str | None,
+def _text_sweep(config: AuditConfig, corpus: TextCorpus, staging: Path, tracker: AuditTracker | NullTracker,
+                preset: str | None,
                 progress, device: str, executor) -> dict[str, Any]:
-    text = config.text
+    text = text_section(config)
     environment = describe_environment(device, config.seed)
     attempts_path = staging / "checkpoints" / "mlflow_attempts.json"
     earlier = json.loads(attempts_path.read_text()) if attempts_path.is_file() else []
