@@ -160,15 +160,21 @@ class GradientCanaries:
 
     # -- every step ------------------------------------------------------------------------------
 
-    def insert(self) -> int:
+    def insert(self, join: bool = True) -> int:
         """After backward(), before optimizer.step(): zero Dirac coordinates in the real rows, append
         this step's witness canaries as rows and add the others to the clipped sum (module
         docstring). Returns how many canaries joined this step.
 
         On a witness step one buffer of (b + r) rows × d (kept across steps) holds every parameter's
         per-sample gradients as column slices (views: no further copy), the real rows copied in
-        once; on other steps the real rows are only zeroed on the canaries' coordinates (one multiply)."""
-        if self.sample_rate >= 1:
+        once; on other steps the real rows are only zeroed on the canaries' coordinates (one multiply).
+
+        `join=False`: a physical step that the optimizer will skip (Opacus's BatchMemoryManager
+        splits one logical batch into several): no canary joins (they are drawn once per LOGICAL
+        step, at its last physical step), the real rows are still zeroed on the canaries' coordinates."""
+        if not join:
+            included = self._in[:0]
+        elif self.sample_rate >= 1:
             included = self._in
         else:
             included = self._in[self._rng.random(self._in.size) < self.sample_rate]
@@ -237,7 +243,7 @@ class GradientCanaries:
                 p.summed_grad = part if getattr(p, "summed_grad", None) is None else p.summed_grad + part
         self.inserted += k
         self.as_rows += r
-        self.inserted_steps += 1
+        self.inserted_steps += int(join)
         return k
 
     def _keep_like(self, like: torch.Tensor) -> torch.Tensor:

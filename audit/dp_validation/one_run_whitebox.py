@@ -42,7 +42,7 @@ from audit.machinery.workers import run_isolated, user_code
 from audit.statistics.one_run_audit import one_run_claim_audit
 from audit.statistics.tradeoff_curves import claim_profile
 
-__all__ = ["CANARY_KINDS", "one_run_task", "run_one_run_whitebox_audit", "train_loop"]
+__all__ = ["CANARY_KINDS", "one_run_result", "one_run_task", "run_one_run_whitebox_audit", "train_loop"]
 
 CANARY_KINDS = ("auto", "dirac", "random")
 TASK_TIMEOUT_S = 3600.0
@@ -265,6 +265,17 @@ def run_one_run_whitebox_audit(
     run = run_isolated(one_run_task, factory, spec, n_canaries, canary_kind, float(canary_scale), int(seed),
                        float(delta), bool(compare_plain), name=subject, timeout=timeout,
                        what="one training run with canaries")
+    return one_run_result(run, subject=subject, factory=factory, builtin=builtin, observe=observe, delta=delta,
+                          claimed_epsilon=claimed_epsilon, confidence=confidence, seed=seed, device=device)
+
+
+def one_run_result(run: dict[str, Any], *, subject: str, factory: str | None, builtin: bool, observe: str,
+                   delta: float, claimed_epsilon: float | None, confidence: float, seed: int, device: str | None,
+                   extra_checks: list[Check] | None = None, extra: dict[str, Any] | None = None,
+                   claim_flag: str = "--claimed-epsilon") -> dict[str, Any]:
+    """The result of one canary run (`run`: what `one_run_task` or the in-script `OpacusAudit`
+    observed): the claim held / refuted / untestable, the accountant checked against the training,
+    `extra_checks` (the in-script API's parameter accounting) decided beside them."""
     settings = run["settings"]
     disagreements = _accountant_disagreements(settings)
     claim = _claim(settings, delta)
@@ -273,8 +284,8 @@ def run_one_run_whitebox_audit(
         eps_claim, source = float(claimed_epsilon), "--claimed-epsilon"
     elif builtin or settings.get("accountant_epsilon") is None:
         if claim["epsilon_pld"] is None:
-            raise AuditInputError("--claimed-epsilon", "the accountant's history has several stages and its ε failed; "
-                                  "give --claimed-epsilon")
+            raise AuditInputError(claim_flag, "the accountant's history has several stages and its ε failed; "
+                                  f"give {claim_flag}")
         eps_claim, source = float(claim["epsilon_pld"]), "PLD accountant of the run's (σ, q, T)"
     else:
         eps_claim, source = float(settings["accountant_epsilon"]), f"the privacy engine's {settings['accountant']} accountant"
@@ -322,6 +333,7 @@ def run_one_run_whitebox_audit(
     for text in disagreements:
         checks.append(Check(subject, "accountant vs training", f"accountant disagrees with the training: {text}",
                             failed=True, assumption="the accountant must be told what the optimizer and loader do"))
+    checks += list(extra_checks or [])
     verdict = decide(checks, alpha=1 - confidence)
     verdict["family_wise_error"]["statement"] = (
         f"two sound tests of the claim (Steinke et al., f-DP one-run), each at α/2 = {(1 - confidence) / 2:g} "
@@ -382,4 +394,5 @@ def run_one_run_whitebox_audit(
                      "the factory returned no 'test_loader': accuracy not measured"},
         "violation": verdict["status"] == "fail",
         "verdict": verdict,
+        **(extra or {}),
     }
