@@ -33,11 +33,19 @@ def refuted_claims(results: dict[str, Any]) -> list[str]:
     for i, target in enumerate(results.get("targets") or []):
         if isinstance(target, dict) and target.get("violation") is True:
             refuted.append(f"targets[{i}]: ε = {target.get('epsilon_target')} (a sound lower bound exceeds it)")
-    single = (isinstance(results.get("settings"), dict) and isinstance(results.get("gdp_bound"), dict)) or (
+    single = _is_whitebox(results) or (
         isinstance(results.get("claim"), dict) and "trainer" in results)
     if single and not refuted and verdict.get("status") == "fail":
         refuted.append(f"claimed ε = {results.get('claimed_epsilon')} ({'; '.join(map(str, verdict.get('reasons') or []))[:200]})")
     return refuted
+
+
+def _is_whitebox(results: dict[str, Any]) -> bool:
+    """A whitebox-audit result: `--mode runs` (its GDP bound) or `--mode one-run` / the in-script
+    OpacusAudit (its one-run block)."""
+    return isinstance(results.get("settings"), dict) and (
+        isinstance(results.get("gdp_bound"), dict)
+        or (results.get("mode") == "one-run" and isinstance(results.get("one_run"), dict)))
 
 
 def _number(value: Any) -> float | None:
@@ -61,7 +69,7 @@ def releases_in_results(results: Any, where: str) -> tuple[list[tuple[str, list[
     """
     if not isinstance(results, dict):
         raise AuditInputError(where, "expected a JSON object written by privacy-audit")
-    if isinstance(results.get("settings"), dict) and isinstance(results.get("gdp_bound"), dict):
+    if _is_whitebox(results):
         return (*_whitebox(results, where), "whitebox-audit")
     if isinstance(results.get("claim"), dict) and "trainer" in results:
         return (*_canary(results, where), "canary-audit")
