@@ -41,7 +41,7 @@ import numpy as np
 from audit.errors import AuditInputError
 from audit.machinery.verdict import Check
 
-__all__ = ["OpacusAudit", "ParameterLedger"]
+__all__ = ["OpacusAudit", "ParameterLedger", "loader_rate", "logical_sampler", "parameter_checks"]
 
 _DP_ATTRIBUTES = ("noise_multiplier", "max_grad_norm", "expected_batch_size", "original_optimizer", "pre_step",
                   "step_hook")
@@ -126,22 +126,29 @@ class ParameterLedger:
                                                  "(frozen or outside the module given to make_private)")
 
     def checks(self, subject: str) -> list[Check]:
-        listed = (f"{len(self.privatised)} parameter tensor(s) privatised by the DP optimizer"
-                  + (f"; frozen, unchanged: {', '.join(self.frozen)}" if self.frozen else "; none frozen"))
-        if self.violations:
-            named = "; ".join(f"{name}: {why}" for name, why in sorted(self.violations.items()))
-            return [Check(subject, "every trainable parameter privatised",
-                          f"{len(self.violations)} parameter(s) updated by something other than the DP optimizer's "
-                          f"noisy step — {named} ({listed})", failed=True,
-                          assumption="the accountant's ε covers only updates made by the DP optimizer's noisy step")]
-        return [Check(subject, "every trainable parameter privatised",
-                      f"every parameter that changed was updated only by the DP optimizer's noisy steps ({listed})",
-                      assumption="the accountant's ε covers only updates made by the DP optimizer's noisy step")]
+        return parameter_checks(self.summary(), subject)
 
     def summary(self) -> dict[str, Any]:
         return {"privatised": self.privatised, "frozen": self.frozen,
                 "not_privatised_unchanged": [n for n, _ in self.outside if n not in self.violations and n not in self.frozen],
                 "non_private_updates": [{"parameter": k, "why": v} for k, v in sorted(self.violations.items())]}
+
+
+def parameter_checks(summary: dict[str, Any], subject: str) -> list[Check]:
+    """The check `ParameterLedger.summary()` decides: failed when any parameter was updated by
+    something other than the DP optimizer's noisy step, naming each."""
+    frozen, updates = summary["frozen"], summary["non_private_updates"]
+    listed = (f"{len(summary['privatised'])} parameter tensor(s) privatised by the DP optimizer"
+              + (f"; frozen, unchanged: {', '.join(frozen)}" if frozen else "; none frozen"))
+    assumption = "the accountant's ε covers only updates made by the DP optimizer's noisy step"
+    if updates:
+        named = "; ".join(f"{u['parameter']}: {u['why']}" for u in updates)
+        return [Check(subject, "every trainable parameter privatised",
+                      f"{len(updates)} parameter(s) updated by something other than the DP optimizer's noisy step — "
+                      f"{named} ({listed})", failed=True, assumption=assumption)]
+    return [Check(subject, "every trainable parameter privatised",
+                  f"every parameter that changed was updated only by the DP optimizer's noisy steps ({listed})",
+                  assumption=assumption)]
 
 
 def torch_equal(a, b) -> bool:
@@ -150,10 +157,22 @@ def torch_equal(a, b) -> bool:
     return bool(torch.equal(a, b.detach()))
 
 
+def logical_sampler(loader):
+    """The Poisson sampler behind `loader`: a DPDataLoader's, or the one a BatchMemoryManager's
+    loader splits (its `BatchSplittingSampler` keeps it as `.sampler`); None for fixed batches."""
+    sampler = getattr(loader, "batch_sampler", None)
+    for candidate in (sampler, getattr(sampler, "sampler", None)):
+        if candidate is not None and type(candidate).__name__ == "UniformWithReplacementSampler":
+            return candidate
+    return None
+
+
 def loader_rate(loader) -> float:
-    """The rate the canaries are sampled at: the loader's Poisson rate, or for a loader without one
-    (fixed shuffled batches) 1 / batches per epoch, the rate Opacus's `make_private` tells the accountant."""
-    rate = getattr(loader, "sample_rate", None)
+    """The rate the canaries are sampled at: the loader's Poisson rate (the LOGICAL rate q under a
+    BatchMemoryManager), or for a loader without one (fixed shuffled batches) 1 / batches per
+    epoch, the rate Opacus's `make_private` tells the accountant."""
+    poisson = logical_sampler(loader)
+    rate = getattr(loader, "sample_rate", None) if poisson is None else poisson.sample_rate
     if rate is None:
         batches = len(loader)
         rate = 1.0 / batches if batches else 1.0
@@ -282,6 +301,9 @@ class OpacusAudit:
         c = self.canaries
         settings = _opacus_settings(self.optimizer, self.loader, self.engine, self.noisy_steps, self.delta)
         settings["physical_steps"] = self.physical_steps
+        poisson = logical_sampler(self.loader)
+        if poisson is not None:  # a BatchMemoryManager's loader: the logical batches are Poisson at q
+            settings["sample_rate"], settings["poisson_sampling"] = float(poisson.sample_rate), True
         return {"scores_all": c.scores("all"), "scores_final": c.scores("final"), "coins": c.coins.copy(),
                 "kind": c.kind, "m": c.m, "n_parameters": int(sum(p.numel() for p in self.ledger.dp)),
                 "canary_scale": self.canary_scale, "inserted": c.inserted, "as_rows": c.as_rows,

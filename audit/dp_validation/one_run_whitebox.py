@@ -108,28 +108,12 @@ def _make_setup(factory: str | None, builtin: dict | None, name: str):
         return function()
 
 
-def _canary_rate(loader, name: str) -> float:
-    """The rate the canaries are sampled at: the loader's Poisson rate, or for a loader without one
-    (fixed shuffled batches) 1 / batches per epoch — the rate Opacus's `make_private` tells the
-    accountant then. Sampling the canaries at q = 1 there would test the claim against a run in
-    which every canary joins every step, which no record of that run does."""
-    with user_code(name, "training setup"):
-        rate = getattr(loader, "sample_rate", None)
-        if rate is None:
-            batches = len(loader)
-            rate = 1.0 / batches if batches else 1.0
-    rate = float(rate)
-    if not (math.isfinite(rate) and 0 < rate <= 1):
-        raise AuditInputError("--factory", f"{name}: the data loader's sample_rate must be in (0, 1], got {rate!r}")
-    return rate
-
-
 def one_run_task(factory: str | None, builtin: dict | None, n_canaries: int | None, kind: str, scale: float,
                  seed: int, delta: float, compare_plain: bool) -> dict[str, Any]:
     """A worker task: one training run of the setup with canaries (and one plain run); plain data back."""
     import torch
 
-    from targets.canaries import canary_count_for, make_canaries
+    from audit.dp_validation.in_script import OpacusAudit
 
     load_factory_in_worker(None)
     name = f"--factory {factory}" if factory else "--builtin"
@@ -138,33 +122,26 @@ def one_run_task(factory: str | None, builtin: dict | None, n_canaries: int | No
     model, optimizer, loader, engine, epochs, loss = _unpack_setup(made, factory or "--builtin")
     extra = made if isinstance(made, dict) else {}
     max_steps = extra.get("steps")
-    params = [p for p in optimizer.params if p.requires_grad]
-    if not params:
-        raise AuditInputError("--factory", f"{factory}: the optimizer has no trainable parameters")
-    d = int(sum(p.numel() for p in params))
-    m = canary_count_for(d) if n_canaries is None else int(n_canaries)
-    q = _canary_rate(loader, name)
+    # The same hooks as the in-script API (audit.dp_validation.in_script): canaries per logical
+    # step, noisy steps counted, every parameter accounted for; only the loop is the tool's.
     try:
-        canaries = make_canaries(d, m, kind=kind, sample_rate=q, seed=seed, scale=scale,
-                                 noise_multiplier=float(optimizer.noise_multiplier))
-    except ValueError as exc:
-        raise AuditInputError("--canaries", str(exc)) from None
-    canaries.attach(optimizer)
-    cpu_start = time.process_time()  # this worker's CPU: the run's own, whatever else loads the machine
+        with user_code(name, "training setup"):
+            audit = OpacusAudit(engine, optimizer, model, data_loader=loader, out=None, canaries=n_canaries,
+                                canary_kind=kind, canary_scale=scale, seed=seed, delta=delta,
+                                extra_parameters=extra.get("extra_parameters"))
+            audit.start()
+    except AuditInputError as exc:  # the API's field names, as this command's flags
+        raise AuditInputError("--canaries" if exc.where == "canaries" else "--factory",
+                              exc.message if exc.where == "canaries" else f"{name}: {exc.message}") from None
     with user_code(name, "training setup"):
-        steps, seconds = train_loop(model, optimizer, loader, epochs, loss, canaries=canaries, max_steps=max_steps)
-        cpu_seconds = time.process_time() - cpu_start
-        accuracy = _accuracy(model, extra.get("test_loader"))
-    settings = _opacus_settings(optimizer, loader, engine, steps, delta)
-    result = {"scores_all": canaries.scores("all"), "scores_final": canaries.scores("final"),
-              "coins": canaries.coins.copy(), "kind": canaries.kind, "m": m, "n_parameters": d,
-              "canary_scale": float(scale), "inserted": canaries.inserted, "as_rows": canaries.as_rows,
-              "clip_deviation": canaries.clip_deviation if canaries.kind == "dirac" else None,
-              "clip_checked_steps": canaries.clip_checked_steps, "steps": steps, "settings": settings,
-              "seconds": seconds, "cpu_seconds": cpu_seconds, "accuracy": accuracy, "plain_seconds": None,
-              "plain_cpu_seconds": None, "plain_accuracy": None,
-              "score_all_kind": ("log-likelihood ratio of the claimed Bernoulli(q) mixture per step, summed"
-                                 if q < 1 else "sum over steps of the update's projection on the canary")}
+        try:
+            train_loop(model, optimizer, loader, epochs, loss, max_steps=max_steps)
+        finally:
+            audit.stop()
+        audit.ledger.finish()
+        result = audit.observations()
+        result["accuracy"] = _accuracy(model, extra.get("test_loader"))
+    result["parameters"] = audit.ledger.summary()
     if compare_plain:
         _seed_everything(seed)
         made = _make_setup(factory, builtin, name)
@@ -265,8 +242,13 @@ def run_one_run_whitebox_audit(
     run = run_isolated(one_run_task, factory, spec, n_canaries, canary_kind, float(canary_scale), int(seed),
                        float(delta), bool(compare_plain), name=subject, timeout=timeout,
                        what="one training run with canaries")
+    from audit.dp_validation.in_script import parameter_checks
+
     return one_run_result(run, subject=subject, factory=factory, builtin=builtin, observe=observe, delta=delta,
-                          claimed_epsilon=claimed_epsilon, confidence=confidence, seed=seed, device=device)
+                          claimed_epsilon=claimed_epsilon, confidence=confidence, seed=seed, device=device,
+                          extra_checks=parameter_checks(run["parameters"], subject),
+                          extra={"parameters": run["parameters"],
+                                 "physical_steps": run["settings"].get("physical_steps", run["steps"])})
 
 
 def one_run_result(run: dict[str, Any], *, subject: str, factory: str | None, builtin: bool, observe: str,
