@@ -105,6 +105,7 @@ class GradientCanaries:
         self._params: list[torch.Tensor] | None = None
         self._buffer: torch.Tensor | None = None
         self._joined: np.ndarray | None = None
+        self._norms: np.ndarray | None = None  # per-canary clipping norm under per-layer clipping (attach)
 
     @property
     def m(self) -> int:
@@ -130,6 +131,12 @@ class GradientCanaries:
             self._keep = torch.ones(self._d)
             self._keep[self._coordinates] = 0.0
             self._keep_cache: dict = {}
+            # The norm each canary is clipped to: C, or under Opacus's per-layer clipping
+            # (`max_grad_norms`, one per tensor) its own tensor's C_k.
+            norms = getattr(optimizer, "max_grad_norms", None)
+            per_tensor = (np.repeat(np.asarray(norms, dtype=float), np.diff(self._slices[:len(self._params) + 1]))
+                          if isinstance(norms, (list, tuple)) and len(norms) == len(self._params) else None)
+            self._norms = per_tensor
             # Only the canaries' own coordinates are kept from θ_0 (no copy of the model).
             self._start = self._gather(lambda p: p.detach()).copy()
         else:
@@ -234,7 +241,8 @@ class GradientCanaries:
             # the clipped rows' sum to `p.summed_grad` (`clip_and_accumulate`), then the noise.
             if self.kind == "dirac":
                 added = torch.zeros(self._d, dtype=first.dtype, device=device)
-                added[self._coordinates[torch.as_tensor(direct)].to(device)] = C
+                added[self._coordinates[torch.as_tensor(direct)].to(device)] = (
+                    C if self._norms is None else torch.as_tensor(self._norms[direct], dtype=first.dtype, device=device))
             else:
                 added = (self.directions[torch.as_tensor(direct)].sum(0) * C).to(device, first.dtype)
             for index, p in enumerate(self._params):
@@ -295,7 +303,8 @@ class GradientCanaries:
             return
         summed = self._gather(lambda p: p.summed_grad.detach())
         C = float(optimizer.max_grad_norm)
-        deviation = float(np.max(np.abs(summed - C * self._joined))) / C if self.m else 0.0
+        own = C if self._norms is None else self._norms
+        deviation = float(np.max(np.abs((summed - own * self._joined) / own))) if self.m else 0.0
         self.clip_deviation = max(self.clip_deviation, deviation)
         self.clip_checked_steps += 1
         self._joined = None

@@ -34,8 +34,8 @@ from scipy import stats
 
 from audit.errors import AuditInputError
 
-__all__ = ["FACTORY_CHECKS", "STATISTICAL", "Tap", "check", "inclusion_check", "object_checks", "parameter_check",
-           "sampling_checks"]
+__all__ = ["FACTORY_CHECKS", "STATISTICAL", "Tap", "check", "inclusion_check", "logical_sampler", "object_checks",
+           "parameter_check", "sampling_checks"]
 
 FACTORY_CHECKS = ("parameters", "noisy_steps", "steps", "accountant_sigma", "sampling_rate", "poisson_sampling", "independent_inclusion",
                   "noise_std", "noise_independence", "per_example_clipping")
@@ -154,6 +154,17 @@ def parameter_check(model, optimizer, extra_parameters: dict | None = None) -> d
                  f"every trainable parameter of the released model is privatised ({listed})")
 
 
+def logical_sampler(loader):
+    """The Poisson sampler behind `loader`: a DPDataLoader's, or the one a BatchMemoryManager's
+    loader splits into physical batches (its `BatchSplittingSampler` keeps it as `.sampler`; drawing
+    from the splitter would also signal skipped steps to the optimizer); None for fixed batches."""
+    sampler = getattr(loader, "batch_sampler", None)
+    for candidate in (sampler, getattr(sampler, "sampler", None)):
+        if candidate is not None and type(candidate).__name__ == "UniformWithReplacementSampler":
+            return candidate
+    return None
+
+
 def zero_rows(params, b: int):
     import torch
 
@@ -229,7 +240,7 @@ def object_checks(optimizer, loader, engine, epochs: int, *, seed: int, alpha: f
 
     # Sampling: the loader's own batch sampler, whole trainings, no data loaded.
     n = len(loader.dataset)
-    sampler = getattr(loader, "batch_sampler", None)
+    sampler = logical_sampler(loader) or getattr(loader, "batch_sampler", None)
     if sampler is None:
         raise AuditInputError(field, "the data loader has no batch_sampler to draw batches from")
     per_training = max(1, len(sampler)) * int(epochs)

@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from audit.conformance.opacus_objects import logical_sampler
 from audit.errors import AuditInputError
 from audit.machinery.verdict import Check
 
@@ -157,16 +158,6 @@ def torch_equal(a, b) -> bool:
     return bool(torch.equal(a, b.detach()))
 
 
-def logical_sampler(loader):
-    """The Poisson sampler behind `loader`: a DPDataLoader's, or the one a BatchMemoryManager's
-    loader splits (its `BatchSplittingSampler` keeps it as `.sampler`); None for fixed batches."""
-    sampler = getattr(loader, "batch_sampler", None)
-    for candidate in (sampler, getattr(sampler, "sampler", None)):
-        if candidate is not None and type(candidate).__name__ == "UniformWithReplacementSampler":
-            return candidate
-    return None
-
-
 def loader_rate(loader) -> float:
     """The rate the canaries are sampled at: the loader's Poisson rate (the LOGICAL rate q under a
     BatchMemoryManager), or for a loader without one (fixed shuffled batches) 1 / batches per
@@ -244,7 +235,12 @@ class OpacusAudit:
                                           scale=self.canary_scale, noise_multiplier=float(opt.noise_multiplier))
         except ValueError as exc:
             raise AuditInputError("canaries", str(exc)) from None
-        self._step_hook, self._had_pre_step = opt.step_hook, "pre_step" in vars(opt)
+        self.per_layer = isinstance(getattr(opt, "max_grad_norms", None), (list, tuple))
+        if self.per_layer and self.canaries.kind != "dirac":
+            # A random direction spans every tensor: only the optimizer's own per-layer clipping
+            # knows what it makes of one, so every such canary goes through it as a row.
+            self.canaries.max_rows = 10**9
+        self._step_hook, self._own_pre_step = opt.step_hook, vars(opt).get("pre_step")
         self.canaries.attach(opt)  # chains its observer before the accountant's hook
         observer = opt.step_hook
         self.noisy_steps = self.physical_steps = 0
@@ -278,8 +274,10 @@ class OpacusAudit:
         self.cpu_seconds, self.seconds = time.process_time() - self._cpu, time.perf_counter() - self._wall
         opt = self.optimizer
         opt.step_hook = self._step_hook
-        if not self._had_pre_step:
+        if self._own_pre_step is None:
             del opt.pre_step
+        else:  # the user's own pre_step (an instance attribute) stays theirs
+            opt.pre_step = self._own_pre_step
         self.ledger.stop()
         self._active = False
 
@@ -301,6 +299,7 @@ class OpacusAudit:
         c = self.canaries
         settings = _opacus_settings(self.optimizer, self.loader, self.engine, self.noisy_steps, self.delta)
         settings["physical_steps"] = self.physical_steps
+        settings["clipping"] = "per_layer" if self.per_layer else "flat"
         poisson = logical_sampler(self.loader)
         if poisson is not None:  # a BatchMemoryManager's loader: the logical batches are Poisson at q
             settings["sample_rate"], settings["poisson_sampling"] = float(poisson.sample_rate), True

@@ -289,6 +289,13 @@ def one_run_result(run: dict[str, Any], *, subject: str, factory: str | None, bu
     label = "every iterate" if observe == "all" else "final model only"
     # Dirac canaries with every iterate observed: proven power; random directions or the final model: none.
     power = whitebox_power_entry(observe, one_run=True, canary_kind=str(run["kind"]))
+    if settings.get("clipping") == "per_layer":
+        # Per-layer clipping bounds each tensor's row by its own C_k (√Σ C_k² = C): a Dirac canary
+        # in one tensor moves by C_k < C, not the worst case the accountant covers (C across tensors).
+        power = {"kind": "none", "figure": None, "decider": None,
+                 "detail": "per-layer clipping: each canary is clipped to its own tensor's C_k < C, weaker than the "
+                           "worst case the accountant covers (a row of norm C_k in every tensor); no power is proven "
+                           "or measured for it"}
     checks = _claim_checks(audit, subject, label, power)
     for key, name in (("gaussian_sum", "Gaussian normalized-sum estimate"), ("andrew", "Andrew et al. estimate")):
         est = audit[key]
