@@ -254,6 +254,38 @@ class GradientCanaries:
         self.inserted_steps += int(join)
         return k
 
+    def insert_into_sum(self, join: bool = True) -> int:
+        """Opacus's ghost clipping (`grad_sample_mode="ghost"`) keeps no per-sample gradients: after
+        its second backward `p.grad` already holds the clipped sum of the real rows. Dirac canaries
+        only: zero their coordinates in it and add each joining canary's C (its tensor's C_k under
+        per-layer norms), what a correct clipping makes of a canary. The optimizer's clipping is not
+        exercised on them (`clip_checked_steps` stays 0); its noise, scaling and accounting are."""
+        if self.kind != "dirac":
+            raise ValueError("ghost clipping keeps no per-sample gradients: only Dirac canaries (a model of ≥ 10 "
+                             "coordinates per canary) can join its clipped sum")
+        if not join:
+            included = self._in[:0]
+        elif self.sample_rate >= 1:
+            included = self._in
+        else:
+            included = self._in[self._rng.random(self._in.size) < self.sample_rate]
+        C = float(self._optimizer.max_grad_norm)
+        values = np.full(self.m, C) if self._norms is None else self._norms
+        for k, p in enumerate(self._params):
+            lo, hi = int(self._slices[k]), int(self._slices[k + 1])
+            if hi == lo or p.grad is None:
+                continue
+            flat = p.grad.view(-1)
+            local = self._local[k].to(flat.device)
+            flat[local] = 0.0
+            mine = included[(included >= lo) & (included < hi)]
+            if mine.size:
+                flat[self._coordinates[torch.as_tensor(mine)].to(flat.device) - int(self._offsets[k])] = torch.as_tensor(
+                    values[mine], dtype=flat.dtype, device=flat.device)
+        self.inserted += int(included.size)
+        self.inserted_steps += int(join)
+        return int(included.size)
+
     def _keep_like(self, like: torch.Tensor) -> torch.Tensor:
         key = (like.dtype, like.device)
         if key not in self._keep_cache:

@@ -210,3 +210,29 @@ def test_example_script_result_passes_gate_and_ledger_record(tmp_path):
                              "--results", str(path)], **env_run)
     assert ledger.returncode == 0, ledger.stdout[-2000:] + ledger.stderr[-2000:]
     assert "recorded #1" in ledger.stdout
+
+
+@pytest.mark.slow
+def test_ghost_clipping_holds_with_canaries_in_its_clipped_sum():
+    from opacus import PrivacyEngine
+
+    torch.manual_seed(0)
+    x = torch.randn(ROWS, 20)
+    y = (x[:, :3].sum(1) > 0).long()
+    model = nn.Sequential(nn.Linear(20, 128), nn.ReLU(), nn.Linear(128, 128), nn.ReLU(), nn.Linear(128, 2))
+    engine = PrivacyEngine(accountant="prv")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model, optimizer, criterion, loader = engine.make_private_with_epsilon(
+            module=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.5),
+            data_loader=DataLoader(TensorDataset(x, y), batch_size=BATCH), criterion=nn.CrossEntropyLoss(),
+            target_epsilon=1.0, target_delta=1e-5, epochs=EPOCHS, max_grad_norm=1.0, grad_sample_mode="ghost")
+    with OpacusAudit(engine, optimizer, model, data_loader=loader, out=None) as audit:
+        for _ in range(EPOCHS):
+            for xb, yb in loader:
+                optimizer.zero_grad()
+                criterion(model(xb), yb).backward()
+                optimizer.step()
+    assert audit.verdict["status"] == "pass", _failed(audit)
+    assert audit.result["settings"]["grad_sample_mode"] == "ghost"
+    assert "ghost clipping keeps no per-sample gradients" in " ".join(c["message"] for c in audit.verdict["checks"])

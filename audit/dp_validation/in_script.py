@@ -240,6 +240,11 @@ class OpacusAudit:
             # A random direction spans every tensor: only the optimizer's own per-layer clipping
             # knows what it makes of one, so every such canary goes through it as a row.
             self.canaries.max_rows = 10**9
+        self.ghost = "FastGradientClipping" in type(opt).__name__
+        if self.ghost and self.canaries.kind != "dirac":
+            raise AuditInputError("canaries", "ghost clipping keeps no per-sample gradients: only Dirac canaries can "
+                                  f"join its clipped sum, and {d} coordinates hold {m} of them at most "
+                                  f"{d // 10} (give canaries ≤ {d // 10}, or a larger model)")
         self._step_hook, self._own_pre_step = opt.step_hook, vars(opt).get("pre_step")
         self.canaries.attach(opt)  # chains its observer before the accountant's hook
         observer = opt.step_hook
@@ -259,6 +264,8 @@ class OpacusAudit:
             skip = bool(queue[0]) if queue else False
             if any(getattr(p, "grad_sample", None) is not None for p in self.ledger.dp):
                 self.canaries.insert(join=not skip)
+            elif self.ghost:
+                self.canaries.insert_into_sum(join=not skip)
             self.physical_steps += 1
             return pre_step(closure) if closure is not None else pre_step()
 
@@ -300,6 +307,7 @@ class OpacusAudit:
         settings = _opacus_settings(self.optimizer, self.loader, self.engine, self.noisy_steps, self.delta)
         settings["physical_steps"] = self.physical_steps
         settings["clipping"] = "per_layer" if self.per_layer else "flat"
+        settings["grad_sample_mode"] = "ghost" if self.ghost else "per-sample"
         poisson = logical_sampler(self.loader)
         if poisson is not None:  # a BatchMemoryManager's loader: the logical batches are Poisson at q
             settings["sample_rate"], settings["poisson_sampling"] = float(poisson.sample_rate), True
