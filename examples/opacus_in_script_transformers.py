@@ -50,7 +50,8 @@ def main() -> int:
     warnings.simplefilter("ignore")
     torch.manual_seed(0)
 
-    config = GPT2Config(vocab_size=64, n_positions=16, n_embd=32, n_layer=1, n_head=2, tie_word_embeddings=False)
+    config = GPT2Config(vocab_size=64, n_positions=16, n_embd=32, n_layer=1, n_head=2, tie_word_embeddings=False,
+                        bos_token_id=0, eos_token_id=0)
     tokens = torch.randint(0, config.vocab_size, (args.sequences, 16))
     loader = DataLoader(TensorDataset(tokens), batch_size=20)
     model = CausalLM(config)

@@ -236,3 +236,15 @@ def test_ghost_clipping_holds_with_canaries_in_its_clipped_sum():
     assert audit.verdict["status"] == "pass", _failed(audit)
     assert audit.result["settings"]["grad_sample_mode"] == "ghost"
     assert "ghost clipping keeps no per-sample gradients" in " ".join(c["message"] for c in audit.verdict["checks"])
+
+
+@pytest.mark.slow
+def test_transformers_example_holds_in_its_own_training_loop(tmp_path):
+    done = subprocess.run([sys.executable, str(ROOT / "examples" / "opacus_in_script_transformers.py"),
+                           "--sequences", "200", "--epochs", "2", "--out", str(tmp_path / "runs")],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (path,) = (tmp_path / "runs").glob("*-whitebox-audit/whitebox-audit.json")
+    result = json.loads(path.read_text())
+    assert result["verdict"]["status"] == "pass"
+    assert any(name.startswith("gpt2.transformer.h.0.") for name in result["parameters"]["privatised"])
