@@ -248,3 +248,18 @@ def test_transformers_example_holds_in_its_own_training_loop(tmp_path):
     result = json.loads(path.read_text())
     assert result["verdict"]["status"] == "pass"
     assert any(name.startswith("gpt2.transformer.h.0.") for name in result["parameters"]["privatised"])
+
+
+@pytest.mark.slow
+def test_accumulating_two_poisson_batches_into_one_noise_is_refuted():
+    model, optimizer, loader, engine = setup = _setup()
+    with _audit(setup) as audit:
+        for _ in range(EPOCHS):
+            for i, (x, y) in enumerate(loader):
+                optimizer.zero_grad()
+                nn.functional.cross_entropy(model(x), y).backward()
+                if i % 2 == 0:  # the wrong accumulation: two separate Poisson draws share one noise
+                    optimizer.signal_skip_step(True)
+                optimizer.step()
+    message = _failed(audit)["one Poisson batch per noisy step"]
+    assert "about 2.0 batches" in message or "about 1.9 batches" in message or "about 2.1 batches" in message

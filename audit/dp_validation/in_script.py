@@ -42,7 +42,7 @@ from audit.conformance.opacus_objects import logical_sampler
 from audit.errors import AuditInputError
 from audit.machinery.verdict import Check
 
-__all__ = ["OpacusAudit", "ParameterLedger", "loader_rate", "logical_sampler", "parameter_checks"]
+__all__ = ["OpacusAudit", "ParameterLedger", "loader_rate", "parameter_checks", "rows_check"]
 
 _DP_ATTRIBUTES = ("noise_multiplier", "max_grad_norm", "expected_batch_size", "original_optimizer", "pre_step",
                   "step_hook")
@@ -152,6 +152,31 @@ def parameter_checks(summary: dict[str, Any], subject: str) -> list[Check]:
                   assumption=assumption)]
 
 
+# One-sided level of the rows check: far below the claim tests' α/2, so the verdict's family-wise
+# error stays α (+ 1e-6); a batch twice the claimed size gives z in the tens at any useful T.
+ROWS_Z = 4.753  # Φ⁻¹(1 − 1e-6)
+
+
+def rows_check(settings: dict[str, Any], n_records: int | None, subject: str) -> list[Check]:
+    """Real rows per noisy step vs the accountant's q·n: each noisy step must privatise ONE Poisson
+    batch. Accumulating several Poisson micro-batches into one noise (`signal_skip_step` on separate
+    draws) multiplies the rows, and the true rate, by their number. Σ rows over T steps is
+    Binomial(T·n, q) under the claim: a one-sided z-test at ROWS_Z."""
+    mean, q, steps = settings.get("rows_per_noisy_step"), settings.get("sample_rate"), settings.get("steps")
+    if mean is None or not q or not steps or not n_records:
+        return []
+    expected, sd = n_records * q, math.sqrt(n_records * q * (1 - q) / steps) if q < 1 else 0.0
+    z = (mean - expected) / sd if sd > 0 else (0.0 if mean <= expected else math.inf)
+    bad = z > ROWS_Z
+    return [Check(subject, "one Poisson batch per noisy step",
+                  (f"{mean:.1f} real rows per noisy step on average vs q·n = {expected:.1f} (z = {z:.1f}): each noise "
+                   f"privatised about {mean / expected:.1f} batches — several Poisson micro-batches accumulated into "
+                   "one noisy step, a true sampling rate above the q the accountant was told") if bad else
+                  f"{mean:.1f} real rows per noisy step on average vs q·n = {expected:.1f} (z = {z:.1f}, one-sided at "
+                  "1e-6)", failed=bad,
+                  assumption="the accountant's q is the rate at which a record joins one noisy step")]
+
+
 def torch_equal(a, b) -> bool:
     import torch
 
@@ -250,8 +275,13 @@ class OpacusAudit:
         observer = opt.step_hook
         self.noisy_steps = self.physical_steps = 0
 
+        self.rows_per_noisy_step: list[int] = []
+        self._rows = 0
+
         def counted(o):
             self.noisy_steps += 1
+            self.rows_per_noisy_step.append(self._rows)
+            self._rows = 0
             self.ledger.in_noisy_step = True
             observer(o)
 
@@ -262,7 +292,9 @@ class OpacusAudit:
             self.ledger.check_untouched()
             queue = getattr(opt, "_step_skip_queue", None) or []
             skip = bool(queue[0]) if queue else False
-            if any(getattr(p, "grad_sample", None) is not None for p in self.ledger.dp):
+            sample = next((p.grad_sample for p in self.ledger.dp if getattr(p, "grad_sample", None) is not None), None)
+            if sample is not None:
+                self._rows += int(sum(g.shape[0] for g in sample) if isinstance(sample, list) else sample.shape[0])
                 self.canaries.insert(join=not skip)
             elif self.ghost:
                 self.canaries.insert_into_sum(join=not skip)
@@ -299,6 +331,12 @@ class OpacusAudit:
 
     # -- result ----------------------------------------------------------------------------------
 
+    def _records(self) -> int | None:
+        try:
+            return int(len(self.loader.dataset))
+        except Exception:  # noqa: BLE001 - a loader without a sized dataset: the check is not run
+            return None
+
     def observations(self) -> dict[str, Any]:
         """What the run showed, in the shape `one_run_whitebox.one_run_task` returns."""
         from audit.dp_validation.whitebox_audit import _opacus_settings
@@ -307,6 +345,8 @@ class OpacusAudit:
         settings = _opacus_settings(self.optimizer, self.loader, self.engine, self.noisy_steps, self.delta)
         settings["physical_steps"] = self.physical_steps
         settings["clipping"] = "per_layer" if self.per_layer else "flat"
+        settings["rows_per_noisy_step"] = (float(np.mean(self.rows_per_noisy_step))
+                                           if self.rows_per_noisy_step and not self.ghost else None)
         settings["grad_sample_mode"] = "ghost" if self.ghost else "per-sample"
         poisson = logical_sampler(self.loader)
         if poisson is not None:  # a BatchMemoryManager's loader: the logical batches are Poisson at q
@@ -336,13 +376,14 @@ class OpacusAudit:
             raise AuditInputError("model", "the training produced NaN or infinite parameters; the audit needs finite "
                                   "iterates")
         skipped = run["settings"].get("physical_steps", run["steps"]) - run["steps"]
+        extra_checks = self.ledger.checks(self.subject) + rows_check(run["settings"], self._records(), self.subject)
         extra = {"parameters": self.ledger.summary(),
                  "physical_steps": run["settings"].get("physical_steps", run["steps"]),
                  "skipped_physical_steps": skipped}
         self.result = one_run_result(run, subject=self.subject, factory=None, builtin=False, observe=self.observe,
                                      delta=self.delta, claimed_epsilon=self.claimed_epsilon,
                                      confidence=self.confidence, seed=self.seed, device=None,
-                                     extra_checks=self.ledger.checks(self.subject), extra=extra,
+                                     extra_checks=extra_checks, extra=extra,
                                      claim_flag="claimed_epsilon")
         if write and self.out is not None:
             from audit.cli.output import record_audit

@@ -141,7 +141,7 @@ def one_run_task(factory: str | None, builtin: dict | None, n_canaries: int | No
         audit.ledger.finish()
         result = audit.observations()
         result["accuracy"] = _accuracy(model, extra.get("test_loader"))
-    result["parameters"] = audit.ledger.summary()
+    result["parameters"], result["n_records"] = audit.ledger.summary(), audit._records()
     if compare_plain:
         _seed_everything(seed)
         made = _make_setup(factory, builtin, name)
@@ -242,11 +242,12 @@ def run_one_run_whitebox_audit(
     run = run_isolated(one_run_task, factory, spec, n_canaries, canary_kind, float(canary_scale), int(seed),
                        float(delta), bool(compare_plain), name=subject, timeout=timeout,
                        what="one training run with canaries")
-    from audit.dp_validation.in_script import parameter_checks
+    from audit.dp_validation.in_script import parameter_checks, rows_check
 
     return one_run_result(run, subject=subject, factory=factory, builtin=builtin, observe=observe, delta=delta,
                           claimed_epsilon=claimed_epsilon, confidence=confidence, seed=seed, device=device,
-                          extra_checks=parameter_checks(run["parameters"], subject),
+                          extra_checks=parameter_checks(run["parameters"], subject)
+                          + rows_check(run["settings"], run.get("n_records"), subject),
                           extra={"parameters": run["parameters"],
                                  "physical_steps": run["settings"].get("physical_steps", run["steps"])})
 
