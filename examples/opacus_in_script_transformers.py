@@ -19,13 +19,13 @@ import warnings
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-import torch  # noqa: E402
-from opacus import PrivacyEngine  # noqa: E402
-from torch import nn  # noqa: E402
-from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
-from transformers import GPT2Config, GPT2LMHeadModel  # noqa: E402
+import torch
+from opacus import PrivacyEngine
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+from transformers import GPT2Config, GPT2LMHeadModel
 
-from audit.one_run import OpacusAudit  # audit  # noqa: E402
+from audit.one_run import OpacusAudit  # audit
 
 
 class CausalLM(nn.Module):

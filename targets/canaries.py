@@ -300,7 +300,7 @@ class GradientCanaries:
         if self.inserted_steps and self._pick_rng.random() >= WITNESS_STEP_SHARE:
             return 0
         expected = float(getattr(self._optimizer, "expected_batch_size", 0) or 0)
-        return max(MIN_ROWS_PER_STEP, int(math.ceil(ROW_SHARE * expected)))
+        return max(MIN_ROWS_PER_STEP, math.ceil(ROW_SHARE * expected))
 
     def _rows(self, n: int, like: torch.Tensor) -> torch.Tensor:
         """n rows of the step buffer, kept across steps: a fresh (n, d) tensor every step costs more

@@ -34,7 +34,7 @@ from __future__ import annotations
 import math
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 
@@ -211,7 +211,7 @@ class OpacusAudit:
                  confidence: float = 0.95, seed: int = 0, tracking_uri: str | None = None, subject: str | None = None,
                  extra_parameters: dict[str, Any] | None = None):
         from audit.dp_validation.claims import validate_claim
-        from audit.dp_validation.one_run_whitebox import CANARY_KINDS
+        from audit.dp_validation.one_run_result import CANARY_KINDS
         from audit.dp_validation.whitebox_audit import OBSERVATIONS
 
         missing = [a for a in _DP_ATTRIBUTES if not hasattr(optimizer, a)]
@@ -245,7 +245,7 @@ class OpacusAudit:
 
     # -- hooks -----------------------------------------------------------------------------------
 
-    def start(self) -> "OpacusAudit":
+    def start(self) -> OpacusAudit:
         from targets.canaries import canary_count_for, make_canaries
 
         opt = self.optimizer
@@ -320,7 +320,7 @@ class OpacusAudit:
         self.ledger.stop()
         self._active = False
 
-    def __enter__(self) -> "OpacusAudit":
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, exc_type, exc, tb) -> bool:
@@ -333,7 +333,7 @@ class OpacusAudit:
 
     def _records(self) -> int | None:
         try:
-            return int(len(self.loader.dataset))
+            return len(self.loader.dataset)
         except Exception:  # noqa: BLE001 - a loader without a sized dataset: the check is not run
             return None
 
@@ -364,7 +364,7 @@ class OpacusAudit:
     def finish(self, run: dict[str, Any] | None = None, *, write: bool = True) -> dict[str, Any]:
         """Decide the claim from this run (or `run`, observations with plain-run figures added) and
         write the result file (unless `out` is None or `write` is False)."""
-        from audit.dp_validation.one_run_whitebox import one_run_result
+        from audit.dp_validation.one_run_result import one_run_result
 
         self.ledger.finish()
         if run is None:
