@@ -195,7 +195,9 @@ def test_per_layer_clipping_is_clipped_exactly_but_not_refuted_only():
 
 @pytest.mark.slow
 def test_example_script_result_passes_gate_and_ledger_record(tmp_path):
-    env_run = {"cwd": tmp_path, "capture_output": True, "text": True, "timeout": 600}
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(list(args), cwd=tmp_path, capture_output=True, text=True, timeout=600, check=False)
+
     done = run(sys.executable, str(ROOT / "examples" / "opacus_in_script.py"), "--rows", "800", "--epochs", "2",
                "--out", str(tmp_path / "runs"))
     assert done.returncode == 0, done.stderr[-2000:]
@@ -207,7 +209,7 @@ def test_example_script_result_passes_gate_and_ledger_record(tmp_path):
     assert gate.returncode == 0, gate.stdout[-2000:] + gate.stderr[-2000:]
     assert "PASS" in gate.stdout
     ledger = run(*cli, "ledger", "record", "--dataset", "demo", "--ledger", str(tmp_path / "l.db"), "--results",
-                 str(path))  # noqa: PLW1510 (check=False in env_run)
+                 str(path))
     assert ledger.returncode == 0, ledger.stdout[-2000:] + ledger.stderr[-2000:]
     assert "recorded #1" in ledger.stdout
 
