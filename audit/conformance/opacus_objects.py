@@ -3,6 +3,8 @@
 What `conformance --factory` runs on the user's setup and `run` on each DP target's own setup
 (`object_checks`), with no training on data:
 
+* `noisy_steps`: every call of `optimizer.step()` added noise and told the accountant (a
+  `pre_step` that skips the noise on some steps is a failed check, a finding: exit 1);
 * `steps`, `accountant_sigma`: after k calls of the optimizer's `step()` the accountant's history
   holds exactly k steps, at the optimizer's σ;
 * `sampling_rate`, `poisson_sampling`, `independent_inclusion`: the loader's `batch_sampler` is

@@ -5,6 +5,11 @@ a DPOptimizer, a data loader and a PrivacyEngine instead. This module drives tho
 directly, with no training on data (what `--factory module:function` returns, as for
 `whitebox-audit`):
 
+* `parameters`: every trainable parameter of the released model (and the factory's
+  `extra_parameters`, released tensors outside it) is privatised by the DP optimizer; frozen
+  ones are listed;
+* `noisy_steps`: every call of `optimizer.step()` added noise and told the accountant (a
+  `pre_step` that skips the noise on some steps is a failed check, a finding: exit 1);
 * `steps`, `accountant_sigma`: after k calls of the user's `optimizer.step()` the accountant's
   history holds exactly k steps, at the optimizer's σ;
 * `sampling_rate`, `poisson_sampling`, `independent_inclusion`: the user's loader's
