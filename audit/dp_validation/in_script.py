@@ -236,7 +236,8 @@ class OpacusAudit:
         self.claimed_epsilon, self.delta, self.out, self.observe = claimed_epsilon, float(delta), out, observe
         self.n_canaries, self.canary_kind, self.canary_scale = canaries, canary_kind, float(canary_scale)
         self.confidence, self.seed, self.tracking_uri = float(confidence), int(seed), tracking_uri
-        self.subject = subject or f"in-script OpacusAudit ({type(model).__name__ if model is not None else 'model'})"
+        inner = getattr(model, "_module", model)  # the user's module inside Opacus's GradSampleModule
+        self.subject = subject or f"in-script OpacusAudit ({type(inner).__name__ if model is not None else 'model'})"
         self.extra_parameters = extra_parameters
         self.result: dict[str, Any] | None = None
         self.path: Path | None = None
