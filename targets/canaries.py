@@ -105,6 +105,7 @@ class GradientCanaries:
         self._params: list[torch.Tensor] | None = None
         self._buffer: torch.Tensor | None = None
         self._joined: np.ndarray | None = None
+        self._norms: np.ndarray | None = None  # per-canary clipping norm under per-layer clipping (attach)
 
     @property
     def m(self) -> int:
@@ -130,6 +131,12 @@ class GradientCanaries:
             self._keep = torch.ones(self._d)
             self._keep[self._coordinates] = 0.0
             self._keep_cache: dict = {}
+            # The norm each canary is clipped to: C, or under Opacus's per-layer clipping
+            # (`max_grad_norms`, one per tensor) its own tensor's C_k.
+            norms = getattr(optimizer, "max_grad_norms", None)
+            per_tensor = (np.repeat(np.asarray(norms, dtype=float), np.diff(self._slices[:len(self._params) + 1]))
+                          if isinstance(norms, (list, tuple)) and len(norms) == len(self._params) else None)
+            self._norms = per_tensor
             # Only the canaries' own coordinates are kept from θ_0 (no copy of the model).
             self._start = self._gather(lambda p: p.detach()).copy()
         else:
@@ -160,15 +167,21 @@ class GradientCanaries:
 
     # -- every step ------------------------------------------------------------------------------
 
-    def insert(self) -> int:
+    def insert(self, join: bool = True) -> int:
         """After backward(), before optimizer.step(): zero Dirac coordinates in the real rows, append
         this step's witness canaries as rows and add the others to the clipped sum (module
         docstring). Returns how many canaries joined this step.
 
         On a witness step one buffer of (b + r) rows × d (kept across steps) holds every parameter's
         per-sample gradients as column slices (views: no further copy), the real rows copied in
-        once; on other steps the real rows are only zeroed on the canaries' coordinates (one multiply)."""
-        if self.sample_rate >= 1:
+        once; on other steps the real rows are only zeroed on the canaries' coordinates (one multiply).
+
+        `join=False`: a physical step that the optimizer will skip (Opacus's BatchMemoryManager
+        splits one logical batch into several): no canary joins (they are drawn once per LOGICAL
+        step, at its last physical step), the real rows are still zeroed on the canaries' coordinates."""
+        if not join:
+            included = self._in[:0]
+        elif self.sample_rate >= 1:
             included = self._in
         else:
             included = self._in[self._rng.random(self._in.size) < self.sample_rate]
@@ -228,7 +241,8 @@ class GradientCanaries:
             # the clipped rows' sum to `p.summed_grad` (`clip_and_accumulate`), then the noise.
             if self.kind == "dirac":
                 added = torch.zeros(self._d, dtype=first.dtype, device=device)
-                added[self._coordinates[torch.as_tensor(direct)].to(device)] = C
+                added[self._coordinates[torch.as_tensor(direct)].to(device)] = (
+                    C if self._norms is None else torch.as_tensor(self._norms[direct], dtype=first.dtype, device=device))
             else:
                 added = (self.directions[torch.as_tensor(direct)].sum(0) * C).to(device, first.dtype)
             for index, p in enumerate(self._params):
@@ -237,8 +251,40 @@ class GradientCanaries:
                 p.summed_grad = part if getattr(p, "summed_grad", None) is None else p.summed_grad + part
         self.inserted += k
         self.as_rows += r
-        self.inserted_steps += 1
+        self.inserted_steps += int(join)
         return k
+
+    def insert_into_sum(self, join: bool = True) -> int:
+        """Opacus's ghost clipping (`grad_sample_mode="ghost"`) keeps no per-sample gradients: after
+        its second backward `p.grad` already holds the clipped sum of the real rows. Dirac canaries
+        only: zero their coordinates in it and add each joining canary's C (its tensor's C_k under
+        per-layer norms), what a correct clipping makes of a canary. The optimizer's clipping is not
+        exercised on them (`clip_checked_steps` stays 0); its noise, scaling and accounting are."""
+        if self.kind != "dirac":
+            raise ValueError("ghost clipping keeps no per-sample gradients: only Dirac canaries (a model of ≥ 10 "
+                             "coordinates per canary) can join its clipped sum")
+        if not join:
+            included = self._in[:0]
+        elif self.sample_rate >= 1:
+            included = self._in
+        else:
+            included = self._in[self._rng.random(self._in.size) < self.sample_rate]
+        C = float(self._optimizer.max_grad_norm)
+        values = np.full(self.m, C) if self._norms is None else self._norms
+        for k, p in enumerate(self._params):
+            lo, hi = int(self._slices[k]), int(self._slices[k + 1])
+            if hi == lo or p.grad is None:
+                continue
+            flat = p.grad.view(-1)
+            local = self._local[k].to(flat.device)
+            flat[local] = 0.0
+            mine = included[(included >= lo) & (included < hi)]
+            if mine.size:
+                flat[self._coordinates[torch.as_tensor(mine)].to(flat.device) - int(self._offsets[k])] = torch.as_tensor(
+                    values[mine], dtype=flat.dtype, device=flat.device)
+        self.inserted += int(included.size)
+        self.inserted_steps += int(join)
+        return int(included.size)
 
     def _keep_like(self, like: torch.Tensor) -> torch.Tensor:
         key = (like.dtype, like.device)
@@ -254,7 +300,7 @@ class GradientCanaries:
         if self.inserted_steps and self._pick_rng.random() >= WITNESS_STEP_SHARE:
             return 0
         expected = float(getattr(self._optimizer, "expected_batch_size", 0) or 0)
-        return max(MIN_ROWS_PER_STEP, int(math.ceil(ROW_SHARE * expected)))
+        return max(MIN_ROWS_PER_STEP, math.ceil(ROW_SHARE * expected))
 
     def _rows(self, n: int, like: torch.Tensor) -> torch.Tensor:
         """n rows of the step buffer, kept across steps: a fresh (n, d) tensor every step costs more
@@ -289,7 +335,8 @@ class GradientCanaries:
             return
         summed = self._gather(lambda p: p.summed_grad.detach())
         C = float(optimizer.max_grad_norm)
-        deviation = float(np.max(np.abs(summed - C * self._joined))) / C if self.m else 0.0
+        own = C if self._norms is None else self._norms
+        deviation = float(np.max(np.abs((summed - own * self._joined) / own))) if self.m else 0.0
         self.clip_deviation = max(self.clip_deviation, deviation)
         self.clip_checked_steps += 1
         self._joined = None

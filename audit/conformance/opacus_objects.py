@@ -3,6 +3,8 @@
 What `conformance --factory` runs on the user's setup and `run` on each DP target's own setup
 (`object_checks`), with no training on data:
 
+* `noisy_steps`: every call of `optimizer.step()` added noise and told the accountant (a
+  `pre_step` that skips the noise on some steps is a failed check, a finding: exit 1);
 * `steps`, `accountant_sigma`: after k calls of the optimizer's `step()` the accountant's history
   holds exactly k steps, at the optimizer's σ;
 * `sampling_rate`, `poisson_sampling`, `independent_inclusion`: the loader's `batch_sampler` is
@@ -27,16 +29,18 @@ from __future__ import annotations
 
 import contextlib
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from scipy import stats
 
 from audit.errors import AuditInputError
 
-__all__ = ["FACTORY_CHECKS", "STATISTICAL", "Tap", "check", "inclusion_check", "object_checks", "sampling_checks"]
+__all__ = ["FACTORY_CHECKS", "STATISTICAL", "Tap", "check", "inclusion_check", "logical_sampler", "object_checks",
+           "parameter_check", "sampling_checks"]
 
-FACTORY_CHECKS = ("steps", "accountant_sigma", "sampling_rate", "poisson_sampling", "independent_inclusion",
+FACTORY_CHECKS = ("parameters", "noisy_steps", "steps", "accountant_sigma", "sampling_rate", "poisson_sampling", "independent_inclusion",
                   "noise_std", "noise_independence", "per_example_clipping")
 STATISTICAL = 6  # checks with a false-alarm rate (Bonferroni divisor)
 SAMPLING_TRAININGS = 20
@@ -110,6 +114,7 @@ class Tap:
     def __init__(self, optimizer):
         self.optimizer, self.last = optimizer, None
         self.params = [p for p in optimizer.params if p.requires_grad]
+        self.calls = self.skipped = 0
         inner = optimizer.step_hook
 
         def hook(opt):
@@ -128,10 +133,39 @@ class Tap:
             p.grad_sample = g
         self.last = None
         self.optimizer.step()
+        self.calls += 1
         if self.last is None:
-            raise AuditInputError("--factory", "optimizer.step() added no noise step (its pre_step skipped it): "
-                                  "conformance --factory needs one noisy step per call")
+            # No noisy step (its pre_step skipped the noise and the accountant): a finding, not bad
+            # input — counted for the `noisy_steps` check; the missing noise reads as zero.
+            self.skipped += 1
+            return np.zeros(int(sum(p.numel() for p in self.params)))
         return self.last
+
+
+def parameter_check(model, optimizer, extra_parameters: dict | None = None) -> dict[str, Any]:
+    """Every trainable parameter of the released model (and of `extra_parameters`, released tensors
+    outside it) is one the DP optimizer privatises; frozen ones are listed."""
+    dp = {id(p) for p in optimizer.params if p.requires_grad}
+    named = list(model.named_parameters()) if hasattr(model, "named_parameters") else []
+    named += list((extra_parameters or {}).items())
+    uncovered = [n.removeprefix("_module.") for n, p in named if p.requires_grad and id(p) not in dp]
+    frozen = [n.removeprefix("_module.") for n, p in named if not p.requires_grad]
+    listed = f"{len(dp)} privatised by the DP optimizer; frozen: {', '.join(frozen) or 'none'}"
+    return check("parameters", not uncovered, uncovered, [],
+                 (f"trainable parameters the DP optimizer does not privatise: {', '.join(uncovered)} — trained by "
+                  f"anything else they are not private ({listed})") if uncovered else
+                 f"every trainable parameter of the released model is privatised ({listed})")
+
+
+def logical_sampler(loader):
+    """The Poisson sampler behind `loader`: a DPDataLoader's, or the one a BatchMemoryManager's
+    loader splits into physical batches (its `BatchSplittingSampler` keeps it as `.sampler`; drawing
+    from the splitter would also signal skipped steps to the optimizer); None for fixed batches."""
+    sampler = getattr(loader, "batch_sampler", None)
+    for candidate in (sampler, getattr(sampler, "sampler", None)):
+        if candidate is not None and type(candidate).__name__ == "UniformWithReplacementSampler":
+            return candidate
+    return None
 
 
 def zero_rows(params, b: int):
@@ -190,8 +224,12 @@ def object_checks(optimizer, loader, engine, epochs: int, *, seed: int, alpha: f
                           f"mean movement along one example's gradient of norm {HUGE_NORM:g}·C over {CLIPPING_STEPS} "
                           f"steps of the optimizer (one-sided z = {z_clip:.1f} against ≤ C)", p_clip))
 
+    results.append(check("noisy_steps", tap.skipped == 0, tap.calls - tap.skipped, tap.calls,
+                          f"calls of optimizer.step() that added noise and told the accountant ({tap.skipped} skipped "
+                          "them: an update without noise is not private)" if tap.skipped else
+                          "calls of optimizer.step() that added noise and told the accountant"))
     # Accountant: every step above must be in its history, at the optimizer's σ.
-    taken = NOISE_STEPS + CLIPPING_STEPS
+    taken = NOISE_STEPS + CLIPPING_STEPS - tap.skipped
     accountant = getattr(engine, "accountant", None)
     history = [tuple(float(v) for v in h) for h in (getattr(accountant, "history", None) or [])]
     told = int(sum(h[2] for h in history))
@@ -205,7 +243,7 @@ def object_checks(optimizer, loader, engine, epochs: int, *, seed: int, alpha: f
 
     # Sampling: the loader's own batch sampler, whole trainings, no data loaded.
     n = len(loader.dataset)
-    sampler = getattr(loader, "batch_sampler", None)
+    sampler = logical_sampler(loader) or getattr(loader, "batch_sampler", None)
     if sampler is None:
         raise AuditInputError(field, "the data loader has no batch_sampler to draw batches from")
     per_training = max(1, len(sampler)) * int(epochs)

@@ -117,3 +117,83 @@ def wide_noise_not_scaled_by_clip_norm():
     setup = _wide_setup()
     setup["optimizer"].add_noise = types.MethodType(_add_noise_without_clip_norm, setup["optimizer"])
     return setup
+
+
+# --------------------------------------------------------------------------------------------------
+# Opacus as it is used (issue #38): the wide model, 400 rows, logical batches of 40 (q 0.1) for 2
+# epochs, σ from make_private_with_epsilon(ε 2). Correct ones must hold, broken ones be refuted.
+# --------------------------------------------------------------------------------------------------
+
+USAGE_ROWS, USAGE_BATCH, USAGE_PHYSICAL, USAGE_EPOCHS, USAGE_EPSILON = 400, 40, 10, 2, 2.0
+
+
+def _usage_setup(*, frozen: bool = False, groups: bool = False, poisson: bool = True):
+    from opacus import PrivacyEngine
+
+    features = torch.randn(USAGE_ROWS, 4)
+    labels = (features[:, 0] > 0).long()
+    model = nn.Sequential(nn.Linear(4, WIDE_HIDDEN), nn.ReLU(), nn.Linear(WIDE_HIDDEN, 2))
+    if frozen:  # partial fine-tuning: the output layer is frozen
+        model[2].requires_grad_(False)
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.SGD([{"params": params[:1], "lr": 0.05}, {"params": params[1:], "lr": 0.1}] if groups
+                                else params, lr=0.1)
+    loader = DataLoader(TensorDataset(features, labels), batch_size=USAGE_BATCH, shuffle=not poisson)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        engine = PrivacyEngine(accountant="prv")
+        model, optimizer, loader = engine.make_private_with_epsilon(
+            module=model, optimizer=optimizer, data_loader=loader, target_epsilon=USAGE_EPSILON, target_delta=1e-5,
+            epochs=USAGE_EPOCHS, max_grad_norm=MAX_GRAD_NORM, poisson_sampling=poisson)
+    return {"model": model, "optimizer": optimizer, "data_loader": loader, "privacy_engine": engine,
+            "epochs": USAGE_EPOCHS}
+
+
+def usage_batch_memory_manager():
+    """Correct: logical batches of 40 through Opacus's BatchMemoryManager, physical batches of 10
+    (the loop sees the manager's loader; the skipped physical steps are no steps of the accountant)."""
+    from opacus.utils.batch_memory_manager import BatchMemoryManager
+
+    setup = _usage_setup()
+    manager = BatchMemoryManager(data_loader=setup["data_loader"], max_physical_batch_size=USAGE_PHYSICAL,
+                                 optimizer=setup["optimizer"])
+    setup["data_loader"] = manager.__enter__()  # what `with BatchMemoryManager(...) as loader` gives
+    return setup
+
+
+def usage_frozen_param_groups():
+    """Correct: partial fine-tuning (the output layer frozen) and two param groups."""
+    return _usage_setup(frozen=True, groups=True)
+
+
+def usage_parameter_outside():
+    """Broken: a learnable logit offset outside the module given to make_private, released with it
+    (`extra_parameters`) and trained by a plain optimizer: the DP optimizer does not privatise it."""
+    setup = _usage_setup()
+    setup["extra_parameters"] = {"logit_offset": nn.Parameter(torch.zeros(2))}
+    return setup
+
+
+def usage_noise_skipped():
+    """Broken: every 4th optimizer.step() clips but adds no noise and tells the accountant nothing."""
+    setup = _usage_setup()
+    optimizer = setup["optimizer"]
+    real, calls = optimizer.pre_step, {"n": 0}
+
+    def pre_step(closure=None):
+        calls["n"] += 1
+        if calls["n"] % 4:
+            return real()
+        optimizer.clip_and_accumulate()
+        for p in optimizer.params:
+            p.grad = p.summed_grad.view_as(p) / optimizer.expected_batch_size
+        return True
+
+    optimizer.pre_step = pre_step
+    return setup
+
+
+def usage_shuffled_batches():
+    """Broken for the accountant: poisson_sampling=False (fixed shuffled batches), which Opacus's
+    accountant does not model (it assumes Poisson sampling)."""
+    return _usage_setup(poisson=False)

@@ -20,7 +20,6 @@ the overhead and accuracy comparison, one plain run of a fresh setup from the sa
 """
 from __future__ import annotations
 
-import math
 import random
 import time
 from typing import Any
@@ -28,27 +27,22 @@ from typing import Any
 import numpy as np
 
 from audit.dp_validation.claims import validate_claim
+from audit.dp_validation.one_run_result import (  # noqa: F401
+    CANARY_KINDS,
+    CLIP_TOLERANCE,
+    PAPER,
+    one_run_result,
+)
 from audit.dp_validation.whitebox_audit import (
-    _accountant_disagreements,
-    _claim,
-    _opacus_settings,
     _unpack_setup,
     load_factory_in_worker,
 )
-from audit.dp_validation.mode_power import whitebox_power_entry
 from audit.errors import AuditInputError
-from audit.machinery.verdict import Check, decide
 from audit.machinery.workers import run_isolated, user_code
-from audit.statistics.one_run_audit import one_run_claim_audit
-from audit.statistics.tradeoff_curves import claim_profile
 
-__all__ = ["CANARY_KINDS", "one_run_task", "run_one_run_whitebox_audit", "train_loop"]
+__all__ = ["CANARY_KINDS", "one_run_result", "one_run_task", "run_one_run_whitebox_audit", "train_loop"]
 
-CANARY_KINDS = ("auto", "dirac", "random")
 TASK_TIMEOUT_S = 3600.0
-PAPER = "Steinke, Nasr, Jagielski 2023, arXiv 2305.08846"
-# Float32 sums: a correctly clipped canary adds C·(1 − 1e-6/‖row‖) exactly, real rows add 0.
-CLIP_TOLERANCE = 1e-3
 
 
 def _seed_everything(seed: int) -> None:
@@ -108,28 +102,12 @@ def _make_setup(factory: str | None, builtin: dict | None, name: str):
         return function()
 
 
-def _canary_rate(loader, name: str) -> float:
-    """The rate the canaries are sampled at: the loader's Poisson rate, or for a loader without one
-    (fixed shuffled batches) 1 / batches per epoch — the rate Opacus's `make_private` tells the
-    accountant then. Sampling the canaries at q = 1 there would test the claim against a run in
-    which every canary joins every step, which no record of that run does."""
-    with user_code(name, "training setup"):
-        rate = getattr(loader, "sample_rate", None)
-        if rate is None:
-            batches = len(loader)
-            rate = 1.0 / batches if batches else 1.0
-    rate = float(rate)
-    if not (math.isfinite(rate) and 0 < rate <= 1):
-        raise AuditInputError("--factory", f"{name}: the data loader's sample_rate must be in (0, 1], got {rate!r}")
-    return rate
-
-
 def one_run_task(factory: str | None, builtin: dict | None, n_canaries: int | None, kind: str, scale: float,
                  seed: int, delta: float, compare_plain: bool) -> dict[str, Any]:
     """A worker task: one training run of the setup with canaries (and one plain run); plain data back."""
     import torch
 
-    from targets.canaries import canary_count_for, make_canaries
+    from audit.dp_validation.in_script import OpacusAudit
 
     load_factory_in_worker(None)
     name = f"--factory {factory}" if factory else "--builtin"
@@ -138,33 +116,26 @@ def one_run_task(factory: str | None, builtin: dict | None, n_canaries: int | No
     model, optimizer, loader, engine, epochs, loss = _unpack_setup(made, factory or "--builtin")
     extra = made if isinstance(made, dict) else {}
     max_steps = extra.get("steps")
-    params = [p for p in optimizer.params if p.requires_grad]
-    if not params:
-        raise AuditInputError("--factory", f"{factory}: the optimizer has no trainable parameters")
-    d = int(sum(p.numel() for p in params))
-    m = canary_count_for(d) if n_canaries is None else int(n_canaries)
-    q = _canary_rate(loader, name)
+    # The same hooks as the in-script API (audit.dp_validation.in_script): canaries per logical
+    # step, noisy steps counted, every parameter accounted for; only the loop is the tool's.
     try:
-        canaries = make_canaries(d, m, kind=kind, sample_rate=q, seed=seed, scale=scale,
-                                 noise_multiplier=float(optimizer.noise_multiplier))
-    except ValueError as exc:
-        raise AuditInputError("--canaries", str(exc)) from None
-    canaries.attach(optimizer)
-    cpu_start = time.process_time()  # this worker's CPU: the run's own, whatever else loads the machine
+        with user_code(name, "training setup"):
+            audit = OpacusAudit(engine, optimizer, model, data_loader=loader, out=None, canaries=n_canaries,
+                                canary_kind=kind, canary_scale=scale, seed=seed, delta=delta,
+                                extra_parameters=extra.get("extra_parameters"))
+            audit.start()
+    except AuditInputError as exc:  # the API's field names, as this command's flags
+        raise AuditInputError("--canaries" if exc.where == "canaries" else "--factory",
+                              exc.message if exc.where == "canaries" else f"{name}: {exc.message}") from None
     with user_code(name, "training setup"):
-        steps, seconds = train_loop(model, optimizer, loader, epochs, loss, canaries=canaries, max_steps=max_steps)
-        cpu_seconds = time.process_time() - cpu_start
-        accuracy = _accuracy(model, extra.get("test_loader"))
-    settings = _opacus_settings(optimizer, loader, engine, steps, delta)
-    result = {"scores_all": canaries.scores("all"), "scores_final": canaries.scores("final"),
-              "coins": canaries.coins.copy(), "kind": canaries.kind, "m": m, "n_parameters": d,
-              "canary_scale": float(scale), "inserted": canaries.inserted, "as_rows": canaries.as_rows,
-              "clip_deviation": canaries.clip_deviation if canaries.kind == "dirac" else None,
-              "clip_checked_steps": canaries.clip_checked_steps, "steps": steps, "settings": settings,
-              "seconds": seconds, "cpu_seconds": cpu_seconds, "accuracy": accuracy, "plain_seconds": None,
-              "plain_cpu_seconds": None, "plain_accuracy": None,
-              "score_all_kind": ("log-likelihood ratio of the claimed Bernoulli(q) mixture per step, summed"
-                                 if q < 1 else "sum over steps of the update's projection on the canary")}
+        try:
+            train_loop(model, optimizer, loader, epochs, loss, max_steps=max_steps)
+        finally:
+            audit.stop()
+        audit.ledger.finish()
+        result = audit.observations()
+        result["accuracy"] = _accuracy(model, extra.get("test_loader"))
+    result["parameters"], result["n_records"] = audit.ledger.summary(), audit._records()
     if compare_plain:
         _seed_everything(seed)
         made = _make_setup(factory, builtin, name)
@@ -177,32 +148,6 @@ def one_run_task(factory: str | None, builtin: dict | None, n_canaries: int | No
         result["plain_seconds"], result["plain_steps"] = plain_seconds, plain_steps
     del torch
     return result
-
-
-def _claim_checks(audit: dict, subject: str, label: str, power: dict | None = None) -> list[Check]:
-    status = audit["status"]
-    eps, steinke, fdp = audit["claimed_epsilon"], audit["steinke"], audit["fdp"]
-    if status == "refuted":
-        how = []
-        if steinke["refuted"]:
-            how.append(f"Steinke et al. bound ε ≥ {steinke['epsilon']:.3f} > claimed ε {eps:.3f} "
-                       f"(p = {steinke['p_value_claim']:.2g} ≤ {steinke['level']:.3g})")
-        if fdp and fdp["refuted"]:
-            how.append(f"the f-DP one-run test refutes the claim's trade-off curve ({fdp['curve']})")
-        message = f"refuted: {'; '.join(how)}"
-    elif status == "held":
-        message = (f"not refuted (Steinke et al. ε ≥ {steinke['epsilon']:.3f}; f-DP test "
-                   f"{'did not refute' if fdp else 'not run'}); a perfect attack on {audit['m']} canaries reaches "
-                   f"ε {steinke['ceiling']:.3f}" + (" and would refute the claim's curve" if fdp and fdp["refutable_by_perfect_attack"] else ""))
-    else:
-        need = audit.get("canaries_needed")
-        message = (f"untestable here: with {audit['m']} canaries a perfect attack reaches at most ε "
-                   f"{steinke['ceiling']:.3f} (Steinke et al.) and could not refute the claim's curve (f-DP), at or "
-                   f"below the claim ε {eps:.3f}; needs " + (f"≥ {need} canaries" if need else "more than 10⁶ canaries "
-                                                             "(or more iterates per canary)"))
-    return [Check(subject, f"claim ε {eps:g} ({label})", message, failed=status == "refuted",
-                  inconclusive=status == "untestable",
-                  assumption="one run, canaries by independent fair coins (proven for any mechanism)", power=power)]
 
 
 def run_one_run_whitebox_audit(
@@ -228,7 +173,11 @@ def run_one_run_whitebox_audit(
     device: str | None = None,
 ) -> dict[str, Any]:
     """One training run with gradient canaries, its claim held / refuted / untestable (module docstring)."""
-    from audit.dp_validation.whitebox_audit import OBSERVATIONS, _check_positive, builtin_device
+    from audit.dp_validation.whitebox_audit import (
+        OBSERVATIONS,
+        _check_positive,
+        builtin_device,
+    )
 
     if (factory is None) == (not builtin):
         raise AuditInputError("--factory", "give either --factory module:function or --builtin")
@@ -265,121 +214,11 @@ def run_one_run_whitebox_audit(
     run = run_isolated(one_run_task, factory, spec, n_canaries, canary_kind, float(canary_scale), int(seed),
                        float(delta), bool(compare_plain), name=subject, timeout=timeout,
                        what="one training run with canaries")
-    settings = run["settings"]
-    disagreements = _accountant_disagreements(settings)
-    claim = _claim(settings, delta)
-    history = claim["history"]
-    if claimed_epsilon is not None:
-        eps_claim, source = float(claimed_epsilon), "--claimed-epsilon"
-    elif builtin or settings.get("accountant_epsilon") is None:
-        if claim["epsilon_pld"] is None:
-            raise AuditInputError("--claimed-epsilon", "the accountant's history has several stages and its ε failed; "
-                                  "give --claimed-epsilon")
-        eps_claim, source = float(claim["epsilon_pld"]), "PLD accountant of the run's (σ, q, T)"
-    else:
-        eps_claim, source = float(settings["accountant_epsilon"]), f"the privacy engine's {settings['accountant']} accountant"
-    dpsgd = tuple(history[0]) if claimed_epsilon is None and len(history) == 1 else None
-    profile = claim_profile(eps_claim if dpsgd is None else None, delta,
-                            None if dpsgd is None else (float(dpsgd[0]), float(dpsgd[1]), int(dpsgd[2])))
-    coins = np.asarray(run["coins"], dtype=bool)
-    primary = np.asarray(run[f"scores_{observe}"], dtype=float)
-    if not np.all(np.isfinite(primary)):
-        raise AuditInputError("--factory" if factory else "--noise-multiplier",
-                              "the training produced NaN or infinite parameters; the audit needs finite iterates")
-    audit = one_run_claim_audit(primary, coins, claimed_epsilon=eps_claim, delta=delta, profile=profile,
-                                confidence=confidence)
-    other = "final" if observe == "all" else "all"
-    other_scores = np.asarray(run[f"scores_{other}"], dtype=float)
-    other_audit = (one_run_claim_audit(other_scores, coins, claimed_epsilon=eps_claim, delta=delta, profile=profile,
-                                       confidence=confidence, with_estimates=True)
-                   if np.all(np.isfinite(other_scores)) else None)
-    label = "every iterate" if observe == "all" else "final model only"
-    # Dirac canaries with every iterate observed: proven power; random directions or the final model: none.
-    power = whitebox_power_entry(observe, one_run=True, canary_kind=str(run["kind"]))
-    checks = _claim_checks(audit, subject, label, power)
-    for key, name in (("gaussian_sum", "Gaussian normalized-sum estimate"), ("andrew", "Andrew et al. estimate")):
-        est = audit[key]
-        figure = (f"ε ≈ {est['epsilon']:.3f}" if est["epsilon"] is not None
-                  else f"withheld: {est.get('withheld')}")  # the scores contradict a Gaussian curve (gdp_fit)
-        checks.append(Check(subject, name, f"{figure} (claim {eps_claim:.3f}); an estimate, "
-                            "decides nothing", decides=False, assumption=est["assumption"]))
-    if run["clip_deviation"] is None:
-        checks.append(Check(subject, "canary clipping", "not checked exactly: random-direction canaries overlap the "
-                            "real gradients (Dirac canaries are checked)", decides=False))
-    elif run["clip_checked_steps"]:
-        deviation = float(run["clip_deviation"])
-        bad = not deviation <= CLIP_TOLERANCE
-        checks.append(Check(
-            subject, "canary clipping",
-            (f"the optimizer's clipped sum on the canaries' coordinates was off by up to {deviation:.3g}·C (a canary of "
-             f"norm {run['canary_scale']:g}·C must add exactly C): per-sample clipping is wrong") if bad else
-            (f"exact on {run['clip_checked_steps']} steps: every canary of norm {run['canary_scale']:g}·C added C, "
-             f"{run['as_rows']} of them clipped by the optimizer as rows"),
-            failed=bad, assumption="a correct per-sample clipping brings a one-coordinate row of norm > C to norm C"))
-    else:
-        checks.append(Check(subject, "canary clipping", "not checked: the optimizer kept no clipped sum "
-                            "(p.summed_grad) for the step hook to read", decides=False))
-    for text in disagreements:
-        checks.append(Check(subject, "accountant vs training", f"accountant disagrees with the training: {text}",
-                            failed=True, assumption="the accountant must be told what the optimizer and loader do"))
-    verdict = decide(checks, alpha=1 - confidence)
-    verdict["family_wise_error"]["statement"] = (
-        f"two sound tests of the claim (Steinke et al., f-DP one-run), each at α/2 = {(1 - confidence) / 2:g} "
-        "(Bonferroni), plus deterministic accountant and canary-clipping checks")
-    verdict["ceiling"] = float(audit["ceiling"])
-    verdict["needed"] = audit.get("canaries_needed")
-    verdict["needed_unit"] = "canaries (--canaries)"
-    claim_status = "not_refuted" if audit["status"] == "held" and power["kind"] == "none" else audit["status"]
-    verdict["claims"] = [{"claim": f"ε {eps_claim:g} at δ {delta:g}", "status": claim_status, "power": power,
-                          "ceiling": float(audit["ceiling"]), "epsilon": eps_claim, "delta": float(delta),
-                          "tested_by": "white-box one-run"}]
-    overhead = (run["seconds"] / run["plain_seconds"]) if run.get("plain_seconds") else None
-    return {
-        "audit": f"white-box one-run gradient canaries ({PAPER})",
-        "mode": "one-run",
-        "power": power,
-        "device": device,
-        "subject": subject,
-        "factory": factory,
-        "builtin": bool(builtin),
-        "observe": observe,
-        "observed": ("the canary coordinates of the privatised gradient at every step (all iterates)" if observe == "all"
-                     else "θ_0 − θ_T of the final model only, along each canary"),
-        "canaries": {"m": run["m"], "kind": run["kind"], "n_parameters": run["n_parameters"],
-                     "norm_over_C": run["canary_scale"], "inserted": run["inserted"],
-                     "inserted_rows": run["as_rows"], "clip_deviation": run["clip_deviation"],
-                     "insertion": "per step, up to 10 % of the expected batch as rows appended to every parameter's "
-                                  "p.grad_sample after backward() (the optimizer's own per-sample clipping, checked "
-                                  "exactly for Dirac canaries), the others added to the clipped sum at C; the "
-                                  "optimizer's noise and scaling act on all",
-                     "inclusion": "each canary by its own fair coin, then at every step with probability q",
-                     "score_all": run["score_all_kind"]},
-        "seed": int(seed),
-        "settings": settings,
-        "steps": run["steps"],
-        "claim": {"epsilon": eps_claim, "source": source, "history": history, "curve": profile.source if profile else None},
-        "claimed_epsilon": eps_claim,
-        "delta": float(delta),
-        "confidence": float(confidence),
-        "accountant_disagreements": disagreements,
-        "epsilon_lower_bound": float(audit["steinke"]["epsilon"]),
-        "epsilon_lower_bound_label": f"Steinke et al. one-run bound at {1 - (1 - confidence) / 2:.1%} (sound, any mechanism)",
-        "one_run": audit,
-        "other_observation": {"observe": other, **({} if other_audit is None else {
-            "status": other_audit["status"], "steinke_epsilon": other_audit["steinke"]["epsilon"],
-            "fdp_refuted": bool(other_audit["fdp"] and other_audit["fdp"]["refuted"]),
-            "fdp_gdp_family_epsilon": other_audit["fdp"]["gdp_family_epsilon"] if other_audit["fdp"] else None,
-            "gaussian_sum_epsilon": other_audit["gaussian_sum"]["epsilon"],
-            "andrew_epsilon": other_audit["andrew"]["epsilon"]}), "note": "same run, other observation: shown only"},
-        "ceiling": float(audit["ceiling"]),
-        "ceiling_label": "Steinke et al. bound of an attack guessing every canary right (α/2)",
-        "cost": {"seconds_with_canaries": run["seconds"], "seconds_plain": run.get("plain_seconds"),
-                 "cpu_seconds_with_canaries": run.get("cpu_seconds"), "cpu_seconds_plain": run.get("plain_cpu_seconds"),
-                 "overhead": overhead, "cpu_overhead": (run["cpu_seconds"] / run["plain_cpu_seconds"]
-                                                        if run.get("plain_cpu_seconds") else None), "goal": 1.3},
-        "accuracy": {"with_canaries": run["accuracy"], "plain": run.get("plain_accuracy"),
-                     "note": None if run["accuracy"] is not None else
-                     "the factory returned no 'test_loader': accuracy not measured"},
-        "violation": verdict["status"] == "fail",
-        "verdict": verdict,
-    }
+    from audit.dp_validation.in_script import parameter_checks, rows_check
+
+    return one_run_result(run, subject=subject, factory=factory, builtin=builtin, observe=observe, delta=delta,
+                          claimed_epsilon=claimed_epsilon, confidence=confidence, seed=seed, device=device,
+                          extra_checks=parameter_checks(run["parameters"], subject)
+                          + rows_check(run["settings"], run.get("n_records"), subject),
+                          extra={"parameters": run["parameters"],
+                                 "physical_steps": run["settings"].get("physical_steps", run["steps"])})

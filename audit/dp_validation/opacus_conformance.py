@@ -5,6 +5,11 @@ a DPOptimizer, a data loader and a PrivacyEngine instead. This module drives tho
 directly, with no training on data (what `--factory module:function` returns, as for
 `whitebox-audit`):
 
+* `parameters`: every trainable parameter of the released model (and the factory's
+  `extra_parameters`, released tensors outside it) is privatised by the DP optimizer; frozen
+  ones are listed;
+* `noisy_steps`: every call of `optimizer.step()` added noise and told the accountant (a
+  `pre_step` that skips the noise on some steps is a failed check, a finding: exit 1);
 * `steps`, `accountant_sigma`: after k calls of the user's `optimizer.step()` the accountant's
   history holds exactly k steps, at the optimizer's σ;
 * `sampling_rate`, `poisson_sampling`, `independent_inclusion`: the user's loader's
@@ -35,7 +40,7 @@ import numpy as np
 
 from audit.conformance.opacus_objects import (  # noqa: F401 (the shared core; names kept for callers)
     CLIPPING_STEPS, FACTORY_CHECKS, HUGE_NORM, NOISE_STEPS, SAMPLING_BATCH_LIMIT, SAMPLING_TRAININGS, STATISTICAL,
-    object_checks, sampling_checks,
+    object_checks, parameter_check, sampling_checks,
 )
 from audit.dp_validation.whitebox_audit import _unpack_setup
 from audit.errors import AuditInputError
@@ -44,12 +49,16 @@ from audit.machinery.workers import run_isolated, user_code
 __all__ = ["FACTORY_CHECKS", "opacus_conformance_task", "run_factory_conformance", "sampling_checks"]
 
 
-def _build(function, name: str, seed: int):
+def torch_seed(seed: int) -> None:
     import torch
 
     torch.manual_seed(seed)
     np.random.seed(seed % 2**32)
     random.seed(seed)
+
+
+def _build(function, name: str, seed: int):
+    torch_seed(seed)
     with user_code(name):
         return _unpack_setup(function(), name)
 
@@ -64,10 +73,17 @@ def opacus_conformance_task(factory: str, seed: int, alpha: float) -> list[dict[
     name = f"--factory {factory}"
     with user_code(name, "module"):
         function = load_user_function(factory, "--factory")
-    _, optimizer, loader, engine, epochs, _ = _build(function, name, seed)
-    return object_checks(optimizer, loader, engine, epochs, seed=seed, alpha=alpha,
-                         second_optimizer=lambda: _build(function, name, seed + 1)[1],
-                         guard=lambda what: user_code(name, what))
+    torch_seed(seed)
+    with user_code(name):
+        made = function()
+    model, optimizer, loader, engine, epochs, _ = _unpack_setup(made, name)
+    extra = made.get("extra_parameters") if isinstance(made, dict) else None
+    with user_code(name, "the model's parameters"):
+        covered = parameter_check(model, optimizer, extra)
+    checks = object_checks(optimizer, loader, engine, epochs, seed=seed, alpha=alpha,
+                           second_optimizer=lambda: _build(function, name, seed + 1)[1],
+                           guard=lambda what: user_code(name, what))
+    return [covered, *checks]
 
 
 def run_factory_conformance(factory: str, *, seed: int = 0, alpha: float = 0.01, timeout: float | None = 600.0

@@ -41,10 +41,12 @@ def refuted_claims(results: dict[str, Any]) -> list[str]:
 
 
 def _is_whitebox(results: dict[str, Any]) -> bool:
-    """A white-box audit result: the runs mode (settings + GDP bound) or `--mode one-run` (settings + claim)."""
+    """A white-box audit result: the runs mode (settings + GDP bound) or `--mode one-run` / the in-script
+    OpacusAudit (settings + its claim or one-run block)."""
     settings = isinstance(results.get("settings"), dict)
     return settings and (isinstance(results.get("gdp_bound"), dict) or (
-        results.get("mode") == "one-run" and isinstance(results.get("claim"), dict)))
+        results.get("mode") == "one-run"
+        and (isinstance(results.get("claim"), dict) or isinstance(results.get("one_run"), dict))))
 
 
 def _number(value: Any) -> float | None:

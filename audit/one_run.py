@@ -1,0 +1,10 @@
+"""The in-script audit API: `from audit.one_run import OpacusAudit` (audit.dp_validation.in_script).
+
+    with OpacusAudit(privacy_engine, optimizer, model, data_loader=train_loader, out="runs") as audit:
+        ...your Opacus training loop...
+
+See docs/one-run-audits.md ("Auditing from inside your own script").
+"""
+from audit.dp_validation.in_script import OpacusAudit, ParameterLedger
+
+__all__ = ["OpacusAudit", "ParameterLedger"]
