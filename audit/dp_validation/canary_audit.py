@@ -216,6 +216,10 @@ def run_canary_audit(
                        delta_flag="--delta")
     if features is None:
         _check_count("--rows", n_rows, 20)
+    if looks is not None:
+        from audit.machinery.limits import check_count
+
+        looks = check_count("--looks", looks)  # the range table (docs/errors.md)
     if looks is not None and mode != "profile" and looks != 1:
         raise AuditInputError("--looks", f"sequential looks apply to --mode profile; --mode {mode} runs to its size")
     design = (profile_sequential_design(int(n_models), confidence, looks=DEFAULT_LOOKS if looks is None else looks,
