@@ -5,25 +5,44 @@ Each attack's module is imported when the attack (or a name below) is first used
 is: a synthetic-data check that needs only `attacks.distance`, or a config check that needs only
 the names, does not pay for PyTorch's model attacks, scikit-learn's shadow models and SciPy's
 statistics (~1 s of CPU in a fresh process)."""
+
 from __future__ import annotations
 
 import importlib
 
 from attacks.registry import (
-    ATTACKS, NEEDS, TEXT_ATTACKS, Knob, all_knobs, attacks_needing, knobs_of, method_note, register_attack,
+    ATTACKS,
+    NEEDS,
+    TEXT_ATTACKS,
+    Knob,
+    all_knobs,
+    attacks_needing,
+    knobs_of,
+    method_note,
+    register_attack,
     unregister_attack,
 )
 
 # The names `from attacks import X` gives, and the module each comes from (imported on first use).
 _EXPORTS = {
-    "AttackContext": "attacks.base", "AttackOptions": "attacks.base", "MembershipAttack": "attacks.base",
-    "QueryableModel": "attacks.base", "TargetTraining": "attacks.base",
+    "AttackContext": "attacks.base",
+    "AttackOptions": "attacks.base",
+    "MembershipAttack": "attacks.base",
+    "QueryableModel": "attacks.base",
+    "TargetTraining": "attacks.base",
     "BlindBaseline": "attacks.blind_baseline",
-    "TextAttackContext": "attacks.text_base", "TextMembershipAttack": "attacks.text_base",
-    "LabelOnlyAttack": "attacks.label_only", "LiraOfflineAttack": "attacks.lira", "LiraOnlineAttack": "attacks.lira",
-    "LossAttack": "attacks.loss", "RmiaAttack": "attacks.rmia", "ShadowAttack": "attacks.shadow",
-    "MinKAttack": "attacks.min_k", "MinKPlusPlusAttack": "attacks.min_k_plus_plus",
-    "ReferenceRatioAttack": "attacks.reference_ratio", "LanguageModelLossAttack": "attacks.text_loss",
+    "TextAttackContext": "attacks.text_base",
+    "TextMembershipAttack": "attacks.text_base",
+    "LabelOnlyAttack": "attacks.label_only",
+    "LiraOfflineAttack": "attacks.lira",
+    "LiraOnlineAttack": "attacks.lira",
+    "LossAttack": "attacks.loss",
+    "RmiaAttack": "attacks.rmia",
+    "ShadowAttack": "attacks.shadow",
+    "MinKAttack": "attacks.min_k",
+    "MinKPlusPlusAttack": "attacks.min_k_plus_plus",
+    "ReferenceRatioAttack": "attacks.reference_ratio",
+    "LanguageModelLossAttack": "attacks.text_loss",
     "ZlibRatioAttack": "attacks.zlib_ratio",
 }
 
@@ -54,6 +73,24 @@ def get_attack(name: str):
     return ATTACKS[name]()
 
 
-__all__ = ["ATTACKS", "TEXT_ATTACKS", "NEEDS", "Knob", "all_knobs", "attacks_needing", "knobs_of", "method_note",
-           "register_attack", "unregister_attack", "BlindBaseline", "TextAttackContext", "get_text_attack", "AttackContext", "AttackOptions", "MembershipAttack", "QueryableModel", "TargetTraining",
-           "get_attack"]
+__all__ = [
+    "ATTACKS",
+    "TEXT_ATTACKS",
+    "NEEDS",
+    "Knob",
+    "all_knobs",
+    "attacks_needing",
+    "knobs_of",
+    "method_note",
+    "register_attack",
+    "unregister_attack",
+    "BlindBaseline",
+    "TextAttackContext",
+    "get_text_attack",
+    "AttackContext",
+    "AttackOptions",
+    "MembershipAttack",
+    "QueryableModel",
+    "TargetTraining",
+    "get_attack",
+]

@@ -5,6 +5,7 @@ more likely a member. Everything an attack may use beyond the target's outputs (
 for shadows/references, how the target was trained) is in `AttackContext`, so the threat model of
 each attack is visible in what it reads.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, MutableMapping

@@ -18,6 +18,7 @@ Threat model (not an attack on the model): it is given the member / non-member l
 other folds. It is a check of the evaluation sets; a score well above chance means the sets are
 distinguishable without the model, and the attacks' numbers on them do not show leakage.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -34,8 +35,9 @@ def _features(texts: list[str]):
     from sklearn.feature_extraction.text import TfidfVectorizer
 
     words = TfidfVectorizer(analyzer="word", ngram_range=(1, 2), min_df=2, max_features=MAX_FEATURES, sublinear_tf=True)
-    chars = TfidfVectorizer(analyzer="char_wb", ngram_range=(3, 3), min_df=2, max_features=MAX_FEATURES,
-                            sublinear_tf=True)
+    chars = TfidfVectorizer(
+        analyzer="char_wb", ngram_range=(3, 3), min_df=2, max_features=MAX_FEATURES, sublinear_tf=True
+    )
     return hstack([words.fit_transform(texts), chars.fit_transform(texts)]).tocsr()
 
 
@@ -44,8 +46,9 @@ def _out_of_fold(features, labels: np.ndarray, seed: int, folds: int) -> np.ndar
     from sklearn.model_selection import StratifiedKFold, cross_val_predict
 
     splitter = StratifiedKFold(n_splits=folds, shuffle=True, random_state=seed)
-    return cross_val_predict(LogisticRegression(C=1.0, solver="liblinear"), features, labels, cv=splitter,
-                             method="predict_proba")[:, 1]
+    return cross_val_predict(
+        LogisticRegression(C=1.0, solver="liblinear"), features, labels, cv=splitter, method="predict_proba"
+    )[:, 1]
 
 
 def _folds(members: np.ndarray, folds: int) -> int:
@@ -63,8 +66,9 @@ def blind_baseline_scores(texts: list[str], members: np.ndarray, seed: int = 0, 
     return _out_of_fold(_features(list(texts)), members.astype(int), seed, _folds(members, folds))
 
 
-def blind_baseline_test(texts: list[str], members: np.ndarray, seed: int = 0, folds: int = FOLDS,
-                        permutations: int = PERMUTATIONS) -> tuple[np.ndarray, float, float]:
+def blind_baseline_test(
+    texts: list[str], members: np.ndarray, seed: int = 0, folds: int = FOLDS, permutations: int = PERMUTATIONS
+) -> tuple[np.ndarray, float, float]:
     """(out-of-fold scores, their AUC, permutation p-value of "the text alone does not separate the sets")."""
     from sklearn.metrics import roc_auc_score
 
@@ -86,12 +90,15 @@ def blind_baseline_test(texts: list[str], members: np.ndarray, seed: int = 0, fo
 @dataclass(frozen=True)
 class BlindBaseline:
     name: str = "blind_baseline"
-    threat_model: str = ("No model: a text classifier cross-fitted on the member / non-member labels of the "
-                         "other folds (Das et al. 2024); measures distribution shift between the sets.")
+    threat_model: str = (
+        "No model: a text classifier cross-fitted on the member / non-member labels of the "
+        "other folds (Das et al. 2024); measures distribution shift between the sets."
+    )
 
     def scores(self, texts: list[str], members: np.ndarray, seed: int = 0) -> np.ndarray:
         return blind_baseline_scores(texts, members, seed)
 
-    def test(self, texts: list[str], members: np.ndarray, seed: int = 0,
-             permutations: int = PERMUTATIONS) -> tuple[np.ndarray, float, float]:
+    def test(
+        self, texts: list[str], members: np.ndarray, seed: int = 0, permutations: int = PERMUTATIONS
+    ) -> tuple[np.ndarray, float, float]:
         return blind_baseline_test(texts, members, seed, permutations=permutations)

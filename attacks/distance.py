@@ -33,6 +33,7 @@ the time (they run near the CPU's float32 FMA peak: the width is small, so cost 
 exact L1 distances (`torch.cdist(p=1)`) measured ~10× slower, hence the Euclidean encoding.
 Parallelism is over whole query chunks, one thread each (see `_one_intra_op_thread`).
 """
+
 from __future__ import annotations
 
 import math
@@ -100,7 +101,7 @@ def _isometric_reduction(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.n
         second_moment = np.zeros((a.shape[1], a.shape[1]))
         for x in (a, b):
             for s in range(0, x.shape[0], 65536):
-                block = x[s:s + 65536].astype(np.float64) - centre
+                block = x[s : s + 65536].astype(np.float64) - centre
                 second_moment += block.T @ block
         eigenvalues, eigenvectors = np.linalg.eigh(second_moment)
         keep = eigenvalues > 1e-9 * max(eigenvalues.max(), 1e-300)
@@ -189,7 +190,7 @@ class _BestTwoBlocks:
         """Offer one tile's block minima for rows start.. (`block_min` has the blocks along `dim`)."""
         value = block_min.amin(dim=dim)
         # Most tiles improve nothing once a row has seen a few: find the block only where needed.
-        improved = torch.nonzero(value < self.v2[start:start + value.shape[0]]).squeeze(1)
+        improved = torch.nonzero(value < self.v2[start : start + value.shape[0]]).squeeze(1)
         if improved.numel() == 0:
             return
         value = value.index_select(0, improved)
@@ -203,7 +204,7 @@ class _BestTwoBlocks:
         self.b1.index_copy_(0, rows, torch.where(first, block, b1))
 
     @staticmethod
-    def best_blocks(states: list["_BestTwoBlocks"], n_rows: int) -> torch.Tensor:
+    def best_blocks(states: list[_BestTwoBlocks], n_rows: int) -> torch.Tensor:
         values = torch.stack([x for s in states for x in (s.v1, s.v2)], dim=1)[:n_rows]
         blocks = torch.stack([x for s in states for x in (s.b1, s.b2)], dim=1)[:n_rows]
         keep = torch.topk(values, 2, dim=1, largest=False).indices
@@ -259,13 +260,13 @@ def _search(
         cols_state = rows_state if symmetric else (_BestTwoBlocks(n_b_pad) if nearest_b else None)
         for c in chunks:
             q0 = c * qc
-            a_chunk = a_aug[q0:q0 + qc]
+            a_chunk = a_aug[q0 : q0 + qc]
             t_first, t_stop = c if symmetric else 0, n_tiles
             if tiles_of_chunk is not None:
                 t_first, t_stop = tiles_of_chunk(q0, min(q0 + qc, n_a), rc)
             for t in range(t_first, t_stop):
                 r0 = t * rc
-                torch.mm(a_chunk, b_aug[r0:r0 + rc].T, out=tile)
+                torch.mm(a_chunk, b_aug[r0 : r0 + rc].T, out=tile)
                 if exclude_self:
                     lo, hi = max(q0, r0), min(q0 + qc, r0 + rc, n_a)
                     if lo < hi:
@@ -276,7 +277,7 @@ def _search(
                     # reduction, which vectorises; contiguous blocks would be innermost (≈10× slower).
                     tile_blocks = torch.amin(tile.view(qc, _BLOCK, row_blocks_per_tile), dim=1)
                     if block_min is not None:
-                        block_min[:, t * row_blocks_per_tile:(t + 1) * row_blocks_per_tile] = tile_blocks
+                        block_min[:, t * row_blocks_per_tile : (t + 1) * row_blocks_per_tile] = tile_blocks
                     else:
                         rows_state.offer(q0, tile_blocks, 1, t * row_blocks_per_tile)
                 if cols_state is not None and not (symmetric and t == c):
@@ -286,13 +287,13 @@ def _search(
             if block_min is not None and n_valid > 0:
                 b0, b1 = t_first * row_blocks_per_tile, t_stop * row_blocks_per_tile
                 if b1 <= b0:
-                    dist_a[q0:q0 + n_valid], index_a[q0:q0 + n_valid] = math.inf, -1
+                    dist_a[q0 : q0 + n_valid], index_a[q0 : q0 + n_valid] = math.inf, -1
                     continue
                 m = min(k_a + _EXTRA_BLOCKS, b1 - b0)
                 top_blocks = torch.topk(block_min[:n_valid, b0:b1], m, dim=1, largest=False).indices + b0
                 candidates = _block_members(top_blocks, rc, row_blocks_per_tile, n_b)
                 d, i = _exact_rerank(a_t, torch.arange(q0, q0 + n_valid), b_t, candidates, k_a, exclude_self)
-                dist_a[q0:q0 + n_valid], index_a[q0:q0 + n_valid] = d, i
+                dist_a[q0 : q0 + n_valid], index_a[q0 : q0 + n_valid] = d, i
         return rows_state, cols_state
 
     def rerank_from_states(pool, states, n_rows, queries, reference, n_reference, tile, per_tile, into):
@@ -315,14 +316,16 @@ def _search(
         with ThreadPoolExecutor(workers) as pool:
             states = list(pool.map(run_chunks, assignments))
             if k_a == 1:
-                rerank_from_states(pool, [s[0] for s in states], n_a, a_t, b_t, n_b, rc, row_blocks_per_tile,
-                                   (dist_a, index_a))
+                rerank_from_states(
+                    pool, [s[0] for s in states], n_a, a_t, b_t, n_b, rc, row_blocks_per_tile, (dist_a, index_a)
+                )
             dist_b = index_b = None
             if nearest_b:
                 dist_b = np.empty((n_b, 1))
                 index_b = np.empty((n_b, 1), dtype=np.int64)
-                rerank_from_states(pool, [s[1] for s in states], n_b, b_t, a_t, n_a, qc, col_blocks_per_chunk,
-                                   (dist_b, index_b))
+                rerank_from_states(
+                    pool, [s[1] for s in states], n_b, b_t, a_t, n_a, qc, col_blocks_per_chunk, (dist_b, index_b)
+                )
     return dist_a, index_a, dist_b, index_b
 
 

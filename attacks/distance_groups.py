@@ -15,13 +15,14 @@ gap, so no uncomputed row (all at distance² ≥ gap) can be nearer or tied; eve
 results are therefore exactly those of the full search: the pruning is a proof, not a guess.
 With one group (an all-numeric table) or groups too coarse to save work, the full search runs.
 """
+
 from __future__ import annotations
 
 import math
 
 import numpy as np
 
-from attacks.distance import _as_matrix, _check_k, _search, DEFAULT_CHUNK_SIZE, DEFAULT_TILE_SIZE
+from attacks.distance import DEFAULT_CHUNK_SIZE, DEFAULT_TILE_SIZE, _as_matrix, _check_k, _search
 
 __all__ = ["grouped_nearest_neighbours", "grouped_mutual_nearest_neighbours", "GAP_SAFETY"]
 
@@ -72,44 +73,84 @@ def _grouped(a, b, k_a: int, nearest_b: bool, groups_a, groups_b, gap: float, *,
         return _search(a, b, k_a, nearest_b, exclude_self=False, chunk_size=chunk_size, tile_size=tile_size)
     limit = math.sqrt(gap * (1 - GAP_SAFETY))
     a_sorted, b_sorted = np.ascontiguousarray(a[order_a]), np.ascontiguousarray(b[order_b])
-    da, ia, db, ib = _search(a_sorted, b_sorted, k_a, nearest_b, exclude_self=False,
-                             chunk_size=min(chunk_size, _GROUPED_CHUNK), tile_size=min(tile_size, _GROUPED_TILE),
-                             tiles_of_chunk=_tile_schedule(ga, gb))
+    da, ia, db, ib = _search(
+        a_sorted,
+        b_sorted,
+        k_a,
+        nearest_b,
+        exclude_self=False,
+        chunk_size=min(chunk_size, _GROUPED_CHUNK),
+        tile_size=min(tile_size, _GROUPED_TILE),
+        tiles_of_chunk=_tile_schedule(ga, gb),
+    )
     dist_a = index_a = dist_b = index_b = None
     if k_a:
         dist_a, index_a = np.empty_like(da), np.empty_like(ia)
         dist_a[order_a], index_a[order_a] = da, order_b[np.maximum(ia, 0)]
         redo = np.flatnonzero(~(dist_a[:, -1] < limit))  # inf and NaN included
         if redo.size:
-            d, i, _, _ = _search(np.ascontiguousarray(a[redo]), b, k_a, False, exclude_self=False,
-                                 chunk_size=chunk_size, tile_size=tile_size)
+            d, i, _, _ = _search(
+                np.ascontiguousarray(a[redo]),
+                b,
+                k_a,
+                False,
+                exclude_self=False,
+                chunk_size=chunk_size,
+                tile_size=tile_size,
+            )
             dist_a[redo], index_a[redo] = d, i
     if nearest_b:
         dist_b, index_b = np.empty_like(db), np.empty_like(ib)
         dist_b[order_b], index_b[order_b] = db, order_a[np.maximum(ib, 0)]
         redo = np.flatnonzero(~(dist_b[:, 0] < limit))
         if redo.size:
-            d, i, _, _ = _search(np.ascontiguousarray(b[redo]), a, 1, False, exclude_self=False,
-                                 chunk_size=chunk_size, tile_size=tile_size)
+            d, i, _, _ = _search(
+                np.ascontiguousarray(b[redo]),
+                a,
+                1,
+                False,
+                exclude_self=False,
+                chunk_size=chunk_size,
+                tile_size=tile_size,
+            )
             dist_b[redo], index_b[redo] = d, i
     return dist_a, index_a, dist_b, index_b
 
 
-def grouped_nearest_neighbours(queries, reference, k: int, groups_queries, groups_reference, gap: float, *,
-                               chunk_size: int = DEFAULT_CHUNK_SIZE, tile_size: int = DEFAULT_TILE_SIZE):
+def grouped_nearest_neighbours(
+    queries,
+    reference,
+    k: int,
+    groups_queries,
+    groups_reference,
+    gap: float,
+    *,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    tile_size: int = DEFAULT_TILE_SIZE,
+):
     """`attacks.distance.nearest_neighbours(queries, reference, k)`, exactly, faster when rows of
     different groups are at squared distance ≥ `gap` (the caller's promise; see the module doc)."""
     q, r = _as_matrix("queries", queries), _as_matrix("reference", reference)
     if q.shape[1] != r.shape[1]:
         raise ValueError(f"reference: has {r.shape[1]} features, queries have {q.shape[1]}")
     k = _check_k("k", k, r.shape[0])
-    d, i, _, _ = _grouped(q, r, k, False, groups_queries, groups_reference, gap,
-                          chunk_size=chunk_size, tile_size=tile_size)
+    d, i, _, _ = _grouped(
+        q, r, k, False, groups_queries, groups_reference, gap, chunk_size=chunk_size, tile_size=tile_size
+    )
     return d, i
 
 
-def grouped_mutual_nearest_neighbours(a, b, k_a: int, groups_a, groups_b, gap: float, *,
-                                      chunk_size: int = DEFAULT_CHUNK_SIZE, tile_size: int = DEFAULT_TILE_SIZE):
+def grouped_mutual_nearest_neighbours(
+    a,
+    b,
+    k_a: int,
+    groups_a,
+    groups_b,
+    gap: float,
+    *,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    tile_size: int = DEFAULT_TILE_SIZE,
+):
     """`attacks.distance.mutual_nearest_neighbours(a, b, k_a)`, exactly, with the group pruning."""
     x, y = _as_matrix("a", a), _as_matrix("b", b)
     if x.shape[1] != y.shape[1]:

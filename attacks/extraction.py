@@ -8,6 +8,7 @@ phone"). The model's greedy (or beam-search) continuation is compared with the t
 exact match of every token is a recovery. Greedy decoding is the paper's baseline; beam search
 finds the most likely continuation more reliably on small models.
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -20,8 +21,9 @@ from attacks.text_outputs import CausalLanguageModel, model_device, next_token_l
 
 
 @torch.no_grad()
-def greedy_continuations(model: CausalLanguageModel, prompts: Sequence[Sequence[int]], n_tokens: int,
-                         batch_size: int = 256) -> list[list[int]]:
+def greedy_continuations(
+    model: CausalLanguageModel, prompts: Sequence[Sequence[int]], n_tokens: int, batch_size: int = 256
+) -> list[list[int]]:
     """The `n_tokens` most likely next tokens, one at a time, after each prompt (token ids)."""
     out: list[list[int] | None] = [None] * len(prompts)
     by_length = defaultdict(list)
@@ -29,7 +31,7 @@ def greedy_continuations(model: CausalLanguageModel, prompts: Sequence[Sequence[
         by_length[len(prompt)].append(i)
     for indices in by_length.values():  # equal lengths: no padding, positions stay exact
         for start in range(0, len(indices), batch_size):
-            chunk = indices[start:start + batch_size]
+            chunk = indices[start : start + batch_size]
             seqs = torch.as_tensor([list(prompts[i]) for i in chunk], device=model_device(model))
             for _ in range(n_tokens):
                 seqs = torch.cat([seqs, next_token_logits(model, seqs).argmax(-1, keepdim=True)], dim=1)
@@ -56,4 +58,4 @@ def beam_continuation(model: CausalLanguageModel, prompt: Sequence[int], n_token
 
 def exact_recoveries(continuations: Sequence[Sequence[int]], truths: Sequence[Sequence[int]]) -> np.ndarray:
     """Per prompt, whether the continuation starts with every token of the true value."""
-    return np.array([list(c[:len(t)]) == list(t) for c, t in zip(continuations, truths)], dtype=bool)
+    return np.array([list(c[: len(t)]) == list(t) for c, t in zip(continuations, truths)], dtype=bool)

@@ -13,6 +13,7 @@ No reference models, no population data.
 The noise scale is fixed a priori (not tuned on the audit's own membership, which would bias the
 bounds); the paper tunes it on shadow models, so this attack is a floor for label-only leakage.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -49,18 +50,27 @@ class LabelOnlyAttack:
     needs: ClassVar[frozenset[str]] = frozenset({LABELS_ONLY})
     knobs: ClassVar[tuple[Knob, ...]] = (
         Knob("label_only_queries", int, 32, "noisy copies per candidate (label_only)", low=1, high=1_000),
-        Knob("label_only_noise", float, 0.1, "their noise std, as a fraction of each feature's std", low=0.0,
-             high=10.0, low_open=True),
+        Knob(
+            "label_only_noise",
+            float,
+            0.1,
+            "their noise std, as a fraction of each feature's std",
+            low=0.0,
+            high=10.0,
+            low_open=True,
+        ),
     )
     citation: ClassVar[str] = "Choquette-Choo et al. 2021"
     method_note: ClassVar[tuple[str, str]] = (
         "Label-only, noise robustness (sees predicted classes only)",
-        ("The attacker sees only the predicted class, never probabilities, and knows each candidate's true "
-        "label. It queries the candidate and noisy copies of it (Gaussian noise at a fixed fraction of each "
-        "feature's spread, chosen before the audit) and scores the fraction still given the true label: a "
-        "model is more robust around its training records. The noise is not tuned as the paper tunes it on "
-        "shadow models, so this is a floor for label-only leakage. Choquette-Choo, Tram\u00e8r, Carlini, "
-        "Papernot 2021, \u201cLabel-Only Membership Inference Attacks\u201d (arXiv 2007.14321)."),
+        (
+            "The attacker sees only the predicted class, never probabilities, and knows each candidate's true "
+            "label. It queries the candidate and noisy copies of it (Gaussian noise at a fixed fraction of each "
+            "feature's spread, chosen before the audit) and scores the fraction still given the true label: a "
+            "model is more robust around its training records. The noise is not tuned as the paper tunes it on "
+            "shadow models, so this is a floor for label-only leakage. Choquette-Choo, Tram\u00e8r, Carlini, "
+            "Papernot 2021, \u201cLabel-Only Membership Inference Attacks\u201d (arXiv 2007.14321)."
+        ),
     )
 
     def scores(self, target: QueryableModel, context: AttackContext) -> np.ndarray:
@@ -69,7 +79,9 @@ class LabelOnlyAttack:
         n_queries = context.options.label_only_queries
         spread = X.reshape(len(X), -1).std(axis=0).reshape(X.shape[1:])
         rng = np.random.default_rng([context.seed, 0x1AB0])
-        noise = rng.standard_normal((n_queries, *X.shape)).astype(np.float32) * (context.options.label_only_noise * spread)
+        noise = rng.standard_normal((n_queries, *X.shape)).astype(np.float32) * (
+            context.options.label_only_noise * spread
+        )
         noisy = (X[None] + noise).reshape(n_queries * len(X), *X.shape[1:])
         correct_clean = predicted_labels(target, X) == y
         correct_noisy = predicted_labels(target, noisy).reshape(n_queries, len(X)) == y[None]

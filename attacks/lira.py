@@ -7,6 +7,7 @@ excludes each candidate. For each candidate the logit-scaled confidence φ of th
 reference models is fitted with a Gaussian; the score is the likelihood ratio (online) or how
 far φ lies above the OUT distribution (offline, references never trained on the candidate).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -23,13 +24,21 @@ if TYPE_CHECKING:
 GLOBAL_VARIANCE_BELOW = 64
 MIN_STD = 1e-3
 # Shared by both variants (and RMIA's reference bank): declared once, the same Knob in each class.
-N_REFERENCE_MODELS = Knob("n_reference_models", int, 64, "LiRA / RMIA reference models per target", low=2, high=4_096,
-         counts_models=True)
-GLOBAL_VARIANCE = Knob("lira_global_variance", str, "auto", "one variance for all candidates: auto = when fewer "
-                       "than 64 references", choices=("auto", "always", "never"))
+N_REFERENCE_MODELS = Knob(
+    "n_reference_models", int, 64, "LiRA / RMIA reference models per target", low=2, high=4_096, counts_models=True
+)
+GLOBAL_VARIANCE = Knob(
+    "lira_global_variance",
+    str,
+    "auto",
+    "one variance for all candidates: auto = when fewer than 64 references",
+    choices=("auto", "always", "never"),
+)
 _CITATION = "Carlini et al. 2022"
-_PAPER = ("Carlini, Chien, Nasr, Song, Terzis, Tram\u00e8r 2022, \u201cMembership Inference Attacks From First "
-          "Principles\u201d (arXiv 2112.03199)")
+_PAPER = (
+    "Carlini, Chien, Nasr, Song, Terzis, Tram\u00e8r 2022, \u201cMembership Inference Attacks From First "
+    "Principles\u201d (arXiv 2112.03199)"
+)
 
 
 def _use_global_variance(mode: str, n_models: int) -> bool:
@@ -48,7 +57,9 @@ def _masked_gaussian(phi: np.ndarray, mask: np.ndarray, global_variance: bool) -
     return mean, np.maximum(std, MIN_STD)
 
 
-def lira_online_scores(target_phi: np.ndarray, reference_phi: np.ndarray, in_masks: np.ndarray, global_variance: bool) -> np.ndarray:
+def lira_online_scores(
+    target_phi: np.ndarray, reference_phi: np.ndarray, in_masks: np.ndarray, global_variance: bool
+) -> np.ndarray:
     """log N(φ; μ_in, σ_in) − log N(φ; μ_out, σ_out) per candidate (higher = more likely member)."""
     from scipy.stats import norm
 
@@ -57,7 +68,9 @@ def lira_online_scores(target_phi: np.ndarray, reference_phi: np.ndarray, in_mas
     return norm.logpdf(target_phi, mu_in, sd_in) - norm.logpdf(target_phi, mu_out, sd_out)
 
 
-def lira_offline_scores(target_phi: np.ndarray, reference_phi: np.ndarray, in_masks: np.ndarray, global_variance: bool) -> np.ndarray:
+def lira_offline_scores(
+    target_phi: np.ndarray, reference_phi: np.ndarray, in_masks: np.ndarray, global_variance: bool
+) -> np.ndarray:
     """One-sided test against the OUT Gaussian: log Φ((φ − μ_out)/σ_out) (higher = more likely member)."""
     from scipy.stats import norm
 
@@ -88,10 +101,12 @@ class LiraOnlineAttack:
     citation: ClassVar[str] = _CITATION
     method_note: ClassVar[tuple[str, str]] = (
         "Likelihood-ratio attack, LiRA (black box, knows the training recipe)",
-        ("The attacker trains reference models on population data with and without each candidate, fits "
-        "Gaussians to the candidate's scaled confidence under both, and scores the target's confidence by "
-        "the likelihood ratio (the offline variant uses only models without the candidate). Strongest at "
-        f"low false-positive rates; costly. {_PAPER}."),
+        (
+            "The attacker trains reference models on population data with and without each candidate, fits "
+            "Gaussians to the candidate's scaled confidence under both, and scores the target's confidence by "
+            "the likelihood ratio (the offline variant uses only models without the candidate). Strongest at "
+            f"low false-positive rates; costly. {_PAPER}."
+        ),
     )
 
     def scores(self, target: QueryableModel, context: AttackContext) -> np.ndarray:
@@ -110,9 +125,11 @@ class LiraOfflineAttack:
     citation: ClassVar[str] = _CITATION
     method_note: ClassVar[tuple[str, str]] = (
         "Likelihood-ratio attack, offline LiRA (black box, knows the training recipe)",
-        ("As LiRA, but the reference models are trained only on population data without the candidates, so they "
-        "can be trained once before the target exists; the candidate's confidence is compared with the "
-        f"non-member Gaussian alone. {_PAPER}, offline variant."),
+        (
+            "As LiRA, but the reference models are trained only on population data without the candidates, so they "
+            "can be trained once before the target exists; the candidate's confidence is compared with the "
+            f"non-member Gaussian alone. {_PAPER}, offline variant."
+        ),
     )
 
     def scores(self, target: QueryableModel, context: AttackContext) -> np.ndarray:

@@ -8,6 +8,7 @@ are those of the loss attack. φ is used because the loss itself underflows to e
 saturated logits (|z| ≫ 100) that DP-SGD noise often produces, which would tie the most
 member-like candidates.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -33,11 +34,13 @@ class LossAttack:
     citation: ClassVar[str] = "Yeom et al. 2018"
     method_note: ClassVar[tuple[str, str]] = (
         "Loss threshold (black box)",
-        ("The attacker can query the trained model and knows each candidate record with its label. It scores "
-        "a candidate by minus the model's loss on it: training records tend to have lower loss, and a "
-        "threshold on the loss separates members from non-members. No reference models, no knowledge of "
-        "the training algorithm. Yeom, Giacomelli, Fredrikson, Jha 2018, \u201cPrivacy Risk in Machine "
-        "Learning: Analyzing the Connection to Overfitting\u201d (arXiv 1709.01604)."),
+        (
+            "The attacker can query the trained model and knows each candidate record with its label. It scores "
+            "a candidate by minus the model's loss on it: training records tend to have lower loss, and a "
+            "threshold on the loss separates members from non-members. No reference models, no knowledge of "
+            "the training algorithm. Yeom, Giacomelli, Fredrikson, Jha 2018, \u201cPrivacy Risk in Machine "
+            "Learning: Analyzing the Connection to Overfitting\u201d (arXiv 1709.01604)."
+        ),
     )
 
     def scores(self, target: QueryableModel, context: AttackContext) -> np.ndarray:

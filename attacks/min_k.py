@@ -5,6 +5,7 @@ Threat model: black-box token probabilities. A non-member tends to contain a few
 of very low probability; a member fewer. The score is the mean log-probability of the k % least
 likely tokens of the document (k = 20 % by default).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -22,8 +23,10 @@ def min_k_scores(logprob: np.ndarray, fraction: float) -> np.ndarray:
 @dataclass(frozen=True)
 class MinKAttack:
     name: str = "min_k"
-    threat_model: str = ("Black-box token probabilities; mean log-probability of the document's k % least "
-                         "likely tokens (Shi et al. 2024).")
+    threat_model: str = (
+        "Black-box token probabilities; mean log-probability of the document's k % least "
+        "likely tokens (Shi et al. 2024)."
+    )
     needs_reference: bool = False
 
     def scores(self, target: TokenStatistics, context: TextAttackContext) -> np.ndarray:

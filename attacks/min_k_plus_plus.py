@@ -7,6 +7,7 @@ standardised against the model's own distribution at that position,
 (log p(x_t | x_<t) − μ_t) / σ_t with μ_t, σ_t the mean and SD of log p(z | x_<t) for z ~ p(· | x_<t)
 (their eq. 3), and the score is the mean of the k % lowest standardised tokens.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -27,8 +28,10 @@ def min_k_plus_plus_scores(logprob: np.ndarray, mean: np.ndarray, std: np.ndarra
 @dataclass(frozen=True)
 class MinKPlusPlusAttack:
     name: str = "min_k_plus_plus"
-    threat_model: str = ("Black-box next-token distributions; min-k % of token log-probabilities standardised "
-                         "by the model's own mean and SD at each position (Zhang et al. 2024).")
+    threat_model: str = (
+        "Black-box next-token distributions; min-k % of token log-probabilities standardised "
+        "by the model's own mean and SD at each position (Zhang et al. 2024)."
+    )
     needs_reference: bool = False
 
     def scores(self, target: TokenStatistics, context: TextAttackContext) -> np.ndarray:

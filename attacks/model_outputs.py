@@ -1,4 +1,5 @@
 """Per-example statistics of a model's outputs that attacks score on, computed stably from logits."""
+
 from __future__ import annotations
 
 import numpy as np

@@ -12,6 +12,7 @@ Training is split into tasks of `options.models_per_task` models (default: one t
 context's executor (`--executor processes|ray`) or here. A task returns only the models' logits on
 the rows the attacks query; model k is seeded from (seed, k) whichever task trains it.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -86,16 +87,38 @@ def balanced_in_masks(n_models: int, n_records: int, rng: np.random.Generator) -
     return masks
 
 
-def train_models_logits(in_masks: np.ndarray, first_model: int, *, features: np.ndarray, labels: np.ndarray,
-                        hidden_sizes: tuple[int, ...], n_classes: int, spec: DPSGDSpec, seed: int, device: str,
-                        query_rows: list[np.ndarray], architecture: str = "mlp",
-                        on_progress: Callable[[float, int], None] | None = None) -> list[np.ndarray]:
+def train_models_logits(
+    in_masks: np.ndarray,
+    first_model: int,
+    *,
+    features: np.ndarray,
+    labels: np.ndarray,
+    hidden_sizes: tuple[int, ...],
+    n_classes: int,
+    spec: DPSGDSpec,
+    seed: int,
+    device: str,
+    query_rows: list[np.ndarray],
+    architecture: str = "mlp",
+    on_progress: Callable[[float, int], None] | None = None,
+) -> list[np.ndarray]:
     """A task: train models first_model … first_model + len(in_masks) - 1 of a bank, return their
     logits on each array of `query_rows` (float32, (k, rows, C) each). Plain data in and out
     (`on_progress` only in-process: a callable does not travel to a worker)."""
-    models = train_many(features.shape[1], hidden_sizes, n_classes, features, labels, in_masks, spec,
-                        seed=seed, device=device, first_model=first_model, architecture=architecture,
-                        on_progress=on_progress)
+    models = train_many(
+        features.shape[1],
+        hidden_sizes,
+        n_classes,
+        features,
+        labels,
+        in_masks,
+        spec,
+        seed=seed,
+        device=device,
+        first_model=first_model,
+        architecture=architecture,
+        on_progress=on_progress,
+    )
     return [models.logits(rows, device=device).numpy() for rows in query_rows]
 
 
@@ -105,25 +128,40 @@ def model_slices(n_models: int, models_per_task: int | None) -> list[tuple[int, 
     return [(k0, min(k0 + size, n_models)) for k0 in range(0, n_models, size)]
 
 
-def _train_logits(context: AttackContext, features: np.ndarray, labels: np.ndarray, in_masks: np.ndarray,
-                  seed: int, query_rows: list[np.ndarray], what: str = "models") -> list[np.ndarray]:
+def _train_logits(
+    context: AttackContext,
+    features: np.ndarray,
+    labels: np.ndarray,
+    in_masks: np.ndarray,
+    seed: int,
+    query_rows: list[np.ndarray],
+    what: str = "models",
+) -> list[np.ndarray]:
     """Logits (K, rows, C) of the K models of `in_masks` on each of `query_rows`, trained in tasks.
 
     A user's own trainer (`context.train_models`, any model) runs here as given, not in tasks."""
     if context.train_models is not None:
         if context.report_progress is not None:  # booked under its own line, not the attack's
             context.report_progress(what, 0, len(in_masks))
-        trained = [np.asarray(q, dtype=np.float64)
-                   for q in context.train_models(features, labels, in_masks, query_rows, seed)]
+        trained = [
+            np.asarray(q, dtype=np.float64) for q in context.train_models(features, labels, in_masks, query_rows, seed)
+        ]
         if context.report_progress is not None:
             context.report_progress(what, len(in_masks), len(in_masks))
         return trained
     slices = model_slices(len(in_masks), context.options.models_per_task)
     tasks = [(in_masks[k0:k1], k0) for k0, k1 in slices]
-    shared = dict(features=features, labels=labels, hidden_sizes=tuple(context.training.spec.hidden_sizes),
-                  n_classes=context.n_classes, spec=dpsgd_spec_like_target(context), seed=seed,
-                  device=context.task_device or str(context.device), query_rows=query_rows,
-                  architecture=getattr(context.training.spec, "architecture", "mlp"))
+    shared = dict(
+        features=features,
+        labels=labels,
+        hidden_sizes=tuple(context.training.spec.hidden_sizes),
+        n_classes=context.n_classes,
+        spec=dpsgd_spec_like_target(context),
+        seed=seed,
+        device=context.task_device or str(context.device),
+        query_rows=query_rows,
+        architecture=getattr(context.training.spec, "architecture", "mlp"),
+    )
     report, n_models = context.report_progress, len(in_masks)
     # The piece starts now (its time is its own, not the attack's that asked for it), in the unit it advances by.
     if context.executor is None or getattr(context.executor, "name", None) == "local":
@@ -137,9 +175,15 @@ def _train_logits(context: AttackContext, features: np.ndarray, labels: np.ndarr
             report(unit_what, 0, units)
         parts = []
         for index, ((k0, k1), task) in enumerate(zip(slices, tasks)):
-            on_progress = None if report is None else (
-                lambda done, _total, k0=k0, k1=k1, index=index:
-                report(unit_what, index * steps + round((done - k0) / max(1, k1 - k0) * steps), units))
+            on_progress = (
+                None
+                if report is None
+                else (
+                    lambda done, _total, k0=k0, k1=k1, index=index: report(
+                        unit_what, index * steps + round((done - k0) / max(1, k1 - k0) * steps), units
+                    )
+                )
+            )
             parts.append(train_models_logits(*task, **shared, on_progress=on_progress))
     else:
         if report is not None:
@@ -165,15 +209,23 @@ def reference_bank(context: AttackContext) -> ReferenceBank:
     options = context.options
     n_models = options.n_reference_models
     if n_models < 2:
-        raise AuditInputError("attacks.n_reference_models", f"must be ≥ 2 (half IN, half OUT per candidate), got {n_models}")
+        raise AuditInputError(
+            "attacks.n_reference_models", f"must be ≥ 2 (half IN, half OUT per candidate), got {n_models}"
+        )
     _check_population_draw(options.rmia_population, len(context.pool_features))  # the bank draws them
     rng = np.random.default_rng([context.seed, 0xA11A])
     masks = balanced_in_masks(n_models, len(context.candidate_features), rng)
     population = rng.choice(len(context.pool_features), size=options.rmia_population, replace=False)
     pop_x, pop_y = context.pool_features[population], context.pool_labels[population]
     candidate_logits, population_logits = _train_logits(
-        context, context.candidate_features, context.candidate_labels, masks, context.seed + 1,
-        [context.candidate_features, pop_x], what=f"{n_models} reference models")
+        context,
+        context.candidate_features,
+        context.candidate_labels,
+        masks,
+        context.seed + 1,
+        [context.candidate_features, pop_x],
+        what=f"{n_models} reference models",
+    )
     bank = ReferenceBank(
         in_masks=masks,
         candidate_logits=candidate_logits,
@@ -201,8 +253,15 @@ def shadow_models(context: AttackContext, n_train: int) -> ShadowModels:
     masks = np.zeros((n_models, n_pool), dtype=bool)
     for k in range(n_models):
         masks[k, rng.choice(n_pool, size=n_train, replace=False)] = True
-    (pool_logits,) = _train_logits(context, context.pool_features, context.pool_labels, masks, context.seed + 2,
-                                   [context.pool_features], what=f"{n_models} shadow models")
+    (pool_logits,) = _train_logits(
+        context,
+        context.pool_features,
+        context.pool_labels,
+        masks,
+        context.seed + 2,
+        [context.pool_features],
+        what=f"{n_models} shadow models",
+    )
     shadows = ShadowModels(in_masks=masks, pool_logits=pool_logits)
     context.cache["shadow_models"] = asdict(shadows)
     return shadows

@@ -7,6 +7,7 @@ trained on data from the same distribution that excludes the candidates. The sco
 target's mean token log-likelihood minus the reference's: how much more the target likes the
 document than a model that never saw it — what is generically likely cancels.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -24,8 +25,10 @@ def reference_ratio_scores(target: TokenStatistics, reference: TokenStatistics) 
 @dataclass(frozen=True)
 class ReferenceRatioAttack:
     name: str = "reference_ratio"
-    threat_model: str = ("Black-box token probabilities plus a reference model trained on disjoint data from "
-                         "the same distribution; log-likelihood ratio target / reference (Carlini et al. 2021).")
+    threat_model: str = (
+        "Black-box token probabilities plus a reference model trained on disjoint data from "
+        "the same distribution; log-likelihood ratio target / reference (Carlini et al. 2021)."
+    )
     needs_reference: bool = True
 
     def scores(self, target: TokenStatistics, context: TextAttackContext) -> np.ndarray:

@@ -13,6 +13,7 @@ Built-in attacks are listed below as "module:Class" and imported on first use (a
 `--help` that needs only the names does not pay for PyTorch, scikit-learn or SciPy). A new attack
 is one file and one call, `register_attack(TheClass)`. Nothing here imports the audit machinery.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -90,29 +91,35 @@ class _Registry(Mapping):
         return len(self._entries)
 
 
-ATTACKS: Mapping[str, type] = _Registry({
-    "loss": "attacks.loss:LossAttack",
-    "shadow": "attacks.shadow:ShadowAttack",
-    "lira": "attacks.lira:LiraOnlineAttack",
-    "lira_offline": "attacks.lira:LiraOfflineAttack",
-    "rmia": "attacks.rmia:RmiaAttack",
-    "label_only": "attacks.label_only:LabelOnlyAttack",
-})
+ATTACKS: Mapping[str, type] = _Registry(
+    {
+        "loss": "attacks.loss:LossAttack",
+        "shadow": "attacks.shadow:ShadowAttack",
+        "lira": "attacks.lira:LiraOnlineAttack",
+        "lira_offline": "attacks.lira:LiraOfflineAttack",
+        "rmia": "attacks.rmia:RmiaAttack",
+        "label_only": "attacks.label_only:LabelOnlyAttack",
+    }
+)
 
 # Membership attacks on causal language models: (TokenStatistics, TextAttackContext) → scores.
-TEXT_ATTACKS: Mapping[str, type] = _Registry({
-    "lm_loss": "attacks.text_loss:LanguageModelLossAttack",
-    "zlib_ratio": "attacks.zlib_ratio:ZlibRatioAttack",
-    "min_k": "attacks.min_k:MinKAttack",
-    "min_k_plus_plus": "attacks.min_k_plus_plus:MinKPlusPlusAttack",
-    "reference_ratio": "attacks.reference_ratio:ReferenceRatioAttack",
-})
+TEXT_ATTACKS: Mapping[str, type] = _Registry(
+    {
+        "lm_loss": "attacks.text_loss:LanguageModelLossAttack",
+        "zlib_ratio": "attacks.zlib_ratio:ZlibRatioAttack",
+        "min_k": "attacks.min_k:MinKAttack",
+        "min_k_plus_plus": "attacks.min_k_plus_plus:MinKPlusPlusAttack",
+        "reference_ratio": "attacks.reference_ratio:ReferenceRatioAttack",
+    }
+)
 
 # Attacks that score records against a released table rather than a model (synth-check): described
 # here so reports read their method notes from the same place.
-RELEASE_ATTACKS: Mapping[str, type] = _Registry({
-    "distance": "attacks.distance_attack:DistanceAttack",
-})
+RELEASE_ATTACKS: Mapping[str, type] = _Registry(
+    {
+        "distance": "attacks.distance_attack:DistanceAttack",
+    }
+)
 
 _version = 0  # bumped by every (un)registration: the config rebuilds its `attacks:` section from it
 

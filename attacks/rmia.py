@@ -7,6 +7,7 @@ references, Pr(x); the offline variant approximates the IN+OUT average from OUT 
 the linear correction Pr(x) = ½((1 + a)·Pr_OUT(x) + (1 − a)). The score is the fraction of
 population samples z that x dominates: LR(x, z) = (Pr(x|θ)/Pr(x)) / (Pr(z|θ)/Pr(z)) > γ.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -65,10 +66,12 @@ class RmiaAttack:
     citation: ClassVar[str] = "Zarifzadeh et al. 2024"
     method_note: ClassVar[tuple[str, str]] = (
         "Relative membership inference, RMIA (black box, knows the training recipe)",
-        ("The attacker compares the likelihood ratio of the candidate under the target and reference models "
-        "with the same ratio for many population records: a member stands out against the population. "
-        "Strong with few reference models. Zarifzadeh, Liu, Mahloujifar, Shokri 2024, \u201cLow-Cost "
-        "High-Power Membership Inference Attacks\u201d (arXiv 2312.03262)."),
+        (
+            "The attacker compares the likelihood ratio of the candidate under the target and reference models "
+            "with the same ratio for many population records: a member stands out against the population. "
+            "Strong with few reference models. Zarifzadeh, Liu, Mahloujifar, Shokri 2024, \u201cLow-Cost "
+            "High-Power Membership Inference Attacks\u201d (arXiv 2312.03262)."
+        ),
     )
 
     def scores(self, target: QueryableModel, context: AttackContext) -> np.ndarray:

@@ -7,6 +7,7 @@ IN subset of the pool, and one attack classifier per class learns to tell the sh
 IN rows from those on OUT rows. The features are the sorted probability vector and the
 probability of the true label. Applied to the target's outputs on the candidates.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -56,11 +57,13 @@ class ShadowAttack:
     citation: ClassVar[str] = "Shokri et al. 2017"
     method_note: ClassVar[tuple[str, str]] = (
         "Shadow models (black box, knows the data distribution)",
-        ("The attacker draws data from the same population (here: the disjoint pool, never the candidates), "
-        "trains shadow models that imitate the target, and fits an attack classifier on the shadow models' "
-        "outputs for their own members and non-members; that classifier then scores the candidates on the "
-        "target's outputs. Shokri, Stronati, Song, Shmatikov 2017, \u201cMembership Inference Attacks "
-        "against Machine Learning Models\u201d (arXiv 1610.05820)."),
+        (
+            "The attacker draws data from the same population (here: the disjoint pool, never the candidates), "
+            "trains shadow models that imitate the target, and fits an attack classifier on the shadow models' "
+            "outputs for their own members and non-members; that classifier then scores the candidates on the "
+            "target's outputs. Shokri, Stronati, Song, Shmatikov 2017, \u201cMembership Inference Attacks "
+            "against Machine Learning Models\u201d (arXiv 1610.05820)."
+        ),
     )
 
     def scores(self, target: QueryableModel, context: AttackContext) -> np.ndarray:

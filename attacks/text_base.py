@@ -5,6 +5,7 @@ The context's fields are the threat model: the candidate texts (zlib), a referen
 statistics on the same candidates (reference ratio; None when the attacker has none), and the
 min-k fraction. No attack sees membership.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

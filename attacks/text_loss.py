@@ -5,6 +5,7 @@ Threat model: black-box access to the model's token probabilities on the candida
 score is the mean token log-likelihood, −log(perplexity): documents seen in training are more
 likely under the model.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -18,8 +19,10 @@ from attacks.text_outputs import TokenStatistics, document_mean_log_likelihood
 @dataclass(frozen=True)
 class LanguageModelLossAttack:
     name: str = "lm_loss"
-    threat_model: str = ("Black-box token probabilities; the document's mean token log-likelihood "
-                         "(−log perplexity) is thresholded (Yeom et al. 2018; Carlini et al. 2021).")
+    threat_model: str = (
+        "Black-box token probabilities; the document's mean token log-likelihood "
+        "(−log perplexity) is thresholded (Yeom et al. 2018; Carlini et al. 2021)."
+    )
     needs_reference: bool = False
 
     def scores(self, target: TokenStatistics, context: TextAttackContext) -> np.ndarray:

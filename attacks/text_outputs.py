@@ -8,6 +8,7 @@ For each document x and position t ≥ 1 the model's next-token distribution p(�
 Arrays are (n_documents, max_length − 1), NaN after each document's end, so a (n, L, V) logits
 tensor never has to leave the process that computed it (a user's model is scored in a worker).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -32,21 +33,24 @@ class TokenStatistics:
     def __len__(self) -> int:
         return len(self.logprob)
 
-    def select(self, rows: np.ndarray) -> "TokenStatistics":
+    def select(self, rows: np.ndarray) -> TokenStatistics:
         return TokenStatistics(self.logprob[rows], self.mean[rows], self.std[rows])
 
     @staticmethod
-    def concat(parts: list["TokenStatistics"]) -> "TokenStatistics":
+    def concat(parts: list[TokenStatistics]) -> TokenStatistics:
         width = max(p.logprob.shape[1] for p in parts)
         pad = lambda a: np.pad(a, ((0, 0), (0, width - a.shape[1])), constant_values=np.nan)  # noqa: E731
-        return TokenStatistics(*(np.concatenate([pad(getattr(p, k)) for p in parts]) for k in ("logprob", "mean", "std")))
+        return TokenStatistics(
+            *(np.concatenate([pad(getattr(p, k)) for p in parts]) for k in ("logprob", "mean", "std"))
+        )
 
     def as_arrays(self) -> dict[str, np.ndarray]:
         return {"logprob": self.logprob, "mean": self.mean, "std": self.std}
 
 
-def statistics_from_logits(logits: torch.Tensor, token_ids: torch.Tensor, pad_id: int = PAD_ID,
-                           mask: torch.Tensor | None = None) -> TokenStatistics:
+def statistics_from_logits(
+    logits: torch.Tensor, token_ids: torch.Tensor, pad_id: int = PAD_ID, mask: torch.Tensor | None = None
+) -> TokenStatistics:
     """Per-token statistics of one batch: `logits` (B, L, V) for `token_ids` (B, L), right-padded;
     `mask` (B, L) marks real tokens (default: every id but `pad_id`)."""
     log_p = torch.log_softmax(logits[:, :-1].double(), dim=-1)
@@ -62,13 +66,18 @@ def statistics_from_logits(logits: torch.Tensor, token_ids: torch.Tensor, pad_id
 
 
 @torch.no_grad()
-def token_statistics(model: CausalLanguageModel, token_ids: np.ndarray, batch_size: int = 64,
-                     device: torch.device | str | None = None, on_batch=None) -> TokenStatistics:
+def token_statistics(
+    model: CausalLanguageModel,
+    token_ids: np.ndarray,
+    batch_size: int = 64,
+    device: torch.device | str | None = None,
+    on_batch=None,
+) -> TokenStatistics:
     """`statistics_from_logits` over `token_ids` (n, L) in batches; each batch is cut to its longest document."""
     device = model_device(model) if device is None else device
     parts = []
     for start in range(0, len(token_ids), batch_size):
-        batch = torch.as_tensor(token_ids[start:start + batch_size])
+        batch = torch.as_tensor(token_ids[start : start + batch_size])
         width = max(int((batch != PAD_ID).sum(1).max()), 2)
         batch = batch[:, :width].to(device)
         part = statistics_from_logits(model.logits(batch), batch)

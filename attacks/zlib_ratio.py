@@ -7,6 +7,7 @@ Threat model: black-box token probabilities and the candidate's text. Text that 
 length measures that easiness without the model. The score is −(log-perplexity) / (zlib bits):
 a document more likely under the model than its compressibility explains looks like a member.
 """
+
 from __future__ import annotations
 
 import zlib
@@ -31,8 +32,10 @@ def zlib_ratio_scores(mean_log_likelihood: np.ndarray, texts: list[str]) -> np.n
 @dataclass(frozen=True)
 class ZlibRatioAttack:
     name: str = "zlib_ratio"
-    threat_model: str = ("Black-box token probabilities plus the text; log-perplexity divided by the "
-                         "text's zlib entropy (Carlini et al. 2021).")
+    threat_model: str = (
+        "Black-box token probabilities plus the text; log-perplexity divided by the "
+        "text's zlib entropy (Carlini et al. 2021)."
+    )
     needs_reference: bool = False
 
     def scores(self, target: TokenStatistics, context: TextAttackContext) -> np.ndarray:

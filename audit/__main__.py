@@ -1,4 +1,5 @@
 """`python -m audit`: the `privacy-audit` command."""
+
 from audit.cli import main
 
 main()

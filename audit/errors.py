@@ -4,6 +4,7 @@ Everything the user can get wrong (config fields, data files, columns, CLI flags
 `AuditInputError` naming *where* the problem is; the CLI turns it into one line and exit code 2.
 Anything else is a bug and keeps its traceback.
 """
+
 from __future__ import annotations
 
 

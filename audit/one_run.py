@@ -5,6 +5,7 @@
 
 See docs/one-run-audits.md ("Auditing from inside your own script").
 """
+
 from audit.dp_validation.in_script import OpacusAudit, ParameterLedger
 
 __all__ = ["OpacusAudit", "ParameterLedger"]

@@ -20,6 +20,7 @@ N(μ, 1) that the claim allows (μ-GDP with ε(δ = 1e-5) = the target), expecte
 threshold chosen with hindsight — as a fraction of the claim: the runs a sound (ε, δ) bound of
 0.8 × the claim needs, whatever the canary.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,6 +51,7 @@ def sound_bound_ceiling(epsilon: float, runs_per_side: int, delta: float = DELTA
         best = max(best, epsilon_lower_bound_from_counts(fp, runs_per_side, fn, runs_per_side, delta))
     return best
 
+
 DEFAULT_POINTS = ["1:10000", "1:50000", "2:10000", "4:2000", "4:10000", "4:50000", "8:10000"]
 
 
@@ -58,39 +60,75 @@ def main() -> None:
     parser.add_argument("--points", nargs="+", default=DEFAULT_POINTS, help="target ε:runs per side")
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--workers", type=int, default=None)
-    parser.add_argument("--sample-rate", type=float, default=1.0,
-                        help="q; below 1 the GDP column is an estimate (the curve is not Gaussian), CP decides")
-    parser.add_argument("--sound-ceiling", nargs="+", type=int, default=None, metavar="N",
-                        help="print the best-case sound bound / claim with N runs a side and exit")
+    parser.add_argument(
+        "--sample-rate",
+        type=float,
+        default=1.0,
+        help="q; below 1 the GDP column is an estimate (the curve is not Gaussian), CP decides",
+    )
+    parser.add_argument(
+        "--sound-ceiling",
+        nargs="+",
+        type=int,
+        default=None,
+        metavar="N",
+        help="print the best-case sound bound / claim with N runs a side and exit",
+    )
     args = parser.parse_args()
     if args.sound_ceiling:
         targets = sorted({float(point.split(":")[0]) for point in args.points})
         print("| target ε | μ | " + " | ".join(f"{n} runs a side" for n in args.sound_ceiling) + " |")
         print("|---|---|" + "---|" * len(args.sound_ceiling))
         for eps in targets:
-            print(f"| {eps:g} | {gdp_mu_from_epsilon(eps, DELTA):.3f} | "
-                  + " | ".join(f"{sound_bound_ceiling(eps, n) / eps:.2f}" for n in args.sound_ceiling) + " |", flush=True)
+            print(
+                f"| {eps:g} | {gdp_mu_from_epsilon(eps, DELTA):.3f} | "
+                + " | ".join(f"{sound_bound_ceiling(eps, n) / eps:.2f}" for n in args.sound_ceiling)
+                + " |",
+                flush=True,
+            )
         return
-    print("| target ε | σ | claimed ε (PLD) | observation | runs per side | GDP-family bound | bound / claim | "
-          "sound CP bound (tail rule) | CP / claim | CP at equal-error point | verdict | minutes |")
+    print(
+        "| target ε | σ | claimed ε (PLD) | observation | runs per side | GDP-family bound | bound / claim | "
+        "sound CP bound (tail rule) | CP / claim | CP at equal-error point | verdict | minutes |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for point in args.points:
         eps, runs = point.split(":")
-        sigma = get_noise_multiplier(target_epsilon=float(eps), target_delta=1e-5, sample_rate=args.sample_rate,
-                                     steps=args.steps, accountant="prv")
+        sigma = get_noise_multiplier(
+            target_epsilon=float(eps),
+            target_delta=1e-5,
+            sample_rate=args.sample_rate,
+            steps=args.steps,
+            accountant="prv",
+        )
         start = time.time()
-        r = run_whitebox_audit(builtin=True, noise_multiplier=sigma, sample_rate=args.sample_rate, steps=args.steps,
-                               n_runs=int(runs), observe="all", workers=args.workers)
+        r = run_whitebox_audit(
+            builtin=True,
+            noise_multiplier=sigma,
+            sample_rate=args.sample_rate,
+            steps=args.steps,
+            n_runs=int(runs),
+            observe="all",
+            workers=args.workers,
+        )
         minutes = (time.time() - start) / 60
         claim = r["claimed_epsilon"]
         other = r["other_observation"]
         for name, bound, cp, cp_eer in (
-                ("all iterates", r["gdp_bound"]["epsilon"], r["epsilon_lower_bound"], r["epsilon_lower_bound_equal_error"]),
-                ("final model", other["epsilon"], other["epsilon_lower_bound_clopper_pearson"],
-                 other["epsilon_lower_bound_equal_error"])):
-            print(f"| {float(eps):g} | {sigma:.3f} | {claim:.2f} | {name} | {int(runs)} | {bound:.2f} | "
-                  f"{bound / claim:.2f} | {cp:.2f} | {cp / claim:.2f} | {cp_eer:.2f} | {r['verdict']['status']} | "
-                  f"{minutes:.1f} |", flush=True)
+            ("all iterates", r["gdp_bound"]["epsilon"], r["epsilon_lower_bound"], r["epsilon_lower_bound_equal_error"]),
+            (
+                "final model",
+                other["epsilon"],
+                other["epsilon_lower_bound_clopper_pearson"],
+                other["epsilon_lower_bound_equal_error"],
+            ),
+        ):
+            print(
+                f"| {float(eps):g} | {sigma:.3f} | {claim:.2f} | {name} | {int(runs)} | {bound:.2f} | "
+                f"{bound / claim:.2f} | {cp:.2f} | {cp / claim:.2f} | {cp_eer:.2f} | {r['verdict']['status']} | "
+                f"{minutes:.1f} |",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

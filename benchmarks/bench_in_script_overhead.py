@@ -15,6 +15,7 @@ own seconds, and the load average (the machine is shared: CPU time is the steadi
 * tiny: MLP [32], 400 rows, q = 0.125, T = 16;
 * real: MLP [256, 256], 8 000 rows, q = 0.02, T = 150 (the issue's size: ~ 70 000 coordinates).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -109,15 +110,19 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     preset = PRESETS[args.preset]
     one_run(PRESETS["tiny"], True, args.seed, 0)  # imports and first-call costs paid once, outside the figures
-    print(f"preset {args.preset}: {preset}, {args.threads} thread(s), {args.repeats} alternating pairs, "
-          f"BatchMemoryManager physical batch {args.physical or 'none'}; load average before {os.getloadavg()}")
+    print(
+        f"preset {args.preset}: {preset}, {args.threads} thread(s), {args.repeats} alternating pairs, "
+        f"BatchMemoryManager physical batch {args.physical or 'none'}; load average before {os.getloadavg()}"
+    )
     plain, audited = [], []
     for repeat in range(args.repeats):
-        for which in ((False, True) if repeat % 2 == 0 else (True, False)):
+        for which in (False, True) if repeat % 2 == 0 else (True, False):
             (audited if which else plain).append(one_run(preset, which, args.seed, args.physical))
     pw, pc = (statistics.median(x[i] for x in plain) for i in (0, 1))
     aw, ac, ad = (statistics.median(x[i] for x in audited) for i in (0, 1, 2))
-    print("| median s plain (wall / CPU) | median s audited (wall / CPU) | wall ratio | CPU ratio | of which deciding (CPU s) |")
+    print(
+        "| median s plain (wall / CPU) | median s audited (wall / CPU) | wall ratio | CPU ratio | of which deciding (CPU s) |"
+    )
     print("|---|---|---|---|---|")
     print(f"| {pw:.2f} / {pc:.2f} | {aw:.2f} / {ac:.2f} | {aw / pw:.2f}× | {ac / pc:.2f}× | {ad:.2f} |")
     print(f"load average after {os.getloadavg()}")

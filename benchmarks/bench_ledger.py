@@ -10,6 +10,7 @@ the time is from the first record to the last (process start-up excluded). Print
     python benchmarks/bench_ledger.py --writers 8 --releases 100
     python benchmarks/bench_ledger.py --postgres postgresql+psycopg://user@127.0.0.1:5432/bench
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,8 +24,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from audit.ledger.store import Ledger, ReleaseInput  # noqa: E402
 
-KINDS = [{"kind": "laplace", "scale": 200.0}, {"kind": "laplace", "scale": 400.0},
-         {"kind": "gaussian", "scale": 50.0}, {"kind": "gaussian", "scale": 100.0}]
+KINDS = [
+    {"kind": "laplace", "scale": 200.0},
+    {"kind": "laplace", "scale": 400.0},
+    {"kind": "gaussian", "scale": 50.0},
+    {"kind": "gaussian", "scale": 100.0},
+]
 
 
 def _write(args: tuple[str, str, int, int, bool]) -> tuple[float, float]:
@@ -33,8 +38,9 @@ def _write(args: tuple[str, str, int, int, bool]) -> tuple[float, float]:
     with Ledger.open(uri) as ledger:
         started = time.time()
         for i in range(count):
-            ledger.record(dataset, [ReleaseInput(f"w{worker} r{i}", "bench", [KINDS[(worker + i) % 4]])],
-                          compute_spent=compute)
+            ledger.record(
+                dataset, [ReleaseInput(f"w{worker} r{i}", "bench", [KINDS[(worker + i) % 4]])], compute_spent=compute
+            )
         return started, time.time()
 
 
@@ -56,7 +62,9 @@ def main() -> None:
     parser.add_argument("--postgres", help="also bench this (empty) PostgreSQL database")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        backends = [("SQLite", str(Path(tmp) / "ledger.db"))] + ([("PostgreSQL", args.postgres)] if args.postgres else [])
+        backends = [("SQLite", str(Path(tmp) / "ledger.db"))] + (
+            [("PostgreSQL", args.postgres)] if args.postgres else []
+        )
         print("| database | budget (recompose in the lock) | writers × releases | seconds | releases / s |")
         print("|---|---|---|---|---|")
         for name, uri in backends:
@@ -64,8 +72,10 @@ def main() -> None:
                 dataset = f"bench-{'budget' if budget else 'plain'}"
                 seconds = _run(uri, dataset, args.writers, args.releases, budget)
                 total = args.writers * args.releases
-                print(f"| {name} | {'yes' if budget else 'no'} | {args.writers} × {args.releases} | {seconds:.1f} | "
-                      f"{total / seconds:.1f} |")
+                print(
+                    f"| {name} | {'yes' if budget else 'no'} | {args.writers} × {args.releases} | {seconds:.1f} | "
+                    f"{total / seconds:.1f} |"
+                )
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ p-value of the curve test, and its time. The sizes are fixed here before any sco
 audits' scores. CPU seconds are this process plus its worker (one worker per audit, so the time is the cost on one
 core); wall seconds depend on the machine's load (say which machine, and how loaded, when you quote them).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,8 +34,14 @@ from audit.machinery.workers import WorkerPool  # noqa: E402
 
 TRAINERS = ("batch_clip", "noise_divided_twice", "noise_missing_steps", "sigma_not_sigma_c", "correct_eps_1")
 # (mode, size): --canaries for one-run, --models for the others (multi-canary with its default 32 canaries per run).
-SIZES = (("one-run", 200), ("one-run", 1000), ("multi", 200), ("multi-canary", 200), ("profile", 400),
-         ("profile", 1600))
+SIZES = (
+    ("one-run", 200),
+    ("one-run", 1000),
+    ("multi", 200),
+    ("multi-canary", 200),
+    ("profile", 400),
+    ("profile", 1600),
+)
 
 
 def _cpu() -> float:
@@ -49,10 +56,17 @@ def audit_once(mode: str, size: int, trainer: str, seed: int) -> dict:
         sizes = {"n_canaries": size} if mode == "one-run" else {"n_models": size}
         result = run_canary_audit(f"audit.demos.planted_bugs:{trainer}", mode=mode, seed=seed, pool=pool, **sizes)
     test = result.get("profile_test") or {}
-    return {"mode": mode, "size": size, "trainer": trainer, "seed": seed,
-            "refuted": bool(result.get("violation")) or result["verdict"]["status"] == "fail",
-            "epsilon_lower_bound": result.get("epsilon_lower_bound"), "p_value": test.get("p_value"),
-            "cpu_s": round(_cpu() - cpu, 1), "wall_s": round(time.perf_counter() - wall, 1)}
+    return {
+        "mode": mode,
+        "size": size,
+        "trainer": trainer,
+        "seed": seed,
+        "refuted": bool(result.get("violation")) or result["verdict"]["status"] == "fail",
+        "epsilon_lower_bound": result.get("epsilon_lower_bound"),
+        "p_value": test.get("p_value"),
+        "cpu_s": round(_cpu() - cpu, 1),
+        "wall_s": round(time.perf_counter() - wall, 1),
+    }
 
 
 def mechanisms() -> None:
@@ -65,8 +79,10 @@ def mechanisms() -> None:
             cpu = _cpu()
             result = run_mechanism_audit(f"audit.demos.mechanisms:{name}", n_trials=trials)
             refuted = bool(result.get("violation")) or result["verdict"]["status"] == "fail"
-            print(f"| {name} | {trials:,} | {'refuted' if refuted else 'not refuted'} | "
-                  f"{result['epsilon_lower_bound']:.3g} | {result['claimed_epsilon']:g} | {_cpu() - cpu:.2f} |")
+            print(
+                f"| {name} | {trials:,} | {'refuted' if refuted else 'not refuted'} | "
+                f"{result['epsilon_lower_bound']:.3g} | {result['claimed_epsilon']:g} | {_cpu() - cpu:.2f} |"
+            )
 
 
 def main() -> None:
@@ -91,10 +107,12 @@ def main() -> None:
             row = audit_once(mode, size, trainer, args.seed)
             rows.append(row)
             bound = row["epsilon_lower_bound"]
-            print(f"| {mode} | {size} | {trainer} | {'refuted' if row['refuted'] else 'not refuted'} | "
-                  f"{'' if bound is None else f'{bound:.3g}'} | "
-                  f"{'' if row['p_value'] is None else format(row['p_value'], '.2g')} | {row['cpu_s']} | {row['wall_s']} |",
-                  flush=True)
+            print(
+                f"| {mode} | {size} | {trainer} | {'refuted' if row['refuted'] else 'not refuted'} | "
+                f"{'' if bound is None else f'{bound:.3g}'} | "
+                f"{'' if row['p_value'] is None else format(row['p_value'], '.2g')} | {row['cpu_s']} | {row['wall_s']} |",
+                flush=True,
+            )
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
 

@@ -16,6 +16,7 @@
 Both family-wise rates must be ≤ 5 %; the printout gives each with its Clopper-Pearson 95 % upper
 bound. Small tables keep a seed under a second or two on 2 cores.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,23 +42,32 @@ def population_sample(n: int, rng: np.random.Generator) -> pd.DataFrame:
     """n rows of the fixed population (fixed loadings and category edges: only the rows are random)."""
     latent = rng.standard_normal((n, 2))
     numeric = latent @ _LOADINGS + 0.6 * rng.standard_normal((n, 4))
-    return pd.DataFrame({
-        "num_0": numeric[:, 0],
-        "num_1": np.exp(0.5 * numeric[:, 1]),
-        "num_2": np.rint(40 + 12 * numeric[:, 2]).astype(np.int64),
-        "num_3": numeric[:, 3],
-        "cat_0": np.array(["a", "b"], dtype=object)[np.searchsorted(_EDGES[0], latent[:, 0] + rng.standard_normal(n))],
-        "cat_1": np.array(["w", "x", "y", "z"], dtype=object)[
-            np.searchsorted(_EDGES[1], latent[:, 1] + rng.standard_normal(n))],
-    })
+    return pd.DataFrame(
+        {
+            "num_0": numeric[:, 0],
+            "num_1": np.exp(0.5 * numeric[:, 1]),
+            "num_2": np.rint(40 + 12 * numeric[:, 2]).astype(np.int64),
+            "num_3": numeric[:, 3],
+            "cat_0": np.array(["a", "b"], dtype=object)[
+                np.searchsorted(_EDGES[0], latent[:, 0] + rng.standard_normal(n))
+            ],
+            "cat_1": np.array(["w", "x", "y", "z"], dtype=object)[
+                np.searchsorted(_EDGES[1], latent[:, 1] + rng.standard_normal(n))
+            ],
+        }
+    )
 
 
 def synthetic_null(seed: int, rows: int, risk_attacks: int) -> dict:
     rng = np.random.default_rng([seed, 27])
     train, holdout, synthetic = (population_sample(rows, rng) for _ in range(3))
     entry = synthetic_privacy_checks(train, holdout, synthetic, seed=seed, risk_attacks=risk_attacks)
-    results = {"schema_version": 2, "targets": [], "synthetic": [{"generator": "independent", "epsilon_target": None,
-                                                                  **entry}], "notes": []}
+    results = {
+        "schema_version": 2,
+        "targets": [],
+        "synthetic": [{"generator": "independent", "epsilon_target": None, **entry}],
+        "notes": [],
+    }
     verdict = verdict_for_results(results)[0]["verdict"]
     flagged_by = sorted({f["check"] for f in entry["flags"]})
     return {"check_flagged": bool(entry["flags"]), "flagged_by": flagged_by, "verdict": verdict}
@@ -71,20 +81,42 @@ def membership_null(seed: int, n: int = 2400) -> dict:
     labels = rng.integers(0, 10, n)
     targets = []
     for index, claim in enumerate((1.0, None)):
-        attacks = [evaluate_attack(name, rng.normal(size=n), members, labels, delta=1e-5, confidence=0.95,
-                                   threshold_seed=seed, accountant_epsilon=claim)
-                   for name in ("loss", "shadow", "lira", "rmia")]
+        attacks = [
+            evaluate_attack(
+                name,
+                rng.normal(size=n),
+                members,
+                labels,
+                delta=1e-5,
+                confidence=0.95,
+                threshold_seed=seed,
+                accountant_epsilon=claim,
+            )
+            for name in ("loss", "shadow", "lira", "rmia")
+        ]
         best, where = best_sound_lower_bound(attacks)  # as the runner fills it
-        targets.append({"name": f"null target {index}", "epsilon_target": claim, "epsilon_accountant": claim,
-                        "delta": 1e-5, "attacks": attacks, "epsilon_lb_best": best, "epsilon_lb_best_method": where})
+        targets.append(
+            {
+                "name": f"null target {index}",
+                "epsilon_target": claim,
+                "epsilon_accountant": claim,
+                "delta": 1e-5,
+                "attacks": attacks,
+                "epsilon_lb_best": best,
+                "epsilon_lb_best_method": where,
+            }
+        )
     results = {"schema_version": 2, "targets": targets, "synthetic": [], "notes": []}
     decided, _ = verdict_for_results(results)
     verdict = dict(decided["verdict"])
     verdict["all_notes"] = list(decided.get("notes") or []) + list(verdict.get("notes") or [])
     no_claim = targets[1]["attacks"]
-    return {"verdict": verdict, "claim_refuted": str(verdict.get("status")).lower() == "fail",
-            "leak_statement": _leaks(verdict),
-            "leaks_holm": leakage_family_test(no_claim, 1e-5, 0.05)["leaks"]}
+    return {
+        "verdict": verdict,
+        "claim_refuted": str(verdict.get("status")).lower() == "fail",
+        "leak_statement": _leaks(verdict),
+        "leaks_holm": leakage_family_test(no_claim, 1e-5, 0.05)["leaks"],
+    }
 
 
 def _leaks(verdict: dict) -> bool:
@@ -123,18 +155,22 @@ def main(argv: list[str] | None = None) -> None:
             alarms += alarm(row["verdict"])
             for check in row["flagged_by"]:
                 by_check[check] = by_check.get(check, 0) + 1
-        print(f"synthetic, independent releases ({args.rows} rows a table, {args.risk_attacks} risk attacks): "
-              f"check flagged {_rate(flagged, args.seeds)}; verdict alarm {_rate(alarms, args.seeds)}; "
-              f"by check {by_check or 'none'}; CPU {time.process_time() - start:.0f} s")
+        print(
+            f"synthetic, independent releases ({args.rows} rows a table, {args.risk_attacks} risk attacks): "
+            f"check flagged {_rate(flagged, args.seeds)}; verdict alarm {_rate(alarms, args.seeds)}; "
+            f"by check {by_check or 'none'}; CPU {time.process_time() - start:.0f} s"
+        )
     if not args.synthetic_only:
         start = time.process_time()
         rows = [membership_null(seed) for seed in range(args.seeds)]
-        print(f"membership, null scores (4 attacks × 2400 coin-flip candidates): verdict alarm (either target) "
-              f"{_rate(sum(alarm(r['verdict']) for r in rows), args.seeds)}; claim ε 1 refuted "
-              f"{_rate(sum(r['claim_refuted'] for r in rows), args.seeds)}; no-claim target: verdict's leakage finding "
-              f"{_rate(sum(r['leak_statement'] for r in rows), args.seeds)}, Holm over the 4 attacks' one-run tests "
-              f"only {_rate(sum(r['leaks_holm'] for r in rows), args.seeds)}; "
-              f"CPU {time.process_time() - start:.0f} s")
+        print(
+            f"membership, null scores (4 attacks × 2400 coin-flip candidates): verdict alarm (either target) "
+            f"{_rate(sum(alarm(r['verdict']) for r in rows), args.seeds)}; claim ε 1 refuted "
+            f"{_rate(sum(r['claim_refuted'] for r in rows), args.seeds)}; no-claim target: verdict's leakage finding "
+            f"{_rate(sum(r['leak_statement'] for r in rows), args.seeds)}, Holm over the 4 attacks' one-run tests "
+            f"only {_rate(sum(r['leaks_holm'] for r in rows), args.seeds)}; "
+            f"CPU {time.process_time() - start:.0f} s"
+        )
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ for comparison), and the seconds one draw's audits take.
 
     python benchmarks/bench_one_run_tightness.py [--canaries 1000 10000 100000] [--seeds 3]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,8 +37,9 @@ from audit.statistics.tradeoff_curves import dpsgd_privacy_profile  # noqa: E402
 DELTA = 1e-5
 
 
-def split_strategy_bound(scores: np.ndarray, coins: np.ndarray, delta: float, alpha: float = 0.05,
-                         seed: int = 0) -> float:
+def split_strategy_bound(
+    scores: np.ndarray, coins: np.ndarray, delta: float, alpha: float = 0.05, seed: int = 0
+) -> float:
     """jax-privacy's `Split` strategy for its one-run bound, re-implemented here for comparison (not
     their code): members and non-members are each split in half (seeded); on the first half the
     one-sided rule "guess in for the k highest scores" (k₋ = 0, as jax-privacy allows) is chosen to
@@ -49,7 +51,7 @@ def split_strategy_bound(scores: np.ndarray, coins: np.ndarray, delta: float, al
     for idx in (np.flatnonzero(coins), np.flatnonzero(~coins)):
         idx = rng.permutation(idx)
         first.append(idx[: idx.size // 2])
-        second.append(idx[idx.size // 2:])
+        second.append(idx[idx.size // 2 :])
     first, second = np.concatenate(first), np.concatenate(second)
     s1, c1 = scores[first], coins[first]
     order = np.argsort(-s1)
@@ -64,8 +66,7 @@ def split_strategy_bound(scores: np.ndarray, coins: np.ndarray, delta: float, al
     if threshold is None:
         return 0.0
     guessed = scores[second] >= threshold
-    return one_run_epsilon_from_counts(second.size, int(guessed.sum()), int(coins[second][guessed].sum()),
-                                       delta, alpha)
+    return one_run_epsilon_from_counts(second.size, int(guessed.sum()), int(coins[second][guessed].sum()), delta, alpha)
 
 
 def main() -> None:
@@ -75,12 +76,15 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=20)
     args = parser.parse_args()
-    print("| target ε | σ | claimed ε (PLD) | canaries m | Steinke et al. bound | / claim | f-DP GDP-family ε | "
-          "/ claim | f-DP refuted the true claim | jax-privacy split strategy (reimplemented) | seconds per draw |")
+    print(
+        "| target ε | σ | claimed ε (PLD) | canaries m | Steinke et al. bound | / claim | f-DP GDP-family ε | "
+        "/ claim | f-DP refuted the true claim | jax-privacy split strategy (reimplemented) | seconds per draw |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for eps in args.epsilons:
-        sigma = get_noise_multiplier(target_epsilon=eps, target_delta=DELTA, sample_rate=1.0, steps=args.steps,
-                                     accountant="prv")
+        sigma = get_noise_multiplier(
+            target_epsilon=eps, target_delta=DELTA, sample_rate=1.0, steps=args.steps, accountant="prv"
+        )
         mu = math.sqrt(args.steps) / sigma
         claim = epsilon_pld(DPSGDEvent(sigma, 1.0, args.steps), DELTA)
         profile = dpsgd_privacy_profile(sigma, 1.0, args.steps)
@@ -97,10 +101,12 @@ def main() -> None:
                 refuted += bool(audit["refuted"])
                 split.append(split_strategy_bound(scores, coins, DELTA, seed=seed))
             seconds = (time.time() - start) / args.seeds
-            print(f"| {eps:g} | {sigma:.3f} | {claim:.2f} | {m} | {np.mean(steinke):.2f} | {np.mean(steinke) / claim:.2f} | "
-                  f"{np.mean(fdp):.2f} | {np.mean(fdp) / claim:.2f} | {refuted} of {args.seeds} | {np.mean(split):.2f} | "
-                  f"{seconds:.1f} |",
-                  flush=True)
+            print(
+                f"| {eps:g} | {sigma:.3f} | {claim:.2f} | {m} | {np.mean(steinke):.2f} | {np.mean(steinke) / claim:.2f} | "
+                f"{np.mean(fdp):.2f} | {np.mean(fdp) / claim:.2f} | {refuted} of {args.seeds} | {np.mean(split):.2f} | "
+                f"{seconds:.1f} |",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

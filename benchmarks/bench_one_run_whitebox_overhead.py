@@ -14,6 +14,7 @@ shared machine: other jobs stretch wall time, not this process's CPU time). Pres
 * default-run: MLP [768], 1 514 rows, q = 1/19, T = 570 (the default `run`'s schedule);
 * real: MLP [256, 256], 8 000 rows, q = 0.02, T = 150 (a plain run of ≥ 10 s here).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,7 +33,9 @@ PRESETS = {
 }
 
 
-def one_run(preset: dict, m: int | None, kind: str, seed: int, max_rows: int | None = None) -> tuple[float, float, str | None]:
+def one_run(
+    preset: dict, m: int | None, kind: str, seed: int, max_rows: int | None = None
+) -> tuple[float, float, str | None]:
     import torch
 
     from audit.dp_validation.one_run_whitebox import train_loop
@@ -45,12 +48,14 @@ def one_run(preset: dict, m: int | None, kind: str, seed: int, max_rows: int | N
     canaries = None
     if m:
         d = sum(p.numel() for p in optimizer.params if p.requires_grad)
-        canaries = make_canaries(d, m, kind=kind, sample_rate=preset["sample_rate"], seed=seed, noise_multiplier=1.0,
-                                 max_rows=max_rows)
+        canaries = make_canaries(
+            d, m, kind=kind, sample_rate=preset["sample_rate"], seed=seed, noise_multiplier=1.0, max_rows=max_rows
+        )
         canaries.attach(optimizer)
     wall, cpu = time.perf_counter(), time.process_time()
-    train_loop(setup["model"], optimizer, setup["data_loader"], setup["epochs"], canaries=canaries,
-               max_steps=setup["steps"])
+    train_loop(
+        setup["model"], optimizer, setup["data_loader"], setup["epochs"], canaries=canaries, max_steps=setup["steps"]
+    )
     if canaries is not None:
         canaries.scores("all"), canaries.scores("final")
     return time.perf_counter() - wall, time.process_time() - cpu, None if canaries is None else canaries.kind
@@ -64,8 +69,11 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--all-rows", action="store_true",
-                        help="every canary as a row through the optimizer's clipping (no witness budget)")
+    parser.add_argument(
+        "--all-rows",
+        action="store_true",
+        help="every canary as a row through the optimizer's clipping (no witness budget)",
+    )
     args = parser.parse_args()
 
     import torch
@@ -73,8 +81,10 @@ def main() -> None:
     warnings.filterwarnings("ignore")
     torch.set_num_threads(args.threads)
     preset = PRESETS[args.preset]
-    print(f"preset {args.preset}: {preset}, {args.threads} thread(s), {args.repeats} alternating pairs, "
-          f"{'every canary as a row' if args.all_rows else 'default row budget'}")
+    print(
+        f"preset {args.preset}: {preset}, {args.threads} thread(s), {args.repeats} alternating pairs, "
+        f"{'every canary as a row' if args.all_rows else 'default row budget'}"
+    )
     print("| m | kind | median s plain (wall / CPU) | median s canaries (wall / CPU) | wall ratio | CPU ratio |")
     print("|---|---|---|---|---|---|")
     for m in args.canaries:
@@ -82,13 +92,16 @@ def main() -> None:
         for repeat in range(args.repeats):
             order = (None, m) if repeat % 2 == 0 else (m, None)
             for which in order:
-                (plain if which is None else canary).append(one_run(preset, which, args.kind, args.seed,
-                                                                        10**9 if args.all_rows else None))
+                (plain if which is None else canary).append(
+                    one_run(preset, which, args.kind, args.seed, 10**9 if args.all_rows else None)
+                )
         kinds = {x[2] for x in canary}
         pw, pc = (statistics.median(x[i] for x in plain) for i in (0, 1))
         cw, cc = (statistics.median(x[i] for x in canary) for i in (0, 1))
-        print(f"| {m} | {kinds.pop()} | {pw:.2f} / {pc:.2f} | {cw:.2f} / {cc:.2f} | {cw / pw:.2f}× | {cc / pc:.2f}× |",
-              flush=True)
+        print(
+            f"| {m} | {kinds.pop()} | {pw:.2f} / {pc:.2f} | {cw:.2f} / {cc:.2f} | {cw / pw:.2f}× | {cc / pc:.2f}× |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

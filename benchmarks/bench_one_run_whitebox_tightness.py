@@ -13,6 +13,7 @@ the Gaussian normalized-sum and Andrew et al. estimates / claim, the claim's sta
 at q = 1; mean of 5 draws at the audit's per-test confidence 97.5 %) beside it (the run's own
 numbers are ONE draw: at m = 1000 one draw of the best case ranges 0.32–0.83 at ε 2); wall seconds with canaries vs plain; test accuracy with and without canaries.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,8 +29,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 DELTA = 1e-5
 
 
-def best_case(mu: float, m: int, claim: float, profile, draws: int = 5, confidence: float = 0.975
-              ) -> tuple[float, float, tuple[float, float], tuple[float, float]]:
+def best_case(
+    mu: float, m: int, claim: float, profile, draws: int = 5, confidence: float = 0.975
+) -> tuple[float, float, tuple[float, float], tuple[float, float]]:
     """Steinke et al. and f-DP GDP-family ε on exactly-Gaussian scores, mean over `draws` draws (and
     the draws' min and max: one run is one draw), at the confidence each of the audit's two sound
     tests runs at (1 − α/2: the audit splits α)."""
@@ -63,42 +65,70 @@ def main() -> None:
     from audit.dp_validation.one_run_whitebox import run_one_run_whitebox_audit
     from audit.statistics.tradeoff_curves import dpsgd_privacy_profile
 
-    print("| target ε | q | T | σ | m | claim ε (PLD) | observe | Steinke / claim | f-DP GDP ε / claim | best case Steinke "
-          "/ f-DP, mean (range of 5 draws), q = 1 | Gaussian-sum / claim | Andrew / claim | status | s canaries / plain | accuracy canaries / plain |")
+    print(
+        "| target ε | q | T | σ | m | claim ε (PLD) | observe | Steinke / claim | f-DP GDP ε / claim | best case Steinke "
+        "/ f-DP, mean (range of 5 draws), q = 1 | Gaussian-sum / claim | Andrew / claim | status | s canaries / plain | accuracy canaries / plain |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for q in args.rates:
         steps = args.steps_full_batch if q >= 1 else int(round(args.epochs / q))
         for eps in args.epsilons:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                sigma = float(get_noise_multiplier(target_epsilon=eps, target_delta=DELTA, sample_rate=q, steps=steps,
-                                                   accountant="prv"))
+                sigma = float(
+                    get_noise_multiplier(
+                        target_epsilon=eps, target_delta=DELTA, sample_rate=q, steps=steps, accountant="prv"
+                    )
+                )
             for m in args.canaries:
                 result = run_one_run_whitebox_audit(
-                    builtin=True, noise_multiplier=sigma, sample_rate=q, steps=steps, max_grad_norm=1.0, n_canaries=m,
-                    canary_kind="dirac", observe="all", delta=DELTA, seed=args.seed, compare_plain=True,
-                    builtin_rows=args.rows, builtin_hidden=tuple(args.hidden), timeout=7200)
+                    builtin=True,
+                    noise_multiplier=sigma,
+                    sample_rate=q,
+                    steps=steps,
+                    max_grad_norm=1.0,
+                    n_canaries=m,
+                    canary_kind="dirac",
+                    observe="all",
+                    delta=DELTA,
+                    seed=args.seed,
+                    compare_plain=True,
+                    builtin_rows=args.rows,
+                    builtin_hidden=tuple(args.hidden),
+                    timeout=7200,
+                )
                 claim = result["claimed_epsilon"]
                 o, other = result["one_run"], result["other_observation"]
                 if q >= 1:
-                    b_steinke, b_fdp, r_steinke, r_fdp = best_case(math.sqrt(steps) / sigma, m, claim,
-                                                                   dpsgd_privacy_profile(sigma, 1.0, steps))
-                    best = (f"{b_steinke / claim:.2f} ({r_steinke[0] / claim:.2f}–{r_steinke[1] / claim:.2f}) / "
-                            f"{b_fdp / claim:.2f} ({r_fdp[0] / claim:.2f}–{r_fdp[1] / claim:.2f})")
+                    b_steinke, b_fdp, r_steinke, r_fdp = best_case(
+                        math.sqrt(steps) / sigma, m, claim, dpsgd_privacy_profile(sigma, 1.0, steps)
+                    )
+                    best = (
+                        f"{b_steinke / claim:.2f} ({r_steinke[0] / claim:.2f}–{r_steinke[1] / claim:.2f}) / "
+                        f"{b_fdp / claim:.2f} ({r_fdp[0] / claim:.2f}–{r_fdp[1] / claim:.2f})"
+                    )
                 else:
                     best = "– (no exact Gaussian best case at q < 1)"
                 cost, acc = result["cost"], result["accuracy"]
-                tail = (f"{cost['seconds_with_canaries']:.1f} / {cost['seconds_plain']:.1f} ({cost['overhead']:.2f}×) | "
-                        f"{acc['with_canaries']:.3f} / {acc['plain']:.3f} |")
+                tail = (
+                    f"{cost['seconds_with_canaries']:.1f} / {cost['seconds_plain']:.1f} ({cost['overhead']:.2f}×) | "
+                    f"{acc['with_canaries']:.3f} / {acc['plain']:.3f} |"
+                )
                 fdp = (o["fdp"] or {}).get("gdp_family_epsilon") or 0.0
-                print(f"| {eps:g} | {q:.4g} | {steps} | {sigma:.3f} | {m} | {claim:.2f} | every iterate | "
-                      f"{o['steinke']['epsilon'] / claim:.2f} | {fdp / claim:.2f} | {best} | "
-                      f"{o['gaussian_sum']['epsilon'] / claim:.2f} | {o['andrew']['epsilon'] / claim:.2f} | {o['status']} | "
-                      + tail, flush=True)
-                print(f"| {eps:g} | {q:.4g} | {steps} | {sigma:.3f} | {m} | {claim:.2f} | final model | "
-                      f"{other['steinke_epsilon'] / claim:.2f} | {(other['fdp_gdp_family_epsilon'] or 0) / claim:.2f} | "
-                      f"{best} | {other['gaussian_sum_epsilon'] / claim:.2f} | {other['andrew_epsilon'] / claim:.2f} | "
-                      f"{other['status']} | (same run) | (same run) |", flush=True)
+                print(
+                    f"| {eps:g} | {q:.4g} | {steps} | {sigma:.3f} | {m} | {claim:.2f} | every iterate | "
+                    f"{o['steinke']['epsilon'] / claim:.2f} | {fdp / claim:.2f} | {best} | "
+                    f"{o['gaussian_sum']['epsilon'] / claim:.2f} | {o['andrew']['epsilon'] / claim:.2f} | {o['status']} | "
+                    + tail,
+                    flush=True,
+                )
+                print(
+                    f"| {eps:g} | {q:.4g} | {steps} | {sigma:.3f} | {m} | {claim:.2f} | final model | "
+                    f"{other['steinke_epsilon'] / claim:.2f} | {(other['fdp_gdp_family_epsilon'] or 0) / claim:.2f} | "
+                    f"{best} | {other['gaussian_sum_epsilon'] / claim:.2f} | {other['andrew_epsilon'] / claim:.2f} | "
+                    f"{other['status']} | (same run) | (same run) |",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ audit (with every design's pilot AUC and anticipated margin below the claim's cu
 `shuffled_batches` (why no final-model audit can flag it). Wall time is on whatever machine runs
 it (say which, and how loaded, when you quote it).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -54,9 +55,19 @@ def true_epsilon(name: str) -> str:
     }
     if name in exact:
         return f"{epsilon_pld(exact[name], DELTA):.2f}"
-    return {"batch_clip": "≫ 100", "clip_after_noise": "∞ (unclipped)", "noise_divided_twice": "≈ 1400",
-            "noise_missing_steps": "∞ (noiseless steps)", "fixed_noise_seed": "∞ (same noise)",
-            "shuffled_batches": "no Poisson accountant applies"}.get(name, f"{epsilon_pld(DPSGDEvent(planted_bugs.CORRECT[name].noise_multiplier, Q, T), DELTA):.2f}" if name in planted_bugs.CORRECT else "?")
+    return {
+        "batch_clip": "≫ 100",
+        "clip_after_noise": "∞ (unclipped)",
+        "noise_divided_twice": "≈ 1400",
+        "noise_missing_steps": "∞ (noiseless steps)",
+        "fixed_noise_seed": "∞ (same noise)",
+        "shuffled_batches": "no Poisson accountant applies",
+    }.get(
+        name,
+        f"{epsilon_pld(DPSGDEvent(planted_bugs.CORRECT[name].noise_multiplier, Q, T), DELTA):.2f}"
+        if name in planted_bugs.CORRECT
+        else "?",
+    )
 
 
 def shuffled_batches_analysis() -> str:
@@ -65,9 +76,11 @@ def shuffled_batches_analysis() -> str:
     mu = T * Q / (SIGMA * math.sqrt(T))
     alpha = np.linspace(1e-6, 1 - 1e-6, 100001)
     gap = tradeoff_from_profile(dpsgd_privacy_profile(SIGMA, Q, T), alpha) - gdp_tradeoff(mu, alpha)
-    return (f"shuffled_batches, final model: worst-case observation N({T * Q:g}·C, {T}·σ²C²) is μ-GDP with μ = {mu:.3f}; "
-            f"max over α of f_claim(α) − G_μ(α) = {gap.max():.2g} (≤ 0: its curve never lies below the claim's, "
-            "so no final-model audit can refute the claim; the conformance check of the batch sizes does)")
+    return (
+        f"shuffled_batches, final model: worst-case observation N({T * Q:g}·C, {T}·σ²C²) is μ-GDP with μ = {mu:.3f}; "
+        f"max over α of f_claim(α) − G_μ(α) = {gap.max():.2g} (≤ 0: its curve never lies below the claim's, "
+        "so no final-model audit can refute the claim; the conformance check of the batch sizes does)"
+    )
 
 
 def batch_reused_analysis(runs_per_side: int = 24000) -> str:
@@ -83,12 +96,14 @@ def batch_reused_analysis(runs_per_side: int = 24000) -> str:
     in_range = (alpha >= low) & (alpha <= high)
     j = int(np.flatnonzero(in_range)[np.argmax(gap[in_range])])
     slope = float(curve_slope(dpsgd_privacy_profile(SIGMA, Q, T), alpha[j]))
-    se = math.sqrt((bug[j] * (1 - bug[j]) + slope ** 2 * alpha[j] * (1 - alpha[j])) / runs_per_side)
-    return (f"batch_reused, worst case (all iterates): its curve lies at most {gap[i]:.3f} below the claim's (at FPR "
-            f"{alpha[i]:.3f}), at most {gap[j]:.3f} among the FPRs {low}-{high} the profile rule may use (at {alpha[j]:.3f}), "
-            f"where the standard error of the test's FNR + {slope:.2f}·FPR with {runs_per_side} runs a side is {se:.4f} "
-            f"({gap[j] / se:.1f} of them); the final model of a real training shows less. The conformance check of "
-            "independent inclusion catches it too")
+    se = math.sqrt((bug[j] * (1 - bug[j]) + slope**2 * alpha[j] * (1 - alpha[j])) / runs_per_side)
+    return (
+        f"batch_reused, worst case (all iterates): its curve lies at most {gap[i]:.3f} below the claim's (at FPR "
+        f"{alpha[i]:.3f}), at most {gap[j]:.3f} among the FPRs {low}-{high} the profile rule may use (at {alpha[j]:.3f}), "
+        f"where the standard error of the test's FNR + {slope:.2f}·FPR with {runs_per_side} runs a side is {se:.4f} "
+        f"({gap[j] / se:.1f} of them); the final model of a real training shows less. The conformance check of "
+        "independent inclusion catches it too"
+    )
 
 
 def main() -> None:
@@ -100,19 +115,27 @@ def main() -> None:
     parser.add_argument("--only", default="", help="comma-separated trainer names (default: all)")
     parser.add_argument("--opacus", action="store_true")
     args = parser.parse_args()
-    audits = [(f"audit.demos.planted_bugs:{name}", seed, True)
-              for name in planted_bugs.PLANTED_BUGS for seed in range(args.bug_seeds)]
-    audits += [(f"audit.demos.planted_bugs:{name}", seed, True)
-               for name in planted_bugs.CORRECT for seed in range(args.seeds)]
+    audits = [
+        (f"audit.demos.planted_bugs:{name}", seed, True)
+        for name in planted_bugs.PLANTED_BUGS
+        for seed in range(args.bug_seeds)
+    ]
+    audits += [
+        (f"audit.demos.planted_bugs:{name}", seed, True) for name in planted_bugs.CORRECT for seed in range(args.seeds)
+    ]
     if args.opacus:
-        audits += [(f"audit.demos.dp_trainers:{name}", 0, False)
-                   for name in ("correct_dpsgd", "broken_no_clipping", "broken_low_noise")]
+        audits += [
+            (f"audit.demos.dp_trainers:{name}", 0, False)
+            for name in ("correct_dpsgd", "broken_no_clipping", "broken_low_noise")
+        ]
     if args.only:
         keep = set(args.only.split(","))
         audits = [a for a in audits if a[0].split(":")[1] in keep]
     print(f"workers: {args.workers}")
-    print("| trainer | seed | true ε | claimed ε | canary-audit | p (curve test) | FPR, FNR vs claimed floor | "
-          "(ε, δ) bound | one-run bound | conformance | seconds |")
+    print(
+        "| trainer | seed | true ε | claimed ε | canary-audit | p (curve test) | FPR, FNR vs claimed floor | "
+        "(ε, δ) bound | one-run bound | conformance | seconds |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     start = time.time()
     designs = []
@@ -126,14 +149,20 @@ def main() -> None:
             test = result["profile_test"]
             one_run = result["one_run_epsilon_lower_bound"]
             pilot = ", ".join(f"{k} {v:.3f}" for k, v in result["pilot_auc_by_design"].items())
-            margins = ", ".join(f"{k} {'—' if v is None else f'{v:+.3f}'}"
-                                for k, v in result["pilot_margin_by_design"].items())
-            designs.append(f"{name} seed {seed}: {result['canary']['design']} (pilot AUC: {pilot}; "
-                           f"pilot margin below the claim's curve: {margins})")
-            print(f"| {name} | {seed} | {true_epsilon(name) if step_functions else '?'} | {result['claimed_epsilon']:.2f} | "
-                  f"{result['verdict']['status']} | {test['p_value']:.2g} | {test['fpr']:.3f}, {test['fnr']:.3f} vs "
-                  f"{test['claimed_fnr_floor']:.3f} | {result['epsilon_lower_bound']:.2f} | "
-                  f"{'—' if one_run is None else f'{one_run:.2f}'} | {conformance} | {audit_seconds:.0f} |", flush=True)
+            margins = ", ".join(
+                f"{k} {'—' if v is None else f'{v:+.3f}'}" for k, v in result["pilot_margin_by_design"].items()
+            )
+            designs.append(
+                f"{name} seed {seed}: {result['canary']['design']} (pilot AUC: {pilot}; "
+                f"pilot margin below the claim's curve: {margins})"
+            )
+            print(
+                f"| {name} | {seed} | {true_epsilon(name) if step_functions else '?'} | {result['claimed_epsilon']:.2f} | "
+                f"{result['verdict']['status']} | {test['p_value']:.2g} | {test['fpr']:.3f}, {test['fnr']:.3f} vs "
+                f"{test['claimed_fnr_floor']:.3f} | {result['epsilon_lower_bound']:.2f} | "
+                f"{'—' if one_run is None else f'{one_run:.2f}'} | {conformance} | {audit_seconds:.0f} |",
+                flush=True,
+            )
     print(f"total: {time.time() - start:.0f} s")
     print("the pilot's canary design per audit:")
     print("\n".join(designs))

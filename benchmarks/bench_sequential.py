@@ -18,6 +18,7 @@ rate of the whole sequential procedure on trainers that do what they claim.
 CPU seconds are this process plus its workers (reaped when each audit's pool closes), the comparable figure on a
 shared machine; wall seconds depend on the load (say how loaded when you quote them).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,16 +46,32 @@ def audit_once(trainer: str, design: str, models: int, seed: int, workers: int, 
     """One profile audit in a fresh pool (closed before the clock stops, so its workers' CPU time is counted), or
     in `pool` (the null audits share one: their CPU is counted once, for all of them)."""
     cpu, wall = _cpu(), time.perf_counter()
-    with (WorkerPool(workers, name="bench-sequential") if pool is None else contextlib.nullcontext(pool)) as runner:
-        result = run_canary_audit(f"audit.demos.planted_bugs:{trainer}", mode="profile", n_models=models, seed=seed,
-                                  pool=runner, looks=1 if design == "fixed" else None, **extra)
+    with WorkerPool(workers, name="bench-sequential") if pool is None else contextlib.nullcontext(pool) as runner:
+        result = run_canary_audit(
+            f"audit.demos.planted_bugs:{trainer}",
+            mode="profile",
+            n_models=models,
+            seed=seed,
+            pool=runner,
+            looks=1 if design == "fixed" else None,
+            **extra,
+        )
     sequential = result["sequential"]
-    return {"trainer": trainer, "design": design, "models": models, "seed": seed,
-            "refuted": result["verdict"]["status"] == "fail", "status": result["verdict"]["status"],
-            "p_value": result["profile_test"]["p_value"], "look": sequential["stopped_at_look"],
-            "looks": len(sequential["looks"]), "runs_used": sequential["runs_used"],
-            "runs_planned": sequential["runs_planned"], "cpu_s": round(_cpu() - cpu, 1),
-            "wall_s": round(time.perf_counter() - wall, 1)}
+    return {
+        "trainer": trainer,
+        "design": design,
+        "models": models,
+        "seed": seed,
+        "refuted": result["verdict"]["status"] == "fail",
+        "status": result["verdict"]["status"],
+        "p_value": result["profile_test"]["p_value"],
+        "look": sequential["stopped_at_look"],
+        "looks": len(sequential["looks"]),
+        "runs_used": sequential["runs_used"],
+        "runs_planned": sequential["runs_planned"],
+        "cpu_s": round(_cpu() - cpu, 1),
+        "wall_s": round(time.perf_counter() - wall, 1),
+    }
 
 
 def main() -> None:
@@ -71,25 +88,43 @@ def main() -> None:
     args = parser.parse_args()
     rows = []
     if args.trainers:
-        print("| trainer | seed | design | decision | p (deciding look) | stopped at look | runs used / planned | CPU s | wall s |")
+        print(
+            "| trainer | seed | design | decision | p (deciding look) | stopped at look | runs used / planned | CPU s | wall s |"
+        )
         print("|---|---|---|---|---|---|---|---|---|")
     for trainer in [t for t in args.trainers.split(",") if t]:
         for seed in [int(s) for s in args.seeds.split(",")]:
             for design in args.designs.split(","):
                 row = audit_once(trainer, design, args.models, seed, args.workers)
                 rows.append(row)
-                print(f"| {trainer} | {seed} | {design} | {'refuted' if row['refuted'] else row['status']} | "
-                      f"{row['p_value']:.2g} | {row['look']} of {row['looks']} | {row['runs_used']:,} / "
-                      f"{row['runs_planned']:,} | {row['cpu_s']:.1f} | {row['wall_s']:.1f} |", flush=True)
+                print(
+                    f"| {trainer} | {seed} | {design} | {'refuted' if row['refuted'] else row['status']} | "
+                    f"{row['p_value']:.2g} | {row['look']} of {row['looks']} | {row['runs_used']:,} / "
+                    f"{row['runs_planned']:,} | {row['cpu_s']:.1f} | {row['wall_s']:.1f} |",
+                    flush=True,
+                )
     for trainer in [t for t in args.null_trainers.split(",") if t] if args.null_seeds else []:
         cpu = _cpu()
         with WorkerPool(args.workers, name="bench-sequential-null") as pool:
-            null = [audit_once(trainer, "sequential", args.null_models, seed, args.workers, pool=pool,
-                               first_look_runs=max(1, args.null_models // 4)) for seed in range(args.null_seeds)]
+            null = [
+                audit_once(
+                    trainer,
+                    "sequential",
+                    args.null_models,
+                    seed,
+                    args.workers,
+                    pool=pool,
+                    first_look_runs=max(1, args.null_models // 4),
+                )
+                for seed in range(args.null_seeds)
+            ]
         rows.extend({**r, "null": True} for r in null)
         alarms = sum(r["refuted"] for r in null)
-        print(f"null: {trainer}, {args.null_seeds} seeds × {args.null_models} audited runs (looks {null[0]['looks']}): "
-              f"{alarms} refuted ({alarms / len(null):.1%}); {_cpu() - cpu:.0f} s of CPU", flush=True)
+        print(
+            f"null: {trainer}, {args.null_seeds} seeds × {args.null_models} audited runs (looks {null[0]['looks']}): "
+            f"{alarms} refuted ({alarms / len(null):.1%}); {_cpu() - cpu:.0f} s of CPU",
+            flush=True,
+        )
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
 

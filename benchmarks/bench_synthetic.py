@@ -14,6 +14,7 @@ makes wall shorter than CPU), so CPU time measured on a busy machine bounds the 
 `--categorical-share 0` gives an all-numeric table: nothing for the category pruning of the
 nearest-neighbour search (attacks/distance_groups.py) to prune, the full search's cost.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -67,7 +68,7 @@ class Stage:
     """Wall and CPU seconds of a block. On a shared machine wall time depends on the neighbours;
     CPU time (all threads, user + system) does much less, and CPU / cores is the quiet-machine wall."""
 
-    def __enter__(self) -> "Stage":
+    def __enter__(self) -> Stage:
         self.wall, self.cpu = time.perf_counter(), time.process_time()
         return self
 
@@ -100,6 +101,7 @@ def _timed(function, totals: dict, label: str):
             return function(*args, **kwargs)
         finally:
             totals[label] = totals.get(label, 0.0) + time.process_time() - start
+
     return wrapper
 
 
@@ -119,18 +121,22 @@ def main(argv: list[str] | None = None) -> None:
     train = make_table(args.n_train, args.n_cols, rng, loadings)
     holdout = make_table(args.n_train, args.n_cols, rng, loadings)
     synthetic = make_table(args.n_synthetic, args.n_cols, rng, loadings)
-    print(f"data: synthetic {synthetic.shape}, train {train.shape}, holdout {holdout.shape}; "
-          f"{n_numeric} numeric + {args.n_cols - n_numeric} categorical columns; "
-          f"cpus {os.cpu_count()}, load average {os.getloadavg()[0]:.2f}; peak RSS {peak_rss_mib():.0f} MiB")
+    print(
+        f"data: synthetic {synthetic.shape}, train {train.shape}, holdout {holdout.shape}; "
+        f"{n_numeric} numeric + {args.n_cols - n_numeric} categorical columns; "
+        f"cpus {os.cpu_count()}, load average {os.getloadavg()[0]:.2f}; peak RSS {peak_rss_mib():.0f} MiB"
+    )
     totals: dict[str, float] = {}
     if args.stages:
         for module, name, label in _STAGES:
             setattr(module, name, _timed(getattr(module, name), totals, label))
     with Stage() as stage:
         result = evaluation.synthetic_privacy_checks(train, holdout, synthetic, seed=args.seed)
-    print(f"synthetic_privacy_checks (encode, NNDR, textbook NNDR, DCR, distance MIA, risks, fidelity): "
-          f"{stage}  (dcr_share {result['dcr']['dcr_share']:.4f}, MIA AUC {result['mia']['auc']:.4f}, "
-          f"passed {result['passed']})")
+    print(
+        f"synthetic_privacy_checks (encode, NNDR, textbook NNDR, DCR, distance MIA, risks, fidelity): "
+        f"{stage}  (dcr_share {result['dcr']['dcr_share']:.4f}, MIA AUC {result['mia']['auc']:.4f}, "
+        f"passed {result['passed']})"
+    )
     for label, seconds in totals.items():
         print(f"  {label}: {seconds:.2f} s CPU")
     print(f"peak RSS: {peak_rss_mib():.0f} MiB; load average now {os.getloadavg()[0]:.2f}")

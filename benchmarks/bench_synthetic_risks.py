@@ -8,6 +8,7 @@
 2. Time of `synthetic_risks` on three independent `--scale-rows`-row tables of 20 columns
    (14 numeric, 6 categorical).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,14 +27,20 @@ from audit.statistics.synthetic_risks import risk_test_count, synthetic_risks  #
 def population(n: int, rng: np.random.Generator) -> pd.DataFrame:
     age = rng.integers(18, 90, n)
     income = np.round(rng.lognormal(10 + 0.01 * (age - 50), 0.5), 2)
-    return pd.DataFrame({
-        "age": age, "sex": rng.choice(["f", "m"], n),
-        "region": rng.choice(["north", "south", "east", "west", "centre"], n, p=[0.3, 0.2, 0.2, 0.2, 0.1]),
-        "income": income,
-        "job": np.where(income > 30000, rng.choice(["manager", "engineer", "clerk"], n),
-                        rng.choice(["clerk", "driver", "nurse", "teacher"], n)),
-        "hours": np.clip(np.round(rng.normal(38, 8, n)), 5, 80),
-    })
+    return pd.DataFrame(
+        {
+            "age": age,
+            "sex": rng.choice(["f", "m"], n),
+            "region": rng.choice(["north", "south", "east", "west", "centre"], n, p=[0.3, 0.2, 0.2, 0.2, 0.1]),
+            "income": income,
+            "job": np.where(
+                income > 30000,
+                rng.choice(["manager", "engineer", "clerk"], n),
+                rng.choice(["clerk", "driver", "nurse", "teacher"], n),
+            ),
+            "hours": np.clip(np.round(rng.normal(38, 8, n)), 5, 80),
+        }
+    )
 
 
 def wide(n: int, rng: np.random.Generator) -> pd.DataFrame:

@@ -9,6 +9,7 @@ shared: say so next to any number) and the docs' Markdown tables.
     python benchmarks/bench_text_preset.py --device cuda       # on a GPU, where one is lent
     python benchmarks/bench_text_preset.py --set text.epochs=2 # a quick look
 """
+
 from __future__ import annotations
 
 import argparse
@@ -55,8 +56,10 @@ def main() -> None:
     run = run_text_audit(config, out_dir=out, tracking_uri=f"sqlite:///{Path(out) / 'mlflow.db'}", preset="text")
     wall = time.perf_counter() - started
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"wall {wall:.0f} s, peak RSS {peak_mb:.0f} MiB, device {run.results['environment'].get('device')}, "
-          f"load average before {load_before[0]:.1f} after {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    print(
+        f"wall {wall:.0f} s, peak RSS {peak_mb:.0f} MiB, device {run.results['environment'].get('device')}, "
+        f"load average before {load_before[0]:.1f} after {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
+    )
     print(f"verdict: {run.results['verdict']['status']}; run folder {run.run_dir}\n")
     print(markdown_table(*per_epsilon_rows(run.results)))
     print()

@@ -8,6 +8,7 @@ Poisson sampling. The check compares it with the tight PLD accountant of `dp_acc
 grid point: below the PLD's optimistic value it is *unsound* (it claims more privacy than the
 mechanism gives; exit 1), more than 10 % above it is *loose* (sound, wasteful).
 """
+
 from __future__ import annotations
 
 import math

@@ -15,6 +15,7 @@ clipping to C and Gaussian noise of std σ·C on the sum (Abadi et al. 2016, arX
 `broken` clips the batch's *mean* gradient instead of each example's, a bug seen in the wild: one
 record can then move the sum by far more than C, whatever the accountant says.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -45,7 +46,9 @@ class NumpyDPSGD:
         q, steps = self.CLAIM["sample_rate"], self.CLAIM["steps"]
         return [np.flatnonzero(rng.random(n) < q) for _ in range(steps)]  # Poisson: each record by its own coin
 
-    def privatize_gradients(self, grads: dict[str, np.ndarray], rng: np.random.Generator, step: int) -> dict[str, np.ndarray]:
+    def privatize_gradients(
+        self, grads: dict[str, np.ndarray], rng: np.random.Generator, step: int
+    ) -> dict[str, np.ndarray]:
         names = list(grads)
         b = int(np.asarray(grads[names[0]]).shape[0])
         shapes = {k: np.asarray(v).shape[1:] for k, v in grads.items()}
@@ -61,7 +64,7 @@ class NumpyDPSGD:
         total = total + rng.normal(0.0, self.CLAIM["noise_multiplier"] * C, total.shape)
         out, start = {}, 0
         for name, size in zip(names, sizes):
-            out[name] = total[start:start + size].reshape(shapes[name])
+            out[name] = total[start : start + size].reshape(shapes[name])
             start += size
         return out
 

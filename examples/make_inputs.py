@@ -13,6 +13,7 @@
 Nothing is downloaded: the tables are drawn from a seeded mixture of Gaussians with a noisy,
 non-linear label (and 10 % flipped labels, which a model can only fit by memorising them).
 """
+
 from __future__ import annotations
 
 import sys
@@ -26,8 +27,7 @@ N_FEATURES = 8
 
 
 def population(n: int, rng: np.random.Generator) -> pd.DataFrame:
-    centres = np.array(
-        [[2.0] * N_FEATURES, [-2.0] * N_FEATURES, [0.0, 3.0] * (N_FEATURES // 2)])
+    centres = np.array([[2.0] * N_FEATURES, [-2.0] * N_FEATURES, [0.0, 3.0] * (N_FEATURES // 2)])
     cluster = rng.integers(0, 3, n)
     x = centres[cluster] + rng.normal(0.0, 1.5, size=(n, N_FEATURES))
     y = (np.sin(x[:, 0]) + 0.5 * x[:, 1] * x[:, 2] / 4 + rng.normal(0, 0.5, n) > 0).astype(int)

@@ -10,6 +10,7 @@ the count of noisy steps against the accountant, and every trainable parameter a
 exit it writes `<out>/<timestamp>-whitebox-audit/whitebox-audit.json`, the file `gate` and
 `ledger record` read (docs/one-run-audits.md, "Auditing from inside your own script").
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,13 +42,20 @@ def main() -> int:
     optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
     privacy_engine = PrivacyEngine(accountant="prv")
     model, optimizer, train_loader = privacy_engine.make_private_with_epsilon(
-        module=model, optimizer=optimizer, data_loader=train_loader, target_epsilon=args.epsilon,
-        target_delta=1e-5, epochs=args.epochs, max_grad_norm=1.0)
+        module=model,
+        optimizer=optimizer,
+        data_loader=train_loader,
+        target_epsilon=args.epsilon,
+        target_delta=1e-5,
+        epochs=args.epochs,
+        max_grad_norm=1.0,
+    )
 
     with OpacusAudit(privacy_engine, optimizer, model, data_loader=train_loader, out=args.out) as audit:  # audit
         for _ in range(args.epochs):
-            with BatchMemoryManager(data_loader=train_loader, max_physical_batch_size=25,
-                                    optimizer=optimizer) as memory_safe_loader:
+            with BatchMemoryManager(
+                data_loader=train_loader, max_physical_batch_size=25, optimizer=optimizer
+            ) as memory_safe_loader:
                 for x, y in memory_safe_loader:
                     optimizer.zero_grad()
                     loss = nn.functional.cross_entropy(model(x), y)

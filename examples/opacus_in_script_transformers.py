@@ -10,6 +10,7 @@ the positions are passed explicitly, one row per sequence (GPT-2's default broad
 the position embedding's per-sample gradient would then be one row for the whole batch).
 `OpacusAudit` puts its gradient canaries into those per-sample gradients like into any other.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,16 +51,31 @@ def main() -> int:
     warnings.simplefilter("ignore")
     torch.manual_seed(0)
 
-    config = GPT2Config(vocab_size=64, n_positions=16, n_embd=32, n_layer=1, n_head=2, tie_word_embeddings=False,
-                        bos_token_id=0, eos_token_id=0)
+    config = GPT2Config(
+        vocab_size=64,
+        n_positions=16,
+        n_embd=32,
+        n_layer=1,
+        n_head=2,
+        tie_word_embeddings=False,
+        bos_token_id=0,
+        eos_token_id=0,
+    )
     tokens = torch.randint(0, config.vocab_size, (args.sequences, 16))
     loader = DataLoader(TensorDataset(tokens), batch_size=20)
     model = CausalLM(config)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     engine = PrivacyEngine(accountant="prv")
     model, optimizer, loader = engine.make_private_with_epsilon(
-        module=model, optimizer=optimizer, data_loader=loader, target_epsilon=args.epsilon, target_delta=1e-5,
-        epochs=args.epochs, max_grad_norm=1.0, grad_sample_mode="functorch")
+        module=model,
+        optimizer=optimizer,
+        data_loader=loader,
+        target_epsilon=args.epsilon,
+        target_delta=1e-5,
+        epochs=args.epochs,
+        max_grad_norm=1.0,
+        grad_sample_mode="functorch",
+    )
 
     with OpacusAudit(engine, optimizer, model, data_loader=loader, out=args.out) as audit:  # audit
         model.train()
@@ -67,8 +83,9 @@ def main() -> int:
             for (batch,) in loader:
                 optimizer.zero_grad()
                 logits = model(batch)
-                loss = nn.functional.cross_entropy(logits[:, :-1].reshape(-1, config.vocab_size),
-                                                   batch[:, 1:].reshape(-1))
+                loss = nn.functional.cross_entropy(
+                    logits[:, :-1].reshape(-1, config.vocab_size), batch[:, 1:].reshape(-1)
+                )
                 loss.backward()
                 optimizer.step()
 

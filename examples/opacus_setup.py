@@ -10,6 +10,7 @@ seeds torch's global generator per run, so draw data and weights from it.
 
 Full batch (q = 1), σ = 2, C = 2, 4 steps: μ = √T/σ = 1, ε ≈ 4.4 at δ = 1e-5.
 """
+
 from __future__ import annotations
 
 import types
@@ -33,9 +34,14 @@ def _setup():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # Opacus's warning about its non-secure RNG
         engine = PrivacyEngine(accountant="prv")
-        model, optimizer, loader = engine.make_private(module=model, optimizer=optimizer, data_loader=loader,
-                                                       noise_multiplier=NOISE_MULTIPLIER, max_grad_norm=MAX_GRAD_NORM,
-                                                       poisson_sampling=True)
+        model, optimizer, loader = engine.make_private(
+            module=model,
+            optimizer=optimizer,
+            data_loader=loader,
+            noise_multiplier=NOISE_MULTIPLIER,
+            max_grad_norm=MAX_GRAD_NORM,
+            poisson_sampling=True,
+        )
     return {"model": model, "optimizer": optimizer, "data_loader": loader, "privacy_engine": engine, "epochs": EPOCHS}
 
 

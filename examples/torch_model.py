@@ -4,6 +4,7 @@ A factory is a function with no arguments that returns the `nn.Module` your weig
 audit-model calls it in an isolated child process and loads `--weights` into it (every tensor's
 name and shape checked).
 """
+
 from torch import nn
 
 N_FEATURES = 8

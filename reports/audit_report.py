@@ -3,6 +3,7 @@
 What a reviewer signs: the claim, the measured lower bound (or the accountant's labels), the verdict,
 the method in plain words and the set-up, rounded; the JSON file beside it keeps every digit.
 """
+
 from __future__ import annotations
 
 import html
@@ -41,10 +42,12 @@ def _number(value: Any) -> str:
 
 
 def _facts(rows: list[tuple[str, Any]]) -> str:
-    cells = "".join(f"<tr><th>{_text(key)}</th><td class='num'>{_text(_number(value))}</td></tr>"
-                    if isinstance(value, (int, float)) and not isinstance(value, bool) or value is None
-                    else f"<tr><th>{_text(key)}</th><td>{_text(_number(value))}</td></tr>"
-                    for key, value in rows)
+    cells = "".join(
+        f"<tr><th>{_text(key)}</th><td class='num'>{_text(_number(value))}</td></tr>"
+        if isinstance(value, (int, float)) and not isinstance(value, bool) or value is None
+        else f"<tr><th>{_text(key)}</th><td>{_text(_number(value))}</td></tr>"
+        for key, value in rows
+    )
     return f"<table>{cells}</table>"
 
 
@@ -71,10 +74,14 @@ def _setup_rows(result: dict[str, Any], shown: set[str], kind: str) -> list[tupl
 def _points_table(points: list[dict[str, Any]]) -> str:
     head = "".join(f"<th>{h}</th>" for h in ("σ", "q", "T", "δ", "reported ε", "PLD ε lower", "PLD ε upper", "label"))
     rows = "".join(
-        "<tr>" + "".join(f"<td class='num'>{_text(_number(p.get(k)))}</td>"
-                         for k in ("noise_multiplier", "sample_rate", "steps", "delta", "reported", "pld_lower", "pld_upper"))
+        "<tr>"
+        + "".join(
+            f"<td class='num'>{_text(_number(p.get(k)))}</td>"
+            for k in ("noise_multiplier", "sample_rate", "steps", "delta", "reported", "pld_lower", "pld_upper")
+        )
         + f"<td>{_text(p.get('label'))}</td></tr>"
-        for p in points if isinstance(p, dict)
+        for p in points
+        if isinstance(p, dict)
     )
     return f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
 
@@ -88,52 +95,80 @@ def _method(kind: str) -> str:
 
 def render_audit_report(kind: str, result: dict[str, Any]) -> str:
     decided = result.get("verdict") or {}
-    status = decided.get("status") or ("fail" if bool(result.get("violation")) or result.get("passed") is False else "pass")
+    status = decided.get("status") or (
+        "fail" if bool(result.get("violation")) or result.get("passed") is False else "pass"
+    )
     verdict = status_word(status, decided)
-    css = {"fail": "fail", "inconclusive": "none"}.get(status, "pass")
     banner = status if status in ("fail", "pass", "inconclusive") else "fail"
     subject = result.get("trainer") or result.get("mechanism") or result.get("accountant") or ""
     if kind == "accountant-check":
         counts = result.get("counts") or {}
         detail = ", ".join(f"{n} {label}" for label, n in counts.items()) + " grid point(s)"
-        summary_rows = [("accountant", subject), ("margin for 'loose'", result.get("margin")),
-                        *((f"{label} points", n) for label, n in counts.items())]
-        body = ("<h2>Result</h2>" + _facts(summary_rows)
-                + "<h2>Grid points</h2>" + _points_table(result.get("points") or []))
+        summary_rows = [
+            ("accountant", subject),
+            ("margin for 'loose'", result.get("margin")),
+            *((f"{label} points", n) for label, n in counts.items()),
+        ]
+        body = (
+            "<h2>Result</h2>"
+            + _facts(summary_rows)
+            + "<h2>Grid points</h2>"
+            + _points_table(result.get("points") or [])
+        )
         shown = {"accountant", "margin", "counts", "points", "passed", "mlflow", "verdict"}
     elif kind == "conformance":
         checks = [c for c in result.get("checks") or [] if isinstance(c, dict)]
-        detail = (f"a family of {len(checks)} statistical checks at family-wise α {_number(result.get('alpha'))}: "
-                  + "; ".join(f"{c.get('check')}: {'pass' if c.get('passed') else 'FAIL'}" for c in checks))
-        summary_rows = [(f"{c.get('check')} ({'pass' if c.get('passed') else 'FAIL'})",
-                         f"measured {c.get('value')}, expected {c.get('expected')}: {c.get('detail')}") for c in checks]
+        detail = (
+            f"a family of {len(checks)} statistical checks at family-wise α {_number(result.get('alpha'))}: "
+            + "; ".join(f"{c.get('check')}: {'pass' if c.get('passed') else 'FAIL'}" for c in checks)
+        )
+        summary_rows = [
+            (
+                f"{c.get('check')} ({'pass' if c.get('passed') else 'FAIL'})",
+                f"measured {c.get('value')}, expected {c.get('expected')}: {c.get('detail')}",
+            )
+            for c in checks
+        ]
         body = "<h2>Checks</h2>" + _facts(summary_rows)
         shown = {"checks", "passed", "violation", "verdict", "mlflow"}
     else:
         bound, claim = result.get("epsilon_lower_bound"), result.get("claimed_epsilon")
         confidence = result.get("confidence")
-        detail = (f"empirical ε lower bound {_number(bound)}"
-                  + (f" at {confidence:.0%} confidence" if isinstance(confidence, float) else "")
-                  + f"; claimed ε {_number(claim)}, δ {_number(result.get('delta'))}")
+        detail = (
+            f"empirical ε lower bound {_number(bound)}"
+            + (f" at {confidence:.0%} confidence" if isinstance(confidence, float) else "")
+            + f"; claimed ε {_number(claim)}, δ {_number(result.get('delta'))}"
+        )
         if isinstance(result.get("profile_test"), dict):  # the deciding statistic first, the bound beside it
             test = result["profile_test"]
-            detail = (f"exact test of {test.get('statistic')} against the claim's trade-off curve: p = "
-                      f"{_number(test.get('p_value'))} ({'refutes' if test.get('refuted') else 'does not refute'} the "
-                      f"claim); ε lower bound {_number(bound)} shown beside; claimed ε {_number(claim)}, "
-                      f"δ {_number(result.get('delta'))}")
+            detail = (
+                f"exact test of {test.get('statistic')} against the claim's trade-off curve: p = "
+                f"{_number(test.get('p_value'))} ({'refutes' if test.get('refuted') else 'does not refute'} the "
+                f"claim); ε lower bound {_number(bound)} shown beside; claimed ε {_number(claim)}, "
+                f"δ {_number(result.get('delta'))}"
+            )
         claims = [c for c in decided.get("claims") or [] if isinstance(c, dict)]
-        summary_rows = [("claim", "; ".join(claim_line(c) for c in claims) or "—"),
-                        ("claimed ε", claim), ("δ", result.get("delta"))]
+        summary_rows = [
+            ("claim", "; ".join(claim_line(c) for c in claims) or "—"),
+            ("claimed ε", claim),
+            ("δ", result.get("delta")),
+        ]
         test = result.get("profile_test")
         if isinstance(test, dict):
             # The statistic that decides: the exact test of one rule's error point against the claim's curve.
             summary_rows += [
-                (f"deciding test: exact test of {test.get('statistic')} against the claim's trade-off curve "
-                 f"({test.get('profile')})", f"p = {_number(test.get('p_value'))}: "
-                 + ("refutes the claim" if test.get("refuted") else "does not refute the claim")),
-                ("curve point (FPR, FNR) vs the claimed FNR floor",
-                 f"({_number(test.get('fpr'))}, {_number(test.get('fnr'))}) vs {_number(test.get('claimed_fnr_floor'))}"),
-                ("ε lower bound at the claim's δ (shown beside: the curve test decides)", bound)]
+                (
+                    f"deciding test: exact test of {test.get('statistic')} against the claim's trade-off curve "
+                    f"({test.get('profile')})",
+                    f"p = {_number(test.get('p_value'))}: "
+                    + ("refutes the claim" if test.get("refuted") else "does not refute the claim"),
+                ),
+                (
+                    "curve point (FPR, FNR) vs the claimed FNR floor",
+                    f"({_number(test.get('fpr'))}, {_number(test.get('fnr'))}) vs {_number(test.get('claimed_fnr_floor'))}",
+                ),
+                ("ε lower bound at the claim's δ (shown beside: the curve test decides)", bound),
+            ]
         else:
             summary_rows.append(("empirical ε lower bound (decides: above the claim refutes it)", bound))
         summary_rows.append(("confidence", confidence))
@@ -145,34 +180,64 @@ def render_audit_report(kind: str, result: dict[str, Any]) -> str:
             summary_rows.append(("GDP estimate of ε (assumes a Gaussian trade-off; not a bound)", gdp["epsilon"]))
         whitebox = result.get("gdp_bound")
         if isinstance(whitebox, dict) and whitebox.get("epsilon") is not None:
-            summary_rows.append((f"GDP-family bound: μ ≥ {whitebox.get('mu', 0):.3f}, ε at δ (assumes: "
-                                 f"{whitebox.get('assumption')})", whitebox["epsilon"]))
+            summary_rows.append(
+                (
+                    f"GDP-family bound: μ ≥ {whitebox.get('mu', 0):.3f}, ε at δ (assumes: "
+                    f"{whitebox.get('assumption')})",
+                    whitebox["epsilon"],
+                )
+            )
             refuted = (result.get("refutation") or {}).get("refuted_pair")
             summary_rows.append(("claimed trade-off curve refuted", bool(refuted)))
             if refuted:
-                summary_rows.append(("refuted pair of the claim's profile (ε', δ')",
-                                     f"({refuted['epsilon']:.3f}, {refuted['delta']:.3g})"))
+                summary_rows.append(
+                    (
+                        "refuted pair of the claim's profile (ε', δ')",
+                        f"({refuted['epsilon']:.3f}, {refuted['delta']:.3g})",
+                    )
+                )
         body = "<h2>Result</h2>" + _facts(summary_rows)
-        shown = {"gdp_bound", "claimed_epsilon", "delta", "epsilon_lower_bound", "confidence", "violation", "gdp_estimate",
-                 "ceiling", "epsilon_ceiling", "mlflow", "verdict", "profile_test"}
+        shown = {
+            "gdp_bound",
+            "claimed_epsilon",
+            "delta",
+            "epsilon_lower_bound",
+            "confidence",
+            "violation",
+            "gdp_estimate",
+            "ceiling",
+            "epsilon_ceiling",
+            "mlflow",
+            "verdict",
+            "profile_test",
+        }
     rules = [r for r in decided.get("rules") or [] if isinstance(r, dict)]
     if rules:  # a policy's rules: their own list after the claims, never a claim (docs/verdict.md)
         from audit.machinery.verdict_words import counts_line, rule_line
 
-        body += (f"<h2>Policy rules</h2><p>{_text(counts_line(decided))}</p><ul>"
-                 + "".join(f"<li data-rule-status='{_text(r.get('status'))}'>{_text(rule_line(r))}</li>" for r in rules)
-                 + "</ul>")
+        body += (
+            f"<h2>Policy rules</h2><p>{_text(counts_line(decided))}</p><ul>"
+            + "".join(f"<li data-rule-status='{_text(r.get('status'))}'>{_text(rule_line(r))}</li>" for r in rules)
+            + "</ul>"
+        )
     reasons = list(dict.fromkeys(r for r in decided.get("reasons") or [] if isinstance(r, str)))
     setup = _setup_rows(result, shown, kind)
     mlflow = result.get("mlflow") or {}
-    tracking = (f"<p class='note'>MLflow: <code>{_text(mlflow.get('tracking_uri'))}</code>, run "
-                f"<code>{_text(mlflow.get('run_id'))}</code>.</p>") if mlflow else ""
+    tracking = (
+        (
+            f"<p class='note'>MLflow: <code>{_text(mlflow.get('tracking_uri'))}</code>, run "
+            f"<code>{_text(mlflow.get('run_id'))}</code>.</p>"
+        )
+        if mlflow
+        else ""
+    )
     return (
         f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>privacy-audit {_text(kind)}</title>"
         f"<style>{STYLE}</style></head><body><h1>privacy-audit: {_text(kind)}</h1>"
         f"<p>{_text(subject)}</p>"
         f"<div class='banner {banner}' data-status='{_text(status)}'><b>{verdict}</b> — {_text(detail)}"
-        + "".join(f"<br>{_text(reason)}" for reason in reasons) + "</div>"
+        + "".join(f"<br>{_text(reason)}" for reason in reasons)
+        + "</div>"
         f"<h2>Method</h2><p>{_text(_method(kind))}</p>"
         f"{body}<h2>Set-up</h2>{_facts(setup)}"
         f"<p class='note'>Numbers are rounded to 4 significant digits; every number, including per-run scores, "

@@ -4,6 +4,7 @@ Laid out for an 80-column terminal: a single wide table of every target × attac
 columns, and rich cut every value to `0.9…` in a normal terminal. Per-target facts (ε, accuracy,
 the claim's status: held / not refuted / refuted / untestable here, or the leakage statement) go in the block's header line, so the table keeps only the per-attack numbers.
 """
+
 from __future__ import annotations
 
 import math
@@ -51,12 +52,19 @@ def _target_header(target: dict[str, Any], accountant: str, status: str) -> Text
         twin = target.get("whitebox_one_run")
         with_canaries = twin.get("test_accuracy_with_canaries") if isinstance(twin, dict) else None
         # The twin trained with canaries (white-box one-run): its accuracy beside the released model's.
-        parts.append(f"test acc {_fmt(target['test_accuracy'])}"
-                     + (f" ({_fmt(with_canaries)} with canaries)" if is_number(with_canaries) else ""))
+        parts.append(
+            f"test acc {_fmt(target['test_accuracy'])}"
+            + (f" ({_fmt(with_canaries)} with canaries)" if is_number(with_canaries) else "")
+        )
     header = _line(" · ".join(parts), style="bold")
     header.append(" · ")
-    style = {"refuted": "bold red", "held": "green", "untestable here": "yellow", "not refuted": "yellow",
-             "no DP claim · LEAKS": "bold red"}.get(status, "")
+    style = {
+        "refuted": "bold red",
+        "held": "green",
+        "untestable here": "yellow",
+        "not refuted": "yellow",
+        "no DP claim · LEAKS": "bold red",
+    }.get(status, "")
     header.append(status if status != "—" else "no claim tested", style=style)
     return header
 
@@ -68,14 +76,19 @@ def _is_canary_clients(twin: dict[str, Any]) -> bool:
 
 def _twin_line(twin: dict[str, Any]) -> str:
     p = twin.get("p_value")
-    what = (f"canary clients 1-run: a twin federation with {twin.get('m')} canary clients (random directions), "
-            "scored over every round" if _is_canary_clients(twin)
-            else f"white-box 1-run: a twin with {twin.get('m')} {twin.get('kind')} canaries, scored at every iterate")
-    return (f"{what}; f-DP "
-            f"test {'refutes' if twin.get('fdp_refuted') else 'does not refute'} the claim's curve"
-            + (f" (p {p:.2g})" if is_number(p) else "")
-            + f"; estimates, not bounds: Gaussian sum ε ≈ {_fmt(twin.get('gaussian_sum_epsilon'), 2)}, "
-            f"Andrew et al. ε ≈ {_fmt(twin.get('andrew_epsilon'), 2)}")
+    what = (
+        f"canary clients 1-run: a twin federation with {twin.get('m')} canary clients (random directions), "
+        "scored over every round"
+        if _is_canary_clients(twin)
+        else f"white-box 1-run: a twin with {twin.get('m')} {twin.get('kind')} canaries, scored at every iterate"
+    )
+    return (
+        f"{what}; f-DP "
+        f"test {'refutes' if twin.get('fdp_refuted') else 'does not refute'} the claim's curve"
+        + (f" (p {p:.2g})" if is_number(p) else "")
+        + f"; estimates, not bounds: Gaussian sum ε ≈ {_fmt(twin.get('gaussian_sum_epsilon'), 2)}, "
+        f"Andrew et al. ε ≈ {_fmt(twin.get('andrew_epsilon'), 2)}"
+    )
 
 
 def _attack_table() -> Table:
@@ -104,8 +117,14 @@ def results_summary_table(results: dict[str, Any]) -> Group:
             )
         twin = target.get("whitebox_one_run")
         if isinstance(twin, dict):  # row family "white-box one-run": a twin with canaries, every iterate
-            table.add_row("canary clients 1-run" if _is_canary_clients(twin) else "white-box 1-run", "—", "—", "—", "—",
-                          _fmt(twin.get("steinke_epsilon"), 2))
+            table.add_row(
+                "canary clients 1-run" if _is_canary_clients(twin) else "white-box 1-run",
+                "—",
+                "—",
+                "—",
+                "—",
+                _fmt(twin.get("steinke_epsilon"), 2),
+            )
         blocks += [_line(""), _target_header(target, accountant, subject_status(verdict, f"targets[{index}]")), table]
         if isinstance(twin, dict):
             blocks.append(_line(_twin_line(twin), style="dim"))
@@ -125,9 +144,12 @@ def synthetic_summary_table(results: dict[str, Any]) -> Group | None:
         for column in ("DCR share (95% CI)", "NNDR p10", "distance-MIA AUC", "ε LB CP"):
             table.add_column(column, justify="right", overflow="fold")
         lo, hi = (get(entry, "dcr", "dcr_share_ci") or [None, None])[:2]
-        table.add_row(f"{_fmt(get(entry, 'dcr', 'dcr_share'))} ({_fmt(lo, 2)}–{_fmt(hi, 2)})",
-                      _fmt(get(entry, "nndr", "p10")), _fmt(get(entry, "mia", "auc")),
-                      _fmt(get(entry, "mia", "epsilon_lb", "clopper_pearson"), 2))
+        table.add_row(
+            f"{_fmt(get(entry, 'dcr', 'dcr_share'))} ({_fmt(lo, 2)}–{_fmt(hi, 2)})",
+            _fmt(get(entry, "nndr", "p10")),
+            _fmt(get(entry, "mia", "auc")),
+            _fmt(get(entry, "mia", "epsilon_lb", "clopper_pearson"), 2),
+        )
         blocks += [_line(""), header, table]
     return Group(*blocks)
 
@@ -144,18 +166,26 @@ def synthetic_risks_table(results: dict[str, Any]) -> Group | None:
     entries = [e for e in results.get("synthetic") or [] if isinstance(e, dict) and isinstance(e.get("risks"), dict)]
     if not entries:
         return None
-    blocks: list[Any] = [_line("synthetic data: re-identification risks vs the holdout (! = flagged)",
-                              style="bold underline")]
+    blocks: list[Any] = [
+        _line("synthetic data: re-identification risks vs the holdout (! = flagged)", style="bold underline")
+    ]
     for entry in entries:
         risks = entry["risks"]
         inference = [r for r in risks.get("inference") or [] if isinstance(r, dict) and is_number(r.get("value"))]
         worst = max(inference, key=lambda r: r["value"], default=None)
-        header = _line(f"{entry.get('generator')} · ε {claimed_epsilon_text(entry)}"
-                      + (f" · worst inferred column: {worst.get('secret')}" if worst else ""), style="bold")
+        header = _line(
+            f"{entry.get('generator')} · ε {claimed_epsilon_text(entry)}"
+            + (f" · worst inferred column: {worst.get('secret')}" if worst else ""),
+            style="bold",
+        )
         table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, padding=(0, 1))
         for column in ("singling out", "linkability", "inference", "DCR vs random"):
             table.add_column(column, justify="right", overflow="fold")
-        table.add_row(_risk_cell(risks.get("singling_out")), _risk_cell(risks.get("linkability")), _risk_cell(worst),
-                      _fmt(get(risks, "dcr_baseline_protection", "score"), 2))
+        table.add_row(
+            _risk_cell(risks.get("singling_out")),
+            _risk_cell(risks.get("linkability")),
+            _risk_cell(worst),
+            _fmt(get(risks, "dcr_baseline_protection", "score"), 2),
+        )
         blocks += [_line(""), header, table]
     return Group(*blocks)

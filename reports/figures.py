@@ -5,6 +5,7 @@ it can neither cover a curve nor the title, and grows the figure instead of bein
 PNG records where its legends and plotting areas ended up (`FIGURE_LAYOUT_KEY`, fractions of the
 image), which the report carries along and its layout test checks in a real browser.
 """
+
 from __future__ import annotations
 
 import json
@@ -44,13 +45,19 @@ def _save(fig: plt.Figure, path: Path) -> Path:
     width, height = fig.bbox.width, fig.bbox.height
 
     def fractions(box) -> list[float]:
-        return [round(box.x0 / width, 4), round(1 - box.y1 / height, 4),
-                round(box.x1 / width, 4), round(1 - box.y0 / height, 4)]
+        return [
+            round(box.x0 / width, 4),
+            round(1 - box.y1 / height, 4),
+            round(box.x1 / width, 4),
+            round(1 - box.y0 / height, 4),
+        ]
 
     legends = list(fig.legends) + [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None]
-    layout = {"legends": [fractions(legend.get_window_extent(renderer)) for legend in legends],
-              "axes": [fractions(ax.get_window_extent(renderer)) for ax in fig.axes if ax.get_visible()],
-              "labels": [fractions(text.get_window_extent(renderer)) for ax in fig.axes for text in ax.texts]}
+    layout = {
+        "legends": [fractions(legend.get_window_extent(renderer)) for legend in legends],
+        "axes": [fractions(ax.get_window_extent(renderer)) for ax in fig.axes if ax.get_visible()],
+        "labels": [fractions(text.get_window_extent(renderer)) for ax in fig.axes for text in ax.texts],
+    }
     fig.savefig(path, dpi=_DPI, metadata={FIGURE_LAYOUT_KEY: json.dumps(layout)})
     plt.close(fig)
     return Path(path)
@@ -96,16 +103,28 @@ def plot_roc_panels(panels: Sequence[tuple[str, Sequence[RocCurve]]], path: Path
     n = max(1, len(panels))
     columns = min(3, n)
     rows = math.ceil(n / columns)
-    fig, axes = plt.subplots(rows, columns, figsize=(3.4 * columns + 1.2, 3.0 * rows + 0.6), layout="constrained",
-                             sharex=True, sharey=True, squeeze=False)
+    fig, axes = plt.subplots(
+        rows,
+        columns,
+        figsize=(3.4 * columns + 1.2, 3.0 * rows + 0.6),
+        layout="constrained",
+        sharex=True,
+        sharey=True,
+        squeeze=False,
+    )
     names = list(dict.fromkeys(curve.label for _, curves in panels for curve in curves))
     colours = {name: plt.cm.tab10(i % 10) for i, name in enumerate(names)}
     for ax, (panel_title, curves) in zip(axes.flat, panels):
         for curve in curves:
-            ax.plot(np.clip(curve.fpr, _FLOOR, 1), np.clip(curve.tpr, _FLOOR, 1), lw=1.3,
-                    color=colours[curve.label], label=curve.label)
+            ax.plot(
+                np.clip(curve.fpr, _FLOOR, 1),
+                np.clip(curve.tpr, _FLOOR, 1),
+                lw=1.3,
+                color=colours[curve.label],
+                label=curve.label,
+            )
         _roc_axes(ax, panel_title)
-    for ax in list(axes.flat)[len(panels):]:
+    for ax in list(axes.flat)[len(panels) :]:
         ax.set_visible(False)
     fig.supxlabel("false positive rate", fontsize=10)
     fig.supylabel("true positive rate", fontsize=10)
@@ -141,16 +160,18 @@ def plot_empirical_vs_accountant(
     top = max(max(finite), max(empirical_lb, default=0.0)) * 1.1 + 0.1
     line = ax.plot([0, top], [0, top], ls="--", color="grey", lw=1)[0]
     points = ax.scatter(accountant_eps, empirical_lb, zorder=3, color="tab:red")
-    for (x, y, text), offset in zip(zip(accountant_eps, empirical_lb, labels),
-                                    _label_offsets(list(accountant_eps), list(empirical_lb), top)):
+    for (x, y, text), offset in zip(
+        zip(accountant_eps, empirical_lb, labels), _label_offsets(list(accountant_eps), list(empirical_lb), top)
+    ):
         ax.annotate(text, (x, y), textcoords="offset points", xytext=offset, fontsize=8)
     ax.set_xlim(0, top)
     ax.set_ylim(0, top)
     ax.set_xlabel("accountant ε (theoretical upper bound)")
     ax.set_ylabel("empirical ε lower bound")
     ax.set_title("Empirical vs accountant ε")
-    _legend_below(fig, [line, points], ["y = x (lower bound = accountant ε)", "target (above the line = violation)"],
-                  columns=1)
+    _legend_below(
+        fig, [line, points], ["y = x (lower bound = accountant ε)", "target (above the line = violation)"], columns=1
+    )
     return _save(fig, path)
 
 
@@ -184,15 +205,20 @@ def plot_synthetic_summary(entries: Sequence[dict], path: Path) -> Path:
     """DCR share, NNDR p10 and distance-MIA AUC per generator against its ε (∞ at the right)."""
     finite = [e["epsilon_target"] for e in entries if e.get("epsilon_target") is not None]
     inf_x = max(finite) * 2 if finite else 1.0
-    panels = (("DCR share (0.5 ideal)", lambda e: e["dcr"]["dcr_share"], 0.5),
-              ("NNDR p10 (0 = copies)", lambda e: e["nndr"]["p10"], None),
-              ("distance-MIA AUC (0.5 ideal)", lambda e: e["mia"]["auc"], 0.5))
+    panels = (
+        ("DCR share (0.5 ideal)", lambda e: e["dcr"]["dcr_share"], 0.5),
+        ("NNDR p10 (0 = copies)", lambda e: e["nndr"]["p10"], None),
+        ("distance-MIA AUC (0.5 ideal)", lambda e: e["mia"]["auc"], 0.5),
+    )
     fig, axes = plt.subplots(1, 3, figsize=(12, 4.0), layout="constrained")
     generators = list(dict.fromkeys(e["generator"] for e in entries))
     for ax, (title, value, ideal) in zip(axes, panels):
         for generator in generators:
-            rows = sorted((inf_x if e.get("epsilon_target") is None else e["epsilon_target"], value(e))
-                          for e in entries if e["generator"] == generator)
+            rows = sorted(
+                (inf_x if e.get("epsilon_target") is None else e["epsilon_target"], value(e))
+                for e in entries
+                if e["generator"] == generator
+            )
             ax.plot([x for x, _ in rows], [y for _, y in rows], marker="o", label=generator)
         if ideal is not None:
             ax.axhline(ideal, ls=":", color="grey", lw=1)

@@ -70,7 +70,9 @@ def _collect_figures(
     for stem in ("empirical_vs_accountant", "privacy_utility"):
         title, caption = _FIGURE_TEXT[stem]
         if stem in by_stem:
-            summary.append(_Figure(title, caption, read_run_file(run_dir, by_stem[stem], magic=PNG_MAGIC), "run folder"))
+            summary.append(
+                _Figure(title, caption, read_run_file(run_dir, by_stem[stem], magic=PNG_MAGIC), "run folder")
+            )
             used.add(stem)
             continue
         if redrawn is None:
@@ -90,16 +92,27 @@ def _collect_figures(
     for path in sorted((p for p in available if p.stem.startswith("roc_eps_")), key=_figure_sort_key):
         tag = path.stem.removeprefix("roc_eps_")
         label = "∞" if tag == "inf" else tag
-        per_target.append(_Figure(f"ROC, ε = {label}", "Every attack on this target.", read_run_file(run_dir, path, magic=PNG_MAGIC),
-                                  "run folder"))
+        per_target.append(
+            _Figure(
+                f"ROC, ε = {label}",
+                "Every attack on this target.",
+                read_run_file(run_dir, path, magic=PNG_MAGIC),
+                "run folder",
+            )
+        )
         used.add(path.stem)
     synthetic = []
     for path in (p for p in available if p.stem.startswith("synthetic_")):
         title = path.stem.removeprefix("synthetic_").replace("_", " ")
-        synthetic.append(_Figure(f"Synthetic data: {title}", "", read_run_file(run_dir, path, magic=PNG_MAGIC), "run folder"))
+        synthetic.append(
+            _Figure(f"Synthetic data: {title}", "", read_run_file(run_dir, path, magic=PNG_MAGIC), "run folder")
+        )
         used.add(path.stem)
-    others = [_Figure(p.stem.replace("_", " "), "", read_run_file(run_dir, p, magic=PNG_MAGIC), "run folder") for p in available
-              if p.stem not in used]
+    others = [
+        _Figure(p.stem.replace("_", " "), "", read_run_file(run_dir, p, magic=PNG_MAGIC), "run folder")
+        for p in available
+        if p.stem not in used
+    ]
     groups = [
         ("Summary", 2, summary),
         ("ROC of every target", 1, every_roc),
@@ -123,19 +136,30 @@ def _redraw_from_results(results: dict[str, Any]) -> dict[str, bytes]:
 
     out: dict[str, bytes] = {}
     with tempfile.TemporaryDirectory(prefix="privacy-audit-figures-") as tmp:
-        private = [t for t in targets if t.get("epsilon_target") is not None
-                   and _is_number(t.get("epsilon_accountant")) and _is_number(t.get("epsilon_lb_best"))]
+        private = [
+            t
+            for t in targets
+            if t.get("epsilon_target") is not None
+            and _is_number(t.get("epsilon_accountant"))
+            and _is_number(t.get("epsilon_lb_best"))
+        ]
         if private:
             path = plot_empirical_vs_accountant(
-                [t["epsilon_accountant"] for t in private], [t["epsilon_lb_best"] for t in private],
-                [epsilon_label(t["epsilon_target"]) for t in private], Path(tmp) / "empirical_vs_accountant.png",
+                [t["epsilon_accountant"] for t in private],
+                [t["epsilon_lb_best"] for t in private],
+                [epsilon_label(t["epsilon_target"]) for t in private],
+                Path(tmp) / "empirical_vs_accountant.png",
             )
             out["empirical_vs_accountant"] = path.read_bytes()
-        usable = [t for t in targets if _is_number(t.get("test_accuracy"))
-                  and any(_is_number(a.get("auc")) for a in t.get("attacks") or [])]
+        usable = [
+            t
+            for t in targets
+            if _is_number(t.get("test_accuracy")) and any(_is_number(a.get("auc")) for a in t.get("attacks") or [])
+        ]
         if usable:
             path = plot_privacy_utility(
-                [t.get("epsilon_target") for t in usable], [t["test_accuracy"] for t in usable],
+                [t.get("epsilon_target") for t in usable],
+                [t["test_accuracy"] for t in usable],
                 [max(a["auc"] for a in t["attacks"] if _is_number(a.get("auc"))) for t in usable],
                 Path(tmp) / "privacy_utility.png",
             )
@@ -177,6 +201,6 @@ def _figures_section(results: dict[str, Any], run_dir: Path | None) -> str:
                 f'<figure><img src="data:image/png;base64,{data}" alt="{_text(figure.title)}"{layout_attribute}>'
                 f"<figcaption><strong>{_text(figure.title)}.</strong>{caption}{source}</figcaption></figure>"
             )
-        out.append(f"<h3>{_text(heading)}</h3><div class=\"figures cols{columns}\">{''.join(items)}</div>")
+        out.append(f'<h3>{_text(heading)}</h3><div class="figures cols{columns}">{"".join(items)}</div>')
     out.append("</section>")
     return "".join(out)

@@ -50,14 +50,26 @@ def _reproducibility(results: dict[str, Any], run_dir: Path | None, results_json
     rows: list[tuple[str, str]] = []
     config_hash = _config_hash(results)
     if config_hash:
-        rows.append(("Config hash", f"<code>{_text(config_hash)}</code> <small>(sha256 of the resolved config, "
-                                    "as tagged on the MLflow parent run)</small>"))
-    digest = (hashlib.sha256(results_json).hexdigest() if results_json is not None
-              else _results_file_digest(results, run_dir))
+        rows.append(
+            (
+                "Config hash",
+                f"<code>{_text(config_hash)}</code> <small>(sha256 of the resolved config, "
+                "as tagged on the MLflow parent run)</small>",
+            )
+        )
+    digest = (
+        hashlib.sha256(results_json).hexdigest() if results_json is not None else _results_file_digest(results, run_dir)
+    )
     if digest:
         rows.append(("results.json SHA-256", f"<code>{digest}</code>"))
-    rows.append(("Git commit", f"<code>{_text(env.get('git_sha'))}</code>" if env.get("git_sha")
-                 else "unknown (not run from a git checkout)"))
+    rows.append(
+        (
+            "Git commit",
+            f"<code>{_text(env.get('git_sha'))}</code>"
+            if env.get("git_sha")
+            else "unknown (not run from a git checkout)",
+        )
+    )
     seeds = [f"config seed {_text(_get(results, 'config', 'seed'))}"]
     for target in results.get("targets") or []:
         if target.get("seed") is not None:
@@ -72,12 +84,20 @@ def _reproducibility(results: dict[str, Any], run_dir: Path | None, results_json
     rows.append(("Python / platform", f"{_text(env.get('python') or '—')} on {_text(env.get('platform') or '—')}"))
     packages = env.get("packages") or {}
     if packages:
-        rows.append(("Packages", ", ".join(f"{_text(k)} {_text(v if v is not None else 'not installed')}"
-                                           for k, v in packages.items())))
+        rows.append(
+            (
+                "Packages",
+                ", ".join(f"{_text(k)} {_text(v if v is not None else 'not installed')}" for k, v in packages.items()),
+            )
+        )
     if mlflow:
         rows.append(("MLflow tracking URI", f"<code>{_text(mlflow.get('tracking_uri'))}</code>"))
-        rows.append(("MLflow experiment / parent run",
-                     f"<code>{_text(mlflow.get('experiment_id'))}</code> / <code>{_text(mlflow.get('parent_run_id'))}</code>"))
+        rows.append(
+            (
+                "MLflow experiment / parent run",
+                f"<code>{_text(mlflow.get('experiment_id'))}</code> / <code>{_text(mlflow.get('parent_run_id'))}</code>",
+            )
+        )
         child_rows = []
         targets = results.get("targets") or []
         ids = list(mlflow.get("child_run_ids") or [])
@@ -94,8 +114,7 @@ def _reproducibility(results: dict[str, Any], run_dir: Path | None, results_json
             "<h3>Resolved configuration</h3>"
             f"<pre>{_text(yaml.safe_dump(results['config'], sort_keys=False, allow_unicode=True, default_flow_style=None))}</pre>"
         )
-    return (f'<section id="reproducibility"><h2>Reproducibility</h2><dl class="facts">{body}</dl>'
-            f"{config_yaml}</section>")
+    return f'<section id="reproducibility"><h2>Reproducibility</h2><dl class="facts">{body}</dl>{config_yaml}</section>'
 
 
 def _signoff() -> str:

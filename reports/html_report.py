@@ -10,9 +10,10 @@ run folder (re-rendering from a results.json alone) it redraws what results.json
 (empirical vs accountant ε, privacy-utility) with `reports.figures` and says which figures are
 missing.
 """
+
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -52,13 +53,13 @@ __all__ = ["render_html_report", "write_html_report"]
 REPORT_FILENAME = "report.html"
 
 
-
 # ---------------------------------------------------------------------------------------------
 # Public API
 
 
-def render_html_report(results: dict[str, Any], run_dir: Path | None = None, *, evaluation: Any = None,
-                       results_json: bytes | None = None) -> str:
+def render_html_report(
+    results: dict[str, Any], run_dir: Path | None = None, *, evaluation: Any = None, results_json: bytes | None = None
+) -> str:
     """The report page for `results` (a results.json dict) as one HTML string.
 
     `run_dir`: the run folder whose `figures/` PNGs are inlined (None: redraw what results.json
@@ -145,11 +146,8 @@ def _header(results: dict[str, Any], run_dir: Path | None) -> str:
         # A run renders its report while still in its hidden staging folder: show the final name.
         folder_name = run_dir.name.removeprefix(".").removesuffix(".partial")
         bits.append(f"run folder <code>{_text(folder_name)}</code>")
-    bits.append(f"rendered {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}")
-    return (
-        "<header><h1>Privacy audit report</h1>"
-        f'<p class="sub">{" · ".join(bits)}</p></header>'
-    )
+    bits.append(f"rendered {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}")
+    return f'<header><h1>Privacy audit report</h1><p class="sub">{" · ".join(bits)}</p></header>'
 
 
 # ---------------------------------------------------------------------------------------------
@@ -164,8 +162,11 @@ def _notes_section(results: dict[str, Any]) -> str:
     notes = [str(n) for n in results.get("notes") or []]
     if not notes:
         return ""
-    return ('<section id="run-notes"><h2>Warnings and notes from the run</h2><ul>'
-            + "".join(f"<li>{_text(n)}</li>" for n in notes) + "</ul></section>")
+    return (
+        '<section id="run-notes"><h2>Warnings and notes from the run</h2><ul>'
+        + "".join(f"<li>{_text(n)}</li>" for n in notes)
+        + "</ul></section>"
+    )
 
 
 def _method_notes(results: dict[str, Any]) -> str:
@@ -183,13 +184,15 @@ def _method_notes(results: dict[str, Any]) -> str:
     not_run = [n for n in ATTACKS if n not in names]  # every registered model attack
     not_run_text = ""
     if not_run:
-        not_run_text = ("<p>Not run in this audit: " + ", ".join(
-            f"{_text(n)} ({_text(citation(n))})" if citation(n) else _text(n) for n in not_run)
-                        + ". The bounds above hold for the attacks that were run; running more attacks can only raise "
-                        "the best lower bound, never lower it.</p>")
+        not_run_text = (
+            "<p>Not run in this audit: "
+            + ", ".join(f"{_text(n)} ({_text(citation(n))})" if citation(n) else _text(n) for n in not_run)
+            + ". The bounds above hold for the attacks that were run; running more attacks can only raise "
+            "the best lower bound, never lower it.</p>"
+        )
     return f"""<section id="methods"><h2>Method notes</h2>
 <h3>Attacks and their threat models</h3>
-<ul>{''.join(attack_items) or '<li>No attack was run.</li>'}</ul>{not_run_text}
+<ul>{"".join(attack_items) or "<li>No attack was run.</li>"}</ul>{not_run_text}
 <h3>What an empirical ε lower bound proves, and what it does not</h3>
 <p>A differentially private training procedure limits how well <em>any</em> attacker can tell whether a record
 was in the training set. Turning an attack's measured true- and false-positive rates into an ε gives a
@@ -233,5 +236,3 @@ to the attack's error rates. It <em>assumes</em> the mechanism's trade-off curve
 estimate, not a lower bound, and it never decides a verdict.</li>
 </ul>
 </section>"""
-
-

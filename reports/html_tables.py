@@ -31,7 +31,9 @@ def _overview(results: dict[str, Any]) -> str:
     targets = results.get("targets") or []
     confidence = _confidence(results)
     deltas = sorted({t.get("delta") for t in targets if _is_number(t.get("delta"))})
-    delta = deltas or ([_get(results, "config", "privacy", "delta")] if _get(results, "config", "privacy", "delta") else [])
+    delta = deltas or (
+        [_get(results, "config", "privacy", "delta")] if _get(results, "config", "privacy", "delta") else []
+    )
     rows = [
         ("Audit name", _text(_get(results, "config", "name"))),
         ("Data", _text(data.get("description")) or "—"),
@@ -45,8 +47,11 @@ def _overview(results: dict[str, Any]) -> str:
     rows += [
         ("Targets", ", ".join(_eps(t.get("epsilon_target")) for t in targets) or "none"),
         ("Attacks", _text(", ".join(_attack_names(results))) or "none"),
-        ("Accountant", _text(_accountant(results) or "—") + " (the ε each claim is tested against); "
-                       "PLD (dp_accounting) as the tight reference"),
+        (
+            "Accountant",
+            _text(_accountant(results) or "—") + " (the ε each claim is tested against); "
+            "PLD (dp_accounting) as the tight reference",
+        ),
         ("δ", ", ".join(f"{d:g}" for d in delta if _is_number(d)) or "—"),
         ("Confidence", f"{_pct(confidence)} (one-sided lower bounds, two-sided AUC intervals)"),
         ("Claims", _text(counts_line(results.get("verdict") or {}))),
@@ -60,16 +65,21 @@ def _overview(results: dict[str, Any]) -> str:
 def _split_counts(data: dict[str, Any]) -> str:
     """Rows per split, written so the numbers add up: the training set is not a fourth split but the
     candidates whose coin came up heads (the rest of the candidates are the non-members)."""
-    parts = [(data.get("n_test"), "utility test"), (data.get("n_candidates"), "audit candidates"),
-             (data.get("n_pool"), "population pool")]
+    parts = [
+        (data.get("n_test"), "utility test"),
+        (data.get("n_candidates"), "audit candidates"),
+        (data.get("n_pool"), "population pool"),
+    ]
     total = data.get("n_rows")
     listed = " + ".join(f"{_num(n)} {name}" for n, name in parts if n is not None)
     adds_up = all(_is_number(n) for n, _ in parts) and _is_number(total) and sum(n for n, _ in parts) == total
     text = f"{_num(total)} total {'=' if adds_up else ':'} {listed}"
     n_train, n_candidates = data.get("n_train"), data.get("n_candidates")
     if _is_number(n_train) and _is_number(n_candidates):
-        text += (f"; the target trained on the {_num(n_train)} candidates whose coin came up heads (members), "
-                 f"the other {_num(n_candidates - n_train)} are its non-members")
+        text += (
+            f"; the target trained on the {_num(n_train)} candidates whose coin came up heads (members), "
+            f"the other {_num(n_candidates - n_train)} are its non-members"
+        )
     elif _is_number(n_train):
         text += f"; {_num(n_train)} training rows"
     return text
@@ -78,8 +88,9 @@ def _split_counts(data: dict[str, Any]) -> str:
 def _targets_table(results: dict[str, Any]) -> str:
     targets = results.get("targets") or []
     if not targets:
-        return ('<section id="targets"><h2>Results per target ε</h2>'
-                "<p>No trained targets in these results.</p></section>")
+        return (
+            '<section id="targets"><h2>Results per target ε</h2><p>No trained targets in these results.</p></section>'
+        )
     accountant = _accountant(results) or "accountant"
     confidence = _confidence(results)
     head = [
@@ -91,7 +102,7 @@ def _targets_table(results: dict[str, Any]) -> str:
         "<th>claim</th>",
         '<th class="num">test accuracy</th>',
     ]
-    head.append('<th>attacks<br><small>AUC (CI) · TPR at 0.1 % FPR</small></th>')
+    head.append("<th>attacks<br><small>AUC (CI) · TPR at 0.1 % FPR</small></th>")
     rows = []
     verdict = results.get("verdict") or {}
     for index, target in enumerate(targets):
@@ -107,7 +118,9 @@ def _targets_table(results: dict[str, Any]) -> str:
             best += f"<br><small>{_text(method)}</small>"
         word_here = subject_status(verdict, f"targets[{index}]")
         badge = {"refuted": "fail", "held": "pass", "no DP claim · LEAKS": "fail"}.get(word_here)
-        violation = f'<span class="badge {badge}">{_text(word_here)}</span>' if badge else f"<small>{_text(word_here)}</small>"
+        violation = (
+            f'<span class="badge {badge}">{_text(word_here)}</span>' if badge else f"<small>{_text(word_here)}</small>"
+        )
         cells = [
             f"<td><strong>{_eps(target.get('epsilon_target'))}</strong></td>",
             f'<td class="num">{_num(eps_acc)}</td>',
@@ -121,7 +134,7 @@ def _targets_table(results: dict[str, Any]) -> str:
         rows.append("<tr>" + "".join(cells) + "</tr>")
     return (
         '<section id="targets"><h2>Results per target ε</h2>'
-        f"<table class=\"targets\"><thead><tr>{''.join(head)}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+        f'<table class="targets"><thead><tr>{"".join(head)}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
         '<p class="caption">Best ε lower bound: the largest Clopper-Pearson or one-run bound over all attacks '
         "(the GDP estimate is never used). Claim: <em>held</em> = tested by a check with power against it (proven, "
         "measured or a positive control) and not refuted; <em>not refuted</em> = tested only by checks that cannot "
@@ -138,7 +151,7 @@ def _twin_accuracy(target: dict[str, Any]) -> str:
     twin = target.get("whitebox_one_run")
     if not isinstance(twin, dict):
         return ""
-    return f'<br><small>{_num(twin.get("test_accuracy_with_canaries"))} with {_text(twin.get("m"))} canaries</small>'
+    return f"<br><small>{_num(twin.get('test_accuracy_with_canaries'))} with {_text(twin.get('m'))} canaries</small>"
 
 
 def _whitebox_cell(target: dict[str, Any]) -> str:
@@ -148,15 +161,16 @@ def _whitebox_cell(target: dict[str, Any]) -> str:
         return ""
     p_value = f"{float(twin['p_value']):.2g}" if _is_number(twin.get("p_value")) else "—"
     if str(twin.get("family") or "").startswith("canary clients"):  # the federated job's twin federation
-        what = f'canary clients (one-run) ({_text(twin.get("m"))} canary clients in a twin federation, every round)'
+        what = f"canary clients (one-run) ({_text(twin.get('m'))} canary clients in a twin federation, every round)"
     else:
-        what = (f'white-box one-run ({_text(twin.get("m"))} {_text(twin.get("kind"))} canaries in a twin, every '
-                f'iterate)')
-    return (f'<p><small>{what}: Steinke et al. ε ≥ {_num(twin.get("steinke_epsilon"), 2)}; f-DP test '
-            f'{"refutes" if twin.get("fdp_refuted") else "does not refute"} the claim\'s curve; p = '
-            f'{_text(p_value)}; '
-            f'estimates (not bounds): Gaussian sum ε ≈ {_num(twin.get("gaussian_sum_epsilon"), 2)}, Andrew et al. '
-            f'ε ≈ {_num(twin.get("andrew_epsilon"), 2)}</small></p>')
+        what = f"white-box one-run ({_text(twin.get('m'))} {_text(twin.get('kind'))} canaries in a twin, every iterate)"
+    return (
+        f"<p><small>{what}: Steinke et al. ε ≥ {_num(twin.get('steinke_epsilon'), 2)}; f-DP test "
+        f"{'refutes' if twin.get('fdp_refuted') else 'does not refute'} the claim's curve; p = "
+        f"{_text(p_value)}; "
+        f"estimates (not bounds): Gaussian sum ε ≈ {_num(twin.get('gaussian_sum_epsilon'), 2)}, Andrew et al. "
+        f"ε ≈ {_num(twin.get('andrew_epsilon'), 2)}</small></p>"
+    )
 
 
 def _attack_cell(attacks: list[dict[str, Any]]) -> str:
@@ -171,9 +185,9 @@ def _attack_cell(attacks: list[dict[str, Any]]) -> str:
         if top is not None and attack.get("auc") == top:
             auc = f"<strong>{auc}</strong>"
         rows.append(
-            f"<tr><td>{_text(attack.get('name'))}</td><td class=\"num\">{auc}</td>"
-            f"<td class=\"num\"><small>({_ci(attack.get('auc_ci'), 2)})</small></td>"
-            f"<td class=\"num\">{_num(_tpr(attack, 0.001), 4)}</td></tr>"
+            f'<tr><td>{_text(attack.get("name"))}</td><td class="num">{auc}</td>'
+            f'<td class="num"><small>({_ci(attack.get("auc_ci"), 2)})</small></td>'
+            f'<td class="num">{_num(_tpr(attack, 0.001), 4)}</td></tr>'
         )
     return f'<table class="inner">{"".join(rows)}</table>'
 
@@ -182,11 +196,13 @@ def _attack_details(results: dict[str, Any]) -> str:
     targets = results.get("targets") or []
     if not any(t.get("attacks") for t in targets):
         return ""
-    head = ("<tr><th>target ε</th><th>attack</th><th class=\"num\">AUC (CI)</th><th class=\"num\">TPR@0.1%</th>"
-            "<th class=\"num\">TPR@1%</th><th class=\"num\">TPR@10%</th><th class=\"num\">advantage<br>"
-            "<small>bound under DP</small></th><th class=\"num\">ε LB<br><small>Clopper-Pearson</small></th>"
-            "<th class=\"num\">ε LB<br><small>one run</small></th><th class=\"num\">GDP ε<br><small>estimate†"
-            "</small></th><th class=\"num\">members / non-members</th></tr>")
+    head = (
+        '<tr><th>target ε</th><th>attack</th><th class="num">AUC (CI)</th><th class="num">TPR@0.1%</th>'
+        '<th class="num">TPR@1%</th><th class="num">TPR@10%</th><th class="num">advantage<br>'
+        '<small>bound under DP</small></th><th class="num">ε LB<br><small>Clopper-Pearson</small></th>'
+        '<th class="num">ε LB<br><small>one run</small></th><th class="num">GDP ε<br><small>estimate†'
+        '</small></th><th class="num">members / non-members</th></tr>'
+    )
     rows = []
     for target in targets:
         for attack in target.get("attacks") or []:
@@ -201,8 +217,10 @@ def _attack_details(results: dict[str, Any]) -> str:
                 one_run += "".join(f"<br><small>{_text(k)}: {_num(v, 2)}</small>" for k, v in extra.items())
             fdp = attack.get("fdp_one_run")
             if isinstance(fdp, dict):  # shown beside Steinke et al.'s bound, which decides (stats helper)
-                one_run += (f"<br><small>f-DP one run: {_num(fdp.get('epsilon_gdp'), 2)} "
-                            "(assumes a Gaussian trade-off curve; shown only)</small>")
+                one_run += (
+                    f"<br><small>f-DP one run: {_num(fdp.get('epsilon_gdp'), 2)} "
+                    "(assumes a Gaussian trade-off curve; shown only)</small>"
+                )
             rows.append(
                 f"<tr><td>{_eps(target.get('epsilon_target'))}</td><td>{_text(attack.get('name'))}</td>"
                 f'<td class="num">{_num(attack.get("auc"))}<br><small>({_ci(attack.get("auc_ci"), 3)})</small></td>'
@@ -217,7 +235,7 @@ def _attack_details(results: dict[str, Any]) -> str:
             )
     return (
         '<section id="attacks"><h2>Attack details</h2>'
-        f"<div class=\"scroll\"><table><thead>{head}</thead><tbody>{''.join(rows)}</tbody></table></div>"
+        f'<div class="scroll"><table><thead>{head}</thead><tbody>{"".join(rows)}</tbody></table></div>'
         '<p class="caption">Advantage: max over thresholds of TPR − FPR; under (ε, δ)-DP it cannot exceed '
         "(e^ε − 1 + 2δ)/(e^ε + 1). † The GDP number assumes the mechanism's trade-off curve is Gaussian: it is an "
         "estimate, not a lower bound, and never decides a verdict.</p></section>"
@@ -233,11 +251,13 @@ def _training_table(results: dict[str, Any]) -> str:
         for key in target.get("epsilon") or {}:
             if key not in accountants:
                 accountants.append(str(key))
-    head = ("<tr><th>target ε</th><th class=\"num\">σ<br><small>noise multiplier</small></th>"
-            "<th class=\"num\">q<br><small>sample rate</small></th><th class=\"num\">T<br><small>steps</small></th>"
-            "<th class=\"num\">C<br><small>clip norm</small></th><th>Poisson sampling</th><th class=\"num\">δ</th>"
-            + "".join(f'<th class="num">{_text(a)} ε</th>' for a in accountants)
-            + "<th class=\"num\">seed</th><th class=\"num\">train time</th></tr>")
+    head = (
+        '<tr><th>target ε</th><th class="num">σ<br><small>noise multiplier</small></th>'
+        '<th class="num">q<br><small>sample rate</small></th><th class="num">T<br><small>steps</small></th>'
+        '<th class="num">C<br><small>clip norm</small></th><th>Poisson sampling</th><th class="num">δ</th>'
+        + "".join(f'<th class="num">{_text(a)} ε</th>' for a in accountants)
+        + '<th class="num">seed</th><th class="num">train time</th></tr>'
+    )
     rows = []
     for target in targets:
         poisson = target.get("poisson_sampling")
@@ -283,13 +303,18 @@ def _synthetic_section(results: dict[str, Any]) -> str:
             auc += f" <small>({_ci(mia.get('auc_ci'), 2)})</small>"
         flags = [f for f in entry.get("flags") or [] if isinstance(f, dict)]
         if "passed" in entry or flags:
-            status = ('<span class="badge fail">flagged</span>' if flags or entry.get("passed") is False
-                      else '<span class="badge pass">no flag</span>')
+            status = (
+                '<span class="badge fail">flagged</span>'
+                if flags or entry.get("passed") is False
+                else '<span class="badge pass">no flag</span>'
+            )
         else:
             status = "—"
         for flag in flags:
-            flag_items.append(f"<li><strong>{_text(generator)}</strong> ({_text(flag.get('check') or 'check')}): "
-                              f"{_text(flag.get('message'))}</li>")
+            flag_items.append(
+                f"<li><strong>{_text(generator)}</strong> ({_text(flag.get('check') or 'check')}): "
+                f"{_text(flag.get('message'))}</li>"
+            )
         rows.append(
             f"<tr><td>{_text(generator)}</td><td>{_text(claimed_epsilon_text(entry))}</td>"
             f'<td class="num">{_num(nndr.get("p10"))} / {_num(nndr.get("median"))}</td>'
@@ -301,10 +326,10 @@ def _synthetic_section(results: dict[str, Any]) -> str:
     flags_html = f"<h3>Flags</h3><ul>{''.join(flag_items)}</ul>" if flag_items else ""
     return (
         '<section id="synthetic"><h2>Synthetic data</h2>'
-        "<table><thead><tr><th>generator</th><th>ε</th><th class=\"num\">NNDR<br><small>p10 / median</small></th>"
-        "<th class=\"num\">DCR share (CI)</th><th class=\"num\">exact matches</th>"
-        "<th class=\"num\">median DCR<br><small>train / holdout</small></th><th class=\"num\">distance-MIA AUC (CI)"
-        "</th><th class=\"num\">TPR@0.1%</th><th class=\"num\">ε LB<br><small>sound</small></th><th>flags</th>"
+        '<table><thead><tr><th>generator</th><th>ε</th><th class="num">NNDR<br><small>p10 / median</small></th>'
+        '<th class="num">DCR share (CI)</th><th class="num">exact matches</th>'
+        '<th class="num">median DCR<br><small>train / holdout</small></th><th class="num">distance-MIA AUC (CI)'
+        '</th><th class="num">TPR@0.1%</th><th class="num">ε LB<br><small>sound</small></th><th>flags</th>'
         f"</tr></thead><tbody>{''.join(rows)}</tbody></table>"
         '<p class="caption">DCR share: fraction of synthetic rows strictly closer to a training row than to any '
         "holdout row (holdout as large as train); a generator that does not copy gives about 0.5 (less half the "

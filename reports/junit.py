@@ -9,6 +9,7 @@ Figures that decide nothing (shown-only checks, the leakage statement of a subje
 claim) are suite <properties>; where a leak fails the verdict (the user's own release, no `--allow-leak`) each leakage statement is a case too.
 Built with xml.etree.ElementTree, so names from user configs are escaped by the serializer.
 """
+
 from __future__ import annotations
 
 import math
@@ -58,47 +59,66 @@ def render_junit_xml(results: dict[str, Any], *, evaluation: Any = None) -> str:
         if status in ("untestable", "not_refuted"):  # skipped, with why: claim_line says ceiling / power
             message = claim_line(claim) + (f" — {message}" if message else "")
         outcome = {"held": "pass", "refuted": "fail", "untestable": "skip", "not_refuted": "skip"}.get(status, "skip")
-        detail = (f"claim: {claim.get('claim')}\nstatus: {status}\np-value: {_value(claim.get('p_value'))}\n"
-                  f"checks: {', '.join(map(str, claim.get('checks') or []))}\n")
+        detail = (
+            f"claim: {claim.get('claim')}\nstatus: {status}\np-value: {_value(claim.get('p_value'))}\n"
+            f"checks: {', '.join(map(str, claim.get('checks') or []))}\n"
+        )
         cases.append((str(claim.get("claim")), outcome, message, detail))
     # A policy's rules are their own test cases, after the claims: failed fails, not applicable is skipped.
     for rule in (r for r in verdict.get("rules") or [] if isinstance(r, dict)):
         rule_status = str(rule.get("status"))
-        name = f"policy rule {rule.get('rule')}: {rule.get('subject')}" + (f", attack {rule['attack']}"
-                                                                          if rule.get("attack") else "")
-        detail = (f"rule: {rule.get('rule')}\nstatus: {rule_status_word(rule_status)}\n"
-                  f"figure: {_value(rule.get('figure'))}\nthreshold: {_value(rule.get('threshold'))}\n")
-        cases.append((name, {"passed": "pass", "failed": "fail"}.get(rule_status, "skip"),
-                       rule_line(rule), detail))
+        name = f"policy rule {rule.get('rule')}: {rule.get('subject')}" + (
+            f", attack {rule['attack']}" if rule.get("attack") else ""
+        )
+        detail = (
+            f"rule: {rule.get('rule')}\nstatus: {rule_status_word(rule_status)}\n"
+            f"figure: {_value(rule.get('figure'))}\nthreshold: {_value(rule.get('threshold'))}\n"
+        )
+        cases.append((name, {"passed": "pass", "failed": "fail"}.get(rule_status, "skip"), rule_line(rule), detail))
     for entry in leak_cases:
-        cases.append((f"no DP claim: {entry.get('label') or entry.get('subject')} (leak check of your own release)",
-                      "fail" if entry.get("status") == "leaks" else "pass", str(entry.get("statement")), ""))
+        cases.append(
+            (
+                f"no DP claim: {entry.get('label') or entry.get('subject')} (leak check of your own release)",
+                "fail" if entry.get("status") == "leaks" else "pass",
+                str(entry.get("statement")),
+                "",
+            )
+        )
     if verdict.get("status") == "fail" and not any(c[1] == "fail" for c in cases):
         reasons = "; ".join(dict.fromkeys(map(str, verdict.get("reasons") or []))) or "the verdict failed"
         cases.append(("verdict: " + str(verdict.get("decided_by") or "built-in checks"), "fail", reasons, ""))
     failures = sum(1 for c in cases if c[1] == "fail")
     skipped = sum(1 for c in cases if c[1] == "skip")
-    totals = {"tests": str(len(cases)), "failures": str(failures), "errors": "0", "skipped": str(skipped),
-              "time": "0"}
+    totals = {"tests": str(len(cases)), "failures": str(failures), "errors": "0", "skipped": str(skipped), "time": "0"}
     root = ET.Element("testsuites", {"name": "privacy-audit", **totals})
     decided_by = str(verdict.get("decided_by") or "built-in checks")
     suite = ET.SubElement(root, "testsuite", {"name": f"{_SUITE}: {decided_by}", **totals})
     properties = ET.SubElement(suite, "properties")
     status = str(verdict.get("status"))
-    for name, value in (("verdict", status), ("headline", status_word(status, verdict)), ("decided_by", decided_by),
-                        ("passed", str(status == "pass").lower()),
-                        ("claims", counts_line({**verdict, "claims": claims})),
-                        ("family_wise_error", (verdict.get("family_wise_error") or {}).get("statement", ""))):
+    for name, value in (
+        ("verdict", status),
+        ("headline", status_word(status, verdict)),
+        ("decided_by", decided_by),
+        ("passed", str(status == "pass").lower()),
+        ("claims", counts_line({**verdict, "claims": claims})),
+        ("family_wise_error", (verdict.get("family_wise_error") or {}).get("statement", "")),
+    ):
         ET.SubElement(properties, "property", {"name": name, "value": str(value)})
     if verdict.get("policy"):
         ET.SubElement(properties, "property", {"name": "policy", "value": str(verdict["policy"])})
     for i, entry in enumerate(leakage):
-        ET.SubElement(properties, "property", {"name": f"leakage.{i:02d}",
-                                               "value": f"{entry.get('status')}: {entry.get('statement')}"})
+        ET.SubElement(
+            properties,
+            "property",
+            {"name": f"leakage.{i:02d}", "value": f"{entry.get('status')}: {entry.get('statement')}"},
+        )
     shown = [c for c in verdict.get("checks") or [] if isinstance(c, dict) and c.get("outcome") == "shown"]
     for i, check in enumerate(shown):
-        ET.SubElement(properties, "property", {"name": f"shown.{i:02d}",
-                                               "value": f"shown only, decides nothing: {check.get('message')}"})
+        ET.SubElement(
+            properties,
+            "property",
+            {"name": f"shown.{i:02d}", "value": f"shown only, decides nothing: {check.get('message')}"},
+        )
     for name, outcome, message, detail in cases:
         case = ET.SubElement(suite, "testcase", {"classname": "privacy_audit.verdict", "name": name, "time": "0"})
         if outcome == "fail":
@@ -119,13 +139,27 @@ def render_junit_xml(results: dict[str, Any], *, evaluation: Any = None) -> str:
 
 def _from_policy_evaluation(evaluation: Any) -> dict[str, Any]:
     """A policy evaluation as verdict rows: a failed rule fails, a not-applicable one is skipped."""
-    rows = [{"subject": c.target_label, "name": c.rule + (f" · {c.attack}" if c.attack else ""), "message": c.message,
-             "p_value": None, "assumption": "policy rule",
-             "outcome": "fail" if c.applicable and not c.passed else ("inconclusive" if not c.applicable else "pass")}
-            for c in evaluation.checks]
+    rows = [
+        {
+            "subject": c.target_label,
+            "name": c.rule + (f" · {c.attack}" if c.attack else ""),
+            "message": c.message,
+            "p_value": None,
+            "assumption": "policy rule",
+            "outcome": "fail" if c.applicable and not c.passed else ("inconclusive" if not c.applicable else "pass"),
+        }
+        for c in evaluation.checks
+    ]
     source = evaluation.policy_path or evaluation.policy_name
-    return {"verdict": {"status": "pass" if evaluation.passed else "fail", "passed": evaluation.passed,
-                        "decided_by": f"policy {source}", "policy": source, "checks": rows}}
+    return {
+        "verdict": {
+            "status": "pass" if evaluation.passed else "fail",
+            "passed": evaluation.passed,
+            "decided_by": f"policy {source}",
+            "policy": source,
+            "checks": rows,
+        }
+    }
 
 
 def write_junit_xml(results: dict[str, Any], path: Path, *, evaluation: Any = None) -> Path:

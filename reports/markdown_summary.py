@@ -4,6 +4,7 @@ Verdict line, one compact table row per target ε (and per synthetic entry), the
 GitHub renders HTML inside Markdown, so `&` and `<` in text from results are escaped (no tag can
 open) and `|` is escaped, so that a name can neither inject markup nor break the table.
 """
+
 from __future__ import annotations
 
 import math
@@ -11,13 +12,13 @@ from pathlib import Path
 from typing import Any
 
 from audit.machinery.run_directory import write_text_atomic
-from reports.results_access import confidence as _confidence
-from reports.results_access import get as _get
-from reports.results_access import tpr_at as _tpr
-from reports.results_access import subject_status
-from reports.synthetic_report import claimed_epsilon_text
 from audit.machinery.verdict import claim_sentence, extra_reasons, status_word
 from audit.machinery.verdict_words import counts_line, pass_caveat, rule_line
+from reports.results_access import confidence as _confidence
+from reports.results_access import get as _get
+from reports.results_access import subject_status
+from reports.results_access import tpr_at as _tpr
+from reports.synthetic_report import claimed_epsilon_text
 
 __all__ = ["render_summary_markdown", "write_summary_markdown"]
 
@@ -35,8 +36,10 @@ def render_summary_markdown(results: dict[str, Any], *, evaluation: Any = None) 
     caveat = pass_caveat(verdict) if status == "pass" else ""
     if caveat:
         lines[-1:] = [f"{_cell(caveat, table=False)} (its statement is below).", ""]
-    lines.append(f"Decided by: {_cell(verdict.get('decided_by') or ('policy ' + str(policy) if policy else 'built-in checks'))}"
-                 f" — {_cell(counts_line(verdict), table=False)}")
+    lines.append(
+        f"Decided by: {_cell(verdict.get('decided_by') or ('policy ' + str(policy) if policy else 'built-in checks'))}"
+        f" — {_cell(counts_line(verdict), table=False)}"
+    )
     statement = (verdict.get("family_wise_error") or {}).get("statement")
     if statement:
         lines.append(f"<sub>{_cell(statement, table=False)}</sub>")
@@ -66,12 +69,16 @@ def render_summary_markdown(results: dict[str, Any], *, evaluation: Any = None) 
                 row.append("—")
             else:
                 ci = top.get("auc_ci") or [None, None]
-                row.append(f"{_cell(top.get('name'))}: {_num(top.get('auc'))} ({_num(ci[0], 2)}–{_num(ci[1], 2)}) · "
-                           f"{_num(_tpr(top, 0.01), 3)}")
+                row.append(
+                    f"{_cell(top.get('name'))}: {_num(top.get('auc'))} ({_num(ci[0], 2)}–{_num(ci[1], 2)}) · "
+                    f"{_num(_tpr(top, 0.01), 3)}"
+                )
             if twins:
                 twin = twin_found if isinstance(twin_found := target.get("whitebox_one_run"), dict) else {}
-                row.append(_num(target.get("test_accuracy")) + (f" ({_num(twin.get('test_accuracy_with_canaries'))})"
-                                                                if twin else ""))
+                row.append(
+                    _num(target.get("test_accuracy"))
+                    + (f" ({_num(twin.get('test_accuracy_with_canaries'))})" if twin else "")
+                )
             word_here = subject_status(verdict, f"targets[{index}]")
             row.append(f"**{word_here}**" if word_here in ("refuted", "no DP claim · LEAKS") else word_here)
             lines.append("| " + " | ".join(row) + " |")
@@ -107,7 +114,9 @@ def render_summary_markdown(results: dict[str, Any], *, evaluation: Any = None) 
         lines.append("")
     rules = [r for r in verdict.get("rules") or [] if isinstance(r, dict)]
     if rules:  # a policy's rules: a list of their own, after the claims, never counted as claims
-        lines.append(f"**Policy rules** ({_cell(counts_line({'rules': rules}).split('; policy: ', 1)[-1], table=False)}):")
+        lines.append(
+            f"**Policy rules** ({_cell(counts_line({'rules': rules}).split('; policy: ', 1)[-1], table=False)}):"
+        )
         lines += [f"- {_cell(rule_line(r), table=False)}" for r in rules]
         lines.append("")
     leakage = [e for e in verdict.get("leakage") or [] if isinstance(e, dict)]
@@ -117,8 +126,13 @@ def render_summary_markdown(results: dict[str, Any], *, evaluation: Any = None) 
         lines.append("")
     reasons = extra_reasons(verdict)
     if reasons:
-        lines.append("**Why it fails:**" if status == "fail" else "**Why it is inconclusive:**" if status == "inconclusive"
-                     else "**Reasons:**")
+        lines.append(
+            "**Why it fails:**"
+            if status == "fail"
+            else "**Why it is inconclusive:**"
+            if status == "inconclusive"
+            else "**Reasons:**"
+        )
         lines += [f"- {_cell(reason, table=False)}" for reason in reasons]
         lines.append("")
     unit = _get(results, "data", "epsilon_unit")  # the text job says what one ε is about (person / document)
@@ -131,10 +145,12 @@ def render_summary_markdown(results: dict[str, Any], *, evaluation: Any = None) 
         lines.append("")
 
     confidence = _confidence(results)
-    foot = ["best ε LB: the one-run bound (proven for one model with coin-flip membership)"
-            + (f" at {100 * confidence:g} % confidence" if confidence else "")
-            + "; Clopper-Pearson over one model's candidates assumes independent trials and decides nothing"
-            + "; a bound of 0 is not a proof of privacy"]
+    foot = [
+        "best ε LB: the one-run bound (proven for one model with coin-flip membership)"
+        + (f" at {100 * confidence:g} % confidence" if confidence else "")
+        + "; Clopper-Pearson over one model's candidates assumes independent trials and decides nothing"
+        + "; a bound of 0 is not a proof of privacy"
+    ]
     sha = _get(results, "environment", "git_sha")
     if sha:
         foot.append(f"commit `{_cell(str(sha)[:12])}`")
@@ -153,7 +169,13 @@ def write_summary_markdown(results: dict[str, Any], path: Path, *, evaluation: A
 
 
 def _cell(value: Any, *, table: bool = True) -> str:
-    text = ("" if value is None else str(value)).replace("&", "&amp;").replace("<", "&lt;").replace("`", "'").replace("\n", " ")
+    text = (
+        ("" if value is None else str(value))
+        .replace("&", "&amp;")
+        .replace("<", "&lt;")
+        .replace("`", "'")
+        .replace("\n", " ")
+    )
     return text.replace("|", "\\|") if table else text
 
 
@@ -169,8 +191,3 @@ def _eps(value: Any) -> str:
     if value is None or (isinstance(value, float) and math.isinf(value)):
         return "∞"
     return f"{value:g}" if isinstance(value, (int, float)) else _cell(value)
-
-
-
-
-

@@ -1,4 +1,5 @@
 """Reading results.json dicts defensively, for every renderer (HTML, Markdown, JUnit)."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -42,8 +43,11 @@ def subject_status(verdict: dict[str, Any], subject: str) -> str:
     """The one word for a subject (`targets[i]`, `synthetic[i]`) the verdict judged: refuted /
     untestable here / not refuted / held from its claims (the weaker wins), or, without a DP claim, its leakage
     statement ("no DP claim · LEAKS"); "—" when the verdict says nothing about it."""
-    claims = [c for c in verdict.get("claims") or [] if isinstance(c, dict) and c.get("subject") == subject
-              and c.get("kind") != "policy rule"]
+    claims = [
+        c
+        for c in verdict.get("claims") or []
+        if isinstance(c, dict) and c.get("subject") == subject and c.get("kind") != "policy rule"
+    ]
     statuses = [c.get("status") for c in claims]
     for status in ("refuted", "untestable", "not_refuted", "held"):  # the weakest status speaks for the subject
         if status in statuses:

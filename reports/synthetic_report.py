@@ -4,6 +4,7 @@ The model template spoke of an accountant, "0 of 0 targets", coin-flip candidate
 sampling, none of which a user's synthetic table has. These sections say what was checked instead:
 the three tables, the claim (if any), the distance checks and what a flag means.
 """
+
 from __future__ import annotations
 
 import html
@@ -44,18 +45,37 @@ def synthetic_overview(results: dict[str, Any]) -> str:
     first = entries[0] if entries else {}
     rows = [
         ("Check", "synthetic-data release (synth-check)"),
-        ("Training table", f"<code>{_text(config.get('train'))}</code>, "
-                           f"{_number(get(first, 'dcr', 'n_train'))} rows"),
-        ("Holdout table", f"<code>{_text(config.get('holdout'))}</code>, "
-                          f"{_number(get(first, 'dcr', 'n_holdout'))} rows (same population, never seen by the generator)"),
-        ("Synthetic release", f"<code>{_text(config.get('synthetic'))}</code>, "
-                              f"{_number(get(first, 'dcr', 'n_synthetic'))} rows"),
-        ("Claimed ε", _text(claimed_epsilon_text(first)) + (f", δ {config['delta']:g}" if is_number(config.get("delta"))
-                                                            and is_number(first.get("epsilon_target")) else "")),
-        ("Train / holdout split", "by fair coin per row (declared: enables the one-run bound)"
-         if config.get("membership_randomized") else "not declared random: only the Clopper-Pearson bound is computed"),
-        ("Confidence", f"{get(first, 'dcr', 'confidence', default=0.95):.0%}"
-         if is_number(get(first, "dcr", "confidence", default=0.95)) else "—"),
+        ("Training table", f"<code>{_text(config.get('train'))}</code>, {_number(get(first, 'dcr', 'n_train'))} rows"),
+        (
+            "Holdout table",
+            f"<code>{_text(config.get('holdout'))}</code>, "
+            f"{_number(get(first, 'dcr', 'n_holdout'))} rows (same population, never seen by the generator)",
+        ),
+        (
+            "Synthetic release",
+            f"<code>{_text(config.get('synthetic'))}</code>, {_number(get(first, 'dcr', 'n_synthetic'))} rows",
+        ),
+        (
+            "Claimed ε",
+            _text(claimed_epsilon_text(first))
+            + (
+                f", δ {config['delta']:g}"
+                if is_number(config.get("delta")) and is_number(first.get("epsilon_target"))
+                else ""
+            ),
+        ),
+        (
+            "Train / holdout split",
+            "by fair coin per row (declared: enables the one-run bound)"
+            if config.get("membership_randomized")
+            else "not declared random: only the Clopper-Pearson bound is computed",
+        ),
+        (
+            "Confidence",
+            f"{get(first, 'dcr', 'confidence', default=0.95):.0%}"
+            if is_number(get(first, "dcr", "confidence", default=0.95))
+            else "—",
+        ),
     ]
     if config.get("target_column"):
         rows.append(("Utility (TSTR) column", f"<code>{_text(config['target_column'])}</code>"))

@@ -1,4 +1,5 @@
 """The text job's figure: canary exposure against how often the canary was in the training set."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence

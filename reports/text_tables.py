@@ -1,12 +1,14 @@
 """Text targets in tables: one row per target ε (utility, best attack, exposure by repetitions,
 extraction) and one row per (target ε, attack). Used by the console and the docs' tables
 (`python -m reports.text_tables RESULTS.json` prints them as Markdown)."""
+
 from __future__ import annotations
 
 import json
 import math
 import sys
 from typing import Any
+
 from reports.federated_tables import markdown_table  # noqa: F401  (one Markdown table writer)
 
 
@@ -27,9 +29,16 @@ def per_epsilon_rows(results: dict[str, Any]) -> tuple[tuple[str, ...], list[tup
     if not targets:
         return (), []
     reps = [e["repetitions"] for e in targets[0]["text"]["exposure"]]
-    headers = ("target ε", "accountant ε", "test perplexity", "best AUC", "ε lower bound (one-run)",
-               *[("exposure, controls" if r == 0 else f"exposure ×{r}") for r in reps],
-               "canaries extracted (greedy / beam)", "phones / addresses extracted (members)")
+    headers = (
+        "target ε",
+        "accountant ε",
+        "test perplexity",
+        "best AUC",
+        "ε lower bound (one-run)",
+        *[("exposure, controls" if r == 0 else f"exposure ×{r}") for r in reps],
+        "canaries extracted (greedy / beam)",
+        "phones / addresses extracted (members)",
+    )
     rows = []
     for t in targets:
         text = t["text"]
@@ -37,15 +46,19 @@ def per_epsilon_rows(results: dict[str, Any]) -> tuple[tuple[str, ...], list[tup
         inserted = [e for e in text["exposure"] if e["repetitions"]]
         n_inserted = sum(e["n_canaries"] for e in inserted)
         extraction = text["record_extraction"]
-        rows.append((
-            "∞" if t["epsilon_target"] is None else f"{t['epsilon_target']:g}",
-            _fmt(t["epsilon_accountant"]), _fmt(text["test_perplexity"], 1),
-            _fmt(max(a["auc"] for a in t["attacks"]), 3), _fmt(t["epsilon_lb_best"]),
-            *[_fmt(by_rep[r]["exposure_mean"], 1) for r in reps],
-            f"{sum(e['greedy_extracted'] for e in inserted)} / {sum(e['beam_extracted'] for e in inserted)} of {n_inserted}",
-            f"{extraction['phone']['members_recovered']} / {extraction['address']['members_recovered']} "
-            f"of {extraction['n_members']}",
-        ))
+        rows.append(
+            (
+                "∞" if t["epsilon_target"] is None else f"{t['epsilon_target']:g}",
+                _fmt(t["epsilon_accountant"]),
+                _fmt(text["test_perplexity"], 1),
+                _fmt(max(a["auc"] for a in t["attacks"]), 3),
+                _fmt(t["epsilon_lb_best"]),
+                *[_fmt(by_rep[r]["exposure_mean"], 1) for r in reps],
+                f"{sum(e['greedy_extracted'] for e in inserted)} / {sum(e['beam_extracted'] for e in inserted)} of {n_inserted}",
+                f"{extraction['phone']['members_recovered']} / {extraction['address']['members_recovered']} "
+                f"of {extraction['n_members']}",
+            )
+        )
     return headers, rows
 
 
@@ -55,9 +68,15 @@ def attack_rows(results: dict[str, Any]) -> tuple[tuple[str, ...], list[tuple[st
     for t in text_targets(results):
         for a in t["attacks"]:
             lo, hi = a["auc_ci"]
-            rows.append(("∞" if t["epsilon_target"] is None else f"{t['epsilon_target']:g}", a["name"],
-                         f"{a['auc']:.3f} ({lo:.2f}–{hi:.2f})", _fmt(a["tpr_at_fpr"]["0.01"], 3),
-                         _fmt(a["epsilon_lb"]["one_run"])))
+            rows.append(
+                (
+                    "∞" if t["epsilon_target"] is None else f"{t['epsilon_target']:g}",
+                    a["name"],
+                    f"{a['auc']:.3f} ({lo:.2f}–{hi:.2f})",
+                    _fmt(a["tpr_at_fpr"]["0.01"], 3),
+                    _fmt(a["epsilon_lb"]["one_run"]),
+                )
+            )
     return headers, rows
 
 
@@ -92,8 +111,10 @@ def text_console_tables(results: dict[str, Any]) -> list:
     from rich.table import Table
 
     tables = []
-    for title, (headers, rows) in (("Text targets: utility, exposure (bits) and extraction per ε", per_epsilon_rows(results)),
-                                   ("Text targets: membership attacks", attack_rows(results))):
+    for title, (headers, rows) in (
+        ("Text targets: utility, exposure (bits) and extraction per ε", per_epsilon_rows(results)),
+        ("Text targets: membership attacks", attack_rows(results)),
+    ):
         if not rows:
             continue
         table = Table(title=title)
@@ -106,7 +127,8 @@ def text_console_tables(results: dict[str, Any]) -> list:
 
 
 if __name__ == "__main__":
-    loaded = json.loads(open(sys.argv[1], encoding="utf-8").read())
+    with open(sys.argv[1], encoding="utf-8") as handle:
+        loaded = json.loads(handle.read())
     print(markdown_table(*per_epsilon_rows(loaded)))
     print()
     print(markdown_table(*attack_rows(loaded)))

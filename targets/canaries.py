@@ -40,6 +40,7 @@ the expected batch size for mean reduction, 1 for sum), so a correct implementat
 x_t = [canary in batch] + σ·z_t for a Dirac canary. Dirac projections are a gather of m
 coordinates per step; random ones one (m × d) matrix-vector product per step.
 """
+
 from __future__ import annotations
 
 import math
@@ -124,8 +125,10 @@ class GradientCanaries:
             # Coordinates are sorted, so each parameter's canaries are one contiguous slice.
             self._coordinates = torch.as_tensor(self.coordinates, dtype=torch.long)
             self._slices = np.searchsorted(self.coordinates, self._offsets)
-            self._local = [self._coordinates[self._slices[k]:self._slices[k + 1]] - int(self._offsets[k])
-                           for k in range(len(self._params))]
+            self._local = [
+                self._coordinates[self._slices[k] : self._slices[k + 1]] - int(self._offsets[k])
+                for k in range(len(self._params))
+            ]
             # 1 everywhere but on the canaries' coordinates: zeroing them in the real rows is one dense
             # multiply per step (an index_fill_ over m scattered columns costs several times more).
             self._keep = torch.ones(self._d)
@@ -134,8 +137,11 @@ class GradientCanaries:
             # The norm each canary is clipped to: C, or under Opacus's per-layer clipping
             # (`max_grad_norms`, one per tensor) its own tensor's C_k.
             norms = getattr(optimizer, "max_grad_norms", None)
-            per_tensor = (np.repeat(np.asarray(norms, dtype=float), np.diff(self._slices[:len(self._params) + 1]))
-                          if isinstance(norms, (list, tuple)) and len(norms) == len(self._params) else None)
+            per_tensor = (
+                np.repeat(np.asarray(norms, dtype=float), np.diff(self._slices[: len(self._params) + 1]))
+                if isinstance(norms, (list, tuple)) and len(norms) == len(self._params)
+                else None
+            )
             self._norms = per_tensor
             # Only the canaries' own coordinates are kept from θ_0 (no copy of the model).
             self._start = self._gather(lambda p: p.detach()).copy()
@@ -156,8 +162,9 @@ class GradientCanaries:
         out = np.empty(self.m)
         for k, p in enumerate(self._params):
             if self._local[k].numel():
-                out[self._slices[k]:self._slices[k + 1]] = (
-                    tensor_of(p).reshape(-1)[self._local[k]].double().cpu().numpy())
+                out[self._slices[k] : self._slices[k + 1]] = (
+                    tensor_of(p).reshape(-1)[self._local[k]].double().cpu().numpy()
+                )
         return out
 
     def _project_random(self, tensors) -> np.ndarray:
@@ -207,8 +214,10 @@ class GradientCanaries:
             if isinstance(grad_sample, list):
                 grad_sample = torch.cat(grad_sample)
             if not isinstance(grad_sample, torch.Tensor):
-                raise ValueError("the model's parameters carry no per-sample gradients after backward(): "
-                                 "wrap it with PrivacyEngine.make_private (GradSampleModule)")
+                raise ValueError(
+                    "the model's parameters carry no per-sample gradients after backward(): "
+                    "wrap it with PrivacyEngine.make_private (GradSampleModule)"
+                )
             samples.append(grad_sample)
         b, r = samples[0].shape[0], int(as_rows.size)
         first = samples[0]
@@ -230,7 +239,9 @@ class GradientCanaries:
                 coordinates = self._coordinates.to(device)
                 buffer[:b].mul_(self._keep_like(first))
                 buffer[b:].zero_()
-                buffer[torch.arange(b, b + r, device=device), coordinates[torch.as_tensor(as_rows, device=device)]] = value
+                buffer[torch.arange(b, b + r, device=device), coordinates[torch.as_tensor(as_rows, device=device)]] = (
+                    value
+                )
             else:
                 torch.mul(self.directions[torch.as_tensor(as_rows)].to(device, first.dtype), value, out=buffer[b:])
             for index, p in enumerate(self._params):
@@ -242,7 +253,8 @@ class GradientCanaries:
             if self.kind == "dirac":
                 added = torch.zeros(self._d, dtype=first.dtype, device=device)
                 added[self._coordinates[torch.as_tensor(direct)].to(device)] = (
-                    C if self._norms is None else torch.as_tensor(self._norms[direct], dtype=first.dtype, device=device))
+                    C if self._norms is None else torch.as_tensor(self._norms[direct], dtype=first.dtype, device=device)
+                )
             else:
                 added = (self.directions[torch.as_tensor(direct)].sum(0) * C).to(device, first.dtype)
             for index, p in enumerate(self._params):
@@ -261,8 +273,10 @@ class GradientCanaries:
         per-layer norms), what a correct clipping makes of a canary. The optimizer's clipping is not
         exercised on them (`clip_checked_steps` stays 0); its noise, scaling and accounting are."""
         if self.kind != "dirac":
-            raise ValueError("ghost clipping keeps no per-sample gradients: only Dirac canaries (a model of ≥ 10 "
-                             "coordinates per canary) can join its clipped sum")
+            raise ValueError(
+                "ghost clipping keeps no per-sample gradients: only Dirac canaries (a model of ≥ 10 "
+                "coordinates per canary) can join its clipped sum"
+            )
         if not join:
             included = self._in[:0]
         elif self.sample_rate >= 1:
@@ -280,8 +294,9 @@ class GradientCanaries:
             flat[local] = 0.0
             mine = included[(included >= lo) & (included < hi)]
             if mine.size:
-                flat[self._coordinates[torch.as_tensor(mine)].to(flat.device) - int(self._offsets[k])] = torch.as_tensor(
-                    values[mine], dtype=flat.dtype, device=flat.device)
+                flat[self._coordinates[torch.as_tensor(mine)].to(flat.device) - int(self._offsets[k])] = (
+                    torch.as_tensor(values[mine], dtype=flat.dtype, device=flat.device)
+                )
         self.inserted += int(included.size)
         self.inserted_steps += int(join)
         return int(included.size)
@@ -312,8 +327,11 @@ class GradientCanaries:
 
     def _observe(self, optimizer) -> None:
         reduction = getattr(optimizer, "loss_reduction", "mean")
-        factor = (float(optimizer.expected_batch_size or 1) * float(getattr(optimizer, "accumulated_iterations", 1))
-                  if reduction == "mean" else 1.0) / float(optimizer.max_grad_norm)
+        factor = (
+            float(optimizer.expected_batch_size or 1) * float(getattr(optimizer, "accumulated_iterations", 1))
+            if reduction == "mean"
+            else 1.0
+        ) / float(optimizer.max_grad_norm)
         if self.kind == "dirac":
             x = self._gather(lambda p: p.grad.detach()) * factor
             self._check_clipping(optimizer)
@@ -356,9 +374,17 @@ class GradientCanaries:
         return self.sums.copy()
 
 
-def make_canaries(n_parameters: int, m: int, *, kind: str, sample_rate: float, seed: int,
-                  scale: float = DEFAULT_SCALE, noise_multiplier: float | None = None,
-                  max_rows: int | None = None) -> GradientCanaries:
+def make_canaries(
+    n_parameters: int,
+    m: int,
+    *,
+    kind: str,
+    sample_rate: float,
+    seed: int,
+    scale: float = DEFAULT_SCALE,
+    noise_multiplier: float | None = None,
+    max_rows: int | None = None,
+) -> GradientCanaries:
     """m canaries with fair coins, Dirac coordinates or random unit directions ("auto": Dirac when
     m ≤ `DIRAC_SHARE`·d), all drawn from `seed`."""
     d, m = int(n_parameters), int(m)
@@ -371,8 +397,16 @@ def make_canaries(n_parameters: int, m: int, *, kind: str, sample_rate: float, s
             raise ValueError(f"{m} Dirac canaries need {m} coordinates; the model has {d}")
         coordinates = np.sort(rng.choice(d, size=m, replace=False))
         # Coins must not follow the coordinate order (ties in scores break by position).
-        return GradientCanaries("dirac", coins, float(sample_rate), float(scale), int(seed), coordinates=coordinates,
-                                noise_multiplier=noise_multiplier, max_rows=max_rows)
+        return GradientCanaries(
+            "dirac",
+            coins,
+            float(sample_rate),
+            float(scale),
+            int(seed),
+            coordinates=coordinates,
+            noise_multiplier=noise_multiplier,
+            max_rows=max_rows,
+        )
     if kind != "random":
         raise ValueError(f"canary kind must be auto, dirac or random, got {kind!r}")
     if m * d > RANDOM_DIRECTIONS_LIMIT:
@@ -380,5 +414,13 @@ def make_canaries(n_parameters: int, m: int, *, kind: str, sample_rate: float, s
     generator = torch.Generator().manual_seed(int(rng.integers(2**62)))
     directions = torch.randn((m, d), generator=generator, dtype=torch.float32)
     directions /= directions.norm(dim=1, keepdim=True)
-    return GradientCanaries("random", coins, float(sample_rate), float(scale), int(seed), directions=directions,
-                            noise_multiplier=noise_multiplier, max_rows=max_rows)
+    return GradientCanaries(
+        "random",
+        coins,
+        float(sample_rate),
+        float(scale),
+        int(seed),
+        directions=directions,
+        noise_multiplier=noise_multiplier,
+        max_rows=max_rows,
+    )

@@ -13,6 +13,7 @@ u_i, x_{i,t} = ⟨S_t, u_i⟩ / C; for an in-canary x_{i,t} = [joined round t] +
 the others (≈ ‖other updates‖/(C√d)). Scores: the sum over rounds (`scores("all")`), and Andrew
 et al.'s final-model statistic, the cosine of the model's total change with u_i (`scores("final")`).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -62,7 +63,7 @@ class CanaryClients:
         self._final = flat_model.detach().double().clone()
 
     def scores(self, observe: str = "all") -> np.ndarray:
-        """"all": the sum over rounds; "final": cos(θ_T − θ_0, u_i) (Andrew et al.'s statistic)."""
+        """ "all": the sum over rounds; "final": cos(θ_T − θ_0, u_i) (Andrew et al.'s statistic)."""
         if observe == "all":
             return self.sums.copy()
         if self._start is None or self._final is None:

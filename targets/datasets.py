@@ -4,6 +4,7 @@ Every loader returns a `TabularData` with float32 features (categoricals one-hot
 integer class labels 0..K-1. Nothing is downloaded: the default data is generated, the sklearn
 datasets used are the ones it ships inside the package.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -195,8 +196,9 @@ def load_sklearn_dataset(name: str) -> TabularData:
     bunch = loader(as_frame=True)
     features, names = encode_features(bunch.data, source=f"sklearn {name}")
     labels, n_classes = labels_to_classes(bunch.target, f"sklearn {name} target")
-    return TabularData(features, labels, names, n_classes, f"scikit-learn {name}",
-                       frame=bunch.data.assign(label=bunch.target))
+    return TabularData(
+        features, labels, names, n_classes, f"scikit-learn {name}", frame=bunch.data.assign(label=bunch.target)
+    )
 
 
 def load_dataset(source: str, *, n_rows: int, seed: int, path: str | None, label: str | None) -> TabularData:

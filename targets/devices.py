@@ -1,4 +1,5 @@
 """Choosing where tensors live. `auto` takes CUDA when PyTorch sees a GPU, else the CPU."""
+
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -9,7 +10,7 @@ from audit.errors import AuditInputError
 
 
 def resolve_device(requested: str | torch.device = "auto") -> torch.device:
-    """"auto" → CUDA when PyTorch sees a GPU, else the CPU; "cpu", "cuda" or "cuda:N" as asked.
+    """ "auto" → CUDA when PyTorch sees a GPU, else the CPU; "cpu", "cuda" or "cuda:N" as asked.
 
     The one device resolver of the harness (CLI, runner and the vectorized trainer). Asking for
     CUDA without a GPU, or for anything else, is an `AuditInputError` (a ValueError) on --device.
@@ -22,7 +23,9 @@ def resolve_device(requested: str | torch.device = "auto") -> torch.device:
         return torch.device("cpu")
     if isinstance(requested, str) and requested.startswith("cuda"):
         if not torch.cuda.is_available():
-            raise AuditInputError("--device", f"{requested} was requested but PyTorch sees no CUDA GPU (use auto or cpu)")
+            raise AuditInputError(
+                "--device", f"{requested} was requested but PyTorch sees no CUDA GPU (use auto or cpu)"
+            )
         try:
             return torch.device(requested)
         except RuntimeError:

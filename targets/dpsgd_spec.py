@@ -123,8 +123,6 @@ def accountant_epsilon(
     try:
         acc = create_accountant(accountant)
     except ValueError:
-        raise ValueError(
-            f"accountant must be an opacus accountant name (rdp, prv, gdp), got {accountant!r}"
-        ) from None
+        raise ValueError(f"accountant must be an opacus accountant name (rdp, prv, gdp), got {accountant!r}") from None
     acc.history = [(float(noise_multiplier), float(sample_rate), int(steps))]
     return float(acc.get_epsilon(delta=delta))

@@ -160,12 +160,11 @@ def clipped_noisy_gradient_sum(
     accumulate = _accumulate_clipped_ghost if method == "ghost" else _accumulate_clipped_vmap
     summed = {name: torch.zeros_like(p) for name, p in params.items()}
     for start, stop in _row_blocks(valid.shape[1], row_chunk_size):
-        accumulate(
-            template, params, X[:, start:stop], y[:, start:stop], valid[:, start:stop], max_grad_norm, summed
-        )
+        accumulate(template, params, X[:, start:stop], y[:, start:stop], valid[:, start:stop], max_grad_norm, summed)
     if extra_gradients is not None:
-        norms = torch.stack([extra_gradients[n].reshape(valid.shape[0], -1).norm(2, dim=-1) for n in summed],
-                            dim=-1).norm(2, dim=-1)
+        norms = torch.stack(
+            [extra_gradients[n].reshape(valid.shape[0], -1).norm(2, dim=-1) for n in summed], dim=-1
+        ).norm(2, dim=-1)
         factor = _clip_factors(norms, max_grad_norm, torch.ones_like(norms, dtype=torch.bool))
         for n in summed:
             summed[n] += factor.reshape((-1,) + (1,) * (summed[n].dim() - 1)) * extra_gradients[n]
@@ -189,9 +188,7 @@ def _resolve_method(method: str, template: nn.Module) -> str:
         return method
     if method == "ghost":
         if not supports_ghost_norms(template):
-            raise ValueError(
-                "method='ghost' needs a Sequential of biased Linear layers and sample-wise activations"
-            )
+            raise ValueError("method='ghost' needs a Sequential of biased Linear layers and sample-wise activations")
         return method
     raise ValueError(f"method must be 'auto', 'vmap' or 'ghost', got {method!r}")
 
@@ -217,9 +214,7 @@ def _flat_standard_normal(params: dict[str, torch.Tensor], generators) -> dict[s
     first = next(iter(params.values()))
     n_models = first.shape[0]
     if generators is None or len(generators) != n_models:
-        raise ValueError(
-            f"generators: need one torch.Generator per model ({n_models}) when noise_multiplier > 0"
-        )
+        raise ValueError(f"generators: need one torch.Generator per model ({n_models}) when noise_multiplier > 0")
     sizes = [p[0].numel() for p in params.values()]
     flat = torch.empty((n_models, sum(sizes)), device=first.device, dtype=first.dtype)
     for row, generator in zip(flat.unbind(0), generators):
@@ -267,7 +262,7 @@ def dpsgd_step(
             method=method,
             extra_gradients=extra_gradients,
         )
-        for name, g in grads.items():
+        for g in grads.values():
             g /= expected_batch_sizes.to(g.dtype).reshape((-1,) + (1,) * (g.dim() - 1))
     for name, g in grads.items():
         if spec.momentum > 0:

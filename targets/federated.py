@@ -30,6 +30,7 @@ Two DP levels:
 
 `level="none"` is the non-private FedAvg baseline: every client every round, plain SGD.
 """
+
 from __future__ import annotations
 
 import math
@@ -127,8 +128,9 @@ def split_by_feature_ranges(values: np.ndarray, n_clients: int) -> np.ndarray:
     return np.searchsorted(edges, values, side="right").astype(np.int64)
 
 
-def split_dirichlet(labels: np.ndarray, n_clients: int, alpha: float, seed: int, *, min_rows: int = 0,
-                    max_draws: int = 200) -> np.ndarray:
+def split_dirichlet(
+    labels: np.ndarray, n_clients: int, alpha: float, seed: int, *, min_rows: int = 0, max_draws: int = 200
+) -> np.ndarray:
     """Label-skewed split (Hsu, Qi, Brown 2019, arXiv 1909.06335): for each class, the shares of
     its rows going to each client are drawn from Dirichlet(α); small α = strongly non-IID.
 
@@ -173,7 +175,10 @@ def clip_update(update: torch.Tensor, clip: float) -> torch.Tensor:
 
 
 def dp_fedavg_aggregate(
-    updates: Sequence[torch.Tensor], clip: float, noise_multiplier: float, expected_clients: float,
+    updates: Sequence[torch.Tensor],
+    clip: float,
+    noise_multiplier: float,
+    expected_clients: float,
     generator: torch.Generator,
 ) -> torch.Tensor:
     """(Σ clip(Δ_k) + N(0, σ²C² I)) / (qN): the DP-FedAvg server step with the fixed denominator.
@@ -199,7 +204,7 @@ def _flat(state: dict[str, torch.Tensor]) -> torch.Tensor:
 def _unflat(flat: torch.Tensor, like: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     out, offset = {}, 0
     for key, value in like.items():
-        out[key] = flat[offset: offset + value.numel()].reshape(value.shape).clone()
+        out[key] = flat[offset : offset + value.numel()].reshape(value.shape).clone()
         offset += value.numel()
     return out
 
@@ -214,25 +219,41 @@ def local_steps_per_epoch(n_rows: int, batch_size: int) -> int:
 
 
 @lru_cache(maxsize=512)
-def _noise_multiplier(epsilon: float, delta: float, sample_rate: float, epochs: int | None, steps: int | None,
-                      accountant: str) -> float:
+def _noise_multiplier(
+    epsilon: float, delta: float, sample_rate: float, epochs: int | None, steps: int | None, accountant: str
+) -> float:
     from opacus.accountants.utils import get_noise_multiplier
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # RDP's "optimal order is the largest alpha": the PLD column says it
-        return float(get_noise_multiplier(target_epsilon=epsilon, target_delta=delta, sample_rate=sample_rate,
-                                          epochs=epochs, steps=steps, accountant=accountant))
+        return float(
+            get_noise_multiplier(
+                target_epsilon=epsilon,
+                target_delta=delta,
+                sample_rate=sample_rate,
+                epochs=epochs,
+                steps=steps,
+                accountant=accountant,
+            )
+        )
 
 
-def record_level_noise_multiplier(epsilon: float, delta: float, n_rows: int, spec: FederatedSpec,
-                                  accountant: str) -> float:
+def record_level_noise_multiplier(
+    epsilon: float, delta: float, n_rows: int, spec: FederatedSpec, accountant: str
+) -> float:
     """σ_k that brings client k's local DP-SGD to (ε, δ) over all its rounds × local epochs.
 
     The same call Opacus's `make_private_with_epsilon` makes, with epochs = rounds × local epochs,
     so a one-client, one-round federation is exactly the centralized trainer.
     """
-    return _noise_multiplier(epsilon, delta, 1.0 / local_steps_per_epoch(n_rows, spec.batch_size),
-                             spec.rounds * spec.local_epochs, None, accountant)
+    return _noise_multiplier(
+        epsilon,
+        delta,
+        1.0 / local_steps_per_epoch(n_rows, spec.batch_size),
+        spec.rounds * spec.local_epochs,
+        None,
+        accountant,
+    )
 
 
 def client_level_noise_multiplier(epsilon: float, delta: float, spec: FederatedSpec, accountant: str) -> float:
@@ -241,8 +262,15 @@ def client_level_noise_multiplier(epsilon: float, delta: float, spec: FederatedS
 
 
 def train_locally(
-    global_state: dict[str, torch.Tensor], features: np.ndarray, labels: np.ndarray, n_classes: int,
-    spec: FederatedSpec, *, noise_multiplier: float | None, seed: int, device: torch.device,
+    global_state: dict[str, torch.Tensor],
+    features: np.ndarray,
+    labels: np.ndarray,
+    n_classes: int,
+    spec: FederatedSpec,
+    *,
+    noise_multiplier: float | None,
+    seed: int,
+    device: torch.device,
 ) -> tuple[dict[str, torch.Tensor], int]:
     """One client's local training from the global weights; returns (local weights, steps taken).
 
@@ -255,8 +283,9 @@ def train_locally(
     model = model.to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=spec.lr, momentum=spec.momentum)
     dataset = TensorDataset(torch.as_tensor(features), torch.as_tensor(labels))
-    loader = DataLoader(dataset, batch_size=spec.batch_size, shuffle=True,
-                        generator=torch.Generator().manual_seed(seed))
+    loader = DataLoader(
+        dataset, batch_size=spec.batch_size, shuffle=True, generator=torch.Generator().manual_seed(seed)
+    )
     private = noise_multiplier is not None
     if private:
         from opacus import PrivacyEngine
@@ -265,8 +294,12 @@ def train_locally(
             warnings.simplefilter("ignore")
             engine = PrivacyEngine(accountant="prv")
             model, optimizer, loader = engine.make_private(
-                module=model, optimizer=optimizer, data_loader=loader, noise_multiplier=noise_multiplier,
-                max_grad_norm=spec.max_grad_norm, poisson_sampling=True,
+                module=model,
+                optimizer=optimizer,
+                data_loader=loader,
+                noise_multiplier=noise_multiplier,
+                max_grad_norm=spec.max_grad_norm,
+                poisson_sampling=True,
             )
     criterion = nn.CrossEntropyLoss()
     steps = 0
@@ -329,8 +362,11 @@ def train_federation(
     if level == "record":
         for k in active:
             given = noise_multipliers[k] if noise_multipliers is not None else None
-            clients[k].noise_multiplier = given if given is not None else record_level_noise_multiplier(
-                epsilon, delta, clients[k].n_train, spec, accountant)
+            clients[k].noise_multiplier = (
+                given
+                if given is not None
+                else record_level_noise_multiplier(epsilon, delta, clients[k].n_train, spec, accountant)
+            )
             clients[k].sample_rate = 1.0 / local_steps_per_epoch(clients[k].n_train, spec.batch_size)
     elif level == "client":
         client_sigma = client_noise_multiplier or client_level_noise_multiplier(epsilon, delta, spec, accountant)
@@ -354,16 +390,34 @@ def train_federation(
             for k in participants:
                 x, y = client_data[k]
                 sigma = clients[k].noise_multiplier if level == "record" else None
-                state, steps = train_locally(global_state, x, y, n_classes, spec, noise_multiplier=sigma,
-                                             seed=local_seed(seed, round_index, k), device=device)
+                state, steps = train_locally(
+                    global_state,
+                    x,
+                    y,
+                    n_classes,
+                    spec,
+                    noise_multiplier=sigma,
+                    seed=local_seed(seed, round_index, k),
+                    device=device,
+                )
                 clients[k].rounds_participated += 1
                 clients[k].local_steps += steps
                 if k == watch_client:
                     watched_before, watched_after = global_state, state
                 local_states.append(state)
                 weights.append(float(clients[k].n_train))
-            global_state = _aggregate(global_state, local_states, weights, level, spec, client_sigma,
-                                      expected_clients, seed, round_index, canary_clients)
+            global_state = _aggregate(
+                global_state,
+                local_states,
+                weights,
+                level,
+                spec,
+                client_sigma,
+                expected_clients,
+                seed,
+                round_index,
+                canary_clients,
+            )
             entry = {"round": round_index + 1, "participants": float(len(participants))}
             if eval_data is not None:  # the global model's utility after each round (MLflow series)
                 global_model.load_state_dict(global_state)
@@ -376,15 +430,32 @@ def train_federation(
     if canary_clients is not None:
         canary_clients.finish(_flat(global_state))
     return FederatedTarget(
-        model=global_model.eval(), spec=spec, epsilon_target=epsilon if private else None, delta=delta,
-        clients=clients, client_noise_multiplier=client_sigma, watched_client=watch_client,
-        watched_before=watched_before, watched_after=watched_after,
-        train_seconds=time.perf_counter() - started, round_log=round_log,
+        model=global_model.eval(),
+        spec=spec,
+        epsilon_target=epsilon if private else None,
+        delta=delta,
+        clients=clients,
+        client_noise_multiplier=client_sigma,
+        watched_client=watch_client,
+        watched_before=watched_before,
+        watched_after=watched_after,
+        train_seconds=time.perf_counter() - started,
+        round_log=round_log,
     )
 
 
-def _aggregate(global_state, local_states, weights, level, spec, client_sigma, expected_clients, seed, round_index,
-               canary_clients=None):
+def _aggregate(
+    global_state,
+    local_states,
+    weights,
+    level,
+    spec,
+    client_sigma,
+    expected_clients,
+    seed,
+    round_index,
+    canary_clients=None,
+):
     if level == "client":
         base = _flat(global_state)
         updates = [_flat(state) - base for state in local_states]
@@ -400,7 +471,4 @@ def _aggregate(global_state, local_states, weights, level, spec, client_sigma, e
         return global_state
     # FedAvg (McMahan et al. 2017, arXiv 1602.05629): average weighted by the clients' sample counts.
     total = sum(weights)
-    return {
-        key: sum((w / total) * state[key] for w, state in zip(weights, local_states))
-        for key in global_state
-    }
+    return {key: sum((w / total) * state[key] for w, state in zip(weights, local_states)) for key in global_state}

@@ -13,6 +13,7 @@ functions `train_federation` uses, so the checks see the code that trains the ta
 aggregator's fixed denominator qN is a constant (post-processing), so the step returns the sum
 with the denominator 1.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -39,19 +40,22 @@ class DPFedAvgStepFunctions:
     aggregate: Callable = dp_fedavg_aggregate  # (updates, clip, σ, expected clients, generator) -> step
 
     @classmethod
-    def from_target(cls, target: FederatedTarget) -> "DPFedAvgStepFunctions":
+    def from_target(cls, target: FederatedTarget) -> DPFedAvgStepFunctions:
         """The step functions of a trained client-level federation, with the numbers its accountant
         composed (audit/federated/accounting.py: σ, q, rounds)."""
         if target.client_noise_multiplier is None:
             raise ValueError("not a client-level DP federation (no client noise multiplier)")
         spec = target.spec
-        return cls(target.client_noise_multiplier, spec.client_sample_rate, spec.rounds, spec.client_clip,
-                   target.delta)
+        return cls(target.client_noise_multiplier, spec.client_sample_rate, spec.rounds, spec.client_clip, target.delta)
 
     @property
     def CLAIM(self) -> dict[str, float]:  # noqa: N802  (the protocol's name)
-        return {"noise_multiplier": self.noise_multiplier, "sample_rate": self.client_sample_rate,
-                "steps": self.rounds, "delta": self.delta}
+        return {
+            "noise_multiplier": self.noise_multiplier,
+            "sample_rate": self.client_sample_rate,
+            "steps": self.rounds,
+            "delta": self.delta,
+        }
 
     @property
     def max_grad_norm(self) -> float:
@@ -60,8 +64,9 @@ class DPFedAvgStepFunctions:
     def sample_batches(self, n: int, rng: np.random.Generator) -> list[np.ndarray]:
         return [np.flatnonzero(sample_clients(n, self.client_sample_rate, rng)) for _ in range(self.rounds)]
 
-    def privatize_gradients(self, grads: dict[str, np.ndarray], rng: np.random.Generator, step: int
-                            ) -> dict[str, np.ndarray]:
+    def privatize_gradients(
+        self, grads: dict[str, np.ndarray], rng: np.random.Generator, step: int
+    ) -> dict[str, np.ndarray]:
         names = list(grads)
         batch = next(iter(grads.values())).shape[0]
         flat = np.concatenate([np.asarray(grads[k], dtype=np.float64).reshape(batch, -1) for k in names], axis=1)
@@ -72,6 +77,6 @@ class DPFedAvgStepFunctions:
         for k in names:
             shape = grads[k].shape[1:]
             size = int(np.prod(shape))
-            out[k] = total[offset: offset + size].reshape(shape)
+            out[k] = total[offset : offset + size].reshape(shape)
             offset += size
         return out

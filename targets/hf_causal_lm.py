@@ -25,6 +25,7 @@ User-level DP where the corpus has persons: as the text job (targets/text_models
 `PersonBatches` and `sum_grad_samples_by_person`): persons are Poisson-sampled, each person's
 documents' per-sample gradients are summed before Opacus clips them, so the ε is per person.
 """
+
 from __future__ import annotations
 
 import math
@@ -99,10 +100,20 @@ def build_hf_lm(vocab_size: int, spec: HFLMSpec, seed: int) -> HFCausalLM:
     from transformers.utils import logging as hf_logging
 
     hf_logging.set_verbosity_error()
-    config = GPT2Config(vocab_size=vocab_size, n_positions=spec.max_length, n_embd=spec.d_model,
-                        n_layer=spec.n_layers, n_head=spec.n_heads, bos_token_id=BOS, eos_token_id=EOS,
-                        pad_token_id=PAD, tie_word_embeddings=False, resid_pdrop=0.0, embd_pdrop=0.0,
-                        attn_pdrop=0.0)
+    config = GPT2Config(
+        vocab_size=vocab_size,
+        n_positions=spec.max_length,
+        n_embd=spec.d_model,
+        n_layer=spec.n_layers,
+        n_head=spec.n_heads,
+        bos_token_id=BOS,
+        eos_token_id=EOS,
+        pad_token_id=PAD,
+        tie_word_embeddings=False,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+    )
     config._attn_implementation = "eager"  # the plain matmul path: the same on every install
     torch.manual_seed(seed)
     return HFCausalLM(GPT2LMHeadModel(config))
@@ -111,11 +122,12 @@ def build_hf_lm(vocab_size: int, spec: HFLMSpec, seed: int) -> HFCausalLM:
 def _batches(token_ids: np.ndarray, batch_size: int, seed: int):
     order = np.random.default_rng(seed).permutation(len(token_ids))
     for start in range(0, len(order), batch_size):
-        yield torch.as_tensor(token_ids[order[start:start + batch_size]])
+        yield torch.as_tensor(token_ids[order[start : start + batch_size]])
 
 
-def pretrain(model: HFCausalLM, token_ids: np.ndarray, spec: HFLMSpec, *, seed: int,
-             device: torch.device) -> HFCausalLM:
+def pretrain(
+    model: HFCausalLM, token_ids: np.ndarray, spec: HFLMSpec, *, seed: int, device: torch.device
+) -> HFCausalLM:
     """Ordinary (non-private) training on public text: the "pretrained" model every fine-tuning starts from."""
     model = model.to(device).train()
     optimizer = torch.optim.Adam(model.parameters(), lr=spec.pretrain_lr)
@@ -133,8 +145,14 @@ def with_lora(model: HFCausalLM, spec: HFLMSpec) -> HFCausalLM:
     """The pretrained model with `peft` LoRA adapters; every other weight frozen."""
     from peft import LoraConfig, get_peft_model
 
-    config = LoraConfig(r=spec.lora_rank, lora_alpha=spec.lora_alpha, lora_dropout=0.0,
-                        target_modules=list(LORA_TARGETS), fan_in_fan_out=True, bias="none")
+    config = LoraConfig(
+        r=spec.lora_rank,
+        lora_alpha=spec.lora_alpha,
+        lora_dropout=0.0,
+        target_modules=list(LORA_TARGETS),
+        fan_in_fan_out=True,
+        bias="none",
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return HFCausalLM(get_peft_model(model.inner, config))
@@ -146,10 +164,21 @@ def trainable_share(model: nn.Module) -> tuple[int, int]:
     return sum(p.numel() for p in params if p.requires_grad), sum(p.numel() for p in params)
 
 
-def finetune(pretrained_state: dict[str, torch.Tensor], vocab_size: int, token_ids: np.ndarray, spec: HFLMSpec, *,
-             mode: str, epsilon: float, delta: float, accountant: str, seed: int, device: torch.device,
-             owners: np.ndarray | None = None,
-             on_epoch: Callable[[int, int], None] | None = None) -> tuple[TrainedTextTarget, HFCausalLM]:
+def finetune(
+    pretrained_state: dict[str, torch.Tensor],
+    vocab_size: int,
+    token_ids: np.ndarray,
+    spec: HFLMSpec,
+    *,
+    mode: str,
+    epsilon: float,
+    delta: float,
+    accountant: str,
+    seed: int,
+    device: torch.device,
+    owners: np.ndarray | None = None,
+    on_epoch: Callable[[int, int], None] | None = None,
+) -> tuple[TrainedTextTarget, HFCausalLM]:
     """Fine-tune a copy of the pretrained model on `token_ids` (full or LoRA); finite ε = Opacus
     DP-SGD (Poisson sampling, σ calibrated for the epochs; persons when `owners` is given), ε = ∞
     = ordinary training with the same optimizer and schedule. Returns the target's record and the
@@ -183,15 +212,33 @@ def finetune(pretrained_state: dict[str, torch.Tensor], vocab_size: int, token_i
             engine = PrivacyEngine(accountant=accountant)
             try:
                 model, optimizer, loader = engine.make_private_with_epsilon(
-                    module=model, optimizer=optimizer, data_loader=loader, target_epsilon=epsilon,
-                    target_delta=delta, epochs=spec.epochs, max_grad_norm=spec.max_grad_norm, poisson_sampling=True,
-                    grad_sample_mode="functorch" if mode == "full" else "hooks")
+                    module=model,
+                    optimizer=optimizer,
+                    data_loader=loader,
+                    target_epsilon=epsilon,
+                    target_delta=delta,
+                    epochs=spec.epochs,
+                    max_grad_norm=spec.max_grad_norm,
+                    poisson_sampling=True,
+                    grad_sample_mode="functorch" if mode == "full" else "hooks",
+                )
             except ValueError as exc:
-                raise AuditInputError("privacy.epsilons", f"Opacus cannot calibrate noise for ε={epsilon:g}, "
-                                      f"δ={delta:g} with this corpus and schedule ({str(exc)[:120]})") from None
+                raise AuditInputError(
+                    "privacy.epsilons",
+                    f"Opacus cannot calibrate noise for ε={epsilon:g}, "
+                    f"δ={delta:g} with this corpus and schedule ({str(exc)[:120]})",
+                ) from None
     sample_rate = 1.0 / len(loader)
-    steps, last, seconds = train_on_documents(model, optimizer, loader, epochs=spec.epochs, device=device,
-                                              persons=persons if by_person else None, on_epoch=on_epoch, quiet=True)
+    steps, last, seconds = train_on_documents(
+        model,
+        optimizer,
+        loader,
+        epochs=spec.epochs,
+        device=device,
+        persons=persons if by_person else None,
+        on_epoch=on_epoch,
+        quiet=True,
+    )
     plain = model._module if private else model
     noise, accountant_eps = None, None
     if private:
@@ -202,17 +249,27 @@ def finetune(pretrained_state: dict[str, torch.Tensor], vocab_size: int, token_i
             warnings.simplefilter("ignore")
             accountant_eps = float(engine.get_epsilon(delta))
     trained = TrainedTextTarget(
-        model=None, epsilon_target=epsilon if private else None, delta=delta, noise_multiplier=noise,
-        sample_rate=sample_rate, steps=steps, max_grad_norm=spec.max_grad_norm if private else None,
-        accountant=accountant if private else None, accountant_epsilon=accountant_eps, train_seconds=seconds,
-        final_loss=last, privacy_unit=("person" if by_person else "record") if private else None,
-        n_units=(persons.n_persons if by_person else len(token_ids)) if private else None)
+        model=None,
+        epsilon_target=epsilon if private else None,
+        delta=delta,
+        noise_multiplier=noise,
+        sample_rate=sample_rate,
+        steps=steps,
+        max_grad_norm=spec.max_grad_norm if private else None,
+        accountant=accountant if private else None,
+        accountant_epsilon=accountant_eps,
+        train_seconds=seconds,
+        final_loss=last,
+        privacy_unit=("person" if by_person else "record") if private else None,
+        n_units=(persons.n_persons if by_person else len(token_ids)) if private else None,
+    )
     return trained, plain.cpu().eval()
 
 
 @torch.no_grad()
-def sample_texts(model: HFCausalLM, n: int, *, max_length: int, temperature: float, seed: int,
-                 batch_size: int = 64) -> np.ndarray:
+def sample_texts(
+    model: HFCausalLM, n: int, *, max_length: int, temperature: float, seed: int, batch_size: int = 64
+) -> np.ndarray:
     """`n` documents sampled from `model` (ancestral sampling at `temperature`, from [BOS], [PAD]
     never drawn), each stopped at its first [EOS] or at `max_length` tokens; right-padded with [PAD]."""
     generator = torch.Generator().manual_seed(seed)
@@ -227,5 +284,5 @@ def sample_texts(model: HFCausalLM, n: int, *, max_length: int, temperature: flo
             token = torch.where(done, torch.full_like(token, PAD), token)
             ids = torch.cat([ids, token.unsqueeze(1)], dim=1)
             done |= token == EOS
-        out[start:start + len(ids), :ids.shape[1]] = ids.numpy()
+        out[start : start + len(ids), : ids.shape[1]] = ids.numpy()
     return out

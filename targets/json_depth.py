@@ -1,6 +1,7 @@
 """How deep a JSON text nests, counted before it is parsed: a bounded depth for every JSON file the
 tool reads (configs, results, tokenizer configs, text rows), in targets/ so that the model-folder
 readers there and audit.machinery.input_files share one definition."""
+
 from __future__ import annotations
 
 __all__ = ["JSON_DEPTH_LIMIT", "json_depth"]

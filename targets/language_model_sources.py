@@ -17,6 +17,7 @@ Then `load_hf_causal_lm` (called only in an isolated worker) loads with
 the tokenizer from `tokenizer.json` with Hugging Face `tokenizers` alone (no Python tokenizer code,
 no sentencepiece or tiktoken pickles).
 """
+
 from __future__ import annotations
 
 import json
@@ -38,17 +39,27 @@ MAX_FILES = 10_000
 DEFAULT_MAX_PARAMETERS = 3_000_000_000
 # Config sizes beyond which a model is not a language model this audit can hold in memory.
 SIZE_LIMITS = {
-    "vocab_size": 1_000_000, "hidden_size": 65_536, "n_embd": 65_536, "d_model": 65_536,
-    "intermediate_size": 262_144, "n_inner": 262_144, "num_hidden_layers": 512, "n_layer": 512,
-    "num_layers": 512, "num_attention_heads": 1024, "n_head": 1024, "max_position_embeddings": 1_048_576,
-    "n_positions": 1_048_576, "n_ctx": 1_048_576,
+    "vocab_size": 1_000_000,
+    "hidden_size": 65_536,
+    "n_embd": 65_536,
+    "d_model": 65_536,
+    "intermediate_size": 262_144,
+    "n_inner": 262_144,
+    "num_hidden_layers": 512,
+    "n_layer": 512,
+    "num_layers": 512,
+    "num_attention_heads": 1024,
+    "n_head": 1024,
+    "max_position_embeddings": 1_048_576,
+    "n_positions": 1_048_576,
+    "n_ctx": 1_048_576,
 }
-ANY_INT_LIMIT = 10 ** 9  # any other integer in a config
+ANY_INT_LIMIT = 10**9  # any other integer in a config
 _POSITION_KEYS = ("max_position_embeddings", "n_positions", "n_ctx")
 # Files whose presence makes transformers load something other than the folder's safetensors.
 REFUSED_FILES = {
     "adapter_config.json": "is a PEFT adapter: loading it fetches a base model named inside it; give a merged "
-                           "model folder",
+    "model folder",
 }
 # config.json fields that make loading import or fetch code beyond the plain model class.
 REFUSED_CONFIG_KEYS = {
@@ -105,25 +116,35 @@ def _walk_values(value: Any):
 def _check_no_remote_code(content: Any, where: str) -> None:
     for key, value in _walk_values(content):
         if key == "auto_map":
-            raise _refuse(where, "has an 'auto_map' entry: it asks to run the folder's own Python code (remote code), "
-                          "which this audit never does")
+            raise _refuse(
+                where,
+                "has an 'auto_map' entry: it asks to run the folder's own Python code (remote code), "
+                "which this audit never does",
+            )
         if key == "trust_remote_code" and value:
             raise _refuse(where, "sets 'trust_remote_code': this audit never runs a model's own code")
 
 
 def _check_sizes(config: dict[str, Any], where: str) -> None:
     for key, value in _walk_values(config):
-        if key in SIZE_LIMITS and value is not None and (isinstance(value, bool) or not isinstance(value, int)
-                                                         or value < 0):
+        if (
+            key in SIZE_LIMITS
+            and value is not None
+            and (isinstance(value, bool) or not isinstance(value, int) or value < 0)
+        ):
             raise _refuse(f"{where}: field '{key}'", f"must be a whole number ≥ 0, got {str(value)[:40]!r}")
         if isinstance(value, bool) or not isinstance(value, int):
             continue
         limit = SIZE_LIMITS.get(key, ANY_INT_LIMIT)
         if key in _POSITION_KEYS and value < 2:  # one position scores no next token: every text would crash the model
-            raise _refuse(f"{where}: field '{key}'", f"is {value}; a causal LM needs at least 2 positions to score a text")
+            raise _refuse(
+                f"{where}: field '{key}'", f"is {value}; a causal LM needs at least 2 positions to score a text"
+            )
         if value > limit or value < -ANY_INT_LIMIT:
-            raise _refuse(f"{where}: field '{key}'", f"is {value}, beyond {limit} (a huge config would make loading "
-                          "allocate that much memory)")
+            raise _refuse(
+                f"{where}: field '{key}'",
+                f"is {value}, beyond {limit} (a huge config would make loading allocate that much memory)",
+            )
 
 
 def _check_weight_index(folder: Path, index: Path, flag: str) -> None:
@@ -137,8 +158,10 @@ def _check_weight_index(folder: Path, index: Path, flag: str) -> None:
     for shard in set(weight_map.values()):
         target = (folder / str(shard)).resolve() if isinstance(shard, str) else None
         if target is None or root not in target.parents or not str(shard).endswith(".safetensors"):
-            raise _refuse(f"{where}: weight_map", f"names {str(shard)[:80]!r}: shards must be .safetensors files "
-                          "inside the model folder")
+            raise _refuse(
+                f"{where}: weight_map",
+                f"names {str(shard)[:80]!r}: shards must be .safetensors files inside the model folder",
+            )
         if not target.is_file():
             raise _refuse(f"{where}: weight_map", f"names {str(shard)[:80]!r}, which the folder does not hold")
 
@@ -182,28 +205,34 @@ def safetensors_parameters(path: Path, where: str) -> int:
     return total
 
 
-def inspect_hf_folder(folder: str | Path, *, flag: str = "--hf-model",
-                      max_parameters: int = DEFAULT_MAX_PARAMETERS) -> HFFolder:
+def inspect_hf_folder(
+    folder: str | Path, *, flag: str = "--hf-model", max_parameters: int = DEFAULT_MAX_PARAMETERS
+) -> HFFolder:
     """Everything about a Hugging Face causal-LM folder that can be checked without running it."""
     path = Path(folder)
     where = f"{flag} '{folder}'"
     if path.is_symlink():
         raise _refuse(where, "is a symbolic link; give the folder itself")
     if not path.is_dir():
-        raise _refuse(where, "is not a folder (a local Hugging Face model folder: config.json, *.safetensors, "
-                      "tokenizer.json)")
+        raise _refuse(
+            where, "is not a folder (a local Hugging Face model folder: config.json, *.safetensors, tokenizer.json)"
+        )
     files: list[Path] = []
     for root, dirs, names in os.walk(path, followlinks=False):
         for name in dirs + names:
             entry = Path(root) / name
             if entry.is_symlink():
-                raise _refuse(f"{flag} file '{entry.relative_to(path)}'", "is a symbolic link (it may point outside "
-                              "the folder); copy the real file in")
+                raise _refuse(
+                    f"{flag} file '{entry.relative_to(path)}'",
+                    "is a symbolic link (it may point outside the folder); copy the real file in",
+                )
         for name in names:  # a FIFO would block the reader forever, a device read another file
             mode = (Path(root) / name).lstat().st_mode
             if not stat.S_ISREG(mode):
-                raise _refuse(f"{flag} file '{(Path(root) / name).relative_to(path)}'",
-                              "is not a regular file (a FIFO, socket or device); a model folder holds files only")
+                raise _refuse(
+                    f"{flag} file '{(Path(root) / name).relative_to(path)}'",
+                    "is not a regular file (a FIFO, socket or device); a model folder holds files only",
+                )
         files.extend(Path(root) / n for n in names)
         if len(files) > MAX_FILES:
             raise _refuse(where, f"holds more than {MAX_FILES} files")
@@ -211,8 +240,11 @@ def inspect_hf_folder(folder: str | Path, *, flag: str = "--hf-model",
         relative = file.relative_to(path)
         suffix = file.suffix.lower()
         if suffix in PICKLE_SUFFIXES:
-            raise _refuse(f"{flag} file '{relative}'", "is a pickle-format file (unpickling runs code); only "
-                          ".safetensors weights are loaded — convert it with safetensors")
+            raise _refuse(
+                f"{flag} file '{relative}'",
+                "is a pickle-format file (unpickling runs code); only "
+                ".safetensors weights are loaded — convert it with safetensors",
+            )
         if suffix in CODE_SUFFIXES:
             raise _refuse(f"{flag} file '{relative}'", "is code; this audit never runs a model folder's own code")
         if file.name in REFUSED_FILES:
@@ -235,11 +267,15 @@ def inspect_hf_folder(folder: str | Path, *, flag: str = "--hf-model",
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
     if not isinstance(model_type, str) or model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
-        raise _refuse(f"{flag} file 'config.json': field 'model_type'",
-                      f"{str(model_type)[:40]!r} is not a causal-LM type transformers knows")
+        raise _refuse(
+            f"{flag} file 'config.json': field 'model_type'",
+            f"{str(model_type)[:40]!r} is not a causal-LM type transformers knows",
+        )
     if _estimated_parameters(config) > max_parameters:
-        raise _refuse(f"{flag} file 'config.json'", f"describes about {_estimated_parameters(config):.3g} parameters, "
-                      f"more than the limit {max_parameters:.3g}")
+        raise _refuse(
+            f"{flag} file 'config.json'",
+            f"describes about {_estimated_parameters(config):.3g} parameters, more than the limit {max_parameters:.3g}",
+        )
     tokenizer_config = path / "tokenizer_config.json"
     if tokenizer_config.is_file():
         content = _read_json(tokenizer_config, JSON_LIMIT, f"{flag} file 'tokenizer_config.json'")
@@ -247,8 +283,10 @@ def inspect_hf_folder(folder: str | Path, *, flag: str = "--hf-model",
             if isinstance(key, str) and key.endswith("_file") and isinstance(value, str):
                 target = (path / value).resolve()
                 if path.resolve() not in target.parents and target != path.resolve():
-                    raise _refuse(f"{flag} file 'tokenizer_config.json': field '{key}'",
-                                  f"points outside the model folder ({value[:80]!r})")
+                    raise _refuse(
+                        f"{flag} file 'tokenizer_config.json': field '{key}'",
+                        f"points outside the model folder ({value[:80]!r})",
+                    )
     tokenizer = path / "tokenizer.json"
     if not tokenizer.is_file():
         raise _refuse(where, "has no tokenizer.json (a fast tokenizer file; only it is loaded)")
@@ -283,29 +321,39 @@ def load_hf_causal_lm(folder: str | Path, device: str = "cpu"):
     folder = Path(folder)
     where = f"--hf-model '{folder}'"
     try:
-        model, info = AutoModelForCausalLM.from_pretrained(str(folder), local_files_only=True, trust_remote_code=False,
-                                                           use_safetensors=True, output_loading_info=True)
+        model, info = AutoModelForCausalLM.from_pretrained(
+            str(folder), local_files_only=True, trust_remote_code=False, use_safetensors=True, output_loading_info=True
+        )
     except (MemoryError, KeyboardInterrupt):
         raise
     except Exception as exc:  # noqa: BLE001 - a truncated safetensors file, a config the class rejects: the folder's
-        raise _refuse(where, f"cannot be loaded as a causal LM ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})") from None
+        raise _refuse(
+            where, f"cannot be loaded as a causal LM ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})"
+        ) from None
     missing = list(info.get("missing_keys") or []) + list(info.get("mismatched_keys") or [])
     if missing:
         # The weights are of another architecture (GPT-2 weights under model_type: bert): transformers
         # would fill these tensors at random and the audit would score a mostly random model.
         model_type = getattr(model.config, "model_type", "?")
-        raise _refuse(f"{where} file 'config.json'", f"model_type '{model_type}' does not match the weights: "
-                      f"{len(missing)} of the model's tensors are not in the safetensors files (e.g. "
-                      f"{str(missing[0])[:80]}); loading would leave them random")
+        raise _refuse(
+            f"{where} file 'config.json'",
+            f"model_type '{model_type}' does not match the weights: "
+            f"{len(missing)} of the model's tensors are not in the safetensors files (e.g. "
+            f"{str(missing[0])[:80]}); loading would leave them random",
+        )
     try:
         tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
     except Exception as exc:  # noqa: BLE001 - the tokenizers library's parse errors are the file's
-        raise _refuse(f"{where} file 'tokenizer.json'", f"is not a valid tokenizers file "
-                      f"({' '.join(str(exc).split())[:200]})") from None
+        raise _refuse(
+            f"{where} file 'tokenizer.json'", f"is not a valid tokenizers file ({' '.join(str(exc).split())[:200]})"
+        ) from None
     vocab = getattr(model.config, "vocab_size", None)
     if isinstance(vocab, int) and tokenizer.get_vocab_size(with_added_tokens=True) > vocab:
-        raise _refuse(f"{where} file 'tokenizer.json'", f"has {tokenizer.get_vocab_size(with_added_tokens=True):,} "
-                      f"tokens but the model's vocabulary is {vocab:,}: token ids beyond it cannot be scored")
+        raise _refuse(
+            f"{where} file 'tokenizer.json'",
+            f"has {tokenizer.get_vocab_size(with_added_tokens=True):,} "
+            f"tokens but the model's vocabulary is {vocab:,}: token ids beyond it cannot be scored",
+        )
     return HFCausalLM(model.to(device).eval()), tokenizer
 
 

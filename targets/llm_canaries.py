@@ -19,6 +19,7 @@ Score (black-box, the final model only): minus the mean loss of the secret's tok
 prefix — higher = more likely inserted. The auditor's threshold is chosen by the one-run
 procedure (guesses on the top and bottom scores), never by looking at membership.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -51,8 +52,17 @@ class LLMCanaries:
         return np.repeat(self.token_ids[self.inserted], self.repetitions, axis=0)
 
 
-def make_canaries(design: str, tokenizer, names: list[str], *, secret_length: int, repetitions: int,
-                  max_length: int, new_token_ids: range | None, seed: int) -> LLMCanaries:
+def make_canaries(
+    design: str,
+    tokenizer,
+    names: list[str],
+    *,
+    secret_length: int,
+    repetitions: int,
+    max_length: int,
+    new_token_ids: range | None,
+    seed: int,
+) -> LLMCanaries:
     """`len(names)` canaries of one design, each inserted by a fair coin (seeded by `seed`)."""
     if design not in CANARY_DESIGNS:
         raise ValueError(f"canary design must be one of {CANARY_DESIGNS}, got {design!r}")
@@ -68,10 +78,10 @@ def make_canaries(design: str, tokenizer, names: list[str], *, secret_length: in
     for i, name in enumerate(names):
         prefix = encode_prefix(tokenizer, PREFIX_TEMPLATE.format(name=name))
         secret = rng.choice(alphabet, size=secret_length).tolist()
-        row = (prefix + secret + [EOS])
+        row = prefix + secret + [EOS]
         if len(row) > max_length:
             raise ValueError(f"a canary needs {len(row)} tokens; raise max_length above {max_length}")
-        rows[i, :len(row)] = row
+        rows[i, : len(row)] = row
         starts[i] = len(prefix)
     inserted = rng.random(len(names)) < 0.5
     return LLMCanaries(design, list(names), rows, starts, secret_length, inserted, int(repetitions))
@@ -84,11 +94,11 @@ def secret_scores(model, canaries: LLMCanaries, batch_size: int = 128) -> np.nda
     out = []
     device = next(model.parameters()).device
     for start in range(0, canaries.m, batch_size):
-        ids = torch.as_tensor(canaries.token_ids[start:start + batch_size], device=device)
+        ids = torch.as_tensor(canaries.token_ids[start : start + batch_size], device=device)
         logprob = model.logits(ids)[:, :-1].log_softmax(-1).gather(2, ids[:, 1:].unsqueeze(2)).squeeze(2)
         for j, row in enumerate(logprob.cpu().numpy()):
             first = int(canaries.secret_start[start + j]) - 1  # position predicting the secret's first token
-            out.append(float(row[first:first + canaries.secret_length].mean()))
+            out.append(float(row[first : first + canaries.secret_length].mean()))
     return np.asarray(out)
 
 

@@ -28,17 +28,16 @@ The audit commands load and query skops and ONNX models in an isolated worker wi
 User code (a model factory, a prediction function, the module's own `forward`) is run by the
 audit jobs in isolated child processes; this module only defines the pieces they run there.
 """
+
 from __future__ import annotations
 
 import re
+import sys
 import zipfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -120,8 +119,11 @@ def check_outputs(out: Any, output: str, n_rows: int, description: str) -> np.nd
         raise AuditInputError(where, "returned NaN or infinite values")
     if output == "probabilities":
         if out.min() < -_PROBABILITY_TOLERANCE or np.abs(out.sum(axis=1) - 1).max() > _PROBABILITY_TOLERANCE:
-            raise AuditInputError(where, "must return probabilities (each row ≥ 0, summing to 1); "
-                                  "if the model returns logits set output: logits")
+            raise AuditInputError(
+                where,
+                "must return probabilities (each row ≥ 0, summing to 1); "
+                "if the model returns logits set output: logits",
+            )
     return out
 
 
@@ -194,8 +196,10 @@ def load_state_dict_file(path: Path) -> tuple[dict[str, torch.Tensor], str, list
     state = dict(state)
     for prefix in _KEY_PREFIXES:
         if all(k.startswith(prefix) for k in state):
-            state = {k[len(prefix):]: v for k, v in state.items()}
-            notes.append(f"the prefix '{prefix}' of every key in {path.name} was removed (a wrapped module's state dict)")
+            state = {k[len(prefix) :]: v for k, v in state.items()}
+            notes.append(
+                f"the prefix '{prefix}' of every key in {path.name} was removed (a wrapped module's state dict)"
+            )
             break
     return state, file_format, notes
 
@@ -240,7 +244,9 @@ def module_logits(module: nn.Module, features: np.ndarray, batch_size: int = 409
     dtype = parameter.dtype if parameter is not None and parameter.is_floating_point() else torch.float32
     with torch.no_grad():
         outputs = [
-            module(torch.as_tensor(np.ascontiguousarray(features[i : i + batch_size]), device=device).to(dtype)).float().cpu()
+            module(torch.as_tensor(np.ascontiguousarray(features[i : i + batch_size]), device=device).to(dtype))
+            .float()
+            .cpu()
             for i in range(0, len(features), batch_size)
         ]
     return torch.cat(outputs).numpy() if outputs else np.empty((0, 0), dtype=np.float32)
@@ -248,6 +254,7 @@ def module_logits(module: nn.Module, features: np.ndarray, batch_size: int = 409
 
 # --------------------------------------------------------------------------------------------
 # scikit-learn via skops
+
 
 def load_skops_estimator(path: Path) -> tuple[Any, list[str]]:
     """(fitted estimator, the classes it is made of). Every object the file names is checked against
@@ -262,19 +269,24 @@ def load_skops_estimator(path: Path) -> tuple[Any, list[str]]:
         raise AuditInputError(where, "does not exist or is not a file")
     if not zipfile.is_zipfile(path):  # a pickle / joblib file: never loaded
         raise AuditInputError(
-            where, "is not a skops file (a zip archive); pickle and joblib files are refused because loading them "
-            "runs arbitrary code: save the estimator with skops.io.dump(model, path)")
+            where,
+            "is not a skops file (a zip archive); pickle and joblib files are refused because loading them "
+            "runs arbitrary code: save the estimator with skops.io.dump(model, path)",
+        )
     classes = check_skops_file(path, where)
     import skops.io as sio
 
     try:
         untrusted = sio.get_untrusted_types(file=path)
     except Exception as exc:  # a corrupt archive or schema
-        raise AuditInputError(where, f"could not be read as a skops file ({type(exc).__name__}: {str(exc)[:160]})") from None
+        raise AuditInputError(
+            where, f"could not be read as a skops file ({type(exc).__name__}: {str(exc)[:160]})"
+        ) from None
     refused = [t for t in untrusted if t not in ALLOWED_CLASSES]
     if refused:  # skops's view disagrees with the allow-list check: refuse rather than guess
-        raise AuditInputError(where, f"names type(s) outside the allow-list ({', '.join(refused[:5])}); nothing "
-                              "from the file was loaded")
+        raise AuditInputError(
+            where, f"names type(s) outside the allow-list ({', '.join(refused[:5])}); nothing from the file was loaded"
+        )
     try:
         estimator = sio.load(path, trusted=list(untrusted))
     except Exception as exc:
@@ -330,8 +342,11 @@ def check_onnx_file(path: Path, where: str) -> None:
         raise AuditInputError(where, f"is not an ONNX model ({type(exc).__name__})") from None
     for tensor in _get_all_tensors(model):
         if tensor.data_location == onnx.TensorProto.EXTERNAL:
-            raise AuditInputError(where, f"tensor {clip_name(tensor.name)!r} refers to external data (a separate file); "
-                                  "save the model with its weights inside the .onnx file")
+            raise AuditInputError(
+                where,
+                f"tensor {clip_name(tensor.name)!r} refers to external data (a separate file); "
+                "save the model with its weights inside the .onnx file",
+            )
 
 
 def clip_name(name: str, limit: int = 60) -> str:
@@ -354,7 +369,9 @@ def onnx_session(path: Path, output_index: int = 0):
     try:
         session = onnxruntime.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
     except Exception as exc:
-        raise AuditInputError(where, f"could not be loaded by onnxruntime ({type(exc).__name__}: {str(exc)[:200]})") from None
+        raise AuditInputError(
+            where, f"could not be loaded by onnxruntime ({type(exc).__name__}: {str(exc)[:200]})"
+        ) from None
     inputs, outputs = session.get_inputs(), session.get_outputs()
     if len(inputs) != 1:
         raise AuditInputError(where, f"has {len(inputs)} inputs; expected one (the features)")
@@ -375,7 +392,9 @@ def onnx_query(path: Path, output: str = "logits", output_index: int = 0) -> Mod
     worker: audit/model_audits/user_models.py)."""
     session, input_name, output_name = onnx_session(path, output_index)
     where = f"ONNX file '{path}'"
-    return ModelQuery(lambda x: onnx_run(session, input_name, output_name, x, where), output, f"ONNX model {Path(path).name}")
+    return ModelQuery(
+        lambda x: onnx_run(session, input_name, output_name, x, where), output, f"ONNX model {Path(path).name}"
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -395,7 +414,9 @@ def live_query(model: Any, output: str | None = None, description: str | None = 
         return estimator_query(model, description or type(model).__name__, output)
     if callable(model):
         return ModelQuery(model, output or "probabilities", description or getattr(model, "__name__", "function"))
-    raise AuditInputError("model", f"expected an nn.Module, a fitted estimator or a callable, got {type(model).__name__}")
+    raise AuditInputError(
+        "model", f"expected an nn.Module, a fitted estimator or a callable, got {type(model).__name__}"
+    )
 
 
 def trained_model_logits(model: Any, features: np.ndarray, where: str) -> np.ndarray:

@@ -3,6 +3,7 @@
 Only layers whose per-sample gradients Opacus supports and that keep samples independent:
 no BatchNorm (it mixes examples in a batch, which breaks the DP-SGD per-sample argument).
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -53,8 +54,10 @@ class ImageCNN(nn.Module):
             raise ValueError(f"ImageCNN needs {channels}·H·W features with H = W ≥ 2, got {in_features}")
         self.image_shape = (channels, side, side)
         self.features = nn.Sequential(
-            nn.Conv2d(channels, 8, 3, padding=1), nn.ReLU(),
-            nn.Conv2d(8, 16, 3, padding=1), nn.ReLU(),
+            nn.Conv2d(channels, 8, 3, padding=1),
+            nn.ReLU(),
+            nn.Conv2d(8, 16, 3, padding=1),
+            nn.ReLU(),
             nn.AvgPool2d(2),
         )
         self.head = MLP(16 * (side // 2) ** 2, hidden_sizes, n_classes)
@@ -69,7 +72,9 @@ class ImageCNN(nn.Module):
 ARCHITECTURES = {"mlp": MLP, "cnn": ImageCNN}
 
 
-def build_model(architecture: str, in_features: int, hidden_sizes: Sequence[int], n_classes: int, seed: int) -> nn.Module:
+def build_model(
+    architecture: str, in_features: int, hidden_sizes: Sequence[int], n_classes: int, seed: int
+) -> nn.Module:
     """A model of `architecture` ("mlp" | "cnn") whose initial weights depend only on `seed`."""
     generator_state = torch.random.get_rng_state()
     torch.manual_seed(seed)

@@ -10,6 +10,7 @@ bad-input error naming `privacy.epsilons` (or `privacy.secure_mode` when torchcs
 returns the `--factory` protocol's dict, plus a held-out `test_loader` for accuracy and `steps`
 (the loop stops there).
 """
+
 from __future__ import annotations
 
 import math
@@ -28,8 +29,19 @@ __all__ = ["private_at_epsilon", "tabular_mlp_setup"]
 TEST_SHARE = 0.2
 
 
-def private_at_epsilon(model, optimizer, loader, *, epsilon: float, delta: float, epochs: int, max_grad_norm: float,
-                       accountant: str, secure_mode: bool = False, what: str = "data size") -> tuple:
+def private_at_epsilon(
+    model,
+    optimizer,
+    loader,
+    *,
+    epsilon: float,
+    delta: float,
+    epochs: int,
+    max_grad_norm: float,
+    accountant: str,
+    secure_mode: bool = False,
+    what: str = "data size",
+) -> tuple:
     """(engine, model, optimizer, loader) made private by Opacus to reach `epsilon` at `delta` over
     `epochs` passes of `loader` (Poisson sampling at 1 / len(loader), clipping to `max_grad_norm`).
     `what` names, in the error, what the schedule was calibrated for ("corpus", "data size")."""
@@ -46,17 +58,39 @@ def private_at_epsilon(model, optimizer, loader, *, epsilon: float, delta: float
             raise AuditInputError("privacy.secure_mode", f"needs the torchcsprng package ({exc})") from None
         try:
             model, optimizer, loader = engine.make_private_with_epsilon(
-                module=model, optimizer=optimizer, data_loader=loader, target_epsilon=epsilon, target_delta=delta,
-                epochs=epochs, max_grad_norm=max_grad_norm, poisson_sampling=True)
+                module=model,
+                optimizer=optimizer,
+                data_loader=loader,
+                target_epsilon=epsilon,
+                target_delta=delta,
+                epochs=epochs,
+                max_grad_norm=max_grad_norm,
+                poisson_sampling=True,
+            )
         except ValueError as exc:  # "privacy budget is too low", "floating point errors will dominate"
-            raise AuditInputError("privacy.epsilons", f"Opacus cannot calibrate noise for ε={epsilon:g}, "
-                                  f"δ={delta:g} with this {what} and schedule ({str(exc)[:120]})") from None
+            raise AuditInputError(
+                "privacy.epsilons",
+                f"Opacus cannot calibrate noise for ε={epsilon:g}, "
+                f"δ={delta:g} with this {what} and schedule ({str(exc)[:120]})",
+            ) from None
     return engine, model, optimizer, loader
 
 
-def tabular_mlp_setup(*, noise_multiplier: float, sample_rate: float, steps: int, max_grad_norm: float,
-                      rows: int = 2000, hidden: Sequence[int] = (256, 256), lr: float = 0.1, momentum: float = 0.0,
-                      seed: int = 0, accountant: str = "prv", make_private=None, device: str | None = None) -> dict:
+def tabular_mlp_setup(
+    *,
+    noise_multiplier: float,
+    sample_rate: float,
+    steps: int,
+    max_grad_norm: float,
+    rows: int = 2000,
+    hidden: Sequence[int] = (256, 256),
+    lr: float = 0.1,
+    momentum: float = 0.0,
+    seed: int = 0,
+    accountant: str = "prv",
+    make_private=None,
+    device: str | None = None,
+) -> dict:
     """A private MLP on `rows` rows of the default table (80 % train, 20 % test), model and data on
     `device` (None: the CPU; the caller resolves "auto" with `targets.devices.resolve_device`). `make_private`
     (engine, model, optimizer, loader) -> (model, optimizer, loader) replaces the usual
@@ -69,8 +103,10 @@ def tabular_mlp_setup(*, noise_multiplier: float, sample_rate: float, steps: int
     n_test = int(round(TEST_SHARE * len(y)))
     place = torch.device(device or "cpu")
     train = TensorDataset(torch.as_tensor(X[n_test:], device=place), torch.as_tensor(y[n_test:], device=place))
-    test = DataLoader(TensorDataset(torch.as_tensor(X[:n_test], device=place), torch.as_tensor(y[:n_test], device=place)),
-                      batch_size=4096)
+    test = DataLoader(
+        TensorDataset(torch.as_tensor(X[:n_test], device=place), torch.as_tensor(y[:n_test], device=place)),
+        batch_size=4096,
+    )
     n_train = len(train)
     batch = max(1, int(round(float(sample_rate) * n_train)))
     model = build_model("mlp", X.shape[1], list(hidden), int(y.max()) + 1, seed=int(seed)).to(place)
@@ -80,11 +116,23 @@ def tabular_mlp_setup(*, noise_multiplier: float, sample_rate: float, steps: int
         warnings.simplefilter("ignore")  # Opacus's non-secure RNG warning: not what is audited
         engine = PrivacyEngine(accountant=accountant)
         if make_private is None:
-            model, optimizer, loader = engine.make_private(module=model, optimizer=optimizer, data_loader=loader,
-                                                           noise_multiplier=float(noise_multiplier),
-                                                           max_grad_norm=float(max_grad_norm), poisson_sampling=True)
+            model, optimizer, loader = engine.make_private(
+                module=model,
+                optimizer=optimizer,
+                data_loader=loader,
+                noise_multiplier=float(noise_multiplier),
+                max_grad_norm=float(max_grad_norm),
+                poisson_sampling=True,
+            )
         else:
             model, optimizer, loader = make_private(engine, model, optimizer, loader)
     per_epoch = max(1, len(loader))
-    return {"model": model, "optimizer": optimizer, "data_loader": loader, "privacy_engine": engine,
-            "epochs": int(math.ceil(int(steps) / per_epoch)), "steps": int(steps), "test_loader": test}
+    return {
+        "model": model,
+        "optimizer": optimizer,
+        "data_loader": loader,
+        "privacy_engine": engine,
+        "epochs": int(math.ceil(int(steps) / per_epoch)),
+        "steps": int(steps),
+        "test_loader": test,
+    }

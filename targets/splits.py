@@ -7,6 +7,7 @@
   exchangeable a priori.
 * pool: population data for shadow / reference models, disjoint from test and candidates.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -41,7 +42,7 @@ class AuditSplits:
         )
 
     @classmethod
-    def load(cls, path: Path) -> "AuditSplits":
+    def load(cls, path: Path) -> AuditSplits:
         with np.load(path) as stored:
             return cls(
                 test_idx=stored["test_idx"],
@@ -52,9 +53,7 @@ class AuditSplits:
             )
 
 
-def make_audit_splits(
-    n_rows: int, *, test_fraction: float, candidate_fraction: float, seed: int
-) -> AuditSplits:
+def make_audit_splits(n_rows: int, *, test_fraction: float, candidate_fraction: float, seed: int) -> AuditSplits:
     """Random disjoint test / candidate / pool index sets and coin-flip membership of candidates."""
     n_test = int(round(test_fraction * n_rows))
     n_candidates = int(round(candidate_fraction * n_rows))

@@ -13,6 +13,7 @@ User-supplied synthetic data needs no class: it is just a DataFrame.
 
 Training frames must not contain missing values (SyntheticDataError names the column).
 """
+
 from __future__ import annotations
 
 import math
@@ -41,7 +42,7 @@ class Synthesizer(Protocol):
     name: str
     epsilon: float | None  # None = non-private
 
-    def fit(self, train_df: pd.DataFrame) -> "Synthesizer": ...
+    def fit(self, train_df: pd.DataFrame) -> Synthesizer: ...
 
     def sample(self, n: int, seed: int) -> pd.DataFrame: ...
 
@@ -115,7 +116,7 @@ class NoisyCopySynthesizer:
             raise ValueError(f"noise_scale: expected a finite number ≥ 0, got {noise_scale!r}")
         self.noise_scale = float(noise_scale)
 
-    def fit(self, train_df: pd.DataFrame) -> "NoisyCopySynthesizer":
+    def fit(self, train_df: pd.DataFrame) -> NoisyCopySynthesizer:
         self.schema_ = _Schema(train_df)
         self.train_ = train_df.reset_index(drop=True).copy()
         self.std_ = {c: float(np.nanstd(train_df[c].to_numpy(dtype=float))) for c in self.schema_.numeric()}
@@ -155,7 +156,7 @@ class GaussianCopulaSynthesizer:
     def __init__(self, seed: int = 0):
         self.seed = seed
 
-    def fit(self, train_df: pd.DataFrame) -> "GaussianCopulaSynthesizer":
+    def fit(self, train_df: pd.DataFrame) -> GaussianCopulaSynthesizer:
         self.schema_ = _Schema(train_df)
         rng = np.random.default_rng(self.seed)
         n = train_df.shape[0]
@@ -262,11 +263,16 @@ class DPVAESynthesizer:
         accountant: str = "prv",
         seed: int = 0,
     ):
-        if not (isinstance(epsilon, (int, float)) and 0 < epsilon and math.isfinite(epsilon)):
+        if not (isinstance(epsilon, (int, float)) and epsilon > 0 and math.isfinite(epsilon)):
             raise ValueError(f"epsilon: expected a finite number > 0, got {epsilon!r}")
         if not (isinstance(delta, (int, float)) and 0 < delta < 1):
             raise ValueError(f"delta: expected a number in (0, 1), got {delta!r}")
-        for name, value in (("epochs", epochs), ("batch_size", batch_size), ("hidden_dim", hidden_dim), ("latent_dim", latent_dim)):
+        for name, value in (
+            ("epochs", epochs),
+            ("batch_size", batch_size),
+            ("hidden_dim", hidden_dim),
+            ("latent_dim", latent_dim),
+        ):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name}: expected a positive integer, got {value!r}")
         self.epsilon = float(epsilon)
@@ -297,24 +303,26 @@ class DPVAESynthesizer:
             parts.append(np.eye(len(categories))[codes])
         return np.hstack(parts).astype(np.float32)
 
-    def _loss_per_row(self, x: torch.Tensor, out: torch.Tensor, mu: torch.Tensor, log_var: torch.Tensor) -> torch.Tensor:
+    def _loss_per_row(
+        self, x: torch.Tensor, out: torch.Tensor, mu: torch.Tensor, log_var: torch.Tensor
+    ) -> torch.Tensor:
         n_num = len(self.numeric_)
-        mean, out_log_var = out[:, :n_num], out[:, n_num:2 * n_num].clamp(_MIN_LOG_VAR, _MAX_LOG_VAR)
+        mean, out_log_var = out[:, :n_num], out[:, n_num : 2 * n_num].clamp(_MIN_LOG_VAR, _MAX_LOG_VAR)
         # Gaussian negative log-likelihood (up to a constant) with a per-row, per-column variance.
         loss = 0.5 * (((mean - x[:, :n_num]) ** 2) * torch.exp(-out_log_var) + out_log_var).sum(dim=1)
         offset_in, offset_out = n_num, 2 * n_num
         for column in self.categorical_:
             width = len(self.categories_[column])
-            target = x[:, offset_in:offset_in + width].argmax(dim=1)
-            loss = loss + nn.functional.cross_entropy(out[:, offset_out:offset_out + width], target, reduction="none")
+            target = x[:, offset_in : offset_in + width].argmax(dim=1)
+            loss = loss + nn.functional.cross_entropy(out[:, offset_out : offset_out + width], target, reduction="none")
             offset_in += width
             offset_out += width
-        kl = -0.5 * (1 + log_var - mu ** 2 - log_var.exp()).sum(dim=1)
+        kl = -0.5 * (1 + log_var - mu**2 - log_var.exp()).sum(dim=1)
         return loss + kl
 
     # ------------------------------------------------------------------ fit / sample
 
-    def fit(self, train_df: pd.DataFrame) -> "DPVAESynthesizer":
+    def fit(self, train_df: pd.DataFrame) -> DPVAESynthesizer:
         from opacus import PrivacyEngine
         from torch.utils.data import DataLoader, TensorDataset
 
@@ -387,7 +395,7 @@ class DPVAESynthesizer:
         columns = {}
         n_num = len(self.numeric_)
         if n_num:
-            sd = torch.exp(0.5 * out[:, n_num:2 * n_num].clamp(_MIN_LOG_VAR, _MAX_LOG_VAR))
+            sd = torch.exp(0.5 * out[:, n_num : 2 * n_num].clamp(_MIN_LOG_VAR, _MAX_LOG_VAR))
             standardised = (out[:, :n_num] + sd * torch.randn(n, n_num, generator=generator)).numpy()
         for j, column in enumerate(self.numeric_):
             values = standardised[:, j].astype(float) * self.std_[column] + self.mean_[column]
@@ -395,7 +403,7 @@ class DPVAESynthesizer:
         offset = 2 * n_num
         for column in self.categorical_:
             categories = self.categories_[column]
-            logits = out[:, offset:offset + len(categories)]
+            logits = out[:, offset : offset + len(categories)]
             codes = torch.multinomial(torch.softmax(logits, dim=1), 1, generator=generator)[:, 0].numpy()
             columns[column] = np.asarray(categories, dtype=object)[codes]
             offset += len(categories)

@@ -5,6 +5,7 @@ y` (and the audit then blames a missing `a.1`), it keeps lists and dicts in obje
 Parquet file, and ±1e308 values turn distances and standardisation into inf/NaN. These checks
 refuse such tables with one message naming the file and the column.
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -42,8 +43,10 @@ def check_unique_header(path: str | Path, kind: str, where: str) -> None:
         return
     repeated = [name for name, count in Counter(map(str, header)).items() if count > 1]
     if repeated:
-        raise AuditInputError(f"{where}: column '{_name(repeated[0])}'",
-                              "appears more than once in the header; column names must be unique")
+        raise AuditInputError(
+            f"{where}: column '{_name(repeated[0])}'",
+            "appears more than once in the header; column names must be unique",
+        )
 
 
 def check_cells(frame: pd.DataFrame, where: str) -> None:
@@ -60,18 +63,21 @@ def check_cells(frame: pd.DataFrame, where: str) -> None:
             bad = np.isinf(numeric) | (np.abs(np.nan_to_num(numeric)) > MAX_ABS_VALUE)
             if bad.any():
                 row = int(np.flatnonzero(bad)[0])
-                raise AuditInputError(f"{where}: column '{_name(column)}'",
-                                      f"row {row + 2} holds {numeric[row]:g}; values must be finite with "
-                                      f"magnitude ≤ {MAX_ABS_VALUE:g}")
+                raise AuditInputError(
+                    f"{where}: column '{_name(column)}'",
+                    f"row {row + 2} holds {numeric[row]:g}; values must be finite with magnitude ≤ {MAX_ABS_VALUE:g}",
+                )
         elif values.dtype == object:
             for row, cell in enumerate(values.to_numpy()):
                 if isinstance(cell, (list, tuple, dict, set, bytes, bytearray, np.ndarray)):
-                    raise AuditInputError(f"{where}: column '{_name(column)}'",
-                                          f"row {row + 2} holds a {type(cell).__name__}; every cell must be a "
-                                          "single number or text")
+                    raise AuditInputError(
+                        f"{where}: column '{_name(column)}'",
+                        f"row {row + 2} holds a {type(cell).__name__}; every cell must be a single number or text",
+                    )
 
 
 def check_class_count(n_classes: int, where: str) -> None:
     if n_classes > MAX_CLASSES:
-        raise AuditInputError(where, f"has {n_classes} distinct classes (more than {MAX_CLASSES}); is this "
-                                     "really the label column?")
+        raise AuditInputError(
+            where, f"has {n_classes} distinct classes (more than {MAX_CLASSES}); is this really the label column?"
+        )

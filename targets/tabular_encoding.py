@@ -31,6 +31,7 @@ Edge cases, all deliberate:
   row (after clipping, any value equals the constant), so it never contributes;
 * missing values follow an explicit `NanPolicy` (below); ±inf is always an error.
 """
+
 from __future__ import annotations
 
 import math
@@ -76,17 +77,13 @@ def _describe(df: pd.DataFrame, role: str) -> str:
 
 
 def column_kind(series: pd.Series) -> ColumnKind | None:
-    """"numeric" for int/float columns, "categorical" for object/category/bool/string, else None."""
+    """ "numeric" for int/float columns, "categorical" for object/category/bool/string, else None."""
     dtype = series.dtype
     if ptypes.is_bool_dtype(dtype):
         return "categorical"
     if ptypes.is_numeric_dtype(dtype) and not ptypes.is_complex_dtype(dtype):
         return "numeric"
-    if (
-        isinstance(dtype, pd.CategoricalDtype)
-        or ptypes.is_object_dtype(dtype)
-        or ptypes.is_string_dtype(dtype)
-    ):
+    if isinstance(dtype, pd.CategoricalDtype) or ptypes.is_object_dtype(dtype) or ptypes.is_string_dtype(dtype):
         return "categorical"
     return None
 
@@ -161,9 +158,7 @@ class MixedTypeEncoder:
                 parts.append(f"missing column(s) {missing}")
             if extra:
                 parts.append(f"unexpected column(s) {extra}")
-            raise SyntheticDataError(
-                where, "; ".join(parts) + f" compared with the {reference_role} data"
-            )
+            raise SyntheticDataError(where, "; ".join(parts) + f" compared with the {reference_role} data")
         kinds = self._kinds_of(df, role)
         for column in self.columns_:
             if kinds[column] != self.kinds_[column]:
@@ -217,7 +212,7 @@ class MixedTypeEncoder:
 
     # ------------------------------------------------------------------ fit / transform
 
-    def fit(self, train_df: pd.DataFrame, holdout_df: pd.DataFrame | None = None) -> "MixedTypeEncoder":
+    def fit(self, train_df: pd.DataFrame, holdout_df: pd.DataFrame | None = None) -> MixedTypeEncoder:
         """Learn column kinds, numeric [min, max] and categories from train (+ holdout if given)."""
         train_df = _with_string_columns(train_df)
         holdout_df = _with_string_columns(holdout_df)

@@ -20,16 +20,43 @@ Membership follows `targets/splits.py`: candidate records are members by indepen
 flips (what the one-run bound needs); pool records (the tokenizer's and the reference model's
 data) and test records (utility) are disjoint from them.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 import numpy as np
 
-SYMPTOMS = ("headaches", "back pain", "chest pain", "fatigue", "dizziness", "a persistent cough", "insomnia",
-            "nausea", "shortness of breath", "joint pain", "a skin rash", "blurred vision", "anxiety", "a fever")
-MEDICATIONS = ("ibuprofen", "metformin", "lisinopril", "sertraline", "amoxicillin", "atorvastatin", "omeprazole",
-               "albuterol", "levothyroxine", "prednisone", "gabapentin", "warfarin")
+SYMPTOMS = (
+    "headaches",
+    "back pain",
+    "chest pain",
+    "fatigue",
+    "dizziness",
+    "a persistent cough",
+    "insomnia",
+    "nausea",
+    "shortness of breath",
+    "joint pain",
+    "a skin rash",
+    "blurred vision",
+    "anxiety",
+    "a fever",
+)
+MEDICATIONS = (
+    "ibuprofen",
+    "metformin",
+    "lisinopril",
+    "sertraline",
+    "amoxicillin",
+    "atorvastatin",
+    "omeprazole",
+    "albuterol",
+    "levothyroxine",
+    "prednisone",
+    "gabapentin",
+    "warfarin",
+)
 NOTE_TEMPLATES = (
     "complains of {s} since starting {m} .",
     "reports {s} and asks to stop {m} .",
@@ -116,7 +143,7 @@ class TextCorpus:
 
     @property
     def secret_space(self) -> int:
-        return 10 ** self.secret_digits
+        return 10**self.secret_digits
 
 
 def _records(faker, rng: np.random.Generator, n: int) -> list[Record]:
@@ -131,9 +158,17 @@ def _records(faker, rng: np.random.Generator, n: int) -> list[Record]:
     return records
 
 
-def make_text_corpus(*, n_candidates: int, n_pool: int, n_test: int, repetitions: tuple[int, ...] = (1, 4, 16, 64),
-                     canaries_per_repetition: int = 2, n_controls: int = 4, secret_digits: int = 4,
-                     seed: int = 0) -> TextCorpus:
+def make_text_corpus(
+    *,
+    n_candidates: int,
+    n_pool: int,
+    n_test: int,
+    repetitions: tuple[int, ...] = (1, 4, 16, 64),
+    canaries_per_repetition: int = 2,
+    n_controls: int = 4,
+    secret_digits: int = 4,
+    seed: int = 0,
+) -> TextCorpus:
     """The corpus of one text audit, a pure function of its arguments (faker and numpy both seeded)."""
     from faker import Faker
 
@@ -144,8 +179,8 @@ def make_text_corpus(*, n_candidates: int, n_pool: int, n_test: int, repetitions
     rng = np.random.default_rng(np.random.SeedSequence([seed, 8]))
     records = _records(faker, rng, n_candidates + n_pool + n_test)
     candidates = records[:n_candidates]
-    pool = records[n_candidates:n_candidates + n_pool]
-    test = records[n_candidates + n_pool:]
+    pool = records[n_candidates : n_candidates + n_pool]
+    test = records[n_candidates + n_pool :]
     members = rng.random(n_candidates) < 0.5
     plan = [r for r in repetitions for _ in range(canaries_per_repetition)] + [0] * n_controls
     used_names = {r.name for r in records}

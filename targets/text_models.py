@@ -27,6 +27,7 @@ Loss: each document's mean token loss, averaged over the batch. A per-token mean
 batch would make one document's gradient depend on the other documents' lengths, which breaks the
 per-sample sensitivity DP-SGD's clipping assumes.
 """
+
 from __future__ import annotations
 
 import math
@@ -57,12 +58,18 @@ def train_tokenizer(texts: Sequence[str], vocab_size: int = 800):
     tokenizer = Tokenizer(models.BPE(unk_token="[UNK]"))
     tokenizer.normalizer = normalizers.Lowercase()
     tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
-        [pre_tokenizers.Whitespace(), pre_tokenizers.Digits(individual_digits=True)])
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=list(SPECIAL_TOKENS),
-                                  initial_alphabet=list("0123456789abcdefghijklmnopqrstuvwxyz.,:'-"),
-                                  show_progress=False)
+        [pre_tokenizers.Whitespace(), pre_tokenizers.Digits(individual_digits=True)]
+    )
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=list(SPECIAL_TOKENS),
+        initial_alphabet=list("0123456789abcdefghijklmnopqrstuvwxyz.,:'-"),
+        show_progress=False,
+    )
     tokenizer.train_from_iterator(list(texts), trainer=trainer)
-    tokenizer.post_processor = TemplateProcessing(single="[BOS] $A [EOS]", special_tokens=[("[BOS]", BOS), ("[EOS]", EOS)])
+    tokenizer.post_processor = TemplateProcessing(
+        single="[BOS] $A [EOS]", special_tokens=[("[BOS]", BOS), ("[EOS]", EOS)]
+    )
     from tokenizers import decoders
 
     tokenizer.decoder = decoders.BPEDecoder()
@@ -75,7 +82,7 @@ def encode_texts(tokenizer, texts: Sequence[str], max_length: int, *, add_eos: b
     for i, encoding in enumerate(tokenizer.encode_batch(list(texts))):
         ids = encoding.ids if add_eos else encoding.ids[:-1]
         ids = ids[:max_length]
-        out[i, :len(ids)] = ids
+        out[i, : len(ids)] = ids
     return out
 
 
@@ -120,7 +127,9 @@ class TinyCausalLM(nn.Module):
     """A pre-norm GPT-style decoder (learned positions, untied output head: Opacus needs each
     parameter used by one layer)."""
 
-    def __init__(self, vocab_size: int, *, d_model: int = 64, n_layers: int = 2, n_heads: int = 4, max_length: int = 64):
+    def __init__(
+        self, vocab_size: int, *, d_model: int = 64, n_layers: int = 2, n_heads: int = 4, max_length: int = 64
+    ):
         super().__init__()
         if d_model % n_heads:
             raise ValueError(f"d_model {d_model} must be a multiple of n_heads {n_heads}")
@@ -180,8 +189,9 @@ def document_losses(logits: torch.Tensor, token_ids: torch.Tensor) -> torch.Tens
 
 def build_text_model(vocab_size: int, spec: TextTrainingSpec, seed: int) -> TinyCausalLM:
     torch.manual_seed(seed)
-    return TinyCausalLM(vocab_size, d_model=spec.d_model, n_layers=spec.n_layers, n_heads=spec.n_heads,
-                        max_length=spec.max_length)
+    return TinyCausalLM(
+        vocab_size, d_model=spec.d_model, n_layers=spec.n_layers, n_heads=spec.n_heads, max_length=spec.max_length
+    )
 
 
 PRIVACY_UNITS = ("person", "record")
@@ -197,8 +207,7 @@ def sum_grad_samples_by_person(params, owner: torch.Tensor, n_persons: int) -> N
             continue
         if not isinstance(per_document, torch.Tensor):  # a layer used twice per forward: not this model
             raise TypeError("per-person sums need one per-sample gradient tensor per parameter")
-        summed = torch.zeros((n_persons, *per_document.shape[1:]), dtype=per_document.dtype,
-                             device=per_document.device)
+        summed = torch.zeros((n_persons, *per_document.shape[1:]), dtype=per_document.dtype, device=per_document.device)
         p.grad_sample = summed.index_add_(0, owner.to(per_document.device), per_document)
 
 
@@ -224,9 +233,19 @@ class PersonBatches:
         return self.tokens[rows], torch.repeat_interleave(torch.arange(len(people)), counts)
 
 
-def train_text_target(token_ids: np.ndarray, vocab_size: int, spec: TextTrainingSpec, *, epsilon: float, delta: float,
-                      accountant: str, seed: int, device: torch.device, owners: np.ndarray | None = None,
-                      on_epoch: Callable[[int, int], None] | None = None) -> TrainedTextTarget:
+def train_text_target(
+    token_ids: np.ndarray,
+    vocab_size: int,
+    spec: TextTrainingSpec,
+    *,
+    epsilon: float,
+    delta: float,
+    accountant: str,
+    seed: int,
+    device: torch.device,
+    owners: np.ndarray | None = None,
+    on_epoch: Callable[[int, int], None] | None = None,
+) -> TrainedTextTarget:
     """Train one causal LM on `token_ids` (n, length); `epsilon = inf` = ordinary training (Adam,
     shuffled fixed batches of documents); finite ε = Opacus DP-SGD (Adam on clipped, noised
     gradients, Poisson sampling, σ calibrated by `make_private_with_epsilon` for the epochs).
@@ -250,11 +269,26 @@ def train_text_target(token_ids: np.ndarray, vocab_size: int, spec: TextTraining
     torch.manual_seed(seed)
     if private:
         engine, model, optimizer, loader = private_at_epsilon(
-            model, optimizer, loader, epsilon=epsilon, delta=delta, epochs=spec.epochs,
-            max_grad_norm=spec.max_grad_norm, accountant=accountant, what="corpus")
+            model,
+            optimizer,
+            loader,
+            epsilon=epsilon,
+            delta=delta,
+            epochs=spec.epochs,
+            max_grad_norm=spec.max_grad_norm,
+            accountant=accountant,
+            what="corpus",
+        )
     sample_rate = 1.0 / len(loader)
-    steps, last, seconds = train_on_documents(model, optimizer, loader, epochs=spec.epochs, device=device,
-                                              persons=persons if by_person else None, on_epoch=on_epoch)
+    steps, last, seconds = train_on_documents(
+        model,
+        optimizer,
+        loader,
+        epochs=spec.epochs,
+        device=device,
+        persons=persons if by_person else None,
+        on_epoch=on_epoch,
+    )
     plain = model._module if private else model
     if private:
         model.remove_hooks()
@@ -265,23 +299,40 @@ def train_text_target(token_ids: np.ndarray, vocab_size: int, spec: TextTraining
             warnings.simplefilter("ignore")
             accountant_eps = float(engine.get_epsilon(delta))
     return TrainedTextTarget(
-        model=plain.cpu().eval(), epsilon_target=epsilon if private else None, delta=delta, noise_multiplier=noise,
-        sample_rate=sample_rate, steps=steps, max_grad_norm=spec.max_grad_norm if private else None,
-        accountant=accountant if private else None, accountant_epsilon=accountant_eps, train_seconds=seconds,
-        final_loss=last, privacy_unit=("person" if by_person else "record") if private else None,
-        n_units=(persons.n_persons if by_person else len(token_ids)) if private else None)
+        model=plain.cpu().eval(),
+        epsilon_target=epsilon if private else None,
+        delta=delta,
+        noise_multiplier=noise,
+        sample_rate=sample_rate,
+        steps=steps,
+        max_grad_norm=spec.max_grad_norm if private else None,
+        accountant=accountant if private else None,
+        accountant_epsilon=accountant_eps,
+        train_seconds=seconds,
+        final_loss=last,
+        privacy_unit=("person" if by_person else "record") if private else None,
+        n_units=(persons.n_persons if by_person else len(token_ids)) if private else None,
+    )
 
 
-def train_on_documents(model: nn.Module, optimizer, loader, *, epochs: int, device: torch.device,
-                       persons: PersonBatches | None, on_epoch: Callable[[int, int], None] | None = None,
-                       quiet: bool = False) -> tuple[int, float, float]:
+def train_on_documents(
+    model: nn.Module,
+    optimizer,
+    loader,
+    *,
+    epochs: int,
+    device: torch.device,
+    persons: PersonBatches | None,
+    on_epoch: Callable[[int, int], None] | None = None,
+    quiet: bool = False,
+) -> tuple[int, float, float]:
     """The training loop of both causal LMs (this module's `TinyCausalLM`, `targets.hf_causal_lm`'s GPT-2):
     mean document loss, one optimizer step per non-empty batch; with `persons` (user-level DP) each drawn
     person's documents, their per-sample gradients summed per person before Opacus clips them.
     `quiet`: Opacus's warnings silenced. Returns (steps, the last batch's loss, seconds)."""
     steps, last = 0, float("nan")
     started = time.perf_counter()
-    with torch_threads(1 if device.type == "cpu" else None), (warnings.catch_warnings() if quiet else nullcontext()):
+    with torch_threads(1 if device.type == "cpu" else None), warnings.catch_warnings() if quiet else nullcontext():
         if quiet:
             warnings.simplefilter("ignore")  # Opacus's "full backward hook" notes
         for epoch in range(epochs):
@@ -311,6 +362,8 @@ def mean_token_loss(model: nn.Module, token_ids: np.ndarray, batch_size: int = 2
     """Mean of the documents' mean next-token loss (utility: its exp is the per-token perplexity)."""
     model.eval()
     device = next(model.parameters()).device
-    batches = [torch.as_tensor(token_ids[i:i + batch_size], device=device) for i in range(0, len(token_ids), batch_size)]
+    batches = [
+        torch.as_tensor(token_ids[i : i + batch_size], device=device) for i in range(0, len(token_ids), batch_size)
+    ]
     losses = [document_losses(model.logits(batch), batch).cpu() for batch in batches]
     return float(torch.cat(losses).mean())

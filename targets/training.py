@@ -6,6 +6,7 @@ the selected accountant says reaches the target ε over the configured epochs. T
 path trains the same architecture with the same optimizer, epochs and batch size on shuffled
 fixed-size batches, so the two differ only in clipping, noise and sampling.
 """
+
 from __future__ import annotations
 
 import math
@@ -77,14 +78,35 @@ def predict_logits(model: nn.Module, features: np.ndarray, batch_size: int = 819
     return torch.cat(outputs).numpy()
 
 
-def private_setup(features: np.ndarray, labels: np.ndarray, n_classes: int, spec: TrainingSpec, *, epsilon: float,
-                  delta: float, accountant: str, seed: int, device: torch.device, secure_mode: bool = False):
+def private_setup(
+    features: np.ndarray,
+    labels: np.ndarray,
+    n_classes: int,
+    spec: TrainingSpec,
+    *,
+    epsilon: float,
+    delta: float,
+    accountant: str,
+    seed: int,
+    device: torch.device,
+    secure_mode: bool = False,
+):
     """(model, DPOptimizer, DPDataLoader, PrivacyEngine) exactly as `train_target` builds them for a
     finite ε, untrained: what the main job's conformance checks step (audit.conformance)."""
     if not math.isfinite(epsilon):
         raise ValueError("a private setup needs a finite ε")
-    return _setup(features, labels, n_classes, spec, epsilon=epsilon, delta=delta, accountant=accountant, seed=seed,
-                  device=device, secure_mode=secure_mode)
+    return _setup(
+        features,
+        labels,
+        n_classes,
+        spec,
+        epsilon=epsilon,
+        delta=delta,
+        accountant=accountant,
+        seed=seed,
+        device=device,
+        secure_mode=secure_mode,
+    )
 
 
 def _setup(features, labels, n_classes, spec, *, epsilon, delta, accountant, seed, device, secure_mode):
@@ -100,8 +122,16 @@ def _setup(features, labels, n_classes, spec, *, epsilon, delta, accountant, see
         from targets.opacus_setups import private_at_epsilon
 
         engine, model, optimizer, loader = private_at_epsilon(
-            model, optimizer, loader, epsilon=epsilon, delta=delta, epochs=spec.epochs,
-            max_grad_norm=spec.max_grad_norm, accountant=accountant, secure_mode=secure_mode)
+            model,
+            optimizer,
+            loader,
+            epsilon=epsilon,
+            delta=delta,
+            epochs=spec.epochs,
+            max_grad_norm=spec.max_grad_norm,
+            accountant=accountant,
+            secure_mode=secure_mode,
+        )
     return model, optimizer, loader, engine
 
 
@@ -127,8 +157,18 @@ def train_target(
     `canaries` ({"m": int or None, "seed": int}, private targets only): gradient canaries of the
     one-run white-box audit (`targets.canaries`) go into every step; `TrainedTarget.canaries` holds them.
     """
-    model, optimizer, loader, engine = _setup(features, labels, n_classes, spec, epsilon=epsilon, delta=delta,
-                                              accountant=accountant, seed=seed, device=device, secure_mode=secure_mode)
+    model, optimizer, loader, engine = _setup(
+        features,
+        labels,
+        n_classes,
+        spec,
+        epsilon=epsilon,
+        delta=delta,
+        accountant=accountant,
+        seed=seed,
+        device=device,
+        secure_mode=secure_mode,
+    )
     private = math.isfinite(epsilon)
     sample_rate = 1.0 / len(loader)
     probes = None
@@ -137,8 +177,14 @@ def train_target(
 
         n_parameters = sum(p.numel() for p in optimizer.params if p.requires_grad)
         m = canaries.get("m") or canary_count_for(n_parameters)
-        probes = make_canaries(n_parameters, m, kind="auto", sample_rate=sample_rate, seed=int(canaries.get("seed", seed)),
-                               noise_multiplier=float(optimizer.noise_multiplier))
+        probes = make_canaries(
+            n_parameters,
+            m,
+            kind="auto",
+            sample_rate=sample_rate,
+            seed=int(canaries.get("seed", seed)),
+            noise_multiplier=float(optimizer.noise_multiplier),
+        )
         probes.attach(optimizer)
     criterion = nn.CrossEntropyLoss()
     steps = 0

@@ -6,6 +6,7 @@ few models in sequence, its per-model time extrapolated; `train_many` for all `n
 is warmed up once on a tiny run first so that one-off costs (imports, kernel selection, CUDA
 context) are not charged to either. The CLI's `privacy-audit bench` calls `benchmark_training`.
 """
+
 from __future__ import annotations
 
 import time
@@ -112,9 +113,15 @@ def benchmark_training(
     seconds behind each rate and every repeat's seconds (`*_seconds_all`). `method` and
     `chunk_size` are passed to `train_many` ("auto" / None: its defaults).
     """
-    for name, value in (("n_models", n_models), ("n_rows", n_rows), ("in_features", in_features),
-                        ("epochs", epochs), ("opacus_models", opacus_models), ("batch_size", batch_size),
-                        ("repeats", repeats)):
+    for name, value in (
+        ("n_models", n_models),
+        ("n_rows", n_rows),
+        ("in_features", in_features),
+        ("epochs", epochs),
+        ("opacus_models", opacus_models),
+        ("batch_size", batch_size),
+        ("repeats", repeats),
+    ):
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
     dev = resolve_device(device)
@@ -136,8 +143,19 @@ def benchmark_training(
     _train_opacus_one(
         X[masks[0]], y[masks[0]], in_features, hidden_sizes, n_classes, warm_spec, batch_size, 1, seed, dev
     )
-    train_many(in_features, hidden_sizes, n_classes, X, y, masks[:2], warm_spec, seed=seed, device=dev,
-               chunk_size=chunk_size, method=method)
+    train_many(
+        in_features,
+        hidden_sizes,
+        n_classes,
+        X,
+        y,
+        masks[:2],
+        warm_spec,
+        seed=seed,
+        device=dev,
+        chunk_size=chunk_size,
+        method=method,
+    )
 
     # Alternate the two so that both see the same background load; keep each one's best time
     # (the usual estimate of the cost of the work itself on a shared machine).
@@ -147,16 +165,33 @@ def benchmark_training(
         start = time.perf_counter()
         for k in range(opacus_models):
             _train_opacus_one(
-                X[masks[k]], y[masks[k]], in_features, hidden_sizes, n_classes, spec, batch_size, epochs,
-                model_init_seed(seed, k), dev,
+                X[masks[k]],
+                y[masks[k]],
+                in_features,
+                hidden_sizes,
+                n_classes,
+                spec,
+                batch_size,
+                epochs,
+                model_init_seed(seed, k),
+                dev,
             )
         _synchronize(dev)
         opacus_times.append(time.perf_counter() - start)
 
         start = time.perf_counter()
         stacked = train_many(
-            in_features, hidden_sizes, n_classes, X, y, masks[:n_models], spec, seed=seed, device=dev,
-            chunk_size=chunk_size, method=method,
+            in_features,
+            hidden_sizes,
+            n_classes,
+            X,
+            y,
+            masks[:n_models],
+            spec,
+            seed=seed,
+            device=dev,
+            chunk_size=chunk_size,
+            method=method,
         )
         _synchronize(dev)
         vectorized_times.append(time.perf_counter() - start)

@@ -47,6 +47,7 @@ different (equally valid) models on the two devices.
 The spec and the accountant's ε: `targets.dpsgd_spec`; one step of K stacked models (clipping, noise):
 `targets.dpsgd_step`; both re-exported here.
 """
+
 from __future__ import annotations
 
 import math
@@ -253,7 +254,9 @@ def check_vectorizable(module: nn.Module) -> str | None:
     return None
 
 
-def _meta_template(in_features: int, hidden_sizes: Sequence[int], n_classes: int, architecture: str = "mlp") -> nn.Module:
+def _meta_template(
+    in_features: int, hidden_sizes: Sequence[int], n_classes: int, architecture: str = "mlp"
+) -> nn.Module:
     # Only the structure is used by functional_call; build_model keeps the global RNG untouched.
     return build_model(architecture, in_features, hidden_sizes, n_classes, seed=0).to("meta")
 
@@ -295,15 +298,11 @@ def _validate_inputs(in_features, hidden_sizes, n_classes, X, y, in_masks, spec)
             raise ValueError("y must hold integer class indices")
     y = y.long()
     if X.shape[0] and (int(y.min()) < 0 or int(y.max()) >= n_classes):
-        raise ValueError(
-            f"y must hold class indices in [0, {n_classes}), got range [{int(y.min())}, {int(y.max())}]"
-        )
+        raise ValueError(f"y must hold class indices in [0, {n_classes}), got range [{int(y.min())}, {int(y.max())}]")
     masks = in_masks if isinstance(in_masks, torch.Tensor) else torch.as_tensor(np.asarray(in_masks))
     masks = masks.cpu()
     if masks.dim() != 2 or masks.shape[1] != X.shape[0]:
-        raise ValueError(
-            f"in_masks must have shape (n_models, {X.shape[0]}) to match X, got {tuple(masks.shape)}"
-        )
+        raise ValueError(f"in_masks must have shape (n_models, {X.shape[0]}) to match X, got {tuple(masks.shape)}")
     if masks.dtype != torch.bool:
         if not ((masks == 0) | (masks == 1)).all():
             raise ValueError("in_masks must be boolean (or 0/1)")
@@ -313,9 +312,7 @@ def _validate_inputs(in_features, hidden_sizes, n_classes, X, y, in_masks, spec)
     sizes = masks.sum(dim=1)
     empty = torch.nonzero(sizes == 0).flatten()
     if len(empty):
-        raise ValueError(
-            f"in_masks rows {empty.tolist()[:10]} select no training rows; every model needs data"
-        )
+        raise ValueError(f"in_masks rows {empty.tolist()[:10]} select no training rows; every model needs data")
     expected = _expected_batch_sizes(sizes, spec.sample_rate)
     if spec.max_grad_norm is not None and bool((expected == 0).any()):
         k = int(torch.nonzero(expected == 0).flatten()[0])
@@ -376,9 +373,7 @@ def train_many(
     `extra_gradients` for that step (see `clipped_noisy_gradient_sum`); it is called once more
     with t = T after the last step (its return value is then ignored).
     """
-    X, y, masks, train_sizes, expected = _validate_inputs(
-        in_features, hidden_sizes, n_classes, X, y, in_masks, spec
-    )
+    X, y, masks, train_sizes, expected = _validate_inputs(in_features, hidden_sizes, n_classes, X, y, in_masks, spec)
     hidden_sizes = tuple(int(h) for h in hidden_sizes)
     n_classes = int(n_classes)
     first_model = int(first_model)
@@ -411,8 +406,12 @@ def train_many(
         k1 = min(k0 + chunk_size, n_models)
         params, sizes = _train_chunk(
             template,
-            [_seeded(build, s[0]) if build is not None else
-             build_model(architecture, in_features, hidden_sizes, n_classes, seed=s[0]) for s in seed_pairs[k0:k1]],
+            [
+                _seeded(build, s[0])
+                if build is not None
+                else build_model(architecture, in_features, hidden_sizes, n_classes, seed=s[0])
+                for s in seed_pairs[k0:k1]
+            ],
             [torch.Generator(device=dev).manual_seed(s[1]) for s in seed_pairs[k0:k1]],
             X_dev,
             y_dev,
@@ -421,7 +420,9 @@ def train_many(
             spec,
             row_chunk_size,
             method,
-            None if on_progress is None else (lambda t, k0=k0, k1=k1: on_progress(k0 + (k1 - k0) * t / spec.steps, n_models)),
+            None
+            if on_progress is None
+            else (lambda t, k0=k0, k1=k1: on_progress(k0 + (k1 - k0) * t / spec.steps, n_models)),
             None if step_hook is None else (lambda t, params, k0=k0: step_hook(t, k0, params)),
         )
         for name, p in params.items():
@@ -445,8 +446,9 @@ def train_many(
     )
 
 
-def _train_chunk(template, models, generators, X, y, masks, expected, spec, row_chunk_size, method, on_step=None,
-                 step_hook=None):
+def _train_chunk(
+    template, models, generators, X, y, masks, expected, spec, row_chunk_size, method, on_step=None, step_hook=None
+):
     dev = X.device
     stacked, _ = stack_module_state(models)
     params = {name: p.detach().to(dev).contiguous() for name, p in stacked.items()}

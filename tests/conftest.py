@@ -14,6 +14,7 @@ Conventions for every test file (docs/test-suite.md has the long form):
   (`xdist_group` marks do nothing here: xdist 3.8 groups by rewriting `item._nodeid`, which pytest 9.2 no
   longer reads, so loadgroup schedules test by test.)
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -81,6 +82,7 @@ def cli_in_process(tmp_path):
     """Like `cli` (same call, same result object), in this process: for tests that read what a command
     prints, writes and exits with, not how its process behaves. A test module opts in with
     `@pytest.fixture\ndef cli(cli_in_process): return cli_in_process`."""
+
     def _run(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:  # timeout: run_cli's signature
         return run_cli_in_process(*args, cwd=tmp_path)
 
@@ -102,8 +104,10 @@ def _no_crash_log_folder_left_behind():
 # them out; `make test` and CI still run them. A data file, not code: regenerating it touches no test file.
 # Prefer a `@pytest.mark.slow` (with a comment saying what costs) in a new test itself.
 MEASURED_SLOW = frozenset(
-    line for line in (TESTS / "measured_slow.txt").read_text(encoding="utf-8").splitlines()  # ids may end in a space
-    if line and not line.startswith("#"))
+    line
+    for line in (TESTS / "measured_slow.txt").read_text(encoding="utf-8").splitlines()  # ids may end in a space
+    if line and not line.startswith("#")
+)
 
 
 # --- scheduling: the costliest files first ---------------------------------------------------------

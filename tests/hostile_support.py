@@ -6,6 +6,7 @@ input, no traceback, control characters escaped, and nothing left behind: no run
 outside the working folder. Commands run in-process through the console entry point (`main`);
 user code and user models run in the worker processes the commands start themselves.
 """
+
 from __future__ import annotations
 
 import os
@@ -16,7 +17,6 @@ from pathlib import Path
 import pytest
 
 from audit.cli import main
-
 
 _PROGRESS = re.compile(r"^\[\d\d:\d\d(:\d\d)?\] ")
 
@@ -43,8 +43,9 @@ def snapshot(folder: Path) -> dict[str, tuple[int, int]]:
     return out
 
 
-def assert_refused(capsys, args: list[str], names: str, *, folder: Path, before: dict | None = None,
-                   limit: float = 60.0) -> str:
+def assert_refused(
+    capsys, args: list[str], names: str, *, folder: Path, before: dict | None = None, limit: float = 60.0
+) -> str:
     """Run `args`; assert exit 2, one line naming `names`, nothing written under `folder`."""
     before = snapshot(folder) if before is None else before
     code, seconds = run_main(args)

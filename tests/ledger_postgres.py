@@ -5,6 +5,7 @@ no Unix socket outside that folder. As root, the server runs as the `postgres` u
 refuses to run as root) via `runuser`. Where PostgreSQL is not installed the tests skip — except
 in CI (`CI=true`), where a missing server is a failure (.ci/run installs it).
 """
+
 from __future__ import annotations
 
 import glob
@@ -68,10 +69,10 @@ class PostgresServer:
         made = self._run(self.initdb, "-D", str(self.data), "-U", "ledger", "--auth=trust", "--no-sync", "-E", "UTF8")
         if made.returncode != 0:
             _missing(f"initdb failed: {made.stderr.strip()[-300:]}")
-        options = (f"-p {self.port} -k {self.folder} -c listen_addresses=127.0.0.1 -c max_connections=100 "
-                   "-c fsync=off")
-        started = self._run(self.pg_ctl, "-D", str(self.data), "-o", options, "-l", str(self.folder / "log"),
-                            "-w", "-t", "60", "start")
+        options = f"-p {self.port} -k {self.folder} -c listen_addresses=127.0.0.1 -c max_connections=100 -c fsync=off"
+        started = self._run(
+            self.pg_ctl, "-D", str(self.data), "-o", options, "-l", str(self.folder / "log"), "-w", "-t", "60", "start"
+        )
         if started.returncode != 0:
             log = (self.folder / "log").read_text(errors="replace")[-500:] if (self.folder / "log").exists() else ""
             _missing(f"pg_ctl start failed: {started.stderr.strip()[-300:]} {log}")

@@ -4,6 +4,7 @@
 Entropy threshold (Salem, Zhang, Humbert, Berrang, Fritz, Backes 2019, "ML-Leaks", arXiv 1806.01246,
 §6 "threshold choosing"): a model is more confident, its prediction entropy lower, on its training
 records. The score is minus the entropy of the top-k predicted probabilities (renormalised)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -19,19 +20,29 @@ SEEN_OPTIONS: list[int] = []  # the knob values the attack was run with (the tes
 @dataclass(frozen=True)
 class EntropyAttack:
     name: str = "entropy"
-    threat_model: str = ("Black-box probabilities only, no label, no population data: thresholds the entropy "
-                         "of the prediction (Salem et al. 2019).")
+    threat_model: str = (
+        "Black-box probabilities only, no label, no population data: thresholds the entropy "
+        "of the prediction (Salem et al. 2019)."
+    )
     needs: ClassVar[frozenset[str]] = frozenset()
     knobs: ClassVar[tuple[Knob, ...]] = (
-        Knob("entropy_top_k", int, 10, "classes whose probabilities enter the entropy (entropy attack)", low=1,
-             high=1_000),
+        Knob(
+            "entropy_top_k",
+            int,
+            10,
+            "classes whose probabilities enter the entropy (entropy attack)",
+            low=1,
+            high=1_000,
+        ),
     )
     citation: ClassVar[str] = "Salem et al. 2019"
     method_note: ClassVar[tuple[str, str]] = (
         "Prediction entropy (black box, no labels)",
-        ("The attacker queries the model and scores each candidate by minus the entropy of its predicted "
-        "probabilities: models are more confident on their training records. Salem et al. 2019, ML-Leaks "
-        "(arXiv 1806.01246)."),
+        (
+            "The attacker queries the model and scores each candidate by minus the entropy of its predicted "
+            "probabilities: models are more confident on their training records. Salem et al. 2019, ML-Leaks "
+            "(arXiv 1806.01246)."
+        ),
     )
 
     def scores(self, target, context) -> np.ndarray:

@@ -1,4 +1,5 @@
 """Accountant cross-check: a researcher's accountant is labelled ok / loose / unsound / invalid."""
+
 import json
 import math
 
@@ -37,8 +38,17 @@ def test_opacus_prv_is_ok_and_rdp_is_loose_there():
 
 @pytest.mark.parametrize(
     "value, label",
-    [(float("nan"), "invalid"), (-0.5, "invalid"), ("1.0", "invalid"), (None, "invalid"), (True, "invalid"),
-     (1.0, "unsound"), (1.8, "ok"), (5.0, "loose"), (math.inf, "loose")],
+    [
+        (float("nan"), "invalid"),
+        (-0.5, "invalid"),
+        ("1.0", "invalid"),
+        (None, "invalid"),
+        (True, "invalid"),
+        (1.0, "unsound"),
+        (1.8, "ok"),
+        (5.0, "loose"),
+        (math.inf, "loose"),
+    ],
 )
 def test_classification_of_reported_values(value, label):
     assert classify(value, lower=1.7, upper=1.83, margin=0.1)[0] == label
@@ -66,8 +76,17 @@ def user_module(tmp_path):
 
 
 def test_cli_flags_an_unsound_user_accountant_with_exit_1_and_writes_json(cli, user_module, tmp_path):
-    proc = cli("accountant-check", "--accountant", "my_accountants:halved", "--grid", "grid.yaml",
-               "--json", "check.json", "--tracking-uri", f"sqlite:///{tmp_path}/m.db")
+    proc = cli(
+        "accountant-check",
+        "--accountant",
+        "my_accountants:halved",
+        "--grid",
+        "grid.yaml",
+        "--json",
+        "check.json",
+        "--tracking-uri",
+        f"sqlite:///{tmp_path}/m.db",
+    )
     assert proc.returncode == 1, proc.stderr
     assert "unsound" in proc.stdout
     reported = f"{opacus_prv(1.0, 0.01, 1000, 1e-5) / 2:.4f}"
@@ -83,16 +102,27 @@ def test_cli_flags_an_unsound_user_accountant_with_exit_1_and_writes_json(cli, u
 
 
 def test_cli_passes_opacus_prv_with_exit_0(cli, user_module, tmp_path):
-    proc = cli("accountant-check", "--accountant", "audit.dp_validation.accountant_check:opacus_prv", "--grid", "grid.yaml",
-               "--tracking-uri", f"sqlite:///{tmp_path}/m.db")
+    proc = cli(
+        "accountant-check",
+        "--accountant",
+        "audit.dp_validation.accountant_check:opacus_prv",
+        "--grid",
+        "grid.yaml",
+        "--tracking-uri",
+        f"sqlite:///{tmp_path}/m.db",
+    )
     assert proc.returncode == 0, proc.stderr
 
 
 @pytest.mark.parametrize(
     "spec, grid, message",
-    [("no_colon", "grid.yaml", "module:function"), ("missing_mod:f", "grid.yaml", "cannot import"),
-     ("my_accountants:nope", "grid.yaml", "no attribute 'nope'"), ("my_accountants:NOT_CALLABLE", "grid.yaml", "not callable"),
-     ("my_accountants:halved", "bad_grid.yaml", "grid file 'bad_grid.yaml'")],
+    [
+        ("no_colon", "grid.yaml", "module:function"),
+        ("missing_mod:f", "grid.yaml", "cannot import"),
+        ("my_accountants:nope", "grid.yaml", "no attribute 'nope'"),
+        ("my_accountants:NOT_CALLABLE", "grid.yaml", "not callable"),
+        ("my_accountants:halved", "bad_grid.yaml", "grid file 'bad_grid.yaml'"),
+    ],
 )
 def test_cli_bad_accountant_specs_exit_2(cli, user_module, spec, grid, message):
     proc = cli("accountant-check", "--accountant", spec, "--grid", grid)
@@ -100,6 +130,13 @@ def test_cli_bad_accountant_specs_exit_2(cli, user_module, spec, grid, message):
 
 
 def test_cli_a_raising_accountant_fails_the_check_with_exit_1(cli, user_module, tmp_path):
-    proc = cli("accountant-check", "--accountant", "my_accountants:raises", "--grid", "grid.yaml",
-               "--tracking-uri", f"sqlite:///{tmp_path}/m.db")
+    proc = cli(
+        "accountant-check",
+        "--accountant",
+        "my_accountants:raises",
+        "--grid",
+        "grid.yaml",
+        "--tracking-uri",
+        f"sqlite:///{tmp_path}/m.db",
+    )
     assert proc.returncode == 1 and "invalid" in proc.stdout

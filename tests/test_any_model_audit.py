@@ -2,6 +2,7 @@
 state_dict (a CNN on digits images), a scikit-learn estimator via skops, an ONNX file, a black-box
 prediction function and a label-only one. Each audit publishes results.json, a report, an MLflow run
 and a verdict. Unsafe files are refused without running anything in them."""
+
 from __future__ import annotations
 
 import json
@@ -61,8 +62,11 @@ USER_MODULE = textwrap.dedent('''
 
 
 def _config(**sections) -> AuditConfig:
-    raw = {"name": "any-model", "privacy": {"epsilons": ["inf"]},
-           "attacks": {"n_reference_models": 4, "rmia_population": 100, "label_only_queries": 8}}
+    raw = {
+        "name": "any-model",
+        "privacy": {"epsilons": ["inf"]},
+        "attacks": {"n_reference_models": 4, "rmia_population": 100, "label_only_queries": 8},
+    }
     for key, value in sections.items():
         raw[key] = {**raw.get(key, {}), **value}
     return AuditConfig.model_validate(raw)
@@ -74,7 +78,11 @@ def workdir(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("any_model")
     data = make_default_tabular(4 * N, seed=5)
     columns = [f"f{i}" for i in range(data.features.shape[1])]
-    for name, rows in {"members": slice(0, N), "nonmembers": slice(N, 2 * N), "population": slice(2 * N, 4 * N)}.items():
+    for name, rows in {
+        "members": slice(0, N),
+        "nonmembers": slice(N, 2 * N),
+        "population": slice(2 * N, 4 * N),
+    }.items():
         frame = pd.DataFrame(data.features[rows], columns=columns)
         frame["y"] = data.labels[rows]
         frame.to_csv(root / f"{name}.csv", index=False)
@@ -83,8 +91,11 @@ def workdir(tmp_path_factory) -> Path:
 
     digits = load_digits()
     images = (digits.images / 16.0).astype(np.float32)[:, None]  # N × C × H × W
-    for name, rows in {"digits_members": slice(0, N), "digits_nonmembers": slice(N, 2 * N),
-                       "digits_population": slice(2 * N, 4 * N)}.items():
+    for name, rows in {
+        "digits_members": slice(0, N),
+        "digits_nonmembers": slice(N, 2 * N),
+        "digits_population": slice(2 * N, 4 * N),
+    }.items():
         np.savez(root / f"{name}.npz", features=images[rows], labels=digits.target[rows])
     (root / "usermodels.py").write_text(USER_MODULE)
     return root
@@ -92,10 +103,16 @@ def workdir(tmp_path_factory) -> Path:
 
 def _publish(workdir: Path, config: AuditConfig, name: str, **kwargs) -> tuple[dict, Path]:
     return publish_results(
-        lambda staging: audit_user_model(config, device="cpu", workers=2, scores_path=staging / "scores" / "scores.csv",
-                                         **kwargs),
-        out=workdir / "runs", folder_name=name, experiment="any-model", tracking_uri=f"sqlite:///{workdir}/mlflow.db",
-        run_name=f"audit-model {name}", tags={"model": name}, metrics_of=lambda r: target_metrics(r["targets"][0]),
+        lambda staging: audit_user_model(
+            config, device="cpu", workers=2, scores_path=staging / "scores" / "scores.csv", **kwargs
+        ),
+        out=workdir / "runs",
+        folder_name=name,
+        experiment="any-model",
+        tracking_uri=f"sqlite:///{workdir}/mlflow.db",
+        run_name=f"audit-model {name}",
+        tags={"model": name},
+        metrics_of=lambda r: target_metrics(r["targets"][0]),
         policy=None,
     )
 
@@ -153,10 +170,17 @@ def _memorising_cnn(workdir: Path) -> torch.nn.Module:
 def test_a_cnn_from_factory_and_state_dict_on_digits_images(workdir, memorising_cnn, monkeypatch):
     monkeypatch.chdir(workdir)
     cnn = memorising_cnn
-    results, folder = _publish(workdir, _config(training={"epochs": 10, "lr": 0.05}), "cnn", weights=workdir / "cnn.pt",
-                               factory="usermodels:cnn", members=workdir / "digits_members.npz",
-                               nonmembers=workdir / "digits_nonmembers.npz", population=workdir / "digits_population.npz",
-                               attack_names=["loss", "lira_offline"])
+    results, folder = _publish(
+        workdir,
+        _config(training={"epochs": 10, "lr": 0.05}),
+        "cnn",
+        weights=workdir / "cnn.pt",
+        factory="usermodels:cnn",
+        members=workdir / "digits_members.npz",
+        nonmembers=workdir / "digits_nonmembers.npz",
+        population=workdir / "digits_population.npz",
+        attack_names=["loss", "lira_offline"],
+    )
     _assert_published(results, folder)
     # Without a trainer, the factory's architecture is trained by the vectorized DP-SGD trainer.
     assert any("vectorized DP-SGD trainer" in note for note in results["notes"])
@@ -174,8 +198,13 @@ def test_a_cnn_from_factory_and_state_dict_on_digits_images(workdir, memorising_
 def test_weights_that_do_not_fit_the_factory_name_the_tensor(workdir, memorising_cnn, monkeypatch):
     monkeypatch.chdir(workdir)
     with pytest.raises(AuditInputError) as info:
-        audit_user_model(_config(), weights=workdir / "cnn.pt", factory="usermodels:wrong_cnn",
-                         members=workdir / "digits_members.npz", nonmembers=workdir / "digits_nonmembers.npz")
+        audit_user_model(
+            _config(),
+            weights=workdir / "cnn.pt",
+            factory="usermodels:wrong_cnn",
+            members=workdir / "digits_members.npz",
+            nonmembers=workdir / "digits_nonmembers.npz",
+        )
     assert "tensor '0.weight' has shape (8, 1, 3, 3) in the file but the model's is (4, 1, 3, 3)" in info.value.message
 
 
@@ -189,9 +218,17 @@ def test_a_gradient_boosting_model_via_skops_with_the_users_trainer(workdir, mon
     gbm = GradientBoostingClassifier(n_estimators=30, max_depth=3, random_state=0)
     sio.dump(gbm.fit(members.drop(columns="y"), members["y"]), workdir / "gbm.skops")
     results, folder = _publish(
-        workdir, _config(), "gbm", skops=workdir / "gbm.skops", trainer="usermodels:train_gbm",
-        members=workdir / "members.csv", nonmembers=workdir / "nonmembers.csv", population=workdir / "population.csv",
-        label="y", attack_names=["loss", "lira_offline", "rmia"])
+        workdir,
+        _config(),
+        "gbm",
+        skops=workdir / "gbm.skops",
+        trainer="usermodels:train_gbm",
+        members=workdir / "members.csv",
+        nonmembers=workdir / "nonmembers.csv",
+        population=workdir / "population.csv",
+        label="y",
+        attack_names=["loss", "lira_offline", "rmia"],
+    )
     _assert_published(results, folder)
     assert results["attacks_run"] == ["loss", "lira_offline", "rmia"]
     assert results["data"]["model"]["estimator"] == "GradientBoostingClassifier"
@@ -205,11 +242,19 @@ def test_an_onnx_export_scores_like_the_torch_model(workdir, monkeypatch, tmp_pa
     torch.manual_seed(0)
     mlp = MLP(members.shape[1] - 1, [16], 2).eval()
     torch.save(mlp.state_dict(), tmp_path / "mlp.pt")
-    torch.onnx.export(mlp, (torch.zeros(1, members.shape[1] - 1),), str(tmp_path / "mlp.onnx"), dynamo=False,
-                      input_names=["x"], output_names=["logits"], dynamic_axes={"x": {0: "n"}})
+    torch.onnx.export(
+        mlp,
+        (torch.zeros(1, members.shape[1] - 1),),
+        str(tmp_path / "mlp.onnx"),
+        dynamo=False,
+        input_names=["x"],
+        output_names=["logits"],
+        dynamic_axes={"x": {0: "n"}},
+    )
     config = _config(training={"hidden_sizes": [16]})
-    common = dict(members=workdir / "members.csv", nonmembers=workdir / "nonmembers.csv", label="y",
-                  attack_names=["loss"])
+    common = dict(
+        members=workdir / "members.csv", nonmembers=workdir / "nonmembers.csv", label="y", attack_names=["loss"]
+    )
     from_torch = audit_user_model(config, weights=tmp_path / "mlp.pt", scores_path=tmp_path / "torch.csv", **common)
     results, folder = _publish(workdir, config, "onnx", onnx=tmp_path / "mlp.onnx", **common)
     _assert_published(results, folder)
@@ -221,8 +266,15 @@ def test_an_onnx_export_scores_like_the_torch_model(workdir, monkeypatch, tmp_pa
 
 def test_a_black_box_prediction_function(workdir, monkeypatch):
     monkeypatch.chdir(workdir)
-    results, folder = _publish(workdir, _config(), "api", function="usermodels:api_probabilities",
-                               members=workdir / "members.csv", nonmembers=workdir / "nonmembers.csv", label="y")
+    results, folder = _publish(
+        workdir,
+        _config(),
+        "api",
+        function="usermodels:api_probabilities",
+        members=workdir / "members.csv",
+        nonmembers=workdir / "nonmembers.csv",
+        label="y",
+    )
     _assert_published(results, folder)
     assert results["attacks_run"] == ["loss"]  # no population, no trainer: the reference attacks are skipped
     assert any("skipped" in note for note in results["notes"])
@@ -236,9 +288,27 @@ def test_a_label_only_function_gets_the_label_only_attack_from_the_cli(workdir):
     # the user's function still runs in its isolated worker.
     from tests.conftest import run_cli_in_process as run_cli
 
-    done = run_cli("audit-model", "--function", "usermodels:api_labels", "--output", "labels", "--claimed-epsilon", "inf",
-                   "--members", "members.csv", "--nonmembers", "nonmembers.csv", "--label", "y",
-                   "--allow-leak", "--out", "cli-runs", "--tracking-uri", f"sqlite:///{workdir}/mlflow.db", cwd=workdir)
+    done = run_cli(
+        "audit-model",
+        "--function",
+        "usermodels:api_labels",
+        "--output",
+        "labels",
+        "--claimed-epsilon",
+        "inf",
+        "--members",
+        "members.csv",
+        "--nonmembers",
+        "nonmembers.csv",
+        "--label",
+        "y",
+        "--allow-leak",
+        "--out",
+        "cli-runs",
+        "--tracking-uri",
+        f"sqlite:///{workdir}/mlflow.db",
+        cwd=workdir,
+    )
     assert done.returncode == 0, done.stderr
     (folder,) = (workdir / "cli-runs").iterdir()
     results = json.loads((folder / "results.json").read_text())
@@ -250,9 +320,26 @@ def test_a_label_only_function_gets_the_label_only_attack_from_the_cli(workdir):
     # Training rows survive noise with their label more often than unseen rows.
     assert results["targets"][0]["attacks"][0]["auc"] > 0.55
 
-    scores_only = run_cli("audit-model", "--function", "usermodels:api_labels", "--output", "labels",
-                          "--claimed-epsilon", "inf", "--attacks", "loss", "--members", "members.csv", "--nonmembers", "nonmembers.csv",
-                          "--label", "y", "--out", "cli-runs-2", cwd=workdir)
+    scores_only = run_cli(
+        "audit-model",
+        "--function",
+        "usermodels:api_labels",
+        "--output",
+        "labels",
+        "--claimed-epsilon",
+        "inf",
+        "--attacks",
+        "loss",
+        "--members",
+        "members.csv",
+        "--nonmembers",
+        "nonmembers.csv",
+        "--label",
+        "y",
+        "--out",
+        "cli-runs-2",
+        cwd=workdir,
+    )
     assert scores_only.returncode == 2 and "label_only" in scores_only.stderr
     assert not (workdir / "cli-runs-2").exists() or not any((workdir / "cli-runs-2").iterdir())
 
@@ -269,11 +356,13 @@ def test_malicious_skops_and_pickle_files_are_refused_without_running_anything(w
     import skops.io as sio
 
     marker = tmp_path / "pwned"
-    (tmp_path / "evilmod.py").write_text(textwrap.dedent(f'''
+    (tmp_path / "evilmod.py").write_text(
+        textwrap.dedent(f"""
         class Evil:
             def __setstate__(self, state):
                 open({str(marker)!r}, "w").write("ran")
-    '''))
+    """)
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     import evilmod
 
@@ -303,4 +392,5 @@ def test_the_python_api_takes_live_objects_and_arrays(workdir):
         assert results["attacks_run"] == [expected] and results["data"]["files"]["members"] == "<members file arrays>"
     # The last audit (the live module) reports the module's own accuracy on the non-members.
     assert results["targets"][0]["test_accuracy"] == pytest.approx(
-        float((mlp(torch.tensor(pairs[1][0])).argmax(1).numpy() == pairs[1][1]).mean()))
+        float((mlp(torch.tensor(pairs[1][0])).argmax(1).numpy() == pairs[1][1]).mean())
+    )

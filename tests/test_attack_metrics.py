@@ -1,4 +1,5 @@
 """Claims about the attack metrics in audit/statistics/attack_metrics.py."""
+
 from __future__ import annotations
 
 import math
@@ -143,7 +144,7 @@ def test_tpr_at_fpr_default_levels_are_carlini_s_low_fpr_points():
 def test_per_class_tpr_at_fpr_is_none_for_a_class_without_both_memberships():
     labels = np.r_[np.zeros(5, int), np.zeros(10, int)]
     labels[[0, 5]] = 7  # class 7: one member (9.5) and one non-member (0.0)
-    labels[1] = 3       # class 3: a lone member
+    labels[1] = 3  # class 3: a lone member
     got = per_class_tpr_at_fpr(HAND_SCORES, HAND_LABELS, labels, fpr=0.0)
     assert got[3] is None
     assert got[7] == 1.0
@@ -191,18 +192,16 @@ def test_advantage_bound_limits():
 @pytest.mark.parametrize(
     "scores, members, name",
     [
-        ([0.1, 0.2, 0.3], [1, 0], "members"),             # length mismatch
-        ([0.1, 0.2, 0.3], [1, 1, 1], "members"),          # no non-members
-        ([0.1, 0.2, 0.3], [0, 0, 0], "members"),          # no members
-        ([0.1, 0.2, 0.3], [1, 0, 2], "members"),          # not 0/1
-        ([0.1, np.nan, 0.3], [1, 0, 1], "scores"),        # NaN
-        ([0.1, np.inf, 0.3], [1, 0, 1], "scores"),        # inf
-        ([[0.1, 0.2], [0.3, 0.4]], [1, 0], "scores"),     # 2-D
+        ([0.1, 0.2, 0.3], [1, 0], "members"),  # length mismatch
+        ([0.1, 0.2, 0.3], [1, 1, 1], "members"),  # no non-members
+        ([0.1, 0.2, 0.3], [0, 0, 0], "members"),  # no members
+        ([0.1, 0.2, 0.3], [1, 0, 2], "members"),  # not 0/1
+        ([0.1, np.nan, 0.3], [1, 0, 1], "scores"),  # NaN
+        ([0.1, np.inf, 0.3], [1, 0, 1], "scores"),  # inf
+        ([[0.1, 0.2], [0.3, 0.4]], [1, 0], "scores"),  # 2-D
     ],
 )
-@pytest.mark.parametrize(
-    "metric", [roc_curve_points, auc_with_ci, tpr_at_fpr, membership_advantage]
-)
+@pytest.mark.parametrize("metric", [roc_curve_points, auc_with_ci, tpr_at_fpr, membership_advantage])
 def test_bad_scores_or_members_raise_value_error_naming_the_argument(metric, scores, members, name):
     with pytest.raises(ValueError, match=rf"^{name}\b"):
         metric(scores, members)

@@ -1,5 +1,6 @@
 """A new attack is one file (tests/plugin_attack.py) and one `register_attack` call, and then it is in the
 CLI, the config, the range table, the report and the verdict with no other edit (issue #37, item 1)."""
+
 from __future__ import annotations
 
 import json
@@ -130,17 +131,39 @@ def _files(root: Path) -> dict[str, Path]:
 
 
 @pytest.mark.slow  # trains a small model and writes an MLflow run (~30 s on a shared CPU)
-def test_a_registered_attack_runs_in_audit_model_and_is_in_the_results_verdict_and_report(plugin, tmp_path,
-                                                                                         monkeypatch):
+def test_a_registered_attack_runs_in_audit_model_and_is_in_the_results_verdict_and_report(
+    plugin, tmp_path, monkeypatch
+):
     from audit.cli import app
 
     monkeypatch.chdir(tmp_path)
     files = _files(tmp_path)
-    result = CliRunner().invoke(app, [
-        "audit-model", "--weights", str(files["weights"]), "--members", str(files["members"]),
-        "--nonmembers", str(files["nonmembers"]), "--label", "y", "--config", str(files["config"]),
-        "--claimed-epsilon", "inf", "--attacks", "loss,entropy", "--allow-leak", "--device", "cpu",
-        "--out", str(tmp_path / "runs"), "--quiet"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "audit-model",
+            "--weights",
+            str(files["weights"]),
+            "--members",
+            str(files["members"]),
+            "--nonmembers",
+            str(files["nonmembers"]),
+            "--label",
+            "y",
+            "--config",
+            str(files["config"]),
+            "--claimed-epsilon",
+            "inf",
+            "--attacks",
+            "loss,entropy",
+            "--allow-leak",
+            "--device",
+            "cpu",
+            "--out",
+            str(tmp_path / "runs"),
+            "--quiet",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert plugin_attack.SEEN_OPTIONS == [2]  # the config's knob reached the attack through AttackOptions
     (run,) = (tmp_path / "runs").iterdir()

@@ -1,4 +1,5 @@
 """Ceilings: the largest bound a perfect attack can reach with a given number of runs or canaries."""
+
 import numpy as np
 import pytest
 

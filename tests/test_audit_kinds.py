@@ -1,6 +1,7 @@
 """The single-audit kinds are declared once (audit/machinery/audit_kinds.py) and that table is the wiring:
 every kind has its schema definition, its command, a report method text and loadable builders, and the
 consumers (policy, gate's file lookup, the ledger) answer from the table."""
+
 from __future__ import annotations
 
 import json
@@ -31,7 +32,7 @@ def test_every_kind_has_its_schema_definition_command_method_and_builders():
 def test_the_consumers_read_the_table():
     from audit.machinery.policy import SINGLE_AUDIT_KINDS
 
-    assert SINGLE_AUDIT_KINDS == tuple(AUDIT_KINDS)
+    assert tuple(AUDIT_KINDS) == SINGLE_AUDIT_KINDS
     with pytest.raises(AuditInputError) as info:
         audit_kind("canary-audits", "gate RESULTS")
     assert info.value.where == "gate RESULTS" and "canary-audit" in str(info.value)

@@ -22,6 +22,7 @@ point (`main`); user code runs in the isolated worker processes the commands spa
 |                  | ±1e308 values, list cells, δ, seed                                               |
 | audit-model      | weights that are not a tensor file, several ε claimed, repeated columns, huge class labels |
 """
+
 import json
 import os
 import time
@@ -131,7 +132,16 @@ CASES = [
     (["accountant-check", "--accountant", "nocolon"], "module:function"),
     (["accountant-check", "--accountant", "missing_module_xyz:f"], "cannot import"),
     (["accountant-check", "--accountant", "user_acc:NOT_CALLABLE"], "not callable"),
-    (["accountant-check", "--accountant", "audit.dp_validation.accountant_check:opacus_prv", "--grid", "grid_bad.yaml"], "grid_bad.yaml"),
+    (
+        [
+            "accountant-check",
+            "--accountant",
+            "audit.dp_validation.accountant_check:opacus_prv",
+            "--grid",
+            "grid_bad.yaml",
+        ],
+        "grid_bad.yaml",
+    ),
     # canary-audit, mechanism-audit, bench
     (["canary-audit", "--trainer", "missing_module_xyz:train"], "cannot import"),
     (["canary-audit", "--trainer", "audit.demos.dp_trainers:correct_dpsgd", "--models", "0"], "--models"),
@@ -154,15 +164,42 @@ CASES = [
     (["synth-check", "--train", "s_train.csv", "--holdout", "s_holdout.csv", "--synthetic", "empty.csv"], "empty.csv"),
     (["synth-check", "--train", "s_train.csv", "--holdout", "s_holdout.csv", "--synthetic", "s_nan.csv"], "age"),
     (["synth-check", "--train", "s_train.csv", "--holdout", "s_small.csv", "--synthetic", "s_holdout.csv"], "holdout"),
-    (["synth-check", "--train", "s_train.csv", "--holdout", "s_holdout.csv", "--synthetic", "s_train.csv",
-      "--nan-policy", "ignore"], "--nan-policy"),
+    (
+        [
+            "synth-check",
+            "--train",
+            "s_train.csv",
+            "--holdout",
+            "s_holdout.csv",
+            "--synthetic",
+            "s_train.csv",
+            "--nan-policy",
+            "ignore",
+        ],
+        "--nan-policy",
+    ),
     # audit-model
-    (["audit-model", "--weights", "garbage.pt", "--members", "good.csv", "--nonmembers", "good.csv", "--label", "y",
-      "--claimed-epsilon", "inf"], "garbage.pt"),
-    (["audit-model", "--weights", "garbage.pt", "--members", "good.csv", "--nonmembers", "good.csv", "--label", "y"],
-     "privacy.epsilons"),
+    (
+        [
+            "audit-model",
+            "--weights",
+            "garbage.pt",
+            "--members",
+            "good.csv",
+            "--nonmembers",
+            "good.csv",
+            "--label",
+            "y",
+            "--claimed-epsilon",
+            "inf",
+        ],
+        "garbage.pt",
+    ),
+    (
+        ["audit-model", "--weights", "garbage.pt", "--members", "good.csv", "--nonmembers", "good.csv", "--label", "y"],
+        "privacy.epsilons",
+    ),
 ]
-
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -172,10 +209,11 @@ CASES = [
 RESULTS_EXAMPLE = Path(__file__).parent / "data" / "results_smoke_example.json"
 BOMB = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
     f"{chr(98 + i)}: &{chr(98 + i)} [*{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, "
-    f"*{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}]\n" for i in range(8)
+    f"*{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}]\n"
+    for i in range(8)
 )  # 9 levels of ten-fold aliases: 10⁹ values if expanded
 
-HOSTILE_MODULE = '''
+HOSTILE_MODULE = """
 import math, os, sys, time
 
 def acc_inf(sigma, q, steps, delta):
@@ -224,124 +262,130 @@ def mech_shapes(data, rng):
 
 def mech_sleeps(data, rng):
     time.sleep(600)
-'''
+"""
 NO_DATASETS_MODULE = "def mech(data, rng):\n    return 0.0\n"
 
-DATA.update({
-    "two_rows.csv": pd.DataFrame({"member": [0, 1], "score": [0.1, 0.2]}),
-    "text_labels_scores.csv": pd.DataFrame({"member": [0, 1] * 10, "score": range(20), "label": ["a", "b"] * 10}),
-    "inf_label_scores.csv": pd.DataFrame({"member": [0, 1] * 10, "score": range(20), "label": [0.0, float("inf")] * 10}),
-    "many_labels_scores.csv": pd.DataFrame({"member": [0, 1] * 1100, "score": range(2200), "label": range(2200)}),
-    "inf_score.csv": pd.DataFrame({"member": [0, 1] * 10, "score": [1.0, float("inf")] * 10}),
-    "huge_score.csv": pd.DataFrame({"member": [0, 1] * 10, "score": [1.0, 1e308] * 10}),
-    "text_member.csv": pd.DataFrame({"member": ["yes", "no"] * 10, "score": range(20)}),
-    "half_member.csv": pd.DataFrame({"member": [0.5, 1.0] * 10, "score": range(20)}),
-    "inf_label.csv": pd.DataFrame({"x": [1.0, 2.0, 3.0] * 100, "y": [0.0, 1.0, float("inf")] * 100}),
-    "huge_label.csv": pd.DataFrame({"x": [1.0, 2.0] * 500, "y": [0, 100_000_000_000] * 500}),
-    "many_classes.csv": pd.DataFrame({"x": range(3000), "y": range(3000)}),
-    "frac_label.csv": pd.DataFrame({"x": [1.0, 2.0] * 500, "y": [0.5, 1.0] * 500}),
-    "huge_x.csv": pd.DataFrame({"x": [1e308, -1e308] * 500, "y": [0, 1] * 500}),
-    "inf_x.csv": pd.DataFrame({"x": [float("inf"), 1.0] * 500, "y": [0, 1] * 500}),
-    "s_huge.csv": pd.DataFrame({"age": [1e308, -1e308] * 50, "city": ["a", "b"] * 50}),
-    "s_inf.csv": pd.DataFrame({"age": [float("inf"), 1.0] * 50, "city": ["a", "b"] * 50}),
-    "s_extra.csv": pd.DataFrame({"age": range(100), "city": ["a", "b"] * 50, "zip": range(100)}),
-    "s_bigholdout.csv": pd.DataFrame({"age": range(300, 400), "city": ["b", "a"] * 50}),
-    "members_ok.csv": pd.DataFrame({"x": [1.0, 2.0] * 50, "y": [0, 1] * 50}),
-    "members_hugelabel.csv": pd.DataFrame({"x": [1.0, 2.0] * 50, "y": [0, 100_000_000_000] * 50}),
-    "members_neglabel.csv": pd.DataFrame({"x": [1.0, 2.0] * 50, "y": [0, -1] * 50}),
-})
-FILES.update({
-    # run: the issue's silent coercions and numeric extremes
-    "epochs_true.yaml": "training:\n  epochs: true\n",
-    "epsilons_text.yaml": "privacy:\n  epsilons: ['1', 'inf']\n",
-    "dup_key.yaml": "training:\n  epochs: 3\n  epochs: 5\n",
-    "dup_top.yaml": "seed: 1\nseed: 2\n",
-    "eps_tiny.yaml": "privacy:\n  epsilons: [0.000001]\n",
-    "eps_huge.yaml": "privacy:\n  epsilons: [1.0e+300]\n",
-    "delta_tiny.yaml": "privacy:\n  delta: 1.0e-300\n",
-    "delta_zero.yaml": "privacy:\n  delta: 0.0\n",
-    "lr_huge.yaml": "training:\n  lr: 1.0e+30\n",
-    "lr_nan.yaml": "training:\n  lr: .nan\n",
-    "lr_inf.yaml": "training:\n  lr: .inf\n",
-    "lr_text.yaml": "training:\n  lr: '0.1'\n",
-    "seed_huge.yaml": "seed: 100000000000000000000000000\n",
-    "seed_float.yaml": "seed: 1.5\n",
-    "seed_neg.yaml": "seed: -1\n",
-    "threads_huge.yaml": "cpu_threads: 100000\n",
-    "epochs_huge.yaml": "training:\n  epochs: 1000000000\n",
-    "epochs_float.yaml": "training:\n  epochs: 3.0\n",
-    "batch_zero.yaml": "training:\n  batch_size: 0\n",
-    "hidden_huge.yaml": "training:\n  hidden_sizes: [100000000]\n",
-    "hidden_empty.yaml": "training:\n  hidden_sizes: []\n",
-    "hidden_text.yaml": "training:\n  hidden_sizes: ['64']\n",
-    "hidden_bool.yaml": "training:\n  hidden_sizes: [true]\n",
-    "momentum_one.yaml": "training:\n  momentum: 1.0\n",
-    "clip_nan.yaml": "training:\n  max_grad_norm: .nan\n",
-    "rows_huge.yaml": "data:\n  n_rows: 1000000000000\n",
-    "rows_text.yaml": "data:\n  n_rows: many\n",
-    "confidence_one.yaml": "attacks:\n  confidence: 1.0\n",
-    "refs_huge.yaml": "attacks:\n  n_reference_models: 1000000\n",
-    "rmia_a_nan.yaml": "attacks:\n  rmia_a: .nan\n",
-    "eps_dup.yaml": "privacy:\n  epsilons: [1.0, 1.0]\n",
-    "eps_empty.yaml": "privacy:\n  epsilons: []\n",
-    "eps_nan.yaml": "privacy:\n  epsilons: [.nan]\n",
-    "eps_mapping.yaml": "privacy:\n  epsilons: {a: 1}\n",
-    "accountant_bad.yaml": "privacy:\n  accountant: moments\n",
-    "secure_text.yaml": "privacy:\n  secure_mode: 'yes'\n",
-    "device_int.yaml": "device: 1\n",
-    "name_long.yaml": "name: " + "a" * 500 + "\n",
-    "source_bad.yaml": "data:\n  source: mnist\n",
-    "file_no_path.yaml": "data:\n  source: file\n",
-    "privacy_list.yaml": "privacy: [1, 2]\n",
-    "synthetic_bad.yaml": "synthetic:\n  generators: [gan]\n",
-    "synthetic_eps_inf.yaml": "synthetic:\n  epsilons: [.inf]\n",
-    "bomb.yaml": BOMB,
-    "deep.yaml": "a: " + "[" * 5000 + "]" * 5000 + "\n",
-    "binary.yaml": "\x00\x01\x02",
-    "tab.yaml": "training:\n\tepochs: 3\n",
-    "python_tag.yaml": "seed: !!python/object/apply:os.system ['echo pwned']\n",
-    "inf_label.yaml": "data:\n  source: file\n  path: inf_label.csv\n  label: y\n",
-    "huge_label.yaml": "data:\n  source: file\n  path: huge_label.csv\n  label: y\n",
-    "many_classes.yaml": "data:\n  source: file\n  path: many_classes.csv\n  label: y\n",
-    "frac_label.yaml": "data:\n  source: file\n  path: frac_label.csv\n  label: y\n",
-    "huge_x.yaml": "data:\n  source: file\n  path: huge_x.csv\n  label: y\n",
-    "inf_x.yaml": "data:\n  source: file\n  path: inf_x.csv\n  label: y\n",
-    "dup_cols.yaml": "data:\n  source: file\n  path: dup_cols.csv\n  label: y\n",
-    "missing_data.yaml": "data:\n  source: file\n  path: nowhere.csv\n  label: y\n",
-    "dup_cols.csv": "a,a,y\n" + "1,2,0\n3,4,1\n" * 60,
-    "s_dup.csv": "age,age,city\n" + "1,2,a\n3,4,b\n" * 50,
-    "scores_dup.csv": "member,score,score\n" + "0,1,2\n1,3,4\n" * 10,
-    "members_dup.csv": "x,x,y\n" + "1,2,0\n3,4,1\n" * 50,
-    # policies
-    "policy_dup.yaml": "rules:\n  max_auc: 0.6\n  max_auc: 0.9\n",
-    "policy_bomb.yaml": BOMB + "rules:\n  max_auc: *i\n",
-    "policy_text_number.yaml": "rules:\n  max_auc: '0.6'\n",
-    "policy_nan.yaml": "rules:\n  max_auc: .nan\n",
-    "policy_inf.yaml": "rules:\n  max_epsilon_lb: .inf\n",
-    "policy_bool.yaml": "rules:\n  max_auc: true\n",
-    "policy_empty.yaml": "",
-    "policy_no_rules.yaml": "rules: {}\n",
-    "policy_list.yaml": "- max_auc: 0.6\n",
-    "policy_deep.yaml": "rules: " + "[" * 5000 + "]" * 5000 + "\n",
-    "policy_synthetic_only.yaml": "rules:\n  fail_on_violation: false\n  max_dcr_share: 0.6\n",
-    # results files
-    "deep.json": "[" * 100_000 + "]" * 100_000,
-    "nan.json": '{"schema_version": 1, "targets": [], "x": NaN}',
-    "dup.json": '{"schema_version": 1, "schema_version": 1}',
-    "array.json": "[1, 2, 3]",
-    "empty.json": "",
-    "huge_string.json": json.dumps({"schema_version": 1, "targets": "x" * 1_000_000}),
-    "user_hostile.py": HOSTILE_MODULE,
-    "exits_on_import.py": "raise SystemExit(0)\ndef f(*args):\n    return 1.0\n",
-    "raises_on_import.py": "raise RuntimeError('boom ' * 1000)\n",
-    "no_datasets.py": NO_DATASETS_MODULE,
-    "grid_nan.yaml": "noise_multipliers: [.nan]\n",
-    "grid_text.yaml": "steps: ['100']\n",
-    "grid_dup.yaml": "steps: [10]\nsteps: [20]\n",
-    "grid_huge_steps.yaml": "steps: [1000000000000]\n",
-    "grid_tiny_sigma.yaml": "noise_multipliers: [0.000000001]\n",
-    "grid_list.yaml": "- 1\n",
-})
+DATA.update(
+    {
+        "two_rows.csv": pd.DataFrame({"member": [0, 1], "score": [0.1, 0.2]}),
+        "text_labels_scores.csv": pd.DataFrame({"member": [0, 1] * 10, "score": range(20), "label": ["a", "b"] * 10}),
+        "inf_label_scores.csv": pd.DataFrame(
+            {"member": [0, 1] * 10, "score": range(20), "label": [0.0, float("inf")] * 10}
+        ),
+        "many_labels_scores.csv": pd.DataFrame({"member": [0, 1] * 1100, "score": range(2200), "label": range(2200)}),
+        "inf_score.csv": pd.DataFrame({"member": [0, 1] * 10, "score": [1.0, float("inf")] * 10}),
+        "huge_score.csv": pd.DataFrame({"member": [0, 1] * 10, "score": [1.0, 1e308] * 10}),
+        "text_member.csv": pd.DataFrame({"member": ["yes", "no"] * 10, "score": range(20)}),
+        "half_member.csv": pd.DataFrame({"member": [0.5, 1.0] * 10, "score": range(20)}),
+        "inf_label.csv": pd.DataFrame({"x": [1.0, 2.0, 3.0] * 100, "y": [0.0, 1.0, float("inf")] * 100}),
+        "huge_label.csv": pd.DataFrame({"x": [1.0, 2.0] * 500, "y": [0, 100_000_000_000] * 500}),
+        "many_classes.csv": pd.DataFrame({"x": range(3000), "y": range(3000)}),
+        "frac_label.csv": pd.DataFrame({"x": [1.0, 2.0] * 500, "y": [0.5, 1.0] * 500}),
+        "huge_x.csv": pd.DataFrame({"x": [1e308, -1e308] * 500, "y": [0, 1] * 500}),
+        "inf_x.csv": pd.DataFrame({"x": [float("inf"), 1.0] * 500, "y": [0, 1] * 500}),
+        "s_huge.csv": pd.DataFrame({"age": [1e308, -1e308] * 50, "city": ["a", "b"] * 50}),
+        "s_inf.csv": pd.DataFrame({"age": [float("inf"), 1.0] * 50, "city": ["a", "b"] * 50}),
+        "s_extra.csv": pd.DataFrame({"age": range(100), "city": ["a", "b"] * 50, "zip": range(100)}),
+        "s_bigholdout.csv": pd.DataFrame({"age": range(300, 400), "city": ["b", "a"] * 50}),
+        "members_ok.csv": pd.DataFrame({"x": [1.0, 2.0] * 50, "y": [0, 1] * 50}),
+        "members_hugelabel.csv": pd.DataFrame({"x": [1.0, 2.0] * 50, "y": [0, 100_000_000_000] * 50}),
+        "members_neglabel.csv": pd.DataFrame({"x": [1.0, 2.0] * 50, "y": [0, -1] * 50}),
+    }
+)
+FILES.update(
+    {
+        # run: the issue's silent coercions and numeric extremes
+        "epochs_true.yaml": "training:\n  epochs: true\n",
+        "epsilons_text.yaml": "privacy:\n  epsilons: ['1', 'inf']\n",
+        "dup_key.yaml": "training:\n  epochs: 3\n  epochs: 5\n",
+        "dup_top.yaml": "seed: 1\nseed: 2\n",
+        "eps_tiny.yaml": "privacy:\n  epsilons: [0.000001]\n",
+        "eps_huge.yaml": "privacy:\n  epsilons: [1.0e+300]\n",
+        "delta_tiny.yaml": "privacy:\n  delta: 1.0e-300\n",
+        "delta_zero.yaml": "privacy:\n  delta: 0.0\n",
+        "lr_huge.yaml": "training:\n  lr: 1.0e+30\n",
+        "lr_nan.yaml": "training:\n  lr: .nan\n",
+        "lr_inf.yaml": "training:\n  lr: .inf\n",
+        "lr_text.yaml": "training:\n  lr: '0.1'\n",
+        "seed_huge.yaml": "seed: 100000000000000000000000000\n",
+        "seed_float.yaml": "seed: 1.5\n",
+        "seed_neg.yaml": "seed: -1\n",
+        "threads_huge.yaml": "cpu_threads: 100000\n",
+        "epochs_huge.yaml": "training:\n  epochs: 1000000000\n",
+        "epochs_float.yaml": "training:\n  epochs: 3.0\n",
+        "batch_zero.yaml": "training:\n  batch_size: 0\n",
+        "hidden_huge.yaml": "training:\n  hidden_sizes: [100000000]\n",
+        "hidden_empty.yaml": "training:\n  hidden_sizes: []\n",
+        "hidden_text.yaml": "training:\n  hidden_sizes: ['64']\n",
+        "hidden_bool.yaml": "training:\n  hidden_sizes: [true]\n",
+        "momentum_one.yaml": "training:\n  momentum: 1.0\n",
+        "clip_nan.yaml": "training:\n  max_grad_norm: .nan\n",
+        "rows_huge.yaml": "data:\n  n_rows: 1000000000000\n",
+        "rows_text.yaml": "data:\n  n_rows: many\n",
+        "confidence_one.yaml": "attacks:\n  confidence: 1.0\n",
+        "refs_huge.yaml": "attacks:\n  n_reference_models: 1000000\n",
+        "rmia_a_nan.yaml": "attacks:\n  rmia_a: .nan\n",
+        "eps_dup.yaml": "privacy:\n  epsilons: [1.0, 1.0]\n",
+        "eps_empty.yaml": "privacy:\n  epsilons: []\n",
+        "eps_nan.yaml": "privacy:\n  epsilons: [.nan]\n",
+        "eps_mapping.yaml": "privacy:\n  epsilons: {a: 1}\n",
+        "accountant_bad.yaml": "privacy:\n  accountant: moments\n",
+        "secure_text.yaml": "privacy:\n  secure_mode: 'yes'\n",
+        "device_int.yaml": "device: 1\n",
+        "name_long.yaml": "name: " + "a" * 500 + "\n",
+        "source_bad.yaml": "data:\n  source: mnist\n",
+        "file_no_path.yaml": "data:\n  source: file\n",
+        "privacy_list.yaml": "privacy: [1, 2]\n",
+        "synthetic_bad.yaml": "synthetic:\n  generators: [gan]\n",
+        "synthetic_eps_inf.yaml": "synthetic:\n  epsilons: [.inf]\n",
+        "bomb.yaml": BOMB,
+        "deep.yaml": "a: " + "[" * 5000 + "]" * 5000 + "\n",
+        "binary.yaml": "\x00\x01\x02",
+        "tab.yaml": "training:\n\tepochs: 3\n",
+        "python_tag.yaml": "seed: !!python/object/apply:os.system ['echo pwned']\n",
+        "inf_label.yaml": "data:\n  source: file\n  path: inf_label.csv\n  label: y\n",
+        "huge_label.yaml": "data:\n  source: file\n  path: huge_label.csv\n  label: y\n",
+        "many_classes.yaml": "data:\n  source: file\n  path: many_classes.csv\n  label: y\n",
+        "frac_label.yaml": "data:\n  source: file\n  path: frac_label.csv\n  label: y\n",
+        "huge_x.yaml": "data:\n  source: file\n  path: huge_x.csv\n  label: y\n",
+        "inf_x.yaml": "data:\n  source: file\n  path: inf_x.csv\n  label: y\n",
+        "dup_cols.yaml": "data:\n  source: file\n  path: dup_cols.csv\n  label: y\n",
+        "missing_data.yaml": "data:\n  source: file\n  path: nowhere.csv\n  label: y\n",
+        "dup_cols.csv": "a,a,y\n" + "1,2,0\n3,4,1\n" * 60,
+        "s_dup.csv": "age,age,city\n" + "1,2,a\n3,4,b\n" * 50,
+        "scores_dup.csv": "member,score,score\n" + "0,1,2\n1,3,4\n" * 10,
+        "members_dup.csv": "x,x,y\n" + "1,2,0\n3,4,1\n" * 50,
+        # policies
+        "policy_dup.yaml": "rules:\n  max_auc: 0.6\n  max_auc: 0.9\n",
+        "policy_bomb.yaml": BOMB + "rules:\n  max_auc: *i\n",
+        "policy_text_number.yaml": "rules:\n  max_auc: '0.6'\n",
+        "policy_nan.yaml": "rules:\n  max_auc: .nan\n",
+        "policy_inf.yaml": "rules:\n  max_epsilon_lb: .inf\n",
+        "policy_bool.yaml": "rules:\n  max_auc: true\n",
+        "policy_empty.yaml": "",
+        "policy_no_rules.yaml": "rules: {}\n",
+        "policy_list.yaml": "- max_auc: 0.6\n",
+        "policy_deep.yaml": "rules: " + "[" * 5000 + "]" * 5000 + "\n",
+        "policy_synthetic_only.yaml": "rules:\n  fail_on_violation: false\n  max_dcr_share: 0.6\n",
+        # results files
+        "deep.json": "[" * 100_000 + "]" * 100_000,
+        "nan.json": '{"schema_version": 1, "targets": [], "x": NaN}',
+        "dup.json": '{"schema_version": 1, "schema_version": 1}',
+        "array.json": "[1, 2, 3]",
+        "empty.json": "",
+        "huge_string.json": json.dumps({"schema_version": 1, "targets": "x" * 1_000_000}),
+        "user_hostile.py": HOSTILE_MODULE,
+        "exits_on_import.py": "raise SystemExit(0)\ndef f(*args):\n    return 1.0\n",
+        "raises_on_import.py": "raise RuntimeError('boom ' * 1000)\n",
+        "no_datasets.py": NO_DATASETS_MODULE,
+        "grid_nan.yaml": "noise_multipliers: [.nan]\n",
+        "grid_text.yaml": "steps: ['100']\n",
+        "grid_dup.yaml": "steps: [10]\nsteps: [20]\n",
+        "grid_huge_steps.yaml": "steps: [1000000000000]\n",
+        "grid_tiny_sigma.yaml": "noise_multipliers: [0.000000001]\n",
+        "grid_list.yaml": "- 1\n",
+    }
+)
 
 HOSTILE_CASES = [
     # --- run: numbers of the report (exit 1 / hang before) ---------------------------------------------
@@ -482,21 +526,34 @@ HOSTILE_CASES = [
     (["accountants", "--noise-multiplier", "nan", "--sample-rate", "0.01", "--steps", "10"], "--noise-multiplier"),
     (["accountants", "--noise-multiplier", "1e-9", "--sample-rate", "0.01", "--steps", "10"], "--noise-multiplier"),
     (["accountants", "--noise-multiplier", "1", "--sample-rate", "0.01", "--steps", "1e23"], "--steps"),
-    (["accountants", "--noise-multiplier", "1", "--sample-rate", "0.01", "--steps", "100000000000000000000000"], "--steps"),
+    (
+        ["accountants", "--noise-multiplier", "1", "--sample-rate", "0.01", "--steps", "100000000000000000000000"],
+        "--steps",
+    ),
     (["accountants", "--noise-multiplier", "1", "--sample-rate", "0.01", "--steps", "1000000000"], "--steps"),
     (["accountants", "--noise-multiplier", "1", "--sample-rate", "nan", "--steps", "10"], "--sample-rate"),
     (["accountants", "--noise-multiplier", "1", "--sample-rate", "0", "--steps", "10"], "--sample-rate"),
     (["accountants", "--noise-multiplier", "1", "--sample-rate", "0.01", "--steps", "10", "--delta", "0"], "--delta"),
-    (["accountants", "--noise-multiplier", "1", "--sample-rate", "0.01", "--steps", "10", "--delta", "1e-300"], "--delta"),
-    (["accountants", "--noise-multiplier", "1", "--sample-rate", "0.01", "--steps", "10", "--timeout", "0"], "--timeout"),
+    (
+        ["accountants", "--noise-multiplier", "1", "--sample-rate", "0.01", "--steps", "10", "--delta", "1e-300"],
+        "--delta",
+    ),
+    (
+        ["accountants", "--noise-multiplier", "1", "--sample-rate", "0.01", "--steps", "10", "--timeout", "0"],
+        "--timeout",
+    ),
     # inside the ranges but expensive: cut by the timeout, never a hang
-    (["accountants", "--noise-multiplier", "0.1", "--sample-rate", "1", "--steps", "10000000", "--timeout", "1"],
-     "did not return within 1 s"),
+    (
+        ["accountants", "--noise-multiplier", "0.1", "--sample-rate", "1", "--steps", "10000000", "--timeout", "1"],
+        "did not return within 1 s",
+    ),
     # --- accountant-check: user code isolated ----------------------------------------------------------
     (["accountant-check", "--accountant", "user_hostile:acc_exit0", "--grid", "grid_one.yaml"], "sys.exit(0)"),
     (["accountant-check", "--accountant", "exits_on_import:f", "--grid", "grid_one.yaml"], "sys.exit(0)"),
-    (["accountant-check", "--accountant", "user_hostile:acc_sleeps", "--grid", "grid_one.yaml", "--timeout", "3"],
-     "did not return within 3 s"),
+    (
+        ["accountant-check", "--accountant", "user_hostile:acc_sleeps", "--grid", "grid_one.yaml", "--timeout", "3"],
+        "did not return within 3 s",
+    ),
     (["accountant-check", "--accountant", "user_hostile:acc_inf", "--margin", "inf"], "--margin"),
     (["accountant-check", "--accountant", "user_hostile:acc_inf", "--margin", "nan"], "--margin"),
     (["accountant-check", "--accountant", "user_hostile:acc_inf", "--timeout", "-1"], "--timeout"),
@@ -504,22 +561,83 @@ HOSTILE_CASES = [
     (["accountant-check", "--accountant", "user_hostile:acc_inf", "--grid", "grid_text.yaml"], "steps"),
     (["accountant-check", "--accountant", "user_hostile:acc_inf", "--grid", "grid_dup.yaml"], "appears twice"),
     (["accountant-check", "--accountant", "user_hostile:acc_inf", "--grid", "grid_huge_steps.yaml"], "steps"),
-    (["accountant-check", "--accountant", "user_hostile:acc_inf", "--grid", "grid_tiny_sigma.yaml"], "noise_multiplier"),  # the grid names the parameter, not the flag
+    (
+        ["accountant-check", "--accountant", "user_hostile:acc_inf", "--grid", "grid_tiny_sigma.yaml"],
+        "noise_multiplier",
+    ),  # the grid names the parameter, not the flag
     (["accountant-check", "--accountant", "user_hostile:acc_inf", "--grid", "grid_list.yaml"], "mapping"),
     (["accountant-check", "--accountant", "user_hostile:acc_inf", "--grid", "bomb.yaml"], "expands to more than"),
-    (["accountant-check", "--accountant", "user_hostile:acc_inf", "--tracking-uri",
-      "sqlite:////nonexistent_privacy_audit/x.db"], "does not exist"),
+    (
+        [
+            "accountant-check",
+            "--accountant",
+            "user_hostile:acc_inf",
+            "--tracking-uri",
+            "sqlite:////nonexistent_privacy_audit/x.db",
+        ],
+        "does not exist",
+    ),
     (["accountant-check", "--accountant", "a:b:c"], "module:function"),
     (["accountant-check", "--accountant", "x" * 5000 + ":f"], "module:function"),
     # accountants that misbehave without exiting are findings (exit 1) or vacuous (exit 0), never crashes
     (["accountant-check", "--accountant", "user_hostile:acc_inf", "--grid", "grid_one.yaml"], 0),
     # --- mechanism-audit -------------------------------------------------------------------------------
-    (["mechanism-audit", "--mechanism", "user_hostile:mech_zero_division", "--claimed-epsilon", "1", "--delta", "0", "--trials", "40"],
-     "ZeroDivisionError"),
-    (["mechanism-audit", "--mechanism", "user_hostile:mech_exit0", "--claimed-epsilon", "1", "--delta", "0", "--trials", "40"],
-     "sys.exit(0)"),
-    (["mechanism-audit", "--mechanism", "user_hostile:mech_inf", "--claimed-epsilon", "1", "--delta", "0", "--trials", "40"], "non-finite"),
-    (["mechanism-audit", "--mechanism", "no_datasets:mech", "--claimed-epsilon", "1", "--delta", "0", "--trials", "40"], "DATASETS"),
+    (
+        [
+            "mechanism-audit",
+            "--mechanism",
+            "user_hostile:mech_zero_division",
+            "--claimed-epsilon",
+            "1",
+            "--delta",
+            "0",
+            "--trials",
+            "40",
+        ],
+        "ZeroDivisionError",
+    ),
+    (
+        [
+            "mechanism-audit",
+            "--mechanism",
+            "user_hostile:mech_exit0",
+            "--claimed-epsilon",
+            "1",
+            "--delta",
+            "0",
+            "--trials",
+            "40",
+        ],
+        "sys.exit(0)",
+    ),
+    (
+        [
+            "mechanism-audit",
+            "--mechanism",
+            "user_hostile:mech_inf",
+            "--claimed-epsilon",
+            "1",
+            "--delta",
+            "0",
+            "--trials",
+            "40",
+        ],
+        "non-finite",
+    ),
+    (
+        [
+            "mechanism-audit",
+            "--mechanism",
+            "no_datasets:mech",
+            "--claimed-epsilon",
+            "1",
+            "--delta",
+            "0",
+            "--trials",
+            "40",
+        ],
+        "DATASETS",
+    ),
     (["mechanism-audit", "--mechanism", "user_hostile:mech_inf", "--claimed-epsilon", "inf"], "--claimed-epsilon"),
     (["mechanism-audit", "--mechanism", "user_hostile:mech_inf", "--claimed-epsilon", "-1"], "--claimed-epsilon"),
     (["mechanism-audit", "--mechanism", "user_hostile:mech_inf", "--claimed-epsilon", "1", "--delta", "1"], "--delta"),
@@ -539,43 +657,207 @@ HOSTILE_CASES = [
     (["bench", "--epochs", "1000000"], "--epochs"),
     (["bench", "--device", "tpu"], "tpu"),
     # --- synth-check -----------------------------------------------------------------------------------
-    (["synth-check", "--train", "s_train.csv", "--holdout", "s_holdout.csv", "--synthetic", "s_huge.csv"], "column 'age'"),
-    (["synth-check", "--train", "s_huge.csv", "--holdout", "s_holdout.csv", "--synthetic", "s_train.csv"], "column 'age'"),
-    (["synth-check", "--train", "s_train.csv", "--holdout", "s_holdout.csv", "--synthetic", "s_inf.csv"], "column 'age'"),
+    (
+        ["synth-check", "--train", "s_train.csv", "--holdout", "s_holdout.csv", "--synthetic", "s_huge.csv"],
+        "column 'age'",
+    ),
+    (
+        ["synth-check", "--train", "s_huge.csv", "--holdout", "s_holdout.csv", "--synthetic", "s_train.csv"],
+        "column 'age'",
+    ),
+    (
+        ["synth-check", "--train", "s_train.csv", "--holdout", "s_holdout.csv", "--synthetic", "s_inf.csv"],
+        "column 'age'",
+    ),
     (["synth-check", "--train", "s_train.csv", "--holdout", "s_holdout.csv", "--synthetic", "s_list.parquet"], "list"),
-    (["synth-check", "--train", "s_train.csv", "--holdout", "s_holdout.csv", "--synthetic", "s_dup.csv"],
-     "column 'age': appears more than once"),
+    (
+        ["synth-check", "--train", "s_train.csv", "--holdout", "s_holdout.csv", "--synthetic", "s_dup.csv"],
+        "column 'age': appears more than once",
+    ),
     (["synth-check", "--train", "s_train.csv", "--holdout", "s_holdout.csv", "--synthetic", "s_extra.csv"], "zip"),
-    (["synth-check", "--train", "s_train.csv", "--holdout", "s_holdout.csv", "--synthetic", "s_bigholdout.csv",
-      "--delta", "0"], "--delta"),
-    (["synth-check", "--train", "s_train.csv", "--holdout", "s_holdout.csv", "--synthetic", "s_bigholdout.csv",
-      "--seed", "-1"], "--seed"),
-    (["synth-check", "--train", "s_train.csv", "--holdout", "s_holdout.csv", "--synthetic", "s_bigholdout.csv",
-      "--claimed-epsilon", "inf"], "--claimed-epsilon"),
-    (["synth-check", "--train", "s_train.csv", "--holdout", "s_holdout.csv", "--synthetic", "s_bigholdout.csv",
-      "--tracking-uri", "sqlite:////nonexistent_privacy_audit/x.db"], "does not exist"),
-    (["synth-check", "--train", "s_train.csv", "--holdout", "s_holdout.csv", "--synthetic", "s_bigholdout.csv",
-      "--policy", "policy_dup.yaml"], "appears twice"),
-    (["synth-check", "--train", "s_train.csv", "--holdout", "s_holdout.csv", "--synthetic", "missing.parquet"],
-     "missing.parquet"),
+    (
+        [
+            "synth-check",
+            "--train",
+            "s_train.csv",
+            "--holdout",
+            "s_holdout.csv",
+            "--synthetic",
+            "s_bigholdout.csv",
+            "--delta",
+            "0",
+        ],
+        "--delta",
+    ),
+    (
+        [
+            "synth-check",
+            "--train",
+            "s_train.csv",
+            "--holdout",
+            "s_holdout.csv",
+            "--synthetic",
+            "s_bigholdout.csv",
+            "--seed",
+            "-1",
+        ],
+        "--seed",
+    ),
+    (
+        [
+            "synth-check",
+            "--train",
+            "s_train.csv",
+            "--holdout",
+            "s_holdout.csv",
+            "--synthetic",
+            "s_bigholdout.csv",
+            "--claimed-epsilon",
+            "inf",
+        ],
+        "--claimed-epsilon",
+    ),
+    (
+        [
+            "synth-check",
+            "--train",
+            "s_train.csv",
+            "--holdout",
+            "s_holdout.csv",
+            "--synthetic",
+            "s_bigholdout.csv",
+            "--tracking-uri",
+            "sqlite:////nonexistent_privacy_audit/x.db",
+        ],
+        "does not exist",
+    ),
+    (
+        [
+            "synth-check",
+            "--train",
+            "s_train.csv",
+            "--holdout",
+            "s_holdout.csv",
+            "--synthetic",
+            "s_bigholdout.csv",
+            "--policy",
+            "policy_dup.yaml",
+        ],
+        "appears twice",
+    ),
+    (
+        ["synth-check", "--train", "s_train.csv", "--holdout", "s_holdout.csv", "--synthetic", "missing.parquet"],
+        "missing.parquet",
+    ),
     # --- audit-model -----------------------------------------------------------------------------------
-    (["audit-model", "--weights", "garbage.pt", "--members", "members_dup.csv", "--nonmembers", "members_ok.csv",
-      "--label", "y", "--claimed-epsilon", "inf"], "column 'x': appears more than once"),
-    (["audit-model", "--weights", "garbage.pt", "--members", "members_hugelabel.csv", "--nonmembers", "members_ok.csv",
-      "--label", "y", "--claimed-epsilon", "inf"], "class indices below"),
-    (["audit-model", "--weights", "garbage.pt", "--members", "members_neglabel.csv", "--nonmembers", "members_ok.csv",
-      "--label", "y", "--claimed-epsilon", "inf"], "class indices"),
-    (["audit-model", "--weights", "garbage.pt", "--members", "members_ok.csv", "--nonmembers", "members_ok.csv",
-      "--label", "y", "--claimed-epsilon", "0.000001"], "privacy.epsilons"),
-    (["audit-model", "--weights", "garbage.pt", "--members", "members_ok.csv", "--nonmembers", "members_ok.csv",
-      "--label", "y", "--claimed-epsilon", "inf", "--config", "dup_key.yaml"], "appears twice"),
-    (["audit-model", "--weights", "garbage.pt", "--members", "members_ok.csv", "--nonmembers", "members_ok.csv",
-      "--label", "y", "--claimed-epsilon", "inf", "--tracking-uri", "sqlite:////nonexistent_privacy_audit/x.db"],
-     "does not exist"),
+    (
+        [
+            "audit-model",
+            "--weights",
+            "garbage.pt",
+            "--members",
+            "members_dup.csv",
+            "--nonmembers",
+            "members_ok.csv",
+            "--label",
+            "y",
+            "--claimed-epsilon",
+            "inf",
+        ],
+        "column 'x': appears more than once",
+    ),
+    (
+        [
+            "audit-model",
+            "--weights",
+            "garbage.pt",
+            "--members",
+            "members_hugelabel.csv",
+            "--nonmembers",
+            "members_ok.csv",
+            "--label",
+            "y",
+            "--claimed-epsilon",
+            "inf",
+        ],
+        "class indices below",
+    ),
+    (
+        [
+            "audit-model",
+            "--weights",
+            "garbage.pt",
+            "--members",
+            "members_neglabel.csv",
+            "--nonmembers",
+            "members_ok.csv",
+            "--label",
+            "y",
+            "--claimed-epsilon",
+            "inf",
+        ],
+        "class indices",
+    ),
+    (
+        [
+            "audit-model",
+            "--weights",
+            "garbage.pt",
+            "--members",
+            "members_ok.csv",
+            "--nonmembers",
+            "members_ok.csv",
+            "--label",
+            "y",
+            "--claimed-epsilon",
+            "0.000001",
+        ],
+        "privacy.epsilons",
+    ),
+    (
+        [
+            "audit-model",
+            "--weights",
+            "garbage.pt",
+            "--members",
+            "members_ok.csv",
+            "--nonmembers",
+            "members_ok.csv",
+            "--label",
+            "y",
+            "--claimed-epsilon",
+            "inf",
+            "--config",
+            "dup_key.yaml",
+        ],
+        "appears twice",
+    ),
+    (
+        [
+            "audit-model",
+            "--weights",
+            "garbage.pt",
+            "--members",
+            "members_ok.csv",
+            "--nonmembers",
+            "members_ok.csv",
+            "--label",
+            "y",
+            "--claimed-epsilon",
+            "inf",
+            "--tracking-uri",
+            "sqlite:////nonexistent_privacy_audit/x.db",
+        ],
+        "does not exist",
+    ),
 ]
 
 ALL_CASES = [(args, message, 2) for args, message in CASES] + [
-    (args, expected if isinstance(expected, str) else None, expected if isinstance(expected, int) else (0 if expected is None else 2))
+    (
+        args,
+        expected if isinstance(expected, str) else None,
+        expected if isinstance(expected, int) else (0 if expected is None else 2),
+    )
     for args, expected in HOSTILE_CASES
 ]
 # Cases that start worker processes or train get more time; everything else is validation.
@@ -583,8 +865,11 @@ SLOW_SECONDS, FAST_SECONDS = 90.0, 20.0
 
 
 def _limit(args: list[str]) -> float:
-    return SLOW_SECONDS if args[0] in ("accountant-check", "mechanism-audit", "accountants") or "huge_label.yaml" in args \
+    return (
+        SLOW_SECONDS
+        if args[0] in ("accountant-check", "mechanism-audit", "accountants") or "huge_label.yaml" in args
         else FAST_SECONDS
+    )
 
 
 @pytest.fixture(scope="module")
@@ -599,7 +884,9 @@ def input_files(tmp_path_factory):
     results = json.loads(RESULTS_EXAMPLE.read_text())
     (folder / "results.json").write_text(json.dumps(results))
     (folder / "empty_targets.json").write_text(json.dumps({**results, "targets": [], "synthetic": []}))
-    (folder / "grid_one.yaml").write_text("noise_multipliers: [1.0]\nsample_rates: [0.01]\nsteps: [10]\ndeltas: [1.0e-5]\n")
+    (folder / "grid_one.yaml").write_text(
+        "noise_multipliers: [1.0]\nsample_rates: [0.01]\nsteps: [10]\ndeltas: [1.0e-5]\n"
+    )
     return folder
 
 
@@ -664,8 +951,19 @@ def test_hostile_input_never_crashes_hangs_or_passes_by_accident(workdir, capsys
 def test_the_battery_covers_at_least_150_cases_across_every_command():
     commands = {args[0] for args, _, _ in ALL_CASES}
     assert len(ALL_CASES) >= 150
-    assert commands >= {"run", "gate", "report", "audit-scores", "accountants", "accountant-check",
-                        "canary-audit", "mechanism-audit", "bench", "audit-model", "synth-check"}
+    assert commands >= {
+        "run",
+        "gate",
+        "report",
+        "audit-scores",
+        "accountants",
+        "accountant-check",
+        "canary-audit",
+        "mechanism-audit",
+        "bench",
+        "audit-model",
+        "synth-check",
+    }
 
 
 def test_a_refused_anchor_bomb_message_is_short(workdir, capsys):
@@ -721,6 +1019,7 @@ def test_a_huge_class_label_is_only_a_name_in_a_run(workdir):
     from targets.datasets import load_dataset
 
     config = resolve_config("smoke", "huge_label.yaml")
-    data = load_dataset(config.data.source, n_rows=config.data.n_rows, seed=0, path=config.data.path,
-                        label=config.data.label)
+    data = load_dataset(
+        config.data.source, n_rows=config.data.n_rows, seed=0, path=config.data.path, label=config.data.label
+    )
     assert data.n_classes == 2

@@ -1,4 +1,5 @@
 """The README's benchmark commands still run (tiny sizes: the numbers themselves are the benches' job)."""
+
 import subprocess
 import sys
 from pathlib import Path
@@ -9,15 +10,23 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def _bench(script: str, *args: str) -> str:
-    proc = subprocess.run([sys.executable, "-W", "ignore", str(REPO / "benchmarks" / script), *args],
-                          cwd=REPO, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-W", "ignore", str(REPO / "benchmarks" / script), *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc.stdout
 
 
 def _rows(table: str) -> list[list[str]]:
-    return [[cell.strip() for cell in line.strip("|").split("|")] for line in table.splitlines()
-            if line.startswith("| ") and not line.startswith("| trainer") and not line.startswith("| target")]
+    return [
+        [cell.strip() for cell in line.strip("|").split("|")]
+        for line in table.splitlines()
+        if line.startswith("| ") and not line.startswith("| trainer") and not line.startswith("| target")
+    ]
 
 
 @pytest.mark.slow

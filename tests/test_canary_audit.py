@@ -1,4 +1,5 @@
 """Canary audits of training code: broken DP-SGD is caught, correct DP-SGD is not, nulls give 0."""
+
 import json
 import math
 import sys
@@ -6,7 +7,7 @@ import sys
 import numpy as np
 import pytest
 
-from audit.statistics.accountants import DPSGDEvent, epsilon_pld
+from audit.demos import dp_trainers  # noqa: E402
 from audit.dp_validation.canary_audit import (
     canary_scores,
     default_audit_data,
@@ -17,10 +18,8 @@ from audit.dp_validation.canary_audit import (
     run_canary_audit,
 )
 from audit.errors import AuditInputError
-
-
-from audit.demos import dp_trainers  # noqa: E402
 from audit.machinery.workers import WorkerPool
+from audit.statistics.accountants import DPSGDEvent, epsilon_pld
 
 
 @pytest.fixture(scope="module")
@@ -29,9 +28,12 @@ def pool():
     with WorkerPool(2, name="--trainer", timeout=600) as workers:
         yield workers
 
+
 FEATURES, LABELS = default_audit_data(256, seed=0)
-CLAIMED = epsilon_pld(DPSGDEvent(**{k: dp_trainers.CLAIM[k] for k in ("noise_multiplier", "sample_rate", "steps")}),
-                      dp_trainers.CLAIM["delta"])
+CLAIMED = epsilon_pld(
+    DPSGDEvent(**{k: dp_trainers.CLAIM[k] for k in ("noise_multiplier", "sample_rate", "steps")}),
+    dp_trainers.CLAIM["delta"],
+)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -77,13 +79,21 @@ def nearest_neighbour(features, labels, seed):
 
 def _audit(trainer, pool, seed=0, **kwargs):
     return multi_run_canary_audit(
-        trainer, FEATURES, LABELS, canary_kind="out_of_distribution", n_models=50,
-        claimed_epsilon=CLAIMED, delta=dp_trainers.CLAIM["delta"], seed=seed, pool=pool, **kwargs,
+        trainer,
+        FEATURES,
+        LABELS,
+        canary_kind="out_of_distribution",
+        n_models=50,
+        claimed_epsilon=CLAIMED,
+        delta=dp_trainers.CLAIM["delta"],
+        seed=seed,
+        pool=pool,
+        **kwargs,
     )
 
 
 def test_the_demo_claim_is_epsilon_about_1():
-    assert CLAIMED == pytest.approx(1.0, abs=0.02)
+    assert pytest.approx(1.0, abs=0.02) == CLAIMED
 
 
 @pytest.mark.slow  # 50 Opacus trainings in the worker pool
@@ -112,8 +122,15 @@ def test_correct_dpsgd_is_not_flagged_over_3_seeds(seed, pool):
 def test_null_runs_never_inserting_the_canary_give_zero_in_at_least_95_percent_of_repeats(pool):
     bounds = [
         multi_run_canary_audit(
-            noisy_centroids, FEATURES, LABELS, n_models=50, claimed_epsilon=1.0, delta=1e-5,
-            seed=s, insert_canary=False, pool=pool,
+            noisy_centroids,
+            FEATURES,
+            LABELS,
+            n_models=50,
+            claimed_epsilon=1.0,
+            delta=1e-5,
+            seed=s,
+            insert_canary=False,
+            pool=pool,
         )["epsilon_lower_bound"]
         for s in range(40)
     ]
@@ -125,8 +142,15 @@ def test_null_runs_of_the_leakiest_demo_trainer_give_zero(pool):
     # The unclipped trainer is caught when the canary is inserted; never inserting it, both sides
     # are the same mechanism and the audit must find nothing.
     result = multi_run_canary_audit(
-        dp_trainers.broken_no_clipping, FEATURES, LABELS, n_models=20, claimed_epsilon=CLAIMED,
-        delta=1e-5, seed=0, insert_canary=False, pool=pool,
+        dp_trainers.broken_no_clipping,
+        FEATURES,
+        LABELS,
+        n_models=20,
+        claimed_epsilon=CLAIMED,
+        delta=1e-5,
+        seed=0,
+        insert_canary=False,
+        pool=pool,
     )
     assert result["epsilon_lower_bound"] == 0.0 and not result["canary_inserted"]
 
@@ -138,8 +162,15 @@ def test_null_runs_of_the_leakiest_demo_trainer_give_zero(pool):
 
 def test_a_memorising_trainer_is_caught_in_one_run(pool):
     result = one_run_canary_audit(
-        nearest_neighbour, FEATURES, LABELS, n_canaries=1000, canary_kind="out_of_distribution",
-        claimed_epsilon=1.0, delta=1e-5, seed=0, pool=pool,
+        nearest_neighbour,
+        FEATURES,
+        LABELS,
+        n_canaries=1000,
+        canary_kind="out_of_distribution",
+        claimed_epsilon=1.0,
+        delta=1e-5,
+        seed=0,
+        pool=pool,
     )
     # The nearest neighbour's scaled-logit scores saturate at two values (±4.6): the guess rule takes a
     # tie group whole (input order never decides a guess), so the bound is what the tie groups prove
@@ -153,8 +184,14 @@ def test_a_memorising_trainer_is_caught_in_one_run(pool):
 @pytest.mark.slow  # one Opacus training on 200 canaries plus the data
 def test_one_run_audit_of_correct_dpsgd_stays_below_its_claim(pool):
     result = one_run_canary_audit(
-        dp_trainers.correct_dpsgd, FEATURES, LABELS, n_canaries=200, claimed_epsilon=CLAIMED,
-        delta=1e-5, seed=0, pool=pool,
+        dp_trainers.correct_dpsgd,
+        FEATURES,
+        LABELS,
+        n_canaries=200,
+        claimed_epsilon=CLAIMED,
+        delta=1e-5,
+        seed=0,
+        pool=pool,
     )
     assert not result["violation"]
 
@@ -247,8 +284,12 @@ def _raises(*args, **kwargs):
         (lambda: run_canary_audit(noisy_centroids, mode="twice", claimed_epsilon=1.0, delta=1e-5), "--mode"),
         (lambda: run_canary_audit(_raises, n_models=40, claimed_epsilon=1.0, delta=1e-5), "--trainer"),
         (lambda: run_canary_audit("no_such_module:train"), "--trainer"),
-        (lambda: multi_run_canary_audit(noisy_centroids, FEATURES, LABELS[:10], n_models=4, claimed_epsilon=1.0,
-                                        delta=1e-5), "labels"),
+        (
+            lambda: multi_run_canary_audit(
+                noisy_centroids, FEATURES, LABELS[:10], n_models=4, claimed_epsilon=1.0, delta=1e-5
+            ),
+            "labels",
+        ),
     ],
 )
 def test_bad_input_names_the_problem(call, where):
@@ -271,8 +312,9 @@ def test_a_malformed_claim_in_the_trainer_module_is_bad_input(monkeypatch):
 
 def test_an_audit_whose_ceiling_is_below_the_claim_is_inconclusive_not_a_pass(pool):
     # 10 models per side leave 5 for evaluation: even a perfect attack gets at most ~0.4 < 3.
-    result = multi_run_canary_audit(nearest_neighbour, FEATURES, LABELS, n_models=10, claimed_epsilon=3.0,
-                                    delta=1e-5, seed=0, pool=pool)
+    result = multi_run_canary_audit(
+        nearest_neighbour, FEATURES, LABELS, n_models=10, claimed_epsilon=3.0, delta=1e-5, seed=0, pool=pool
+    )
     verdict = result["verdict"]
     assert result["ceiling"] == verdict["ceiling"] < 3.0
     assert verdict["status"] == "inconclusive" and verdict["passed"] is False and not result["violation"]
@@ -281,26 +323,29 @@ def test_an_audit_whose_ceiling_is_below_the_claim_is_inconclusive_not_a_pass(po
 
 
 def test_a_leaky_trainer_with_enough_models_fails_and_a_zero_bound_with_power_passes(pool):
-    leaky = multi_run_canary_audit(nearest_neighbour, FEATURES, LABELS, n_models=30, claimed_epsilon=1.0,
-                                   delta=1e-5, seed=0, pool=pool)
+    leaky = multi_run_canary_audit(
+        nearest_neighbour, FEATURES, LABELS, n_models=30, claimed_epsilon=1.0, delta=1e-5, seed=0, pool=pool
+    )
     assert leaky["verdict"]["status"] == "fail" and not leaky["verdict"]["passed"]
-    quiet = multi_run_canary_audit(noisy_centroids, FEATURES, LABELS, n_models=30, claimed_epsilon=1.0,
-                                   delta=1e-5, seed=0, pool=pool)
-    assert quiet["ceiling"] > 1.0 and quiet["verdict"]["status"] == ("pass" if quiet["epsilon_lower_bound"] <= 1.0
-                                                                       else "fail")
+    quiet = multi_run_canary_audit(
+        noisy_centroids, FEATURES, LABELS, n_models=30, claimed_epsilon=1.0, delta=1e-5, seed=0, pool=pool
+    )
+    assert quiet["ceiling"] > 1.0 and quiet["verdict"]["status"] == (
+        "pass" if quiet["epsilon_lower_bound"] <= 1.0 else "fail"
+    )
 
 
 def test_the_one_run_audit_reports_its_ceiling(pool):
-    result = one_run_canary_audit(noisy_centroids, FEATURES, LABELS, n_canaries=40, claimed_epsilon=8.0,
-                                  delta=1e-5, seed=0, pool=pool)
+    result = one_run_canary_audit(
+        noisy_centroids, FEATURES, LABELS, n_canaries=40, claimed_epsilon=8.0, delta=1e-5, seed=0, pool=pool
+    )
     assert result["epsilon_lower_bound"] <= result["ceiling"] < 8.0
     assert result["verdict"]["status"] == "inconclusive" and "canaries" in result["verdict"]["needed_unit"]
 
 
 def test_the_trainer_runs_in_workers_and_its_module_is_never_imported_by_the_audit(tmp_path, monkeypatch):
     (tmp_path / "exit_trainer.py").write_text(
-        "import sys\nCLAIM = {'epsilon': 1.0, 'delta': 1e-5}\n"
-        "def train(features, labels, seed):\n    sys.exit(0)\n"
+        "import sys\nCLAIM = {'epsilon': 1.0, 'delta': 1e-5}\ndef train(features, labels, seed):\n    sys.exit(0)\n"
     )
     monkeypatch.chdir(tmp_path)
     with pytest.raises(AuditInputError) as info:
@@ -343,8 +388,18 @@ def test_small_multi_canary_audits_of_correct_recipes_flag_nothing(recipe, pool)
 def test_null_column_canary_audits_give_zero_in_at_least_95_percent_of_repeats(pool):
     # The leakiest correct recipe, canaries never inserted: both worlds are one mechanism.
     bounds = [
-        multi_canary_audit(planted_bugs.correct_eps_8, FEATURES, LABELS, n_runs=8, n_canaries=32,
-                           claimed_epsilon=1.0, delta=1e-5, seed=s, insert_canary=False, pool=pool)["epsilon_lower_bound"]
+        multi_canary_audit(
+            planted_bugs.correct_eps_8,
+            FEATURES,
+            LABELS,
+            n_runs=8,
+            n_canaries=32,
+            claimed_epsilon=1.0,
+            delta=1e-5,
+            seed=s,
+            insert_canary=False,
+            pool=pool,
+        )["epsilon_lower_bound"]
         for s in range(20)
     ]
     assert sum(b == 0 for b in bounds) >= 19
@@ -387,9 +442,25 @@ def test_a_trainer_whose_model_answers_nan_exits_2_not_pass(tmp_path):
         "class NanModel:\n    def predict_proba(self, X):\n        return np.full((len(X), 2), np.nan)\n"
         "def train(features, labels, seed):\n    return NanModel()\n"
     )
-    done = subprocess.run([sys.executable, "-m", "audit.cli", "canary-audit", "--trainer", "nan_trainer:train",
-                           "--models", "8", "--quiet", "--out", str(tmp_path / "runs")],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "audit.cli",
+            "canary-audit",
+            "--trainer",
+            "nan_trainer:train",
+            "--models",
+            "8",
+            "--quiet",
+            "--out",
+            str(tmp_path / "runs"),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip().splitlines()[-1].startswith("error: --trainer:") and "not finite" in done.stderr
 
@@ -400,8 +471,17 @@ def test_a_trainer_whose_model_answers_nan_exits_2_not_pass(tmp_path):
 
 
 def test_the_profile_audit_refutes_the_profile_of_a_grossly_broken_trainer(pool):
-    result = profile_canary_audit(planted_bugs.noise_divided_twice, FEATURES, LABELS, n_runs=120,
-                                  claimed_epsilon=1.0, delta=1e-5, dpsgd=(4.5, 0.25, 20), seed=0, pool=pool)
+    result = profile_canary_audit(
+        planted_bugs.noise_divided_twice,
+        FEATURES,
+        LABELS,
+        n_runs=120,
+        claimed_epsilon=1.0,
+        delta=1e-5,
+        dpsgd=(4.5, 0.25, 20),
+        seed=0,
+        pool=pool,
+    )
     assert result["verdict"]["status"] == "fail" and result["violation"]
     pair = result["profile_test"]["supporting_pair"]
     assert f"its pair ({pair['epsilon']:.2f}, {pair['delta']:.3g})" in result["verdict"]["reasons"][0]
@@ -429,8 +509,10 @@ def test_the_one_class_canary_sees_the_clipping_budget_the_bias_gets_extra():
     # column canary's gain over the base point cancels the bias and cannot see this.
     import dataclasses
 
-    quiet = {name: dataclasses.replace(recipe, noise_multiplier=1e-6)
-             for name, recipe in (("correct", planted_bugs.correct_eps_1), ("per_layer", planted_bugs.per_layer_clip))}
+    quiet = {
+        name: dataclasses.replace(recipe, noise_multiplier=1e-6)
+        for name, recipe in (("correct", planted_bugs.correct_eps_1), ("per_layer", planted_bugs.per_layer_clip))
+    }
     ratios = [_one_class_shift(quiet["per_layer"], s) / _one_class_shift(quiet["correct"], s) for s in range(5)]
     assert all(1.2 < r < 1.5 for r in ratios), ratios
 
@@ -440,8 +522,18 @@ def test_the_one_class_design_keeps_one_record_of_each_class_and_relabels_the_re
 
     labels = np.array([2, 0, 1, 2, 0, 1, 1])
     assert one_class_labels(labels, canary_label=2, n_classes=3).tolist() == [2, 0, 1, 0, 0, 0, 0]
-    result = profile_canary_audit(planted_bugs.correct_eps_8, FEATURES, LABELS, n_runs=16, n_pilot_runs=8,
-                                  claimed_epsilon=8.0, delta=1e-5, seed=0, scales=(), pool=pool)
+    result = profile_canary_audit(
+        planted_bugs.correct_eps_8,
+        FEATURES,
+        LABELS,
+        n_runs=16,
+        n_pilot_runs=8,
+        claimed_epsilon=8.0,
+        delta=1e-5,
+        seed=0,
+        scales=(),
+        pool=pool,
+    )
     assert result["canary"]["design"] == "one_class" and result["canary"]["value"] == 1.0
     assert set(result["pilot_auc_by_design"]) == {"one_class 1"}
 
@@ -465,10 +557,22 @@ def test_the_one_class_design_is_kept_unless_a_column_design_is_clearly_stronger
 
 
 def test_the_profile_audit_reports_each_designs_pilot_margin(pool):
-    result = profile_canary_audit(planted_bugs.correct_eps_8, FEATURES, LABELS, n_runs=40, n_pilot_runs=40,
-                                  claimed_epsilon=8.0, delta=1e-5, seed=0, pool=pool)
-    assert set(result["pilot_margin_by_design"]) == set(result["pilot_auc_by_design"]) == {
-        "column 0.1", "column 0.3", "column 1", "one_class 1"}
+    result = profile_canary_audit(
+        planted_bugs.correct_eps_8,
+        FEATURES,
+        LABELS,
+        n_runs=40,
+        n_pilot_runs=40,
+        claimed_epsilon=8.0,
+        delta=1e-5,
+        seed=0,
+        pool=pool,
+    )
+    assert (
+        set(result["pilot_margin_by_design"])
+        == set(result["pilot_auc_by_design"])
+        == {"column 0.1", "column 0.3", "column 1", "one_class 1"}
+    )
     json.dumps(result, allow_nan=False)
 
 
@@ -485,14 +589,32 @@ def test_profile_audits_of_correct_recipes_flag_nothing(recipe, pool):
 def test_profile_null_audits_refute_nothing_in_at_least_95_percent_of_repeats(pool):
     # Canary never inserted: both worlds are one mechanism, so the most permissive claim (a bare
     # ε = 0.1 pair, far below the recipe's ε 8) must still not be refuted.
-    refuted = [profile_canary_audit(planted_bugs.correct_eps_8, FEATURES, LABELS, n_runs=60, claimed_epsilon=0.1,
-                                    delta=1e-5, seed=s, insert_canary=False, pool=pool)["violation"] for s in range(20)]
+    refuted = [
+        profile_canary_audit(
+            planted_bugs.correct_eps_8,
+            FEATURES,
+            LABELS,
+            n_runs=60,
+            claimed_epsilon=0.1,
+            delta=1e-5,
+            seed=s,
+            insert_canary=False,
+            pool=pool,
+        )["violation"]
+        for s in range(20)
+    ]
     assert sum(refuted) <= 1
 
 
 def test_a_profile_audit_with_too_few_runs_is_inconclusive():
     from audit.dp_validation.scope import profile_verdict
-    from audit.statistics.tradeoff_curves import HIGH, ProfileRule, dpsgd_privacy_profile, profile_test, tangent_test_ceiling
+    from audit.statistics.tradeoff_curves import (
+        HIGH,
+        ProfileRule,
+        dpsgd_privacy_profile,
+        profile_test,
+        tangent_test_ceiling,
+    )
 
     profile = dpsgd_privacy_profile(4.5, 0.25, 20)
     ceiling = tangent_test_ceiling(profile, 2, 2)
@@ -506,8 +628,16 @@ def test_the_cli_canary_audit_in_its_default_mode_flags_sigma_not_sigma_c(cli, t
     # The default mode and designs with a sixth of the default runs: this bug (true ε 6.6 against
     # a claim of 1) needs no more. The default run count itself is measured by the planted-bug
     # bench (benchmarks/bench_planted_bugs.py), not here: ~1.5 min a run would cost CI.
-    proc = cli("canary-audit", "--trainer", "audit.demos.planted_bugs:sigma_not_sigma_c", "--models", "8000",
-               "--quiet", "--tracking-uri", f"sqlite:///{tmp_path}/m.db")
+    proc = cli(
+        "canary-audit",
+        "--trainer",
+        "audit.demos.planted_bugs:sigma_not_sigma_c",
+        "--models",
+        "8000",
+        "--quiet",
+        "--tracking-uri",
+        f"sqlite:///{tmp_path}/m.db",
+    )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "REFUTED" in proc.stdout + proc.stderr
 

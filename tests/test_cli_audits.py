@@ -1,4 +1,5 @@
 """`canary-audit` and `mechanism-audit` from the command line: JSON, MLflow, exit codes."""
+
 import json
 
 import mlflow
@@ -19,8 +20,17 @@ def _only_json(root, kind):
 
 @pytest.mark.slow  # trains 38 models (8 pilots + 30 runs × 32 column canaries) in a fresh process
 def test_a_trainer_without_clipping_is_caught_from_the_cli(cli, tmp_path):
-    proc = cli("canary-audit", "--trainer", "audit.demos.dp_trainers:broken_no_clipping", "--models", "30",
-               "--mode", "multi-canary", "--tracking-uri", f"sqlite:///{tmp_path}/m.db")
+    proc = cli(
+        "canary-audit",
+        "--trainer",
+        "audit.demos.dp_trainers:broken_no_clipping",
+        "--models",
+        "30",
+        "--mode",
+        "multi-canary",
+        "--tracking-uri",
+        f"sqlite:///{tmp_path}/m.db",
+    )
     assert proc.returncode == 1, proc.stderr
     assert "FAIL" in proc.stderr
     result = _only_json(tmp_path, "canary-audit")
@@ -36,13 +46,18 @@ def test_a_correct_laplace_mechanism_passes_and_a_quarter_noise_one_fails(cli, t
     db = f"sqlite:///{tmp_path}/m.db"
     ok = cli("mechanism-audit", "--mechanism", "audit.demos.mechanisms:laplace_count", "--tracking-uri", db)
     assert ok.returncode == 0, ok.stderr
-    bad = cli("mechanism-audit", "--mechanism", "audit.demos.mechanisms:laplace_count_wrong_scale", "--tracking-uri", db)
+    bad = cli(
+        "mechanism-audit", "--mechanism", "audit.demos.mechanisms:laplace_count_wrong_scale", "--tracking-uri", db
+    )
     assert bad.returncode == 1 and "FAIL" in bad.stderr
 
 
 def test_unimportable_specs_exit_2_without_writing_anything(cli, tmp_path):
-    for args in (("canary-audit", "--trainer", "nope:train"), ("mechanism-audit", "--mechanism", "no colon"),
-                 ("canary-audit", "--trainer", "audit.demos.dp_trainers:correct_dpsgd", "--models", "0")):
+    for args in (
+        ("canary-audit", "--trainer", "nope:train"),
+        ("mechanism-audit", "--mechanism", "no colon"),
+        ("canary-audit", "--trainer", "audit.demos.dp_trainers:correct_dpsgd", "--models", "0"),
+    ):
         proc = cli(*args)
         assert proc.returncode == 2 and proc.stderr.startswith("error:") and "Traceback" not in proc.stderr
     assert not (tmp_path / "runs").exists()
@@ -69,9 +84,23 @@ def test_audit_model_audits_a_saved_state_dict_end_to_end(cli, tmp_path):
         optimizer.step()
     torch.save(model.state_dict(), tmp_path / "model.pt")
     (tmp_path / "model.yaml").write_text("training:\n  hidden_sizes: [32]\n")
-    proc = cli("audit-model", "--config", "model.yaml", "--weights", "model.pt", "--members", "members.csv",
-               "--nonmembers", "nonmembers.csv", "--label", "y", "--claimed-epsilon", "1",
-               "--tracking-uri", f"sqlite:///{tmp_path}/m.db")
+    proc = cli(
+        "audit-model",
+        "--config",
+        "model.yaml",
+        "--weights",
+        "model.pt",
+        "--members",
+        "members.csv",
+        "--nonmembers",
+        "nonmembers.csv",
+        "--label",
+        "y",
+        "--claimed-epsilon",
+        "1",
+        "--tracking-uri",
+        f"sqlite:///{tmp_path}/m.db",
+    )
     # A memorising model is not 1-DP, but members / non-members from files are not coin flips: no
     # bound is proven for this setting (Clopper-Pearson is shown, assuming independent trials), so
     # the honest verdict is inconclusive (exit 0), with the large Clopper-Pearson number on record.
@@ -96,8 +125,13 @@ def test_synth_check_flags_a_copy_and_passes_an_independent_sample(cli, tmp_path
     rng = np.random.default_rng(0)
 
     def table(n):
-        return pd.DataFrame({"age": rng.normal(40, 10, n).round(), "income": rng.lognormal(10, 0.5, n),
-                             "city": rng.choice(list("abcd"), n)})
+        return pd.DataFrame(
+            {
+                "age": rng.normal(40, 10, n).round(),
+                "income": rng.lognormal(10, 0.5, n),
+                "city": rng.choice(list("abcd"), n),
+            }
+        )
 
     train, holdout, independent = table(800), table(800), table(800)
     train.to_csv(tmp_path / "train.csv", index=False)
@@ -107,8 +141,18 @@ def test_synth_check_flags_a_copy_and_passes_an_independent_sample(cli, tmp_path
     policy = "examples/policy-strict.yaml"
     from tests.conftest import REPO
 
-    base = ["synth-check", "--train", "train.csv", "--holdout", "holdout.csv", "--policy", str(REPO / policy),
-            "--tracking-uri", f"sqlite:///{tmp_path}/m.db", "--synthetic"]
+    base = [
+        "synth-check",
+        "--train",
+        "train.csv",
+        "--holdout",
+        "holdout.csv",
+        "--policy",
+        str(REPO / policy),
+        "--tracking-uri",
+        f"sqlite:///{tmp_path}/m.db",
+        "--synthetic",
+    ]
     copied = cli(*base, "copy.csv")
     assert copied.returncode == 1 and "FLAG" in copied.stderr and "FAIL" in copied.stderr
     fresh = cli(*base, "independent.parquet")
@@ -123,8 +167,18 @@ def test_synth_check_flags_a_copy_and_passes_an_independent_sample(cli, tmp_path
 
 def test_an_audit_that_cannot_refute_the_claim_is_inconclusive_everywhere(cli, tmp_path):
     db = f"sqlite:///{tmp_path}/m.db"
-    proc = cli("canary-audit", "--trainer", "audit.demos.planted_bugs:correct_eps_8", "--mode", "multi",
-               "--models", "10", "--fail-on-inconclusive", "--tracking-uri", db)
+    proc = cli(
+        "canary-audit",
+        "--trainer",
+        "audit.demos.planted_bugs:correct_eps_8",
+        "--mode",
+        "multi",
+        "--models",
+        "10",
+        "--fail-on-inconclusive",
+        "--tracking-uri",
+        db,
+    )
     assert proc.returncode == 1 and "INCONCLUSIVE" in proc.stderr and "needs ≥" in proc.stderr
     assert "ceiling" in proc.stdout
     result = _only_json(tmp_path, "canary-audit")

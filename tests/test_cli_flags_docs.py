@@ -2,6 +2,7 @@
 `--fail-on-inconclusive` on every command that prints a verdict, `--allow-leak` where the subject is
 the user's own release, `--fail-on-leak` kept (hidden) as the old spelling. Read from typer's own
 command objects, so a flag added to a command without the docs (or the reverse) fails here."""
+
 from __future__ import annotations
 
 import re
@@ -44,7 +45,9 @@ def test_the_docs_table_of_exit_code_flags_matches_every_commands_options():
     for flag, documented in table.items():
         assert documented <= set(commands), f"{flag}: no such command {documented - set(commands)}"
         having = {name for name, command in commands.items() if flag in _options(command)}
-        assert having == documented, f"{flag}: --help has it on {sorted(having)}, docs/errors.md says {sorted(documented)}"
+        assert having == documented, (
+            f"{flag}: --help has it on {sorted(having)}, docs/errors.md says {sorted(documented)}"
+        )
     # Every command is either one that prints a verdict (and takes --fail-on-inconclusive) or named as one that does not.
     assert no_verdict | table["--fail-on-inconclusive"] == set(commands)
     assert not no_verdict & table["--fail-on-inconclusive"]

@@ -1,4 +1,5 @@
 """What a person reads first: `--help` of every command, `--version`, `python -m audit`, `presets`."""
+
 from __future__ import annotations
 
 import os
@@ -39,16 +40,23 @@ def _help(monkeypatch, capsys, *path: str) -> str:
 
 
 def test_every_option_of_every_command_has_help_text():
-    missing = [f"{' '.join(path)} {param.opts[0]}" for path, command in _all_commands()
-               for param in command.params if param.name != "help" and not getattr(param, "help", None)
-               and param.param_type_name == "option"]
+    missing = [
+        f"{' '.join(path)} {param.opts[0]}"
+        for path, command in _all_commands()
+        for param in command.params
+        if param.name != "help" and not getattr(param, "help", None) and param.param_type_name == "option"
+    ]
     assert missing == []
 
 
 def test_every_boolean_option_is_an_on_off_switch():
     # `--flag <bool>` invites `--flag true`, which click refuses; a `--x/--no-x` pair takes no value.
-    flags = [(path, param) for path, command in _all_commands() for param in command.params
-             if getattr(param, "is_flag", False) and param.name not in ("help", "version")]
+    flags = [
+        (path, param)
+        for path, command in _all_commands()
+        for param in command.params
+        if getattr(param, "is_flag", False) and param.name not in ("help", "version")
+    ]
     assert flags, "expected boolean options (e.g. synth-check --membership-randomized)"
     assert [f"{' '.join(path)} {param.opts[0]}" for path, param in flags if not param.secondary_opts] == []
 
@@ -65,8 +73,18 @@ def test_usage_line_names_the_argument_plainly(monkeypatch, capsys):
 
 
 def test_a_value_after_a_switch_is_one_error_line_exit_2(capsys):
-    code, _, err = _invoke(capsys, "synth-check", "--membership-randomized", "true",
-                           "--train", "a.csv", "--holdout", "b.csv", "--synthetic", "c.csv")
+    code, _, err = _invoke(
+        capsys,
+        "synth-check",
+        "--membership-randomized",
+        "true",
+        "--train",
+        "a.csv",
+        "--holdout",
+        "b.csv",
+        "--synthetic",
+        "c.csv",
+    )
     assert code == 2
     assert err.startswith("error: ") and len(err.strip().splitlines()) == 1
 
@@ -75,8 +93,12 @@ def test_version_matches_the_installed_distribution():
     # A real `python -m audit`: the module entry point and the eager --version option end to end.
     from importlib.metadata import version
 
-    proc = subprocess.run([sys.executable, "-m", "audit", "--version"], capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    proc = subprocess.run(
+        [sys.executable, "-m", "audit", "--version"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert proc.returncode == 0 and proc.stdout.strip() == f"privacy-audit {version('privacy-audit')}"
 
 

@@ -1,5 +1,6 @@
 """Small things a first-time user sees: run names, unwrapped output off a terminal, where `gate` writes,
 where a crash log goes, what the lenient policy's comment promises, command summaries, one ceiling."""
+
 from __future__ import annotations
 
 import json
@@ -8,7 +9,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -57,10 +57,27 @@ def test_audit_model_names_its_run_and_folder_after_the_model_not_a_preset(capsy
         frames.append(frame)
     model = LogisticRegression().fit(frames[0][["a", "b", "c"]].to_numpy(), frames[0]["y"].to_numpy())
     skops.io.dump(model, tmp_path / "churn-model.skops")
-    code, out, err = _invoke(capsys, "audit-model", "--skops", str(tmp_path / "churn-model.skops"),
-                             "--members", str(tmp_path / "members.csv"), "--nonmembers", str(tmp_path / "nonmembers.csv"),
-                             "--label", "y", "--claimed-epsilon", "inf", "--attacks", "loss", "--quiet",
-                             "--out", str(tmp_path / "runs"), "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    code, out, err = _invoke(
+        capsys,
+        "audit-model",
+        "--skops",
+        str(tmp_path / "churn-model.skops"),
+        "--members",
+        str(tmp_path / "members.csv"),
+        "--nonmembers",
+        str(tmp_path / "nonmembers.csv"),
+        "--label",
+        "y",
+        "--claimed-epsilon",
+        "inf",
+        "--attacks",
+        "loss",
+        "--quiet",
+        "--out",
+        str(tmp_path / "runs"),
+        "--tracking-uri",
+        f"sqlite:///{tmp_path / 'mlflow.db'}",
+    )
     assert code in (0, 1), err
     folders = [p.name for p in (tmp_path / "runs").iterdir()]
     assert len(folders) == 1 and folders[0].endswith("-churn-model"), folders
@@ -74,8 +91,10 @@ def test_audit_model_names_its_run_and_folder_after_the_model_not_a_preset(capsy
 
 def test_console_output_off_a_terminal_is_not_wrapped_mid_phrase():
     sentence = "an attacker who accepts 1 false accusation in 100 identifies 9.4 % of the training records (δ 1e-05)"
-    code = ("from audit.cli.app import console, err_console\n"
-            f"console.print({sentence!r} * 3)\nerr_console.print({sentence!r} * 3)\n")
+    code = (
+        "from audit.cli.app import console, err_console\n"
+        f"console.print({sentence!r} * 3)\nerr_console.print({sentence!r} * 3)\n"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(), timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == sentence * 3  # one line, nothing inserted
@@ -84,14 +103,33 @@ def test_console_output_off_a_terminal_is_not_wrapped_mid_phrase():
 
 def test_a_real_finding_piped_to_a_file_keeps_each_reason_on_one_line(tmp_path):
     shutil.copy(REPO / "examples" / "dp_trainer.py", tmp_path / "dp_trainer.py")
-    done = subprocess.run([sys.executable, "-m", "audit.cli", "conformance", "--trainer", "dp_trainer:broken",
-                           "--out", str(tmp_path / "runs"), "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}"],
-                          cwd=tmp_path, capture_output=True, text=True, env=_env(), timeout=600)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "audit.cli",
+            "conformance",
+            "--trainer",
+            "dp_trainer:broken",
+            "--out",
+            str(tmp_path / "runs"),
+            "--tracking-uri",
+            f"sqlite:///{tmp_path / 'mlflow.db'}",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=600,
+    )
     assert done.returncode == 1, done.stderr[-2000:]
     lines = (done.stdout + done.stderr).splitlines()
     # The reason naming the failed check, whatever words frame it, is whole on one line.
-    failed = [line for line in lines if "per_example_clipping" in line and "mean movement" in line
-              and not line.startswith(("│", "┃"))]
+    failed = [
+        line
+        for line in lines
+        if "per_example_clipping" in line and "mean movement" in line and not line.startswith(("│", "┃"))
+    ]
     assert failed and all(line.rstrip().endswith("against ≤ C)") for line in failed), failed
 
 
@@ -173,9 +211,26 @@ def test_no_command_summary_is_cut_at_an_abbreviation():
 
 @pytest.mark.slow
 def test_whitebox_audit_prints_each_tests_ceiling_once_and_no_second_overall_ceiling(capsys, tmp_path):
-    code, out, err = _invoke(capsys, "whitebox-audit", "--builtin", "--noise-multiplier", "2", "--sample-rate", "1",
-                             "--steps", "4", "--runs", "100", "--workers", "1", "--quiet",
-                             "--out", str(tmp_path / "runs"), "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    code, out, err = _invoke(
+        capsys,
+        "whitebox-audit",
+        "--builtin",
+        "--noise-multiplier",
+        "2",
+        "--sample-rate",
+        "1",
+        "--steps",
+        "4",
+        "--runs",
+        "100",
+        "--workers",
+        "1",
+        "--quiet",
+        "--out",
+        str(tmp_path / "runs"),
+        "--tracking-uri",
+        f"sqlite:///{tmp_path / 'mlflow.db'}",
+    )
     assert code == 0, err
     lines = out.splitlines()
     assert not [line for line in lines if line.startswith("ceiling:")]

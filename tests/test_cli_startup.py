@@ -4,6 +4,7 @@ Each command imports what it needs inside its function (torch for training, MLfl
 scikit-learn, pandas, SciPy for the statistics), so starting the CLI costs ~0.2 s of CPU rather than seconds:
 that is paid by every user, every CI step and every test that runs the CLI in a fresh process. One fresh
 interpreter checks all of it (this test process has long imported everything)."""
+
 from __future__ import annotations
 
 import json
@@ -15,8 +16,21 @@ from tests.conftest import REPO
 
 # Libraries that cost from ~0.1 s (pydantic) to seconds (torch) to import, none needed to parse flags or
 # print help. A command imports them when it runs.
-HEAVY = ("torch", "mlflow", "opacus", "sklearn", "scipy", "pandas", "matplotlib", "transformers",
-         "sqlalchemy", "ray", "onnxruntime", "skops", "dp_accounting")
+HEAVY = (
+    "torch",
+    "mlflow",
+    "opacus",
+    "sklearn",
+    "scipy",
+    "pandas",
+    "matplotlib",
+    "transformers",
+    "sqlalchemy",
+    "ray",
+    "onnxruntime",
+    "skops",
+    "dp_accounting",
+)
 
 _PROBE = """
 import json, sys
@@ -43,12 +57,20 @@ print(json.dumps({{"after_import": after_import, "after_help": after_help, "comm
 
 def test_importing_the_cli_and_every_commands_help_loads_no_heavy_library():
     probe = _PROBE.format(heavy=repr(HEAVY))
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": str(REPO)}, cwd=REPO)
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        cwd=REPO,
+    )
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert seen["commands"] > 10  # the probe really walked the command tree
-    assert seen["after_import"] == [], f"`import audit.cli` imports {seen['after_import']}: import them inside the command"
+    assert seen["after_import"] == [], (
+        f"`import audit.cli` imports {seen['after_import']}: import them inside the command"
+    )
     assert seen["after_help"] == [], f"a command's --help imports {seen['after_help']}: import them inside the command"
 
 
@@ -80,8 +102,14 @@ print(json.dumps(loaded))
 
 
 def test_modules_on_the_start_up_path_of_commands_and_workers_import_only_what_they_use():
-    done = subprocess.run([sys.executable, "-c", _LIGHT_PROBE % (LIGHT_MODULES,)], capture_output=True, text=True,
-                          timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)}, cwd=REPO)
+    done = subprocess.run(
+        [sys.executable, "-c", _LIGHT_PROBE % (LIGHT_MODULES,)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        cwd=REPO,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     loaded = json.loads(done.stdout.strip().splitlines()[-1])
     assert loaded == {module: [] for module, _ in LIGHT_MODULES}, "import these inside the function that uses them"

@@ -1,4 +1,5 @@
 """Two `run`s writing to one SQLite MLflow store at the same time both finish with every run recorded."""
+
 import os
 import subprocess
 import sys
@@ -20,12 +21,27 @@ def test_two_runs_against_the_same_sqlite_store_both_finish_with_all_their_runs(
         folder = tmp_path / name
         folder.mkdir()
         (folder / "tiny.yaml").write_text(TINY)
-        procs.append(subprocess.Popen(
-            [sys.executable, "-m", "audit.cli", "run", "--preset", "smoke", "--config", "tiny.yaml",
-             "--tracking-uri", db],
-            cwd=folder, env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            text=True,
-        ))
+        procs.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "audit.cli",
+                    "run",
+                    "--preset",
+                    "smoke",
+                    "--config",
+                    "tiny.yaml",
+                    "--tracking-uri",
+                    db,
+                ],
+                cwd=folder,
+                env={**os.environ, "PYTHONPATH": str(REPO)},
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
     for proc in procs:
         _, err = proc.communicate(timeout=600)
         assert proc.returncode == 0, err[-2000:]

@@ -2,8 +2,8 @@ import math
 
 import pytest
 
-from audit.machinery.config import PRESETS, config_to_yaml, parse_epsilon_list, resolve_config
 from audit.errors import AuditInputError
+from audit.machinery.config import PRESETS, config_to_yaml, parse_epsilon_list, resolve_config
 
 
 def test_every_preset_resolves_and_the_default_sweeps_six_epsilons_including_infinity():
@@ -42,7 +42,16 @@ def test_the_resolved_config_round_trips_through_yaml(tmp_path):
         ({"privacy": {"accountant": "moments"}}, "privacy.accountant"),
         ({"data": {"source": "file"}}, "data"),
     ],
-    ids=["eps zero", "eps negative", "delta above 1", "delta zero", "wrong type", "typo field", "bad accountant", "file without path"],
+    ids=[
+        "eps zero",
+        "eps negative",
+        "delta above 1",
+        "delta zero",
+        "wrong type",
+        "typo field",
+        "bad accountant",
+        "file without path",
+    ],
 )
 def test_bad_config_fields_are_named(overrides, field):
     with pytest.raises(AuditInputError, match=f"field '{field}'"):

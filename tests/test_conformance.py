@@ -1,4 +1,5 @@
 """Conformance checks: each planted bug fails the check it breaks; correct DP-SGD passes every check."""
+
 import json
 
 import numpy as np
@@ -78,8 +79,14 @@ def test_a_sampler_returning_indices_outside_the_table_is_bad_input():
             return [np.array([0, n])] * self.steps
 
     with pytest.raises(AuditInputError) as info:
-        conformance_checks(OutOfRange(**{f.name: getattr(planted_bugs.correct_eps_1, f.name)
-                                         for f in dataclasses.fields(planted_bugs.DPSGDRecipe)}))
+        conformance_checks(
+            OutOfRange(
+                **{
+                    f.name: getattr(planted_bugs.correct_eps_1, f.name)
+                    for f in dataclasses.fields(planted_bugs.DPSGDRecipe)
+                }
+            )
+        )
     assert info.value.where == "--trainer" and "outside [0, 256)" in str(info.value)
 
 

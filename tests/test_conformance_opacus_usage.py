@@ -1,6 +1,7 @@
 """`conformance --factory` and `whitebox-audit --mode one-run --factory` on Opacus as it is used
 (issue #38; setups in audit.demos.whitebox_factories): correct ones hold (exit 0), broken ones are
 findings (exit 1) naming what broke, never bad input (exit 2)."""
+
 from __future__ import annotations
 
 import json
@@ -50,8 +51,16 @@ def test_conformance_noise_skipped_is_a_finding_not_bad_input(cli, tmp_path):
 
 @pytest.mark.slow
 def test_one_run_factory_batch_memory_manager_holds(cli, tmp_path):
-    done = cli("whitebox-audit", "--mode", "one-run", "--factory", F + "usage_batch_memory_manager",
-               "--no-compare-plain", "--out", str(tmp_path / "runs"))
+    done = cli(
+        "whitebox-audit",
+        "--mode",
+        "one-run",
+        "--factory",
+        F + "usage_batch_memory_manager",
+        "--no-compare-plain",
+        "--out",
+        str(tmp_path / "runs"),
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     result = _result(tmp_path, "whitebox-audit")
     assert result["verdict"]["claims"][0]["status"] == "held"
@@ -60,11 +69,20 @@ def test_one_run_factory_batch_memory_manager_holds(cli, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("factory, words", [("usage_noise_skipped", "without a noisy step"),
-                                            ("usage_shuffled_batches", "Poisson")])
+@pytest.mark.parametrize(
+    "factory, words", [("usage_noise_skipped", "without a noisy step"), ("usage_shuffled_batches", "Poisson")]
+)
 def test_one_run_factory_broken_usage_is_refuted(cli, tmp_path, factory, words):
-    done = cli("whitebox-audit", "--mode", "one-run", "--factory", F + factory, "--no-compare-plain",
-               "--out", str(tmp_path / "runs"))
+    done = cli(
+        "whitebox-audit",
+        "--mode",
+        "one-run",
+        "--factory",
+        F + factory,
+        "--no-compare-plain",
+        "--out",
+        str(tmp_path / "runs"),
+    )
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-2000:]
     failed = " ".join(c["message"] for c in _result(tmp_path, "whitebox-audit")["verdict"]["checks"] if c.get("failed"))
     assert words in failed

@@ -1,4 +1,5 @@
 """The console tables as a person sees them: in a real 80-column terminal nothing is cut to `…`."""
+
 from __future__ import annotations
 
 import copy
@@ -61,10 +62,16 @@ def test_report_tables_in_an_80_column_terminal_cut_nothing(tmp_path):
 
 def test_every_line_of_the_tables_fits_80_columns():
     results = _with_every_attack(json.loads(EXAMPLE.read_text()))
-    results["synthetic"] = [{"generator": "gaussian_copula", "epsilon_target": None,
-                             "dcr": {"dcr_share": 0.5123, "dcr_share_ci": [0.49, 0.53]},
-                             "nndr": {"p10": 0.61}, "mia": {"auc": 0.51, "epsilon_lb": {"clopper_pearson": 0.0}},
-                             "flags": [{"check": "dcr_share"}, {"check": "nndr"}]}]
+    results["synthetic"] = [
+        {
+            "generator": "gaussian_copula",
+            "epsilon_target": None,
+            "dcr": {"dcr_share": 0.5123, "dcr_share_ci": [0.49, 0.53]},
+            "nndr": {"p10": 0.61},
+            "mia": {"auc": 0.51, "epsilon_lb": {"clopper_pearson": 0.0}},
+            "flags": [{"check": "dcr_share"}, {"check": "nndr"}],
+        }
+    ]
     console = Console(width=80, record=True, file=open(os.devnull, "w"))
     console.print(results_summary_table(results))
     console.print(synthetic_summary_table(results))

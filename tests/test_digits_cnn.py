@@ -1,5 +1,6 @@
 """The bundled image task: `run --preset digits-cnn` trains a CNN on scikit-learn's digits with Opacus
 and attacks it with reference models from the vectorized trainer (Conv2d)."""
+
 from __future__ import annotations
 
 import json
@@ -18,9 +19,14 @@ def test_the_preset_is_a_cnn_on_digits_at_three_epsilons():
 
 @pytest.mark.slow
 def test_a_shortened_digits_cnn_run_trains_attacks_and_reports(tmp_path):
-    config = resolve_config("digits-cnn", overrides={
-        "training": {"epochs": 10}, "privacy": {"epsilons": [8.0, "inf"]},
-        "attacks": {"names": ["loss", "lira"], "n_reference_models": 4}})
+    config = resolve_config(
+        "digits-cnn",
+        overrides={
+            "training": {"epochs": 10},
+            "privacy": {"epsilons": [8.0, "inf"]},
+            "attacks": {"names": ["loss", "lira"], "n_reference_models": 4},
+        },
+    )
     run = run_audit(config, out_dir=tmp_path / "runs", tracking_uri=f"sqlite:///{tmp_path}/mlflow.db")
     results = json.loads((run.run_dir / "results.json").read_text())
     assert (run.run_dir / "report.html").is_file()

@@ -1,6 +1,7 @@
 """The pruned searches of the 100k synthetic check give exactly the full searches' answers (issue 27, item 6):
 attacks/distance_groups.py (nearest neighbours pruned by category combination) and the early-exit
 predicate counting of singling out (audit/statistics/singling_out.py)."""
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -15,10 +16,15 @@ P = 5  # columns: 3 numeric, 2 categorical
 
 
 def _table(n: int, rng: np.random.Generator) -> pd.DataFrame:
-    return pd.DataFrame({
-        "a": rng.random(n), "b": rng.normal(size=n), "c": rng.integers(0, 90, n),
-        "d": rng.choice(["x", "y", "z"], n), "e": rng.choice(["p", "q"], n, p=[0.9, 0.1]),
-    })
+    return pd.DataFrame(
+        {
+            "a": rng.random(n),
+            "b": rng.normal(size=n),
+            "c": rng.integers(0, 90, n),
+            "d": rng.choice(["x", "y", "z"], n),
+            "e": rng.choice(["p", "q"], n, p=[0.9, 0.1]),
+        }
+    )
 
 
 @pytest.fixture(scope="module")

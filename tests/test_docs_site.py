@@ -1,5 +1,6 @@
 """The documentation site builds with `mkdocs build --strict` (broken links, pages missing from the nav,
 unknown anchors all fail), into a temporary folder: nothing is written to the checkout."""
+
 from __future__ import annotations
 
 import subprocess
@@ -15,9 +16,23 @@ def test_mkdocs_site_builds_strictly(tmp_path):
     pytest.importorskip("mkdocs", reason="mkdocs-material is in the [dev] extra")
     pytest.importorskip("material", reason="mkdocs-material is in the [dev] extra")
     site = tmp_path / "site"
-    result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file",
-                             str(ROOT / "mkdocs.yml"), "--site-dir", str(site)],
-                            cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mkdocs",
+            "build",
+            "--strict",
+            "--config-file",
+            str(ROOT / "mkdocs.yml"),
+            "--site-dir",
+            str(site),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-4000:]
     assert (site / "index.html").is_file() and (site / "run" / "index.html").is_file()
     assert not (ROOT / "site").exists()

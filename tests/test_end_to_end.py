@@ -1,4 +1,5 @@
 """The README's main job, run as a user runs it: `privacy-audit run --preset smoke` in a fresh process."""
+
 import json
 import math
 from pathlib import Path
@@ -14,8 +15,19 @@ pytestmark = pytest.mark.slow
 
 EXAMPLES = REPO / "examples"
 RESULT_KEYS = {"schema_version", "config", "environment", "targets", "synthetic", "verdict"}
-TARGET_KEYS = {"epsilon_target", "delta", "noise_multiplier", "sample_rate", "steps", "max_grad_norm", "epsilon",
-               "test_accuracy", "attacks", "epsilon_lb_best", "violation"}
+TARGET_KEYS = {
+    "epsilon_target",
+    "delta",
+    "noise_multiplier",
+    "sample_rate",
+    "steps",
+    "max_grad_norm",
+    "epsilon",
+    "test_accuracy",
+    "attacks",
+    "epsilon_lb_best",
+    "violation",
+}
 ATTACK_KEYS = {"name", "auc", "auc_ci", "tpr_at_fpr", "advantage", "epsilon_lb", "n_members", "n_nonmembers"}
 
 
@@ -30,8 +42,16 @@ def smoke_run(tmp_path_factory):
     from tests.conftest import run_cli
 
     root = tmp_path_factory.mktemp("smoke")
-    proc = run_cli("run", "--preset", "smoke", "--tracking-uri", f"sqlite:///{root}/mlflow.db",
-                   "--policy", str(EXAMPLES / "policy-lenient.yaml"), cwd=root)
+    proc = run_cli(
+        "run",
+        "--preset",
+        "smoke",
+        "--tracking-uri",
+        f"sqlite:///{root}/mlflow.db",
+        "--policy",
+        str(EXAMPLES / "policy-lenient.yaml"),
+        cwd=root,
+    )
     return root, proc
 
 
@@ -58,8 +78,17 @@ def test_smoke_run_writes_every_promised_file(smoke_run):
     root, _ = smoke_run
     (run_dir,) = _run_dirs(root)
     assert run_dir.name.endswith("-smoke")
-    for name in ("results.json", "results.csv", "config.yaml", "splits.npz", "figures/roc_all.png",
-                 "figures/empirical_vs_accountant.png", "report.html", "summary.md", "junit.xml"):
+    for name in (
+        "results.json",
+        "results.csv",
+        "config.yaml",
+        "splits.npz",
+        "figures/roc_all.png",
+        "figures/empirical_vs_accountant.png",
+        "report.html",
+        "summary.md",
+        "junit.xml",
+    ):
         assert (run_dir / name).is_file(), name
     assert not [p for p in (root / "runs").iterdir() if p.name.startswith(".")]  # no staging left
 
@@ -82,15 +111,15 @@ def test_results_json_follows_schema_version_3(smoke_run):
     root, _ = smoke_run
     (run_dir,) = _run_dirs(root)
     results = json.loads((run_dir / "results.json").read_text())
-    assert RESULT_KEYS <= results.keys() and results["schema_version"] == 3
+    assert results.keys() >= RESULT_KEYS and results["schema_version"] == 3
     from audit.machinery.policy import validate_results
 
     validate_results(results)  # the published JSON Schema (audit/schema/results.schema.json)
     assert [t["epsilon_target"] for t in results["targets"]] == [1.0, 8.0, None]
     for target in results["targets"]:
-        assert TARGET_KEYS <= target.keys()
+        assert target.keys() >= TARGET_KEYS
         for attack in target["attacks"]:
-            assert ATTACK_KEYS <= attack.keys()
+            assert attack.keys() >= ATTACK_KEYS
             assert set(attack["tpr_at_fpr"]) == {"0.001", "0.01", "0.1"}
         if target["epsilon_target"] is None:
             assert target["epsilon"] == {} and target["noise_multiplier"] is None
@@ -123,9 +152,19 @@ def test_mlflow_store_holds_a_parent_and_one_child_per_epsilon(smoke_run):
     parent_id = results["mlflow"]["parent_run_id"]
     children = runs[runs["tags.mlflow.parentRunId"] == parent_id]
     assert len(children) == 3
-    for column in ("metrics.eps_prv", "metrics.eps_pld", "metrics.test_accuracy", "metrics.loss_auc",
-                   "metrics.loss_tpr_at_fpr_0.001", "metrics.loss_eps_lb_cp", "metrics.loss_eps_lb_one_run",
-                   "metrics.eps_lb_best", "params.noise_multiplier", "params.sample_rate", "params.steps"):
+    for column in (
+        "metrics.eps_prv",
+        "metrics.eps_pld",
+        "metrics.test_accuracy",
+        "metrics.loss_auc",
+        "metrics.loss_tpr_at_fpr_0.001",
+        "metrics.loss_eps_lb_cp",
+        "metrics.loss_eps_lb_one_run",
+        "metrics.eps_lb_best",
+        "params.noise_multiplier",
+        "params.sample_rate",
+        "params.steps",
+    ):
         assert column in children.columns, column
     private = children[children["params.epsilon_target"] != "inf"]
     assert private["metrics.eps_prv"].notna().all()
@@ -172,7 +211,9 @@ def test_gate_passes_a_lenient_policy_and_fails_a_strict_one_with_junit(smoke_ru
     cli = cli_in_process
     root, _ = smoke_run
     (run_dir,) = _run_dirs(root)
-    lenient = cli("gate", "--policy", str(EXAMPLES / "policy-lenient.yaml"), str(run_dir / "results.json"), "--out", "g1")
+    lenient = cli(
+        "gate", "--policy", str(EXAMPLES / "policy-lenient.yaml"), str(run_dir / "results.json"), "--out", "g1"
+    )
     assert lenient.returncode == 0, lenient.stderr
     strict = cli("gate", "--policy", str(EXAMPLES / "policy-strict.yaml"), str(run_dir / "results.json"), "--out", "g2")
     assert strict.returncode == 1 and "FAIL" in strict.stderr
@@ -198,8 +239,14 @@ def test_audit_scores_turns_a_score_file_into_bounds_report_and_verdict(smoke_ru
     scores = pd.read_csv(run_dir / "scores" / "scores_eps_inf.csv")
     scores[["member", "loss"]].rename(columns={"loss": "score"}).to_csv(tmp_path / "s.csv", index=False)
     # the ε = ∞ target's scores leak: --allow-leak reports it without failing (the default exits 1)
-    proc = cli("audit-scores", "s.csv", "--membership-randomized", "--allow-leak",
-               "--tracking-uri", f"sqlite:///{tmp_path}/m.db")
+    proc = cli(
+        "audit-scores",
+        "s.csv",
+        "--membership-randomized",
+        "--allow-leak",
+        "--tracking-uri",
+        f"sqlite:///{tmp_path}/m.db",
+    )
     assert proc.returncode == 0, proc.stderr
     (out,) = _run_dirs(tmp_path)
     results = json.loads((out / "results.json").read_text())
@@ -230,8 +277,10 @@ def test_a_run_killed_mid_sweep_resumes_to_the_same_results_and_a_strict_policy_
     db = f"sqlite:///{tmp_path}/m.db"
     proc = subprocess.Popen(
         [sys.executable, "-m", "audit.cli", "run", "--preset", "smoke", "--tracking-uri", db],
-        cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)},
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     deadline = time.monotonic() + 300
     while not list(tmp_path.glob("runs/.*.partial/checkpoints/eps_1/record.json")):
@@ -244,8 +293,18 @@ def test_a_run_killed_mid_sweep_resumes_to_the_same_results_and_a_strict_policy_
     assert not (partial / "results.json").exists()
     assert not _run_dirs(tmp_path)  # nothing that looks finished
 
-    resumed = run_cli("run", "--preset", "smoke", "--tracking-uri", db, "--resume", "latest",
-                      "--policy", str(EXAMPLES / "policy-strict.yaml"), cwd=tmp_path)
+    resumed = run_cli(
+        "run",
+        "--preset",
+        "smoke",
+        "--tracking-uri",
+        db,
+        "--resume",
+        "latest",
+        "--policy",
+        str(EXAMPLES / "policy-strict.yaml"),
+        cwd=tmp_path,
+    )
     assert resumed.returncode == 1, resumed.stderr[-3000:]
     assert "FAIL" in resumed.stderr and "ε = ∞" in resumed.stderr  # the failed rule, with its target
     assert "max_" in resumed.stderr  # ...and the rule's name
@@ -304,7 +363,9 @@ def test_the_synthetic_section_adds_checked_releases_and_flags_the_copying_gener
     copy, dp = entries["noisy_copy"], entries["dp_vae"]
     # The leaky noisy copy is the sweep's own baseline (like ε = ∞): shown, it does not fail the run.
     assert copy["baseline"] is True and results["verdict"]["status"] != "fail"
-    assert any(c["outcome"] == "shown" and "noisy_copy" in c["subject"] + c["name"] for c in results["verdict"]["checks"])
+    assert any(
+        c["outcome"] == "shown" and "noisy_copy" in c["subject"] + c["name"] for c in results["verdict"]["checks"]
+    )
     assert copy["dcr"]["dcr_share"] > 0.9 and copy["nndr"]["p10"] < 0.05 and copy["mia"]["auc"] > 0.7
     assert {f["check"] for f in copy["flags"]} >= {"dcr", "mia"}
     assert dp["epsilon_target"] == 1.0 and not dp["flags"]

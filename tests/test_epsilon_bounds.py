@@ -1,4 +1,5 @@
 """Claims about the ε lower bounds in audit/statistics/epsilon_bounds.py (reference values: docs/statistics.md)."""
+
 from __future__ import annotations
 
 import inspect
@@ -67,9 +68,9 @@ def test_epsilon_from_error_rates_takes_the_better_of_both_ratios():
 
 
 def test_epsilon_from_error_rates_is_zero_without_evidence_and_inf_for_zero_error():
-    assert epsilon_from_error_rates(0.5, 0.5, 0.0) == 0.0       # coin flipping
-    assert epsilon_from_error_rates(0.6, 0.7, 0.0) == 0.0       # ratios below 1 floor at 0
-    assert epsilon_from_error_rates(1.0, 1.0, 0.0) == 0.0       # numerators ≤ 0
+    assert epsilon_from_error_rates(0.5, 0.5, 0.0) == 0.0  # coin flipping
+    assert epsilon_from_error_rates(0.6, 0.7, 0.0) == 0.0  # ratios below 1 floor at 0
+    assert epsilon_from_error_rates(1.0, 1.0, 0.0) == 0.0  # numerators ≤ 0
     assert epsilon_from_error_rates(0.0, 0.5, 0.0) == math.inf  # only as a pure function
 
 
@@ -95,9 +96,7 @@ def test_one_run_bound_matches_stats_md_reference(r, v, delta, expected):
 def test_one_run_bound_is_where_the_p_value_crosses_alpha():
     eps = one_run_epsilon_from_counts(1000, 100, 90, DELTA, alpha=0.05)
     assert one_run_p_value(eps, 1000, 100, 90, DELTA) == pytest.approx(0.05, abs=1e-6)
-    assert one_run_p_value(eps - 0.01, 1000, 100, 90, DELTA) < 0.05 < one_run_p_value(
-        eps + 0.01, 1000, 100, 90, DELTA
-    )
+    assert one_run_p_value(eps - 0.01, 1000, 100, 90, DELTA) < 0.05 < one_run_p_value(eps + 0.01, 1000, 100, 90, DELTA)
 
 
 def test_one_run_p_value_at_zero_epsilon_and_delta_is_a_fair_coin_binomial_tail():
@@ -134,9 +133,7 @@ def test_gdp_mu_zero_gives_epsilon_zero_and_mu_is_floored_at_zero():
     assert epsilon_from_gdp_mu(0.0, DELTA) == 0.0
     assert gdp_mu_lower_bound(0.5, 0.5) == 0.0
     assert gdp_mu_lower_bound(0.7, 0.6) == 0.0
-    assert gdp_mu_lower_bound(0.05, 0.1) == pytest.approx(
-        stats.norm.ppf(0.95) - stats.norm.ppf(0.1)
-    )
+    assert gdp_mu_lower_bound(0.05, 0.1) == pytest.approx(stats.norm.ppf(0.95) - stats.norm.ppf(0.1))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -189,7 +186,9 @@ def test_only_gdp_is_marked_unsound_and_labelled_an_estimate():
     scores, members = _coin_flip_candidates(rng, 400, shift=1.0)
     results = {name: f(scores, members, DELTA, 0.95) for name, f in ESTIMATORS.items()}
     assert {name: r.sound for name, r in results.items()} == {
-        "clopper_pearson": True, "one_run": True, "gdp": False,
+        "clopper_pearson": True,
+        "one_run": True,
+        "gdp": False,
     }
     assert results["gdp"].details["quantity"] == "estimate (assumes GDP)"
     assert "estimate (assumes GDP)" in epsilon_estimate_gdp.__doc__
@@ -208,7 +207,10 @@ def test_registry_estimators_all_take_scores_members_delta_confidence():
     assert set(ESTIMATORS) == {"clopper_pearson", "one_run", "gdp"}
     for f in ESTIMATORS.values():
         assert list(inspect.signature(f).parameters)[:4] == [
-            "scores", "members", "delta", "confidence",
+            "scores",
+            "members",
+            "delta",
+            "confidence",
         ]
 
 
@@ -270,9 +272,7 @@ def test_held_out_split_is_stratified_and_seeded():
 def test_bonferroni_splits_alpha_over_both_rates_directions_and_thresholds():
     rng = np.random.default_rng(13)
     scores, members = _coin_flip_candidates(rng, 1000, shift=3.0)
-    result = epsilon_lower_bound_clopper_pearson(
-        scores, members, DELTA, 0.95, strategy=Bonferroni(max_thresholds=50)
-    )
+    result = epsilon_lower_bound_clopper_pearson(scores, members, DELTA, 0.95, strategy=Bonferroni(max_thresholds=50))
     d = result.details
     assert d["n_thresholds"] == 50 and d["n_rules_tested"] == 100
     assert d["alpha_per_rate"] == pytest.approx(0.05 / (2 * 100))
@@ -389,8 +389,10 @@ def test_the_gdp_estimate_on_null_scores_is_zero_in_at_least_95_percent_of_repea
     from audit.statistics.epsilon_bounds import HeldOut, epsilon_estimate_gdp
 
     members = np.r_[np.ones(200, bool), np.zeros(200, bool)]
-    estimates = [epsilon_estimate_gdp(np.random.default_rng(r).normal(size=400), members, 1e-5,
-                                      strategy=HeldOut(0.5, r)).epsilon for r in range(100)]
+    estimates = [
+        epsilon_estimate_gdp(np.random.default_rng(r).normal(size=400), members, 1e-5, strategy=HeldOut(0.5, r)).epsilon
+        for r in range(100)
+    ]
     assert sum(e == 0 for e in estimates) >= 95
 
 

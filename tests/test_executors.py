@@ -1,6 +1,7 @@
 """Executors (audit/machinery/executors.py): the same audit gives the same numbers in this process, in
 child processes and on a real local Ray cluster; a Ray worker killed mid-task is retried and the
 numbers do not move; a task that keeps dying fails the run, whose folder then resumes."""
+
 from __future__ import annotations
 
 import json
@@ -30,8 +31,13 @@ TINY = {
     "training": {"hidden_sizes": [16], "epochs": 2},
     # GDP: Opacus calibrates σ in closed form (PRV's numeric search is most of a small run's time).
     "privacy": {"epsilons": [2.0, "inf"], "accountant": "gdp"},
-    "attacks": {"names": ["loss", "shadow", "lira", "rmia"], "n_shadow_models": 2, "n_reference_models": 4,
-                "rmia_population": 40, "models_per_task": 2},
+    "attacks": {
+        "names": ["loss", "shadow", "lira", "rmia"],
+        "n_shadow_models": 2,
+        "n_reference_models": 4,
+        "rmia_population": 40,
+        "models_per_task": 2,
+    },
     "synthetic": {"generators": ["noisy_copy", "gaussian_copula"]},
 }
 # Run-dependent fields: where and when, not what was measured.
@@ -46,6 +52,7 @@ def tiny_config(**overrides):
 
 def numbers(results: dict) -> dict:
     """What results.json measured: targets and synthetic releases, without run ids and timings."""
+
     def strip(value):
         if isinstance(value, dict):
             return {k: strip(v) for k, v in value.items() if k not in NOT_NUMBERS}
@@ -59,8 +66,9 @@ def numbers(results: dict) -> dict:
 def run_tiny(tmp_path: Path, executor, name: str, tracking_uri: str, **kwargs):
     from audit.sweep.runner import run_audit
 
-    return run_audit(tiny_config(), out_dir=tmp_path / name / "runs", tracking_uri=tracking_uri, executor=executor,
-                     **kwargs)
+    return run_audit(
+        tiny_config(), out_dir=tmp_path / name / "runs", tracking_uri=tracking_uri, executor=executor, **kwargs
+    )
 
 
 def square_plus(x, *, offset=0):
@@ -89,8 +97,13 @@ def ray_cluster():
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     # Ray workers import this module's task functions by name: give them the test folder's path.
     here = Path(__file__).resolve().parent
-    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False,
-             runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join([str(here), str(here.parent)])}})
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        logging_level="ERROR",
+        log_to_driver=False,
+        runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join([str(here), str(here.parent)])}},
+    )
     yield ray
     ray.shutdown()
 
@@ -177,10 +190,25 @@ def start_mlflow_server(folder: Path) -> tuple[subprocess.Popen, str]:
     """A real `mlflow server` on 127.0.0.1: SQLite backend store, proxied artifact root, in `folder`."""
     port = _free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", f"sqlite:///{folder / 'server.db'}",
-         "--artifacts-destination", str(folder / "artifacts"), "--host", "127.0.0.1", "--port", str(port),
-         "--workers", "1"],
-        stdout=subprocess.DEVNULL, stderr=open(folder / "server.log", "w"), start_new_session=True,
+        [
+            sys.executable,
+            "-m",
+            "mlflow",
+            "server",
+            "--backend-store-uri",
+            f"sqlite:///{folder / 'server.db'}",
+            "--artifacts-destination",
+            str(folder / "artifacts"),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            "1",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=open(folder / "server.log", "w"),
+        start_new_session=True,
     )
     return process, f"http://127.0.0.1:{port}"
 
@@ -240,13 +268,21 @@ def test_same_numbers_on_every_executor_a_killed_ray_worker_and_a_live_mlflow_se
             watcher.join(timeout=5)
         assert killed, "no Ray worker was seen running a task"
         assert [r.results["execution"]["executor"] for r in (local, in_children, on_ray)] == [
-            "local", "processes", "ray"]
+            "local",
+            "processes",
+            "ray",
+        ]
         assert len(local.results["synthetic"]) == 2 and len(local.results["targets"]) == 2
         assert numbers(in_children.results) == numbers(local.results)
         assert numbers(on_ray.results) == numbers(local.results)
 
-        reader = subprocess.run([sys.executable, "-c", SEARCH_RUNS, server_uri, experiment_name("run", "tiny")], capture_output=True,
-                                text=True, timeout=300, env={**os.environ, "MLFLOW_TRACKING_URI": server_uri})
+        reader = subprocess.run(
+            [sys.executable, "-c", SEARCH_RUNS, server_uri, experiment_name("run", "tiny")],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, "MLFLOW_TRACKING_URI": server_uri},
+        )
         assert reader.returncode == 0, reader.stderr[-2000:]
         runs = {run["id"]: run for run in json.loads(reader.stdout.strip().splitlines()[-1])}
         mlflow_ids = on_ray.results["mlflow"]
@@ -337,17 +373,35 @@ def test_trainer_runs_give_the_same_models_on_one_or_two_workers():
 
 # Run-dependent fields of canary-audit.json: where it ran and where it was logged.
 CANARY_NOT_NUMBERS = {"execution", "mlflow"}
-SLEEPY_TRAINER = ("import time\nCLAIM = {'epsilon': 1.0, 'delta': 1e-5}\n"
-                  "def train(features, labels, seed):\n    time.sleep(3600)\n")
+SLEEPY_TRAINER = (
+    "import time\nCLAIM = {'epsilon': 1.0, 'delta': 1e-5}\ndef train(features, labels, seed):\n    time.sleep(3600)\n"
+)
 
 
-def canary_cli(tmp_path: Path, name: str, *executor: str, timeout_s: str = "300",
-               fresh_process: bool = True) -> subprocess.CompletedProcess:
+def canary_cli(
+    tmp_path: Path, name: str, *executor: str, timeout_s: str = "300", fresh_process: bool = True
+) -> subprocess.CompletedProcess:
     from tests.conftest import run_cli, run_cli_in_process
 
-    args = ("canary-audit", "--trainer", "audit.demos.dp_trainers:broken_no_clipping", "--models", "4",
-            "--canaries", "2", "--rows", "64", "--timeout", timeout_s, "--quiet", "--out", str(tmp_path / name),
-            "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}", *executor)
+    args = (
+        "canary-audit",
+        "--trainer",
+        "audit.demos.dp_trainers:broken_no_clipping",
+        "--models",
+        "4",
+        "--canaries",
+        "2",
+        "--rows",
+        "64",
+        "--timeout",
+        timeout_s,
+        "--quiet",
+        "--out",
+        str(tmp_path / name),
+        "--tracking-uri",
+        f"sqlite:///{tmp_path / 'mlflow.db'}",
+        *executor,
+    )
     return run_cli(*args, cwd=tmp_path) if fresh_process else run_cli_in_process(*args, cwd=tmp_path)
 
 
@@ -365,8 +419,11 @@ def test_a_canary_audit_gives_the_same_numbers_on_every_executor(tmp_path, ray_c
     (this process is already connected); local and processes run the CLI in this process (their
     training runs are real child processes either way), which saves two interpreters' imports."""
     address = ray_cluster.get_runtime_context().gcs_address
-    runs = {"local": ("--executor", "local"), "processes": ("--executor", "processes", "--workers", "2"),
-            "ray": ("--executor", "ray", "--ray-address", address)}
+    runs = {
+        "local": ("--executor", "local"),
+        "processes": ("--executor", "processes", "--workers", "2"),
+        "ray": ("--executor", "ray", "--ray-address", address),
+    }
     results = {}
     for name, flags in runs.items():
         done = canary_cli(tmp_path, name, *flags, fresh_process=name == "ray")
@@ -401,8 +458,11 @@ def test_a_hung_ray_task_is_cancelled_after_the_timeout_naming_the_trainer(tmp_p
     monkeypatch.chdir(tmp_path)  # the Ray task imports the user's module from the driver's folder
     executor = make_user_code_executor("ray", timeout=2, name="--trainer", what="trainer sleepy_trainer_14:train")
     started = time.monotonic()
-    with pytest.raises(UserCodeError, match=r"trainer sleepy_trainer_14:train did not return within 2 s on Ray "
-                                            r"\(task 0, call_user_function") as raised:
+    with pytest.raises(
+        UserCodeError,
+        match=r"trainer sleepy_trainer_14:train did not return within 2 s on Ray "
+        r"\(task 0, call_user_function",
+    ) as raised:
         executor.map(call_user_function, [("sleepy_trainer_14:train", "--trainer", (None, None, 0))])
     assert raised.value.where == "--trainer"
     assert time.monotonic() - started < 60
@@ -422,21 +482,47 @@ def test_canary_audit_on_ray_with_a_hung_trainer_exits_2_naming_it(tmp_path, ray
 
     (tmp_path / "sleepy_trainer_cli.py").write_text(SLEEPY_TRAINER)
     address = ray_cluster.get_runtime_context().gcs_address
-    done = run_cli("canary-audit", "--trainer", "sleepy_trainer_cli:train", "--models", "4", "--timeout", "3",
-                   "--executor", "ray", "--ray-address", address, "--quiet", "--out", str(tmp_path / "runs"),
-                   "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}", cwd=tmp_path, timeout=300)
+    done = run_cli(
+        "canary-audit",
+        "--trainer",
+        "sleepy_trainer_cli:train",
+        "--models",
+        "4",
+        "--timeout",
+        "3",
+        "--executor",
+        "ray",
+        "--ray-address",
+        address,
+        "--quiet",
+        "--out",
+        str(tmp_path / "runs"),
+        "--tracking-uri",
+        f"sqlite:///{tmp_path / 'mlflow.db'}",
+        cwd=tmp_path,
+        timeout=300,
+    )
     assert done.returncode == 2, done.stderr[-2000:]
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("error: --trainer: the trainer sleepy_trainer_cli:train did not return within 3 s on Ray")
     assert not list((tmp_path / "runs").glob("*-canary-audit"))  # nothing half-written
 
 
-@pytest.mark.parametrize("command, flags, where", [
-    (("canary-audit", "--trainer", "audit.demos.dp_trainers:correct_dpsgd"), ("--executor", "local", "--workers", "2"),
-     "--workers"),
-    (("audit-model", "--function", "m:f", "--trainer", "m:train", "--members", "m.csv", "--nonmembers", "n.csv"),
-     ("--executor", "processes", "--ray-address", "auto"), "--ray-address"),
-])
+@pytest.mark.parametrize(
+    "command, flags, where",
+    [
+        (
+            ("canary-audit", "--trainer", "audit.demos.dp_trainers:correct_dpsgd"),
+            ("--executor", "local", "--workers", "2"),
+            "--workers",
+        ),
+        (
+            ("audit-model", "--function", "m:f", "--trainer", "m:train", "--members", "m.csv", "--nonmembers", "n.csv"),
+            ("--executor", "processes", "--ray-address", "auto"),
+            "--ray-address",
+        ),
+    ],
+)
 def test_bad_executor_flags_exit_2_before_any_user_code_runs(tmp_path, command, flags, where):
     from tests.conftest import run_cli
 
@@ -458,8 +544,9 @@ def train_forest(features, labels, seed):
 
 
 @pytest.mark.slow  # 3 × 4 reference forests, each executor starting its workers: ≈ 30 s here
-def test_audit_model_user_trainer_references_give_the_same_numbers_on_every_executor(tmp_path, ray_cluster,
-                                                                                     monkeypatch):
+def test_audit_model_user_trainer_references_give_the_same_numbers_on_every_executor(
+    tmp_path, ray_cluster, monkeypatch
+):
     from sklearn.ensemble import RandomForestClassifier
 
     from audit.machinery.config import AuditConfig
@@ -472,15 +559,27 @@ def test_audit_model_user_trainer_references_give_the_same_numbers_on_every_exec
     data = make_default_tabular(4 * n, seed=3)
     X, y = data.features.astype("float32"), data.labels.astype("int64")
     target = RandomForestClassifier(n_estimators=8, max_depth=4, random_state=0).fit(X[:n], y[:n])
-    config = AuditConfig.model_validate({"name": "executors", "privacy": {"epsilons": ["inf"]},
-                                         "attacks": {"n_reference_models": 4,
-                                                     "rmia_population": 60}})
-    common = dict(model=target, trainer="user_forest_14:train_forest", members=(X[:n], y[:n]),
-                  nonmembers=(X[n:2 * n], y[n:2 * n]), population=(X[2 * n:], y[2 * n:]),
-                  attack_names=["lira_offline"], device="cpu")
+    config = AuditConfig.model_validate(
+        {
+            "name": "executors",
+            "privacy": {"epsilons": ["inf"]},
+            "attacks": {"n_reference_models": 4, "rmia_population": 60},
+        }
+    )
+    common = dict(
+        model=target,
+        trainer="user_forest_14:train_forest",
+        members=(X[:n], y[:n]),
+        nonmembers=(X[n : 2 * n], y[n : 2 * n]),
+        population=(X[2 * n :], y[2 * n :]),
+        attack_names=["lira_offline"],
+        device="cpu",
+    )
     runs = {"local": {}, "processes": {"workers": 2}, "ray": {}}
-    results = {kind: audit_user_model(config, executor=kind, scores_path=tmp_path / f"{kind}.csv", **extra, **common)
-               for kind, extra in runs.items()}
+    results = {
+        kind: audit_user_model(config, executor=kind, scores_path=tmp_path / f"{kind}.csv", **extra, **common)
+        for kind, extra in runs.items()
+    }
     assert [results[k]["execution"]["executor"] for k in runs] == list(runs)
     assert results["processes"]["execution"]["workers"] == 2
     local = results["local"]["targets"]

@@ -1,4 +1,5 @@
 """The one-run f-DP audit (Mahloujifar, Melis, Chaudhuri 2024): reference values, soundness on null data."""
+
 import numpy as np
 import pytest
 
@@ -64,9 +65,10 @@ def test_canaries_exactly_at_the_claim_are_refuted_in_at_most_5_percent_of_200_r
     # Scores N(μ, 1) for members, N(0, 1) for the rest: each canary is exactly μ-GDP, the hardest null.
     rng = np.random.default_rng(0)
     profile = dpsgd_privacy_profile(1.0, 1.0, 1)  # μ = 1
-    refuted = sum(fdp_one_run_audit(*_gaussian_canaries(rng, 1000, 1.0), profile, delta=1e-5,
-                                    with_gdp_epsilon=False)["refuted"]
-                  for _ in range(200))
+    refuted = sum(
+        fdp_one_run_audit(*_gaussian_canaries(rng, 1000, 1.0), profile, delta=1e-5, with_gdp_epsilon=False)["refuted"]
+        for _ in range(200)
+    )
     assert refuted <= 10
 
 

@@ -1,4 +1,5 @@
 """The two federated documents' ε formulas are flagged unsound on accountant-check's default grid."""
+
 from __future__ import annotations
 
 import pytest
@@ -46,15 +47,18 @@ def test_both_documents_accountants_are_flagged_on_every_point_of_the_default_gr
         unsound = labels.count("unsound")
         assert unsound > len(points) // 2, (formula.__name__, labels)
         assert set(labels) <= {"unsound", "ok", "loose"}
-        print(f"{formula.__name__}: unsound at {unsound} of {len(points)} points "
-              f"({labels.count('loose')} loose, {labels.count('ok')} ok)")
+        print(
+            f"{formula.__name__}: unsound at {unsound} of {len(points)} points "
+            f"({labels.count('loose')} loose, {labels.count('ok')} ok)"
+        )
 
 
 def test_the_check_flags_the_documents_accountants_where_the_coarse_interval_would_not():
     # σ 2, q 0.004, T 100: the hospitals formula gives 0.0679; the PLD interval at the default
     # discretisation 1e-4 is [0.0642, 0.0692], which cannot tell; the tight one is above it.
-    (point,) = check_accountant(hospitals_abadi_approximation, AccountantGrid(
-        noise_multipliers=[2.0], sample_rates=[0.004], steps=[100]))
+    (point,) = check_accountant(
+        hospitals_abadi_approximation, AccountantGrid(noise_multipliers=[2.0], sample_rates=[0.004], steps=[100])
+    )
     coarse_lower, _ = _pld_bounds_at(DPSGDEvent(2.0, 0.004, 100), 1e-5, 1e-4)
     assert coarse_lower <= point.reported < point.pld_lower and point.label == "unsound" and point.pld_tight
     assert not summarize([point])["passed"]

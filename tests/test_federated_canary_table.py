@@ -7,6 +7,7 @@ preset at n_rows 800, hidden [8], 6 clients, 3 rounds, q = 1, ε 2 and 8, 200 ca
 client_mia_runs 2; commit 960f0f3), its per-client attack records dropped to keep the file small (its
 verdict is the run's own).
 """
+
 from __future__ import annotations
 
 import json
@@ -46,15 +47,25 @@ def test_each_client_level_target_has_its_canary_row_with_the_verdicts_status_an
         target, check = federated["targets"][index], checks[f"targets[{index}]"]
         twin = target["whitebox_one_run"]
         # canary clients have no proven or measured power: a passing row reads "not refuted", never held
-        word = "not refuted" if check["outcome"] == "pass" and check["power"]["kind"] == "none" else WORDS[check["outcome"]]
+        word = (
+            "not refuted"
+            if check["outcome"] == "pass" and check["power"]["kind"] == "none"
+            else WORDS[check["outcome"]]
+        )
         assert row["claim"] == word and row["level"] == "client"
         assert row["1-run ceiling"] == f"{check['ceiling']:.2f}"
         assert row["ε LB (1-run)"] == f"{twin['steinke_epsilon']:.2f}" and row["candidates"] == f"{twin['m']} canaries"
-    assert {r["claim"] for r in canary_rows} == {"not refuted", "untestable"}  # this run: ε 2 not refuted, ε 8 untestable
+    assert {r["claim"] for r in canary_rows} == {
+        "not refuted",
+        "untestable",
+    }  # this run: ε 2 not refuted, ε 8 untestable
     # The membership rows carry their verdict word too; the server, which client-level DP trusts, is shown only.
     assert {r["claim"] for r in rows if r["attack"].startswith("server_update")} == {"shown"}
-    assert all(r["claim"] in ("held", "not refuted", "refuted", "untestable") for r in rows
-               if r["level"] in ("record", "client"))
+    assert all(
+        r["claim"] in ("held", "not refuted", "refuted", "untestable")
+        for r in rows
+        if r["level"] in ("record", "client")
+    )
 
 
 def test_summary_console_and_report_name_the_canary_client_row(federated):

@@ -2,6 +2,7 @@
 train with passes every check (rounds, Poisson client sampling at q, noise std σ·C on the sum,
 independent noise, each client's update clipped to C); one whose noise is σ instead of σ·C fails;
 the step functions of a trained federation claim what its client-level accountant composed."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -35,15 +36,38 @@ def test_a_trained_client_level_federation_claims_what_its_accountant_composed()
     for _ in range(6):
         x = rng.normal(size=(12, 4)).astype(np.float32)
         clients.append((x, (x[:, 0] > 0).astype(np.int64)))
-    spec = FederatedSpec(hidden_sizes=[4], rounds=5, local_epochs=1, batch_size=8, lr=0.1, momentum=0.0,
-                         max_grad_norm=1.0, level="client", client_sample_rate=0.2, client_clip=0.7)
-    target = train_federation(clients, 2, spec, epsilon=3.0, delta=1e-5, accountant="prv", seed=1,
-                              device=torch.device("cpu"), client_noise_multiplier=1.2)  # σ given: no calibration
+    spec = FederatedSpec(
+        hidden_sizes=[4],
+        rounds=5,
+        local_epochs=1,
+        batch_size=8,
+        lr=0.1,
+        momentum=0.0,
+        max_grad_norm=1.0,
+        level="client",
+        client_sample_rate=0.2,
+        client_clip=0.7,
+    )
+    target = train_federation(
+        clients,
+        2,
+        spec,
+        epsilon=3.0,
+        delta=1e-5,
+        accountant="prv",
+        seed=1,
+        device=torch.device("cpu"),
+        client_noise_multiplier=1.2,
+    )  # σ given: no calibration
     steps = DPFedAvgStepFunctions.from_target(target)
     config = resolve_config("clients", overrides={"privacy": {"epsilons": [3.0], "delta": 1e-5}})
     level = account_levels(target, config)["client"]
-    assert steps.CLAIM == {"noise_multiplier": level["noise_multiplier"], "sample_rate": level["sample_rate"],
-                           "steps": level["rounds"], "delta": 1e-5}
+    assert {
+        "noise_multiplier": level["noise_multiplier"],
+        "sample_rate": level["sample_rate"],
+        "steps": level["rounds"],
+        "delta": 1e-5,
+    } == steps.CLAIM
     assert steps.max_grad_norm == level["clip"] == 0.7
     assert steps.noise_multiplier == 1.2 and target.round_log[-1]["round"] == steps.CLAIM["steps"]
     checks = conformance_checks(steps, seed=2)

@@ -1,15 +1,16 @@
 """`run` on a federated config: results.json carries federated targets with ε per level and attack
 rows per client and per level; a policy's max_auc applies to every client's row; MLflow has a child
 per ε with one point per round."""
+
 from __future__ import annotations
 
 import json
 
 import jsonschema
 import pytest
+from conftest import REPO
 
 from audit.machinery.config import resolve_config
-from conftest import REPO
 
 SMALL = """
 name: fedtest
@@ -26,8 +27,17 @@ federated: {level: record, n_clients: 2, rounds: 2, n_reference_federations: 1}
 def test_federated_run_writes_per_level_results_and_a_per_client_auc_gate_fails_it(cli, tmp_path):
     (tmp_path / "fed.yaml").write_text(SMALL)
     (tmp_path / "policy.yaml").write_text("name: any-auc\nrules: {max_auc: 0.01}\n")
-    result = cli("run", "--config", "fed.yaml", "--policy", "policy.yaml", "--out", "runs",
-                 "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    result = cli(
+        "run",
+        "--config",
+        "fed.yaml",
+        "--policy",
+        "policy.yaml",
+        "--out",
+        "runs",
+        "--tracking-uri",
+        f"sqlite:///{tmp_path / 'mlflow.db'}",
+    )
     assert result.returncode == 1, result.stderr[-3000:]  # every AUC is above 0.01: the gate must fail
     results = json.loads(next((tmp_path / "runs").glob("*-fedtest/results.json")).read_text())
     schema = json.loads((REPO / "audit" / "schema" / "results.schema.json").read_text())
@@ -60,11 +70,19 @@ def test_client_level_federation_reports_client_epsilon_and_a_client_mia(tmp_pat
     from audit.federated.runner import run_federated_audit
     from audit.statistics.epsilon_bounds import one_run_ceiling
 
-    config = resolve_config("clients", overrides={
-        "name": "clienttest", "data": {"n_rows": 800}, "training": {"hidden_sizes": [8], "epochs": 1},
-        "privacy": {"epsilons": [2.0], "one_run_canaries": 200},  # q = 1 keeps the σ calibration fast; Poisson q < 1 is unit-tested
-        "federated": {"n_clients": 6, "rounds": 3, "client_mia_runs": 2, "client_sample_rate": 1.0},
-    })
+    config = resolve_config(
+        "clients",
+        overrides={
+            "name": "clienttest",
+            "data": {"n_rows": 800},
+            "training": {"hidden_sizes": [8], "epochs": 1},
+            "privacy": {
+                "epsilons": [2.0],
+                "one_run_canaries": 200,
+            },  # q = 1 keeps the σ calibration fast; Poisson q < 1 is unit-tested
+            "federated": {"n_clients": 6, "rounds": 3, "client_mia_runs": 2, "client_sample_rate": 1.0},
+        },
+    )
     run = run_federated_audit(config, out_dir=tmp_path / "runs", tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
     (target,) = run.results["targets"]
     level = target["federated"]["client_level"]
@@ -82,8 +100,11 @@ def test_client_level_federation_reports_client_epsilon_and_a_client_mia(tmp_pat
     assert verdict["family_wise_error"]["method"] == "holm"
     # Rows that could not refute their claim even alone (too few candidates) are inconclusive and
     # left out of the family, so they cost the others no power.
-    alone = [a for a in claimed if one_run_ceiling(a["n_members"] + a["n_nonmembers"], target["delta"], 0.05)
-             > a["claim"]["epsilon"]]
+    alone = [
+        a
+        for a in claimed
+        if one_run_ceiling(a["n_members"] + a["n_nonmembers"], target["delta"], 0.05) > a["claim"]["epsilon"]
+    ]
     # The canary clients' row (Andrew et al. 2023; a twin federation) tests the same client-level claim.
     canaries = target["whitebox_one_run"]
     assert canaries["family"] == "canary clients (one-run)" and canaries["level"] == "client" and canaries["m"] == 200
@@ -98,7 +119,8 @@ def test_client_level_federation_reports_client_epsilon_and_a_client_mia(tmp_pat
     for attack in claimed:  # each row's ceiling is the one its test had: α/K at Holm's first step
         m = attack["n_members"] + attack["n_nonmembers"]
         assert attack["ceiling_one_run"] == one_run_ceiling(
-            m, target["delta"], 0.05 / max(1, len(alone) + int(canaries["refutable_alone"])))
+            m, target["delta"], 0.05 / max(1, len(alone) + int(canaries["refutable_alone"]))
+        )
 
 
 class _InterruptSecondTarget:
@@ -131,8 +153,7 @@ def test_an_interrupted_federated_run_resumes_without_retraining_finished_target
         run_federated_audit(config, out_dir=tmp_path / "runs", tracking_uri=store, progress=first)
     assert (0, 2) in first.calls  # the first target finished both rounds before the interruption
     second = _InterruptSecondTarget(interrupt=False)
-    run = run_federated_audit(config, out_dir=tmp_path / "runs", tracking_uri=store, progress=second,
-                              resume="latest")
+    run = run_federated_audit(config, out_dir=tmp_path / "runs", tracking_uri=store, progress=second, resume="latest")
     assert [c for c in second.calls if c[0] == 0] == [(0, 2)]  # reloaded from its checkpoint, not retrained
     assert [c for c in second.calls if c[0] == 1] == [(1, 1), (1, 2)]
     assert run.results["mlflow"]["resumed_from"] and len(run.results["targets"]) == 2
@@ -145,18 +166,30 @@ def test_the_numbers_are_the_same_on_the_local_and_the_processes_executor(tmp_pa
     from audit.federated.runner import run_federated_audit
     from audit.machinery.executors import make_executor
 
-    config = resolve_config("clients", overrides={
-        "name": "fedexec", "data": {"n_rows": 500}, "training": {"hidden_sizes": [8], "epochs": 1},
-        "privacy": {"epsilons": [2.0]},
-        "federated": {"n_clients": 3, "rounds": 2, "client_mia_runs": 2, "client_sample_rate": 1.0, "dirichlet_alpha": 5.0,
-                      "n_reference_federations": 1},
-    })
+    config = resolve_config(
+        "clients",
+        overrides={
+            "name": "fedexec",
+            "data": {"n_rows": 500},
+            "training": {"hidden_sizes": [8], "epochs": 1},
+            "privacy": {"epsilons": [2.0]},
+            "federated": {
+                "n_clients": 3,
+                "rounds": 2,
+                "client_mia_runs": 2,
+                "client_sample_rate": 1.0,
+                "dirichlet_alpha": 5.0,
+                "n_reference_federations": 1,
+            },
+        },
+    )
     tables = {}
     for name in ("local", "processes"):
         executor = make_executor(name, workers=2 if name == "processes" else None, ray_address=None, threads=1)
         try:
-            run = run_federated_audit(config, out_dir=tmp_path / name, executor=executor,
-                                      tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+            run = run_federated_audit(
+                config, out_dir=tmp_path / name, executor=executor, tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}"
+            )
         finally:
             executor.close()
         assert run.results["execution"]["executor"] == name

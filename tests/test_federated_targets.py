@@ -1,5 +1,6 @@
 """Federated targets: a one-client federation is the centralized DP-SGD trainer; DP-FedAvg's noise
 is calibrated to σ·C on the sum of clipped updates; the non-IID splits do what they say."""
+
 from __future__ import annotations
 
 import math
@@ -29,12 +30,30 @@ def _data(n=240, d=6, seed=0):
 @pytest.mark.parametrize("epsilon", [2.0, math.inf])
 def test_one_client_one_round_federated_dpsgd_is_the_centralized_trainer(epsilon):
     x, y = _data()
-    spec = FederatedSpec(hidden_sizes=[16], rounds=1, local_epochs=3, batch_size=32, lr=0.1, momentum=0.9,
-                         max_grad_norm=1.0, level="record")
-    federated = train_federation([(x, y)], 2, spec, epsilon=epsilon, delta=1e-5, accountant="prv", seed=5,
-                                 device=torch.device("cpu"))
-    central = train_target(x, y, 2, TrainingSpec([16], 3, 32, 0.1, 0.9, 1.0), epsilon=epsilon, delta=1e-5,
-                           accountant="prv", seed=local_seed(5, 0, 0), device=torch.device("cpu"))
+    spec = FederatedSpec(
+        hidden_sizes=[16],
+        rounds=1,
+        local_epochs=3,
+        batch_size=32,
+        lr=0.1,
+        momentum=0.9,
+        max_grad_norm=1.0,
+        level="record",
+    )
+    federated = train_federation(
+        [(x, y)], 2, spec, epsilon=epsilon, delta=1e-5, accountant="prv", seed=5, device=torch.device("cpu")
+    )
+    central = train_target(
+        x,
+        y,
+        2,
+        TrainingSpec([16], 3, 32, 0.1, 0.9, 1.0),
+        epsilon=epsilon,
+        delta=1e-5,
+        accountant="prv",
+        seed=local_seed(5, 0, 0),
+        device=torch.device("cpu"),
+    )
     for key, value in central.model.state_dict().items():
         assert torch.equal(federated.model.state_dict()[key], value), key
     client = federated.clients[0]
@@ -64,10 +83,21 @@ def test_client_level_federation_calibrates_sigma_to_the_target_epsilon():
     x, y = _data(400)
     parts = split_dirichlet(y, 8, 1.0, seed=0)
     clients = [(x[parts == k], y[parts == k]) for k in range(8)]
-    spec = FederatedSpec(hidden_sizes=[8], rounds=6, local_epochs=1, batch_size=32, lr=0.1, momentum=0.0,
-                         max_grad_norm=1.0, level="client", client_sample_rate=0.5, client_clip=0.5)
-    target = train_federation(clients, 2, spec, epsilon=3.0, delta=1e-5, accountant="prv", seed=1,
-                              device=torch.device("cpu"))
+    spec = FederatedSpec(
+        hidden_sizes=[8],
+        rounds=6,
+        local_epochs=1,
+        batch_size=32,
+        lr=0.1,
+        momentum=0.0,
+        max_grad_norm=1.0,
+        level="client",
+        client_sample_rate=0.5,
+        client_clip=0.5,
+    )
+    target = train_federation(
+        clients, 2, spec, epsilon=3.0, delta=1e-5, accountant="prv", seed=1, device=torch.device("cpu")
+    )
     eps = epsilon_opacus(DPSGDEvent(target.client_noise_multiplier, 0.5, 6), 1e-5, "prv")
     assert eps == pytest.approx(3.0, abs=0.05)
     assert sum(c.rounds_participated for c in target.clients) < 8 * 6  # Poisson: not every client every round

@@ -1,4 +1,5 @@
 """Files the audit writes are readable by whoever the umask allows (CI artifact hosts read them as another user)."""
+
 from __future__ import annotations
 
 import json
@@ -27,7 +28,9 @@ def test_atomic_writers_give_0644_under_umask_022(tmp_path, umask_022):
     write_text_atomic(tmp_path / "summary.md", "# hi\n")
     write_json_atomic(tmp_path / "results.json", {"a": 1})
     TargetCheckpoints(tmp_path / "ckpt").save_json("state", {"b": 2})
-    assert {_mode(p) for p in (tmp_path / "summary.md", tmp_path / "results.json", tmp_path / "ckpt" / "state.json")} == {0o644}
+    assert {
+        _mode(p) for p in (tmp_path / "summary.md", tmp_path / "results.json", tmp_path / "ckpt" / "state.json")
+    } == {0o644}
 
 
 def test_a_stricter_umask_is_respected_too(tmp_path):
@@ -44,9 +47,17 @@ def test_every_file_of_a_report_re_render_and_gate_is_0644(tmp_path, umask_022, 
 
     results = json.loads((REPO / "tests" / "data" / "results_smoke_example.json").read_text())
     (tmp_path / "results.json").write_text(json.dumps(results))
-    for args in (["report", str(tmp_path / "results.json"), "--out", str(tmp_path / "out")],
-                 ["gate", str(tmp_path / "results.json"), "--policy", str(REPO / "examples" / "policy-lenient.yaml"),
-                  "--out", str(tmp_path / "out")]):
+    for args in (
+        ["report", str(tmp_path / "results.json"), "--out", str(tmp_path / "out")],
+        [
+            "gate",
+            str(tmp_path / "results.json"),
+            "--policy",
+            str(REPO / "examples" / "policy-lenient.yaml"),
+            "--out",
+            str(tmp_path / "out"),
+        ],
+    ):
         with pytest.raises(SystemExit):
             main(args)
     written = [p for p in (tmp_path / "out").rglob("*") if p.is_file()]

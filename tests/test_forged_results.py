@@ -8,6 +8,7 @@ refuses them is the validation, not the digest (tests/test_result_integrity.py c
 Starting points are real files: tests/data/audit_results/current/whitebox-audit-one-run.json
 (`whitebox-audit --mode one-run --builtin …`) and tests/data/results_smoke_example.json.
 """
+
 from __future__ import annotations
 
 import copy
@@ -25,10 +26,22 @@ DATA = Path(__file__).parent / "data"
 ONE_RUN = json.loads((DATA / "audit_results" / "current" / "whitebox-audit-one-run.json").read_text())
 CANARY = json.loads((DATA / "audit_results" / "current" / "canary-audit.json").read_text())
 RUN_EXAMPLE = json.loads((DATA / "results_smoke_example.json").read_text())
-LEDGER = {"recorded": True, "dataset": "adult", "ledger": "privacy-ledger.db", "epsilon_spent": 3.5,
-          "epsilon_spent_unbounded": False, "delta": 1e-5, "method": "pld", "method_note": "tight",
-          "basic_epsilon": 4.0, "advanced_epsilon": 9.0, "max_total_epsilon": None, "release_ids": [1, 2],
-          "limit_source": None, "results_sha256": "0" * 64}
+LEDGER = {
+    "recorded": True,
+    "dataset": "adult",
+    "ledger": "privacy-ledger.db",
+    "epsilon_spent": 3.5,
+    "epsilon_spent_unbounded": False,
+    "delta": 1e-5,
+    "method": "pld",
+    "method_note": "tight",
+    "basic_epsilon": 4.0,
+    "advanced_epsilon": 9.0,
+    "max_total_epsilon": None,
+    "release_ids": [1, 2],
+    "limit_source": None,
+    "results_sha256": "0" * 64,
+}
 
 
 def _ceiling_below_claim(r):  # "held" kept, the ceiling moved under the claim everywhere it is written
@@ -59,6 +72,7 @@ def _unknown_one_run_field(r):
 def _ledger(**changes):
     def mutate(r):
         r["ledger"] = {**LEDGER, **changes}
+
     return mutate
 
 
@@ -79,8 +93,10 @@ ONE_RUN_FORGERIES = {
 }
 RUN_FORGERIES = {
     "a ledger block spending -1": (_ledger(epsilon_spent=-1), "ledger.epsilon_spent"),
-    "a ledger block spending -0.5 unbounded": (_ledger(epsilon_spent=-0.5, epsilon_spent_unbounded=True),
-                                               "ledger.epsilon_spent"),
+    "a ledger block spending -0.5 unbounded": (
+        _ledger(epsilon_spent=-0.5, epsilon_spent_unbounded=True),
+        "ledger.epsilon_spent",
+    ),
     "a ledger block spending 'NaN'": (_ledger(epsilon_spent="NaN"), "ledger.epsilon_spent"),
     "a ledger block with an unknown field": (_ledger_extra, "ledger"),
     "a ledger block recorded without a figure": (_ledger(epsilon_spent=None), "ledger.epsilon_spent"),
@@ -92,8 +108,9 @@ def gate_dir(tmp_path, monkeypatch):
     monkeypatch.delenv(ENV_KEY, raising=False)
     monkeypatch.delenv(ENV_VERIFY, raising=False)
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "policy.yaml").write_text("rules:\n  fail_on_violation: true\n  fail_on_inconclusive: true\n"
-                                          "  max_total_epsilon: 10.0\n")
+    (tmp_path / "policy.yaml").write_text(
+        "rules:\n  fail_on_violation: true\n  fail_on_inconclusive: true\n  max_total_epsilon: 10.0\n"
+    )
     return tmp_path
 
 
@@ -103,8 +120,12 @@ def test_a_forged_one_run_result_is_refused_by_gate_and_report(gate_dir, capsys,
     forged = copy.deepcopy(ONE_RUN)
     mutate(forged)
     (gate_dir / "whitebox-audit.json").write_text(json.dumps(forged))
-    err = assert_refused(capsys, ["gate", "whitebox-audit.json", "--policy", "policy.yaml", "--out", "gated"],
-                         "whitebox-audit.json", folder=gate_dir)
+    err = assert_refused(
+        capsys,
+        ["gate", "whitebox-audit.json", "--policy", "policy.yaml", "--out", "gated"],
+        "whitebox-audit.json",
+        folder=gate_dir,
+    )
     assert f"'{field}" in err, err
     assert_refused(capsys, ["report", "whitebox-audit.json", "--out", "gated"], "whitebox-audit.json", folder=gate_dir)
 
@@ -127,8 +148,9 @@ def test_a_forged_ledger_block_in_a_canary_audit_is_refused(gate_dir, capsys, na
     forged = copy.deepcopy(CANARY)
     mutate(forged)
     (gate_dir / "canary-audit.json").write_text(json.dumps(forged))
-    err = assert_refused(capsys, ["gate", "canary-audit.json", "--policy", "policy.yaml"], "canary-audit.json",
-                         folder=gate_dir)
+    err = assert_refused(
+        capsys, ["gate", "canary-audit.json", "--policy", "policy.yaml"], "canary-audit.json", folder=gate_dir
+    )
     assert f"'{field}" in err, err
 
 
@@ -144,12 +166,20 @@ def test_the_documented_exhausted_budget_is_a_finding(gate_dir, capsys, command)
     """`epsilon_spent: null, epsilon_spent_unbounded: true` (docs/ledger.md) against max_total_epsilon:
     exit 1 with the rule failed, through gate and through report with the same policy."""
     results = copy.deepcopy(RUN_EXAMPLE)
-    results["ledger"] = {**LEDGER, "epsilon_spent": None, "epsilon_spent_unbounded": True,
-                         "basic_epsilon": None, "advanced_epsilon": None}
+    results["ledger"] = {
+        **LEDGER,
+        "epsilon_spent": None,
+        "epsilon_spent_unbounded": True,
+        "basic_epsilon": None,
+        "advanced_epsilon": None,
+    }
     (gate_dir / "run").mkdir()
     (gate_dir / "run" / "results.json").write_text(json.dumps(results))
-    args = (["gate", "run", "--policy", "policy.yaml", "--out", "gated"] if command == "gate"
-            else ["report", "run", "--policy", "policy.yaml", "--out", "gated"])
+    args = (
+        ["gate", "run", "--policy", "policy.yaml", "--out", "gated"]
+        if command == "gate"
+        else ["report", "run", "--policy", "policy.yaml", "--out", "gated"]
+    )
     code, _ = run_main(args)
     out, err = capsys.readouterr()
     assert code == 1, err + out
@@ -176,8 +206,10 @@ POWER_FORGERIES = {
     # a multi-mode canary audit of the fixture's size has no measured power (audit/dp_validation/mode_power.py)
     "canary-audit": (CANARY, {"kind": "measured", "figure": 1.0, "detail": "forged", "decider": None}),
     # a one-run white-box audit that observed only the final model has no power: "proven" is a forgery
-    "whitebox-audit": ({**ONE_RUN, "observe": "final"}, {"kind": "proven", "figure": None, "detail": "forged",
-                                                         "decider": None}),
+    "whitebox-audit": (
+        {**ONE_RUN, "observe": "final"},
+        {"kind": "proven", "figure": None, "detail": "forged", "decider": None},
+    ),
 }
 
 
@@ -188,6 +220,7 @@ def test_a_power_entry_stronger_than_its_mode_allows_is_refused(gate_dir, capsys
     base, power = POWER_FORGERIES[kind]
     forged = {**copy.deepcopy(base), "power": power}
     (gate_dir / f"{kind}.json").write_text(json.dumps(forged))
-    err = assert_refused(capsys, ["gate", f"{kind}.json", "--policy", "policy.yaml", "--out", "gated"],
-                         f"{kind}.json", folder=gate_dir)
+    err = assert_refused(
+        capsys, ["gate", f"{kind}.json", "--policy", "policy.yaml", "--out", "gated"], f"{kind}.json", folder=gate_dir
+    )
     assert "'power.kind'" in err, err

@@ -6,6 +6,7 @@ object or one `AuditInputError` line (exit 2): never another exception (exit 3),
 never a message that quotes the input at length. The validators run in-process (fast); a smaller
 share of the examples goes through the real commands (`main`), asserting exit codes 0/1/2 only.
 """
+
 from __future__ import annotations
 
 import copy
@@ -15,12 +16,11 @@ import time
 from pathlib import Path
 
 import pytest
-
 from hypothesis import HealthCheck, given, settings  # noqa: E402 - the dev extra: a missing fuzzer fails, never skips
 from hypothesis import strategies as st  # noqa: E402
 
 from audit.errors import AuditInputError  # noqa: E402
-from audit.machinery.config import AuditConfig, PRESETS, resolve_config  # noqa: E402
+from audit.machinery.config import PRESETS, AuditConfig, resolve_config  # noqa: E402
 from audit.machinery.input_files import parse_yaml_text  # noqa: E402
 from audit.machinery.policy import evaluate_policy, policy_from_dict, validate_results  # noqa: E402
 
@@ -28,23 +28,37 @@ EXAMPLE = json.loads((Path(__file__).parent / "data" / "results_smoke_example.js
 PER_EXAMPLE_SECONDS = 10.0  # a hang shows up as a slow example
 
 import attacks  # noqa: E402,F401 - validating attack names imports torch once: not inside a timed example
+
 # 400 configs + 300 YAML texts + 300 policies + 300 results files: 1,300 random inputs at the validators.
-FUZZ = settings(max_examples=300, deadline=None, derandomize=True, database=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much,
-                                      HealthCheck.function_scoped_fixture])
+FUZZ = settings(
+    max_examples=300,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.filter_too_much,
+        HealthCheck.function_scoped_fixture,
+    ],
+)
 CONFIG_FUZZ = settings(FUZZ, max_examples=400)
 CLI_FUZZ = settings(FUZZ, max_examples=15)
 
 # Values a careless or hostile user writes: extremes, look-alikes, wrong types, nesting.
 scalars = st.one_of(
-    st.none(), st.booleans(),
+    st.none(),
+    st.booleans(),
     st.integers(min_value=-(2**70), max_value=2**70),
     st.floats(allow_nan=True, allow_infinity=True),
     st.sampled_from([0, 1, -1, 0.5, 1e-300, 1e300, 2**32, 2**63, "inf", "1", "0.1", "nan", "", "∞", ".inf", "true"]),
     st.text(max_size=30),
 )
-values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
-                      max_leaves=12)
+values = st.recursive(
+    scalars,
+    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=12,
+)
 
 CONFIG_KEYS = {
     None: ["name", "seed", "device", "cpu_threads", "data", "split", "training", "privacy", "attacks", "synthetic"],
@@ -52,8 +66,16 @@ CONFIG_KEYS = {
     "split": ["test_fraction", "candidate_fraction"],
     "training": ["hidden_sizes", "epochs", "batch_size", "lr", "momentum", "max_grad_norm"],
     "privacy": ["epsilons", "delta", "accountant", "secure_mode"],
-    "attacks": ["names", "confidence", "n_shadow_models", "n_reference_models", "lira_global_variance", "rmia_a",
-                "rmia_gamma", "rmia_population"],
+    "attacks": [
+        "names",
+        "confidence",
+        "n_shadow_models",
+        "n_reference_models",
+        "lira_global_variance",
+        "rmia_a",
+        "rmia_gamma",
+        "rmia_population",
+    ],
     "synthetic": ["generators", "epsilons", "dp_vae_epochs"],
 }
 
@@ -71,17 +93,29 @@ def configs(draw):
     return config
 
 
-POLICY_RULES = ["max_auc", "max_tpr_at_fpr", "max_epsilon_lb", "fail_on_violation", "required_accountant",
-                "max_dcr_share", "min_nndr_p10", "max_aucc"]
+POLICY_RULES = [
+    "max_auc",
+    "max_tpr_at_fpr",
+    "max_epsilon_lb",
+    "fail_on_violation",
+    "required_accountant",
+    "max_dcr_share",
+    "min_nndr_p10",
+    "max_aucc",
+]
 
 
 @st.composite
 def policies(draw):
-    rules = {rule: draw(values | st.floats(0, 1)) for rule in draw(st.lists(st.sampled_from(POLICY_RULES), max_size=4, unique=True))}
+    rules = {
+        rule: draw(values | st.floats(0, 1))
+        for rule in draw(st.lists(st.sampled_from(POLICY_RULES), max_size=4, unique=True))
+    }
     policy = {"rules": rules} if draw(st.booleans()) or rules else draw(values)
     if isinstance(policy, dict) and draw(st.booleans()):
-        policy["overrides"] = draw(st.lists(st.fixed_dictionaries({"epsilon": values, "rules": st.just(rules)}), max_size=2)
-                                   | values)
+        policy["overrides"] = draw(
+            st.lists(st.fixed_dictionaries({"epsilon": values, "rules": st.just(rules)}), max_size=2) | values
+        )
     return policy
 
 
@@ -191,8 +225,21 @@ def test_run_dry_run_on_random_configs_exits_0_or_2(config, tmp_path_factory, ca
     folder = tmp_path_factory.mktemp("dry")
     path = folder / "config.yaml"
     path.write_text(json.dumps(config))  # JSON is YAML
-    _exit_code(["run", "--dry-run", "--preset", "smoke", "--config", str(path), "--out", str(folder / "runs"),
-                "--tracking-uri", f"sqlite:///{folder / 'mlflow.db'}"], capsys)
+    _exit_code(
+        [
+            "run",
+            "--dry-run",
+            "--preset",
+            "smoke",
+            "--config",
+            str(path),
+            "--out",
+            str(folder / "runs"),
+            "--tracking-uri",
+            f"sqlite:///{folder / 'mlflow.db'}",
+        ],
+        capsys,
+    )
     assert not (folder / "runs").exists() and not (folder / "mlflow.db").exists()  # a dry run writes nothing
 
 

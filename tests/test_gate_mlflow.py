@@ -7,6 +7,7 @@ SQLite store (a results file must not make the gate create a database or contact
 The MLflow run is real (a SQLite store written by the tool's own tracker, as `run` writes it); the
 results are the smoke example pointed at it and written with the tool's digest.
 """
+
 from __future__ import annotations
 
 import json
@@ -68,7 +69,9 @@ def test_a_failed_gate_reaches_the_mlflow_run_beside_its_own_verdict(tracked_run
     assert tags["verdict.gate.integrity"] == "intact; signature unsigned"
     from mlflow.tracking import MlflowClient
 
-    assert [a.path for a in MlflowClient(tracking_uri=uri).list_artifacts(run_id, "gate")] == ["gate/policy-strict.yaml"]
+    assert [a.path for a in MlflowClient(tracking_uri=uri).list_artifacts(run_id, "gate")] == [
+        "gate/policy-strict.yaml"
+    ]
     assert f"MLflow: tag verdict.gate = fail on run {run_id}" in " ".join(out.split())
 
 
@@ -77,12 +80,18 @@ def test_a_gate_without_a_store_or_run_says_so_in_one_line(tracked_run, capsys):
     (folder / "policy.yaml").write_text("rules:\n  fail_on_violation: true\n")
     lines = {
         "no run": ({k: v for k, v in RUN_EXAMPLE.items() if k != "mlflow"}, "name no MLflow run"),
-        "a store that is not there": ({**RUN_EXAMPLE, "mlflow": {"tracking_uri": f"sqlite:///{folder}/gone.db",
-                                                                 "parent_run_id": run_id}}, "is not an MLflow SQLite store"),
-        "a server named by the file": ({**RUN_EXAMPLE, "mlflow": {"tracking_uri": "http://203.0.113.1:5000",
-                                                                  "parent_run_id": run_id}}, "give --tracking-uri"),
-        "a run not in the store": ({**RUN_EXAMPLE, "mlflow": {"tracking_uri": uri, "parent_run_id": "0" * 32}},
-                                   "is not in the store"),
+        "a store that is not there": (
+            {**RUN_EXAMPLE, "mlflow": {"tracking_uri": f"sqlite:///{folder}/gone.db", "parent_run_id": run_id}},
+            "is not an MLflow SQLite store",
+        ),
+        "a server named by the file": (
+            {**RUN_EXAMPLE, "mlflow": {"tracking_uri": "http://203.0.113.1:5000", "parent_run_id": run_id}},
+            "give --tracking-uri",
+        ),
+        "a run not in the store": (
+            {**RUN_EXAMPLE, "mlflow": {"tracking_uri": uri, "parent_run_id": "0" * 32}},
+            "is not in the store",
+        ),
     }
     for name, (results, words) in lines.items():
         write_result_json_atomic(folder / name / "results.json", results)

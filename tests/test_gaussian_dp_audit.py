@@ -1,5 +1,6 @@
 """The Gaussian-DP audit statistics (audit/statistics/gaussian_dp_audit.py): reference values, null
 data, power on Gaussian shifts, and an estimate that does not fall as runs grow."""
+
 import math
 
 import numpy as np
@@ -88,8 +89,13 @@ def test_a_correct_claim_is_not_refuted_and_a_false_one_is():
     pair = lying.refuted_pair
     # The reported pair of the claim's profile is really violated by the point (Kairouz et al. 2015).
     assert pair["delta"] == pytest.approx(gdp_delta_profile(pair["epsilon"], 1.0), rel=1e-6)
-    assert min(lying.fpr_upper + math.exp(pair["epsilon"]) * lying.fnr_upper,
-               lying.fnr_upper + math.exp(pair["epsilon"]) * lying.fpr_upper) < 1 - pair["delta"]
+    assert (
+        min(
+            lying.fpr_upper + math.exp(pair["epsilon"]) * lying.fnr_upper,
+            lying.fnr_upper + math.exp(pair["epsilon"]) * lying.fpr_upper,
+        )
+        < 1 - pair["delta"]
+    )
 
 
 def test_refuted_pair_is_none_on_or_above_the_curve():

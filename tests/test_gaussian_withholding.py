@@ -2,6 +2,7 @@
 (issue 35, item 5): on randomized-response scores (ε₀ = 2, two values) no Gaussian-family ε above 2
 appears anywhere — console, results.json, report.html, summary.md — and on Gaussian scores the
 figures are still given. One rule (`gdp_fit.gaussian_family_figure`) applied where each is computed."""
+
 from __future__ import annotations
 
 import json
@@ -49,8 +50,9 @@ def test_the_fdp_gdp_family_figure_and_the_one_run_estimates_are_withheld_on_ran
     scores, members = randomized_response(2000, 1)
     fdp = fdp_one_run_audit(scores, members, None, delta=1e-5)
     assert fdp["gdp_epsilon"] is None and "discrete" in fdp["gdp_epsilon_withheld"]
-    audit = one_run_claim_audit(scores, members, claimed_epsilon=4.0, delta=1e-5,
-                                profile=pair_privacy_profile(4.0, 1e-5))
+    audit = one_run_claim_audit(
+        scores, members, claimed_epsilon=4.0, delta=1e-5, profile=pair_privacy_profile(4.0, 1e-5)
+    )
     assert audit["fdp"]["gdp_family_epsilon"] is None
     for key in ("gaussian_sum", "andrew"):
         assert audit[key]["epsilon"] is None and "discrete" in audit[key]["withheld"]
@@ -62,9 +64,11 @@ def test_the_fdp_gdp_family_figure_and_the_one_run_estimates_are_withheld_on_ran
 
 # What a Gaussian-family ε looks like in the text outputs: a number after "GDP" / "Gaussian" words,
 # the f-DP column of the one-run console line ("scores 2.00 / 3.70") and the report's "f-DP one run: 3.70".
-TEXT_FIGURES = (re.compile(r"(?:GDP|Gaussian)[^\n<|]{0,40}?ε\s*(?:≥|≈|=)?\s*([0-9]+\.[0-9]+)"),
-                re.compile(r"scores [0-9.]+ / ([0-9]+\.[0-9]+)"),
-                re.compile(r"f-DP one run: ([0-9]+\.[0-9]+)"))
+TEXT_FIGURES = (
+    re.compile(r"(?:GDP|Gaussian)[^\n<|]{0,40}?ε\s*(?:≥|≈|=)?\s*([0-9]+\.[0-9]+)"),
+    re.compile(r"scores [0-9.]+ / ([0-9]+\.[0-9]+)"),
+    re.compile(r"f-DP one run: ([0-9]+\.[0-9]+)"),
+)
 
 
 def _text_figures(text: str) -> list[float]:
@@ -78,7 +82,12 @@ def _json_figures(node, path: str = "") -> list[tuple[str, float]]:
         for key, value in node.items():
             here = f"{path}.{key}"
             gaussian = re.search(r"gdp|gaussian|andrew", here, re.IGNORECASE)
-            if gaussian and re.search(r"epsilon", key) and isinstance(value, (int, float)) and not isinstance(value, bool):
+            if (
+                gaussian
+                and re.search(r"epsilon", key)
+                and isinstance(value, (int, float))
+                and not isinstance(value, bool)
+            ):
                 found.append((here, float(value)))
             found += _json_figures(value, here)
     elif isinstance(node, list):
@@ -97,8 +106,18 @@ def test_the_text_patterns_would_catch_the_figure_issue_35_saw():
 def test_randomized_response_scores_show_no_gaussian_family_epsilon_above_two_in_any_output(cli_in_process, tmp_path):
     scores, members = randomized_response(2000, 2)
     pd.DataFrame({"member": members.astype(int), "score": scores}).to_csv(tmp_path / "rr.csv", index=False)
-    done = cli_in_process("audit-scores", "rr.csv", "--membership-randomized", "--claimed-epsilon", "4",
-                          "--out", "runs", "--tracking-uri", f"sqlite:///{tmp_path}/m.db", "--quiet")
+    done = cli_in_process(
+        "audit-scores",
+        "rr.csv",
+        "--membership-randomized",
+        "--claimed-epsilon",
+        "4",
+        "--out",
+        "runs",
+        "--tracking-uri",
+        f"sqlite:///{tmp_path}/m.db",
+        "--quiet",
+    )
     console = done.stdout + done.stderr
     assert done.returncode == 0, console
     (folder,) = [p for p in (tmp_path / "runs").iterdir() if not p.name.startswith(".")]
@@ -108,6 +127,9 @@ def test_randomized_response_scores_show_no_gaussian_family_epsilon_above_two_in
     assert attack["epsilon_estimate_gdp"]["epsilon"] is None
     assert "withheld" in console  # said, not silently dropped
     assert [(k, v) for k, v in _json_figures(results) if v > EPS0] == []
-    for name, text in (("console", console), ("report.html", (folder / "report.html").read_text()),
-                       ("summary.md", (folder / "summary.md").read_text())):
+    for name, text in (
+        ("console", console),
+        ("report.html", (folder / "report.html").read_text()),
+        ("summary.md", (folder / "summary.md").read_text()),
+    ):
         assert [v for v in _text_figures(text) if v > EPS0] == [], name

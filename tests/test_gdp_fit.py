@@ -1,4 +1,5 @@
 """The GDP estimate says when its assumption fails (issue 27, item 3)."""
+
 import numpy as np
 
 from audit.statistics.attack_evaluation import evaluate_attack
@@ -17,8 +18,16 @@ def test_randomized_response_scores_withhold_the_estimate():
     scores, members = _randomized_response(rng, 2400, 1.0)
     fit = gaussian_tradeoff_fit(scores, members)
     assert fit["withheld"] and "discrete" in fit["reason"] and fit["distinct_scores"] == 2
-    row = evaluate_attack("rr", scores, members, np.zeros(2400, int), delta=1e-5, confidence=0.95,
-                          threshold_seed=0, accountant_epsilon=1.0)
+    row = evaluate_attack(
+        "rr",
+        scores,
+        members,
+        np.zeros(2400, int),
+        delta=1e-5,
+        confidence=0.95,
+        threshold_seed=0,
+        accountant_epsilon=1.0,
+    )
     assert row["epsilon_estimate_gdp"]["epsilon"] is None
     assert "discrete" in row["epsilon_estimate_gdp"]["withheld"]
     assert any("GDP estimate withheld" in note for note in row["notes"])
@@ -43,7 +52,15 @@ def test_a_non_gaussian_curve_is_rejected_and_a_gaussian_one_kept_in_the_row():
     mixture = rng.normal(size=2400) + np.where(members & (rng.random(2400) < 0.2), 10.0, 0.0)
     assert gaussian_tradeoff_fit(mixture, members)["withheld"]
     scores = rng.normal(size=2400) + 1.0 * members
-    row = evaluate_attack("loss", scores, members, np.zeros(2400, int), delta=1e-5, confidence=0.95,
-                          threshold_seed=0, accountant_epsilon=None)
+    row = evaluate_attack(
+        "loss",
+        scores,
+        members,
+        np.zeros(2400, int),
+        delta=1e-5,
+        confidence=0.95,
+        threshold_seed=0,
+        accountant_epsilon=None,
+    )
     estimate = row["epsilon_estimate_gdp"]
     assert estimate["withheld"] is None and 0 < estimate["epsilon"] <= epsilon_from_gdp_mu(1.0, 1e-5) * 1.2

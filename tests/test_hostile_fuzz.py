@@ -5,6 +5,7 @@ Whatever the file, the answer is a verdict (exit 0/1) or one `AuditInputError` l
 never another exception (exit 3), never a hang, never a byte of a file outside the run folder in
 what is written. The loaders and validators run in-process for many examples; a smaller share
 goes through the real commands (`main`)."""
+
 from __future__ import annotations
 
 import copy
@@ -16,11 +17,11 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from hostile_support import run_main
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from audit.errors import AuditInputError
-from hostile_support import run_main
 
 pytestmark = pytest.mark.security
 
@@ -28,20 +29,34 @@ DATA = Path(__file__).parent / "data"
 KINDS = ("canary-audit", "mechanism-audit", "whitebox-audit", "conformance", "accountant-check")
 EXAMPLES = {kind: json.loads((DATA / "audit_results" / f"{kind}.json").read_text()) for kind in KINDS}
 RUN_EXAMPLE = json.loads((DATA / "results_smoke_example.json").read_text())
-FUZZ = settings(max_examples=250, deadline=None, derandomize=True, database=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much,
-                                       HealthCheck.function_scoped_fixture])
+FUZZ = settings(
+    max_examples=250,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.filter_too_much,
+        HealthCheck.function_scoped_fixture,
+    ],
+)
 CLI_FUZZ = settings(FUZZ, max_examples=25)
 PER_EXAMPLE_SECONDS = 20.0
 
 scalars = st.one_of(
-    st.none(), st.booleans(), st.integers(min_value=-(2**70), max_value=2**70),
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
     st.floats(allow_nan=False, allow_infinity=False),
     st.sampled_from([0, 1, -1, 0.5, 1e-300, 1e300, 99, "pass", "fail", "inconclusive", "ok", "unsound", "", "1"]),
     st.text(max_size=20),
 )
-values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner,
-                                                                                             max_size=3), max_leaves=8)
+values = st.recursive(
+    scalars,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    max_leaves=8,
+)
 
 
 def _paths(node, prefix=()):
@@ -142,8 +157,9 @@ def test_gate_on_generated_files_exits_0_1_or_2(kind, data, tmp_path_factory, ca
     result = data.draw(mutated(EXAMPLES[kind], PATHS[kind]))
     (folder / f"{kind}.json").write_text(json.dumps(result))
     (folder / "p.yaml").write_text("rules:\n  max_epsilon_lb: 50.0\n")
-    code, seconds = run_main(["gate", str(folder / f"{kind}.json"), "--policy", str(folder / "p.yaml"),
-                              "--out", str(folder / "out")])
+    code, seconds = run_main(
+        ["gate", str(folder / f"{kind}.json"), "--policy", str(folder / "p.yaml"), "--out", str(folder / "out")]
+    )
     out, err = capsys.readouterr()
     assert code in (0, 1, 2), err
     assert "Traceback" not in err + out and seconds < 60
@@ -180,10 +196,17 @@ def _make_entry(folder: Path, name: str, kind: str, secret: Path) -> None:
 
 
 @CLI_FUZZ
-@given(entries=st.lists(st.tuples(st.sampled_from(["roc_all", "roc_eps_1", "privacy_utility", "synthetic_a", "x",
-                                                    "empirical_vs_accountant"]),
-                                  st.sampled_from(ENTRY_KINDS)), min_size=0, max_size=4),
-       command=st.sampled_from(["report", "gate"]))
+@given(
+    entries=st.lists(
+        st.tuples(
+            st.sampled_from(["roc_all", "roc_eps_1", "privacy_utility", "synthetic_a", "x", "empirical_vs_accountant"]),
+            st.sampled_from(ENTRY_KINDS),
+        ),
+        min_size=0,
+        max_size=4,
+    ),
+    command=st.sampled_from(["report", "gate"]),
+)
 def test_report_and_gate_on_generated_run_folders(entries, command, tmp_path_factory, capsys):
     root = tmp_path_factory.mktemp("folder")
     secret = root / "outside" / "secret.txt"
@@ -195,8 +218,11 @@ def test_report_and_gate_on_generated_run_folders(entries, command, tmp_path_fac
     (root / "p.yaml").write_text("rules:\n  max_auc: 0.99\n")
     for stem, kind in entries:
         _make_entry(folder, f"{stem}.png", kind, secret)
-    args = (["report", str(folder / "results.json"), "--out", str(root / "out")] if command == "report" else
-            ["gate", str(folder), "--policy", str(root / "p.yaml"), "--out", str(root / "out")])
+    args = (
+        ["report", str(folder / "results.json"), "--out", str(root / "out")]
+        if command == "report"
+        else ["gate", str(folder), "--policy", str(root / "p.yaml"), "--out", str(root / "out")]
+    )
     code, seconds = run_main(args)
     out, err = capsys.readouterr()
     assert code in (0, 1, 2), err
@@ -214,16 +240,35 @@ def test_report_and_gate_on_generated_run_folders(entries, command, tmp_path_fac
 # --------------------------------------------------------------------------------------------
 # model-file loaders
 
-LOADERS = ["DictNode", "ListNode", "TupleNode", "JsonNode", "ObjectNode", "NdArrayNode", "FunctionNode", "TypeNode",
-           "ConstructorFromReduceNode", "MethodNode", "PartialNode", "TreeNode", "CachedNode", "Bogus", 7, None]
+LOADERS = [
+    "DictNode",
+    "ListNode",
+    "TupleNode",
+    "JsonNode",
+    "ObjectNode",
+    "NdArrayNode",
+    "FunctionNode",
+    "TypeNode",
+    "ConstructorFromReduceNode",
+    "MethodNode",
+    "PartialNode",
+    "TreeNode",
+    "CachedNode",
+    "Bogus",
+    7,
+    None,
+]
 MODULES = ["builtins", "numpy", "os", "sklearn.linear_model._logistic", "sklearn.tree._tree", "subprocess", "", None, 3]
 CLASSES = ["dict", "list", "LogisticRegression", "Tree", "system", "Popen", "ndarray", "str", "", None, []]
 
 
 @st.composite
 def skops_nodes(draw, depth=0):
-    node = {"__loader__": draw(st.sampled_from(LOADERS)), "__module__": draw(st.sampled_from(MODULES)),
-            "__class__": draw(st.sampled_from(CLASSES))}
+    node = {
+        "__loader__": draw(st.sampled_from(LOADERS)),
+        "__module__": draw(st.sampled_from(MODULES)),
+        "__class__": draw(st.sampled_from(CLASSES)),
+    }
     if depth < 3 and draw(st.booleans()):
         node["content"] = draw(st.dictionaries(st.text(max_size=5), skops_nodes(depth=depth + 1), max_size=3))
     elif draw(st.booleans()):

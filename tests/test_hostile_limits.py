@@ -3,6 +3,7 @@ to crash late, options that cannot apply, inputs that pass for data, and file na
 terminal escapes. Every count is checked against one range table (audit/machinery/limits.py)
 before work starts, with the memory it implies; each case is exit 2, one line naming the option,
 field or file, nothing written. docs/errors.md shows the same table (checked here)."""
+
 from __future__ import annotations
 
 import os
@@ -12,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from hostile_support import assert_refused
 
 from audit.machinery.limits import COUNT_LIMITS, limits_table_markdown, max_workers
-from hostile_support import assert_refused
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "errors.md"
 TRAINER = "audit.demos.dp_trainers:correct_dpsgd"
@@ -38,10 +39,12 @@ def workdir(tmp_path, monkeypatch):
     train = pd.DataFrame({"age": rng.integers(18, 90, 200), "city": rng.choice(["a", "b", "c"], 200)})
     train.to_csv(tmp_path / "train.csv", index=False)
     pd.DataFrame({"age": rng.integers(18, 90, 200), "city": rng.choice(["a", "b", "c"], 200)}).to_csv(
-        tmp_path / "holdout.csv", index=False)
+        tmp_path / "holdout.csv", index=False
+    )
     train.to_csv(tmp_path / "train_copy.csv", index=False)
     pd.concat([train.iloc[:100], pd.read_csv(tmp_path / "holdout.csv").iloc[:100]]).to_csv(
-        tmp_path / "half_overlap.csv", index=False)
+        tmp_path / "half_overlap.csv", index=False
+    )
     (tmp_path / "train_link.csv").symlink_to(tmp_path / "train.csv")
     (tmp_path / "synthetic.csv").write_text((tmp_path / "holdout.csv").read_text())
     (tmp_path / "policy.yaml").write_text("rules:\n  max_auc: 0.9\n")
@@ -79,8 +82,24 @@ COUNT_CASES = [
     (["bench", "--epochs", str(10**9)], "--epochs"),
     (["run", "--preset", "smoke", "--workers", HUGE_WORKERS, "--dry-run"], "--workers"),
     (["run", "--preset", "smoke", "--workers", "0", "--dry-run"], "--workers"),
-    (["audit-model", "--weights", "w.pt", "--members", "members.csv", "--nonmembers", "nonmembers.csv", "--label", "y",
-      "--claimed-epsilon", "inf", "--workers", HUGE_WORKERS], "--workers"),
+    (
+        [
+            "audit-model",
+            "--weights",
+            "w.pt",
+            "--members",
+            "members.csv",
+            "--nonmembers",
+            "nonmembers.csv",
+            "--label",
+            "y",
+            "--claimed-epsilon",
+            "inf",
+            "--workers",
+            HUGE_WORKERS,
+        ],
+        "--workers",
+    ),
 ]
 
 
@@ -110,23 +129,60 @@ FEDERATED_CASES = {
 def test_a_federated_config_that_would_crash_late_is_refused_up_front(workdir, capsys, case):
     text, names = FEDERATED_CASES[case]
     (workdir / "fed.yaml").write_text(f"federated:\n  {text}\n")
-    err = assert_refused(capsys, ["run", "--preset", "clients", "--config", "fed.yaml", "--tracking-uri",
-                                  f"sqlite:///{workdir}/m.db"], names, folder=workdir, limit=120)
+    err = assert_refused(
+        capsys,
+        ["run", "--preset", "clients", "--config", "fed.yaml", "--tracking-uri", f"sqlite:///{workdir}/m.db"],
+        names,
+        folder=workdir,
+        limit=120,
+    )
     assert "resume with" not in err
 
 
 @pytest.mark.parametrize("name, column", [("f32_1e39", "b"), ("f32_neg", "b"), ("f32_edge", "b"), ("f32_1e100", "b")])
 def test_numbers_past_float32_are_checked_in_the_dtype_used(workdir, capsys, name, column):
-    err = assert_refused(capsys, ["audit-model", "--weights", "w.pt", "--members", f"{name}.csv", "--nonmembers",
-                                  "nonmembers.csv", "--label", "y", "--claimed-epsilon", "inf"],
-                         f"{name}.csv", folder=workdir)
+    err = assert_refused(
+        capsys,
+        [
+            "audit-model",
+            "--weights",
+            "w.pt",
+            "--members",
+            f"{name}.csv",
+            "--nonmembers",
+            "nonmembers.csv",
+            "--label",
+            "y",
+            "--claimed-epsilon",
+            "inf",
+        ],
+        f"{name}.csv",
+        folder=workdir,
+    )
     assert f"column '{column}'" in err
 
 
 def test_an_option_that_cannot_apply_is_refused(workdir, capsys):
-    assert_refused(capsys, ["audit-model", "--weights", "w.pt", "--members", "members.csv", "--nonmembers",
-                            "nonmembers.csv", "--label", "y", "--claimed-epsilon", "inf", "--trainer", "pkg:train"],
-                   "--trainer", folder=workdir)
+    assert_refused(
+        capsys,
+        [
+            "audit-model",
+            "--weights",
+            "w.pt",
+            "--members",
+            "members.csv",
+            "--nonmembers",
+            "nonmembers.csv",
+            "--label",
+            "y",
+            "--claimed-epsilon",
+            "inf",
+            "--trainer",
+            "pkg:train",
+        ],
+        "--trainer",
+        folder=workdir,
+    )
 
 
 SYNTH_CASES = [
@@ -151,12 +207,21 @@ ESCAPES = ["\x1b[2J\x1b[H", "\x1b]0;owned\x07", "\x9b31m", "\u202e", "a\rb", "\x
 @pytest.mark.parametrize("command", ["gate", "report", "run", "audit-scores", "synth-check"])
 def test_control_characters_in_a_file_name_are_escaped(workdir, capsys, escape, command):
     name = f"bad{escape}name"
-    args = {"gate": ["gate", f"{name}.json", "--policy", "policy.yaml"],
-            "report": ["report", f"{name}.json"],
-            "run": ["run", "--config", f"{name}.yaml", "--dry-run"],
-            "audit-scores": ["audit-scores", f"{name}.csv"],
-            "synth-check": ["synth-check", "--train", f"{name}.csv", "--holdout", "holdout.csv",
-                            "--synthetic", "synthetic.csv"]}[command]
+    args = {
+        "gate": ["gate", f"{name}.json", "--policy", "policy.yaml"],
+        "report": ["report", f"{name}.json"],
+        "run": ["run", "--config", f"{name}.yaml", "--dry-run"],
+        "audit-scores": ["audit-scores", f"{name}.csv"],
+        "synth-check": [
+            "synth-check",
+            "--train",
+            f"{name}.csv",
+            "--holdout",
+            "holdout.csv",
+            "--synthetic",
+            "synthetic.csv",
+        ],
+    }[command]
     err = assert_refused(capsys, args, "bad", folder=workdir)
     assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202e]", err), repr(err)
 
@@ -173,8 +238,14 @@ def test_the_limits_battery_is_large():
     assert os.cpu_count()
 
 
-@pytest.mark.parametrize("text", ["attempt to write a readonly database", "(sqlite3.OperationalError) readonly database",
-                                  "[Errno 30] Read-only file system: 'mlruns'"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "attempt to write a readonly database",
+        "(sqlite3.OperationalError) readonly database",
+        "[Errno 30] Read-only file system: 'mlruns'",
+    ],
+)
 def test_a_read_only_tracking_store_is_one_line_exit_2(text):
     """Root writes through file permissions, so the store's own refusal is what reaches the tracker
     here: every MLflow call goes through `_with_lock_retries`, which names the store, once."""
@@ -189,8 +260,13 @@ def test_a_read_only_tracking_store_is_one_line_exit_2(text):
     assert info.value.where == "--tracking-uri" and "\n" not in str(info.value)
 
 
-@pytest.mark.parametrize("exc, shown", [(RuntimeError("bug"), "stopped by an error"),
-                                        (KeyboardInterrupt(), "interrupted; finished pieces are kept: resume with")])
+@pytest.mark.parametrize(
+    "exc, shown",
+    [
+        (RuntimeError("bug"), "stopped by an error"),
+        (KeyboardInterrupt(), "interrupted; finished pieces are kept: resume with"),
+    ],
+)
 def test_a_crash_never_prints_the_interrupt_message(tmp_path, exc, shown):
     from audit.machinery.run_directory import StagedRunDirectory, run_attempt
 
@@ -202,9 +278,8 @@ def test_a_crash_never_prints_the_interrupt_message(tmp_path, exc, shown):
 
     run_dir = StagedRunDirectory(tmp_path / "runs", "x")
     run_dir.create()
-    with pytest.raises(type(exc)):
-        with run_attempt(run_dir, None, _Progress()):
-            raise exc
+    with pytest.raises(type(exc)), run_attempt(run_dir, None, _Progress()):
+        raise exc
     assert len(notes) == 1 and notes[0].startswith(shown)
     if not isinstance(exc, KeyboardInterrupt):
         assert "resume with" not in notes[0]

@@ -5,6 +5,7 @@ and nothing written. The folder is inspected in the command's own process before
 starts (targets/language_model_sources.py); a hypothesis fuzz test of the inspector closes the
 class: whatever the folder, the answer is a valid folder or one AuditInputError, and a folder it
 accepts obeys every rule."""
+
 from __future__ import annotations
 
 import json
@@ -15,11 +16,11 @@ import struct
 from pathlib import Path
 
 import pytest
+from hostile_support import assert_refused
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from audit.errors import AuditInputError
-from hostile_support import assert_refused
 
 pytestmark = pytest.mark.security
 
@@ -49,11 +50,28 @@ def tiny_folder(tmp_path_factory) -> Path:
     folder.mkdir()
     tokenizer = train_tokenizer(TEXTS, vocab_size=80)
     vocab = tokenizer.get_vocab_size()
-    (folder / "config.json").write_text(json.dumps({
-        "model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "vocab_size": vocab, "n_positions": 32,
-        "n_embd": 8, "n_layer": 1, "n_head": 2, "bos_token_id": 2, "eos_token_id": 3}))
-    save_file({"transformer.wte.weight": np.zeros((vocab, 8), dtype=np.float32),
-               "transformer.wpe.weight": np.zeros((32, 8), dtype=np.float32)}, str(folder / "model.safetensors"))
+    (folder / "config.json").write_text(
+        json.dumps(
+            {
+                "model_type": "gpt2",
+                "architectures": ["GPT2LMHeadModel"],
+                "vocab_size": vocab,
+                "n_positions": 32,
+                "n_embd": 8,
+                "n_layer": 1,
+                "n_head": 2,
+                "bos_token_id": 2,
+                "eos_token_id": 3,
+            }
+        )
+    )
+    save_file(
+        {
+            "transformer.wte.weight": np.zeros((vocab, 8), dtype=np.float32),
+            "transformer.wpe.weight": np.zeros((32, 8), dtype=np.float32),
+        },
+        str(folder / "model.safetensors"),
+    )
     tokenizer.save(str(folder / "tokenizer.json"))
     return folder
 
@@ -69,8 +87,21 @@ def work(tmp_path, monkeypatch, tiny_folder):
 
 
 def _args(folder: str = "model", *extra: str) -> list[str]:
-    return ["audit-model", "--hf-model", folder, "--members", "members.jsonl", "--nonmembers", "nonmembers.jsonl",
-            "--out", "runs", "--tracking-uri", "sqlite:///mlflow.db", "--quiet", *extra]
+    return [
+        "audit-model",
+        "--hf-model",
+        folder,
+        "--members",
+        "members.jsonl",
+        "--nonmembers",
+        "nonmembers.jsonl",
+        "--out",
+        "runs",
+        "--tracking-uri",
+        "sqlite:///mlflow.db",
+        "--quiet",
+        *extra,
+    ]
 
 
 def _config(folder: Path, **changes) -> None:
@@ -84,12 +115,14 @@ def _pickle(name: str):
         path = folder / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(pickle.dumps(_Payload(str(marker))))
+
     return make
 
 
 def _write(name: str, text: str):
     def make(folder: Path, marker: Path) -> None:
         (folder / name).write_text(text)
+
     return make
 
 
@@ -103,6 +136,7 @@ def _symlink(name: str, target: str):
         if path.exists():
             path.unlink()
         path.symlink_to(Path(target) if target.startswith("/") else folder.parent / target)
+
     return make
 
 
@@ -112,6 +146,7 @@ def _fifo(name: str):
         if path.exists():
             path.unlink()
         os.mkfifo(path)
+
     return make
 
 
@@ -121,7 +156,8 @@ def _tokenizer_config(**fields):
 
 def _index(weight_map: dict):
     return lambda folder, marker: (folder / "model.safetensors.index.json").write_text(
-        json.dumps({"metadata": {}, "weight_map": weight_map}))
+        json.dumps({"metadata": {}, "weight_map": weight_map})
+    )
 
 
 def _forged_header(folder: Path, marker: Path) -> None:
@@ -153,10 +189,14 @@ CASES = {
     "auto_map in config.json": (_set(auto_map={"AutoModelForCausalLM": "modeling_evil.Evil"}), "auto_map"),
     "trust_remote_code in config.json": (_set(trust_remote_code=True), "config.json"),
     "auto_map nested in config.json": (_set(text_config={"auto_map": {"AutoConfig": "x.Y"}}), "auto_map"),
-    "auto_map in tokenizer_config.json": (_tokenizer_config(auto_map={"AutoTokenizer": ["evil.T", None]}),
-                                          "tokenizer_config.json"),
-    "trust_remote_code in generation_config.json": (_write("generation_config.json", '{"trust_remote_code": true}'),
-                                                    "generation_config.json"),
+    "auto_map in tokenizer_config.json": (
+        _tokenizer_config(auto_map={"AutoTokenizer": ["evil.T", None]}),
+        "tokenizer_config.json",
+    ),
+    "trust_remote_code in generation_config.json": (
+        _write("generation_config.json", '{"trust_remote_code": true}'),
+        "generation_config.json",
+    ),
     "a Python module": (_write("modeling_evil.py", "open('pwned', 'w').close()\n"), "modeling_evil.py"),
     "a shared library": (_write("kernel.so", "\x7fELF"), "kernel.so"),
     "custom_pipelines": (_set(custom_pipelines={"text-generation": {"impl": "evil.Pipe"}}), "custom_pipelines"),
@@ -223,11 +263,15 @@ def _folder_a_file(work: Path) -> None:
     (work / "model").write_text("x")
 
 
-@pytest.mark.parametrize("make, names", [
-    (_folder_a_symlink, "symbolic link"),
-    (_folder_a_file, "not a folder"),
-    (lambda work: shutil.rmtree(work / "model"), "not a folder"),
-], ids=["the folder a symlink", "a file", "missing"])
+@pytest.mark.parametrize(
+    "make, names",
+    [
+        (_folder_a_symlink, "symbolic link"),
+        (_folder_a_file, "not a folder"),
+        (lambda work: shutil.rmtree(work / "model"), "not a folder"),
+    ],
+    ids=["the folder a symlink", "a file", "missing"],
+)
 def test_a_model_path_that_is_not_a_folder_is_refused(work, capsys, make, names):
     make(work)
     assert_refused(capsys, _args(), names, folder=work)
@@ -281,12 +325,29 @@ def _tokenizer_huge(work: Path) -> str:
     return "tok.json"
 
 
-@pytest.mark.parametrize("make", [_tokenizer_fifo, _tokenizer_link, _tokenizer_huge, lambda work: "missing.json"],
-                         ids=["a FIFO", "a symlink", "65 MiB", "missing"])
+@pytest.mark.parametrize(
+    "make",
+    [_tokenizer_fifo, _tokenizer_link, _tokenizer_huge, lambda work: "missing.json"],
+    ids=["a FIFO", "a symlink", "65 MiB", "missing"],
+)
 def test_an_lm_module_tokenizer_that_is_not_a_plain_small_file_is_refused(work, capsys, make):
     name = make(work)
-    args = ["audit-model", "--lm-module", "evil_lm:build", "--tokenizer", name, "--members", "members.jsonl",
-            "--nonmembers", "nonmembers.jsonl", "--out", "runs", "--tracking-uri", "sqlite:///mlflow.db", "--quiet"]
+    args = [
+        "audit-model",
+        "--lm-module",
+        "evil_lm:build",
+        "--tokenizer",
+        name,
+        "--members",
+        "members.jsonl",
+        "--nonmembers",
+        "nonmembers.jsonl",
+        "--out",
+        "runs",
+        "--tracking-uri",
+        "sqlite:///mlflow.db",
+        "--quiet",
+    ]
     (work / "evil_lm.py").write_text("open('pwned', 'w').close()\ndef build():\n    raise SystemExit\n")
     assert_refused(capsys, args, "--tokenizer", folder=work)
     assert not (work / "pwned").exists(), "the module was imported before its inputs were checked"
@@ -303,26 +364,52 @@ def test_a_clean_folder_passes_the_inspection(tiny_folder):
 # ------------------------------------------------------------------------------------------------
 # Fuzz: generated folders through the inspector (in-process: it runs nothing of the folder)
 
-FUZZ = settings(max_examples=60, deadline=None, derandomize=True, database=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
-                                       HealthCheck.data_too_large])
+FUZZ = settings(
+    max_examples=60,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture, HealthCheck.data_too_large],
+)
 SIZE_KEYS = ["vocab_size", "n_embd", "n_layer", "n_head", "n_positions", "hidden_size", "num_hidden_layers"]
 config_values = st.one_of(
-    st.integers(min_value=-(2**40), max_value=2**40), st.sampled_from([10**6, 10**9, 10**12, 0, -1, 512, 513]),
-    st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=8), st.none(), st.booleans(),
+    st.integers(min_value=-(2**40), max_value=2**40),
+    st.sampled_from([10**6, 10**9, 10**12, 0, -1, 512, 513]),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=8),
+    st.none(),
+    st.booleans(),
     st.dictionaries(st.sampled_from(SIZE_KEYS + ["auto_map", "x"]), st.integers(-5, 2**31), max_size=2),
 )
-file_names = st.sampled_from(["model.safetensors", "pytorch_model.bin", "x.PT", "evil.py", "notes.txt",
-                              "adapter_config.json", "tokenizer_config.json", "sub/model.ckpt", "a.npz",
-                              "model.safetensors.index.json", "generation_config.json"])
+file_names = st.sampled_from(
+    [
+        "model.safetensors",
+        "pytorch_model.bin",
+        "x.PT",
+        "evil.py",
+        "notes.txt",
+        "adapter_config.json",
+        "tokenizer_config.json",
+        "sub/model.ckpt",
+        "a.npz",
+        "model.safetensors.index.json",
+        "generation_config.json",
+    ]
+)
 file_kinds = st.sampled_from(["keep", "bytes", "json-out", "symlink-out", "fifo"])
 
 
 @FUZZ
-@given(changes=st.dictionaries(st.sampled_from(SIZE_KEYS + ["model_type", "auto_map", "trust_remote_code",
-                                                            "quantization_config", "bos_token_id"]),
-                               config_values, max_size=3),
-       extra=st.lists(st.tuples(file_names, file_kinds), max_size=3))
+@given(
+    changes=st.dictionaries(
+        st.sampled_from(
+            SIZE_KEYS + ["model_type", "auto_map", "trust_remote_code", "quantization_config", "bos_token_id"]
+        ),
+        config_values,
+        max_size=3,
+    ),
+    extra=st.lists(st.tuples(file_names, file_kinds), max_size=3),
+)
 def test_fuzz_the_model_folder_inspector(tmp_path_factory, tiny_folder, changes, extra):
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 

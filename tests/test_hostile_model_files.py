@@ -5,6 +5,7 @@ ONNX graphs cannot read other files and run in a worker whose timeout stops an e
 
 Each CLI case: exit 2, one line naming the file, nothing written (no run folder, no MLflow store,
 no file the model asked for)."""
+
 from __future__ import annotations
 
 import importlib
@@ -16,9 +17,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from hostile_support import assert_refused, run_main, snapshot
 
 from audit.errors import AuditInputError
-from hostile_support import assert_refused, run_main, snapshot
 from targets.skops_allowlist import ALLOWED_CLASSES, ESTIMATOR_CLASSES, check_skops_file
 
 pytestmark = pytest.mark.security
@@ -56,45 +57,105 @@ def _attribute(node: dict, marker: str) -> dict:
 
 # One refused node per class of danger. `marker` is a file the node would create if it were loaded.
 def _danger_nodes(marker: str) -> dict[str, dict]:
-    args = {"__class__": "tuple", "__module__": "builtins", "__loader__": "TupleNode",
-            "content": [{"__class__": "str", "__module__": "builtins", "__loader__": "JsonNode", "content": json.dumps(marker)},
-                        {"__class__": "str", "__module__": "builtins", "__loader__": "JsonNode", "content": '"w"'}]}
+    args = {
+        "__class__": "tuple",
+        "__module__": "builtins",
+        "__loader__": "TupleNode",
+        "content": [
+            {"__class__": "str", "__module__": "builtins", "__loader__": "JsonNode", "content": json.dumps(marker)},
+            {"__class__": "str", "__module__": "builtins", "__loader__": "JsonNode", "content": '"w"'},
+        ],
+    }
     return {
         # a call of a function the file names (skops's reduce path): this one writes a file
-        "reduce-call of a writer": {"__class__": "dump_svmlight_file", "__module__": "sklearn.datasets",
-                                    "__loader__": "ConstructorFromReduceNode", "content": args},
-        "reduce-call of builtins.open": {"__class__": "open", "__module__": "builtins",
-                                         "__loader__": "ConstructorFromReduceNode", "content": args},
-        "function under sklearn.": {"__class__": "dump_svmlight_file", "__module__": "sklearn.datasets",
-                                    "__loader__": "FunctionNode", "content": {"module_path": "sklearn.datasets",
-                                                                              "function": "dump_svmlight_file"}},
-        "function os.system": {"__class__": "system", "__module__": "os", "__loader__": "FunctionNode",
-                               "content": {"module_path": "os", "function": "system"}},
-        "method": {"__class__": "LogisticRegression", "__module__": "sklearn.linear_model._logistic",
-                   "__loader__": "MethodNode", "content": {"func": "fit", "obj": {}}},
-        "partial": {"__class__": "partial", "__module__": "functools", "__loader__": "PartialNode",
-                    "content": {"func": {}, "args": [], "kwds": {}}},
-        "operator": {"__class__": "attrgetter", "__module__": "operator", "__loader__": "OperatorFuncNode",
-                     "attrs": {}},
+        "reduce-call of a writer": {
+            "__class__": "dump_svmlight_file",
+            "__module__": "sklearn.datasets",
+            "__loader__": "ConstructorFromReduceNode",
+            "content": args,
+        },
+        "reduce-call of builtins.open": {
+            "__class__": "open",
+            "__module__": "builtins",
+            "__loader__": "ConstructorFromReduceNode",
+            "content": args,
+        },
+        "function under sklearn.": {
+            "__class__": "dump_svmlight_file",
+            "__module__": "sklearn.datasets",
+            "__loader__": "FunctionNode",
+            "content": {"module_path": "sklearn.datasets", "function": "dump_svmlight_file"},
+        },
+        "function os.system": {
+            "__class__": "system",
+            "__module__": "os",
+            "__loader__": "FunctionNode",
+            "content": {"module_path": "os", "function": "system"},
+        },
+        "method": {
+            "__class__": "LogisticRegression",
+            "__module__": "sklearn.linear_model._logistic",
+            "__loader__": "MethodNode",
+            "content": {"func": "fit", "obj": {}},
+        },
+        "partial": {
+            "__class__": "partial",
+            "__module__": "functools",
+            "__loader__": "PartialNode",
+            "content": {"func": {}, "args": [], "kwds": {}},
+        },
+        "operator": {
+            "__class__": "attrgetter",
+            "__module__": "operator",
+            "__loader__": "OperatorFuncNode",
+            "attrs": {},
+        },
         "type / attribute": {"__class__": "system", "__module__": "os", "__loader__": "TypeNode", "content": None},
-        "defaultdict factory": {"__class__": "defaultdict", "__module__": "collections",
-                                "__loader__": "DefaultDictNode", "content": {}},
+        "defaultdict factory": {
+            "__class__": "defaultdict",
+            "__module__": "collections",
+            "__loader__": "DefaultDictNode",
+            "content": {},
+        },
         "user class": {"__class__": "Evil", "__module__": "evilmod", "__loader__": "ObjectNode", "content": {}},
-        "subprocess class": {"__class__": "Popen", "__module__": "subprocess", "__loader__": "ObjectNode",
-                             "content": {}},
-        "sklearn class off the list": {"__class__": "FunctionTransformer",
-                                       "__module__": "sklearn.preprocessing._function_transformer",
-                                       "__loader__": "ObjectNode", "content": {}},
-        "sklearn function as class": {"__class__": "dump_svmlight_file", "__module__": "sklearn.datasets",
-                                      "__loader__": "ObjectNode", "content": {}},
+        "subprocess class": {
+            "__class__": "Popen",
+            "__module__": "subprocess",
+            "__loader__": "ObjectNode",
+            "content": {},
+        },
+        "sklearn class off the list": {
+            "__class__": "FunctionTransformer",
+            "__module__": "sklearn.preprocessing._function_transformer",
+            "__loader__": "ObjectNode",
+            "content": {},
+        },
+        "sklearn function as class": {
+            "__class__": "dump_svmlight_file",
+            "__module__": "sklearn.datasets",
+            "__loader__": "ObjectNode",
+            "content": {},
+        },
         "unknown loader": {"__class__": "x", "__module__": "sklearn", "__loader__": "ShellNode", "content": {}},
-        "array from elsewhere": {"__class__": "ndarray", "__module__": "evilmod", "__loader__": "NdArrayNode",
-                                 "content": {}},
+        "array from elsewhere": {
+            "__class__": "ndarray",
+            "__module__": "evilmod",
+            "__loader__": "NdArrayNode",
+            "content": {},
+        },
         "json from elsewhere": {"__class__": "str", "__module__": "os", "__loader__": "JsonNode", "content": '"x"'},
-        "random state from elsewhere": {"__class__": "RandomState", "__module__": "os",
-                                        "__loader__": "RandomStateNode", "content": {}},
-        "sparse matrix from elsewhere": {"__class__": "csr_matrix", "__module__": "os",
-                                         "__loader__": "SparseMatrixNode", "content": {}},
+        "random state from elsewhere": {
+            "__class__": "RandomState",
+            "__module__": "os",
+            "__loader__": "RandomStateNode",
+            "content": {},
+        },
+        "sparse matrix from elsewhere": {
+            "__class__": "csr_matrix",
+            "__module__": "os",
+            "__loader__": "SparseMatrixNode",
+            "content": {},
+        },
         "malformed entry": {"__class__": ["list"], "__module__": "builtins", "__loader__": "ObjectNode"},
     }
 
@@ -113,8 +174,10 @@ def _hostile_skops(base: bytes, danger: str, marker: str) -> bytes:
 
 
 def _top_level(base: bytes, node: dict) -> bytes:
-    return _with_schema(base, lambda schema: {**node, "protocol": schema.get("protocol"),
-                                               "_skops_version": schema.get("_skops_version")})
+    return _with_schema(
+        base,
+        lambda schema: {**node, "protocol": schema.get("protocol"), "_skops_version": schema.get("_skops_version")},
+    )
 
 
 @pytest.fixture
@@ -129,13 +192,28 @@ def model_workdir(tmp_path, monkeypatch):
 
 
 def _audit_model(path: Path, flag: str = "--skops", *extra: str) -> list[str]:
-    return ["audit-model", flag, str(path), "--members", "members.csv", "--nonmembers", "nonmembers.csv",
-            "--label", "y", "--claimed-epsilon", "inf", "--timeout", "60", *extra]
+    return [
+        "audit-model",
+        flag,
+        str(path),
+        "--members",
+        "members.csv",
+        "--nonmembers",
+        "nonmembers.csv",
+        "--label",
+        "y",
+        "--claimed-epsilon",
+        "inf",
+        "--timeout",
+        "60",
+        *extra,
+    ]
 
 
 @pytest.mark.parametrize("danger", DANGERS)
-def test_a_skops_file_naming_a_dangerous_object_is_refused_before_anything_loads(model_workdir, capsys, base_skops,
-                                                                               danger):
+def test_a_skops_file_naming_a_dangerous_object_is_refused_before_anything_loads(
+    model_workdir, capsys, base_skops, danger
+):
     marker = model_workdir / "written-by-the-model-file"
     path = model_workdir / "model.skops"
     path.write_bytes(_hostile_skops(base_skops, danger, str(marker)))
@@ -192,8 +270,12 @@ def test_a_skops_zip_bomb_schema_is_refused_unread(tmp_path):
 
 def test_a_top_level_helper_is_not_an_estimator(tmp_path, base_skops):
     path = tmp_path / "tree.skops"
-    path.write_bytes(_top_level(base_skops, {"__class__": "Tree", "__module__": "sklearn.tree._tree",
-                                             "__loader__": "TreeNode", "content": {}}))
+    path.write_bytes(
+        _top_level(
+            base_skops,
+            {"__class__": "Tree", "__module__": "sklearn.tree._tree", "__loader__": "TreeNode", "content": {}},
+        )
+    )
     with pytest.raises(AuditInputError, match="not a fitted estimator"):
         check_skops_file(path, "skops file 'tree.skops'")
 
@@ -211,9 +293,18 @@ def test_every_allow_list_entry_is_a_class_never_a_function(name):
         assert issubclass(obj, BaseEstimator), name
 
 
-@pytest.mark.parametrize("estimator", ["LogisticRegression", "RandomForestClassifier", "GradientBoostingClassifier",
-                                       "HistGradientBoostingClassifier", "MLPClassifier", "KNeighborsClassifier",
-                                       "Pipeline"])
+@pytest.mark.parametrize(
+    "estimator",
+    [
+        "LogisticRegression",
+        "RandomForestClassifier",
+        "GradientBoostingClassifier",
+        "HistGradientBoostingClassifier",
+        "MLPClassifier",
+        "KNeighborsClassifier",
+        "Pipeline",
+    ],
+)
 def test_plain_fitted_estimators_pass_the_allow_list(tmp_path, estimator):
     """The allow-list is not so tight that the estimators users audit are refused."""
     import skops.io as sio
@@ -221,14 +312,15 @@ def test_plain_fitted_estimators_pass_the_allow_list(tmp_path, estimator):
 
     X = np.random.default_rng(0).normal(size=(60, 3))
     y = (X[:, 0] > 0).astype(int)
-    model = {"LogisticRegression": linear_model.LogisticRegression(),
-             "RandomForestClassifier": ensemble.RandomForestClassifier(n_estimators=3),
-             "GradientBoostingClassifier": ensemble.GradientBoostingClassifier(n_estimators=3),
-             "HistGradientBoostingClassifier": ensemble.HistGradientBoostingClassifier(max_iter=3),
-             "MLPClassifier": neural_network.MLPClassifier(max_iter=20),
-             "KNeighborsClassifier": neighbors.KNeighborsClassifier(3),
-             "Pipeline": pipeline.make_pipeline(preprocessing.StandardScaler(), linear_model.LogisticRegression()),
-             }[estimator]
+    model = {
+        "LogisticRegression": linear_model.LogisticRegression(),
+        "RandomForestClassifier": ensemble.RandomForestClassifier(n_estimators=3),
+        "GradientBoostingClassifier": ensemble.GradientBoostingClassifier(n_estimators=3),
+        "HistGradientBoostingClassifier": ensemble.HistGradientBoostingClassifier(max_iter=3),
+        "MLPClassifier": neural_network.MLPClassifier(max_iter=20),
+        "KNeighborsClassifier": neighbors.KNeighborsClassifier(3),
+        "Pipeline": pipeline.make_pipeline(preprocessing.StandardScaler(), linear_model.LogisticRegression()),
+    }[estimator]
     import warnings
 
     with warnings.catch_warnings():
@@ -256,17 +348,27 @@ def _onnx_model(tmp_path: Path, *, external: bool = False, loop: bool = False) -
     nodes = [helper.make_node("MatMul", ["x", "w"], ["y"])]
     if loop:  # y = x·w after a Loop of 2⁶² iterations: an endless graph
         body = helper.make_graph(
-            [helper.make_node("Identity", ["cond_in"], ["cond_out"]), helper.make_node("Identity", ["v_in"], ["v_out"])],
+            [
+                helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+                helper.make_node("Identity", ["v_in"], ["v_out"]),
+            ],
             "body",
-            [helper.make_tensor_value_info("i", TensorProto.INT64, []),
-             helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
-             helper.make_tensor_value_info("v_in", TensorProto.FLOAT, [None, 3])],
-            [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
-             helper.make_tensor_value_info("v_out", TensorProto.FLOAT, [None, 3])])
+            [
+                helper.make_tensor_value_info("i", TensorProto.INT64, []),
+                helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+                helper.make_tensor_value_info("v_in", TensorProto.FLOAT, [None, 3]),
+            ],
+            [
+                helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+                helper.make_tensor_value_info("v_out", TensorProto.FLOAT, [None, 3]),
+            ],
+        )
         trip = numpy_helper.from_array(np.array(2**62, dtype=np.int64), "trip")
         cond = numpy_helper.from_array(np.array(True), "cond")
-        nodes = [helper.make_node("Loop", ["trip", "cond", "x"], ["x_loop"], body=body),
-                 helper.make_node("MatMul", ["x_loop", "w"], ["y"])]
+        nodes = [
+            helper.make_node("Loop", ["trip", "cond", "x"], ["x_loop"], body=body),
+            helper.make_node("MatMul", ["x_loop", "w"], ["y"]),
+        ]
         initializers = [weight, trip, cond]
     else:
         initializers = [weight]
@@ -303,8 +405,21 @@ def test_a_file_that_is_not_onnx_is_exit_2(model_workdir, capsys, content):
 @pytest.mark.slow  # waits for the timeout
 def test_an_endless_onnx_graph_is_stopped_by_the_timeout(model_workdir, capsys):
     path = _onnx_model(model_workdir, loop=True)
-    args = ["audit-model", "--onnx", str(path), "--members", "members.csv", "--nonmembers", "nonmembers.csv",
-            "--label", "y", "--claimed-epsilon", "inf", "--timeout", "5"]
+    args = [
+        "audit-model",
+        "--onnx",
+        str(path),
+        "--members",
+        "members.csv",
+        "--nonmembers",
+        "nonmembers.csv",
+        "--label",
+        "y",
+        "--claimed-epsilon",
+        "inf",
+        "--timeout",
+        "5",
+    ]
     before = snapshot(model_workdir)
     code, seconds = run_main(args)
     err = capsys.readouterr().err
@@ -325,7 +440,18 @@ def test_a_pickled_torch_model_is_refused_without_unpickling(model_workdir, caps
 
     path = model_workdir / "model.pt"
     path.write_bytes(pickle.dumps(_Payload()))
-    args = ["audit-model", "--weights", str(path), "--members", "members.csv", "--nonmembers", "nonmembers.csv",
-            "--label", "y", "--claimed-epsilon", "inf"]
+    args = [
+        "audit-model",
+        "--weights",
+        str(path),
+        "--members",
+        "members.csv",
+        "--nonmembers",
+        "nonmembers.csv",
+        "--label",
+        "y",
+        "--claimed-epsilon",
+        "inf",
+    ]
     assert_refused(capsys, args, "model.pt", folder=model_workdir)
     assert not marker.exists()

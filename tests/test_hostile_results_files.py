@@ -10,6 +10,7 @@ and `conformance`, MLflow run ids removed), in two versions — before the wave'
 vocabulary (`previous`, still readable) and after it (`current/`) — and the run example
 tests/data/results_smoke_example.json.
 """
+
 from __future__ import annotations
 
 import copy
@@ -17,7 +18,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from hostile_support import assert_refused, run_main, snapshot
 
 pytestmark = pytest.mark.security
@@ -25,8 +25,11 @@ pytestmark = pytest.mark.security
 DATA = Path(__file__).parent / "data"
 KINDS = ("canary-audit", "mechanism-audit", "whitebox-audit", "conformance", "accountant-check")
 EXAMPLES = {kind: json.loads((DATA / "audit_results" / f"{kind}.json").read_text()) for kind in KINDS}
-CURRENT = {kind: json.loads((DATA / "audit_results" / "current" / f"{kind}.json").read_text()) for kind in KINDS
-           if (DATA / "audit_results" / "current" / f"{kind}.json").is_file()}
+CURRENT = {
+    kind: json.loads((DATA / "audit_results" / "current" / f"{kind}.json").read_text())
+    for kind in KINDS
+    if (DATA / "audit_results" / "current" / f"{kind}.json").is_file()
+}
 VERSIONS = {"previous": EXAMPLES, "current": CURRENT}
 RUN_EXAMPLE = json.loads((DATA / "results_smoke_example.json").read_text())
 
@@ -43,6 +46,7 @@ def _set(path: str, value):
         else:
             node[last] = value
         return result
+
     return mutate
 
 
@@ -54,6 +58,7 @@ def _delete(path: str):
             node = node[int(part)] if isinstance(node, list) else node[part]
         del node[parts[-1]]
         return result
+
     return mutate
 
 
@@ -64,9 +69,18 @@ def _lie_about_bound(result):  # the issue's case: a bound of 100 against a clai
 
 def _profile(refuted: bool, p_value: float):
     def mutate(result):
-        result["profile_test"] = {"p_value": p_value, "confidence": 0.95, "refuted": refuted, "fpr": 0.1, "fnr": 0.5,
-                                  "claimed_fnr_floor": 0.4, "statistic": "FNR + 1·FPR", "profile": "claim"}
+        result["profile_test"] = {
+            "p_value": p_value,
+            "confidence": 0.95,
+            "refuted": refuted,
+            "fpr": 0.1,
+            "fnr": 0.5,
+            "claimed_fnr_floor": 0.4,
+            "statistic": "FNR + 1·FPR",
+            "profile": "claim",
+        }
         return result
+
     return mutate
 
 
@@ -75,6 +89,7 @@ def _all_labels(label: str):
         for point in result["points"]:
             point["label"] = label
         return result
+
     return mutate
 
 
@@ -130,13 +145,16 @@ CONFORMANCE = {
 ACCOUNTANT = {
     "no points": (_set("points", []), "points"),
     "points missing": (_delete("points"), "points"),
-    "every point relabelled ok": (lambda r: (_set("points.0.reported", r["points"][0]["pld_lower"] / 2)(r)), "points[0].label"),
+    "every point relabelled ok": (
+        lambda r: _set("points.0.reported", r["points"][0]["pld_lower"] / 2)(r),
+        "points[0].label",
+    ),
     "an ok point relabelled unsound": (_set("points.0.label", "unsound"), "points[0].label"),
     "label unknown": (_set("points.0.label", "fine"), "points[0].label"),
     "steps fractional": (_set("points.0.steps", 10.5), "points[0].steps"),
     "sample rate 2": (_set("points.0.sample_rate", 2.0), "points[0].sample_rate"),
     "noise multiplier negative": (_set("points.0.noise_multiplier", -1.0), "points[0].noise_multiplier"),
-    "interval upside down": (lambda r: (_set("points.0.pld_lower", r["points"][0]["pld_upper"] * 2)(r)), "points[0]"),
+    "interval upside down": (lambda r: _set("points.0.pld_lower", r["points"][0]["pld_upper"] * 2)(r), "points[0]"),
     "margin missing": (_delete("margin"), "margin"),
     "passed flag contradicts points": (lambda r: _set("passed", True)(_all_labels("unsound")(r)), None),
 }
@@ -170,13 +188,15 @@ def gate_dir(tmp_path, monkeypatch):
 VERSIONED = [(v, *case) for v in VERSIONS for case in CASES if case[0] in VERSIONS[v]]
 
 
-@pytest.mark.parametrize("version, kind, name, mutate, field", VERSIONED,
-                         ids=[f"{v} {k}: {n}" for v, k, n, _, _ in VERSIONED])
+@pytest.mark.parametrize(
+    "version, kind, name, mutate, field", VERSIONED, ids=[f"{v} {k}: {n}" for v, k, n, _, _ in VERSIONED]
+)
 def test_gate_refuses_a_results_file_that_lies(gate_dir, capsys, version, kind, name, mutate, field):
     result = mutate(copy.deepcopy(VERSIONS[version][kind]))
     (gate_dir / f"{kind}.json").write_text(json.dumps(result))
-    err = assert_refused(capsys, ["gate", f"{kind}.json", "--policy", "policy.yaml", "--out", "gated"],
-                         f"{kind}.json", folder=gate_dir)
+    err = assert_refused(
+        capsys, ["gate", f"{kind}.json", "--policy", "policy.yaml", "--out", "gated"], f"{kind}.json", folder=gate_dir
+    )
     if field is not None:
         assert f"'{field}" in err, err
     assert not (gate_dir / "gated").exists()
@@ -192,17 +212,20 @@ def test_gate_passes_the_files_the_audits_wrote(gate_dir, capsys, version, kind)
     assert (gate_dir / "gated" / f"{kind}.json").is_file()
 
 
-@pytest.mark.parametrize("text, names", [
-    ("[1, 2, 3]", "JSON object"),
-    ("null", "JSON object"),
-    ('"results"', "JSON object"),
-    ("{}", "canary-audit.json"),
-    ('{"a": 1, "a": 2}', "appears twice"),
-    ('{"claimed_epsilon": NaN}', "NaN"),
-    ("{" * 50_000 + "}" * 50_000, "canary-audit.json"),
-    ("\ufeff{}", "canary-audit.json"),
-    ("", "canary-audit.json"),
-])
+@pytest.mark.parametrize(
+    "text, names",
+    [
+        ("[1, 2, 3]", "JSON object"),
+        ("null", "JSON object"),
+        ('"results"', "JSON object"),
+        ("{}", "canary-audit.json"),
+        ('{"a": 1, "a": 2}', "appears twice"),
+        ('{"claimed_epsilon": NaN}', "NaN"),
+        ("{" * 50_000 + "}" * 50_000, "canary-audit.json"),
+        ("\ufeff{}", "canary-audit.json"),
+        ("", "canary-audit.json"),
+    ],
+)
 def test_gate_refuses_a_results_file_that_is_not_one(gate_dir, capsys, text, names):
     (gate_dir / "canary-audit.json").write_text(text)
     assert_refused(capsys, ["gate", "canary-audit.json", "--policy", "policy.yaml"], names, folder=gate_dir)

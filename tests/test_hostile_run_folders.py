@@ -3,6 +3,7 @@ read a run folder through one reader (audit/machinery/safe_files.py) — no syml
 folder, regular files only, bounded sizes, never blocking. A figure that links to a secret file,
 a `figures/` that links to another folder, a FIFO or a device named like a figure or a results
 file: exit 2 naming it, within seconds, nothing written and the secret never copied anywhere."""
+
 from __future__ import annotations
 
 import json
@@ -10,10 +11,10 @@ import os
 from pathlib import Path
 
 import pytest
+from hostile_support import assert_refused, run_main, snapshot
 
 from audit.errors import AuditInputError
 from audit.machinery.safe_files import read_regular_file, read_run_file, run_folder_files
-from hostile_support import assert_refused, run_main, snapshot
 
 pytestmark = pytest.mark.security
 
@@ -156,8 +157,13 @@ def test_a_results_file_inside_a_run_folder_must_be_a_regular_file(tmp_path, mon
     monkeypatch.chdir(tmp_path)
     folder = _run_folder(tmp_path)
     _results_entry(tmp_path, folder, case)
-    args = (["report", "run/results.json"] if command == "report" and case not in ("folder",)
-            else ["report", "run"] if command == "report" else ["gate", "run", "--policy", "policy.yaml"])
+    args = (
+        ["report", "run/results.json"]
+        if command == "report" and case not in ("folder",)
+        else ["report", "run"]
+        if command == "report"
+        else ["gate", "run", "--policy", "policy.yaml"]
+    )
     if command == "report" and case == "link to a results file outside":
         args = ["report", "run"]  # named inside a folder: the link is refused (named directly, it is the user's choice)
     assert_refused(capsys, args, "results.json", folder=tmp_path, limit=30)

@@ -5,6 +5,7 @@ what the consoles echo, and `gate`/`report` rendering each output once.
 
 Memory refusals are made deterministic by giving the commands a small `available_memory()`: the
 estimate is compared with it exactly as with the machine's own `MemAvailable`."""
+
 from __future__ import annotations
 
 import hashlib
@@ -16,10 +17,10 @@ from pathlib import Path
 
 import annotated_types
 import pytest
+from hostile_support import assert_refused, run_main, snapshot
 
 from audit.machinery import limits
 from audit.machinery.limits import COUNT_LIMITS, limits_table_markdown, model_folder_limits_markdown
-from hostile_support import assert_refused, run_main, snapshot
 
 pytestmark = pytest.mark.security
 
@@ -41,12 +42,19 @@ def _small_machine(monkeypatch, mib: int) -> None:
 # ------------------------------------------------------------------------------------------------
 # The table is the one source: the config's own bounds, every integer option, the docs
 
+
 def _config_int_fields():
     from audit.machinery import config as c
 
-    sections = {"data": c.DataConfig, "training": c.TrainingConfig, "privacy": c.PrivacyConfig,
-                "attacks": c.AttackConfig, "synthetic": c.SyntheticConfig, "federated": c.FederatedConfig,
-                "text": c.TextConfig}
+    sections = {
+        "data": c.DataConfig,
+        "training": c.TrainingConfig,
+        "privacy": c.PrivacyConfig,
+        "attacks": c.AttackConfig,
+        "synthetic": c.SyntheticConfig,
+        "federated": c.FederatedConfig,
+        "text": c.TextConfig,
+    }
     for section, model in sections.items():
         for name, field in model.model_fields.items():
             args = [a for a in typing.get_args(field.annotation) if a is not type(None)] or [field.annotation]
@@ -58,8 +66,12 @@ def _config_int_fields():
 # Integers that are not counts: an index checked against the data, a seed (its own row in the docs).
 NOT_COUNTS = {"federated.watch_client"}
 # Bounds enforced by a validator rather than Field(ge=, le=): (low, high) as the validator has them.
-VALIDATED = {"attacks.n_shadow_models": (1, 1_024), "attacks.n_reference_models": (2, 4_096),
-             "text.repetitions": (1, 10_000), "training.hidden_sizes": (1, 65_536)}
+VALIDATED = {
+    "attacks.n_shadow_models": (1, 1_024),
+    "attacks.n_reference_models": (2, 4_096),
+    "text.repetitions": (1, 10_000),
+    "training.hidden_sizes": (1, 65_536),
+}
 
 
 @pytest.mark.parametrize("name, field", list(_config_int_fields()), ids=[n for n, _ in _config_int_fields()])
@@ -143,8 +155,9 @@ for key in TEXT_KEYS:
 @pytest.mark.parametrize("case, field, value", TEXT_CASES, ids=[c for c, _, _ in TEXT_CASES])
 def test_a_text_count_outside_the_table_is_refused(workdir, capsys, case, field, value):
     (workdir / "text.yaml").write_text(f"text:\n  {field}: {json.dumps(value)}\n")
-    assert_refused(capsys, ["run", "--preset", "text", "--config", "text.yaml", "--dry-run"], f"text.{field}",
-                   folder=workdir)
+    assert_refused(
+        capsys, ["run", "--preset", "text", "--config", "text.yaml", "--dry-run"], f"text.{field}", folder=workdir
+    )
 
 
 MEMORY_CONFIGS = {
@@ -154,8 +167,13 @@ MEMORY_CONFIGS = {
     "run: rows × batch × width": ("default", "data:\n  n_rows: 10000000\ntraining:\n  batch_size: 1000000\n"),
     "run: 16 layers of 65,536": ("default", "training:\n  hidden_sizes: [65536, 65536, 65536]\n"),
     "run: 4,096 reference models × RMIA population": (
-        "default", "attacks:\n  n_reference_models: 4096\n  rmia_population: 1000000\n"),
-    "federated: clients × width": ("clients", "federated:\n  n_clients: 500\ntraining:\n  hidden_sizes: [65536, 4096]\n"),
+        "default",
+        "attacks:\n  n_reference_models: 4096\n  rmia_population: 1000000\n",
+    ),
+    "federated: clients × width": (
+        "clients",
+        "federated:\n  n_clients: 500\ntraining:\n  hidden_sizes: [65536, 4096]\n",
+    ),
     "federated: rows × batch": ("hospitals", "data:\n  n_rows: 10000000\ntraining:\n  batch_size: 1000000\n"),
 }
 
@@ -165,8 +183,12 @@ def test_counts_whose_memory_exceeds_the_machine_are_refused(workdir, capsys, mo
     preset, text = MEMORY_CONFIGS[case]
     _small_machine(monkeypatch, 2048)
     (workdir / "big.yaml").write_text(text)
-    err = assert_refused(capsys, ["run", "--preset", preset, "--config", "big.yaml", "--dry-run",
-                                  "--tracking-uri", f"sqlite:///{workdir}/m.db"], "--config", folder=workdir)
+    err = assert_refused(
+        capsys,
+        ["run", "--preset", preset, "--config", "big.yaml", "--dry-run", "--tracking-uri", f"sqlite:///{workdir}/m.db"],
+        "--config",
+        folder=workdir,
+    )
     assert "needs about" in err and "available" in err
 
 
@@ -187,11 +209,16 @@ def test_synth_check_refuses_tables_past_the_memory(workdir, capsys, monkeypatch
 
     rng = np.random.default_rng(0)
     for name in ("train", "holdout", "synthetic"):
-        pd.DataFrame({"a": rng.normal(size=300), "b": rng.integers(0, 5, 300)}).to_csv(workdir / f"{name}.csv",
-                                                                                    index=False)
+        pd.DataFrame({"a": rng.normal(size=300), "b": rng.integers(0, 5, 300)}).to_csv(
+            workdir / f"{name}.csv", index=False
+        )
     _small_machine(monkeypatch, 1)
-    err = assert_refused(capsys, ["synth-check", "--train", "train.csv", "--holdout", "holdout.csv", "--synthetic",
-                                  "synthetic.csv"], "--synthetic", folder=workdir)
+    err = assert_refused(
+        capsys,
+        ["synth-check", "--train", "train.csv", "--holdout", "holdout.csv", "--synthetic", "synthetic.csv"],
+        "--synthetic",
+        folder=workdir,
+    )
     assert "300 + 300 + 300 rows" in err
 
 
@@ -219,6 +246,7 @@ def test_bench_counts_and_memory_are_checked_first(workdir, capsys, monkeypatch,
 
 # ------------------------------------------------------------------------------------------------
 # Workers: capped at what the executor can run
+
 
 def test_ray_workers_are_capped_at_the_clusters_cpus_in_one_line():
     from audit.machinery.executors import ray_worker_cap
@@ -280,7 +308,9 @@ def run_folder(workdir):
     return workdir, results
 
 
-@pytest.mark.parametrize("name", ["run\x1b[2J\x1b]0;owned\x07", "run[/x]", "run\u202e"], ids=["escapes", "markup", "rlo"])
+@pytest.mark.parametrize(
+    "name", ["run\x1b[2J\x1b]0;owned\x07", "run[/x]", "run\u202e"], ids=["escapes", "markup", "rlo"]
+)
 def test_gate_shows_a_hostile_folder_name_escaped(run_folder, capsys, name):
     workdir, results = run_folder
     (workdir / name).mkdir(parents=True)  # "run[/x]" is the folder "x]" inside "run["
@@ -295,6 +325,7 @@ def test_gate_shows_a_hostile_folder_name_escaped(run_folder, capsys, name):
 # ------------------------------------------------------------------------------------------------
 # gate / report: every output rendered once, the page quoting the results.json beside it
 
+
 @pytest.mark.parametrize("command", ["gate", "report"])
 def test_gate_and_report_render_each_output_once(run_folder, capsys, monkeypatch, command):
     import reports.html_report as html_report
@@ -302,9 +333,20 @@ def test_gate_and_report_render_each_output_once(run_folder, capsys, monkeypatch
     import reports.markdown_summary as markdown_summary
 
     workdir, results = run_folder
-    results = {**results, "ledger": {"dataset": "patients", "recorded": True, "epsilon_spent": 1.5, "epsilon_spent_unbounded": False, "delta": 1e-5,
-                                     "method": "pld", "basic_epsilon": 2.0, "advanced_epsilon": 1.8,
-                                     "max_total_epsilon": 10.0}}
+    results = {
+        **results,
+        "ledger": {
+            "dataset": "patients",
+            "recorded": True,
+            "epsilon_spent": 1.5,
+            "epsilon_spent_unbounded": False,
+            "delta": 1e-5,
+            "method": "pld",
+            "basic_epsilon": 2.0,
+            "advanced_epsilon": 1.8,
+            "max_total_epsilon": 10.0,
+        },
+    }
     (workdir / "run").mkdir()
     (workdir / "run" / "results.json").write_text(json.dumps(results))
     calls = {"html": 0, "junit": 0, "summary": 0}
@@ -315,13 +357,17 @@ def test_gate_and_report_render_each_output_once(run_folder, capsys, monkeypatch
         def wrapper(*args, **kwargs):
             calls[key] += 1
             return original(*args, **kwargs)
+
         monkeypatch.setattr(module, name, wrapper)
 
     counted(html_report, "render_html_report", "html")
     counted(junit, "render_junit_xml", "junit")
     counted(markdown_summary, "render_summary_markdown", "summary")
-    args = ["gate", "run", "--policy", "policy.yaml", "--out", "out"] if command == "gate" else \
-        ["report", "run/results.json", "--out", "out"]
+    args = (
+        ["gate", "run", "--policy", "policy.yaml", "--out", "out"]
+        if command == "gate"
+        else ["report", "run/results.json", "--out", "out"]
+    )
     code, _ = run_main(args)
     out, err = capsys.readouterr()
     assert code in (0, 1), err + out
@@ -337,8 +383,13 @@ def test_a_refused_gate_renders_nothing_and_writes_nothing(run_folder, capsys):
     (workdir / "run").mkdir()
     (workdir / "run" / "results.json").write_text(json.dumps({**results, "schema_version": 99}))
     before = snapshot(workdir)
-    assert_refused(capsys, ["gate", "run", "--policy", "policy.yaml", "--out", "out"], "results.json",
-                   folder=workdir, before=before)
+    assert_refused(
+        capsys,
+        ["gate", "run", "--policy", "policy.yaml", "--out", "out"],
+        "results.json",
+        folder=workdir,
+        before=before,
+    )
 
 
 def test_the_battery_is_large():

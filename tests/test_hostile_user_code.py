@@ -4,6 +4,7 @@ CLAIM"): everything that touches the user's objects runs in the isolated worker;
 process group is killed when it ends, so nothing the user's code forked outlives the command; a
 CLAIM is validated like any input; non-finite outputs are exit 2; SIGTERM is 130 for every command.
 """
+
 from __future__ import annotations
 
 import os
@@ -15,13 +16,12 @@ import time
 from pathlib import Path
 
 import pytest
-
 from hostile_support import assert_refused, run_main
 
 pytestmark = pytest.mark.security
 REPO = Path(__file__).resolve().parents[1]
 
-FACTORIES = textwrap.dedent('''
+FACTORIES = textwrap.dedent("""
     import os, sys, time
     from audit.demos.whitebox_factories import correct_opacus
 
@@ -82,9 +82,9 @@ FACTORIES = textwrap.dedent('''
             with open(pid_file, "a") as handle:
                 handle.write(f"{pid}\\n")
         raise RuntimeError("forked and failed")
-''')
+""")
 
-CLAIMS = textwrap.dedent('''
+CLAIMS = textwrap.dedent("""
     import numpy as np
     from audit.demos.planted_bugs import DPSGDRecipe
 
@@ -128,7 +128,7 @@ CLAIMS = textwrap.dedent('''
     inf_noise = InfNoise(name="inf")
     text_noise = TextNoise(name="text")
     interrupts = Interrupts(name="interrupts")
-''')
+""")
 
 
 @pytest.fixture
@@ -154,8 +154,23 @@ FACTORY_CASES = {
 
 @pytest.mark.parametrize("factory", list(FACTORY_CASES))
 def test_a_hostile_whitebox_factory_is_exit_2_naming_it(code_dir, capsys, factory):
-    err = assert_refused(capsys, ["whitebox-audit", "--factory", f"hostile_factories:{factory}", "--runs", "10",
-                                  "--workers", "1", "--timeout", "120"], "--factory", folder=code_dir, limit=240)
+    err = assert_refused(
+        capsys,
+        [
+            "whitebox-audit",
+            "--factory",
+            f"hostile_factories:{factory}",
+            "--runs",
+            "10",
+            "--workers",
+            "1",
+            "--timeout",
+            "120",
+        ],
+        "--factory",
+        folder=code_dir,
+        limit=240,
+    )
     assert FACTORY_CASES[factory] in err, err
 
 
@@ -207,8 +222,13 @@ CLAIM_CASES = {
 
 @pytest.mark.parametrize("name", list(CLAIM_CASES))
 def test_conformance_validates_the_trainers_claim_and_outputs(code_dir, capsys, name):
-    err = assert_refused(capsys, ["conformance", "--trainer", f"hostile_claims:{name}", "--timeout", "120"],
-                         "--trainer", folder=code_dir, limit=240)
+    err = assert_refused(
+        capsys,
+        ["conformance", "--trainer", f"hostile_claims:{name}", "--timeout", "120"],
+        "--trainer",
+        folder=code_dir,
+        limit=240,
+    )
     assert CLAIM_CASES[name] in err, err
 
 
@@ -222,7 +242,7 @@ SLOW_COMMANDS = {
     "accountant-check": ["accountant-check", "--accountant", "slow_code:accountant"],
     "conformance": ["conformance", "--trainer", "slow_code:trainer"],
 }
-SLOW_CODE = textwrap.dedent('''
+SLOW_CODE = textwrap.dedent("""
     import os, time
     CLAIM = {"epsilon": 1.0, "delta": 0.0}
     def _wait():
@@ -244,7 +264,7 @@ SLOW_CODE = textwrap.dedent('''
         def privatize_gradients(self, grads, rng, step):
             return grads
     trainer = _T()
-''')
+""")
 
 
 @pytest.mark.slow  # a fresh interpreter per command
@@ -253,9 +273,14 @@ def test_sigterm_is_130_for_every_command_and_kills_the_workers(tmp_path, comman
     (tmp_path / "slow_code.py").write_text(SLOW_CODE)
     started = tmp_path / "started"
     env = {**os.environ, "PYTHONPATH": str(REPO), "HOSTILE_STARTED": str(started)}
-    process = subprocess.Popen([sys.executable, "-m", "audit.cli", *SLOW_COMMANDS[command],
-                                "--tracking-uri", f"sqlite:///{tmp_path}/m.db"], cwd=tmp_path, env=env,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "audit.cli", *SLOW_COMMANDS[command], "--tracking-uri", f"sqlite:///{tmp_path}/m.db"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 120
     while not started.exists() and time.monotonic() < deadline and process.poll() is None:
         time.sleep(0.2)

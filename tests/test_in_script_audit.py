@@ -1,6 +1,7 @@
 """The in-script API (`audit.one_run.OpacusAudit`) on Opacus written as people write it (issue #38):
 correct setups hold, each broken one is refuted naming what broke. Small MLPs (≈ 19 000 coordinates,
 ≈ 1 900 Dirac canaries), q 0.05, 40 logical steps."""
+
 from __future__ import annotations
 
 import json
@@ -30,8 +31,9 @@ def _setup(*, frozen: bool = False, groups: bool = False, poisson: bool = True, 
     if frozen:
         model[0].requires_grad_(False)
     if groups:
-        optimizer = torch.optim.SGD([{"params": model[2].parameters(), "lr": 0.2},
-                                     {"params": model[4].parameters(), "lr": 0.5}], lr=0.5)
+        optimizer = torch.optim.SGD(
+            [{"params": model[2].parameters(), "lr": 0.2}, {"params": model[4].parameters(), "lr": 0.5}], lr=0.5
+        )
     else:
         optimizer = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.5)
     loader = DataLoader(TensorDataset(x, y), batch_size=BATCH, shuffle=not poisson)
@@ -40,13 +42,26 @@ def _setup(*, frozen: bool = False, groups: bool = False, poisson: bool = True, 
         warnings.simplefilter("ignore")
         if clipping == "flat":
             model, optimizer, loader = engine.make_private_with_epsilon(
-                module=model, optimizer=optimizer, data_loader=loader, target_epsilon=1.0, target_delta=1e-5,
-                epochs=EPOCHS, max_grad_norm=1.0, poisson_sampling=poisson)
+                module=model,
+                optimizer=optimizer,
+                data_loader=loader,
+                target_epsilon=1.0,
+                target_delta=1e-5,
+                epochs=EPOCHS,
+                max_grad_norm=1.0,
+                poisson_sampling=poisson,
+            )
         else:
             n_tensors = len(optimizer.param_groups[0]["params"]) if not groups else 4
             model, optimizer, loader = engine.make_private(
-                module=model, optimizer=optimizer, data_loader=loader, noise_multiplier=1.5,
-                max_grad_norm=[1.0] * n_tensors, clipping="per_layer", poisson_sampling=poisson)
+                module=model,
+                optimizer=optimizer,
+                data_loader=loader,
+                noise_multiplier=1.5,
+                max_grad_norm=[1.0] * n_tensors,
+                clipping="per_layer",
+                poisson_sampling=poisson,
+            )
     return model, optimizer, loader, engine
 
 
@@ -198,8 +213,16 @@ def test_example_script_result_passes_gate_and_ledger_record(tmp_path):
     def run(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run(list(args), cwd=tmp_path, capture_output=True, text=True, timeout=600, check=False)
 
-    done = run(sys.executable, str(ROOT / "examples" / "opacus_in_script.py"), "--rows", "800", "--epochs", "2",
-               "--out", str(tmp_path / "runs"))
+    done = run(
+        sys.executable,
+        str(ROOT / "examples" / "opacus_in_script.py"),
+        "--rows",
+        "800",
+        "--epochs",
+        "2",
+        "--out",
+        str(tmp_path / "runs"),
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     (path,) = (tmp_path / "runs").glob("*-whitebox-audit/whitebox-audit.json")
     result = json.loads(path.read_text())
@@ -208,8 +231,9 @@ def test_example_script_result_passes_gate_and_ledger_record(tmp_path):
     gate = run(*cli, "gate", "--policy", str(ROOT / "examples" / "policy-strict.yaml"), str(path))
     assert gate.returncode == 0, gate.stdout[-2000:] + gate.stderr[-2000:]
     assert "PASS" in gate.stdout
-    ledger = run(*cli, "ledger", "record", "--dataset", "demo", "--ledger", str(tmp_path / "l.db"), "--results",
-                 str(path))
+    ledger = run(
+        *cli, "ledger", "record", "--dataset", "demo", "--ledger", str(tmp_path / "l.db"), "--results", str(path)
+    )
     assert ledger.returncode == 0, ledger.stdout[-2000:] + ledger.stderr[-2000:]
     assert "recorded #1" in ledger.stdout
 
@@ -226,9 +250,16 @@ def test_ghost_clipping_holds_with_canaries_in_its_clipped_sum():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model, optimizer, criterion, loader = engine.make_private_with_epsilon(
-            module=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.5),
-            data_loader=DataLoader(TensorDataset(x, y), batch_size=BATCH), criterion=nn.CrossEntropyLoss(),
-            target_epsilon=1.0, target_delta=1e-5, epochs=EPOCHS, max_grad_norm=1.0, grad_sample_mode="ghost")
+            module=model,
+            optimizer=torch.optim.SGD(model.parameters(), lr=0.5),
+            data_loader=DataLoader(TensorDataset(x, y), batch_size=BATCH),
+            criterion=nn.CrossEntropyLoss(),
+            target_epsilon=1.0,
+            target_delta=1e-5,
+            epochs=EPOCHS,
+            max_grad_norm=1.0,
+            grad_sample_mode="ghost",
+        )
     with OpacusAudit(engine, optimizer, model, data_loader=loader, out=None) as audit:
         for _ in range(EPOCHS):
             for xb, yb in loader:
@@ -242,9 +273,23 @@ def test_ghost_clipping_holds_with_canaries_in_its_clipped_sum():
 
 @pytest.mark.slow
 def test_transformers_example_holds_in_its_own_training_loop(tmp_path):
-    done = subprocess.run([sys.executable, str(ROOT / "examples" / "opacus_in_script_transformers.py"),
-                           "--sequences", "200", "--epochs", "2", "--out", str(tmp_path / "runs")],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=600, check=False)
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "examples" / "opacus_in_script_transformers.py"),
+            "--sequences",
+            "200",
+            "--epochs",
+            "2",
+            "--out",
+            str(tmp_path / "runs"),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     (path,) = (tmp_path / "runs").glob("*-whitebox-audit/whitebox-audit.json")
     result = json.loads(path.read_text())

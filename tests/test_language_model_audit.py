@@ -1,6 +1,7 @@
 """`audit-model` on the user's own causal LM: a real Hugging Face folder (GPT-2 built from a config,
 trained here, saved as safetensors) and a PyTorch module with logits(token_ids), scored in an
 isolated worker; malicious folders refused with exit 2 before anything of theirs runs."""
+
 from __future__ import annotations
 
 import json
@@ -10,7 +11,6 @@ import shutil
 import struct
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
@@ -42,10 +42,15 @@ def hf_folder(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("hf") / "model"
     tokenizer = train_tokenizer([r.text for r in CORPUS.pool], vocab_size=300)
     torch.manual_seed(0)
-    model = GPT2LMHeadModel(GPT2Config(vocab_size=tokenizer.get_vocab_size(), n_positions=64, n_embd=48, n_layer=1,
-                                       n_head=2))
-    ids = torch.as_tensor([tokenizer.encode(r.text).ids[:64] + [0] * (64 - len(tokenizer.encode(r.text).ids[:64]))
-                           for r in CORPUS.candidates[:16]])
+    model = GPT2LMHeadModel(
+        GPT2Config(vocab_size=tokenizer.get_vocab_size(), n_positions=64, n_embd=48, n_layer=1, n_head=2)
+    )
+    ids = torch.as_tensor(
+        [
+            tokenizer.encode(r.text).ids[:64] + [0] * (64 - len(tokenizer.encode(r.text).ids[:64]))
+            for r in CORPUS.candidates[:16]
+        ]
+    )
     mask = (ids != 0).long()
     labels = ids.masked_fill(mask == 0, -100)
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
@@ -72,8 +77,20 @@ def _results(tmp_path: Path) -> dict:
 
 def test_a_hugging_face_folder_that_memorised_its_members_is_caught(cli, tmp_path, hf_folder, texts):
     members, nonmembers = texts
-    done = cli("audit-model", "--hf-model", str(hf_folder), "--members", str(members), "--nonmembers",
-               str(nonmembers), "--out", "runs", "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}", "--quiet")
+    done = cli(
+        "audit-model",
+        "--hf-model",
+        str(hf_folder),
+        "--members",
+        str(members),
+        "--nonmembers",
+        str(nonmembers),
+        "--out",
+        "runs",
+        "--tracking-uri",
+        f"sqlite:///{tmp_path / 'mlflow.db'}",
+        "--quiet",
+    )
     assert done.returncode == 1, done.stderr[-2000:]  # LEAKS on the user's own model is a finding
     results = _results(tmp_path)
     from audit.machinery.policy import validate_results
@@ -98,11 +115,30 @@ def test_a_pytorch_module_with_logits_is_audited_in_a_worker(cli, tmp_path, text
     (tmp_path / "my_lm.py").write_text(
         "import torch\nfrom targets.text_models import TinyCausalLM\n"
         f"def build():\n    torch.manual_seed(0)\n    return TinyCausalLM({tokenizer.get_vocab_size()}, d_model=16, "
-        "n_layers=1, n_heads=2, max_length=64).eval()\n", encoding="utf-8")
+        "n_layers=1, n_heads=2, max_length=64).eval()\n",
+        encoding="utf-8",
+    )
     members, nonmembers = texts
-    done = cli("audit-model", "--lm-module", "my_lm:build", "--tokenizer", "tok.json", "--members", str(members),
-               "--nonmembers", str(nonmembers), "--max-length", "64", "--claimed-epsilon", "2", "--out", "runs",
-               "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}", "--quiet")
+    done = cli(
+        "audit-model",
+        "--lm-module",
+        "my_lm:build",
+        "--tokenizer",
+        "tok.json",
+        "--members",
+        str(members),
+        "--nonmembers",
+        str(nonmembers),
+        "--max-length",
+        "64",
+        "--claimed-epsilon",
+        "2",
+        "--out",
+        "runs",
+        "--tracking-uri",
+        f"sqlite:///{tmp_path / 'mlflow.db'}",
+        "--quiet",
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     results = _results(tmp_path)
     assert results["verdict"]["status"] == "inconclusive"  # a claim, but no coin-flip membership to test it
@@ -114,8 +150,9 @@ def test_a_shifted_member_set_is_flagged_by_the_blind_baseline(tmp_path, hf_fold
 
     members = _write_jsonl(tmp_path / "m.jsonl", [r.text + " signed dr smith ." for r in CORPUS.candidates[16:36]])
     nonmembers = _write_jsonl(tmp_path / "n.jsonl", [r.text for r in CORPUS.pool[:20]])
-    results = audit_language_model(members=members, nonmembers=nonmembers, hf_model=hf_folder, max_length=64,
-                                   attack_names=["lm_loss"])
+    results = audit_language_model(
+        members=members, nonmembers=nonmembers, hf_model=hf_folder, max_length=64, attack_names=["lm_loss"]
+    )
     assert results["text"]["blind_baseline"]["distribution_shift"] is True
     assert any("distribution shift" in note for note in results["notes"])
 
@@ -139,8 +176,20 @@ def _copy(hf_folder: Path, tmp_path: Path) -> Path:
 
 def _refused(cli, tmp_path, folder: Path, texts, marker: Path) -> str:
     members, nonmembers = texts
-    done = cli("audit-model", "--hf-model", str(folder), "--members", str(members), "--nonmembers", str(nonmembers),
-               "--out", "runs", "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}", "--quiet")
+    done = cli(
+        "audit-model",
+        "--hf-model",
+        str(folder),
+        "--members",
+        str(members),
+        "--nonmembers",
+        str(nonmembers),
+        "--out",
+        "runs",
+        "--tracking-uri",
+        f"sqlite:///{tmp_path / 'mlflow.db'}",
+        "--quiet",
+    )
     assert done.returncode == 2, done.stderr[-2000:]
     assert not marker.exists()
     assert not list((tmp_path / "runs").glob("*language-model*")) if (tmp_path / "runs").exists() else True
@@ -170,7 +219,7 @@ def test_remote_code_is_refused_unrun(cli, tmp_path, hf_folder, texts):
 def test_a_huge_config_is_refused(cli, tmp_path, hf_folder, texts):
     folder = _copy(hf_folder, tmp_path)
     config = json.loads((folder / "config.json").read_text())
-    config["vocab_size"] = 10 ** 9
+    config["vocab_size"] = 10**9
     (folder / "config.json").write_text(json.dumps(config))
     assert "vocab_size" in _refused(cli, tmp_path, folder, texts, tmp_path / "none")
     config["vocab_size"], config["n_embd"], config["n_layer"] = 500_000, 32_768, 200
@@ -180,7 +229,7 @@ def test_a_huge_config_is_refused(cli, tmp_path, hf_folder, texts):
 
 def test_a_forged_safetensors_header_is_refused(cli, tmp_path, hf_folder, texts):
     folder = _copy(hf_folder, tmp_path)
-    (folder / "model.safetensors").write_bytes(struct.pack("<Q", 10 ** 12) + b"{}")
+    (folder / "model.safetensors").write_bytes(struct.pack("<Q", 10**12) + b"{}")
     assert "header" in _refused(cli, tmp_path, folder, texts, tmp_path / "none")
 
 
@@ -199,6 +248,16 @@ def test_tokenizer_files_pointing_outside_are_refused(cli, tmp_path, hf_folder, 
 def test_bad_text_files_are_refused(cli, tmp_path, hf_folder):
     (tmp_path / "m.jsonl").write_text('{"body": "x"}\n')
     (tmp_path / "n.jsonl").write_text('{"text": "a"}\n{"text": "b"}\n')
-    done = cli("audit-model", "--hf-model", str(hf_folder), "--members", "m.jsonl", "--nonmembers", "n.jsonl",
-               "--out", "runs", "--quiet")
+    done = cli(
+        "audit-model",
+        "--hf-model",
+        str(hf_folder),
+        "--members",
+        "m.jsonl",
+        "--nonmembers",
+        "n.jsonl",
+        "--out",
+        "runs",
+        "--quiet",
+    )
     assert done.returncode == 2 and "'text'" in done.stderr and "line 1" in done.stderr

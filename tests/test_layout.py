@@ -3,6 +3,7 @@
 Every `import`/`from … import` of a project module counts, including those inside functions: a
 deferred import is still a dependency.
 """
+
 from __future__ import annotations
 
 import ast
@@ -12,8 +13,15 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("audit", "attacks", "targets", "reports")
-JOBS = ("audit.sweep", "audit.model_audits", "audit.synthetic", "audit.dp_validation", "audit.federated", "audit.ledger",
-        "audit.text")
+JOBS = (
+    "audit.sweep",
+    "audit.model_audits",
+    "audit.synthetic",
+    "audit.dp_validation",
+    "audit.federated",
+    "audit.ledger",
+    "audit.text",
+)
 
 
 def _module_name(path: Path) -> str:
@@ -35,8 +43,10 @@ def _import_graph() -> dict[str, set[str]]:
                 names = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                 # `from pkg import module` imports pkg.module when that is a module of ours.
-                names = [f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in modules else node.module
-                         for a in node.names]
+                names = [
+                    f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in modules else node.module
+                    for a in node.names
+                ]
             else:
                 continue
             targets.update(n for n in names if n.split(".")[0] in PACKAGES and n in modules)
@@ -63,7 +73,7 @@ def test_no_import_cycles():
         state[node] = 1
         for nxt in sorted(GRAPH.get(node, set())):
             if state.get(nxt) == 1:
-                cycles.append(stack[stack.index(nxt):] + [nxt])
+                cycles.append(stack[stack.index(nxt) :] + [nxt])
             elif nxt not in state:
                 visit(nxt, stack + [nxt])
         state[node] = 2
@@ -77,7 +87,10 @@ def test_no_import_cycles():
 @pytest.mark.parametrize("job", JOBS)
 def test_no_job_imports_another_job(job):
     offenders = {
-        (m, t) for m, deps in GRAPH.items() if _within(m, job) for t in deps
+        (m, t)
+        for m, deps in GRAPH.items()
+        if _within(m, job)
+        for t in deps
         if any(_within(t, other) for other in JOBS if other != job)
     }
     assert offenders == set()
@@ -95,9 +108,13 @@ def test_no_job_imports_another_job(job):
         ("attacks", "reports"),
         ("audit.machinery", "reports"),
         ("audit.conformance", "audit.machinery"),
-    ] + [("audit.statistics", job) for job in JOBS] + [("audit.machinery", job) for job in JOBS]
+    ]
+    + [("audit.statistics", job) for job in JOBS]
+    + [("audit.machinery", job) for job in JOBS]
     + [("audit.conformance", job) for job in JOBS]
-    + [("targets", job) for job in JOBS] + [("attacks", job) for job in JOBS] + [("reports", job) for job in JOBS],
+    + [("targets", job) for job in JOBS]
+    + [("attacks", job) for job in JOBS]
+    + [("reports", job) for job in JOBS],
 )
 def test_data_flows_one_way(lower, upper):
     """A lower room never imports a higher one (config → targets → attacks → statistics → jobs → cli)."""
@@ -108,8 +125,11 @@ def test_data_flows_one_way(lower, upper):
 def test_targets_and_attacks_use_only_the_error_types_of_audit():
     """`audit.errors` is the one leaf every package may import: the error that becomes exit code 2."""
     offenders = {
-        (m, t) for m, deps in GRAPH.items() if m.split(".")[0] in ("targets", "attacks")
-        for t in deps if _within(t, "audit") and t != "audit.errors"
+        (m, t)
+        for m, deps in GRAPH.items()
+        if m.split(".")[0] in ("targets", "attacks")
+        for t in deps
+        if _within(t, "audit") and t != "audit.errors"
     }
     assert offenders == set()
     assert GRAPH["audit.errors"] == set()

@@ -1,5 +1,6 @@
 """`privacy-audit ledger …` and `--ledger URI --dataset NAME` on the recording commands, as a user runs them:
 exit 0 recorded, exit 1 over budget (nothing recorded), exit 2 bad input (nothing written)."""
+
 from __future__ import annotations
 
 import json
@@ -32,18 +33,29 @@ def invoke(capsys, monkeypatch, tmp_path):
 
 
 def test_record_by_hand_and_show_the_same_figure_dp_accounting_gives(invoke, tmp_path):
-    for args in (["--laplace-scale", "10", "--count", "10"], ["--gaussian-scale", "20", "--count", "5"],
-                 ["--noise-multiplier", "1.1", "--sample-rate", "0.01", "--steps", "1000"],
-                 ["--epsilon", "0.5", "--delta", "1e-6", "--label", "synthetic release"]):
+    for args in (
+        ["--laplace-scale", "10", "--count", "10"],
+        ["--gaussian-scale", "20", "--count", "5"],
+        ["--noise-multiplier", "1.1", "--sample-rate", "0.01", "--steps", "1000"],
+        ["--epsilon", "0.5", "--delta", "1e-6", "--label", "synthetic release"],
+    ):
         code, out, err = invoke("ledger", "record", "--dataset", "adult", *args)
         assert code == 0, err
         assert "spent ε" in out
     code, out, _ = invoke("ledger", "show", "--dataset", "adult", "--json")
     shown = json.loads(out)
-    expected = compose_mechanisms([validate_mechanism(m) for m in (
-        {"kind": "laplace", "scale": 10.0, "count": 10}, {"kind": "gaussian", "scale": 20.0, "count": 5},
-        {"kind": "dpsgd", "noise_multiplier": 1.1, "sample_rate": 0.01, "steps": 1000},
-        {"kind": "epsilon_delta", "epsilon": 0.5, "delta": 1e-6})], 1e-5)
+    expected = compose_mechanisms(
+        [
+            validate_mechanism(m)
+            for m in (
+                {"kind": "laplace", "scale": 10.0, "count": 10},
+                {"kind": "gaussian", "scale": 20.0, "count": 5},
+                {"kind": "dpsgd", "noise_multiplier": 1.1, "sample_rate": 0.01, "steps": 1000},
+                {"kind": "epsilon_delta", "epsilon": 0.5, "delta": 1e-6},
+            )
+        ],
+        1e-5,
+    )
     assert code == 0 and shown["composition"] == expected.as_dict() and shown["active_releases"] == 4
     code, out, _ = invoke("ledger", "list", "--dataset", "adult", "--json")
     releases = json.loads(out)["releases"]
@@ -68,7 +80,9 @@ def test_a_release_over_the_budget_exits_1_and_records_nothing(invoke, tmp_path)
 
 def test_remove_records_a_removal_and_frees_the_budget(invoke):
     invoke("ledger", "record", "--dataset", "adult", "--laplace-scale", "1", "--label", "oops")
-    code, out, err = invoke("ledger", "remove", "--dataset", "adult", "--release", "1", "--reason", "recorded by mistake")
+    code, out, err = invoke(
+        "ledger", "remove", "--dataset", "adult", "--release", "1", "--reason", "recorded by mistake"
+    )
     assert code == 0, err
     code, out, _ = invoke("ledger", "list", "--dataset", "adult", "--json")
     release = json.loads(out)["releases"][0]
@@ -95,22 +109,78 @@ def _bad_input_cases(tmp_path):
         ([*record, "--dataset", "adult", "--ledger", str(corrupt)], "not a SQLite database"),
         ([*record, "--dataset", "../../etc/passwd"], "--dataset"),
         ([*record, "--dataset", "a/b"], "--dataset"),
-        (["ledger", "record", "--dataset", "adult", "--noise-multiplier", "-1", "--sample-rate", "0.1", "--steps", "10"],
-         "--noise-multiplier"),
-        (["ledger", "record", "--dataset", "adult", "--noise-multiplier", "nan", "--sample-rate", "0.1", "--steps", "10"],
-         "--noise-multiplier"),
+        (
+            [
+                "ledger",
+                "record",
+                "--dataset",
+                "adult",
+                "--noise-multiplier",
+                "-1",
+                "--sample-rate",
+                "0.1",
+                "--steps",
+                "10",
+            ],
+            "--noise-multiplier",
+        ),
+        (
+            [
+                "ledger",
+                "record",
+                "--dataset",
+                "adult",
+                "--noise-multiplier",
+                "nan",
+                "--sample-rate",
+                "0.1",
+                "--steps",
+                "10",
+            ],
+            "--noise-multiplier",
+        ),
         (["ledger", "record", "--dataset", "adult", "--gaussian-scale", "-3"], "--gaussian-scale"),
         (["ledger", "record", "--dataset", "adult", "--epsilon", "1"], "--delta"),
         (["ledger", "record", "--dataset", "adult", "--laplace-scale", "1", "--gaussian-scale", "1"], "exactly one"),
         (["ledger", "set-budget", "--dataset", "adult", "--max-epsilon", "nan"], "--max-epsilon"),
-        (["synth-check", "--train", "t.csv", "--holdout", "h.csv", "--synthetic", "s.csv", "--ledger", "l.db",
-          "--dataset", "../x"], "--dataset"),
-        (["synth-check", "--train", "t.csv", "--holdout", "h.csv", "--synthetic", "s.csv", "--dataset", "adult"],
-         "--ledger"),
+        (
+            [
+                "synth-check",
+                "--train",
+                "t.csv",
+                "--holdout",
+                "h.csv",
+                "--synthetic",
+                "s.csv",
+                "--ledger",
+                "l.db",
+                "--dataset",
+                "../x",
+            ],
+            "--dataset",
+        ),
+        (
+            ["synth-check", "--train", "t.csv", "--holdout", "h.csv", "--synthetic", "s.csv", "--dataset", "adult"],
+            "--ledger",
+        ),
         (["canary-audit", "--trainer", "m:f", "--ledger", "ftp://host/x", "--dataset", "adult"], "--ledger"),
         # a synthetic release without a DP claim has no ε to record: refused before any output is written
-        (["synth-check", "--train", "t.csv", "--holdout", "h.csv", "--synthetic", "s.csv", "--ledger", "l.db",
-          "--dataset", "adult"], "--ledger"),
+        (
+            [
+                "synth-check",
+                "--train",
+                "t.csv",
+                "--holdout",
+                "h.csv",
+                "--synthetic",
+                "s.csv",
+                "--ledger",
+                "l.db",
+                "--dataset",
+                "adult",
+            ],
+            "--ledger",
+        ),
     ]
 
 
@@ -127,8 +197,20 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(invoke, tmp_path):
         assert after == before, args  # no new file, no changed byte
         assert not (tmp_path / "runs").exists()
     # and the same flags against an existing ledger leave its rows alone
-    code, _, _ = invoke("ledger", "record", "--dataset", "adult", "--ledger", str(existing),
-                        "--noise-multiplier", "nan", "--sample-rate", "0.1", "--steps", "10")
+    code, _, _ = invoke(
+        "ledger",
+        "record",
+        "--dataset",
+        "adult",
+        "--ledger",
+        str(existing),
+        "--noise-multiplier",
+        "nan",
+        "--sample-rate",
+        "0.1",
+        "--steps",
+        "10",
+    )
     assert code == 2
     with Ledger.open(str(existing)) as ledger:
         assert ledger.count_releases() == 1
@@ -181,8 +263,11 @@ def test_policy_rule_max_total_epsilon_is_validated():
 
     assert policy_from_dict({"rules": {"max_total_epsilon": 8}}).rules.total_epsilon_limit("any") == 8
     assert policy_from_dict({"rules": {"max_total_epsilon": {"adult": 2.5}}}).rules.total_epsilon_limit("other") is None
-    for bad in ({"rules": {"max_total_epsilon": -1.0}}, {"rules": {"max_total_epsilon": ".inf"}},
-                {"rules": {"max_auc": 0.9}, "overrides": [{"epsilon": 1.0, "rules": {"max_total_epsilon": 1.0}}]}):
+    for bad in (
+        {"rules": {"max_total_epsilon": -1.0}},
+        {"rules": {"max_total_epsilon": ".inf"}},
+        {"rules": {"max_auc": 0.9}, "overrides": [{"epsilon": 1.0, "rules": {"max_total_epsilon": 1.0}}]},
+    ):
         with pytest.raises(AuditInputError, match="max_total_epsilon"):
             policy_from_dict(bad)
 
@@ -190,17 +275,32 @@ def test_policy_rule_max_total_epsilon_is_validated():
 def test_canary_and_whitebox_claims_become_the_accountants_events_or_a_marked_pair():
     from audit.ledger.sources import releases_in_results
 
-    canary = {"trainer": "m:f", "claim": {"epsilon": 2.0, "delta": 1e-5, "source": "CLAIM", "noise_multiplier": 1.2,
-                                          "sample_rate": 0.05, "steps": 300}, "claimed_epsilon": 2.0}
-    (label, mechanisms), = releases_in_results(canary, "x")[0]
+    canary = {
+        "trainer": "m:f",
+        "claim": {
+            "epsilon": 2.0,
+            "delta": 1e-5,
+            "source": "CLAIM",
+            "noise_multiplier": 1.2,
+            "sample_rate": 0.05,
+            "steps": 300,
+        },
+        "claimed_epsilon": 2.0,
+    }
+    ((label, mechanisms),) = releases_in_results(canary, "x")[0]
     assert mechanisms == [{"kind": "dpsgd", "noise_multiplier": 1.2, "sample_rate": 0.05, "steps": 300}]
     canary["claim"] = {"epsilon": 2.0, "delta": 1e-5, "source": "--claimed-epsilon/--delta", "noise_multiplier": None}
-    (label, mechanisms), = releases_in_results(canary, "x")[0]
+    ((label, mechanisms),) = releases_in_results(canary, "x")[0]
     assert "(ε, δ) pair" in label and mechanisms == [{"kind": "epsilon_delta", "epsilon": 2.0, "delta": 1e-5}]
-    whitebox = {"subject": "f", "gdp_bound": {}, "claimed_epsilon": 3.0, "delta": 1e-5,
-                "claim": {"source": "PLD accountant of (σ, q, T)"},
-                "settings": {"accountant_history": [[1.0, 0.1, 50], [2.0, 0.1, 20]], "noise_multiplier": 1.0}}
-    (_, mechanisms), = releases_in_results(whitebox, "x")[0]
+    whitebox = {
+        "subject": "f",
+        "gdp_bound": {},
+        "claimed_epsilon": 3.0,
+        "delta": 1e-5,
+        "claim": {"source": "PLD accountant of (σ, q, T)"},
+        "settings": {"accountant_history": [[1.0, 0.1, 50], [2.0, 0.1, 20]], "noise_multiplier": 1.0},
+    }
+    ((_, mechanisms),) = releases_in_results(whitebox, "x")[0]
     assert [m["steps"] for m in mechanisms] == [50, 20]
 
 
@@ -213,10 +313,27 @@ def test_synth_check_records_tags_mlflow_and_refuses_a_release_over_budget(invok
     rng = np.random.default_rng(0)
     for name in ("train", "holdout", "syn"):
         pd.DataFrame({"age": rng.normal(40, 10, 200).round(), "income": rng.lognormal(10, 0.5, 200)}).to_csv(
-            tmp_path / f"{name}.csv", index=False)
+            tmp_path / f"{name}.csv", index=False
+        )
     tracking = f"sqlite:///{tmp_path}/mlflow.db"
-    args = ["synth-check", "--train", "train.csv", "--holdout", "holdout.csv", "--synthetic", "syn.csv",
-            "--claimed-epsilon", "2", "--tracking-uri", tracking, "--ledger", "ledger.db", "--dataset", "census", "--quiet"]
+    args = [
+        "synth-check",
+        "--train",
+        "train.csv",
+        "--holdout",
+        "holdout.csv",
+        "--synthetic",
+        "syn.csv",
+        "--claimed-epsilon",
+        "2",
+        "--tracking-uri",
+        tracking,
+        "--ledger",
+        "ledger.db",
+        "--dataset",
+        "census",
+        "--quiet",
+    ]
     code, out, err = invoke(*args)
     assert code == 0, err
     assert "ledger: recorded release #1 on dataset 'census'" in out
@@ -228,8 +345,21 @@ def test_synth_check_records_tags_mlflow_and_refuses_a_release_over_budget(invok
     # the report, rendered again after the release was recorded, shows the dataset's spent budget
     report = (results_path.parent / "report.html").read_text()
     assert '<section id="ledger">' in report and "census" in report and "Spent ε (after this run)" in report
-    assert invoke("ledger", "set-budget", "--dataset", "census", "--ledger", "ledger.db", "--max-epsilon", "3",
-                  "--delta", "1e-4")[0] == 0
+    assert (
+        invoke(
+            "ledger",
+            "set-budget",
+            "--dataset",
+            "census",
+            "--ledger",
+            "ledger.db",
+            "--max-epsilon",
+            "3",
+            "--delta",
+            "1e-4",
+        )[0]
+        == 0
+    )
     code, out, err = invoke(*args)
     assert code == 1 and "FAIL (privacy ledger)" in err
     with Ledger.open("ledger.db") as ledger:

@@ -4,6 +4,7 @@
 no DpEvent) fed the same mechanisms one by one in the order they were recorded — not the ledger's
 grouped, canonically ordered composition.
 """
+
 from __future__ import annotations
 
 import math
@@ -31,7 +32,9 @@ def _events_one_by_one(mechanisms):
     events = []
     for m in mechanisms:
         if m["kind"] == "dpsgd":
-            step = dp_accounting.PoissonSampledDpEvent(m["sample_rate"], dp_accounting.GaussianDpEvent(m["noise_multiplier"]))
+            step = dp_accounting.PoissonSampledDpEvent(
+                m["sample_rate"], dp_accounting.GaussianDpEvent(m["noise_multiplier"])
+            )
             events.append(dp_accounting.SelfComposedDpEvent(step, m["steps"]))
         elif m["kind"] == "gaussian":
             events += [dp_accounting.GaussianDpEvent(m["scale"] / m["sensitivity"])] * m["count"]
@@ -79,11 +82,23 @@ def test_random_release_sequences_compose_at_or_above_dp_accounting(seed):
     for _ in range(rng.randint(1, 6)):
         kind = rng.choice(["dpsgd", "gaussian", "laplace"])
         if kind == "dpsgd":
-            specs.append({"kind": kind, "noise_multiplier": rng.choice([0.8, 1.5, 3.0]),
-                          "sample_rate": rng.choice([0.01, 0.1]), "steps": rng.choice([50, 300])})
+            specs.append(
+                {
+                    "kind": kind,
+                    "noise_multiplier": rng.choice([0.8, 1.5, 3.0]),
+                    "sample_rate": rng.choice([0.01, 0.1]),
+                    "steps": rng.choice([50, 300]),
+                }
+            )
         else:
-            specs.append({"kind": kind, "scale": rng.choice([5.0, 20.0, 50.0]), "sensitivity": rng.choice([1.0, 2.0]),
-                          "count": rng.randint(1, 4)})
+            specs.append(
+                {
+                    "kind": kind,
+                    "scale": rng.choice([5.0, 20.0, 50.0]),
+                    "sensitivity": rng.choice([1.0, 2.0]),
+                    "count": rng.randint(1, 4),
+                }
+            )
     mechanisms = _mechanisms(*specs)
     ours, direct = compose_mechanisms(mechanisms, DELTA).epsilon, _pld_direct(mechanisms)
     assert ours == pytest.approx(direct, rel=1e-6) and ours >= direct
@@ -97,14 +112,19 @@ def test_the_figure_does_not_depend_on_the_order_releases_arrived():
 
 
 def test_epsilon_delta_pairs_compose_as_their_worst_case_pld():
-    mechanisms = _mechanisms({"kind": "laplace", "scale": 4.0},
-                             {"kind": "epsilon_delta", "epsilon": 1.0, "delta": 1e-6},
-                             {"kind": "epsilon_delta", "epsilon": 0.5, "delta": 0.0, "count": 2})
+    mechanisms = _mechanisms(
+        {"kind": "laplace", "scale": 4.0},
+        {"kind": "epsilon_delta", "epsilon": 1.0, "delta": 1e-6},
+        {"kind": "epsilon_delta", "epsilon": 0.5, "delta": 0.0, "count": 2},
+    )
     ours = compose_mechanisms(mechanisms, DELTA)
     direct = pld.from_laplace_mechanism(4.0, value_discretization_interval=PLD_DISCRETIZATION)
     for eps, delta in ((1.0, 1e-6), (0.5, 0.0), (0.5, 0.0)):
-        direct = direct.compose(pld.from_privacy_parameters(pld_common.DifferentialPrivacyParameters(eps, delta),
-                                                            value_discretization_interval=PLD_DISCRETIZATION))
+        direct = direct.compose(
+            pld.from_privacy_parameters(
+                pld_common.DifferentialPrivacyParameters(eps, delta), value_discretization_interval=PLD_DISCRETIZATION
+            )
+        )
     assert ours.method == "pld" and ours.has_pairs
     assert ours.epsilon == pytest.approx(direct.get_epsilon_for_delta(DELTA), rel=1e-6)
     assert ours.epsilon >= direct.get_epsilon_for_delta(DELTA)
@@ -117,9 +137,11 @@ def test_a_pair_whose_delta_exceeds_the_datasets_leaves_epsilon_unbounded():
 
 
 def test_without_a_pld_the_rdp_accountant_composes_and_says_so():
-    mechanisms = _mechanisms({"kind": "zcdp", "rho": 0.05, "count": 2},
-                             {"kind": "gaussian", "scale": 10.0},
-                             {"kind": "dpsgd", "noise_multiplier": 1.0, "sample_rate": 0.02, "steps": 100})
+    mechanisms = _mechanisms(
+        {"kind": "zcdp", "rho": 0.05, "count": 2},
+        {"kind": "gaussian", "scale": 10.0},
+        {"kind": "dpsgd", "noise_multiplier": 1.0, "sample_rate": 0.02, "steps": 100},
+    )
     ours = compose_mechanisms(mechanisms, DELTA)
     rdp = dp_accounting.rdp.RdpAccountant()
     rdp.compose(_events_one_by_one(mechanisms))
@@ -170,10 +192,10 @@ def test_textbook_example_a_thousand_laplace_queries():
 
 
 WORKED_EXAMPLE = [
-    {"kind": "laplace", "scale": 10.0, "count": 10},      # 10 counting queries, ε = 0.1 each
-    {"kind": "gaussian", "scale": 20.0, "count": 5},       # 5 sums of sensitivity 1, σ = 20
+    {"kind": "laplace", "scale": 10.0, "count": 10},  # 10 counting queries, ε = 0.1 each
+    {"kind": "gaussian", "scale": 20.0, "count": 5},  # 5 sums of sensitivity 1, σ = 20
     {"kind": "dpsgd", "noise_multiplier": 1.1, "sample_rate": 0.01, "steps": 1000},  # one model
-    {"kind": "dpsgd", "noise_multiplier": 2.0, "sample_rate": 0.02, "steps": 500},   # another model
+    {"kind": "dpsgd", "noise_multiplier": 2.0, "sample_rate": 0.02, "steps": 500},  # another model
 ]
 
 
@@ -183,31 +205,39 @@ def test_worked_example_reproduces_basic_and_advanced_by_hand_with_the_tight_pld
     n_curves = 5 + 2  # mechanisms that trade ε for δ: 5 Gaussian queries, 2 trainings
 
     def training(sigma, q, steps, delta):  # no closed form for DP-SGD: its own PLD, one training at a time
-        return _pld_direct(_mechanisms({"kind": "dpsgd", "noise_multiplier": sigma, "sample_rate": q, "steps": steps}),
-                           delta)
+        return _pld_direct(
+            _mechanisms({"kind": "dpsgd", "noise_multiplier": sigma, "sample_rate": q, "steps": steps}), delta
+        )
 
     def units(delta_each):
-        return ([0.1] * 10 + [_gaussian_epsilon(20.0, delta_each)] * 5
-                + [training(1.1, 0.01, 1000, delta_each), training(2.0, 0.02, 500, delta_each)])
+        return (
+            [0.1] * 10
+            + [_gaussian_epsilon(20.0, delta_each)] * 5
+            + [training(1.1, 0.01, 1000, delta_each), training(2.0, 0.02, 500, delta_each)]
+        )
 
     basic = sum(units(DELTA / n_curves))
     advanced = _advanced(units(DELTA / 2 / n_curves), DELTA / 2)
     assert ours.basic_epsilon == pytest.approx(basic, rel=1e-6)
     assert ours.advanced_formula_epsilon == pytest.approx(advanced, rel=1e-6)
-    assert ours.advanced_epsilon == min(ours.advanced_formula_epsilon, ours.basic_epsilon)  # reported: never above basic
+    assert ours.advanced_epsilon == min(
+        ours.advanced_formula_epsilon, ours.basic_epsilon
+    )  # reported: never above basic
     assert ours.epsilon == pytest.approx(_pld_direct(mechanisms), rel=1e-6)
     assert ours.method == "pld" and ours.epsilon < min(basic, advanced)
 
 
 def test_mechanisms_are_validated_with_the_field_named():
-    for bad, field in (({"kind": "dpsgd", "noise_multiplier": -1.0, "sample_rate": 0.1, "steps": 10}, "noise_multiplier"),
-                       ({"kind": "dpsgd", "noise_multiplier": float("nan"), "sample_rate": 0.1, "steps": 10}, "noise_multiplier"),
-                       ({"kind": "gaussian", "scale": 1.0, "sensitivity": 0.0}, "sensitivity"),
-                       ({"kind": "laplace", "scale": float("inf")}, "scale"),
-                       ({"kind": "epsilon_delta", "epsilon": 1.0, "delta": 1.0}, "delta"),
-                       ({"kind": "dpsgd", "noise_multiplier": 1.0, "sample_rate": 0.1, "steps": 2.5}, "steps"),
-                       ({"kind": "laplace", "scale": 1.0, "shape": 3}, "shape"),
-                       ({"kind": "exponential"}, "kind")):
+    for bad, field in (
+        ({"kind": "dpsgd", "noise_multiplier": -1.0, "sample_rate": 0.1, "steps": 10}, "noise_multiplier"),
+        ({"kind": "dpsgd", "noise_multiplier": float("nan"), "sample_rate": 0.1, "steps": 10}, "noise_multiplier"),
+        ({"kind": "gaussian", "scale": 1.0, "sensitivity": 0.0}, "sensitivity"),
+        ({"kind": "laplace", "scale": float("inf")}, "scale"),
+        ({"kind": "epsilon_delta", "epsilon": 1.0, "delta": 1.0}, "delta"),
+        ({"kind": "dpsgd", "noise_multiplier": 1.0, "sample_rate": 0.1, "steps": 2.5}, "steps"),
+        ({"kind": "laplace", "scale": 1.0, "shape": 3}, "shape"),
+        ({"kind": "exponential"}, "kind"),
+    ):
         with pytest.raises(AuditInputError, match=field):
             validate_mechanism(bad)
 
@@ -217,12 +247,16 @@ def test_the_worked_example_in_the_docs_shows_the_ledgers_own_figures():
 
     text = (REPO / "docs" / "ledger.md").read_text(encoding="utf-8")
     table = text.split("<!-- worked-example")[1].split("\n\n")[0]
-    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in table.splitlines()
-            if line.startswith("| ") and line[2].isdigit()]
+    rows = [
+        [cell.strip() for cell in line.strip("|").split("|")]
+        for line in table.splitlines()
+        if line.startswith("| ") and line[2].isdigit()
+    ]
     sequence = WORKED_EXAMPLE + [{"kind": "epsilon_delta", "epsilon": 1.0, "delta": 1e-6}]
     assert len(rows) == len(sequence)
     for n, row in enumerate(rows, start=1):
         c = compose_mechanisms(_mechanisms(*sequence[:n]), DELTA)
-        advanced = f"{c.advanced_epsilon:.4g}" + (f" (formula {c.advanced_formula_epsilon:.4g})"
-                                                  if c.advanced_formula_epsilon > c.advanced_epsilon else "")
+        advanced = f"{c.advanced_epsilon:.4g}" + (
+            f" (formula {c.advanced_formula_epsilon:.4g})" if c.advanced_formula_epsilon > c.advanced_epsilon else ""
+        )
         assert row[1:] == [f"{c.epsilon:.4g}", f"{c.basic_epsilon:.4g}", advanced], row

@@ -1,13 +1,13 @@
 """The ledger database: append-only rows with who/when/what, budgets enforced in one transaction,
 migrations on open, and concurrent writers (separate processes) into SQLite and a real PostgreSQL
 server that neither lose nor double a release."""
+
 from __future__ import annotations
 
 import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from sqlalchemy import create_engine, inspect, text
@@ -74,16 +74,25 @@ print(json.dumps({"refused": refused, "failed": failed, "pids": [pid for pid, _ 
 
 
 def _mechanism(worker: int, i: int, count: int = PER_PROCESS) -> dict:
-    kinds = [{"kind": "laplace", "scale": 200.0}, {"kind": "laplace", "scale": 400.0},
-             {"kind": "gaussian", "scale": 50.0}, {"kind": "gaussian", "scale": 100.0}]
+    kinds = [
+        {"kind": "laplace", "scale": 200.0},
+        {"kind": "laplace", "scale": 400.0},
+        {"kind": "gaussian", "scale": 50.0},
+        {"kind": "gaussian", "scale": 100.0},
+    ]
     return kinds[(worker * count + i) % 4]
 
 
 def _writers(uri: str, dataset: str, count: int, with_budget: bool = False) -> list[int]:
     """PROCESSES concurrent writer processes, `count` releases each; how many each had refused."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    done = subprocess.run([sys.executable, "-c", _WRITERS, uri, dataset, str(PROCESSES), str(count),
-                           "1" if with_budget else "0"], capture_output=True, text=True, env=env, timeout=900)
+    done = subprocess.run(
+        [sys.executable, "-c", _WRITERS, uri, dataset, str(PROCESSES), str(count), "1" if with_budget else "0"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert report["failed"] == 0, done.stderr[-2000:]
@@ -108,8 +117,9 @@ def _concurrent_matches_sequential(uri: str, sequential_uri: str) -> None:
     with Ledger.open(sequential_uri) as ledger:
         for w in range(PROCESSES):
             for i in range(PER_PROCESS):
-                ledger.record("adult", [ReleaseInput(f"worker {w} release {i}", "hand", [_mechanism(w, i)])],
-                              compute_spent=False)
+                ledger.record(
+                    "adult", [ReleaseInput(f"worker {w} release {i}", "hand", [_mechanism(w, i)])], compute_spent=False
+                )
         sequential = ledger.dataset_state("adult")["composition"]
     assert concurrent == sequential  # identical, bit for bit (canonical composition order)
     assert concurrent.n_mechanisms == PROCESSES * PER_PROCESS
@@ -143,21 +153,37 @@ def test_a_release_carries_who_when_what_and_the_migration_ran(ledger_uri, tmp_p
     source = tmp_path / "results.json"
     source.write_text('{"schema_version": 2}')
     with Ledger.open(ledger_uri) as ledger:
-        outcome = ledger.record("adult", [ReleaseInput("model v1", "run", [{"kind": "dpsgd", "noise_multiplier": 1.0,
-                                                                              "sample_rate": 0.01, "steps": 100}],
-                                                       source_file=str(source), source_sha256="ab" * 32,
-                                                       mlflow_run_id="r1")],
-                                Provenance(command="privacy-audit run --ledger x", by="alice@host", git_commit="c0ffee"))
+        outcome = ledger.record(
+            "adult",
+            [
+                ReleaseInput(
+                    "model v1",
+                    "run",
+                    [{"kind": "dpsgd", "noise_multiplier": 1.0, "sample_rate": 0.01, "steps": 100}],
+                    source_file=str(source),
+                    source_sha256="ab" * 32,
+                    mlflow_run_id="r1",
+                )
+            ],
+            Provenance(command="privacy-audit run --ledger x", by="alice@host", git_commit="c0ffee"),
+        )
         row = ledger.dataset_state("adult")["releases"][0]
     assert outcome.release_ids == [row["id"]]
     assert (row["by"], row["command"], row["git_commit"], row["source_sha256"], row["mlflow_run_id"]) == (
-        "alice@host", "privacy-audit run --ledger x", "c0ffee", "ab" * 32, "r1")
+        "alice@host",
+        "privacy-audit run --ledger x",
+        "c0ffee",
+        "ab" * 32,
+        "r1",
+    )
     assert row["at"].endswith("+00:00") and row["epsilon_after"] == outcome.composition.epsilon
     url = ledger.url
     engine = create_engine(url)
     with engine.connect() as conn:
         assert conn.execute(text("SELECT version_num FROM ledger_alembic_version")).scalar() == "0001_initial"
-        assert {"ledger_datasets", "ledger_releases", "ledger_removals", "ledger_budget_changes"} <= set(inspect(conn).get_table_names())
+        assert {"ledger_datasets", "ledger_releases", "ledger_removals", "ledger_budget_changes"} <= set(
+            inspect(conn).get_table_names()
+        )
     engine.dispose()
     Ledger.open(ledger_uri).close()  # reopening at head migrates nothing and keeps the rows
     with Ledger.open(ledger_uri) as ledger:
@@ -188,13 +214,19 @@ def test_removal_is_recorded_never_deleted_and_the_budget_frees_up(ledger_uri):
 def test_a_release_over_budget_records_nothing_not_even_the_new_dataset(ledger_uri):
     with Ledger.open(ledger_uri) as ledger:
         with pytest.raises(BudgetExceeded, match="max_total_epsilon 0.5"):
-            ledger.record("fresh", [ReleaseInput("big", "hand", [{"kind": "laplace", "scale": 1.0}])],
-                          policy_limit=0.5, policy_name="strict")
+            ledger.record(
+                "fresh",
+                [ReleaseInput("big", "hand", [{"kind": "laplace", "scale": 1.0}])],
+                policy_limit=0.5,
+                policy_name="strict",
+            )
         assert ledger.datasets() == [] and ledger.count_releases() == 0
         # several releases at once are all-or-nothing
         ledger.set_budget("adult", 1.0, None)
         with pytest.raises(BudgetExceeded):
-            ledger.record("adult", [ReleaseInput(f"q{i}", "hand", [{"kind": "laplace", "scale": 2.0}]) for i in range(3)])
+            ledger.record(
+                "adult", [ReleaseInput(f"q{i}", "hand", [{"kind": "laplace", "scale": 2.0}]) for i in range(3)]
+            )
         assert ledger.count_releases("adult") == 0
 
 
@@ -202,18 +234,27 @@ def test_the_tighter_of_the_ledgers_and_the_policys_budget_applies(ledger_uri):
     with Ledger.open(ledger_uri) as ledger:
         ledger.set_budget("adult", 5.0, None)
         with pytest.raises(BudgetExceeded, match="policy strict"):
-            ledger.record("adult", [ReleaseInput("q", "hand", [{"kind": "laplace", "scale": 1.0}])],
-                          policy_limit=0.5, policy_name="strict")
-        outcome = ledger.record("adult", [ReleaseInput("q", "hand", [{"kind": "laplace", "scale": 1.0}])], policy_limit=8.0)
+            ledger.record(
+                "adult",
+                [ReleaseInput("q", "hand", [{"kind": "laplace", "scale": 1.0}])],
+                policy_limit=0.5,
+                policy_name="strict",
+            )
+        outcome = ledger.record(
+            "adult", [ReleaseInput("q", "hand", [{"kind": "laplace", "scale": 1.0}])], policy_limit=8.0
+        )
     assert outcome.limit == 5.0 and outcome.limit_source == "the ledger's budget for this dataset"
 
 
-@pytest.mark.parametrize("uri, message", [
-    ("http://example.com/ledger", "not a supported ledger database"),
-    ("mysql://user@host/db", "not a supported ledger database"),
-    ("sqlite://", "needs a file"),
-    ("postgresql+psycopg://user@127.0.0.1:1", "must name the database"),
-])
+@pytest.mark.parametrize(
+    "uri, message",
+    [
+        ("http://example.com/ledger", "not a supported ledger database"),
+        ("mysql://user@host/db", "not a supported ledger database"),
+        ("sqlite://", "needs a file"),
+        ("postgresql+psycopg://user@127.0.0.1:1", "must name the database"),
+    ],
+)
 def test_a_uri_that_is_not_a_ledger_database_is_refused(uri, message):
     with pytest.raises(AuditInputError, match=message):
         Ledger.open(uri)

@@ -1,6 +1,7 @@
 """`run --preset llm`, tiny, in a fresh process with `transformers` and the Hub client offline and an
 empty Hugging Face cache: a GPT-2-style model built from a config, pretrained on public records, DP
 fine-tuned (full and LoRA), audited with one-run canaries of both designs and through synthetic text."""
+
 from __future__ import annotations
 
 import json
@@ -13,20 +14,59 @@ import yaml
 
 from tests.conftest import REPO
 
-TINY = {"privacy": {"epsilons": [8.0, "inf"]},
-        "llm": {"n_candidates": 40, "n_pool": 40, "n_test": 10, "vocab_size": 250, "canaries_per_design": 24,
-                "canary_repetitions": 4, "d_model": 32, "n_heads": 2, "pretrain_epochs": 1, "epochs": 3,
-                "synthetic_samples": 16, "synthetic_epochs": 1}}
+TINY = {
+    "privacy": {"epsilons": [8.0, "inf"]},
+    "llm": {
+        "n_candidates": 40,
+        "n_pool": 40,
+        "n_test": 10,
+        "vocab_size": 250,
+        "canaries_per_design": 24,
+        "canary_repetitions": 4,
+        "d_model": 32,
+        "n_heads": 2,
+        "pretrain_epochs": 1,
+        "epochs": 3,
+        "synthetic_samples": 16,
+        "synthetic_epochs": 1,
+    },
+}
 
 
 @pytest.mark.slow  # six small fine-tunings (DP per-sample gradients) and two auxiliary models: ~1 min of CPU
 def test_the_llm_preset_runs_offline_end_to_end(tmp_path):
     (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(TINY))
-    env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-           "HF_HOME": str(tmp_path / "hf_home"), "HF_DATASETS_OFFLINE": "1"}
-    done = subprocess.run([sys.executable, "-m", "audit.cli", "run", "--preset", "llm", "--config", "tiny.yaml",
-                           "--out", "runs", "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}", "--quiet"], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=900, env=env, check=False)
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO),
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "HF_HOME": str(tmp_path / "hf_home"),
+        "HF_DATASETS_OFFLINE": "1",
+    }
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "audit.cli",
+            "run",
+            "--preset",
+            "llm",
+            "--config",
+            "tiny.yaml",
+            "--out",
+            "runs",
+            "--tracking-uri",
+            f"sqlite:///{tmp_path / 'mlflow.db'}",
+            "--quiet",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=env,
+        check=False,
+    )
     assert done.returncode in (0, 1), done.stderr[-3000:]  # inconclusive / a finding; never a crash or bad input
     (folder,) = list((tmp_path / "runs").glob("*-llm"))
     for name in ("results.json", "results.csv", "report.html", "summary.md", "junit.xml"):
@@ -37,12 +77,20 @@ def test_the_llm_preset_runs_offline_end_to_end(tmp_path):
     validate_results(results)
     targets = results["targets"]
     assert [(t["llm"]["finetuning"], t["epsilon_target"]) for t in targets] == [
-        ("full", None), ("full", 8.0), ("lora", None), ("lora", 8.0)]
+        ("full", None),
+        ("full", 8.0),
+        ("lora", None),
+        ("lora", 8.0),
+    ]
     for target in targets:
         mode = target["llm"]["finetuning"]
         names = {a["name"] for a in target["attacks"]}
-        assert names == {f"canary_panda_{mode}", f"canary_secret_sharer_{mode}", f"canary_panda_synthetic_{mode}",
-                         f"canary_secret_sharer_synthetic_{mode}"}
+        assert names == {
+            f"canary_panda_{mode}",
+            f"canary_secret_sharer_{mode}",
+            f"canary_panda_synthetic_{mode}",
+            f"canary_secret_sharer_synthetic_{mode}",
+        }
         for row in target["attacks"]:  # one coin per canary: m canaries, about half inserted
             assert row["n_canaries"] == 24 and 0 < row["n_inserted"] < 24
         if target["epsilon_target"] is not None:

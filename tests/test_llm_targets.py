@@ -1,6 +1,7 @@
 """The LLM job's pieces: GPT-2's per-sample gradients through Opacus's functorch path are each
 document's own gradient; LoRA trains and privatises only the adapters; the canaries of both designs;
 a canary row's power comes only from the positive control, and a powerless pass reads "not refuted"."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -31,7 +32,7 @@ def test_functorch_per_sample_gradients_of_gpt2_are_each_documents_own():
     for i in range(3):
         model.zero_grad()
         plain = build_hf_lm(40, SPEC, seed=0)
-        document_losses(plain(batch[i:i + 1]), batch[i:i + 1]).sum().backward()
+        document_losses(plain(batch[i : i + 1]), batch[i : i + 1]).sum().backward()
         for name, p in plain.named_parameters():
             got = per_sample["_module." + name][i]
             assert torch.allclose(got, p.grad, atol=1e-5), name  # the position embedding included
@@ -44,13 +45,26 @@ def test_lora_trains_only_the_adapters_and_keeps_the_pretrained_weights():
     trainable, total = trainable_share(with_lora(build_hf_lm(40, SPEC, seed=0), SPEC))
     assert 0 < trainable < total / 2  # rank-8 adapters on a width-16 model: still a minority
     rows = np.random.default_rng(0).integers(4, 40, size=(24, 12))
-    trained, tuned = finetune(state, 40, rows, SPEC, mode="lora", epsilon=8.0, delta=1e-5, accountant="prv", seed=1,
-                              device=torch.device("cpu"), owners=np.arange(24) // 2)
+    trained, tuned = finetune(
+        state,
+        40,
+        rows,
+        SPEC,
+        mode="lora",
+        epsilon=8.0,
+        delta=1e-5,
+        accountant="prv",
+        seed=1,
+        device=torch.device("cpu"),
+        owners=np.arange(24) // 2,
+    )
     assert trained.privacy_unit == "person" and trained.n_units == 12 and trained.noise_multiplier > 0
     base = {k: v for k, v in tuned.state_dict().items() if "lora_" not in k}
     assert len(base) == len(state)
-    for (_, before), (name, after) in zip(sorted(state.items()), sorted(
-            (k.replace("inner.base_model.model.", "inner.").replace(".base_layer", ""), v) for k, v in base.items())):
+    for (_, before), (name, after) in zip(
+        sorted(state.items()),
+        sorted((k.replace("inner.base_model.model.", "inner.").replace(".base_layer", ""), v) for k, v in base.items()),
+    ):
         assert torch.equal(before, after), name
     assert any(not torch.all(v == 0) for k, v in tuned.state_dict().items() if "lora_B" in k)  # adapters moved
 
@@ -60,21 +74,24 @@ def test_canaries_of_both_designs():
     from targets.text_corpus import make_text_corpus
     from targets.text_models import train_tokenizer
 
-    corpus = make_text_corpus(n_candidates=20, n_pool=40, n_test=10, repetitions=(1,), canaries_per_repetition=1,
-                              n_controls=1, seed=3)
+    corpus = make_text_corpus(
+        n_candidates=20, n_pool=40, n_test=10, repetitions=(1,), canaries_per_repetition=1, n_controls=1, seed=3
+    )
     tokenizer = train_tokenizer([r.text for r in corpus.pool], 200)
     vocab = tokenizer.get_vocab_size()
     new = range(vocab, vocab + 8)
     names = [f"person {i}" for i in range(200)]
-    panda = make_canaries("panda", tokenizer, names, secret_length=3, repetitions=2, max_length=24,
-                          new_token_ids=new, seed=5)
-    sharer = make_canaries("secret_sharer", tokenizer, names, secret_length=3, repetitions=2, max_length=24,
-                           new_token_ids=new, seed=5)
+    panda = make_canaries(
+        "panda", tokenizer, names, secret_length=3, repetitions=2, max_length=24, new_token_ids=new, seed=5
+    )
+    sharer = make_canaries(
+        "secret_sharer", tokenizer, names, secret_length=3, repetitions=2, max_length=24, new_token_ids=new, seed=5
+    )
     digits = {tokenizer.token_to_id(str(d)) for d in range(10)}
     for i in range(len(names)):
         s = int(panda.secret_start[i])
-        assert set(panda.token_ids[i, s:s + 3]) <= set(new)  # Panda: only tokens no pretraining saw
-        assert set(sharer.token_ids[i, s:s + 3]) <= digits
+        assert set(panda.token_ids[i, s : s + 3]) <= set(new)  # Panda: only tokens no pretraining saw
+        assert set(sharer.token_ids[i, s : s + 3]) <= digits
     assert 70 < panda.inserted.sum() < 130  # fair coins (binomial(200, ½): 5 SDs each side)
     assert len(panda.training_rows()) == 2 * panda.inserted.sum()
     # The score is minus the mean loss of the secret's tokens: checked against a hand computation.
@@ -87,7 +104,13 @@ def test_canaries_of_both_designs():
 
 
 def _row(mode, key, claim, bound=None):
-    return {"mode": mode, "design_key": key, "design": key, "claim": {"epsilon": claim}, "epsilon_lb": {"one_run": bound}}
+    return {
+        "mode": mode,
+        "design_key": key,
+        "design": key,
+        "claim": {"epsilon": claim},
+        "epsilon_lb": {"one_run": bound},
+    }
 
 
 def test_canary_power_comes_from_the_positive_control_only():
@@ -111,14 +134,28 @@ def test_a_passing_canary_row_without_power_is_not_refuted():
     rng = np.random.default_rng(0)
     coins = rng.random(2000) < 0.5
     scores = rng.normal(size=2000)  # no signal: the claim ε = 1 is not refuted
-    row = evaluate_attack("canary_panda", scores, coins, np.zeros(2000, dtype=int), delta=1e-5, confidence=0.95,
-                          threshold_seed=0, accountant_epsilon=1.0)
+    row = evaluate_attack(
+        "canary_panda",
+        scores,
+        coins,
+        np.zeros(2000, dtype=int),
+        delta=1e-5,
+        confidence=0.95,
+        threshold_seed=0,
+        accountant_epsilon=1.0,
+    )
     statuses = {}
     for kind in ("none", "control"):
-        row = {**row, "claim": {"epsilon": 1.0, "level": "full fine-tuning · person"},
-               "power": {"kind": kind, "detail": "d", "figure": None, "decider": "x" if kind == "none" else None}}
-        results = {"kind": "text", "targets": [{"epsilon_target": 1.0, "epsilon_accountant": 1.0, "delta": 1e-5,
-                                                 "attacks": [row]}], "synthetic": []}
+        row = {
+            **row,
+            "claim": {"epsilon": 1.0, "level": "full fine-tuning · person"},
+            "power": {"kind": kind, "detail": "d", "figure": None, "decider": "x" if kind == "none" else None},
+        }
+        results = {
+            "kind": "text",
+            "targets": [{"epsilon_target": 1.0, "epsilon_accountant": 1.0, "delta": 1e-5, "attacks": [row]}],
+            "synthetic": [],
+        }
         decided, _ = verdict_for_results(results, None)
         statuses[kind] = decided["verdict"]["claims"][0]["status"]
     assert statuses == {"none": "not_refuted", "control": "held"}

@@ -1,12 +1,9 @@
 """Black-box mechanism audits: a correct mechanism passes, a mechanism with too little noise is caught."""
+
 import json
 
 import numpy as np
 import pytest
-
-from audit.errors import AuditInputError
-from audit.dp_validation.mechanism_audit import audit_mechanism, check_neighbouring, threshold_audit
-
 
 from audit.demos.mechanisms import (  # noqa: E402
     gaussian_mean,
@@ -14,6 +11,8 @@ from audit.demos.mechanisms import (  # noqa: E402
     laplace_count_wrong_scale,
     neighbouring_datasets,
 )
+from audit.dp_validation.mechanism_audit import audit_mechanism, check_neighbouring, threshold_audit
+from audit.errors import AuditInputError
 
 COUNTS = neighbouring_datasets(100, relation="add_remove", seed=0)
 MEANS = neighbouring_datasets(100, relation="replace", seed=0)
@@ -66,8 +65,9 @@ def test_a_vector_output_is_audited_through_a_statistic():
     def noisy_histogram(data, rng):
         return np.array([np.sum(data == 0), np.sum(data == 1)], dtype=float) + rng.laplace(0, 0.25, size=2)
 
-    result = audit_mechanism(noisy_histogram, *COUNTS, n_trials=3000, claimed_epsilon=1.0, seed=0,
-                             statistic=lambda out: out[1])
+    result = audit_mechanism(
+        noisy_histogram, *COUNTS, n_trials=3000, claimed_epsilon=1.0, seed=0, statistic=lambda out: out[1]
+    )
     assert result["violation"]
     with pytest.raises(AuditInputError, match="statistic"):
         audit_mechanism(noisy_histogram, *COUNTS, n_trials=100, claimed_epsilon=1.0)

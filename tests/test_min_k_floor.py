@@ -1,5 +1,6 @@
 """min-k % and min-k %++ keep ⌊k·n⌋ tokens (at least one), as the papers' code does (issue #41 item 5):
 scores checked against the formulas written out by hand on a document where ⌊·⌋ and ⌈·⌉ differ."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -29,8 +30,14 @@ def test_min_k_keeps_floor_of_k_n_tokens():
 
 def test_min_k_plus_plus_keeps_floor_of_k_n_standardised_tokens():
     # Zhang et al. 2024: z_t = (log p − μ_t) / σ_t, then the mean of the ⌊k·n⌋ lowest z_t.
-    z = [(-0.2 + 1.0) / 0.5, (-4.0 + 2.0) / 1.0, (-1.0 + 1.5) / 0.5, (-6.0 + 3.0) / 2.0, (-0.5 + 0.8) / 0.4,
-         (-2.5 + 2.0) / 0.25]  # 1.6, -2.0, 1.0, -1.5, 0.75, -2.0
+    z = [
+        (-0.2 + 1.0) / 0.5,
+        (-4.0 + 2.0) / 1.0,
+        (-1.0 + 1.5) / 0.5,
+        (-6.0 + 3.0) / 2.0,
+        (-0.5 + 0.8) / 0.4,
+        (-2.5 + 2.0) / 0.25,
+    ]  # 1.6, -2.0, 1.0, -1.5, 0.75, -2.0
     lowest = sorted(z)
     assert min_k_plus_plus_scores(LOGPROB, MU, SIGMA, 0.2)[0] == pytest.approx(lowest[0])  # ⌊1.2⌋ = 1
     assert min_k_plus_plus_scores(LOGPROB, MU, SIGMA, 0.5)[0] == pytest.approx(np.mean(lowest[:3]))  # ⌊3⌋ = 3

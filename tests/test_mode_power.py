@@ -5,6 +5,7 @@ correct recipe; what the console prints is read as a user reads it. Then the rul
 a size the power table (benchmarks/bench_mode_power.py) shows refuting every bug; proven power only for Dirac
 canaries with every iterate observed.
 """
+
 from __future__ import annotations
 
 import re
@@ -26,8 +27,12 @@ from audit.machinery.single_audit_verdicts import single_audit_verdict
 from audit.machinery.workers import WorkerPool
 
 # Small sizes (the suite must stay fast): all below what the power table shows refuting every bug.
-SMALL = {"one-run": {"n_canaries": 200}, "multi": {"n_models": 30}, "multi-canary": {"n_models": 24, "n_canaries": 8},
-         "profile": {"n_models": 60}}
+SMALL = {
+    "one-run": {"n_canaries": 200},
+    "multi": {"n_models": 30},
+    "multi-canary": {"n_models": 24, "n_canaries": 8},
+    "profile": {"n_models": 60},
+}
 HELD = re.compile(r"\bheld\b(?! ·)|\bPASS\b")  # a claim or top line saying held / PASS (not the "0 held ·" count)
 
 
@@ -103,10 +108,17 @@ def test_whitebox_power_is_proven_only_for_dirac_canaries_on_every_iterate():
 
 
 def test_a_passing_test_without_power_is_not_refuted_with_power_it_holds():
-    passing = claim_verdict(bound=0.1, ceiling=4.0, claimed_epsilon=1.0, delta=1e-5, needed=None, unit="runs",
-                            confidence=0.95)
-    result = {"claimed_epsilon": 1.0, "epsilon_lower_bound": 0.1, "ceiling": 4.0, "delta": 1e-5, "mode": "multi",
-              "trainer": "t"}
+    passing = claim_verdict(
+        bound=0.1, ceiling=4.0, claimed_epsilon=1.0, delta=1e-5, needed=None, unit="runs", confidence=0.95
+    )
+    result = {
+        "claimed_epsilon": 1.0,
+        "epsilon_lower_bound": 0.1,
+        "ceiling": 4.0,
+        "delta": 1e-5,
+        "mode": "multi",
+        "trainer": "t",
+    }
     weak = canary_mode_power("one-run", 200)
     own = apply_power(passing, weak)
     assert own["status"] == "inconclusive" and not own["passed"] and own["reasons"][0].startswith("not refuted")
@@ -114,16 +126,18 @@ def test_a_passing_test_without_power_is_not_refuted_with_power_it_holds():
     assert verdict["status"] == "inconclusive" and verdict["claims"][0]["status"] == "not_refuted"
     strong = mechanism_power(20_000)
     assert strong["kind"] == "measured"
-    verdict = single_audit_verdict("mechanism-audit", {**result, "power": strong,
-                                                       "verdict": apply_power(passing, strong)})
+    verdict = single_audit_verdict(
+        "mechanism-audit", {**result, "power": strong, "verdict": apply_power(passing, strong)}
+    )
     assert verdict["status"] == "pass" and verdict["claims"][0]["status"] == "held"
     # re-read from a results file (the verdict already re-decided): still not refuted, not untestable
     shown = single_audit_verdict("canary-audit", {**result, "power": weak, "verdict": own})
     again = single_audit_verdict("canary-audit", {**result, "power": weak, "verdict": shown})
     assert again["claims"][0]["status"] == "not_refuted"
     # a refuted or untestable verdict is unchanged by the power
-    refuted = claim_verdict(bound=3.0, ceiling=4.0, claimed_epsilon=1.0, delta=1e-5, needed=None, unit="runs",
-                            confidence=0.95)
+    refuted = claim_verdict(
+        bound=3.0, ceiling=4.0, claimed_epsilon=1.0, delta=1e-5, needed=None, unit="runs", confidence=0.95
+    )
     assert apply_power(refuted, weak)["status"] == "fail"
 
 
@@ -143,8 +157,9 @@ def test_whitebox_final_model_observation_is_not_refuted_where_every_iterate_hol
     from audit.dp_validation.whitebox_audit import run_whitebox_audit
 
     for observe, expected in (("all", "held"), ("final", "not_refuted")):
-        result = run_whitebox_audit(builtin=True, noise_multiplier=2.0, steps=4, n_runs=300, workers=1, device="cpu",
-                                    observe=observe)
+        result = run_whitebox_audit(
+            builtin=True, noise_multiplier=2.0, steps=4, n_runs=300, workers=1, device="cpu", observe=observe
+        )
         verdict = single_audit_verdict("whitebox-audit", result)
         statuses = {c["status"] for c in verdict["claims"] if "accountant" not in c["claim"]}
         assert statuses == {expected}, (observe, verdict["claims"])

@@ -1,4 +1,5 @@
 """`audit.model_audits.model_audit.audit_user_model`: audit a user's own trained model from its weights file."""
+
 from __future__ import annotations
 
 import math
@@ -9,10 +10,10 @@ import pandas as pd
 import pytest
 import torch
 
-from audit.machinery.config import AuditConfig
 from audit.errors import AuditInputError
-from audit.model_audits.model_audit import audit_user_model
+from audit.machinery.config import AuditConfig
 from audit.machinery.policy import validate_results
+from audit.model_audits.model_audit import audit_user_model
 from targets.datasets import make_default_tabular
 from targets.models import MLP
 
@@ -24,8 +25,12 @@ def _config(**overrides) -> AuditConfig:
     raw = {
         "training": {"hidden_sizes": HIDDEN, "epochs": 20},
         "privacy": {"epsilons": ["inf"]},
-        "attacks": {"names": ["loss", "lira", "lira_offline", "rmia", "shadow"], "n_reference_models": 8,
-                    "n_shadow_models": 2, "rmia_population": 200},
+        "attacks": {
+            "names": ["loss", "lira", "lira_offline", "rmia", "shadow"],
+            "n_reference_models": 8,
+            "n_shadow_models": 2,
+            "rmia_population": 200,
+        },
     }
     for key, value in overrides.items():
         raw[key] = {**raw.get(key, {}), **value}
@@ -39,8 +44,11 @@ def files(tmp_path_factory) -> dict[str, Path]:
     data = make_default_tabular(1500, seed=3)
     columns = [f"f{i}" for i in range(data.features.shape[1])]
     order = np.random.default_rng(0).permutation(data.n_rows)
-    parts = {"members": order[:N_MEMBERS], "nonmembers": order[N_MEMBERS:N_MEMBERS + N_NONMEMBERS],
-             "population": order[N_MEMBERS + N_NONMEMBERS:]}
+    parts = {
+        "members": order[:N_MEMBERS],
+        "nonmembers": order[N_MEMBERS : N_MEMBERS + N_NONMEMBERS],
+        "population": order[N_MEMBERS + N_NONMEMBERS :],
+    }
     paths = {}
     for name, rows in parts.items():
         frame = pd.DataFrame(data.features[rows], columns=columns)
@@ -71,8 +79,9 @@ def files(tmp_path_factory) -> dict[str, Path]:
 
 
 def _audit(files, config=None, **kwargs):
-    arguments = dict(weights=files["weights"], members=files["members"], nonmembers=files["nonmembers"], label="y",
-                     device="cpu")
+    arguments = dict(
+        weights=files["weights"], members=files["members"], nonmembers=files["nonmembers"], label="y", device="cpu"
+    )
     arguments.update(kwargs)
     return audit_user_model(config or _config(), **arguments)
 
@@ -101,8 +110,17 @@ def test_a_memorising_model_leaks_to_the_loss_attack_and_lira_runs_with_a_popula
 def test_results_validate_and_the_one_run_bound_is_not_claimed(files, full_results):
     results, scores_path = full_results
     validate_results(results)
-    assert set(results) == {"schema_version", "config", "environment", "data", "attacks_run", "targets", "synthetic",
-                            "notes", "verdict"}
+    assert set(results) == {
+        "schema_version",
+        "config",
+        "environment",
+        "data",
+        "attacks_run",
+        "targets",
+        "synthetic",
+        "notes",
+        "verdict",
+    }
     for attack in results["targets"][0]["attacks"]:
         assert attack["epsilon_lb"]["one_run"] is None
         assert attack["epsilon_lb"]["clopper_pearson"] >= 0
@@ -196,7 +214,9 @@ def test_files_with_other_columns_name_the_file_and_the_column(files, tmp_path):
     assert str(extra) in info.value.where and "'age'" in info.value.where
 
     with_nan = tmp_path / "nan.csv"
-    nonmembers.assign(f5=np.where(np.arange(len(nonmembers)) == 7, np.nan, nonmembers["f5"])).to_csv(with_nan, index=False)
+    nonmembers.assign(f5=np.where(np.arange(len(nonmembers)) == 7, np.nan, nonmembers["f5"])).to_csv(
+        with_nan, index=False
+    )
     with pytest.raises(AuditInputError, match="NaN") as info:
         _audit(files, nonmembers=with_nan)
     assert str(with_nan) in info.value.where and "'f5'" in info.value.where

@@ -6,6 +6,7 @@ generators at 100 seeds. Why 100 and "at most 9 alarms": if the family-wise fals
 pass bounds the rate well below 15 %; at the intended ≤ 5 % the test fails with probability ≤ 3 %
 (it is seeded, so it is deterministic either way). Smaller counts cannot tell 5 % from 15 %.
 """
+
 import importlib.util
 from pathlib import Path
 

@@ -1,4 +1,5 @@
 """`targets.canaries` inside a real Opacus step: witness rows, the clipped sum, the exact clipping check."""
+
 from __future__ import annotations
 
 import types
@@ -18,10 +19,12 @@ STEPS, Q, C = 12, 0.1, 2.0
 def _run(max_rows=None, kind="dirac", m=200, no_clipping=False):
     warnings.filterwarnings("ignore")
     torch.manual_seed(0)
-    setup = tabular_mlp_setup(noise_multiplier=1.0, sample_rate=Q, steps=STEPS, max_grad_norm=C, rows=400,
-                              hidden=(32,), seed=0)
+    setup = tabular_mlp_setup(
+        noise_multiplier=1.0, sample_rate=Q, steps=STEPS, max_grad_norm=C, rows=400, hidden=(32,), seed=0
+    )
     optimizer = setup["optimizer"]
     if no_clipping:
+
         def clip_nothing(self):
             for p in self.params:
                 grad = self._get_flat_grad_sample(p).sum(0)
@@ -31,8 +34,9 @@ def _run(max_rows=None, kind="dirac", m=200, no_clipping=False):
     d = sum(p.numel() for p in optimizer.params if p.requires_grad)
     canaries = make_canaries(d, m, kind=kind, sample_rate=Q, seed=3, noise_multiplier=1.0, max_rows=max_rows)
     canaries.attach(optimizer)
-    steps, _ = train_loop(setup["model"], optimizer, setup["data_loader"], setup["epochs"], canaries=canaries,
-                          max_steps=STEPS)
+    steps, _ = train_loop(
+        setup["model"], optimizer, setup["data_loader"], setup["epochs"], canaries=canaries, max_steps=STEPS
+    )
     assert steps == STEPS
     return canaries
 

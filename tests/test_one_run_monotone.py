@@ -5,6 +5,7 @@ bound over repeats must not fall from 10³ to 10⁴ to 10⁵ canaries, for Stein
 bound and for the f-DP (GDP-family) bound, and neither may exceed the true ε. The old design
 (fixed guess fractions with Bonferroni) fell from 5.69 to 5.47 between 10⁴ and 10⁵ at μ = 4.
 """
+
 import numpy as np
 import pytest
 
@@ -30,7 +31,9 @@ def _means(mu: float, seed: int) -> dict[int, tuple[float, float]]:
             # Gaussian by construction (a μ-GDP mechanism): the check that withholds the figure on
             # users' scores (gdp_fit, which by design also rejects ~5 % of Gaussian samples) is not
             # what this test measures, so the known curve is passed as that check's answer.
-            fdp.append(fdp_one_run_audit(scores, members, None, delta=DELTA, gaussian_fit=KNOWN_GAUSSIAN)["gdp_epsilon"])
+            fdp.append(
+                fdp_one_run_audit(scores, members, None, delta=DELTA, gaussian_fit=KNOWN_GAUSSIAN)["gdp_epsilon"]
+            )
         out[m] = (float(np.mean(steinke)), float(np.mean(fdp)))
     return out
 

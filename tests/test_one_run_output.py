@@ -1,6 +1,7 @@
 """Every one-run bound where users look (issue 27, item 2): with randomized membership, audit-scores
 and synth-check print the f-DP one-run bound beside Steinke et al.'s, with its assumption and which
 one decides, and results.json and report.html carry it."""
+
 import json
 
 import numpy as np
@@ -24,9 +25,19 @@ def test_audit_scores_prints_both_one_run_bounds_and_says_which_decides(cli, tmp
     rng = np.random.default_rng(0)
     members = rng.random(2000) < 0.5
     pd.DataFrame({"member": members.astype(int), "score": rng.normal(size=2000) + 2.0 * members}).to_csv(
-        tmp_path / "s.csv", index=False)
-    proc = cli("audit-scores", "s.csv", "--membership-randomized", "--claimed-epsilon", "8",
-               "--tracking-uri", f"sqlite:///{tmp_path}/m.db", "--out", "runs")
+        tmp_path / "s.csv", index=False
+    )
+    proc = cli(
+        "audit-scores",
+        "s.csv",
+        "--membership-randomized",
+        "--claimed-epsilon",
+        "8",
+        "--tracking-uri",
+        f"sqlite:///{tmp_path}/m.db",
+        "--out",
+        "runs",
+    )
     assert proc.returncode in (0, 1), proc.stderr
     line = next(text for text in proc.stdout.splitlines() if "one-run bounds" in text)
     assert "Steinke et al. ε ≥" in line and "(decides" in line

@@ -1,5 +1,6 @@
 """A DP target's claim decided by all its tests together: membership rows and the one-run canary rows
 (white-box twin, federated canary clients), in one Holm family; and the run's conformance claim."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -21,34 +22,71 @@ def curves():
     profile = dpsgd_privacy_profile(SIGMA, Q, T)
     eps, deltas = profile.arrays()
     claim = float(eps[np.flatnonzero(deltas <= DELTA)[0]])
-    return claim, curve_ceilings(SIGMA, Q, T, 2000, DELTA, claim, factors=(1.0, 0.9, 0.7)), {
-        str(k): fdp_perfect_p_value(profile, k) for k in (2000, 8000)}
+    return (
+        claim,
+        curve_ceilings(SIGMA, Q, T, 2000, DELTA, claim, factors=(1.0, 0.9, 0.7)),
+        {str(k): fdp_perfect_p_value(profile, k) for k in (2000, 8000)},
+    )
 
 
 def _tests(claim, m, ceilings):  # as one_run_row chooses them: those a perfect attack passes alone at α
-    able = [t for t, ok in (("steinke", one_run_ceiling(m, DELTA, 0.05) > claim),
-                            ("fdp", ceilings[0]["fdp_perfect_p_value"] <= 0.05)) if ok]
+    able = [
+        t
+        for t, ok in (
+            ("steinke", one_run_ceiling(m, DELTA, 0.05) > claim),
+            ("fdp", ceilings[0]["fdp_perfect_p_value"] <= 0.05),
+        )
+        if ok
+    ]
     return able or ["steinke", "fdp"]
 
 
 def _row(claim, ceilings, by_m, p_value=0.5, m=2000):
-    return {"family": "white-box one-run", "claim": claim, "delta": DELTA, "m": m, "kind": "dirac", "p_value": p_value,
-            "tests": _tests(claim, m, ceilings), "refutable_alone": True, "ceiling": 0.0, "steinke_epsilon": 0.1, "fdp_refuted": False,
-            "gaussian_sum_epsilon": 0.5, "andrew_epsilon": 0.7, "curve_ceilings": ceilings, "fdp_perfect_p_by_m": by_m,
-            "test_accuracy_with_canaries": 0.8, "test_accuracy_target": 0.81, "train_seconds_with_canaries": 2.0,
-            "train_seconds_target": 1.5}
+    return {
+        "family": "white-box one-run",
+        "claim": claim,
+        "delta": DELTA,
+        "m": m,
+        "kind": "dirac",
+        "p_value": p_value,
+        "tests": _tests(claim, m, ceilings),
+        "refutable_alone": True,
+        "ceiling": 0.0,
+        "steinke_epsilon": 0.1,
+        "fdp_refuted": False,
+        "gaussian_sum_epsilon": 0.5,
+        "andrew_epsilon": 0.7,
+        "curve_ceilings": ceilings,
+        "fdp_perfect_p_by_m": by_m,
+        "test_accuracy_with_canaries": 0.8,
+        "test_accuracy_target": 0.81,
+        "train_seconds_with_canaries": 2.0,
+        "train_seconds_target": 1.5,
+    }
 
 
 def _membership_row(rng, m=100):
     members = rng.random(m) < 0.5
     bound = epsilon_lower_bound_one_run(rng.normal(size=m), members, DELTA)
-    return {"name": "loss", "epsilon_lb": {"one_run": bound.epsilon}, "epsilon_lb_details": {"one_run": bound.details},
-            "tpr_at_fpr": {}}
+    return {
+        "name": "loss",
+        "epsilon_lb": {"one_run": bound.epsilon},
+        "epsilon_lb_details": {"one_run": bound.details},
+        "tpr_at_fpr": {},
+    }
 
 
 def _results(claim, attacks, row):
-    target = {"epsilon_target": round(claim), "delta": DELTA, "epsilon": {}, "epsilon_accountant": claim,
-              "accountant": "prv", "test_accuracy": 0.81, "attacks": attacks, "whitebox_one_run": row}
+    target = {
+        "epsilon_target": round(claim),
+        "delta": DELTA,
+        "epsilon": {},
+        "epsilon_accountant": claim,
+        "accountant": "prv",
+        "test_accuracy": 0.81,
+        "attacks": attacks,
+        "whitebox_one_run": row,
+    }
     return {"schema_version": 3, "config": {"attacks": {"confidence": 0.95}}, "targets": [target], "synthetic": []}
 
 
@@ -96,23 +134,43 @@ def test_without_power_anywhere_the_claim_is_untestable_and_says_which_canaries_
 def test_a_federated_canary_client_row_tests_the_client_level_claim(curves):
     claim, ceilings, by_m = curves
     row = dict(_row(claim, ceilings, by_m), family="canary clients (one-run)", level="client")
-    client_mia = dict(_membership_row(np.random.default_rng(7)), name="client_mia",
-                      claim={"level": "client", "client": None, "epsilon": claim})
+    client_mia = dict(
+        _membership_row(np.random.default_rng(7)),
+        name="client_mia",
+        claim={"level": "client", "client": None, "epsilon": claim},
+    )
     results = _results(claim, [client_mia], row)
     results["targets"][0]["epsilon_accountant"] = None  # federated targets: the rows' claims
     verdict = verdict_for_results(results)[0]["verdict"]
     (client,) = [c for c in verdict["claims"] if "client-level" in c["claim"]]
     # canary clients (random directions) have no proven or measured power: the claim is not refuted,
     # never held, and the line says what would decide (docs/verdict.md "Power")
-    assert client["status"] == "not_refuted" and client["power"]["decider"] and set(client["checks"]) == {
-        f"ε = {round(claim):g} · client_mia (client-level ε) · one_run", f"ε = {round(claim):g} · canary clients (one-run)"}
+    assert (
+        client["status"] == "not_refuted"
+        and client["power"]["decider"]
+        and set(client["checks"])
+        == {
+            f"ε = {round(claim):g} · client_mia (client-level ε) · one_run",
+            f"ε = {round(claim):g} · canary clients (one-run)",
+        }
+    )
 
 
 def _conformance(p_values, failed=()):
-    checks = [{"check": name, "passed": True, "p_value": p, "value": 1.0, "expected": 1.0, "detail": ""}
-              for name, p in p_values.items()]
-    checks += [{"check": "trained_steps", "passed": "trained_steps" not in failed, "p_value": None, "value": 5,
-                "expected": 6, "detail": "steps in the accountant's history"}]
+    checks = [
+        {"check": name, "passed": True, "p_value": p, "value": 1.0, "expected": 1.0, "detail": ""}
+        for name, p in p_values.items()
+    ]
+    checks += [
+        {
+            "check": "trained_steps",
+            "passed": "trained_steps" not in failed,
+            "p_value": None,
+            "value": 5,
+            "expected": 6,
+            "detail": "steps in the accountant's history",
+        }
+    ]
     return {"checks": checks, "statistical_p_values": dict(p_values), "rules_failed": list(failed)}
 
 
@@ -139,22 +197,58 @@ def test_canary_clients_in_a_client_level_federation_score_the_in_canaries_highe
 
     rng = np.random.default_rng(0)
     clients = [(rng.normal(size=(20, 4)).astype(np.float32), rng.integers(0, 2, 20)) for _ in range(4)]
-    spec = FederatedSpec(hidden_sizes=[8], rounds=4, local_epochs=1, batch_size=10, lr=0.1, momentum=0.0,
-                         max_grad_norm=1.0, level="client", client_sample_rate=0.5, client_clip=1.0)
+    spec = FederatedSpec(
+        hidden_sizes=[8],
+        rounds=4,
+        local_epochs=1,
+        batch_size=10,
+        lr=0.1,
+        momentum=0.0,
+        max_grad_norm=1.0,
+        level="client",
+        client_sample_rate=0.5,
+        client_clip=1.0,
+    )
     d = 4 * 8 + 8 + 8 * 2 + 2
     canaries = CanaryClients(d, 200, 0.5, seed=1)
-    train_federation(clients, 2, spec, epsilon=8.0, delta=1e-5, accountant="prv", seed=2,
-                     device=torch.device("cpu"), client_noise_multiplier=0.3, canary_clients=canaries)
+    train_federation(
+        clients,
+        2,
+        spec,
+        epsilon=8.0,
+        delta=1e-5,
+        accountant="prv",
+        seed=2,
+        device=torch.device("cpu"),
+        client_noise_multiplier=0.3,
+        canary_clients=canaries,
+    )
     scores, coins = canaries.scores("all"), canaries.coins
     assert canaries.rounds == 4 and canaries.joined > 0
     # σ = 0.3 over 4 rounds at q = 0.5: in-canaries sum to ≈ 2 (rounds joined), out-canaries to ≈ 0.
     assert scores[coins].mean() - scores[~coins].mean() > 1.0
     assert np.corrcoef(canaries.scores("final"), coins)[0, 1] > 0.3
     with pytest.raises(ValueError, match="client-level"):
-        train_federation(clients, 2, FederatedSpec(hidden_sizes=[8], rounds=1, local_epochs=1, batch_size=10, lr=0.1,
-                                                   momentum=0.0, max_grad_norm=1.0, level="record"),
-                         epsilon=8.0, delta=1e-5, accountant="prv", seed=2, device=torch.device("cpu"),
-                         canary_clients=CanaryClients(d, 10, 0.5, seed=1))
+        train_federation(
+            clients,
+            2,
+            FederatedSpec(
+                hidden_sizes=[8],
+                rounds=1,
+                local_epochs=1,
+                batch_size=10,
+                lr=0.1,
+                momentum=0.0,
+                max_grad_norm=1.0,
+                level="record",
+            ),
+            epsilon=8.0,
+            delta=1e-5,
+            accountant="prv",
+            seed=2,
+            device=torch.device("cpu"),
+            canary_clients=CanaryClients(d, 10, 0.5, seed=1),
+        )
 
 
 def test_the_trained_targets_accountant_history_must_match_the_training_it_recorded():
@@ -162,8 +256,9 @@ def test_the_trained_targets_accountant_history_must_match_the_training_it_recor
 
     from audit.sweep.conformance_rows import trained_accountant_checks
 
-    right = SimpleNamespace(accountant_history=((1.2, 0.05, 100), (1.2, 0.05, 20)), steps=120, noise_multiplier=1.2,
-                            sample_rate=0.05)
+    right = SimpleNamespace(
+        accountant_history=((1.2, 0.05, 100), (1.2, 0.05, 20)), steps=120, noise_multiplier=1.2, sample_rate=0.05
+    )
     assert all(c["passed"] for c in trained_accountant_checks(right))
     short = SimpleNamespace(**{**vars(right), "steps": 240})  # the accountant was told half the steps
     wrong_q = SimpleNamespace(**{**vars(right), "sample_rate": 0.1})  # …or another sampling rate
@@ -179,10 +274,16 @@ def test_the_main_jobs_conformance_entry_passes_on_its_own_correct_setup():
     rng = np.random.default_rng(1)
     features, labels = rng.normal(size=(200, 5)).astype(np.float32), rng.integers(0, 2, 200)
     spec = TrainingSpec(hidden_sizes=[8], epochs=2, batch_size=20, lr=0.1, momentum=0.0, max_grad_norm=1.0)
-    target = train_target(features, labels, 2, spec, epsilon=4.0, delta=1e-5, accountant="prv", seed=3,
-                          device=torch.device("cpu"))
-    entry = conformance_entry(features, labels, 2, spec, target=target, accountant="prv", seed=3,
-                              device=torch.device("cpu"))
-    assert entry["rules_failed"] == [] and {"noise_std", "per_example_clipping", "poisson_sampling",
-                                            "independent_inclusion"} <= set(entry["statistical_p_values"])
+    target = train_target(
+        features, labels, 2, spec, epsilon=4.0, delta=1e-5, accountant="prv", seed=3, device=torch.device("cpu")
+    )
+    entry = conformance_entry(
+        features, labels, 2, spec, target=target, accountant="prv", seed=3, device=torch.device("cpu")
+    )
+    assert entry["rules_failed"] == [] and {
+        "noise_std",
+        "per_example_clipping",
+        "poisson_sampling",
+        "independent_inclusion",
+    } <= set(entry["statistical_p_values"])
     assert {c["check"] for c in entry["checks"]} >= {"trained_steps", "trained_sigma_q", "steps", "accountant_sigma"}

@@ -11,6 +11,7 @@ tests/data/results_one_run_example.json
     `run` on data.n_rows 400, training.hidden_sizes [8], epochs 2, privacy.epsilons [4, inf],
     one_run_canaries 200, attacks [loss] (a twin row and a conformance entry on the ε 4 target).
 """
+
 from __future__ import annotations
 
 import copy
@@ -26,8 +27,10 @@ from audit.errors import AuditInputError
 DATA = Path(__file__).parent / "data"
 SCHEMA = json.loads((Path(__file__).resolve().parents[1] / "audit" / "schema" / "results.schema.json").read_text())
 RUN_VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)
-SINGLE = {"whitebox-audit": DATA / "audit_results" / "current" / "whitebox-audit-one-run.json",
-          "conformance": DATA / "audit_results" / "current" / "conformance-factory.json"}
+SINGLE = {
+    "whitebox-audit": DATA / "audit_results" / "current" / "whitebox-audit-one-run.json",
+    "conformance": DATA / "audit_results" / "current" / "conformance-factory.json",
+}
 
 
 @pytest.fixture

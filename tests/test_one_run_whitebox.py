@@ -1,4 +1,5 @@
 """`whitebox-audit --mode one-run`: the statistics on exact Gaussian shifts, and real Opacus runs with canaries."""
+
 from __future__ import annotations
 
 import json
@@ -60,8 +61,9 @@ def test_the_exact_claimed_mechanism_is_never_refuted_over_repeats():
     coins = rng.random((repeats, 1000)) < 0.5
     scores = coins * 1.0 + rng.normal(size=coins.shape)
     for i in range(repeats):
-        audit = one_run_claim_audit(scores[i], coins[i], claimed_epsilon=claim, delta=DELTA, profile=profile,
-                                    with_estimates=False)
+        audit = one_run_claim_audit(
+            scores[i], coins[i], claimed_epsilon=claim, delta=DELTA, profile=profile, with_estimates=False
+        )
         refuted += audit["status"] == "refuted"
         assert audit["status"] in ("held", "refuted")  # the f-DP test could refute the curve: testable
     assert refuted <= stats.binom.ppf(0.999, repeats, 0.05)
@@ -74,8 +76,9 @@ def test_a_doubled_shift_refutes_the_claim():
     # 2000 a shift of 2 against a claim of 1 is near the edge of their power (refuted at 2 of 3 seeds).
     coins = rng.random(3000) < 0.5
     scores = coins * 2.0 + rng.normal(size=coins.size)
-    audit = one_run_claim_audit(scores, coins, claimed_epsilon=epsilon_from_gdp_mu(1.0, DELTA), delta=DELTA,
-                                profile=profile)
+    audit = one_run_claim_audit(
+        scores, coins, claimed_epsilon=epsilon_from_gdp_mu(1.0, DELTA), delta=DELTA, profile=profile
+    )
     assert audit["status"] == "refuted" and audit["fdp"]["refuted"]
     assert audit["gaussian_sum"]["epsilon"] > 7 and audit["andrew"]["epsilon"] > 7
 
@@ -96,10 +99,15 @@ def test_too_few_canaries_leave_a_large_claim_untestable_and_say_how_many_are_ne
 def test_one_run_on_opacus_holds_a_correct_setup_and_refutes_noise_without_c():
     from audit.dp_validation.one_run_whitebox import run_one_run_whitebox_audit
 
-    good = run_one_run_whitebox_audit(factory="audit.demos.whitebox_factories:wide_correct_opacus", n_canaries=2000,
-                                      compare_plain=False, timeout=600)
-    bad = run_one_run_whitebox_audit(factory="audit.demos.whitebox_factories:wide_noise_not_scaled_by_clip_norm",
-                                     n_canaries=2000, compare_plain=False, timeout=600)
+    good = run_one_run_whitebox_audit(
+        factory="audit.demos.whitebox_factories:wide_correct_opacus", n_canaries=2000, compare_plain=False, timeout=600
+    )
+    bad = run_one_run_whitebox_audit(
+        factory="audit.demos.whitebox_factories:wide_noise_not_scaled_by_clip_norm",
+        n_canaries=2000,
+        compare_plain=False,
+        timeout=600,
+    )
     assert good["canaries"]["kind"] == "dirac" and good["steps"] == 4
     assert good["one_run"]["status"] == "held" and good["verdict"]["status"] == "pass"
     assert bad["one_run"]["status"] == "refuted" and bad["verdict"]["status"] == "fail"
@@ -108,14 +116,33 @@ def test_one_run_on_opacus_holds_a_correct_setup_and_refutes_noise_without_c():
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "audit.cli", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=900)
+    return subprocess.run(
+        [sys.executable, "-m", "audit.cli", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=900
+    )
 
 
 def test_cli_one_run_builtin_reports_cost_accuracy_and_claim_status(tmp_path):
-    done = _cli("whitebox-audit", "--mode", "one-run", "--builtin", "--noise-multiplier", "2", "--sample-rate", "0.5",
-                "--steps", "6", "--canaries", "200", "--device", "cpu", "--out", str(tmp_path / "runs"),
-                "--tracking-uri", f"sqlite:///{tmp_path / 'm.db'}", cwd=tmp_path)
+    done = _cli(
+        "whitebox-audit",
+        "--mode",
+        "one-run",
+        "--builtin",
+        "--noise-multiplier",
+        "2",
+        "--sample-rate",
+        "0.5",
+        "--steps",
+        "6",
+        "--canaries",
+        "200",
+        "--device",
+        "cpu",
+        "--out",
+        str(tmp_path / "runs"),
+        "--tracking-uri",
+        f"sqlite:///{tmp_path / 'm.db'}",
+        cwd=tmp_path,
+    )
     assert done.returncode in (0,), done.stdout + done.stderr
     (path,) = (tmp_path / "runs").glob("*-whitebox-audit/whitebox-audit.json")
     result = json.loads(path.read_text())
@@ -129,20 +156,47 @@ def test_cli_one_run_builtin_reports_cost_accuracy_and_claim_status(tmp_path):
 
 
 def test_cli_one_run_rejects_an_unknown_canary_kind(tmp_path):
-    done = _cli("whitebox-audit", "--mode", "one-run", "--builtin", "--noise-multiplier", "2", "--canary-kind",
-                "spiral", "--out", str(tmp_path / "runs"), cwd=tmp_path)
+    done = _cli(
+        "whitebox-audit",
+        "--mode",
+        "one-run",
+        "--builtin",
+        "--noise-multiplier",
+        "2",
+        "--canary-kind",
+        "spiral",
+        "--out",
+        str(tmp_path / "runs"),
+        cwd=tmp_path,
+    )
     assert done.returncode == 2 and "--canary-kind" in done.stdout + done.stderr
     assert not (tmp_path / "runs").exists() or not list((tmp_path / "runs").glob("*-whitebox-audit"))
 
 
 @pytest.mark.slow  # ~1-2 min: two tiny setups, each one canary run + conformance
 def test_the_one_run_planted_bug_bench_flags_a_bug_and_not_a_correct_setup():
-    proc = subprocess.run([sys.executable, "-W", "ignore", str(ROOT / "benchmarks" / "bench_one_run_whitebox.py"),
-                           "--size", "tiny", "--only", "fixed_noise_seed,correct_eps_4_0_seed_2"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-W",
+            "ignore",
+            str(ROOT / "benchmarks" / "bench_one_run_whitebox.py"),
+            "--size",
+            "tiny",
+            "--only",
+            "fixed_noise_seed,correct_eps_4_0_seed_2",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    rows = {line.split("|")[1].strip(): [c.strip() for c in line.strip("|").split("|")]
-            for line in proc.stdout.splitlines() if line.startswith("| ") and not line.startswith("| setup")}
+    rows = {
+        line.split("|")[1].strip(): [c.strip() for c in line.strip("|").split("|")]
+        for line in proc.stdout.splitlines()
+        if line.startswith("| ") and not line.startswith("| setup")
+    }
     assert rows["fixed_noise_seed"][9] == "yes" and "noise_independence" in rows["fixed_noise_seed"][8]
     assert rows["correct_eps_4_0_seed_2"][9] == "no"
     assert "bugs flagged: 1 of 1; correct setups flagged: 0 of 1" in proc.stdout

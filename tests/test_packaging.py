@@ -1,5 +1,6 @@
 """The package installs like one: a wheel built from this tree carries its schema, example policies and
 licence, and, installed into a clean virtual environment, works from outside the checkout."""
+
 from __future__ import annotations
 
 import json
@@ -29,11 +30,28 @@ def wheel(tmp_path_factory) -> Path:
 
     A copy, because setuptools builds in place and its build/ folder keeps files deleted since."""
     source = tmp_path_factory.mktemp("source") / "privacy-audit"
-    shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(
-        ".git", ".venv", ".venv-*", "build", "runs", "mlartifacts", "mlruns", "*.egg-info", "__pycache__", ".pytest_cache", "*.db"))
+    shutil.copytree(
+        REPO,
+        source,
+        ignore=shutil.ignore_patterns(
+            ".git",
+            ".venv",
+            ".venv-*",
+            "build",
+            "runs",
+            "mlartifacts",
+            "mlruns",
+            "*.egg-info",
+            "__pycache__",
+            ".pytest_cache",
+            "*.db",
+        ),
+    )
     out = tmp_path_factory.mktemp("wheel")
-    proc = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out),
-                 str(source)], cwd=out)
+    proc = _run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), str(source)],
+        cwd=out,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     (built,) = out.glob("privacy_audit-*.whl")
     return built
@@ -71,8 +89,11 @@ def test_installed_into_a_clean_venv_it_works_from_outside_the_checkout(wheel, t
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env["MLFLOW_DISABLE_TELEMETRY"] = "true"
 
-    where = _run([str(python), "-c", "import audit, reports; print(audit.__file__); print(reports.__file__)"],
-                 cwd=outside, env=env)
+    where = _run(
+        [str(python), "-c", "import audit, reports; print(audit.__file__); print(reports.__file__)"],
+        cwd=outside,
+        env=env,
+    )
     assert where.returncode == 0, where.stderr
     assert all(str(venv) in line for line in where.stdout.splitlines()), where.stdout
 
@@ -82,21 +103,24 @@ def test_installed_into_a_clean_venv_it_works_from_outside_the_checkout(wheel, t
     help_text = _run([str(python), "-m", "audit", "--help"], cwd=outside, env=env)
     assert help_text.returncode == 0 and "gate" in help_text.stdout and "presets" in help_text.stdout
 
-    dumped = _run([str(venv / "bin" / "privacy-audit"), "presets", "dump", "policy-lenient", "policy.yaml"],
-                  cwd=outside, env=env)
+    dumped = _run(
+        [str(venv / "bin" / "privacy-audit"), "presets", "dump", "policy-lenient", "policy.yaml"], cwd=outside, env=env
+    )
     assert dumped.returncode == 0, dumped.stderr
 
     results = json.loads((REPO / "tests" / "data" / "results_smoke_example.json").read_text())
     (outside / "results.json").write_text(json.dumps(results))
-    gate = _run([str(venv / "bin" / "privacy-audit"), "gate", "--policy", "policy.yaml", "results.json"],
-                cwd=outside, env=env)
+    gate = _run(
+        [str(venv / "bin" / "privacy-audit"), "gate", "--policy", "policy.yaml", "results.json"], cwd=outside, env=env
+    )
     assert gate.returncode in (0, 1), gate.stderr
     assert (outside / "junit.xml").is_file()
 
     # Schema validation really runs from the installed package: a field of the wrong type is refused.
     results["targets"][0]["attacks"][0]["auc"] = "high"
     (outside / "broken.json").write_text(json.dumps(results))
-    refused = _run([str(venv / "bin" / "privacy-audit"), "gate", "--policy", "policy.yaml", "broken.json"],
-                   cwd=outside, env=env)
+    refused = _run(
+        [str(venv / "bin" / "privacy-audit"), "gate", "--policy", "policy.yaml", "broken.json"], cwd=outside, env=env
+    )
     assert refused.returncode == 2
     assert "targets[0].attacks[0].auc" in refused.stderr and "is not of type" in refused.stderr

@@ -1,4 +1,5 @@
 """The policy gate: a YAML file of limits, checked against results.json (audit/machinery/policy.py)."""
+
 from __future__ import annotations
 
 import copy
@@ -48,10 +49,19 @@ def _synthetic_entry(**changes):
         "generator": "copy",
         "epsilon_target": None,
         "nndr": {"p1": 0.0, "p10": 0.0, "median": 0.0},
-        "dcr": {"dcr_share": 1.0, "dcr_share_ci": [0.99, 1.0], "median_train": 0.0, "median_holdout": 0.3,
-                "exact_match_rate": 1.0},
-        "mia": {"auc": 0.98, "auc_ci": [0.97, 0.99], "tpr_at_fpr": {"0.001": 0.9},
-                "epsilon_lb": {"clopper_pearson": 4.1}},
+        "dcr": {
+            "dcr_share": 1.0,
+            "dcr_share_ci": [0.99, 1.0],
+            "median_train": 0.0,
+            "median_holdout": 0.3,
+            "exact_match_rate": 1.0,
+        },
+        "mia": {
+            "auc": 0.98,
+            "auc_ci": [0.97, 0.99],
+            "tpr_at_fpr": {"0.001": 0.9},
+            "epsilon_lb": {"clopper_pearson": 4.1},
+        },
     }
     entry.update(changes)
     return entry
@@ -87,7 +97,9 @@ def test_the_verdict_of_an_evaluation_has_the_shape_of_results_verdict(default_r
     verdict = decided["verdict"]
     assert verdict["status"] == "fail" and verdict["passed"] is False and verdict["policy"] == str(STRICT)
     assert all(any(c.message in reason for reason in verdict["reasons"]) for c in evaluation.failures)
-    assert {r["message"] for r in verdict["rules"] if r["status"] == "failed"} == {c.message for c in evaluation.failures}
+    assert {r["message"] for r in verdict["rules"] if r["status"] == "failed"} == {
+        c.message for c in evaluation.failures
+    }
     validate_results(decided)  # still a valid results.json
 
 
@@ -96,7 +108,9 @@ def test_the_verdict_of_an_evaluation_has_the_shape_of_results_verdict(default_r
 
 def test_an_override_for_infinity_applies_to_the_non_private_target_only(tmp_path, default_results):
     for spelling in (".inf", '"inf"', "null"):
-        policy = _policy(tmp_path, f"rules: {{max_auc: 0.51}}\noverrides:\n  - epsilon: {spelling}\n    rules: {{max_auc: 0.7}}\n")
+        policy = _policy(
+            tmp_path, f"rules: {{max_auc: 0.51}}\noverrides:\n  - epsilon: {spelling}\n    rules: {{max_auc: 0.7}}\n"
+        )
         evaluation = evaluate_policy(policy, default_results)
         limits = {c.target_label: c.limit for c in evaluation.checks if c.rule == "max_auc"}
         assert limits["ε = ∞"] == 0.7
@@ -116,7 +130,9 @@ def test_an_override_matching_no_target_is_reported_not_failed(tmp_path, default
     evaluation = evaluate_policy(policy, default_results)
     assert evaluation.passed
     unmatched = [c for c in evaluation.checks if c.rule.startswith("overrides")]
-    assert len(unmatched) == 1 and unmatched[0].status == "not applicable" and "matches no target" in unmatched[0].message
+    assert (
+        len(unmatched) == 1 and unmatched[0].status == "not applicable" and "matches no target" in unmatched[0].message
+    )
 
 
 def test_max_epsilon_lb_reads_the_best_sound_bound_and_names_its_method(tmp_path, default_results):
@@ -132,7 +148,9 @@ def test_tpr_limits_are_checked_per_attack_and_level(tmp_path, smoke_results):
     failing = {(c.target_label, c.attack) for c in evaluation.failures}
     expected = {
         ("ε = ∞" if t["epsilon_target"] is None else f"ε = {t['epsilon_target']:g}", a["name"])
-        for t in smoke_results["targets"] for a in t["attacks"] if a["tpr_at_fpr"]["0.001"] > 0.01
+        for t in smoke_results["targets"]
+        for a in t["attacks"]
+        if a["tpr_at_fpr"]["0.001"] > 0.01
     }
     assert failing == expected
     n_attacks = sum(len(t["attacks"]) for t in smoke_results["targets"])
@@ -142,8 +160,9 @@ def test_tpr_limits_are_checked_per_attack_and_level(tmp_path, smoke_results):
 def test_a_tpr_level_the_results_do_not_report_is_not_applicable(tmp_path, default_results):
     evaluation = evaluate_policy(_policy(tmp_path, "rules: {max_tpr_at_fpr: {0.05: 0.0}}\n"), default_results)
     assert evaluation.passed
-    assert all(c.status == "not applicable" and "0.05" in c.message for c in evaluation.checks
-               if c.rule.startswith("max_tpr"))
+    assert all(
+        c.status == "not applicable" and "0.05" in c.message for c in evaluation.checks if c.rule.startswith("max_tpr")
+    )
 
 
 def test_a_violation_fails_by_default_and_can_be_switched_off(tmp_path, default_results):
@@ -205,8 +224,11 @@ def test_a_synthetic_entry_without_a_dp_claim_or_computed_bounds_is_still_checke
     entry["mia"]["epsilon_lb"] = {"clopper_pearson": 3.5, "one_run": None}
     entry["nndr"]["p10"] = None
     default_results["synthetic"] = [entry]
-    policy = _policy(tmp_path, "rules: {max_epsilon_lb: 1.0, min_nndr_p10: 0.3}\n"
-                               "overrides:\n  - {epsilon: .inf, rules: {max_epsilon_lb: 3.0}}\n")
+    policy = _policy(
+        tmp_path,
+        "rules: {max_epsilon_lb: 1.0, min_nndr_p10: 0.3}\n"
+        "overrides:\n  - {epsilon: .inf, rules: {max_epsilon_lb: 3.0}}\n",
+    )
     evaluation = evaluate_policy(policy, default_results)
     [bound] = [c for c in evaluation.checks if c.rule == "max_epsilon_lb" and c.attack == "distance"]
     # Clopper-Pearson over one release's records is not proven: it never gates (the verdict calls it inconclusive).
@@ -242,8 +264,10 @@ BAD_POLICIES = [
     ("rules: {}\n", "sets no rule"),
     ("rules: {max_auc: 0.6}\noverrides:\n  - epsilon: -1\n    rules: {max_auc: 0.7}\n", "overrides[0].epsilon"),
     ("rules: {max_auc: 0.6}\noverrides:\n  - epsilon: 1\n    rules: {max_aux: 0.7}\n", "overrides[0].rules.max_aux"),
-    ("rules: {max_auc: 0.6}\noverrides:\n  - {epsilon: 1, rules: {max_auc: 0.7}}\n  - {epsilon: 1.0, rules: {max_auc: 0.8}}\n",
-     "two overrides"),
+    (
+        "rules: {max_auc: 0.6}\noverrides:\n  - {epsilon: 1, rules: {max_auc: 0.7}}\n  - {epsilon: 1.0, rules: {max_auc: 0.8}}\n",
+        "two overrides",
+    ),
 ]
 
 

@@ -1,6 +1,7 @@
 """Policy rules on canary-audit / mechanism-audit / whitebox-audit / conformance / accountant-check results:
 `gate <folder or kind.json> --policy P` folds the policy into the one verdict, re-renders the
 report and JUnit, exits 0 / 1 / 2 like every gate, and a later gate judges the audit afresh."""
+
 from __future__ import annotations
 
 import json
@@ -22,8 +23,16 @@ def cli(cli_in_process):
 
 def _canary(status: str, bound: float, claim: float, ceiling: float) -> dict:
     """The fields of a canary-audit result the verdict and the rules read."""
-    return {"mode": "multi-run", "claimed_epsilon": claim, "epsilon_lower_bound": bound, "confidence": 0.95,
-            "ceiling": ceiling, "violation": status == "fail", "status": status, "trainer": "pkg:train"}
+    return {
+        "mode": "multi-run",
+        "claimed_epsilon": claim,
+        "epsilon_lower_bound": bound,
+        "confidence": 0.95,
+        "ceiling": ceiling,
+        "violation": status == "fail",
+        "status": status,
+        "trainer": "pkg:train",
+    }
 
 
 def test_fail_on_inconclusive_fails_an_audit_that_could_not_have_refuted_its_claim():
@@ -41,7 +50,10 @@ def test_model_rules_do_not_apply_to_an_audit_and_a_mistyped_bound_names_its_fie
     result = _canary("pass", 0.2, 1.0, 4.0)
     evaluation = evaluate_policy_on_audit(policy, "canary-audit", result, single_audit_verdict("canary-audit", result))
     assert {c.rule: c.status for c in evaluation.checks} == {
-        "max_epsilon_lb": "pass", "fail_on_violation": "pass", "max_auc": "not applicable"}
+        "max_epsilon_lb": "pass",
+        "fail_on_violation": "pass",
+        "max_auc": "not applicable",
+    }
     with pytest.raises(AuditInputError, match="epsilon_lower_bound"):
         evaluate_policy_on_audit(policy, "canary-audit", {**result, "epsilon_lower_bound": "0.2"}, {"status": "pass"})
     with pytest.raises(AuditInputError, match="max_epsilon_lower_bound"):  # a misspelt rule: exit 2 naming it
@@ -50,8 +62,16 @@ def test_model_rules_do_not_apply_to_an_audit_and_a_mistyped_bound_names_its_fie
 
 @pytest.mark.slow  # three fresh CLI processes: ~20-30 s on a shared 2-core machine
 def test_gate_on_a_mechanism_audit_folder(cli, tmp_path):
-    assert cli("mechanism-audit", "--mechanism", "audit.demos.mechanisms:laplace_count",
-               "--tracking-uri", f"sqlite:///{tmp_path}/m.db").returncode == 0
+    assert (
+        cli(
+            "mechanism-audit",
+            "--mechanism",
+            "audit.demos.mechanisms:laplace_count",
+            "--tracking-uri",
+            f"sqlite:///{tmp_path}/m.db",
+        ).returncode
+        == 0
+    )
     (folder,) = (tmp_path / "runs").iterdir()
     (tmp_path / "tight.yaml").write_text("rules: {max_epsilon_lb: 0.01}\n")
     (tmp_path / "lenient.yaml").write_text("rules: {max_epsilon_lb: 50.0}\n")
@@ -75,8 +95,23 @@ def test_gate_on_a_mechanism_audit_folder(cli, tmp_path):
 def test_gate_reads_the_sound_bound_of_a_whitebox_audit(cli, tmp_path):
     # σ 1, q 1, T 1: one Gaussian step, a Dirac canary separates the runs well, so the sound
     # Clopper-Pearson bound is clearly above 0.01 and below the claim (ε 4.4 at δ 1e-5).
-    assert cli("whitebox-audit", "--builtin", "--noise-multiplier", "1", "--sample-rate", "1", "--steps", "1",
-               "--runs", "400", "--tracking-uri", f"sqlite:///{tmp_path}/w.db").returncode == 0
+    assert (
+        cli(
+            "whitebox-audit",
+            "--builtin",
+            "--noise-multiplier",
+            "1",
+            "--sample-rate",
+            "1",
+            "--steps",
+            "1",
+            "--runs",
+            "400",
+            "--tracking-uri",
+            f"sqlite:///{tmp_path}/w.db",
+        ).returncode
+        == 0
+    )
     (folder,) = (tmp_path / "runs").iterdir()
     result = json.loads((folder / "whitebox-audit.json").read_text())
     bound = result["epsilon_lower_bound"]

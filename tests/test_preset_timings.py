@@ -1,5 +1,6 @@
 """One source of time estimates: `presets`, `run --dry-run`, the README and the docs show the same
 measured figures, all from audit/machinery/preset_timings.py."""
+
 from __future__ import annotations
 
 import pytest
@@ -34,8 +35,17 @@ def test_presets_and_dry_run_print_the_table_s_figures(capsys, tmp_path):
     assert code == 0
     for name in PRESETS:
         assert expected_time_line(name) in out
-    code, out, err = _invoke(capsys, "run", "--preset", "smoke", "--dry-run", "--out", str(tmp_path / "runs"),
-                             "--tracking-uri", f"sqlite:///{tmp_path / 'm.db'}")
+    code, out, err = _invoke(
+        capsys,
+        "run",
+        "--preset",
+        "smoke",
+        "--dry-run",
+        "--out",
+        str(tmp_path / "runs"),
+        "--tracking-uri",
+        f"sqlite:///{tmp_path / 'm.db'}",
+    )
     assert code == 0, err
     assert expected_time_line("smoke") in out
     assert "presets" not in " ".join(p.name for p in tmp_path.iterdir())  # nothing written but what it checked

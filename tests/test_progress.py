@@ -1,5 +1,6 @@
 """Claims about progress reporting (audit/machinery/progress.py): what a terminal, a CI log and a
 Python caller see while long work runs."""
+
 from __future__ import annotations
 
 import io
@@ -31,7 +32,10 @@ def test_a_log_gets_one_line_per_finished_step_with_counts_and_elapsed_time():
     progress.note("warning: something to know")
     lines = stream.getvalue().splitlines()
     assert [re.sub(r"\d+\.\d s", "T s", line[8:]) for line in lines] == [
-        "target 1: training 3/3: T s", "target 2: training 3/3: T s", "targets 2/2: T s", "warning: something to know",
+        "target 1: training 3/3: T s",
+        "target 2: training 3/3: T s",
+        "targets 2/2: T s",
+        "warning: something to know",
     ]
     assert all(re.match(r"^\[\d\d:\d\d\] ", line) for line in lines)
 
@@ -39,9 +43,8 @@ def test_a_log_gets_one_line_per_finished_step_with_counts_and_elapsed_time():
 def test_a_step_that_fails_prints_nothing_so_bad_input_stays_one_line_and_the_error_propagates():
     stream = io.StringIO()
     progress = LineProgress(stream, heartbeat_s=0)
-    with pytest.raises(KeyboardInterrupt):
-        with progress.step("attack lira"):
-            raise KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt), progress.step("attack lira"):
+        raise KeyboardInterrupt
     assert stream.getvalue() == ""
 
 
@@ -67,7 +70,9 @@ def test_the_python_api_gets_plain_event_dicts_from_a_callback():
     reporter("8 reference models", 4.5, 8)
     reporter.close()
     assert [(e["event"], e.get("description"), e.get("completed")) for e in events] == [
-        ("start", "synthetic checks", 0), ("update", "synthetic checks", 1), ("finish", "synthetic checks", 1),
+        ("start", "synthetic checks", 0),
+        ("update", "synthetic checks", 1),
+        ("finish", "synthetic checks", 1),
         ("start", "target 1/1 (ε = 1): 8 reference models", 0),
         ("update", "target 1/1 (ε = 1): 8 reference models", 4),
         ("finish", "target 1/1 (ε = 1): 8 reference models", 4),
@@ -99,9 +104,8 @@ def test_a_terminal_shows_live_bars_and_keeps_top_level_steps():
 def test_a_lazy_step_shows_nothing_until_work_starts():
     stream = io.StringIO()
     progress = LineProgress(stream, heartbeat_s=0)
-    with pytest.raises(ValueError):
-        with progress.lazy_step("models trained"):
-            raise ValueError("bad input found before any model")
+    with pytest.raises(ValueError), progress.lazy_step("models trained"):
+        raise ValueError("bad input found before any model")
     with progress.lazy_step("models trained") as models:
         models.advance()
         models.advance()
@@ -136,8 +140,15 @@ def test_reference_models_report_from_the_start_of_their_training(monkeypatch):
         train_models = staticmethod(lambda features, labels, in_masks, queries, seed: [np.zeros((len(in_masks), 2, 2))])
         report_progress = staticmethod(lambda what, done, total: calls.append((what, done, total)))
 
-    reference_models._train_logits(Context(), np.zeros((2, 1)), np.zeros(2), np.ones((4, 2), bool), 0, [np.zeros((2, 1))],
-                                   what="4 reference models")
+    reference_models._train_logits(
+        Context(),
+        np.zeros((2, 1)),
+        np.zeros(2),
+        np.ones((4, 2), bool),
+        0,
+        [np.zeros((2, 1))],
+        what="4 reference models",
+    )
     assert calls[0] == ("4 reference models", 0, 4) and calls[-1] == ("4 reference models", 4, 4)
 
 

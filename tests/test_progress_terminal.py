@@ -1,6 +1,7 @@
 """Progress that never goes blind: `run --preset smoke` on an 80-column terminal (a real pseudo-terminal, python's
 `pty`) shows, for every step, its done/total and — for a step with a total, once one unit is done — the time left;
 a narrow terminal shortens the description, never the counts or the time left (issue #40, item 3)."""
+
 from __future__ import annotations
 
 import os
@@ -21,8 +22,10 @@ ROOT = Path(__file__).resolve().parent.parent
 COLUMNS = 80
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 # One live row: spinner, description (maybe shortened with …), bar, counts, elapsed, time left.
-ROW = re.compile(r"^[" + SPINNER + r"] (?P<description>.+?) [━╸╺ ]+ (?P<counts>\d+(/\d+)?) +(?P<elapsed>\d+:\d\d:\d\d)"
-                 r"(?: (?P<left>left \?|left (\d+:)?\d\d:\d\d|finishing))?$")
+ROW = re.compile(
+    r"^[" + SPINNER + r"] (?P<description>.+?) [━╸╺ ]+ (?P<counts>\d+(/\d+)?) +(?P<elapsed>\d+:\d\d:\d\d)"
+    r"(?: (?P<left>left \?|left (\d+:)?\d\d:\d\d|finishing))?$"
+)
 
 
 def _run_under_pty(args: list[str], cwd: Path, timeout_s: float = 900) -> tuple[int, str]:
@@ -71,7 +74,7 @@ def terminal_rows(raw: str) -> list[str]:
             row = max(0, row - 1)
         elif not token.startswith("\x1b"):
             line = screen[row].ljust(col)
-            screen[row] = line[:col] + token + line[col + len(token):]
+            screen[row] = line[:col] + token + line[col + len(token) :]
             col += len(token)
     return [r.rstrip() for r in shown + screen if r.strip()]
 
@@ -86,9 +89,20 @@ def test_smoke_run_on_an_80_column_terminal_shows_counts_and_time_left_for_every
     # The smoke preset cut to its DP target: every kind of step it shows (training epochs, attacks, shadow and
     # reference models, the white-box twin, conformance probes, figures, report), a third of its cost.
     (tmp_path / "one-target.yaml").write_text("privacy:\n  epsilons: [1.0]\n", encoding="utf-8")
-    code, raw = _run_under_pty(["run", "--preset", "smoke", "--config", str(tmp_path / "one-target.yaml"),
-                                "--out", str(tmp_path / "runs"), "--tracking-uri", f"sqlite:///{tmp_path}/m.db"],
-                               tmp_path)
+    code, raw = _run_under_pty(
+        [
+            "run",
+            "--preset",
+            "smoke",
+            "--config",
+            str(tmp_path / "one-target.yaml"),
+            "--out",
+            str(tmp_path / "runs"),
+            "--tracking-uri",
+            f"sqlite:///{tmp_path}/m.db",
+        ],
+        tmp_path,
+    )
     assert code == 0, raw[-3000:]
     rows = terminal_rows(raw)
     live = [r for r in rows if r[:1] in SPINNER]

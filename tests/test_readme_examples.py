@@ -11,6 +11,7 @@ trailing comment may carry markers (the convention is documented in CONTRIBUTING
 
 Both markers may share a comment: `# exit 1; ci: --models 400`.
 """
+
 from __future__ import annotations
 
 import os
@@ -30,10 +31,10 @@ MAX_README_LINES = 350
 
 @dataclass(frozen=True)
 class ReadmeCommand:
-    text: str            # the command as the README shows it (continuations joined)
+    text: str  # the command as the README shows it (continuations joined)
     expected_exit: int
-    ci_args: str         # appended in CI
-    skip: str | None     # reason, when not run here
+    ci_args: str  # appended in CI
+    skip: str | None  # reason, when not run here
 
     def script_line(self) -> str:
         return f"{self.text} {self.ci_args}".strip()
@@ -64,9 +65,9 @@ def parse_block(block: str) -> list[ReadmeCommand]:
             if m := re.search(r"\bexit (\d+)\b", marker):
                 expected = int(m.group(1))
             elif marker.startswith("ci: skip"):
-                skip = marker[len("ci: skip"):].strip(" ()") or "marked skip"
+                skip = marker[len("ci: skip") :].strip(" ()") or "marked skip"
             elif marker.startswith("ci:"):
-                ci_args = marker[len("ci:"):].strip()
+                ci_args = marker[len("ci:") :].strip()
         commands.append(ReadmeCommand(" ".join(command.split()), expected, ci_args, skip))
     return commands
 
@@ -91,8 +92,7 @@ def test_readme_is_short_and_every_command_it_shows_exists():
     from audit.cli.app import app
 
     known = set(get_command(app).commands)
-    shown = {m for block in readme_commands() for c in block
-             for m in re.findall(r"privacy-audit ([a-z-]+)", c.text)}
+    shown = {m for block in readme_commands() for c in block for m in re.findall(r"privacy-audit ([a-z-]+)", c.text)}
     assert shown and shown <= known, shown - known
     for block in readme_commands():  # every block that does something runs something here
         assert any(c.skip is None for c in block) or all(c.skip for c in block)
@@ -101,8 +101,10 @@ def test_readme_is_short_and_every_command_it_shows_exists():
 def _shims(folder: Path) -> dict[str, str]:
     """`python` and `privacy-audit` on PATH = this interpreter, running this checkout's code."""
     folder.mkdir()
-    for name, target in (("python", f'exec "{sys.executable}" "$@"'),
-                         ("privacy-audit", f'exec "{sys.executable}" -m audit.cli "$@"')):
+    for name, target in (
+        ("python", f'exec "{sys.executable}" "$@"'),
+        ("privacy-audit", f'exec "{sys.executable}" -m audit.cli "$@"'),
+    ):
         shim = folder / name
         shim.write_text(f"#!/bin/sh\n{target}\n")
         shim.chmod(0o755)
@@ -116,8 +118,12 @@ def _shims(folder: Path) -> dict[str, str]:
 def test_readme_code_blocks_run_from_a_fresh_copy(tmp_path):
     workdir = tmp_path / "clone"
     workdir.mkdir()
-    shutil.copytree(ROOT / "examples", workdir / "examples", symlinks=False,
-                    ignore=shutil.ignore_patterns("data", "runs", "gated", "mlflow.db", "mlartifacts", "__pycache__"))
+    shutil.copytree(
+        ROOT / "examples",
+        workdir / "examples",
+        symlinks=False,
+        ignore=shutil.ignore_patterns("data", "runs", "gated", "mlflow.db", "mlartifacts", "__pycache__"),
+    )
     env = _shims(tmp_path / "bin")
     ran = 0
     for index, block in enumerate(readme_commands()):
@@ -128,11 +134,16 @@ def test_readme_code_blocks_run_from_a_fresh_copy(tmp_path):
             if command.skip:
                 continue
             line = command.script_line()
-            script.append(f'{line}\nrc=$?; if [ "$rc" != {command.expected_exit} ]; then '
-                          f'echo "README block {index}: exit $rc, expected {command.expected_exit}: {line}" >&2; exit 99; fi')
+            script.append(
+                f'{line}\nrc=$?; if [ "$rc" != {command.expected_exit} ]; then '
+                f'echo "README block {index}: exit $rc, expected {command.expected_exit}: {line}" >&2; exit 99; fi'
+            )
             ran += 1
-        result = subprocess.run(["bash", "-c", "\n".join(script)], cwd=workdir, env=env, capture_output=True,
-                                text=True, timeout=1800)
+        result = subprocess.run(
+            ["bash", "-c", "\n".join(script)], cwd=workdir, env=env, capture_output=True, text=True, timeout=1800
+        )
         assert result.returncode == 0, (result.stderr[-4000:], result.stdout[-2000:])
     assert ran >= 10
-    assert not list(workdir.glob("runs")) or not any(p.name.startswith("privacy-audit-crash") for p in (workdir / "runs").iterdir())
+    assert not list(workdir.glob("runs")) or not any(
+        p.name.startswith("privacy-audit-crash") for p in (workdir / "runs").iterdir()
+    )

@@ -5,6 +5,7 @@ The figures are drawn by reports.figures at their widest (six targets × five at
 records where its legends and plotting areas are, the report passes that on (`data-layout`), and a
 script in the real browser measures the rendered page. Skips where Chromium is not installed.
 """
+
 from __future__ import annotations
 
 import copy
@@ -28,8 +29,10 @@ from reports.figures import (
 from reports.html_report import write_html_report
 from tests.conftest import REPO
 
-CHROMIUM = next((Path(p) for p in ("/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome")
-                 if Path(p).exists()), None)
+CHROMIUM = next(
+    (Path(p) for p in ("/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome") if Path(p).exists()),
+    None,
+)
 ATTACKS = ("loss", "shadow", "lira_online", "lira_offline", "rmia")
 WIDTH = 1280
 
@@ -102,16 +105,28 @@ def _run_folder(folder: Path, results: dict) -> Path:
         plot_roc_curves(curves[eps], figures / f"roc_eps_{tag}.png", title=f"ROC, {epsilon_label(eps)}")
     plot_roc_panels([(epsilon_label(e), c) for e, c in curves.items()], figures / "roc_all.png", "ROC of every target")
     private = [t for t in results["targets"] if t["epsilon_target"] is not None]
-    plot_empirical_vs_accountant([t["epsilon_accountant"] for t in private], [t["epsilon_lb_best"] for t in private],
-                                 [epsilon_label(t["epsilon_target"]) for t in private],
-                                 figures / "empirical_vs_accountant.png")
-    plot_privacy_utility([t["epsilon_target"] for t in results["targets"]],
-                         [t["test_accuracy"] for t in results["targets"]],
-                         [max(a["auc"] for a in t["attacks"]) for t in results["targets"]],
-                         figures / "privacy_utility.png")
-    entries = [{"generator": g, "epsilon_target": e, "dcr": {"dcr_share": 0.5 + 0.01 * i},
-                "nndr": {"p10": 0.6}, "mia": {"auc": 0.52}}
-               for i, (g, e) in enumerate([("gaussian_copula", None), ("dp_vae", 1.0), ("dp_vae", 8.0), ("noisy_copy", None)])]
+    plot_empirical_vs_accountant(
+        [t["epsilon_accountant"] for t in private],
+        [t["epsilon_lb_best"] for t in private],
+        [epsilon_label(t["epsilon_target"]) for t in private],
+        figures / "empirical_vs_accountant.png",
+    )
+    plot_privacy_utility(
+        [t["epsilon_target"] for t in results["targets"]],
+        [t["test_accuracy"] for t in results["targets"]],
+        [max(a["auc"] for a in t["attacks"]) for t in results["targets"]],
+        figures / "privacy_utility.png",
+    )
+    entries = [
+        {
+            "generator": g,
+            "epsilon_target": e,
+            "dcr": {"dcr_share": 0.5 + 0.01 * i},
+            "nndr": {"p10": 0.6},
+            "mia": {"auc": 0.52},
+        }
+        for i, (g, e) in enumerate([("gaussian_copula", None), ("dp_vae", 1.0), ("dp_vae", 8.0), ("noisy_copy", None)])
+    ]
     plot_synthetic_summary(entries, figures / "synthetic_summary.png")
     return folder
 
@@ -121,17 +136,31 @@ def _measure(report: Path, tmp_path: Path) -> dict:
     probe = report.with_name("report-measured.html")
     probe.write_text(page, encoding="utf-8")
     completed = subprocess.run(
-        [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--hide-scrollbars",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         f"--user-data-dir={tmp_path / 'profile'}", f"--window-size={WIDTH},1600", "--virtual-time-budget=5000",
-         "--dump-dom", probe.resolve().as_uri()],
-        capture_output=True, text=True, timeout=120,
+        [
+            str(CHROMIUM),
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--hide-scrollbars",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            f"--window-size={WIDTH},1600",
+            "--virtual-time-budget=5000",
+            "--dump-dom",
+            probe.resolve().as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     found = re.search(r'<pre id="layout-check">(.*?)</pre>', completed.stdout, re.S)
     assert found, completed.stderr[-2000:]
-    return json.loads(found.group(1).replace("&quot;", '"').replace("&gt;", ">").replace("&lt;", "<").replace("&amp;", "&"))
-
-
+    return json.loads(
+        found.group(1).replace("&quot;", '"').replace("&gt;", ">").replace("&lt;", "<").replace("&amp;", "&")
+    )
 
 
 @pytest.mark.slow

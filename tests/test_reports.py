@@ -1,4 +1,5 @@
 """The HTML report, the pull-request summary and the JUnit file (reports/)."""
+
 from __future__ import annotations
 
 import json
@@ -43,11 +44,18 @@ def run_dir(tmp_path_factory) -> Path:
         plot_roc_curves([RocCurve("loss", grid, grid)], figures / f"roc_eps_{tag}.png", title=f"ROC {tag}")
     plot_roc_curves([RocCurve("loss", grid, np.sqrt(grid))], figures / "roc_all.png", title="all")
     private = [t for t in results["targets"] if t["epsilon_target"] is not None]
-    plot_empirical_vs_accountant([t["epsilon_accountant"] for t in private], [t["epsilon_lb_best"] for t in private],
-                                 [str(t["epsilon_target"]) for t in private], figures / "empirical_vs_accountant.png")
-    plot_privacy_utility([t["epsilon_target"] for t in results["targets"]],
-                         [t["test_accuracy"] for t in results["targets"]],
-                         [t["attacks"][0]["auc"] for t in results["targets"]], figures / "privacy_utility.png")
+    plot_empirical_vs_accountant(
+        [t["epsilon_accountant"] for t in private],
+        [t["epsilon_lb_best"] for t in private],
+        [str(t["epsilon_target"]) for t in private],
+        figures / "empirical_vs_accountant.png",
+    )
+    plot_privacy_utility(
+        [t["epsilon_target"] for t in results["targets"]],
+        [t["test_accuracy"] for t in results["targets"]],
+        [t["attacks"][0]["auc"] for t in results["targets"]],
+        figures / "privacy_utility.png",
+    )
     shutil.copy(figures / "roc_all.png", figures / "synthetic_dcr.png")
     return folder
 
@@ -79,16 +87,33 @@ def test_the_html_report_contains_the_verdict_one_row_per_target_inline_figures_
     assert _external_resources(page) == []
     # The numbers a reviewer signs off: accountant ε, PLD ε, best bound with method, ratio, accuracy, AUC CI, TPR.
     eps_inf = results["targets"][5]
-    for text in ("0.493", "0.483", "2.83", "loss, Clopper-Pearson", f"{eps_inf['test_accuracy']:.3f}",
-                 "0.632", "(0.61–0.65)", "0.0017"):
+    for text in (
+        "0.493",
+        "0.483",
+        "2.83",
+        "loss, Clopper-Pearson",
+        f"{eps_inf['test_accuracy']:.3f}",
+        "0.632",
+        "(0.61–0.65)",
+        "0.0017",
+    ):
         assert text in page, text
 
 
 def test_the_report_states_what_a_lower_bound_does_and_does_not_prove():
     page = render_html_report(_results(), None)
-    for text in ("Yeom", "Shokri", "Carlini", "Zarifzadeh", "A lower bound of 0 is not a proof of privacy",
-                 "Poisson sampling", "coin", "95 %", "assumes</em> the mechanism's trade-off curve is Gaussian",
-                 "never decides a verdict"):
+    for text in (
+        "Yeom",
+        "Shokri",
+        "Carlini",
+        "Zarifzadeh",
+        "A lower bound of 0 is not a proof of privacy",
+        "Poisson sampling",
+        "coin",
+        "95 %",
+        "assumes</em> the mechanism's trade-off curve is Gaussian",
+        "never decides a verdict",
+    ):
         assert text in page, text
 
 
@@ -129,14 +154,46 @@ def test_user_controlled_names_are_escaped(run_dir):
 @pytest.mark.parametrize(
     "verdict, banner",
     [
-        ({"status": "pass", "passed": True, "policy": "examples/policy-lenient.yaml", "reasons": [],
-          "decided_by": "policy examples/policy-lenient.yaml"}, ("pass", "PASS")),
-        ({"status": "fail", "passed": False, "policy": "examples/policy-strict.yaml", "reasons": ["ε = ∞: AUC too high"],
-          "decided_by": "policy examples/policy-strict.yaml"}, ("fail", "FAIL")),
-        ({"status": "inconclusive", "passed": True, "policy": None, "reasons": ["ε = 8: ceiling 2.2 ≤ claim"],
-          "decided_by": "built-in checks"}, ("none", "INCONCLUSIVE")),
-        ({"status": "fail", "passed": False, "policy": None, "reasons": ["ε target 1: bound exceeds ε"],
-          "decided_by": "built-in checks"}, ("fail", "FAIL")),
+        (
+            {
+                "status": "pass",
+                "passed": True,
+                "policy": "examples/policy-lenient.yaml",
+                "reasons": [],
+                "decided_by": "policy examples/policy-lenient.yaml",
+            },
+            ("pass", "PASS"),
+        ),
+        (
+            {
+                "status": "fail",
+                "passed": False,
+                "policy": "examples/policy-strict.yaml",
+                "reasons": ["ε = ∞: AUC too high"],
+                "decided_by": "policy examples/policy-strict.yaml",
+            },
+            ("fail", "FAIL"),
+        ),
+        (
+            {
+                "status": "inconclusive",
+                "passed": True,
+                "policy": None,
+                "reasons": ["ε = 8: ceiling 2.2 ≤ claim"],
+                "decided_by": "built-in checks",
+            },
+            ("none", "INCONCLUSIVE"),
+        ),
+        (
+            {
+                "status": "fail",
+                "passed": False,
+                "policy": None,
+                "reasons": ["ε target 1: bound exceeds ε"],
+                "decided_by": "built-in checks",
+            },
+            ("fail", "FAIL"),
+        ),
     ],
 )
 def test_the_verdict_banner_says_pass_fail_or_inconclusive_with_the_reasons(verdict, banner):
@@ -144,7 +201,10 @@ def test_the_verdict_banner_says_pass_fail_or_inconclusive_with_the_reasons(verd
     results["verdict"] = verdict
     page = render_html_report(results, None)
     kind, word = banner
-    assert f'<section class="verdict {kind}" id="verdict" data-status="{verdict["status"]}"><div class="word">{word}</div>' in page
+    assert (
+        f'<section class="verdict {kind}" id="verdict" data-status="{verdict["status"]}"><div class="word">{word}</div>'
+        in page
+    )
     for reason in verdict["reasons"]:
         assert reason in page
     if verdict["policy"]:
@@ -155,45 +215,85 @@ def test_a_policy_evaluation_is_listed_check_by_check_failures_first():
     results = _results()
     results, evaluation = verdict_for_results(results, load_policy(STRICT))
     page = render_html_report(results, None, evaluation=evaluation)
-    section = page[page.index('id="policy"'):]
-    assert section.count("<tr><td><span class=\"badge") == len(evaluation.checks)
+    section = page[page.index('id="policy"') :]
+    assert section.count('<tr><td><span class="badge') == len(evaluation.checks)
     assert section.index(">failed<") < section.index(">passed<")  # failed rules first
     # The same table comes back from results.json alone when the evaluation was stored in it.
     results["policy_evaluation"] = evaluation.as_dict()
     again = render_html_report(json.loads(json.dumps(results)), None)
-    assert again[again.index('id="policy"'):].count("<tr><td><span class=\"badge") == len(evaluation.checks)
+    assert again[again.index('id="policy"') :].count('<tr><td><span class="badge') == len(evaluation.checks)
 
 
 def test_the_synthetic_section_appears_only_with_synthetic_results():
     results = _results()
     assert 'id="synthetic"' not in render_html_report(results, None)
-    results["synthetic"] = [{
-        "generator": "ctgan", "epsilon_target": 1.0,
-        "nndr": {"p1": 0.1, "p10": 0.42, "median": 0.8},
-        "dcr": {"dcr_share": 0.57, "dcr_share_ci": [0.53, 0.61], "median_train": 0.2, "median_holdout": 0.25,
-                "exact_match_rate": 0.0},
-        "mia": {"auc": 0.55, "auc_ci": [0.52, 0.58], "tpr_at_fpr": {"0.001": 0.002},
-                "epsilon_lb": {"clopper_pearson": 0.3}},
-    }, {"generator": "partial", "epsilon_target": None, "mia": {"epsilon_lb": {"clopper_pearson": 0.0, "one_run": None}},
-        "flags": [{"check": "exact_copies", "message": "12 training rows copied <exactly>"}], "passed": False}]
+    results["synthetic"] = [
+        {
+            "generator": "ctgan",
+            "epsilon_target": 1.0,
+            "nndr": {"p1": 0.1, "p10": 0.42, "median": 0.8},
+            "dcr": {
+                "dcr_share": 0.57,
+                "dcr_share_ci": [0.53, 0.61],
+                "median_train": 0.2,
+                "median_holdout": 0.25,
+                "exact_match_rate": 0.0,
+            },
+            "mia": {
+                "auc": 0.55,
+                "auc_ci": [0.52, 0.58],
+                "tpr_at_fpr": {"0.001": 0.002},
+                "epsilon_lb": {"clopper_pearson": 0.3},
+            },
+        },
+        {
+            "generator": "partial",
+            "epsilon_target": None,
+            "mia": {"epsilon_lb": {"clopper_pearson": 0.0, "one_run": None}},
+            "flags": [{"check": "exact_copies", "message": "12 training rows copied <exactly>"}],
+            "passed": False,
+        },
+    ]
     page = render_html_report(results, None)
-    section = page[page.index('id="synthetic"'):page.index("</section>", page.index('id="synthetic"'))]
-    for text in ("ctgan", "0.420", "0.570", "(0.530–0.610)", "0.550", "partial", "flagged",
-                 "12 training rows copied &lt;exactly&gt;"):
+    section = page[page.index('id="synthetic"') : page.index("</section>", page.index('id="synthetic"'))]
+    for text in (
+        "ctgan",
+        "0.420",
+        "0.570",
+        "(0.530–0.610)",
+        "0.550",
+        "partial",
+        "flagged",
+        "12 training rows copied &lt;exactly&gt;",
+    ):
         assert text in section, text
 
 
 def test_results_of_other_producers_render(tmp_path):
-    minimal = {"schema_version": 1, "config": {}, "environment": {}, "targets": [], "synthetic": [],
-               "verdict": {"passed": True, "policy": None, "reasons": []}}
+    minimal = {
+        "schema_version": 1,
+        "config": {},
+        "environment": {},
+        "targets": [],
+        "synthetic": [],
+        "verdict": {"passed": True, "policy": None, "reasons": []},
+    }
     page = render_html_report(minimal, None)
     assert '<div class="word">PASS</div>' in page and "No trained targets" in page
     assert render_summary_markdown(minimal).startswith("### ✅")
 
     scores = _results()  # shaped like `audit-scores`: one claimed ε, no training, one-run not computed
     scores["targets"] = [scores["targets"][1]]
-    scores["targets"][0].update({"accountant": "claimed", "epsilon": {"claimed": 1.0}, "epsilon_accountant": 1.0,
-                                 "test_accuracy": None, "noise_multiplier": None, "poisson_sampling": None})
+    scores["targets"][0].update(
+        {
+            "accountant": "claimed",
+            "epsilon": {"claimed": 1.0},
+            "epsilon_accountant": 1.0,
+            "test_accuracy": None,
+            "noise_multiplier": None,
+            "poisson_sampling": None,
+        }
+    )
     scores["targets"][0]["attacks"][0]["epsilon_lb"]["one_run"] = None
     scores["config"] = {"name": "scores", "delta": 1e-5, "confidence": 0.95}
     scores["data"] = {"description": "scores from s.csv", "n_candidates": 2400}
@@ -264,8 +364,8 @@ def test_junit_has_one_testcase_per_claim_with_failures_and_skips(tmp_path):
     cases = root.findall("./testsuite/testcase")
     claims, rules = results["verdict"]["claims"], results["verdict"]["rules"]
     assert len(cases) == len(claims) + len(rules) == int(root.get("tests"))
-    assert [c.get("name") for c in cases[:len(claims)]] == [c["claim"] for c in claims]
-    assert all(c.get("name").startswith("policy rule ") for c in cases[len(claims):])
+    assert [c.get("name") for c in cases[: len(claims)]] == [c["claim"] for c in claims]
+    assert all(c.get("name").startswith("policy rule ") for c in cases[len(claims) :])
     failures = [case for case in cases if case.find("failure") is not None]
     counts, rule_counts = results["verdict"]["counts"], results["verdict"]["rule_counts"]
     assert len(failures) == counts["refuted"] + rule_counts["failed"] == int(root.get("failures")) > 0
@@ -311,11 +411,24 @@ def test_the_report_renders_in_a_headless_browser(run_dir, tmp_path):
     report = write_html_report(results, tmp_path, evaluation=evaluation)
     screenshot = tmp_path / "report.png"
     completed = subprocess.run(
-        [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={screenshot}", "--window-size=1280,2400",
-         report.resolve().as_uri()],
-        capture_output=True, text=True, timeout=120,
+        [
+            str(CHROMIUM),
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            f"--screenshot={screenshot}",
+            "--window-size=1280,2400",
+            report.resolve().as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert screenshot.exists(), completed.stderr[-2000:]
     assert screenshot.stat().st_size > 50_000

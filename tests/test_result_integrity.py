@@ -4,6 +4,7 @@
 canary-audit JSON alike — with exit 2 and the word "edited" (docs/gate.md, "Integrity"). A policy's
 `require_signature` (or a configured key) fails a gate on an unsigned or wrongly signed file, exit 1.
 """
+
 from __future__ import annotations
 
 import copy
@@ -71,26 +72,36 @@ def test_an_ed25519_signature_verifies_with_the_public_key(tmp_path):
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
     private = Ed25519PrivateKey.generate()
-    (tmp_path / "private.pem").write_bytes(private.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
-    (tmp_path / "public.pem").write_bytes(private.public_key().public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+    (tmp_path / "private.pem").write_bytes(
+        private.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    (tmp_path / "public.pem").write_bytes(
+        private.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    )
     signer = signing_key({ENV_KEY: f"ed25519:{tmp_path / 'private.pem'}"})
     signed = with_integrity(CANARY, signer)
     assert signed["integrity"]["signature"]["algorithm"] == "ed25519"
     verifier = verification_key({ENV_VERIFY: str(tmp_path / "public.pem")})
     assert verifier.private is None and check_integrity(signed, verifier).signature == "valid"
     stranger = Ed25519PrivateKey.generate()
-    (tmp_path / "stranger.pem").write_bytes(stranger.public_key().public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
-    assert check_integrity(signed, verification_key({ENV_VERIFY: str(tmp_path / "stranger.pem")})).signature == "invalid"
+    (tmp_path / "stranger.pem").write_bytes(
+        stranger.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    )
+    assert (
+        check_integrity(signed, verification_key({ENV_VERIFY: str(tmp_path / "stranger.pem")})).signature == "invalid"
+    )
 
 
-@pytest.mark.parametrize("environ, names", [
-    ({ENV_KEY: "short"}, ENV_KEY),
-    ({ENV_KEY: "ed25519:/nonexistent/key.pem"}, ENV_KEY),
-    ({ENV_VERIFY: "/etc/hostname"}, ENV_VERIFY),
-])
+@pytest.mark.parametrize(
+    "environ, names",
+    [
+        ({ENV_KEY: "short"}, ENV_KEY),
+        ({ENV_KEY: "ed25519:/nonexistent/key.pem"}, ENV_KEY),
+        ({ENV_VERIFY: "/etc/hostname"}, ENV_VERIFY),
+    ],
+)
 def test_a_malformed_key_is_bad_input_naming_the_variable(environ, names):
     with pytest.raises(AuditInputError) as raised:
         verification_key(environ)
@@ -117,7 +128,10 @@ EDITS = {
     "results.json says pass": ("run/results.json", lambda r: r["verdict"].update(status="pass", passed=True)),
     "results.json with a lower AUC": ("run/results.json", lambda r: r["targets"][0]["attacks"][0].update(auc=0.5)),
     "canary-audit says pass": ("canary-audit.json", lambda r: r["verdict"].update(status="pass", passed=True)),
-    "canary-audit with a smaller bound": ("canary-audit.json", lambda r: r.update(epsilon_lower_bound=r["epsilon_lower_bound"] - 0.25)),
+    "canary-audit with a smaller bound": (
+        "canary-audit.json",
+        lambda r: r.update(epsilon_lower_bound=r["epsilon_lower_bound"] - 0.25),
+    ),
 }
 
 
@@ -128,8 +142,11 @@ def test_an_edited_file_of_any_kind_is_refused_as_edited(gate_dir, capsys, comma
     if command == "report" and path != "run/results.json":
         pytest.skip("report refuses a single-audit file by name (it re-renders results.json only)")
     _edit(gate_dir / path, change)
-    args = (["gate", path, "--policy", "policy.yaml", "--out", "gated"] if command == "gate"
-            else ["report", path, "--out", "gated"])
+    args = (
+        ["gate", path, "--policy", "policy.yaml", "--out", "gated"]
+        if command == "gate"
+        else ["report", path, "--out", "gated"]
+    )
     err = assert_refused(capsys, args, Path(path).name, folder=gate_dir)
     assert "edited after privacy-audit wrote it" in err
     assert not (gate_dir / "gated").exists()

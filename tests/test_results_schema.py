@@ -1,4 +1,5 @@
 """audit/schema/results.schema.json describes what `privacy-audit run` writes, and refuses what it does not."""
+
 from __future__ import annotations
 
 import copy
@@ -37,40 +38,78 @@ def test_later_additions_are_allowed(results):
     results["new_top_level_key"] = {"anything": 1}
     results["targets"][0]["new_metric"] = 0.3
     results["targets"][0]["attacks"][0]["epsilon_lb"]["new_estimator"] = 0.1
-    results["synthetic"] = [{
-        "generator": "gaussian_copula", "epsilon_target": 1.0,
-        "nndr": {"p1": 0.2, "p10": 0.5, "median": 0.8, "p90": 0.95},
-        "dcr": {"dcr_share": 0.52, "dcr_share_ci": [0.48, 0.56], "median_train": 0.3, "median_holdout": 0.31,
-                "exact_match_rate": 0.0, "n_synthetic": 1000},
-        "mia": {"auc": 0.51, "auc_ci": [0.48, 0.54], "tpr_at_fpr": {"0.001": 0.0},
-                "epsilon_lb": {"clopper_pearson": 0.0}},
-    }]
+    results["synthetic"] = [
+        {
+            "generator": "gaussian_copula",
+            "epsilon_target": 1.0,
+            "nndr": {"p1": 0.2, "p10": 0.5, "median": 0.8, "p90": 0.95},
+            "dcr": {
+                "dcr_share": 0.52,
+                "dcr_share_ci": [0.48, 0.56],
+                "median_train": 0.3,
+                "median_holdout": 0.31,
+                "exact_match_rate": 0.0,
+                "n_synthetic": 1000,
+            },
+            "mia": {
+                "auc": 0.51,
+                "auc_ci": [0.48, 0.54],
+                "tpr_at_fpr": {"0.001": 0.0},
+                "epsilon_lb": {"clopper_pearson": 0.0},
+            },
+        }
+    ]
     assert _errors(results) == []
 
 
 def test_other_producers_results_validate(results):
     # audit-scores: no training, a claimed ε, one-run not computed; synth-check: a user's files.
     target = results["targets"][0]
-    target.update({"noise_multiplier": None, "sample_rate": None, "steps": None, "max_grad_norm": None,
-                   "poisson_sampling": None, "accountant": "claimed", "epsilon": {"claimed": 1.0},
-                   "test_accuracy": None})
+    target.update(
+        {
+            "noise_multiplier": None,
+            "sample_rate": None,
+            "steps": None,
+            "max_grad_norm": None,
+            "poisson_sampling": None,
+            "accountant": "claimed",
+            "epsilon": {"claimed": 1.0},
+            "test_accuracy": None,
+        }
+    )
     target["attacks"][0]["epsilon_lb"]["one_run"] = None
-    results["synthetic"] = [{
-        "generator": "synthetic.csv",
-        "nndr": {"p1": None, "p10": None, "median": None, "mean": None},
-        "dcr": {"dcr_share": 1.0, "dcr_share_ci": [0.99, 1.0], "expected_share_if_not_memorising": 0.5,
-                "median_dcr_train": 0.0, "median_dcr_holdout": 0.01, "exact_match_rate": 1.0},
-        "mia": {"name": "distance", "auc": 0.83, "auc_ci": [0.8, 0.86], "tpr_at_fpr": {"0.001": 0.65},
-                "epsilon_lb": {"clopper_pearson": 3.5, "one_run": None}},
-        "flags": [{"check": "dcr", "message": "synthetic rows are closer to train than to holdout"}],
-        "passed": False,
-    }]
+    results["synthetic"] = [
+        {
+            "generator": "synthetic.csv",
+            "nndr": {"p1": None, "p10": None, "median": None, "mean": None},
+            "dcr": {
+                "dcr_share": 1.0,
+                "dcr_share_ci": [0.99, 1.0],
+                "expected_share_if_not_memorising": 0.5,
+                "median_dcr_train": 0.0,
+                "median_dcr_holdout": 0.01,
+                "exact_match_rate": 1.0,
+            },
+            "mia": {
+                "name": "distance",
+                "auc": 0.83,
+                "auc_ci": [0.8, 0.86],
+                "tpr_at_fpr": {"0.001": 0.65},
+                "epsilon_lb": {"clopper_pearson": 3.5, "one_run": None},
+            },
+            "flags": [{"check": "dcr", "message": "synthetic rows are closer to train than to holdout"}],
+            "passed": False,
+        }
+    ]
     assert _errors(results) == []
 
 
 BREAKAGES = [
     ("schema_version 3", lambda r: r.__setitem__("schema_version", 3)),
-    ("version 2 without verdict.status", lambda r: (r.__setitem__("schema_version", 2), r["verdict"].pop("status", None))),
+    (
+        "version 2 without verdict.status",
+        lambda r: (r.__setitem__("schema_version", 2), r["verdict"].pop("status", None)),
+    ),
     ("verdict.status not a status", lambda r: r["verdict"].__setitem__("status", "ok")),
     ("auc as a string", lambda r: r["targets"][0]["attacks"][0].__setitem__("auc", "0.5")),
     ("auc above 1", lambda r: r["targets"][0]["attacks"][0].__setitem__("auc", 1.2)),
@@ -87,8 +126,10 @@ BREAKAGES = [
     ("violation missing", lambda r: r["targets"][0].pop("violation")),
     ("attack without a name", lambda r: r["targets"][0]["attacks"][0].pop("name")),
     ("synthetic entry without generator", lambda r: r.__setitem__("synthetic", [{"epsilon_target": None}])),
-    ("dcr_share as a string", lambda r: r.__setitem__(
-        "synthetic", [{"generator": "g", "epsilon_target": None, "dcr": {"dcr_share": "0.5"}}])),
+    (
+        "dcr_share as a string",
+        lambda r: r.__setitem__("synthetic", [{"generator": "g", "epsilon_target": None, "dcr": {"dcr_share": "0.5"}}]),
+    ),
 ]
 
 

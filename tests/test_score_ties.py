@@ -1,5 +1,6 @@
 """Ties and saturation are visible (issues 24 and 27): exact TPR at a fixed FPR on a constructed
 example whose answer is known by hand, and notes that name a mostly tied or saturated attack."""
+
 import numpy as np
 import pytest
 
@@ -21,7 +22,8 @@ def test_tpr_at_fpr_is_exact_under_both_conventions_on_a_tie():
     # TPR = 0.20 + 0.1 · 0.60 = 0.26 at FPR exactly 0.10.
     assert tpr_at_fpr(scores, members, [0.1])[0.1] == pytest.approx(0.20)
     assert tpr_at_fpr_randomized(scores, members, [0.1, 0.05, 0.55, 1.0]) == pytest.approx(
-        {0.1: 0.26, 0.05: 0.20, 0.55: 0.80, 1.0: 1.0})
+        {0.1: 0.26, 0.05: 0.20, 0.55: 0.80, 1.0: 1.0}
+    )
     # Below the first point: γ = 0.01/0.05 of the top group, TPR = 0.2 · 0.2 = 0.04.
     assert tpr_at_fpr_randomized(scores, members, [0.01])[0.01] == pytest.approx(0.04)
 

@@ -6,6 +6,7 @@ runs — must refuse it with an AuditInputError naming the file (the worker turn
 tests/test_workers.py), never load a mostly random model or raise anything else. Deeply nested
 JSON (config, text rows, results) is refused before json.loads recurses.
 """
+
 from __future__ import annotations
 
 import json
@@ -30,7 +31,9 @@ def gpt2_folder(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("gpt2") / "model"
     tokenizer = train_tokenizer(TEXTS, vocab_size=80)
     torch.manual_seed(0)
-    model = GPT2LMHeadModel(GPT2Config(vocab_size=tokenizer.get_vocab_size(), n_positions=32, n_embd=8, n_layer=1, n_head=2))
+    model = GPT2LMHeadModel(
+        GPT2Config(vocab_size=tokenizer.get_vocab_size(), n_positions=32, n_embd=8, n_layer=1, n_head=2)
+    )
     model.save_pretrained(folder, safe_serialization=True)
     tokenizer.save(str(folder / "tokenizer.json"))
     return folder
@@ -127,9 +130,14 @@ def test_deeply_nested_json_in_a_model_folder_is_exit_2_not_recursion(gpt2_folde
         inspect_hf_folder(folder)
 
 
-@pytest.mark.parametrize("line", ['{"text": ' + "[" * 100_000 + "]" * 100_000 + "}",
-                                  '{"text": "ok", "meta": ' + "{\"a\": " * 5_000 + "1" + "}" * 5_000 + "}"],
-                         ids=["deep array", "deep objects"])
+@pytest.mark.parametrize(
+    "line",
+    [
+        '{"text": ' + "[" * 100_000 + "]" * 100_000 + "}",
+        '{"text": "ok", "meta": ' + '{"a": ' * 5_000 + "1" + "}" * 5_000 + "}",
+    ],
+    ids=["deep array", "deep objects"],
+)
 def test_deeply_nested_text_rows_are_exit_2(tmp_path, line):
     from audit.model_audits.language_model_audit import read_texts
 
@@ -148,8 +156,9 @@ def test_a_deeply_nested_results_file_is_exit_2(tmp_path):
         load_json_file(path, "--results")
 
 
-@pytest.mark.parametrize("text, depth", [("[]", 1), ('{"a": [1, {"b": 2}]}', 3), ('"[[[["', 0),
-                                         ('["\\"[[", [[]]]', 3), ("", 0)])
+@pytest.mark.parametrize(
+    "text, depth", [("[]", 1), ('{"a": [1, {"b": 2}]}', 3), ('"[[[["', 0), ('["\\"[[", [[]]]', 3), ("", 0)]
+)
 def test_json_depth_counts_brackets_outside_strings(text, depth):
     from audit.machinery.input_files import json_depth
 

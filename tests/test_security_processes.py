@@ -5,6 +5,7 @@ parent (reparented to the worker, its subreaper, so the tree walk still finds it
 The task functions below run in real worker processes (audit.machinery.workers); the test then
 checks with signal 0 that every pid they started is gone.
 """
+
 from __future__ import annotations
 
 import os
@@ -67,8 +68,11 @@ def _alive(pid: int) -> bool:
 
 
 @pytest.mark.parametrize("task", [returns_after_spawning, raises_after_spawning], ids=["returns", "raises"])
-@pytest.mark.parametrize("orphan, new_session", [(False, False), (False, True), (True, True)],
-                         ids=["child in the group", "child calls setsid", "orphaned grandchild in its own session"])
+@pytest.mark.parametrize(
+    "orphan, new_session",
+    [(False, False), (False, True), (True, True)],
+    ids=["child in the group", "child calls setsid", "orphaned grandchild in its own session"],
+)
 def test_nothing_a_worker_started_outlives_it(tmp_path, task, orphan, new_session):
     record = tmp_path / "pids"
     try:

@@ -8,6 +8,7 @@ every output is grepped for the secret: stdout, stderr, every file a crash log c
 temp folder is redirected into the test's folder), and every file written under the working folder
 (results, an MLflow store).
 """
+
 from __future__ import annotations
 
 import tempfile
@@ -73,12 +74,26 @@ def test_a_failing_ledger_command_never_shows_the_password(tmp_path, private_tem
     assert not _files_holding(tmp_path, SECRET), "the password reached a file (crash log, results, store)"
 
 
-@pytest.mark.parametrize("form", ["userinfo password", "password query parameter", "non-numeric port with password parameter"])
+@pytest.mark.parametrize(
+    "form", ["userinfo password", "password query parameter", "non-numeric port with password parameter"]
+)
 def test_an_audit_command_refuses_the_ledger_before_writing_results_or_mlflow(tmp_path, private_temp, form):
     # The ledger is checked before the audit runs: no results file, no MLflow store, no password anywhere.
-    ended = run_cli_in_process("whitebox-audit", "--mode", "one-run", "--builtin", "--out", "out",
-                               "--tracking-uri", f"sqlite:///{tmp_path}/mlflow.db", "--ledger", URIS[form],
-                               "--dataset", "d", cwd=tmp_path)
+    ended = run_cli_in_process(
+        "whitebox-audit",
+        "--mode",
+        "one-run",
+        "--builtin",
+        "--out",
+        "out",
+        "--tracking-uri",
+        f"sqlite:///{tmp_path}/mlflow.db",
+        "--ledger",
+        URIS[form],
+        "--dataset",
+        "d",
+        cwd=tmp_path,
+    )
     assert ended.returncode == 2, ended.stderr
     assert SECRET not in ended.stdout + ended.stderr
     assert not (tmp_path / "out").exists() and not (tmp_path / "mlflow.db").exists()
@@ -138,28 +153,41 @@ def test_redact_hides_every_form(form):
     assert hidden not in redact(f"error: --ledger {text}: cannot connect")
 
 
-@pytest.mark.parametrize("text", [
-    "sqlite:///runs/ledger.db", "/home/alice/privacy-ledger.db", "postgresql+psycopg://alice@db.example:5432/ledger",
-    "max_total_epsilon=3.5", "runs/20261127T0000Z-smoke/results.json", "--dataset adult --max-epsilon 2",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "sqlite:///runs/ledger.db",
+        "/home/alice/privacy-ledger.db",
+        "postgresql+psycopg://alice@db.example:5432/ledger",
+        "max_total_epsilon=3.5",
+        "runs/20261127T0000Z-smoke/results.json",
+        "--dataset adult --max-epsilon 2",
+    ],
+)
 def test_redact_leaves_what_is_no_secret(text):
     assert redact(text) == text
 
 
 def test_redact_argv_and_environment():
     assert redact_argv(["x", "--token", SECRET, "--dataset", "d"]) == ["x", "--token", MASK, "--dataset", "d"]
-    shown = redact_environment({"PGPASSWORD": SECRET, "MLFLOW_TRACKING_TOKEN": SECRET, "HOME": "/root",
-                                "DATABASE_URL": f"postgresql://u:{SECRET}@h/db"})
+    shown = redact_environment(
+        {
+            "PGPASSWORD": SECRET,
+            "MLFLOW_TRACKING_TOKEN": SECRET,
+            "HOME": "/root",
+            "DATABASE_URL": f"postgresql://u:{SECRET}@h/db",
+        }
+    )
     assert SECRET not in str(shown) and shown["HOME"] == "/root"
 
 
 def test_the_ledger_records_its_own_command_line_without_the_password(tmp_path):
     # A recorded release's provenance (the `command` column, shown by ledger list) never holds a password:
     # a flag whose value is a secret-bearing URI is stored redacted.
+    import sys
+
     from audit.cli.ledger_commands import _provenance  # noqa: F401 - the function the commands call
     from audit.ledger.store import Provenance
-
-    import sys
 
     argv = sys.argv
     try:

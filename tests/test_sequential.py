@@ -1,5 +1,6 @@
 """Sequential canary audits: the looks are declared before the first run, the audit stops at the first look that
 refutes, and a correct claim is refuted at most α of the time over all looks together (issue #40)."""
+
 from __future__ import annotations
 
 import math
@@ -82,8 +83,9 @@ def _sequential_null_audit(seed: int, profile, mu: float, planned: int = 800) ->
     def look(index, size, level):
         k = max(16, n_pilot * size // planned)
         c, s = coins[:size], scores[:size]
-        rule, _ = best_profile_rule(pilot[:k][pilot_coins[:k]], pilot[:k][~pilot_coins[:k]], profile,
-                                    int(c.sum()), int((~c).sum()), 1 - level)
+        rule, _ = best_profile_rule(
+            pilot[:k][pilot_coins[:k]], pilot[:k][~pilot_coins[:k]], profile, int(c.sum()), int((~c).sum()), 1 - level
+        )
         fp, fn = _errors(rule, s[c], s[~c])
         return tangent_test_p_value(fn, int(c.sum()), fp, int((~c).sum()), rule[2], profile, alpha=level), {}
 
@@ -121,8 +123,12 @@ def test_sequential_profile_audits_of_a_correct_trainer_refute_at_most_5_percent
     # The trainer does what its CLAIM says (σ 4.5, q 0.25, T 20); three looks of 32, 64, 128 audited runs.
     from audit.dp_validation.canary_audit import run_canary_audit
 
-    results = [run_canary_audit("audit.demos.planted_bugs:correct_eps_1", n_models=128, seed=seed, first_look_runs=32,
-                                pool=pool) for seed in range(40)]
+    results = [
+        run_canary_audit(
+            "audit.demos.planted_bugs:correct_eps_1", n_models=128, seed=seed, first_look_runs=32, pool=pool
+        )
+        for seed in range(40)
+    ]
     assert all(r["sequential"]["looks"] == [32, 64, 128] for r in results)
     assert sum(r["violation"] for r in results) <= 2  # ≤ 5 % of 40
     # Holding a correct claim needs the whole planned size: no audit that held stopped early.
@@ -133,8 +139,15 @@ def test_sequential_profile_audits_of_a_correct_trainer_refute_at_most_5_percent
 def test_the_cli_declares_the_looks_first_and_stops_a_grossly_broken_trainer_at_the_first(cli_in_process, tmp_path):
     import json
 
-    proc = cli_in_process("canary-audit", "--trainer", "audit.demos.planted_bugs:noise_divided_twice", "--models", "800",
-                          "--tracking-uri", f"sqlite:///{tmp_path}/m.db")
+    proc = cli_in_process(
+        "canary-audit",
+        "--trainer",
+        "audit.demos.planted_bugs:noise_divided_twice",
+        "--models",
+        "800",
+        "--tracking-uri",
+        f"sqlite:///{tmp_path}/m.db",
+    )
     assert proc.returncode == 1, proc.stderr
     text = proc.stdout + proc.stderr
     assert "declared before the first run: sequential: 800 audited runs planned, 3 looks after 200" in text
@@ -147,6 +160,15 @@ def test_the_cli_declares_the_looks_first_and_stops_a_grossly_broken_trainer_at_
 
 
 def test_looks_apply_to_the_profile_mode_only(cli_in_process, tmp_path):
-    proc = cli_in_process("canary-audit", "--trainer", "audit.demos.planted_bugs:correct_eps_1", "--mode", "multi",
-                          "--looks", "3", "--tracking-uri", f"sqlite:///{tmp_path}/m.db")
+    proc = cli_in_process(
+        "canary-audit",
+        "--trainer",
+        "audit.demos.planted_bugs:correct_eps_1",
+        "--mode",
+        "multi",
+        "--looks",
+        "3",
+        "--tracking-uri",
+        f"sqlite:///{tmp_path}/m.db",
+    )
     assert proc.returncode == 2 and "--looks" in proc.stderr and not list(tmp_path.glob("runs/*"))

@@ -1,6 +1,7 @@
 """Every shipped policy against the README's examples: each verdict is the one its file's comment
 promises (the lines under "Verdicts on the README's examples"), and a rule that cannot apply (an
 accountant rule on a claim no accountant computed) never fails (issue #36)."""
+
 from __future__ import annotations
 
 import json
@@ -17,8 +18,14 @@ from audit.machinery.verdict_words import status_word
 from audit.model_audits.score_audit import audit_scores
 
 REPO = Path(__file__).resolve().parents[1]
-SHIPPED = sorted([REPO / "examples" / "policy-strict.yaml", REPO / "examples" / "policy-lenient.yaml",
-                  *(REPO / "examples" / "policies").glob("*.yaml"), *(REPO / "audit" / "policies").glob("*.yaml")])
+SHIPPED = sorted(
+    [
+        REPO / "examples" / "policy-strict.yaml",
+        REPO / "examples" / "policy-lenient.yaml",
+        *(REPO / "examples" / "policies").glob("*.yaml"),
+        *(REPO / "audit" / "policies").glob("*.yaml"),
+    ]
+)
 PROMISE = re.compile(r"^#\s+(smoke run|default run|audit-scores null scores --claimed-epsilon 1): (.+)$")
 
 
@@ -38,14 +45,17 @@ def examples(tmp_path_factory) -> dict[str, dict]:
     return {
         "smoke run": json.loads((REPO / "tests" / "data" / "results_smoke_current_example.json").read_text()),
         "default run": json.loads((REPO / "tests" / "data" / "results_default_example.json").read_text()),
-        "audit-scores null scores --claimed-epsilon 1": audit_scores(path, claimed_epsilon=1.0,
-                                                                     membership_randomized=True),
+        "audit-scores null scores --claimed-epsilon 1": audit_scores(
+            path, claimed_epsilon=1.0, membership_randomized=True
+        ),
     }
 
 
 def test_every_shipped_policy_states_its_verdicts_on_the_readme_examples():
     for path in SHIPPED:
-        assert set(_promises(path)) == {"smoke run", "default run", "audit-scores null scores --claimed-epsilon 1"}, path
+        assert set(_promises(path)) == {"smoke run", "default run", "audit-scores null scores --claimed-epsilon 1"}, (
+            path
+        )
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: str(p.relative_to(REPO)))

@@ -7,6 +7,7 @@ trade-off test's cdf range and curve, the Gaussian fit's AUC and gaps, the GDP c
 log Φ, and the cached PLDs of `audit.statistics.accountants`. (`_full_roc`: tests/test_attack_metrics.py;
 the mixed-type distances: tests/test_synthetic_risks.py.)
 """
+
 from __future__ import annotations
 
 import math
@@ -43,8 +44,10 @@ def test_the_clopper_pearson_beta_quantile_is_scipys_bit_for_bit():
         b = np.maximum(n - k, 1)
         np.testing.assert_array_equal(beta_ppf(q, k + 1, b), stats.beta.ppf(q, k + 1, b))
         smooth = (k + 1.0) / (n + 2.0) * 700  # the anticipated evaluation counts: non-integer shapes
-        np.testing.assert_array_equal(beta_ppf(q, smooth + 1.0, np.maximum(700 - smooth, 1e-9)),
-                                      stats.beta.ppf(q, smooth + 1.0, np.maximum(700 - smooth, 1e-9)))
+        np.testing.assert_array_equal(
+            beta_ppf(q, smooth + 1.0, np.maximum(700 - smooth, 1e-9)),
+            stats.beta.ppf(q, smooth + 1.0, np.maximum(700 - smooth, 1e-9)),
+        )
     for q in (0.0, 1.0):  # the edges go to the wrapper itself
         np.testing.assert_array_equal(beta_ppf(q, [1.0, 3.0], [2.0, 1.0]), stats.beta.ppf(q, [1.0, 3.0], [2.0, 1.0]))
 
@@ -73,15 +76,19 @@ def test_the_one_run_p_value_is_the_scipy_stats_formula_exactly():
         assert one_run_p_value(eps, m, r, v, delta) == _one_run_p_value_with_scipy_stats(eps, m, r, v, delta)
 
 
-@pytest.mark.parametrize(("lo", "hi", "n", "p"), [(0, 40, 40, 0.3), (17, 900, 24_000, 0.02), (0, 0, 5, 0.0),
-                                                   (3, 9, 9, 1.0), (1200, 1800, 2000, 0.75)])
+@pytest.mark.parametrize(
+    ("lo", "hi", "n", "p"),
+    [(0, 40, 40, 0.3), (17, 900, 24_000, 0.02), (0, 0, 5, 0.0), (3, 9, 9, 1.0), (1200, 1800, 2000, 0.75)],
+)
 def test_the_tradeoff_tests_cdf_range_starts_from_scipys_cdf(lo, hi, n, p):
     from audit.statistics.tradeoff_curves import _binomial_cdf_range, _binomial_pmf
 
     got = _binomial_cdf_range(lo, hi, n, p)
     if 0.0 < p < 1.0:
         start = float(stats.binom.cdf(lo, n, p))
-        want = np.minimum(1.0, start + np.concatenate([[0.0], np.cumsum(_binomial_pmf(np.arange(lo + 1, hi + 1), n, p))]))
+        want = np.minimum(
+            1.0, start + np.concatenate([[0.0], np.cumsum(_binomial_pmf(np.arange(lo + 1, hi + 1), n, p))])
+        )
         np.testing.assert_array_equal(got, want)
     np.testing.assert_allclose(got, stats.binom.cdf(np.arange(lo, hi + 1), n, p), rtol=1e-9, atol=1e-12)
 
@@ -94,8 +101,9 @@ def test_the_trade_off_curve_is_the_direct_formula_bit_for_bit_also_in_chunks():
     for profile in (dpsgd_privacy_profile(2.0, 1.0, 4), pair_privacy_profile(1.0, 1e-5)):
         eps, deltas = profile.arrays()
         a = alpha[:, None]
-        direct = np.clip(np.maximum(1.0 - deltas - np.exp(eps) * a, np.exp(-eps) * (1.0 - deltas - a)).max(axis=-1),
-                         0.0, 1.0)
+        direct = np.clip(
+            np.maximum(1.0 - deltas - np.exp(eps) * a, np.exp(-eps) * (1.0 - deltas - a)).max(axis=-1), 0.0, 1.0
+        )
         np.testing.assert_array_equal(tradeoff_from_profile(profile, alpha), direct)
         assert all(float(tradeoff_from_profile(profile, x)) == value for x, value in zip(alpha[::500], direct[::500]))
 
@@ -163,8 +171,19 @@ def test_cached_single_step_plds_give_the_fresh_computations_epsilon():
     from audit.statistics.accountants import DPSGDEvent, _pld_bounds_at
 
     for sigma, q, steps in ((1.0, 0.01, 100), (1.0, 0.01, 300), (2.0, 0.05, 50)):
-        fresh = tuple(float(pld.from_gaussian_mechanism(
-            sigma, sampling_prob=q, pessimistic_estimate=pessimistic, value_discretization_interval=1e-3,
-            use_connect_dots=pessimistic).self_compose(steps).get_epsilon_for_delta(1e-5)) for pessimistic in (False, True))
+        fresh = tuple(
+            float(
+                pld.from_gaussian_mechanism(
+                    sigma,
+                    sampling_prob=q,
+                    pessimistic_estimate=pessimistic,
+                    value_discretization_interval=1e-3,
+                    use_connect_dots=pessimistic,
+                )
+                .self_compose(steps)
+                .get_epsilon_for_delta(1e-5)
+            )
+            for pessimistic in (False, True)
+        )
         assert _pld_bounds_at(DPSGDEvent(sigma, q, steps), 1e-5, 1e-3) == fresh
         assert _pld_bounds_at(DPSGDEvent(sigma, q, steps), 1e-5, 1e-3) == fresh  # from the cache

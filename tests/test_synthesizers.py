@@ -1,4 +1,5 @@
 """Claims about the synthesizers in targets/synthesizers.py, and how the synthetic check sees them."""
+
 from __future__ import annotations
 
 import time
@@ -21,18 +22,20 @@ def population(n: int, seed: int) -> pd.DataFrame:
     """Seeded mixed-type rows: 6 numeric (float, skewed, integer) + 4 categorical columns."""
     rng = np.random.default_rng(seed)
     z = rng.normal(size=(n, 4))
-    return pd.DataFrame({
-        "age": np.rint(40 + 12 * z[:, 0]).astype(np.int64),
-        "income": np.exp(10 + 0.5 * z[:, 1] + 0.3 * z[:, 0]),
-        "score": z[:, 2] + 0.5 * z[:, 1],
-        "tenure": np.rint(np.abs(5 + 3 * z[:, 3])).astype(np.int64),
-        "balance": 1000 * z[:, 1] - 300 * z[:, 3],
-        "visits": rng.poisson(3, n).astype(np.int64),
-        "city": rng.choice(["north", "south", "east", "west"], n, p=[0.4, 0.3, 0.2, 0.1]),
-        "plan": np.where(z[:, 3] > 0.5, "gold", np.where(z[:, 3] > -0.5, "silver", "basic")),
-        "member": rng.random(n) < 0.3,
-        "label": np.where(z[:, 0] + rng.normal(size=n) > 0, "yes", "no"),
-    })
+    return pd.DataFrame(
+        {
+            "age": np.rint(40 + 12 * z[:, 0]).astype(np.int64),
+            "income": np.exp(10 + 0.5 * z[:, 1] + 0.3 * z[:, 0]),
+            "score": z[:, 2] + 0.5 * z[:, 1],
+            "tenure": np.rint(np.abs(5 + 3 * z[:, 3])).astype(np.int64),
+            "balance": 1000 * z[:, 1] - 300 * z[:, 3],
+            "visits": rng.poisson(3, n).astype(np.int64),
+            "city": rng.choice(["north", "south", "east", "west"], n, p=[0.4, 0.3, 0.2, 0.1]),
+            "plan": np.where(z[:, 3] > 0.5, "gold", np.where(z[:, 3] > -0.5, "silver", "basic")),
+            "member": rng.random(n) < 0.3,
+            "label": np.where(z[:, 0] + rng.normal(size=n) > 0, "yes", "no"),
+        }
+    )
 
 
 N = 2000

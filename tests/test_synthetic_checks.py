@@ -1,5 +1,6 @@
 """Claims about the synthetic-data privacy checks (targets/tabular_encoding.py,
 attacks/distance.py, audit/statistics/synthetic_metrics.py, audit/statistics/synthetic_evaluation.py)."""
+
 from __future__ import annotations
 
 import json
@@ -17,7 +18,6 @@ from attacks.distance import (
     nearest_neighbours,
 )
 from audit.statistics.synthetic_evaluation import synthetic_privacy_checks
-from audit.synthetic.synthetic_check import read_table
 from audit.statistics.synthetic_metrics import (
     _permutation_null,
     dcr,
@@ -25,6 +25,7 @@ from audit.statistics.synthetic_metrics import (
     nndr,
     nndr_real_vs_synthetic,
 )
+from audit.synthetic.synthetic_check import read_table
 from targets.tabular_encoding import MixedTypeEncoder, SyntheticDataError, rms_gower_distance
 
 
@@ -32,14 +33,16 @@ def population(n: int, seed: int) -> pd.DataFrame:
     """A seeded mixed-type population: correlated numerics (float, skewed, integer) + categoricals."""
     rng = np.random.default_rng(seed)
     z = rng.normal(size=(n, 3))
-    return pd.DataFrame({
-        "age": np.rint(40 + 12 * z[:, 0]).astype(np.int64),
-        "income": np.exp(10 + 0.5 * z[:, 1] + 0.3 * z[:, 0]),
-        "score": z[:, 2] + 0.5 * z[:, 1],
-        "city": rng.choice(["north", "south", "east", "west"], n, p=[0.4, 0.3, 0.2, 0.1]),
-        "member": rng.random(n) < 0.3,
-        "label": np.where(z[:, 0] + rng.normal(size=n) > 0, "yes", "no"),
-    })
+    return pd.DataFrame(
+        {
+            "age": np.rint(40 + 12 * z[:, 0]).astype(np.int64),
+            "income": np.exp(10 + 0.5 * z[:, 1] + 0.3 * z[:, 0]),
+            "score": z[:, 2] + 0.5 * z[:, 1],
+            "city": rng.choice(["north", "south", "east", "west"], n, p=[0.4, 0.3, 0.2, 0.1]),
+            "member": rng.random(n) < 0.3,
+            "label": np.where(z[:, 0] + rng.normal(size=n) > 0, "yes", "no"),
+        }
+    )
 
 
 N = 1500
@@ -70,7 +73,13 @@ def test_a_copy_of_the_training_set_fails_the_synthetic_check():
     assert result["mia"]["tpr_at_fpr"]["0.001"] > 0.9
     assert result["mia"]["epsilon_lb"]["clopper_pearson"] > 3.0
     assert {flag["check"] for flag in result["flags"]} == {
-        "dcr", "exact_copies", "mia", "risk_singling_out", "risk_linkability", "risk_inference"}
+        "dcr",
+        "exact_copies",
+        "mia",
+        "risk_singling_out",
+        "risk_linkability",
+        "risk_inference",
+    }
     assert result["passed"] is False
     _assert_json_ready(result)
 
@@ -103,7 +112,17 @@ def test_an_independent_sample_from_the_same_distribution_passes():
 
 def test_report_shape_and_json_keys():
     result = checks_without_risks(TRAIN, HOLDOUT, INDEPENDENT, seed=3)
-    for key in ("nndr", "nndr_real_vs_synthetic", "dcr", "mia", "fidelity", "warnings", "n_train", "n_holdout", "n_synthetic"):
+    for key in (
+        "nndr",
+        "nndr_real_vs_synthetic",
+        "dcr",
+        "mia",
+        "fidelity",
+        "warnings",
+        "n_train",
+        "n_holdout",
+        "n_synthetic",
+    ):
         assert key in result
     assert set(result["mia"]["tpr_at_fpr"]) == {"0.001", "0.01", "0.1"}
     assert (result["n_train"], result["n_holdout"], result["n_synthetic"]) == (N, N, N)
@@ -136,7 +155,13 @@ def test_without_coin_flip_membership_only_the_proven_bound_could_flag_a_dp_clai
     assert result["mia"]["epsilon_lb_scope"]["clopper_pearson"]["decides"] is False
     # The leak tests and the re-identification risks form one Holm family (issue 27).
     assert {t["check"] for t in result["leak_tests"]} == {
-        "dcr", "exact_copies", "mia", "risk_singling_out", "risk_linkability", "risk_inference"}
+        "dcr",
+        "exact_copies",
+        "mia",
+        "risk_singling_out",
+        "risk_linkability",
+        "risk_inference",
+    }
     assert "Holm" in result["flag_family"]
 
 
@@ -164,10 +189,11 @@ def test_nearest_distances_chunked_equal_brute_force(n_queries, n_reference, n_f
     recomputed = np.linalg.norm(reference[indices] - queries[:, None, :], axis=2)
     np.testing.assert_allclose(recomputed, distances, atol=1e-6)
 
-    (rows, _), (cols, _) = mutual_nearest_neighbours(queries, reference, 2 if n_reference > 1 else 1,
-                                                     chunk_size=chunk_size, tile_size=tile_size)
+    (rows, _), (cols, _) = mutual_nearest_neighbours(
+        queries, reference, 2 if n_reference > 1 else 1, chunk_size=chunk_size, tile_size=tile_size
+    )
     full = cdist(queries.astype(float), reference.astype(float))
-    np.testing.assert_allclose(rows, np.sort(full, axis=1)[:, :rows.shape[1]], atol=1e-6)
+    np.testing.assert_allclose(rows, np.sort(full, axis=1)[:, : rows.shape[1]], atol=1e-6)
     np.testing.assert_allclose(cols[:, 0], full.min(axis=0), atol=1e-6)
 
 
@@ -212,12 +238,12 @@ def test_encoded_euclidean_distance_is_the_rms_gower_distance_by_hand():
     a = pd.DataFrame({"x": [4.0], "y": [1], "colour": ["red"]})
     b = pd.DataFrame({"x": [9.0], "y": [2], "colour": ["blue"]})
     # x: |4 − 9| / 10 = 0.5; y: |1 − 2| / (5 − 1) = 0.25; colour: mismatch = 1.
-    expected = math.sqrt((0.5 ** 2 + 0.25 ** 2 + 1.0) / 3)
+    expected = math.sqrt((0.5**2 + 0.25**2 + 1.0) / 3)
     distance = rms_gower_distance(encoder.transform(a), encoder.transform(b))[0]
     assert distance == pytest.approx(expected, abs=1e-6)
     # Values outside the train+holdout range are clipped: a column contributes at most 1.
     far = pd.DataFrame({"x": [1000.0], "y": [2], "colour": ["purple"]})  # unseen colour
-    expected_far = math.sqrt((0.1 ** 2 + 0.0 + 1.0) / 3)  # x clipped to 10: |10 − 9| / 10
+    expected_far = math.sqrt((0.1**2 + 0.0 + 1.0) / 3)  # x clipped to 10: |10 − 9| / 10
     assert rms_gower_distance(encoder.transform(far), encoder.transform(b))[0] == pytest.approx(expected_far, abs=1e-6)
     assert encoder.unseen_categories(far) == {"colour": 1}
 
@@ -256,7 +282,9 @@ def test_nan_policy_indicator_treats_missing_as_its_own_value():
 
 def test_missing_and_extra_columns_are_named():
     synthetic = INDEPENDENT.drop(columns=["score"]).assign(zip_code="12345")
-    with pytest.raises(SyntheticDataError, match=r"synthetic.*missing column\(s\) \['score'\].*unexpected column\(s\) \['zip_code'\]"):
+    with pytest.raises(
+        SyntheticDataError, match=r"synthetic.*missing column\(s\) \['score'\].*unexpected column\(s\) \['zip_code'\]"
+    ):
         checks_without_risks(TRAIN, HOLDOUT, synthetic)
     with pytest.raises(SyntheticDataError, match=r"holdout.*missing column\(s\) \['city'\]"):
         checks_without_risks(TRAIN, HOLDOUT.drop(columns=["city"]), INDEPENDENT)
@@ -350,8 +378,12 @@ def test_dcr_permutation_spread_matches_random_relabelling_when_synthetic_rows_c
     train_id, holdout_id = np.cumsum(is_train) - 1, np.cumsum(~is_train) - 1
     closer = is_train[nearest]
     _, se = _permutation_null(
-        closer, np.ones(1000, bool), np.where(closer, train_id[nearest], 0),
-        np.where(closer, 0, holdout_id[nearest]), n_train, n_pool - n_train,
+        closer,
+        np.ones(1000, bool),
+        np.where(closer, train_id[nearest], 0),
+        np.where(closer, 0, holdout_id[nearest]),
+        n_train,
+        n_pool - n_train,
     )
     assert se == pytest.approx(np.std(simulated), rel=0.1)
     assert se > 3 * math.sqrt(0.25 / 1000)

@@ -1,6 +1,7 @@
 """Claims about the synthetic-data re-identification risks (audit/statistics/synthetic_risks.py):
 singling out, linkability and attribute inference against a control set (Giomi et al. 2022), and
 the DCR-vs-random baseline."""
+
 from __future__ import annotations
 
 import os
@@ -26,15 +27,20 @@ def population(n: int, rng: np.random.Generator) -> pd.DataFrame:
     """A mixed-type population: integer, skewed float and rounded numerics, three categoricals."""
     age = rng.integers(18, 90, n)
     income = np.round(rng.lognormal(10 + 0.01 * (age - 50), 0.5), 2)
-    return pd.DataFrame({
-        "age": age,
-        "sex": rng.choice(["f", "m"], n),
-        "region": rng.choice(["north", "south", "east", "west", "centre"], n, p=[0.3, 0.2, 0.2, 0.2, 0.1]),
-        "income": income,
-        "job": np.where(income > 30000, rng.choice(["manager", "engineer", "clerk"], n),
-                        rng.choice(["clerk", "driver", "nurse", "teacher"], n)),
-        "hours": np.clip(np.round(rng.normal(38, 8, n)), 5, 80),
-    })
+    return pd.DataFrame(
+        {
+            "age": age,
+            "sex": rng.choice(["f", "m"], n),
+            "region": rng.choice(["north", "south", "east", "west", "centre"], n, p=[0.3, 0.2, 0.2, 0.2, 0.1]),
+            "income": income,
+            "job": np.where(
+                income > 30000,
+                rng.choice(["manager", "engineer", "clerk"], n),
+                rng.choice(["clerk", "driver", "nurse", "teacher"], n),
+            ),
+            "hours": np.clip(np.round(rng.normal(38, 8, n)), 5, 80),
+        }
+    )
 
 
 def near_copy(train: pd.DataFrame, rng: np.random.Generator) -> pd.DataFrame:
@@ -89,14 +95,14 @@ def test_no_false_alarm_on_null_data_in_at_least_95_percent_of_repeats():
     for repeat in range(repeats):
         rng = np.random.default_rng(100 + repeat)
         train, control, release = population(400, rng), population(400, rng), population(400, rng)
-        result = synthetic_risks(train, control, release, alpha_each=0.05 / risk_test_count(train.shape[1]),
-                                 n_attacks=200, seed=repeat)
+        result = synthetic_risks(
+            train, control, release, alpha_each=0.05 / risk_test_count(train.shape[1]), n_attacks=200, seed=repeat
+        )
         flagged += bool(result["flags"])
     assert flagged <= repeats * 0.05
 
 
-@pytest.mark.parametrize(("n_numeric", "n_categorical"),
-                         [(0, 2), (1, 0), (4, 0), (4, 2), (7, 2), (8, 0), (12, 2)])
+@pytest.mark.parametrize(("n_numeric", "n_categorical"), [(0, 2), (1, 0), (4, 0), (4, 2), (7, 2), (8, 0), (12, 2)])
 def test_small_distance_blocks_summed_in_numpy_equal_torch_cdist(n_numeric, n_categorical):
     # _gower_l1 sums small blocks in numpy (torch.cdist's set-up costs 20× their arithmetic): the
     # distances must be torch's float32 ones, so nearest rows and ties come out the same.
@@ -112,11 +118,13 @@ def test_small_distance_blocks_summed_in_numpy_equal_torch_cdist(n_numeric, n_ca
     low = s_num.min(axis=0)
     want = torch.zeros((70, 90))
     if n_numeric:
-        want = torch.cdist(torch.from_numpy((q_num - low).astype(np.float32)),
-                           torch.from_numpy((s_num - low).astype(np.float32)), p=1)
+        want = torch.cdist(
+            torch.from_numpy((q_num - low).astype(np.float32)), torch.from_numpy((s_num - low).astype(np.float32)), p=1
+        )
     if n_categorical:
-        want = want + torch.cdist(torch.from_numpy(q_cat.astype(np.float32)),
-                                  torch.from_numpy(s_cat.astype(np.float32)), p=0)
+        want = want + torch.cdist(
+            torch.from_numpy(q_cat.astype(np.float32)), torch.from_numpy(s_cat.astype(np.float32)), p=0
+        )
     assert got.dtype == np.float32
     np.testing.assert_array_equal(got, want.numpy())
 
@@ -140,7 +148,9 @@ def test_dcr_baseline_protection_is_near_zero_for_copies_and_one_for_noise():
     train = population(500, rng)
     assert dcr_baseline_protection(train, train)["score"] == 0
     noise = pd.DataFrame({c: rng.permutation(train[c].to_numpy()) for c in train.columns})  # marginals only
-    assert dcr_baseline_protection(train, noise)["score"] > dcr_baseline_protection(train, near_copy(train, rng))["score"]
+    assert (
+        dcr_baseline_protection(train, noise)["score"] > dcr_baseline_protection(train, near_copy(train, rng))["score"]
+    )
 
 
 def _anonymeter_evaluators():
@@ -152,16 +162,31 @@ def _anonymeter_evaluators():
     passes its interpreter in PRIVACY_AUDIT_ANONYMETER_PYTHON; this test then re-runs itself there."""
     try:
         from anonymeter import evaluators
+
         return evaluators
     except ImportError:
         pass
     side = os.environ.get("PRIVACY_AUDIT_ANONYMETER_PYTHON")
     if not side:
         pytest.skip("needs anonymeter: `make test` builds .venv-anonymeter and sets PRIVACY_AUDIT_ANONYMETER_PYTHON")
-    proc = subprocess.run([side, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
-                           f"{__file__}::test_agrees_with_anonymeter_on_the_same_data"],
-                          cwd=REPO, capture_output=True, text=True, timeout=900,
-                          env={**os.environ, "PRIVACY_AUDIT_ANONYMETER_PYTHON": ""})
+    proc = subprocess.run(
+        [
+            side,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-o",
+            "addopts=",
+            f"{__file__}::test_agrees_with_anonymeter_on_the_same_data",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "PRIVACY_AUDIT_ANONYMETER_PYTHON": ""},
+    )
     assert proc.returncode == 0 and "1 passed" in proc.stdout, proc.stdout[-4000:] + proc.stderr[-2000:]
     return None
 
@@ -176,17 +201,34 @@ def test_agrees_with_anonymeter_on_the_same_data():
     train, control = population(1500, rng), population(1500, rng)
     for release in (near_copy(train, rng), population(1500, rng)):
         aux = (["age", "region", "hours"], ["sex", "income", "job"])
-        theirs = evaluators.LinkabilityEvaluator(train, release, aux_cols=aux, n_attacks=500,
-                                                 control=control).evaluate(n_jobs=1).risk()
+        theirs = (
+            evaluators.LinkabilityEvaluator(train, release, aux_cols=aux, n_attacks=500, control=control)
+            .evaluate(n_jobs=1)
+            .risk()
+        )
         ours = linkability_risk(train, control, release, aux_cols=aux, n_attacks=500)
         assert abs(ours["value"] - theirs.value) < 0.08, (ours, theirs)
         for secret in ("job", "age"):
             columns = [c for c in train.columns if c != secret]
-            theirs = evaluators.InferenceEvaluator(train, release, aux_cols=columns, secret=secret, n_attacks=500,
-                                                   control=control, regression=secret == "age").evaluate(n_jobs=1).risk()
+            theirs = (
+                evaluators.InferenceEvaluator(
+                    train,
+                    release,
+                    aux_cols=columns,
+                    secret=secret,
+                    n_attacks=500,
+                    control=control,
+                    regression=secret == "age",
+                )
+                .evaluate(n_jobs=1)
+                .risk()
+            )
             ours = inference_risk(train, control, release, secret=secret, n_attacks=500)
             assert abs(ours["value"] - theirs.value) < 0.08, (secret, ours, theirs)
-        theirs = evaluators.SinglingOutEvaluator(train, release, n_attacks=300, n_cols=3, control=control,
-                                                 seed=1).evaluate(mode="multivariate").risk()
+        theirs = (
+            evaluators.SinglingOutEvaluator(train, release, n_attacks=300, n_cols=3, control=control, seed=1)
+            .evaluate(mode="multivariate")
+            .risk()
+        )
         ours = synthetic_risks(train, control, release, alpha_each=0.01, n_attacks=300)["singling_out"]
         assert abs(ours["value"] - theirs.value) < 0.12, (ours, theirs)

@@ -1,5 +1,6 @@
 """Language-model membership attacks: reference values on hand-made statistics, AUC ≈ 1 on a model
 that memorised its members, ≈ 0.5 on an untrained one, and the blind baseline's false alarms."""
+
 from __future__ import annotations
 
 import math
@@ -46,17 +47,34 @@ def test_min_k_and_min_k_plus_plus_reference_values():
 @pytest.fixture(scope="module")
 def memorised():
     """A small LM trained to memorise 24 member records; 24 coin-flip non-members it never saw."""
-    corpus = make_text_corpus(n_candidates=48, n_pool=60, n_test=10, repetitions=(1,), canaries_per_repetition=1,
-                              n_controls=1, seed=11)
+    corpus = make_text_corpus(
+        n_candidates=48, n_pool=60, n_test=10, repetitions=(1,), canaries_per_repetition=1, n_controls=1, seed=11
+    )
     tokenizer = train_tokenizer([r.text for r in corpus.pool], vocab_size=300)
     members = corpus.candidate_member
     spec = TextTrainingSpec(d_model=48, n_layers=2, n_heads=4, max_length=48, epochs=60, batch_size=8, lr=3e-3)
     ids = encode_texts(tokenizer, [r.text for r in corpus.member_records], 48)
-    target = train_text_target(ids, tokenizer.get_vocab_size(), spec, epsilon=math.inf, delta=1e-5, accountant="prv",
-                               seed=1, device=torch.device("cpu")).model
+    target = train_text_target(
+        ids,
+        tokenizer.get_vocab_size(),
+        spec,
+        epsilon=math.inf,
+        delta=1e-5,
+        accountant="prv",
+        seed=1,
+        device=torch.device("cpu"),
+    ).model
     pool_ids = encode_texts(tokenizer, [r.text for r in corpus.pool], 48)
-    reference = train_text_target(pool_ids, tokenizer.get_vocab_size(), spec, epsilon=math.inf, delta=1e-5,
-                                  accountant="prv", seed=2, device=torch.device("cpu")).model
+    reference = train_text_target(
+        pool_ids,
+        tokenizer.get_vocab_size(),
+        spec,
+        epsilon=math.inf,
+        delta=1e-5,
+        accountant="prv",
+        seed=2,
+        device=torch.device("cpu"),
+    ).model
     candidates = encode_texts(tokenizer, [r.text for r in corpus.candidates], 48)
     untrained = TinyCausalLM(tokenizer.get_vocab_size(), d_model=48, n_layers=2, n_heads=4, max_length=48).eval()
     return corpus, members, candidates, target, reference, untrained

@@ -1,5 +1,6 @@
 """Secret exposure (Carlini et al. 2019) against brute force, its estimate against the exact value,
 its chance level, and extraction by greedy / beam completion."""
+
 from __future__ import annotations
 
 import math
@@ -11,7 +12,12 @@ import torch
 from attacks.extraction import beam_continuation, exact_recoveries, greedy_continuations
 from attacks.secret_exposure import all_secret_log_likelihoods, secret_log_likelihoods
 from audit.statistics.exposure import (
-    RANDOM_EXPOSURE_MEAN, exposure_exact, exposure_extrapolated, exposure_from_rank, exposure_p_value, rank_of_secret,
+    RANDOM_EXPOSURE_MEAN,
+    exposure_exact,
+    exposure_extrapolated,
+    exposure_from_rank,
+    exposure_p_value,
+    rank_of_secret,
 )
 from targets.text_models import TextTrainingSpec, TinyCausalLM, train_text_target
 
@@ -75,8 +81,9 @@ def memorised_secret():
     filler = [[2] + list(rng.integers(14, 30, size=8)) + [3] for _ in range(40)]  # same length, 10 tokens
     ids = np.array([canary] * 40 + filler)
     spec = TextTrainingSpec(d_model=32, n_layers=1, n_heads=2, max_length=16, epochs=30, batch_size=16)
-    model = train_text_target(ids, 30, spec, epsilon=math.inf, delta=1e-5, accountant="prv", seed=0,
-                              device=torch.device("cpu")).model
+    model = train_text_target(
+        ids, 30, spec, epsilon=math.inf, delta=1e-5, accountant="prv", seed=0, device=torch.device("cpu")
+    ).model
     return model, canary[:5], canary[5:9]
 
 

@@ -1,5 +1,6 @@
 """`run --preset text`, tiny: corpus, tokenizer, DP and non-DP causal LMs, attacks, exposure,
 extraction, report, MLflow — end to end through the CLI in well under a minute of training."""
+
 from __future__ import annotations
 
 import json
@@ -9,10 +10,25 @@ import shutil
 import pytest
 import yaml
 
-TINY = {"text": {"n_candidates": 40, "n_pool": 30, "n_test": 10, "repetitions": [1, 8], "canaries_per_repetition": 1,
-                 "control_canaries": 2, "secret_digits": 3, "epochs": 2, "d_model": 16, "n_layers": 1,
-                 "n_heads": 2, "max_length": 48, "vocab_size": 200, "extraction_records": 10},
-        "privacy": {"epsilons": [8.0, "inf"]}}
+TINY = {
+    "text": {
+        "n_candidates": 40,
+        "n_pool": 30,
+        "n_test": 10,
+        "repetitions": [1, 8],
+        "canaries_per_repetition": 1,
+        "control_canaries": 2,
+        "secret_digits": 3,
+        "epochs": 2,
+        "d_model": 16,
+        "n_layers": 1,
+        "n_heads": 2,
+        "max_length": 48,
+        "vocab_size": 200,
+        "extraction_records": 10,
+    },
+    "privacy": {"epsilons": [8.0, "inf"]},
+}
 
 
 def _attack_numbers(results):
@@ -27,8 +43,19 @@ def text_run(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("text")
     (root / "tiny.yaml").write_text(yaml.safe_dump(TINY))
-    done = run_cli("run", "--preset", "text", "--config", "tiny.yaml", "--out", "runs",
-                   "--tracking-uri", f"sqlite:///{root / 'mlflow.db'}", "--quiet", cwd=root)
+    done = run_cli(
+        "run",
+        "--preset",
+        "text",
+        "--config",
+        "tiny.yaml",
+        "--out",
+        "runs",
+        "--tracking-uri",
+        f"sqlite:///{root / 'mlflow.db'}",
+        "--quiet",
+        cwd=root,
+    )
     assert done.returncode in (0, 1), done.stderr[-3000:]
     (folder,) = list((root / "runs").glob("*-text"))
     return root, done, folder, json.loads((folder / "results.json").read_text())
@@ -45,24 +72,39 @@ def test_the_text_preset_runs_end_to_end(text_run, cli, tmp_path):
     assert private["privacy_unit"] == "person" and "per person" in private["epsilon_unit"]
     assert private["n_privacy_units"] == results["data"]["n_persons"] < results["data"]["n_train"]  # 8 copies, 1 person
     assert "Unit of privacy:** ε per person" in (folder / "summary.md").read_text()
-    assert "per person" in (folder / "report.html").read_text() and "Language-model targets per ε" in (
-        folder / "report.html").read_text()
+    assert (
+        "per person" in (folder / "report.html").read_text()
+        and "Language-model targets per ε" in (folder / "report.html").read_text()
+    )
     # --resume of the same run, interrupted after its first target: that target is reused (its
     # training time is the stored one), the second is trained again and gives the same numbers.
     staging = tmp_path / "again" / f".{folder.name}.partial"
     shutil.copytree(folder, staging)
     (staging / "results.json").unlink()
     shutil.rmtree(staging / "checkpoints" / "text_eps_inf")
-    again = cli("run", "--resume", str(staging), "--out", "again", "--tracking-uri",
-                f"sqlite:///{root / 'mlflow.db'}", "--quiet")
+    again = cli(
+        "run",
+        "--resume",
+        str(staging),
+        "--out",
+        "again",
+        "--tracking-uri",
+        f"sqlite:///{root / 'mlflow.db'}",
+        "--quiet",
+    )
     assert again.returncode == done.returncode, again.stderr[-3000:]
     resumed = json.loads((tmp_path / "again" / folder.name / "results.json").read_text())
     assert resumed["targets"][0]["train_seconds"] == private["train_seconds"]
     assert _attack_numbers(resumed) == _attack_numbers(results)
     assert resumed["mlflow"]["resumed_from"] == [results["mlflow"]["parent_run_id"]]
     for target in results["targets"]:
-        assert {a["name"] for a in target["attacks"]} == {"lm_loss", "zlib_ratio", "min_k", "min_k_plus_plus",
-                                                          "reference_ratio"}
+        assert {a["name"] for a in target["attacks"]} == {
+            "lm_loss",
+            "zlib_ratio",
+            "min_k",
+            "min_k_plus_plus",
+            "reference_ratio",
+        }
         assert all(a["epsilon_lb"]["one_run"] is not None for a in target["attacks"])  # coin-flip documents
         rows = {r["repetitions"]: r for r in target["text"]["exposure"]}
         assert set(rows) == {0, 1, 8}
@@ -95,8 +137,21 @@ def test_the_text_preset_gives_the_same_numbers_on_the_processes_executor(text_r
     """The module's local run (tracked in MLflow) against the same config on two child processes
     (not tracked: where numbers are logged does not change them)."""
     (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(TINY))
-    done = cli("run", "--preset", "text", "--config", "tiny.yaml", "--out", "processes", "--no-tracking", "--quiet",
-               "--executor", "processes", "--workers", "2")
+    done = cli(
+        "run",
+        "--preset",
+        "text",
+        "--config",
+        "tiny.yaml",
+        "--out",
+        "processes",
+        "--no-tracking",
+        "--quiet",
+        "--executor",
+        "processes",
+        "--workers",
+        "2",
+    )
     assert done.returncode in (0, 1), done.stderr[-3000:]
     (folder,) = list((tmp_path / "processes").glob("*-text"))
     local, processes = text_run[3], json.loads((folder / "results.json").read_text())

@@ -1,5 +1,6 @@
 """The text targets: a seeded corpus with canaries, a tokenizer that splits digits, and a causal LM
 whose per-sample gradients under Opacus are exact (so its DP-SGD is DP-SGD)."""
+
 from __future__ import annotations
 
 import math
@@ -10,19 +11,40 @@ import torch
 
 from targets.text_corpus import make_text_corpus
 from targets.text_models import (
-    TextTrainingSpec, TinyCausalLM, document_losses, encode_texts, train_text_target, train_tokenizer,
+    TextTrainingSpec,
+    TinyCausalLM,
+    document_losses,
+    encode_texts,
+    train_text_target,
+    train_tokenizer,
 )
 
 
 @pytest.fixture(scope="module")
 def corpus():
-    return make_text_corpus(n_candidates=60, n_pool=60, n_test=20, repetitions=(1, 4), canaries_per_repetition=2,
-                            n_controls=3, secret_digits=4, seed=3)
+    return make_text_corpus(
+        n_candidates=60,
+        n_pool=60,
+        n_test=20,
+        repetitions=(1, 4),
+        canaries_per_repetition=2,
+        n_controls=3,
+        secret_digits=4,
+        seed=3,
+    )
 
 
 def test_the_corpus_is_a_pure_function_of_its_seed(corpus):
-    again = make_text_corpus(n_candidates=60, n_pool=60, n_test=20, repetitions=(1, 4), canaries_per_repetition=2,
-                             n_controls=3, secret_digits=4, seed=3)
+    again = make_text_corpus(
+        n_candidates=60,
+        n_pool=60,
+        n_test=20,
+        repetitions=(1, 4),
+        canaries_per_repetition=2,
+        n_controls=3,
+        secret_digits=4,
+        seed=3,
+    )
     assert [r.text for r in again.candidates] == [r.text for r in corpus.candidates]
     assert [c.text for c in again.canaries] == [c.text for c in corpus.canaries]
     other = make_text_corpus(n_candidates=60, n_pool=60, n_test=20, seed=4)
@@ -44,7 +66,7 @@ def test_the_tokenizer_gives_each_digit_its_own_token(corpus):
     tokenizer = train_tokenizer([r.text for r in corpus.pool], vocab_size=300)
     canary = corpus.canaries[0]
     tokens = tokenizer.encode(canary.text).tokens
-    assert tokens[-2 - len(canary.secret):-2] == list(canary.secret)  # … d d d d . [EOS]
+    assert tokens[-2 - len(canary.secret) : -2] == list(canary.secret)  # … d d d d . [EOS]
     ids = encode_texts(tokenizer, [canary.text, corpus.candidates[0].text], 64)
     assert ids.shape == (2, 64) and ids[0, 0] == tokenizer.token_to_id("[BOS]")
 
@@ -62,7 +84,7 @@ def test_the_model_passes_opacus_validation_and_its_per_sample_gradients_are_exa
     for i in range(3):
         reference = TinyCausalLM(50, d_model=16, n_layers=1, n_heads=2, max_length=12)
         reference.load_state_dict(model.state_dict())
-        document_losses(reference(ids[i:i + 1]), ids[i:i + 1]).sum().backward()
+        document_losses(reference(ids[i : i + 1]), ids[i : i + 1]).sum().backward()
         for (name, p), q in zip(model.named_parameters(), reference.parameters()):
             assert torch.allclose(p.grad_sample[i], q.grad, atol=1e-5), name
 
@@ -71,12 +93,28 @@ def test_dp_training_reaches_the_target_epsilon_and_no_more(corpus):
     tokenizer = train_tokenizer([r.text for r in corpus.pool], vocab_size=300)
     ids = encode_texts(tokenizer, corpus.training_texts(), 48)
     spec = TextTrainingSpec(d_model=16, n_layers=1, n_heads=2, max_length=48, epochs=2, batch_size=8)
-    trained = train_text_target(ids, tokenizer.get_vocab_size(), spec, epsilon=4.0, delta=1e-5, accountant="prv",
-                                seed=0, device=torch.device("cpu"))
+    trained = train_text_target(
+        ids,
+        tokenizer.get_vocab_size(),
+        spec,
+        epsilon=4.0,
+        delta=1e-5,
+        accountant="prv",
+        seed=0,
+        device=torch.device("cpu"),
+    )
     assert trained.noise_multiplier > 0 and trained.steps > 0
     assert trained.accountant_epsilon <= 4.0 + 1e-2
-    plain = train_text_target(ids, tokenizer.get_vocab_size(), spec, epsilon=math.inf, delta=1e-5, accountant="prv",
-                              seed=0, device=torch.device("cpu"))
+    plain = train_text_target(
+        ids,
+        tokenizer.get_vocab_size(),
+        spec,
+        epsilon=math.inf,
+        delta=1e-5,
+        accountant="prv",
+        seed=0,
+        device=torch.device("cpu"),
+    )
     assert plain.epsilon_target is None and plain.noise_multiplier is None and np.isfinite(plain.final_loss)
 
 
@@ -102,8 +140,13 @@ def _tiny_private(max_grad_norm, n_persons, noise_multiplier=0.0):
     reference.load_state_dict(model.state_dict())
     loader = DataLoader(TensorDataset(torch.arange(n_persons)), batch_size=n_persons)
     private, optimizer, _ = PrivacyEngine().make_private(
-        module=model, optimizer=torch.optim.SGD(model.parameters(), lr=1.0), data_loader=loader,
-        noise_multiplier=noise_multiplier, max_grad_norm=max_grad_norm, poisson_sampling=True)
+        module=model,
+        optimizer=torch.optim.SGD(model.parameters(), lr=1.0),
+        data_loader=loader,
+        noise_multiplier=noise_multiplier,
+        max_grad_norm=max_grad_norm,
+        poisson_sampling=True,
+    )
     return private, optimizer, reference
 
 
@@ -151,8 +194,17 @@ def test_user_level_dp_training_samples_persons(corpus):
     texts, owners = corpus.training_documents()
     ids = encode_texts(tokenizer, texts, 48)
     spec = TextTrainingSpec(d_model=16, n_layers=1, n_heads=2, max_length=48, epochs=1, batch_size=8)
-    trained = train_text_target(ids, tokenizer.get_vocab_size(), spec, epsilon=4.0, delta=1e-5, accountant="prv",
-                                seed=0, device=torch.device("cpu"), owners=owners)
+    trained = train_text_target(
+        ids,
+        tokenizer.get_vocab_size(),
+        spec,
+        epsilon=4.0,
+        delta=1e-5,
+        accountant="prv",
+        seed=0,
+        device=torch.device("cpu"),
+        owners=owners,
+    )
     n_persons = int(owners.max()) + 1
     assert trained.privacy_unit == "person" and trained.n_units == n_persons < len(ids)
     assert abs(trained.sample_rate - 1 / math.ceil(n_persons / 8)) < 1e-12  # q over persons, not documents

@@ -1,4 +1,5 @@
 """Claims about the MLflow conventions (audit/machinery/tracking.py): what an MLflow user finds."""
+
 from __future__ import annotations
 
 import json
@@ -7,7 +8,6 @@ import jsonschema
 import pandas as pd
 
 from audit.machinery.config import resolve_config
-from tests.conftest import REPO
 from audit.machinery.tracking import (
     AuditTracker,
     NullTracker,
@@ -16,6 +16,7 @@ from audit.machinery.tracking import (
     system_tags,
     verdict_status,
 )
+from tests.conftest import REPO
 
 
 def test_experiments_carry_a_prefix_per_command():
@@ -28,8 +29,13 @@ def test_runs_carry_mlflow_system_tags_the_verdict_and_no_none_params(tmp_path):
     tracker = AuditTracker(uri, experiment_name("audit-scores"), command="audit-scores")
     run_id = tracker.start_run("scores.csv", tags={"source": "scores.csv", "empty": None})
     tracker.log_params(run_id, {"delta": 1e-5, "claimed_epsilon": None})
-    tracker.log_table(run_id, pd.DataFrame({"member": [0, 1], "score": [0.1, 0.9]}), name="scores.csv",
-                      source="scores.csv", context="scores")
+    tracker.log_table(
+        run_id,
+        pd.DataFrame({"member": [0, 1], "score": [0.1, 0.9]}),
+        name="scores.csv",
+        source="scores.csv",
+        context="scores",
+    )
     tracker.set_verdict(run_id, {"status": "inconclusive", "passed": True, "reasons": []})
     tracker.finish(run_id)
     run = tracker.client.get_run(run_id)
@@ -59,10 +65,16 @@ def test_tracking_off_logs_nothing_and_the_python_api_still_writes_results(tmp_p
 
     monkeypatch.chdir(tmp_path)
     assert isinstance(open_tracker(None, "x", enabled=False), NullTracker)
-    config = resolve_config("smoke", None, {
-        "data": {"n_rows": 400}, "training": {"epochs": 1, "hidden_sizes": [8]},
-        "privacy": {"epsilons": ["inf"]}, "attacks": {"names": ["loss"]},
-    })
+    config = resolve_config(
+        "smoke",
+        None,
+        {
+            "data": {"n_rows": 400},
+            "training": {"epochs": 1, "hidden_sizes": [8]},
+            "privacy": {"epsilons": ["inf"]},
+            "attacks": {"names": ["loss"]},
+        },
+    )
     events = []
     audit = run_audit(config, out_dir=tmp_path / "runs", tracking=False, progress=events.append)
     assert audit.results["mlflow"] is None and (audit.run_dir / "report.html").is_file()

@@ -1,5 +1,6 @@
 """Results and reports name the MLflow store absolutely: `sqlite:///mlflow.db` means nothing to a reader
 who does not know where the audit ran."""
+
 from __future__ import annotations
 
 from audit.machinery.tracking import AuditTracker, absolute_tracking_uri

@@ -1,8 +1,11 @@
 """Trade-off curves of a claim (f-DP) and the profile test: reference values, soundness on null data."""
+
 import math
 
 import numpy as np
 import pytest
+from scipy import stats
+
 from audit.statistics.epsilon_bounds import clopper_pearson_upper
 from audit.statistics.tradeoff_curves import (
     HIGH,
@@ -19,7 +22,6 @@ from audit.statistics.tradeoff_curves import (
     tangent_test_p_value,
     tradeoff_from_profile,
 )
-from scipy import stats
 
 ALPHAS = np.array([0.001, 0.01, 0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 0.9])
 
@@ -94,12 +96,16 @@ def test_a_subsampled_mechanism_at_its_claim_is_not_refuted_and_one_at_4x_steps_
     # A fixed, pre-chosen rule (threshold at the out-world's median, the curve's slope there): no
     # selection data needed.
     rule = ProfileRule(0.0, HIGH, float(curve_slope(profile, 0.5)))
-    honest = profile_test(_dirac_world(rng, n, sigma, q, steps, True), _dirac_world(rng, n, sigma, q, steps, False),
-                          rule, profile)
+    honest = profile_test(
+        _dirac_world(rng, n, sigma, q, steps, True), _dirac_world(rng, n, sigma, q, steps, False), rule, profile
+    )
     assert not honest["refuted"]
-    leaky = profile_test(_dirac_world(rng, n, sigma, q, 4 * steps, True),
-                         _dirac_world(rng, n, sigma, q, 4 * steps, False), rule, profile)
-    assert leaky["refuted"] and leaky["supporting_pair"]["epsilon"] < 1.0  # below the curve at moderate ε', not the corner
+    leaky = profile_test(
+        _dirac_world(rng, n, sigma, q, 4 * steps, True), _dirac_world(rng, n, sigma, q, 4 * steps, False), rule, profile
+    )
+    assert (
+        leaky["refuted"] and leaky["supporting_pair"]["epsilon"] < 1.0
+    )  # below the curve at moderate ε', not the corner
 
 
 def test_the_ceiling_says_whether_a_perfect_attack_could_refute_the_profile():
@@ -143,16 +149,19 @@ def test_the_curve_tests_p_value_matches_a_brute_force_supremum(fn, fp):
     assert brute - 1e-9 <= p <= brute * 1.011 + 1e-9  # a bound, within its 1 % tolerance
 
 
-@pytest.mark.parametrize("profile", [dpsgd_privacy_profile(4.5, 0.25, 20), pair_privacy_profile(1.0, 1e-5)],
-                         ids=["dpsgd", "pair"])
+@pytest.mark.parametrize(
+    "profile", [dpsgd_privacy_profile(4.5, 0.25, 20), pair_privacy_profile(1.0, 1e-5)], ids=["dpsgd", "pair"]
+)
 def test_counts_drawn_on_the_claims_curve_are_refuted_in_at_most_5_percent_of_400_repeats(profile):
     # True rates exactly on the curve (the hardest null), at four FPRs, with the slope there.
     rng = np.random.default_rng(7)
     n = 2000
     for a in (0.05, 0.2, 0.5, 0.8):
         b, slope = float(tradeoff_from_profile(profile, a)), float(curve_slope(profile, a))
-        refuted = sum(tangent_test_p_value(rng.binomial(n, b), n, rng.binomial(n, a), n, slope, profile, alpha=0.05)
-                      <= 0.05 for _ in range(400))
+        refuted = sum(
+            tangent_test_p_value(rng.binomial(n, b), n, rng.binomial(n, a), n, slope, profile, alpha=0.05) <= 0.05
+            for _ in range(400)
+        )
         assert refuted <= 20 + 2 * math.sqrt(400 * 0.05 * 0.95), (a, refuted)  # α = 5 % plus two SEs
 
 
@@ -170,7 +179,9 @@ def test_the_weighted_test_refutes_a_gap_that_two_clopper_pearson_bounds_miss():
 def test_the_curves_slope_is_the_derivative():
     profile = dpsgd_privacy_profile(4.5, 0.25, 20)
     for a in (0.05, 0.3, 0.7):
-        numeric = -(float(tradeoff_from_profile(profile, a + 1e-6)) - float(tradeoff_from_profile(profile, a - 1e-6))) / 2e-6
+        numeric = (
+            -(float(tradeoff_from_profile(profile, a + 1e-6)) - float(tradeoff_from_profile(profile, a - 1e-6))) / 2e-6
+        )
         assert float(curve_slope(profile, a)) == pytest.approx(numeric, rel=2e-2)
     assert float(curve_slope(pair_privacy_profile(1.0, 1e-5), 0.1)) == pytest.approx(math.e)
 

@@ -1,4 +1,5 @@
 """Real Opacus training on small data: what the target rows of results.json claim must hold."""
+
 import math
 
 import numpy as np
@@ -20,8 +21,9 @@ def data():
 
 def _train(data, epsilon, seed=0, accountant="prv"):
     x, y = data
-    return train_target(x, y, 2, SPEC, epsilon=epsilon, delta=1e-5, accountant=accountant, seed=seed,
-                        device=torch.device("cpu"))
+    return train_target(
+        x, y, 2, SPEC, epsilon=epsilon, delta=1e-5, accountant=accountant, seed=seed, device=torch.device("cpu")
+    )
 
 
 @pytest.mark.parametrize("accountant", ["prv", "rdp"])

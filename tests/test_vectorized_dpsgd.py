@@ -1,4 +1,5 @@
 """Vectorised many-model DP-SGD does what Opacus's DPOptimizer does, model by model."""
+
 from __future__ import annotations
 
 import math
@@ -24,7 +25,9 @@ from targets.vectorized_dpsgd import (
 
 DEVICES = [
     "cpu",
-    pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]),
+    pytest.param(
+        "cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+    ),
 ]
 METHODS = ["vmap", "ghost"]
 IN_FEATURES, HIDDEN, N_CLASSES = 5, (8, 6), 3
@@ -45,8 +48,10 @@ def _data(n_rows: int, seed: int = 0, device: str = "cpu"):
 
 
 def _stack(models, device):
-    return {n: torch.stack([dict(m.named_parameters())[n].detach() for m in models]).to(device)
-            for n, _ in models[0].named_parameters()}
+    return {
+        n: torch.stack([dict(m.named_parameters())[n].detach() for m in models]).to(device)
+        for n, _ in models[0].named_parameters()
+    }
 
 
 def _padded_batches(X, y, batch_rows, device):
@@ -56,7 +61,7 @@ def _padded_batches(X, y, batch_rows, device):
     valid = torch.zeros((len(batch_rows), width), dtype=torch.bool)
     for k, rows in enumerate(batch_rows):
         index[k, : len(rows)] = torch.tensor(rows)
-        index[k, len(rows):] = len(X) - 1 - torch.arange(width - len(rows))  # real rows, must be ignored
+        index[k, len(rows) :] = len(X) - 1 - torch.arange(width - len(rows))  # real rows, must be ignored
         valid[k, : len(rows)] = True
     return X[index.to(device)], y[index.to(device)], valid.to(device)
 
@@ -86,9 +91,7 @@ def test_clipped_gradient_sum_equals_opacus_summed_grad(device, method, max_grad
     params = _stack(models, device)
     Xb, yb, valid = _padded_batches(X, y, BATCH_ROWS, device)
 
-    ours = clipped_noisy_gradient_sum(
-        models[0], params, Xb, yb, valid, max_grad_norm=max_grad_norm, method=method
-    )
+    ours = clipped_noisy_gradient_sum(models[0], params, Xb, yb, valid, max_grad_norm=max_grad_norm, method=method)
 
     for k, (model, rows) in enumerate(zip(models, BATCH_ROWS)):
         _, optimizer = _opacus_dp_optimizer(
@@ -115,8 +118,13 @@ def test_one_step_update_equals_opacus_dpoptimizer_step(device, method):
 
     for k, (model, rows) in enumerate(zip(models, BATCH_ROWS)):
         _, optimizer = _opacus_dp_optimizer(
-            model, X[rows], y[rows], max_grad_norm=spec.max_grad_norm,
-            expected_batch_size=int(expected[k]), lr=spec.lr, momentum=spec.momentum,
+            model,
+            X[rows],
+            y[rows],
+            max_grad_norm=spec.max_grad_norm,
+            expected_batch_size=int(expected[k]),
+            lr=spec.lr,
+            momentum=spec.momentum,
         )
         optimizer.step()
         for name, p in model.named_parameters():
@@ -129,8 +137,12 @@ def _opacus_full_batch_training(X, y, spec, epochs, seed, device):
     optimizer = torch.optim.SGD(model.parameters(), lr=spec.lr, momentum=spec.momentum)
     loader = DataLoader(TensorDataset(X, y), batch_size=len(X))
     model, optimizer, loader = PrivacyEngine().make_private(
-        module=model, optimizer=optimizer, data_loader=loader, noise_multiplier=0.0,
-        max_grad_norm=spec.max_grad_norm, poisson_sampling=True,
+        module=model,
+        optimizer=optimizer,
+        data_loader=loader,
+        noise_multiplier=0.0,
+        max_grad_norm=spec.max_grad_norm,
+        poisson_sampling=True,
     )
     for _ in range(epochs):
         for xb, yb in loader:
@@ -153,9 +165,7 @@ def test_training_with_full_batches_equals_opacus_make_private_per_model(device)
 
     for k in range(3):
         mask = in_masks[k].to(device)
-        reference = _opacus_full_batch_training(
-            X[mask], y[mask], spec, spec.steps, model_init_seed(11, k), device
-        )
+        reference = _opacus_full_batch_training(X[mask], y[mask], spec, spec.steps, model_init_seed(11, k), device)
         ours = stacked.model(k).state_dict()
         for name, p in reference.state_dict().items():
             torch.testing.assert_close(ours[name], p.detach().cpu(), atol=1e-5, rtol=1e-5)
@@ -255,8 +265,20 @@ def test_chunking_and_reseeding_reproduce_the_same_models(device, method):
     spec = DPSGDSpec(noise_multiplier=0.8, max_grad_norm=1.0, sample_rate=0.1, steps=6, lr=0.2, momentum=0.9)
 
     def train(chunk_size, seed=21, masks=in_masks, row_chunk_size=None):
-        return train_many(IN_FEATURES, HIDDEN, N_CLASSES, X, y, masks, spec, seed=seed, device=device,
-                          chunk_size=chunk_size, row_chunk_size=row_chunk_size, method=method)
+        return train_many(
+            IN_FEATURES,
+            HIDDEN,
+            N_CLASSES,
+            X,
+            y,
+            masks,
+            spec,
+            seed=seed,
+            device=device,
+            chunk_size=chunk_size,
+            row_chunk_size=row_chunk_size,
+            method=method,
+        )
 
     whole, chunked, again = train(5), train(2, row_chunk_size=3), train(5)
     alone = train(1, masks=in_masks[:1])
@@ -275,8 +297,10 @@ def test_vmap_and_ghost_methods_train_the_same_models(device):
     X, y = _data(100, seed=6)
     in_masks = torch.rand((3, 100), generator=torch.Generator().manual_seed(1)) < 0.5
     spec = DPSGDSpec(noise_multiplier=0.5, max_grad_norm=0.5, sample_rate=0.2, steps=5, lr=0.3)
-    runs = [train_many(IN_FEATURES, HIDDEN, N_CLASSES, X, y, in_masks, spec, seed=1, device=device, method=m)
-            for m in METHODS]
+    runs = [
+        train_many(IN_FEATURES, HIDDEN, N_CLASSES, X, y, in_masks, spec, seed=1, device=device, method=m)
+        for m in METHODS
+    ]
     for name in runs[0].params:
         torch.testing.assert_close(runs[0].params[name], runs[1].params[name], atol=1e-5, rtol=1e-5)
 
@@ -284,8 +308,9 @@ def test_vmap_and_ghost_methods_train_the_same_models(device):
 def test_initial_weights_are_build_mlp_with_the_documented_seed():
     X, y = _data(30)
     spec = DPSGDSpec(noise_multiplier=0.0, max_grad_norm=None, sample_rate=0.5, steps=0, lr=0.1)
-    stacked = train_many(IN_FEATURES, HIDDEN, N_CLASSES, X, y, torch.ones((2, 30), dtype=torch.bool), spec,
-                         seed=7, device="cpu")
+    stacked = train_many(
+        IN_FEATURES, HIDDEN, N_CLASSES, X, y, torch.ones((2, 30), dtype=torch.bool), spec, seed=7, device="cpu"
+    )
     for k in range(2):
         expected = build_mlp(IN_FEATURES, HIDDEN, N_CLASSES, seed=model_init_seed(7, k)).state_dict()
         for name, p in stacked.model(k).state_dict().items():
@@ -295,8 +320,9 @@ def test_initial_weights_are_build_mlp_with_the_documented_seed():
 def test_stacked_logits_are_each_models_own_outputs():
     X, y = _data(50, seed=8)
     spec = DPSGDSpec(noise_multiplier=1.0, max_grad_norm=1.0, sample_rate=0.2, steps=3, lr=0.1)
-    stacked = train_many(IN_FEATURES, HIDDEN, N_CLASSES, X, y, torch.ones((3, 50), dtype=torch.bool), spec,
-                         seed=0, device="cpu")
+    stacked = train_many(
+        IN_FEATURES, HIDDEN, N_CLASSES, X, y, torch.ones((3, 50), dtype=torch.bool), spec, seed=0, device="cpu"
+    )
     logits = stacked.logits(X, batch_size=16, chunk_size=2, device="cpu")
     assert logits.shape == (3, 50, N_CLASSES)
     for k in range(3):
@@ -327,16 +353,26 @@ def test_invalid_specs_are_rejected_naming_the_field():
 
 
 def test_spec_for_epochs_matches_make_private_sampling():
-    spec = DPSGDSpec.for_epochs(train_size=1000, batch_size=64, epochs=2, noise_multiplier=1.0,
-                                max_grad_norm=1.0, lr=0.1)
+    spec = DPSGDSpec.for_epochs(
+        train_size=1000, batch_size=64, epochs=2, noise_multiplier=1.0, max_grad_norm=1.0, lr=0.1
+    )
     loader = DataLoader(TensorDataset(torch.zeros(1000, 1)), batch_size=64)
     assert spec.sample_rate == 1 / len(loader)
     assert spec.steps == 2 * len(loader)
 
 
 def test_benchmark_reports_both_rates_side_by_side():
-    result = benchmark_training(2, device="cpu", n_rows=40, in_features=4, hidden_sizes=(8,), epochs=1,
-                                batch_size=10, opacus_models=1, repeats=1)
+    result = benchmark_training(
+        2,
+        device="cpu",
+        n_rows=40,
+        in_features=4,
+        hidden_sizes=(8,),
+        epochs=1,
+        batch_size=10,
+        opacus_models=1,
+        repeats=1,
+    )
     assert result["device"] == "cpu"
     assert result["opacus_models_per_second"] > 0 and result["vectorized_models_per_second"] > 0
     assert result["speedup"] == pytest.approx(
@@ -391,11 +427,23 @@ def test_a_user_builder_trains_the_same_models_as_the_named_architecture_and_bat
     masks = torch.rand(2, 24, generator=generator) < 0.6
     spec = DPSGDSpec(noise_multiplier=0.5, max_grad_norm=1.0, sample_rate=0.3, steps=2, lr=0.1)
     named = train_many(64, (16,), N_CLASSES, X, y, masks, spec, seed=3, device="cpu", architecture="cnn")
-    built = train_many(64, (), N_CLASSES, X, y, masks, spec, seed=3, device="cpu",
-                       build=lambda seed: ImageCNN(64, (16,), N_CLASSES))
+    built = train_many(
+        64, (), N_CLASSES, X, y, masks, spec, seed=3, device="cpu", build=lambda seed: ImageCNN(64, (16,), N_CLASSES)
+    )
     for name, p in named.params.items():
         torch.testing.assert_close(built.params[name], p)
     with pytest.raises(ValueError, match="BatchNorm1d"):
-        train_many(64, (), N_CLASSES, X, y, masks, spec, seed=3, device="cpu",
-                   build=lambda seed: torch.nn.Sequential(torch.nn.Linear(64, 8), torch.nn.BatchNorm1d(8),
-                                                          torch.nn.Linear(8, N_CLASSES)))
+        train_many(
+            64,
+            (),
+            N_CLASSES,
+            X,
+            y,
+            masks,
+            spec,
+            seed=3,
+            device="cpu",
+            build=lambda seed: torch.nn.Sequential(
+                torch.nn.Linear(64, 8), torch.nn.BatchNorm1d(8), torch.nn.Linear(8, N_CLASSES)
+            ),
+        )

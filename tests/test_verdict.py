@@ -1,6 +1,7 @@
 """One verdict everywhere: Holm over the tests that decide, proven bounds only, null false alarms ≤ 5 %,
 a tight accountant reference, and the same status on the console, in results.json, report.html,
 summary.md, junit.xml and the MLflow parent-run tag."""
+
 from __future__ import annotations
 
 import json
@@ -23,6 +24,7 @@ def cli(cli_in_process):
     """The commands below run in this process (tests/conftest.py `run_cli_in_process`): these tests read
     what a command prints, writes and exits with, and a fresh interpreter per case cost ~4-5 s of CPU."""
     return cli_in_process
+
 
 ALL_ATTACKS = ("loss", "shadow", "lira", "lira_offline", "rmia")
 
@@ -51,14 +53,18 @@ def test_the_claim_test_agrees_with_the_bound_it_comes_from():
 def test_a_claim_above_the_ceiling_is_inconclusive_and_the_status_says_so():
     ceiling = one_run_ceiling(200, 1e-5, 0.05)
     assert 0 < ceiling < 5
-    checks = [Check("targets[0]", "a", "claim 8 cannot be refuted", p_value=0.9, inconclusive=True),
-              Check("targets[1]", "b", "ok", p_value=0.5)]
+    checks = [
+        Check("targets[0]", "a", "claim 8 cannot be refuted", p_value=0.9, inconclusive=True),
+        Check("targets[1]", "b", "ok", p_value=0.5),
+    ]
     verdict = decide(checks, alpha=0.05)
     # `passed` is true only for PASS: a CI system reading JSON must not see an untested claim as a pass.
     assert verdict["status"] == "inconclusive" and verdict["passed"] is False
     assert verdict["reasons"] == ["claim 8 cannot be refuted"]
-    assert [(c["claim"], c["status"]) for c in verdict["claims"]] == [("targets[0]: a", "untestable"),
-                                                                    ("targets[1]: b", "held")]
+    assert [(c["claim"], c["status"]) for c in verdict["claims"]] == [
+        ("targets[0]: a", "untestable"),
+        ("targets[1]: b", "held"),
+    ]
     assert decide(checks, alpha=0.05, fail_on_inconclusive=True)["status"] == "fail"
 
 
@@ -80,17 +86,31 @@ def _null_attack(name: str, rng: np.random.Generator, members: np.ndarray) -> di
     holds the real one-run estimator's output; the full `evaluate_attack` costs ~10× more per call.
     """
     bound = epsilon_lower_bound_one_run(rng.normal(size=members.size), members, 1e-5)
-    return {"name": name, "epsilon_lb": {"clopper_pearson": None, "one_run": bound.epsilon},
-            "epsilon_lb_details": {"one_run": bound.details}, "tpr_at_fpr": {}}
+    return {
+        "name": name,
+        "epsilon_lb": {"clopper_pearson": None, "one_run": bound.epsilon},
+        "epsilon_lb_details": {"one_run": bound.details},
+        "tpr_at_fpr": {},
+    }
 
 
 def _null_results(rng: np.random.Generator, claims=(0.5, 1.0), m: int = 400) -> dict:
     """Results shaped like a run: each claimed ε a target, all five attacks, scores independent of membership."""
     members = rng.random(m) < 0.5
-    targets = [{"epsilon_target": claim, "delta": 1e-5, "epsilon": {}, "epsilon_accountant": claim,
-                "accountant": "prv", "test_accuracy": None, "epsilon_lb_best": None, "violation": False,
-                "attacks": [_null_attack(name, rng, members) for name in ALL_ATTACKS]}
-               for claim in claims]
+    targets = [
+        {
+            "epsilon_target": claim,
+            "delta": 1e-5,
+            "epsilon": {},
+            "epsilon_accountant": claim,
+            "accountant": "prv",
+            "test_accuracy": None,
+            "epsilon_lb_best": None,
+            "violation": False,
+            "attacks": [_null_attack(name, rng, members) for name in ALL_ATTACKS],
+        }
+        for claim in claims
+    ]
     return {"schema_version": 2, "config": {"attacks": {"confidence": 0.95}}, "targets": targets, "synthetic": []}
 
 
@@ -114,8 +134,12 @@ def test_the_same_tests_catch_a_real_leak():
     results = _null_results(rng, claims=(0.5,))
     members = rng.random(400) < 0.5
     strong = epsilon_lower_bound_one_run(rng.normal(size=400) + 4.0 * members, members, 1e-5)
-    results["targets"][0]["attacks"][0] = {"name": "lira", "epsilon_lb": {"clopper_pearson": None, "one_run": strong.epsilon},
-                                           "epsilon_lb_details": {"one_run": strong.details}, "tpr_at_fpr": {}}
+    results["targets"][0]["attacks"][0] = {
+        "name": "lira",
+        "epsilon_lb": {"clopper_pearson": None, "one_run": strong.epsilon},
+        "epsilon_lb_details": {"one_run": strong.details},
+        "tpr_at_fpr": {},
+    }
     decided = verdict_for_results(results)[0]
     assert decided["verdict"]["status"] == "fail" and decided["targets"][0]["violation"] is True
     assert "lira" in decided["verdict"]["reasons"][0]
@@ -129,14 +153,30 @@ def test_federated_rows_are_tested_against_their_own_level_and_a_row_without_a_c
 
     def row(name, level, claim, shift):
         bound = epsilon_lower_bound_one_run(rng.normal(size=400) + shift * members, members, 1e-5)
-        return {"name": name, "claim": {"level": level, "client": None, "epsilon": claim},
-                "epsilon_lb": {"clopper_pearson": None, "one_run": bound.epsilon},
-                "epsilon_lb_details": {"one_run": bound.details}, "tpr_at_fpr": {}, "violation": False}
+        return {
+            "name": name,
+            "claim": {"level": level, "client": None, "epsilon": claim},
+            "epsilon_lb": {"clopper_pearson": None, "one_run": bound.epsilon},
+            "epsilon_lb_details": {"one_run": bound.details},
+            "tpr_at_fpr": {},
+            "violation": False,
+        }
 
-    target = {"kind": "federated", "epsilon_target": 0.5, "delta": 1e-5, "epsilon": {"prv": 0.5},
-              "epsilon_accountant": 0.5, "accountant": "prv", "epsilon_lb_best": None, "violation": False,
-              "attacks": [row("loss/all", "record", 0.5, 0.0), row("server_update/client_0", "record", None, 8.0),
-                          row("client_mia", "client", 0.5, 0.0)]}
+    target = {
+        "kind": "federated",
+        "epsilon_target": 0.5,
+        "delta": 1e-5,
+        "epsilon": {"prv": 0.5},
+        "epsilon_accountant": 0.5,
+        "accountant": "prv",
+        "epsilon_lb_best": None,
+        "violation": False,
+        "attacks": [
+            row("loss/all", "record", 0.5, 0.0),
+            row("server_update/client_0", "record", None, 8.0),
+            row("client_mia", "client", 0.5, 0.0),
+        ],
+    }
     results = {"schema_version": 2, "config": {"attacks": {"confidence": 0.95}}, "targets": [target], "synthetic": []}
     decided = verdict_for_results(results)[0]
     # membership rows alone have no power against every violation: not refuted, the top line INCONCLUSIVE
@@ -161,8 +201,12 @@ def test_a_row_that_could_not_refute_its_claim_even_alone_costs_the_family_nothi
     small = rng.random(12) < 0.5
     tiny = epsilon_lower_bound_one_run(rng.normal(size=12), small, 1e-5)
     assert one_run_ceiling(12, 1e-5, 0.05) <= 1.0
-    client = {"name": "loss/client_9", "epsilon_lb": {"one_run": tiny.epsilon},
-              "epsilon_lb_details": {"one_run": tiny.details}, "tpr_at_fpr": {}}
+    client = {
+        "name": "loss/client_9",
+        "epsilon_lb": {"one_run": tiny.epsilon},
+        "epsilon_lb_details": {"one_run": tiny.details},
+        "tpr_at_fpr": {},
+    }
     results["targets"][0]["attacks"] = [client]
     alone = verdict_for_results(results)[0]["verdict"]
     assert alone["family_wise_error"]["n_tests"] == 0
@@ -172,7 +216,11 @@ def test_a_row_that_could_not_refute_its_claim_even_alone_costs_the_family_nothi
     assert both["family_wise_error"]["n_tests"] == 1
     (claim,) = [c for c in both["claims"] if "-DP" in c["claim"] and "accountant" not in c["claim"]]
     # (a black-box membership row has no power against every violation: the claim is not refuted, not held)
-    assert claim["status"] == "not_refuted" and "untestable alone" in claim["reason"] and "loss/client_9" in claim["reason"]
+    assert (
+        claim["status"] == "not_refuted"
+        and "untestable alone" in claim["reason"]
+        and "loss/client_9" in claim["reason"]
+    )
 
 
 # --- tight accountant reference --------------------------------------------------------------
@@ -215,8 +263,13 @@ def _tables(tmp_path):
     rng = np.random.default_rng(0)
 
     def table(n):
-        return pd.DataFrame({"age": rng.normal(40, 10, n).round(), "income": rng.lognormal(10, 0.5, n),
-                             "city": rng.choice(list("abcd"), n)})
+        return pd.DataFrame(
+            {
+                "age": rng.normal(40, 10, n).round(),
+                "income": rng.lognormal(10, 0.5, n),
+                "city": rng.choice(list("abcd"), n),
+            }
+        )
 
     train, holdout = table(300), table(300)
     train.to_csv(tmp_path / "train.csv", index=False)
@@ -225,9 +278,11 @@ def _tables(tmp_path):
     table(300).to_csv(tmp_path / "independent.csv", index=False)
     members = rng.random(600) < 0.5
     pd.DataFrame({"member": members.astype(int), "score": rng.normal(size=600) + 3.0 * members}).to_csv(
-        tmp_path / "leaky_scores.csv", index=False)
+        tmp_path / "leaky_scores.csv", index=False
+    )
     pd.DataFrame({"member": members.astype(int), "score": rng.normal(size=600)}).to_csv(
-        tmp_path / "null_scores.csv", index=False)
+        tmp_path / "null_scores.csv", index=False
+    )
     (tmp_path / "grid.yaml").write_text("noise_multipliers: [1.0]\nsample_rates: [0.01]\nsteps: [1000]\n")
     (tmp_path / "auc.yaml").write_text("rules: {max_auc: 0.6}\n")
     (tmp_path / "any_auc.yaml").write_text("rules: {max_auc: 0.01}\n")  # every attack row fails it
@@ -253,9 +308,11 @@ federated: {level: record, n_clients: 2, rounds: 2, n_reference_federations: 0}
 # cannot be refuted by ~100 coin-flip candidates (built-in verdict: inconclusive, exit 0); max_auc fails
 # every attack row. The white-box one-run twin is switched off here: with it the claim is testable and
 # held (the PASS case, tests/test_one_run_rows_verdict.py), and this table needs an inconclusive run.
-SWEEP = FEDERATED.replace("name: fedtable", "name: sweeptable").replace(
-    "federated: {level: record, n_clients: 2, rounds: 2, n_reference_federations: 0}\n", "").replace(
-    "privacy: {epsilons: [4.0, inf]}", "privacy: {epsilons: [4.0, inf], whitebox_one_run: false}")
+SWEEP = (
+    FEDERATED.replace("name: fedtable", "name: sweeptable")
+    .replace("federated: {level: record, n_clients: 2, rounds: 2, n_reference_federations: 0}\n", "")
+    .replace("privacy: {epsilons: [4.0, inf]}", "privacy: {epsilons: [4.0, inf], whitebox_one_run: false}")
+)
 
 
 def _memorising_model(tmp_path) -> None:
@@ -296,8 +353,22 @@ def tables(tmp_path_factory):
 
 
 SYNTH = ["synth-check", "--train", "train.csv", "--holdout", "holdout.csv"]
-MODEL = ["audit-model", "--config", "model.yaml", "--weights", "model.pt", "--members", "members.csv",
-         "--nonmembers", "nonmembers.csv", "--label", "y", "--attacks", "loss", "--quiet"]
+MODEL = [
+    "audit-model",
+    "--config",
+    "model.yaml",
+    "--weights",
+    "model.pt",
+    "--members",
+    "members.csv",
+    "--nonmembers",
+    "nonmembers.csv",
+    "--label",
+    "y",
+    "--attacks",
+    "loss",
+    "--quiet",
+]
 CASES = [
     # (command line, expected status, expected exit code, output kind)
     # A near-copy release without a DP claim: LEAKS on the user's own release is a finding, exit 1 …
@@ -308,30 +379,88 @@ CASES = [
     # audit-scores: the five outcomes on generated score files
     (["audit-scores", "null_scores.csv", "--claimed-epsilon", "1"], "inconclusive", 0, "folder"),  # no coin flip
     # coin-flip null scores: the claim is not refuted by these scores, never held (docs/verdict.md "Power")
-    (["audit-scores", "null_scores.csv", "--claimed-epsilon", "1", "--membership-randomized"], "inconclusive", 0,
-     "folder"),
+    (
+        ["audit-scores", "null_scores.csv", "--claimed-epsilon", "1", "--membership-randomized"],
+        "inconclusive",
+        0,
+        "folder",
+    ),
     (["audit-scores", "leaky_scores.csv", "--claimed-epsilon", "1", "--membership-randomized"], "fail", 1, "folder"),
     (["audit-scores", "leaky_scores.csv"], "fail", 1, "folder"),  # no claim, leaks: a finding on the user's scores
     (["audit-scores", "leaky_scores.csv", "--allow-leak"], "no_claim", 0, "folder"),  # … report-only
     (["audit-scores", "null_scores.csv"], "no_claim", 0, "folder"),  # no claim, no significant leakage
-    (["mechanism-audit", "--mechanism", "audit.demos.mechanisms:laplace_count_wrong_scale", "--trials", "4000"],
-     "fail", 1, "single"),
-    (["accountant-check", "--accountant", "audit.dp_validation.accountant_check:opacus_gdp", "--grid", "grid.yaml"],
-     "fail", 1, "single"),
+    (
+        ["mechanism-audit", "--mechanism", "audit.demos.mechanisms:laplace_count_wrong_scale", "--trials", "4000"],
+        "fail",
+        1,
+        "single",
+    ),
+    (
+        ["accountant-check", "--accountant", "audit.dp_validation.accountant_check:opacus_gdp", "--grid", "grid.yaml"],
+        "fail",
+        1,
+        "single",
+    ),
     (["conformance", "--trainer", "audit.demos.planted_bugs:batch_clip"], "fail", 1, "single"),  # planted bug
     (["conformance", "--trainer", "audit.demos.planted_bugs:correct_eps_1"], "pass", 0, "single"),
     # client-level DP-FedAvg whose noise is σ instead of σ·C (tests/test_federated_conformance.py)
-    (["conformance", "--trainer", "audit.demos.federated_aggregators:dp_fedavg_noise_sigma_not_sigma_c"],
-     "fail", 1, "single"),
-    (["canary-audit", "--trainer", "audit.demos.dp_trainers:broken_no_clipping", "--mode", "multi-canary", "--models", "40",
-      "--quiet"],
-     "fail", 1, "single"),
+    (
+        ["conformance", "--trainer", "audit.demos.federated_aggregators:dp_fedavg_noise_sigma_not_sigma_c"],
+        "fail",
+        1,
+        "single",
+    ),
+    (
+        [
+            "canary-audit",
+            "--trainer",
+            "audit.demos.dp_trainers:broken_no_clipping",
+            "--mode",
+            "multi-canary",
+            "--models",
+            "40",
+            "--quiet",
+        ],
+        "fail",
+        1,
+        "single",
+    ),
     # input-space canaries read from final models: not refuted, never held (issue #35)
-    (["canary-audit", "--trainer", "audit.demos.dp_trainers:correct_dpsgd", "--mode", "multi-canary", "--models", "40",
-      "--quiet"],
-     "inconclusive", 0, "single"),
-    (["whitebox-audit", "--builtin", "--noise-multiplier", "2", "--steps", "4", "--runs", "200",
-      "--claimed-epsilon", "0.8", "--workers", "1", "--quiet"], "fail", 1, "single"),  # the claim is 4× too private
+    (
+        [
+            "canary-audit",
+            "--trainer",
+            "audit.demos.dp_trainers:correct_dpsgd",
+            "--mode",
+            "multi-canary",
+            "--models",
+            "40",
+            "--quiet",
+        ],
+        "inconclusive",
+        0,
+        "single",
+    ),
+    (
+        [
+            "whitebox-audit",
+            "--builtin",
+            "--noise-multiplier",
+            "2",
+            "--steps",
+            "4",
+            "--runs",
+            "200",
+            "--claimed-epsilon",
+            "0.8",
+            "--workers",
+            "1",
+            "--quiet",
+        ],
+        "fail",
+        1,
+        "single",
+    ),  # the claim is 4× too private
     # audit-model: a memorising model claiming no DP is never a pass: LEAKS, a finding on the user's
     # model (exit 1; report-only with --allow-leak), and fails a policy's max_auc; with a claim it is
     # inconclusive (files are not coin flips).
@@ -340,19 +469,34 @@ CASES = [
     ([*MODEL, "--claimed-epsilon", "inf", "--policy", "auc.yaml"], "fail", 1, "folder"),
     # (with a claim it is inconclusive: files are not coin flips; tests/test_cli_audits.py has that case)
     # the federated job (`run` with a federated: section): its per-client rows under a max_auc rule
-    pytest.param(["run", "--config", "fed.yaml", "--policy", "any_auc.yaml", "--quiet"], "fail", 1, "folder",
-                 marks=pytest.mark.slow),  # two federations and their attacks in a fresh process: ~15-25 s
+    pytest.param(
+        ["run", "--config", "fed.yaml", "--policy", "any_auc.yaml", "--quiet"],
+        "fail",
+        1,
+        "folder",
+        marks=pytest.mark.slow,
+    ),  # two federations and their attacks in a fresh process: ~15-25 s
     # `run` (the central sweep): built-in checks, then under a policy
     pytest.param(["run", "--config", "sweep.yaml", "--quiet"], "inconclusive", 0, "folder", marks=pytest.mark.slow),
-    pytest.param(["run", "--config", "sweep.yaml", "--policy", "any_auc.yaml", "--quiet"], "fail", 1, "folder",
-                 marks=pytest.mark.slow),
+    pytest.param(
+        ["run", "--config", "sweep.yaml", "--policy", "any_auc.yaml", "--quiet"],
+        "fail",
+        1,
+        "folder",
+        marks=pytest.mark.slow,
+    ),
 ]
 
 
 def _console_status(proc) -> str:
     text = proc.stdout + proc.stderr
-    for word, status in (("FAIL", "fail"), ("INCONCLUSIVE", "inconclusive"), ("PASS", "pass"), ("LEAKS", "no_claim"),
-                         ("NO SIGNIFICANT LEAKAGE FOUND", "no_claim")):
+    for word, status in (
+        ("FAIL", "fail"),
+        ("INCONCLUSIVE", "inconclusive"),
+        ("PASS", "pass"),
+        ("LEAKS", "no_claim"),
+        ("NO SIGNIFICANT LEAKAGE FOUND", "no_claim"),
+    ):
         if any(line.startswith(word) for line in text.splitlines()):
             return status
     return "none"
@@ -385,17 +529,23 @@ def test_console_results_report_summary_junit_and_mlflow_agree(cli, tables, tmp_
     if claims:
         assert status != "no_claim"
     else:
-        assert status == "no_claim" or (status == "fail" and bool(
-            failed_rules or (verdict["fail_on_leak"] and any(e["status"] == "leaks" for e in verdict["leakage"]))))
+        assert status == "no_claim" or (
+            status == "fail"
+            and bool(
+                failed_rules or (verdict["fail_on_leak"] and any(e["status"] == "leaks" for e in verdict["leakage"]))
+            )
+        )
     if not claims:
-        assert verdict["leakage"] and all(e["status"] in ("leaks", "no_significant_leakage") for e in verdict["leakage"])
+        assert verdict["leakage"] and all(
+            e["status"] in ("leaks", "no_significant_leakage") for e in verdict["leakage"]
+        )
     counts = {s: sum(c["status"] == s for c in claims) for s in CLAIM_STATUSES}
     rules = verdict.get("rules") or []  # a policy's rules: their own list, never claims
     assert (status == "pass") == (counts["held"] == len(claims) > 0)
     for claim in claims:  # every claim's status on the console, in words
         assert any(line.startswith("claim ") and claim["claim"] in line for line in console), claim["claim"]
     report = (folder / "report.html").read_text()
-    assert f"data-status=\"{status}\"" in report or f"data-status='{status}'" in report
+    assert f'data-status="{status}"' in report or f"data-status='{status}'" in report
     if kind == "folder":
         assert (folder / "summary.md").read_text().splitlines()[0].endswith(word)
         junit = ET.parse(folder / "junit.xml").getroot()
@@ -404,7 +554,8 @@ def test_console_results_report_summary_junit_and_mlflow_agree(cli, tables, tmp_
         cases = junit.findall("./testsuite/testcase")
         failing = sum(c.find("failure") is not None for c in cases)
         assert sum(c.find("skipped") is not None for c in cases) == (
-            counts["untestable"] + counts["not_refuted"] + sum(r["status"] == "not_applicable" for r in rules))
+            counts["untestable"] + counts["not_refuted"] + sum(r["status"] == "not_applicable" for r in rules)
+        )
         # a leak check of the user's own release decides (one case per leakage statement) unless --allow-leak
         leak_cases = verdict["leakage"] if verdict["fail_on_leak"] else []
         leaking = sum(e["status"] == "leaks" for e in leak_cases)
@@ -422,7 +573,8 @@ def test_console_results_report_summary_junit_and_mlflow_agree(cli, tables, tmp_
     assert list(parents["tags.verdict.headline"]) == [word]
     for i, claim in enumerate(claims):
         assert list(parents[f"tags.verdict.claim.{i:02d}"]) == [
-            f"{claim_status_word(claim['status'])}: {claim['claim']}"[:4900]]
+            f"{claim_status_word(claim['status'])}: {claim['claim']}"[:4900]
+        ]
 
 
 @pytest.mark.slow
@@ -440,7 +592,7 @@ def test_gate_rerenders_the_report_and_a_later_report_keeps_the_policy_verdict(c
     for name in ("report.html", "summary.md", "junit.xml"):
         assert "tight.yaml" in (folder / name).read_text(), name
     again = cli("report", str(folder / "results.json"))
-    assert again.returncode == 1 and "data-status=\"fail\"" in (folder / "report.html").read_text()
+    assert again.returncode == 1 and 'data-status="fail"' in (folder / "report.html").read_text()
     assert "FAIL" in (folder / "summary.md").read_text().splitlines()[0]
     lenient = cli("report", str(folder / "results.json"), "--policy", str(REPO / "examples/policy-lenient.yaml"))
     assert lenient.returncode == 0, lenient.stdout + lenient.stderr

@@ -1,5 +1,6 @@
 """The per-claim vocabulary (held / refuted / untestable), the no-claim leakage statement, the blind
 baseline and the outputs that show them: pure functions on real estimator outputs, no CLI."""
+
 from __future__ import annotations
 
 import math
@@ -30,19 +31,35 @@ def _scores(rng, n=600, shift=0.0):
 
 
 def _target(attack, claim):
-    return {"epsilon_target": claim, "delta": 1e-5, "epsilon": {}, "epsilon_accountant": claim,
-            "accountant": "prv" if claim else None, "attacks": [attack], "epsilon_lb_best": None, "violation": False}
+    return {
+        "epsilon_target": claim,
+        "delta": 1e-5,
+        "epsilon": {},
+        "epsilon_accountant": claim,
+        "accountant": "prv" if claim else None,
+        "attacks": [attack],
+        "epsilon_lb_best": None,
+        "violation": False,
+    }
 
 
 def _results(*targets):
-    return {"schema_version": 3, "config": {"attacks": {"confidence": 0.95}}, "targets": list(targets),
-            "synthetic": []}
+    return {"schema_version": 3, "config": {"attacks": {"confidence": 0.95}}, "targets": list(targets), "synthetic": []}
 
 
 def _attack(rng, shift, n=600, randomized=True):
     scores, members = _scores(rng, n, shift)
-    return evaluate_attack("loss", scores, members, np.zeros(n, dtype=int), delta=1e-5, confidence=0.95,
-                           threshold_seed=0, accountant_epsilon=None, membership_randomized=randomized)
+    return evaluate_attack(
+        "loss",
+        scores,
+        members,
+        np.zeros(n, dtype=int),
+        delta=1e-5,
+        confidence=0.95,
+        threshold_seed=0,
+        accountant_epsilon=None,
+        membership_randomized=randomized,
+    )
 
 
 # --- the tests of chance, against their references ----------------------------------------------
@@ -53,8 +70,12 @@ def test_the_delong_p_value_from_the_stored_interval_matches_the_one_from_the_sc
     for shift in (0.1, 0.3, 0.6):
         scores, members = _scores(rng, 800, shift)
         auc, ci = auc_with_ci(scores, members, confidence=0.95)
-        assert math.isclose(delong_p_value_from_interval(auc, ci, 0.95), auc_p_value_above_chance(scores, members),
-                            rel_tol=1e-6, abs_tol=1e-12)
+        assert math.isclose(
+            delong_p_value_from_interval(auc, ci, 0.95),
+            auc_p_value_above_chance(scores, members),
+            rel_tol=1e-6,
+            abs_tol=1e-12,
+        )
     assert delong_p_value_from_interval(0.4, [0.3, 0.5], 0.95) == 1.0
     assert delong_p_value_from_interval(None, [0.3, 0.5], 0.95) is None
 
@@ -73,8 +94,9 @@ def test_the_one_run_chance_test_and_the_plain_sentence():
     strong = _attack(rng, 3.0)
     assert one_run_chance_p_value(strong["epsilon_lb_details"]["one_run"]) < 1e-6
     assert one_run_chance_p_value("not computed") is None
-    assert plain_tpr_sentence(0.094, 0.01) == ("an attacker who accepts 1 false accusation in 100 identifies 9.4 % of "
-                                               "the training records")
+    assert plain_tpr_sentence(0.094, 0.01) == (
+        "an attacker who accepts 1 false accusation in 100 identifies 9.4 % of the training records"
+    )
 
 
 @pytest.mark.slow
@@ -82,8 +104,10 @@ def test_the_leakage_statement_false_alarm_rate_on_null_scores_is_at_most_5_perc
     # No signal at all: every LEAKS is a false alarm of the Holm family of one subject.
     rng = np.random.default_rng(2026)
     repeats = 200
-    leaks = sum(recompute_verdict(_results(_target(_attack(rng, 0.0, 400), None)))["leakage"][0]["status"] == "leaks"
-                for _ in range(repeats))
+    leaks = sum(
+        recompute_verdict(_results(_target(_attack(rng, 0.0, 400), None)))["leakage"][0]["status"] == "leaks"
+        for _ in range(repeats)
+    )
     assert leaks / repeats <= 0.05, f"{leaks} false alarms in {repeats}"
 
 
@@ -127,18 +151,27 @@ def test_each_claim_gets_one_status_and_the_top_line_follows():
     # held needs a passing check with power; a passing check without power leaves the claim not refuted
     proven = {"kind": "proven", "detail": "d", "figure": None, "decider": ""}
     none = {"kind": "none", "detail": "cannot see x", "figure": None, "decider": "mode y decides"}
-    rows = decide([Check("t", "a", "ok", p_value=0.9, claim="c", power=proven),
-                   Check("t", "b", "ok too", p_value=0.8, claim="c", power=none)])
+    rows = decide(
+        [
+            Check("t", "a", "ok", p_value=0.9, claim="c", power=proven),
+            Check("t", "b", "ok too", p_value=0.8, claim="c", power=none),
+        ]
+    )
     assert [c["status"] for c in rows["claims"]] == ["held"] and rows["status"] == "pass"
     rows = decide([Check("t", "b", "ok", p_value=0.8, claim="c", power=none)])
     assert [c["status"] for c in rows["claims"]] == ["not_refuted"] and rows["status"] == "inconclusive"
     # a claim is decided by all its tests together: one test that could have refuted it (and did not)
     # makes it held, even beside a test without power (docs/verdict.md); without any, it is untestable
-    rows = decide([Check("t", "a", "could", p_value=0.9, claim="c"), Check("t", "b", "could not", inconclusive=True,
-                                                                              claim="c")])
+    rows = decide(
+        [Check("t", "a", "could", p_value=0.9, claim="c"), Check("t", "b", "could not", inconclusive=True, claim="c")]
+    )
     assert [c["status"] for c in rows["claims"]] == ["held"]
-    rows = decide([Check("t", "b", "could not", inconclusive=True, claim="c"),
-                   Check("t", "d", "could not either", inconclusive=True, claim="c")])
+    rows = decide(
+        [
+            Check("t", "b", "could not", inconclusive=True, claim="c"),
+            Check("t", "d", "could not either", inconclusive=True, claim="c"),
+        ]
+    )
     assert [c["status"] for c in rows["claims"]] == ["untestable"]
 
 
@@ -151,20 +184,26 @@ def test_a_claim_without_coin_flip_membership_is_untestable_and_says_what_would_
 
 def test_junit_cases_equal_the_claims_and_the_tags_agree():
     rng = np.random.default_rng(6)
-    decided, _ = verdict_for_results(_results(_target(_attack(rng, 0.0), 1.0), _target(_attack(rng, 0.0), 8.0),
-                                              _target(_attack(rng, 2.0), None)))
+    decided, _ = verdict_for_results(
+        _results(_target(_attack(rng, 0.0), 1.0), _target(_attack(rng, 0.0), 8.0), _target(_attack(rng, 2.0), None))
+    )
     verdict = decided["verdict"]
     root = ET.fromstring(render_junit_xml(decided).encode())
     cases = root.findall("./testsuite/testcase")
     assert len(cases) == len(verdict["claims"]) == 2
-    assert sum(c.find("skipped") is not None for c in cases) == verdict["counts"]["untestable"] + \
-        verdict["counts"]["not_refuted"] == 2
+    assert (
+        sum(c.find("skipped") is not None for c in cases)
+        == verdict["counts"]["untestable"] + verdict["counts"]["not_refuted"]
+        == 2
+    )
     assert sum(c.find("failure") is not None for c in cases) == 0
     properties = {p.get("name"): p.get("value") for p in root.iter("property")}
     assert properties["passed"] == "false" and properties["verdict"] == "inconclusive"
     assert properties["leakage.00"].startswith("leaks:")  # shown, not a passing case
     tags = claim_tags(verdict)
-    assert tags["verdict.claim.00"].startswith("not refuted:") and tags["verdict.claim.01"].startswith("untestable here:")
+    assert tags["verdict.claim.00"].startswith("not refuted:") and tags["verdict.claim.01"].startswith(
+        "untestable here:"
+    )
     assert tags["verdict.leakage.00"].startswith("leaks:") and tags["verdict.headline"] == "INCONCLUSIVE"
     summary = render_summary_markdown(decided)
     assert "no DP claim · LEAKS" in summary and "violation" not in summary.lower().split("<sub>")[0]
@@ -202,8 +241,10 @@ def test_the_blind_baseline_flags_member_sets_that_differ_in_distribution():
 def test_the_blind_baseline_false_alarm_rate_on_one_distribution_is_at_most_5_percent():
     rng = np.random.default_rng(8)
     repeats = 100
-    alarms = sum(blind_baseline(rng.normal(size=(300, 5)), rng.integers(0, 2, 300), rng.random(300) < 0.5,
-                                seed=r)["separates"] for r in range(repeats))
+    alarms = sum(
+        blind_baseline(rng.normal(size=(300, 5)), rng.integers(0, 2, 300), rng.random(300) < 0.5, seed=r)["separates"]
+        for r in range(repeats)
+    )
     assert alarms / repeats <= 0.05, f"{alarms} of {repeats}"
 
 
@@ -215,8 +256,13 @@ def test_a_refuted_profile_reads_refuted_everywhere_with_its_deciding_statistic_
     # (ε, δ) bound stays below the claim: the table must not contradict the verdict.
     from audit.dp_validation.scope import profile_verdict
     from audit.machinery.single_audit_verdicts import single_audit_verdict
-    from audit.statistics.tradeoff_curves import HIGH, ProfileRule, dpsgd_privacy_profile, profile_test, \
-        tangent_test_ceiling
+    from audit.statistics.tradeoff_curves import (
+        HIGH,
+        ProfileRule,
+        dpsgd_privacy_profile,
+        profile_test,
+        tangent_test_ceiling,
+    )
     from reports.audit_report import render_audit_report
 
     profile = dpsgd_privacy_profile(1.0, 0.25, 20)
@@ -224,8 +270,18 @@ def test_a_refuted_profile_reads_refuted_everywhere_with_its_deciding_statistic_
     test = profile_test(rng.normal(4, 1, 60), rng.normal(0, 1, 60), ProfileRule(2.0, HIGH, 1.0), profile)
     own = profile_verdict(test, tangent_test_ceiling(profile, 60, 60), claimed_epsilon=1.0, delta=1e-5, n_runs=120)
     own["reasons"] = own["reasons"] * 2  # an audit that repeats itself: the outputs say it once
-    result = {"trainer": "demo:trainer", "mode": "profile", "claimed_epsilon": 1.0, "delta": 1e-5, "confidence": 0.95,
-              "epsilon_lower_bound": 0.3194, "ceiling": 2.0, "violation": False, "profile_test": test, "verdict": own}
+    result = {
+        "trainer": "demo:trainer",
+        "mode": "profile",
+        "claimed_epsilon": 1.0,
+        "delta": 1e-5,
+        "confidence": 0.95,
+        "epsilon_lower_bound": 0.3194,
+        "ceiling": 2.0,
+        "violation": False,
+        "profile_test": test,
+        "verdict": own,
+    }
     verdict = single_audit_verdict("canary-audit", result)
     assert verdict["status"] == "fail" and [c["status"] for c in verdict["claims"]] == ["refuted"]
     html = render_audit_report("canary-audit", {**result, "verdict": verdict})
@@ -237,8 +293,13 @@ def test_a_refuted_profile_reads_refuted_everywhere_with_its_deciding_statistic_
 def test_conformance_is_a_family_of_statistical_checks_at_alpha():
     from audit.machinery.single_audit_verdicts import single_audit_verdict
 
-    result = {"alpha": 0.01, "checks": [{"check": "noise_std", "passed": False, "detail": "one-sided z = 5.0"},
-                                        {"check": "clipping", "passed": True, "detail": "ok"}]}
+    result = {
+        "alpha": 0.01,
+        "checks": [
+            {"check": "noise_std", "passed": False, "detail": "one-sided z = 5.0"},
+            {"check": "clipping", "passed": True, "detail": "ok"},
+        ],
+    }
     verdict = single_audit_verdict("conformance", result)
     assert "family of 2 statistical checks at family-wise α 0.01" in verdict["family_wise_error"]["statement"]
     assert "deterministic" not in str(verdict)
@@ -262,9 +323,19 @@ def test_a_pass_beside_a_leaking_baseline_says_it_covers_the_dp_claims_only(caps
     rng = np.random.default_rng(11)
     decided, _ = verdict_for_results(_results(_target(_attack(rng, 0.0), 1.0), _target(_attack(rng, 2.0), None)))
     # the claim held by a check with proven power (as a Dirac twin's), beside the leaking baseline
-    decided["verdict"] = decide([Check("targets[0]", "twin", "ok", p_value=0.9, claim="ε = 1: (ε 1, δ 1e-05)-DP",
-                                       power={"kind": "proven", "detail": "d", "figure": None, "decider": ""})],
-                                leakage=decided["verdict"]["leakage"])
+    decided["verdict"] = decide(
+        [
+            Check(
+                "targets[0]",
+                "twin",
+                "ok",
+                p_value=0.9,
+                claim="ε = 1: (ε 1, δ 1e-05)-DP",
+                power={"kind": "proven", "detail": "d", "figure": None, "decider": ""},
+            )
+        ],
+        leakage=decided["verdict"]["leakage"],
+    )
     assert decided["verdict"]["status"] == "pass"
     print_verdict(decided)
     top = capsys.readouterr().out.strip().splitlines()[-1]

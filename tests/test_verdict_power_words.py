@@ -1,6 +1,7 @@
 """Issue #35.2: no output of any mode says "held" for a claim that no attack with these runs could
 refute, and no claim is held without a check that declares power against it (docs/verdict.md
 "Power"). Walks the verdicts of small real results of every mode and every output rendered from them."""
+
 from __future__ import annotations
 
 import json
@@ -14,7 +15,7 @@ import pytest
 
 from audit.machinery.policy import load_policy
 from audit.machinery.single_audit_verdicts import single_audit_verdict
-from audit.machinery.verdict import POWER_KINDS, recompute_verdict, verdict_for_results
+from audit.machinery.verdict import POWER_KINDS, verdict_for_results
 from audit.machinery.verdict_words import claim_sentence, claim_tags
 from audit.model_audits.score_audit import audit_scores
 from audit.statistics.synthetic_evaluation import synthetic_privacy_checks
@@ -42,10 +43,17 @@ def _synthetic(claim: float | None) -> dict:
     rng = np.random.default_rng(5)
     table = lambda n: pd.DataFrame(rng.normal(size=(n, 3)), columns=["a", "b", "c"])  # noqa: E731
     train, holdout = table(200), table(200)
-    entry = synthetic_privacy_checks(train, holdout, table(200), membership_randomized=True,
-                                     accountant_epsilon=claim, risk_attacks=0)
-    return {"schema_version": 3, "config": {"name": "synth-check"}, "targets": [], "attacks_run": ["distance"],
-            "synthetic": [{"generator": "fresh", "epsilon_target": claim, **entry}], "verdict": {}}
+    entry = synthetic_privacy_checks(
+        train, holdout, table(200), membership_randomized=True, accountant_epsilon=claim, risk_attacks=0
+    )
+    return {
+        "schema_version": 3,
+        "config": {"name": "synth-check"},
+        "targets": [],
+        "attacks_run": ["distance"],
+        "synthetic": [{"generator": "fresh", "epsilon_target": claim, **entry}],
+        "verdict": {},
+    }
 
 
 @pytest.fixture(scope="module")
@@ -57,11 +65,16 @@ def verdicts(tmp_path_factory) -> dict[str, tuple[dict, dict | None]]:
     model = json.loads(json.dumps(scores))  # audit-model writes the same shape without a score column
     model["config"].pop("score_column")
     out: dict[str, tuple[dict, dict | None]] = {}
-    for name, results in {"run": smoke, "audit-scores": scores, "audit-scores, not coin-flipped":
-                          _scores(tmp, 1.5, False, 0.1), "audit-model": model, "synth-check": _synthetic(2.0),
-                          "federated canary clients": json.loads(
-                              (REPO / "tests" / "data" / "results_federated_canary_clients_example.json").read_text())
-                          }.items():
+    for name, results in {
+        "run": smoke,
+        "audit-scores": scores,
+        "audit-scores, not coin-flipped": _scores(tmp, 1.5, False, 0.1),
+        "audit-model": model,
+        "synth-check": _synthetic(2.0),
+        "federated canary clients": json.loads(
+            (REPO / "tests" / "data" / "results_federated_canary_clients_example.json").read_text()
+        ),
+    }.items():
         decided, _ = verdict_for_results(results)
         out[name] = (decided["verdict"], decided)
     gated, _ = verdict_for_results(smoke, load_policy(REPO / "examples" / "policies" / "run.yaml"))
@@ -85,8 +98,18 @@ def _outputs(verdict: dict, results: dict | None) -> list[str]:
 
 
 def test_every_mode_was_walked(verdicts):
-    assert {"run", "audit-scores", "audit-model", "synth-check", "canary-audit", "whitebox-audit",
-            "whitebox-audit-one-run", "mechanism-audit", "conformance", "accountant-check"} <= set(verdicts)
+    assert {
+        "run",
+        "audit-scores",
+        "audit-model",
+        "synth-check",
+        "canary-audit",
+        "whitebox-audit",
+        "whitebox-audit-one-run",
+        "mechanism-audit",
+        "conformance",
+        "accountant-check",
+    } <= set(verdicts)
 
 
 def test_no_output_says_held_beside_no_power(verdicts):
@@ -110,7 +133,10 @@ def test_no_claim_is_held_without_declared_power(verdicts):
                 # undeclared power there is the contract's legacy reading; every other mode declares it.
                 if power is None and mode == "mechanism-audit":
                     continue
-                assert isinstance(power, dict) and power["kind"] in POWER_KINDS and power["kind"] != "none", (mode, claim)
+                assert isinstance(power, dict) and power["kind"] in POWER_KINDS and power["kind"] != "none", (
+                    mode,
+                    claim,
+                )
             if claim["status"] == "not_refuted":
                 assert power["kind"] == "none" and power["detail"] and power["decider"], (mode, claim)
 

@@ -1,5 +1,6 @@
 """White-box Dirac-canary audits (`privacy-audit whitebox-audit`): the harness's own DP-SGD through
 the vectorized trainer, and users' Opacus setups (a correct one passes, a buggy one fails, exit 1)."""
+
 import json
 
 import numpy as np
@@ -45,8 +46,20 @@ def test_correct_opacus_passes_and_the_sigma_not_sigma_c_bug_is_flagged(tmp_path
     assert correct["verdict"]["status"] == "pass", correct["verdict"]
     assert correct["settings"]["accountant_history"] == [[2.0, 1.0, 4.0]] and not correct["accountant_disagreements"]
     with pytest.raises(SystemExit) as exited:
-        main(["whitebox-audit", "--factory", spec + "noise_not_scaled_by_clip_norm", "--runs", "100",
-              "--out", str(tmp_path / "runs"), "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}", "--quiet"])
+        main(
+            [
+                "whitebox-audit",
+                "--factory",
+                spec + "noise_not_scaled_by_clip_norm",
+                "--runs",
+                "100",
+                "--out",
+                str(tmp_path / "runs"),
+                "--tracking-uri",
+                f"sqlite:///{tmp_path / 'mlflow.db'}",
+                "--quiet",
+            ]
+        )
     out = capsys.readouterr()
     assert exited.value.code == 1, out.err
     assert "refuted" in out.err and "GDP-family bound" in out.out
@@ -58,8 +71,9 @@ def test_correct_opacus_passes_and_the_sigma_not_sigma_c_bug_is_flagged(tmp_path
 
 def test_below_full_batch_the_claimed_curve_is_the_pld_profile_and_the_gdp_number_decides_nothing():
     # q = 0.25: not Gaussian. A claim of ε 0.3 for σ 1, T 10 (PLD: ≈ 6) is refuted against its curve.
-    result = run_whitebox_audit(builtin=True, noise_multiplier=1.0, sample_rate=0.25, steps=10, n_runs=500,
-                                workers=1, claimed_epsilon=0.3)
+    result = run_whitebox_audit(
+        builtin=True, noise_multiplier=1.0, sample_rate=0.25, steps=10, n_runs=500, workers=1, claimed_epsilon=0.3
+    )
     assert result["verdict"]["status"] == "fail"
     assert result["refutation"]["refutes_claimed_curve"] and not result["gdp_bound"]["decides"]
     gdp = [c for c in result["verdict"]["checks"] if c["name"].startswith("GDP")]

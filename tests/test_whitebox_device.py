@@ -2,9 +2,8 @@
 
 CPU only here (no GPU on CI); CUDA without a GPU must be one bad-input line, exit 2, nothing written.
 """
-from __future__ import annotations
 
-import json
+from __future__ import annotations
 
 import pytest
 import torch
@@ -24,8 +23,18 @@ def _runs(tmp_path):
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU: --device cuda is valid here")
 @pytest.mark.parametrize("mode", ["runs", "one-run"])
 def test_cuda_without_a_gpu_is_one_bad_input_line_and_writes_nothing(cli, tmp_path, mode):
-    done = cli("whitebox-audit", "--mode", mode, "--builtin", "--noise-multiplier", "2", "--device", "cuda",
-               "--out", str(tmp_path / "runs"))
+    done = cli(
+        "whitebox-audit",
+        "--mode",
+        mode,
+        "--builtin",
+        "--noise-multiplier",
+        "2",
+        "--device",
+        "cuda",
+        "--out",
+        str(tmp_path / "runs"),
+    )
     assert done.returncode == 2, done.stdout + done.stderr
     lines = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
     assert len(lines) == 1 and "--device" in lines[0] and "CUDA" in lines[0]
@@ -33,10 +42,20 @@ def test_cuda_without_a_gpu_is_one_bad_input_line_and_writes_nothing(cli, tmp_pa
 
 
 def test_an_unknown_device_and_a_device_for_a_factory_are_bad_input(cli, tmp_path):
-    done = cli("whitebox-audit", "--builtin", "--noise-multiplier", "2", "--device", "tpu",
-               "--out", str(tmp_path / "runs"))
+    done = cli(
+        "whitebox-audit", "--builtin", "--noise-multiplier", "2", "--device", "tpu", "--out", str(tmp_path / "runs")
+    )
     assert done.returncode == 2 and "--device" in done.stdout + done.stderr
-    done = cli("whitebox-audit", "--mode", "one-run", "--factory", "audit.demos.whitebox_factories:wide_correct_opacus",
-               "--device", "cpu", "--out", str(tmp_path / "runs"))
+    done = cli(
+        "whitebox-audit",
+        "--mode",
+        "one-run",
+        "--factory",
+        "audit.demos.whitebox_factories:wide_correct_opacus",
+        "--device",
+        "cpu",
+        "--out",
+        str(tmp_path / "runs"),
+    )
     assert done.returncode == 2 and "--builtin only" in done.stdout + done.stderr
     assert _runs(tmp_path) == []

@@ -1,5 +1,6 @@
 """Isolated workers (audit/machinery/workers.py): user code that raises, exits, crashes or hangs
 is reported against the function it was, and never ends or passes the audit by itself."""
+
 from __future__ import annotations
 
 import os
@@ -110,9 +111,14 @@ def test_a_worker_loads_torch_only_for_a_task_that_needs_it_and_then_with_the_po
     """Workers do not import PyTorch to set its thread count (~1.5 s of CPU each): a numpy task runs
     without it, and a task that imports it gets the pool's `threads` all the same (OMP_NUM_THREADS)."""
     with WorkerPool(1, name="x", timeout=60, threads=1) as pool:
-        loaded, threads, loaded_after = pool.map(call_user_function, [
-            (f"{user_module}:torch_loaded", "--trainer", (0,)), (f"{user_module}:torch_threads", "--trainer", (0,)),
-            (f"{user_module}:torch_loaded", "--trainer", (0,))])
+        loaded, threads, loaded_after = pool.map(
+            call_user_function,
+            [
+                (f"{user_module}:torch_loaded", "--trainer", (0,)),
+                (f"{user_module}:torch_threads", "--trainer", (0,)),
+                (f"{user_module}:torch_loaded", "--trainer", (0,)),
+            ],
+        )
     assert (loaded, threads, loaded_after) == (False, 1, True)
 
 

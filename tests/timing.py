@@ -7,6 +7,7 @@
 
 CPU seconds include the child processes a test waited for (CLI runs, worker pools, Ray excepted), so they
 say what a file costs on an idle machine better than wall time on a shared one."""
+
 from __future__ import annotations
 
 import sys
@@ -23,10 +24,14 @@ def slow_list(path: str, threshold: float, wall_threshold: float = float("inf"))
         nodeid, w, c = line.rstrip("\n").rsplit("\t", 2)
         cpu[nodeid], wall[nodeid] = max(cpu[nodeid], float(c)), max(wall[nodeid], float(w))
     slow = sorted((n for n in cpu if cpu[n] >= threshold or wall[n] >= wall_threshold), key=cpu.get, reverse=True)
-    print(f"# tests measured at >= {threshold:g} s of CPU or >= {wall_threshold:g} s of wall time each"
-          f" (python -m tests.timing TIMES --slow {threshold:g} --slow-wall {wall_threshold:g}):")
-    print(f"# {len(slow)} tests, {sum(cpu[n] for n in slow):.0f} of {sum(cpu.values()):.0f} CPU s. Marked slow by"
-          " tests/conftest.py; regenerate after a whole-suite run (docs/test-suite.md).")
+    print(
+        f"# tests measured at >= {threshold:g} s of CPU or >= {wall_threshold:g} s of wall time each"
+        f" (python -m tests.timing TIMES --slow {threshold:g} --slow-wall {wall_threshold:g}):"
+    )
+    print(
+        f"# {len(slow)} tests, {sum(cpu[n] for n in slow):.0f} of {sum(cpu.values()):.0f} CPU s. Marked slow by"
+        " tests/conftest.py; regenerate after a whole-suite run (docs/test-suite.md)."
+    )
     for nodeid in slow:
         print(nodeid)
 

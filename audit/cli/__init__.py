@@ -2,15 +2,16 @@
 
 `app.py` holds the app and `main` (exit codes); one module per job's commands registers them.
 """
+
 from audit.cli import (  # noqa: F401 - importing a module registers its commands, in this order
-    run_command,
-    results_commands,
-    model_commands,
-    dp_commands,
     bench_command,
-    synthetic_command,
-    presets_command,
+    dp_commands,
     ledger_commands,
+    model_commands,
+    presets_command,
+    results_commands,
+    run_command,
+    synthetic_command,
 )
 from audit.cli.app import app, main
 

@@ -6,6 +6,7 @@ Exit codes, every command: 0 pass, inconclusive or no claim (LEAKS / NO SIGNIFIC
 2 bad input — one line naming the field, file or column, no traceback, nothing half-written;
 3 internal error — one line naming a log file that holds the traceback; 130 interrupted.
 """
+
 from __future__ import annotations
 
 import errno
@@ -42,7 +43,8 @@ class _AuditCommand(typer.core.TyperCommand):
                 from attacks import ATTACKS, TEXT_ATTACKS
 
                 param.help = param.help.replace("{attack_names}", ", ".join(ATTACKS)).replace(
-                    "{text_attack_names}", ", ".join(TEXT_ATTACKS))
+                    "{text_attack_names}", ", ".join(TEXT_ATTACKS)
+                )
 
     def get_short_help_str(self, limit: int = 45) -> str:
         # The command list wraps long lines; cutting them at 45 characters with "..." hid what they do.
@@ -103,8 +105,9 @@ def make_console(*, stderr: bool = False) -> Console:
     if console.is_terminal:
         return console
     columns = os.environ.get("COLUMNS", "")
-    return EscapingConsole(stderr=stderr, width=int(columns) if columns.isdigit() else OFF_TERMINAL_WIDTH,
-                           soft_wrap=True)
+    return EscapingConsole(
+        stderr=stderr, width=int(columns) if columns.isdigit() else OFF_TERMINAL_WIDTH, soft_wrap=True
+    )
 
 
 console = make_console()
@@ -112,10 +115,10 @@ err_console = make_console(stderr=True)
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERNAL_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
+
 def sigterm_as_interrupt() -> None:
     """SIGTERM (a CI timeout, a scheduler) ends every command like Ctrl-C: exit 130, runs marked
     KILLED, checkpoints kept, worker process groups killed. Only from the main thread."""
-    import signal
     import threading
 
     from audit.machinery.interrupts import install_interrupt_handlers
@@ -144,8 +147,10 @@ def _print_version(value: bool) -> None:
 
 @app.callback()
 def _commands(
-    version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True,
-                                          help="Print the installed version and exit.")] = False,
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_print_version, is_eager=True, help="Print the installed version and exit."),
+    ] = False,
 ) -> None:
     """privacy-audit: membership-inference audits with empirical ε next to the accountant's ε."""
 
@@ -210,8 +215,10 @@ def main(argv: list[str] | None = None) -> None:
             code = _internal_error(exc, args)
         else:
             where = f"{exc.filename}: " if exc.filename else ""
-            print("error: " + _one_line(f"{where}{exc.strerror or exc} (free space or fix the folder's permissions)"),
-                  file=sys.stderr)
+            print(
+                "error: " + _one_line(f"{where}{exc.strerror or exc} (free space or fix the folder's permissions)"),
+                file=sys.stderr,
+            )
             code = EXIT_BAD_INPUT
     except SystemExit as exc:  # our own sys.exit(n) calls; anything else is a bug
         code = exc.code if isinstance(exc.code, int) else EXIT_INTERNAL_ERROR
@@ -234,6 +241,9 @@ def _internal_error(exc: BaseException, args: list[str]) -> int:
     from audit.machinery.crash_log import write_crash_log
 
     log = write_crash_log(exc, ["privacy-audit", *args])
-    print(f"internal error: {type(exc).__name__}: {_one_line(exc)[:200]} — this is a bug in privacy-audit; "
-          f"traceback in {log} (please attach it to a bug report)", file=sys.stderr)
+    print(
+        f"internal error: {type(exc).__name__}: {_one_line(exc)[:200]} — this is a bug in privacy-audit; "
+        f"traceback in {log} (please attach it to a bug report)",
+        file=sys.stderr,
+    )
     return EXIT_INTERNAL_ERROR

@@ -1,15 +1,28 @@
-"""`accountants`, `accountant-check`, `canary-audit`, `mechanism-audit`: validating DP claims of code."""
+"""`accountants`, `accountant-check`, `canary-audit`, `mechanism-audit`: validating DP claims of code.
+
+This module is over 600 lines since wave 4's formatting pass (ruff format puts long calls one argument a line): four commands; next split: one module per command
+(issue #37).
+"""
+
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
-from audit.cli.app import app, console, switch, shown
-from audit.cli.verdict_flags import FailOnInconclusiveOption
-from audit.cli.output import QuietOption, RayAddressOption, TrackingUriOption, command_progress, print_bound, print_verdict, record_audit
+from audit.cli.app import app, console, shown, switch
 from audit.cli.ledger_commands import DatasetOption, LedgerOption, record_in_ledger
+from audit.cli.output import (
+    QuietOption,
+    RayAddressOption,
+    TrackingUriOption,
+    command_progress,
+    print_bound,
+    print_verdict,
+    record_audit,
+)
+from audit.cli.verdict_flags import FailOnInconclusiveOption
 from audit.errors import AuditInputError
 
 
@@ -19,7 +32,9 @@ def accountants(
     sample_rate: Annotated[float, typer.Option("--sample-rate", help="Poisson sampling rate q")],
     steps: Annotated[int, typer.Option("--steps", help="number of DP-SGD steps T")],
     delta: Annotated[float, typer.Option("--delta", help="δ at which ε is computed")] = 1e-5,
-    timeout: Annotated[float, typer.Option("--timeout", help="seconds the whole table may take (computed in a child process)")] = 120.0,
+    timeout: Annotated[
+        float, typer.Option("--timeout", help="seconds the whole table may take (computed in a child process)")
+    ] = 120.0,
 ) -> None:
     """ε of Opacus's RDP, PRV, GDP accountants and dp_accounting's PLD for one (σ, q, T, δ)."""
     from rich.table import Table
@@ -32,8 +47,14 @@ def accountants(
     check_number(timeout, "--timeout", low=0, low_open=True, high=86_400)
     # A child process with a timeout: parameters inside the ranges can still make an accountant slow.
     values, reference = run_isolated(
-        accountant_table, noise_multiplier, sample_rate, steps, delta,
-        name=f"accountants σ={noise_multiplier:g} q={sample_rate:g} T={steps}", timeout=timeout, what="computation",
+        accountant_table,
+        noise_multiplier,
+        sample_rate,
+        steps,
+        delta,
+        name=f"accountants σ={noise_multiplier:g} q={sample_rate:g} T={steps}",
+        timeout=timeout,
+        what="computation",
     )
     lower, upper = reference["lower"], reference["upper"]  # refined until within 1 % of ε (or a time budget)
     table = Table(title=f"ε for σ={noise_multiplier:g}, q={sample_rate:g}, T={steps}, δ={delta:g} (Poisson sampling)")
@@ -53,10 +74,14 @@ def accountants(
 @app.command("accountant-check")
 def accountant_check(
     accountant: Annotated[str, typer.Option("--accountant", help="module:function (σ, q, T, δ) -> ε; runs your code")],
-    grid: Annotated[Optional[Path], typer.Option("--grid", help="YAML with noise_multipliers, sample_rates, steps, deltas")] = None,
+    grid: Annotated[
+        Path | None, typer.Option("--grid", help="YAML with noise_multipliers, sample_rates, steps, deltas")
+    ] = None,
     margin: Annotated[float, typer.Option("--margin", help="'loose' when more than this fraction above PLD")] = 0.10,
-    json_out: Annotated[Optional[Path], typer.Option("--json", help="also write the per-point results here")] = None,
-    out: Annotated[Path, typer.Option("--out", help="folder that receives <timestamp>-accountant-check/")] = Path("runs"),
+    json_out: Annotated[Path | None, typer.Option("--json", help="also write the per-point results here")] = None,
+    out: Annotated[Path, typer.Option("--out", help="folder that receives <timestamp>-accountant-check/")] = Path(
+        "runs"
+    ),
     tracking_uri: TrackingUriOption = None,
     timeout: Annotated[float, typer.Option("--timeout", help="seconds one call of your accountant may take")] = 30.0,
     quiet: QuietOption = False,
@@ -93,49 +118,113 @@ def accountant_check(
     colours = {"ok": "green", "loose": "yellow", "unsound": "red", "invalid": "red"}
     for p in points:
         reported = "—" if p.reported is None else f"{p.reported:.4f}"
-        table.add_row(f"{p.noise_multiplier:g}", f"{p.sample_rate:g}", str(p.steps), f"{p.delta:g}", reported,
-                      f"[{p.pld_lower:.4f}, {p.pld_upper:.4f}]", f"[{colours[p.label]}]{p.label}[/]")
+        table.add_row(
+            f"{p.noise_multiplier:g}",
+            f"{p.sample_rate:g}",
+            str(p.steps),
+            f"{p.delta:g}",
+            reported,
+            f"[{p.pld_lower:.4f}, {p.pld_upper:.4f}]",
+            f"[{colours[p.label]}]{p.label}[/]",
+        )
     console.print(table)
     # The table already names every unsound point; say once what that means. An invalid point's
     # reason (what the accountant raised or returned) is in no column, so it gets its own line.
     n_unsound = summary["counts"]["unsound"]
     if n_unsound:
-        console.print(f"[red]{n_unsound} unsound point(s)[/red] (marked above): the reported ε is below the PLD "
-                      "lower value, i.e. it claims more privacy than the mechanism gives")
+        console.print(
+            f"[red]{n_unsound} unsound point(s)[/red] (marked above): the reported ε is below the PLD "
+            "lower value, i.e. it claims more privacy than the mechanism gives"
+        )
     for p in points:
         if p.label == "invalid":
-            console.print(f"[red]invalid[/red] σ={p.noise_multiplier:g} q={p.sample_rate:g} T={p.steps}: {shown(p.message)}")
+            console.print(
+                f"[red]invalid[/red] σ={p.noise_multiplier:g} q={p.sample_rate:g} T={p.steps}: {shown(p.message)}"
+            )
     console.print(f"counts: {summary['counts']}")
     if json_out is not None:
         write_result_json_atomic(json_out, summary)
-    path, recorded = record_audit("accountant-check", summary, out, tracking_uri,
-                                  {"accountant": accountant, "margin": margin, "n_points": len(points)})
+    path, recorded = record_audit(
+        "accountant-check",
+        summary,
+        out,
+        tracking_uri,
+        {"accountant": accountant, "margin": margin, "n_points": len(points)},
+    )
     console.print(f"details: {shown(path)}")
     if summary.get("reference_not_tight"):
-        console.print(f"[yellow]note:[/yellow] the PLD interval could not be refined to 1 % of ε within the time budget "
-                      f"at {summary['reference_not_tight']} point(s): see pld_note in the JSON")
+        console.print(
+            f"[yellow]note:[/yellow] the PLD interval could not be refined to 1 % of ε within the time budget "
+            f"at {summary['reference_not_tight']} point(s): see pld_note in the JSON"
+        )
     print_verdict(recorded, fail_on_inconclusive=fail_on_inconclusive)
 
 
 @app.command("canary-audit")
 def canary_audit(
-    trainer: Annotated[str, typer.Option("--trainer", help="module:function (features, labels, seed) -> model; runs your code")],
-    kind: Annotated[str, typer.Option(help="out_of_distribution | mislabeled (dirac needs white-box access: refused)")] = "out_of_distribution",
-    mode: Annotated[str, typer.Option(help="profile (independent runs vs the claim's trade-off curve) | multi-canary (runs × column canaries) | multi (K models with, K without) | one-run")] = "profile",
-    models: Annotated[Optional[int], typer.Option("--models", help="runs (profile, default 48000 plus a quarter as many pilot runs; multi-canary, default 200) or models per side (multi, default 200)")] = None,
-    canaries: Annotated[Optional[int], typer.Option("--canaries", help="canaries per run (multi-canary, default 32) or in the one run (one-run, default 200)")] = None,
-    looks: Annotated[Optional[int], typer.Option("--looks", help="profile: looks at the evidence (the planned --models halved each time; default 6; stops at the first that refutes); 1 = fixed size")] = None,
-    spending: Annotated[str, typer.Option("--spending", help="profile: how α is split over the looks: haybittle-peto | obrien-fleming | bonferroni")] = "haybittle-peto",
-    claimed_epsilon: Annotated[Optional[float], typer.Option("--claimed-epsilon", help="overrides the trainer's CLAIM")] = None,
-    delta: Annotated[Optional[float], typer.Option(help="δ of the claim")] = None,
+    trainer: Annotated[
+        str, typer.Option("--trainer", help="module:function (features, labels, seed) -> model; runs your code")
+    ],
+    kind: Annotated[
+        str, typer.Option(help="out_of_distribution | mislabeled (dirac needs white-box access: refused)")
+    ] = "out_of_distribution",
+    mode: Annotated[
+        str,
+        typer.Option(
+            help="profile (independent runs vs the claim's trade-off curve) | multi-canary (runs × column canaries) | multi (K models with, K without) | one-run"
+        ),
+    ] = "profile",
+    models: Annotated[
+        int | None,
+        typer.Option(
+            "--models",
+            help="runs (profile, default 48000 plus a quarter as many pilot runs; multi-canary, default 200) or models per side (multi, default 200)",
+        ),
+    ] = None,
+    canaries: Annotated[
+        int | None,
+        typer.Option(
+            "--canaries", help="canaries per run (multi-canary, default 32) or in the one run (one-run, default 200)"
+        ),
+    ] = None,
+    looks: Annotated[
+        int | None,
+        typer.Option(
+            "--looks",
+            help="profile: looks at the evidence (the planned --models halved each time; default 6; stops at the first that refutes); 1 = fixed size",
+        ),
+    ] = None,
+    spending: Annotated[
+        str,
+        typer.Option(
+            "--spending", help="profile: how α is split over the looks: haybittle-peto | obrien-fleming | bonferroni"
+        ),
+    ] = "haybittle-peto",
+    claimed_epsilon: Annotated[
+        float | None, typer.Option("--claimed-epsilon", help="overrides the trainer's CLAIM")
+    ] = None,
+    delta: Annotated[float | None, typer.Option(help="δ of the claim")] = None,
     rows: Annotated[int, typer.Option(help="rows of the harness's default data the trainer is given")] = 256,
     seed: Annotated[int, typer.Option(help="seed of the data, canaries and runs")] = 0,
-    executor: Annotated[str, typer.Option("--executor", help="where the training runs go, each isolated from this process: "
-                                          "local (one child process) | processes | ray (same numbers on each)")] = "processes",
-    workers: Annotated[Optional[int], typer.Option("--workers", help="processes: child processes [default: the cores]; "
-                                                   "ray: CPUs of the local cluster started here")] = None,
+    executor: Annotated[
+        str,
+        typer.Option(
+            "--executor",
+            help="where the training runs go, each isolated from this process: "
+            "local (one child process) | processes | ray (same numbers on each)",
+        ),
+    ] = "processes",
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            "--workers",
+            help="processes: child processes [default: the cores]; ray: CPUs of the local cluster started here",
+        ),
+    ] = None,
     ray_address: RayAddressOption = None,
-    timeout: Annotated[float, typer.Option("--timeout", help="seconds one training run may take (every executor)")] = 900.0,
+    timeout: Annotated[
+        float, typer.Option("--timeout", help="seconds one training run may take (every executor)")
+    ] = 900.0,
     fail_on_inconclusive: FailOnInconclusiveOption = False,
     out: Annotated[Path, typer.Option("--out", help="folder that receives <timestamp>-canary-audit/")] = Path("runs"),
     tracking_uri: TrackingUriOption = None,
@@ -151,13 +240,16 @@ def canary_audit(
     Your trainer runs only in isolated worker processes. When even a perfect attack could not
     exceed the claim with this many models, the result is INCONCLUSIVE (exit 0) and says how many
     models would be needed."""
-    from audit.dp_validation.canary_audit import (MODE_DEFAULTS, planned_training_runs, run_canary_audit,
-                                                  train_and_score_task)
+    from audit.dp_validation.canary_audit import (
+        MODE_DEFAULTS,
+        planned_training_runs,
+        run_canary_audit,
+        train_and_score_task,
+    )
     from audit.machinery.crash_log import set_log_folder
     from audit.machinery.executors import check_executor_options, make_user_code_executor
-    from audit.machinery.progress import CountingPool
-
     from audit.machinery.input_files import check_seed
+    from audit.machinery.progress import CountingPool
 
     set_log_folder(out)
     check_seed(seed)  # a negative seed was a ValueError deep in the data generator (exit 3)
@@ -168,42 +260,88 @@ def canary_audit(
     planned = planned_training_runs(mode, models) if mode in MODE_DEFAULTS else None
     try:  # the models train in isolated workers: the step counts finished runs of planned ones, with time left
         # Lazy: shown from the first batch of runs, so a trainer that fails to import stays one error line.
-        with progress.lazy_step(f"canary audit ({mode}): training runs finished", total=planned) as runs_step, \
-                make_user_code_executor(executor, workers=workers, ray_address=ray_address, timeout=timeout,
-                                        name="--trainer", what=f"trainer {trainer}") as pool:
+        with (
+            progress.lazy_step(f"canary audit ({mode}): training runs finished", total=planned) as runs_step,
+            make_user_code_executor(
+                executor,
+                workers=workers,
+                ray_address=ray_address,
+                timeout=timeout,
+                name="--trainer",
+                what=f"trainer {trainer}",
+            ) as pool,
+        ):
             counting = CountingPool(pool, runs_step, lambda function: function is train_and_score_task)
-            result = run_canary_audit(trainer, kind=kind, mode=mode, n_models=models, n_canaries=canaries,
-                                      claimed_epsilon=claimed_epsilon, delta=delta, seed=seed, n_rows=rows,
-                                      pool=counting, timeout=timeout, looks=looks, spending=spending,
-                                      announce=None if quiet else lambda text: console.print(text, soft_wrap=True, markup=False, highlight=False))
+            result = run_canary_audit(
+                trainer,
+                kind=kind,
+                mode=mode,
+                n_models=models,
+                n_canaries=canaries,
+                claimed_epsilon=claimed_epsilon,
+                delta=delta,
+                seed=seed,
+                n_rows=rows,
+                pool=counting,
+                timeout=timeout,
+                looks=looks,
+                spending=spending,
+                announce=None
+                if quiet
+                else lambda text: console.print(text, soft_wrap=True, markup=False, highlight=False),
+            )
             execution = pool.describe()
     finally:
         progress.close()
     result["execution"] = execution  # where it ran: not a number of the audit (same on every executor)
-    path, result = record_audit("canary-audit", result, out, tracking_uri,
-                                 {"trainer": trainer, "kind": kind, "mode": mode, "seed": seed,
-                                  "executor": executor, "workers": execution["workers"],
-                                  "models": result.get("n_runs") or result.get("n_models_per_side"),
-                                  "canaries": result.get("n_canaries_per_run") or result.get("n_canaries")})
+    path, result = record_audit(
+        "canary-audit",
+        result,
+        out,
+        tracking_uri,
+        {
+            "trainer": trainer,
+            "kind": kind,
+            "mode": mode,
+            "seed": seed,
+            "executor": executor,
+            "workers": execution["workers"],
+            "models": result.get("n_runs") or result.get("n_models_per_side"),
+            "canaries": result.get("n_canaries_per_run") or result.get("n_canaries"),
+        },
+    )
     record_in_ledger(ledger, dataset, "canary-audit", result, path)
     sequential = result.get("sequential")
     if isinstance(sequential, dict):  # runs used of runs planned, and why it stopped
-        console.print(f"runs: {sequential['runs_used']:,} of {sequential['runs_planned']:,} planned (pilot included); "
-                      f"{sequential['stop_reason']}", soft_wrap=True, markup=False, highlight=False)
+        console.print(
+            f"runs: {sequential['runs_used']:,} of {sequential['runs_planned']:,} planned (pilot included); "
+            f"{sequential['stop_reason']}",
+            soft_wrap=True,
+            markup=False,
+            highlight=False,
+        )
     print_bound(result, f"canary audit of {trainer} ({kind}, {mode})", path, fail_on_inconclusive)
 
 
 @app.command("mechanism-audit")
 def mechanism_audit(
-    mechanism: Annotated[str, typer.Option("--mechanism", help="module:function (data, rng) -> output; runs your code")],
+    mechanism: Annotated[
+        str, typer.Option("--mechanism", help="module:function (data, rng) -> output; runs your code")
+    ],
     trials: Annotated[int, typer.Option("--trials", help="runs on each of the two neighbouring datasets")] = 20000,
-    claimed_epsilon: Annotated[Optional[float], typer.Option("--claimed-epsilon", help="overrides the mechanism's CLAIM")] = None,
-    delta: Annotated[Optional[float], typer.Option(help="δ of the claim")] = None,
+    claimed_epsilon: Annotated[
+        float | None, typer.Option("--claimed-epsilon", help="overrides the mechanism's CLAIM")
+    ] = None,
+    delta: Annotated[float | None, typer.Option(help="δ of the claim")] = None,
     seed: Annotated[int, typer.Option(help="seed of the trials")] = 0,
     fail_on_inconclusive: FailOnInconclusiveOption = False,
-    out: Annotated[Path, typer.Option("--out", help="folder that receives <timestamp>-mechanism-audit/")] = Path("runs"),
+    out: Annotated[Path, typer.Option("--out", help="folder that receives <timestamp>-mechanism-audit/")] = Path(
+        "runs"
+    ),
     tracking_uri: TrackingUriOption = None,
-    timeout: Annotated[float, typer.Option("--timeout", help="seconds all trials of your mechanism may take together")] = 600.0,
+    timeout: Annotated[
+        float, typer.Option("--timeout", help="seconds all trials of your mechanism may take together")
+    ] = 600.0,
     quiet: QuietOption = False,
 ) -> None:
     """Black-box audit of a randomized function on two neighbouring datasets (Clopper-Pearson bound)."""
@@ -222,7 +360,9 @@ def mechanism_audit(
 
     check_count("--trials", trials)  # the range table (docs/errors.md), before the mechanism loads
     if claimed_epsilon is not None:
-        validate_claim(claimed_epsilon, 0.0 if delta is None else delta, epsilon_flag="--claimed-epsilon", delta_flag="--delta")
+        validate_claim(
+            claimed_epsilon, 0.0 if delta is None else delta, epsilon_flag="--claimed-epsilon", delta_flag="--delta"
+        )
     elif delta is not None:
         check_number(delta, "--delta", low=0, high=1, high_open=True)
     check_seed(seed)
@@ -233,20 +373,41 @@ def mechanism_audit(
     progress = command_progress(quiet)
     try:  # the trials run in a worker process: the step shows elapsed time (and heartbeats in a log)
         with progress.step(f"mechanism: {trials} trials on each dataset, threshold audit"):
-            result = run_isolated(run_mechanism_audit, mechanism, name=f"--mechanism {mechanism}", timeout=timeout,
-                                  what="mechanism", n_trials=trials, claimed_epsilon=claimed_epsilon, delta=delta,
-                                  seed=seed)
+            result = run_isolated(
+                run_mechanism_audit,
+                mechanism,
+                name=f"--mechanism {mechanism}",
+                timeout=timeout,
+                what="mechanism",
+                n_trials=trials,
+                claimed_epsilon=claimed_epsilon,
+                delta=delta,
+                seed=seed,
+            )
     finally:
         progress.close()
-    path, result = record_audit("mechanism-audit", result, out, tracking_uri,
-                                 {"mechanism": mechanism, "trials": trials, "seed": seed})
+    path, result = record_audit(
+        "mechanism-audit", result, out, tracking_uri, {"mechanism": mechanism, "trials": trials, "seed": seed}
+    )
     print_bound(result, f"mechanism audit of {mechanism}", path, fail_on_inconclusive)
 
 
 @app.command("conformance")
 def conformance(
-    trainer: Annotated[Optional[str], typer.Option("--trainer", help="module:object with CLAIM, max_grad_norm, sample_batches, privatize_gradients; runs your code")] = None,
-    factory: Annotated[Optional[str], typer.Option("--factory", help="module:function () -> (model, optimizer, data_loader, privacy_engine) made private by Opacus: the checks drive YOUR optimizer, loader and accountant; runs your code")] = None,
+    trainer: Annotated[
+        str | None,
+        typer.Option(
+            "--trainer",
+            help="module:object with CLAIM, max_grad_norm, sample_batches, privatize_gradients; runs your code",
+        ),
+    ] = None,
+    factory: Annotated[
+        str | None,
+        typer.Option(
+            "--factory",
+            help="module:function () -> (model, optimizer, data_loader, privacy_engine) made private by Opacus: the checks drive YOUR optimizer, loader and accountant; runs your code",
+        ),
+    ] = None,
     seed: Annotated[int, typer.Option(help="seed of the checks' draws")] = 0,
     alpha: Annotated[float, typer.Option("--alpha", help="family-wise false-alarm rate of all checks")] = 0.01,
     timeout: Annotated[float, typer.Option("--timeout", help="seconds the checks may take")] = 600.0,
@@ -277,45 +438,93 @@ def conformance(
     table = Table(title=f"conformance: {result['trainer']}")
     for header in ("check", "result", "measured", "expected", "detail"):
         table.add_column(header)
+
     def shown(value) -> str:
         if isinstance(value, dict):
             return ", ".join(f"{k} {v:.4g}" for k, v in value.items())
         return f"{value:.4g}" if isinstance(value, float) else str(value)
 
     for c in result["checks"]:
-        table.add_row(c["check"], "[green]pass[/]" if c["passed"] else "[red]FAIL[/]", shown(c["value"]),
-                      shown(c["expected"]), c["detail"])
+        table.add_row(
+            c["check"],
+            "[green]pass[/]" if c["passed"] else "[red]FAIL[/]",
+            shown(c["value"]),
+            shown(c["expected"]),
+            c["detail"],
+        )
     console.print(table)
-    path, result = record_audit("conformance", result, out, tracking_uri, {"trainer": result["trainer"], "seed": seed, "alpha": alpha})
+    path, result = record_audit(
+        "conformance", result, out, tracking_uri, {"trainer": result["trainer"], "seed": seed, "alpha": alpha}
+    )
     console.print(f"details: {shown(path)}")
-    print_verdict(result, fail_on_inconclusive=fail_on_inconclusive)  # the one verdict: every failed check a reason, exit 1 on fail
+    print_verdict(
+        result, fail_on_inconclusive=fail_on_inconclusive
+    )  # the one verdict: every failed check a reason, exit 1 on fail
 
 
-@app.command("whitebox-audit", short_help="White-box audit of DP-SGD code with a Dirac gradient canary in every step: "
-             "exit 1 when the runs refute the claimed privacy.")
+@app.command(
+    "whitebox-audit",
+    short_help="White-box audit of DP-SGD code with a Dirac gradient canary in every step: "
+    "exit 1 when the runs refute the claimed privacy.",
+)
 def whitebox_audit(
-    factory: Annotated[Optional[str], typer.Option("--factory", help="module:function () -> (model, optimizer, data_loader, privacy_engine) made private by Opacus; runs your code")] = None,
-    builtin: Annotated[bool, switch("builtin", "audit the harness's own DP-SGD (vectorized trainer) at --noise-multiplier/--sample-rate/--steps")] = False,
-    noise_multiplier: Annotated[Optional[float], typer.Option("--noise-multiplier", help="σ (--builtin only)")] = None,
-    sample_rate: Annotated[float, typer.Option("--sample-rate", help="q (--builtin only; 1 = full batch, where the audit is tight)")] = 1.0,
+    factory: Annotated[
+        str | None,
+        typer.Option(
+            "--factory",
+            help="module:function () -> (model, optimizer, data_loader, privacy_engine) made private by Opacus; runs your code",
+        ),
+    ] = None,
+    builtin: Annotated[
+        bool,
+        switch(
+            "builtin", "audit the harness's own DP-SGD (vectorized trainer) at --noise-multiplier/--sample-rate/--steps"
+        ),
+    ] = False,
+    noise_multiplier: Annotated[float | None, typer.Option("--noise-multiplier", help="σ (--builtin only)")] = None,
+    sample_rate: Annotated[
+        float, typer.Option("--sample-rate", help="q (--builtin only; 1 = full batch, where the audit is tight)")
+    ] = 1.0,
     steps: Annotated[int, typer.Option("--steps", help="T (--builtin only)")] = 20,
     max_grad_norm: Annotated[float, typer.Option("--max-grad-norm", help="C (--builtin only)")] = 1.0,
     runs: Annotated[int, typer.Option("--runs", help="training runs per side (with / without the canary)")] = 1000,
     observe: Annotated[str, typer.Option("--observe", help="all (every iterate) | final (final model only)")] = "all",
     delta: Annotated[float, typer.Option("--delta", help="δ of the claim")] = 1e-5,
-    claimed_epsilon: Annotated[Optional[float], typer.Option("--claimed-epsilon", help="overrides the accountant's ε")] = None,
+    claimed_epsilon: Annotated[
+        float | None, typer.Option("--claimed-epsilon", help="overrides the accountant's ε")
+    ] = None,
     seed: Annotated[int, typer.Option(help="seed of the runs and the canary's sampling")] = 0,
-    workers: Annotated[Optional[int], typer.Option("--workers", help="worker processes training in parallel (default: the cores)")] = None,
-    timeout: Annotated[float, typer.Option("--timeout", help="seconds one block of runs may take in its worker")] = 900.0,
+    workers: Annotated[
+        int | None, typer.Option("--workers", help="worker processes training in parallel (default: the cores)")
+    ] = None,
+    timeout: Annotated[
+        float, typer.Option("--timeout", help="seconds one block of runs may take in its worker")
+    ] = 900.0,
     fail_on_inconclusive: FailOnInconclusiveOption = False,
     out: Annotated[Path, typer.Option("--out", help="folder that receives <timestamp>-whitebox-audit/")] = Path("runs"),
     tracking_uri: TrackingUriOption = None,
     quiet: QuietOption = False,
-    mode: Annotated[str, typer.Option("--mode", help="runs: many runs with / without one canary | one-run: m canaries in ONE training run (Steinke et al. 2023)")] = "runs",
-    canaries: Annotated[Optional[int], typer.Option("--canaries", help="m canaries (--mode one-run; default from the model size)")] = None,
+    mode: Annotated[
+        str,
+        typer.Option(
+            "--mode",
+            help="runs: many runs with / without one canary | one-run: m canaries in ONE training run (Steinke et al. 2023)",
+        ),
+    ] = "runs",
+    canaries: Annotated[
+        int | None, typer.Option("--canaries", help="m canaries (--mode one-run; default from the model size)")
+    ] = None,
     canary_kind: Annotated[str, typer.Option("--canary-kind", help="auto | dirac | random (--mode one-run)")] = "auto",
-    compare_plain: Annotated[bool, switch("compare-plain", "--mode one-run: also time one plain run (overhead, accuracy)")] = True,
-    device: Annotated[Optional[str], typer.Option("--device", help="auto | cpu | cuda (--builtin only; auto: a GPU when PyTorch sees one; a --factory places its own model)")] = None,
+    compare_plain: Annotated[
+        bool, switch("compare-plain", "--mode one-run: also time one plain run (overhead, accuracy)")
+    ] = True,
+    device: Annotated[
+        str | None,
+        typer.Option(
+            "--device",
+            help="auto | cpu | cuda (--builtin only; auto: a GPU when PyTorch sees one; a --factory places its own model)",
+        ),
+    ] = None,
     ledger: LedgerOption = None,
     dataset: DatasetOption = None,
 ) -> None:
@@ -347,9 +556,14 @@ def whitebox_audit(
         if mode == "runs":  # the counts first (named as before): whitebox_audit's own estimate of the runs' memory
             from audit.machinery.limits import check_memory
 
-            check_memory(2 * check_count("--runs", runs) * steps * 8 * 3, "--runs",
-                         f"whitebox-audit with {runs:,} runs per side of {steps:,} steps")
-        check_dpsgd_computable(noise_multiplier, sample_rate, steps, delta if 0 < delta < 1 else 1e-5, "--noise-multiplier")
+            check_memory(
+                2 * check_count("--runs", runs) * steps * 8 * 3,
+                "--runs",
+                f"whitebox-audit with {runs:,} runs per side of {steps:,} steps",
+            )
+        check_dpsgd_computable(
+            noise_multiplier, sample_rate, steps, delta if 0 < delta < 1 else 1e-5, "--noise-multiplier"
+        )
     if workers is not None and not 1 <= workers <= 1024:
         raise AuditInputError("--workers", f"must be in [1, 1024], got {workers}")
     if factory is not None and builtin:
@@ -363,43 +577,100 @@ def whitebox_audit(
 
         device = builtin_device(device, builtin)  # before any worker starts: CUDA without a GPU is one line
     if mode == "one-run":
-        _one_run(factory, builtin, noise_multiplier, sample_rate, steps, max_grad_norm, canaries, canary_kind, observe,
-                 delta, claimed_epsilon, seed, timeout, compare_plain, fail_on_inconclusive, out, tracking_uri, quiet,
-                 ledger, dataset, device)
+        _one_run(
+            factory,
+            builtin,
+            noise_multiplier,
+            sample_rate,
+            steps,
+            max_grad_norm,
+            canaries,
+            canary_kind,
+            observe,
+            delta,
+            claimed_epsilon,
+            seed,
+            timeout,
+            compare_plain,
+            fail_on_inconclusive,
+            out,
+            tracking_uri,
+            quiet,
+            ledger,
+            dataset,
+            device,
+        )
         return
     progress = command_progress(quiet)
     try:
         # Lazy: shown from the first finished block, so a factory that fails in its worker stays one error line.
-        with progress.lazy_step(f"white-box audit: training runs finished ({runs} with the Dirac canary, {runs} without)",
-                                total=2 * runs) as runs_step:
-            result = run_whitebox_audit(factory=factory, builtin=builtin, noise_multiplier=noise_multiplier,
-                                        sample_rate=sample_rate, steps=steps, max_grad_norm=max_grad_norm,
-                                        n_runs=runs, observe=observe, delta=delta, claimed_epsilon=claimed_epsilon,
-                                        seed=seed, workers=workers, timeout=timeout, device=device,
-                                        report_runs=lambda done, _total: runs_step.update(done))
+        with progress.lazy_step(
+            f"white-box audit: training runs finished ({runs} with the Dirac canary, {runs} without)", total=2 * runs
+        ) as runs_step:
+            result = run_whitebox_audit(
+                factory=factory,
+                builtin=builtin,
+                noise_multiplier=noise_multiplier,
+                sample_rate=sample_rate,
+                steps=steps,
+                max_grad_norm=max_grad_norm,
+                n_runs=runs,
+                observe=observe,
+                delta=delta,
+                claimed_epsilon=claimed_epsilon,
+                seed=seed,
+                workers=workers,
+                timeout=timeout,
+                device=device,
+                report_runs=lambda done, _total: runs_step.update(done),
+            )
     finally:
         progress.close()
-    path, result = record_audit("whitebox-audit", result, out, tracking_uri,
-                                {"subject": result["subject"], "observe": observe, "runs": runs, "seed": seed,
-                                 "mu_lower_bound": result["gdp_bound"]["mu"]})
+    path, result = record_audit(
+        "whitebox-audit",
+        result,
+        out,
+        tracking_uri,
+        {
+            "subject": result["subject"],
+            "observe": observe,
+            "runs": runs,
+            "seed": seed,
+            "mu_lower_bound": result["gdp_bound"]["mu"],
+        },
+    )
     record_in_ledger(ledger, dataset, "whitebox-audit", result, path)
     print_whitebox_result(result, path, fail_on_inconclusive)
 
 
 def print_whitebox_result(result: dict, path: Path, fail_on_inconclusive: bool) -> None:
     s, claim, gdp = result["settings"], result["claim"], result["gdp_bound"]
-    console.print(f"white-box audit of {shown(result['subject'])}: {result['n_runs_per_side']} runs per side, observing "
-                  f"{result['observed']}", highlight=False, soft_wrap=True)
-    console.print(f"claim ({shown(claim['source'])}): ε {result['claimed_epsilon']:.3f} at δ {result['delta']:g}; optimizer σ "
-                  f"{s['noise_multiplier']:g}, C {s['max_grad_norm']:g}, q {s.get('sample_rate')}, T {s['steps']}; "
-                  f"{claim['mu_label']}: μ {gdp['claimed_mu']:.3f}", highlight=False, soft_wrap=True)
-    console.print(f"sound (ε, δ) lower bound (Clopper-Pearson at its tail rule, any mechanism): "
-                  f"{result['epsilon_lower_bound']:.3f} ({result['epsilon_lower_bound'] / max(result['claimed_epsilon'], 1e-12):.2f} "
-                  f"× the claim; at the equal-error point: {result['epsilon_lower_bound_equal_error']:.3f})",
-                  highlight=False, soft_wrap=True)
-    console.print(f"GDP-family bound: μ ≥ {gdp['mu']:.3f}, ε ≥ {gdp['epsilon']:.3f} at δ {result['delta']:g} "
-                  f"({gdp['epsilon'] / result['claimed_epsilon']:.2f} × the claim); assumes {gdp['assumption']}",
-                  highlight=False, soft_wrap=True)
+    console.print(
+        f"white-box audit of {shown(result['subject'])}: {result['n_runs_per_side']} runs per side, observing "
+        f"{result['observed']}",
+        highlight=False,
+        soft_wrap=True,
+    )
+    console.print(
+        f"claim ({shown(claim['source'])}): ε {result['claimed_epsilon']:.3f} at δ {result['delta']:g}; optimizer σ "
+        f"{s['noise_multiplier']:g}, C {s['max_grad_norm']:g}, q {s.get('sample_rate')}, T {s['steps']}; "
+        f"{claim['mu_label']}: μ {gdp['claimed_mu']:.3f}",
+        highlight=False,
+        soft_wrap=True,
+    )
+    console.print(
+        f"sound (ε, δ) lower bound (Clopper-Pearson at its tail rule, any mechanism): "
+        f"{result['epsilon_lower_bound']:.3f} ({result['epsilon_lower_bound'] / max(result['claimed_epsilon'], 1e-12):.2f} "
+        f"× the claim; at the equal-error point: {result['epsilon_lower_bound_equal_error']:.3f})",
+        highlight=False,
+        soft_wrap=True,
+    )
+    console.print(
+        f"GDP-family bound: μ ≥ {gdp['mu']:.3f}, ε ≥ {gdp['epsilon']:.3f} at δ {result['delta']:g} "
+        f"({gdp['epsilon'] / result['claimed_epsilon']:.2f} × the claim); assumes {gdp['assumption']}",
+        highlight=False,
+        soft_wrap=True,
+    )
     # No separate ceiling line: each deciding test below states its own (they differ; one number would mislead).
     for check in result["verdict"]["checks"]:
         console.print(f"· {shown(check['name'])}: {shown(check['message'])}", highlight=False, soft_wrap=True)
@@ -407,25 +678,69 @@ def print_whitebox_result(result: dict, path: Path, fail_on_inconclusive: bool) 
     print_verdict(result, fail_on_inconclusive=fail_on_inconclusive)
 
 
-def _one_run(factory, builtin, noise_multiplier, sample_rate, steps, max_grad_norm, canaries, canary_kind, observe,
-             delta, claimed_epsilon, seed, timeout, compare_plain, fail_on_inconclusive, out, tracking_uri, quiet,
-             ledger=None, dataset=None, device=None) -> None:
+def _one_run(
+    factory,
+    builtin,
+    noise_multiplier,
+    sample_rate,
+    steps,
+    max_grad_norm,
+    canaries,
+    canary_kind,
+    observe,
+    delta,
+    claimed_epsilon,
+    seed,
+    timeout,
+    compare_plain,
+    fail_on_inconclusive,
+    out,
+    tracking_uri,
+    quiet,
+    ledger=None,
+    dataset=None,
+    device=None,
+) -> None:
     from audit.dp_validation.one_run_whitebox import run_one_run_whitebox_audit
 
     progress = command_progress(quiet)
     try:
-        with progress.step("white-box one-run audit: one training run with gradient canaries"
-                           + (" and one without" if compare_plain else "")):
+        with progress.step(
+            "white-box one-run audit: one training run with gradient canaries"
+            + (" and one without" if compare_plain else "")
+        ):
             result = run_one_run_whitebox_audit(
-                factory=factory, builtin=builtin, noise_multiplier=noise_multiplier, sample_rate=sample_rate,
-                steps=steps, max_grad_norm=max_grad_norm, n_canaries=canaries, canary_kind=canary_kind,
-                observe=observe, delta=delta, claimed_epsilon=claimed_epsilon, seed=seed, timeout=timeout,
-                compare_plain=compare_plain, device=device)
+                factory=factory,
+                builtin=builtin,
+                noise_multiplier=noise_multiplier,
+                sample_rate=sample_rate,
+                steps=steps,
+                max_grad_norm=max_grad_norm,
+                n_canaries=canaries,
+                canary_kind=canary_kind,
+                observe=observe,
+                delta=delta,
+                claimed_epsilon=claimed_epsilon,
+                seed=seed,
+                timeout=timeout,
+                compare_plain=compare_plain,
+                device=device,
+            )
     finally:
         progress.close()
-    path, result = record_audit("whitebox-audit", result, out, tracking_uri,
-                                {"subject": result["subject"], "mode": "one-run", "observe": observe,
-                                 "canaries": result["canaries"]["m"], "seed": seed})
+    path, result = record_audit(
+        "whitebox-audit",
+        result,
+        out,
+        tracking_uri,
+        {
+            "subject": result["subject"],
+            "mode": "one-run",
+            "observe": observe,
+            "canaries": result["canaries"]["m"],
+            "seed": seed,
+        },
+    )
     record_in_ledger(ledger, dataset, "whitebox-audit", result, path)
     print_one_run_result(result, path, fail_on_inconclusive)
 
@@ -433,27 +748,44 @@ def _one_run(factory, builtin, noise_multiplier, sample_rate, steps, max_grad_no
 def print_one_run_result(result: dict, path: Path, fail_on_inconclusive: bool) -> None:
     c, o, s = result["canaries"], result["one_run"], result["settings"]
     say = lambda text: console.print(text, highlight=False, soft_wrap=True)  # noqa: E731
-    say(f"white-box one-run audit of {result['subject']}: {c['m']} {c['kind']} gradient canaries (norm "
+    say(
+        f"white-box one-run audit of {result['subject']}: {c['m']} {c['kind']} gradient canaries (norm "
         f"{c['norm_over_C']:g}·C, fair coins, then Poisson q) in ONE run of {result['steps']} steps; observing "
-        f"{result['observed']}")
-    say(f"claim ({result['claim']['source']}): ε {result['claimed_epsilon']:.3f} at δ {result['delta']:g}; optimizer σ "
-        f"{s['noise_multiplier']:g}, C {s['max_grad_norm']:g}, q {s.get('sample_rate')}, T {s['steps']}")
+        f"{result['observed']}"
+    )
+    say(
+        f"claim ({result['claim']['source']}): ε {result['claimed_epsilon']:.3f} at δ {result['delta']:g}; optimizer σ "
+        f"{s['noise_multiplier']:g}, C {s['max_grad_norm']:g}, q {s.get('sample_rate')}, T {s['steps']}"
+    )
     fdp = o["fdp"]
-    say(f"sound: Steinke et al. ε ≥ {o['steinke']['epsilon']:.3f} (ceiling {o['ceiling']:.3f}); f-DP one-run test "
-        + ("not run" if fdp is None else ("REFUTES the claim's curve" if fdp["refuted"] else "does not refute the claim's curve")
-               + f" (GDP-family ε {_gaussian_figure(fdp['gdp_family_epsilon'], fdp.get('gdp_family_epsilon_withheld'))}, "
-                 "a bound only if the curve is Gaussian)"))
+    say(
+        f"sound: Steinke et al. ε ≥ {o['steinke']['epsilon']:.3f} (ceiling {o['ceiling']:.3f}); f-DP one-run test "
+        + (
+            "not run"
+            if fdp is None
+            else ("REFUTES the claim's curve" if fdp["refuted"] else "does not refute the claim's curve")
+            + f" (GDP-family ε {_gaussian_figure(fdp['gdp_family_epsilon'], fdp.get('gdp_family_epsilon_withheld'))}, "
+            "a bound only if the curve is Gaussian)"
+        )
+    )
     gsum, andrew = o["gaussian_sum"], o["andrew"]
-    say(f"estimates: Gaussian normalized sum ε ≈ {_gaussian_figure(gsum['epsilon'], gsum.get('withheld'))} (assumes "
+    say(
+        f"estimates: Gaussian normalized sum ε ≈ {_gaussian_figure(gsum['epsilon'], gsum.get('withheld'))} (assumes "
         f"{gsum['assumption']}); Andrew et al. ε ≈ {_gaussian_figure(andrew['epsilon'], andrew.get('withheld'))}"
-        + (f"; Gaussian-family figures withheld: {gsum['withheld']}" if gsum.get("withheld") else ""))
+        + (f"; Gaussian-family figures withheld: {gsum['withheld']}" if gsum.get("withheld") else "")
+    )
     cost, acc = result["cost"], result["accuracy"]
     if cost.get("overhead") is not None:
-        say(f"cost: {cost['seconds_with_canaries']:.1f} s with canaries vs {cost['seconds_plain']:.1f} s plain "
-            f"({cost['overhead']:.2f}×; goal ≤ {cost['goal']}×)")
+        say(
+            f"cost: {cost['seconds_with_canaries']:.1f} s with canaries vs {cost['seconds_plain']:.1f} s plain "
+            f"({cost['overhead']:.2f}×; goal ≤ {cost['goal']}×)"
+        )
     if acc.get("with_canaries") is not None:
         plain = acc.get("plain")
-        say(f"test accuracy: {acc['with_canaries']:.3f} with canaries" + ("" if plain is None else f", {plain:.3f} without"))
+        say(
+            f"test accuracy: {acc['with_canaries']:.3f} with canaries"
+            + ("" if plain is None else f", {plain:.3f} without")
+        )
     for claim in result["verdict"].get("claims") or []:
         say(f"claim {claim['claim']}: {claim['status']}")
     for check in result["verdict"]["checks"]:

@@ -5,22 +5,27 @@ Recording refused because the budget would be exceeded: one FAIL line, exit 1, n
 Bad input (a URI that is no database, a corrupt file, a dataset name with path characters, a σ
 that is negative or NaN): one line, exit 2, nothing written — every input is checked before the
 ledger is opened (opening creates a new SQLite file).
+This module is over 600 lines since wave 4's formatting pass (ruff format puts long calls one argument a line): five commands and the recording pair; next split: the recording pair apart
+(issue #37).
 """
+
 from __future__ import annotations
 
 import json
 import math
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
-from audit.cli.app import EXIT_FAILED, AuditApp, app, console, err_console, switch, shown
+from audit.cli.app import EXIT_FAILED, AuditApp, app, console, err_console, shown, switch
 from audit.errors import AuditInputError
 
 ledger_app = AuditApp(
-    add_completion=False, rich_markup_mode=None, no_args_is_help=True,
+    add_completion=False,
+    rich_markup_mode=None,
+    no_args_is_help=True,
     help="The privacy-budget ledger: record every DP release on a dataset, compose them, gate on a budget.",
     short_help="The privacy-budget ledger: record DP releases per dataset, compose them, gate on a budget.",
 )
@@ -36,11 +41,13 @@ def _check_pair(ctx: typer.Context, mine: str, other: str, value: Any) -> None:
     # comes second sees the first in ctx.params and checks that both or neither were given.
     if other in ctx.params and (value is None) != (ctx.params[other] is None):
         given, missing = (mine, other) if value is not None else (other, mine)
-        raise AuditInputError(f"--{missing}", f"missing: --{given} needs --{missing} too "
-                              "(record into a ledger with --ledger URI --dataset NAME)")
+        raise AuditInputError(
+            f"--{missing}",
+            f"missing: --{given} needs --{missing} too (record into a ledger with --ledger URI --dataset NAME)",
+        )
 
 
-def _ledger_callback(ctx: typer.Context, value: Optional[str]) -> Optional[str]:
+def _ledger_callback(ctx: typer.Context, value: str | None) -> str | None:
     if value is not None:
         from audit.ledger.store import preflight_ledger
 
@@ -51,7 +58,7 @@ def _ledger_callback(ctx: typer.Context, value: Optional[str]) -> Optional[str]:
     return value
 
 
-def _dataset_callback(ctx: typer.Context, value: Optional[str]) -> Optional[str]:
+def _dataset_callback(ctx: typer.Context, value: str | None) -> str | None:
     if value is not None:
         from audit.ledger.store import check_dataset_name
 
@@ -60,11 +67,22 @@ def _dataset_callback(ctx: typer.Context, value: Optional[str]) -> Optional[str]
     return value
 
 
-LedgerOption = Annotated[Optional[str], typer.Option(
-    "--ledger", callback=_ledger_callback,
-    help="privacy ledger to record this release in: a file path (SQLite) or postgresql+psycopg://user@host/db; with --dataset")]
-DatasetOption = Annotated[Optional[str], typer.Option(
-    "--dataset", callback=_dataset_callback, help="the dataset whose privacy budget this release spends (with --ledger)")]
+LedgerOption = Annotated[
+    str | None,
+    typer.Option(
+        "--ledger",
+        callback=_ledger_callback,
+        help="privacy ledger to record this release in: a file path (SQLite) or postgresql+psycopg://user@host/db; with --dataset",
+    ),
+]
+DatasetOption = Annotated[
+    str | None,
+    typer.Option(
+        "--dataset",
+        callback=_dataset_callback,
+        help="the dataset whose privacy budget this release spends (with --ledger)",
+    ),
+]
 
 
 def _provenance():
@@ -111,8 +129,10 @@ def _eps(value: float | None) -> str:
 def _composition_line(composition, limit: float | None) -> str:
     c = composition
     tight = {"pld": "PLD, tight", "rdp": "RDP"}.get(c.method, c.method)
-    return (f"spent ε = {_eps(c.epsilon)} at δ = {c.delta:g} ({tight}); basic composition {_eps(c.basic_epsilon)}, "
-            f"advanced {_eps(c.advanced_epsilon)}{_advanced_aside(c)}; {_percent(c.epsilon, limit)}")
+    return (
+        f"spent ε = {_eps(c.epsilon)} at δ = {c.delta:g} ({tight}); basic composition {_eps(c.basic_epsilon)}, "
+        f"advanced {_eps(c.advanced_epsilon)}{_advanced_aside(c)}; {_percent(c.epsilon, limit)}"
+    )
 
 
 def _advanced_aside(composition) -> str:
@@ -123,11 +143,20 @@ def _advanced_aside(composition) -> str:
 
 def _section(dataset: str, store_description: str, composition, limit, recorded: bool, **extra) -> dict[str, Any]:
     spent = composition.epsilon
-    return {"recorded": recorded, "dataset": dataset, "ledger": store_description,
-            "epsilon_spent": None if math.isinf(spent) else spent, "epsilon_spent_unbounded": math.isinf(spent),
-            "delta": composition.delta, "method": composition.method, "method_note": composition.method_note,
-            "basic_epsilon": composition.as_dict()["basic_epsilon"],
-            "advanced_epsilon": composition.as_dict()["advanced_epsilon"], "max_total_epsilon": limit, **extra}
+    return {
+        "recorded": recorded,
+        "dataset": dataset,
+        "ledger": store_description,
+        "epsilon_spent": None if math.isinf(spent) else spent,
+        "epsilon_spent_unbounded": math.isinf(spent),
+        "delta": composition.delta,
+        "method": composition.method,
+        "method_note": composition.method_note,
+        "basic_epsilon": composition.as_dict()["basic_epsilon"],
+        "advanced_epsilon": composition.as_dict()["advanced_epsilon"],
+        "max_total_epsilon": limit,
+        **extra,
+    }
 
 
 def _rerender_report(path: Path, written: dict[str, Any], policy) -> None:
@@ -142,8 +171,9 @@ def _rerender_report(path: Path, written: dict[str, Any], policy) -> None:
     write_html_report(written, path.parent, evaluation=evaluation)
 
 
-def record_in_ledger(ledger: str | None, dataset: str | None, command: str, results: dict, path: Path,
-                     policy=None) -> None:
+def record_in_ledger(
+    ledger: str | None, dataset: str | None, command: str, results: dict, path: Path, policy=None
+) -> None:
     """Record the DP release(s) `results` (written at `path`) describe; the one call a recording command makes.
 
     No-op without --ledger. On success: a `ledger` section in `results` and in the file at `path`,
@@ -173,17 +203,31 @@ def record_in_ledger(ledger: str | None, dataset: str | None, command: str, resu
 
     refuted = refuted_claims(results)
     if refuted:
-        publish({"recorded": False, "dataset": dataset, "epsilon_spent": None, "epsilon_spent_unbounded": False,
-                 "reason": "not recorded: the audit refuted the claim (" + "; ".join(refuted)[:300]
-                           + "), so its ε would understate what was spent"})
+        publish(
+            {
+                "recorded": False,
+                "dataset": dataset,
+                "epsilon_spent": None,
+                "epsilon_spent_unbounded": False,
+                "reason": "not recorded: the audit refuted the claim ("
+                + "; ".join(refuted)[:300]
+                + "), so its ε would understate what was spent",
+            }
+        )
         err_console.print(f"[red]ledger:[/red] {shown(results['ledger']['reason'])}", highlight=False, soft_wrap=True)
         return
     limit = policy.rules.total_epsilon_limit(dataset) if policy is not None else None
     inputs = [ReleaseInput(label, command, mechanisms, str(path.resolve()), sha, run_id) for label, mechanisms in found]
     with Ledger.open(ledger) as store:
         try:
-            outcome = store.record(dataset, inputs, _provenance(), policy_limit=limit,
-                                   policy_name=getattr(policy, "display_name", None), keep_held=True)
+            outcome = store.record(
+                dataset,
+                inputs,
+                _provenance(),
+                policy_limit=limit,
+                policy_name=getattr(policy, "display_name", None),
+                keep_held=True,
+            )
         except BudgetExceeded as exc:
             publish(_section(dataset, store.description, exc.composition, exc.limit, False, reason=str(exc)))
             status = str((results.get("verdict") or {}).get("status", "")).upper()
@@ -199,53 +243,88 @@ def record_in_ledger(ledger: str | None, dataset: str | None, command: str, resu
 
 
 def _published_record(outcome, dataset: str, description: str, publish, mlflow: dict, run_id) -> None:
-    publish(_section(dataset, description, outcome.composition, outcome.limit, True, release_ids=outcome.release_ids,
-                     limit_source=outcome.limit_source))
+    publish(
+        _section(
+            dataset,
+            description,
+            outcome.composition,
+            outcome.limit,
+            True,
+            release_ids=outcome.release_ids,
+            limit_source=outcome.limit_source,
+        )
+    )
     if run_id and mlflow.get("tracking_uri"):
         from audit.machinery.tracking import tag_run
 
         c = outcome.composition
-        tag_run(mlflow["tracking_uri"], run_id, {
-            "ledger.dataset": dataset, "ledger.release_ids": ",".join(map(str, outcome.release_ids)),
-            "ledger.epsilon_spent": _eps(c.epsilon), "ledger.delta": f"{c.delta:g}", "ledger.method": c.method,
-            "ledger.max_total_epsilon": "none" if outcome.limit is None else f"{outcome.limit:g}",
-            "ledger.uri": description,
-        })
+        tag_run(
+            mlflow["tracking_uri"],
+            run_id,
+            {
+                "ledger.dataset": dataset,
+                "ledger.release_ids": ",".join(map(str, outcome.release_ids)),
+                "ledger.epsilon_spent": _eps(c.epsilon),
+                "ledger.delta": f"{c.delta:g}",
+                "ledger.method": c.method,
+                "ledger.max_total_epsilon": "none" if outcome.limit is None else f"{outcome.limit:g}",
+                "ledger.uri": description,
+            },
+        )
     ids = ", ".join(f"#{i}" for i in outcome.release_ids)
-    console.print(f"ledger: recorded release {ids} on dataset '{shown(dataset)}' ({shown(description)}); "
-                  + _composition_line(outcome.composition, outcome.limit), highlight=False, soft_wrap=True)
+    console.print(
+        f"ledger: recorded release {ids} on dataset '{shown(dataset)}' ({shown(description)}); "
+        + _composition_line(outcome.composition, outcome.limit),
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 # ---------------------------------------------------------------------------------------------
 # `privacy-audit ledger …`
 
-LedgerUriOption = Annotated[str, typer.Option(
-    "--ledger", help="ledger database: a file path (SQLite, created on first record) or postgresql+psycopg://user@host/db")]
+LedgerUriOption = Annotated[
+    str,
+    typer.Option(
+        "--ledger",
+        help="ledger database: a file path (SQLite, created on first record) or postgresql+psycopg://user@host/db",
+    ),
+]
 RequiredDatasetOption = Annotated[str, typer.Option("--dataset", help="dataset name (letters, digits, '.', '_', '-')")]
 JsonOption = Annotated[bool, switch("json", "print JSON instead of a table (for scripts)")]
 DEFAULT_URI = "privacy-ledger.db"
 
 
-def _hand_release(noise_multiplier, sample_rate, steps, gaussian_scale, laplace_scale, sensitivity, count, zcdp_rho,
-                  epsilon, delta) -> tuple[str, dict[str, Any]]:
+def _hand_release(
+    noise_multiplier, sample_rate, steps, gaussian_scale, laplace_scale, sensitivity, count, zcdp_rho, epsilon, delta
+) -> tuple[str, dict[str, Any]]:
     from audit.ledger.mechanisms import describe_mechanism, validate_mechanism
 
     groups = {
         "--noise-multiplier/--sample-rate/--steps": (noise_multiplier, sample_rate, steps),
-        "--gaussian-scale": (gaussian_scale,), "--laplace-scale": (laplace_scale,), "--zcdp-rho": (zcdp_rho,),
+        "--gaussian-scale": (gaussian_scale,),
+        "--laplace-scale": (laplace_scale,),
+        "--zcdp-rho": (zcdp_rho,),
         "--epsilon/--delta": (epsilon, delta),
     }
     chosen = [name for name, values in groups.items() if any(v is not None for v in values)]
     if len(chosen) != 1:
-        raise AuditInputError("release", "give exactly one of --results, --noise-multiplier/--sample-rate/--steps "
-                              "(DP-SGD), --gaussian-scale, --laplace-scale, --zcdp-rho, --epsilon/--delta"
-                              + (f" (got {', '.join(chosen)})" if chosen else ""))
+        raise AuditInputError(
+            "release",
+            "give exactly one of --results, --noise-multiplier/--sample-rate/--steps "
+            "(DP-SGD), --gaussian-scale, --laplace-scale, --zcdp-rho, --epsilon/--delta"
+            + (f" (got {', '.join(chosen)})" if chosen else ""),
+        )
     from audit.machinery.limits import check_count, check_range
 
     kind = chosen[0]
     # Every flag against the one range table (audit/machinery/limits.py), named as typed.
     if kind.startswith("--noise"):
-        for flag, value in (("--noise-multiplier", noise_multiplier), ("--sample-rate", sample_rate), ("--steps", steps)):
+        for flag, value in (
+            ("--noise-multiplier", noise_multiplier),
+            ("--sample-rate", sample_rate),
+            ("--steps", steps),
+        ):
             if value is None:
                 raise AuditInputError(flag, "missing: DP-SGD needs --noise-multiplier σ, --sample-rate q and --steps T")
         check_range("ledger --noise-multiplier", noise_multiplier)
@@ -262,8 +341,10 @@ def _hand_release(noise_multiplier, sample_rate, steps, gaussian_scale, laplace_
         spec = {"kind": "zcdp", "rho": zcdp_rho, "count": count}
     else:
         if epsilon is None or delta is None:
-            raise AuditInputError("--epsilon/--delta" if epsilon is None else "--delta",
-                                  "an (ε, δ) pair needs both --epsilon and --delta (δ = 0 for pure ε-DP)")
+            raise AuditInputError(
+                "--epsilon/--delta" if epsilon is None else "--delta",
+                "an (ε, δ) pair needs both --epsilon and --delta (δ = 0 for pure ε-DP)",
+            )
         check_range("ledger --epsilon", epsilon)
         check_range("ledger --delta", delta)
         spec = {"kind": "epsilon_delta", "epsilon": epsilon, "delta": delta, "count": count}
@@ -278,23 +359,45 @@ def _hand_release(noise_multiplier, sample_rate, steps, gaussian_scale, laplace_
 def ledger_record(
     dataset: RequiredDatasetOption,
     ledger: LedgerUriOption = DEFAULT_URI,
-    results: Annotated[Optional[Path], typer.Option("--results", help="a results.json (run, synth-check) or a canary-audit / whitebox-audit JSON")] = None,
-    noise_multiplier: Annotated[Optional[float], typer.Option("--noise-multiplier", help="DP-SGD σ (with --sample-rate, --steps)")] = None,
-    sample_rate: Annotated[Optional[float], typer.Option("--sample-rate", help="DP-SGD Poisson sampling rate q")] = None,
-    steps: Annotated[Optional[int], typer.Option("--steps", help="DP-SGD steps T")] = None,
-    gaussian_scale: Annotated[Optional[float], typer.Option("--gaussian-scale", help="Gaussian mechanism: noise standard deviation")] = None,
-    laplace_scale: Annotated[Optional[float], typer.Option("--laplace-scale", help="Laplace mechanism: noise scale b")] = None,
-    sensitivity: Annotated[float, typer.Option("--sensitivity", help="Gaussian (L2) / Laplace (L1) sensitivity of the query")] = 1.0,
-    zcdp_rho: Annotated[Optional[float], typer.Option("--zcdp-rho", help="a ρ-zCDP release")] = None,
-    epsilon: Annotated[Optional[float], typer.Option("--epsilon", help="a release known only as an (ε, δ) pair: its ε")] = None,
-    delta: Annotated[Optional[float], typer.Option("--delta", help="the (ε, δ) pair's δ (0 for pure ε-DP)")] = None,
+    results: Annotated[
+        Path | None,
+        typer.Option("--results", help="a results.json (run, synth-check) or a canary-audit / whitebox-audit JSON"),
+    ] = None,
+    noise_multiplier: Annotated[
+        float | None, typer.Option("--noise-multiplier", help="DP-SGD σ (with --sample-rate, --steps)")
+    ] = None,
+    sample_rate: Annotated[float | None, typer.Option("--sample-rate", help="DP-SGD Poisson sampling rate q")] = None,
+    steps: Annotated[int | None, typer.Option("--steps", help="DP-SGD steps T")] = None,
+    gaussian_scale: Annotated[
+        float | None, typer.Option("--gaussian-scale", help="Gaussian mechanism: noise standard deviation")
+    ] = None,
+    laplace_scale: Annotated[
+        float | None, typer.Option("--laplace-scale", help="Laplace mechanism: noise scale b")
+    ] = None,
+    sensitivity: Annotated[
+        float, typer.Option("--sensitivity", help="Gaussian (L2) / Laplace (L1) sensitivity of the query")
+    ] = 1.0,
+    zcdp_rho: Annotated[float | None, typer.Option("--zcdp-rho", help="a ρ-zCDP release")] = None,
+    epsilon: Annotated[
+        float | None, typer.Option("--epsilon", help="a release known only as an (ε, δ) pair: its ε")
+    ] = None,
+    delta: Annotated[float | None, typer.Option("--delta", help="the (ε, δ) pair's δ (0 for pure ε-DP)")] = None,
     count: Annotated[int, typer.Option("--count", help="how many times the mechanism ran (queries)")] = 1,
-    label: Annotated[Optional[str], typer.Option("--label", help="what was released (shown in list)")] = None,
-    policy: Annotated[Optional[Path], typer.Option("--policy", help="YAML policy whose max_total_epsilon also applies")] = None,
+    label: Annotated[str | None, typer.Option("--label", help="what was released (shown in list)")] = None,
+    policy: Annotated[
+        Path | None, typer.Option("--policy", help="YAML policy whose max_total_epsilon also applies")
+    ] = None,
     json_out: JsonOption = False,
 ) -> None:
     """Record one release on a dataset: exit 1 (nothing recorded) when it would exceed the budget."""
-    from audit.ledger.store import BudgetExceeded, Ledger, ReleaseInput, check_dataset_name, check_ledger_uri, file_sha256
+    from audit.ledger.store import (
+        BudgetExceeded,
+        Ledger,
+        ReleaseInput,
+        check_dataset_name,
+        check_ledger_uri,
+        file_sha256,
+    )
 
     check_dataset_name(dataset)
     check_ledger_uri(ledger)
@@ -316,23 +419,52 @@ def ledger_record(
         content = load_json_file(results, where)
         found, notes, kind = releases_in_results(content, where)
         if refuted_claims(content):
-            raise AuditInputError(where, "the audit refuted its claim (" + "; ".join(refuted_claims(content))[:200]
-                                  + "): recording that ε would understate what was spent")
+            raise AuditInputError(
+                where,
+                "the audit refuted its claim ("
+                + "; ".join(refuted_claims(content))[:200]
+                + "): recording that ε would understate what was spent",
+            )
         sha = file_sha256(results)
         mlflow = mlflow_found if isinstance(mlflow_found := content.get("mlflow"), dict) else {}
         run_id = mlflow.get("parent_run_id") or mlflow.get("run_id")
-        inputs = [ReleaseInput(f"{label}: {name}" if label else name, kind, mechanisms, str(results.resolve()), sha,
-                               run_id if isinstance(run_id, str) else None) for name, mechanisms in found]
+        inputs = [
+            ReleaseInput(
+                f"{label}: {name}" if label else name,
+                kind,
+                mechanisms,
+                str(results.resolve()),
+                sha,
+                run_id if isinstance(run_id, str) else None,
+            )
+            for name, mechanisms in found
+        ]
     else:
         notes = []
-        description, spec = _hand_release(noise_multiplier, sample_rate, steps, gaussian_scale, laplace_scale,
-                                          sensitivity, count, zcdp_rho, epsilon, delta)
+        description, spec = _hand_release(
+            noise_multiplier,
+            sample_rate,
+            steps,
+            gaussian_scale,
+            laplace_scale,
+            sensitivity,
+            count,
+            zcdp_rho,
+            epsilon,
+            delta,
+        )
         inputs = [ReleaseInput(label or description, "hand", [spec])]
     limit = loaded_policy.rules.total_epsilon_limit(dataset) if loaded_policy is not None else None
     with Ledger.open(ledger) as store:
         try:
-            outcome = store.record(dataset, inputs, _provenance(), policy_limit=limit,
-                                   policy_name=getattr(loaded_policy, "display_name", None), keep_held=True)
+            outcome = store.record(
+                dataset,
+                inputs,
+                _provenance(),
+                policy_limit=limit,
+                policy_name=getattr(loaded_policy, "display_name", None),
+                keep_held=True,
+            )
         except BudgetExceeded as exc:
             if json_out:
                 print(json.dumps({"recorded": False, "reason": str(exc), "composition": exc.composition.as_dict()}))
@@ -341,16 +473,31 @@ def ledger_record(
         description = store.description
     try:  # the release is committed: Ctrl-C / SIGTERM stay held until we have said so (exit 0, never 130)
         if json_out:
-            print(json.dumps({"recorded": True, "release_ids": outcome.release_ids, "dataset": dataset,
-                              "composition": outcome.composition.as_dict(), "max_total_epsilon": outcome.limit}))
+            print(
+                json.dumps(
+                    {
+                        "recorded": True,
+                        "release_ids": outcome.release_ids,
+                        "dataset": dataset,
+                        "composition": outcome.composition.as_dict(),
+                        "max_total_epsilon": outcome.limit,
+                    }
+                )
+            )
         else:
             for note in notes:
                 console.print(f"[yellow]note:[/yellow] {shown(note)}", highlight=False, soft_wrap=True)
             for release_id, entry in zip(outcome.release_ids, inputs):
-                console.print(f"recorded #{release_id} on '{shown(dataset)}': {shown(entry.label)}",
-                              highlight=False, soft_wrap=True)
-            console.print(f"ledger {shown(description)}: " + _composition_line(outcome.composition, outcome.limit),
-                          highlight=False, soft_wrap=True)
+                console.print(
+                    f"recorded #{release_id} on '{shown(dataset)}': {shown(entry.label)}",
+                    highlight=False,
+                    soft_wrap=True,
+                )
+            console.print(
+                f"ledger {shown(description)}: " + _composition_line(outcome.composition, outcome.limit),
+                highlight=False,
+                soft_wrap=True,
+            )
     finally:
         outcome.held.stop()
     _kept_despite_interrupt(outcome)
@@ -359,14 +506,18 @@ def ledger_record(
 def _kept_despite_interrupt(outcome) -> None:
     if outcome.interrupted_after_commit or outcome.held.fired:
         ids = ", ".join(f"#{i}" for i in outcome.release_ids)
-        print(f"interrupted after the release was committed: recorded {ids} is kept (do not record it again)",
-              file=sys.stderr)
+        print(
+            f"interrupted after the release was committed: recorded {ids} is kept (do not record it again)",
+            file=sys.stderr,
+        )
 
 
 @ledger_app.command("list")
 def ledger_list(
     ledger: LedgerUriOption = DEFAULT_URI,
-    dataset: Annotated[Optional[str], typer.Option("--dataset", help="list this dataset's releases (default: list the datasets)")] = None,
+    dataset: Annotated[
+        str | None, typer.Option("--dataset", help="list this dataset's releases (default: list the datasets)")
+    ] = None,
     json_out: JsonOption = False,
 ) -> None:
     """The ledger's datasets, or one dataset's releases (removed ones marked, never deleted)."""
@@ -393,7 +544,9 @@ def ledger_list(
         table.add_column(header)
     for r in state["releases"]:
         status = "active" if r["removed"] is None else f"removed {r['removed']['at'][:16]}: {r['removed']['reason']}"
-        table.add_row(str(r["id"]), r["at"][:19], r["by"], r["label"], r["description"], _eps(r["epsilon_after"]), status)
+        table.add_row(
+            str(r["id"]), r["at"][:19], r["by"], r["label"], r["description"], _eps(r["epsilon_after"]), status
+        )
     console.print(table)
     console.print(_composition_line(state["composition"], state["max_total_epsilon"]), highlight=False, soft_wrap=True)
 
@@ -415,9 +568,18 @@ def ledger_show(
     c = state["composition"]
     active = [r for r in state["releases"] if r["removed"] is None]
     if json_out:
-        print(json.dumps({"dataset": dataset, "delta": state["delta"], "max_total_epsilon": state["max_total_epsilon"],
-                          "active_releases": len(active), "removed_releases": len(state["releases"]) - len(active),
-                          "composition": c.as_dict()}))
+        print(
+            json.dumps(
+                {
+                    "dataset": dataset,
+                    "delta": state["delta"],
+                    "max_total_epsilon": state["max_total_epsilon"],
+                    "active_releases": len(active),
+                    "removed_releases": len(state["releases"]) - len(active),
+                    "composition": c.as_dict(),
+                }
+            )
+        )
         return
     table = Table(title=f"privacy budget of '{dataset}' at δ = {c.delta:g}: {len(active)} active release(s)")
     table.add_column("composition")
@@ -425,8 +587,11 @@ def ledger_show(
     table.add_column("note")
     table.add_row(f"tight ({c.method})", _eps(c.epsilon), c.method_note)
     table.add_row("basic", _eps(c.basic_epsilon), "Σ ε_i (δ split equally among the mechanisms that need one)")
-    table.add_row("advanced", _eps(c.advanced_epsilon), "Dwork–Rothblum–Vadhan, half the free δ as slack"
-                  + (f"; {c.advanced_note}" if c.advanced_note else ""))
+    table.add_row(
+        "advanced",
+        _eps(c.advanced_epsilon),
+        "Dwork–Rothblum–Vadhan, half the free δ as slack" + (f"; {c.advanced_note}" if c.advanced_note else ""),
+    )
     limit = state["max_total_epsilon"]
     table.add_row("budget", "—" if limit is None else f"{limit:g}", _percent(c.epsilon, limit))
     console.print(table)
@@ -436,12 +601,20 @@ def ledger_show(
 def ledger_set_budget(
     dataset: RequiredDatasetOption,
     ledger: LedgerUriOption = DEFAULT_URI,
-    max_epsilon: Annotated[Optional[float], typer.Option("--max-epsilon", help="the dataset's max_total_epsilon")] = None,
+    max_epsilon: Annotated[float | None, typer.Option("--max-epsilon", help="the dataset's max_total_epsilon")] = None,
     # switch("no-limit") would also offer `--no-no-limit`: the pair is named by hand.
-    no_limit: Annotated[bool, typer.Option("--no-limit/--keep-limit", metavar="",
-                                           help="remove the dataset's ε limit (the change is recorded); "
-                                                "--keep-limit (default) leaves it")] = False,
-    delta: Annotated[Optional[float], typer.Option("--delta", help="the δ at which the dataset's ε is composed [default for a new dataset: 1e-5]")] = None,
+    no_limit: Annotated[
+        bool,
+        typer.Option(
+            "--no-limit/--keep-limit",
+            metavar="",
+            help="remove the dataset's ε limit (the change is recorded); --keep-limit (default) leaves it",
+        ),
+    ] = False,
+    delta: Annotated[
+        float | None,
+        typer.Option("--delta", help="the δ at which the dataset's ε is composed [default for a new dataset: 1e-5]"),
+    ] = None,
 ) -> None:
     """Set a dataset's budget (max_total_epsilon) and/or its δ; every change is recorded with who and when."""
     from audit.ledger.store import BudgetBelowSpent, Ledger, check_dataset_name, check_ledger_uri
@@ -465,8 +638,12 @@ def ledger_set_budget(
         except BudgetBelowSpent as exc:  # refused, nothing saved: the documented rule (docs/ledger.md)
             err_console.print(f"[red]FAIL[/red] (privacy ledger) {shown(exc)}", highlight=False, soft_wrap=True)
             raise typer.Exit(EXIT_FAILED) from None
-    console.print(f"'{shown(dataset)}': max_total_epsilon {'none' if max_epsilon is None else f'{max_epsilon:g}'}, δ "
-                  f"{composition.delta:g}; " + _composition_line(composition, max_epsilon), highlight=False, soft_wrap=True)
+    console.print(
+        f"'{shown(dataset)}': max_total_epsilon {'none' if max_epsilon is None else f'{max_epsilon:g}'}, δ "
+        f"{composition.delta:g}; " + _composition_line(composition, max_epsilon),
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 @ledger_app.command("remove")
@@ -487,5 +664,8 @@ def ledger_remove(
     with Ledger.open(ledger, create=False) as store:
         composition = store.remove(dataset, release, reason.strip()[:2000], _provenance())
         limit = store.dataset_state(dataset)["max_total_epsilon"]
-    console.print(f"release #{release} on '{shown(dataset)}' marked removed; " + _composition_line(composition, limit),
-                  highlight=False, soft_wrap=True)
+    console.print(
+        f"release #{release} on '{shown(dataset)}' marked removed; " + _composition_line(composition, limit),
+        highlight=False,
+        soft_wrap=True,
+    )

@@ -1,9 +1,10 @@
 """What the commands share: progress, the verdict line, and publishing a run folder + MLflow run."""
+
 from __future__ import annotations
 
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -20,13 +21,23 @@ def sigterm_as_interrupt() -> None:
 
 
 QuietOption = Annotated[bool, switch("quiet", "no progress output (results, findings and errors still print)")]
-FailOnInconclusiveOption = Annotated[bool, typer.Option(
-    "--fail-on-inconclusive/--no-fail-on-inconclusive",
-    help="exit 1 when the audit could not refute the claim (its ceiling is at or below the claim)")]
-TrackingUriOption = Annotated[Optional[str], typer.Option(
-    "--tracking-uri", help="MLflow tracking URI (default: sqlite:///mlflow.db in the working directory)")]
-RayAddressOption = Annotated[Optional[str], typer.Option("--ray-address", help="ray: join a running cluster "
-                                                         "(auto | ray://host:port) instead of starting a local one")]
+FailOnInconclusiveOption = Annotated[
+    bool,
+    typer.Option(
+        "--fail-on-inconclusive/--no-fail-on-inconclusive",
+        help="exit 1 when the audit could not refute the claim (its ceiling is at or below the claim)",
+    ),
+]
+TrackingUriOption = Annotated[
+    str | None,
+    typer.Option("--tracking-uri", help="MLflow tracking URI (default: sqlite:///mlflow.db in the working directory)"),
+]
+RayAddressOption = Annotated[
+    str | None,
+    typer.Option(
+        "--ray-address", help="ray: join a running cluster (auto | ray://host:port) instead of starting a local one"
+    ),
+]
 
 
 def command_progress(quiet: bool) -> Progress:
@@ -34,9 +45,14 @@ def command_progress(quiet: bool) -> Progress:
     return progress_for(err_console, quiet)
 
 
-FailOnLeakOption = Annotated[bool, typer.Option(
-    "--fail-on-leak/--no-fail-on-leak",
-    help="exit 1 when a model or release without a DP claim LEAKS (a significant test of chance)")]
+FailOnLeakOption = Annotated[
+    bool,
+    typer.Option(
+        "--fail-on-leak/--no-fail-on-leak",
+        help="exit 1 when a model or release without a DP claim LEAKS (a significant test of chance)",
+    ),
+]
+
 
 def with_fail_on_leak(results: dict, fail_on_leak: bool) -> dict:
     """Record `--fail-on-leak` in the results' verdict, where `verdict_for_results` (the run, `report`,
@@ -73,8 +89,9 @@ def print_verdict(results: dict, fail_on_inconclusive: bool = False) -> None:
     for claim in claims:
         style = _CLAIM_STYLE.get(str(claim.get("status")), "white")
         # What makes the command fail goes to stderr, where a CI log shows it beside the exit code.
-        to_stderr = ((status == "fail" and claim.get("status") == "refuted")
-                     or (failing_open and claim.get("status") in ("untestable", "not_refuted")))
+        to_stderr = (status == "fail" and claim.get("status") == "refuted") or (
+            failing_open and claim.get("status") in ("untestable", "not_refuted")
+        )
         out = err_console if to_stderr else console
         out.print(f"[{style}]claim[/{style}] {safe(claim_sentence(claim))}", highlight=False, soft_wrap=True)
     # A policy's rules come after the claims, each passed / failed / not applicable: never a claim.
@@ -96,10 +113,14 @@ def print_verdict(results: dict, fail_on_inconclusive: bool = False) -> None:
     if status == "inconclusive":
         (err_console if failing_open else console).print(
             f"[yellow]INCONCLUSIVE[/yellow] ({safe(by)}): {counts}; no claim was refuted, but not every claim "
-            "was tested by a check with power against it", highlight=False, soft_wrap=True)
+            "was tested by a check with power against it",
+            highlight=False,
+            soft_wrap=True,
+        )
         for reason in extra_reasons(verdict):
             (err_console if fail_on_inconclusive else console).print(
-                f"[yellow]INCONCLUSIVE[/yellow] {safe(reason)}", highlight=False, soft_wrap=True)
+                f"[yellow]INCONCLUSIVE[/yellow] {safe(reason)}", highlight=False, soft_wrap=True
+            )
         if fail_on_inconclusive:
             err_console.print("[red]FAIL[/red] inconclusive and --fail-on-inconclusive was given", highlight=False)
             raise typer.Exit(EXIT_FAILED)
@@ -107,18 +128,41 @@ def print_verdict(results: dict, fail_on_inconclusive: bool = False) -> None:
     if status == "no_claim":
         style = "red" if word == "LEAKS" else "green"
         # A leak here did not fail: --allow-leak, or `run`'s reference target, which is not a release.
-        console.print(f"[{style}]{word}[/{style}] ({safe(by)}): no DP claim was tested, so nothing passes or fails; "
-                      + ("reported only, exit 0 (--allow-leak, or a reference target that is not your release)"
-                         if word == "LEAKS" else "exit 0"), highlight=False, soft_wrap=True)
+        console.print(
+            f"[{style}]{word}[/{style}] ({safe(by)}): no DP claim was tested, so nothing passes or fails; "
+            + (
+                "reported only, exit 0 (--allow-leak, or a reference target that is not your release)"
+                if word == "LEAKS"
+                else "exit 0"
+            ),
+            highlight=False,
+            soft_wrap=True,
+        )
         return
     caveat = pass_caveat(verdict)
-    console.print(f"[green]PASS[/green] ({safe(by)}): every claim held ({safe(counts)})" + (f"; {safe(caveat)}" if caveat else ""),
-                  highlight=False, soft_wrap=True)
+    console.print(
+        f"[green]PASS[/green] ({safe(by)}): every claim held ({safe(counts)})"
+        + (f"; {safe(caveat)}" if caveat else ""),
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
-def publish_results(compute, *, out: Path, folder_name: str, experiment: str, tracking_uri: str | None,
-                     run_name: str, tags: dict, metrics_of, policy, progress: Progress | None = None,
-                     what: str | None = "audit", inputs: list[dict] | None = None) -> tuple[dict, Path]:
+def publish_results(
+    compute,
+    *,
+    out: Path,
+    folder_name: str,
+    experiment: str,
+    tracking_uri: str | None,
+    run_name: str,
+    tags: dict,
+    metrics_of,
+    policy,
+    progress: Progress | None = None,
+    what: str | None = "audit",
+    inputs: list[dict] | None = None,
+) -> tuple[dict, Path]:
     """Compute a results dict into a staged run folder, log one MLflow run, write report/summary/JUnit.
 
     `compute(staging)` returns the results (it may write files into the staging folder);
@@ -129,18 +173,30 @@ def publish_results(compute, *, out: Path, folder_name: str, experiment: str, tr
     """
     progress = progress or Progress()
     try:
-        return _publish_results(compute, out=out, folder_name=folder_name, experiment=experiment,
-                                tracking_uri=tracking_uri, run_name=run_name, tags=tags, metrics_of=metrics_of,
-                                policy=policy, progress=progress, what=what, inputs=inputs or [])
+        return _publish_results(
+            compute,
+            out=out,
+            folder_name=folder_name,
+            experiment=experiment,
+            tracking_uri=tracking_uri,
+            run_name=run_name,
+            tags=tags,
+            metrics_of=metrics_of,
+            policy=policy,
+            progress=progress,
+            what=what,
+            inputs=inputs or [],
+        )
     finally:
         progress.close()
 
 
-def _publish_results(compute, *, out, folder_name, experiment, tracking_uri, run_name, tags, metrics_of, policy,
-                     progress, what, inputs) -> tuple[dict, Path]:
+def _publish_results(
+    compute, *, out, folder_name, experiment, tracking_uri, run_name, tags, metrics_of, policy, progress, what, inputs
+) -> tuple[dict, Path]:
     from audit.machinery.run_directory import StagedRunDirectory
-    from audit.sweep.outputs import write_outputs
     from audit.machinery.tracking import AuditTracker, experiment_name
+    from audit.sweep.outputs import write_outputs
 
     run_dir = StagedRunDirectory(out, folder_name)
     staging = run_dir.create()
@@ -152,8 +208,9 @@ def _publish_results(compute, *, out, folder_name, experiment, tracking_uri, run
         tracker = AuditTracker(tracking_uri, experiment_name(experiment), command=experiment)
         run_id = tracker.start_run(run_name, tags=tags)
         for table in inputs:
-            tracker.log_table(run_id, table["frame"], name=table["name"], source=table.get("source"),
-                              context=table["context"])
+            tracker.log_table(
+                run_id, table["frame"], name=table["name"], source=table.get("source"), context=table["context"]
+            )
         tracker.log_metrics(run_id, metrics_of(results))
         results["mlflow"] = {"tracking_uri": redact(tracker.tracking_uri), "parent_run_id": run_id}
         write_outputs(results, staging, policy, tracker, run_id)
@@ -172,8 +229,8 @@ def _publish_results(compute, *, out, folder_name, experiment, tracking_uri, run
 def record_audit(kind: str, result: dict, out: Path, tracking_uri: str | None, params: dict) -> tuple[Path, dict]:
     """Write `<out>/<timestamp>-<kind>/<kind>.json` atomically and log one MLflow run in `privacy-audit/<kind>`."""
     from audit.machinery.run_directory import StagedRunDirectory, write_result_json_atomic
-    from audit.machinery.tracking import AuditTracker, experiment_name
     from audit.machinery.single_audit_verdicts import single_audit_verdict
+    from audit.machinery.tracking import AuditTracker, experiment_name
     from audit.machinery.verdict_words import verdict_tags
     from reports.audit_report import write_audit_report
 
@@ -187,15 +244,26 @@ def record_audit(kind: str, result: dict, out: Path, tracking_uri: str | None, p
         tracker.set_tags(run_id, verdict_tags(result["verdict"]))
         verdict = result["verdict"]
         failed = verdict["status"] == "fail"
-        tracker.log_metrics(run_id, {"epsilon_lower_bound": result.get("epsilon_lower_bound"),
-                                     "claimed_epsilon": result.get("claimed_epsilon"), "violation": float(failed),
-                                     "ceiling": verdict.get("ceiling"),
-                                     "inconclusive": float(verdict.get("status") == "inconclusive") if verdict else None,
-                                     **{f"n_{label}": float(n) for label, n in result.get("counts", {}).items()},
-                                     **({"profile_refuted": float(bool(result["profile_test"].get("refuted"))),
-                                         "profile_p_value": result["profile_test"].get("p_value"),
-                                         "profile_refutable": float(bool((result.get("profile_ceiling") or {}).get("refutable")))}
-                                        if isinstance(result.get("profile_test"), dict) else {})})
+        tracker.log_metrics(
+            run_id,
+            {
+                "epsilon_lower_bound": result.get("epsilon_lower_bound"),
+                "claimed_epsilon": result.get("claimed_epsilon"),
+                "violation": float(failed),
+                "ceiling": verdict.get("ceiling"),
+                "inconclusive": float(verdict.get("status") == "inconclusive") if verdict else None,
+                **{f"n_{label}": float(n) for label, n in result.get("counts", {}).items()},
+                **(
+                    {
+                        "profile_refuted": float(bool(result["profile_test"].get("refuted"))),
+                        "profile_p_value": result["profile_test"].get("p_value"),
+                        "profile_refutable": float(bool((result.get("profile_ceiling") or {}).get("refutable"))),
+                    }
+                    if isinstance(result.get("profile_test"), dict)
+                    else {}
+                ),
+            },
+        )
 
         result = {**result, "mlflow": {"tracking_uri": redact(tracker.tracking_uri), "run_id": run_id}}
         write_result_json_atomic(staging / f"{kind}.json", result)
@@ -215,9 +283,11 @@ def print_bound(result: dict, what: str, path: Path, fail_on_inconclusive: bool 
     claim = result.get("claimed_epsilon")
     bound = result.get("epsilon_lower_bound")
     profile = isinstance(result.get("profile_test"), dict)
-    console.print(f"{what}: empirical ε lower bound {bound:.3f} at {result.get('confidence', 0.95):.0%} confidence "
-                  f"(claimed ε {claim if claim is None else f'{claim:.3f}'}, δ {result.get('delta')})"
-                  + ("; shown beside the profile test, which decides" if profile else ""))
+    console.print(
+        f"{what}: empirical ε lower bound {bound:.3f} at {result.get('confidence', 0.95):.0%} confidence "
+        f"(claimed ε {claim if claim is None else f'{claim:.3f}'}, δ {result.get('delta')})"
+        + ("; shown beside the profile test, which decides" if profile else "")
+    )
     gdp = result.get("gdp_estimate")
     if isinstance(gdp, dict) and isinstance(gdp.get("epsilon"), (int, float)):
         mu = f", μ {gdp['mu']:.3f}" if isinstance(gdp.get("mu"), (int, float)) else ""
@@ -226,35 +296,54 @@ def print_bound(result: dict, what: str, path: Path, fail_on_inconclusive: bool 
         console.print(f"GDP estimate (assumes a Gaussian trade-off; not a bound): {gdp}")
     test = result.get("profile_test")
     if isinstance(test, dict):
-        console.print(f"profile test ({test.get('profile')}): FPR {test['fpr']:.3f}, FNR {test['fnr']:.3f} "
-                      f"vs the claimed floor {test['claimed_fnr_floor']:.3f}; exact test of {test['statistic']}: "
-                      f"p = {test['p_value']:.2g}: " + ("REFUTED" if test.get("refuted") else "consistent with the claim"))
+        console.print(
+            f"profile test ({test.get('profile')}): FPR {test['fpr']:.3f}, FNR {test['fnr']:.3f} "
+            f"vs the claimed floor {test['claimed_fnr_floor']:.3f}; exact test of {test['statistic']}: "
+            f"p = {test['p_value']:.2g}: " + ("REFUTED" if test.get("refuted") else "consistent with the claim")
+        )
         if isinstance(result.get("one_run_epsilon_lower_bound"), (int, float)):
-            console.print(f"one-run bound (Steinke et al. 2023) over the same runs: ε ≥ {result['one_run_epsilon_lower_bound']:.3f}")
+            console.print(
+                f"one-run bound (Steinke et al. 2023) over the same runs: ε ≥ {result['one_run_epsilon_lower_bound']:.3f}"
+            )
     fdp = result.get("fdp_one_run")
     if isinstance(fdp, dict) and "refuted" in fdp:
         gdp = fdp.get("gdp_epsilon")
         decides = not isinstance(test, dict)  # beside the profile test it is a figure, not the decision
-        console.print(f"one-run f-DP test (Mahloujifar et al. 2024) of the claimed curve over {fdp['m']} canaries: "
-                      + ("refuted" if fdp["refuted"] else "not refuted")
-                      + ("" if decides else " (shown only: the profile test above decides)")
-                      + (f"; GDP-family ε ≥ {gdp:.3f} (assumes a Gaussian trade-off curve)" if isinstance(gdp, (int, float))
-                         else "; GDP-family ε withheld (the scores contradict a Gaussian trade-off curve)"
-                         if fdp.get("gdp_epsilon_withheld") else ""))
+        console.print(
+            f"one-run f-DP test (Mahloujifar et al. 2024) of the claimed curve over {fdp['m']} canaries: "
+            + ("refuted" if fdp["refuted"] else "not refuted")
+            + ("" if decides else " (shown only: the profile test above decides)")
+            + (
+                f"; GDP-family ε ≥ {gdp:.3f} (assumes a Gaussian trade-off curve)"
+                if isinstance(gdp, (int, float))
+                else "; GDP-family ε withheld (the scores contradict a Gaussian trade-off curve)"
+                if fdp.get("gdp_epsilon_withheld")
+                else ""
+            )
+        )
         ceiling_point = result.get("profile_ceiling") or {}
-        console.print("ceiling: " + ("a perfect attack with these runs could refute the claim's profile"
-                                     if ceiling_point.get("refutable") else
-                                     "no attack with these runs could refute the claim's profile (inconclusive)"))
+        console.print(
+            "ceiling: "
+            + (
+                "a perfect attack with these runs could refute the claim's profile"
+                if ceiling_point.get("refutable")
+                else "no attack with these runs could refute the claim's profile (inconclusive)"
+            )
+        )
     verdict = result.get("verdict") or {}
     if verdict.get("ceiling") is not None:
         needed = verdict.get("needed")
-        console.print(f"ceiling: a perfect attack could reach at most {verdict['ceiling']:.3f} with these runs"
-                      + (f"; exceeding the claim needs ≥ {needed} {verdict.get('needed_unit')}" if needed else ""))
+        console.print(
+            f"ceiling: a perfect attack could reach at most {verdict['ceiling']:.3f} with these runs"
+            + (f"; exceeding the claim needs ≥ {needed} {verdict.get('needed_unit')}" if needed else "")
+        )
     console.print(f"details: {shown(path)}")
     ceiling = result.get("ceiling")
     if isinstance(ceiling, (int, float)) and ceiling != verdict.get("ceiling"):  # one ceiling, said once
-        console.print(("(ε, δ) bound's ceiling" if isinstance(result.get("profile_test"), dict) else "ceiling")
-                      + f": a perfect attack reaches at most {ceiling:.3f} with these runs at this confidence")
+        console.print(
+            ("(ε, δ) bound's ceiling" if isinstance(result.get("profile_test"), dict) else "ceiling")
+            + f": a perfect attack reaches at most {ceiling:.3f} with these runs at this confidence"
+        )
     if result["verdict"]["status"] == "pass":
         console.print("(a bound below the claim is not a proof that the claim holds)")
     print_verdict(result, fail_on_inconclusive=fail_on_inconclusive)
@@ -269,8 +358,13 @@ def _one_run_line(label: str, attacks: list[tuple[str, dict]]) -> list[str]:
             continue
         m = fdp.get("m")
         gdp = fdp.get("epsilon_gdp")
-        gdp_text = (f"{gdp:.2f}" if isinstance(gdp, (int, float)) else
-                    "withheld (scores not Gaussian)" if fdp.get("epsilon_gdp_withheld") else "not bounded")
+        gdp_text = (
+            f"{gdp:.2f}"
+            if isinstance(gdp, (int, float))
+            else "withheld (scores not Gaussian)"
+            if fdp.get("epsilon_gdp_withheld")
+            else "not bounded"
+        )
         refuted = fdp.get("claim_refuted")
         if refuted is not None:
             claim_words.add("refuted" if refuted else "not refuted")
@@ -278,9 +372,12 @@ def _one_run_line(label: str, attacks: list[tuple[str, dict]]) -> list[str]:
     if not parts:
         return []
     claim = f"; f-DP test of the claimed (ε, δ) curve: {' / '.join(sorted(claim_words))}" if claim_words else ""
-    return [f"{label}: one-run bounds over {m} coin-flip candidates, Steinke et al. ε ≥ (decides; sound for any "
-            f"mechanism) / f-DP, Mahloujifar et al. 2024, ε ≥ if the trade-off curve is Gaussian (shown only): "
-            + " · ".join(parts) + claim]
+    return [
+        f"{label}: one-run bounds over {m} coin-flip candidates, Steinke et al. ε ≥ (decides; sound for any "
+        f"mechanism) / f-DP, Mahloujifar et al. 2024, ε ≥ if the trade-off curve is Gaussian (shown only): "
+        + " · ".join(parts)
+        + claim
+    ]
 
 
 def one_run_lines(results: dict) -> list[str]:
@@ -290,8 +387,9 @@ def one_run_lines(results: dict) -> list[str]:
     lines: list[str] = []
     for target in results.get("targets") or []:
         eps = target.get("epsilon_target")
-        name = target.get("name") or (f"target ε {eps:g}" if isinstance(eps, (int, float))
-                                      else "target ε ∞ (no DP claim)")
+        name = target.get("name") or (
+            f"target ε {eps:g}" if isinstance(eps, (int, float)) else "target ε ∞ (no DP claim)"
+        )
         attacks = [a for a in target.get("attacks") or [] if isinstance(a, dict)]
         lines += _one_run_line(name, [(str(a.get("name")), a) for a in attacks])
     for entry in results.get("synthetic") or []:

@@ -5,6 +5,7 @@ The library functions of the DP-validation jobs (`audit.dp_validation`) raise
 same error ends a command, `audit/cli/app.py` shows it under the flag the user typed
 (`--claimed-epsilon: ...`) with `flag_error`. A parameter missing from the table keeps its name.
 """
+
 from __future__ import annotations
 
 from audit.errors import AuditInputError
@@ -36,7 +37,9 @@ PARAMETER_FLAGS: dict[str, str] = {
 }
 
 # The commands whose library functions name parameters (the others name their flags or config fields).
-FLAG_COMMANDS = frozenset({"accountants", "whitebox-audit", "mechanism-audit", "accountant-check", "canary-audit", "conformance"})
+FLAG_COMMANDS = frozenset(
+    {"accountants", "whitebox-audit", "mechanism-audit", "accountant-check", "canary-audit", "conformance"}
+)
 
 
 def flag_error(error: AuditInputError, command: str | None) -> AuditInputError:

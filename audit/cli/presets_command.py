@@ -3,6 +3,7 @@
 A user who installed the wheel has no checkout to copy `examples/` from; this is how they get a
 starting config or policy to edit.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from audit.cli.app import AuditApp, app, console, switch, shown
+from audit.cli.app import AuditApp, app, console, shown, switch
 from audit.errors import AuditInputError
 
 POLICY_FOLDER = Path(__file__).resolve().parents[1] / "policies"
@@ -28,8 +29,11 @@ presets_app = AuditApp(
     help="List the built-in config presets and example policies; show one as YAML or write it to a file.",
     rich_markup_mode=None,
 )
-app.add_typer(presets_app, name="presets",
-              short_help="List the built-in config presets and example policies; show or dump one as YAML.")
+app.add_typer(
+    presets_app,
+    name="presets",
+    short_help="List the built-in config presets and example policies; show or dump one as YAML.",
+)
 
 
 def _policy_files() -> dict[str, Path]:
@@ -61,8 +65,9 @@ def presets_list(ctx: typer.Context) -> None:
 
     for name in PRESETS:
         console.print(f"  {name:<16} {_DESCRIPTIONS.get(name, '')}; {expected_time_line(name)}", highlight=False)
-    console.print("example policies (privacy-audit presets dump NAME policy.yaml, then --policy policy.yaml):",
-                  highlight=False)
+    console.print(
+        "example policies (privacy-audit presets dump NAME policy.yaml, then --policy policy.yaml):", highlight=False
+    )
     for name, path in _policy_files().items():
         console.print(f"  {name:<16} {_first_comment(path)}", highlight=False)
     console.print("show one: privacy-audit presets show NAME", highlight=False)
@@ -74,7 +79,9 @@ def _first_comment(path: Path) -> str:
 
 
 @presets_app.command("show")
-def presets_show(name: Annotated[str, typer.Argument(metavar="NAME", help="a preset or policy name from `presets`")]) -> None:
+def presets_show(
+    name: Annotated[str, typer.Argument(metavar="NAME", help="a preset or policy name from `presets`")],
+) -> None:
     """Print a preset (resolved config) or an example policy as YAML."""
     # Plain print: the YAML must come out exactly, without rich's markup or wrapping.
     print(preset_yaml(name), end="")

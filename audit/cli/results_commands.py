@@ -6,16 +6,17 @@ results.json, report.html, summary.md and junit.xml together, recording the poli
 (`policy_applied`), so a later plain `report` re-renders the same policy verdict instead of
 silently undoing it.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
 from audit.cli.app import app, console, shown
-from audit.cli.verdict_flags import FailOnInconclusiveOption
 from audit.cli.output import print_verdict
+from audit.cli.verdict_flags import FailOnInconclusiveOption
 from audit.errors import AuditInputError
 
 
@@ -39,23 +40,22 @@ def _render_all(results: dict[str, Any], policy: Any, results_file: Path, folder
     page quotes the SHA-256 of the results.json written beside it."""
     import json
 
+    from audit.machinery.result_integrity import signing_key, with_integrity
     from audit.machinery.run_directory import write_text_atomic
     from audit.machinery.verdict import verdict_for_results
     from reports.html_report import REPORT_FILENAME, render_html_report
     from reports.junit import render_junit_xml
     from reports.markdown_summary import render_summary_markdown
 
-    from audit.machinery.result_integrity import signing_key, with_integrity
-
     decided, evaluation = verdict_for_results(results, policy)
     decided["policy_applied"] = (
         {**_json_safe(policy.model_dump(mode="json", exclude_none=True)), "path": policy.path}
-        if policy is not None else None
+        if policy is not None
+        else None
     )
     decided = with_integrity(decided, signing_key())  # a new file: its own digest (and signature)
     payload = json.dumps(decided, indent=2, allow_nan=False) + "\n"  # as write_json_atomic writes it
-    page = render_html_report(decided, results_file.parent, evaluation=evaluation,
-                              results_json=payload.encode("utf-8"))
+    page = render_html_report(decided, results_file.parent, evaluation=evaluation, results_json=payload.encode("utf-8"))
     summary = render_summary_markdown(decided, evaluation=evaluation)
     junit = render_junit_xml(decided, evaluation=evaluation)
     writable_folder(folder)
@@ -85,8 +85,9 @@ def _stored_policy(results: dict[str, Any], results_file: Path):
     if not isinstance(stored, dict):
         return None
     content = {k: v for k, v in stored.items() if k != "path"}
-    return policy_from_dict(content, source=f"results file '{results_file}': field 'policy_applied'",
-                            path=stored.get("path"))
+    return policy_from_dict(
+        content, source=f"results file '{results_file}': field 'policy_applied'", path=stored.get("path")
+    )
 
 
 def _results_or_audit_file(path: Path) -> tuple[Path, str | None, bool]:
@@ -104,8 +105,11 @@ def _results_or_audit_file(path: Path) -> tuple[Path, str | None, bool]:
         if "results.json" in present:
             return path / "results.json", None, True
         if len(present) != 1:
-            raise AuditInputError(f"RESULTS '{path}'", "expected a folder holding results.json or one of "
-                                  + ", ".join(f"{k}.json" for k in SINGLE_AUDIT_KINDS))
+            raise AuditInputError(
+                f"RESULTS '{path}'",
+                "expected a folder holding results.json or one of "
+                + ", ".join(f"{k}.json" for k in SINGLE_AUDIT_KINDS),
+            )
         return path / present[0], present[0].removesuffix(".json"), True
     kind = path.name.removesuffix(".json")
     return path, (kind if kind in SINGLE_AUDIT_KINDS and path.name.endswith(".json") else None), False
@@ -123,8 +127,9 @@ def _as_input_error(where: str, what: str):
         except (KeyError, TypeError, ValueError, AttributeError, IndexError, ZeroDivisionError, OverflowError) as exc:
             if isinstance(exc, AuditInputError):
                 raise
-            raise AuditInputError(where, f"does not hold what {what} holds ({type(exc).__name__}: "
-                                  f"{' '.join(str(exc).split())[:120]})") from None
+            raise AuditInputError(
+                where, f"does not hold what {what} holds ({type(exc).__name__}: {' '.join(str(exc).split())[:120]})"
+            ) from None
 
     return guard()
 
@@ -145,14 +150,16 @@ def _gate_tags(verdict: dict[str, Any], policy: Any, integrity: dict[str, Any] |
         "verdict.gate": status,
         "verdict.gate.policy": f"{policy.display_name} ({policy.path})"[:4900],
         "verdict.gate.reasons": " | ".join(map(str, verdict.get("reasons") or []))[:4900] or "-",
-        "verdict.gate.integrity": (f"{integrity.get('state')}; signature {integrity.get('signature')}"
-                                   if isinstance(integrity, dict) else "-"),
+        "verdict.gate.integrity": (
+            f"{integrity.get('state')}; signature {integrity.get('signature')}" if isinstance(integrity, dict) else "-"
+        ),
         "verdict.gate.results": str(written.resolve())[:4900],
     }
 
 
-def _log_gate_to_mlflow(results: dict[str, Any], verdict: dict[str, Any], policy: Any, written: Path,
-                        tracking_uri: str | None) -> None:
+def _log_gate_to_mlflow(
+    results: dict[str, Any], verdict: dict[str, Any], policy: Any, written: Path, tracking_uri: str | None
+) -> None:
     """The gate's verdict on the MLflow run the results point to (tags verdict.gate*, the policy file as
     an artifact under gate/), beside the run's own `verdict` tag; or one line saying why not."""
     from audit.machinery.tracking import gate_run_target, log_gate_verdict
@@ -162,21 +169,36 @@ def _log_gate_to_mlflow(results: dict[str, Any], verdict: dict[str, Any], policy
         console.print(shown(target), highlight=False, soft_wrap=True)
         return
     uri, run_id = target
-    problem = log_gate_verdict(uri, run_id, _gate_tags(verdict, policy, results.get("integrity_check"), written),
-                               Path(policy.path) if policy.path else None)
-    console.print(shown(problem) if problem else
-                  f"MLflow: tag verdict.gate = {verdict.get('status')} on run {run_id} in {shown(uri)} (its own "
-                  "verdict tag unchanged; the policy file under artifacts gate/)", highlight=False, soft_wrap=True)
+    problem = log_gate_verdict(
+        uri,
+        run_id,
+        _gate_tags(verdict, policy, results.get("integrity_check"), written),
+        Path(policy.path) if policy.path else None,
+    )
+    console.print(
+        shown(problem)
+        if problem
+        else f"MLflow: tag verdict.gate = {verdict.get('status')} on run {run_id} in {shown(uri)} (its own "
+        "verdict tag unchanged; the policy file under artifacts gate/)",
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
-def _gate_single_audit(kind: str, path: Path, policy: Any, folder: Path, inside: bool = False,
-                       tracking_uri: str | None = None, fail_on_inconclusive: bool = False) -> None:
+def _gate_single_audit(
+    kind: str,
+    path: Path,
+    policy: Any,
+    folder: Path,
+    inside: bool = False,
+    tracking_uri: str | None = None,
+    fail_on_inconclusive: bool = False,
+) -> None:
     """`gate` on one pre-declared audit: the file validated against its schema and its flags against
     its numbers (audit.dp_validation.result_files), the policy folded into its verdict
     (audit.machinery.verdict); the gated `<kind>.json`, report.html and junit.xml written together."""
-    from audit.machinery.run_directory import write_result_json_atomic
+    from audit.machinery.run_directory import check_output_folder, write_result_json_atomic
     from audit.machinery.single_audit_verdicts import single_audit_verdict_with_policy
-    from audit.machinery.run_directory import check_output_folder
 
     where = f"results file '{path}'"
     result = _read_result_file(path, kind, inside).content
@@ -186,10 +208,16 @@ def _gate_single_audit(kind: str, path: Path, policy: Any, folder: Path, inside:
     with _as_input_error(where, f"a {kind}.json written by privacy-audit"):
         verdict, evaluation = single_audit_verdict_with_policy(kind, result, policy, source=where)
     if not any(check.applicable for check in evaluation.checks):
-        raise AuditInputError(f"--policy '{policy.path}'", f"no rule applies to a {kind} result: a gate that "
-                              "checks nothing cannot pass")
-    gated = {**result, "verdict": verdict, "audit_verdict": result.get("verdict"), "policy_evaluation": evaluation.as_dict(),
-             "policy_applied": {**_json_safe(policy.model_dump(mode="json", exclude_none=True)), "path": policy.path}}
+        raise AuditInputError(
+            f"--policy '{policy.path}'", f"no rule applies to a {kind} result: a gate that checks nothing cannot pass"
+        )
+    gated = {
+        **result,
+        "verdict": verdict,
+        "audit_verdict": result.get("verdict"),
+        "policy_evaluation": evaluation.as_dict(),
+        "policy_applied": {**_json_safe(policy.model_dump(mode="json", exclude_none=True)), "path": policy.path},
+    }
     from audit.machinery.run_directory import write_text_atomic
     from reports.audit_report import render_audit_report
     from reports.junit import render_junit_xml
@@ -203,18 +231,35 @@ def _gate_single_audit(kind: str, path: Path, policy: Any, folder: Path, inside:
     write_text_atomic(report_path, page)
     write_text_atomic(folder / "junit.xml", junit)
     # the rules' counts are in the verdict's top line (verdict_words.counts_line), apart from the claims'
-    console.print(f"junit: {shown(folder / 'junit.xml')}; "
-                  f"report: {shown(report_path)}")
+    console.print(f"junit: {shown(folder / 'junit.xml')}; report: {shown(report_path)}")
     _log_gate_to_mlflow(gated, verdict, policy, folder / path.name, tracking_uri)
     print_verdict(gated, fail_on_inconclusive=fail_on_inconclusive)
 
 
 @app.command()
 def gate(
-    results_file: Annotated[Path, typer.Argument(metavar="RESULTS", help="a results.json or run folder, or a canary-audit / mechanism-audit / whitebox-audit / conformance / accountant-check JSON or folder")],
+    results_file: Annotated[
+        Path,
+        typer.Argument(
+            metavar="RESULTS",
+            help="a results.json or run folder, or a canary-audit / mechanism-audit / whitebox-audit / conformance / accountant-check JSON or folder",
+        ),
+    ],
     policy: Annotated[Path, typer.Option("--policy", help="YAML policy")],
-    out: Annotated[Optional[Path], typer.Option("--out", help="where the gated results.json, report.html, summary.md and junit.xml go (default: beside RESULTS)")] = None,
-    tracking_uri: Annotated[Optional[str], typer.Option("--tracking-uri", help="MLflow store of the run the results name (default: the SQLite store the results point to, if it exists here)")] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            help="where the gated results.json, report.html, summary.md and junit.xml go (default: beside RESULTS)",
+        ),
+    ] = None,
+    tracking_uri: Annotated[
+        str | None,
+        typer.Option(
+            "--tracking-uri",
+            help="MLflow store of the run the results name (default: the SQLite store the results point to, if it exists here)",
+        ),
+    ] = None,
     fail_on_inconclusive: FailOnInconclusiveOption = False,
 ) -> None:
     """Evaluate a policy on a results file and re-render every output with it: exit 0 pass/inconclusive, 1 fail, 2 bad input."""
@@ -235,9 +280,12 @@ def gate(
     evaluation = evaluate_policy(loaded_policy, results, source=f"results file '{results_file}'")
     if not any(check.applicable for check in evaluation.checks):
         # Nothing was checked, so nothing passed: an empty results file must not open a CI gate.
-        raise AuditInputError(f"--policy '{policy}'", f"no rule applies to results file '{results_file}' "
-                              f"({len(results.get('targets') or [])} targets, {len(results.get('synthetic') or [])} "
-                              "synthetic entries): a gate that checks nothing cannot pass")
+        raise AuditInputError(
+            f"--policy '{policy}'",
+            f"no rule applies to results file '{results_file}' "
+            f"({len(results.get('targets') or [])} targets, {len(results.get('synthetic') or [])} "
+            "synthetic entries): a gate that checks nothing cannot pass",
+        )
     with _as_input_error(f"results file '{results_file}'", "a results.json written by privacy-audit"):
         gated, report_path = _render_all(results, loaded_policy, results_file, folder)
     console.print(f"junit: {shown(folder / 'junit.xml')}; report: {shown(report_path)}")
@@ -248,9 +296,21 @@ def gate(
 @app.command()
 def report(
     results_file: Annotated[Path, typer.Argument(metavar="RESULTS", help="a results.json")],
-    out: Annotated[Optional[Path], typer.Option("--out", help="folder for report.html (default: beside RESULTS)")] = None,
-    policy: Annotated[Optional[Path], typer.Option("--policy", help="YAML policy to decide the verdict (default: the one a gate applied, else the built-in checks)")] = None,
-    tracking_uri: Annotated[Optional[str], typer.Option("--tracking-uri", help="with --policy: MLflow store of the run the results name (default: the SQLite store the results point to, if it exists here)")] = None,
+    out: Annotated[Path | None, typer.Option("--out", help="folder for report.html (default: beside RESULTS)")] = None,
+    policy: Annotated[
+        Path | None,
+        typer.Option(
+            "--policy",
+            help="YAML policy to decide the verdict (default: the one a gate applied, else the built-in checks)",
+        ),
+    ] = None,
+    tracking_uri: Annotated[
+        str | None,
+        typer.Option(
+            "--tracking-uri",
+            help="with --policy: MLflow store of the run the results name (default: the SQLite store the results point to, if it exists here)",
+        ),
+    ] = None,
     fail_on_inconclusive: FailOnInconclusiveOption = False,
 ) -> None:
     """Re-render report.html, summary.md and junit.xml from a results file (the verdict recomputed, never undone)."""
@@ -260,8 +320,11 @@ def report(
 
     results_file, kind, inside = _results_or_audit_file(results_file)
     if kind is not None:
-        raise AuditInputError(f"RESULTS '{results_file}'", f"is a {kind} result: its report.html is written by the "
-                              f"audit; re-render it with `privacy-audit gate {results_file} --policy P`")
+        raise AuditInputError(
+            f"RESULTS '{results_file}'",
+            f"is a {kind} result: its report.html is written by the "
+            f"audit; re-render it with `privacy-audit gate {results_file} --policy P`",
+        )
     folder = out or results_file.parent
     set_log_folder(folder)
     loaded_policy = load_policy(policy) if policy is not None else None
@@ -281,4 +344,6 @@ def report(
     console.print(f"report: {shown(path)}")
     if policy is not None:  # `report --policy` is a gate: its verdict goes where the run wrote, like gate's
         _log_gate_to_mlflow(decided, decided.get("verdict") or {}, loaded_policy, folder / "results.json", tracking_uri)
-    print_verdict(decided, fail_on_inconclusive=fail_on_inconclusive)  # the same verdict, the same exit code as the command that made the results
+    print_verdict(
+        decided, fail_on_inconclusive=fail_on_inconclusive
+    )  # the same verdict, the same exit code as the command that made the results

@@ -1,37 +1,60 @@
 """`run`: the main sweep job."""
+
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
-from audit.cli.app import EXIT_INTERRUPTED, app, console, switch, shown
-from audit.cli.verdict_flags import FailOnInconclusiveOption
-from audit.cli.output import QuietOption, RayAddressOption, TrackingUriOption, command_progress, print_one_run_bounds, print_verdict, sigterm_as_interrupt
+from audit.cli.app import EXIT_INTERRUPTED, app, console, shown, switch
 from audit.cli.ledger_commands import DatasetOption, LedgerOption, record_in_ledger
+from audit.cli.output import (
+    QuietOption,
+    RayAddressOption,
+    TrackingUriOption,
+    command_progress,
+    print_one_run_bounds,
+    print_verdict,
+    sigterm_as_interrupt,
+)
+from audit.cli.verdict_flags import FailOnInconclusiveOption
 from audit.errors import AuditInputError
 
 
 @app.command()
 def run(
-    config: Annotated[Optional[Path], typer.Option("--config", help="YAML config; fields override the preset")] = None,
-    preset: Annotated[Optional[str], typer.Option(help="smoke | default | full | digits-cnn | hospitals | clients | text | llm  [default: default]")] = None,
+    config: Annotated[Path | None, typer.Option("--config", help="YAML config; fields override the preset")] = None,
+    preset: Annotated[
+        str | None,
+        typer.Option(help="smoke | default | full | digits-cnn | hospitals | clients | text | llm  [default: default]"),
+    ] = None,
     out: Annotated[Path, typer.Option("--out", help="folder that receives runs/<timestamp>-<name>/")] = Path("runs"),
     tracking_uri: TrackingUriOption = None,
-    device: Annotated[Optional[str], typer.Option(help="auto | cpu | cuda")] = None,
-    epsilons: Annotated[Optional[str], typer.Option(help="comma-separated target ε, e.g. 1,8,inf")] = None,
-    seed: Annotated[Optional[int], typer.Option(help="the one seed that drives data, splits, training")] = None,
-    name: Annotated[Optional[str], typer.Option(help="audit name (MLflow experiment, folder suffix)")] = None,
-    resume: Annotated[Optional[str], typer.Option(help="continue an interrupted run: its folder, or 'latest'")] = None,
-    policy: Annotated[Optional[Path], typer.Option("--policy", help="YAML policy; exit 1 when a rule fails")] = None,
-    dry_run: Annotated[bool, switch("dry-run", "validate config, data, policy, --out and the tracking URI; write nothing")] = False,
-    executor: Annotated[str, typer.Option("--executor", help="where the parallel work runs: local | processes | ray "
-                                          "(same numbers on each)")] = "local",
-    workers: Annotated[Optional[int], typer.Option("--workers", help="processes: child processes [default: the cores]; "
-                                                   "ray: CPUs of the local cluster started here")] = None,
+    device: Annotated[str | None, typer.Option(help="auto | cpu | cuda")] = None,
+    epsilons: Annotated[str | None, typer.Option(help="comma-separated target ε, e.g. 1,8,inf")] = None,
+    seed: Annotated[int | None, typer.Option(help="the one seed that drives data, splits, training")] = None,
+    name: Annotated[str | None, typer.Option(help="audit name (MLflow experiment, folder suffix)")] = None,
+    resume: Annotated[str | None, typer.Option(help="continue an interrupted run: its folder, or 'latest'")] = None,
+    policy: Annotated[Path | None, typer.Option("--policy", help="YAML policy; exit 1 when a rule fails")] = None,
+    dry_run: Annotated[
+        bool, switch("dry-run", "validate config, data, policy, --out and the tracking URI; write nothing")
+    ] = False,
+    executor: Annotated[
+        str,
+        typer.Option("--executor", help="where the parallel work runs: local | processes | ray (same numbers on each)"),
+    ] = "local",
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            "--workers",
+            help="processes: child processes [default: the cores]; ray: CPUs of the local cluster started here",
+        ),
+    ] = None,
     ray_address: RayAddressOption = None,
-    tracking: Annotated[bool, switch("tracking", "log to MLflow; --no-tracking: results folder and report only")] = True,
+    tracking: Annotated[
+        bool, switch("tracking", "log to MLflow; --no-tracking: results folder and report only")
+    ] = True,
     log_models: Annotated[bool, switch("log-models", "also log each target model to MLflow (PyTorch flavour)")] = False,
     quiet: QuietOption = False,
     fail_on_inconclusive: FailOnInconclusiveOption = False,
@@ -71,8 +94,10 @@ def run(
     # Flags a job does not support are refused before anything — `--dry-run` included, which must
     # refuse what the real run refuses.
     if resolved.text is not None and log_models:
-        raise AuditInputError("--log-models", "not supported by the text job (its targets' weights are kept in the run "
-                              "folder's checkpoints/ instead)")
+        raise AuditInputError(
+            "--log-models",
+            "not supported by the text job (its targets' weights are kept in the run folder's checkpoints/ instead)",
+        )
     if resolved.federated is not None and (not tracking or log_models):
         raise AuditInputError("--no-tracking/--log-models", "not supported by the federated job yet")
     if resolved.text is not None:  # the counts' memory, refused before anything starts (docs/errors.md)
@@ -87,10 +112,14 @@ def run(
 
         check_output_folder(out)
         check_tracking_uri(tracking_uri)
-        job, count = (("llm", f"{len(resolved.privacy.epsilons)} ε × {len(resolved.llm.modes)} fine-tuning(s)")
-                      if resolved.llm is not None else ("text", f"{len(resolved.privacy.epsilons)} targets"))
-        console.print(f"dry run: {job} config '{resolved.name}' ({count}), "
-                      "--out and tracking URI are valid; nothing written")
+        job, count = (
+            ("llm", f"{len(resolved.privacy.epsilons)} ε × {len(resolved.llm.modes)} fine-tuning(s)")
+            if resolved.llm is not None
+            else ("text", f"{len(resolved.privacy.epsilons)} targets")
+        )
+        console.print(
+            f"dry run: {job} config '{resolved.name}' ({count}), --out and tracking URI are valid; nothing written"
+        )
         return
     if dry_run:
         from audit.sweep.inputs import check_run_inputs
@@ -102,20 +131,37 @@ def run(
             check_client_split(resolved)
         for note in notes:
             console.print(f"[yellow]note:[/yellow] {shown(note)}", soft_wrap=True)
-        console.print(f"dry run: config '{resolved.name}' ({len(resolved.privacy.epsilons)} targets), data, "
-                      f"{'policy, ' if loaded_policy is not None else ''}--out and tracking URI are valid; nothing written")
+        console.print(
+            f"dry run: config '{resolved.name}' ({len(resolved.privacy.epsilons)} targets), data, "
+            f"{'policy, ' if loaded_policy is not None else ''}--out and tracking URI are valid; nothing written"
+        )
         from audit.machinery.preset_timings import expected_time_line
 
         shipped = preset or "default"
         as_shipped = config is None and not overrides and resume is None
-        console.print(f"preset '{shipped}'{'' if as_shipped else ' as shipped (your changes may alter this)'}: "
-                      f"{expected_time_line(shipped)}", highlight=False)
+        console.print(
+            f"preset '{shipped}'{'' if as_shipped else ' as shipped (your changes may alter this)'}: "
+            f"{expected_time_line(shipped)}",
+            highlight=False,
+        )
         return
     # Imported after the inputs are validated: a typo in a flag should not wait for torch to load.
     if resolved.text is not None or resolved.llm is not None:  # the language-model jobs (presets text, llm)
-        _run_text(resolved, out=out, tracking_uri=tracking_uri, preset=preset, policy=loaded_policy, resume=resume,
-                  executor=executor, workers=workers, ray_address=ray_address, log_models=log_models,
-                  tracking=tracking, quiet=quiet, fail_on_inconclusive=fail_on_inconclusive)
+        _run_text(
+            resolved,
+            out=out,
+            tracking_uri=tracking_uri,
+            preset=preset,
+            policy=loaded_policy,
+            resume=resume,
+            executor=executor,
+            workers=workers,
+            ray_address=ray_address,
+            log_models=log_models,
+            tracking=tracking,
+            quiet=quiet,
+            fail_on_inconclusive=fail_on_inconclusive,
+        )
         return
     if resolved.federated is not None:  # the federated job (presets hospitals, clients)
         from audit.federated.runner import run_federated_audit as run_audit
@@ -129,9 +175,20 @@ def run(
         extra = {"tracking": tracking, "log_models": log_models}
     from reports.console import results_summary_table, synthetic_risks_table, synthetic_summary_table
 
-    audit_run = _run_job(run_audit, resolved, executor=executor, workers=workers, ray_address=ray_address,
-                         quiet=quiet, out_dir=out, tracking_uri=tracking_uri, preset=preset or "default",
-                         resume=resume, policy=loaded_policy, **extra)
+    audit_run = _run_job(
+        run_audit,
+        resolved,
+        executor=executor,
+        workers=workers,
+        ray_address=ray_address,
+        quiet=quiet,
+        out_dir=out,
+        tracking_uri=tracking_uri,
+        preset=preset or "default",
+        resume=resume,
+        policy=loaded_policy,
+        **extra,
+    )
     results = audit_run.results
     console.print(results_summary_table(results))
     print_one_run_bounds(results)
@@ -150,7 +207,9 @@ def run(
     console.print(f"results: {shown(audit_run.run_dir)}/results.json")
     console.print(f"report:  {shown(audit_run.run_dir)}/report.html")
     if results["mlflow"]:
-        console.print(f"MLflow:  {shown(results['mlflow']['tracking_uri'])} (parent run {results['mlflow']['parent_run_id']})")
+        console.print(
+            f"MLflow:  {shown(results['mlflow']['tracking_uri'])} (parent run {results['mlflow']['parent_run_id']})"
+        )
     record_in_ledger(ledger, dataset, "run", results, audit_run.run_dir / "results.json", loaded_policy)
     print_verdict(results, fail_on_inconclusive=fail_on_inconclusive)
 
@@ -172,12 +231,28 @@ def _run_job(job, resolved, *, executor, workers, ray_address, quiet, **kwargs):
         pool.close()
 
 
-def _run_text(resolved, *, out, tracking_uri, preset, policy, resume, executor, workers, ray_address, log_models,
-              tracking, quiet, fail_on_inconclusive=False) -> None:
+def _run_text(
+    resolved,
+    *,
+    out,
+    tracking_uri,
+    preset,
+    policy,
+    resume,
+    executor,
+    workers,
+    ray_address,
+    log_models,
+    tracking,
+    quiet,
+    fail_on_inconclusive=False,
+) -> None:
     """`run` of a config with a `text:` section: the language-model job (audit/text/)."""
     if log_models:
-        raise AuditInputError("--log-models", "not supported by the text job (its targets' weights are kept in the run "
-                              "folder's checkpoints/ instead)")
+        raise AuditInputError(
+            "--log-models",
+            "not supported by the text job (its targets' weights are kept in the run folder's checkpoints/ instead)",
+        )
     from audit.text.runner import run_text_audit
     from reports.console import results_summary_table
 
@@ -185,9 +260,20 @@ def _run_text(resolved, *, out, tracking_uri, preset, policy, resume, executor, 
         from audit.text.llm_runner import run_llm_audit as run_text_audit
     from reports.text_tables import text_console_tables
 
-    text_run = _run_job(run_text_audit, resolved, executor=executor, workers=workers, ray_address=ray_address,
-                        quiet=quiet, out_dir=out, tracking_uri=tracking_uri, preset=preset or "default",
-                        policy=policy, tracking=tracking, resume=resume)
+    text_run = _run_job(
+        run_text_audit,
+        resolved,
+        executor=executor,
+        workers=workers,
+        ray_address=ray_address,
+        quiet=quiet,
+        out_dir=out,
+        tracking_uri=tracking_uri,
+        preset=preset or "default",
+        policy=policy,
+        tracking=tracking,
+        resume=resume,
+    )
     results = text_run.results
     console.print(results_summary_table(results))
     for table in text_console_tables(results):
@@ -197,5 +283,7 @@ def _run_text(resolved, *, out, tracking_uri, preset, policy, resume, executor, 
     console.print(f"results: {shown(text_run.run_dir)}/results.json")
     console.print(f"report:  {shown(text_run.run_dir)}/report.html")
     if results["mlflow"]:
-        console.print(f"MLflow:  {shown(results['mlflow']['tracking_uri'])} (parent run {results['mlflow']['parent_run_id']})")
+        console.print(
+            f"MLflow:  {shown(results['mlflow']['tracking_uri'])} (parent run {results['mlflow']['parent_run_id']})"
+        )
     print_verdict(results, fail_on_inconclusive=fail_on_inconclusive)

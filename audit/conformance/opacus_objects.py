@@ -25,6 +25,7 @@ Family-wise false-alarm rate `alpha` over the statistical checks (Bonferroni ove
 the deterministic ones (step counts, σ, duplicates) fail only on an exact mismatch. The checks step
 the optimizer: run them on a setup built for them, never on a model being trained.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -37,11 +38,30 @@ from scipy import stats
 
 from audit.errors import AuditInputError
 
-__all__ = ["FACTORY_CHECKS", "STATISTICAL", "Tap", "check", "inclusion_check", "logical_sampler", "object_checks",
-           "parameter_check", "sampling_checks"]
+__all__ = [
+    "FACTORY_CHECKS",
+    "STATISTICAL",
+    "Tap",
+    "check",
+    "inclusion_check",
+    "logical_sampler",
+    "object_checks",
+    "parameter_check",
+    "sampling_checks",
+]
 
-FACTORY_CHECKS = ("parameters", "noisy_steps", "steps", "accountant_sigma", "sampling_rate", "poisson_sampling", "independent_inclusion",
-                  "noise_std", "noise_independence", "per_example_clipping")
+FACTORY_CHECKS = (
+    "parameters",
+    "noisy_steps",
+    "steps",
+    "accountant_sigma",
+    "sampling_rate",
+    "poisson_sampling",
+    "independent_inclusion",
+    "noise_std",
+    "noise_independence",
+    "per_example_clipping",
+)
 STATISTICAL = 6  # checks with a false-alarm rate (Bonferroni divisor)
 SAMPLING_TRAININGS = 20
 SAMPLING_BATCH_LIMIT = 20_000  # batches drawn in all (a very long training is sampled in part)
@@ -51,8 +71,14 @@ HUGE_NORM = 1e6
 
 
 def check(name: str, passed: bool, value, expected, detail: str, p_value: float | None = None) -> dict[str, Any]:
-    return {"check": name, "passed": bool(passed), "value": value, "expected": expected,
-            "p_value": None if p_value is None else float(p_value), "detail": detail}
+    return {
+        "check": name,
+        "passed": bool(passed),
+        "value": value,
+        "expected": expected,
+        "p_value": None if p_value is None else float(p_value),
+        "detail": detail,
+    }
 
 
 def inclusion_check(inclusions: list[tuple[int, np.ndarray]], q: float, a: float) -> dict[str, Any]:
@@ -74,9 +100,15 @@ def inclusion_check(inclusions: list[tuple[int, np.ndarray]], q: float, a: float
     else:  # q = 1 (or 0): every record in every batch (or none), nothing may vary
         z, p = (0.0, 1.0) if observed == 0 else (math.inf, 0.0)
     ratio = observed / expected if expected > 0 else (1.0 if observed == 0 else math.inf)
-    return check("independent_inclusion", p > a, float(ratio), 1.0,
-                  f"variance of each record's batch count over one training / Binomial(T, q)'s T·q·(1−q), "
-                  f"{len(inclusions)} trainings (z = {z:.1f})", p)
+    return check(
+        "independent_inclusion",
+        p > a,
+        float(ratio),
+        1.0,
+        f"variance of each record's batch count over one training / Binomial(T, q)'s T·q·(1−q), "
+        f"{len(inclusions)} trainings (z = {z:.1f})",
+        p,
+    )
 
 
 def sampling_checks(trainings: list[list[np.ndarray]], n_records: int, q: float, a: float) -> list[dict[str, Any]]:
@@ -89,20 +121,36 @@ def sampling_checks(trainings: list[list[np.ndarray]], n_records: int, q: float,
     else:
         z = 0.0 if mean == n_records * q else math.inf
     p_rate = float(2 * stats.norm.sf(abs(z)))
-    out = [check("sampling_rate", p_rate > a, float(mean / n_records), q,
-                  f"mean batch {mean:.2f} of n = {n_records} over {sizes.size} batches vs the accountant's q "
-                  f"(z = {z:.2f})", p_rate)]
+    out = [
+        check(
+            "sampling_rate",
+            p_rate > a,
+            float(mean / n_records),
+            q,
+            f"mean batch {mean:.2f} of n = {n_records} over {sizes.size} batches vs the accountant's q (z = {z:.2f})",
+            p_rate,
+        )
+    ]
     if binom_var > 0:
         statistic = (sizes.size - 1) * sizes.var(ddof=1) / binom_var
         cdf = stats.chi2.cdf(statistic, sizes.size - 1)
         p_disp = float(2 * min(cdf, 1 - cdf))
     else:
         p_disp = 1.0 if sizes.var() == 0 else 0.0
-    out.append(check("poisson_sampling", p_disp > a and duplicates == 0, float(sizes.var(ddof=1)), binom_var,
-                      f"batch-size variance vs Binomial(n, q)'s n·q·(1−q); {duplicates} batch(es) with a repeated index",
-                      p_disp))
-    inclusions = [(len(t), np.bincount(np.concatenate(t).astype(np.int64) if t else np.zeros(0, np.int64),
-                                       minlength=n_records)) for t in trainings]
+    out.append(
+        check(
+            "poisson_sampling",
+            p_disp > a and duplicates == 0,
+            float(sizes.var(ddof=1)),
+            binom_var,
+            f"batch-size variance vs Binomial(n, q)'s n·q·(1−q); {duplicates} batch(es) with a repeated index",
+            p_disp,
+        )
+    )
+    inclusions = [
+        (len(t), np.bincount(np.concatenate(t).astype(np.int64) if t else np.zeros(0, np.int64), minlength=n_records))
+        for t in trainings
+    ]
     out.append(inclusion_check(inclusions, q, a))
     return out
 
@@ -119,8 +167,12 @@ class Tap:
 
         def hook(opt):
             mean = getattr(opt, "loss_reduction", "mean") == "mean"
-            factor = float(opt.expected_batch_size or 1) * float(getattr(opt, "accumulated_iterations", 1)) if mean else 1.0
-            self.last = np.concatenate([p.grad.detach().double().cpu().reshape(-1).numpy() for p in self.params]) * factor
+            factor = (
+                float(opt.expected_batch_size or 1) * float(getattr(opt, "accumulated_iterations", 1)) if mean else 1.0
+            )
+            self.last = (
+                np.concatenate([p.grad.detach().double().cpu().reshape(-1).numpy() for p in self.params]) * factor
+            )
             if inner is not None:
                 inner(opt)
 
@@ -151,10 +203,18 @@ def parameter_check(model, optimizer, extra_parameters: dict | None = None) -> d
     uncovered = [n.removeprefix("_module.") for n, p in named if p.requires_grad and id(p) not in dp]
     frozen = [n.removeprefix("_module.") for n, p in named if not p.requires_grad]
     listed = f"{len(dp)} privatised by the DP optimizer; frozen: {', '.join(frozen) or 'none'}"
-    return check("parameters", not uncovered, uncovered, [],
-                 (f"trainable parameters the DP optimizer does not privatise: {', '.join(uncovered)} — trained by "
-                  f"anything else they are not private ({listed})") if uncovered else
-                 f"every trainable parameter of the released model is privatised ({listed})")
+    return check(
+        "parameters",
+        not uncovered,
+        uncovered,
+        [],
+        (
+            f"trainable parameters the DP optimizer does not privatise: {', '.join(uncovered)} — trained by "
+            f"anything else they are not private ({listed})"
+        )
+        if uncovered
+        else f"every trainable parameter of the released model is privatised ({listed})",
+    )
 
 
 def logical_sampler(loader):
@@ -174,10 +234,18 @@ def zero_rows(params, b: int):
     return [torch.zeros((b, *p.shape), dtype=p.dtype, device=p.device) for p in params]
 
 
-def object_checks(optimizer, loader, engine, epochs: int, *, seed: int, alpha: float,
-                  second_optimizer: Callable[[], Any] | None = None,
-                  guard: Callable[[str], Any] = lambda what: contextlib.nullcontext(),
-                  field: str = "--factory") -> list[dict[str, Any]]:
+def object_checks(
+    optimizer,
+    loader,
+    engine,
+    epochs: int,
+    *,
+    seed: int,
+    alpha: float,
+    second_optimizer: Callable[[], Any] | None = None,
+    guard: Callable[[str], Any] = lambda what: contextlib.nullcontext(),
+    field: str = "--factory",
+) -> list[dict[str, Any]]:
     """Every check of the module docstring on a fresh setup (`optimizer` a DPOptimizer, `loader`
     its data loader, `engine` its PrivacyEngine, trained for `epochs`); `second_optimizer()` builds
     the optimizer of a second setup under another seed (noise independence; without it only
@@ -203,41 +271,78 @@ def object_checks(optimizer, loader, engine, epochs: int, *, seed: int, alpha: f
         p_steps.append(2 * min(cdf, 1 - cdf))
         ratios.append(math.sqrt(statistic / d))
     worst = min(p_steps)
-    results.append(check("noise_std", worst > a / NOISE_STEPS, {"min": min(ratios), "max": max(ratios)}, 1.0,
-                          f"measured std / (σ·C = {sigma * C:g}) of the optimizer on zero gradients, {NOISE_STEPS} "
-                          f"steps × {d} coordinates (chi-square, Bonferroni over steps); smallest p = {worst:.2g}",
-                          min(1.0, worst * NOISE_STEPS)))
+    results.append(
+        check(
+            "noise_std",
+            worst > a / NOISE_STEPS,
+            {"min": min(ratios), "max": max(ratios)},
+            1.0,
+            f"measured std / (σ·C = {sigma * C:g}) of the optimizer on zero gradients, {NOISE_STEPS} "
+            f"steps × {d} coordinates (chi-square, Bonferroni over steps); smallest p = {worst:.2g}",
+            min(1.0, worst * NOISE_STEPS),
+        )
+    )
 
     direction = rng.normal(size=d)
     direction /= np.linalg.norm(direction)
     rows, start = zero_rows(params, b), 0
     for p, g in zip(params, rows):
         size = p.numel()
-        g[0] = torch.as_tensor(direction[start:start + size] * HUGE_NORM * C, dtype=g.dtype).reshape(p.shape)
+        g[0] = torch.as_tensor(direction[start : start + size] * HUGE_NORM * C, dtype=g.dtype).reshape(p.shape)
         start += size
     with guard("optimizer.step() on one huge per-sample gradient"):
         projections = np.array([tap.step([g.clone() for g in rows]) @ direction for _ in range(CLIPPING_STEPS)])
     se = float(projections.std(ddof=1) / math.sqrt(CLIPPING_STEPS)) or 1e-12
     z_clip = (float(projections.mean()) - C) / se
     p_clip = float(stats.norm.sf(z_clip))
-    results.append(check("per_example_clipping", p_clip > a, float(projections.mean()), C,
-                          f"mean movement along one example's gradient of norm {HUGE_NORM:g}·C over {CLIPPING_STEPS} "
-                          f"steps of the optimizer (one-sided z = {z_clip:.1f} against ≤ C)", p_clip))
+    results.append(
+        check(
+            "per_example_clipping",
+            p_clip > a,
+            float(projections.mean()),
+            C,
+            f"mean movement along one example's gradient of norm {HUGE_NORM:g}·C over {CLIPPING_STEPS} "
+            f"steps of the optimizer (one-sided z = {z_clip:.1f} against ≤ C)",
+            p_clip,
+        )
+    )
 
-    results.append(check("noisy_steps", tap.skipped == 0, tap.calls - tap.skipped, tap.calls,
-                          f"calls of optimizer.step() that added noise and told the accountant ({tap.skipped} skipped "
-                          "them: an update without noise is not private)" if tap.skipped else
-                          "calls of optimizer.step() that added noise and told the accountant"))
+    results.append(
+        check(
+            "noisy_steps",
+            tap.skipped == 0,
+            tap.calls - tap.skipped,
+            tap.calls,
+            f"calls of optimizer.step() that added noise and told the accountant ({tap.skipped} skipped "
+            "them: an update without noise is not private)"
+            if tap.skipped
+            else "calls of optimizer.step() that added noise and told the accountant",
+        )
+    )
     # Accountant: every step above must be in its history, at the optimizer's σ.
     taken = NOISE_STEPS + CLIPPING_STEPS - tap.skipped
     accountant = getattr(engine, "accountant", None)
     history = [tuple(float(v) for v in h) for h in (getattr(accountant, "history", None) or [])]
     told = int(sum(h[2] for h in history))
-    results.append(check("steps", told == taken, told, taken,
-                          f"steps in the accountant's history after {taken} calls of optimizer.step()"))
+    results.append(
+        check(
+            "steps",
+            told == taken,
+            told,
+            taken,
+            f"steps in the accountant's history after {taken} calls of optimizer.step()",
+        )
+    )
     sigmas = sorted({round(h[0], 12) for h in history})
-    results.append(check("accountant_sigma", sigmas == [round(sigma, 12)], sigmas, sigma,
-                          "noise multipliers the accountant was told vs the optimizer's"))
+    results.append(
+        check(
+            "accountant_sigma",
+            sigmas == [round(sigma, 12)],
+            sigmas,
+            sigma,
+            "noise multipliers the accountant was told vs the optimizer's",
+        )
+    )
     rates = sorted({h[1] for h in history})
     q_told = rates[0] if len(rates) == 1 else (float(getattr(loader, "sample_rate", float("nan"))))
 
@@ -256,6 +361,7 @@ def object_checks(optimizer, loader, engine, epochs: int, *, seed: int, alpha: f
     if len(rates) > 1:
         results.append(check("sampling_rate", False, rates, q_told, "the accountant was told several sampling rates"))
     results += sampling_checks(trainings, n, float(q_told), a)
+
     # Independence: consecutive steps, and a second setup built under another global seed; pooled
     # over steps (Σ ⟨n_t, n'_t⟩ / √(Σ‖n_t‖²·Σ‖n'_t‖²) is ≈ N(0, 1/(steps·d)) for independent noise).
     def pooled(first: list[np.ndarray], second: list[np.ndarray]) -> float:
@@ -270,14 +376,24 @@ def object_checks(optimizer, loader, engine, epochs: int, *, seed: int, alpha: f
         optimizer_2 = second_optimizer()
         tap_2 = Tap(optimizer_2)
         with guard("optimizer.step() of a second setup"):
-            other = [tap_2.step(zero_rows(tap_2.params, max(1, int(optimizer_2.expected_batch_size or 1))))
-                     for _ in range(pairs)]
+            other = [
+                tap_2.step(zero_rows(tap_2.params, max(1, int(optimizer_2.expected_batch_size or 1))))
+                for _ in range(pairs)
+            ]
         r_runs = pooled(noise[:pairs], other) if other[0].size == d else 0.0
     z_steps, z_runs = abs(r_steps) * math.sqrt((len(noise) - 1) * d), abs(r_runs) * math.sqrt(pairs * d)
     p_ind = min(1.0, 2 * float(2 * stats.norm.sf(max(z_steps, z_runs))))
-    results.append(check("noise_independence", p_ind > a, {"consecutive_steps": r_steps, "two_setups": r_runs}, 0.0,
-                          f"pooled correlation of the noise of consecutive steps ({len(noise) - 1} pairs) and of two "
-                          f"setups built under different global seeds ({pairs} steps each; a reused generator seed "
-                          "gives 1)", p_ind))
+    results.append(
+        check(
+            "noise_independence",
+            p_ind > a,
+            {"consecutive_steps": r_steps, "two_setups": r_runs},
+            0.0,
+            f"pooled correlation of the noise of consecutive steps ({len(noise) - 1} pairs) and of two "
+            f"setups built under different global seeds ({pairs} steps each; a reused generator seed "
+            "gives 1)",
+            p_ind,
+        )
+    )
     order = {name_: i for i, name_ in enumerate(FACTORY_CHECKS)}
     return sorted(results, key=lambda c: order.get(c["check"], 99))

@@ -24,6 +24,7 @@ The broken trainers claim the same ε:
 - `broken_low_noise`: noise multiplier divided by the expected batch size — the confusion of noise
   on the summed gradient (what Opacus's σ means) with noise on the averaged gradient.
 """
+
 from __future__ import annotations
 
 import math
@@ -56,8 +57,9 @@ CLAIM = {
 __all__ = ["CLAIM", "broken_low_noise", "broken_no_clipping", "correct_dpsgd", "train_dpsgd"]
 
 
-def train_dpsgd(features: np.ndarray, labels: np.ndarray, seed: int, *, noise_multiplier: float,
-                max_grad_norm: float) -> nn.Module:
+def train_dpsgd(
+    features: np.ndarray, labels: np.ndarray, seed: int, *, noise_multiplier: float, max_grad_norm: float
+) -> nn.Module:
     """DP-SGD with Opacus (Poisson sampling, q = 1/STEPS_PER_EPOCH, EPOCHS epochs); returns the
     plain MLP (logits).
 
@@ -86,8 +88,12 @@ def _train_dpsgd(features, labels, seed, *, noise_multiplier, max_grad_norm) -> 
         warnings.simplefilter("ignore")  # secure_mode notice
         engine = PrivacyEngine(accountant="prv")
         private_model, optimizer, loader = engine.make_private(
-            module=model, optimizer=optimizer, data_loader=loader,
-            noise_multiplier=noise_multiplier, max_grad_norm=max_grad_norm, poisson_sampling=True,
+            module=model,
+            optimizer=optimizer,
+            data_loader=loader,
+            noise_multiplier=noise_multiplier,
+            max_grad_norm=max_grad_norm,
+            poisson_sampling=True,
         )
     criterion = nn.CrossEntropyLoss()
     private_model.train()
@@ -113,8 +119,11 @@ def correct_dpsgd(features: np.ndarray, labels: np.ndarray, seed: int) -> nn.Mod
 def broken_no_clipping(features: np.ndarray, labels: np.ndarray, seed: int) -> nn.Module:
     """BROKEN: claims CLAIM, but clips at 1e6 (i.e. not at all) with noise std still σ·C."""
     return train_dpsgd(
-        features, labels, seed,
-        noise_multiplier=NOISE_MULTIPLIER * MAX_GRAD_NORM / UNCLIPPED_NORM, max_grad_norm=UNCLIPPED_NORM,
+        features,
+        labels,
+        seed,
+        noise_multiplier=NOISE_MULTIPLIER * MAX_GRAD_NORM / UNCLIPPED_NORM,
+        max_grad_norm=UNCLIPPED_NORM,
     )
 
 
@@ -122,6 +131,9 @@ def broken_low_noise(features: np.ndarray, labels: np.ndarray, seed: int) -> nn.
     """BROKEN: claims CLAIM, but divides σ by the expected batch size (noise meant for the mean)."""
     expected_batch = max(1, int(len(features) / STEPS_PER_EPOCH))
     return train_dpsgd(
-        features, labels, seed,
-        noise_multiplier=NOISE_MULTIPLIER / expected_batch, max_grad_norm=MAX_GRAD_NORM,
+        features,
+        labels,
+        seed,
+        noise_multiplier=NOISE_MULTIPLIER / expected_batch,
+        max_grad_norm=MAX_GRAD_NORM,
     )

@@ -8,6 +8,7 @@ are checked against the PLD accountant of the Poisson-subsampled Gaussian mechan
 times — the mechanism they claim to account. Both are unsound on the default grid (they report
 less ε than the mechanism gives); they are kept here as worked examples of what the check catches.
 """
+
 from __future__ import annotations
 
 import math

@@ -8,6 +8,7 @@ the second plants the noise-scale slip of the documents' DP-FedAvg code: with C 
 of std σ where the accountant assumes σ·C, four times too little (its true ε is far above the
 claim). Both claim σ = 1.1, q = 0.1 of the clients per round, 20 rounds, δ = 1e-5.
 """
+
 from __future__ import annotations
 
 from targets.federated import dp_fedavg_aggregate

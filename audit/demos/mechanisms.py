@@ -17,6 +17,7 @@ one record.
   (Δ = 1/n), classic calibration σ = Δ·√(2 ln(1.25/δ))/ε, valid for ε < 1 (Dwork & Roth 2014,
   Thm A.1).
 """
+
 from __future__ import annotations
 
 import math

@@ -21,6 +21,7 @@ time on the idle 2-core machine (docs/one-run-audits.md); "full", 20 000 rows fo
 from the environment variable PRIVACY_AUDIT_BUG_SIZE, read when a factory is called (worker
 processes inherit it).
 """
+
 from __future__ import annotations
 
 import os
@@ -30,9 +31,11 @@ import torch
 
 from targets.opacus_setups import tabular_mlp_setup
 
-SIZES = {"tiny": {"rows": 400, "hidden": (32,), "batch": 40, "epochs": 2},
-         "real": {"rows": 16000, "hidden": (256, 256), "batch": 256, "epochs": 4},
-         "full": {"rows": 20000, "hidden": (256, 256), "batch": 256, "epochs": 5}}
+SIZES = {
+    "tiny": {"rows": 400, "hidden": (32,), "batch": 40, "epochs": 2},
+    "real": {"rows": 16000, "hidden": (256, 256), "batch": 256, "epochs": 4},
+    "full": {"rows": 20000, "hidden": (256, 256), "batch": 256, "epochs": 5},
+}
 MAX_GRAD_NORM = 2.0
 BUG_NOISE_MULTIPLIER = 1.0
 CORRECT_EPSILONS = (0.5, 1.0, 2.0, 4.0, 8.0)
@@ -48,8 +51,15 @@ def _spec(noise_multiplier: float, seed: int = 0) -> dict:
     n_train = size["rows"] - int(round(0.2 * size["rows"]))
     q = size["batch"] / n_train
     steps = size["epochs"] * int(1 / q)
-    return {"noise_multiplier": noise_multiplier, "sample_rate": q, "steps": steps, "max_grad_norm": MAX_GRAD_NORM,
-            "rows": size["rows"], "hidden": size["hidden"], "seed": seed}
+    return {
+        "noise_multiplier": noise_multiplier,
+        "sample_rate": q,
+        "steps": steps,
+        "max_grad_norm": MAX_GRAD_NORM,
+        "rows": size["rows"],
+        "hidden": size["hidden"],
+        "seed": seed,
+    }
 
 
 def _setup(noise_multiplier: float = BUG_NOISE_MULTIPLIER, seed: int = 0, **kwargs) -> dict:
@@ -60,12 +70,20 @@ def correct_sigma(epsilon: float) -> float:
     from opacus.accountants.utils import get_noise_multiplier
 
     spec = _spec(1.0)
-    return float(get_noise_multiplier(target_epsilon=epsilon, target_delta=DELTA, sample_rate=spec["sample_rate"],
-                                      steps=spec["steps"], accountant="prv"))
+    return float(
+        get_noise_multiplier(
+            target_epsilon=epsilon,
+            target_delta=DELTA,
+            sample_rate=spec["sample_rate"],
+            steps=spec["steps"],
+            accountant="prv",
+        )
+    )
 
 
 def correct(epsilon: float, seed: int):
     """A zero-argument factory of a correct setup at `epsilon` (σ calibrated), data and weights from `seed`."""
+
     def factory():
         return _setup(correct_sigma(epsilon), seed)
 
@@ -101,6 +119,7 @@ def _noise_std(std_of):
             noise = torch.normal(0.0, std, size=p.summed_grad.shape) if std > 0 else torch.zeros_like(p.summed_grad)
             p.grad = (p.summed_grad + noise).view_as(p)
         self._bug_calls = getattr(self, "_bug_calls", 0) + 1
+
     return add_noise
 
 
@@ -114,16 +133,25 @@ def noise_without_c():
 def noise_missing_steps():
     setup = _setup()
     opt = setup["optimizer"]
-    opt.add_noise = types.MethodType(_noise_std(
-        lambda self: self.noise_multiplier * self.max_grad_norm if getattr(self, "_bug_calls", 0) % 4 == 0 else 0.0), opt)
+    opt.add_noise = types.MethodType(
+        _noise_std(
+            lambda self: self.noise_multiplier * self.max_grad_norm if getattr(self, "_bug_calls", 0) % 4 == 0 else 0.0
+        ),
+        opt,
+    )
     return setup
 
 
 def shuffled_batches():
     def make_private(engine, model, optimizer, loader):
-        return engine.make_private(module=model, optimizer=optimizer, data_loader=loader,
-                                   noise_multiplier=BUG_NOISE_MULTIPLIER, max_grad_norm=MAX_GRAD_NORM,
-                                   poisson_sampling=False)
+        return engine.make_private(
+            module=model,
+            optimizer=optimizer,
+            data_loader=loader,
+            noise_multiplier=BUG_NOISE_MULTIPLIER,
+            max_grad_norm=MAX_GRAD_NORM,
+            poisson_sampling=False,
+        )
 
     return _setup(make_private=make_private)
 
@@ -156,8 +184,15 @@ def fixed_noise_seed():
     return setup
 
 
-BUGS = ("per_layer_clip", "noise_without_c", "noise_missing_steps", "shuffled_batches", "accountant_half_q",
-        "accountant_half_steps", "fixed_noise_seed")
+BUGS = (
+    "per_layer_clip",
+    "noise_without_c",
+    "noise_missing_steps",
+    "shuffled_batches",
+    "accountant_half_q",
+    "accountant_half_steps",
+    "fixed_noise_seed",
+)
 
 
 def _register_correct() -> None:

@@ -33,6 +33,7 @@ unless stated. The bugs (`PLANTED_BUGS`), each a one-line slip:
 
 `CORRECT` holds correct recipes at ε ∈ {0.5, 1, 2, 4, 8} (σ calibrated with the PLD accountant).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -83,8 +84,16 @@ class DPSGDRecipe:
 
     def __post_init__(self):
         if self.claim is None:
-            object.__setattr__(self, "claim", {"noise_multiplier": self.noise_multiplier, "sample_rate": self.sample_rate,
-                                               "steps": self.steps, "delta": self.delta})
+            object.__setattr__(
+                self,
+                "claim",
+                {
+                    "noise_multiplier": self.noise_multiplier,
+                    "sample_rate": self.sample_rate,
+                    "steps": self.steps,
+                    "delta": self.delta,
+                },
+            )
 
     @property
     def CLAIM(self) -> dict:  # noqa: N802 - the attribute name of the trainer protocol
@@ -100,15 +109,16 @@ class DPSGDRecipe:
             batches: list[np.ndarray] = []
             while len(batches) < steps:
                 order = rng.permutation(n)
-                batches += [order[i * size:(i + 1) * size] for i in range(per_epoch)]
+                batches += [order[i * size : (i + 1) * size] for i in range(per_epoch)]
             return batches[:steps]
         if self.bug == "batch_reused":
             batch = np.flatnonzero(rng.random(n) < self.sample_rate)  # drawn once, outside the step loop
             return [batch] * steps
         return [np.flatnonzero(rng.random(n) < self.sample_rate) for _ in range(steps)]
 
-    def privatize_gradients(self, grads: dict[str, np.ndarray], rng: np.random.Generator, step: int
-                            ) -> dict[str, np.ndarray]:
+    def privatize_gradients(
+        self, grads: dict[str, np.ndarray], rng: np.random.Generator, step: int
+    ) -> dict[str, np.ndarray]:
         """Noisy clipped sum of per-example gradients {parameter name: (b, *shape)} (Opacus-style
         layout: one tensor per parameter), as {name: shape}. Correct: each example's gradient,
         all parameters together, clipped to norm C; Gaussian noise of std σ·C added to the sum."""
@@ -137,14 +147,14 @@ class DPSGDRecipe:
             # Each parameter tensor clipped to C: the total norm is up to C·√(tensors), the noise σ·C.
             parts, start = [], 0
             for size in sizes:
-                parts.append(_clip_rows(flat[:, start:start + size], C))
+                parts.append(_clip_rows(flat[:, start : start + size], C))
                 start += size
             total = np.hstack(parts).sum(axis=0) + noise
         else:
             total = _clip_rows(flat, C).sum(axis=0) + noise
         out, start = {}, 0
         for name, size in zip(names, sizes):
-            out[name] = total[start:start + size].reshape(shapes[name])
+            out[name] = total[start : start + size].reshape(shapes[name])
             start += size
         return out
 
@@ -187,9 +197,21 @@ batch_reused = _bug("batch_reused")
 wrong_steps = _bug("wrong_steps")
 fixed_noise_seed = _bug("fixed_noise_seed")
 
-PLANTED_BUGS = {r.name: r for r in (batch_clip, clip_after_noise, per_layer_clip, sigma_not_sigma_c,
-                                     noise_divided_twice, noise_missing_steps, shuffled_batches, batch_reused, wrong_steps,
-                                     fixed_noise_seed)}
+PLANTED_BUGS = {
+    r.name: r
+    for r in (
+        batch_clip,
+        clip_after_noise,
+        per_layer_clip,
+        sigma_not_sigma_c,
+        noise_divided_twice,
+        noise_missing_steps,
+        shuffled_batches,
+        batch_reused,
+        wrong_steps,
+        fixed_noise_seed,
+    )
+}
 
 correct_eps_0_5 = DPSGDRecipe("correct_eps_0_5", noise_multiplier=CALIBRATED_SIGMA[0.5])
 correct_eps_1 = DPSGDRecipe("correct_eps_1", noise_multiplier=CALIBRATED_SIGMA[1.0])
@@ -198,5 +220,6 @@ correct_eps_4 = DPSGDRecipe("correct_eps_4", noise_multiplier=CALIBRATED_SIGMA[4
 correct_eps_8 = DPSGDRecipe("correct_eps_8", noise_multiplier=CALIBRATED_SIGMA[8.0])
 correct_clip_4 = DPSGDRecipe("correct_clip_4", max_grad_norm=4.0)
 
-CORRECT = {r.name: r for r in (correct_eps_0_5, correct_eps_1, correct_eps_2, correct_eps_4, correct_eps_8,
-                                correct_clip_4)}
+CORRECT = {
+    r.name: r for r in (correct_eps_0_5, correct_eps_1, correct_eps_2, correct_eps_4, correct_eps_8, correct_clip_4)
+}

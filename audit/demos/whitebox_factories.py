@@ -8,6 +8,7 @@ batch, `epochs` times) and inserts its Dirac gradient canary into the per-sample
 Both use a full batch (Poisson sampling at q = 1: batch_size = the dataset), σ = 2, C = 2 and
 T = 4 steps, which the accountant knows: μ = √T/σ = 1, ε(δ = 1e-5) ≈ 4.38.
 """
+
 from __future__ import annotations
 
 import types
@@ -35,9 +36,14 @@ def _setup(noise_multiplier: float = NOISE_MULTIPLIER):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # Opacus warns about its non-secure RNG: not what is audited here
         engine = PrivacyEngine(accountant="prv")
-        model, optimizer, loader = engine.make_private(module=model, optimizer=optimizer, data_loader=loader,
-                                                       noise_multiplier=noise_multiplier, max_grad_norm=MAX_GRAD_NORM,
-                                                       poisson_sampling=True)
+        model, optimizer, loader = engine.make_private(
+            module=model,
+            optimizer=optimizer,
+            data_loader=loader,
+            noise_multiplier=noise_multiplier,
+            max_grad_norm=MAX_GRAD_NORM,
+            poisson_sampling=True,
+        )
     return {"model": model, "optimizer": optimizer, "data_loader": loader, "privacy_engine": engine, "epochs": EPOCHS}
 
 
@@ -101,9 +107,14 @@ def _wide_setup(noise_multiplier: float = NOISE_MULTIPLIER):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         engine = PrivacyEngine(accountant="prv")
-        model, optimizer, loader = engine.make_private(module=model, optimizer=optimizer, data_loader=loader,
-                                                       noise_multiplier=noise_multiplier, max_grad_norm=MAX_GRAD_NORM,
-                                                       poisson_sampling=True)
+        model, optimizer, loader = engine.make_private(
+            module=model,
+            optimizer=optimizer,
+            data_loader=loader,
+            noise_multiplier=noise_multiplier,
+            max_grad_norm=MAX_GRAD_NORM,
+            poisson_sampling=True,
+        )
     return {"model": model, "optimizer": optimizer, "data_loader": loader, "privacy_engine": engine, "epochs": EPOCHS}
 
 
@@ -136,17 +147,30 @@ def _usage_setup(*, frozen: bool = False, groups: bool = False, poisson: bool = 
     if frozen:  # partial fine-tuning: the output layer is frozen
         model[2].requires_grad_(False)
     params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.SGD([{"params": params[:1], "lr": 0.05}, {"params": params[1:], "lr": 0.1}] if groups
-                                else params, lr=0.1)
+    optimizer = torch.optim.SGD(
+        [{"params": params[:1], "lr": 0.05}, {"params": params[1:], "lr": 0.1}] if groups else params, lr=0.1
+    )
     loader = DataLoader(TensorDataset(features, labels), batch_size=USAGE_BATCH, shuffle=not poisson)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         engine = PrivacyEngine(accountant="prv")
         model, optimizer, loader = engine.make_private_with_epsilon(
-            module=model, optimizer=optimizer, data_loader=loader, target_epsilon=USAGE_EPSILON, target_delta=1e-5,
-            epochs=USAGE_EPOCHS, max_grad_norm=MAX_GRAD_NORM, poisson_sampling=poisson)
-    return {"model": model, "optimizer": optimizer, "data_loader": loader, "privacy_engine": engine,
-            "epochs": USAGE_EPOCHS}
+            module=model,
+            optimizer=optimizer,
+            data_loader=loader,
+            target_epsilon=USAGE_EPSILON,
+            target_delta=1e-5,
+            epochs=USAGE_EPOCHS,
+            max_grad_norm=MAX_GRAD_NORM,
+            poisson_sampling=poisson,
+        )
+    return {
+        "model": model,
+        "optimizer": optimizer,
+        "data_loader": loader,
+        "privacy_engine": engine,
+        "epochs": USAGE_EPOCHS,
+    }
 
 
 def usage_batch_memory_manager():
@@ -155,8 +179,9 @@ def usage_batch_memory_manager():
     from opacus.utils.batch_memory_manager import BatchMemoryManager
 
     setup = _usage_setup()
-    manager = BatchMemoryManager(data_loader=setup["data_loader"], max_physical_batch_size=USAGE_PHYSICAL,
-                                 optimizer=setup["optimizer"])
+    manager = BatchMemoryManager(
+        data_loader=setup["data_loader"], max_physical_batch_size=USAGE_PHYSICAL, optimizer=setup["optimizer"]
+    )
     setup["data_loader"] = manager.__enter__()  # what `with BatchMemoryManager(...) as loader` gives
     return setup
 

@@ -10,6 +10,7 @@ between them, so a reported ε below the optimistic value is certainly too small
 * `ok`       in between;
 * `invalid`  the accountant raised, or returned a non-number, NaN, or a negative value.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -20,6 +21,8 @@ from dataclasses import asdict, dataclass
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from audit.errors import AuditInputError
+from audit.machinery.progress import Progress, as_progress
 from audit.statistics.accountants import (
     PLD_RELATIVE_TOLERANCE,
     PLD_TIME_BUDGET_S,
@@ -27,8 +30,6 @@ from audit.statistics.accountants import (
     PLDInterval,
 )
 from audit.statistics.accountants import pld_epsilon_interval as tight_pld_interval
-from audit.errors import AuditInputError
-from audit.machinery.progress import Progress, as_progress
 
 DEFAULT_MARGIN = 0.10
 
@@ -48,20 +49,30 @@ class AccountantGrid(BaseModel):
 
 # Ranges of the DP-SGD parameters the accountants are asked about, with the reason for each bound.
 NOISE_MULTIPLIER_RANGE = (0.1, 1000.0)  # below 0.1 ε is astronomically large and PLD discretisation never ends
-MAX_STEPS = 10_000_000                   # beyond this the PRV/PLD compositions take hours
-DELTA_RANGE = (1e-10, 0.1)               # below 1e-10 the accountants lose precision; above 0.1 is no guarantee
+MAX_STEPS = 10_000_000  # beyond this the PRV/PLD compositions take hours
+DELTA_RANGE = (1e-10, 0.1)  # below 1e-10 the accountants lose precision; above 0.1 is no guarantee
 
 
 def validate_dpsgd_parameters(noise_multiplier: float, sample_rate: float, steps: int, delta: float) -> None:
     from audit.machinery.input_files import check_number
 
-    check_number(noise_multiplier, "noise_multiplier", low=NOISE_MULTIPLIER_RANGE[0], high=NOISE_MULTIPLIER_RANGE[1],
-                 why="outside it the accountants do not converge in reasonable time")
+    check_number(
+        noise_multiplier,
+        "noise_multiplier",
+        low=NOISE_MULTIPLIER_RANGE[0],
+        high=NOISE_MULTIPLIER_RANGE[1],
+        why="outside it the accountants do not converge in reasonable time",
+    )
     check_number(sample_rate, "sample_rate", low=0, low_open=True, high=1)
     if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= MAX_STEPS:
         raise AuditInputError("steps", f"must be an integer in [1, {MAX_STEPS:,}], got {str(steps)[:40]}")
-    check_number(delta, "delta", low=DELTA_RANGE[0], high=DELTA_RANGE[1],
-                 why="smaller δ is beyond the accountants' precision; larger δ is no guarantee")
+    check_number(
+        delta,
+        "delta",
+        low=DELTA_RANGE[0],
+        high=DELTA_RANGE[1],
+        why="smaller δ is beyond the accountants' precision; larger δ is no guarantee",
+    )
 
 
 def load_grid(path: str | None) -> AccountantGrid:
@@ -71,7 +82,9 @@ def load_grid(path: str | None) -> AccountantGrid:
 
     content = load_yaml_file(path, f"grid file '{path}'")
     if not isinstance(content, dict):
-        raise AuditInputError(f"grid file '{path}'", "must be a YAML mapping with noise_multipliers, sample_rates, steps, deltas")
+        raise AuditInputError(
+            f"grid file '{path}'", "must be a YAML mapping with noise_multipliers, sample_rates, steps, deltas"
+        )
     try:
         grid = AccountantGrid.model_validate(content)
     except ValidationError as exc:
@@ -91,8 +104,9 @@ def pld_epsilon_interval(event: DPSGDEvent, delta: float, time_budget_s: float =
     return tight_pld_interval(event, delta, PLD_RELATIVE_TOLERANCE, time_budget_s)
 
 
-def accountant_table(noise_multiplier: float, sample_rate: float, steps: int, delta: float
-                     ) -> tuple[dict[str, float], dict]:
+def accountant_table(
+    noise_multiplier: float, sample_rate: float, steps: int, delta: float
+) -> tuple[dict[str, float], dict]:
     """Worker task of `privacy-audit accountants`: Opacus's rdp/prv/gdp ε and the tight PLD interval (plain data)."""
     from audit.statistics.accountants import epsilon_opacus
 
@@ -143,7 +157,11 @@ def classify(reported: object, lower: float, upper: float, margin: float) -> tup
     if value < 0:
         return "invalid", f"returned a negative ε ({value})", value if math.isfinite(value) else None
     if value < lower:
-        return "unsound", f"ε {value:.4g} is below the PLD lower value {lower:.4g}: claims more privacy than the mechanism gives", value
+        return (
+            "unsound",
+            f"ε {value:.4g} is below the PLD lower value {lower:.4g}: claims more privacy than the mechanism gives",
+            value,
+        )
     if value > (1 + margin) * upper:
         return "loose", f"ε {value:.4g} is more than {margin:.0%} above the PLD value {upper:.4g}", value
     return "ok", f"ε {value:.4g} within [{lower:.4g}, {(1 + margin) * upper:.4g}]", value
@@ -182,8 +200,22 @@ def check_accountant(
         lower, upper = reference.lower, reference.upper
         if label is None:
             label, message, value = classify(reported, lower, upper, margin)
-        points.append(AccountantCheckPoint(sigma, q, steps, delta, value, lower, upper, label, message,
-                                           reference.tight, reference.discretization, reference.note))
+        points.append(
+            AccountantCheckPoint(
+                sigma,
+                q,
+                steps,
+                delta,
+                value,
+                lower,
+                upper,
+                label,
+                message,
+                reference.tight,
+                reference.discretization,
+                reference.note,
+            )
+        )
         step.advance()
     progress.end(step)
     return points
@@ -192,10 +224,13 @@ def check_accountant(
 def summarize(points: Sequence[AccountantCheckPoint]) -> dict:
     counts = {label: sum(p.label == label for p in points) for label in ("ok", "loose", "unsound", "invalid")}
     not_tight = [p for p in points if not p.pld_tight]
-    return {"counts": counts, "passed": counts["unsound"] == 0 and counts["invalid"] == 0,
-            "reference": f"dp_accounting PLD interval refined until upper − lower ≤ {PLD_RELATIVE_TOLERANCE:.0%} of ε",
-            "reference_not_tight": len(not_tight),
-            "points": [asdict(p) for p in points]}
+    return {
+        "counts": counts,
+        "passed": counts["unsound"] == 0 and counts["invalid"] == 0,
+        "reference": f"dp_accounting PLD interval refined until upper − lower ≤ {PLD_RELATIVE_TOLERANCE:.0%} of ε",
+        "reference_not_tight": len(not_tight),
+        "points": [asdict(p) for p in points],
+    }
 
 
 # --------------------------------------------------------------------------------------------------
@@ -239,7 +274,7 @@ class IsolatedAccountant:
         self.spec = spec
         self.pool = WorkerPool(1, name=f"--accountant {spec}", timeout=timeout, what="accountant")
 
-    def __enter__(self) -> "IsolatedAccountant":
+    def __enter__(self) -> IsolatedAccountant:
         return self
 
     def __exit__(self, *exc_info) -> None:

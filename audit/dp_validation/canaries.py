@@ -1,5 +1,6 @@
 """Canary records of the black-box canary audits (`audit.dp_validation.canary_audit`): where each
 design puts its canary, and the training sets built around it. No user code runs here."""
+
 from __future__ import annotations
 
 import math
@@ -53,12 +54,19 @@ class Canary:
         X, y = self.base_dataset(features, labels)
         if not include:
             return X, y
-        return (np.vstack([X, self.features[None, :].astype(X.dtype)]),
-                np.append(y, np.asarray(self.label, dtype=y.dtype)))
+        return (
+            np.vstack([X, self.features[None, :].astype(X.dtype)]),
+            np.append(y, np.asarray(self.label, dtype=y.dtype)),
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "features": [float(v) for v in self.features], "label": int(self.label),
-                "adds_feature": self.adds_feature, "source_row": self.source_row}
+        return {
+            "kind": self.kind,
+            "features": [float(v) for v in self.features],
+            "label": int(self.label),
+            "adds_feature": self.adds_feature,
+            "source_row": self.source_row,
+        }
 
 
 def _validate_data(features, labels) -> tuple[np.ndarray, np.ndarray, int]:
@@ -95,8 +103,9 @@ def _pick_label(rng: np.random.Generator, n_classes: int, exclude: int | None) -
     return int(rng.choice(choices))
 
 
-def make_canary(kind: str, features, labels, seed: int, *, label: int | None = None,
-                scale: float = OOD_SCALE) -> Canary:
+def make_canary(
+    kind: str, features, labels, seed: int, *, label: int | None = None, scale: float = OOD_SCALE
+) -> Canary:
     """One canary record of `kind` for the dataset (features, labels).
 
     * "mislabeled": a copy of a random real record with a different label (the given `label`,
@@ -120,7 +129,9 @@ def make_canary(kind: str, features, labels, seed: int, *, label: int | None = N
     if kind == "mislabeled":
         row = int(rng.integers(X.shape[0]))
         if label is not None and int(label) == int(y[row]):
-            raise AuditInputError("label", f"a mislabeled canary needs a label other than the record's own ({int(y[row])})")
+            raise AuditInputError(
+                "label", f"a mislabeled canary needs a label other than the record's own ({int(y[row])})"
+            )
         lab = int(label) if label is not None else _pick_label(rng, n_classes, int(y[row]))
         return Canary(kind, X[row].copy(), lab, adds_feature=False, source_row=row)
     if not (math.isfinite(scale) and scale > 0):
@@ -142,7 +153,9 @@ def make_canaries(kind: str, features, labels, m: int, seed: int, *, scale: floa
     rng = np.random.default_rng(np.random.SeedSequence([int(seed), _STREAM_CANARY]))
     if kind == "mislabeled":
         if m > X.shape[0]:
-            raise AuditInputError("--canaries", f"mislabeled canaries copy distinct records: at most {X.shape[0]}, got {m}")
+            raise AuditInputError(
+                "--canaries", f"mislabeled canaries copy distinct records: at most {X.shape[0]}, got {m}"
+            )
         rows = rng.choice(X.shape[0], size=m, replace=False)
         shift = rng.integers(1, n_classes, size=m)  # a different class, uniformly
         return X[rows].copy(), (y[rows] + shift) % n_classes, rows

@@ -38,6 +38,7 @@ runs uses (5 for a multi-run audit, 1 for a one-run audit): the canary gets the 
 find least likely there, so that models which did not see it mispredict it consistently. The
 label is fixed before any audited model is trained, so the threshold test stays valid.
 """
+
 from __future__ import annotations
 
 import math
@@ -192,7 +193,8 @@ def run_canary_audit(
     trainer = _check_trainer(trainer)
     if kind == "dirac":
         raise AuditInputError(
-            "--kind", "dirac inserts a gradient canary inside DP-SGD, which a black-box train(features, labels, "
+            "--kind",
+            "dirac inserts a gradient canary inside DP-SGD, which a black-box train(features, labels, "
             "seed) cannot receive; use --kind out_of_distribution or mislabeled to audit this trainer, or "
             "`privacy-audit whitebox-audit --factory module:function` to audit an Opacus training setup with it",
         )
@@ -201,8 +203,11 @@ def run_canary_audit(
     if mode not in AUDIT_MODES:
         raise AuditInputError("--mode", f"expected one of {', '.join(AUDIT_MODES)}, got {mode!r}")
     if mode in ("profile", "multi-canary") and kind != "out_of_distribution":
-        raise AuditInputError("--kind", f"the {mode} mode uses out-of-distribution column canaries; "
-                              "use --mode multi or one-run for mislabeled canaries")
+        raise AuditInputError(
+            "--kind",
+            f"the {mode} mode uses out-of-distribution column canaries; "
+            "use --mode multi or one-run for mislabeled canaries",
+        )
     default_models, default_canaries = MODE_DEFAULTS[mode]
     n_models = default_models if n_models is None else n_models
     n_canaries = default_canaries if n_canaries is None else n_canaries
@@ -212,8 +217,9 @@ def run_canary_audit(
     if mode not in ("multi", "profile"):
         _check_count("--canaries", n_canaries, 1 if mode == "multi-canary" else 2)
     if claimed_epsilon is not None:
-        validate_claim(claimed_epsilon, 0.0 if delta is None else delta, epsilon_flag="--claimed-epsilon",
-                       delta_flag="--delta")
+        validate_claim(
+            claimed_epsilon, 0.0 if delta is None else delta, epsilon_flag="--claimed-epsilon", delta_flag="--delta"
+        )
     if features is None:
         _check_count("--rows", n_rows, 20)
     if looks is not None:
@@ -222,11 +228,20 @@ def run_canary_audit(
         looks = check_count("--looks", looks)  # the range table (docs/errors.md)
     if looks is not None and mode != "profile" and looks != 1:
         raise AuditInputError("--looks", f"sequential looks apply to --mode profile; --mode {mode} runs to its size")
-    design = (profile_sequential_design(int(n_models), confidence, looks=DEFAULT_LOOKS if looks is None else looks,
-                                        spending=spending, first_look_runs=first_look_runs)
-              if mode == "profile" else None)
-    _check_canary_memory(mode, int(n_models or 0), int(n_canaries or 0),
-                         int(n_rows if features is None else len(features)))
+    design = (
+        profile_sequential_design(
+            int(n_models),
+            confidence,
+            looks=DEFAULT_LOOKS if looks is None else looks,
+            spending=spending,
+            first_look_runs=first_look_runs,
+        )
+        if mode == "profile"
+        else None
+    )
+    _check_canary_memory(
+        mode, int(n_models or 0), int(n_canaries or 0), int(n_rows if features is None else len(features))
+    )
     if features is None:
         features, labels = default_audit_data(n_rows, seed)
     with _pool_for(trainer, pool, workers, timeout) as runner:
@@ -234,24 +249,37 @@ def run_canary_audit(
         claim = claim_from_declaration(*declared, claimed_epsilon=claimed_epsilon, delta=delta)
         common = dict(claimed_epsilon=claim.epsilon, delta=claim.delta, confidence=confidence, seed=seed, pool=runner)
         # The accountant's whole profile when it was told (σ, q, T) and ε was not overridden.
-        dpsgd = ((claim.noise_multiplier, claim.sample_rate, claim.steps)
-                 if claim.is_dpsgd and claimed_epsilon is None else None)
+        dpsgd = (
+            (claim.noise_multiplier, claim.sample_rate, claim.steps)
+            if claim.is_dpsgd and claimed_epsilon is None
+            else None
+        )
         if announce is not None and design is not None:
             pilot = planned_training_runs(mode, n_models) - int(n_models)
-            announce(f"declared before the first run: {design.describe('audited runs')} (plus up to {pilot:,} pilot "
-                     "runs, a quarter of each look's size)")
+            announce(
+                f"declared before the first run: {design.describe('audited runs')} (plus up to {pilot:,} pilot "
+                "runs, a quarter of each look's size)"
+            )
         if mode == "profile":
-            result = profile_canary_audit(trainer, features, labels, n_runs=n_models, dpsgd=dpsgd,
-                                          looks=DEFAULT_LOOKS if looks is None else looks, spending=spending,
-                                          first_look_runs=first_look_runs, **common)
+            result = profile_canary_audit(
+                trainer,
+                features,
+                labels,
+                n_runs=n_models,
+                dpsgd=dpsgd,
+                looks=DEFAULT_LOOKS if looks is None else looks,
+                spending=spending,
+                first_look_runs=first_look_runs,
+                **common,
+            )
         elif mode == "multi-canary":
-            result = multi_canary_audit(trainer, features, labels, n_runs=n_models, n_canaries=n_canaries,
-                                        dpsgd=dpsgd, **common)
+            result = multi_canary_audit(
+                trainer, features, labels, n_runs=n_models, n_canaries=n_canaries, dpsgd=dpsgd, **common
+            )
         elif mode == "multi":
             result = multi_run_canary_audit(trainer, features, labels, canary_kind=kind, n_models=n_models, **common)
         else:
-            result = one_run_canary_audit(trainer, features, labels, n_canaries=n_canaries, canary_kind=kind,
-                                          **common)
+            result = one_run_canary_audit(trainer, features, labels, n_canaries=n_canaries, canary_kind=kind, **common)
     result["mode"] = mode
     result["trainer"] = _trainer_name(trainer)
     result["claim"] = claim.to_dict()

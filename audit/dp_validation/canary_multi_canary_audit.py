@@ -1,5 +1,6 @@
 """`canary-audit --mode multi-canary`: many runs × column canaries, the one-run bound of Steinke,
 Nasr, Jagielski 2023 (arXiv 2305.08846) over all slots."""
+
 from __future__ import annotations
 
 import math
@@ -51,7 +52,7 @@ def _column_jobs(X, y, points, canary_labels, coins, seeds, insert_canary):
 
 def _base_of(points: np.ndarray) -> np.ndarray:
     base = points[0].copy()
-    base[-points.shape[0]:] = 0.0
+    base[-points.shape[0] :] = 0.0
     return base
 
 
@@ -109,10 +110,13 @@ def multi_canary_audit(
     coins = np.random.default_rng(np.random.SeedSequence([int(seed), _STREAM_COINS])).random((n_pilot + R, J)) < 0.5
     canary_labels = np.random.default_rng(np.random.SeedSequence([int(seed), _STREAM_CANARY])).integers(0, n_classes, J)
 
-    pilot_points = np.concatenate([column_canaries(X, J, scales[j % len(scales)])[0][j:j + 1] for j in range(J)])
+    pilot_points = np.concatenate([column_canaries(X, J, scales[j % len(scales)])[0][j : j + 1] for j in range(J)])
     with _pool_for(trainer, pool, workers, timeout) as runner:
-        pilot_lp = _train_many(runner, trainer, _column_jobs(X, y, pilot_points, canary_labels, coins[:n_pilot],
-                                                             seeds[:n_pilot], insert_canary))
+        pilot_lp = _train_many(
+            runner,
+            trainer,
+            _column_jobs(X, y, pilot_points, canary_labels, coins[:n_pilot], seeds[:n_pilot], insert_canary),
+        )
         pilot_scores = _per_canary_standardised(np.stack([_gains(lp, canary_labels) for lp in pilot_lp]))
         scale_of = np.array([j % len(scales) for j in range(J)])
         pilot_auc = {}
@@ -121,8 +125,9 @@ def multi_canary_audit(
             pilot_auc[v] = _auc(pilot_scores[:, cols].ravel(), coins[:n_pilot][:, cols].ravel()) if cols.any() else 0.5
         chosen = max(scales, key=lambda v: (pilot_auc[v], -scales.index(v)))
         points, _ = column_canaries(X, J, chosen)
-        audit_lp = _train_many(runner, trainer, _column_jobs(X, y, points, canary_labels, coins[n_pilot:],
-                                                             seeds[n_pilot:], insert_canary))
+        audit_lp = _train_many(
+            runner, trainer, _column_jobs(X, y, points, canary_labels, coins[n_pilot:], seeds[n_pilot:], insert_canary)
+        )
     scores = _per_canary_standardised(np.stack([_gains(lp, canary_labels) for lp in audit_lp]))
     members = coins[n_pilot:]
     try:
@@ -163,7 +168,13 @@ def multi_canary_audit(
         "epsilon_lower_bound": bound,
         "ceiling": ceiling,
         "violation": bool(bound > eps),
-        "verdict": claim_verdict(bound=bound, ceiling=ceiling, claimed_epsilon=eps, delta=d,
-                                 needed=None if needed is None else math.ceil(needed / J),
-                                 unit=f"runs (--models) with {J} canaries each", confidence=result.confidence),
+        "verdict": claim_verdict(
+            bound=bound,
+            ceiling=ceiling,
+            claimed_epsilon=eps,
+            delta=d,
+            needed=None if needed is None else math.ceil(needed / J),
+            unit=f"runs (--models) with {J} canaries each",
+            confidence=result.confidence,
+        ),
     }

@@ -1,5 +1,6 @@
 """`canary-audit --mode multi`: K runs with one canary, K without; threshold on half, Clopper-Pearson
 on the rest (Jagielski, Ullman, Oprea 2020, arXiv 2006.07709)."""
+
 from __future__ import annotations
 
 import math
@@ -97,8 +98,9 @@ def multi_run_canary_audit(
     pilot_seeds, seeds = seed_pool[:PILOT_MODELS], seed_pool[PILOT_MODELS:]
     seeds_in, seeds_out = seeds[:k], seeds[k:]
     with _pool_for(trainer, pool, workers, timeout) as runner:
-        pilot_label = _pilot_labels(runner, trainer, X_base, y_base, provisional.features[None, :], exclude,
-                                    pilot_seeds, n_classes)
+        pilot_label = _pilot_labels(
+            runner, trainer, X_base, y_base, provisional.features[None, :], exclude, pilot_seeds, n_classes
+        )
         canary = make_canary(canary_kind, X, y, seed, label=int(pilot_label[0]))
         X_in, y_in = canary.dataset(X, y, include=insert_canary)
         X_out, y_out = canary.dataset(X, y, include=False)
@@ -108,10 +110,14 @@ def multi_run_canary_audit(
             base_point[-1] = 0.0
             points = np.vstack([points, base_point[None, :]])
         labs = np.full(len(points), canary.label)
-        log_probs = _train_many(runner, trainer, [(X_in, y_in, s, points) for s in seeds_in]
-                                + [(X_out, y_out, s, points) for s in seeds_out])
-    per_point = np.array([scores_from_log_probabilities(lp, labs, "loss" if statistic == "loss" else "scaled_logit")
-                          for lp in log_probs])
+        log_probs = _train_many(
+            runner,
+            trainer,
+            [(X_in, y_in, s, points) for s in seeds_in] + [(X_out, y_out, s, points) for s in seeds_out],
+        )
+    per_point = np.array(
+        [scores_from_log_probabilities(lp, labs, "loss" if statistic == "loss" else "scaled_logit") for lp in log_probs]
+    )
     with np.errstate(invalid="ignore"):
         scores = per_point[:, 0] - per_point[:, 1] if statistic == "scaled_logit_gain" else per_point[:, 0]
     scores = np.where(np.isnan(scores), -np.inf, scores)  # inf − inf: a fixed rule, like NaN logits
@@ -131,11 +137,20 @@ def multi_run_canary_audit(
         "pilot_seeds": pilot_seeds,
         "seeds": {"with_canary": seeds_in, "without_canary": seeds_out},
         "scores": {"with_canary": _finite_for_json(scores_in), "without_canary": _finite_for_json(scores_out)},
-        **{key: (value if key != "threshold" else (value if math.isfinite(value) else None)) for key, value in audit.items()},
+        **{
+            key: (value if key != "threshold" else (value if math.isfinite(value) else None))
+            for key, value in audit.items()
+        },
         "claimed_epsilon": eps,
         "epsilon_lower_bound": bound,
         "violation": bool(bound > eps),
-        "verdict": claim_verdict(bound=bound, ceiling=audit["ceiling"], claimed_epsilon=eps, delta=d,
-                                 needed=runs_needed_threshold_audit(eps, d, audit["confidence"]),
-                                 unit="models per side (--models)", confidence=audit["confidence"]),
+        "verdict": claim_verdict(
+            bound=bound,
+            ceiling=audit["ceiling"],
+            claimed_epsilon=eps,
+            delta=d,
+            needed=runs_needed_threshold_audit(eps, d, audit["confidence"]),
+            unit="models per side (--models)",
+            confidence=audit["confidence"],
+        ),
     }

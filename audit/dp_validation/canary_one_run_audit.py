@@ -1,5 +1,6 @@
 """`canary-audit --mode one-run`: m canaries by coin flip in ONE training run, the bound of Steinke,
 Nasr, Jagielski 2023 (arXiv 2305.08846)."""
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -104,7 +105,13 @@ def one_run_canary_audit(
         "epsilon_lower_bound": float(result.epsilon),
         "ceiling": ceiling,
         "violation": bool(result.epsilon > eps),
-        "verdict": claim_verdict(bound=float(result.epsilon), ceiling=ceiling, claimed_epsilon=eps, delta=d,
-                                 needed=canaries_needed_one_run(eps, d, result.confidence),
-                                 unit="canaries (--canaries)", confidence=result.confidence),
+        "verdict": claim_verdict(
+            bound=float(result.epsilon),
+            ceiling=ceiling,
+            claimed_epsilon=eps,
+            delta=d,
+            needed=canaries_needed_one_run(eps, d, result.confidence),
+            unit="canaries (--canaries)",
+            confidence=result.confidence,
+        ),
     }

@@ -1,5 +1,6 @@
 """`canary-audit --mode profile` (the default): independent runs, one canary each, tested against the
 claim's whole trade-off curve (`audit.statistics.tradeoff_curves`)."""
+
 from __future__ import annotations
 
 import math
@@ -52,9 +53,9 @@ FIRST_LOOK_RUNS = 200
 
 _PROFILE_DESIGN_TEXT = {
     "column": "one column of its own (0 for real records), real columns 0, real records as given; "
-              "score = centred logit gain over the all-zero base point",
+    "score = centred logit gain over the all-zero base point",
     "one_class": "one column of its own (0 for real records), real columns 0, real records relabelled to one "
-                 "other class; score = centred logit at the canary (its weights and the bias)",
+    "other class; score = centred logit at the canary (its weights and the bias)",
 }
 
 
@@ -174,7 +175,9 @@ def profile_canary_audit(
     trainer = _check_trainer(trainer)
     X, y, n_classes = _validate_data(features, labels)
     R = _check_count("--models", n_runs, 4)
-    sequential = profile_sequential_design(R, confidence, looks=looks, spending=spending, first_look_runs=first_look_runs)
+    sequential = profile_sequential_design(
+        R, confidence, looks=looks, spending=spending, first_look_runs=first_look_runs
+    )
     eps, d = validate_claim(claimed_epsilon, delta, epsilon_flag="--claimed-epsilon", delta_flag="--delta")
     scales = tuple(float(v) for v in scales)
     one_class_values = tuple(float(v) for v in one_class_values)
@@ -184,8 +187,11 @@ def profile_canary_audit(
     designs = [("column", v) for v in scales] + [("one_class", v) for v in one_class_values]
     if not designs:
         raise AuditInputError("scales", "no canary design to audit: give a scale or a one-class value")
-    n_pilot = (max(4 * len(designs), R // 4) if n_pilot_runs is None
-               else _check_count("pilot runs", n_pilot_runs, 2 * len(designs)))
+    n_pilot = (
+        max(4 * len(designs), R // 4)
+        if n_pilot_runs is None
+        else _check_count("pilot runs", n_pilot_runs, 2 * len(designs))
+    )
     profile = claim_profile(eps, d, dpsgd)
     seeds = _distinct_seeds(seed, _STREAM_MODELS, n_pilot + R)
     coins = np.random.default_rng(np.random.SeedSequence([int(seed), _STREAM_COINS])).random(n_pilot + R) < 0.5
@@ -194,8 +200,9 @@ def profile_canary_audit(
     y_one_class = one_class_labels(y, label, n_classes)
 
     # (canary point, base point) of each design, made once: every run of a design uses the same.
-    canaries = {(kind, v): profile_canary(X, v) if kind == "column" else one_class_canary(X.shape[1], v)
-                for kind, v in designs}
+    canaries = {
+        (kind, v): profile_canary(X, v) if kind == "column" else one_class_canary(X.shape[1], v) for kind, v in designs
+    }
 
     def score(design, log_probs):
         return _centred_logit_gain(log_probs, label) if design[0] == "column" else _centred_logit(log_probs, label)
@@ -235,19 +242,26 @@ def profile_canary_audit(
                 rules[design], margins[design] = None, -math.inf
                 continue
             rules[design], margins[design] = best_profile_rule(
-                _below_every_finite(d_in), _below_every_finite(d_out), profile, n_in, n_out, 1.0 - level)
+                _below_every_finite(d_in), _below_every_finite(d_out), profile, n_in, n_out, 1.0 - level
+            )
         return auc, rules, margins, sizes
 
     def look(index: int, size: int, level: float):
         # Pilot runs grow with the look (a quarter of its size), so the rule of a late look is chosen on as many
         # pilot runs as the fixed design's; the audited runs tested here never served as pilots.
         final = size == R
-        n_piloted = n_pilot if final else min(n_pilot, max(min(n_pilot, 4 * len(designs)), math.ceil(n_pilot * size / R)))
+        n_piloted = (
+            n_pilot if final else min(n_pilot, max(min(n_pilot, 4 * len(designs)), math.ceil(n_pilot * size / R)))
+        )
         if n_piloted > len(pilot_scores):
             new = range(len(pilot_scores), n_piloted)
             plan = [pilot_designs[i] for i in new]
-            pilot_scores.extend(score(design, lp) for design, lp in zip(plan, _train_many(
-                runner, trainer, jobs(plan, coins[list(new)], [seeds[i] for i in new]))))
+            pilot_scores.extend(
+                score(design, lp)
+                for design, lp in zip(
+                    plan, _train_many(runner, trainer, jobs(plan, coins[list(new)], [seeds[i] for i in new]))
+                )
+            )
         auc, rules, margins, sizes = pilot_rules(n_piloted, size, level)
         chosen = choose_profile_design(margins, sizes, preferred=preferred)
         rule = rules[chosen]
@@ -256,14 +270,24 @@ def profile_canary_audit(
         done = int(sum(design is not None for design in audited_design))
         if size > done:  # the new audited runs carry the canary design chosen now
             new = range(done, size)
-            for i, lp in zip(new, _train_many(runner, trainer, jobs([chosen] * len(new), audited_coins[done:size],
-                                                                    [seeds[n_pilot + i] for i in new]))):
+            for i, lp in zip(
+                new,
+                _train_many(
+                    runner,
+                    trainer,
+                    jobs([chosen] * len(new), audited_coins[done:size], [seeds[n_pilot + i] for i in new]),
+                ),
+            ):
                 audited_scores[i], audited_design[i] = score(chosen, lp), chosen
         # Only the runs of the chosen design are tested with its rule (a design never changes within a run).
         tested = np.array([design == chosen for design in audited_design[:size]])
         coins_tested = audited_coins[:size][tested]
         s_in, s_out = audited_scores[:size][tested][coins_tested], audited_scores[:size][tested][~coins_tested]
-        details = {"pilot_runs": int(n_piloted), "design": f"{chosen[0]} {chosen[1]:g}", "runs_tested": int(tested.sum())}
+        details = {
+            "pilot_runs": int(n_piloted),
+            "design": f"{chosen[0]} {chosen[1]:g}",
+            "runs_tested": int(tested.sum()),
+        }
         if rule is None or s_in.size == 0 or s_out.size == 0:
             if final:  # the last look must decide: a verdict never rests on an interim look's test
                 raise AuditInputError("--models", "too few runs of the chosen canary design on one side; use more runs")
@@ -271,8 +295,17 @@ def profile_canary_audit(
         test = profile_test(s_in, s_out, rule, profile, 1.0 - level)
         # Refuted at this look's level; the audit's confidence is the family-wise one (the levels add up to α).
         test.update(look=index + 1, look_level=float(level), confidence=float(confidence))
-        last.update(test=test, chosen=chosen, auc=auc, margins=margins, n_piloted=n_piloted, size=size,
-                    scores=audited_scores[:size][tested], coins=coins_tested, level=level)
+        last.update(
+            test=test,
+            chosen=chosen,
+            auc=auc,
+            margins=margins,
+            n_piloted=n_piloted,
+            size=size,
+            scores=audited_scores[:size][tested],
+            coins=coins_tested,
+            level=level,
+        )
         return test["p_value"], details
 
     with _pool_for(trainer, pool, workers, timeout) as runner:
@@ -285,8 +318,9 @@ def profile_canary_audit(
     # have refuted the claim had it run to the end (an early refutation needs no ceiling).
     plan_in, plan_out = int(audited_coins.sum()), int((~audited_coins).sum())
     ceiling_point = tangent_test_ceiling(profile, plan_in, plan_out, 1.0 - sequential.levels[-1])
-    bound = epsilon_lower_bound_from_counts(test["false_positives"], n_out, test["false_negatives"], n_in, d,
-                                            look_confidence)
+    bound = epsilon_lower_bound_from_counts(
+        test["false_positives"], n_out, test["false_negatives"], n_in, d, look_confidence
+    )
     try:
         one_run = epsilon_lower_bound_one_run(_below_every_finite(scores), used_coins, d, confidence)
         one_run_bound, one_run_details = float(one_run.epsilon), one_run.details
@@ -296,15 +330,16 @@ def profile_canary_audit(
     point, _ = canaries[chosen]
     runs_used = outcome.size_used + last["n_piloted"]
     verdict = profile_verdict(test, ceiling_point, claimed_epsilon=eps, delta=d, n_runs=R)
-    verdict["reasons"].append(f"{outcome.reason('audited runs')}; {runs_used:,} of {R + n_pilot:,} planned training "
-                              f"runs used (pilot included); family-wise confidence {confidence:.0%} over the looks")
+    verdict["reasons"].append(
+        f"{outcome.reason('audited runs')}; {runs_used:,} of {R + n_pilot:,} planned training "
+        f"runs used (pilot included); family-wise confidence {confidence:.0%} over the looks"
+    )
     return {
         "audit": "canary, independent runs tested against the claim's privacy profile (trade-off curve)",
         "trainer": _trainer_name(trainer),
         "canary_kind": "out_of_distribution",
         "canary_design": _PROFILE_DESIGN_TEXT[chosen[0]],
-        "canary": {"label": label, "design": chosen[0], "setting": chosen[1],
-                   "value": float(point[-1])},
+        "canary": {"label": label, "design": chosen[0], "setting": chosen[1], "value": float(point[-1])},
         "canary_inserted": bool(insert_canary),
         "n_runs": int(outcome.size_used),
         "n_runs_planned": R,
@@ -323,8 +358,9 @@ def profile_canary_audit(
             "looks_taken": outcome.looks,
         },
         "pilot_auc_by_design": {f"{kind} {v:g}": a for (kind, v), a in last["auc"].items()},
-        "pilot_margin_by_design": {f"{kind} {v:g}": (m if math.isfinite(m) else None)
-                                   for (kind, v), m in last["margins"].items()},
+        "pilot_margin_by_design": {
+            f"{kind} {v:g}": (m if math.isfinite(m) else None) for (kind, v), m in last["margins"].items()
+        },
         "auc": _auc(scores, used_coins),
         "n_training_records": int(X.shape[0]),
         "seed": int(seed),
@@ -334,8 +370,10 @@ def profile_canary_audit(
         "profile_ceiling": ceiling_point,
         "claimed_epsilon": eps,
         "epsilon_lower_bound": float(bound),
-        "epsilon_lower_bound_label": ("(ε, δ) Clopper-Pearson bound at the claim's δ, same rule and counts, at the "
-                                      f"deciding look's confidence ({look_confidence:.4g})"),
+        "epsilon_lower_bound_label": (
+            "(ε, δ) Clopper-Pearson bound at the claim's δ, same rule and counts, at the "
+            f"deciding look's confidence ({look_confidence:.4g})"
+        ),
         "one_run_epsilon_lower_bound": one_run_bound,
         "one_run_details": one_run_details,
         "fdp_one_run": fdp,
@@ -345,15 +383,24 @@ def profile_canary_audit(
     }
 
 
-def profile_sequential_design(n_runs: int, confidence: float = 0.95, *, looks: int = DEFAULT_LOOKS,
-                              spending: str = "haybittle-peto", first_look_runs: int | None = None
-                              ) -> GroupSequentialDesign:
+def profile_sequential_design(
+    n_runs: int,
+    confidence: float = 0.95,
+    *,
+    looks: int = DEFAULT_LOOKS,
+    spending: str = "haybittle-peto",
+    first_look_runs: int | None = None,
+) -> GroupSequentialDesign:
     """The looks of a profile audit of `n_runs` audited runs, declared before the first run (the CLI prints it):
     the planned size halved up to `looks` − 1 times, no look below FIRST_LOOK_RUNS audited runs, α = 1 − confidence
     split by `spending` (`audit.statistics.sequential`). `looks=1` is the fixed-size audit at the full level."""
     looks = _check_count("--looks", looks, 1)
     if spending not in SPENDING:
         raise AuditInputError("--spending", f"expected one of {', '.join(SPENDING)}, got {spending!r}")
-    return group_sequential_design(int(n_runs), 1.0 - float(confidence), max_looks=looks,
-                                   first_at_least=FIRST_LOOK_RUNS if first_look_runs is None else int(first_look_runs),
-                                   spending=spending)
+    return group_sequential_design(
+        int(n_runs),
+        1.0 - float(confidence),
+        max_looks=looks,
+        first_at_least=FIRST_LOOK_RUNS if first_look_runs is None else int(first_look_runs),
+        spending=spending,
+    )

@@ -1,5 +1,6 @@
 """Membership scores of canaries from a model's log class probabilities (pure functions): scaled
 logits, gains over a base point, per-canary standardisation, AUC, and the one-run f-DP report."""
+
 from __future__ import annotations
 
 import math
@@ -33,8 +34,9 @@ def canary_scores(model, points: np.ndarray, labels: np.ndarray, statistic: str 
     """
     if statistic not in STATISTICS:
         raise AuditInputError("statistic", f"expected one of {', '.join(STATISTICS)}, got {statistic!r}")
-    return scores_from_log_probabilities(_log_probabilities(model, np.asarray(points, dtype=np.float32)),
-                                         labels, statistic)
+    return scores_from_log_probabilities(
+        _log_probabilities(model, np.asarray(points, dtype=np.float32)), labels, statistic
+    )
 
 
 def scores_from_log_probabilities(log_probs: np.ndarray, labels, statistic: str = "scaled_logit") -> np.ndarray:
@@ -64,7 +66,7 @@ def _gains(log_probs: np.ndarray, canary_labels: np.ndarray) -> np.ndarray:
     """Per canary: scaled logit of its label at the canary minus the same at the base point."""
     J = canary_labels.size
     at_canary = scores_from_log_probabilities(log_probs[:J], canary_labels)
-    at_base = scores_from_log_probabilities(np.repeat(log_probs[J:J + 1], J, axis=0), canary_labels)
+    at_base = scores_from_log_probabilities(np.repeat(log_probs[J : J + 1], J, axis=0), canary_labels)
     with np.errstate(invalid="ignore"):
         gain = at_canary - at_base
     return np.where(np.isnan(gain), -np.inf, gain)
@@ -129,8 +131,9 @@ def _fdp_one_run(scores: np.ndarray, coins: np.ndarray, profile, delta: float, c
     from audit.statistics.fdp_one_run import fdp_one_run_audit
 
     try:
-        return fdp_one_run_audit(_below_every_finite(np.ravel(scores)), np.ravel(coins), profile, delta=delta,
-                                 confidence=confidence)
+        return fdp_one_run_audit(
+            _below_every_finite(np.ravel(scores)), np.ravel(coins), profile, delta=delta, confidence=confidence
+        )
     except ValueError as exc:
         return {"error": str(exc)}
 

@@ -1,5 +1,6 @@
 """Running the user's trainer for the canary audits: isolated worker tasks (train once, return log
 class probabilities at the scored points), the pool, seeds, and input checks made before any run."""
+
 from __future__ import annotations
 
 import sys
@@ -34,8 +35,9 @@ def _load_trainer(trainer: str | Callable) -> Callable:
     return _check_trainer(trainer)
 
 
-def train_and_score_task(trainer: str | Callable, X: np.ndarray, y: np.ndarray, seed: int,
-                         points: np.ndarray) -> np.ndarray:
+def train_and_score_task(
+    trainer: str | Callable, X: np.ndarray, y: np.ndarray, seed: int, points: np.ndarray
+) -> np.ndarray:
     """A worker task: train the user's model once on (X, y) with `seed`, return its (n_points, C)
     log class probabilities at `points` (plain float64: the model never leaves the worker)."""
     function = _load_trainer(trainer)
@@ -51,24 +53,34 @@ def _check_model_output(log_probs: np.ndarray, n_classes: int) -> None:
     NaN probabilities, infinite logits or extra classes would silently score as "no membership
     signal" and let a broken trainer pass (exit 2 instead, naming what was wrong)."""
     if log_probs.shape[1] != n_classes:
-        raise AuditInputError("--trainer", f"the returned model outputs {log_probs.shape[1]} classes but its "
-                              f"training labels have {n_classes} (0..{n_classes - 1})")
+        raise AuditInputError(
+            "--trainer",
+            f"the returned model outputs {log_probs.shape[1]} classes but its "
+            f"training labels have {n_classes} (0..{n_classes - 1})",
+        )
     bad = ~np.isfinite(log_probs) & ~np.isneginf(log_probs)  # p = 0 (log −inf) is a valid probability
     if bad.any() or np.isneginf(log_probs).all(axis=1).any():
-        raise AuditInputError("--trainer", f"the returned model's outputs are not finite probabilities at "
-                              f"{int(bad.any(axis=1).sum() or 1)} of {log_probs.shape[0]} points (NaN or infinite logits)")
+        raise AuditInputError(
+            "--trainer",
+            f"the returned model's outputs are not finite probabilities at "
+            f"{int(bad.any(axis=1).sum() or 1)} of {log_probs.shape[0]} points (NaN or infinite logits)",
+        )
     total = np.exp(log_probs).sum(axis=1)
     if not np.allclose(total, 1.0, atol=1e-3):
-        raise AuditInputError("--trainer", "the returned model's predict_proba rows do not sum to 1 "
-                              f"(e.g. {float(total[np.argmax(np.abs(total - 1))]):.4g})")
+        raise AuditInputError(
+            "--trainer",
+            "the returned model's predict_proba rows do not sum to 1 "
+            f"(e.g. {float(total[np.argmax(np.abs(total - 1))]):.4g})",
+        )
 
 
 def declared_claim_task(trainer: str | Callable) -> tuple[Any, str]:
     """A worker task: the trainer's CLAIM as plain data (numbers and strings only), and where it was."""
     declared, where = declared_claim(_load_trainer(trainer))
     if isinstance(declared, dict):
-        declared = {str(k): (v if isinstance(v, (bool, int, float, str, type(None))) else repr(v))
-                    for k, v in declared.items()}
+        declared = {
+            str(k): (v if isinstance(v, (bool, int, float, str, type(None))) else repr(v)) for k, v in declared.items()
+        }
     elif declared is not None and not isinstance(declared, (bool, int, float, str)):
         declared = repr(declared)
     return declared, where
@@ -113,7 +125,9 @@ def _log_probabilities(model, X: np.ndarray) -> np.ndarray:
     except AuditInputError:
         raise
     except Exception as exc:
-        raise AuditInputError("--trainer", f"the returned torch model failed on the canary: {type(exc).__name__}: {exc}") from None
+        raise AuditInputError(
+            "--trainer", f"the returned torch model failed on the canary: {type(exc).__name__}: {exc}"
+        ) from None
     if callable(getattr(model, "logits", None)):
         source, fn = "logits", model.logits
     elif callable(getattr(model, "predict_proba", None)):
@@ -129,7 +143,9 @@ def _log_probabilities(model, X: np.ndarray) -> np.ndarray:
     except Exception as exc:
         raise AuditInputError("--trainer", f"model.{source}(features) raised {type(exc).__name__}: {exc}") from None
     if out.ndim != 2 or out.shape[0] != X.shape[0]:
-        raise AuditInputError("--trainer", f"model.{source}(features) returned shape {out.shape}, expected ({X.shape[0]}, classes)")
+        raise AuditInputError(
+            "--trainer", f"model.{source}(features) returned shape {out.shape}, expected ({X.shape[0]}, classes)"
+        )
     if source == "logits":
         return special.log_softmax(out, axis=1)
     with np.errstate(divide="ignore"):
@@ -156,7 +172,9 @@ def _pilot_labels(pool, trainer, X_base, y_base, points, exclude, pilot_seeds, n
     points = np.asarray(points, dtype=np.float32)
     for log_probs in _train_many(pool, trainer, [(X_base, y_base, s, points) for s in pilot_seeds]):
         if log_probs.shape[1] < n_classes:
-            raise AuditInputError("--trainer", f"the model outputs {log_probs.shape[1]} classes, the labels have {n_classes}")
+            raise AuditInputError(
+                "--trainer", f"the model outputs {log_probs.shape[1]} classes, the labels have {n_classes}"
+            )
         per_pilot.append(np.nan_to_num(log_probs[:, :n_classes], nan=0.0, neginf=-1e300))
     median = np.median(np.stack(per_pilot), axis=0)
     if exclude is not None:
@@ -189,8 +207,11 @@ def _check_canary_memory(mode: str, n_models: int, n_canaries: int, n_rows: int)
     needed = runs * max(per_run, 1) * _BYTES_PER_SCORE + n_rows * _BYTES_PER_ROW * 8
     if mode == "one-run":
         needed = n_canaries * _BYTES_PER_SCORE + (n_rows + n_canaries) * _BYTES_PER_ROW * 8
-    check_memory(needed, "--models" if mode != "one-run" else "--canaries",
-                 f"canary-audit --mode {mode} with {n_models:,} runs, {n_canaries:,} canaries and {n_rows:,} rows")
+    check_memory(
+        needed,
+        "--models" if mode != "one-run" else "--canaries",
+        f"canary-audit --mode {mode} with {n_models:,} runs, {n_canaries:,} canaries and {n_rows:,} rows",
+    )
 
 
 def _check_trainer(trainer):

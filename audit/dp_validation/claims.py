@@ -3,9 +3,9 @@
 A claim is either {epsilon, delta} or a DP-SGD configuration {noise_multiplier, sample_rate, steps,
 delta}, whose ε is the tight PLD accountant's. Shared by the canary and mechanism audits.
 """
+
 from __future__ import annotations
 
-import math
 import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -17,8 +17,9 @@ from audit.statistics.accountants import DPSGDEvent, epsilon_pld
 __all__ = ["PrivacyClaim", "claim_from_declaration", "declared_claim", "resolve_claim", "validate_claim"]
 
 
-def validate_claim(claimed_epsilon, delta, *, epsilon_flag: str = "claimed_epsilon",
-                   delta_flag: str = "delta") -> tuple[float, float]:
+def validate_claim(
+    claimed_epsilon, delta, *, epsilon_flag: str = "claimed_epsilon", delta_flag: str = "delta"
+) -> tuple[float, float]:
     """(ε, δ) as floats; ε must be finite and > 0, δ in [0, 1). AuditInputError otherwise.
 
     Strict types (a CLAIM is input like any other): "4.5" and True are not numbers."""
@@ -31,9 +32,6 @@ def validate_claim(claimed_epsilon, delta, *, epsilon_flag: str = "claimed_epsil
     if not (0 <= d < 1):
         raise AuditInputError(delta_flag, f"must be in [0, 1), got {shorten(delta, 40)}")
     return eps, d
-
-
-
 
 
 @dataclass(frozen=True)
@@ -88,8 +86,7 @@ def _claim_from_dict(claim: Any, where: str, delta_override: float | None) -> Pr
         return PrivacyClaim(eps, d, where)
     raise AuditInputError(
         where,
-        "expected keys {epsilon, delta} or {noise_multiplier, sample_rate, steps, delta}, "
-        f"got {sorted(keys)}",
+        f"expected keys {{epsilon, delta}} or {{noise_multiplier, sample_rate, steps, delta}}, got {sorted(keys)}",
     )
 
 
@@ -105,8 +102,9 @@ def declared_claim(trainer: Callable) -> tuple[Any, str]:
     return declared, where
 
 
-def claim_from_declaration(declared: Any, where: str | None, *, claimed_epsilon: float | None = None,
-                           delta: float | None = None) -> PrivacyClaim:
+def claim_from_declaration(
+    declared: Any, where: str | None, *, claimed_epsilon: float | None = None, delta: float | None = None
+) -> PrivacyClaim:
     """The claim to audit: explicit `claimed_epsilon` (+ `delta`) first, else the `declared` CLAIM
     (found at `where`). AuditInputError when there is none."""
     if claimed_epsilon is not None:
@@ -114,7 +112,9 @@ def claim_from_declaration(declared: Any, where: str | None, *, claimed_epsilon:
             if isinstance(declared, dict) and "delta" in declared:
                 delta = declared["delta"]
             else:
-                raise AuditInputError("delta", "required with --claimed-epsilon (the trainer declares no CLAIM with a delta)")
+                raise AuditInputError(
+                    "delta", "required with --claimed-epsilon (the trainer declares no CLAIM with a delta)"
+                )
         eps, d = validate_claim(claimed_epsilon, delta)
         return PrivacyClaim(eps, d, "--claimed-epsilon/--delta")
     if declared is None:
@@ -126,8 +126,9 @@ def claim_from_declaration(declared: Any, where: str | None, *, claimed_epsilon:
     return _claim_from_dict(declared, where or "CLAIM", delta)
 
 
-def resolve_claim(trainer: Callable | None = None, *, claimed_epsilon: float | None = None,
-                  delta: float | None = None) -> PrivacyClaim:
+def resolve_claim(
+    trainer: Callable | None = None, *, claimed_epsilon: float | None = None, delta: float | None = None
+) -> PrivacyClaim:
     """The claim to audit: explicit `claimed_epsilon` (+ `delta`) first, else the trainer's CLAIM
     (an attribute of the function, else of its module). AuditInputError when there is none."""
     declared, where = declared_claim(trainer) if trainer is not None else (None, None)

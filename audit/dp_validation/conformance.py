@@ -29,6 +29,7 @@ sample_rate, steps, delta}`, `max_grad_norm`, `sample_batches(n, rng) -> list of
 The family-wise false-alarm rate of all checks together is `alpha` (Bonferroni); each check
 reports its measured value, the expected one and its p-value or interval.
 """
+
 from __future__ import annotations
 
 import math
@@ -37,14 +38,22 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from audit.conformance.opacus_objects import check as _check, inclusion_check as _inclusion_check  # the shared core
+from audit.conformance.opacus_objects import check as _check  # the shared core
+from audit.conformance.opacus_objects import inclusion_check as _inclusion_check
 from audit.errors import AuditInputError
 from audit.machinery.workers import user_code
 
 __all__ = ["CHECKS", "conformance_checks", "conformance_task", "run_conformance"]
 
-CHECKS = ("steps", "sampling_rate", "poisson_sampling", "independent_inclusion", "noise_std", "noise_independence",
-          "per_example_clipping")
+CHECKS = (
+    "steps",
+    "sampling_rate",
+    "poisson_sampling",
+    "independent_inclusion",
+    "noise_std",
+    "noise_independence",
+    "per_example_clipping",
+)
 N_RECORDS = 256
 SAMPLING_REPEATS = 50
 NOISE_DRAWS_PER_STEP = 50
@@ -55,7 +64,9 @@ HUGE_NORM = 1e6
 def _claim_of(recipe) -> tuple[float, float, int, float, float]:
     claim = getattr(recipe, "CLAIM", None)
     if not isinstance(claim, dict) or not {"noise_multiplier", "sample_rate", "steps", "delta"} <= set(claim):
-        raise AuditInputError("--trainer", "a step-function trainer needs CLAIM = {noise_multiplier, sample_rate, steps, delta}")
+        raise AuditInputError(
+            "--trainer", "a step-function trainer needs CLAIM = {noise_multiplier, sample_rate, steps, delta}"
+        )
     from audit.machinery.input_files import check_number
 
     where = "--trainer: CLAIM"  # validated like any input: no coercion of "4.5", 20.9 steps or δ = True
@@ -80,13 +91,17 @@ def _privatize(recipe, grads, rng, step) -> np.ndarray:
     try:
         flat = np.concatenate([np.asarray(out[k], dtype=np.float64).ravel() for k in grads])
     except (TypeError, ValueError) as exc:
-        raise AuditInputError("--trainer", f"privatize_gradients returned values that are not arrays of numbers ({str(exc)[:120]})") from None
+        raise AuditInputError(
+            "--trainer", f"privatize_gradients returned values that are not arrays of numbers ({str(exc)[:120]})"
+        ) from None
     if not np.all(np.isfinite(flat)):  # NaN / inf noise: the trainer's fault, never a crash of the checks
         raise AuditInputError("--trainer", f"privatize_gradients returned NaN or infinite values at step {step}")
     return flat
 
 
-def conformance_checks(recipe, *, seed: int = 0, alpha: float = 0.01, n_records: int = N_RECORDS) -> list[dict[str, Any]]:
+def conformance_checks(
+    recipe, *, seed: int = 0, alpha: float = 0.01, n_records: int = N_RECORDS
+) -> list[dict[str, Any]]:
     """Run every check of the module docstring on `recipe`; family-wise false-alarm rate `alpha`."""
     sigma, q, T, _, C = _claim_of(recipe)
     a = alpha / len(CHECKS)
@@ -101,30 +116,59 @@ def conformance_checks(recipe, *, seed: int = 0, alpha: float = 0.01, n_records:
         counts.append(len(batches))
         joined = np.concatenate(batches).astype(np.int64) if batches else np.zeros(0, np.int64)
         if joined.size and (joined.min() < 0 or joined.max() >= n_records):
-            raise AuditInputError("--trainer", f"sample_batches(n={n_records}, rng) returned an index outside "
-                                               f"[0, {n_records}): {int(joined.min())}..{int(joined.max())}")
+            raise AuditInputError(
+                "--trainer",
+                f"sample_batches(n={n_records}, rng) returned an index outside "
+                f"[0, {n_records}): {int(joined.min())}..{int(joined.max())}",
+            )
         inclusions.append((len(batches), np.bincount(joined, minlength=n_records)))
         for batch in batches:
             sizes.append(batch.size)
             duplicates += int(batch.size != np.unique(batch).size)
-    results.append(_check("steps", all(c == T for c in counts), int(max(counts)), T,
-                          f"batches per training over {SAMPLING_REPEATS} draws: {sorted(set(counts))}"))
+    results.append(
+        _check(
+            "steps",
+            all(c == T for c in counts),
+            int(max(counts)),
+            T,
+            f"batches per training over {SAMPLING_REPEATS} draws: {sorted(set(counts))}",
+        )
+    )
     sizes = np.asarray(sizes, dtype=float)
     mean, expected_mean = sizes.mean(), n_records * q
     binom_var = n_records * q * (1 - q)
-    z = (mean - expected_mean) / math.sqrt(binom_var / sizes.size) if binom_var > 0 else (0.0 if mean == expected_mean else math.inf)
+    z = (
+        (mean - expected_mean) / math.sqrt(binom_var / sizes.size)
+        if binom_var > 0
+        else (0.0 if mean == expected_mean else math.inf)
+    )
     p_rate = 2 * stats.norm.sf(abs(z))
-    results.append(_check("sampling_rate", p_rate > a, float(mean / n_records), q,
-                          f"mean batch {mean:.2f} of n = {n_records} over {sizes.size} batches (z = {z:.2f})", p_rate))
+    results.append(
+        _check(
+            "sampling_rate",
+            p_rate > a,
+            float(mean / n_records),
+            q,
+            f"mean batch {mean:.2f} of n = {n_records} over {sizes.size} batches (z = {z:.2f})",
+            p_rate,
+        )
+    )
     if binom_var > 0:
         statistic = (sizes.size - 1) * sizes.var(ddof=1) / binom_var
         cdf = stats.chi2.cdf(statistic, sizes.size - 1)
         p_disp = 2 * min(cdf, 1 - cdf)
     else:
         p_disp = 1.0 if sizes.var() == 0 else 0.0
-    results.append(_check("poisson_sampling", p_disp > a and duplicates == 0, float(sizes.var(ddof=1)), binom_var,
-                          f"batch-size variance vs Binomial(n, q)'s n·q·(1−q); {duplicates} batch(es) with a repeated index",
-                          p_disp))
+    results.append(
+        _check(
+            "poisson_sampling",
+            p_disp > a and duplicates == 0,
+            float(sizes.var(ddof=1)),
+            binom_var,
+            f"batch-size variance vs Binomial(n, q)'s n·q·(1−q); {duplicates} batch(es) with a repeated index",
+            p_disp,
+        )
+    )
     results.append(_inclusion_check(inclusions, q, a))
 
     # Noise: zero gradients, one expected-size batch, every step.
@@ -140,21 +184,40 @@ def conformance_checks(recipe, *, seed: int = 0, alpha: float = 0.01, n_records:
         cdf = stats.chi2.cdf(statistic, N)
         worst_p = min(worst_p, 2 * min(cdf, 1 - cdf))
         ratios.append(math.sqrt(statistic / N))
-    results.append(_check("noise_std", worst_p > per_step_a, {"min": min(ratios), "max": max(ratios)}, 1.0,
-                          f"measured std / (σ·C = {sigma * C:g}) over {T} steps × {NOISE_DRAWS_PER_STEP} draws "
-                          f"(chi-square, Bonferroni over steps); smallest p = {worst_p:.2g}", worst_p * T))
+    results.append(
+        _check(
+            "noise_std",
+            worst_p > per_step_a,
+            {"min": min(ratios), "max": max(ratios)},
+            1.0,
+            f"measured std / (σ·C = {sigma * C:g}) over {T} steps × {NOISE_DRAWS_PER_STEP} draws "
+            f"(chi-square, Bonferroni over steps); smallest p = {worst_p:.2g}",
+            worst_p * T,
+        )
+    )
 
     # Independence: the same step with two different generators.
     rng_a, rng_b = np.random.default_rng(streams[2]), np.random.default_rng(streams[3])
     draws_a = np.concatenate([_privatize(recipe, zeros, rng_a, 0) for _ in range(NOISE_DRAWS_PER_STEP)])
     draws_b = np.concatenate([_privatize(recipe, zeros, rng_b, 0) for _ in range(NOISE_DRAWS_PER_STEP)])
     if draws_a.std() == 0 or draws_b.std() == 0:
-        r, p_ind = (1.0 if np.array_equal(draws_a, draws_b) else 0.0), (0.0 if np.array_equal(draws_a, draws_b) else 1.0)
+        r, p_ind = (
+            (1.0 if np.array_equal(draws_a, draws_b) else 0.0),
+            (0.0 if np.array_equal(draws_a, draws_b) else 1.0),
+        )
     else:
         r = float(np.corrcoef(draws_a, draws_b)[0, 1])
         p_ind = 2 * stats.norm.sf(abs(r) * math.sqrt(draws_a.size))
-    results.append(_check("noise_independence", p_ind > a, r, 0.0,
-                          "correlation of the noise drawn with two different generators (a reused seed gives 1)", p_ind))
+    results.append(
+        _check(
+            "noise_independence",
+            p_ind > a,
+            r,
+            0.0,
+            "correlation of the noise drawn with two different generators (a reused seed gives 1)",
+            p_ind,
+        )
+    )
 
     # Clipping: one huge example over both tensors, an expected-size batch of zeros otherwise.
     rng = np.random.default_rng(streams[4])
@@ -169,9 +232,17 @@ def conformance_checks(recipe, *, seed: int = 0, alpha: float = 0.01, n_records:
     se = float(projections.std(ddof=1) / math.sqrt(CLIPPING_DRAWS)) or 1e-12
     z_clip = (mean_proj - C) / se
     p_clip = float(stats.norm.sf(z_clip))
-    results.append(_check("per_example_clipping", p_clip > a, mean_proj, C,
-                          f"mean movement along one example's gradient of norm {HUGE_NORM:g}·C, "
-                          f"{CLIPPING_DRAWS} draws (one-sided z = {z_clip:.1f} against ≤ C)", p_clip))
+    results.append(
+        _check(
+            "per_example_clipping",
+            p_clip > a,
+            mean_proj,
+            C,
+            f"mean movement along one example's gradient of norm {HUGE_NORM:g}·C, "
+            f"{CLIPPING_DRAWS} draws (one-sided z = {z_clip:.1f} against ≤ C)",
+            p_clip,
+        )
+    )
     return results
 
 
@@ -186,16 +257,24 @@ def conformance_task(trainer, seed: int, alpha: float) -> list[dict[str, Any]]:
         return conformance_checks(trainer, seed=seed, alpha=alpha)
 
 
-def run_conformance(trainer, *, seed: int = 0, alpha: float = 0.01, timeout: float | None = 600.0,
-                    pool=None) -> dict[str, Any]:
+def run_conformance(
+    trainer, *, seed: int = 0, alpha: float = 0.01, timeout: float | None = 600.0, pool=None
+) -> dict[str, Any]:
     """`privacy-audit conformance`: the checks in an isolated worker; `verdict` fail if any fails."""
     if not (0 < alpha < 1):
         raise AuditInputError("--alpha", f"must be in (0, 1), got {alpha!r}")
     if pool is None:
         from audit.machinery.workers import run_isolated
 
-        checks = run_isolated(conformance_task, trainer, int(seed), float(alpha), name="--trainer", timeout=timeout,
-                              what=f"trainer {trainer}")
+        checks = run_isolated(
+            conformance_task,
+            trainer,
+            int(seed),
+            float(alpha),
+            name="--trainer",
+            timeout=timeout,
+            what=f"trainer {trainer}",
+        )
     else:
         (checks,) = pool.map(conformance_task, [(trainer, int(seed), float(alpha))])
     failed = [c for c in checks if not c["passed"]]
@@ -209,8 +288,12 @@ def run_conformance(trainer, *, seed: int = 0, alpha: float = 0.01, timeout: flo
         "passed": not failed,
         "violation": bool(failed),
         "verdict": {
-            "status": status, "passed": not failed, "decided_by": "built-in checks",
-            "reasons": [f"{c['check']} failed: {c['detail']} (measured {c['value']}, expected {c['expected']})"
-                        for c in failed] or [f"all {len(checks)} checks passed (family-wise α = {alpha:g})"],
+            "status": status,
+            "passed": not failed,
+            "decided_by": "built-in checks",
+            "reasons": [
+                f"{c['check']} failed: {c['detail']} (measured {c['value']}, expected {c['expected']})" for c in failed
+            ]
+            or [f"all {len(checks)} checks passed (family-wise α = {alpha:g})"],
         },
     }

@@ -29,6 +29,7 @@ disagreement fails the verdict, and `<out>/<timestamp>-whitebox-audit/whitebox-a
 written with its digest (the file `gate` and `ledger record` read). The hooks are removed on exit,
 with or without an exception; an exception writes nothing.
 """
+
 from __future__ import annotations
 
 import math
@@ -44,8 +45,14 @@ from audit.machinery.verdict import Check
 
 __all__ = ["OpacusAudit", "ParameterLedger", "loader_rate", "parameter_checks", "rows_check"]
 
-_DP_ATTRIBUTES = ("noise_multiplier", "max_grad_norm", "expected_batch_size", "original_optimizer", "pre_step",
-                  "step_hook")
+_DP_ATTRIBUTES = (
+    "noise_multiplier",
+    "max_grad_norm",
+    "expected_batch_size",
+    "original_optimizer",
+    "pre_step",
+    "step_hook",
+)
 
 
 def _shape(p) -> str:
@@ -102,10 +109,14 @@ class ParameterLedger:
                 for last, p in zip(self._last, self.dp):
                     last.copy_(p.detach())
                 return
-            why = ("stepped by the DP optimizer's inner (original) optimizer without a noisy step: a non-private "
-                   f"update ({type(opt).__name__}.step() called directly, or a pre_step that skipped the noise)")
+            why = (
+                "stepped by the DP optimizer's inner (original) optimizer without a noisy step: a non-private "
+                f"update ({type(opt).__name__}.step() called directly, or a pre_step that skipped the noise)"
+            )
         else:
-            why = f"updated by a second optimizer ({type(opt).__name__}) outside the DP optimizer: no clipping, no noise"
+            why = (
+                f"updated by a second optimizer ({type(opt).__name__}) outside the DP optimizer: no clipping, no noise"
+            )
         for group in opt.param_groups:
             for p in group["params"]:
                 if p.grad is not None:
@@ -115,41 +126,65 @@ class ParameterLedger:
         """Before a DP step: the DP parameters still hold what the last noisy step left."""
         for last, p in zip(self._last, self.dp):
             if not self.in_noisy_step and not torch_equal(last, p):
-                self.note(p, "changed between two noisy steps by something other than the DP optimizer "
-                             "(an in-place edit, a load_state_dict, another update rule)")
+                self.note(
+                    p,
+                    "changed between two noisy steps by something other than the DP optimizer "
+                    "(an in-place edit, a load_state_dict, another update rule)",
+                )
                 last.copy_(p.detach())
 
     def finish(self) -> None:
         self.check_untouched()
         for (name, p), start in zip(self.outside, self._start):
             if not torch_equal(start, p):
-                self.violations.setdefault(name, "changed during training but not privatised by the DP optimizer "
-                                                 "(frozen or outside the module given to make_private)")
+                self.violations.setdefault(
+                    name,
+                    "changed during training but not privatised by the DP optimizer "
+                    "(frozen or outside the module given to make_private)",
+                )
 
     def checks(self, subject: str) -> list[Check]:
         return parameter_checks(self.summary(), subject)
 
     def summary(self) -> dict[str, Any]:
-        return {"privatised": self.privatised, "frozen": self.frozen,
-                "not_privatised_unchanged": [n for n, _ in self.outside if n not in self.violations and n not in self.frozen],
-                "non_private_updates": [{"parameter": k, "why": v} for k, v in sorted(self.violations.items())]}
+        return {
+            "privatised": self.privatised,
+            "frozen": self.frozen,
+            "not_privatised_unchanged": [
+                n for n, _ in self.outside if n not in self.violations and n not in self.frozen
+            ],
+            "non_private_updates": [{"parameter": k, "why": v} for k, v in sorted(self.violations.items())],
+        }
 
 
 def parameter_checks(summary: dict[str, Any], subject: str) -> list[Check]:
     """The check `ParameterLedger.summary()` decides: failed when any parameter was updated by
     something other than the DP optimizer's noisy step, naming each."""
     frozen, updates = summary["frozen"], summary["non_private_updates"]
-    listed = (f"{len(summary['privatised'])} parameter tensor(s) privatised by the DP optimizer"
-              + (f"; frozen, unchanged: {', '.join(frozen)}" if frozen else "; none frozen"))
+    listed = f"{len(summary['privatised'])} parameter tensor(s) privatised by the DP optimizer" + (
+        f"; frozen, unchanged: {', '.join(frozen)}" if frozen else "; none frozen"
+    )
     assumption = "the accountant's ε covers only updates made by the DP optimizer's noisy step"
     if updates:
         named = "; ".join(f"{u['parameter']}: {u['why']}" for u in updates)
-        return [Check(subject, "every trainable parameter privatised",
-                      f"{len(updates)} parameter(s) updated by something other than the DP optimizer's noisy step — "
-                      f"{named} ({listed})", failed=True, assumption=assumption)]
-    return [Check(subject, "every trainable parameter privatised",
-                  f"every parameter that changed was updated only by the DP optimizer's noisy steps ({listed})",
-                  assumption=assumption)]
+        return [
+            Check(
+                subject,
+                "every trainable parameter privatised",
+                f"{len(updates)} parameter(s) updated by something other than the DP optimizer's noisy step — "
+                f"{named} ({listed})",
+                failed=True,
+                assumption=assumption,
+            )
+        ]
+    return [
+        Check(
+            subject,
+            "every trainable parameter privatised",
+            f"every parameter that changed was updated only by the DP optimizer's noisy steps ({listed})",
+            assumption=assumption,
+        )
+    ]
 
 
 # One-sided level of the rows check: far below the claim tests' α/2, so the verdict's family-wise
@@ -168,13 +203,22 @@ def rows_check(settings: dict[str, Any], n_records: int | None, subject: str) ->
     expected, sd = n_records * q, math.sqrt(n_records * q * (1 - q) / steps) if q < 1 else 0.0
     z = (mean - expected) / sd if sd > 0 else (0.0 if mean <= expected else math.inf)
     bad = z > ROWS_Z
-    return [Check(subject, "one Poisson batch per noisy step",
-                  (f"{mean:.1f} real rows per noisy step on average vs q·n = {expected:.1f} (z = {z:.1f}): each noise "
-                   f"privatised about {mean / expected:.1f} batches — several Poisson micro-batches accumulated into "
-                   "one noisy step, a true sampling rate above the q the accountant was told") if bad else
-                  f"{mean:.1f} real rows per noisy step on average vs q·n = {expected:.1f} (z = {z:.1f}, one-sided at "
-                  "1e-6)", failed=bad,
-                  assumption="the accountant's q is the rate at which a record joins one noisy step")]
+    return [
+        Check(
+            subject,
+            "one Poisson batch per noisy step",
+            (
+                f"{mean:.1f} real rows per noisy step on average vs q·n = {expected:.1f} (z = {z:.1f}): each noise "
+                f"privatised about {mean / expected:.1f} batches — several Poisson micro-batches accumulated into "
+                "one noisy step, a true sampling rate above the q the accountant was told"
+            )
+            if bad
+            else f"{mean:.1f} real rows per noisy step on average vs q·n = {expected:.1f} (z = {z:.1f}, one-sided at "
+            "1e-6)",
+            failed=bad,
+            assumption="the accountant's q is the rate at which a record joins one noisy step",
+        )
+    ]
 
 
 def torch_equal(a, b) -> bool:
@@ -205,19 +249,37 @@ class OpacusAudit:
     overrides the accountant's ε; `out` the folder that receives the result (None: nothing written);
     `extra_parameters` names released tensors outside `model`."""
 
-    def __init__(self, privacy_engine, optimizer, model=None, *, data_loader, claimed_epsilon: float | None = None,
-                 delta: float = 1e-5, out: str | Path | None = "runs", canaries: int | None = None,
-                 canary_kind: str = "auto", canary_scale: float = 1000.0, observe: str = "all",
-                 confidence: float = 0.95, seed: int = 0, tracking_uri: str | None = None, subject: str | None = None,
-                 extra_parameters: dict[str, Any] | None = None):
+    def __init__(
+        self,
+        privacy_engine,
+        optimizer,
+        model=None,
+        *,
+        data_loader,
+        claimed_epsilon: float | None = None,
+        delta: float = 1e-5,
+        out: str | Path | None = "runs",
+        canaries: int | None = None,
+        canary_kind: str = "auto",
+        canary_scale: float = 1000.0,
+        observe: str = "all",
+        confidence: float = 0.95,
+        seed: int = 0,
+        tracking_uri: str | None = None,
+        subject: str | None = None,
+        extra_parameters: dict[str, Any] | None = None,
+    ):
         from audit.dp_validation.claims import validate_claim
         from audit.dp_validation.one_run_result import CANARY_KINDS
         from audit.dp_validation.whitebox_audit import OBSERVATIONS
 
         missing = [a for a in _DP_ATTRIBUTES if not hasattr(optimizer, a)]
         if missing:
-            raise AuditInputError("optimizer", f"is not an Opacus DPOptimizer (no {', '.join(missing)}); pass the "
-                                  "optimizer PrivacyEngine.make_private returned")
+            raise AuditInputError(
+                "optimizer",
+                f"is not an Opacus DPOptimizer (no {', '.join(missing)}); pass the "
+                "optimizer PrivacyEngine.make_private returned",
+            )
         if observe not in OBSERVATIONS:
             raise AuditInputError("observe", f"expected one of {', '.join(OBSERVATIONS)}, got {observe!r}")
         if canary_kind not in CANARY_KINDS:
@@ -257,8 +319,15 @@ class OpacusAudit:
         m = canary_count_for(d) if self.n_canaries is None else int(self.n_canaries)
         self.q = loader_rate(self.loader)
         try:
-            self.canaries = make_canaries(d, m, kind=self.canary_kind, sample_rate=self.q, seed=self.seed,
-                                          scale=self.canary_scale, noise_multiplier=float(opt.noise_multiplier))
+            self.canaries = make_canaries(
+                d,
+                m,
+                kind=self.canary_kind,
+                sample_rate=self.q,
+                seed=self.seed,
+                scale=self.canary_scale,
+                noise_multiplier=float(opt.noise_multiplier),
+            )
         except ValueError as exc:
             raise AuditInputError("canaries", str(exc)) from None
         self.per_layer = isinstance(getattr(opt, "max_grad_norms", None), (list, tuple))
@@ -268,9 +337,12 @@ class OpacusAudit:
             self.canaries.max_rows = 10**9
         self.ghost = "FastGradientClipping" in type(opt).__name__
         if self.ghost and self.canaries.kind != "dirac":
-            raise AuditInputError("canaries", "ghost clipping keeps no per-sample gradients: only Dirac canaries can "
-                                  f"join its clipped sum, and {d} coordinates hold {m} of them at most "
-                                  f"{d // 10} (give canaries ≤ {d // 10}, or a larger model)")
+            raise AuditInputError(
+                "canaries",
+                "ghost clipping keeps no per-sample gradients: only Dirac canaries can "
+                f"join its clipped sum, and {d} coordinates hold {m} of them at most "
+                f"{d // 10} (give canaries ≤ {d // 10}, or a larger model)",
+            )
         self._step_hook, self._own_pre_step = opt.step_hook, vars(opt).get("pre_step")
         self.canaries.attach(opt)  # chains its observer before the accountant's hook
         observer = opt.step_hook
@@ -346,21 +418,39 @@ class OpacusAudit:
         settings = _opacus_settings(self.optimizer, self.loader, self.engine, self.noisy_steps, self.delta)
         settings["physical_steps"] = self.physical_steps
         settings["clipping"] = "per_layer" if self.per_layer else "flat"
-        settings["rows_per_noisy_step"] = (float(np.mean(self.rows_per_noisy_step))
-                                           if self.rows_per_noisy_step and not self.ghost else None)
+        settings["rows_per_noisy_step"] = (
+            float(np.mean(self.rows_per_noisy_step)) if self.rows_per_noisy_step and not self.ghost else None
+        )
         settings["grad_sample_mode"] = "ghost" if self.ghost else "per-sample"
         poisson = logical_sampler(self.loader)
         if poisson is not None:  # a BatchMemoryManager's loader: the logical batches are Poisson at q
             settings["sample_rate"], settings["poisson_sampling"] = float(poisson.sample_rate), True
-        return {"scores_all": c.scores("all"), "scores_final": c.scores("final"), "coins": c.coins.copy(),
-                "kind": c.kind, "m": c.m, "n_parameters": int(sum(p.numel() for p in self.ledger.dp)),
-                "canary_scale": self.canary_scale, "inserted": c.inserted, "as_rows": c.as_rows,
-                "clip_deviation": c.clip_deviation if c.kind == "dirac" else None,
-                "clip_checked_steps": c.clip_checked_steps, "steps": self.noisy_steps, "settings": settings,
-                "seconds": self.seconds, "cpu_seconds": self.cpu_seconds, "accuracy": None, "plain_seconds": None,
-                "plain_cpu_seconds": None, "plain_accuracy": None,
-                "score_all_kind": ("log-likelihood ratio of the claimed Bernoulli(q) mixture per step, summed"
-                                   if self.q < 1 else "sum over steps of the update's projection on the canary")}
+        return {
+            "scores_all": c.scores("all"),
+            "scores_final": c.scores("final"),
+            "coins": c.coins.copy(),
+            "kind": c.kind,
+            "m": c.m,
+            "n_parameters": int(sum(p.numel() for p in self.ledger.dp)),
+            "canary_scale": self.canary_scale,
+            "inserted": c.inserted,
+            "as_rows": c.as_rows,
+            "clip_deviation": c.clip_deviation if c.kind == "dirac" else None,
+            "clip_checked_steps": c.clip_checked_steps,
+            "steps": self.noisy_steps,
+            "settings": settings,
+            "seconds": self.seconds,
+            "cpu_seconds": self.cpu_seconds,
+            "accuracy": None,
+            "plain_seconds": None,
+            "plain_cpu_seconds": None,
+            "plain_accuracy": None,
+            "score_all_kind": (
+                "log-likelihood ratio of the claimed Bernoulli(q) mixture per step, summed"
+                if self.q < 1
+                else "sum over steps of the update's projection on the canary"
+            ),
+        }
 
     def finish(self, run: dict[str, Any] | None = None, *, write: bool = True) -> dict[str, Any]:
         """Decide the claim from this run (or `run`, observations with plain-run figures added) and
@@ -374,24 +464,47 @@ class OpacusAudit:
             raise AuditInputError("optimizer", "took no noisy step inside the audit: nothing was trained")
         scores = np.asarray(run[f"scores_{self.observe}"], dtype=float)
         if not np.all(np.isfinite(scores)):
-            raise AuditInputError("model", "the training produced NaN or infinite parameters; the audit needs finite "
-                                  "iterates")
+            raise AuditInputError(
+                "model", "the training produced NaN or infinite parameters; the audit needs finite iterates"
+            )
         skipped = run["settings"].get("physical_steps", run["steps"]) - run["steps"]
         extra_checks = self.ledger.checks(self.subject) + rows_check(run["settings"], self._records(), self.subject)
-        extra = {"parameters": self.ledger.summary(),
-                 "physical_steps": run["settings"].get("physical_steps", run["steps"]),
-                 "skipped_physical_steps": skipped}
-        self.result = one_run_result(run, subject=self.subject, factory=None, builtin=False, observe=self.observe,
-                                     delta=self.delta, claimed_epsilon=self.claimed_epsilon,
-                                     confidence=self.confidence, seed=self.seed, device=None,
-                                     extra_checks=extra_checks, extra=extra,
-                                     claim_flag="claimed_epsilon")
+        extra = {
+            "parameters": self.ledger.summary(),
+            "physical_steps": run["settings"].get("physical_steps", run["steps"]),
+            "skipped_physical_steps": skipped,
+        }
+        self.result = one_run_result(
+            run,
+            subject=self.subject,
+            factory=None,
+            builtin=False,
+            observe=self.observe,
+            delta=self.delta,
+            claimed_epsilon=self.claimed_epsilon,
+            confidence=self.confidence,
+            seed=self.seed,
+            device=None,
+            extra_checks=extra_checks,
+            extra=extra,
+            claim_flag="claimed_epsilon",
+        )
         if write and self.out is not None:
             from audit.cli.output import record_audit
 
             self.path, self.result = record_audit(
-                "whitebox-audit", self.result, Path(self.out), self.tracking_uri,
-                {"subject": self.subject, "mode": "one-run", "observe": self.observe,
-                 "canaries": self.result["canaries"]["m"], "seed": self.seed, "in_script": True})
+                "whitebox-audit",
+                self.result,
+                Path(self.out),
+                self.tracking_uri,
+                {
+                    "subject": self.subject,
+                    "mode": "one-run",
+                    "observe": self.observe,
+                    "canaries": self.result["canaries"]["m"],
+                    "seed": self.seed,
+                    "in_script": True,
+                },
+            )
         self.verdict = self.result["verdict"]
         return self.result

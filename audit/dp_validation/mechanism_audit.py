@@ -18,6 +18,7 @@ trial. If it also has an attribute `batched` with `mechanism.batched(data, rng, 
 outputs stacked on axis 0 (e.g. `value + rng.laplace(0, b, size=n)`), the audit calls that
 instead, once per dataset: 20 000 Laplace draws then cost microseconds instead of a Python loop.
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -29,9 +30,9 @@ import numpy as np
 from audit.dp_validation.claims import PrivacyClaim, resolve_claim, validate_claim
 from audit.dp_validation.mode_power import mechanism_power
 from audit.dp_validation.scope import apply_power, claim_verdict
-from audit.statistics.audit_ceilings import runs_needed_threshold_audit
 from audit.errors import AuditInputError
 from audit.machinery.progress import Progress, as_progress
+from audit.statistics.audit_ceilings import runs_needed_threshold_audit
 from audit.statistics.threshold_audit import threshold_audit, validate_confidence
 
 __all__ = [
@@ -108,7 +109,9 @@ def run_mechanism(mechanism: Callable, dataset, n_trials: int, rng: np.random.Ge
             raise AuditInputError(where, f"the mechanism returned outputs of different shapes {sorted(shapes)[:5]}")
         outputs = np.stack(collected)
     if not np.all(np.isfinite(outputs)):
-        raise AuditInputError(where, "the mechanism returned a non-finite output (NaN or ±inf); outputs must be finite numbers")
+        raise AuditInputError(
+            where, "the mechanism returned a non-finite output (NaN or ±inf); outputs must be finite numbers"
+        )
     return outputs
 
 
@@ -120,8 +123,9 @@ def _numeric(raw, where: str) -> np.ndarray:
     try:
         return np.asarray(raw, dtype=float)
     except (TypeError, ValueError, OverflowError) as exc:
-        raise AuditInputError(where, f"the mechanism's output is not numeric ({type(raw).__name__}: "
-                                     f"{' '.join(str(exc).split())[:120]})") from None
+        raise AuditInputError(
+            where, f"the mechanism's output is not numeric ({type(raw).__name__}: {' '.join(str(exc).split())[:120]})"
+        ) from None
 
 
 def _statistic_values(outputs: np.ndarray, statistic: Callable | None, where: str) -> np.ndarray:
@@ -204,9 +208,15 @@ def audit_mechanism(
         "positive": "dataset_b",
         **audit,
         "violation": bool(audit["epsilon_lower_bound"] > eps),
-        "verdict": claim_verdict(bound=audit["epsilon_lower_bound"], ceiling=audit["ceiling"], claimed_epsilon=eps,
-                                 delta=d, needed=runs_needed_threshold_audit(eps, d, conf),
-                                 unit="trials per dataset (--trials)", confidence=conf),
+        "verdict": claim_verdict(
+            bound=audit["epsilon_lower_bound"],
+            ceiling=audit["ceiling"],
+            claimed_epsilon=eps,
+            delta=d,
+            needed=runs_needed_threshold_audit(eps, d, conf),
+            unit="trials per dataset (--trials)",
+            confidence=conf,
+        ),
     }
 
 
@@ -230,7 +240,8 @@ def _resolve_datasets(mechanism: Callable, datasets, flag: str = "DATASETS"):
         datasets = _declared(mechanism, "DATASETS")
         if datasets is None:
             raise AuditInputError(
-                "mechanism", "no datasets: give the mechanism (or its module) a DATASETS attribute: a pair "
+                "mechanism",
+                "no datasets: give the mechanism (or its module) a DATASETS attribute: a pair "
                 "(dataset_a, dataset_b) or a function returning one",
             )
     if isinstance(datasets, str):
@@ -280,8 +291,14 @@ def run_mechanism_audit(
     dataset_a, dataset_b = _resolve_datasets(mechanism, datasets)
     with as_progress(progress).step(f"mechanism: {n_trials} trials on each dataset, threshold audit"):
         result = audit_mechanism(
-            mechanism, dataset_a, dataset_b, n_trials=n_trials, claim=claim,
-            confidence=confidence, seed=seed, statistic=statistic,
+            mechanism,
+            dataset_a,
+            dataset_b,
+            n_trials=n_trials,
+            claim=claim,
+            confidence=confidence,
+            seed=seed,
+            statistic=statistic,
         )
     result["claim"] = claim.to_dict()
     # Power measured on the bundled mechanism bug at a stated number of draws (mode_power).

@@ -13,19 +13,34 @@ Each function returns the `power` entry of `audit.machinery.verdict.Check`:
 {"kind": "proven" | "measured" | "control" | "none", "detail": plain words, "figure": number or None,
  "decider": the mode / flag that would decide (kind "none"), or None}.
 """
+
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["BUG_WORDS", "MEASURED_POWER", "SUITE", "SUITE_WORDS", "canary_mode_power", "mechanism_power", "whitebox_power_entry"]
+__all__ = [
+    "BUG_WORDS",
+    "MEASURED_POWER",
+    "SUITE",
+    "SUITE_WORDS",
+    "canary_mode_power",
+    "mechanism_power",
+    "whitebox_power_entry",
+]
 
 # The planted bugs the power table measures (audit.demos.planted_bugs), each claiming ε ≈ 1 at δ 1e-5.
 SUITE = ("batch_clip", "noise_divided_twice", "noise_missing_steps", "sigma_not_sigma_c")
-BUG_WORDS = {"batch_clip": "clip of the batch mean", "noise_divided_twice": "noise divided by the batch twice",
-             "noise_missing_steps": "noise on 5 of 20 steps", "sigma_not_sigma_c": "σ not multiplied by C"}
-SUITE_WORDS = ("the 4 hand-written DP-SGD bugs of the bundled planted-bug suite (clip of the batch mean, noise "
-               "divided by the batch twice, noise on 5 of 20 steps, σ not multiplied by C; each claims ε ≈ 1 at "
-               "δ 1e-5, true ε from 6.6 to ∞)")
+BUG_WORDS = {
+    "batch_clip": "clip of the batch mean",
+    "noise_divided_twice": "noise divided by the batch twice",
+    "noise_missing_steps": "noise on 5 of 20 steps",
+    "sigma_not_sigma_c": "σ not multiplied by C",
+}
+SUITE_WORDS = (
+    "the 4 hand-written DP-SGD bugs of the bundled planted-bug suite (clip of the batch mean, noise "
+    "divided by the batch twice, noise on 5 of 20 steps, σ not multiplied by C; each claims ε ≈ 1 at "
+    "δ 1e-5, true ε from 6.6 to ∞)"
+)
 
 # benchmarks/bench_mode_power.py, seed 0, 95 % confidence, the default 256 rows, 2-core machine shared with ~6
 # other jobs (load ≈ 6): (mode, size) -> (bugs of SUITE refuted, CPU seconds of the slowest audit of the suite on
@@ -59,8 +74,10 @@ def _decider() -> str | None:
     if entry is None or set(entry[0]) != set(SUITE):
         return None
     mode, size = DECIDER
-    return (f"`canary-audit --mode {mode} {SIZE_FLAG[mode]} {size}` refuted each of them "
-            f"(≈ {entry[1]:.0f} s of CPU per audit, measured)")
+    return (
+        f"`canary-audit --mode {mode} {SIZE_FLAG[mode]} {size}` refuted each of them "
+        f"(≈ {entry[1]:.0f} s of CPU per audit, measured)"
+    )
 
 
 def canary_mode_power(mode: str, size: int | None) -> dict[str, Any]:
@@ -72,21 +89,35 @@ def canary_mode_power(mode: str, size: int | None) -> dict[str, Any]:
     full = [(s, cpu) for s, bugs, cpu in measured if s <= size and set(bugs) == set(SUITE)]
     if full:
         at, _ = full[0]
-        return {"kind": "measured", "figure": 1.0, "decider": None,
-                "detail": (f"measured on {SUITE_WORDS}: this mode refuted each of them at {_size_words(mode, at)} "
-                           "(seed 0, 95 % confidence); this power applies to bugs of that kind and size only")}
+        return {
+            "kind": "measured",
+            "figure": 1.0,
+            "decider": None,
+            "detail": (
+                f"measured on {SUITE_WORDS}: this mode refuted each of them at {_size_words(mode, at)} "
+                "(seed 0, 95 % confidence); this power applies to bugs of that kind and size only"
+            ),
+        }
     below = [(s, bugs) for s, bugs, _ in measured if s <= size]
     at, bugs = below[-1] if below else (measured[0][:2] if measured else (None, ()))
     if at is None:
         found = "this mode's power against them was not measured"
     else:
         missed = [b for b in SUITE if b not in bugs]
-        found = (f"at {_size_words(mode, at)}" + (" (more than this run's)" if at > size else "")
-                 + f" it refuted {len(bugs)} of {len(SUITE)}, missing {', '.join(f'{BUG_WORDS[b]} ({b})' for b in missed)}")
-    return {"kind": "none", "figure": (len(bugs) / len(SUITE)) if at is not None else None,
-            "detail": (f"this mode cannot detect every one of {SUITE_WORDS}: {found} (measured); a perfect attack's "
-                       "ceiling is not the power of canaries read from a final black-box model"),
-            "decider": _decider() or "a larger audit (see docs/canary-audit.md, power table)"}
+        found = (
+            f"at {_size_words(mode, at)}"
+            + (" (more than this run's)" if at > size else "")
+            + f" it refuted {len(bugs)} of {len(SUITE)}, missing {', '.join(f'{BUG_WORDS[b]} ({b})' for b in missed)}"
+        )
+    return {
+        "kind": "none",
+        "figure": (len(bugs) / len(SUITE)) if at is not None else None,
+        "detail": (
+            f"this mode cannot detect every one of {SUITE_WORDS}: {found} (measured); a perfect attack's "
+            "ceiling is not the power of canaries read from a final black-box model"
+        ),
+        "decider": _decider() or "a larger audit (see docs/canary-audit.md, power table)",
+    }
 
 
 def whitebox_power_entry(observe: str, *, one_run: bool = False, canary_kind: str = "dirac") -> dict[str, Any]:
@@ -96,16 +127,28 @@ def whitebox_power_entry(observe: str, *, one_run: bool = False, canary_kind: st
     other), are not that worst case: no power is claimed."""
     mode = "--mode one-run" if one_run else "--mode runs"
     if observe == "all" and canary_kind == "dirac":
-        return {"kind": "proven", "figure": None, "decider": None,
-                "detail": ("Dirac gradient canaries with every iterate observed: the worst case the accountant covers, "
-                           "so the ceiling of a perfect attack is reachable by a broken implementation")}
-    what = ("random-direction canaries overlap the real gradients and each other" if canary_kind != "dirac"
-            else "the final model shows only the sum over the steps, where a violation on some steps (noise missing "
-                 "on 5 of 20) is diluted by the other steps' noise")
+        return {
+            "kind": "proven",
+            "figure": None,
+            "decider": None,
+            "detail": (
+                "Dirac gradient canaries with every iterate observed: the worst case the accountant covers, "
+                "so the ceiling of a perfect attack is reachable by a broken implementation"
+            ),
+        }
+    what = (
+        "random-direction canaries overlap the real gradients and each other"
+        if canary_kind != "dirac"
+        else "the final model shows only the sum over the steps, where a violation on some steps (noise missing "
+        "on 5 of 20) is diluted by the other steps' noise"
+    )
     fix = "--canary-kind dirac --observe all" if canary_kind != "dirac" else "--observe all"
-    return {"kind": "none", "figure": None,
-            "detail": f"this observation is not the worst case: {what}; no power is proven or measured for it",
-            "decider": f"`whitebox-audit {mode} {fix}` (Dirac canaries, every iterate: proven power)"}
+    return {
+        "kind": "none",
+        "figure": None,
+        "detail": f"this observation is not the worst case: {what}; no power is proven or measured for it",
+        "decider": f"`whitebox-audit {mode} {fix}` (Dirac canaries, every iterate: proven power)",
+    }
 
 
 # benchmarks/bench_mode_power.py --mechanisms: the bundled mechanism bug (audit.demos.mechanisms:
@@ -119,14 +162,24 @@ def mechanism_power(n_trials: int) -> dict[str, Any]:
     statistic of each output. Whether a violation shows in that statistic depends on the mechanism, so the power
     is measured, on the bundled mechanism bug (a Laplace count at a quarter of its scale: 4× the claimed ε), and
     applies to violations of that kind and size at ≥ MECHANISM_MEASURED_TRIALS draws per dataset only."""
-    what = ("the bundled mechanism bug (a Laplace count with a quarter of its noise scale: true ε 4 against a "
-            "claimed 1)")
+    what = "the bundled mechanism bug (a Laplace count with a quarter of its noise scale: true ε 4 against a claimed 1)"
     if int(n_trials) >= MECHANISM_MEASURED_TRIALS:
-        return {"kind": "measured", "figure": 1.0, "decider": None,
-                "detail": (f"measured on {what}: refuted at {MECHANISM_MEASURED_TRIALS:,} draws per dataset; this "
-                           "power applies to violations of that kind and size, on these two datasets, only")}
-    return {"kind": "none", "figure": None,
-            "detail": (f"with {int(n_trials):,} draws per dataset this audit's power was not measured (it refuted "
-                       f"{what} at {MECHANISM_MEASURED_TRIALS:,})"),
-            "decider": f"`mechanism-audit --trials {MECHANISM_MEASURED_TRIALS}` or more (well under a second of CPU "
-                       "for a vectorised mechanism, measured)"}
+        return {
+            "kind": "measured",
+            "figure": 1.0,
+            "decider": None,
+            "detail": (
+                f"measured on {what}: refuted at {MECHANISM_MEASURED_TRIALS:,} draws per dataset; this "
+                "power applies to violations of that kind and size, on these two datasets, only"
+            ),
+        }
+    return {
+        "kind": "none",
+        "figure": None,
+        "detail": (
+            f"with {int(n_trials):,} draws per dataset this audit's power was not measured (it refuted "
+            f"{what} at {MECHANISM_MEASURED_TRIALS:,})"
+        ),
+        "decider": f"`mechanism-audit --trials {MECHANISM_MEASURED_TRIALS}` or more (well under a second of CPU "
+        "for a vectorised mechanism, measured)",
+    }

@@ -6,6 +6,7 @@ in-script `OpacusAudit` (`in_script`, the user's loop): the same result block, w
 `ledger record` read. Steinke, Nasr, Jagielski 2023 (arXiv 2305.08846) and the f-DP one-run test
 (Mahloujifar, Melis, Chaudhuri 2024, arXiv 2410.22235) decide, each at α/2.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -33,30 +34,57 @@ def _claim_checks(audit: dict, subject: str, label: str, power: dict | None = No
     if status == "refuted":
         how = []
         if steinke["refuted"]:
-            how.append(f"Steinke et al. bound ε ≥ {steinke['epsilon']:.3f} > claimed ε {eps:.3f} "
-                       f"(p = {steinke['p_value_claim']:.2g} ≤ {steinke['level']:.3g})")
+            how.append(
+                f"Steinke et al. bound ε ≥ {steinke['epsilon']:.3f} > claimed ε {eps:.3f} "
+                f"(p = {steinke['p_value_claim']:.2g} ≤ {steinke['level']:.3g})"
+            )
         if fdp and fdp["refuted"]:
             how.append(f"the f-DP one-run test refutes the claim's trade-off curve ({fdp['curve']})")
         message = f"refuted: {'; '.join(how)}"
     elif status == "held":
-        message = (f"not refuted (Steinke et al. ε ≥ {steinke['epsilon']:.3f}; f-DP test "
-                   f"{'did not refute' if fdp else 'not run'}); a perfect attack on {audit['m']} canaries reaches "
-                   f"ε {steinke['ceiling']:.3f}" + (" and would refute the claim's curve" if fdp and fdp["refutable_by_perfect_attack"] else ""))
+        message = (
+            f"not refuted (Steinke et al. ε ≥ {steinke['epsilon']:.3f}; f-DP test "
+            f"{'did not refute' if fdp else 'not run'}); a perfect attack on {audit['m']} canaries reaches "
+            f"ε {steinke['ceiling']:.3f}"
+            + (" and would refute the claim's curve" if fdp and fdp["refutable_by_perfect_attack"] else "")
+        )
     else:
         need = audit.get("canaries_needed")
-        message = (f"untestable here: with {audit['m']} canaries a perfect attack reaches at most ε "
-                   f"{steinke['ceiling']:.3f} (Steinke et al.) and could not refute the claim's curve (f-DP), at or "
-                   f"below the claim ε {eps:.3f}; needs " + (f"≥ {need} canaries" if need else "more than 10⁶ canaries "
-                                                             "(or more iterates per canary)"))
-    return [Check(subject, f"claim ε {eps:g} ({label})", message, failed=status == "refuted",
-                  inconclusive=status == "untestable",
-                  assumption="one run, canaries by independent fair coins (proven for any mechanism)", power=power)]
+        message = (
+            f"untestable here: with {audit['m']} canaries a perfect attack reaches at most ε "
+            f"{steinke['ceiling']:.3f} (Steinke et al.) and could not refute the claim's curve (f-DP), at or "
+            f"below the claim ε {eps:.3f}; needs "
+            + (f"≥ {need} canaries" if need else "more than 10⁶ canaries (or more iterates per canary)")
+        )
+    return [
+        Check(
+            subject,
+            f"claim ε {eps:g} ({label})",
+            message,
+            failed=status == "refuted",
+            inconclusive=status == "untestable",
+            assumption="one run, canaries by independent fair coins (proven for any mechanism)",
+            power=power,
+        )
+    ]
 
 
-def one_run_result(run: dict[str, Any], *, subject: str, factory: str | None, builtin: bool, observe: str,
-                   delta: float, claimed_epsilon: float | None, confidence: float, seed: int, device: str | None,
-                   extra_checks: list[Check] | None = None, extra: dict[str, Any] | None = None,
-                   claim_flag: str = "--claimed-epsilon") -> dict[str, Any]:
+def one_run_result(
+    run: dict[str, Any],
+    *,
+    subject: str,
+    factory: str | None,
+    builtin: bool,
+    observe: str,
+    delta: float,
+    claimed_epsilon: float | None,
+    confidence: float,
+    seed: int,
+    device: str | None,
+    extra_checks: list[Check] | None = None,
+    extra: dict[str, Any] | None = None,
+    claim_flag: str = "--claimed-epsilon",
+) -> dict[str, Any]:
     """The result of one canary run (`run`: what `one_run_task` or the in-script `OpacusAudit`
     observed): the claim held / refuted / untestable, the accountant checked against the training,
     `extra_checks` (the in-script API's parameter accounting) decided beside them."""
@@ -68,77 +96,149 @@ def one_run_result(run: dict[str, Any], *, subject: str, factory: str | None, bu
         eps_claim, source = float(claimed_epsilon), "--claimed-epsilon"
     elif builtin or settings.get("accountant_epsilon") is None:
         if claim["epsilon_pld"] is None:
-            raise AuditInputError(claim_flag, "the accountant's history has several stages and its ε failed; "
-                                  f"give {claim_flag}")
+            raise AuditInputError(
+                claim_flag, f"the accountant's history has several stages and its ε failed; give {claim_flag}"
+            )
         eps_claim, source = float(claim["epsilon_pld"]), "PLD accountant of the run's (σ, q, T)"
     else:
-        eps_claim, source = float(settings["accountant_epsilon"]), f"the privacy engine's {settings['accountant']} accountant"
+        eps_claim, source = (
+            float(settings["accountant_epsilon"]),
+            f"the privacy engine's {settings['accountant']} accountant",
+        )
     dpsgd = tuple(history[0]) if claimed_epsilon is None and len(history) == 1 else None
-    profile = claim_profile(eps_claim if dpsgd is None else None, delta,
-                            None if dpsgd is None else (float(dpsgd[0]), float(dpsgd[1]), int(dpsgd[2])))
+    profile = claim_profile(
+        eps_claim if dpsgd is None else None,
+        delta,
+        None if dpsgd is None else (float(dpsgd[0]), float(dpsgd[1]), int(dpsgd[2])),
+    )
     coins = np.asarray(run["coins"], dtype=bool)
     primary = np.asarray(run[f"scores_{observe}"], dtype=float)
     if not np.all(np.isfinite(primary)):
-        raise AuditInputError("--factory" if factory else "--noise-multiplier",
-                              "the training produced NaN or infinite parameters; the audit needs finite iterates")
-    audit = one_run_claim_audit(primary, coins, claimed_epsilon=eps_claim, delta=delta, profile=profile,
-                                confidence=confidence)
+        raise AuditInputError(
+            "--factory" if factory else "--noise-multiplier",
+            "the training produced NaN or infinite parameters; the audit needs finite iterates",
+        )
+    audit = one_run_claim_audit(
+        primary, coins, claimed_epsilon=eps_claim, delta=delta, profile=profile, confidence=confidence
+    )
     other = "final" if observe == "all" else "all"
     other_scores = np.asarray(run[f"scores_{other}"], dtype=float)
-    other_audit = (one_run_claim_audit(other_scores, coins, claimed_epsilon=eps_claim, delta=delta, profile=profile,
-                                       confidence=confidence, with_estimates=True)
-                   if np.all(np.isfinite(other_scores)) else None)
+    other_audit = (
+        one_run_claim_audit(
+            other_scores,
+            coins,
+            claimed_epsilon=eps_claim,
+            delta=delta,
+            profile=profile,
+            confidence=confidence,
+            with_estimates=True,
+        )
+        if np.all(np.isfinite(other_scores))
+        else None
+    )
     label = "every iterate" if observe == "all" else "final model only"
     # Dirac canaries with every iterate observed: proven power; random directions or the final model: none.
     power = whitebox_power_entry(observe, one_run=True, canary_kind=str(run["kind"]))
     if settings.get("clipping") == "per_layer":
         # Per-layer clipping bounds each tensor's row by its own C_k (√Σ C_k² = C): a Dirac canary
         # in one tensor moves by C_k < C, not the worst case the accountant covers (C across tensors).
-        power = {"kind": "none", "figure": None, "decider": None,
-                 "detail": "per-layer clipping: each canary is clipped to its own tensor's C_k < C, weaker than the "
-                           "worst case the accountant covers (a row of norm C_k in every tensor); no power is proven "
-                           "or measured for it"}
+        power = {
+            "kind": "none",
+            "figure": None,
+            "decider": None,
+            "detail": "per-layer clipping: each canary is clipped to its own tensor's C_k < C, weaker than the "
+            "worst case the accountant covers (a row of norm C_k in every tensor); no power is proven "
+            "or measured for it",
+        }
     checks = _claim_checks(audit, subject, label, power)
     for key, name in (("gaussian_sum", "Gaussian normalized-sum estimate"), ("andrew", "Andrew et al. estimate")):
         est = audit[key]
-        figure = (f"ε ≈ {est['epsilon']:.3f}" if est["epsilon"] is not None
-                  else f"withheld: {est.get('withheld')}")  # the scores contradict a Gaussian curve (gdp_fit)
-        checks.append(Check(subject, name, f"{figure} (claim {eps_claim:.3f}); an estimate, "
-                            "decides nothing", decides=False, assumption=est["assumption"]))
+        figure = (
+            f"ε ≈ {est['epsilon']:.3f}" if est["epsilon"] is not None else f"withheld: {est.get('withheld')}"
+        )  # the scores contradict a Gaussian curve (gdp_fit)
+        checks.append(
+            Check(
+                subject,
+                name,
+                f"{figure} (claim {eps_claim:.3f}); an estimate, decides nothing",
+                decides=False,
+                assumption=est["assumption"],
+            )
+        )
     if run["clip_deviation"] is None:
-        checks.append(Check(subject, "canary clipping", "not checked exactly: random-direction canaries overlap the "
-                            "real gradients (Dirac canaries are checked)", decides=False))
+        checks.append(
+            Check(
+                subject,
+                "canary clipping",
+                "not checked exactly: random-direction canaries overlap the "
+                "real gradients (Dirac canaries are checked)",
+                decides=False,
+            )
+        )
     elif run["clip_checked_steps"]:
         deviation = float(run["clip_deviation"])
         bad = not deviation <= CLIP_TOLERANCE
-        checks.append(Check(
-            subject, "canary clipping",
-            (f"the optimizer's clipped sum on the canaries' coordinates was off by up to {deviation:.3g}·C (a canary of "
-             f"norm {run['canary_scale']:g}·C must add exactly C): per-sample clipping is wrong") if bad else
-            (f"exact on {run['clip_checked_steps']} steps: every canary of norm {run['canary_scale']:g}·C added C, "
-             f"{run['as_rows']} of them clipped by the optimizer as rows"),
-            failed=bad, assumption="a correct per-sample clipping brings a one-coordinate row of norm > C to norm C"))
+        checks.append(
+            Check(
+                subject,
+                "canary clipping",
+                (
+                    f"the optimizer's clipped sum on the canaries' coordinates was off by up to {deviation:.3g}·C (a canary of "
+                    f"norm {run['canary_scale']:g}·C must add exactly C): per-sample clipping is wrong"
+                )
+                if bad
+                else (
+                    f"exact on {run['clip_checked_steps']} steps: every canary of norm {run['canary_scale']:g}·C added C, "
+                    f"{run['as_rows']} of them clipped by the optimizer as rows"
+                ),
+                failed=bad,
+                assumption="a correct per-sample clipping brings a one-coordinate row of norm > C to norm C",
+            )
+        )
     else:
-        checks.append(Check(subject, "canary clipping", "not checked: ghost clipping keeps no per-sample gradients, "
-                            "so the canaries joined its clipped sum at C (its noise, scaling and accounting act on "
-                            "them; its clipping is Opacus's, not exercised here)" if settings.get("grad_sample_mode") == "ghost"
-                            else "not checked: the optimizer kept no clipped sum (p.summed_grad) for the step hook to "
-                            "read", decides=False))
+        checks.append(
+            Check(
+                subject,
+                "canary clipping",
+                "not checked: ghost clipping keeps no per-sample gradients, "
+                "so the canaries joined its clipped sum at C (its noise, scaling and accounting act on "
+                "them; its clipping is Opacus's, not exercised here)"
+                if settings.get("grad_sample_mode") == "ghost"
+                else "not checked: the optimizer kept no clipped sum (p.summed_grad) for the step hook to read",
+                decides=False,
+            )
+        )
     for text in disagreements:
-        checks.append(Check(subject, "accountant vs training", f"accountant disagrees with the training: {text}",
-                            failed=True, assumption="the accountant must be told what the optimizer and loader do"))
+        checks.append(
+            Check(
+                subject,
+                "accountant vs training",
+                f"accountant disagrees with the training: {text}",
+                failed=True,
+                assumption="the accountant must be told what the optimizer and loader do",
+            )
+        )
     checks += list(extra_checks or [])
     verdict = decide(checks, alpha=1 - confidence)
     verdict["family_wise_error"]["statement"] = (
         f"two sound tests of the claim (Steinke et al., f-DP one-run), each at α/2 = {(1 - confidence) / 2:g} "
-        "(Bonferroni), plus deterministic accountant and canary-clipping checks")
+        "(Bonferroni), plus deterministic accountant and canary-clipping checks"
+    )
     verdict["ceiling"] = float(audit["ceiling"])
     verdict["needed"] = audit.get("canaries_needed")
     verdict["needed_unit"] = "canaries (--canaries)"
     claim_status = "not_refuted" if audit["status"] == "held" and power["kind"] == "none" else audit["status"]
-    verdict["claims"] = [{"claim": f"ε {eps_claim:g} at δ {delta:g}", "status": claim_status, "power": power,
-                          "ceiling": float(audit["ceiling"]), "epsilon": eps_claim, "delta": float(delta),
-                          "tested_by": "white-box one-run"}]
+    verdict["claims"] = [
+        {
+            "claim": f"ε {eps_claim:g} at δ {delta:g}",
+            "status": claim_status,
+            "power": power,
+            "ceiling": float(audit["ceiling"]),
+            "epsilon": eps_claim,
+            "delta": float(delta),
+            "tested_by": "white-box one-run",
+        }
+    ]
     overhead = (run["seconds"] / run["plain_seconds"]) if run.get("plain_seconds") else None
     return {
         "audit": f"white-box one-run gradient canaries ({PAPER})",
@@ -149,21 +249,35 @@ def one_run_result(run: dict[str, Any], *, subject: str, factory: str | None, bu
         "factory": factory,
         "builtin": bool(builtin),
         "observe": observe,
-        "observed": ("the canary coordinates of the privatised gradient at every step (all iterates)" if observe == "all"
-                     else "θ_0 − θ_T of the final model only, along each canary"),
-        "canaries": {"m": run["m"], "kind": run["kind"], "n_parameters": run["n_parameters"],
-                     "norm_over_C": run["canary_scale"], "inserted": run["inserted"],
-                     "inserted_rows": run["as_rows"], "clip_deviation": run["clip_deviation"],
-                     "insertion": "per step, up to 10 % of the expected batch as rows appended to every parameter's "
-                                  "p.grad_sample after backward() (the optimizer's own per-sample clipping, checked "
-                                  "exactly for Dirac canaries), the others added to the clipped sum at C; the "
-                                  "optimizer's noise and scaling act on all",
-                     "inclusion": "each canary by its own fair coin, then at every step with probability q",
-                     "score_all": run["score_all_kind"]},
+        "observed": (
+            "the canary coordinates of the privatised gradient at every step (all iterates)"
+            if observe == "all"
+            else "θ_0 − θ_T of the final model only, along each canary"
+        ),
+        "canaries": {
+            "m": run["m"],
+            "kind": run["kind"],
+            "n_parameters": run["n_parameters"],
+            "norm_over_C": run["canary_scale"],
+            "inserted": run["inserted"],
+            "inserted_rows": run["as_rows"],
+            "clip_deviation": run["clip_deviation"],
+            "insertion": "per step, up to 10 % of the expected batch as rows appended to every parameter's "
+            "p.grad_sample after backward() (the optimizer's own per-sample clipping, checked "
+            "exactly for Dirac canaries), the others added to the clipped sum at C; the "
+            "optimizer's noise and scaling act on all",
+            "inclusion": "each canary by its own fair coin, then at every step with probability q",
+            "score_all": run["score_all_kind"],
+        },
         "seed": int(seed),
         "settings": settings,
         "steps": run["steps"],
-        "claim": {"epsilon": eps_claim, "source": source, "history": history, "curve": profile.source if profile else None},
+        "claim": {
+            "epsilon": eps_claim,
+            "source": source,
+            "history": history,
+            "curve": profile.source if profile else None,
+        },
         "claimed_epsilon": eps_claim,
         "delta": float(delta),
         "confidence": float(confidence),
@@ -171,21 +285,40 @@ def one_run_result(run: dict[str, Any], *, subject: str, factory: str | None, bu
         "epsilon_lower_bound": float(audit["steinke"]["epsilon"]),
         "epsilon_lower_bound_label": f"Steinke et al. one-run bound at {1 - (1 - confidence) / 2:.1%} (sound, any mechanism)",
         "one_run": audit,
-        "other_observation": {"observe": other, **({} if other_audit is None else {
-            "status": other_audit["status"], "steinke_epsilon": other_audit["steinke"]["epsilon"],
-            "fdp_refuted": bool(other_audit["fdp"] and other_audit["fdp"]["refuted"]),
-            "fdp_gdp_family_epsilon": other_audit["fdp"]["gdp_family_epsilon"] if other_audit["fdp"] else None,
-            "gaussian_sum_epsilon": other_audit["gaussian_sum"]["epsilon"],
-            "andrew_epsilon": other_audit["andrew"]["epsilon"]}), "note": "same run, other observation: shown only"},
+        "other_observation": {
+            "observe": other,
+            **(
+                {}
+                if other_audit is None
+                else {
+                    "status": other_audit["status"],
+                    "steinke_epsilon": other_audit["steinke"]["epsilon"],
+                    "fdp_refuted": bool(other_audit["fdp"] and other_audit["fdp"]["refuted"]),
+                    "fdp_gdp_family_epsilon": other_audit["fdp"]["gdp_family_epsilon"] if other_audit["fdp"] else None,
+                    "gaussian_sum_epsilon": other_audit["gaussian_sum"]["epsilon"],
+                    "andrew_epsilon": other_audit["andrew"]["epsilon"],
+                }
+            ),
+            "note": "same run, other observation: shown only",
+        },
         "ceiling": float(audit["ceiling"]),
         "ceiling_label": "Steinke et al. bound of an attack guessing every canary right (α/2)",
-        "cost": {"seconds_with_canaries": run["seconds"], "seconds_plain": run.get("plain_seconds"),
-                 "cpu_seconds_with_canaries": run.get("cpu_seconds"), "cpu_seconds_plain": run.get("plain_cpu_seconds"),
-                 "overhead": overhead, "cpu_overhead": (run["cpu_seconds"] / run["plain_cpu_seconds"]
-                                                        if run.get("plain_cpu_seconds") else None), "goal": 1.3},
-        "accuracy": {"with_canaries": run["accuracy"], "plain": run.get("plain_accuracy"),
-                     "note": None if run["accuracy"] is not None else
-                     "the factory returned no 'test_loader': accuracy not measured"},
+        "cost": {
+            "seconds_with_canaries": run["seconds"],
+            "seconds_plain": run.get("plain_seconds"),
+            "cpu_seconds_with_canaries": run.get("cpu_seconds"),
+            "cpu_seconds_plain": run.get("plain_cpu_seconds"),
+            "overhead": overhead,
+            "cpu_overhead": (run["cpu_seconds"] / run["plain_cpu_seconds"] if run.get("plain_cpu_seconds") else None),
+            "goal": 1.3,
+        },
+        "accuracy": {
+            "with_canaries": run["accuracy"],
+            "plain": run.get("plain_accuracy"),
+            "note": None
+            if run["accuracy"] is not None
+            else "the factory returned no 'test_loader': accuracy not measured",
+        },
         "violation": verdict["status"] == "fail",
         "verdict": verdict,
         **(extra or {}),

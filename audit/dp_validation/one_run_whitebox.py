@@ -18,6 +18,7 @@ one-run test against the claim's trade-off curve (Mahloujifar, Melis, Chaudhuri 
 One worker process runs the user's factory (isolated, with a timeout): the canary run, then, for
 the overhead and accuracy comparison, one plain run of a fresh setup from the same seed.
 """
+
 from __future__ import annotations
 
 import random
@@ -53,8 +54,9 @@ def _seed_everything(seed: int) -> None:
     random.seed(seed)
 
 
-def train_loop(model, optimizer, loader, epochs: int, loss=None, *, canaries=None, max_steps: int | None = None
-               ) -> tuple[int, float]:
+def train_loop(
+    model, optimizer, loader, epochs: int, loss=None, *, canaries=None, max_steps: int | None = None
+) -> tuple[int, float]:
     """The training the audit runs on a factory's objects: cross-entropy (or the factory's `loss`),
     every batch, `epochs` times (stopping at `max_steps`), canaries inserted between backward() and
     step(). Returns (steps, seconds)."""
@@ -102,8 +104,16 @@ def _make_setup(factory: str | None, builtin: dict | None, name: str):
         return function()
 
 
-def one_run_task(factory: str | None, builtin: dict | None, n_canaries: int | None, kind: str, scale: float,
-                 seed: int, delta: float, compare_plain: bool) -> dict[str, Any]:
+def one_run_task(
+    factory: str | None,
+    builtin: dict | None,
+    n_canaries: int | None,
+    kind: str,
+    scale: float,
+    seed: int,
+    delta: float,
+    compare_plain: bool,
+) -> dict[str, Any]:
     """A worker task: one training run of the setup with canaries (and one plain run); plain data back."""
     import torch
 
@@ -120,13 +130,25 @@ def one_run_task(factory: str | None, builtin: dict | None, n_canaries: int | No
     # step, noisy steps counted, every parameter accounted for; only the loop is the tool's.
     try:
         with user_code(name, "training setup"):
-            audit = OpacusAudit(engine, optimizer, model, data_loader=loader, out=None, canaries=n_canaries,
-                                canary_kind=kind, canary_scale=scale, seed=seed, delta=delta,
-                                extra_parameters=extra.get("extra_parameters"))
+            audit = OpacusAudit(
+                engine,
+                optimizer,
+                model,
+                data_loader=loader,
+                out=None,
+                canaries=n_canaries,
+                canary_kind=kind,
+                canary_scale=scale,
+                seed=seed,
+                delta=delta,
+                extra_parameters=extra.get("extra_parameters"),
+            )
             audit.start()
     except AuditInputError as exc:  # the API's field names, as this command's flags
-        raise AuditInputError("--canaries" if exc.where == "canaries" else "--factory",
-                              exc.message if exc.where == "canaries" else f"{name}: {exc.message}") from None
+        raise AuditInputError(
+            "--canaries" if exc.where == "canaries" else "--factory",
+            exc.message if exc.where == "canaries" else f"{name}: {exc.message}",
+        ) from None
     with user_code(name, "training setup"):
         try:
             train_loop(model, optimizer, loader, epochs, loss, max_steps=max_steps)
@@ -199,26 +221,53 @@ def run_one_run_whitebox_audit(
     if builtin:
         if noise_multiplier is None:
             raise AuditInputError("--noise-multiplier", "--builtin needs the noise multiplier σ of the DP-SGD to audit")
-        spec = {"noise_multiplier": _check_positive(noise_multiplier, "--noise-multiplier", high=1e6),
-                "sample_rate": _check_positive(sample_rate, "--sample-rate", high=1.0),
-                "steps": _check_positive(steps, "--steps", integer=True, high=100_000),
-                "max_grad_norm": _check_positive(max_grad_norm, "--max-grad-norm", high=1e6),
-                "rows": int(builtin_rows), "hidden": tuple(builtin_hidden), "seed": int(seed), "device": device}
-        subject = (f"Opacus MLP {list(builtin_hidden)} on the default table (σ {spec['noise_multiplier']:g}, "
-                   f"q {spec['sample_rate']:g}, T {spec['steps']}, C {spec['max_grad_norm']:g})")
+        spec = {
+            "noise_multiplier": _check_positive(noise_multiplier, "--noise-multiplier", high=1e6),
+            "sample_rate": _check_positive(sample_rate, "--sample-rate", high=1.0),
+            "steps": _check_positive(steps, "--steps", integer=True, high=100_000),
+            "max_grad_norm": _check_positive(max_grad_norm, "--max-grad-norm", high=1e6),
+            "rows": int(builtin_rows),
+            "hidden": tuple(builtin_hidden),
+            "seed": int(seed),
+            "device": device,
+        }
+        subject = (
+            f"Opacus MLP {list(builtin_hidden)} on the default table (σ {spec['noise_multiplier']:g}, "
+            f"q {spec['sample_rate']:g}, T {spec['steps']}, C {spec['max_grad_norm']:g})"
+        )
     else:
         from audit.machinery.user_code import check_spec
 
         check_spec(factory, "--factory")
         subject = f"--factory {factory}"
-    run = run_isolated(one_run_task, factory, spec, n_canaries, canary_kind, float(canary_scale), int(seed),
-                       float(delta), bool(compare_plain), name=subject, timeout=timeout,
-                       what="one training run with canaries")
+    run = run_isolated(
+        one_run_task,
+        factory,
+        spec,
+        n_canaries,
+        canary_kind,
+        float(canary_scale),
+        int(seed),
+        float(delta),
+        bool(compare_plain),
+        name=subject,
+        timeout=timeout,
+        what="one training run with canaries",
+    )
     from audit.dp_validation.in_script import parameter_checks, rows_check
 
-    return one_run_result(run, subject=subject, factory=factory, builtin=builtin, observe=observe, delta=delta,
-                          claimed_epsilon=claimed_epsilon, confidence=confidence, seed=seed, device=device,
-                          extra_checks=parameter_checks(run["parameters"], subject)
-                          + rows_check(run["settings"], run.get("n_records"), subject),
-                          extra={"parameters": run["parameters"],
-                                 "physical_steps": run["settings"].get("physical_steps", run["steps"])})
+    return one_run_result(
+        run,
+        subject=subject,
+        factory=factory,
+        builtin=builtin,
+        observe=observe,
+        delta=delta,
+        claimed_epsilon=claimed_epsilon,
+        confidence=confidence,
+        seed=seed,
+        device=device,
+        extra_checks=parameter_checks(run["parameters"], subject)
+        + rows_check(run["settings"], run.get("n_records"), subject),
+        extra={"parameters": run["parameters"], "physical_steps": run["settings"].get("physical_steps", run["steps"])},
+    )

@@ -31,6 +31,7 @@ directly, with no training on data (what `--factory module:function` returns, as
 Family-wise false-alarm rate `alpha` over the statistical checks (Bonferroni); the deterministic
 ones (step counts, σ, duplicates) fail only on an exact mismatch.
 """
+
 from __future__ import annotations
 
 import random
@@ -39,8 +40,16 @@ from typing import Any
 import numpy as np
 
 from audit.conformance.opacus_objects import (  # noqa: F401 (the shared core; names kept for callers)
-    CLIPPING_STEPS, FACTORY_CHECKS, HUGE_NORM, NOISE_STEPS, SAMPLING_BATCH_LIMIT, SAMPLING_TRAININGS, STATISTICAL,
-    object_checks, parameter_check, sampling_checks,
+    CLIPPING_STEPS,
+    FACTORY_CHECKS,
+    HUGE_NORM,
+    NOISE_STEPS,
+    SAMPLING_BATCH_LIMIT,
+    SAMPLING_TRAININGS,
+    STATISTICAL,
+    object_checks,
+    parameter_check,
+    sampling_checks,
 )
 from audit.dp_validation.whitebox_audit import _unpack_setup
 from audit.errors import AuditInputError
@@ -80,22 +89,37 @@ def opacus_conformance_task(factory: str, seed: int, alpha: float) -> list[dict[
     extra = made.get("extra_parameters") if isinstance(made, dict) else None
     with user_code(name, "the model's parameters"):
         covered = parameter_check(model, optimizer, extra)
-    checks = object_checks(optimizer, loader, engine, epochs, seed=seed, alpha=alpha,
-                           second_optimizer=lambda: _build(function, name, seed + 1)[1],
-                           guard=lambda what: user_code(name, what))
+    checks = object_checks(
+        optimizer,
+        loader,
+        engine,
+        epochs,
+        seed=seed,
+        alpha=alpha,
+        second_optimizer=lambda: _build(function, name, seed + 1)[1],
+        guard=lambda what: user_code(name, what),
+    )
     return [covered, *checks]
 
 
-def run_factory_conformance(factory: str, *, seed: int = 0, alpha: float = 0.01, timeout: float | None = 600.0
-                            ) -> dict[str, Any]:
+def run_factory_conformance(
+    factory: str, *, seed: int = 0, alpha: float = 0.01, timeout: float | None = 600.0
+) -> dict[str, Any]:
     """`privacy-audit conformance --factory`: the checks in an isolated worker; `verdict` fail if any fails."""
     from audit.machinery.user_code import check_spec
 
     if not (0 < alpha < 1):
         raise AuditInputError("--alpha", f"must be in (0, 1), got {alpha!r}")
     check_spec(factory, "--factory")
-    checks = run_isolated(opacus_conformance_task, factory, int(seed), float(alpha), name=f"--factory {factory}",
-                          timeout=timeout, what=f"factory {factory}")
+    checks = run_isolated(
+        opacus_conformance_task,
+        factory,
+        int(seed),
+        float(alpha),
+        name=f"--factory {factory}",
+        timeout=timeout,
+        what=f"factory {factory}",
+    )
     failed = [c for c in checks if not c["passed"]]
     return {
         "audit": "conformance checks through the user's own Opacus objects (DPOptimizer, data loader, accountant)",
@@ -107,8 +131,12 @@ def run_factory_conformance(factory: str, *, seed: int = 0, alpha: float = 0.01,
         "passed": not failed,
         "violation": bool(failed),
         "verdict": {
-            "status": "fail" if failed else "pass", "passed": not failed, "decided_by": "built-in checks",
-            "reasons": [f"{c['check']} failed: {c['detail']} (measured {c['value']}, expected {c['expected']})"
-                        for c in failed] or [f"all {len(checks)} checks passed (family-wise α = {alpha:g})"],
+            "status": "fail" if failed else "pass",
+            "passed": not failed,
+            "decided_by": "built-in checks",
+            "reasons": [
+                f"{c['check']} failed: {c['detail']} (measured {c['value']}, expected {c['expected']})" for c in failed
+            ]
+            or [f"all {len(checks)} checks passed (family-wise α = {alpha:g})"],
         },
     }

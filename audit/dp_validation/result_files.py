@@ -17,6 +17,7 @@ one of an unknown schema version. So, before the verdict is decided:
 The numbers themselves are the audit's; re-deriving a bound from raw counts is the job of the
 audit that wrote it (their inputs — trained models — are not in the file).
 """
+
 from __future__ import annotations
 
 import json
@@ -26,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from audit.errors import AuditInputError
-from audit.machinery.input_files import clip, load_json_file
 from audit.machinery.audit_kinds import AUDIT_KINDS
+from audit.machinery.input_files import clip, load_json_file
 from audit.machinery.result_integrity import IntegrityOutcome
 
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "schema" / "audit_result.schema.json"
@@ -38,10 +39,16 @@ def _schema_error(kind: str, result: Any, where: str) -> None:
     import jsonschema
 
     schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
-    wrapper = {"$schema": schema["$schema"], "$defs": schema["$defs"], "$ref": f"#/$defs/{AUDIT_KINDS[kind].schema_def}"}
+    wrapper = {
+        "$schema": schema["$schema"],
+        "$defs": schema["$defs"],
+        "$ref": f"#/$defs/{AUDIT_KINDS[kind].schema_def}",
+    }
     validator = jsonschema.Draft202012Validator(wrapper)
     try:
-        errors = sorted(validator.iter_errors(result), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
+        errors = sorted(
+            validator.iter_errors(result), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path)))
+        )
     except RecursionError:
         raise AuditInputError(where, "is nested too deeply to be an audit result") from None
     if errors:
@@ -52,8 +59,10 @@ def _schema_error(kind: str, result: Any, where: str) -> None:
 
 
 def _contradiction(where: str, field: str, message: str) -> AuditInputError:
-    return AuditInputError(f"{where}: field '{field}'", f"{message}: the file's flags contradict its numbers "
-                           "(edited after the audit wrote it?)")
+    return AuditInputError(
+        f"{where}: field '{field}'",
+        f"{message}: the file's flags contradict its numbers (edited after the audit wrote it?)",
+    )
 
 
 def _own_status(result: dict[str, Any]) -> str | None:
@@ -85,8 +94,11 @@ def recomputed_power(kind: str, result: dict[str, Any]) -> dict[str, Any] | None
         return mechanism_power(count("n_trials"))
     if kind == "whitebox-audit":
         canaries = result.get("canaries") if isinstance(result.get("canaries"), dict) else {}
-        return whitebox_power_entry(str(result.get("observe") or "all"), one_run=result.get("mode") == "one-run",
-                                    canary_kind=str(canaries.get("kind") or "dirac"))
+        return whitebox_power_entry(
+            str(result.get("observe") or "all"),
+            one_run=result.get("mode") == "one-run",
+            canary_kind=str(canaries.get("kind") or "dirac"),
+        )
     return None
 
 
@@ -101,8 +113,11 @@ def check_power(kind: str, result: dict[str, Any], where: str) -> None:
         return
     said, may = str(declared.get("kind")), str(allowed.get("kind"))
     if _POWER_RANK.get(said, 3) > _POWER_RANK.get(may, 0):
-        raise _contradiction(where, "power.kind", f"is {said!r}, but a {kind} of this mode and size has power "
-                             f"{may!r} ({allowed.get('detail')})")
+        raise _contradiction(
+            where,
+            "power.kind",
+            f"is {said!r}, but a {kind} of this mode and size has power {may!r} ({allowed.get('detail')})",
+        )
 
 
 def check_flags_against_numbers(kind: str, result: dict[str, Any], where: str) -> None:
@@ -114,8 +129,12 @@ def check_flags_against_numbers(kind: str, result: dict[str, Any], where: str) -
         if isinstance(test, dict):
             refuted = test["p_value"] <= 1 - test["confidence"] + _TOLERANCE
             if bool(test["refuted"]) != refuted:
-                raise _contradiction(where, "profile_test.refuted", f"is {test['refuted']} but p = {test['p_value']:.3g} "
-                                     f"at confidence {test['confidence']:g} means {refuted}")
+                raise _contradiction(
+                    where,
+                    "profile_test.refuted",
+                    f"is {test['refuted']} but p = {test['p_value']:.3g} "
+                    f"at confidence {test['confidence']:g} means {refuted}",
+                )
             violation = refuted
         elif kind == "whitebox-audit":
             # Decided by its checks (p-values re-decided by Holm); its sound (ε, δ) bound is one of
@@ -124,14 +143,23 @@ def check_flags_against_numbers(kind: str, result: dict[str, Any], where: str) -
             if bound > claim:
                 rows = (result.get("verdict") or {}).get("checks") or []
                 if not result["violation"] or not any(isinstance(r, dict) and r.get("failed") for r in rows):
-                    raise _contradiction(where, "violation", f"is {result['violation']} but the sound lower bound "
-                                         f"{bound:.4g} exceeds the claimed ε {claim:.4g}")
+                    raise _contradiction(
+                        where,
+                        "violation",
+                        f"is {result['violation']} but the sound lower bound "
+                        f"{bound:.4g} exceeds the claimed ε {claim:.4g}",
+                    )
         else:
             violation = bound > claim
         if violation is not None and bool(result["violation"]) != violation:
-            raise _contradiction(where, "violation", f"is {result['violation']} but the lower bound {bound:.4g} vs the "
-                                 f"claimed ε {claim:.4g} means {violation}" if not isinstance(test, dict) else
-                                 f"is {result['violation']} but the profile test says refuted = {violation}")
+            raise _contradiction(
+                where,
+                "violation",
+                f"is {result['violation']} but the lower bound {bound:.4g} vs the "
+                f"claimed ε {claim:.4g} means {violation}"
+                if not isinstance(test, dict)
+                else f"is {result['violation']} but the profile test says refuted = {violation}",
+            )
         if kind == "whitebox-audit":
             _check_whitebox_blocks(result, where)
         status = _own_status(result)
@@ -154,8 +182,12 @@ def check_flags_against_numbers(kind: str, result: dict[str, Any], where: str) -
                 raise AuditInputError(f"{where}: field 'points[{index}]'", "pld_lower is above pld_upper")
             label, _, _ = classify(float(reported), lower, upper, margin)
             if label != point["label"]:
-                raise _contradiction(where, f"points[{index}].label", f"is {point['label']!r} but ε {reported:.4g} against "
-                                     f"the PLD interval [{lower:.4g}, {upper:.4g}] is {label!r}")
+                raise _contradiction(
+                    where,
+                    f"points[{index}].label",
+                    f"is {point['label']!r} but ε {reported:.4g} against "
+                    f"the PLD interval [{lower:.4g}, {upper:.4g}] is {label!r}",
+                )
         passed = not any(p["label"] in ("unsound", "invalid") for p in result["points"])
         if "passed" in result and bool(result["passed"]) != passed:
             raise _contradiction(where, "passed", f"is {result['passed']} but the points say {passed}")
@@ -202,12 +234,16 @@ def _fdp_refutable(result: dict[str, Any], block: dict[str, Any], level: float, 
     dpsgd = None
     if claim.get("source") != "--claimed-epsilon" and isinstance(history, list) and len(history) == 1:
         stage = history[0]
-        if (isinstance(stage, list) and len(stage) == 3 and all(isinstance(x, (int, float)) and not isinstance(x, bool)
-                                                                 for x in stage)):
+        if (
+            isinstance(stage, list)
+            and len(stage) == 3
+            and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in stage)
+        ):
             sigma, q, steps = float(stage[0]), float(stage[1]), stage[2]
             if not (0 < sigma <= 1e6 and 0 < q <= 1 and float(steps).is_integer() and 1 <= steps <= 100_000):
-                raise AuditInputError(f"{where}: field 'claim.history'",
-                                      "is not a DP-SGD (σ, q, T) this audit could have run")
+                raise AuditInputError(
+                    f"{where}: field 'claim.history'", "is not a DP-SGD (σ, q, T) this audit could have run"
+                )
             dpsgd = (sigma, q, int(steps))
     profile = claim_profile(None if dpsgd else float(result["claimed_epsilon"]), float(block["delta"]), dpsgd)
     return bool(profile is not None and fdp_perfect_attack_refutes(profile, int(block["m"]), level))
@@ -221,55 +257,95 @@ def _check_whitebox_blocks(result: dict[str, Any], where: str) -> None:
     if disagreements:
         failed = [r for r in rows if r.get("name") == "accountant vs training" and r.get("failed")]
         if len(failed) < len(disagreements) or not result["violation"]:
-            raise _contradiction(where, "accountant_disagreements", f"lists {len(disagreements)} disagreement(s) "
-                                 "between the accountant and the training, but the verdict does not fail on them")
+            raise _contradiction(
+                where,
+                "accountant_disagreements",
+                f"lists {len(disagreements)} disagreement(s) "
+                "between the accountant and the training, but the verdict does not fail on them",
+            )
     if result.get("mode") != "one-run":
         return
     block = result["one_run"]
     claim, confidence = float(result["claimed_epsilon"]), float(result["confidence"])
     for field in ("claimed_epsilon", "delta", "confidence"):
         if not _close(block[field], result[field]):
-            raise _contradiction(where, f"one_run.{field}", f"is {block[field]!r} but the audit's {field} is {result[field]!r}")
+            raise _contradiction(
+                where, f"one_run.{field}", f"is {block[field]!r} but the audit's {field} is {result[field]!r}"
+            )
     level = (1 - confidence) / 2
     steinke = block["steinke"]
     if not _close(steinke["level"], level):
-        raise _contradiction(where, "one_run.steinke.level", f"is {steinke['level']:.4g} but confidence "
-                             f"{confidence:g} means α/2 = {level:.4g}")
+        raise _contradiction(
+            where,
+            "one_run.steinke.level",
+            f"is {steinke['level']:.4g} but confidence {confidence:g} means α/2 = {level:.4g}",
+        )
     if bool(steinke["refuted"]) != (steinke["p_value_claim"] <= level + _TOLERANCE):
-        raise _contradiction(where, "one_run.steinke.refuted", f"is {steinke['refuted']} but p = "
-                             f"{steinke['p_value_claim']:.3g} at α/2 = {level:.3g} means the opposite")
+        raise _contradiction(
+            where,
+            "one_run.steinke.refuted",
+            f"is {steinke['refuted']} but p = {steinke['p_value_claim']:.3g} at α/2 = {level:.3g} means the opposite",
+        )
     if not _close(steinke["epsilon"], result["epsilon_lower_bound"]):
         raise _contradiction(where, "epsilon_lower_bound", "differs from the one-run block's Steinke et al. bound")
     from audit.statistics.one_run_bounds import one_run_ceiling
 
     ceiling = one_run_ceiling(int(block["m"]), float(block["delta"]), level)
-    for field, value in (("one_run.ceiling", block["ceiling"]), ("one_run.steinke.ceiling", steinke["ceiling"]),
-                         ("ceiling", result["ceiling"])):
+    for field, value in (
+        ("one_run.ceiling", block["ceiling"]),
+        ("one_run.steinke.ceiling", steinke["ceiling"]),
+        ("ceiling", result["ceiling"]),
+    ):
         if not _close(value, ceiling):
-            raise _contradiction(where, field, f"is {value:.6g} but {block['m']} canaries at δ {block['delta']:g} "
-                                 f"give a ceiling of {ceiling:.6g}")
+            raise _contradiction(
+                where,
+                field,
+                f"is {value:.6g} but {block['m']} canaries at δ {block['delta']:g} give a ceiling of {ceiling:.6g}",
+            )
     fdp = block.get("fdp") if isinstance(block.get("fdp"), dict) else None
     refutable = _fdp_refutable(result, block, level, where)
     if fdp is not None and bool(fdp["refutable_by_perfect_attack"]) != refutable:
-        raise _contradiction(where, "one_run.fdp.refutable_by_perfect_attack", f"is {fdp['refutable_by_perfect_attack']} "
-                             f"but the claim's curve with {block['m']} canaries gives {refutable}")
+        raise _contradiction(
+            where,
+            "one_run.fdp.refutable_by_perfect_attack",
+            f"is {fdp['refutable_by_perfect_attack']} "
+            f"but the claim's curve with {block['m']} canaries gives {refutable}",
+        )
     status = one_run_status(block, claim, refutable)
     if block["status"] != status:
-        raise _contradiction(where, "one_run.status", f"is {block['status']!r} but its tests and ceiling "
-                             f"{ceiling:.4g} against the claimed ε {claim:.4g} mean {status!r}")
+        raise _contradiction(
+            where,
+            "one_run.status",
+            f"is {block['status']!r} but its tests and ceiling "
+            f"{ceiling:.4g} against the claimed ε {claim:.4g} mean {status!r}",
+        )
     claims = (result.get("verdict") or {}).get("claims") or []
     for index, entry in enumerate(claims):
-        if isinstance(entry, dict) and entry.get("status") not in (status, "not_refuted" if status == "held" else status):
-            raise _contradiction(where, f"verdict.claims[{index}].status", f"is {entry.get('status')!r} but the "
-                                 f"one-run block says {status!r}")
+        if isinstance(entry, dict) and entry.get("status") not in (
+            status,
+            "not_refuted" if status == "held" else status,
+        ):
+            raise _contradiction(
+                where,
+                f"verdict.claims[{index}].status",
+                f"is {entry.get('status')!r} but the one-run block says {status!r}",
+            )
     deciding = [r for r in rows if r.get("decides", True) and str(r.get("name", "")).startswith("claim ")]
     if not deciding:
-        raise AuditInputError(f"{where}: field 'verdict.checks'", "holds no check of the claim (a one-run result "
-                              "decides its claim by one)")
+        raise AuditInputError(
+            f"{where}: field 'verdict.checks'",
+            "holds no check of the claim (a one-run result decides its claim by one)",
+        )
     for row in deciding:
-        if bool(row.get("failed")) != (status == "refuted") or bool(row.get("inconclusive")) != (status == "untestable"):
-            raise _contradiction(where, "verdict.checks", f"the claim's check says failed = {row.get('failed')}, "
-                                 f"inconclusive = {row.get('inconclusive')} but the one-run block says {status!r}")
+        if bool(row.get("failed")) != (status == "refuted") or bool(row.get("inconclusive")) != (
+            status == "untestable"
+        ):
+            raise _contradiction(
+                where,
+                "verdict.checks",
+                f"the claim's check says failed = {row.get('failed')}, "
+                f"inconclusive = {row.get('inconclusive')} but the one-run block says {status!r}",
+            )
 
 
 def load_audit_result(path: Path, kind: str, *, follow: bool = True) -> dict[str, Any]:
@@ -307,9 +383,12 @@ def read_result_file(path: Path, kind: str | None, *, follow: bool = True) -> Re
     key = verification_key()
     integrity = check_integrity(content, key, what="the file")
     if integrity.edited:
-        raise AuditInputError(where, f"{integrity.sentence.removeprefix('the file ')}; an edited result file is "
-                              "refused, whatever it says "
-                              "(re-run the audit, or see docs/gate.md, 'Integrity')")
+        raise AuditInputError(
+            where,
+            f"{integrity.sentence.removeprefix('the file ')}; an edited result file is "
+            "refused, whatever it says "
+            "(re-run the audit, or see docs/gate.md, 'Integrity')",
+        )
     body = {k: v for k, v in content.items() if k not in (FIELD, "integrity_check")}
     if kind is None:
         from audit.machinery.policy import validate_results
@@ -340,18 +419,26 @@ def _check_twin_rows(content: dict[str, Any], where: str) -> None:
             continue
         field = f"targets[{index}].whitebox_one_run.curve_ceilings"
         if not (0 < sigma <= 1e6 and 0 < q <= 1 and float(steps).is_integer() and 1 <= steps <= 1_000_000):
-            raise AuditInputError(f"{where}: field 'targets[{index}]'", "is not a DP-SGD (σ, q, T) this audit could have run")
+            raise AuditInputError(
+                f"{where}: field 'targets[{index}]'", "is not a DP-SGD (σ, q, T) this audit could have run"
+            )
         from audit.statistics.one_run_power import fdp_perfect_p_value
         from audit.statistics.tradeoff_curves import dpsgd_privacy_profile
 
         stated = curves[0]
         if not _close(stated.get("epsilon", math.nan), row["claim"]):
-            raise _contradiction(where, field, f"names the claim ε {stated.get('epsilon')!r} but the row's claim is {row['claim']!r}")
+            raise _contradiction(
+                where, field, f"names the claim ε {stated.get('epsilon')!r} but the row's claim is {row['claim']!r}"
+            )
         p_value = fdp_perfect_p_value(dpsgd_privacy_profile(float(sigma), float(q), int(steps)), int(row["m"]))
         if abs(float(stated["fdp_perfect_p_value"]) - p_value) > 1e-6 * max(1.0, p_value):
-            raise _contradiction(where, f"{field}[factor 1.0].fdp_perfect_p_value", f"is {stated['fdp_perfect_p_value']:.4g} but "
-                                 f"a perfect attack on {row['m']} canaries of DP-SGD (σ {sigma:g}, q {q:g}, T {steps}) gives "
-                                 f"{p_value:.4g}")
+            raise _contradiction(
+                where,
+                f"{field}[factor 1.0].fdp_perfect_p_value",
+                f"is {stated['fdp_perfect_p_value']:.4g} but "
+                f"a perfect attack on {row['m']} canaries of DP-SGD (σ {sigma:g}, q {q:g}, T {steps}) gives "
+                f"{p_value:.4g}",
+            )
 
 
 def check_results_blocks(content: dict[str, Any], where: str) -> None:
@@ -365,7 +452,9 @@ def check_results_blocks(content: dict[str, Any], where: str) -> None:
     if ledger.get("release_ids") and not ledger.get("recorded"):
         raise _contradiction(where, "ledger.recorded", "is false but the section lists the releases it recorded")
     if ledger.get("recorded") and ledger.get("epsilon_spent") is None and not ledger.get("epsilon_spent_unbounded"):
-        raise AuditInputError(f"{where}: field 'ledger.epsilon_spent'", "is null for a recorded release; an "
-                              "unbounded spend is written with epsilon_spent_unbounded: true")
+        raise AuditInputError(
+            f"{where}: field 'ledger.epsilon_spent'",
+            "is null for a recorded release; an unbounded spend is written with epsilon_spent_unbounded: true",
+        )
     if ledger.get("epsilon_spent") is not None and ledger.get("epsilon_spent_unbounded"):
         raise _contradiction(where, "ledger.epsilon_spent", "is a number but epsilon_spent_unbounded is true")

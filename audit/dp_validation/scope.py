@@ -6,6 +6,7 @@ is *inconclusive*, never a pass. The verdict dict follows the shared contract
 (`results["verdict"]`: status pass | fail | inconclusive, passed = status != "fail", one-line
 reasons, decided_by).
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -13,8 +14,16 @@ from typing import Any
 __all__ = ["apply_power", "claim_verdict", "profile_verdict"]
 
 
-def claim_verdict(*, bound: float, ceiling: float, claimed_epsilon: float, delta: float,
-                  needed: int | None, unit: str, confidence: float) -> dict[str, Any]:
+def claim_verdict(
+    *,
+    bound: float,
+    ceiling: float,
+    claimed_epsilon: float,
+    delta: float,
+    needed: int | None,
+    unit: str,
+    confidence: float,
+) -> dict[str, Any]:
     """Verdict of one (ε, δ) lower bound against the claimed ε, knowing the audit's ceiling.
 
     fail: bound > claim (a violation at `confidence`). inconclusive: ceiling ≤ claim, the audit
@@ -25,16 +34,22 @@ def claim_verdict(*, bound: float, ceiling: float, claimed_epsilon: float, delta
     need_text = f"it needs ≥ {needed} {unit}" if needed is not None else f"no feasible number of {unit} would"
     if bound > claimed_epsilon:
         status = "fail"
-        reasons = [f"refuted: empirical ε lower bound {bound:.3f} > claimed ε {claimed_epsilon:.3f} "
-                   f"(δ {delta:g}, {confidence:.0%} confidence)"]
+        reasons = [
+            f"refuted: empirical ε lower bound {bound:.3f} > claimed ε {claimed_epsilon:.3f} "
+            f"(δ {delta:g}, {confidence:.0%} confidence)"
+        ]
     elif ceiling <= claimed_epsilon:
         status = "inconclusive"
-        reasons = [f"untestable here: this audit cannot refute ε = {claimed_epsilon:.3f}: a perfect attack reaches at "
-                   f"most {ceiling:.3f} here; {need_text}"]
+        reasons = [
+            f"untestable here: this audit cannot refute ε = {claimed_epsilon:.3f}: a perfect attack reaches at "
+            f"most {ceiling:.3f} here; {need_text}"
+        ]
     else:
         status = "pass"
-        reasons = [f"held: bound {bound:.3f} ≤ claimed ε {claimed_epsilon:.3f} (the audit could have "
-                   f"reached {ceiling:.3f}; a bound below the claim is not a proof that the claim holds)"]
+        reasons = [
+            f"held: bound {bound:.3f} ≤ claimed ε {claimed_epsilon:.3f} (the audit could have "
+            f"reached {ceiling:.3f}; a bound below the claim is not a proof that the claim holds)"
+        ]
     return {
         "status": status,
         "passed": status == "pass",  # true only for PASS (an untestable claim is not a pass)
@@ -46,8 +61,9 @@ def claim_verdict(*, bound: float, ceiling: float, claimed_epsilon: float, delta
     }
 
 
-def profile_verdict(test: dict[str, Any], ceiling: dict[str, Any], *, claimed_epsilon: float, delta: float,
-                    n_runs: int) -> dict[str, Any]:
+def profile_verdict(
+    test: dict[str, Any], ceiling: dict[str, Any], *, claimed_epsilon: float, delta: float, n_runs: int
+) -> dict[str, Any]:
     """Verdict of a test against the claim's whole trade-off curve
     (`audit.statistics.tradeoff_curves.profile_test`, its `tangent_test_ceiling`).
 
@@ -58,19 +74,25 @@ def profile_verdict(test: dict[str, Any], ceiling: dict[str, Any], *, claimed_ep
     did not.
     """
     confidence = float(test["confidence"])
-    where = (f"FPR {test['fpr']:.3f} with FNR {test['fnr']:.3f} against the claimed floor "
-             f"{test['claimed_fnr_floor']:.3f} (exact test of {test['statistic']}: p = {test['p_value']:.2g})")
+    where = (
+        f"FPR {test['fpr']:.3f} with FNR {test['fnr']:.3f} against the claimed floor "
+        f"{test['claimed_fnr_floor']:.3f} (exact test of {test['statistic']}: p = {test['p_value']:.2g})"
+    )
     if test["refuted"]:
         pair = test["supporting_pair"]
         status = "fail"
-        reasons = [f"refuted: the trainer's output is not consistent with the privacy profile its claim states "
-                   f"({test['profile']}) at {confidence:.0%} confidence: {where}; the claim (ε {claimed_epsilon:.3f} at "
-                   f"δ {delta:g}) sets that floor through its pair ({pair['epsilon']:.2f}, {pair['delta']:.3g})"]
+        reasons = [
+            f"refuted: the trainer's output is not consistent with the privacy profile its claim states "
+            f"({test['profile']}) at {confidence:.0%} confidence: {where}; the claim (ε {claimed_epsilon:.3f} at "
+            f"δ {delta:g}) sets that floor through its pair ({pair['epsilon']:.2f}, {pair['delta']:.3g})"
+        ]
     elif not ceiling["refutable"]:
         status = "inconclusive"
-        reasons = [f"untestable here: this audit cannot refute the claim's profile ({test['profile']}): even a perfect "
-                   f"attack (no error in {n_runs} runs) would reach only p = {ceiling['perfect_attack_p_value']:.2g} "
-                   f"against α = {1 - confidence:.2g}; use more runs (--models)"]
+        reasons = [
+            f"untestable here: this audit cannot refute the claim's profile ({test['profile']}): even a perfect "
+            f"attack (no error in {n_runs} runs) would reach only p = {ceiling['perfect_attack_p_value']:.2g} "
+            f"against α = {1 - confidence:.2g}; use more runs (--models)"
+        ]
     else:
         status = "pass"
         reasons = [f"held: {where}; a perfect attack could have refuted it (not a proof that the claim holds)"]
@@ -80,9 +102,12 @@ def profile_verdict(test: dict[str, Any], ceiling: dict[str, Any], *, claimed_ep
         "reasons": reasons,
         "decided_by": "built-in checks",
         "ceiling": None,
-        "ceiling_statement": (f"a perfect attack with these runs could refute the claim's profile "
-                              f"(p = {ceiling['perfect_attack_p_value']:.2g})") if ceiling["refutable"]
-                             else "no attack with these runs could refute the claim's profile",
+        "ceiling_statement": (
+            f"a perfect attack with these runs could refute the claim's profile "
+            f"(p = {ceiling['perfect_attack_p_value']:.2g})"
+        )
+        if ceiling["refutable"]
+        else "no attack with these runs could refute the claim's profile",
         "needed": None,
         "needed_unit": "runs (--models)",
     }
@@ -99,9 +124,14 @@ def apply_power(verdict: dict[str, Any], power: dict[str, Any]) -> dict[str, Any
     if verdict.get("status") != "pass" or power.get("kind") != "none":
         return out
     bound_words = str((verdict.get("reasons") or [""])[0]).removeprefix("held: ")
-    out.update(status="inconclusive", passed=False, claim_status="not_refuted",
-               reasons=[f"not refuted: {bound_words.split(' (')[0]}; {power.get('detail')}; would decide: "
-                        f"{power.get('decider')}"])
+    out.update(
+        status="inconclusive",
+        passed=False,
+        claim_status="not_refuted",
+        reasons=[
+            f"not refuted: {bound_words.split(' (')[0]}; {power.get('detail')}; would decide: {power.get('decider')}"
+        ],
+    )
     if out.get("ceiling_statement", "").startswith("a perfect attack"):
         out["ceiling_statement"] += " (a perfect attack, not this one: see the power)"
     return out

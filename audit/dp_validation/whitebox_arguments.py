@@ -47,9 +47,18 @@ class WhiteboxArguments:
     claim: PrivacyClaim | None
 
 
-def check_whitebox_arguments(*, factory: str | None, builtin: bool, observe: str, delta, confidence,
-                             claimed_epsilon, canary_scale, min_canary_scale: float,
-                             device: str | None) -> WhiteboxArguments:
+def check_whitebox_arguments(
+    *,
+    factory: str | None,
+    builtin: bool,
+    observe: str,
+    delta,
+    confidence,
+    claimed_epsilon,
+    canary_scale,
+    min_canary_scale: float,
+    device: str | None,
+) -> WhiteboxArguments:
     """The subject (exactly one of `factory` and `builtin`), `observe`, δ in (0, 1) (Gaussian noise is
     not (ε, 0)-DP), the confidence in [0.5, 1), the claimed ε when given, the canary's scale and the device.
     AuditInputError naming the parameter otherwise."""
@@ -73,7 +82,9 @@ def check_builtin_dpsgd(noise_multiplier, sample_rate, steps, max_grad_norm) -> 
     """(σ, q, T, C) of the harness's DP-SGD that `--builtin` audits, each checked."""
     if noise_multiplier is None:
         raise AuditInputError("noise_multiplier", "--builtin needs the noise multiplier σ of the DP-SGD to audit")
-    return (_check_positive(noise_multiplier, "noise_multiplier", high=1e6),
-            _check_positive(sample_rate, "sample_rate", high=1.0),
-            _check_positive(steps, "steps", integer=True, high=100_000),
-            _check_positive(max_grad_norm, "max_grad_norm", high=1e6))
+    return (
+        _check_positive(noise_multiplier, "noise_multiplier", high=1e6),
+        _check_positive(sample_rate, "sample_rate", high=1.0),
+        _check_positive(steps, "steps", integer=True, high=100_000),
+        _check_positive(max_grad_norm, "max_grad_norm", high=1e6),
+    )

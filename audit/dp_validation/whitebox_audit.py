@@ -38,11 +38,13 @@ DP-SGD: `targets.vectorized_dpsgd.train_many`, all runs of a block at once; a us
 factory: one run after another, each from a fresh call of the factory), seeded from the run's
 index so the numbers do not depend on `--workers`.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -111,8 +113,9 @@ TASK_TIMEOUT_S = 900.0
 # --------------------------------------------------------------------------------------------------
 
 
-def whitebox_scores(steps: np.ndarray, final: np.ndarray, observe: str, noise_multiplier: float,
-                    sample_rate: float) -> np.ndarray:
+def whitebox_scores(
+    steps: np.ndarray, final: np.ndarray, observe: str, noise_multiplier: float, sample_rate: float
+) -> np.ndarray:
     """One score per run (higher = canary more likely in): see the module docstring."""
     if observe == "final":
         return np.asarray(final, dtype=float)
@@ -138,8 +141,10 @@ def _accountant_disagreements(settings: dict[str, Any]) -> list[str]:
     rates = {round(h[1], 12) for h in history}
     q = settings.get("sample_rate")
     if q is None or not settings.get("poisson_sampling"):
-        found.append("the data loader is not Opacus's Poisson DPDataLoader, but the accountant assumes Poisson "
-                     f"sampling at q {sorted(rates)}")
+        found.append(
+            "the data loader is not Opacus's Poisson DPDataLoader, but the accountant assumes Poisson "
+            f"sampling at q {sorted(rates)}"
+        )
     elif rates != {round(q, 12)}:
         found.append(f"the accountant was told q {sorted(rates)}, the data loader samples at q {q:g}")
     return found
@@ -147,8 +152,9 @@ def _accountant_disagreements(settings: dict[str, Any]) -> list[str]:
 
 def _claim(settings: dict[str, Any], delta: float) -> dict[str, Any]:
     """The mechanism the accountant was told about: (σ, q) stages, T, its PLD ε and (q = 1) μ."""
-    history = settings["accountant_history"] or [[settings["noise_multiplier"], settings["sample_rate"] or 1.0,
-                                                  settings["steps"]]]
+    history = settings["accountant_history"] or [
+        [settings["noise_multiplier"], settings["sample_rate"] or 1.0, settings["steps"]]
+    ]
     full_batch = all(h[1] >= 1 for h in history)
     eps_pld = 0.0
     if len(history) == 1:
@@ -187,9 +193,17 @@ def run_whitebox_audit(
     DP-SGD (`builtin`, with σ, q, T, C given; on `device`: auto | cpu | cuda, `--builtin` only). `n_runs`
     runs per side. Returns the result dict with its verdict (checks as in `audit.machinery.verdict`),
     ceiling and both bounds."""
-    arguments = check_whitebox_arguments(factory=factory, builtin=builtin, observe=observe, delta=delta,
-                                         confidence=confidence, claimed_epsilon=claimed_epsilon,
-                                         canary_scale=canary_scale, min_canary_scale=1.0, device=device)
+    arguments = check_whitebox_arguments(
+        factory=factory,
+        builtin=builtin,
+        observe=observe,
+        delta=delta,
+        confidence=confidence,
+        claimed_epsilon=claimed_epsilon,
+        canary_scale=canary_scale,
+        min_canary_scale=1.0,
+        device=device,
+    )
     n = _check_positive(n_runs, "n_runs", integer=True, low=9, high=10**7)
     device = arguments.device
     from audit.machinery.limits import check_workers
@@ -201,13 +215,29 @@ def run_whitebox_audit(
 
         # Both sides keep every run's observation at every step (float64), plus scores and copies.
         check_memory(2 * n * int(t) * 8 * 3, "n_runs", f"whitebox-audit with {n:,} runs per side of {int(t):,} steps")
-        settings = {"noise_multiplier": sigma, "max_grad_norm": c, "sample_rate": q, "steps": t,
-                    "poisson_sampling": True, "optimizer": "SGD", "trainer": "targets.vectorized_dpsgd.train_many",
-                    "accountant_history": [[sigma, q, t]], "expected_batch_size": int(HARNESS_ROWS * q)}
+        settings = {
+            "noise_multiplier": sigma,
+            "max_grad_norm": c,
+            "sample_rate": q,
+            "steps": t,
+            "poisson_sampling": True,
+            "optimizer": "SGD",
+            "trainer": "targets.vectorized_dpsgd.train_many",
+            "accountant_history": [[sigma, q, t]],
+            "expected_batch_size": int(HARNESS_ROWS * q),
+        }
         block = max(1, min(5000, math.ceil(n / max(1, n_workers))))
         with WorkerPool(n_workers, name="the harness's DP-SGD", timeout=timeout) as pool:
-            sides = _observations(pool, harness_observation_task, (sigma, q, t, c), (seed, canary_scale),
-                                  {"device": device}, n, block, report_runs)
+            sides = _observations(
+                pool,
+                harness_observation_task,
+                (sigma, q, t, c),
+                (seed, canary_scale),
+                {"device": device},
+                n,
+                block,
+                report_runs,
+            )
         subject = f"harness DP-SGD (σ {sigma:g}, q {q:g}, T {t}, C {c:g})"
         disagreements: list[str] = []
     else:
@@ -216,12 +246,22 @@ def run_whitebox_audit(
         check_spec(factory, "factory")
         block = max(1, min(50, math.ceil(n / max(1, 4 * n_workers))))
         with WorkerPool(n_workers, name=f"--factory {factory}", timeout=timeout) as pool:
-            sides = _observations(pool, opacus_observation_task, (factory,), (seed, delta),
-                                  {"canary_scale": canary_scale}, n, block, report_runs)
+            sides = _observations(
+                pool,
+                opacus_observation_task,
+                (factory,),
+                (seed, delta),
+                {"canary_scale": canary_scale},
+                n,
+                block,
+                report_runs,
+            )
         settings = sides[_IN][0]["settings"]
         for part in sides[_IN] + sides[_OUT]:
             if part["steps"].shape[1] != settings["steps"]:
-                raise AuditInputError("factory", f"{factory}: runs took different numbers of steps; the audit needs a fixed T")
+                raise AuditInputError(
+                    "factory", f"{factory}: runs took different numbers of steps; the audit needs a fixed T"
+                )
         subject = f"--factory {factory}"
         disagreements = _accountant_disagreements(settings)
 
@@ -234,8 +274,10 @@ def run_whitebox_audit(
     score_in = whitebox_scores(steps_in, final_in, observe, sigma_claim, q_claim)
     score_out = whitebox_scores(steps_out, final_out, observe, sigma_claim, q_claim)
     if not (np.all(np.isfinite(score_in)) and np.all(np.isfinite(score_out))):
-        raise AuditInputError("factory" if factory else "noise_multiplier",
-                              "the training produced NaN or infinite parameters; the audit needs finite iterates")
+        raise AuditInputError(
+            "factory" if factory else "noise_multiplier",
+            "the training produced NaN or infinite parameters; the audit needs finite iterates",
+        )
 
     if arguments.claim is not None:
         eps_claim = arguments.claim.epsilon
@@ -243,14 +285,22 @@ def run_whitebox_audit(
     elif builtin:
         eps_claim, claim_source = float(claim["epsilon_pld"]), "PLD accountant of (σ, q, T)"
     elif settings.get("accountant_epsilon") is not None:
-        eps_claim, claim_source = float(settings["accountant_epsilon"]), f"the privacy engine's {settings['accountant']} accountant"
+        eps_claim, claim_source = (
+            float(settings["accountant_epsilon"]),
+            f"the privacy engine's {settings['accountant']} accountant",
+        )
     else:
-        raise AuditInputError("factory", f"the privacy engine's get_epsilon failed ({settings.get('accountant_error')}); "
-                              "give --claimed-epsilon")
+        raise AuditInputError(
+            "factory",
+            f"the privacy engine's get_epsilon failed ({settings.get('accountant_error')}); give --claimed-epsilon",
+        )
     # At q = 1 the claimed curve is G_μ of the steps the accountant was told; otherwise a CLT μ only
     # labels the GDP estimate (Bu, Dong, Long, Su 2020, arXiv 1911.11607), it decides nothing.
-    mu_claim = claim["mu"] if claim["full_batch"] else q_claim * math.sqrt(
-        sum(h[2] for h in claim["history"]) * math.expm1(1 / sigma_claim**2))
+    mu_claim = (
+        claim["mu"]
+        if claim["full_batch"]
+        else q_claim * math.sqrt(sum(h[2] for h in claim["history"]) * math.expm1(1 / sigma_claim**2))
+    )
     if claimed_epsilon is not None and claim["full_batch"]:
         # An (ε, δ) given by flag is read as the Gaussian mechanism with that ε at δ: the curve tested.
         mu_claim = gdp_mu_from_epsilon(eps_claim, delta)
@@ -260,21 +310,36 @@ def run_whitebox_audit(
     # trade-off-curve test at the pilot's equal-error point and the (ε, δ) Clopper-Pearson bound at
     # its own tail rule from the same pilot (`gaussian_dp_audit`).
     per_test = 1.0 - (1.0 - confidence) / 2
-    audit = gaussian_dp_audit(score_in, score_out, claimed_mu=mu_claim, delta=delta, confidence=per_test,
-                              pilot_fraction=PILOT_FRACTION, seed=seed)
+    audit = gaussian_dp_audit(
+        score_in,
+        score_out,
+        claimed_mu=mu_claim,
+        delta=delta,
+        confidence=per_test,
+        pilot_fraction=PILOT_FRACTION,
+        seed=seed,
+    )
     # The other observation of the same runs, shown beside (it decides nothing: one pre-declared test).
     other = "final" if observe == "all" else "all"
-    other_audit = gaussian_dp_audit(whitebox_scores(steps_in, final_in, other, sigma_claim, q_claim),
-                                    whitebox_scores(steps_out, final_out, other, sigma_claim, q_claim),
-                                    claimed_mu=mu_claim, delta=delta, confidence=per_test,
-                                    pilot_fraction=PILOT_FRACTION, seed=seed)
+    other_audit = gaussian_dp_audit(
+        whitebox_scores(steps_in, final_in, other, sigma_claim, q_claim),
+        whitebox_scores(steps_out, final_out, other, sigma_claim, q_claim),
+        claimed_mu=mu_claim,
+        delta=delta,
+        confidence=per_test,
+        pilot_fraction=PILOT_FRACTION,
+        seed=seed,
+    )
     cp_ceiling = ceiling_threshold_audit(audit.n_eval_positive, audit.n_eval_negative, delta, per_test)
     cp = audit.epsilon_lower_bound_tail
     cp_failed = cp > eps_claim
-    cp_message = (f"violation: Clopper-Pearson bound ε ≥ {cp:.3f} > claimed ε {eps_claim:.3f} (δ {delta:g}; FPR ≤ "
-                  f"{audit.tail_fpr_upper:.3g}, FNR ≤ {audit.tail_fnr_upper:.3g} at the tail rule)" if cp_failed else
-                  f"Clopper-Pearson bound ε ≥ {cp:.3f} ≤ claimed ε {eps_claim:.3f} (δ {delta:g}); a perfect attack "
-                  f"reaches at most ε {cp_ceiling:.3f} with these runs")
+    cp_message = (
+        f"violation: Clopper-Pearson bound ε ≥ {cp:.3f} > claimed ε {eps_claim:.3f} (δ {delta:g}; FPR ≤ "
+        f"{audit.tail_fpr_upper:.3g}, FNR ≤ {audit.tail_fnr_upper:.3g} at the tail rule)"
+        if cp_failed
+        else f"Clopper-Pearson bound ε ≥ {cp:.3f} ≤ claimed ε {eps_claim:.3f} (δ {delta:g}); a perfect attack "
+        f"reaches at most ε {cp_ceiling:.3f} with these runs"
+    )
 
     checks: list[Check] = []
     profile_pair = None
@@ -283,25 +348,45 @@ def run_whitebox_audit(
         needed = runs_needed_gaussian_dp(mu_claim, per_test, PILOT_FRACTION)
         if audit.refutes_claim:
             pair = audit.refuted_pair
-            message = (f"refuted: the test's error rates (FPR ≤ {audit.fpr_upper:.4g}, FNR ≤ {audit.fnr_upper:.4g} at "
-                       f"{per_test:.1%}) lie below the claimed μ = {mu_claim:.3f} Gaussian trade-off curve; they violate "
-                       f"the claim's (ε {pair['epsilon']:.3f}, δ {pair['delta']:.3g}); μ ≥ {audit.mu_lower_bound:.3f} "
-                       f"(ε ≥ {audit.epsilon_gdp:.3f} at δ {delta:g} under the GDP-family assumption)")
+            message = (
+                f"refuted: the test's error rates (FPR ≤ {audit.fpr_upper:.4g}, FNR ≤ {audit.fnr_upper:.4g} at "
+                f"{per_test:.1%}) lie below the claimed μ = {mu_claim:.3f} Gaussian trade-off curve; they violate "
+                f"the claim's (ε {pair['epsilon']:.3f}, δ {pair['delta']:.3g}); μ ≥ {audit.mu_lower_bound:.3f} "
+                f"(ε ≥ {audit.epsilon_gdp:.3f} at δ {delta:g} under the GDP-family assumption)"
+            )
         elif inconclusive:
-            message = (f"inconclusive: with {audit.n_eval_positive} evaluation runs per side a perfect attack shows at most "
-                       f"μ {audit.ceiling_mu:.3f} (ε {audit.ceiling_epsilon_gdp:.3f}), at or below the claim μ {mu_claim:.3f}; "
-                       f"it needs ≥ {needed} runs per side")
+            message = (
+                f"inconclusive: with {audit.n_eval_positive} evaluation runs per side a perfect attack shows at most "
+                f"μ {audit.ceiling_mu:.3f} (ε {audit.ceiling_epsilon_gdp:.3f}), at or below the claim μ {mu_claim:.3f}; "
+                f"it needs ≥ {needed} runs per side"
+            )
         else:
-            message = (f"not refuted: μ ≥ {audit.mu_lower_bound:.3f} (ε ≥ {audit.epsilon_gdp:.3f}) vs claimed μ "
-                       f"{mu_claim:.3f} (ε {audit.claimed_epsilon_gdp:.3f}); the audit could have shown up to μ "
-                       f"{audit.ceiling_mu:.3f} (not a proof that the claim holds)")
-        checks.append(Check(subject, "claimed Gaussian trade-off curve (q = 1)", message, failed=audit.refutes_claim,
-                            inconclusive=inconclusive and not audit.refutes_claim,
-                            assumption="independent runs (refutation is assumption-free given them)"))
+            message = (
+                f"not refuted: μ ≥ {audit.mu_lower_bound:.3f} (ε ≥ {audit.epsilon_gdp:.3f}) vs claimed μ "
+                f"{mu_claim:.3f} (ε {audit.claimed_epsilon_gdp:.3f}); the audit could have shown up to μ "
+                f"{audit.ceiling_mu:.3f} (not a proof that the claim holds)"
+            )
+        checks.append(
+            Check(
+                subject,
+                "claimed Gaussian trade-off curve (q = 1)",
+                message,
+                failed=audit.refutes_claim,
+                inconclusive=inconclusive and not audit.refutes_claim,
+                assumption="independent runs (refutation is assumption-free given them)",
+            )
+        )
         # The (ε, δ) bound's test: it can fail the audit; its own ceiling (far below the curve
         # test's at these run counts) does not make the audit inconclusive: the curve test decides that.
-        checks.append(Check(subject, "Clopper-Pearson (ε, δ) bound, tail rule", cp_message, failed=cp_failed,
-                            assumption="independent runs; any mechanism"))
+        checks.append(
+            Check(
+                subject,
+                "Clopper-Pearson (ε, δ) bound, tail rule",
+                cp_message,
+                failed=cp_failed,
+                assumption="independent runs; any mechanism",
+            )
+        )
         ceiling, ceiling_kind = audit.ceiling_epsilon_gdp, "ε of the largest μ a perfect attack shows (GDP conversion)"
     else:
         from audit.statistics.tradeoff_curves import (
@@ -315,49 +400,84 @@ def run_whitebox_audit(
         dpsgd = tuple(claim["history"][0]) if claimed_epsilon is None and len(claim["history"]) == 1 else None
         profile = claim_profile(eps_claim if claimed_epsilon is not None else None, delta, dpsgd)
         # A perfect attack's point (no error at all): could it refute the claimed curve?
-        profile_refutable = profile is not None and profile_ceiling(
-            profile, audit.n_eval_positive, audit.n_eval_negative, per_test)["refutable"]
+        profile_refutable = (
+            profile is not None
+            and profile_ceiling(profile, audit.n_eval_positive, audit.n_eval_negative, per_test)["refutable"]
+        )
         inconclusive = cp_ceiling <= eps_claim and not profile_refutable
         failed = cp_failed
-        message = (cp_message if failed else
-                   f"inconclusive: neither could a perfect attack's point refute the claimed curve, nor its bound "
-                   f"exceed the claim: it reaches at most ε {cp_ceiling:.3f} with these runs, at or below the "
-                   f"claim {eps_claim:.3f}; it needs ≥ {needed} runs per side (q < 1: the Gaussian-curve test is not exact)"
-                   if inconclusive else
-                   f"no violation: Clopper-Pearson bound ε ≥ {cp:.3f} ≤ claimed ε {eps_claim:.3f} (tail rule; its ceiling {cp_ceiling:.3f}"
-                   + ("; a perfect attack's point would refute the claimed trade-off curve)" if profile_refutable else ")"))
-        checks.append(Check(subject, "Clopper-Pearson (ε, δ) bound, tail rule (q < 1)", message, failed=failed,
-                            inconclusive=inconclusive and not failed,
-                            assumption="independent runs; any mechanism"))
-        checks.append(Check(subject, "GDP-family estimate (q < 1)",
-                            f"GDP estimate μ ≥ {audit.mu_lower_bound:.3f}, ε {audit.epsilon_gdp:.3f}: shown only, the "
-                            "trade-off curve of Poisson-subsampled DP-SGD is not Gaussian", decides=False,
-                            assumption=GAUSSIAN_ASSUMPTION + " — does NOT hold exactly for q < 1"))
+        message = (
+            cp_message
+            if failed
+            else f"inconclusive: neither could a perfect attack's point refute the claimed curve, nor its bound "
+            f"exceed the claim: it reaches at most ε {cp_ceiling:.3f} with these runs, at or below the "
+            f"claim {eps_claim:.3f}; it needs ≥ {needed} runs per side (q < 1: the Gaussian-curve test is not exact)"
+            if inconclusive
+            else f"no violation: Clopper-Pearson bound ε ≥ {cp:.3f} ≤ claimed ε {eps_claim:.3f} (tail rule; its ceiling {cp_ceiling:.3f}"
+            + ("; a perfect attack's point would refute the claimed trade-off curve)" if profile_refutable else ")")
+        )
+        checks.append(
+            Check(
+                subject,
+                "Clopper-Pearson (ε, δ) bound, tail rule (q < 1)",
+                message,
+                failed=failed,
+                inconclusive=inconclusive and not failed,
+                assumption="independent runs; any mechanism",
+            )
+        )
+        checks.append(
+            Check(
+                subject,
+                "GDP-family estimate (q < 1)",
+                f"GDP estimate μ ≥ {audit.mu_lower_bound:.3f}, ε {audit.epsilon_gdp:.3f}: shown only, the "
+                "trade-off curve of Poisson-subsampled DP-SGD is not Gaussian",
+                decides=False,
+                assumption=GAUSSIAN_ASSUMPTION + " — does NOT hold exactly for q < 1",
+            )
+        )
         if profile is not None:
             # The equal-error point against the claim's whole trade-off curve (sound for any
             # mechanism: the PLD curve is a lower envelope of the claimed one); the second of the
             # two tests, each at 1 − α/2.
             profile_refuted = refute_point(profile, audit.fpr_upper, audit.fnr_upper)
-            profile_message = (f"refuted: the point (FPR ≤ {audit.fpr_upper:.4g}, FNR ≤ {audit.fnr_upper:.4g}) lies "
-                               f"below the claimed trade-off curve; it violates the claim's (ε "
-                               f"{profile_refuted['epsilon']:.3f}, δ {profile_refuted['delta']:.3g})"
-                               if profile_refuted else "the point is on or above the claimed trade-off curve")
-            checks.append(Check(subject, "claimed trade-off curve (q < 1)", profile_message,
-                                failed=profile_refuted is not None,
-                                assumption="independent runs; the claim's PLD profile (pessimistic) as its curve"))
+            profile_message = (
+                f"refuted: the point (FPR ≤ {audit.fpr_upper:.4g}, FNR ≤ {audit.fnr_upper:.4g}) lies "
+                f"below the claimed trade-off curve; it violates the claim's (ε "
+                f"{profile_refuted['epsilon']:.3f}, δ {profile_refuted['delta']:.3g})"
+                if profile_refuted
+                else "the point is on or above the claimed trade-off curve"
+            )
+            checks.append(
+                Check(
+                    subject,
+                    "claimed trade-off curve (q < 1)",
+                    profile_message,
+                    failed=profile_refuted is not None,
+                    assumption="independent runs; the claim's PLD profile (pessimistic) as its curve",
+                )
+            )
             profile_pair = profile_refuted
         ceiling, ceiling_kind = cp_ceiling, "Clopper-Pearson (ε, δ) bound of an attack without errors"
     # Dirac canary, every iterate: proven power; the final model alone: none (mode_power).
     power = whitebox_power_entry(observe)
     checks = [replace(c, power=power) if c.decides else c for c in checks]
     for text in disagreements:
-        checks.append(Check(subject, "accountant vs training", f"accountant disagrees with the training: {text}",
-                            failed=True, assumption="the accountant must be told what the optimizer and loader do"))
+        checks.append(
+            Check(
+                subject,
+                "accountant vs training",
+                f"accountant disagrees with the training: {text}",
+                failed=True,
+                assumption="the accountant must be told what the optimizer and loader do",
+            )
+        )
     verdict = decide(checks, alpha=1 - confidence)
     verdict["family_wise_error"]["statement"] = (
         f"two pre-declared tests (the trade-off curve at the pilot's equal-error point, the (ε, δ) bound at its tail "
         f"rule), each at {per_test:.1%} (Bonferroni: family-wise error ≤ {1 - confidence:g}), plus deterministic "
-        "accountant checks")
+        "accountant checks"
+    )
     verdict["ceiling"] = float(ceiling)
     verdict["needed"] = needed
     verdict["needed_unit"] = "runs per side (--runs)"
@@ -369,40 +489,79 @@ def run_whitebox_audit(
         "builtin": bool(builtin),
         "device": device,
         "observe": observe,
-        "observed": ("the canary coordinate of the privatised gradient at every step (all iterates)" if observe == "all"
-                     else "θ_0[j] − θ_T[j] of the final model only"),
-        "canary": {"coordinate": ("first-layer weight of unit 0 on an extra all-zero feature column (no record "
-                                  "touches it)" if builtin else "first coordinate of the first trainable parameter, "
-                                  "zeroed in every real per-sample gradient"), "norm_over_C": float(canary_scale),
-                   "inclusion": "each step with probability q (the claimed sampling rate) in 'in' runs, never in 'out' runs"},
+        "observed": (
+            "the canary coordinate of the privatised gradient at every step (all iterates)"
+            if observe == "all"
+            else "θ_0[j] − θ_T[j] of the final model only"
+        ),
+        "canary": {
+            "coordinate": (
+                "first-layer weight of unit 0 on an extra all-zero feature column (no record touches it)"
+                if builtin
+                else "first coordinate of the first trainable parameter, zeroed in every real per-sample gradient"
+            ),
+            "norm_over_C": float(canary_scale),
+            "inclusion": "each step with probability q (the claimed sampling rate) in 'in' runs, never in 'out' runs",
+        },
         "n_runs_per_side": n,
         "seed": int(seed),
         "settings": settings,
-        "claim": {**claim, "epsilon": eps_claim, "source": claim_source, "mu_label": claim.get("mu_label_override") or (
-            "μ = √(Σ T/σ²), exact for q = 1" if claim["full_batch"] else "CLT μ (Bu et al. 2020), approximate for q < 1")},
+        "claim": {
+            **claim,
+            "epsilon": eps_claim,
+            "source": claim_source,
+            "mu_label": claim.get("mu_label_override")
+            or (
+                "μ = √(Σ T/σ²), exact for q = 1"
+                if claim["full_batch"]
+                else "CLT μ (Bu et al. 2020), approximate for q < 1"
+            ),
+        },
         "accountant_disagreements": disagreements,
         "claimed_epsilon": eps_claim,
         "delta": float(delta),
         "confidence": float(confidence),
         "epsilon_lower_bound": float(sound_bound),
-        "epsilon_lower_bound_label": ("Clopper-Pearson (ε, δ) bound at its own (tail) rule chosen on the pilot: sound "
-                                      f"for any mechanism given independent runs, at {per_test:.1%} (α split over two tests)"),
+        "epsilon_lower_bound_label": (
+            "Clopper-Pearson (ε, δ) bound at its own (tail) rule chosen on the pilot: sound "
+            f"for any mechanism given independent runs, at {per_test:.1%} (α split over two tests)"
+        ),
         "epsilon_lower_bound_equal_error": audit.epsilon_lower_bound_clopper_pearson,
-        "gdp_bound": {"mu": audit.mu_lower_bound, "epsilon": audit.epsilon_gdp, "claimed_mu": mu_claim,
-                      "claimed_epsilon_gdp": audit.claimed_epsilon_gdp,
-                      "assumption": GAUSSIAN_ASSUMPTION if claim["full_batch"] else
-                      GAUSSIAN_ASSUMPTION + " — does NOT hold exactly for q < 1: an estimate, not a bound",
-                      "decides": bool(claim["full_batch"]),
-                      "ratio_to_claim": audit.epsilon_gdp / eps_claim if eps_claim > 0 else None},
-        "other_observation": {"observe": other, "mu": other_audit.mu_lower_bound, "epsilon": other_audit.epsilon_gdp,
-                              "epsilon_lower_bound_clopper_pearson": other_audit.epsilon_lower_bound_tail,
-                              "epsilon_lower_bound_equal_error": other_audit.epsilon_lower_bound_clopper_pearson,
-                              "refutes_claimed_curve": other_audit.refutes_claim,
-                              "note": "same runs, other observation: shown only, decides nothing"},
-        "refutation": ({"refutes_claimed_curve": audit.refutes_claim, "refuted_pair": audit.refuted_pair,
-                        "curve": "Gaussian G_μ (exact at q = 1)", "sound": True} if claim["full_batch"] else
-                       {"refutes_claimed_curve": profile_pair is not None, "refuted_pair": profile_pair,
-                        "curve": "the claim's privacy profile (PLD of (σ, q, T), or the --claimed-epsilon pair)", "sound": True}),
+        "gdp_bound": {
+            "mu": audit.mu_lower_bound,
+            "epsilon": audit.epsilon_gdp,
+            "claimed_mu": mu_claim,
+            "claimed_epsilon_gdp": audit.claimed_epsilon_gdp,
+            "assumption": GAUSSIAN_ASSUMPTION
+            if claim["full_batch"]
+            else GAUSSIAN_ASSUMPTION + " — does NOT hold exactly for q < 1: an estimate, not a bound",
+            "decides": bool(claim["full_batch"]),
+            "ratio_to_claim": audit.epsilon_gdp / eps_claim if eps_claim > 0 else None,
+        },
+        "other_observation": {
+            "observe": other,
+            "mu": other_audit.mu_lower_bound,
+            "epsilon": other_audit.epsilon_gdp,
+            "epsilon_lower_bound_clopper_pearson": other_audit.epsilon_lower_bound_tail,
+            "epsilon_lower_bound_equal_error": other_audit.epsilon_lower_bound_clopper_pearson,
+            "refutes_claimed_curve": other_audit.refutes_claim,
+            "note": "same runs, other observation: shown only, decides nothing",
+        },
+        "refutation": (
+            {
+                "refutes_claimed_curve": audit.refutes_claim,
+                "refuted_pair": audit.refuted_pair,
+                "curve": "Gaussian G_μ (exact at q = 1)",
+                "sound": True,
+            }
+            if claim["full_batch"]
+            else {
+                "refutes_claimed_curve": profile_pair is not None,
+                "refuted_pair": profile_pair,
+                "curve": "the claim's privacy profile (PLD of (σ, q, T), or the --claimed-epsilon pair)",
+                "sound": True,
+            }
+        ),
         "test": audit.as_dict(),
         "ceiling": float(ceiling),
         "ceiling_label": ceiling_kind,

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import math
 import random
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -53,9 +54,18 @@ def canary_inclusions(seed: int, side: int, first_run: int, count: int, steps: i
     return out
 
 
-def harness_observation_task(noise_multiplier: float, sample_rate: float, steps: int, max_grad_norm: float,
-                             side: int, first_run: int, count: int, seed: int,
-                             canary_scale: float = CANARY_SCALE, device: str = "cpu") -> dict[str, Any]:
+def harness_observation_task(
+    noise_multiplier: float,
+    sample_rate: float,
+    steps: int,
+    max_grad_norm: float,
+    side: int,
+    first_run: int,
+    count: int,
+    seed: int,
+    canary_scale: float = CANARY_SCALE,
+    device: str = "cpu",
+) -> dict[str, Any]:
     """A worker task: `count` runs of the harness's DP-SGD (`train_many`) with the Dirac canary
     (side 1) or without (side 0); returns {"steps": (count, T) x_t, "final": (count,) θ_0[j] − θ_T[j]}."""
     import torch
@@ -68,25 +78,43 @@ def harness_observation_task(noise_multiplier: float, sample_rate: float, steps:
     X = np.hstack([data.features.astype(np.float32), np.zeros((HARNESS_ROWS, 1), np.float32)])
     y = data.labels.astype(np.int64)
     d = X.shape[1]
-    spec = DPSGDSpec(noise_multiplier=float(noise_multiplier), max_grad_norm=float(max_grad_norm),
-                     sample_rate=float(sample_rate), steps=int(steps), lr=HARNESS_LR)
+    spec = DPSGDSpec(
+        noise_multiplier=float(noise_multiplier),
+        max_grad_norm=float(max_grad_norm),
+        sample_rate=float(sample_rate),
+        steps=int(steps),
+        lr=HARNESS_LR,
+    )
     include = torch.from_numpy(canary_inclusions(seed, side, first_run, count, steps, sample_rate))
     iterates = np.empty((count, steps + 1))
     value = float(canary_scale) * float(max_grad_norm)
 
     def hook(t: int, k0: int, params: dict[str, torch.Tensor]):
         name = next(iter(params))  # the first Linear layer's weight, (K, hidden, d)
-        iterates[k0:k0 + params[name].shape[0], t] = params[name][:, 0, d - 1].double().cpu().numpy()
+        iterates[k0 : k0 + params[name].shape[0], t] = params[name][:, 0, d - 1].double().cpu().numpy()
         if t == steps:
             return None
         extra = {n: torch.zeros_like(p) for n, p in params.items()}
-        extra[name][:, 0, d - 1] = value * include[k0:k0 + params[name].shape[0], t].to(extra[name].device,
-                                                                                      extra[name].dtype)
+        extra[name][:, 0, d - 1] = value * include[k0 : k0 + params[name].shape[0], t].to(
+            extra[name].device, extra[name].dtype
+        )
         return extra
 
-    stacked = train_many(d, HARNESS_HIDDEN, int(y.max()) + 1, X, y, np.ones((count, HARNESS_ROWS), bool), spec,
-                         seed=_run_seed(seed, _STREAM_HARNESS, side, 0), first_model=int(first_run), device=device,
-                         chunk_size=count, method="ghost", step_hook=hook)
+    stacked = train_many(
+        d,
+        HARNESS_HIDDEN,
+        int(y.max()) + 1,
+        X,
+        y,
+        np.ones((count, HARNESS_ROWS), bool),
+        spec,
+        seed=_run_seed(seed, _STREAM_HARNESS, side, 0),
+        first_model=int(first_run),
+        device=device,
+        chunk_size=count,
+        method="ghost",
+        step_hook=hook,
+    )
     expected = stacked.expected_batch_sizes.numpy().astype(float)[:, None]
     x = (iterates[:, :-1] - iterates[:, 1:]) * expected / (HARNESS_LR * float(max_grad_norm))
     return {"steps": x, "final": iterates[:, 0] - iterates[:, -1]}
@@ -104,12 +132,18 @@ def _unpack_setup(made: Any, spec: str) -> tuple[Any, Any, Any, Any, int, Any]:
     elif isinstance(made, (tuple, list)) and len(made) == 4:
         (model, optimizer, loader, engine), epochs, loss = made, 1, None
     else:
-        raise AuditInputError("factory", f"{spec} must return (model, optimizer, data_loader, privacy_engine) "
-                              f"or a dict with those keys, got {type(made).__name__}")
+        raise AuditInputError(
+            "factory",
+            f"{spec} must return (model, optimizer, data_loader, privacy_engine) "
+            f"or a dict with those keys, got {type(made).__name__}",
+        )
     for attribute in ("noise_multiplier", "max_grad_norm", "expected_batch_size", "original_optimizer"):
         if not hasattr(optimizer, attribute):
-            raise AuditInputError("factory", f"{spec}: the optimizer is not an Opacus DPOptimizer (no "
-                                  f"{attribute}); make it private with PrivacyEngine.make_private")
+            raise AuditInputError(
+                "factory",
+                f"{spec}: the optimizer is not an Opacus DPOptimizer (no "
+                f"{attribute}); make it private with PrivacyEngine.make_private",
+            )
     if not (isinstance(epochs, int) and not isinstance(epochs, bool) and 1 <= epochs <= 10_000):
         raise AuditInputError("factory", f"{spec}: 'epochs' must be an integer in [1, 10000], got {epochs!r}")
     return model, optimizer, loader, engine, epochs, loss
@@ -123,8 +157,11 @@ def _insert_canary(optimizer, include: bool, value: float) -> None:
     for index, p in enumerate(params):
         samples = getattr(p, "grad_sample", None)
         if not isinstance(samples, torch.Tensor):
-            raise AuditInputError("factory", "the model's parameters carry no per-sample gradients after "
-                                  "backward(): wrap it with PrivacyEngine.make_private (GradSampleModule)")
+            raise AuditInputError(
+                "factory",
+                "the model's parameters carry no per-sample gradients after "
+                "backward(): wrap it with PrivacyEngine.make_private (GradSampleModule)",
+            )
         if index == 0:
             flat = samples.reshape(samples.shape[0], -1).clone()
             flat[:, 0] = 0.0
@@ -195,8 +232,9 @@ def load_factory_in_worker(factory: str | None):
         return load_user_function(factory, "factory")
 
 
-def opacus_observation_task(factory: str, side: int, first_run: int, count: int, seed: int, delta: float,
-                            canary_scale: float = CANARY_SCALE) -> dict[str, Any]:
+def opacus_observation_task(
+    factory: str, side: int, first_run: int, count: int, seed: int, delta: float, canary_scale: float = CANARY_SCALE
+) -> dict[str, Any]:
     """A worker task: `count` runs of the user's Opacus setup, each from a fresh `factory()` call, with
     the canary (side 1) or without (side 0). Returns {"steps": (count, T), "final": (count,),
     "settings": what the first run's optimizer, loader and engine said}."""
@@ -222,8 +260,11 @@ def opacus_observation_task(factory: str, side: int, first_run: int, count: int,
             if not params:
                 raise AuditInputError("factory", f"{factory}: the optimizer has no trainable parameters")
             C = _positive_float(optimizer.max_grad_norm, factory, "the optimizer's max_grad_norm")
-            scale = (_positive_float(optimizer.expected_batch_size or 1, factory, "the optimizer's expected_batch_size")
-                     if getattr(optimizer, "loss_reduction", "mean") == "mean" else 1.0)
+            scale = (
+                _positive_float(optimizer.expected_batch_size or 1, factory, "the optimizer's expected_batch_size")
+                if getattr(optimizer, "loss_reduction", "mean") == "mean"
+                else 1.0
+            )
             start = float(params[0].detach().reshape(-1)[0])
             observed: list[float] = []
             # The inclusion stream is drawn per step as it comes: T is only known once the loader is exhausted.
@@ -249,15 +290,26 @@ def opacus_observation_task(factory: str, side: int, first_run: int, count: int,
                 settings = _opacus_settings(optimizer, loader, engine, len(observed), delta)
             final = start - float(params[0].detach().reshape(-1)[0])
         if rows and len(observed) != len(rows[0]):
-            raise AuditInputError("factory", f"{factory}: runs took different numbers of steps "
-                                  f"({len(rows[0])} and {len(observed)}); the audit needs a fixed T")
+            raise AuditInputError(
+                "factory",
+                f"{factory}: runs took different numbers of steps "
+                f"({len(rows[0])} and {len(observed)}); the audit needs a fixed T",
+            )
         rows.append(observed)
         finals.append(final)
     return {"steps": np.asarray(rows, dtype=float), "final": np.asarray(finals, dtype=float), "settings": settings}
 
 
-def _observations(pool: WorkerPool, function, before: tuple, after: tuple, kwargs: dict, n_runs: int, block: int,
-                  report_runs: Callable[[int, int], None] | None = None):
+def _observations(
+    pool: WorkerPool,
+    function,
+    before: tuple,
+    after: tuple,
+    kwargs: dict,
+    n_runs: int,
+    block: int,
+    report_runs: Callable[[int, int], None] | None = None,
+):
     """Every run's observations, both sides, as blocks of `block` runs: task = function(*before, side, first, count, *after).
     `report_runs(done, total)` hears of each finished block (runs of both sides)."""
     tasks = [(side, start, min(block, n_runs - start)) for side in (_IN, _OUT) for start in range(0, n_runs, block)]
@@ -268,8 +320,9 @@ def _observations(pool: WorkerPool, function, before: tuple, after: tuple, kwarg
         if report_runs is not None:
             report_runs(done[0], 2 * n_runs)
 
-    results = pool.map(function, [(*before, side, start, count, *after) for side, start, count in tasks], kwargs,
-                       on_result=finished)
+    results = pool.map(
+        function, [(*before, side, start, count, *after) for side, start, count in tasks], kwargs, on_result=finished
+    )
     sides: dict[int, list[dict]] = {_IN: [], _OUT: []}
     for (side, _, _), result in zip(tasks, results):
         sides[side].append(result)

@@ -20,6 +20,7 @@ row). It depends on (σ, q, rounds, claim, δ, α, K) only, never on scores, so 
 pre-declared; where the ladder (or its memory budget) ends first, the verdict says the row is
 untestable and the m it needs.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -44,8 +45,16 @@ DIRECTIONS_BUDGET_BYTES = 256 * 2**20
 _CANARY_STREAM = 79
 
 
-def default_canary_clients(noise_multiplier: float, sample_rate: float, rounds: int, claim: float, delta: float,
-                           alpha: float, n_parameters: int = 0, decisive_rows: int = HOLM_ROOM) -> int:
+def default_canary_clients(
+    noise_multiplier: float,
+    sample_rate: float,
+    rounds: int,
+    claim: float,
+    delta: float,
+    alpha: float,
+    n_parameters: int = 0,
+    decisive_rows: int = HOLM_ROOM,
+) -> int:
     """The smallest m of `CANARY_LADDER` with which a perfect attack refutes `claim` at Holm's first level
     α / max(HOLM_ROOM, decisive_rows): Steinke et al.'s ceiling (arXiv 2305.08846) or the f-DP one-run test
     of the claim's curve (arXiv 2410.22235), each at its share of the level among the tests the row will
@@ -68,30 +77,69 @@ def default_canary_clients(noise_multiplier: float, sample_rate: float, rounds: 
     return ladder[-1]
 
 
-def canary_client_entry(client_data, n_classes: int, spec, *, target: FederatedTarget, claim: float, delta: float,
-                        accountant: str, seed: int, device, confidence: float, test_features: np.ndarray,
-                        test_labels: np.ndarray, target_accuracy: float, m: int | None = None,
-                        decisive_rows: int = HOLM_ROOM) -> dict[str, Any]:
+def canary_client_entry(
+    client_data,
+    n_classes: int,
+    spec,
+    *,
+    target: FederatedTarget,
+    claim: float,
+    delta: float,
+    accountant: str,
+    seed: int,
+    device,
+    confidence: float,
+    test_features: np.ndarray,
+    test_labels: np.ndarray,
+    target_accuracy: float,
+    m: int | None = None,
+    decisive_rows: int = HOLM_ROOM,
+) -> dict[str, Any]:
     """Train the twin federation with canary clients and audit the client-level claim `claim`; without `m`,
     as many as make it testable in a Holm family of up to `decisive_rows` rows (`default_canary_clients`)."""
     n_parameters = sum(int(p.numel()) for p in target.model.state_dict().values())
     canary_seed = int(np.random.SeedSequence([int(seed), _CANARY_STREAM]).generate_state(1)[0])
     if m is None:
-        m = default_canary_clients(target.client_noise_multiplier, spec.client_sample_rate, spec.rounds, claim, delta,
-                                   1.0 - float(confidence), n_parameters, decisive_rows)
+        m = default_canary_clients(
+            target.client_noise_multiplier,
+            spec.client_sample_rate,
+            spec.rounds,
+            claim,
+            delta,
+            1.0 - float(confidence),
+            n_parameters,
+            decisive_rows,
+        )
     canaries = CanaryClients(n_parameters, int(m), spec.client_sample_rate, canary_seed)
-    twin = train_federation(client_data, n_classes, spec, epsilon=float(target.epsilon_target), delta=delta,
-                            accountant=accountant, seed=seed, device=device,
-                            client_noise_multiplier=target.client_noise_multiplier, canary_clients=canaries)
+    twin = train_federation(
+        client_data,
+        n_classes,
+        spec,
+        epsilon=float(target.epsilon_target),
+        delta=delta,
+        accountant=accountant,
+        seed=seed,
+        device=device,
+        client_noise_multiplier=target.client_noise_multiplier,
+        canary_clients=canaries,
+    )
     accuracy = float((twin.logits(test_features).argmax(axis=1) == test_labels).mean())
-    row = one_run_row(canaries.scores("all"), canaries.scores("final"), canaries.coins.copy(), claim=float(claim),
-                      delta=float(delta), noise_multiplier=float(target.client_noise_multiplier),
-                      sample_rate=float(spec.client_sample_rate), steps=int(spec.rounds), confidence=confidence)
+    row = one_run_row(
+        canaries.scores("all"),
+        canaries.scores("final"),
+        canaries.coins.copy(),
+        claim=float(claim),
+        delta=float(delta),
+        noise_multiplier=float(target.client_noise_multiplier),
+        sample_rate=float(spec.client_sample_rate),
+        steps=int(spec.rounds),
+        confidence=confidence,
+    )
     return {
         "family": ROW_FAMILY,
         "level": "client",
         "paper": "Andrew et al. 2023, arXiv 2302.03098; Steinke, Nasr, Jagielski 2023, arXiv 2305.08846; "
-                 "Mahloujifar, Melis, Chaudhuri 2024, arXiv 2410.22235",
+        "Mahloujifar, Melis, Chaudhuri 2024, arXiv 2410.22235",
         **row,
         "kind": "random-direction canary clients",
         "canary_rows_inserted": int(canaries.joined),

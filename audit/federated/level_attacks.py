@@ -1,6 +1,7 @@
 """Membership inference per level on a federation: record level on the final global model (loss,
 LiRA offline with reference federations), the honest-but-curious server on one client's update,
 and client level across coin-flip federations. Each row carries the claim it tests."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -20,8 +21,11 @@ from targets.training import predict_logits
 
 
 def confidence_scores(model_or_target, features: np.ndarray, labels: np.ndarray) -> np.ndarray:
-    logits = model_or_target.logits(features) if hasattr(model_or_target, "logits") else predict_logits(
-        model_or_target, features)
+    logits = (
+        model_or_target.logits(features)
+        if hasattr(model_or_target, "logits")
+        else predict_logits(model_or_target, features)
+    )
     return logit_scaled_confidence(logits, labels)
 
 
@@ -39,8 +43,9 @@ def _map(inputs: FederationInputs, function, tasks: list[tuple], kwargs: dict, p
     return executor.map(function, tasks, kwargs, on_result=note)
 
 
-def reference_confidences(inputs: FederationInputs, epsilon: float, index: int, target: FederatedTarget, ckpt: TargetCheckpoints,
-                    progress) -> np.ndarray | None:
+def reference_confidences(
+    inputs: FederationInputs, epsilon: float, index: int, target: FederatedTarget, ckpt: TargetCheckpoints, progress
+) -> np.ndarray | None:
     """LiRA offline references: federations trained like the target (same σ per client, same rounds)
     on the pool split the same way; one executor task each, seeded from (seed, target, 1, j)."""
     n_refs = federated_section(inputs.config).n_reference_federations
@@ -52,23 +57,40 @@ def reference_confidences(inputs: FederationInputs, epsilon: float, index: int, 
     cand = inputs.splits.candidate_idx
     pool_clients = inputs.client_data(inputs.splits.pool_idx)
     if any(len(y) == 0 for _, y in pool_clients):
-        raise AuditInputError("federated.n_reference_federations",
-                              "a client holds no pool rows to train reference federations on; set it to 0 or use more data")
-    kwargs = dict(client_data=pool_clients, n_classes=inputs.data.n_classes, spec=inputs.spec, epsilon=epsilon,
-                  delta=inputs.config.privacy.delta, accountant=inputs.config.privacy.accountant,
-                  device=inputs.task_device, noise_multipliers=[c.noise_multiplier for c in target.clients],
-                  client_noise_multiplier=target.client_noise_multiplier,
-                  features=inputs.data.features[cand], labels=inputs.data.labels[cand])
+        raise AuditInputError(
+            "federated.n_reference_federations",
+            "a client holds no pool rows to train reference federations on; set it to 0 or use more data",
+        )
+    kwargs = dict(
+        client_data=pool_clients,
+        n_classes=inputs.data.n_classes,
+        spec=inputs.spec,
+        epsilon=epsilon,
+        delta=inputs.config.privacy.delta,
+        accountant=inputs.config.privacy.accountant,
+        device=inputs.task_device,
+        noise_multipliers=[c.noise_multiplier for c in target.clients],
+        client_noise_multiplier=target.client_noise_multiplier,
+        features=inputs.data.features[cand],
+        labels=inputs.data.labels[cand],
+    )
     tasks = [(federation_seed(inputs.config.seed, index, 1, j),) for j in range(n_refs)]
-    phis = _map(inputs, reference_confidences_task, tasks, kwargs, progress,
-                f"reference federations for {epsilon_label(epsilon)}:")
+    phis = _map(
+        inputs,
+        reference_confidences_task,
+        tasks,
+        kwargs,
+        progress,
+        f"reference federations for {epsilon_label(epsilon)}:",
+    )
     phi = np.stack(phis)
     ckpt.save_arrays("reference_phis", {"phi": phi})
     return phi
 
 
-def client_mia_scores(inputs: FederationInputs, epsilon: float, index: int, ckpt: TargetCheckpoints,
-                       progress) -> tuple[np.ndarray, np.ndarray] | None:
+def client_mia_scores(
+    inputs: FederationInputs, epsilon: float, index: int, ckpt: TargetCheckpoints, progress
+) -> tuple[np.ndarray, np.ndarray] | None:
     """Runs × clients candidates: coin-flip participation, score = mean confidence on the client's rows;
     one executor task per run, its coins from (seed, target, 2, j) and its training from (seed, target, 3, j)."""
     runs = federated_section(inputs.config).client_mia_runs
@@ -77,15 +99,31 @@ def client_mia_scores(inputs: FederationInputs, epsilon: float, index: int, ckpt
     stored = ckpt.load_arrays("client_mia")
     if stored is not None:
         return stored["scores"], stored["members"].astype(bool)
-    kwargs = dict(client_data=inputs.client_data(inputs.splits.train_idx), n_classes=inputs.data.n_classes,
-                  spec=inputs.spec, epsilon=epsilon, delta=inputs.config.privacy.delta,
-                  accountant=inputs.config.privacy.accountant, device=inputs.task_device)
-    tasks = [(federation_seed(inputs.config.seed, index, 2, j), federation_seed(inputs.config.seed, index, 3, j))
-             for j in range(runs)]
-    outcomes = _map(inputs, client_mia_run_task, tasks, kwargs, progress,
-                    f"client-level MIA federations for {epsilon_label(epsilon)}:")
-    result = (np.asarray([s for scores, _ in outcomes for s in scores]),
-              np.asarray([m for _, members in outcomes for m in members], dtype=bool))
+    kwargs = dict(
+        client_data=inputs.client_data(inputs.splits.train_idx),
+        n_classes=inputs.data.n_classes,
+        spec=inputs.spec,
+        epsilon=epsilon,
+        delta=inputs.config.privacy.delta,
+        accountant=inputs.config.privacy.accountant,
+        device=inputs.task_device,
+    )
+    tasks = [
+        (federation_seed(inputs.config.seed, index, 2, j), federation_seed(inputs.config.seed, index, 3, j))
+        for j in range(runs)
+    ]
+    outcomes = _map(
+        inputs,
+        client_mia_run_task,
+        tasks,
+        kwargs,
+        progress,
+        f"client-level MIA federations for {epsilon_label(epsilon)}:",
+    )
+    result = (
+        np.asarray([s for scores, _ in outcomes for s in scores]),
+        np.asarray([m for _, members in outcomes for m in members], dtype=bool),
+    )
     ckpt.save_arrays("client_mia", {"scores": result[0], "members": result[1]})
     return result
 
@@ -111,8 +149,15 @@ def server_update_scores(target: FederatedTarget, inputs: FederationInputs) -> t
 # ------------------------------------------------------------------------------------------------
 
 
-def attack_rows(inputs: FederationInputs, epsilon: float, index: int, target: FederatedTarget, levels: dict[str, Any],
-                 ckpt: TargetCheckpoints, progress) -> tuple[list[tuple[str, np.ndarray, np.ndarray, np.ndarray, dict]], dict]:
+def attack_rows(
+    inputs: FederationInputs,
+    epsilon: float,
+    index: int,
+    target: FederatedTarget,
+    levels: dict[str, Any],
+    ckpt: TargetCheckpoints,
+    progress,
+) -> tuple[list[tuple[str, np.ndarray, np.ndarray, np.ndarray, dict]], dict]:
     """Every (name, scores, members, labels, claim) the target is attacked with, plus score columns."""
     config, data, splits = inputs.config, inputs.data, inputs.splits
     cand = splits.candidate_idx
@@ -134,7 +179,8 @@ def attack_rows(inputs: FederationInputs, epsilon: float, index: int, target: Fe
     if ref_phi is not None:
         # Offline LiRA: no reference saw any candidate (the pool is disjoint), so every mask is OUT.
         score_sets["lira_offline"] = lira_offline_scores(
-            score_sets["loss"], ref_phi, np.zeros(ref_phi.shape, dtype=bool), ref_phi.shape[0] < 64)
+            score_sets["loss"], ref_phi, np.zeros(ref_phi.shape, dtype=bool), ref_phi.shape[0] < 64
+        )
     for name, scores in score_sets.items():
         columns[name] = scores
         rows.append((f"{name}/all", scores, members, cand_y, record_claim(None)))
@@ -146,15 +192,25 @@ def attack_rows(inputs: FederationInputs, epsilon: float, index: int, target: Fe
     if server is not None:
         k = target.watched_client
         own = site == k
-        claim = record_claim(k) if level == "record" else {
-            "level": "record", "client": k, "epsilon": None,
-            "note": "none: under client-level DP the server sees clipped updates before the noise"
-                    if level == "client" else "non-private"}
+        claim = (
+            record_claim(k)
+            if level == "record"
+            else {
+                "level": "record",
+                "client": k,
+                "epsilon": None,
+                "note": "none: under client-level DP the server sees clipped updates before the noise"
+                if level == "client"
+                else "non-private",
+            }
+        )
         rows.append((f"server_update/client_{k}", server[0], server[1], cand_y[own], claim))
     client_mia = client_mia_scores(inputs, epsilon, index, ckpt, progress)
     if client_mia is not None:
-        claim = {"level": "client", "client": None,
-                 "epsilon": (levels["client"] or {}).get("epsilon", {}).get(acc) if level == "client" else None}
+        claim = {
+            "level": "client",
+            "client": None,
+            "epsilon": (levels["client"] or {}).get("epsilon", {}).get(acc) if level == "client" else None,
+        }
         rows.append(("client_mia", client_mia[0], client_mia[1], np.zeros(client_mia[0].size, dtype=np.int64), claim))
     return rows, columns
-

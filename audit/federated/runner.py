@@ -23,6 +23,7 @@ one-run test of it, Holm-corrected over every such row of every private target (
 ≤ 1 − confidence); a claim above a row's ceiling is inconclusive; Clopper-Pearson is shown, never
 decides; a policy's rules (e.g. `max_auc`, which applies to every per-client row) fold in.
 """
+
 from __future__ import annotations
 
 import json
@@ -38,23 +39,27 @@ import torch
 from audit.errors import AuditInputError
 from audit.federated.accounting import account_levels
 from audit.federated.level_attacks import attack_rows
-from audit.federated.setup import (FederationInputs, assign_clients, federated_section, federated_spec,
-                                   federation_seed)
+from audit.federated.setup import FederationInputs, assign_clients, federated_section, federated_spec, federation_seed
 from audit.federated.tasks import target_federation_task, target_from_plain
-from audit.machinery.executors import LocalExecutor
 from audit.machinery.checkpoints import TargetCheckpoints
 from audit.machinery.config import AuditConfig, config_to_yaml, read_config_file
-from audit.machinery.environment import describe_environment
-from audit.machinery.policy import Policy
-from audit.machinery.verdict import family_alpha_each, verdict_for_results, verdict_tags
 from audit.machinery.crash_log import set_log_folder
-from audit.machinery.run_directory import (StagedRunDirectory, run_attempt, write_json_atomic, write_result_json_atomic,
-                                           write_text_atomic)
+from audit.machinery.environment import describe_environment
+from audit.machinery.executors import LocalExecutor
+from audit.machinery.policy import Policy
 from audit.machinery.progress import Step, as_progress
+from audit.machinery.run_directory import (
+    StagedRunDirectory,
+    run_attempt,
+    write_json_atomic,
+    write_result_json_atomic,
+    write_text_atomic,
+)
+from audit.machinery.secrets import redact
 from audit.machinery.tracking import AuditTracker, experiment_name, target_metrics
+from audit.machinery.verdict import family_alpha_each, verdict_for_results, verdict_tags
 from audit.statistics.attack_evaluation import best_sound_lower_bound, evaluate_attack
 from audit.statistics.epsilon_bounds import one_run_ceiling
-from audit.machinery.secrets import redact
 from reports.figures import epsilon_label
 from reports.html_report import write_html_report
 from reports.junit import write_junit_xml
@@ -110,9 +115,12 @@ def _load_federation(ckpt: TargetCheckpoints) -> dict[str, Any] | None:
     meta = ckpt.load_json("federation")
     if meta is None:
         return None
-    return {"meta": meta, "state": ckpt.load_arrays("federation_state"),
-            "watched_before": ckpt.load_arrays("federation_watched_before"),
-            "watched_after": ckpt.load_arrays("federation_watched_after")}
+    return {
+        "meta": meta,
+        "state": ckpt.load_arrays("federation_state"),
+        "watched_before": ckpt.load_arrays("federation_watched_before"),
+        "watched_after": ckpt.load_arrays("federation_watched_after"),
+    }
 
 
 def _train_targets_in_parallel(inputs: FederationInputs, staging: Path, progress) -> None:
@@ -123,15 +131,24 @@ def _train_targets_in_parallel(inputs: FederationInputs, staging: Path, progress
     todo = [t for t in todo if t[2].load_json("record") is None and t[2].load_json("federation") is None]
     if not todo:
         return
-    progress.note(f"training {len(todo)} target federation(s) on the {inputs.executor.name} executor "
-                  f"({inputs.executor.workers} worker(s))")
+    progress.note(
+        f"training {len(todo)} target federation(s) on the {inputs.executor.name} executor "
+        f"({inputs.executor.workers} worker(s))"
+    )
     test = inputs.splits.test_idx
     inputs.executor.map(
-        target_federation_task, [(epsilon, federation_seed(config.seed, index, 0)) for index, epsilon, _ in todo],
-        dict(client_data=inputs.client_data(inputs.splits.train_idx), n_classes=inputs.data.n_classes,
-             spec=inputs.spec, delta=config.privacy.delta, accountant=config.privacy.accountant,
-             device=inputs.task_device, watch_client=inputs.watch_client,
-             eval_data=(inputs.data.features[test], inputs.data.labels[test])),
+        target_federation_task,
+        [(epsilon, federation_seed(config.seed, index, 0)) for index, epsilon, _ in todo],
+        dict(
+            client_data=inputs.client_data(inputs.splits.train_idx),
+            n_classes=inputs.data.n_classes,
+            spec=inputs.spec,
+            delta=config.privacy.delta,
+            accountant=config.privacy.accountant,
+            device=inputs.task_device,
+            watch_client=inputs.watch_client,
+            eval_data=(inputs.data.features[test], inputs.data.labels[test]),
+        ),
         on_result=lambda position, plain: _save_federation(todo[position][2], plain),
     )
 
@@ -154,18 +171,34 @@ def _audit_target(inputs: FederationInputs, index: int, epsilon: float, ckpt: Ta
         progress.epoch_done(inputs.spec.rounds, inputs.spec.rounds)
     else:
         target = train_federation(
-            inputs.client_data(inputs.splits.train_idx), inputs.data.n_classes, inputs.spec, epsilon=epsilon,
-            delta=config.privacy.delta, accountant=config.privacy.accountant, seed=seed, device=inputs.device,
-            watch_client=inputs.watch_client, on_round=progress.epoch_done, eval_data=(test_x, test_y))
+            inputs.client_data(inputs.splits.train_idx),
+            inputs.data.n_classes,
+            inputs.spec,
+            epsilon=epsilon,
+            delta=config.privacy.delta,
+            accountant=config.privacy.accountant,
+            seed=seed,
+            device=inputs.device,
+            watch_client=inputs.watch_client,
+            on_round=progress.epoch_done,
+            eval_data=(test_x, test_y),
+        )
     levels = account_levels(target, config)
     rows, columns = attack_rows(inputs, epsilon, index, target, levels, ckpt, progress)
     attacks = []
     for name, scores, members, labels, claim in rows:
         # Each row at the stated confidence; whether a row's bound refutes its claim is decided by the
         # one verdict model (audit.machinery.verdict: Holm over every row with a claim, every target).
-        record = evaluate_attack(name, scores, members, labels, delta=config.privacy.delta,
-                                 confidence=config.attacks.confidence, threshold_seed=seed,
-                                 accountant_epsilon=claim["epsilon"])
+        record = evaluate_attack(
+            name,
+            scores,
+            members,
+            labels,
+            delta=config.privacy.delta,
+            confidence=config.attacks.confidence,
+            threshold_seed=seed,
+            accountant_epsilon=claim["epsilon"],
+        )
         record["claim"] = claim
         record["violation"] = False  # set by the verdict
         attacks.append(record)
@@ -185,8 +218,13 @@ def _audit_target(inputs: FederationInputs, index: int, epsilon: float, ckpt: Ta
         "noise_multiplier": levels["client"]["noise_multiplier"] if levels["level"] == "client" else None,
         "sample_rate": levels["client"]["sample_rate"] if levels["level"] == "client" else None,
         "steps": levels["client"]["rounds"] if levels["level"] == "client" else None,
-        "max_grad_norm": (federated_section(config).client_clip if levels["level"] == "client"
-                          else config.training.max_grad_norm if levels["level"] == "record" else None),
+        "max_grad_norm": (
+            federated_section(config).client_clip
+            if levels["level"] == "client"
+            else config.training.max_grad_norm
+            if levels["level"] == "record"
+            else None
+        ),
         "poisson_sampling": levels["level"] != "none",
         "accountant": acc if levels["level"] != "none" else None,
         "epsilon": epsilon_dict,
@@ -200,9 +238,14 @@ def _audit_target(inputs: FederationInputs, index: int, epsilon: float, ckpt: Ta
         "violation": False,  # set by the verdict
         "seed": seed,
         "federated": {
-            "level": levels["level"], "n_clients": inputs.n_clients, "rounds": inputs.spec.rounds,
-            "local_epochs": inputs.spec.local_epochs, "partition": federated_section(config).partition,
-            "clients": levels["clients"], "record_level": levels["record"], "client_level": levels["client"],
+            "level": levels["level"],
+            "n_clients": inputs.n_clients,
+            "rounds": inputs.spec.rounds,
+            "local_epochs": inputs.spec.local_epochs,
+            "partition": federated_section(config).partition,
+            "clients": levels["clients"],
+            "record_level": levels["record"],
+            "client_level": levels["client"],
             "watched_client": inputs.watch_client,
         },
     }
@@ -211,12 +254,23 @@ def _audit_target(inputs: FederationInputs, index: int, epsilon: float, ckpt: Ta
         from audit.federated.canary_rows import canary_client_entry
 
         record["whitebox_one_run"] = canary_client_entry(
-            inputs.client_data(inputs.splits.train_idx), inputs.data.n_classes, inputs.spec, target=target,
-            claim=float(epsilon_dict[acc]), delta=config.privacy.delta, accountant=acc, seed=seed,
-            device=inputs.device, confidence=config.attacks.confidence, test_features=test_x, test_labels=test_y,
-            target_accuracy=record["test_accuracy"], m=config.privacy.one_run_canaries,
+            inputs.client_data(inputs.splits.train_idx),
+            inputs.data.n_classes,
+            inputs.spec,
+            target=target,
+            claim=float(epsilon_dict[acc]),
+            delta=config.privacy.delta,
+            accountant=acc,
+            seed=seed,
+            device=inputs.device,
+            confidence=config.attacks.confidence,
+            test_features=test_x,
+            test_labels=test_y,
+            target_accuracy=record["test_accuracy"],
+            m=config.privacy.one_run_canaries,
             # At most every DP target's membership rows and its canary row decide: the default m is sized for that.
-            decisive_rows=sum(math.isfinite(e) for e in config.privacy.epsilons) * (len(rows) + 1))
+            decisive_rows=sum(math.isfinite(e) for e in config.privacy.epsilons) * (len(rows) + 1),
+        )
     score_arrays = {k: np.asarray(v) for k, v in columns.items()}
     ckpt.save_arrays("scores", score_arrays)
     ckpt.save_json("record", {"record": record, "rounds": target.round_log})
@@ -232,14 +286,25 @@ def _resolve_resume(config: AuditConfig, out_dir, resume) -> StagedRunDirectory:
     run_dir = StagedRunDirectory.resume(out_dir, resume, config.name)
     stored_hash = AuditConfig.model_validate(read_config_file(run_dir.staging / "config.yaml")).config_hash()
     if stored_hash != config.config_hash():
-        raise AuditInputError(f"--resume '{resume}'", f"that run was started with another config (hash {stored_hash}, "
-                              f"now {config.config_hash()}); resume with the same config")
+        raise AuditInputError(
+            f"--resume '{resume}'",
+            f"that run was started with another config (hash {stored_hash}, "
+            f"now {config.config_hash()}); resume with the same config",
+        )
     return run_dir
 
 
-def run_federated_audit(config: AuditConfig, *, out_dir: str | Path = "runs", tracking_uri: str | None = None,
-                        preset: str | None = None, progress=None, resume: str | Path | None = None,
-                        policy: Policy | None = None, executor: Any = None) -> FederatedRun:
+def run_federated_audit(
+    config: AuditConfig,
+    *,
+    out_dir: str | Path = "runs",
+    tracking_uri: str | None = None,
+    preset: str | None = None,
+    progress=None,
+    resume: str | Path | None = None,
+    policy: Policy | None = None,
+    executor: Any = None,
+) -> FederatedRun:
     """Run the federated audit described by `config` (which must have a `federated:` section).
 
     `executor` (from `run --executor/--workers`; default local: here, in order) trains the target
@@ -253,16 +318,31 @@ def run_federated_audit(config: AuditConfig, *, out_dir: str | Path = "runs", tr
     device = resolve_device(config.device)
     if device.type == "cpu":
         torch.set_num_threads(config.cpu_threads)
-    data = load_dataset(config.data.source, n_rows=config.data.n_rows, seed=config.seed, path=config.data.path,
-                        label=config.data.label)
-    splits = make_audit_splits(data.n_rows, test_fraction=config.split.test_fraction,
-                               candidate_fraction=config.split.candidate_fraction, seed=config.seed)
+    data = load_dataset(
+        config.data.source, n_rows=config.data.n_rows, seed=config.seed, path=config.data.path, label=config.data.label
+    )
+    splits = make_audit_splits(
+        data.n_rows,
+        test_fraction=config.split.test_fraction,
+        candidate_fraction=config.split.candidate_fraction,
+        seed=config.seed,
+    )
     executor = executor or LocalExecutor()
-    inputs = FederationInputs(config, data, splits, assign_clients(config, data), federated_spec(config), device,
-                              executor=executor, task_device=executor.task_device(config.device, str(device)))
+    inputs = FederationInputs(
+        config,
+        data,
+        splits,
+        assign_clients(config, data),
+        federated_spec(config),
+        device,
+        executor=executor,
+        task_device=executor.task_device(config.device, str(device)),
+    )
     if not any(len(y) for _, y in inputs.client_data(splits.train_idx)):
         raise AuditInputError("federated", "no client holds a training row")
-    run_dir = _resolve_resume(config, out_dir, resume) if resume is not None else StagedRunDirectory(out_dir, config.name)
+    run_dir = (
+        _resolve_resume(config, out_dir, resume) if resume is not None else StagedRunDirectory(out_dir, config.name)
+    )
     if resume is None:
         run_dir.create()
     set_log_folder(run_dir.staging)  # an internal error's log lands in the run's own folder
@@ -286,9 +366,11 @@ def _write_outputs(results: dict[str, Any], folder: Path, policy: Policy | None,
     _ceilings_at_family_level(results)
     write_text_atomic(folder / "results.csv", results_table(results).to_csv(index=False))
     write_result_json_atomic(folder / "results.json", results)  # first: the report quotes its SHA-256
-    outputs = [write_html_report(results, folder, evaluation=evaluation),
-               write_summary_markdown(results, folder / "summary.md", evaluation=evaluation),
-               write_junit_xml(results, folder / "junit.xml", evaluation=evaluation)]
+    outputs = [
+        write_html_report(results, folder, evaluation=evaluation),
+        write_summary_markdown(results, folder / "summary.md", evaluation=evaluation),
+        write_junit_xml(results, folder / "junit.xml", evaluation=evaluation),
+    ]
     parent_id = results["mlflow"]["parent_run_id"]
     tracker.set_tags(parent_id, verdict_tags(results["verdict"]))
     tracker.log_metrics(parent_id, {"n_violations": float(sum(bool(t.get("violation")) for t in results["targets"]))})
@@ -304,8 +386,11 @@ def _ceilings_at_family_level(results: dict[str, Any]) -> None:
     for target in results["targets"]:
         for attack in target["attacks"]:
             details = (attack.get("epsilon_lb_details") or {}).get("one_run")
-            attack["ceiling_one_run"] = (one_run_ceiling(int(details["m"]), target["delta"], alpha_each)
-                                         if isinstance(details, dict) and details.get("m") else None)
+            attack["ceiling_one_run"] = (
+                one_run_ceiling(int(details["m"]), target["delta"], alpha_each)
+                if isinstance(details, dict) and details.get("m")
+                else None
+            )
 
 
 def results_table(results: dict[str, Any]) -> pd.DataFrame:
@@ -313,37 +398,63 @@ def results_table(results: dict[str, Any]) -> pd.DataFrame:
     rows = []
     for target in results["targets"]:
         for attack in target["attacks"]:
-            rows.append({
-                "epsilon_target": target["epsilon_target"] if target["epsilon_target"] is not None else math.inf,
-                "level": target["federated"]["level"], "attack": attack["name"],
-                "claim_level": attack["claim"]["level"], "claim_epsilon": attack["claim"]["epsilon"],
-                "auc": attack["auc"], "auc_ci_low": attack["auc_ci"][0], "auc_ci_high": attack["auc_ci"][1],
-                "eps_lb_cp": attack["epsilon_lb"]["clopper_pearson"], "eps_lb_one_run": attack["epsilon_lb"]["one_run"],
-                "n_members": attack["n_members"], "n_nonmembers": attack["n_nonmembers"],
-                "test_accuracy": target["test_accuracy"], "violation": attack["violation"],
-            })
+            rows.append(
+                {
+                    "epsilon_target": target["epsilon_target"] if target["epsilon_target"] is not None else math.inf,
+                    "level": target["federated"]["level"],
+                    "attack": attack["name"],
+                    "claim_level": attack["claim"]["level"],
+                    "claim_epsilon": attack["claim"]["epsilon"],
+                    "auc": attack["auc"],
+                    "auc_ci_low": attack["auc_ci"][0],
+                    "auc_ci_high": attack["auc_ci"][1],
+                    "eps_lb_cp": attack["epsilon_lb"]["clopper_pearson"],
+                    "eps_lb_one_run": attack["epsilon_lb"]["one_run"],
+                    "n_members": attack["n_members"],
+                    "n_nonmembers": attack["n_nonmembers"],
+                    "test_accuracy": target["test_accuracy"],
+                    "violation": attack["violation"],
+                }
+            )
     return pd.DataFrame(rows)
 
 
-def _federated_sweep(inputs: FederationInputs, staging: Path, tracker: AuditTracker, preset: str | None, progress) -> dict[str, Any]:
+def _federated_sweep(
+    inputs: FederationInputs, staging: Path, tracker: AuditTracker, preset: str | None, progress
+) -> dict[str, Any]:
     config, data, splits = inputs.config, inputs.data, inputs.splits
     environment = describe_environment(str(inputs.device), config.seed)
     attempts_path = staging / "checkpoints" / "mlflow_attempts.json"
     earlier = json.loads(attempts_path.read_text()) if attempts_path.is_file() else []
     for attempt in earlier:
         tracker.close_if_running([attempt["parent_run_id"], *attempt["child_run_ids"]], "KILLED")
-    tags = {"preset": preset or "custom", "config_hash": config.config_hash(),
-            "git_sha": environment["git_sha"] or "unknown", "dataset": data.description, "kind": "federated",
-            "federated_level": federated_section(config).level}
+    tags = {
+        "preset": preset or "custom",
+        "config_hash": config.config_hash(),
+        "git_sha": environment["git_sha"] or "unknown",
+        "dataset": data.description,
+        "kind": "federated",
+        "federated_level": federated_section(config).level,
+    }
     if earlier:
         tags["resumed_from"] = ",".join(a["parent_run_id"] for a in earlier)
     parent_id = tracker.start_run(config.name, tags=tags)
     attempt = {"parent_run_id": parent_id, "child_run_ids": []}
     write_json_atomic(attempts_path, earlier + [attempt])
     fed = federated_section(config)
-    tracker.log_params(parent_id, {"seed": config.seed, "device": str(inputs.device), "delta": config.privacy.delta,
-                                   "accountant": config.privacy.accountant, "level": fed.level,
-                                   "n_clients": fed.n_clients, "rounds": fed.rounds, "partition": fed.partition})
+    tracker.log_params(
+        parent_id,
+        {
+            "seed": config.seed,
+            "device": str(inputs.device),
+            "delta": config.privacy.delta,
+            "accountant": config.privacy.accountant,
+            "level": fed.level,
+            "n_clients": fed.n_clients,
+            "rounds": fed.rounds,
+            "partition": fed.partition,
+        },
+    )
     (staging / "figures").mkdir(exist_ok=True)
     scores_dir = staging / "scores"
     scores_dir.mkdir(exist_ok=True)
@@ -361,17 +472,30 @@ def _federated_sweep(inputs: FederationInputs, staging: Path, tracker: AuditTrac
         child_id = tracker.start_run(f"{config.name} {label}", parent_id=parent_id)
         attempt["child_run_ids"].append(child_id)
         write_json_atomic(attempts_path, earlier + [attempt])
-        record, scores, rounds = _audit_target(inputs, index, epsilon,
-                                               _checkpoints(staging, epsilon), progress)
+        record, scores, rounds = _audit_target(inputs, index, epsilon, _checkpoints(staging, epsilon), progress)
         record["mlflow_run_id"] = child_id
         targets.append(record)
         scores_path = scores_dir / f"scores_eps_{tag}.csv"
         cand = splits.candidate_idx
-        pd.DataFrame({"candidate_index": cand, "member": splits.candidate_member.astype(int),
-                      "label": data.labels[cand], **scores}).to_csv(scores_path, index=False)
-        tracker.log_params(child_id, {"epsilon_target": tag, "delta": config.privacy.delta, "level": record["federated"]["level"],
-                                      "noise_multiplier": record["noise_multiplier"], "rounds": fed.rounds,
-                                      "seed": record["seed"]})
+        pd.DataFrame(
+            {
+                "candidate_index": cand,
+                "member": splits.candidate_member.astype(int),
+                "label": data.labels[cand],
+                **scores,
+            }
+        ).to_csv(scores_path, index=False)
+        tracker.log_params(
+            child_id,
+            {
+                "epsilon_target": tag,
+                "delta": config.privacy.delta,
+                "level": record["federated"]["level"],
+                "noise_multiplier": record["noise_multiplier"],
+                "rounds": fed.rounds,
+                "seed": record["seed"],
+            },
+        )
         metrics = target_metrics(record)
         for row in record["federated"]["clients"]:
             for name, value in row["epsilon"].items():
@@ -384,17 +508,24 @@ def _federated_sweep(inputs: FederationInputs, staging: Path, tracker: AuditTrac
         tracker.finish(child_id)
 
     if fed.level == "client":
-        notes.append("client-level DP: the server sees each sampled client's clipped update before the noise; "
-                     "the server_update rows test a threat this guarantee does not cover (no claim)")
+        notes.append(
+            "client-level DP: the server sees each sampled client's clipped update before the noise; "
+            "the server_update rows test a threat this guarantee does not cover (no claim)"
+        )
     results = {
         "schema_version": SCHEMA_VERSION,
         "kind": "federated",
         "config": config.to_plain(),
         "environment": environment,
         "data": {
-            "description": data.description, "n_rows": data.n_rows, "n_features": int(data.features.shape[1]),
-            "n_classes": data.n_classes, "n_train": int(len(splits.train_idx)), "n_test": int(len(splits.test_idx)),
-            "n_candidates": int(len(splits.candidate_idx)), "n_pool": int(len(splits.pool_idx)),
+            "description": data.description,
+            "n_rows": data.n_rows,
+            "n_features": int(data.features.shape[1]),
+            "n_classes": data.n_classes,
+            "n_train": int(len(splits.train_idx)),
+            "n_test": int(len(splits.test_idx)),
+            "n_candidates": int(len(splits.candidate_idx)),
+            "n_pool": int(len(splits.pool_idx)),
             "membership": "independent fair coin flip per candidate (Bernoulli 1/2); client-level: per (run, client)",
             "rows_per_client": np.bincount(inputs.client_of_row, minlength=inputs.n_clients).tolist(),
         },
@@ -404,9 +535,13 @@ def _federated_sweep(inputs: FederationInputs, staging: Path, tracker: AuditTrac
         "notes": notes,
         "execution": inputs.executor.describe(),  # where the tasks ran; the numbers do not depend on it
         "verdict": None,  # decided in _write_outputs, from these numbers (audit.machinery.verdict)
-        "mlflow": {"tracking_uri": redact(tracker.tracking_uri), "experiment_id": tracker.experiment_id,
-                   "parent_run_id": parent_id, "child_run_ids": attempt["child_run_ids"],
-                   "resumed_from": [a["parent_run_id"] for a in earlier]},
+        "mlflow": {
+            "tracking_uri": redact(tracker.tracking_uri),
+            "experiment_id": tracker.experiment_id,
+            "parent_run_id": parent_id,
+            "child_run_ids": attempt["child_run_ids"],
+            "resumed_from": [a["parent_run_id"] for a in earlier],
+        },
     }
     tracker.log_artifact(parent_id, staging / "config.yaml")
     return results

@@ -1,4 +1,5 @@
 """What every part of the federated job shares: the seeds, the client of each row, the spec."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -52,8 +53,13 @@ class FederationInputs:
 
     def client_data(self, rows: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
         """Rows (e.g. the training members, or the pool) handed out to the clients."""
-        return [(self.data.features[rows[self.client_of_row[rows] == k]],
-                 self.data.labels[rows[self.client_of_row[rows] == k]]) for k in range(self.n_clients)]
+        return [
+            (
+                self.data.features[rows[self.client_of_row[rows] == k]],
+                self.data.labels[rows[self.client_of_row[rows] == k]],
+            )
+            for k in range(self.n_clients)
+        ]
 
 
 def assign_clients(config: AuditConfig, data: TabularData) -> np.ndarray:
@@ -63,24 +69,32 @@ def assign_clients(config: AuditConfig, data: TabularData) -> np.ndarray:
 
     fed = federated_section(config)
     if fed.n_clients * MIN_CLIENT_ROWS > len(data.labels):
-        raise AuditInputError("federated.n_clients", f"{fed.n_clients} clients need ≥ {MIN_CLIENT_ROWS} rows each, "
-                              f"the data has {len(data.labels)} rows")
+        raise AuditInputError(
+            "federated.n_clients",
+            f"{fed.n_clients} clients need ≥ {MIN_CLIENT_ROWS} rows each, the data has {len(data.labels)} rows",
+        )
     if fed.partition == "feature_ranges":
         if fed.partition_feature >= data.features.shape[1]:
-            raise AuditInputError("federated.partition_feature",
-                                  f"must be < the number of feature columns ({data.features.shape[1]})")
+            raise AuditInputError(
+                "federated.partition_feature", f"must be < the number of feature columns ({data.features.shape[1]})"
+            )
         client_of_row = split_by_feature_ranges(data.features[:, fed.partition_feature], fed.n_clients)
         field = "federated.n_clients"
     else:
-        client_of_row = split_dirichlet(data.labels, fed.n_clients, fed.dirichlet_alpha, seed=config.seed,
-                                        min_rows=MIN_CLIENT_ROWS)
+        client_of_row = split_dirichlet(
+            data.labels, fed.n_clients, fed.dirichlet_alpha, seed=config.seed, min_rows=MIN_CLIENT_ROWS
+        )
         field = "federated.dirichlet_alpha"
     counts = np.bincount(np.asarray(client_of_row, dtype=np.int64), minlength=fed.n_clients)
     if counts.min() < MIN_CLIENT_ROWS:
-        raise AuditInputError(field, f"the {fed.partition} split leaves client {int(counts.argmin())} with "
-                              f"{int(counts.min())} rows (< {MIN_CLIENT_ROWS})"
-                              + (" in 200 seeded draws" if fed.partition == "dirichlet" else "") + "; use fewer clients"
-                              + (" or a larger dirichlet_alpha" if fed.partition == "dirichlet" else ""))
+        raise AuditInputError(
+            field,
+            f"the {fed.partition} split leaves client {int(counts.argmin())} with "
+            f"{int(counts.min())} rows (< {MIN_CLIENT_ROWS})"
+            + (" in 200 seeded draws" if fed.partition == "dirichlet" else "")
+            + "; use fewer clients"
+            + (" or a larger dirichlet_alpha" if fed.partition == "dirichlet" else ""),
+        )
     return client_of_row
 
 
@@ -89,15 +103,24 @@ def check_client_split(config: AuditConfig) -> None:
     seed) must give every client its minimum, so a split that fails is refused before any work."""
     from targets.datasets import load_dataset
 
-    data = load_dataset(config.data.source, n_rows=config.data.n_rows, seed=config.seed, path=config.data.path,
-                        label=config.data.label)
+    data = load_dataset(
+        config.data.source, n_rows=config.data.n_rows, seed=config.seed, path=config.data.path, label=config.data.label
+    )
     assign_clients(config, data)
 
 
 def federated_spec(config: AuditConfig, level: str | None = None) -> FederatedSpec:
     t, fed = config.training, federated_section(config)
     return FederatedSpec(
-        hidden_sizes=list(t.hidden_sizes), rounds=fed.rounds, local_epochs=t.epochs, batch_size=t.batch_size,
-        lr=t.lr, momentum=t.momentum, max_grad_norm=t.max_grad_norm, level=level or fed.level,
-        client_sample_rate=fed.client_sample_rate, client_clip=fed.client_clip, server_lr=fed.server_lr,
+        hidden_sizes=list(t.hidden_sizes),
+        rounds=fed.rounds,
+        local_epochs=t.epochs,
+        batch_size=t.batch_size,
+        lr=t.lr,
+        momentum=t.momentum,
+        max_grad_norm=t.max_grad_norm,
+        level=level or fed.level,
+        client_sample_rate=fed.client_sample_rate,
+        client_clip=fed.client_clip,
+        server_lr=fed.server_lr,
     )

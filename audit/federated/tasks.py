@@ -6,10 +6,12 @@ so `--executor local|processes|ray` and any `--workers` give the same numbers.
 * `reference_confidences_task`: one LiRA-offline reference federation → its confidences on the candidates;
 * `client_mia_run_task`: one client-level MIA federation (coin-flip participation) → its score per client.
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -32,10 +34,15 @@ def target_to_plain(target: FederatedTarget) -> dict[str, Any]:
     """A trained federation as plain data (numpy states, dicts): what a task returns and a checkpoint holds."""
     return {
         "state": _numpy_state(target.model.state_dict()),
-        "meta": {"epsilon_target": target.epsilon_target, "delta": target.delta,
-                 "clients": [asdict(c) for c in target.clients],
-                 "client_noise_multiplier": target.client_noise_multiplier, "watched_client": target.watched_client,
-                 "train_seconds": target.train_seconds, "round_log": target.round_log},
+        "meta": {
+            "epsilon_target": target.epsilon_target,
+            "delta": target.delta,
+            "clients": [asdict(c) for c in target.clients],
+            "client_noise_multiplier": target.client_noise_multiplier,
+            "watched_client": target.watched_client,
+            "train_seconds": target.train_seconds,
+            "round_log": target.round_log,
+        },
         "watched_before": _numpy_state(target.watched_before),
         "watched_after": _numpy_state(target.watched_after),
     }
@@ -46,41 +53,107 @@ def target_from_plain(plain: dict[str, Any], spec: FederatedSpec, n_features: in
     model.load_state_dict(_torch_state(plain["state"]))
     meta = plain["meta"]
     return FederatedTarget(
-        model=model.eval(), spec=spec, epsilon_target=meta["epsilon_target"], delta=meta["delta"],
-        clients=[ClientRecord(**c) for c in meta["clients"]], client_noise_multiplier=meta["client_noise_multiplier"],
-        watched_client=meta["watched_client"], watched_before=_torch_state(plain.get("watched_before")),
-        watched_after=_torch_state(plain.get("watched_after")), train_seconds=meta["train_seconds"],
-        round_log=meta["round_log"])
+        model=model.eval(),
+        spec=spec,
+        epsilon_target=meta["epsilon_target"],
+        delta=meta["delta"],
+        clients=[ClientRecord(**c) for c in meta["clients"]],
+        client_noise_multiplier=meta["client_noise_multiplier"],
+        watched_client=meta["watched_client"],
+        watched_before=_torch_state(plain.get("watched_before")),
+        watched_after=_torch_state(plain.get("watched_after")),
+        train_seconds=meta["train_seconds"],
+        round_log=meta["round_log"],
+    )
 
 
-def target_federation_task(epsilon: float, seed: int, *, client_data, n_classes: int, spec: FederatedSpec,
-                           delta: float, accountant: str, device: str, watch_client: int | None,
-                           eval_data) -> dict[str, Any]:
-    target = train_federation(client_data, n_classes, spec, epsilon=epsilon, delta=delta, accountant=accountant,
-                              seed=seed, device=resolve_device(device), watch_client=watch_client, eval_data=eval_data)
+def target_federation_task(
+    epsilon: float,
+    seed: int,
+    *,
+    client_data,
+    n_classes: int,
+    spec: FederatedSpec,
+    delta: float,
+    accountant: str,
+    device: str,
+    watch_client: int | None,
+    eval_data,
+) -> dict[str, Any]:
+    target = train_federation(
+        client_data,
+        n_classes,
+        spec,
+        epsilon=epsilon,
+        delta=delta,
+        accountant=accountant,
+        seed=seed,
+        device=resolve_device(device),
+        watch_client=watch_client,
+        eval_data=eval_data,
+    )
     return target_to_plain(target)
 
 
-def reference_confidences_task(seed: int, *, client_data, n_classes: int, spec: FederatedSpec, epsilon: float,
-                               delta: float, accountant: str, device: str, noise_multipliers: Sequence[float | None],
-                               client_noise_multiplier: float | None, features: np.ndarray,
-                               labels: np.ndarray) -> np.ndarray:
-    reference = train_federation(client_data, n_classes, spec, epsilon=epsilon, delta=delta, accountant=accountant,
-                                 seed=seed, device=resolve_device(device), noise_multipliers=noise_multipliers,
-                                 client_noise_multiplier=client_noise_multiplier)
+def reference_confidences_task(
+    seed: int,
+    *,
+    client_data,
+    n_classes: int,
+    spec: FederatedSpec,
+    epsilon: float,
+    delta: float,
+    accountant: str,
+    device: str,
+    noise_multipliers: Sequence[float | None],
+    client_noise_multiplier: float | None,
+    features: np.ndarray,
+    labels: np.ndarray,
+) -> np.ndarray:
+    reference = train_federation(
+        client_data,
+        n_classes,
+        spec,
+        epsilon=epsilon,
+        delta=delta,
+        accountant=accountant,
+        seed=seed,
+        device=resolve_device(device),
+        noise_multipliers=noise_multipliers,
+        client_noise_multiplier=client_noise_multiplier,
+    )
     return logit_scaled_confidence(reference.logits(features), labels)
 
 
-def client_mia_run_task(coin_seed: int, seed: int, *, client_data, n_classes: int, spec: FederatedSpec,
-                        epsilon: float, delta: float, accountant: str, device: str) -> tuple[list[float], list[bool]]:
+def client_mia_run_task(
+    coin_seed: int,
+    seed: int,
+    *,
+    client_data,
+    n_classes: int,
+    spec: FederatedSpec,
+    epsilon: float,
+    delta: float,
+    accountant: str,
+    device: str,
+) -> tuple[list[float], list[bool]]:
     """One federation with every client's participation a fair coin (from `coin_seed`); the score of
     each client is the final model's mean logit-scaled confidence on its rows."""
     coins = np.random.default_rng(coin_seed).random(len(client_data)) < 0.5
     if not coins.any():
         coins[0] = True  # a federation needs one client; client 0 then is not a fair coin this run
     participating = [(x, y) if coins[k] else (x[:0], y[:0]) for k, (x, y) in enumerate(client_data)]
-    federation = train_federation(participating, n_classes, spec, epsilon=epsilon, delta=delta, accountant=accountant,
-                                  seed=seed, device=resolve_device(device))
-    scores = [float(np.mean(logit_scaled_confidence(federation.logits(x), y))) if len(y) else 0.0
-              for x, y in client_data]
+    federation = train_federation(
+        participating,
+        n_classes,
+        spec,
+        epsilon=epsilon,
+        delta=delta,
+        accountant=accountant,
+        seed=seed,
+        device=resolve_device(device),
+    )
+    scores = [
+        float(np.mean(logit_scaled_confidence(federation.logits(x), y))) if len(y) else 0.0 for x, y in client_data
+    ]
     return scores, [bool(c) for c in coins]

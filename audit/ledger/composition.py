@@ -27,6 +27,7 @@ depends on the order in which concurrent writers recorded them. Composing in ano
 the PLD figure in its 8th significant digit (floating-point FFT rounding), so the tight ε is rounded
 UP to 7 significant digits: never below dp_accounting fed the same events one by one.
 """
+
 from __future__ import annotations
 
 import functools
@@ -44,8 +45,16 @@ if TYPE_CHECKING:
 # module: ~1–2 s of CPU that a ledger command or writer recording without a budget
 # (`compute_spent=False`), listing, or setting a budget on an empty dataset never needs.
 
-__all__ = ["Composition", "compose_mechanisms", "dp_event_of", "PLD_DISCRETIZATION", "PLD_EPSILON_LIMIT",
-           "check_dpsgd_computable", "composed_epsilon_bound", "pld_grid_bytes"]
+__all__ = [
+    "Composition",
+    "compose_mechanisms",
+    "dp_event_of",
+    "PLD_DISCRETIZATION",
+    "PLD_EPSILON_LIMIT",
+    "check_dpsgd_computable",
+    "composed_epsilon_bound",
+    "pld_grid_bytes",
+]
 
 # dp_accounting's default; the ε reported is pessimistic (an upper bound) at this resolution.
 PLD_DISCRETIZATION = 1e-4
@@ -64,13 +73,13 @@ class Composition:
 
     delta: float
     epsilon: float
-    method: str            # "pld" | "rdp" | "rdp + basic composition of (ε, δ) pairs" | "none"
+    method: str  # "pld" | "rdp" | "rdp + basic composition of (ε, δ) pairs" | "none"
     method_note: str
     basic_epsilon: float
     # Reported: min(advanced formula, basic). Both bound the same δ, so the smaller is the better
     # textbook bound; the formula alone (e^ε term) is far looser than basic for a few large releases.
     advanced_epsilon: float
-    n_mechanisms: int      # after expanding counts (a DP-SGD training counts once)
+    n_mechanisms: int  # after expanding counts (a DP-SGD training counts once)
     has_pairs: bool
     advanced_formula_epsilon: float = 0.0  # Dwork–Rothblum–Vadhan's ε' itself, before the min
 
@@ -79,7 +88,9 @@ class Composition:
         """Why the advanced figure equals basic, when the formula gave more (empty otherwise)."""
         if self.advanced_formula_epsilon > self.advanced_epsilon:
             formula = "∞" if math.isinf(self.advanced_formula_epsilon) else f"{self.advanced_formula_epsilon:.4g}"
-            return f"the advanced-composition formula gives {formula}, looser than basic composition: the smaller is shown"
+            return (
+                f"the advanced-composition formula gives {formula}, looser than basic composition: the smaller is shown"
+            )
         return ""
 
     def as_dict(self) -> dict[str, Any]:
@@ -93,8 +104,9 @@ def dp_event_of(spec: dict[str, Any]) -> dp_accounting.DpEvent | None:
 
     kind = spec["kind"]
     if kind == "dpsgd":
-        step = dp_accounting.PoissonSampledDpEvent(spec["sample_rate"],
-                                                  dp_accounting.GaussianDpEvent(spec["noise_multiplier"]))
+        step = dp_accounting.PoissonSampledDpEvent(
+            spec["sample_rate"], dp_accounting.GaussianDpEvent(spec["noise_multiplier"])
+        )
         return dp_accounting.SelfComposedDpEvent(step, spec["steps"])
     if kind == "gaussian":  # dp_accounting's Gaussian has sensitivity 1: the noise in units of Δ
         event = dp_accounting.GaussianDpEvent(spec["scale"] / spec["sensitivity"])
@@ -164,8 +176,9 @@ def composed_epsilon_bound(groups: list[dict[str, Any]], delta: float) -> float:
     import dp_accounting
 
     _quiet_absl()
-    events = [_training_event(g) if g["kind"] == "dpsgd" else dp_event_of(g) for g in groups
-              if g["kind"] != "epsilon_delta"]
+    events = [
+        _training_event(g) if g["kind"] == "dpsgd" else dp_event_of(g) for g in groups if g["kind"] != "epsilon_delta"
+    ]
     bound = sum(g["epsilon"] * g["count"] for g in groups if g["kind"] == "epsilon_delta")
     if events:
         rdp = dp_accounting.rdp.RdpAccountant(list(_PROXY_ORDERS))
@@ -196,18 +209,34 @@ def _tight(groups: list[dict[str, Any]], delta: float) -> tuple[float, str, str]
     pld = _pld_accountant_with_pairs()(value_discretization_interval=PLD_DISCRETIZATION)
     bound = composed_epsilon_bound(groups, delta)
     too_large = not bound <= PLD_EPSILON_LIMIT
-    skipped = (f"PLD not computed: the composed ε exceeds {PLD_EPSILON_LIMIT:g} (RDP bound "
-               f"{bound:.4g}), its grid would need about {_size(pld_grid_bytes(bound))}; ") if too_large else ""
+    skipped = (
+        (
+            f"PLD not computed: the composed ε exceeds {PLD_EPSILON_LIMIT:g} (RDP bound "
+            f"{bound:.4g}), its grid would need about {_size(pld_grid_bytes(bound))}; "
+        )
+        if too_large
+        else ""
+    )
     if not too_large and pld.supports(composed):
         pld.compose(composed)
         for pair in pairs:
             pld.compose_pair(pair["epsilon"], pair["delta"], pair["count"])
-        if delta <= 0 and any(g["kind"] not in ("laplace",) and not (g["kind"] == "epsilon_delta" and g["delta"] == 0)
-                              for g in groups):
-            return math.inf, "pld", "PLD: δ = 0 leaves ε unbounded for mechanisms that need a δ (Gaussian, DP-SGD, pairs with δ > 0)"
-        return float(pld.get_epsilon(delta)), "pld", (
-            f"dp_accounting PLD accountant (pessimistic, discretisation {PLD_DISCRETIZATION:g})"
-            + ("; (ε, δ) pairs as their worst-case PLD" if pairs else ""))
+        if delta <= 0 and any(
+            g["kind"] not in ("laplace",) and not (g["kind"] == "epsilon_delta" and g["delta"] == 0) for g in groups
+        ):
+            return (
+                math.inf,
+                "pld",
+                "PLD: δ = 0 leaves ε unbounded for mechanisms that need a δ (Gaussian, DP-SGD, pairs with δ > 0)",
+            )
+        return (
+            float(pld.get_epsilon(delta)),
+            "pld",
+            (
+                f"dp_accounting PLD accountant (pessimistic, discretisation {PLD_DISCRETIZATION:g})"
+                + ("; (ε, δ) pairs as their worst-case PLD" if pairs else "")
+            ),
+        )
     rdp = dp_accounting.rdp.RdpAccountant()
     if not rdp.supports(composed):  # every kind we validate is supported by one of the two
         raise ValueError("a mechanism is supported by neither the PLD nor the RDP accountant")
@@ -226,8 +255,14 @@ def _tight(groups: list[dict[str, Any]], delta: float) -> tuple[float, str, str]
     if left < 0:
         return math.inf, method, f"{skipped}the (ε, δ) pairs alone spend δ {pair_delta:g} > the dataset's δ {delta:g}"
     eps = float(rdp.get_epsilon(left)) + pair_epsilon if events else pair_epsilon
-    return eps, method, (f"RDP for the mechanisms at δ {left:g} ({why.rstrip('; ')}), plus the "
-                         f"(ε, δ) pairs' Σε = {pair_epsilon:g} at Σδ = {pair_delta:g} (basic composition)")
+    return (
+        eps,
+        method,
+        (
+            f"RDP for the mechanisms at δ {left:g} ({why.rstrip('; ')}), plus the "
+            f"(ε, δ) pairs' Σε = {pair_epsilon:g} at Σδ = {pair_delta:g} (basic composition)"
+        ),
+    )
 
 
 def _unit_epsilon(group: dict[str, Any], delta_each: float) -> float:
@@ -278,9 +313,14 @@ def _textbook(groups: list[dict[str, Any]], delta: float) -> tuple[float, float]
             advanced = math.inf
         else:
             # e^ε overflows a float above ε ≈ 709: the bound is then unbounded, not an OverflowError.
-            advanced = math.inf if any(e > 700 for e, _ in listed) else (
-                math.sqrt(2 * math.log(1 / slack) * sum(n * e * e for e, n in listed))
-                + sum(n * e * math.expm1(e) for e, n in listed))
+            advanced = (
+                math.inf
+                if any(e > 700 for e, _ in listed)
+                else (
+                    math.sqrt(2 * math.log(1 / slack) * sum(n * e * e for e, n in listed))
+                    + sum(n * e * math.expm1(e) for e, n in listed)
+                )
+            )
     return basic, advanced
 
 
@@ -300,8 +340,17 @@ def compose_mechanisms(mechanisms: list[dict[str, Any]], delta: float) -> Compos
     epsilon, method, note = _tight(groups, delta)
     epsilon = _round_up(epsilon)
     basic, advanced = _textbook(groups, delta)
-    return Composition(delta, epsilon, method, note, basic, min(advanced, basic), n,
-                       any(g["kind"] == "epsilon_delta" for g in groups), advanced)
+    return Composition(
+        delta,
+        epsilon,
+        method,
+        note,
+        basic,
+        min(advanced, basic),
+        n,
+        any(g["kind"] == "epsilon_delta" for g in groups),
+        advanced,
+    )
 
 
 def check_dpsgd_computable(noise_multiplier: float, sample_rate: float, steps: int, delta: float, where: str) -> float:
@@ -312,8 +361,11 @@ def check_dpsgd_computable(noise_multiplier: float, sample_rate: float, steps: i
     spec = {"kind": "dpsgd", "noise_multiplier": noise_multiplier, "sample_rate": sample_rate, "steps": steps}
     bound = composed_epsilon_bound(_grouped([spec]), delta)
     if not bound <= PLD_EPSILON_LIMIT:
-        raise AuditInputError(where, f"σ {noise_multiplier:g}, q {sample_rate:g}, T {steps}: the claim's ε is about "
-                              f"{bound:.4g} (RDP bound); its PLD would need about {_size(pld_grid_bytes(bound))} of "
-                              f"memory — a claim above ε = {PLD_EPSILON_LIMIT:g} is not one this audit can compute; "
-                              "raise σ or lower q or T")
+        raise AuditInputError(
+            where,
+            f"σ {noise_multiplier:g}, q {sample_rate:g}, T {steps}: the claim's ε is about "
+            f"{bound:.4g} (RDP bound); its PLD would need about {_size(pld_grid_bytes(bound))} of "
+            f"memory — a claim above ε = {PLD_EPSILON_LIMIT:g} is not one this audit can compute; "
+            "raise σ or lower q or T",
+        )
     return bound

@@ -17,6 +17,7 @@ unrelated database gaining our tables, never a hand-edited row composed as if it
   (so a row that would crash the ORM is caught first and named) and checked against the ranges
   the tool writes. A failing row is named by table and id.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,9 +25,10 @@ import math
 import os
 import re
 import stat
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from sqlalchemy import Table, inspect, text
 from sqlalchemy.engine import Connection
@@ -42,12 +44,24 @@ def check_dataset_name(name: Any, where: str = "--dataset") -> str:
     """A dataset name is a label, never a path: letters, digits, '.', '_', '-' (≤ 100, not starting with '.')."""
     if not isinstance(name, str) or not _DATASET_NAME.fullmatch(name) or ".." in name:
         shown = repr(name)[:60]
-        raise AuditInputError(where, f"expected a name of letters, digits, '.', '_' or '-' (1–100 characters, "
-                              f"starting with a letter or digit, no '..'), got {shown}")
+        raise AuditInputError(
+            where,
+            f"expected a name of letters, digits, '.', '_' or '-' (1–100 characters, "
+            f"starting with a letter or digit, no '..'), got {shown}",
+        )
     return name
 
-__all__ = ["SQLITE_HEADER", "LEDGER_TABLES", "VERSION_TABLE", "check_sqlite_path", "check_schema", "RowChecker",
-           "LedgerRowError", "MAX_BUDGET"]
+
+__all__ = [
+    "SQLITE_HEADER",
+    "LEDGER_TABLES",
+    "VERSION_TABLE",
+    "check_sqlite_path",
+    "check_schema",
+    "RowChecker",
+    "LedgerRowError",
+    "MAX_BUDGET",
+]
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 VERSION_TABLE = "ledger_alembic_version"
@@ -73,8 +87,15 @@ def check_sqlite_path(path: Path, where: str) -> None:
     if stat.S_ISDIR(info.st_mode):
         raise AuditInputError(f"{where} '{path}'", "is a directory; expected a ledger file (e.g. privacy-ledger.db)")
     if not stat.S_ISREG(info.st_mode):
-        kind = ("a FIFO (named pipe)" if stat.S_ISFIFO(info.st_mode) else "a socket" if stat.S_ISSOCK(info.st_mode)
-                else "a device" if stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode) else "not a regular file")
+        kind = (
+            "a FIFO (named pipe)"
+            if stat.S_ISFIFO(info.st_mode)
+            else "a socket"
+            if stat.S_ISSOCK(info.st_mode)
+            else "a device"
+            if stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode)
+            else "not a regular file"
+        )
         raise AuditInputError(f"{where} '{path}'", f"is {kind}; a ledger is a regular SQLite file")
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
@@ -98,31 +119,46 @@ def check_schema(connection: Connection, known_revisions: set[str], where: str) 
     tables = set(inspector.get_table_names())
     sqlite = connection.dialect.name == "sqlite"
     if sqlite:
-        others = sorted((tables | set(inspector.get_view_names())) - LEDGER_TABLES - {VERSION_TABLE}
-                        - {"sqlite_sequence", "sqlite_stat1", "sqlite_stat4"})
+        others = sorted(
+            (tables | set(inspector.get_view_names()))
+            - LEDGER_TABLES
+            - {VERSION_TABLE}
+            - {"sqlite_sequence", "sqlite_stat1", "sqlite_stat4"}
+        )
         if others:
             shown = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
-            raise AuditInputError(where, f"is a SQLite database of something else (tables: {shown}); the ledger "
-                                  "will not add its tables to another application's database: give a new file")
+            raise AuditInputError(
+                where,
+                f"is a SQLite database of something else (tables: {shown}); the ledger "
+                "will not add its tables to another application's database: give a new file",
+            )
     ours = tables & LEDGER_TABLES
     if ours and VERSION_TABLE not in tables:
-        raise AuditInputError(where, f"holds ledger tables ({', '.join(sorted(ours))}) but no {VERSION_TABLE}: "
-                              "it was not created by privacy-audit, or was altered; give the ledger file itself")
+        raise AuditInputError(
+            where,
+            f"holds ledger tables ({', '.join(sorted(ours))}) but no {VERSION_TABLE}: "
+            "it was not created by privacy-audit, or was altered; give the ledger file itself",
+        )
     if VERSION_TABLE in tables:
         try:
             rows = [row[0] for row in connection.execute(text(f"SELECT version_num FROM {VERSION_TABLE}"))]
         except Exception as exc:  # noqa: BLE001 - an altered version table is the user's to fix
-            raise AuditInputError(where, f"its {VERSION_TABLE} table cannot be read ({type(exc).__name__}); "
-                                  "it was altered") from None
+            raise AuditInputError(
+                where, f"its {VERSION_TABLE} table cannot be read ({type(exc).__name__}); it was altered"
+            ) from None
         unknown = [str(r)[:40] for r in rows if r not in known_revisions]
         if unknown or len(rows) > 1:
-            raise AuditInputError(where, f"has schema revision {', '.join(map(repr, unknown or rows))}, which this "
-                                  f"privacy-audit does not know (it knows {', '.join(sorted(known_revisions))}): "
-                                  "written by a newer version, or edited — use the version that wrote it")
+            raise AuditInputError(
+                where,
+                f"has schema revision {', '.join(map(repr, unknown or rows))}, which this "
+                f"privacy-audit does not know (it knows {', '.join(sorted(known_revisions))}): "
+                "written by a newer version, or edited — use the version that wrote it",
+            )
         if rows and not ours.issuperset(LEDGER_TABLES):
             missing = ", ".join(sorted(LEDGER_TABLES - ours))
-            raise AuditInputError(where, f"has a schema revision but its table(s) {missing} are missing: "
-                                  "it was altered; " + _RESTORE)
+            raise AuditInputError(
+                where, f"has a schema revision but its table(s) {missing} are missing: it was altered; " + _RESTORE
+            )
 
 
 def _finite(value: Any, low: float, high: float, *, low_open: bool = False, high_open: bool = False) -> bool:
@@ -148,8 +184,11 @@ class RowChecker:
             value = row[column.name]
             # SQLite hands raw text back for a plain SELECT (JSON, dates): decode it as the ORM would.
             # psycopg returns typed values (floats, datetimes, parsed JSON) itself.
-            processor: Callable | None = (column.type.dialect_impl(self.dialect).result_processor(self.dialect, None)
-                                          if self.dialect.name == "sqlite" else None)
+            processor: Callable | None = (
+                column.type.dialect_impl(self.dialect).result_processor(self.dialect, None)
+                if self.dialect.name == "sqlite"
+                else None
+            )
             try:
                 out[column.name] = processor(value) if processor is not None and value is not None else value
             except (ValueError, TypeError, OverflowError, RecursionError, json.JSONDecodeError) as exc:

@@ -18,6 +18,7 @@ Kinds (every scale is the noise's, every sensitivity the query's; ε is then sca
 State as data (the Opacus accountant's lesson): the ledger stores these dicts as JSON and the
 composition is recomputed from them, so a release is never summarised into a number too early.
 """
+
 from __future__ import annotations
 
 import math
@@ -35,8 +36,9 @@ _MAX_COUNT = _LIMITS["ledger --count"].high
 _MAX_STEPS = _LIMITS["ledger --steps"].high
 
 
-def _number(value: Any, where: str, *, low: float, low_open: bool = True, high: float | None = None,
-            high_open: bool = False) -> float:
+def _number(
+    value: Any, where: str, *, low: float, low_open: bool = True, high: float | None = None, high_open: bool = False
+) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise AuditInputError(where, f"expected a number, got {str(value)[:40]!r}")
     number = float(value)
@@ -50,8 +52,12 @@ def _number(value: Any, where: str, *, low: float, low_open: bool = True, high: 
 
 
 def _integer(value: Any, where: str, *, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or isinstance(value, float) and (
-            not math.isfinite(value) or value != int(value)):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or isinstance(value, float)
+        and (not math.isfinite(value) or value != int(value))
+    ):
         raise AuditInputError(where, f"expected a whole number, got {str(value)[:40]!r}")
     if not 1 <= int(value) <= high:
         raise AuditInputError(where, f"must be in [1, {high:,}], got {int(value)}")
@@ -74,7 +80,9 @@ def validate_mechanism(spec: Any, where: str = "mechanism") -> dict[str, Any]:
     }[kind]
     unknown = set(spec) - set(fields) - {"kind"}
     if unknown:
-        raise AuditInputError(f"{where}.{sorted(unknown)[0]}", f"unknown field for kind {kind} (known: {', '.join(fields)})")
+        raise AuditInputError(
+            f"{where}.{sorted(unknown)[0]}", f"unknown field for kind {kind} (known: {', '.join(fields)})"
+        )
     spec = {"count": 1, "sensitivity": 1.0, **spec} if kind != "dpsgd" else dict(spec)
     for name in fields:
         if name not in spec:
@@ -96,8 +104,11 @@ def validate_mechanism(spec: Any, where: str = "mechanism") -> dict[str, Any]:
         out["sensitivity"] = ranged("sensitivity", "ledger --sensitivity", "sensitivity")
         out["count"] = _integer(spec["count"], f"{where}.count", high=_MAX_COUNT)
         if out["scale"] / out["sensitivity"] < MIN_NOISE_TO_SENSITIVITY:
-            raise AuditInputError(f"{where}.scale", f"scale / sensitivity must be ≥ {MIN_NOISE_TO_SENSITIVITY:g}, got "
-                                  f"{out['scale'] / out['sensitivity']:.3g} (below it one query spends ε > 10⁵)")
+            raise AuditInputError(
+                f"{where}.scale",
+                f"scale / sensitivity must be ≥ {MIN_NOISE_TO_SENSITIVITY:g}, got "
+                f"{out['scale'] / out['sensitivity']:.3g} (below it one query spends ε > 10⁵)",
+            )
     elif kind == "zcdp":
         out["rho"] = ranged("rho", "ledger --zcdp-rho", "rho (ρ)")
         out["count"] = _integer(spec["count"], f"{where}.count", high=_MAX_COUNT)

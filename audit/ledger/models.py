@@ -6,10 +6,10 @@ a budget change adds a `BudgetChange` row next to the dataset's current figure. 
 (user@host), when (UTC) and what (the command line, the SHA-256 of the file it came from, the git
 commit of the working directory when there is one).
 """
+
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Optional
 
 from sqlalchemy import JSON, DateTime, Float, ForeignKey, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
@@ -27,7 +27,7 @@ class _Provenance:
     at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     by: Mapped[str] = mapped_column(String(200))
     command: Mapped[str] = mapped_column(Text)
-    git_commit: Mapped[Optional[str]] = mapped_column(String(64), nullable=True)
+    git_commit: Mapped[str | None] = mapped_column(String(64), nullable=True)
 
 
 class Dataset(Base):
@@ -36,10 +36,10 @@ class Dataset(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     name: Mapped[str] = mapped_column(String(100), unique=True)
     delta: Mapped[float] = mapped_column(Float)
-    max_total_epsilon: Mapped[Optional[float]] = mapped_column(Float, nullable=True)
+    max_total_epsilon: Mapped[float | None] = mapped_column(Float, nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
-    releases: Mapped[list["Release"]] = relationship(back_populates="dataset", order_by="Release.id")
+    releases: Mapped[list[Release]] = relationship(back_populates="dataset", order_by="Release.id")
 
 
 class Release(_Provenance, Base):
@@ -50,16 +50,16 @@ class Release(_Provenance, Base):
     label: Mapped[str] = mapped_column(String(300))
     source: Mapped[str] = mapped_column(String(40))  # hand | run | canary-audit | whitebox-audit | synth-check
     mechanisms: Mapped[list] = mapped_column(JSON)  # audit.ledger.mechanisms dicts
-    source_file: Mapped[Optional[str]] = mapped_column(Text, nullable=True)
-    source_sha256: Mapped[Optional[str]] = mapped_column(String(64), nullable=True)
-    mlflow_run_id: Mapped[Optional[str]] = mapped_column(String(64), nullable=True)
+    source_file: Mapped[str | None] = mapped_column(Text, nullable=True)
+    source_sha256: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    mlflow_run_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
     # The dataset's composed ε (and at which δ, by which accountant) right after this release.
-    epsilon_after: Mapped[Optional[float]] = mapped_column(Float, nullable=True)
-    delta_after: Mapped[Optional[float]] = mapped_column(Float, nullable=True)
-    method_after: Mapped[Optional[str]] = mapped_column(String(60), nullable=True)
+    epsilon_after: Mapped[float | None] = mapped_column(Float, nullable=True)
+    delta_after: Mapped[float | None] = mapped_column(Float, nullable=True)
+    method_after: Mapped[str | None] = mapped_column(String(60), nullable=True)
 
     dataset: Mapped[Dataset] = relationship(back_populates="releases")
-    removal: Mapped[Optional["Removal"]] = relationship(back_populates="release")
+    removal: Mapped[Removal | None] = relationship(back_populates="release")
 
 
 class Removal(_Provenance, Base):
@@ -78,5 +78,5 @@ class BudgetChange(_Provenance, Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     dataset_id: Mapped[int] = mapped_column(ForeignKey("ledger_datasets.id"), index=True)
-    max_total_epsilon: Mapped[Optional[float]] = mapped_column(Float, nullable=True)
+    max_total_epsilon: Mapped[float | None] = mapped_column(Float, nullable=True)
     delta: Mapped[float] = mapped_column(Float)

@@ -11,6 +11,7 @@ What counts as spent (the conservative reading, written once):
   accountant, else the claimed (ε, δ) pair.
 A claim the audit REFUTED is never recorded: its ε would understate what was spent.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -36,7 +37,9 @@ def refuted_claims(results: dict[str, Any]) -> list[str]:
             refuted.append(f"targets[{i}]: ε = {target.get('epsilon_target')} (a sound lower bound exceeds it)")
     single = _is_whitebox(results) or (isinstance(results.get("claim"), dict) and "trainer" in results)
     if single and not refuted and verdict.get("status") == "fail":
-        refuted.append(f"claimed ε = {results.get('claimed_epsilon')} ({'; '.join(map(str, verdict.get('reasons') or []))[:200]})")
+        refuted.append(
+            f"claimed ε = {results.get('claimed_epsilon')} ({'; '.join(map(str, verdict.get('reasons') or []))[:200]})"
+        )
     return refuted
 
 
@@ -44,9 +47,13 @@ def _is_whitebox(results: dict[str, Any]) -> bool:
     """A white-box audit result: the runs mode (settings + GDP bound) or `--mode one-run` / the in-script
     OpacusAudit (settings + its claim or one-run block)."""
     settings = isinstance(results.get("settings"), dict)
-    return settings and (isinstance(results.get("gdp_bound"), dict) or (
-        results.get("mode") == "one-run"
-        and (isinstance(results.get("claim"), dict) or isinstance(results.get("one_run"), dict))))
+    return settings and (
+        isinstance(results.get("gdp_bound"), dict)
+        or (
+            results.get("mode") == "one-run"
+            and (isinstance(results.get("claim"), dict) or isinstance(results.get("one_run"), dict))
+        )
+    )
 
 
 def _number(value: Any) -> float | None:
@@ -78,8 +85,9 @@ def releases_in_results(results: Any, where: str) -> tuple[list[tuple[str, list[
             return (*found, kind.name)
     if "schema_version" in results and ("targets" in results or "synthetic" in results):
         return _run_or_synthetic(results, where)
-    raise AuditInputError(where, "is neither a results.json nor a "
-                          + " / ".join(kind.name for kind in recordable) + " result")
+    raise AuditInputError(
+        where, "is neither a results.json nor a " + " / ".join(kind.name for kind in recordable) + " result"
+    )
 
 
 def whitebox_releases(results: dict[str, Any], where: str):
@@ -105,13 +113,21 @@ def _run_or_synthetic(results: dict[str, Any], where: str):
             notes.append(f"targets[{i}]: the non-private baseline (ε = ∞) is the audit's yardstick, not recorded")
             continue
         if target.get("noise_multiplier") is None or target.get("sample_rate") is None or target.get("steps") is None:
-            raise AuditInputError(f"{where}: field 'targets[{i}]'", "a private target without noise_multiplier, "
-                                  "sample_rate and steps cannot be composed")
+            raise AuditInputError(
+                f"{where}: field 'targets[{i}]'",
+                "a private target without noise_multiplier, sample_rate and steps cannot be composed",
+            )
         if target.get("poisson_sampling") is False:
-            notes.append(f"targets[{i}]: trained without Poisson sampling; composed as the accountant's "
-                         "Poisson-sampled DP-SGD, as its own ε was")
-        releases.append((f"{name}: DP-SGD target ε={eps:g}", [_dpsgd(target["noise_multiplier"], target["sample_rate"],
-                                                                      target["steps"])]))
+            notes.append(
+                f"targets[{i}]: trained without Poisson sampling; composed as the accountant's "
+                "Poisson-sampled DP-SGD, as its own ε was"
+            )
+        releases.append(
+            (
+                f"{name}: DP-SGD target ε={eps:g}",
+                [_dpsgd(target["noise_multiplier"], target["sample_rate"], target["steps"])],
+            )
+        )
     results_delta = _results_delta(results)
     for i, entry in enumerate(results.get("synthetic") or []):
         if not isinstance(entry, dict):
@@ -128,13 +144,18 @@ def _run_or_synthetic(results: dict[str, Any], where: str):
                 raise AuditInputError(f"{where}: field 'synthetic[{i}].delta'", "the generator's δ is not in the file")
             delta = results_delta
             label += " (δ assumed = the audit's δ)"
-            notes.append(f"synthetic[{i}] ({generator}): the generator states ε only; recorded as (ε, δ) = "
-                         f"({eps:g}, {delta:g}) with the audit's δ")
+            notes.append(
+                f"synthetic[{i}] ({generator}): the generator states ε only; recorded as (ε, δ) = "
+                f"({eps:g}, {delta:g}) with the audit's δ"
+            )
         releases.append((label, [{"kind": "epsilon_delta", "epsilon": eps, "delta": delta}]))
     kind = "run" if results.get("targets") else "synth-check"
     if not releases:
-        raise AuditInputError(where, "holds no DP release to record (no private target, no synthetic release with "
-                              "an ε; synth-check needs --claimed-epsilon)")
+        raise AuditInputError(
+            where,
+            "holds no DP release to record (no private target, no synthetic release with "
+            "an ε; synth-check needs --claimed-epsilon)",
+        )
     return releases, notes, kind
 
 
@@ -142,13 +163,18 @@ def _canary(results: dict[str, Any], where: str):
     claim = results["claim"]
     trainer = str(results.get("trainer") or "trainer")[:120]
     if claim.get("noise_multiplier") is not None:
-        return [(f"canary-audit of {trainer}: claimed DP-SGD",
-                 [_dpsgd(claim.get("noise_multiplier"), claim.get("sample_rate"), claim.get("steps"))])], []
+        return [
+            (
+                f"canary-audit of {trainer}: claimed DP-SGD",
+                [_dpsgd(claim.get("noise_multiplier"), claim.get("sample_rate"), claim.get("steps"))],
+            )
+        ], []
     eps, delta = _number(claim.get("epsilon")), _number(claim.get("delta"))
     if eps is None or delta is None:
         raise AuditInputError(f"{where}: field 'claim'", "states neither (σ, q, T) nor an (ε, δ) pair")
-    return [(f"canary-audit of {trainer}: claimed (ε, δ) pair",
-             [{"kind": "epsilon_delta", "epsilon": eps, "delta": delta}])], []
+    return [
+        (f"canary-audit of {trainer}: claimed (ε, δ) pair", [{"kind": "epsilon_delta", "epsilon": eps, "delta": delta}])
+    ], []
 
 
 def _whitebox(results: dict[str, Any], where: str):
@@ -158,10 +184,15 @@ def _whitebox(results: dict[str, Any], where: str):
         eps, delta = _number(results.get("claimed_epsilon")), _number(results.get("delta"))
         if eps is None or delta is None:
             raise AuditInputError(f"{where}: field 'claimed_epsilon'", "expected the claimed ε and δ")
-        return [(f"whitebox-audit of {subject}: claimed (ε, δ) pair",
-                 [{"kind": "epsilon_delta", "epsilon": eps, "delta": delta}])], []
-    history = settings.get("accountant_history") or [[settings.get("noise_multiplier"),
-                                                      settings.get("sample_rate") or 1.0, settings.get("steps")]]
+        return [
+            (
+                f"whitebox-audit of {subject}: claimed (ε, δ) pair",
+                [{"kind": "epsilon_delta", "epsilon": eps, "delta": delta}],
+            )
+        ], []
+    history = settings.get("accountant_history") or [
+        [settings.get("noise_multiplier"), settings.get("sample_rate") or 1.0, settings.get("steps")]
+    ]
     if not isinstance(history, list) or not all(isinstance(h, list) and len(h) == 3 for h in history):
         raise AuditInputError(f"{where}: field 'settings.accountant_history'", "expected [σ, q, T] stages")
     return [(f"whitebox-audit of {subject}: DP-SGD as told to the accountant", [_dpsgd(*h) for h in history])], []

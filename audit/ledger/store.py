@@ -11,17 +11,19 @@ SQLite: every transaction starts with BEGIN IMMEDIATE (the database write lock, 
 first read) and waits up to `BUSY_TIMEOUT_S` for it. PostgreSQL: the dataset's row is locked
 with SELECT … FOR UPDATE; the migration runs under a transaction-scoped advisory lock so that
 writers opening a fresh database at once do not race to create the tables.
+This module is over 600 lines since wave 4's formatting pass (ruff format puts long calls one argument a line): the Ledger class and its URI checks; next split: URI/preflight checks apart from the store
+(issue #37).
 """
+
 from __future__ import annotations
 
 import getpass
 import hashlib
 import math
-import re
 import socket
 import sys
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -31,14 +33,25 @@ from sqlalchemy.exc import ArgumentError, DatabaseError, DBAPIError, NoSuchModul
 from sqlalchemy.orm import Session
 
 from audit.errors import AuditInputError
-from audit.ledger.integrity import check_dataset_name  # noqa: F401  (re-exported: the CLI and sources call it here)
 from audit.ledger.composition import Composition, compose_mechanisms
+from audit.ledger.integrity import check_dataset_name  # noqa: F401  (re-exported: the CLI and sources call it here)
 from audit.ledger.mechanisms import describe_mechanism, validate_mechanism
 from audit.ledger.models import BudgetChange, Dataset, Release, Removal
 
 __all__ = [
-    "DEFAULT_LEDGER", "DEFAULT_DELTA", "BUSY_TIMEOUT_S", "Ledger", "ReleaseInput", "Provenance", "BudgetExceeded", "BudgetBelowSpent",
-    "RecordOutcome", "check_dataset_name", "check_ledger_uri", "preflight_ledger", "file_sha256",
+    "DEFAULT_LEDGER",
+    "DEFAULT_DELTA",
+    "BUSY_TIMEOUT_S",
+    "Ledger",
+    "ReleaseInput",
+    "Provenance",
+    "BudgetExceeded",
+    "BudgetBelowSpent",
+    "RecordOutcome",
+    "check_dataset_name",
+    "check_ledger_uri",
+    "preflight_ledger",
+    "file_sha256",
 ]
 
 DEFAULT_LEDGER = "privacy-ledger.db"
@@ -53,9 +66,11 @@ class BudgetExceeded(Exception):
     def __init__(self, dataset: str, limit: float, limit_source: str, composition: Composition):
         self.dataset, self.limit, self.limit_source, self.composition = dataset, limit, limit_source, composition
         spent = "∞" if math.isinf(composition.epsilon) else f"{composition.epsilon:.4g}"
-        super().__init__(f"dataset '{dataset}': recording this release would spend ε = {spent} at δ = "
-                         f"{composition.delta:g} ({composition.method}) > max_total_epsilon {limit:g} "
-                         f"({limit_source}); nothing was recorded")
+        super().__init__(
+            f"dataset '{dataset}': recording this release would spend ε = {spent} at δ = "
+            f"{composition.delta:g} ({composition.method}) > max_total_epsilon {limit:g} "
+            f"({limit_source}); nothing was recorded"
+        )
 
 
 class BudgetBelowSpent(Exception):
@@ -64,9 +79,11 @@ class BudgetBelowSpent(Exception):
     def __init__(self, dataset: str, limit: float, composition: Composition):
         self.dataset, self.limit, self.composition = dataset, limit, composition
         spent = "∞" if math.isinf(composition.epsilon) else f"{composition.epsilon:.4g}"
-        super().__init__(f"'{dataset}' has already spent ε = {spent} at δ = {composition.delta:g} "
-                         f"({composition.method}) > the proposed budget {limit:g}: nothing was saved "
-                         "(remove releases with `ledger remove`, or set a budget at or above the spent ε)")
+        super().__init__(
+            f"'{dataset}' has already spent ε = {spent} at δ = {composition.delta:g} "
+            f"({composition.method}) > the proposed budget {limit:g}: nothing was saved "
+            "(remove releases with `ledger remove`, or set a budget at or above the spent ε)"
+        )
 
 
 @dataclass(frozen=True)
@@ -88,7 +105,7 @@ class Provenance:
     command: str = field(default_factory=lambda: " ".join(["privacy-audit", *_redacted_argv()])[:4000])
     by: str = field(default_factory=lambda: f"{_user()}@{socket.gethostname()}")
     git_commit: str | None = field(default_factory=lambda: _git_commit())
-    at: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
+    at: datetime = field(default_factory=lambda: datetime.now(UTC))
 
 
 @dataclass(frozen=True)
@@ -149,22 +166,30 @@ def check_ledger_uri(uri: Any, where: str = "--ledger") -> URL:
         url = make_url(text)
         port = url.port  # SQLAlchemy parses it lazily in some versions: a bad one must fail here
     except (ArgumentError, ValueError):
-        raise AuditInputError(where, f"{redact(text[:200])!r} is not a database URI (expected "
-                              "postgresql+psycopg://user@host:port/db with a numeric port)") from None
+        raise AuditInputError(
+            where,
+            f"{redact(text[:200])!r} is not a database URI (expected "
+            "postgresql+psycopg://user@host:port/db with a numeric port)",
+        ) from None
     if port is not None and not 0 < port < 65536:
         raise AuditInputError(where, f"port {port} of {redact(text[:200])!r} is not in 1–65535")
     backend, _, driver = url.drivername.partition("+")
     if backend == "sqlite" and driver in ("", "pysqlite"):
         if not url.database or url.database == ":memory:":
-            raise AuditInputError(where, "a SQLite ledger needs a file (sqlite:///path/to/ledger.db); "
-                                  "an in-memory ledger would record nothing")
+            raise AuditInputError(
+                where,
+                "a SQLite ledger needs a file (sqlite:///path/to/ledger.db); an in-memory ledger would record nothing",
+            )
         return _sqlite_url(Path(url.database), where)
     if backend in ("postgresql", "postgres") and driver in ("", "psycopg"):
         if not url.database:
             raise AuditInputError(where, "a PostgreSQL URI must name the database (postgresql+psycopg://user@host/db)")
         return url.set(drivername="postgresql+psycopg")
-    raise AuditInputError(where, f"{url.drivername!r} is not a supported ledger database: use a file path, "
-                          "sqlite:///path or postgresql+psycopg://user@host/db")
+    raise AuditInputError(
+        where,
+        f"{url.drivername!r} is not a supported ledger database: use a file path, "
+        "sqlite:///path or postgresql+psycopg://user@host/db",
+    )
 
 
 def _sqlite_url(path: Path, where: str) -> URL:
@@ -200,13 +225,17 @@ def preflight_ledger(uri: Any, where: str = "--ledger") -> URL:
             return url
         from urllib.parse import quote
 
-        engine = create_engine(URL.create("sqlite+pysqlite", database=f"file:{quote(str(path))}?mode=ro",
-                                          query={"uri": "true"}), connect_args={"timeout": BUSY_TIMEOUT_S})
+        engine = create_engine(
+            URL.create("sqlite+pysqlite", database=f"file:{quote(str(path))}?mode=ro", query={"uri": "true"}),
+            connect_args={"timeout": BUSY_TIMEOUT_S},
+        )
     else:
         try:
             engine = _engine_for(url)
         except (NoSuchModuleError, ImportError):
-            raise AuditInputError(where, "PostgreSQL needs the [postgres] extra (pip install 'privacy-audit[postgres]')") from None
+            raise AuditInputError(
+                where, "PostgreSQL needs the [postgres] extra (pip install 'privacy-audit[postgres]')"
+            ) from None
     ledger = Ledger(url, engine, where)
     try:
         with ledger._errors(), engine.connect() as connection:
@@ -257,17 +286,23 @@ class Ledger:
         self.url, self.engine, self.where = url, engine, where
 
     @classmethod
-    def open(cls, uri: str, where: str = "--ledger", *, create: bool = True) -> "Ledger":
+    def open(cls, uri: str, where: str = "--ledger", *, create: bool = True) -> Ledger:
         """`create=False` (commands that only read or amend): a SQLite file that does not exist is an error."""
         url = check_ledger_uri(uri, where)
         if not create and url.get_backend_name() == "sqlite" and not _sqlite_file(url, where).is_file():
-            raise AuditInputError(f"{where} '{url.database}'", "no ledger there yet (record a release or set a budget first)")
+            raise AuditInputError(
+                f"{where} '{url.database}'", "no ledger there yet (record a release or set a budget first)"
+            )
         try:
             engine = _engine_for(url)
         except NoSuchModuleError:
-            raise AuditInputError(where, "PostgreSQL needs the [postgres] extra (pip install 'privacy-audit[postgres]')") from None
+            raise AuditInputError(
+                where, "PostgreSQL needs the [postgres] extra (pip install 'privacy-audit[postgres]')"
+            ) from None
         except ImportError as exc:
-            raise AuditInputError(where, f"the database driver is not installed ({exc}); pip install 'privacy-audit[postgres]'") from None
+            raise AuditInputError(
+                where, f"the database driver is not installed ({exc}); pip install 'privacy-audit[postgres]'"
+            ) from None
         ledger = cls(url, engine, where)
         with ledger._errors():
             ledger._upgrade_schema()
@@ -276,7 +311,7 @@ class Ledger:
     def close(self) -> None:
         self.engine.dispose()
 
-    def __enter__(self) -> "Ledger":
+    def __enter__(self) -> Ledger:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -297,16 +332,27 @@ class Ledger:
 
             def __exit__(self, kind, exc, tb):
                 if isinstance(exc, DBAPIError) and any(
-                        word in str(exc.orig).lower() for word in ("connection option", "invalid dsn", "invalid uri",
-                                                                   "invalid sslmode", "invalid integer value")):
+                    word in str(exc.orig).lower()
+                    for word in (
+                        "connection option",
+                        "invalid dsn",
+                        "invalid uri",
+                        "invalid sslmode",
+                        "invalid integer value",
+                    )
+                ):
                     # psycopg refusing the URI's own parameters (`?PASSWORD=`, a bad sslmode): the user's to fix.
                     reason = " ".join(str(exc.orig).split())[:200]
-                    raise AuditInputError(f"{ledger.where} '{ledger.description}'",
-                                          f"the URI's parameters are not valid for the server's driver: {reason}") from None
+                    raise AuditInputError(
+                        f"{ledger.where} '{ledger.description}'",
+                        f"the URI's parameters are not valid for the server's driver: {reason}",
+                    ) from None
                 if isinstance(exc, DatabaseError) and not isinstance(exc, OperationalError):
                     if "not a database" in str(exc.orig) or "malformed" in str(exc.orig):
-                        raise AuditInputError(f"{ledger.where} '{ledger.description}'",
-                                              "is not a SQLite database (corrupt, or another kind of file)") from None
+                        raise AuditInputError(
+                            f"{ledger.where} '{ledger.description}'",
+                            "is not a SQLite database (corrupt, or another kind of file)",
+                        ) from None
                 if isinstance(exc, OperationalError):
                     reason = " ".join(str(exc.orig).split())[:200]
                     if "not a database" in reason or "malformed" in reason:
@@ -333,8 +379,12 @@ class Ledger:
 
     def _dataset(self, session: Session, name: str, *, create: bool, lock: bool) -> Dataset | None:
         if create:
-            values = {"name": name, "delta": DEFAULT_DELTA, "max_total_epsilon": None,
-                      "created_at": datetime.now(timezone.utc)}
+            values = {
+                "name": name,
+                "delta": DEFAULT_DELTA,
+                "max_total_epsilon": None,
+                "created_at": datetime.now(UTC),
+            }
             if self.url.get_backend_name() == "postgresql":
                 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 
@@ -367,23 +417,44 @@ class Ledger:
     def _checked_releases(self, session: Session, dataset: Dataset) -> list[tuple[dict[str, Any], bool]]:
         """The dataset's release rows, each checked (a hand-edited row is named), with whether it was removed."""
         checker = self._checker(session)
-        releases = [checker.release(dict(r), dataset.name) for r in session.execute(
-            text("SELECT * FROM ledger_releases WHERE dataset_id = :d ORDER BY id"), {"d": dataset.id}).mappings()]
+        releases = [
+            checker.release(dict(r), dataset.name)
+            for r in session.execute(
+                text("SELECT * FROM ledger_releases WHERE dataset_id = :d ORDER BY id"), {"d": dataset.id}
+            ).mappings()
+        ]
         removed = set()
-        for r in session.execute(text("SELECT r.* FROM ledger_removals r JOIN ledger_releases l ON l.id = r.release_id "
-                                      "WHERE l.dataset_id = :d ORDER BY r.id"), {"d": dataset.id}).mappings():
+        for r in session.execute(
+            text(
+                "SELECT r.* FROM ledger_removals r JOIN ledger_releases l ON l.id = r.release_id "
+                "WHERE l.dataset_id = :d ORDER BY r.id"
+            ),
+            {"d": dataset.id},
+        ).mappings():
             removed.add(checker.removal(dict(r))["release_id"])
         return [(release, release["id"] in removed) for release in releases]
 
     def _active_mechanisms(self, session: Session, dataset: Dataset) -> list[dict[str, Any]]:
         # Validated again as they are composed: the stored dict is never trusted to be in range.
-        return [validate_mechanism(spec, f"release #{release['id']}") for release, removed
-                in self._checked_releases(session, dataset) if not removed for spec in release["mechanisms"]]
+        return [
+            validate_mechanism(spec, f"release #{release['id']}")
+            for release, removed in self._checked_releases(session, dataset)
+            if not removed
+            for spec in release["mechanisms"]
+        ]
 
     # -----------------------------------------------------------------------------------------
-    def record(self, dataset: str, releases: list[ReleaseInput], provenance: Provenance | None = None, *,
-               policy_limit: float | None = None, policy_name: str | None = None,
-               compute_spent: bool = True, keep_held: bool = False) -> RecordOutcome:
+    def record(
+        self,
+        dataset: str,
+        releases: list[ReleaseInput],
+        provenance: Provenance | None = None,
+        *,
+        policy_limit: float | None = None,
+        policy_name: str | None = None,
+        compute_spent: bool = True,
+        keep_held: bool = False,
+    ) -> RecordOutcome:
         """Record `releases` on `dataset` in one transaction, or nothing when the budget would be exceeded.
 
         The limit is the smaller of the dataset's `max_total_epsilon` (set-budget) and `policy_limit`
@@ -394,16 +465,25 @@ class Ledger:
         check_dataset_name(dataset)
         if not releases:
             raise AuditInputError("release", "nothing to record")
-        checked = [ReleaseInput(r.label[:300], r.source, [validate_mechanism(m, f"{r.label[:60]}: mechanism {i + 1}")
-                                                         for i, m in enumerate(r.mechanisms)],
-                                r.source_file, r.source_sha256, r.mlflow_run_id) for r in releases]
+        checked = [
+            ReleaseInput(
+                r.label[:300],
+                r.source,
+                [validate_mechanism(m, f"{r.label[:60]}: mechanism {i + 1}") for i, m in enumerate(r.mechanisms)],
+                r.source_file,
+                r.source_sha256,
+                r.mlflow_run_id,
+            )
+            for r in releases
+        ]
         provenance = provenance or Provenance()
         from audit.machinery.interrupts import held_interrupts
 
         held = held_interrupts()
         try:
-            ids, composition, limit, source = self._record(session_args=(dataset, checked, provenance, policy_limit,
-                                                                         policy_name, compute_spent), held=held)
+            ids, composition, limit, source = self._record(
+                session_args=(dataset, checked, provenance, policy_limit, policy_name, compute_spent), held=held
+            )
         except BaseException:
             held.stop()
             if held.fired:  # the transaction rolled back: nothing was kept, the interrupt stands (130)
@@ -431,13 +511,22 @@ class Ledger:
             ids = []
             for release in checked:
                 entry = Release(
-                    dataset_id=row.id, label=release.label, source=release.source, mechanisms=release.mechanisms,
-                    source_file=release.source_file, source_sha256=release.source_sha256,
+                    dataset_id=row.id,
+                    label=release.label,
+                    source=release.source,
+                    mechanisms=release.mechanisms,
+                    source_file=release.source_file,
+                    source_sha256=release.source_sha256,
                     mlflow_run_id=release.mlflow_run_id,
-                    epsilon_after=None if composition is None or math.isinf(composition.epsilon) else composition.epsilon,
+                    epsilon_after=None
+                    if composition is None or math.isinf(composition.epsilon)
+                    else composition.epsilon,
                     delta_after=None if composition is None else row.delta,
                     method_after=None if composition is None else composition.method[:60],
-                    at=provenance.at, by=provenance.by, command=provenance.command, git_commit=provenance.git_commit,
+                    at=provenance.at,
+                    by=provenance.by,
+                    command=provenance.command,
+                    git_commit=provenance.git_commit,
                 )
                 session.add(entry)
                 session.flush()
@@ -445,8 +534,9 @@ class Ledger:
             held.start()  # the COMMIT runs as this block ends: an interrupt from here on finds the release kept
         return ids, composition, limit, source
 
-    def set_budget(self, dataset: str, max_total_epsilon: float | None, delta: float | None,
-                   provenance: Provenance | None = None) -> Composition:
+    def set_budget(
+        self, dataset: str, max_total_epsilon: float | None, delta: float | None, provenance: Provenance | None = None
+    ) -> Composition:
         """Set the dataset's budget (None: no ε limit) and/or δ; creates the dataset. Returns the spent figure.
 
         A budget below what is already spent (at the new δ) raises BudgetBelowSpent and saves nothing:
@@ -462,9 +552,17 @@ class Ledger:
             if delta is not None:
                 row.delta = delta
             row.max_total_epsilon = max_total_epsilon
-            session.add(BudgetChange(dataset_id=row.id, max_total_epsilon=max_total_epsilon, delta=row.delta,
-                                     at=provenance.at, by=provenance.by, command=provenance.command,
-                                     git_commit=provenance.git_commit))
+            session.add(
+                BudgetChange(
+                    dataset_id=row.id,
+                    max_total_epsilon=max_total_epsilon,
+                    delta=row.delta,
+                    at=provenance.at,
+                    by=provenance.by,
+                    command=provenance.command,
+                    git_commit=provenance.git_commit,
+                )
+            )
             return spent
 
     def remove(self, dataset: str, release_id: int, reason: str, provenance: Provenance | None = None) -> Composition:
@@ -479,10 +577,21 @@ class Ledger:
             if release is None or release.dataset_id != row.id:
                 raise AuditInputError("--release", f"no release {release_id} on dataset '{dataset}'")
             if release.removal is not None:
-                raise AuditInputError("--release", f"release {release_id} was already removed "
-                                      f"({release.removal.at:%Y-%m-%d %H:%M} UTC by {release.removal.by})")
-            session.add(Removal(release_id=release_id, reason=reason, at=provenance.at, by=provenance.by,
-                                command=provenance.command, git_commit=provenance.git_commit))
+                raise AuditInputError(
+                    "--release",
+                    f"release {release_id} was already removed "
+                    f"({release.removal.at:%Y-%m-%d %H:%M} UTC by {release.removal.by})",
+                )
+            session.add(
+                Removal(
+                    release_id=release_id,
+                    reason=reason,
+                    at=provenance.at,
+                    by=provenance.by,
+                    command=provenance.command,
+                    git_commit=provenance.git_commit,
+                )
+            )
             session.flush()
             return compose_mechanisms(self._active_mechanisms(session, row), row.delta)
 
@@ -499,14 +608,23 @@ class Ledger:
         with self._errors(), Session(self.engine) as session:
             row = self._dataset(session, dataset, create=False, lock=False)
             if row is None:
-                raise AuditInputError("--dataset", f"no dataset '{dataset}' in this ledger "
-                                      f"(known: {', '.join(self._names(session)) or 'none'})")
+                raise AuditInputError(
+                    "--dataset",
+                    f"no dataset '{dataset}' in this ledger (known: {', '.join(self._names(session)) or 'none'})",
+                )
             self._checked_releases(session, row)  # every row checked before the ORM decodes it
-            releases = [_release_dict(r) for r in session.scalars(
-                select(Release).where(Release.dataset_id == row.id).order_by(Release.id))]
+            releases = [
+                _release_dict(r)
+                for r in session.scalars(select(Release).where(Release.dataset_id == row.id).order_by(Release.id))
+            ]
             composition = compose_mechanisms(self._active_mechanisms(session, row), row.delta)
-            return {"dataset": row.name, "delta": row.delta, "max_total_epsilon": row.max_total_epsilon,
-                    "releases": releases, "composition": composition}
+            return {
+                "dataset": row.name,
+                "delta": row.delta,
+                "max_total_epsilon": row.max_total_epsilon,
+                "releases": releases,
+                "composition": composition,
+            }
 
     @staticmethod
     def _names(session: Session) -> list[str]:
@@ -523,17 +641,27 @@ class Ledger:
 def _release_dict(release: Release) -> dict[str, Any]:
     removal = release.removal
     return {
-        "id": release.id, "label": release.label, "source": release.source, "mechanisms": release.mechanisms,
+        "id": release.id,
+        "label": release.label,
+        "source": release.source,
+        "mechanisms": release.mechanisms,
         "description": "; ".join(describe_mechanism(m) for m in release.mechanisms),
-        "at": _utc(release.at), "by": release.by, "command": release.command, "git_commit": release.git_commit,
-        "source_file": release.source_file, "source_sha256": release.source_sha256,
-        "mlflow_run_id": release.mlflow_run_id, "epsilon_after": release.epsilon_after,
-        "delta_after": release.delta_after, "method_after": release.method_after,
-        "removed": None if removal is None else {"at": _utc(removal.at), "by": removal.by,
-                                                 "reason": removal.reason, "command": removal.command},
+        "at": _utc(release.at),
+        "by": release.by,
+        "command": release.command,
+        "git_commit": release.git_commit,
+        "source_file": release.source_file,
+        "source_sha256": release.source_sha256,
+        "mlflow_run_id": release.mlflow_run_id,
+        "epsilon_after": release.epsilon_after,
+        "delta_after": release.delta_after,
+        "method_after": release.method_after,
+        "removed": None
+        if removal is None
+        else {"at": _utc(removal.at), "by": removal.by, "reason": removal.reason, "command": removal.command},
     }
 
 
 def _utc(moment: datetime) -> str:
     # SQLite hands datetimes back without their zone; every one was written in UTC.
-    return (moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)).isoformat(timespec="seconds")
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).isoformat(timespec="seconds")

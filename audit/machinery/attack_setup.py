@@ -1,4 +1,5 @@
 """The attacks' knobs, read from the config in one place for every job that runs attacks."""
+
 from __future__ import annotations
 
 from attacks import AttackOptions, all_knobs

@@ -12,6 +12,7 @@ To add a kind: one `AuditKind` row below, its `$defs` entry in the schema, its c
 it is not one claim against one ε lower bound — its branch of the verdict builder. Data only: nothing
 here imports a job; builders are named as "module:function" and imported by whoever calls them.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -33,7 +34,9 @@ class AuditKind:
     bounds_epsilon: bool  # its result holds a proven `epsilon_lower_bound` against `claimed_epsilon`
     method: str  # the report's "Method" section (reports/audit_report.py)
     verdict: str = "audit.machinery.single_audit_verdicts:single_audit_verdict"  # (kind, result) -> verdict
-    ledger_source: str | None = None  # "module:function" (result, where) -> (releases, notes) or None; None: not recorded
+    ledger_source: str | None = (
+        None  # "module:function" (result, where) -> (releases, notes) or None; None: not recorded
+    )
 
     @property
     def result_file(self) -> str:
@@ -50,78 +53,91 @@ def load(target: str) -> Callable[..., Any]:
     return getattr(importlib.import_module(module), function)
 
 
-AUDIT_KINDS: dict[str, AuditKind] = {kind.name: kind for kind in (
-    AuditKind(
-        'canary-audit', 'canary audit of training code', bounds_epsilon=True,
-        method=(
-        'Canary audit of training code, run in isolated worker processes. Default (profile): many independent '
-        'training runs, each with one canary in a feature column of its own included by a fair coin; one '
-        "threshold rule on the canary's score (chosen on pilot runs) is applied to the audited runs, and the "
-        "claim is refuted when an exact binomial test of its weighted error FNR + s·FPR (s: the curve's slope "
-        "there) rejects the trade-off curve the claim's accountant implies (Dong, Roth, Su 2019; pessimistic "
-        'PLD, so conservative; p-value = the supremum over the curve). Multi-canary mode: the training '
-        'function is run many times, each run with several canaries that each have a feature column of their '
-        "own and are included by independent fair coin flips; each canary's score (its label's scaled-logit "
-        'gain over the data mean, standardised per canary) is ranked over all runs and the one-run bound of '
-        'Steinke et al. 2023 turns the correct guesses into an ε lower bound. Multi mode: runs with and '
-        'without one canary; the threshold is chosen on one half of the runs and a Clopper-Pearson bound on '
-        'the error rates of the other half gives the bound (Jagielski et al. 2020; Nasr et al. 2021/2023). A '
-        'bound above the claimed ε proves the implementation does not meet its claim; a bound below it proves '
-        'nothing. The ceiling is the largest bound a perfect attack could reach with this many runs (or '
-        'canaries) at this confidence: when it is at or below the claim, the claim is untestable here (the '
-        'audit could not have refuted it) and the verdict INCONCLUSIVE.'
+AUDIT_KINDS: dict[str, AuditKind] = {
+    kind.name: kind
+    for kind in (
+        AuditKind(
+            "canary-audit",
+            "canary audit of training code",
+            bounds_epsilon=True,
+            method=(
+                "Canary audit of training code, run in isolated worker processes. Default (profile): many independent "
+                "training runs, each with one canary in a feature column of its own included by a fair coin; one "
+                "threshold rule on the canary's score (chosen on pilot runs) is applied to the audited runs, and the "
+                "claim is refuted when an exact binomial test of its weighted error FNR + s·FPR (s: the curve's slope "
+                "there) rejects the trade-off curve the claim's accountant implies (Dong, Roth, Su 2019; pessimistic "
+                "PLD, so conservative; p-value = the supremum over the curve). Multi-canary mode: the training "
+                "function is run many times, each run with several canaries that each have a feature column of their "
+                "own and are included by independent fair coin flips; each canary's score (its label's scaled-logit "
+                "gain over the data mean, standardised per canary) is ranked over all runs and the one-run bound of "
+                "Steinke et al. 2023 turns the correct guesses into an ε lower bound. Multi mode: runs with and "
+                "without one canary; the threshold is chosen on one half of the runs and a Clopper-Pearson bound on "
+                "the error rates of the other half gives the bound (Jagielski et al. 2020; Nasr et al. 2021/2023). A "
+                "bound above the claimed ε proves the implementation does not meet its claim; a bound below it proves "
+                "nothing. The ceiling is the largest bound a perfect attack could reach with this many runs (or "
+                "canaries) at this confidence: when it is at or below the claim, the claim is untestable here (the "
+                "audit could not have refuted it) and the verdict INCONCLUSIVE."
+            ),
+            ledger_source="audit.ledger.sources:canary_releases",
         ),
-        ledger_source='audit.ledger.sources:canary_releases',
-    ),
-    AuditKind(
-        'mechanism-audit', 'black-box audit of a randomized function', bounds_epsilon=True,
-        method=(
-        'Black-box audit of a randomized function: it is run N times on each of two neighbouring datasets; a '
-        'threshold on its output chosen on half of the trials, a Clopper-Pearson bound on the other half '
-        "gives an ε lower bound. A bound above the claimed ε refutes the claim; when even a perfect test's "
-        'bound (the ceiling) is at or below the claim, the claim is untestable here (INCONCLUSIVE).'
+        AuditKind(
+            "mechanism-audit",
+            "black-box audit of a randomized function",
+            bounds_epsilon=True,
+            method=(
+                "Black-box audit of a randomized function: it is run N times on each of two neighbouring datasets; a "
+                "threshold on its output chosen on half of the trials, a Clopper-Pearson bound on the other half "
+                "gives an ε lower bound. A bound above the claimed ε refutes the claim; when even a perfect test's "
+                "bound (the ceiling) is at or below the claim, the claim is untestable here (INCONCLUSIVE)."
+            ),
         ),
-    ),
-    AuditKind(
-        'whitebox-audit', 'white-box audit of DP-SGD code', bounds_epsilon=True,
-        method=(
-        'White-box audit of DP-SGD code with a Dirac gradient canary (Nasr et al. 2023, hidden state '
-        "visible): in every step of an 'in' run one extra per-sample gradient of norm far above C on one "
-        'coordinate that no real record touches joins the batch with the claimed sampling rate, and passes '
-        "through the audited optimizer's clipping, noise and scaling; 'out' runs never get it. The canary "
-        'coordinate of every iterate (or of the final model) scores each run; a threshold chosen on a pilot '
-        'split and Clopper-Pearson bounds on the evaluation split give (a) a test of the claimed trade-off '
-        'curve — at q = 1 DP-SGD is exactly μ-GDP, μ = √T/σ, and a point below that curve refutes the claim '
-        "given independent runs (at q < 1 the claim's PLD trade-off curve is tested) — and (b) the GDP-family "
-        'bound μ ≥ Φ⁻¹(1 − FPR) − Φ⁻¹(FNR), which assumes a Gaussian trade-off curve (true at q = 1 with a '
-        'Dirac canary, not at q < 1, where it is an estimate). A second rule from the same pilot, chosen for '
-        'the tail, gives the Clopper-Pearson (ε, δ) bound (sound for any mechanism), which decides too: the '
-        'two tests split the error rate alpha (Bonferroni). The ceiling is what an attack without any error '
-        'would show with these runs: at or below the claim the audit is INCONCLUSIVE.'
+        AuditKind(
+            "whitebox-audit",
+            "white-box audit of DP-SGD code",
+            bounds_epsilon=True,
+            method=(
+                "White-box audit of DP-SGD code with a Dirac gradient canary (Nasr et al. 2023, hidden state "
+                "visible): in every step of an 'in' run one extra per-sample gradient of norm far above C on one "
+                "coordinate that no real record touches joins the batch with the claimed sampling rate, and passes "
+                "through the audited optimizer's clipping, noise and scaling; 'out' runs never get it. The canary "
+                "coordinate of every iterate (or of the final model) scores each run; a threshold chosen on a pilot "
+                "split and Clopper-Pearson bounds on the evaluation split give (a) a test of the claimed trade-off "
+                "curve — at q = 1 DP-SGD is exactly μ-GDP, μ = √T/σ, and a point below that curve refutes the claim "
+                "given independent runs (at q < 1 the claim's PLD trade-off curve is tested) — and (b) the GDP-family "
+                "bound μ ≥ Φ⁻¹(1 − FPR) − Φ⁻¹(FNR), which assumes a Gaussian trade-off curve (true at q = 1 with a "
+                "Dirac canary, not at q < 1, where it is an estimate). A second rule from the same pilot, chosen for "
+                "the tail, gives the Clopper-Pearson (ε, δ) bound (sound for any mechanism), which decides too: the "
+                "two tests split the error rate alpha (Bonferroni). The ceiling is what an attack without any error "
+                "would show with these runs: at or below the claim the audit is INCONCLUSIVE."
+            ),
+            ledger_source="audit.ledger.sources:whitebox_releases",
         ),
-        ledger_source='audit.ledger.sources:whitebox_releases',
-    ),
-    AuditKind(
-        'conformance', 'conformance checks of a DP-SGD implementation', bounds_epsilon=False,
-        method=(
-        'Conformance checks of a step-function DP-SGD implementation: its sampler and its noisy-clipping step '
-        'are called directly and compared with what the accountant was told: steps, mean batch size (q), '
-        "Poisson batch-size dispersion, each record's batch count over a training (Binomial(T, q): "
-        "independent inclusion at every step), the noise's standard deviation at every step, independence of "
-        'the noise from the generator, and per-example clipping (one huge gradient may move the sum by at '
-        'most C). Each check is a statistical test; their family-wise false-alarm rate is alpha.'
+        AuditKind(
+            "conformance",
+            "conformance checks of a DP-SGD implementation",
+            bounds_epsilon=False,
+            method=(
+                "Conformance checks of a step-function DP-SGD implementation: its sampler and its noisy-clipping step "
+                "are called directly and compared with what the accountant was told: steps, mean batch size (q), "
+                "Poisson batch-size dispersion, each record's batch count over a training (Binomial(T, q): "
+                "independent inclusion at every step), the noise's standard deviation at every step, independence of "
+                "the noise from the generator, and per-example clipping (one huge gradient may move the sum by at "
+                "most C). Each check is a statistical test; their family-wise false-alarm rate is alpha."
+            ),
         ),
-    ),
-    AuditKind(
-        'accountant-check', 'cross-check of an accountant', bounds_epsilon=False,
-        method=(
-        "Numeric cross-check of an accountant on a grid of DP-SGD parameters against dp_accounting's PLD "
-        'accountant (optimistic and pessimistic estimates bracket the true ε of the Poisson-subsampled '
-        'Gaussian mechanism). unsound = below the optimistic value; loose = above the pessimistic value by '
-        'more than the margin.'
+        AuditKind(
+            "accountant-check",
+            "cross-check of an accountant",
+            bounds_epsilon=False,
+            method=(
+                "Numeric cross-check of an accountant on a grid of DP-SGD parameters against dp_accounting's PLD "
+                "accountant (optimistic and pessimistic estimates bracket the true ε of the Poisson-subsampled "
+                "Gaussian mechanism). unsound = below the optimistic value; loose = above the pessimistic value by "
+                "more than the margin."
+            ),
         ),
-    ),
-)}
+    )
+}
 
 
 def audit_kind(name: str, where: str = "results") -> AuditKind:

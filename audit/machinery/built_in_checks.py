@@ -1,6 +1,8 @@
 """The built-in checks of a results dict (`run`, `audit-model`, `audit-scores`, `synth-check`): one
 `Check` per claim a target, attack, white-box twin or synthetic release makes, with where its power
 against that claim comes from (docs/verdict.md "Power").
+This module is over 600 lines since wave 4's formatting pass (ruff format puts long calls one argument a line): the checks of targets, attacks, twins and synthetic releases; next split: one module per subject kind
+(issue #37).
 """
 
 from __future__ import annotations
@@ -77,12 +79,20 @@ def _tests_in_family(results: dict[str, Any], alpha: float) -> int:
 
 
 # Where each built-in check's power against its claim comes from (docs/verdict.md "Power").
-PROVEN_PLD = {"kind": "proven", "detail": "exact: the tight PLD interval of the same noise, sampling rate and steps",
-              "figure": None, "decider": ""}
+PROVEN_PLD = {
+    "kind": "proven",
+    "detail": "exact: the tight PLD interval of the same noise, sampling rate and steps",
+    "figure": None,
+    "decider": "",
+}
 
 
-PROVEN_CONFORMANCE = {"kind": "proven", "detail": "the checks observe the training's own noise, clipping and "
-                      "sampling directly", "figure": None, "decider": ""}
+PROVEN_CONFORMANCE = {
+    "kind": "proven",
+    "detail": "the checks observe the training's own noise, clipping and sampling directly",
+    "figure": None,
+    "decider": "",
+}
 
 
 def membership_power(results: dict[str, Any], target: dict[str, Any]) -> dict[str, Any]:
@@ -92,21 +102,30 @@ def membership_power(results: dict[str, Any], target: dict[str, Any]) -> dict[st
     (issue #35: bugs with true ε ≈ 1400 pass them). A claim they alone test is "not refuted"."""
     config = results.get("config") if isinstance(results.get("config"), dict) else {}
     if "score_column" in config:  # audit-scores: the user's scores are the attack
-        return {"kind": "none", "figure": None,
-                "detail": "not refuted by these scores: a test on the scores you supplied is only as strong as the "
-                          "attack that produced them, and cannot detect a violation those scores do not expose",
-                "decider": "a white-box audit of the training code decides (whitebox-audit with Dirac canaries, or "
-                           "canary-audit --models N)"}
+        return {
+            "kind": "none",
+            "figure": None,
+            "detail": "not refuted by these scores: a test on the scores you supplied is only as strong as the "
+            "attack that produced them, and cannot detect a violation those scores do not expose",
+            "decider": "a white-box audit of the training code decides (whitebox-audit with Dirac canaries, or "
+            "canary-audit --models N)",
+        }
     if target.get("accountant") in (None, "claimed"):  # audit-model: the user's released model
-        return {"kind": "none", "figure": None,
-                "detail": "black-box membership attacks on the released model cannot detect a training bug whose "
-                          "violation a loss / LiRA attack on the final model does not expose",
-                "decider": "a white-box audit of the training code decides (whitebox-audit with Dirac canaries, or "
-                           "canary-audit --models N)"}
-    return {"kind": "none", "figure": None,
-            "detail": "black-box membership attacks on the final model cannot detect a mechanism whose violation a "
-                      "loss / LiRA attack on that model does not expose",
-            "decider": "the white-box one-run twin decides (privacy.whitebox_one_run, on by default)"}
+        return {
+            "kind": "none",
+            "figure": None,
+            "detail": "black-box membership attacks on the released model cannot detect a training bug whose "
+            "violation a loss / LiRA attack on the final model does not expose",
+            "decider": "a white-box audit of the training code decides (whitebox-audit with Dirac canaries, or "
+            "canary-audit --models N)",
+        }
+    return {
+        "kind": "none",
+        "figure": None,
+        "detail": "black-box membership attacks on the final model cannot detect a mechanism whose violation a "
+        "loss / LiRA attack on that model does not expose",
+        "decider": "the white-box one-run twin decides (privacy.whitebox_one_run, on by default)",
+    }
 
 
 def whitebox_twin_power(row: dict[str, Any]) -> dict[str, Any]:
@@ -117,34 +136,62 @@ def whitebox_twin_power(row: dict[str, Any]) -> dict[str, Any]:
     (docs/one-run-audits.md: every planted bug flagged, no correct setup flagged). The federated twin's
     canary clients have no such measurement: none."""
     if str(row.get("family") or "").startswith("canary clients"):
-        return {"kind": "none", "figure": None,
-                "detail": "canary clients with random directions have no proven or measured power against a broken "
-                          "aggregation",
-                "decider": "a white-box audit of the client training decides (whitebox-audit with Dirac canaries)"}
+        return {
+            "kind": "none",
+            "figure": None,
+            "detail": "canary clients with random directions have no proven or measured power against a broken "
+            "aggregation",
+            "decider": "a white-box audit of the client training decides (whitebox-audit with Dirac canaries)",
+        }
     if str(row.get("kind")) == "dirac":
-        return {"kind": "proven", "figure": None, "decider": "",
-                "detail": "worst-case Dirac gradient canaries, observed at every iterate: the ceiling is reachable"}
-    return {"kind": "measured", "figure": None, "decider": "",
-            "detail": "random-direction gradient canaries at every iterate: power measured on the planted-bug suite "
-                      "(docs/one-run-audits.md: every planted bug flagged, no correct setup flagged)"}
+        return {
+            "kind": "proven",
+            "figure": None,
+            "decider": "",
+            "detail": "worst-case Dirac gradient canaries, observed at every iterate: the ceiling is reachable",
+        }
+    return {
+        "kind": "measured",
+        "figure": None,
+        "decider": "",
+        "detail": "random-direction gradient canaries at every iterate: power measured on the planted-bug suite "
+        "(docs/one-run-audits.md: every planted bug flagged, no correct setup flagged)",
+    }
 
 
 def synthetic_power() -> dict[str, Any]:
     """A distance attack on a released synthetic table: no power against a generator's ε claim."""
-    return {"kind": "none", "figure": None,
-            "detail": "a distance attack on the released table cannot detect a generator whose violation does not "
-                      "show as synthetic rows close to their training records",
-            "decider": "a white-box audit of the generator's training decides (whitebox-audit)"}
+    return {
+        "kind": "none",
+        "figure": None,
+        "detail": "a distance attack on the released table cannot detect a generator whose violation does not "
+        "show as synthetic rows close to their training records",
+        "decider": "a white-box audit of the generator's training decides (whitebox-audit)",
+    }
 
 
-def _target_checks(index: int, target: dict[str, Any], alpha_each: float, confidence: float,
-                   alpha: float | None = None, results: dict[str, Any] | None = None) -> tuple[list[Check], list[str]]:
+def _target_checks(
+    index: int,
+    target: dict[str, Any],
+    alpha_each: float,
+    confidence: float,
+    alpha: float | None = None,
+    results: dict[str, Any] | None = None,
+) -> tuple[list[Check], list[str]]:
     label = f"ε = {_eps_text(target.get('epsilon_target'))}"
     subject = f"targets[{index}]"
     claim = _claim(target, "epsilon_accountant")
     if claim is None:  # federated targets: the rows' claims (any row with one makes the target private)
-        claim = next((c for a in target.get("attacks") or [] if isinstance(a, dict)
-                      for c in [_attack_claim(target, a)] if c is not None), None)
+        claim = next(
+            (
+                c
+                for a in target.get("attacks") or []
+                if isinstance(a, dict)
+                for c in [_attack_claim(target, a)]
+                if c is not None
+            ),
+            None,
+        )
     delta = float(target.get("delta") or 0.0)
     attacks = [a for a in target.get("attacks") or [] if isinstance(a, dict)]
     checks: list[Check] = []
@@ -162,83 +209,134 @@ def _target_checks(index: int, target: dict[str, Any], alpha_each: float, confid
         row_text = claim_text
         if row_claim is not None:  # a federated row: it tests its own level's guarantee, or none
             if _attack_claim(target, attack) is None:
-                checks.append(Check(
-                    subject, f"{label} · {name} · no claim", f"{label}, {name}: no DP claim covers this threat "
-                    f"({row_claim.get('note') or 'non-private'}); shown only", decides=False,
-                    assumption="no guarantee to test"))
+                checks.append(
+                    Check(
+                        subject,
+                        f"{label} · {name} · no claim",
+                        f"{label}, {name}: no DP claim covers this threat "
+                        f"({row_claim.get('note') or 'non-private'}); shown only",
+                        decides=False,
+                        assumption="no guarantee to test",
+                    )
+                )
                 continue
             name = f"{name} ({row_claim.get('level', 'record')}-level ε)"
-            row_text = (f"{label}: {row_claim.get('level', 'record')}-level "
-                        f"(ε {_attack_claim(target, attack):.4g}, δ {delta:g})-DP")
+            row_text = (
+                f"{label}: {row_claim.get('level', 'record')}-level "
+                f"(ε {_attack_claim(target, attack):.4g}, δ {delta:g})-DP"
+            )
         row_eps = _attack_claim(target, attack)
         cp = (attack.get("epsilon_lb") or {}).get("clopper_pearson")
         if cp is not None:
-            checks.append(Check(
-                subject, f"{label} · {name} · clopper_pearson", f"{label}, {name}: Clopper-Pearson bound {cp:.3f} "
-                f"(shown only: assumes independent trials)", decides=False,
-                assumption="assumes independent trials; not proven for one model's candidates",
-            ))
+            checks.append(
+                Check(
+                    subject,
+                    f"{label} · {name} · clopper_pearson",
+                    f"{label}, {name}: Clopper-Pearson bound {cp:.3f} (shown only: assumes independent trials)",
+                    decides=False,
+                    assumption="assumes independent trials; not proven for one model's candidates",
+                )
+            )
         details = _one_run_details(attack)
         if details is None:
             continue
         tested = True
         if alpha is not None and not _could_refute(target, attack, alpha):
             alone = one_run_ceiling(int(details["m"]), delta, alpha)
-            checks.append(Check(subject, f"{label} · {name} · one_run",
-                                f"{label}, {name}: untestable here — even alone, a perfect attack could prove only "
-                                f"ε ≥ {alone:.2f} with {details['m']} candidates, at or below the claim {row_eps:.3f} "
-                                "(left out of the Holm family)", inconclusive=True,
-                                assumption="one training run, coin-flip membership (proven)", claim=row_text,
-                                ceiling=alone, needed=needed_candidates(row_eps, delta, alpha), power=power))
+            checks.append(
+                Check(
+                    subject,
+                    f"{label} · {name} · one_run",
+                    f"{label}, {name}: untestable here — even alone, a perfect attack could prove only "
+                    f"ε ≥ {alone:.2f} with {details['m']} candidates, at or below the claim {row_eps:.3f} "
+                    "(left out of the Holm family)",
+                    inconclusive=True,
+                    assumption="one training run, coin-flip membership (proven)",
+                    claim=row_text,
+                    ceiling=alone,
+                    needed=needed_candidates(row_eps, delta, alpha),
+                    power=power,
+                )
+            )
             continue
         p = one_run_claim_p_value(details, row_eps, delta)
         ceiling = one_run_ceiling(int(details["m"]), delta, alpha_each)
         bound = (attack.get("epsilon_lb") or {}).get("one_run")
         if p <= alpha_each:
-            message = (f"{label}, {name}: the one-run test rejects the {whose} ε {row_eps:.3f} "
-                       f"(p = {p:.2g}; one-run bound {bound:.3f} at {confidence:.0%})")
+            message = (
+                f"{label}, {name}: the one-run test rejects the {whose} ε {row_eps:.3f} "
+                f"(p = {p:.2g}; one-run bound {bound:.3f} at {confidence:.0%})"
+            )
         else:
-            message = (f"{label}, {name}: one-run bound {bound:.3f} vs the {whose} ε {row_eps:.3f} "
-                       f"(p = {p:.2g}); ceiling {ceiling:.2f}")
+            message = (
+                f"{label}, {name}: one-run bound {bound:.3f} vs the {whose} ε {row_eps:.3f} "
+                f"(p = {p:.2g}); ceiling {ceiling:.2f}"
+            )
         inconclusive = ceiling <= row_eps
         if inconclusive:
-            message = (f"{label}, {name}: untestable here — even a perfect attack could prove only ε ≥ {ceiling:.2f} "
-                       f"with {details['m']} candidates at the family level, at or below the claim {row_eps:.3f}")
-        checks.append(Check(subject, f"{label} · {name} · one_run", message, p_value=p, inconclusive=inconclusive,
-                            assumption="one training run, coin-flip membership (proven)", claim=row_text,
-                            ceiling=ceiling,
-                            # a row that measured its own power (the llm job's control run) speaks for itself
-                            power=attack["power"] if isinstance(attack.get("power"), dict) else power,
-                            needed=needed_candidates(row_eps, delta, alpha_each) if inconclusive else ""))
+            message = (
+                f"{label}, {name}: untestable here — even a perfect attack could prove only ε ≥ {ceiling:.2f} "
+                f"with {details['m']} candidates at the family level, at or below the claim {row_eps:.3f}"
+            )
+        checks.append(
+            Check(
+                subject,
+                f"{label} · {name} · one_run",
+                message,
+                p_value=p,
+                inconclusive=inconclusive,
+                assumption="one training run, coin-flip membership (proven)",
+                claim=row_text,
+                ceiling=ceiling,
+                # a row that measured its own power (the llm job's control run) speaks for itself
+                power=attack["power"] if isinstance(attack.get("power"), dict) else power,
+                needed=needed_candidates(row_eps, delta, alpha_each) if inconclusive else "",
+            )
+        )
     whitebox = target.get("whitebox_one_run")
     if isinstance(whitebox, dict) and whitebox.get("p_value") is not None:
-        key = claim_text if not whitebox.get("level") else (  # federated canary clients: their level's claim
-            f"{label}: {whitebox['level']}-level (ε {float(whitebox['claim']):.4g}, δ {delta:g})-DP")
+        key = (
+            claim_text
+            if not whitebox.get("level")
+            # federated canary clients: their level's claim
+            else (f"{label}: {whitebox['level']}-level (ε {float(whitebox['claim']):.4g}, δ {delta:g})-DP")
+        )
         checks += _whitebox_one_run_checks(subject, label, whitebox, key, alpha_each)
         tested = True
     if not tested:
-        checks.append(Check(
-            subject, f"{label} · no proven bound",
-            f"{label}: untestable here — membership was not an independent fair coin flip, so no bound proven "
-            f"for one model decides whether ε {claim:.3f} holds (Clopper-Pearson is shown, assuming independent trials)"
-            + _evidence_against(attacks, claim),
-            inconclusive=True, assumption="one-run bound needs coin-flip membership", claim=claim_text,
-            needed="needs members drawn by a fair coin flip per record (--membership-randomized), or "
-                   "independent training runs (canary-audit)",
-        ))
+        checks.append(
+            Check(
+                subject,
+                f"{label} · no proven bound",
+                f"{label}: untestable here — membership was not an independent fair coin flip, so no bound proven "
+                f"for one model decides whether ε {claim:.3f} holds (Clopper-Pearson is shown, assuming independent trials)"
+                + _evidence_against(attacks, claim),
+                inconclusive=True,
+                assumption="one-run bound needs coin-flip membership",
+                claim=claim_text,
+                needed="needs members drawn by a fair coin flip per record (--membership-randomized), or "
+                "independent training runs (canary-audit)",
+            )
+        )
     interval = target.get("epsilon_pld_interval")
     reported = _claim(target, "epsilon_accountant")
     if isinstance(interval, dict) and isinstance(interval.get("lower"), (int, float)) and reported is not None:
         lower = float(interval["lower"])
         unsound = reported < lower
-        checks.append(Check(
-            subject, f"{label} · accountant vs PLD",
-            f"{label}: the {target.get('accountant')} accountant reports ε {reported:.4f}, below the tight PLD lower "
-            f"end {lower:.4f}: it claims more privacy than the training gives" if unsound else
-            f"{label}: accountant ε {reported:.4f} ≥ PLD lower end {lower:.4f}",
-            failed=unsound, assumption="PLD interval of the Poisson-subsampled Gaussian mechanism", power=PROVEN_PLD,
-            claim=f"{label}: the {target.get('accountant')} accountant's ε {reported:.4g} is at least the true ε",
-        ))
+        checks.append(
+            Check(
+                subject,
+                f"{label} · accountant vs PLD",
+                f"{label}: the {target.get('accountant')} accountant reports ε {reported:.4f}, below the tight PLD lower "
+                f"end {lower:.4f}: it claims more privacy than the training gives"
+                if unsound
+                else f"{label}: accountant ε {reported:.4f} ≥ PLD lower end {lower:.4f}",
+                failed=unsound,
+                assumption="PLD interval of the Poisson-subsampled Gaussian mechanism",
+                power=PROVEN_PLD,
+                claim=f"{label}: the {target.get('accountant')} accountant's ε {reported:.4g} is at least the true ε",
+            )
+        )
     return checks, notes
 
 
@@ -246,21 +344,30 @@ def _evidence_against(attacks: list[dict[str, Any]], claim: float) -> str:
     """For a claim untestable only because membership was not coin-flipped (#35.4): the shown-only
     figures that contradict it under the assumption they rest on, in words, and the one flag that
     decides. "" when none contradicts it."""
-    against = sorted(((float(cp), str(a.get("name")), a.get("auc")) for a in attacks
-                      for cp in [(a.get("epsilon_lb") or {}).get("clopper_pearson")]
-                      if isinstance(cp, (int, float)) and cp > claim), reverse=True)
+    against = sorted(
+        (
+            (float(cp), str(a.get("name")), a.get("auc"))
+            for a in attacks
+            for cp in [(a.get("epsilon_lb") or {}).get("clopper_pearson")]
+            if isinstance(cp, (int, float)) and cp > claim
+        ),
+        reverse=True,
+    )
     if not against:
         return ""
     cp, name, auc = against[0]
     auc_text = f", AUC {auc:.3f}" if isinstance(auc, (int, float)) else ""
-    return (f". The figures shown contradict the claim if each record's membership was independent: the {name} "
-            f"attack's Clopper-Pearson bound ε ≥ {cp:.3f}{auc_text} is above the claimed ε {claim:.3g}. If membership "
-            "was assigned by a fair coin flip per record, --membership-randomized makes this a proven one-run "
-            "test that decides the claim")
+    return (
+        f". The figures shown contradict the claim if each record's membership was independent: the {name} "
+        f"attack's Clopper-Pearson bound ε ≥ {cp:.3f}{auc_text} is above the claimed ε {claim:.3g}. If membership "
+        "was assigned by a fair coin flip per record, --membership-randomized makes this a proven one-run "
+        "test that decides the claim"
+    )
 
 
-def _whitebox_one_run_checks(subject: str, label: str, row: dict[str, Any], claim_key: str,
-                             level: float) -> list[Check]:
+def _whitebox_one_run_checks(
+    subject: str, label: str, row: dict[str, Any], claim_key: str, level: float
+) -> list[Check]:
     """The target's white-box one-run row (a twin trained with gradient canaries, row family
     "white-box one-run"): a test of the *same* claim as the membership rows, in the same Holm family
     when it could refute the claim alone (`refutable_alone`), judged for power at the family's first
@@ -270,39 +377,79 @@ def _whitebox_one_run_checks(subject: str, label: str, row: dict[str, Any], clai
     claim, m = float(row["claim"]), int(row["m"])
     power = whitebox_power(row, level)
     ceiling = float(power["ceiling"]) if isinstance(power.get("ceiling"), (int, float)) else None
-    assumption = "one training run of a twin with gradient canaries by fair coins (proven: Steinke et al., f-DP one-run)"
-    accuracy = Check(subject, f"{name} · accuracy",
-                     f"{label}: test accuracy {row['test_accuracy_target']:.3f} (released target) vs "
-                     f"{row['test_accuracy_with_canaries']:.3f} (twin with {m} canaries); training "
-                     f"{row['train_seconds_target']:.1f} s vs {row['train_seconds_with_canaries']:.1f} s", decides=False,
-                     assumption="shown only")
+    assumption = (
+        "one training run of a twin with gradient canaries by fair coins (proven: Steinke et al., f-DP one-run)"
+    )
+    accuracy = Check(
+        subject,
+        f"{name} · accuracy",
+        f"{label}: test accuracy {row['test_accuracy_target']:.3f} (released target) vs "
+        f"{row['test_accuracy_with_canaries']:.3f} (twin with {m} canaries); training "
+        f"{row['train_seconds_target']:.1f} s vs {row['train_seconds_with_canaries']:.1f} s",
+        decides=False,
+        assumption="shown only",
+    )
     need = power.get("needed")
-    needed = (f"needs ≥ {int(need):,} canaries (privacy.one_run_canaries)" if need
-              else f"needs more than {max([m] + [int(k) for k in row.get('fdp_perfect_p_by_m') or {}]):,} canaries")
+    needed = (
+        f"needs ≥ {int(need):,} canaries (privacy.one_run_canaries)"
+        if need
+        else f"needs more than {max([m] + [int(k) for k in row.get('fdp_perfect_p_by_m') or {}]):,} canaries"
+    )
     curve = power.get("curve_ceiling")
     steinke_used = "steinke" in (row.get("tests") or ["steinke"])
-    reach = ((f"a perfect attack reaches ε {power['steinke_ceiling']:.2f} (Steinke et al.) and " if steinke_used else
-              "a perfect attack ")
-             + (f"refutes the DP-SGD curves up to ε {curve:.2f} (f-DP, same q and T)" if curve is not None
-                else "could not refute the claim's curve (f-DP)"))
+    reach = (
+        f"a perfect attack reaches ε {power['steinke_ceiling']:.2f} (Steinke et al.) and "
+        if steinke_used
+        else "a perfect attack "
+    ) + (
+        f"refutes the DP-SGD curves up to ε {curve:.2f} (f-DP, same q and T)"
+        if curve is not None
+        else "could not refute the claim's curve (f-DP)"
+    )
     if not row.get("refutable_alone"):
-        return [Check(subject, name, f"{label}, {family}: untestable here — with {m} canaries {reach}, even "
-                      f"alone, at or below the claim {claim:.3f}; {needed} (left out of the Holm family)",
-                      inconclusive=True, assumption=assumption, claim=claim_key, ceiling=ceiling, needed=needed,
-                      power=whitebox_twin_power(row)),
-                accuracy]
+        return [
+            Check(
+                subject,
+                name,
+                f"{label}, {family}: untestable here — with {m} canaries {reach}, even "
+                f"alone, at or below the claim {claim:.3f}; {needed} (left out of the Holm family)",
+                inconclusive=True,
+                assumption=assumption,
+                claim=claim_key,
+                ceiling=ceiling,
+                needed=needed,
+                power=whitebox_twin_power(row),
+            ),
+            accuracy,
+        ]
     p = float(row["p_value"])
-    message = (f"{label}, {family} ({m} {row.get('kind')} canaries, every iterate): Steinke et al. ε ≥ "
-               f"{float(row['steinke_epsilon']):.3f}, f-DP test {'refutes' if row.get('fdp_refuted') else 'does not refute'} "
-               f"the claim's curve, vs accountant ε {claim:.3f} (p = {p:.2g}); at the family's level {reach}"
-               f" (estimates: Gaussian sum ε ≈ {_estimate_text(row.get('gaussian_sum_epsilon'))}, Andrew et al. ε ≈ "
-               f"{_estimate_text(row.get('andrew_epsilon'))})")
+    message = (
+        f"{label}, {family} ({m} {row.get('kind')} canaries, every iterate): Steinke et al. ε ≥ "
+        f"{float(row['steinke_epsilon']):.3f}, f-DP test {'refutes' if row.get('fdp_refuted') else 'does not refute'} "
+        f"the claim's curve, vs accountant ε {claim:.3f} (p = {p:.2g}); at the family's level {reach}"
+        f" (estimates: Gaussian sum ε ≈ {_estimate_text(row.get('gaussian_sum_epsilon'))}, Andrew et al. ε ≈ "
+        f"{_estimate_text(row.get('andrew_epsilon'))})"
+    )
     if not power["powered"]:
-        message = (f"{label}, {family}: untestable here — at the family's Holm level with {m} canaries "
-                   f"{reach}, at or below the claim {claim:.3f} (p = {p:.2g}); {needed}")
-    return [Check(subject, name, message, p_value=p, inconclusive=not power["powered"], assumption=assumption,
-                  claim=claim_key, ceiling=ceiling, needed="" if power["powered"] else needed,
-                  power=whitebox_twin_power(row)), accuracy]
+        message = (
+            f"{label}, {family}: untestable here — at the family's Holm level with {m} canaries "
+            f"{reach}, at or below the claim {claim:.3f} (p = {p:.2g}); {needed}"
+        )
+    return [
+        Check(
+            subject,
+            name,
+            message,
+            p_value=p,
+            inconclusive=not power["powered"],
+            assumption=assumption,
+            claim=claim_key,
+            ceiling=ceiling,
+            needed="" if power["powered"] else needed,
+            power=whitebox_twin_power(row),
+        ),
+        accuracy,
+    ]
 
 
 def _synthetic_checks(index: int, entry: dict[str, Any], alpha_each: float, confidence: float) -> list[Check]:
@@ -317,48 +464,88 @@ def _synthetic_checks(index: int, entry: dict[str, Any], alpha_each: float, conf
         details = _one_run_details(mia)
         cp = (mia.get("epsilon_lb") or {}).get("clopper_pearson")
         if cp is not None:
-            checks.append(Check(subject, f"{label} · distance · clopper_pearson",
-                                f"{label}: distance-attack Clopper-Pearson bound {cp:.3f} (shown only: assumes "
-                                f"independent trials)", decides=False,
-                                assumption="assumes independent trials; not proven for one release"))
+            checks.append(
+                Check(
+                    subject,
+                    f"{label} · distance · clopper_pearson",
+                    f"{label}: distance-attack Clopper-Pearson bound {cp:.3f} (shown only: assumes independent trials)",
+                    decides=False,
+                    assumption="assumes independent trials; not proven for one release",
+                )
+            )
         if details is None:
-            checks.append(Check(subject, f"{label} · no proven bound",
-                                f"{label}: inconclusive — train/holdout membership was not declared a fair coin "
-                                f"flip, so no proven bound tests the generator's ε"
-                                + _evidence_against([{**mia, "name": mia.get("name") or "distance"}], claim),
-                                inconclusive=True,
-                                assumption="one-run bound needs coin-flip membership", claim=claim_text,
-                                needed="needs train/holdout rows assigned by a fair coin flip per record",
-                                power=synthetic_power()))
+            checks.append(
+                Check(
+                    subject,
+                    f"{label} · no proven bound",
+                    f"{label}: inconclusive — train/holdout membership was not declared a fair coin "
+                    f"flip, so no proven bound tests the generator's ε"
+                    + _evidence_against([{**mia, "name": mia.get("name") or "distance"}], claim),
+                    inconclusive=True,
+                    assumption="one-run bound needs coin-flip membership",
+                    claim=claim_text,
+                    needed="needs train/holdout rows assigned by a fair coin flip per record",
+                    power=synthetic_power(),
+                )
+            )
         else:
-            delta = float((details.get("delta") if details.get("delta") is not None else 0.0))
+            delta = float(details.get("delta") if details.get("delta") is not None else 0.0)
             p = one_run_claim_p_value(details, claim, delta)
             ceiling = one_run_ceiling(int(details["m"]), delta, alpha_each)
             bound = (mia.get("epsilon_lb") or {}).get("one_run")
             inconclusive = ceiling <= claim
-            message = (f"{label}: the distance attack's one-run test rejects the generator's ε {claim:g} "
-                       f"(p = {p:.2g}; one-run bound {bound:.3f})" if p <= alpha_each else
-                       f"{label}: one-run bound {bound:.3f} vs claimed ε {claim:g} (p = {p:.2g})")
+            message = (
+                f"{label}: the distance attack's one-run test rejects the generator's ε {claim:g} "
+                f"(p = {p:.2g}; one-run bound {bound:.3f})"
+                if p <= alpha_each
+                else f"{label}: one-run bound {bound:.3f} vs claimed ε {claim:g} (p = {p:.2g})"
+            )
             if inconclusive:
-                message = (f"{label}: untestable here — a perfect attack could prove only ε ≥ {ceiling:.2f} "
-                           f"with {details['m']} records, at or below the claim {claim:g}")
-            checks.append(Check(subject, f"{label} · distance · one_run", message, p_value=p,
-                                inconclusive=inconclusive, assumption="one release, coin-flip membership (proven)",
-                                claim=claim_text, ceiling=ceiling, power=synthetic_power(),
-                                needed=needed_candidates(claim, delta, alpha_each, "records") if inconclusive else ""))
+                message = (
+                    f"{label}: untestable here — a perfect attack could prove only ε ≥ {ceiling:.2f} "
+                    f"with {details['m']} records, at or below the claim {claim:g}"
+                )
+            checks.append(
+                Check(
+                    subject,
+                    f"{label} · distance · one_run",
+                    message,
+                    p_value=p,
+                    inconclusive=inconclusive,
+                    assumption="one release, coin-flip membership (proven)",
+                    claim=claim_text,
+                    ceiling=ceiling,
+                    power=synthetic_power(),
+                    needed=needed_candidates(claim, delta, alpha_each, "records") if inconclusive else "",
+                )
+            )
         for flag in entry.get("flags") or []:
             if flag.get("check") != "epsilon_violation":
-                checks.append(Check(subject, f"{label} · {flag.get('check')}", f"{label}: {flag.get('message')} "
-                                    "(shown: a DP generator is judged by its ε)", decides=False))
+                checks.append(
+                    Check(
+                        subject,
+                        f"{label} · {flag.get('check')}",
+                        f"{label}: {flag.get('message')} (shown: a DP generator is judged by its ε)",
+                        decides=False,
+                    )
+                )
         return checks
     # No DP claim: nothing to refute. A release under audit gets a leakage statement
     # (audit.machinery.leakage); a reference generator of the run's own sweep (e.g. the deliberately
     # leaky noisy copy) shows what leakage looks like: its tests are shown only.
     if entry.get("baseline"):
         leak_tests = [t for t in entry.get("leak_tests") or [] if isinstance(t, dict) and t.get("p_value") is not None]
-        return [Check(subject, f"{label} · {t.get('check')}", f"{label} (baseline, not a release under audit): "
-                      f"{t.get('message')}", p_value=float(t["p_value"]), decides=False,
-                      assumption=str(t.get("assumption") or "")) for t in leak_tests]
+        return [
+            Check(
+                subject,
+                f"{label} · {t.get('check')}",
+                f"{label} (baseline, not a release under audit): {t.get('message')}",
+                p_value=float(t["p_value"]),
+                decides=False,
+                assumption=str(t.get("assumption") or ""),
+            )
+            for t in leak_tests
+        ]
     return checks
 
 
@@ -378,7 +565,9 @@ def built_in_checks(results: dict[str, Any], alpha: float) -> tuple[list[Check],
             notes += found + _score_notes(target)
             if not _target_has_claim(target):
                 leakage.append(target_leakage(index, target, f"ε = {_eps_text(target.get('epsilon_target'))}", alpha))
-    checks += [Check(**{"power": PROVEN_CONFORMANCE, **fields}) for fields in conformance_check_fields(results)]  # main job: its own training
+    checks += [
+        Check(**{"power": PROVEN_CONFORMANCE, **fields}) for fields in conformance_check_fields(results)
+    ]  # main job: its own training
     for index, entry in enumerate(results.get("synthetic") or []):
         if isinstance(entry, dict):
             checks += _synthetic_checks(index, entry, alpha_each, confidence)
@@ -406,8 +595,15 @@ def _score_notes(target: dict[str, Any]) -> list[str]:
             if isinstance(value, dict):
                 if value.get("flattens") is False or value.get("detected") is False:
                     continue
-                text = value.get("note") or value.get("message") or ", ".join(
-                    f"{k} {v}" for k, v in value.items() if isinstance(v, (int, float, str)) and not isinstance(v, bool))
+                text = (
+                    value.get("note")
+                    or value.get("message")
+                    or ", ".join(
+                        f"{k} {v}"
+                        for k, v in value.items()
+                        if isinstance(v, (int, float, str)) and not isinstance(v, bool)
+                    )
+                )
             else:
                 text = str(value) if not isinstance(value, bool) else field.replace("_", " ")
             notes.append(f"{label}, {attack.get('name')}: {field.replace('_', ' ')}: {text}")
@@ -416,7 +612,8 @@ def _score_notes(target: dict[str, Any]) -> list[str]:
 
 def _target_has_claim(target: dict[str, Any]) -> bool:
     return _claim(target, "epsilon_accountant") is not None or any(
-        _attack_claim(target, a) is not None for a in target.get("attacks") or [] if isinstance(a, dict))
+        _attack_claim(target, a) is not None for a in target.get("attacks") or [] if isinstance(a, dict)
+    )
 
 
 @functools.lru_cache(maxsize=256)
@@ -425,6 +622,8 @@ def needed_candidates(claim: float, delta: float, alpha: float, unit: str = "can
     one run" (audit_ceilings.canaries_needed_one_run, Steinke, Nasr, Jagielski 2023, arXiv 2305.08846)."""
     needed = canaries_needed_one_run(claim, delta, confidence=1 - alpha)
     if needed is None:
-        return (f"needs more than 10⁶ {unit} in one run (the 2mδ term grows with m), or independent "
-                "training runs (canary-audit)")
+        return (
+            f"needs more than 10⁶ {unit} in one run (the 2mδ term grows with m), or independent "
+            "training runs (canary-audit)"
+        )
     return f"needs ≥ {needed:,} {unit} in one run"

@@ -6,6 +6,7 @@ attack's scores, the finished target record — is written to a temporary name a
 SIGKILL at any instant leaves either the whole piece or none of it. Weights are loaded back with
 `torch.load(weights_only=True)`: nothing is unpickled.
 """
+
 from __future__ import annotations
 
 import json
@@ -16,7 +17,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from audit.machinery.run_directory import write_atomic as _atomic, write_json_atomic
+from audit.machinery.run_directory import write_atomic as _atomic
+from audit.machinery.run_directory import write_json_atomic
 
 
 class TargetCheckpoints:

@@ -2,7 +2,10 @@
 
 Resolution order (later wins): preset → YAML file (`--config`) → CLI overrides. The resolved
 config is what gets written to `config.yaml` and hashed into the MLflow parent run.
+This module is over 600 lines since wave 4's formatting pass (ruff format puts long calls one argument a line): the pydantic config models and the preset merge; next split: one module per config section
+(issue #37).
 """
+
 from __future__ import annotations
 
 import copy
@@ -13,11 +16,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Optional
 
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, create_model, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    create_model,
+    field_validator,
+    model_validator,
+)
 
 from audit.errors import AuditInputError
-from audit.machinery.limits import COUNT_LIMITS as _LIM, FEDERATED_RANGES as _FED  # the one range table
 from audit.machinery.input_files import SEED_LIMIT, clip, load_yaml_file, max_threads, shorten
+from audit.machinery.limits import COUNT_LIMITS as _LIM  # the one range table
+from audit.machinery.limits import FEDERATED_RANGES as _FED
 
 ACCOUNTANTS = ("prv", "rdp", "gdp")
 
@@ -43,9 +56,9 @@ def _inf_word_to_float(value: Any) -> Any:
 EpsilonValue = Annotated[float, Field(allow_inf_nan=True), BeforeValidator(_inf_word_to_float)]
 
 # Ranges, with the reason each bound exists (quoted in the error message).
-EPSILON_MIN = 0.01   # below this Opacus cannot find a noise multiplier ("privacy budget too low")
+EPSILON_MIN = 0.01  # below this Opacus cannot find a noise multiplier ("privacy budget too low")
 EPSILON_MAX = 50.0  # above this a finite ε promises nothing, and PRV calibration takes minutes or fails
-DELTA_MIN = 1e-10    # below this the accountants lose numerical precision (Opacus: "floating point errors will dominate")
+DELTA_MIN = 1e-10  # below this the accountants lose numerical precision (Opacus: "floating point errors will dominate")
 
 
 class DataConfig(_Strict):
@@ -55,7 +68,7 @@ class DataConfig(_Strict):
     n_rows: int = Field(6000, ge=100, le=10_000_000, description="rows generated when source = synthetic")
 
     @model_validator(mode="after")
-    def _file_needs_path_and_label(self) -> "DataConfig":
+    def _file_needs_path_and_label(self) -> DataConfig:
         if self.source == "file" and (not self.path or not self.label):
             raise ValueError("source 'file' needs both 'path' and 'label'")
         return self
@@ -70,7 +83,7 @@ class SplitConfig(_Strict):
     )
 
     @model_validator(mode="after")
-    def _leave_a_pool(self) -> "SplitConfig":
+    def _leave_a_pool(self) -> SplitConfig:
         if self.test_fraction + self.candidate_fraction >= 1:
             raise ValueError("test_fraction + candidate_fraction must be < 1 (the rest is the shadow pool)")
         return self
@@ -78,10 +91,13 @@ class SplitConfig(_Strict):
 
 class TrainingConfig(_Strict):
     architecture: Literal["mlp", "cnn"] = Field(
-        "mlp", description="mlp, or cnn: a small CNN on square single-channel images given as flat rows (digits)")
+        "mlp", description="mlp, or cnn: a small CNN on square single-channel images given as flat rows (digits)"
+    )
     hidden_sizes: list[int] = Field(default_factory=lambda: [256, 256], min_length=1, max_length=16)
     epochs: int = Field(30, ge=1, le=10_000)
-    batch_size: int = Field(64, ge=1, le=1_000_000, description="expected batch size; DP-SGD samples each row with q = batch_size / n")
+    batch_size: int = Field(
+        64, ge=1, le=1_000_000, description="expected batch size; DP-SGD samples each row with q = batch_size / n"
+    )
     lr: float = Field(0.1, gt=0, le=10, description="learning rate; above 10 SGD diverges to NaN scores")
     momentum: float = Field(0.9, ge=0, lt=1)
     max_grad_norm: float = Field(1.0, gt=0, le=1e6, description="per-sample clipping norm C")
@@ -96,7 +112,9 @@ class TrainingConfig(_Strict):
 
 class PrivacyConfig(_Strict):
     epsilons: list[EpsilonValue] = Field(
-        default_factory=lambda: [0.5, 1.0, 2.0, 4.0, 8.0, math.inf], min_length=1, max_length=64,
+        default_factory=lambda: [0.5, 1.0, 2.0, 4.0, 8.0, math.inf],
+        min_length=1,
+        max_length=64,
         description="target ε per model; inf = ordinary (non-private) training",
     )
     delta: float = Field(1e-5, description="δ of the (ε, δ) guarantee, in (0, 1)")
@@ -112,10 +130,16 @@ class PrivacyConfig(_Strict):
         "Steinke et al. 2023): its claim becomes testable beyond what the membership attacks reach",
     )
     conformance: bool = Field(
-        True, description="run the conformance checks (noise std, clipping, Poisson sampling, steps and q vs the "
-        "accountant) on each DP target's own Opacus setup and on its accountant's history")
-    one_run_canaries: Optional[int] = Field(
-        None, ge=100, le=1_000_000, description="canaries m of the white-box one-run audit (default: from the model size)")
+        True,
+        description="run the conformance checks (noise std, clipping, Poisson sampling, steps and q vs the "
+        "accountant) on each DP target's own Opacus setup and on its accountant's history",
+    )
+    one_run_canaries: int | None = Field(
+        None,
+        ge=100,
+        le=1_000_000,
+        description="canaries m of the white-box one-run audit (default: from the model size)",
+    )
 
     @field_validator("epsilons")
     @classmethod
@@ -124,11 +148,15 @@ class PrivacyConfig(_Strict):
             if math.isnan(eps) or eps <= 0:
                 raise ValueError(f"every ε must be > 0 (or inf), got {eps}")
             if eps < EPSILON_MIN:
-                raise ValueError(f"every ε must be ≥ {EPSILON_MIN:g}, got {eps:g} (smaller budgets need so much "
-                                 "noise that Opacus finds no noise multiplier)")
+                raise ValueError(
+                    f"every ε must be ≥ {EPSILON_MIN:g}, got {eps:g} (smaller budgets need so much "
+                    "noise that Opacus finds no noise multiplier)"
+                )
             if EPSILON_MAX < eps < math.inf:
-                raise ValueError(f"every finite ε must be ≤ {EPSILON_MAX:g}, got {eps:g} (such an ε promises "
-                                 "nothing; write inf for non-private training)")
+                raise ValueError(
+                    f"every finite ε must be ≤ {EPSILON_MAX:g}, got {eps:g} (such an ε promises "
+                    "nothing; write inf for non-private training)"
+                )
         if len(set(value)) != len(value):
             raise ValueError("ε values must be distinct")
         return value
@@ -137,8 +165,10 @@ class PrivacyConfig(_Strict):
     @classmethod
     def _delta_in_open_unit_interval(cls, value: float) -> float:
         if not DELTA_MIN <= value < 1:
-            raise ValueError(f"δ must be in [{DELTA_MIN:g}, 1), got {value:g} (smaller δ is beyond the "
-                             "accountants' numerical precision)")
+            raise ValueError(
+                f"δ must be in [{DELTA_MIN:g}, 1), got {value:g} (smaller δ is beyond the "
+                "accountants' numerical precision)"
+            )
         return value
 
 
@@ -152,6 +182,7 @@ class _AttackConfigBase(_Strict):
     confidence: float = Field(0.95, gt=0.5, lt=1, description="confidence of every ε lower bound and CI")
 
     if TYPE_CHECKING:  # the knobs are fields added per registered attack
+
         def __getattr__(self, name: str) -> Any: ...
 
     @field_validator("names")
@@ -178,7 +209,8 @@ def _knob_field(knob) -> tuple[Any, Any]:
             bounds["le"] = knob.high
         annotation = knob.kind
         field = Field(knob.default, description=knob.why, **bounds)
-    return (Optional[annotation] if knob.optional else annotation), field
+    # a runtime-built annotation: Optional[] of a type object (the X | None form needs a type at parse time)
+    return (Optional[annotation] if knob.optional else annotation), field  # noqa: UP045
 
 
 _attack_config_built: tuple[int, type[_AttackConfigBase]] | None = None
@@ -193,8 +225,11 @@ def attack_config_model() -> type[_AttackConfigBase]:
     version = registry_version()
     if _attack_config_built is not None and _attack_config_built[0] == version:
         return _attack_config_built[1]
-    model = create_model("AttackConfig", __base__=_AttackConfigBase,  # type: ignore[call-overload]
-                         **{knob.name: _knob_field(knob) for knob in all_knobs()})
+    model = create_model(
+        "AttackConfig",
+        __base__=_AttackConfigBase,  # type: ignore[call-overload]
+        **{knob.name: _knob_field(knob) for knob in all_knobs()},
+    )
     model.__doc__ = "The `attacks:` section: names, confidence and every registered attack's knobs."
     _attack_config_built = (version, model)
     AttackConfig = model
@@ -215,7 +250,9 @@ class SyntheticConfig(_Strict):
     generators: list[Literal["noisy_copy", "gaussian_copula", "dp_vae"]] = Field(
         default_factory=lambda: ["noisy_copy", "gaussian_copula", "dp_vae"], min_length=1
     )
-    epsilons: list[float] | None = Field(None, max_length=64, description="ε sweep of dp_vae; default: the finite privacy.epsilons")
+    epsilons: list[float] | None = Field(
+        None, max_length=64, description="ε sweep of dp_vae; default: the finite privacy.epsilons"
+    )
     dp_vae_epochs: int = Field(10, ge=1, le=10_000)
 
     @field_validator("epsilons")
@@ -231,15 +268,24 @@ class ModelSourceConfig(_Strict):
     the trainer of reference/shadow models, and the data files. Paths are relative to the config file."""
 
     weights: str | None = Field(None, description="torch state_dict (.pt, loaded weights_only) or .safetensors")
-    factory: str | None = Field(None, description="module:function returning the nn.Module the weights fit; "
-                                "default: the harness's MLP with training.hidden_sizes")
+    factory: str | None = Field(
+        None,
+        description="module:function returning the nn.Module the weights fit; "
+        "default: the harness's MLP with training.hidden_sizes",
+    )
     skops: str | None = Field(None, description="a scikit-learn estimator saved with skops.io.dump")
     onnx: str | None = Field(None, description="an ONNX file, run with onnxruntime")
-    function: str | None = Field(None, description="module:function, a black-box prediction function (features → outputs)")
+    function: str | None = Field(
+        None, description="module:function, a black-box prediction function (features → outputs)"
+    )
     output: Literal["logits", "probabilities", "labels"] | None = Field(
-        None, description="what the model returns; default logits (torch, onnx), probabilities (skops, function)")
-    trainer: str | None = Field(None, description="module:function train(features, labels, seed) -> model: trains "
-                                "reference and shadow models like the audited model")
+        None, description="what the model returns; default logits (torch, onnx), probabilities (skops, function)"
+    )
+    trainer: str | None = Field(
+        None,
+        description="module:function train(features, labels, seed) -> model: trains "
+        "reference and shadow models like the audited model",
+    )
     members: str | None = Field(None, description="CSV / Parquet / .npz of the model's training rows")
     nonmembers: str | None = Field(None, description="CSV / Parquet / .npz of rows it never saw")
     population: str | None = Field(None, description="more rows from the same distribution (reference/shadow models)")
@@ -247,7 +293,7 @@ class ModelSourceConfig(_Strict):
     timeout: float = Field(600.0, gt=0, description="seconds one call of the user's code may take")
 
     @model_validator(mode="after")
-    def _one_model(self) -> "ModelSourceConfig":
+    def _one_model(self) -> ModelSourceConfig:
         given = [k for k in ("weights", "skops", "onnx", "function") if getattr(self, k)]
         if len(given) > 1:
             raise ValueError(f"give exactly one of weights, skops, onnx, function (got {', '.join(given)})")
@@ -269,28 +315,46 @@ class FederatedConfig(_Strict):
         "feature_ranges", description="non-IID split: quantile ranges of one feature (sites), or Dirichlet label skew"
     )
     partition_feature: int = Field(0, ge=0, le=100_000, description="feature column whose ranges define the sites")
-    dirichlet_alpha: float = Field(0.5, ge=_FED["federated.dirichlet_alpha"][0], le=_FED["federated.dirichlet_alpha"][1])
+    dirichlet_alpha: float = Field(
+        0.5, ge=_FED["federated.dirichlet_alpha"][0], le=_FED["federated.dirichlet_alpha"][1]
+    )
     rounds: int = Field(10, ge=_LIM["federated.rounds"].low, le=_LIM["federated.rounds"].high)
-    client_sample_rate: float = Field(1.0, ge=_FED["federated.client_sample_rate"][0], le=1,
-                                      description="client level: Poisson rate q of a client per round")
-    client_clip: float = Field(1.0, ge=_FED["federated.client_clip"][0], le=_FED["federated.client_clip"][1],
-                               description="client level: clipping norm C of a client's update")
-    server_lr: float = Field(1.0, ge=_FED["federated.server_lr"][0], le=_FED["federated.server_lr"][1],
-                             description="server step on the averaged update; larger diverges to NaN scores")
+    client_sample_rate: float = Field(
+        1.0,
+        ge=_FED["federated.client_sample_rate"][0],
+        le=1,
+        description="client level: Poisson rate q of a client per round",
+    )
+    client_clip: float = Field(
+        1.0,
+        ge=_FED["federated.client_clip"][0],
+        le=_FED["federated.client_clip"][1],
+        description="client level: clipping norm C of a client's update",
+    )
+    server_lr: float = Field(
+        1.0,
+        ge=_FED["federated.server_lr"][0],
+        le=_FED["federated.server_lr"][1],
+        description="server step on the averaged update; larger diverges to NaN scores",
+    )
     n_reference_federations: int = Field(
-        4, ge=0, le=_LIM["federated.n_reference_federations"].high,
-        description="LiRA offline references, each a federation trained on the pool split like the target (0: off)"
+        4,
+        ge=0,
+        le=_LIM["federated.n_reference_federations"].high,
+        description="LiRA offline references, each a federation trained on the pool split like the target (0: off)",
     )
     client_mia_runs: int = Field(
-        0, ge=0, le=_LIM["federated.client_mia_runs"].high,
-        description="client-level MIA: federations trained with each client's participation a coin flip (0: off)"
+        0,
+        ge=0,
+        le=_LIM["federated.client_mia_runs"].high,
+        description="client-level MIA: federations trained with each client's participation a coin flip (0: off)",
     )
     watch_client: int | None = Field(
         None, ge=0, description="the client whose update the honest-but-curious server attacks (default: the largest)"
     )
 
     @model_validator(mode="after")
-    def _clients_exist(self) -> "FederatedConfig":
+    def _clients_exist(self) -> FederatedConfig:
         if self.watch_client is not None and self.watch_client >= self.n_clients:
             raise ValueError(f"watch_client must be < n_clients = {self.n_clients}")
         return self
@@ -306,14 +370,21 @@ class TextConfig(_Strict):
     n_candidates: int = Field(400, ge=20, le=1_000_000, description="candidate records, each a member by a fair coin")
     n_pool: int = Field(300, ge=20, le=1_000_000, description="population records: tokenizer and reference model")
     n_test: int = Field(100, ge=10, le=1_000_000, description="held-out records: utility (perplexity)")
-    repetitions: list[int] = Field(default_factory=lambda: [1, 4, 16, 64], min_length=1, max_length=16,
-                                   description="how many times each canary group is inserted")
+    repetitions: list[int] = Field(
+        default_factory=lambda: [1, 4, 16, 64],
+        min_length=1,
+        max_length=16,
+        description="how many times each canary group is inserted",
+    )
     canaries_per_repetition: int = Field(2, ge=1, le=100)
     control_canaries: int = Field(4, ge=1, le=1000, description="canaries drawn like the others, never inserted")
     secret_digits: int = Field(4, ge=1, le=12, description="the secret space is 10^digits")
-    exact_exposure_limit: int = Field(1_000_000, ge=10, le=100_000_000,
-                                      description="enumerate the secret space up to this size; above it, "
-                                      "Carlini et al.'s skew-normal estimate")
+    exact_exposure_limit: int = Field(
+        1_000_000,
+        ge=10,
+        le=100_000_000,
+        description="enumerate the secret space up to this size; above it, Carlini et al.'s skew-normal estimate",
+    )
     exposure_samples: int = Field(5000, ge=20, le=10_000_000, description="sampled secrets of the estimate")
     vocab_size: int = Field(800, ge=50, le=100_000)
     d_model: int = Field(64, ge=8, le=4096)
@@ -325,8 +396,10 @@ class TextConfig(_Strict):
     lr: float = Field(3e-3, gt=0, le=1)
     max_grad_norm: float = Field(1.0, gt=0, le=1e6)
     privacy_unit: Literal["person", "record"] = Field(
-        "person", description="what the DP targets' ε is about: a person (all their documents, a canary's copies "
-        "included; user-level DP-SGD) or one document (record level: a secret repeated k times gets about k·ε)")
+        "person",
+        description="what the DP targets' ε is about: a person (all their documents, a canary's copies "
+        "included; user-level DP-SGD) or one document (record level: a secret repeated k times gets about k·ε)",
+    )
     attacks: list[str] = Field(default_factory=lambda: list(TEXT_ATTACK_NAMES), min_length=1)
     min_k_fraction: float = Field(0.2, gt=0, le=1)
     beams: int = Field(5, ge=1, le=64, description="beam width of the extraction's beam search")
@@ -350,7 +423,7 @@ class TextConfig(_Strict):
         return value
 
     @model_validator(mode="after")
-    def _heads_divide_width(self) -> "TextConfig":
+    def _heads_divide_width(self) -> TextConfig:
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model ({self.d_model}) must be a multiple of n_heads ({self.n_heads})")
         return self
@@ -361,8 +434,9 @@ class LLMConfig(_Strict):
     model pretrained on public records, DP fine-tuned (full and LoRA) on private ones, audited in
     one run with canaries of two designs (docs/language-models.md)."""
 
-    n_candidates: int = Field(400, ge=20, le=1_000_000, description="candidate records: members (fair coins) are "
-                              "the private fine-tuning set")
+    n_candidates: int = Field(
+        400, ge=20, le=1_000_000, description="candidate records: members (fair coins) are the private fine-tuning set"
+    )
     n_pool: int = Field(300, ge=20, le=1_000_000, description="public records: tokenizer and pretraining")
     n_test: int = Field(100, ge=10, le=1_000_000, description="held-out records: utility (perplexity)")
     vocab_size: int = Field(800, ge=50, le=100_000)
@@ -379,14 +453,19 @@ class LLMConfig(_Strict):
     lora_rank: int = Field(8, ge=1, le=1024)
     max_grad_norm: float = Field(1.0, gt=0, le=1e6)
     modes: list[Literal["full", "lora"]] = Field(default_factory=lambda: ["full", "lora"], min_length=1, max_length=2)
-    designs: list[Literal["panda", "secret_sharer"]] = Field(default_factory=lambda: ["panda", "secret_sharer"],
-                                                             min_length=1, max_length=2)
+    designs: list[Literal["panda", "secret_sharer"]] = Field(
+        default_factory=lambda: ["panda", "secret_sharer"], min_length=1, max_length=2
+    )
     canaries_per_design: int = Field(200, ge=4, le=1_000_000, description="m: each inserted by a fair coin")
     canary_repetitions: int = Field(4, ge=1, le=1000, description="copies of an inserted canary (one person's)")
     secret_length: int = Field(4, ge=1, le=64, description="tokens per secret")
     privacy_unit: Literal["person", "record"] = "person"
-    synthetic_samples: int = Field(0, ge=0, le=1_000_000, description="texts sampled per target for the "
-                                   "auxiliary-model audit of synthetic text (0: off)")
+    synthetic_samples: int = Field(
+        0,
+        ge=0,
+        le=1_000_000,
+        description="texts sampled per target for the auxiliary-model audit of synthetic text (0: off)",
+    )
     synthetic_temperature: float = Field(1.0, gt=0, le=10)
     synthetic_epochs: int = Field(4, ge=1, le=10_000)
 
@@ -398,7 +477,7 @@ class LLMConfig(_Strict):
         return value
 
     @model_validator(mode="after")
-    def _heads_divide_width(self) -> "LLMConfig":
+    def _heads_divide_width(self) -> LLMConfig:
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model ({self.d_model}) must be a multiple of n_heads ({self.n_heads})")
         return self
@@ -409,7 +488,8 @@ class AuditConfig(_Strict):
     seed: int = Field(0, ge=0, lt=SEED_LIMIT, description="< 2³² (numpy and torch seeds)")
     device: Literal["auto", "cpu", "cuda"] = "auto"
     cpu_threads: int = Field(
-        1, ge=1,
+        1,
+        ge=1,
         description="torch intra-op threads on the CPU. 1 by default: the models are small, and on a "
         "shared 2-core machine a second spinning OpenMP thread made training up to 10x slower; raise it "
         "on a many-core machine (numbers may then differ in the last bits from a 1-thread run)",
@@ -423,10 +503,12 @@ class AuditConfig(_Strict):
     model: ModelSourceConfig | None = Field(None, description="audit-model: the user's model, trainer and data files")
     federated: FederatedConfig | None = Field(None, description="audit federated targets instead of the central sweep")
     text: TextConfig | None = Field(None, description="audit language models on a generated text corpus (preset text)")
-    llm: LLMConfig | None = Field(None, description="DP fine-tuning of a transformers LM, audited with canaries (preset llm)")
+    llm: LLMConfig | None = Field(
+        None, description="DP fine-tuning of a transformers LM, audited with canaries (preset llm)"
+    )
 
     @model_validator(mode="after")
-    def _federated_alone(self) -> "AuditConfig":
+    def _federated_alone(self) -> AuditConfig:
         if self.federated is not None and self.synthetic is not None:
             raise ValueError("a federated run has no synthetic sweep; drop one of 'federated' and 'synthetic'")
         if self.text is not None and (self.federated is not None or self.synthetic is not None):
@@ -486,8 +568,13 @@ PRESETS: dict[str, dict[str, Any]] = {
         "training": {"hidden_sizes": [128, 128], "epochs": 4, "batch_size": 32, "lr": 0.1},
         "privacy": {"epsilons": [1.0, 4.0, 16.0, "inf"]},
         "attacks": {"names": ["loss"]},
-        "federated": {"level": "record", "n_clients": 3, "partition": "feature_ranges", "rounds": 6,
-                      "n_reference_federations": 4},
+        "federated": {
+            "level": "record",
+            "n_clients": 3,
+            "partition": "feature_ranges",
+            "rounds": 6,
+            "n_reference_federations": 4,
+        },
     },
     # Document 2: client-level DP-FedAvg, 20 clients (Dirichlet label skew), half sampled per round.
     "clients": {
@@ -497,9 +584,17 @@ PRESETS: dict[str, dict[str, Any]] = {
         "training": {"hidden_sizes": [64], "epochs": 2, "batch_size": 16, "lr": 0.1},
         "privacy": {"epsilons": [1.0, 8.0, "inf"]},
         "attacks": {"names": ["loss"]},
-        "federated": {"level": "client", "n_clients": 20, "partition": "dirichlet", "dirichlet_alpha": 0.5,
-                      "rounds": 20, "client_sample_rate": 0.5, "client_clip": 1.0,
-                      "n_reference_federations": 0, "client_mia_runs": 6},
+        "federated": {
+            "level": "client",
+            "n_clients": 20,
+            "partition": "dirichlet",
+            "dirichlet_alpha": 0.5,
+            "rounds": 20,
+            "client_sample_rate": 0.5,
+            "client_clip": 1.0,
+            "n_reference_federations": 0,
+            "client_mia_runs": 6,
+        },
     },
 }
 

@@ -6,6 +6,7 @@ are rules; the statistical checks of all targets (noise std, clipping, Poisson s
 dispersion, independent inclusion, noise independence) are Bonferroni-combined into ONE p-value,
 one test of the verdict's Holm family. Pure: returns the fields of `verdict.Check`.
 """
+
 from __future__ import annotations
 
 import math
@@ -13,8 +14,10 @@ from typing import Any
 
 __all__ = ["CLAIM", "conformance_check_fields", "conformance_tests_in_family"]
 
-CLAIM = ("the run's DP-SGD training conforms to what its accountant assumes (noise std, per-example clipping, "
-         "Poisson sampling, steps, σ and q)")
+CLAIM = (
+    "the run's DP-SGD training conforms to what its accountant assumes (noise std, per-example clipping, "
+    "Poisson sampling, steps, σ and q)"
+)
 ASSUMPTION = "each statistical check's null distribution under correct DP-SGD; Bonferroni over all of them"
 
 
@@ -43,20 +46,35 @@ def conformance_check_fields(results: dict[str, Any]) -> list[dict[str, Any]]:
     for label, record in records:
         for name in record.get("rules_failed") or []:
             found = next((c for c in record["checks"] if c.get("check") == name), {})
-            fields.append({"subject": "conformance", "name": f"{label} · conformance · {name}",
-                           "message": f"{label}: conformance check {name} failed — {found.get('detail')} (measured "
-                                      f"{found.get('value')}, expected {found.get('expected')})",
-                           "failed": True, "assumption": "exact check (no false alarms)", "claim": CLAIM})
-    p_values = [(label, name, float(p)) for label, r in records
-                for name, p in (r.get("statistical_p_values") or {}).items()]
+            fields.append(
+                {
+                    "subject": "conformance",
+                    "name": f"{label} · conformance · {name}",
+                    "message": f"{label}: conformance check {name} failed — {found.get('detail')} (measured "
+                    f"{found.get('value')}, expected {found.get('expected')})",
+                    "failed": True,
+                    "assumption": "exact check (no false alarms)",
+                    "claim": CLAIM,
+                }
+            )
+    p_values = [
+        (label, name, float(p)) for label, r in records for name, p in (r.get("statistical_p_values") or {}).items()
+    ]
     n_rules = sum(1 for _, r in records for c in r["checks"] if c.get("p_value") is None)
     if p_values:
         label, name, smallest = min(p_values, key=lambda t: t[2])
         p = min(1.0, len(p_values) * smallest)
-        fields.append({"subject": "conformance", "name": "conformance · statistical checks",
-                       "message": f"conformance of every DP target's own Opacus setup: {len(p_values)} statistical "
-                                  f"checks ({len(records)} targets), smallest p {smallest:.2g} ({label}, {name}); "
-                                  f"combined p = {p:.2g} (Bonferroni); {n_rules} exact checks"
-                                  + ("" if any(f.get("failed") for f in fields) else " all passed"),
-                       "p_value": p, "assumption": ASSUMPTION, "claim": CLAIM})
+        fields.append(
+            {
+                "subject": "conformance",
+                "name": "conformance · statistical checks",
+                "message": f"conformance of every DP target's own Opacus setup: {len(p_values)} statistical "
+                f"checks ({len(records)} targets), smallest p {smallest:.2g} ({label}, {name}); "
+                f"combined p = {p:.2g} (Bonferroni); {n_rules} exact checks"
+                + ("" if any(f.get("failed") for f in fields) else " all passed"),
+                "p_value": p,
+                "assumption": ASSUMPTION,
+                "claim": CLAIM,
+            }
+        )
     return fields

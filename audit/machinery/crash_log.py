@@ -4,6 +4,7 @@ A crash is a bug of ours (exit 3), never a finding (1) or bad input (2). The use
 naming the log; the log holds the traceback (and a worker's traceback when the crash was in a
 child process) for the bug report.
 """
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -33,7 +34,7 @@ def log_folder() -> Path:
 
 def write_crash_log(exc: BaseException, argv: list[str]) -> Path:
     """Write the traceback of `exc` (and a worker's, if it carries one) to a new log file; its path."""
-    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     from audit.machinery.secrets import redact, redact_argv
 
     # The log lands in a shared temp folder and in bug reports: the command line and every message

@@ -1,4 +1,5 @@
 """What a reader needs to reproduce a number: package versions, device, git sha, seed."""
+
 from __future__ import annotations
 
 import platform

@@ -11,6 +11,7 @@ to whole rounds. It assumes a slot runs a task as fast as one worker did here an
 are independent (they are: each is seeded by its id). A GPU's own speed-up over this machine is
 not measured here and not assumed: the projection is for the device the cost was measured on.
 """
+
 from __future__ import annotations
 
 import math
@@ -47,8 +48,16 @@ def load_average() -> list[float] | None:
         return None
 
 
-def trainer_throughput(kind: str, workers: int, n_runs: int, *, trainer: str = DEFAULT_TRAINER, n_rows: int = 256,
-                       ray_address: str | None = None, min_seconds: float = 0.0) -> dict[str, Any]:
+def trainer_throughput(
+    kind: str,
+    workers: int,
+    n_runs: int,
+    *,
+    trainer: str = DEFAULT_TRAINER,
+    n_rows: int = 256,
+    ray_address: str | None = None,
+    min_seconds: float = 0.0,
+) -> dict[str, Any]:
     """Steady-state runs/second of `trainer` on `kind` with `workers` workers (one warm-up run each).
 
     `n_runs` runs (seeds 0..n_runs-1, whose model checksums are returned) are timed, then further
@@ -71,10 +80,18 @@ def trainer_throughput(kind: str, workers: int, n_runs: int, *, trainer: str = D
         seconds = time.perf_counter() - started
     finally:
         executor.close()
-    return {"executor": kind, "workers": executor.workers, "runs": done, "seconds": seconds,
-            "runs_per_second": done / seconds, "seconds_per_run_per_worker": seconds * executor.workers / done,
-            "checksums": checksums, "rows": n_rows, "load_average_before": load_before,
-            "load_average_after": load_average()}
+    return {
+        "executor": kind,
+        "workers": executor.workers,
+        "runs": done,
+        "seconds": seconds,
+        "runs_per_second": done / seconds,
+        "seconds_per_run_per_worker": seconds * executor.workers / done,
+        "checksums": checksums,
+        "rows": n_rows,
+        "load_average_before": load_before,
+        "load_average_after": load_average(),
+    }
 
 
 def projected_wall_seconds(n_tasks: int, seconds_per_task: float, n_gpus: int, slots_per_gpu: int) -> float:
@@ -90,10 +107,14 @@ def full_preset_model_trainings() -> tuple[int, dict[str, Any]]:
     config = resolve_config("full")
     n_targets = len(config.privacy.epsilons)
     per_target = 1 + config.attacks.n_reference_models + config.attacks.n_shadow_models
-    return n_targets * per_target, {"targets": n_targets, "references_per_target": config.attacks.n_reference_models,
-                                    "shadows_per_target": config.attacks.n_shadow_models,
-                                    "rows": config.data.n_rows, "epochs": config.training.epochs,
-                                    "hidden_sizes": list(config.training.hidden_sizes)}
+    return n_targets * per_target, {
+        "targets": n_targets,
+        "references_per_target": config.attacks.n_reference_models,
+        "shadows_per_target": config.attacks.n_shadow_models,
+        "rows": config.data.n_rows,
+        "epochs": config.training.epochs,
+        "hidden_sizes": list(config.training.hidden_sizes),
+    }
 
 
 def full_preset_seconds_per_model(steps_measured: int = 20) -> tuple[float, dict[str, Any]]:
@@ -107,23 +128,42 @@ def full_preset_seconds_per_model(steps_measured: int = 20) -> tuple[float, dict
     from targets.vectorized_dpsgd import DPSGDSpec, train_many
 
     config = resolve_config("full")
-    splits = make_audit_splits(config.data.n_rows, test_fraction=config.split.test_fraction,
-                               candidate_fraction=config.split.candidate_fraction, seed=0)
+    splits = make_audit_splits(
+        config.data.n_rows,
+        test_fraction=config.split.test_fraction,
+        candidate_fraction=config.split.candidate_fraction,
+        seed=0,
+    )
     n_train = len(splits.train_idx)
     q = config.training.batch_size / n_train
     steps_full = config.training.epochs * math.ceil(n_train / config.training.batch_size)
     X, y = _benchmark_data(n_train)
-    spec = DPSGDSpec(noise_multiplier=1.0, max_grad_norm=config.training.max_grad_norm, sample_rate=q,
-                     steps=steps_measured, lr=config.training.lr, momentum=config.training.momentum)
+    spec = DPSGDSpec(
+        noise_multiplier=1.0,
+        max_grad_norm=config.training.max_grad_norm,
+        sample_rate=q,
+        steps=steps_measured,
+        lr=config.training.lr,
+        momentum=config.training.momentum,
+    )
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        train_many(X.shape[1], config.training.hidden_sizes, 2, X, y, np.ones((1, n_train), bool),
-                   DPSGDSpec(noise_multiplier=1.0, max_grad_norm=1.0, sample_rate=q, steps=2, lr=0.1),
-                   seed=0, device="cpu")  # warm-up
+        train_many(
+            X.shape[1],
+            config.training.hidden_sizes,
+            2,
+            X,
+            y,
+            np.ones((1, n_train), bool),
+            DPSGDSpec(noise_multiplier=1.0, max_grad_norm=1.0, sample_rate=q, steps=2, lr=0.1),
+            seed=0,
+            device="cpu",
+        )  # warm-up
         started = time.perf_counter()
-        train_many(X.shape[1], config.training.hidden_sizes, 2, X, y, np.ones((1, n_train), bool), spec, seed=0,
-                   device="cpu")
+        train_many(
+            X.shape[1], config.training.hidden_sizes, 2, X, y, np.ones((1, n_train), bool), spec, seed=0, device="cpu"
+        )
         per_step = (time.perf_counter() - started) / steps_measured
     finally:
         torch.set_num_threads(threads)

@@ -25,6 +25,7 @@ isolated from the driver whatever the executor.
 checkpoints there, so an interrupted run resumes with only the unfinished tasks. Workers never
 write to MLflow: they return results and the driver alone logs them.
 """
+
 from __future__ import annotations
 
 import os
@@ -68,8 +69,13 @@ class Executor(Protocol):
     name: str
     workers: int
 
-    def map(self, function: Callable, tasks: Iterable[Sequence[Any]], kwargs: dict[str, Any] | None = None,
-            on_result: Callable[[int, Any], None] | None = None) -> list[Any]: ...
+    def map(
+        self,
+        function: Callable,
+        tasks: Iterable[Sequence[Any]],
+        kwargs: dict[str, Any] | None = None,
+        on_result: Callable[[int, Any], None] | None = None,
+    ) -> list[Any]: ...
 
     def task_device(self, requested: str, driver_device: str) -> str: ...
 
@@ -119,8 +125,15 @@ class ProcessExecutor(_Base):
 
     name = "processes"
 
-    def __init__(self, workers: int, *, threads: int | None = 1, timeout: float | None = None, name: str = TASK_NAME,
-                 what: str = "function"):
+    def __init__(
+        self,
+        workers: int,
+        *,
+        threads: int | None = 1,
+        timeout: float | None = None,
+        name: str = TASK_NAME,
+        what: str = "function",
+    ):
         self.workers = workers
         self._pool = WorkerPool(workers, name=name, timeout=timeout, threads=threads, what=what)
 
@@ -137,8 +150,9 @@ class IsolatedLocalExecutor(ProcessExecutor):
 
     name = "local"
 
-    def __init__(self, *, threads: int | None = 1, timeout: float | None = None, name: str = TASK_NAME,
-                 what: str = "function"):
+    def __init__(
+        self, *, threads: int | None = 1, timeout: float | None = None, name: str = TASK_NAME, what: str = "function"
+    ):
         super().__init__(1, threads=threads, timeout=timeout, name=name, what=what)
 
 
@@ -199,9 +213,18 @@ class RayExecutor(_Base):
 
     name = "ray"
 
-    def __init__(self, workers: int | None = None, *, address: str | None = None, threads: int | None = 1,
-                 gpus_per_task: float | None = None, max_retries: int = RAY_MAX_RETRIES,
-                 timeout: float | None = None, name: str = TASK_NAME, what: str = "function"):
+    def __init__(
+        self,
+        workers: int | None = None,
+        *,
+        address: str | None = None,
+        threads: int | None = 1,
+        gpus_per_task: float | None = None,
+        max_retries: int = RAY_MAX_RETRIES,
+        timeout: float | None = None,
+        name: str = TASK_NAME,
+        what: str = "function",
+    ):
         if timeout is not None and not (timeout > 0):
             raise AuditInputError("timeout", f"expected a number of seconds > 0, got {timeout!r}")
         ray = _import_ray()
@@ -215,13 +238,15 @@ class RayExecutor(_Base):
                     # Ray picks the node's address itself (it turns 127.0.0.1 into the reachable IP);
                     # a single-node cluster is reached by its own processes only.
                     # The local cluster gets this machine's cores: --workers beyond them is capped below.
-                    ray.init(num_cpus=default_workers(), include_dashboard=False,
-                             logging_level="ERROR", log_to_driver=False)
+                    ray.init(
+                        num_cpus=default_workers(), include_dashboard=False, logging_level="ERROR", log_to_driver=False
+                    )
                 else:
                     ray.init(address=address, logging_level="ERROR", log_to_driver=False)
             except (ConnectionError, ValueError, RuntimeError) as exc:
-                raise AuditInputError(f"--ray-address {address}",
-                                      f"expected a reachable Ray cluster (auto or ray://host:port): {exc}") from None
+                raise AuditInputError(
+                    f"--ray-address {address}", f"expected a reachable Ray cluster (auto or ray://host:port): {exc}"
+                ) from None
             self._owns_cluster = True
         resources = ray.cluster_resources()
         self.workers, self.cap_note = ray_worker_cap(workers, resources, address)
@@ -241,7 +266,10 @@ class RayExecutor(_Base):
         # retry_exceptions=False: a Python exception is deterministic (the same seed fails the same
         # way); only a dead worker or node (SIGKILL, OOM, lost node) is retried.
         self._remote = ray.remote(_ray_task).options(
-            num_cpus=1, num_gpus=self.gpus_per_task, max_retries=max_retries, retry_exceptions=False,
+            num_cpus=1,
+            num_gpus=self.gpus_per_task,
+            max_retries=max_retries,
+            retry_exceptions=False,
         )
 
     def task_device(self, requested: str, driver_device: str) -> str:
@@ -249,8 +277,14 @@ class RayExecutor(_Base):
         return requested
 
     def describe(self) -> dict[str, Any]:
-        return {"executor": self.name, "workers": self.workers, "ray_address": self.address or "local",
-                "gpus_per_task": self.gpus_per_task, "max_retries": self.max_retries, "timeout": self.timeout}
+        return {
+            "executor": self.name,
+            "workers": self.workers,
+            "ray_address": self.address or "local",
+            "gpus_per_task": self.gpus_per_task,
+            "max_retries": self.max_retries,
+            "timeout": self.timeout,
+        }
 
     def _reraise(self, exc: BaseException, index: int, function: Callable) -> None:
         ray = self._ray
@@ -261,8 +295,15 @@ class RayExecutor(_Base):
                 raise cause from None
             summary = f"{type(cause).__name__}: {cause}" if cause is not None else str(exc).splitlines()[0]
             raise WorkerInternalError(f"a Ray task failed: {summary}", str(exc)) from None
-        if isinstance(exc, (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError,
-                            ray.exceptions.ObjectLostError, ray.exceptions.OutOfMemoryError)):
+        if isinstance(
+            exc,
+            (
+                ray.exceptions.WorkerCrashedError,
+                ray.exceptions.NodeDiedError,
+                ray.exceptions.ObjectLostError,
+                ray.exceptions.OutOfMemoryError,
+            ),
+        ):
             raise ExecutorTaskError(
                 f"{label} failed on Ray after {self.max_retries} retries: {type(exc).__name__} "
                 f"({' '.join(str(exc).split())[:200]}); finished tasks are checkpointed, resume with --resume"
@@ -270,9 +311,12 @@ class RayExecutor(_Base):
         raise exc
 
     def _timed_out(self, index: int, function: Callable) -> UserCodeError:
-        return UserCodeError(self.task_name, f"the {self.what} did not return within {self.timeout:g} s on Ray "
-                             f"(task {index}, {getattr(function, '__name__', function)}; it was cancelled: "
-                             "the timeout; raise it if this is just slow)")
+        return UserCodeError(
+            self.task_name,
+            f"the {self.what} did not return within {self.timeout:g} s on Ray "
+            f"(task {index}, {getattr(function, '__name__', function)}; it was cancelled: "
+            "the timeout; raise it if this is just slow)",
+        )
 
     def map(self, function, tasks, kwargs=None, on_result=None) -> list[Any]:
         ray = self._ray
@@ -357,8 +401,9 @@ def check_executor_options(kind: str, workers: int | None = None, ray_address: s
         check_count("--workers", workers)
     if ray_address is not None and kind != "ray":
         raise AuditInputError("--ray-address", "applies only with --executor ray")
-    if ray_address is not None and not (ray_address == "auto" or ray_address.startswith("ray://")
-                                        or ":" in ray_address):
+    if ray_address is not None and not (
+        ray_address == "auto" or ray_address.startswith("ray://") or ":" in ray_address
+    ):
         raise AuditInputError("--ray-address", f"expected auto, ray://host:port or host:port, got {ray_address!r}")
     if kind == "local" and workers not in (None, 1):
         raise AuditInputError("--workers", "applies to --executor processes or ray (local runs one task at a time)")
@@ -366,8 +411,14 @@ def check_executor_options(kind: str, workers: int | None = None, ray_address: s
         _import_ray()
 
 
-def make_executor(kind: str = "local", *, workers: int | None = None, ray_address: str | None = None,
-                  threads: int | None = 1, timeout: float | None = None) -> Executor:
+def make_executor(
+    kind: str = "local",
+    *,
+    workers: int | None = None,
+    ray_address: str | None = None,
+    threads: int | None = 1,
+    timeout: float | None = None,
+) -> Executor:
     """The executor named `kind` (`--executor`), validated like any user input (exit 2)."""
     check_executor_options(kind, workers, ray_address)
     if kind == "local":
@@ -377,9 +428,16 @@ def make_executor(kind: str = "local", *, workers: int | None = None, ray_addres
     return RayExecutor(workers, address=ray_address, threads=threads, timeout=timeout)
 
 
-def make_user_code_executor(kind: str = "processes", *, workers: int | None = None, ray_address: str | None = None,
-                            timeout: float | None = None, name: str = TASK_NAME, what: str = "function",
-                            threads: int | None = 1) -> Executor:
+def make_user_code_executor(
+    kind: str = "processes",
+    *,
+    workers: int | None = None,
+    ray_address: str | None = None,
+    timeout: float | None = None,
+    name: str = TASK_NAME,
+    what: str = "function",
+    threads: int | None = 1,
+) -> Executor:
     """The executor for tasks that call user code (`--executor` of canary-audit, audit-model):
     user code never runs in the driver. `local` is one isolated child process, `processes`
     `workers` of them (default: the cores), `ray` the cluster's worker processes; each with a

@@ -10,6 +10,7 @@ crash, a hang or a silently different value:
 - JSON's non-standard `NaN`/`Infinity` constants are refused: results.json never contains them;
 - every error message quotes at most `MESSAGE_LIMIT` characters of the input (`shorten`).
 """
+
 from __future__ import annotations
 
 import json
@@ -97,8 +98,16 @@ def check_finite(value: Any, where: str) -> float:
     return number
 
 
-def check_number(value: Any, where: str, *, low: float | None = None, high: float | None = None,
-                 low_open: bool = False, high_open: bool = False, why: str = "") -> float:
+def check_number(
+    value: Any,
+    where: str,
+    *,
+    low: float | None = None,
+    high: float | None = None,
+    low_open: bool = False,
+    high_open: bool = False,
+    why: str = "",
+) -> float:
     """A finite number in [low, high] (open ends when `*_open`); the message gives `why` the range exists."""
     number = check_finite(value, where)
     too_low = low is not None and (number <= low if low_open else number < low)
@@ -182,8 +191,9 @@ def parse_yaml_text(text: str, where: str) -> Any:
         return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
     except _Duplicate as exc:
         line = f" (line {exc.mark.line + 1})" if exc.mark is not None else ""
-        raise AuditInputError(where, f"key {shorten(exc.key, 60)} appears twice{line}; "
-                                     "each key may appear once") from None
+        raise AuditInputError(
+            where, f"key {shorten(exc.key, 60)} appears twice{line}; each key may appear once"
+        ) from None
     except _TooLarge as exc:
         raise AuditInputError(where, str(exc)) from None
     except RecursionError:
@@ -234,7 +244,9 @@ from targets.json_depth import JSON_DEPTH_LIMIT, json_depth  # noqa: E402
 
 def check_json_depth(text: str | bytes, where: str, limit: int = JSON_DEPTH_LIMIT) -> None:
     if json_depth(text) > limit:
-        raise AuditInputError(where, f"nests arrays/objects more than {limit} deep (not a file this tool writes or reads)")
+        raise AuditInputError(
+            where, f"nests arrays/objects more than {limit} deep (not a file this tool writes or reads)"
+        )
 
 
 def load_json_file(path: str | Path, where: str, *, follow: bool = True) -> Any:
@@ -247,7 +259,8 @@ def load_json_file(path: str | Path, where: str, *, follow: bool = True) -> Any:
     except RecursionError:
         raise AuditInputError(where, "is nested too deeply to be a results file") from None
     except json.JSONDecodeError as exc:
-        raise AuditInputError(where, f"is not valid JSON ({clip(exc.msg, 80)} at line {exc.lineno}, "
-                                     f"column {exc.colno})") from None
+        raise AuditInputError(
+            where, f"is not valid JSON ({clip(exc.msg, 80)} at line {exc.lineno}, column {exc.colno})"
+        ) from None
     except ValueError as exc:
         raise AuditInputError(where, f"is not valid JSON ({clip(exc, 120)})") from None

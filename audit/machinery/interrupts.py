@@ -8,13 +8,19 @@ interrupt means once its work is settled — kept: say so and exit 0; rolled bac
 Only the main thread can change signal handlers; elsewhere (a writer thread, a test worker) the
 holder is a no-op that never reports an interrupt.
 """
+
 from __future__ import annotations
 
 import signal
 import threading
 
-__all__ = ["HeldInterrupts", "held_interrupts", "install_interrupt_handlers", "interrupt_received",
-           "reset_interrupt_received"]
+__all__ = [
+    "HeldInterrupts",
+    "held_interrupts",
+    "install_interrupt_handlers",
+    "interrupt_received",
+    "reset_interrupt_received",
+]
 
 
 class HeldInterrupts:
@@ -28,7 +34,7 @@ class HeldInterrupts:
     def _handler(self, signum, frame):  # noqa: ARG002 - the signal module's signature
         self.fired = True
 
-    def start(self) -> "HeldInterrupts":
+    def start(self) -> HeldInterrupts:
         if not self._active and threading.current_thread() is threading.main_thread():
             for signum in (signal.SIGINT, signal.SIGTERM):
                 try:
@@ -48,7 +54,7 @@ class HeldInterrupts:
             self._previous.clear()
             self._active = False
 
-    def __enter__(self) -> "HeldInterrupts":
+    def __enter__(self) -> HeldInterrupts:
         return self.start()
 
     def __exit__(self, *exc) -> None:

@@ -9,6 +9,7 @@ docs/errors.md shows this table (tests/test_hostile_limits.py keeps the two equa
 The memory a command will need is estimated from its counts (`check_memory`) and refused when it
 exceeds what this machine has available: a refusal in a second beats an out-of-memory kill later.
 """
+
 from __future__ import annotations
 
 import os
@@ -17,8 +18,20 @@ from dataclasses import dataclass
 
 from audit.errors import AuditInputError
 
-__all__ = ["COUNT_LIMITS", "LEDGER_RANGES", "check_range", "Limit", "available_memory", "check_count", "check_memory", "check_workers",
-           "max_workers", "limits_table_markdown", "attack_knob_rows_markdown", "model_folder_limits_markdown"]
+__all__ = [
+    "COUNT_LIMITS",
+    "LEDGER_RANGES",
+    "check_range",
+    "Limit",
+    "available_memory",
+    "check_count",
+    "check_memory",
+    "check_workers",
+    "max_workers",
+    "limits_table_markdown",
+    "attack_knob_rows_markdown",
+    "model_folder_limits_markdown",
+]
 
 
 @dataclass(frozen=True)
@@ -42,14 +55,26 @@ _FIXED_LIMITS: dict[str, Limit] = {
     "ledger --count": Limit(1, 10_000_000, "ledger record", "how many times a recorded mechanism ran"),
     "--trials": Limit(4, 100_000_000, "mechanism-audit", "mechanism draws per dataset"),
     "--steps": Limit(1, 10_000_000, "accountants, whitebox-audit --builtin (≤ 100,000)", "DP-SGD steps"),
-    "--workers": Limit(1, 0, "run, canary-audit, whitebox-audit, audit-model", "worker processes; at most "
-                       "4 × the cores this process may use (max_workers), and 1 with --executor local"),
+    "--workers": Limit(
+        1,
+        0,
+        "run, canary-audit, whitebox-audit, audit-model",
+        "worker processes; at most 4 × the cores this process may use (max_workers), and 1 with --executor local",
+    ),
     # audit-model on a language model (--hf-model / --lm-module)
     "--max-length": Limit(2, 1_000_000, "audit-model (language model)", "tokens per text (longer ones are cut)"),
-    "--batch-size": Limit(1, 65_536, "audit-model (language model)", "texts per forward pass; the logits are "
-                          "batch × length × vocabulary floats"),
-    "texts per file": Limit(2, 1_000_000, "audit-model (language model) --members/--nonmembers",
-                            "JSONL lines or Parquet rows of one texts file"),
+    "--batch-size": Limit(
+        1,
+        65_536,
+        "audit-model (language model)",
+        "texts per forward pass; the logits are batch × length × vocabulary floats",
+    ),
+    "texts per file": Limit(
+        2,
+        1_000_000,
+        "audit-model (language model) --members/--nonmembers",
+        "JSONL lines or Parquet rows of one texts file",
+    ),
     # bench (the vectorized-trainer benchmark and the executor benchmark)
     "bench --models": Limit(1, 4_096, "bench", "models trained at once by the vectorized trainer"),
     "bench --epochs": Limit(1, 1_000, "bench", "epochs per benchmarked model"),
@@ -61,8 +86,9 @@ _FIXED_LIMITS: dict[str, Limit] = {
     "data.n_rows": Limit(100, 10_000_000, "run", "rows generated when data.source = synthetic"),
     "training.hidden_sizes": Limit(1, 65_536, "run", "width of each hidden layer (1–16 layers)"),
     "training.epochs": Limit(1, 10_000, "run", "training epochs of every model"),
-    "training.batch_size": Limit(1, 1_000_000, "run", "expected batch size; Opacus holds batch × parameters "
-                                 "per-sample gradients"),
+    "training.batch_size": Limit(
+        1, 1_000_000, "run", "expected batch size; Opacus holds batch × parameters per-sample gradients"
+    ),
     "privacy.one_run_canaries": Limit(100, 1_000_000, "run", "canaries of the white-box one-run audit"),
     # attacks.*: each attack's integer knobs, declared by the attack class (attacks/registry.py), go here
     "synthetic.dp_vae_epochs": Limit(1, 10_000, "run (synthetic)", "epochs of the DP-VAE generator"),
@@ -79,7 +105,9 @@ _FIXED_LIMITS: dict[str, Limit] = {
     "text.canaries_per_repetition": Limit(1, 100, "run (text)", "canaries per repetition count"),
     "text.control_canaries": Limit(1, 1_000, "run (text)", "canaries never inserted"),
     "text.secret_digits": Limit(1, 12, "run (text)", "the secret space is 10^digits"),
-    "text.exact_exposure_limit": Limit(10, 100_000_000, "run (text)", "secret spaces enumerated exactly up to this size"),
+    "text.exact_exposure_limit": Limit(
+        10, 100_000_000, "run (text)", "secret spaces enumerated exactly up to this size"
+    ),
     "text.exposure_samples": Limit(20, 10_000_000, "run (text)", "sampled secrets of the exposure estimate"),
     "text.vocab_size": Limit(50, 100_000, "run (text)", "tokenizer vocabulary; the logits are batch × length × vocab"),
     "text.d_model": Limit(8, 4_096, "run (text)", "transformer width"),
@@ -98,8 +126,11 @@ def _attack_limits() -> dict[str, Limit]:
     """The integer knobs of the registered attacks (attacks/registry.py), as rows of the table."""
     from attacks.registry import all_knobs
 
-    return {f"attacks.{k.name}": Limit(int(k.low), int(k.high), "run, audit-model", k.why)
-            for k in all_knobs() if k.kind is int and not k.choices and k.low is not None and k.high is not None}
+    return {
+        f"attacks.{k.name}": Limit(int(k.low), int(k.high), "run, audit-model", k.why)
+        for k in all_knobs()
+        if k.kind is int and not k.choices and k.low is not None and k.high is not None
+    }
 
 
 class _RangeTable(Mapping):
@@ -136,8 +167,11 @@ def attack_knob_rows_markdown() -> list[str]:
     """Rows of docs/errors.md for the attacks' non-integer knobs with a range (the integer ones are counts)."""
     from attacks.registry import all_knobs
 
-    return [f"| `attacks.{k.name}` | {k.range_text()} | run, audit-model | {k.why} |"
-            for k in all_knobs() if k.kind is float and k.low is not None]
+    return [
+        f"| `attacks.{k.name}` | {k.range_text()} | run, audit-model | {k.why} |"
+        for k in all_knobs()
+        if k.kind is float and k.low is not None
+    ]
 
 
 # Federated numbers that are not counts but crash late when absurd.
@@ -197,8 +231,15 @@ def _high(option: str) -> int:
     return max_workers() if option == "--workers" else COUNT_LIMITS[option].high
 
 
-def check_count(option: str, value, low: int | None = None, high: int | None = None, *,
-                where: str | None = None, local_cap: bool = True) -> int:
+def check_count(
+    option: str,
+    value,
+    low: int | None = None,
+    high: int | None = None,
+    *,
+    where: str | None = None,
+    local_cap: bool = True,
+) -> int:
     """`value` as an int in the table's range for `option` (narrowed by `low`/`high`); exit 2 otherwise.
 
     `where` names the input in the error when it is not the command-line flag (a Python API's parameter).
@@ -219,8 +260,11 @@ def check_count(option: str, value, low: int | None = None, high: int | None = N
         except TypeError:
             raise AuditInputError(where, f"expected an integer in [{lo:,}, {hi:,}], got {str(value)[:40]!r}") from None
     if not lo <= value <= hi:
-        why = f" ({limit.why})" if option != "--workers" else (
-            " (4 × the cores this process may use)" if local_cap else " (a Ray cluster's sanity bound)")
+        why = (
+            f" ({limit.why})"
+            if option != "--workers"
+            else (" (4 × the cores this process may use)" if local_cap else " (a Ray cluster's sanity bound)")
+        )
         raise AuditInputError(where, f"must be in [{lo:,}, {hi:,}], got {value:,}{why}"[:300])
     return value
 
@@ -254,8 +298,11 @@ def check_memory(needed_bytes: float, where: str, what: str) -> None:
     """Refuse (exit 2) a command whose counts imply more memory than the machine has available."""
     have = available_memory()
     if needed_bytes > have:
-        raise AuditInputError(where, f"{what} needs about {_size(needed_bytes)} of memory; this machine has "
-                              f"{_size(have)} available: use smaller counts")
+        raise AuditInputError(
+            where,
+            f"{what} needs about {_size(needed_bytes)} of memory; this machine has "
+            f"{_size(have)} available: use smaller counts",
+        )
 
 
 def _size(n: float) -> str:
@@ -278,7 +325,11 @@ def limits_table_markdown() -> list[str]:
         rows.append(f"| `{field}` | [{low:g}, {high:g}] | run (federated) | {why} |")
     for option, (low, high, low_in, high_in, why) in LEDGER_RANGES.items():
         interval = f"{'[' if low_in else '('}{low:g}, {high:g}{']' if high_in else ')'}"
-        where = "ledger set-budget" if "set-budget" in option else "ledger record; mechanisms in results files and ledger rows"
+        where = (
+            "ledger set-budget"
+            if "set-budget" in option
+            else "ledger record; mechanisms in results files and ledger rows"
+        )
         rows.append(f"| `{option}` | {interval} | {where} | {why} |")
     return rows
 
@@ -289,10 +340,12 @@ def model_folder_limits_markdown() -> list[str]:
     from targets import language_model_sources as lm
 
     rows = [f"| `config.json` `{key}` | ≤ {high:,} |" for key, high in lm.SIZE_LIMITS.items()]
-    rows += [f"| any other integer in `config.json` | ≤ {lm.ANY_INT_LIMIT:,} |",
-             f"| parameters (config estimate and safetensors headers) | ≤ {lm.DEFAULT_MAX_PARAMETERS:,} |",
-             f"| `config.json`, `tokenizer_config.json`, `generation_config.json`, index files | ≤ {lm.JSON_LIMIT:,} bytes |",
-             f"| `tokenizer.json` | ≤ {lm.TOKENIZER_LIMIT:,} bytes |",
-             f"| one safetensors header | ≤ {lm.HEADER_LIMIT:,} bytes |",
-             f"| files in the folder | ≤ {lm.MAX_FILES:,} |"]
+    rows += [
+        f"| any other integer in `config.json` | ≤ {lm.ANY_INT_LIMIT:,} |",
+        f"| parameters (config estimate and safetensors headers) | ≤ {lm.DEFAULT_MAX_PARAMETERS:,} |",
+        f"| `config.json`, `tokenizer_config.json`, `generation_config.json`, index files | ≤ {lm.JSON_LIMIT:,} bytes |",
+        f"| `tokenizer.json` | ≤ {lm.TOKENIZER_LIMIT:,} bytes |",
+        f"| one safetensors header | ≤ {lm.HEADER_LIMIT:,} bytes |",
+        f"| files in the folder | ≤ {lm.MAX_FILES:,} |",
+    ]
     return rows

@@ -6,6 +6,7 @@ matrices, the logits of a language model), so it is a *lower* estimate: a refusa
 justified (the command could not have finished here), an acceptance does not promise that it fits.
 Bytes are float32 for models (what torch trains in) and float64 for tables and scores (numpy).
 """
+
 from __future__ import annotations
 
 import math
@@ -13,8 +14,18 @@ from collections.abc import Sequence
 
 from audit.machinery.limits import check_memory
 
-__all__ = ["mlp_parameters", "tabular_run_bytes", "federated_run_bytes", "text_run_bytes", "language_model_bytes",
-           "synth_check_bytes", "bench_bytes", "trained_models_per_target", "check_run_memory", "check_text_run_memory"]
+__all__ = [
+    "mlp_parameters",
+    "tabular_run_bytes",
+    "federated_run_bytes",
+    "text_run_bytes",
+    "language_model_bytes",
+    "synth_check_bytes",
+    "bench_bytes",
+    "trained_models_per_target",
+    "check_run_memory",
+    "check_text_run_memory",
+]
 
 F32, F64 = 4, 8
 # A tabular run holds its table several times over: the frame, the encoded features, the splits.
@@ -76,8 +87,12 @@ def federated_run_bytes(config, n_rows: int, n_features: int, n_classes: int = 2
     batch = min(int(training.batch_size), max(1, n_rows // clients))
     per_client = parameters * F32 * MODEL_COPIES
     history = int(federated.rounds) * clients * F64 * 4  # per-round, per-client norms and scores
-    return (n_rows * n_features * F64 * TABLE_COPIES + clients * per_client
-            + _training_bytes(parameters, batch, sum(training.hidden_sizes) + n_features) + history)
+    return (
+        n_rows * n_features * F64 * TABLE_COPIES
+        + clients * per_client
+        + _training_bytes(parameters, batch, sum(training.hidden_sizes) + n_features)
+        + history
+    )
 
 
 def _transformer_parameters(vocab: int, d_model: int, n_layers: int, max_length: int) -> int:
@@ -89,7 +104,9 @@ def text_run_bytes(text) -> int:
     """`run --preset text`: one causal LM in DP training with its logits, per-sample gradients and corpus."""
     vocab, width, layers, length = int(text.vocab_size), int(text.d_model), int(text.n_layers), int(text.max_length)
     parameters = _transformer_parameters(vocab, width, layers, length)
-    batch = min(int(text.batch_size), int(text.n_candidates) + sum(text.repetitions) * int(text.canaries_per_repetition))
+    batch = min(
+        int(text.batch_size), int(text.n_candidates) + sum(text.repetitions) * int(text.canaries_per_repetition)
+    )
     logits = batch * length * vocab * F32 * 3  # logits, their softmax, the gradient
     attention = batch * int(text.n_heads) * length * length * F32 * 2 * layers
     hidden = batch * length * width * F32 * 10 * layers
@@ -109,8 +126,9 @@ def synth_check_bytes(n_train: int, n_holdout: int, n_synthetic: int, n_columns:
     return table_bytes + encoded + 256 * n_synthetic * F64 * 3 + 1024 * 1024 * F32 * 4
 
 
-def bench_bytes(n_models: int, n_rows: int = 1000, in_features: int = 30, hidden_sizes: Sequence[int] = (256, 256),
-                batch: int = 64) -> int:
+def bench_bytes(
+    n_models: int, n_rows: int = 1000, in_features: int = 30, hidden_sizes: Sequence[int] = (256, 256), batch: int = 64
+) -> int:
     """bench: `n_models` MLPs trained at once by the vectorized trainer, each with per-sample gradients."""
     parameters = mlp_parameters(in_features, hidden_sizes, 2)
     return n_models * _training_bytes(parameters, batch, sum(hidden_sizes) + in_features) + n_rows * in_features * F64
@@ -139,21 +157,28 @@ def check_run_memory(config, workers: int | None = None) -> None:
     n_rows, n_features = shape
     if config.federated is not None:
         needed = federated_run_bytes(config, n_rows, n_features)
-        what = (f"federated run: {config.federated.n_clients:,} clients × {n_rows:,} rows, "
-                f"{config.federated.rounds:,} rounds")
+        what = (
+            f"federated run: {config.federated.n_clients:,} clients × {n_rows:,} rows, "
+            f"{config.federated.rounds:,} rounds"
+        )
     else:
         needed = tabular_run_bytes(config, n_rows, n_features, workers=workers or 1)
-        what = (f"run: {n_rows:,} rows × {n_features} features, batch {config.training.batch_size:,}, "
-                f"{len(config.privacy.epsilons)} targets × {1 + trained_models_per_target(config.attacks):,} models")
+        what = (
+            f"run: {n_rows:,} rows × {n_features} features, batch {config.training.batch_size:,}, "
+            f"{len(config.privacy.epsilons)} targets × {1 + trained_models_per_target(config.attacks):,} models"
+        )
     check_memory(needed, "--config", what)
 
 
 def check_text_run_memory(config) -> None:
     """`run --preset text`: refuse a language-model config whose training cannot fit in memory."""
     text = config.text
-    check_memory(text_run_bytes(text), "--config",
-                 f"text run: vocabulary {text.vocab_size:,} × {text.max_length:,} tokens × batch {text.batch_size:,}, "
-                 f"{text.n_layers} layers of width {text.d_model:,}")
+    check_memory(
+        text_run_bytes(text),
+        "--config",
+        f"text run: vocabulary {text.vocab_size:,} × {text.max_length:,} tokens × batch {text.batch_size:,}, "
+        f"{text.n_layers} layers of width {text.d_model:,}",
+    )
 
 
 def human(n: float) -> str:

@@ -39,6 +39,7 @@ Which numbers the rules read (results.json schema_version 1, 2 or 3):
 An override replaces a rule's value (a whole `max_tpr_at_fpr` map included) for targets and
 synthetic entries whose `epsilon_target` equals the override's ε.
 """
+
 from __future__ import annotations
 
 import math
@@ -138,10 +139,20 @@ def _policy_error(error: ValidationError, source: str) -> AuditInputError:
     field_name = clip("".join(parts) or "(top level)", 80)
     message = clip(first["msg"].removeprefix("Value error, "))
     if first["type"] == "extra_forbidden":
-        known = ", ".join(PolicyRules.model_fields) if "rules" in first["loc"] else "name, description, rules, overrides"
+        known = (
+            ", ".join(PolicyRules.model_fields) if "rules" in first["loc"] else "name, description, rules, overrides"
+        )
         message = f"unknown field (known: {known})"
-    elif first["type"] in ("float_type", "bool_type", "int_type", "string_type", "dict_type", "list_type",
-                           "model_type", "literal_error"):
+    elif first["type"] in (
+        "float_type",
+        "bool_type",
+        "int_type",
+        "string_type",
+        "dict_type",
+        "list_type",
+        "model_type",
+        "literal_error",
+    ):
         received = first.get("input")
         message = f"{message} (got {shorten(received, 80)})"
         if isinstance(received, str) and _number_from_key(received) is not None:
@@ -185,14 +196,19 @@ def evaluate_policy(policy: Policy, results: dict[str, Any], *, source: str = "r
                 checks.append(_not_applicable(rule, "synthetic data", "the results hold no synthetic-data checks"))
 
     epsilons = [_target_epsilon(t, f"targets[{i}]", reader) for i, t in enumerate(targets)]
-    epsilons += [_target_epsilon(s, f"synthetic[{i}]", reader) if "epsilon_target" in s else None
-                 for i, s in enumerate(synthetic)]
+    epsilons += [
+        _target_epsilon(s, f"synthetic[{i}]", reader) if "epsilon_target" in s else None
+        for i, s in enumerate(synthetic)
+    ]
     for override in policy.overrides:
         if not any(_same_epsilon(override.epsilon, e) for e in epsilons):
-            checks.append(_not_applicable(
-                f"overrides[ε = {_eps_text(override.epsilon)}]", _eps_label(override.epsilon),
-                "this override matches no target or synthetic entry in the results",
-            ))
+            checks.append(
+                _not_applicable(
+                    f"overrides[ε = {_eps_text(override.epsilon)}]",
+                    _eps_label(override.epsilon),
+                    "this override matches no target or synthetic entry in the results",
+                )
+            )
 
     checks += _ledger_checks(policy, results, reader)
     checks += _signature_checks(policy, results)
@@ -200,14 +216,19 @@ def evaluate_policy(policy: Policy, results: dict[str, Any], *, source: str = "r
     return PolicyEvaluation(passed=passed, checks=checks, policy_name=policy.display_name, policy_path=policy.path)
 
 
-def _ledger_checks(policy: Policy, results: dict[str, Any], reader: "_Reader") -> list[RuleCheck]:
+def _ledger_checks(policy: Policy, results: dict[str, Any], reader: _Reader) -> list[RuleCheck]:
     """max_total_epsilon against the `ledger` section a recording command wrote (audit/ledger)."""
     if policy.rules.max_total_epsilon is None:
         return []
     section = results.get("ledger")
     if not isinstance(section, dict):
-        return [_not_applicable("max_total_epsilon", "privacy ledger", "nothing was recorded in a ledger "
-                                "(run with --ledger URI --dataset NAME)")]
+        return [
+            _not_applicable(
+                "max_total_epsilon",
+                "privacy ledger",
+                "nothing was recorded in a ledger (run with --ledger URI --dataset NAME)",
+            )
+        ]
     dataset = reader.text(section, "dataset", "ledger")
     label = f"dataset '{clip(dataset, 100)}'"
     limit = policy.rules.total_epsilon_limit(dataset)
@@ -216,9 +237,19 @@ def _ledger_checks(policy: Policy, results: dict[str, Any], reader: "_Reader") -
     if section.get("epsilon_spent") is None and not section.get("epsilon_spent_unbounded"):
         return [_not_applicable("max_total_epsilon", label, clip(str(section.get("reason") or "no spent figure")))]
     spent = math.inf if section.get("epsilon_spent_unbounded") else reader.number(section, "epsilon_spent", "ledger")
-    what = "composed ε " + ("after the release" if section.get("recorded") else "the refused release would have reached")
-    check = _compare("max_total_epsilon", label, None, spent, limit, at_most=True, what=what,
-                     detail=f"{section.get('method')}, δ {section.get('delta')}")
+    what = "composed ε " + (
+        "after the release" if section.get("recorded") else "the refused release would have reached"
+    )
+    check = _compare(
+        "max_total_epsilon",
+        label,
+        None,
+        spent,
+        limit,
+        at_most=True,
+        what=what,
+        detail=f"{section.get('method')}, δ {section.get('delta')}",
+    )
     # JSON has no infinity: an exhausted (unbounded) budget is a finding written as "unbounded", not a crash.
     return [replace(check, measured="unbounded") if math.isinf(spent) else check]
 
@@ -232,21 +263,27 @@ def _signature_checks(policy: Policy, results: dict[str, Any]) -> list[RuleCheck
     if required is False or not isinstance(found, dict) or (required is None and not found.get("key_configured")):
         return []
     signature = str(found.get("signature"))
-    why = {"valid": "signed by the configured key",
-           "unsigned": "not signed: not written by a runner holding the key",
-           "invalid": "signed, but not by the configured key (or the signature is forged)",
-           "not checked": "no key is configured here to check a signature (set PRIVACY_AUDIT_SIGNING_KEY or "
-                          "PRIVACY_AUDIT_VERIFY_KEY)"}.get(signature, signature)
-    return [RuleCheck("require_signature", "result file", None, signature, "valid", signature == "valid",
-                      f"result file: {why}")]
+    why = {
+        "valid": "signed by the configured key",
+        "unsigned": "not signed: not written by a runner holding the key",
+        "invalid": "signed, but not by the configured key (or the signature is forged)",
+        "not checked": "no key is configured here to check a signature (set PRIVACY_AUDIT_SIGNING_KEY or "
+        "PRIVACY_AUDIT_VERIFY_KEY)",
+    }.get(signature, signature)
+    return [
+        RuleCheck(
+            "require_signature", "result file", None, signature, "valid", signature == "valid", f"result file: {why}"
+        )
+    ]
 
 
 SINGLE_AUDIT_KINDS = tuple(AUDIT_KINDS)  # declared in audit/machinery/audit_kinds.py
 _MODEL_AND_DATA_RULES = ("max_auc", "max_tpr_at_fpr", "required_accountant", "max_dcr_share", "min_nndr_p10")
 
 
-def evaluate_policy_on_audit(policy: Policy, kind: str, result: dict[str, Any], built_in: dict[str, Any], *,
-                             source: str = "results") -> PolicyEvaluation:
+def evaluate_policy_on_audit(
+    policy: Policy, kind: str, result: dict[str, Any], built_in: dict[str, Any], *, source: str = "results"
+) -> PolicyEvaluation:
     """The rules of `policy` that apply to one pre-declared audit (pure; no I/O).
 
     For `canary-audit`, `mechanism-audit`, `whitebox-audit`, `conformance` and `accountant-check` results
@@ -272,22 +309,40 @@ def evaluate_policy_on_audit(policy: Policy, kind: str, result: dict[str, Any], 
     if rules.max_epsilon_lb is not None:
         if declared.bounds_epsilon:
             bound = reader.number(result, "epsilon_lower_bound", "")
-            checks.append(_compare("max_epsilon_lb", label, None, bound, rules.max_epsilon_lb, at_most=True,
-                                   what="proven empirical ε lower bound", detail=str(result.get("mode") or "")))
+            checks.append(
+                _compare(
+                    "max_epsilon_lb",
+                    label,
+                    None,
+                    bound,
+                    rules.max_epsilon_lb,
+                    at_most=True,
+                    what="proven empirical ε lower bound",
+                    detail=str(result.get("mode") or ""),
+                )
+            )
         else:
             checks.append(_not_applicable("max_epsilon_lb", label, f"a {kind} result has no ε lower bound"))
     if rules.fail_on_violation is not False:
         failed = built_in.get("status") == "fail"
         reasons = "; ".join(map(str, built_in.get("reasons") or []))
-        checks.append(RuleCheck("fail_on_violation", label, None, str(built_in.get("status")), "not fail", not failed,
-                                f"{label}: built-in verdict {built_in.get('status')}" + (f": {reasons}" if reasons else "")))
+        checks.append(
+            RuleCheck(
+                "fail_on_violation",
+                label,
+                None,
+                str(built_in.get("status")),
+                "not fail",
+                not failed,
+                f"{label}: built-in verdict {built_in.get('status')}" + (f": {reasons}" if reasons else ""),
+            )
+        )
     for rule in _MODEL_AND_DATA_RULES:
         if _rule_anywhere(policy, rule):
-            checks.append(_not_applicable(rule, label, f"a {kind} result has no attacks on trained targets or "
-                                          "synthetic data"))
+            checks.append(
+                _not_applicable(rule, label, f"a {kind} result has no attacks on trained targets or synthetic data")
+            )
     checks += _ledger_checks(policy, result, reader)
     checks += _signature_checks(policy, result)
     passed = all(check.passed for check in checks)
     return PolicyEvaluation(passed=passed, checks=checks, policy_name=policy.display_name, policy_path=policy.path)
-
-

@@ -48,8 +48,9 @@ class PolicyRules(_Strict):
         None, description="privacy ledger: largest composed ε a dataset may spend (a number, or dataset → number)"
     )
     require_signature: bool | None = Field(
-        None, description="the result file must be signed by the key configured here (PRIVACY_AUDIT_SIGNING_KEY / "
-                          "PRIVACY_AUDIT_VERIFY_KEY; docs/gate.md 'Integrity'); default: required when a key is configured"
+        None,
+        description="the result file must be signed by the key configured here (PRIVACY_AUDIT_SIGNING_KEY / "
+        "PRIVACY_AUDIT_VERIFY_KEY; docs/gate.md 'Integrity'); default: required when a key is configured",
     )
 
     @field_validator("max_total_epsilon")
@@ -84,7 +85,7 @@ class PolicyRules(_Strict):
             levels[level] = float(limit)
         return levels
 
-    def merged_with(self, override: "PolicyRules") -> "PolicyRules":
+    def merged_with(self, override: PolicyRules) -> PolicyRules:
         """These rules with every rule the override sets replaced by its value."""
         return self.model_copy(update=override.model_dump(exclude_none=True))
 
@@ -166,11 +167,19 @@ class RuleCheck:
     def as_rule(self) -> dict[str, Any]:
         """This check as an entry of `verdict.rules` (passed / failed / not_applicable, with its figure and
         threshold): a rule is never a claim, so it is counted apart from the claims (docs/verdict.md)."""
+
         def plain(value: Any) -> Any:
             return None if isinstance(value, float) and not math.isfinite(value) else value
-        return {"rule": self.rule, "subject": self.target_label, "attack": self.attack,
-                "status": "not_applicable" if not self.applicable else "passed" if self.passed else "failed",
-                "figure": plain(self.measured), "threshold": plain(self.limit), "message": self.message}
+
+        return {
+            "rule": self.rule,
+            "subject": self.target_label,
+            "attack": self.attack,
+            "status": "not_applicable" if not self.applicable else "passed" if self.passed else "failed",
+            "figure": plain(self.measured),
+            "threshold": plain(self.limit),
+            "message": self.message,
+        }
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from audit.machinery.policy_model import (
 _SOUND_BOUNDS = ("one_run",)
 
 
-def _check_target(policy: Policy, target: Any, where: str, reader: "_Reader") -> list[RuleCheck]:
+def _check_target(policy: Policy, target: Any, where: str, reader: _Reader) -> list[RuleCheck]:
     if not isinstance(target, dict):
         raise AuditInputError(f"{reader.source}: field '{where}'", "expected an object")
     epsilon = _target_epsilon(target, where, reader)
@@ -37,15 +37,27 @@ def _check_target(policy: Policy, target: Any, where: str, reader: "_Reader") ->
             checks += _check_attack(rules, attack, f"{where}.attacks[{a_index}]", label, reader)
 
     if rules.max_epsilon_lb is not None and reader.optional_number(target, "epsilon_lb_best", where) is None:
-        checks.append(_not_applicable(
-            "max_epsilon_lb", label, "no ε lower bound is proven for this setting (membership not a fair coin flip)",
-        ))
+        checks.append(
+            _not_applicable(
+                "max_epsilon_lb",
+                label,
+                "no ε lower bound is proven for this setting (membership not a fair coin flip)",
+            )
+        )
     elif rules.max_epsilon_lb is not None:
         best = reader.number(target, "epsilon_lb_best", where)
-        checks.append(_compare(
-            "max_epsilon_lb", label, None, best, rules.max_epsilon_lb, at_most=True,
-            what="best sound empirical ε lower bound", detail=str(target.get("epsilon_lb_best_method") or ""),
-        ))
+        checks.append(
+            _compare(
+                "max_epsilon_lb",
+                label,
+                None,
+                best,
+                rules.max_epsilon_lb,
+                at_most=True,
+                what="best sound empirical ε lower bound",
+                detail=str(target.get("epsilon_lb_best_method") or ""),
+            )
+        )
 
     if rules.fail_on_violation is not False:  # default on: a violation means the DP claim is false
         accountant_eps = reader.optional_number(target, "epsilon_accountant", where)
@@ -54,41 +66,69 @@ def _check_target(policy: Policy, target: Any, where: str, reader: "_Reader") ->
         method = target.get("epsilon_lb_best_method")
         how = f" ({method})" if method else ""
         if accountant_eps is None and not violation:
-            checks.append(_not_applicable(
-                "fail_on_violation", label, "no accountant ε to compare with (non-private target)",
-            ))
+            checks.append(
+                _not_applicable(
+                    "fail_on_violation",
+                    label,
+                    "no accountant ε to compare with (non-private target)",
+                )
+            )
         else:
             relation = "exceeds" if violation else "does not exceed"
-            text = (f"{label}: proven empirical ε lower bound {_fmt(best)}{how} {relation} the accountant's "
-                    f"ε {_fmt(accountant_eps)} (Holm-corrected one-run tests)")
-            checks.append(RuleCheck(
-                "fail_on_violation", label, None, best, accountant_eps, not violation,
-                text + (" (violation: the claimed ε is contradicted)" if violation else ""),
-            ))
+            text = (
+                f"{label}: proven empirical ε lower bound {_fmt(best)}{how} {relation} the accountant's "
+                f"ε {_fmt(accountant_eps)} (Holm-corrected one-run tests)"
+            )
+            checks.append(
+                RuleCheck(
+                    "fail_on_violation",
+                    label,
+                    None,
+                    best,
+                    accountant_eps,
+                    not violation,
+                    text + (" (violation: the claimed ε is contradicted)" if violation else ""),
+                )
+            )
 
     if rules.required_accountant is not None:
         used = target.get("accountant")
         if epsilon is None or math.isinf(epsilon):
-            checks.append(_not_applicable(
-                "required_accountant", label, "non-private target: no accountant applies",
-            ))
+            checks.append(
+                _not_applicable(
+                    "required_accountant",
+                    label,
+                    "non-private target: no accountant applies",
+                )
+            )
         elif used is None or used == "claimed":
             # audit-scores / audit-model: the ε is the user's claim, no accountant of this tool computed it.
-            checks.append(_not_applicable(
-                "required_accountant", label, "the claimed ε was given by the user, not computed by an accountant",
-            ))
+            checks.append(
+                _not_applicable(
+                    "required_accountant",
+                    label,
+                    "the claimed ε was given by the user, not computed by an accountant",
+                )
+            )
         else:
             used = reader.text(target, "accountant", where)
             ok = used == rules.required_accountant
-            checks.append(RuleCheck(
-                "required_accountant", label, None, used, rules.required_accountant, ok,
-                f"{label}: claimed ε accounted with '{used}'"
-                + ("" if ok else f", the policy requires '{rules.required_accountant}'"),
-            ))
+            checks.append(
+                RuleCheck(
+                    "required_accountant",
+                    label,
+                    None,
+                    used,
+                    rules.required_accountant,
+                    ok,
+                    f"{label}: claimed ε accounted with '{used}'"
+                    + ("" if ok else f", the policy requires '{rules.required_accountant}'"),
+                )
+            )
     return checks
 
 
-def _check_attack(rules: PolicyRules, attack: Any, where: str, label: str, reader: "_Reader") -> list[RuleCheck]:
+def _check_attack(rules: PolicyRules, attack: Any, where: str, label: str, reader: _Reader) -> list[RuleCheck]:
     if not isinstance(attack, dict):
         raise AuditInputError(f"{reader.source}: field '{where}'", "expected an object")
     name = reader.text(attack, "name", where)
@@ -96,7 +136,7 @@ def _check_attack(rules: PolicyRules, attack: Any, where: str, label: str, reade
 
 
 def _attack_limits(
-    rules: PolicyRules, attack: dict[str, Any], where: str, label: str, name: str, reader: "_Reader"
+    rules: PolicyRules, attack: dict[str, Any], where: str, label: str, name: str, reader: _Reader
 ) -> list[RuleCheck]:
     checks = []
     if rules.max_auc is not None:
@@ -105,20 +145,31 @@ def _attack_limits(
     for level, limit in sorted((rules.max_tpr_at_fpr or {}).items()):
         rule = f"max_tpr_at_fpr[{level:g}]"
         table = reader.mapping(attack, "tpr_at_fpr", where)
-        key = next((k for k in table if _number_from_key(k) is not None
-                    and math.isclose(_number_from_key(k), level, rel_tol=1e-9)), None)
+        key = next(
+            (
+                k
+                for k in table
+                if _number_from_key(k) is not None and math.isclose(_number_from_key(k), level, rel_tol=1e-9)
+            ),
+            None,
+        )
         if key is None:
             reported = ", ".join(sorted(map(str, table), key=lambda k: _number_from_key(k) or 0)) or "none"
-            checks.append(_not_applicable(
-                rule, label, f"the results report TPR at FPR {reported} only, not at {level:g}", attack=name,
-            ))
+            checks.append(
+                _not_applicable(
+                    rule,
+                    label,
+                    f"the results report TPR at FPR {reported} only, not at {level:g}",
+                    attack=name,
+                )
+            )
             continue
         tpr = reader.number(table, key, f"{where}.tpr_at_fpr")
         checks.append(_compare(rule, label, name, tpr, limit, at_most=True, what=f"TPR at FPR {level:g}"))
     return checks
 
 
-def _check_synthetic(policy: Policy, entry: Any, where: str, reader: "_Reader") -> list[RuleCheck]:
+def _check_synthetic(policy: Policy, entry: Any, where: str, reader: _Reader) -> list[RuleCheck]:
     if not isinstance(entry, dict):
         raise AuditInputError(f"{reader.source}: field '{where}'", "expected an object")
     generator = entry.get("generator")
@@ -155,18 +206,34 @@ def _check_synthetic(policy: Policy, entry: Any, where: str, reader: "_Reader") 
         if rules.max_epsilon_lb is not None:
             bounds = reader.mapping(mia, "epsilon_lb", f"{where}.mia")
             # A bound reported as null was not computed (e.g. one-run without coin-flip membership).
-            sound = {m: reader.number(bounds, m, f"{where}.mia.epsilon_lb") for m in _SOUND_BOUNDS
-                     if bounds.get(m) is not None}
+            sound = {
+                m: reader.number(bounds, m, f"{where}.mia.epsilon_lb")
+                for m in _SOUND_BOUNDS
+                if bounds.get(m) is not None
+            }
             if not sound:
-                checks.append(_not_applicable(
-                    "max_epsilon_lb", label, "the distance attack reports no sound ε lower bound", attack=attack_name,
-                ))
+                checks.append(
+                    _not_applicable(
+                        "max_epsilon_lb",
+                        label,
+                        "the distance attack reports no sound ε lower bound",
+                        attack=attack_name,
+                    )
+                )
             else:
                 method, best = max(sound.items(), key=lambda item: item[1])
-                checks.append(_compare(
-                    "max_epsilon_lb", label, attack_name, best, rules.max_epsilon_lb, at_most=True,
-                    what="best sound empirical ε lower bound", detail=f"{attack_name}/{method}",
-                ))
+                checks.append(
+                    _compare(
+                        "max_epsilon_lb",
+                        label,
+                        attack_name,
+                        best,
+                        rules.max_epsilon_lb,
+                        at_most=True,
+                        what="best sound empirical ε lower bound",
+                        detail=f"{attack_name}/{method}",
+                    )
+                )
     elif wants_mia:
         for rule in ("max_auc", "max_epsilon_lb"):
             if getattr(rules, rule) is not None:
@@ -175,7 +242,14 @@ def _check_synthetic(policy: Policy, entry: Any, where: str, reader: "_Reader") 
 
 
 def _compare(
-    rule: str, label: str, attack: str | None, measured: float, limit: float, *, at_most: bool, what: str,
+    rule: str,
+    label: str,
+    attack: str | None,
+    measured: float,
+    limit: float,
+    *,
+    at_most: bool,
+    what: str,
     detail: str = "",
 ) -> RuleCheck:
     passed = measured <= limit if at_most else measured >= limit
@@ -185,8 +259,15 @@ def _compare(
     else:
         relation = ">" if at_most else "<"
     detail = f" ({detail})" if detail else ""
-    return RuleCheck(rule, label, attack, measured, limit, passed,
-                     f"{who}: {what} = {_fmt(measured)}{detail} {relation} {_fmt(limit)} ({rule})")
+    return RuleCheck(
+        rule,
+        label,
+        attack,
+        measured,
+        limit,
+        passed,
+        f"{who}: {what} = {_fmt(measured)}{detail} {relation} {_fmt(limit)} ({rule})",
+    )
 
 
 def _not_applicable(rule: str, label: str, why: str, *, attack: str | None = None) -> RuleCheck:

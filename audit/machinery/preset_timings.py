@@ -7,6 +7,7 @@ The development machine has 2 CPU cores shared with up to seven other developers
 its wall times vary with their load (a range where it was measured more than once); CPU time, where
 recorded, is what an idle 2-core machine would need at least.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -26,10 +27,10 @@ def duration_text(seconds: float) -> str:
 
 @dataclass(frozen=True)
 class MeasuredTime:
-    low_s: float            # fastest measured wall time
-    high_s: float           # slowest measured wall time (= low_s when measured once)
-    command: str            # what was run
-    machine: str            # where, and how loaded
+    low_s: float  # fastest measured wall time
+    high_s: float  # slowest measured wall time (= low_s when measured once)
+    command: str  # what was run
+    machine: str  # where, and how loaded
 
     def text(self) -> str:
         low, high = duration_text(self.low_s), duration_text(self.high_s)
@@ -44,14 +45,18 @@ PRESET_WALL_TIMES: dict[str, MeasuredTime | None] = {
     "default": MeasuredTime(378, 2459, "make audit", "2 shared CPU cores at load 3–15; canary twins included"),
     "full": None,
     "digits-cnn": MeasuredTime(443, 443, "privacy-audit run --preset digits-cnn", "2 shared CPU cores at load 13–17"),
-    "hospitals": MeasuredTime(66, 248, "privacy-audit run --preset hospitals",
-                              "2 shared CPU cores; 60 s CPU; the slow run at load ~16"),
-    "clients": MeasuredTime(40, 179, "privacy-audit run --preset clients",
-                            "2 shared CPU cores; 38 s CPU; the slow run at load ~16"),
-    "text": MeasuredTime(461, 582, "python benchmarks/bench_text_preset.py",
-                         "2 shared CPU cores at load 8–16; 1.5 GiB peak; two runs"),
-    "llm": MeasuredTime(393, 393, "privacy-audit run --preset llm --no-tracking",
-                        "2 shared CPU cores, other jobs running; 109 s CPU"),
+    "hospitals": MeasuredTime(
+        66, 248, "privacy-audit run --preset hospitals", "2 shared CPU cores; 60 s CPU; the slow run at load ~16"
+    ),
+    "clients": MeasuredTime(
+        40, 179, "privacy-audit run --preset clients", "2 shared CPU cores; 38 s CPU; the slow run at load ~16"
+    ),
+    "text": MeasuredTime(
+        461, 582, "python benchmarks/bench_text_preset.py", "2 shared CPU cores at load 8–16; 1.5 GiB peak; two runs"
+    ),
+    "llm": MeasuredTime(
+        393, 393, "privacy-audit run --preset llm --no-tracking", "2 shared CPU cores, other jobs running; 109 s CPU"
+    ),
 }
 
 

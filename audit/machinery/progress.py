@@ -25,16 +25,28 @@ and says things in passing with `progress.note(text)`. The job never asks where 
 `progress_for(console, quiet)` picks the right one for a command; `as_progress(x)` turns what a
 Python caller passed (None, a Progress, a callable) into a Progress.
 """
+
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, TextIO
+from typing import Any, TextIO
 
-__all__ = ["Progress", "Step", "LazyStep", "PieceReporter", "CallbackProgress", "RichProgress", "LineProgress",
-           "CountingPool", "as_progress", "progress_for"]
+__all__ = [
+    "Progress",
+    "Step",
+    "LazyStep",
+    "PieceReporter",
+    "CallbackProgress",
+    "RichProgress",
+    "LineProgress",
+    "CountingPool",
+    "as_progress",
+    "progress_for",
+]
 
 HEARTBEAT_SECONDS = 30.0
 FIRST_HEARTBEAT_SECONDS = 10.0
@@ -49,7 +61,7 @@ class Step:
     depth: int
     started: float = field(default_factory=time.monotonic)
     completed: int = 0
-    _owner: "Progress | None" = field(default=None, repr=False, compare=False)
+    _owner: Progress | None = field(default=None, repr=False, compare=False)
     handle: Any = field(default=None, repr=False, compare=False)
 
     def advance(self, n: int = 1) -> None:
@@ -104,7 +116,7 @@ class Progress:
             self.end(step, ok)
 
     @contextmanager
-    def lazy_step(self, description: str, total: int | None = None) -> Iterator["LazyStep"]:
+    def lazy_step(self, description: str, total: int | None = None) -> Iterator[LazyStep]:
         """Like `step`, but shown only from its first `advance`/`update`: input checks that run
         first and fail print nothing but their one error line."""
         lazy = LazyStep(self, description, total)
@@ -131,7 +143,7 @@ class Progress:
             self._stack.remove(step)
         self._finished(step, ok)
 
-    def reporter(self, prefix: str = "") -> "PieceReporter":
+    def reporter(self, prefix: str = "") -> PieceReporter:
         """A plain callback `(what, done, total)` for code below audit/ (attacks, targets): see PieceReporter."""
         return PieceReporter(self, prefix)
 
@@ -161,9 +173,19 @@ class CallbackProgress(Progress):
 
     def _event(self, kind: str, step: Step, **extra: Any) -> None:
         left = step.seconds_left()
-        self.callback({"event": kind, "description": step.description, "completed": step.completed,
-                       "total": step.total, "elapsed_s": round(step.elapsed, 3), "own_s": round(step.own_elapsed, 3),
-                       "seconds_left": None if left is None else round(left, 1), "depth": step.depth, **extra})
+        self.callback(
+            {
+                "event": kind,
+                "description": step.description,
+                "completed": step.completed,
+                "total": step.total,
+                "elapsed_s": round(step.elapsed, 3),
+                "own_s": round(step.own_elapsed, 3),
+                "seconds_left": None if left is None else round(left, 1),
+                "depth": step.depth,
+                **extra,
+            }
+        )
 
     def _started(self, step: Step) -> None:
         self._event("start", step)
@@ -305,8 +327,10 @@ class LineProgress(Progress):
             if time.monotonic() - self._last_line < min(wait, self.heartbeat_s):
                 continue
             beats += 1
-            self._print(f"… {running.description}{running.counts()}: running for {_duration(running.elapsed)}"
-                        f"{_time_left(running)}")
+            self._print(
+                f"… {running.description}{running.counts()}: running for {_duration(running.elapsed)}"
+                f"{_time_left(running)}"
+            )
 
     def close(self) -> None:
         self._stop.set()
@@ -320,13 +344,23 @@ class RichProgress(Progress):
 
     def __init__(self, console):
         super().__init__()
-        from rich.progress import BarColumn, Progress as Bars, SpinnerColumn, TextColumn, TimeElapsedColumn
+        from rich.progress import BarColumn, SpinnerColumn, TextColumn, TimeElapsedColumn
+        from rich.progress import Progress as Bars
         from rich.table import Column
 
-        self.bars = Bars(SpinnerColumn(), TextColumn("{task.description}", table_column=Column(
-                             ratio=1, no_wrap=True, overflow="ellipsis", min_width=8)),
-                         BarColumn(bar_width=10), _CountsColumn(), TimeElapsedColumn(), _TimeLeftColumn(),
-                         console=console, transient=False, expand=True)
+        self.bars = Bars(
+            SpinnerColumn(),
+            TextColumn(
+                "{task.description}", table_column=Column(ratio=1, no_wrap=True, overflow="ellipsis", min_width=8)
+            ),
+            BarColumn(bar_width=10),
+            _CountsColumn(),
+            TimeElapsedColumn(),
+            _TimeLeftColumn(),
+            console=console,
+            transient=False,
+            expand=True,
+        )
         self._live = False
 
     def _started(self, step: Step) -> None:
@@ -388,8 +422,9 @@ class _TimeLeftColumn(_rich_column_base()):
             return Text("", no_wrap=True)
         left = step.seconds_left()
         if left is None:
-            return Text("left ?" if step.completed < step.total else "finishing", style="progress.remaining",
-                        no_wrap=True)
+            return Text(
+                "left ?" if step.completed < step.total else "finishing", style="progress.remaining", no_wrap=True
+            )
         return Text(f"left {_clock(left)}", style="progress.remaining", no_wrap=True, overflow="ignore")
 
 
@@ -401,7 +436,7 @@ class CountingPool:
     it in advance) and never reads less than the runs already submitted.
     """
 
-    def __init__(self, pool, step: "Step | LazyStep", counted: Callable[[Callable], bool]):
+    def __init__(self, pool, step: Step | LazyStep, counted: Callable[[Callable], bool]):
         self.pool, self.step, self.counted = pool, step, counted
         self.submitted = 0
 

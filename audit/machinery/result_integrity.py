@@ -16,6 +16,7 @@ hex digits of the SHA-256 of the secret / public key, so a reader can say which 
 Pure functions except `signing_key` / `verification_key`, which read the environment (and the
 PEM file it names) and nothing else.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -112,8 +113,9 @@ def _read_pem(path_text: str, variable: str) -> bytes:
             raise AuditInputError(f"environment variable {variable}", f"names '{path}', which is not a regular file")
         data = path.read_bytes()[:65536]
     except OSError as exc:
-        raise AuditInputError(f"environment variable {variable}", f"names '{path}', which cannot be read "
-                              f"({exc.strerror})") from None
+        raise AuditInputError(
+            f"environment variable {variable}", f"names '{path}', which cannot be read ({exc.strerror})"
+        ) from None
     return data
 
 
@@ -129,20 +131,24 @@ def signing_key(environ: Mapping[str, str] | None = None) -> SigningKey | None:
         from cryptography.hazmat.primitives import serialization
         from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-        data = _read_pem(value[len(_ED25519_PREFIX):], ENV_KEY)
+        data = _read_pem(value[len(_ED25519_PREFIX) :], ENV_KEY)
         try:
             private = serialization.load_pem_private_key(data, password=None)
         except (ValueError, TypeError):
             private = None
         if not isinstance(private, Ed25519PrivateKey):
-            raise AuditInputError(f"environment variable {ENV_KEY}", "names a file that is not an unencrypted "
-                                  "PEM Ed25519 private key")
+            raise AuditInputError(
+                f"environment variable {ENV_KEY}", "names a file that is not an unencrypted PEM Ed25519 private key"
+            )
         public = private.public_key()
         return SigningKey("ed25519", _ed25519_public_id(public), private=private, public=public)
     secret = value.encode("utf-8")
     if len(secret) < _MIN_SECRET:
-        raise AuditInputError(f"environment variable {ENV_KEY}", f"is {len(secret)} bytes long: an HMAC secret "
-                              f"needs at least {_MIN_SECRET} (or give ed25519:/path/to/private.pem)")
+        raise AuditInputError(
+            f"environment variable {ENV_KEY}",
+            f"is {len(secret)} bytes long: an HMAC secret "
+            f"needs at least {_MIN_SECRET} (or give ed25519:/path/to/private.pem)",
+        )
     return SigningKey("hmac-sha256", _key_id(secret), secret=secret)
 
 
@@ -162,8 +168,9 @@ def verification_key(environ: Mapping[str, str] | None = None) -> SigningKey | N
         except (ValueError, TypeError):
             public = None
         if not isinstance(public, Ed25519PublicKey):
-            raise AuditInputError(f"environment variable {ENV_VERIFY}", "names a file that is not a PEM Ed25519 "
-                                  "public key")
+            raise AuditInputError(
+                f"environment variable {ENV_VERIFY}", "names a file that is not a PEM Ed25519 public key"
+            )
         return SigningKey("ed25519", _ed25519_public_id(public), public=public)
     return signing_key(env)
 
@@ -200,15 +207,24 @@ def check_integrity(content: dict[str, Any], key: SigningKey | None, *, what: st
     """Recompute the digest of `content` and check its signature against `key` (pure)."""
     stored = content.get(FIELD)
     if stored is None:
-        return IntegrityOutcome("no digest", "unsigned", f"{what} has no digest (written by an older version): "
-                                "it cannot be told apart from an edited file; judged from its numbers")
+        return IntegrityOutcome(
+            "no digest",
+            "unsigned",
+            f"{what} has no digest (written by an older version): "
+            "it cannot be told apart from an edited file; judged from its numbers",
+        )
     if not isinstance(stored, dict) or not isinstance(stored.get("sha256"), str):
-        return IntegrityOutcome("edited", "invalid", f"{what} was edited after privacy-audit wrote it: its "
-                                "'integrity' field is malformed")
+        return IntegrityOutcome(
+            "edited", "invalid", f"{what} was edited after privacy-audit wrote it: its 'integrity' field is malformed"
+        )
     data = canonical_bytes(content)
     if not hmac.compare_digest(hashlib.sha256(data).hexdigest(), stored["sha256"]):
-        return IntegrityOutcome("edited", "invalid", f"{what} was edited after privacy-audit wrote it: its content "
-                                "no longer matches the SHA-256 digest written with it")
+        return IntegrityOutcome(
+            "edited",
+            "invalid",
+            f"{what} was edited after privacy-audit wrote it: its content "
+            "no longer matches the SHA-256 digest written with it",
+        )
     signature = stored.get("signature")
     if signature is None:
         return IntegrityOutcome("intact", "unsigned", f"{what} matches its digest; it is not signed")
@@ -216,13 +232,32 @@ def check_integrity(content: dict[str, Any], key: SigningKey | None, *, what: st
         return IntegrityOutcome("intact", "invalid", f"{what} carries a malformed signature")
     key_id = str(signature.get("key_id"))[:64]
     if key is None:
-        return IntegrityOutcome("intact", "not checked", f"{what} matches its digest; signed ({signature.get('algorithm')}, "
-                                f"key {key_id}) but no key is configured here to check it", key_id)
+        return IntegrityOutcome(
+            "intact",
+            "not checked",
+            f"{what} matches its digest; signed ({signature.get('algorithm')}, "
+            f"key {key_id}) but no key is configured here to check it",
+            key_id,
+        )
     if signature.get("algorithm") != key.algorithm or key_id != key.key_id:
-        return IntegrityOutcome("intact", "invalid", f"{what} is signed with another key ({signature.get('algorithm')}, "
-                                f"key {key_id}; the configured key is {key.algorithm}, key {key.key_id})", key_id)
+        return IntegrityOutcome(
+            "intact",
+            "invalid",
+            f"{what} is signed with another key ({signature.get('algorithm')}, "
+            f"key {key_id}; the configured key is {key.algorithm}, key {key.key_id})",
+            key_id,
+        )
     if not key.verify(data, str(signature.get("value"))):
-        return IntegrityOutcome("intact", "invalid", f"{what} carries a signature that does not verify with the "
-                                f"configured key ({key.algorithm}, key {key.key_id})", key_id)
-    return IntegrityOutcome("intact", "valid", f"{what} matches its digest and is signed by the configured key "
-                            f"({key.algorithm}, key {key.key_id})", key_id)
+        return IntegrityOutcome(
+            "intact",
+            "invalid",
+            f"{what} carries a signature that does not verify with the "
+            f"configured key ({key.algorithm}, key {key.key_id})",
+            key_id,
+        )
+    return IntegrityOutcome(
+        "intact",
+        "valid",
+        f"{what} matches its digest and is signed by the configured key ({key.algorithm}, key {key.key_id})",
+        key_id,
+    )

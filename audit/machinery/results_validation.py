@@ -55,7 +55,9 @@ def validate_results(results: Any, *, source: str = "results") -> None:
     schema = json.loads(RESULTS_SCHEMA_PATH.read_text(encoding="utf-8"))
     validator = jsonschema.Draft202012Validator(schema)
     try:
-        errors = sorted(validator.iter_errors(results), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
+        errors = sorted(
+            validator.iter_errors(results), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path)))
+        )
     except RecursionError:
         raise AuditInputError(source, "is nested too deeply to be a results file") from None
     if errors:

@@ -4,6 +4,7 @@ Everything of a run is written under a hidden staging name (`.<stamp>-<name>.par
 to `<stamp>-<name>` only when the run succeeded, so a crash or a bad input never leaves a folder
 that looks like a finished audit.
 """
+
 from __future__ import annotations
 
 import json
@@ -11,14 +12,13 @@ import os
 import re
 import shutil
 import tempfile
-from contextlib import contextmanager
-from datetime import datetime, timezone
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from audit.errors import AuditInputError
-
 
 _MAX_SUFFIX = 1000
 
@@ -26,7 +26,7 @@ _MAX_SUFFIX = 1000
 class StagedRunDirectory:
     def __init__(self, out_root: str | Path, name: str):
         self.out_root = Path(out_root)
-        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
         self.name = f"{stamp}-{name}"
         self.staging = self.out_root / f".{self.name}.partial"
         self.final = self.out_root / self.name
@@ -62,8 +62,10 @@ class StagedRunDirectory:
                 self.name, self.final, self.staging = name, final, staging
                 break
             else:
-                raise AuditInputError(f"--out '{self.out_root}'", f"already holds {_MAX_SUFFIX} runs named '{base}' "
-                                      "started in this second")
+                raise AuditInputError(
+                    f"--out '{self.out_root}'",
+                    f"already holds {_MAX_SUFFIX} runs named '{base}' started in this second",
+                )
             probe = self.staging / ".write-test"
             probe.write_text("ok")
             probe.unlink()
@@ -74,7 +76,7 @@ class StagedRunDirectory:
         return self.staging
 
     @classmethod
-    def resume(cls, out_root: str | Path, spec: str | Path, name: str) -> "StagedRunDirectory":
+    def resume(cls, out_root: str | Path, spec: str | Path, name: str) -> StagedRunDirectory:
         """The staging folder of an interrupted run: `latest` (newest of exactly this audit name) or a path."""
         out_root = Path(out_root)
         if str(spec) == "latest":
@@ -94,7 +96,9 @@ class StagedRunDirectory:
             if not staging.name.startswith(".") and (staging / "results.json").is_file():
                 raise AuditInputError(f"--resume '{spec}'", "is a finished run; nothing to resume")
         if not (staging / "config.yaml").is_file():
-            raise AuditInputError(f"--resume '{spec}'", "is not the folder of an interrupted run (no config.yaml inside)")
+            raise AuditInputError(
+                f"--resume '{spec}'", "is not the folder of an interrupted run (no config.yaml inside)"
+            )
         run = cls.__new__(cls)
         run.out_root = staging.parent
         run.staging = staging

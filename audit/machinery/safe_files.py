@@ -17,6 +17,7 @@ The folder (or file) the user names on the command line may itself be a link: th
 explicit choice, as for any other path argument. What is found *inside* it is not.
 Every refusal is an `AuditInputError` naming the file (exit 2).
 """
+
 from __future__ import annotations
 
 import errno
@@ -30,8 +31,14 @@ __all__ = ["MAX_RUN_FILE_BYTES", "read_regular_file", "read_run_file", "run_fold
 
 MAX_RUN_FILE_BYTES = 64 * 2**20  # a figure is ~100 KB, a results.json a few MB
 
-_KIND = {stat.S_IFIFO: "a FIFO (named pipe)", stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a character device",
-         stat.S_IFBLK: "a block device", stat.S_IFDIR: "a folder", stat.S_IFLNK: "a symbolic link"}
+_KIND = {
+    stat.S_IFIFO: "a FIFO (named pipe)",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFDIR: "a folder",
+    stat.S_IFLNK: "a symbolic link",
+}
 
 
 def _kind(mode: int) -> str:
@@ -47,7 +54,9 @@ def read_regular_file(path: str | Path, where: str, *, limit: int = MAX_RUN_FILE
         fd = os.open(path, flags)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            raise AuditInputError(where, "is a symbolic link; files inside a run folder must be regular files") from None
+            raise AuditInputError(
+                where, "is a symbolic link; files inside a run folder must be regular files"
+            ) from None
         if exc.errno in (errno.ENOENT, errno.ENOTDIR):
             raise AuditInputError(where, "does not exist or is not a file") from None
         if exc.errno == errno.ENXIO:  # a socket, or a FIFO's other end
@@ -91,8 +100,10 @@ def _check_inside(root: Path, path: Path, where: str) -> None:
         except OSError:
             raise AuditInputError(where, "does not exist or is not a file") from None
         if stat.S_ISLNK(mode):
-            raise AuditInputError(f"'{current}'", "is a symbolic link inside the run folder; a run folder's "
-                                  "sub-folders must be real folders")
+            raise AuditInputError(
+                f"'{current}'",
+                "is a symbolic link inside the run folder; a run folder's sub-folders must be real folders",
+            )
         if not stat.S_ISDIR(mode):
             raise AuditInputError(f"'{current}'", "is not a folder")
 
@@ -124,15 +135,17 @@ def run_folder_files(root: Path, folder: Path, pattern: str) -> list[Path]:
         raise AuditInputError(f"'{folder}'", f"cannot be read ({exc.strerror})") from None
     _check_inside(Path(root), folder / "_", f"'{folder}'")
     if stat.S_ISLNK(mode):
-        raise AuditInputError(f"'{folder}'", "is a symbolic link inside the run folder; a run folder's "
-                              "sub-folders must be real folders")
+        raise AuditInputError(
+            f"'{folder}'", "is a symbolic link inside the run folder; a run folder's sub-folders must be real folders"
+        )
     if not stat.S_ISDIR(mode):
         return []
     found = []
     for entry in sorted(folder.glob(pattern)):
         entry_mode = os.lstat(entry).st_mode
         if not stat.S_ISREG(entry_mode):
-            raise AuditInputError(f"'{entry}'", f"is {_kind(entry_mode)}, not a regular file; a run folder holds "
-                                  "regular files only")
+            raise AuditInputError(
+                f"'{entry}'", f"is {_kind(entry_mode)}, not a regular file; a run folder holds regular files only"
+            )
         found.append(entry)
     return found

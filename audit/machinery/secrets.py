@@ -15,29 +15,40 @@ What counts as a secret (a ledger or tracking URI is the usual carrier):
 Over-redacting a harmless value costs a `***` in a message; under-redacting a password leaks it
 to every CI log that keeps the output. So the patterns err on the side of hiding.
 """
+
 from __future__ import annotations
 
 import re
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 __all__ = ["MASK", "redact", "redact_argv", "redact_environment", "is_secret_name"]
 
 MASK = "***"
 
 # A name that says its value is a secret (query parameter, keyword, flag, environment variable).
-_SECRET_WORD = r"(?:pass(?:word|wd|phrase)?|pwd|secret|token|api[_-]?key|apikey|access[_-]?key|private[_-]?key|" \
-               r"credentials?|auth(?:orization)?|signature|sig)"
+_SECRET_WORD = (
+    r"(?:pass(?:word|wd|phrase)?|pwd|secret|token|api[_-]?key|apikey|access[_-]?key|private[_-]?key|"
+    r"credentials?|auth(?:orization)?|signature|sig)"
+)
 _SECRET_NAME = re.compile(rf"(?i)^[-\w.]*{_SECRET_WORD}[-\w.]*$")
 # name=value, name%3Dvalue (a URI quoted inside another), name: value (a header or YAML line).
-_PAIR = re.compile(rf"(?i)(?P<name>(?<![\w-])[-\w.]*{_SECRET_WORD}[-\w.]*)(?P<sep>\s*=\s*|%3[dD]|:\s+)"
-                   rf"(?P<value>(?!\*\*\*)[^\s&;,'\"<>)\]}}]+)")
+_PAIR = re.compile(
+    rf"(?i)(?P<name>(?<![\w-])[-\w.]*{_SECRET_WORD}[-\w.]*)(?P<sep>\s*=\s*|%3[dD]|:\s+)"
+    rf"(?P<value>(?!\*\*\*)[^\s&;,'\"<>)\]}}]+)"
+)
 # scheme://user:password@host — the password runs to the last '@' before the host (it may hold '/').
-_USERINFO = re.compile(r"(?i)(?P<head>\b[a-z][a-z0-9+.\-]*://[^/\s:@'\"]*):(?P<password>[^\s'\"]*)@(?=[^\s@'\"]*(?:[\s'\"]|$))")
+_USERINFO = re.compile(
+    r"(?i)(?P<head>\b[a-z][a-z0-9+.\-]*://[^/\s:@'\"]*):(?P<password>[^\s'\"]*)@(?=[^\s@'\"]*(?:[\s'\"]|$))"
+)
 _USERINFO_LOOSE = re.compile(r"(?i)(?P<head>\b[a-z][a-z0-9+.\-]*://[^/\s:@'\"]*):(?P<password>[^\s@'\"]+)@")
-_TOKENS = re.compile(r"(?<![\w-])(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|hf_[A-Za-z0-9]{20,}|"
-                     r"sk-[A-Za-z0-9_-]{20,}|xox[abprs]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16})")
+_TOKENS = re.compile(
+    r"(?<![\w-])(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|hf_[A-Za-z0-9]{20,}|"
+    r"sk-[A-Za-z0-9_-]{20,}|xox[abprs]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16})"
+)
 # `--token VALUE` written as two words inside a message (an argument list quoted in an error).
-_FLAG_WORDS = re.compile(rf"(?i)(?P<flag>(?<![\w-])--[-\w.]*{_SECRET_WORD}[-\w.]*)(?P<space>\s+)(?P<value>(?!-|\*\*\*)[^\s'\"]+)")
+_FLAG_WORDS = re.compile(
+    rf"(?i)(?P<flag>(?<![\w-])--[-\w.]*{_SECRET_WORD}[-\w.]*)(?P<space>\s+)(?P<value>(?!-|\*\*\*)[^\s'\"]+)"
+)
 _BEARER = re.compile(r"(?i)\b(?P<kind>bearer|basic)\s+(?P<value>[A-Za-z0-9._~+/=-]{8,})")
 
 

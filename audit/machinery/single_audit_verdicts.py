@@ -2,6 +2,7 @@
 conformance and accountant-check, in the vocabulary of audit.machinery.verdict (one status per claim:
 held / refuted / untestable, the top line from them), with or without a policy.
 """
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -19,22 +20,39 @@ def single_audit_verdict(kind: str, result: dict[str, Any]) -> dict[str, Any]:
         for point in result.get("points") or []:
             where = f"σ={point.get('noise_multiplier'):g} q={point.get('sample_rate'):g} T={point.get('steps')} δ={point.get('delta'):g}"
             bad = point.get("label") in ("unsound", "invalid")
-            checks.append(Check(where, "accountant vs PLD interval", f"{point.get('label')}: {point.get('message')}",
-                                failed=bad, assumption="true ε lies in the PLD interval [lower, upper]",
-                                power={"kind": "proven", "figure": None, "decider": "",
-                                       "detail": "exact: the tight PLD interval of the same σ, q, T"},
-                                claim=f"accountant at {where}: its ε is at least the true ε"))
+            checks.append(
+                Check(
+                    where,
+                    "accountant vs PLD interval",
+                    f"{point.get('label')}: {point.get('message')}",
+                    failed=bad,
+                    assumption="true ε lies in the PLD interval [lower, upper]",
+                    power={
+                        "kind": "proven",
+                        "figure": None,
+                        "decider": "",
+                        "detail": "exact: the tight PLD interval of the same σ, q, T",
+                    },
+                    claim=f"accountant at {where}: its ε is at least the true ε",
+                )
+            )
         return decide(checks)
     if kind == "whitebox-audit":
         # Its checks (refutation of the claimed curve, accountant agreement) come with the result:
         # re-deciding them here keeps the run, `report` and the MLflow tag on one verdict.
         own = result.get("verdict") or {}
         fields = set(Check.__dataclass_fields__)
-        claimed = (f"{result.get('subject') or 'training'}: claimed (ε {result.get('claimed_epsilon'):.4g}, "
-                   f"δ {result.get('delta'):g})" if isinstance(result.get("claimed_epsilon"), (int, float))
-                   and isinstance(result.get("delta"), (int, float)) else "")
-        needed = (f"needs ≥ {own['needed']:,} {own.get('needed_unit') or 'runs per side'}"
-                  if isinstance(own.get("needed"), int) else "")
+        claimed = (
+            f"{result.get('subject') or 'training'}: claimed (ε {result.get('claimed_epsilon'):.4g}, "
+            f"δ {result.get('delta'):g})"
+            if isinstance(result.get("claimed_epsilon"), (int, float)) and isinstance(result.get("delta"), (int, float))
+            else ""
+        )
+        needed = (
+            f"needs ≥ {own['needed']:,} {own.get('needed_unit') or 'runs per side'}"
+            if isinstance(own.get("needed"), int)
+            else ""
+        )
         checks = []
         default_power = whitebox_audit_power(result)
         for row in own.get("checks") or []:
@@ -43,30 +61,52 @@ def single_audit_verdict(kind: str, result: dict[str, Any]) -> dict[str, Any]:
                 check = replace(check, power=default_power)
             if not check.claim and check.decides:
                 accountant = check.name == "accountant vs training"
-                check = replace(check, claim=(f"{check.subject}: the accountant matches the training" if accountant
-                                              else claimed or f"{check.subject}: claimed trade-off curve"),
-                                ceiling=None if accountant else own.get("ceiling"),
-                                needed="" if accountant else needed)
+                check = replace(
+                    check,
+                    claim=(
+                        f"{check.subject}: the accountant matches the training"
+                        if accountant
+                        else claimed or f"{check.subject}: claimed trade-off curve"
+                    ),
+                    ceiling=None if accountant else own.get("ceiling"),
+                    needed="" if accountant else needed,
+                )
             checks.append(check)
         verdict = decide(checks, alpha=1 - float(result.get("confidence") or 1 - DEFAULT_ALPHA))
         for key in ("ceiling", "needed", "needed_unit"):
             verdict[key] = own.get(key)
         verdict["family_wise_error"]["statement"] = (own.get("family_wise_error") or {}).get(
-            "statement", verdict["family_wise_error"]["statement"])
+            "statement", verdict["family_wise_error"]["statement"]
+        )
         return verdict
     if kind == "conformance":
         alpha = float(result.get("alpha") or 0.01)
-        checks = [Check(str(c.get("check")), "conformance check", f"{c.get('check')}: {c.get('detail')}",
-                        failed=not c.get("passed"), assumption=f"one of a family of statistical checks at α {alpha:g}",
-                        power={"kind": "proven", "figure": None, "decider": "",
-                               "detail": "the check observes the mechanism's own noise, clipping or sampling directly"},
-                        claim=f"conformance: {c.get('check')}")
-                  for c in result.get("checks") or [] if isinstance(c, dict)]
+        checks = [
+            Check(
+                str(c.get("check")),
+                "conformance check",
+                f"{c.get('check')}: {c.get('detail')}",
+                failed=not c.get("passed"),
+                assumption=f"one of a family of statistical checks at α {alpha:g}",
+                power={
+                    "kind": "proven",
+                    "figure": None,
+                    "decider": "",
+                    "detail": "the check observes the mechanism's own noise, clipping or sampling directly",
+                },
+                claim=f"conformance: {c.get('check')}",
+            )
+            for c in result.get("checks") or []
+            if isinstance(c, dict)
+        ]
         verdict = decide(checks, alpha=alpha)
         verdict["family_wise_error"] = {
-            "method": "bonferroni", "alpha": alpha, "n_tests": len(checks),
+            "method": "bonferroni",
+            "alpha": alpha,
+            "n_tests": len(checks),
             "statement": f"a family of {len(checks)} statistical checks at family-wise α {alpha:g} (Bonferroni: "
-                         f"each at α/{len(checks) or 1}); a check that fails is a finding at that level"}
+            f"each at α/{len(checks) or 1}); a check that fails is a finding at that level",
+        }
         return verdict
     own = result.get("verdict") if isinstance(result.get("verdict"), dict) else {}  # the audit's own (ceiling)
     claim = result.get("claimed_epsilon")
@@ -75,46 +115,75 @@ def single_audit_verdict(kind: str, result: dict[str, Any]) -> dict[str, Any]:
     ceiling = result.get("ceiling", own.get("ceiling"))
     mode = str(result.get("mode") or "")
     one_run = "one" in mode
-    assumption = ("one training run, coin-flip canaries (proven)" if one_run else
-                  "independent training runs / mechanism draws: Clopper-Pearson over independent trials (proven)")
+    assumption = (
+        "one training run, coin-flip canaries (proven)"
+        if one_run
+        else "independent training runs / mechanism draws: Clopper-Pearson over independent trials (proven)"
+    )
     # A test that ran with a ceiling above the claim but without power against it (its mode's `power` is
     # "none", audit.dp_validation.mode_power) is not untestable: its claim reads "not refuted".
-    not_refuted = (own.get("claim_status") == "not_refuted"  # the audit's own verdict, or one re-read from a file
-                   or any(isinstance(c, dict) and c.get("status") == "not_refuted" for c in own.get("claims") or []))
-    inconclusive = (result.get("status") == "inconclusive" or own.get("status") == "inconclusive"
-                    or (isinstance(ceiling, (int, float)) and isinstance(claim, (int, float)) and ceiling <= claim))
+    not_refuted = (
+        own.get("claim_status") == "not_refuted"  # the audit's own verdict, or one re-read from a file
+        or any(isinstance(c, dict) and c.get("status") == "not_refuted" for c in own.get("claims") or [])
+    )
+    inconclusive = (
+        result.get("status") == "inconclusive"
+        or own.get("status") == "inconclusive"
+        or (isinstance(ceiling, (int, float)) and isinstance(claim, (int, float)) and ceiling <= claim)
+    )
     failed = bool(result.get("violation")) or result.get("status") == "fail" or own.get("status") == "fail"
     subject = str(result.get("trainer") or result.get("mechanism") or kind)
     if isinstance(result.get("profile_test"), dict):
         # A test against the claim's whole trade-off curve: its own verdict says what it refuted, and
         # its ceiling is "could a perfect attack refute the profile", not an ε at the claim's δ.
         inconclusive = own.get("status") == "inconclusive"
-        assumption = ("independent training runs: exact binomial test of one rule's weighted error vs the claim's "
-                      "trade-off curve (a pessimistic-PLD lower envelope; proven)")
+        assumption = (
+            "independent training runs: exact binomial test of one rule's weighted error vs the claim's "
+            "trade-off curve (a pessimistic-PLD lower envelope; proven)"
+        )
     inconclusive = inconclusive and not not_refuted
     if failed and own.get("reasons") and isinstance(result.get("profile_test"), dict):
         message = f"{kind}: " + "; ".join(dict.fromkeys(map(str, own["reasons"])))
     elif failed:
-        message = f"{kind}: the lower bound {bound:.3f} exceeds the claimed ε {claim:.3f} at {confidence:.0%} confidence"
+        message = (
+            f"{kind}: the lower bound {bound:.3f} exceeds the claimed ε {claim:.3f} at {confidence:.0%} confidence"
+        )
     elif inconclusive:
-        message = (f"{kind}: untestable here — the ceiling {ceiling:.3f} of this audit is at or below the claimed ε {claim:.3f}"
-                   if isinstance(ceiling, (int, float)) else f"{kind}: untestable here — {result.get('status_reason', 'the audit could not have refuted the claim')}")
+        message = (
+            f"{kind}: untestable here — the ceiling {ceiling:.3f} of this audit is at or below the claimed ε {claim:.3f}"
+            if isinstance(ceiling, (int, float))
+            else f"{kind}: untestable here — {result.get('status_reason', 'the audit could not have refuted the claim')}"
+        )
     else:
         message = f"{kind}: lower bound {bound:.3f} ≤ claimed ε {claim if claim is None else f'{claim:.3f}'}"
     if inconclusive and not failed and own.get("reasons"):
         message = f"{kind}: " + "; ".join(dict.fromkeys(map(str, own["reasons"])))  # the audit's own words
     delta = result.get("delta")
-    claim_text = (f"{subject}: claimed (ε {claim:.4g}" + (f", δ {delta:g})" if isinstance(delta, (int, float)) else ")")
-                  if isinstance(claim, (int, float)) else f"{subject}: its claim")
+    claim_text = (
+        f"{subject}: claimed (ε {claim:.4g}" + (f", δ {delta:g})" if isinstance(delta, (int, float)) else ")")
+        if isinstance(claim, (int, float))
+        else f"{subject}: its claim"
+    )
     needed_n = result.get("needed", own.get("needed"))
     unit = result.get("needed_unit", own.get("needed_unit")) or ("canaries" if one_run else "runs per side")
     needed = f"needs ≥ {needed_n:,} {unit}" if isinstance(needed_n, int) and not isinstance(needed_n, bool) else ""
-    verdict = decide([Check(subject, f"{kind} bound vs claim", message, failed=failed,
-                            inconclusive=inconclusive and not failed, assumption=assumption, claim=claim_text,
-                            power=audit_power(kind, result),
-                            ceiling=float(ceiling) if isinstance(ceiling, (int, float)) else None,
-                            needed=needed if inconclusive and not failed else "")],
-                     alpha=1 - float(confidence))
+    verdict = decide(
+        [
+            Check(
+                subject,
+                f"{kind} bound vs claim",
+                message,
+                failed=failed,
+                inconclusive=inconclusive and not failed,
+                assumption=assumption,
+                claim=claim_text,
+                power=audit_power(kind, result),
+                ceiling=float(ceiling) if isinstance(ceiling, (int, float)) else None,
+                needed=needed if inconclusive and not failed else "",
+            )
+        ],
+        alpha=1 - float(confidence),
+    )
     verdict["family_wise_error"]["statement"] = "one pre-declared test at the stated confidence"
     return verdict
 
@@ -123,16 +192,26 @@ def whitebox_audit_power(result: dict[str, Any]) -> dict[str, Any] | None:
     """A white-box audit's power where its rows do not declare one: proven for Dirac canaries observed
     at every iterate (the ceiling is reachable); none when only the final model is observed (a bug can
     hide in the intermediate steps); None (undeclared) otherwise."""
-    kind = str((result.get("canaries") or result.get("canary") or {}).get("kind") or "") if isinstance(
-        result.get("canaries") or result.get("canary"), dict) else ""
+    kind = (
+        str((result.get("canaries") or result.get("canary") or {}).get("kind") or "")
+        if isinstance(result.get("canaries") or result.get("canary"), dict)
+        else ""
+    )
     dirac = kind == "dirac" or "Dirac" in str(result.get("audit") or "")
     if result.get("observe") == "all" and dirac:
-        return {"kind": "proven", "figure": None, "decider": "",
-                "detail": "worst-case Dirac gradient canaries observed at every iterate: the ceiling is reachable"}
+        return {
+            "kind": "proven",
+            "figure": None,
+            "decider": "",
+            "detail": "worst-case Dirac gradient canaries observed at every iterate: the ceiling is reachable",
+        }
     if result.get("observe") not in (None, "all"):
-        return {"kind": "none", "figure": None,
-                "detail": "only the final model is observed: a violation in the intermediate steps can stay hidden",
-                "decider": "observing every iterate decides (whitebox-audit --observe all)"}
+        return {
+            "kind": "none",
+            "figure": None,
+            "detail": "only the final model is observed: a violation in the intermediate steps can stay hidden",
+            "decider": "observing every iterate decides (whitebox-audit --observe all)",
+        }
     return None
 
 
@@ -146,15 +225,19 @@ def audit_power(kind: str, result: dict[str, Any]) -> dict[str, Any] | None:
         return dict(declared)
     mode = str(result.get("mode") or "")
     if kind == "canary-audit" and mode in ("one-run", "multi-canary"):
-        return {"kind": "none", "figure": None,
-                "detail": f"{mode} canaries read from the final model cannot detect a trainer bug whose violation "
-                          "they do not expose (their power can be orders of magnitude below the ceiling)",
-                "decider": "independent training runs decide (canary-audit --models 1600)"}
+        return {
+            "kind": "none",
+            "figure": None,
+            "detail": f"{mode} canaries read from the final model cannot detect a trainer bug whose violation "
+            "they do not expose (their power can be orders of magnitude below the ceiling)",
+            "decider": "independent training runs decide (canary-audit --models 1600)",
+        }
     return None
 
 
-def single_audit_verdict_with_policy(kind: str, result: dict[str, Any], policy: Any,
-                                     source: str = "results") -> tuple[dict[str, Any], Any]:
+def single_audit_verdict_with_policy(
+    kind: str, result: dict[str, Any], policy: Any, source: str = "results"
+) -> tuple[dict[str, Any], Any]:
     """(verdict, PolicyEvaluation) of a canary / mechanism / conformance / accountant-check result
     under `policy` (`gate <kind>.json --policy P`). The policy's rules decide (`fail_on_violation`,
     on by default, reads the built-in verdict); a claim the audit could not have refuted stays
@@ -171,16 +254,28 @@ def single_audit_verdict_with_policy(kind: str, result: dict[str, Any], policy: 
     open_claims = [c for c in built_in["claims"] if c["status"] in ("untestable", "not_refuted")]
     status, reasons = built_in["status"], list(built_in["reasons"])
     if failed:
-        reasons = (reasons if status == "fail" else []) + [f"policy rule {r['rule']} failed: {r['message']}"
-                                                           for r in failed]
+        reasons = (reasons if status == "fail" else []) + [
+            f"policy rule {r['rule']} failed: {r['message']}" for r in failed
+        ]
         status = "fail"
     elif status == "inconclusive" and policy.rules.fail_on_inconclusive:
         status = "fail"
-        reasons = [f"{'untestable here' if c['status'] == 'untestable' else 'not refuted'} and the policy fails on "
-                   f"inconclusive: {c['reason']}" for c in open_claims]
+        reasons = [
+            f"{'untestable here' if c['status'] == 'untestable' else 'not refuted'} and the policy fails on "
+            f"inconclusive: {c['reason']}"
+            for c in open_claims
+        ]
     source_name = evaluation.policy_path or evaluation.policy_name
-    verdict.update({"status": status, "passed": status == "pass", "reasons": reasons,
-                    "decided_by": f"policy {source_name}", "policy": source_name, "rules": rules,
-                    "rule_counts": {s: sum(1 for r in rules if r["status"] == s) for s in RULE_STATUSES}})
+    verdict.update(
+        {
+            "status": status,
+            "passed": status == "pass",
+            "reasons": reasons,
+            "decided_by": f"policy {source_name}",
+            "policy": source_name,
+            "rules": rules,
+            "rule_counts": {s: sum(1 for r in rules if r["status"] == s) for s in RULE_STATUSES},
+        }
+    )
     verdict["built_in"] = {"status": built_in["status"], "reasons": built_in["reasons"], "claims": built_in["claims"]}
     return verdict, evaluation

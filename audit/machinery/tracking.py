@@ -16,6 +16,7 @@ Conventions (what an MLflow user expects to find):
 - the SQLite schema lock lives in the temporary directory, not beside the user's database;
 - `NullTracker` is the same interface doing nothing: tracking off (`run_audit(..., tracking=False)`).
 """
+
 from __future__ import annotations
 
 import logging
@@ -45,7 +46,7 @@ def _sqlite_artifact_root(tracking_uri: str) -> str | None:
     prefix = "sqlite:///"
     if not tracking_uri.startswith(prefix):
         return None
-    db_path = Path(tracking_uri[len(prefix):])
+    db_path = Path(tracking_uri[len(prefix) :])
     return (db_path.resolve().parent / "mlartifacts").as_uri()
 
 
@@ -53,9 +54,9 @@ def absolute_tracking_uri(tracking_uri: str) -> str:
     """`sqlite:///mlflow.db` → `sqlite:////abs/dir/mlflow.db`: a relative URI in a report or results.json
     means nothing to a reader who does not know the directory the audit ran in."""
     prefix = "sqlite:///"
-    if not tracking_uri.startswith(prefix) or tracking_uri[len(prefix):] in ("", ":memory:"):
+    if not tracking_uri.startswith(prefix) or tracking_uri[len(prefix) :] in ("", ":memory:"):
         return tracking_uri
-    path = Path(tracking_uri[len(prefix):])
+    path = Path(tracking_uri[len(prefix) :])
     return tracking_uri if path.is_absolute() else prefix + str(path.resolve())
 
 
@@ -76,8 +77,11 @@ def _with_lock_retries(call, *args, **kwargs):
             return call(*args, **kwargs)
         except Exception as exc:  # sqlalchemy's OperationalError arrives wrapped in MlflowException
             if any(text in str(exc).lower() for text in _READ_ONLY):
-                raise AuditInputError("--tracking-uri", "the MLflow tracking store is read-only (a file or folder "
-                                      "without write permission, or a read-only disk): give a writable store") from None
+                raise AuditInputError(
+                    "--tracking-uri",
+                    "the MLflow tracking store is read-only (a file or folder "
+                    "without write permission, or a read-only disk): give a writable store",
+                ) from None
             if not any(text in str(exc) for text in _CONTENTION):
                 raise
             if attempt == LOCK_RETRIES - 1:
@@ -96,20 +100,28 @@ def check_tracking_uri(tracking_uri: str | None) -> str:
     if not isinstance(uri, str) or not uri.strip():
         raise AuditInputError("--tracking-uri", "expected a URI such as sqlite:///mlflow.db or http://host:5000")
     if uri.startswith("sqlite:///"):
-        db_path = Path(uri[len("sqlite:///"):])
+        db_path = Path(uri[len("sqlite:///") :])
         if not db_path.name or db_path.is_dir():
-            raise AuditInputError(f"--tracking-uri '{uri[:120]}'", "names a folder; expected a database file such as sqlite:///mlflow.db")
+            raise AuditInputError(
+                f"--tracking-uri '{uri[:120]}'", "names a folder; expected a database file such as sqlite:///mlflow.db"
+            )
         folder = db_path.parent if str(db_path.parent) else Path(".")
         if not folder.is_dir():
-            raise AuditInputError(f"--tracking-uri '{uri[:120]}'", f"folder '{str(folder)[:120]}' does not exist; create it first")
+            raise AuditInputError(
+                f"--tracking-uri '{uri[:120]}'", f"folder '{str(folder)[:120]}' does not exist; create it first"
+            )
         if not os.access(folder, os.W_OK | os.X_OK) and not db_path.is_file():
             raise AuditInputError(f"--tracking-uri '{uri[:120]}'", f"folder '{str(folder)[:120]}' is not writable")
         if db_path.is_file() and not (os.access(db_path, os.W_OK) and os.access(folder, os.W_OK | os.X_OK)):
             # SQLite writes a journal beside the database: both must be writable.
-            raise AuditInputError(f"--tracking-uri '{uri[:120]}'", "the store is read-only (the database file or "
-                                  "its folder is not writable)")
+            raise AuditInputError(
+                f"--tracking-uri '{uri[:120]}'",
+                "the store is read-only (the database file or its folder is not writable)",
+            )
     elif uri.startswith("sqlite:"):
-        raise AuditInputError(f"--tracking-uri '{uri[:120]}'", "expected sqlite:///relative/path.db or sqlite:////absolute/path.db")
+        raise AuditInputError(
+            f"--tracking-uri '{uri[:120]}'", "expected sqlite:///relative/path.db or sqlite:////absolute/path.db"
+        )
     return uri
 
 
@@ -120,13 +132,14 @@ def _sqlite_init_lock(tracking_uri: str):
         yield
         return
     import fcntl
-
     import hashlib
     import tempfile
 
     # In the temporary directory, named after the database: nothing is left beside the user's files.
-    database = str(Path(tracking_uri[len(prefix):]).resolve())
-    lock_path = Path(tempfile.gettempdir()) / f"privacy-audit-mlflow-{hashlib.sha256(database.encode()).hexdigest()[:16]}.lock"
+    database = str(Path(tracking_uri[len(prefix) :]).resolve())
+    lock_path = (
+        Path(tempfile.gettempdir()) / f"privacy-audit-mlflow-{hashlib.sha256(database.encode()).hexdigest()[:16]}.lock"
+    )
     with open(lock_path, "w") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
@@ -247,22 +260,27 @@ class AuditTracker:
         with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
             warnings.simplefilter("ignore")
             path = Path(tmp) / artifact_path
-            mlflow.pytorch.save_model(model.cpu().eval(), str(path), input_example=input_example,
-                                      pip_requirements=[f"torch=={torch.__version__.split('+')[0]}"])
+            mlflow.pytorch.save_model(
+                model.cpu().eval(),
+                str(path),
+                input_example=input_example,
+                pip_requirements=[f"torch=={torch.__version__.split('+')[0]}"],
+            )
             self.client.log_artifacts(run_id, str(path), artifact_path=artifact_path)
 
     def log_table(self, run_id: str, frame, *, name: str, source: str | None, context: str) -> None:
         """Log a table as an MLflow dataset input (name, digest, schema, profile; not the rows)."""
+        import warnings
+
         import mlflow.data
         from mlflow.entities import DatasetInput, InputTag
-
-        import warnings
 
         with warnings.catch_warnings():  # schema hints and source-guessing notes meant for model authors
             warnings.simplefilter("ignore")
             dataset = mlflow.data.from_pandas(frame, source=source, name=name)
-            entry = DatasetInput(dataset=dataset._to_mlflow_entity(),
-                                 tags=[InputTag(key="mlflow.data.context", value=context)])
+            entry = DatasetInput(
+                dataset=dataset._to_mlflow_entity(), tags=[InputTag(key="mlflow.data.context", value=context)]
+            )
         _with_lock_retries(self.client.log_inputs, run_id, datasets=[entry])
 
     def log_metrics(self, run_id: str, metrics: dict[str, float | None], step: int = 0) -> None:
@@ -329,8 +347,9 @@ class NullTracker:
         return lambda *args, **kwargs: None
 
 
-def open_tracker(tracking_uri: str | None, experiment: str, *, command: str | None = None,
-                 enabled: bool = True) -> AuditTracker | NullTracker:
+def open_tracker(
+    tracking_uri: str | None, experiment: str, *, command: str | None = None, enabled: bool = True
+) -> AuditTracker | NullTracker:
     """An `AuditTracker`, or a `NullTracker` when tracking is off."""
     return AuditTracker(tracking_uri, experiment, command) if enabled else NullTracker()
 
@@ -416,9 +435,11 @@ def gate_run_target(results: dict[str, Any], tracking_uri: str | None) -> tuple[
         return "MLflow: the results name no tracking store, so the gate's verdict is in the files only"
     shown_uri = uri[:120]
     if not uri.startswith("sqlite:///"):
-        return (f"MLflow: the results point to '{shown_uri}', which the gate does not contact on a file's word; "
-                "give --tracking-uri to log the gate's verdict there")
-    if not _is_mlflow_sqlite(Path(uri[len("sqlite:///"):])):
+        return (
+            f"MLflow: the results point to '{shown_uri}', which the gate does not contact on a file's word; "
+            "give --tracking-uri to log the gate's verdict there"
+        )
+    if not _is_mlflow_sqlite(Path(uri[len("sqlite:///") :])):
         return f"MLflow: the store '{shown_uri}' the results point to is not an MLflow SQLite store here, so the gate's verdict is in the files only"
     return uri, run_id
 

@@ -4,6 +4,7 @@ This runs the user's code, exactly like `python -m module` or pytest would: only
 user names is imported (from the current directory or the installed packages), nothing is read
 from data files, and nothing is unpickled.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -42,7 +43,9 @@ def load_user_function(spec: str, flag: str, *, require_callable: bool = True) -
     except SystemExit as exc:  # a module that exits on import must not end the audit (exit 0 = pass)
         raise AuditInputError(flag, f"importing '{match['module']}' called sys.exit({exc.code!r})") from None
     except Exception as exc:  # the user's module raised while importing
-        raise AuditInputError(flag, f"importing '{match['module']}' raised {type(exc).__name__}: {str(exc)[:200]}") from None
+        raise AuditInputError(
+            flag, f"importing '{match['module']}' raised {type(exc).__name__}: {str(exc)[:200]}"
+        ) from None
     function = getattr(module, match["function"], None)
     if function is None:
         raise AuditInputError(flag, f"module '{match['module']}' has no attribute '{match['function']}'")

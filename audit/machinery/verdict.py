@@ -38,6 +38,7 @@ say LEAKS or NO SIGNIFICANT LEAKAGE FOUND, and the verdict fails only with `--fa
 and adds a policy's rules beside its claims; `gate` and `report` recompute it from results.json, so the
 run, the gate and a re-render cannot disagree.
 """
+
 from __future__ import annotations
 
 from copy import deepcopy
@@ -69,9 +70,26 @@ from audit.machinery.verdict_words import (  # noqa: F401  (re-exported: the wor
     verdict_tags,
 )
 
-__all__ = ["Check", "CLAIM_STATUSES", "POWER_KINDS", "RULE_STATUSES", "decide", "family_alpha_each", "verdict_for_results", "recompute_verdict", "claim_statuses",
-           "needed_candidates", "status_word", "leakage_word", "claim_line", "claim_sentence", "extra_reasons",
-           "claim_tags", "verdict_tags", "BUILT_IN"]
+__all__ = [
+    "Check",
+    "CLAIM_STATUSES",
+    "POWER_KINDS",
+    "RULE_STATUSES",
+    "decide",
+    "family_alpha_each",
+    "verdict_for_results",
+    "recompute_verdict",
+    "claim_statuses",
+    "needed_candidates",
+    "status_word",
+    "leakage_word",
+    "claim_line",
+    "claim_sentence",
+    "extra_reasons",
+    "claim_tags",
+    "verdict_tags",
+    "BUILT_IN",
+]
 
 
 def results_confidence(results: dict[str, Any]) -> float:
@@ -96,14 +114,17 @@ def family_alpha_each(results: dict[str, Any]) -> float:
     return alpha / max(_tests_in_family(results, alpha), 1)
 
 
-def recompute_verdict(results: dict[str, Any], policy: Any = None, *, fail_on_leak: bool | None = None) -> dict[str, Any]:
+def recompute_verdict(
+    results: dict[str, Any], policy: Any = None, *, fail_on_leak: bool | None = None
+) -> dict[str, Any]:
     """The verdict dict recomputed from the numbers of a results dict (pure; `gate`, `report` and
     the schema checks call it): what the run that wrote `results` must have said."""
     return verdict_for_results(results, policy, fail_on_leak=fail_on_leak)[0]["verdict"]
 
 
-def verdict_for_results(results: dict[str, Any], policy: Any = None, *,
-                        fail_on_leak: bool | None = None) -> tuple[dict[str, Any], Any]:
+def verdict_for_results(
+    results: dict[str, Any], policy: Any = None, *, fail_on_leak: bool | None = None
+) -> tuple[dict[str, Any], Any]:
     """(results with `verdict` and the targets' `violation` set, the PolicyEvaluation or None).
 
     `fail_on_leak` (None: as the results' own verdict recorded it) makes a LEAKS statement on a
@@ -119,15 +140,23 @@ def verdict_for_results(results: dict[str, Any], policy: Any = None, *,
     out = deepcopy(results)
     alpha = 1 - results_confidence(results)
     if fail_on_leak is None:
-        fail_on_leak = bool((results.get("verdict") or {}).get("fail_on_leak")) if isinstance(
-            results.get("verdict"), dict) else False
+        fail_on_leak = (
+            bool((results.get("verdict") or {}).get("fail_on_leak"))
+            if isinstance(results.get("verdict"), dict)
+            else False
+        )
     checks, notes, leakage = built_in_checks(out, alpha)
     built_in = decide(checks, alpha=alpha, notes=notes, leakage=leakage, fail_on_leak=fail_on_leak)
-    failed_subjects = {row["subject"] for row in built_in["checks"]
-                       if row["outcome"] == "fail" and row["subject"].startswith("targets[")
-                       and row["p_value"] is not None}
-    failed_names = {(row["subject"], row["name"]) for row in built_in["checks"]
-                    if row["outcome"] == "fail" and row["p_value"] is not None}
+    failed_subjects = {
+        row["subject"]
+        for row in built_in["checks"]
+        if row["outcome"] == "fail" and row["subject"].startswith("targets[") and row["p_value"] is not None
+    }
+    failed_names = {
+        (row["subject"], row["name"])
+        for row in built_in["checks"]
+        if row["outcome"] == "fail" and row["p_value"] is not None
+    }
     for index, target in enumerate(out.get("targets") or []):
         if isinstance(target, dict):
             target["violation"] = f"targets[{index}]" in failed_subjects
@@ -146,11 +175,20 @@ def verdict_for_results(results: dict[str, Any], policy: Any = None, *,
     # claims are the built-in ones, and the top line fails on a refuted claim or a failed rule.
     evaluation = evaluate_policy(policy, out)
     source = evaluation.policy_path or evaluation.policy_name
-    out["verdict"] = decide(checks, alpha=alpha, decided_by=f"policy {source}",
-                            fail_on_inconclusive=bool(getattr(policy.rules, "fail_on_inconclusive", False)),
-                            notes=notes, leakage=leakage, fail_on_leak=fail_on_leak,
-                            rules=[check.as_rule() for check in evaluation.checks])
-    out["verdict"]["built_in"] = {"status": built_in["status"], "reasons": built_in["reasons"],
-                                  "claims": built_in["claims"]}
+    out["verdict"] = decide(
+        checks,
+        alpha=alpha,
+        decided_by=f"policy {source}",
+        fail_on_inconclusive=bool(getattr(policy.rules, "fail_on_inconclusive", False)),
+        notes=notes,
+        leakage=leakage,
+        fail_on_leak=fail_on_leak,
+        rules=[check.as_rule() for check in evaluation.checks],
+    )
+    out["verdict"]["built_in"] = {
+        "status": built_in["status"],
+        "reasons": built_in["reasons"],
+        "claims": built_in["claims"],
+    }
     out["policy_evaluation"] = evaluation.as_dict()
     return out, evaluation

@@ -5,8 +5,9 @@ can decide. `audit.machinery.verdict` builds the checks of a results file and re
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
-from typing import Any, Iterable, Literal
+from typing import Any, Literal
 
 from audit.statistics.multiple_testing import holm_rejections
 
@@ -71,8 +72,15 @@ def claim_statuses(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         # Held when at least one of its tests could have refuted it (its ceiling above the claim at
         # its Holm level) and none did: a test without power adds nothing, it takes nothing away.
         powered = [r for r in members if r["outcome"] == "pass" and _has_power(r)]
-        status = ("refuted" if "fail" in outcomes else "held" if powered
-                  else "not_refuted" if "pass" in outcomes else "untestable")
+        status = (
+            "refuted"
+            if "fail" in outcomes
+            else "held"
+            if powered
+            else "not_refuted"
+            if "pass" in outcomes
+            else "untestable"
+        )
         wanted = {"refuted": "fail", "held": "pass", "not_refuted": "pass"}.get(status, "inconclusive")
         same = powered if status == "held" else [r for r in members if r["outcome"] == wanted]
         # The strongest check speaks for the claim; the others that agree are named, not repeated.
@@ -88,20 +96,23 @@ def claim_statuses(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             reason += f" (untestable alone: {', '.join(powerless)})"
         ceilings = [r["ceiling"] for r in members if isinstance(r.get("ceiling"), (int, float))]
         p_values = [r["p_value"] for r in members if isinstance(r.get("p_value"), (int, float))]
-        claims.append({
-            "claim": key,
-            "subject": deciding.get("subject"),
-            "kind": "policy rule" if deciding.get("assumption") == "policy rule" else "claim",
-            "status": status,
-            "reason": reason,
-            "ceiling": max(ceilings) if ceilings else None,
-            # Every route to power its tests name (more candidates, more canaries): the reader picks.
-            "needed": "; or ".join(dict.fromkeys(r["needed"] for r in members if r.get("needed"))) or None
-            if status == "untestable" else None,
-            "p_value": min(p_values) if p_values else None,
-            "checks": [r.get("name") for r in members],
-            "power": _claim_power(status, deciding, members),
-        })
+        claims.append(
+            {
+                "claim": key,
+                "subject": deciding.get("subject"),
+                "kind": "policy rule" if deciding.get("assumption") == "policy rule" else "claim",
+                "status": status,
+                "reason": reason,
+                "ceiling": max(ceilings) if ceilings else None,
+                # Every route to power its tests name (more candidates, more canaries): the reader picks.
+                "needed": "; or ".join(dict.fromkeys(r["needed"] for r in members if r.get("needed"))) or None
+                if status == "untestable"
+                else None,
+                "p_value": min(p_values) if p_values else None,
+                "checks": [r.get("name") for r in members],
+                "power": _claim_power(status, deciding, members),
+            }
+        )
     return claims
 
 
@@ -161,28 +172,47 @@ def decide(
     if refuted or failed_rules:
         status: Status = "fail"
         reasons = [c["reason"] for c in refuted] + [
-            f"policy rule {r.get('rule')} failed: {r.get('message')}" for r in failed_rules]
+            f"policy rule {r.get('rule')} failed: {r.get('message')}" for r in failed_rules
+        ]
     elif open_claims:
         status = "fail" if fail_on_inconclusive else "inconclusive"
-        reasons = [((f"{'untestable here' if c['status'] == 'untestable' else 'not refuted'} and the policy "
-                     "fails on inconclusive: ") if fail_on_inconclusive else "") + c["reason"] for c in open_claims]
+        reasons = [
+            (
+                (
+                    f"{'untestable here' if c['status'] == 'untestable' else 'not refuted'} and the policy "
+                    "fails on inconclusive: "
+                )
+                if fail_on_inconclusive
+                else ""
+            )
+            + c["reason"]
+            for c in open_claims
+        ]
     else:
         status = "pass" if claims else "no_claim"
         reasons = []
     if fail_on_leak and leaks:
         reasons = (reasons if status == "fail" else []) + [
             f"leaks, a finding on your own release (--allow-leak makes it report-only): {e.get('statement')}"
-            for e in leaks]
+            for e in leaks
+        ]
         status = "fail"
     k = len(tests)
     statement = (
         f"Holm step-down over the {k} test(s) that can decide the verdict, family-wise error ≤ {alpha:g} "
         f"(each claim is refuted only if its test is rejected at α/(K − i + 1))"
-        if k else ("no DP claim was tested here, so no test decides a claim"
-                   if not claims else "no p-value decides a claim here: each claim's deciding check is a rule "
-                   "applied to the results")
-        + ("; each leakage statement below names its own test and p-value, which decide LEAKS or NO SIGNIFICANT "
-           "LEAKAGE FOUND" if not k and leakage else "")
+        if k
+        else (
+            "no DP claim was tested here, so no test decides a claim"
+            if not claims
+            else "no p-value decides a claim here: each claim's deciding check is a rule applied to the results"
+        )
+        + (
+            "; each leakage statement below names its own test and p-value, which decide LEAKS or NO SIGNIFICANT "
+            "LEAKAGE FOUND"
+            if not k and leakage
+            else ""
+        )
     )
     return {
         "status": status,
@@ -190,8 +220,7 @@ def decide(
         "reasons": reasons,
         "decided_by": decided_by,
         "policy": None if decided_by == BUILT_IN else decided_by.removeprefix("policy "),
-        "family_wise_error": {"method": "holm" if k else "none", "alpha": alpha, "n_tests": k,
-                              "statement": statement},
+        "family_wise_error": {"method": "holm" if k else "none", "alpha": alpha, "n_tests": k, "statement": statement},
         "inconclusive": [c["reason"] for c in open_claims],
         "notes": list(notes),
         "claims": claims,
@@ -199,6 +228,12 @@ def decide(
         "leakage": leakage,
         "fail_on_leak": bool(fail_on_leak),
         "checks": rows,
-        **({"rules": rule_list, "rule_counts": {s: sum(1 for r in rule_list if r.get("status") == s)
-                                                 for s in RULE_STATUSES}} if rules is not None else {}),
+        **(
+            {
+                "rules": rule_list,
+                "rule_counts": {s: sum(1 for r in rule_list if r.get("status") == s) for s in RULE_STATUSES},
+            }
+            if rules is not None
+            else {}
+        ),
     }

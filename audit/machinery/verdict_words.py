@@ -3,12 +3,26 @@
 Pure functions of a verdict dict (audit.machinery.verdict): the console, report.html, summary.md,
 junit.xml and MLflow all say a claim's status with these, so no two outputs word it differently.
 """
+
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["counts_line", "rule_line", "rule_status_word", "CLAIM_ORDER", "status_word", "claim_status_word", "claim_line", "claim_sentence", "extra_reasons", "leakage_word", "pass_caveat",
-           "claim_tags", "verdict_tags"]
+__all__ = [
+    "counts_line",
+    "rule_line",
+    "rule_status_word",
+    "CLAIM_ORDER",
+    "status_word",
+    "claim_status_word",
+    "claim_line",
+    "claim_sentence",
+    "extra_reasons",
+    "leakage_word",
+    "pass_caveat",
+    "claim_tags",
+    "verdict_tags",
+]
 
 
 # The claim statuses in the order outputs count them (audit.machinery.verdict.CLAIM_STATUSES; repeated
@@ -25,8 +39,10 @@ def counts_line(verdict: dict[str, Any]) -> str:
     rules = [r for r in verdict.get("rules") or [] if isinstance(r, dict)]
     if "rules" in verdict:
         n = {s: sum(1 for r in rules if r.get("status") == s) for s in RULE_ORDER}
-        text += (f"; policy: {n['passed']} rule{'s' if n['passed'] != 1 else ''} passed, {n['failed']} failed, "
-                 f"{n['not_applicable']} not applicable")
+        text += (
+            f"; policy: {n['passed']} rule{'s' if n['passed'] != 1 else ''} passed, {n['failed']} failed, "
+            f"{n['not_applicable']} not applicable"
+        )
     return text
 
 
@@ -80,8 +96,11 @@ def extra_reasons(verdict: dict[str, Any]) -> list[str]:
     """The verdict's reasons that no claim line already says (a policy's fail_on_inconclusive,
     --fail-on-leak, an older verdict without claims), each once."""
     said = {c.get("reason") for c in verdict.get("claims") or [] if isinstance(c, dict)}
-    said |= {f"policy rule {r.get('rule')} failed: {r.get('message')}" for r in verdict.get("rules") or []
-             if isinstance(r, dict)}  # each rule has its own line already
+    said |= {
+        f"policy rule {r.get('rule')} failed: {r.get('message')}"
+        for r in verdict.get("rules") or []
+        if isinstance(r, dict)
+    }  # each rule has its own line already
     return [r for r in dict.fromkeys(map(str, verdict.get("reasons") or [])) if r not in said]
 
 
@@ -95,8 +114,9 @@ def leakage_word(verdict: dict[str, Any]) -> str:
 def pass_caveat(verdict: dict[str, Any]) -> str:
     """What a PASS does not cover, in words: the subjects without a DP claim that LEAK (the sweep's ε = ∞
     baseline), so a top line of PASS is never read as "nothing leaks"; "" when there are none."""
-    leaking = [str(e.get("label")) for e in verdict.get("leakage") or []
-               if isinstance(e, dict) and e.get("status") == "leaks"]
+    leaking = [
+        str(e.get("label")) for e in verdict.get("leakage") or [] if isinstance(e, dict) and e.get("status") == "leaks"
+    ]
     return f"PASS covers the DP claims only: {', '.join(leaking)} LEAKS" if leaking else ""
 
 
@@ -104,11 +124,14 @@ def claim_tags(verdict: dict[str, Any]) -> dict[str, str]:
     """Per-claim MLflow tags (`verdict.claim.NN` = "held: <claim>"), the counts, and the leakage
     statement of each subject without a claim (`verdict.leakage.NN`): the same words as every output."""
     claims = [c for c in verdict.get("claims") or [] if isinstance(c, dict)]
-    tags = {f"verdict.claim.{i:02d}": f"{claim_status_word(str(c.get('status')))}: {c.get('claim')}"[:4900]
-            for i, c in enumerate(claims)}
+    tags = {
+        f"verdict.claim.{i:02d}": f"{claim_status_word(str(c.get('status')))}: {c.get('claim')}"[:4900]
+        for i, c in enumerate(claims)
+    }
     counts = verdict.get("counts") or {}
-    tags["verdict.claims"] = (" · ".join(f"{counts.get(s, 0)} {claim_status_word(s)}" for s in CLAIM_ORDER)
-                              if claims else "none")
+    tags["verdict.claims"] = (
+        " · ".join(f"{counts.get(s, 0)} {claim_status_word(s)}" for s in CLAIM_ORDER) if claims else "none"
+    )
     for i, rule in enumerate(r for r in verdict.get("rules") or [] if isinstance(r, dict)):
         tags[f"verdict.rule.{i:02d}"] = f"{rule_status_word(str(rule.get('status')))}: {rule.get('message')}"[:4900]
     if "rules" in verdict:
@@ -123,8 +146,11 @@ def verdict_tags(verdict: dict[str, Any]) -> dict[str, str]:
     """MLflow tags of the parent run (values ≤ 5000 characters, MLflow's limit)."""
     from audit.statistics.attack_evaluation import BOUND_SCOPES
 
-    bounds = {f"bound.{method}.{key}": str(scope[key])[:4900]
-              for method, scope in BOUND_SCOPES.items() for key in ("assumption", "scope")}
+    bounds = {
+        f"bound.{method}.{key}": str(scope[key])[:4900]
+        for method, scope in BOUND_SCOPES.items()
+        for key in ("assumption", "scope")
+    }
     return {
         **bounds,
         "verdict": str(verdict.get("status")),

@@ -25,6 +25,7 @@ Contract:
 Results come back in task order whatever the number of workers, so each task's numbers depend only
 on its arguments (seed it from the task id, never from the worker).
 """
+
 from __future__ import annotations
 
 import multiprocessing
@@ -233,8 +234,16 @@ def _serve(conn: Connection, threads: int | None) -> None:
         try:
             conn.send(reply)
         except Exception as exc:  # the result could not be pickled
-            conn.send(("bug", task_id, (f"the task's result cannot be sent back: {type(exc).__name__}: {_short(exc)}",
-                                        traceback.format_exc())))
+            conn.send(
+                (
+                    "bug",
+                    task_id,
+                    (
+                        f"the task's result cannot be sent back: {type(exc).__name__}: {_short(exc)}",
+                        traceback.format_exc(),
+                    ),
+                )
+            )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -268,8 +277,9 @@ class WorkerPool:
     crashes are reported against it. Use as a context manager; `map` may be called repeatedly.
     """
 
-    def __init__(self, workers: int, *, name: str, timeout: float | None = None, threads: int | None = 1,
-                 what: str = "function"):
+    def __init__(
+        self, workers: int, *, name: str, timeout: float | None = None, threads: int | None = 1, what: str = "function"
+    ):
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
             raise AuditInputError("--workers", f"expected an integer ≥ 1, got {workers!r}")
         if timeout is not None and not (timeout > 0):
@@ -284,7 +294,7 @@ class WorkerPool:
 
     # -- lifecycle -----------------------------------------------------------------------------
 
-    def __enter__(self) -> "WorkerPool":
+    def __enter__(self) -> WorkerPool:
         return self
 
     def __exit__(self, *exc_info) -> None:
@@ -331,8 +341,9 @@ class WorkerPool:
 
     # -- running tasks -------------------------------------------------------------------------
 
-    def imap(self, function: Callable, tasks: Iterable[Sequence[Any]], kwargs: dict[str, Any] | None = None
-             ) -> Iterator[tuple[int, Any]]:
+    def imap(
+        self, function: Callable, tasks: Iterable[Sequence[Any]], kwargs: dict[str, Any] | None = None
+    ) -> Iterator[tuple[int, Any]]:
         """Yield (index, result) as tasks finish (any order). On the first failure every worker is
         killed and the error raised; nothing of a half-finished map stays running."""
         pending = list(enumerate(tasks))
@@ -359,8 +370,9 @@ class WorkerPool:
                             status, index, payload = worker.conn.recv()
                         except (EOFError, OSError):
                             worker.process.join(timeout=5)
-                            raise UserCodeError(self.name, f"the {self.what}'s worker process "
-                                                f"{_describe_exit(worker.process.exitcode)}") from None
+                            raise UserCodeError(
+                                self.name, f"the {self.what}'s worker process {_describe_exit(worker.process.exitcode)}"
+                            ) from None
                         worker.task, worker.deadline = None, None
                         in_flight -= 1
                         if status == "ok":
@@ -375,17 +387,26 @@ class WorkerPool:
                             raise WorkerInternalError(f"a worker task failed: {summary}", child_tb)
                     elif worker.process.sentinel in ready and not worker.process.is_alive():
                         worker.process.join(timeout=5)
-                        raise UserCodeError(self.name, f"the {self.what}'s worker process "
-                                            f"{_describe_exit(worker.process.exitcode)}")
+                        raise UserCodeError(
+                            self.name, f"the {self.what}'s worker process {_describe_exit(worker.process.exitcode)}"
+                        )
                     elif worker.deadline is not None and time.monotonic() >= worker.deadline:
-                        raise UserCodeError(self.name, f"the {self.what} did not return within {self.timeout:g} s "
-                                            "(the timeout; raise it if this is just slow)")
+                        raise UserCodeError(
+                            self.name,
+                            f"the {self.what} did not return within {self.timeout:g} s "
+                            "(the timeout; raise it if this is just slow)",
+                        )
         except BaseException:
             self.close()
             raise
 
-    def map(self, function: Callable, tasks: Iterable[Sequence[Any]], kwargs: dict[str, Any] | None = None,
-            on_result: Callable[[int, Any], None] | None = None) -> list[Any]:
+    def map(
+        self,
+        function: Callable,
+        tasks: Iterable[Sequence[Any]],
+        kwargs: dict[str, Any] | None = None,
+        on_result: Callable[[int, Any], None] | None = None,
+    ) -> list[Any]:
         """Results of `function(*task, **kwargs)` for every task, in task order."""
         tasks = list(tasks)
         results: list[Any] = [None] * len(tasks)
@@ -396,15 +417,27 @@ class WorkerPool:
         return results
 
 
-def run_isolated(function: Callable, *args: Any, name: str, timeout: float | None, what: str = "function",
-                 threads: int | None = 1, **kwargs: Any) -> Any:
+def run_isolated(
+    function: Callable,
+    *args: Any,
+    name: str,
+    timeout: float | None,
+    what: str = "function",
+    threads: int | None = 1,
+    **kwargs: Any,
+) -> Any:
     """One call of `function(*args, **kwargs)` in a fresh child process (see `WorkerPool`)."""
     with WorkerPool(1, name=name, timeout=timeout, threads=threads, what=what) as pool:
         return pool.map(function, [args], kwargs)[0]
 
 
-def call_user_function(spec: str, flag: str, args: Sequence[Any] = (), kwargs: dict[str, Any] | None = None,
-                       convert: Callable[[Any], Any] | None = None) -> Any:
+def call_user_function(
+    spec: str,
+    flag: str,
+    args: Sequence[Any] = (),
+    kwargs: dict[str, Any] | None = None,
+    convert: Callable[[Any], Any] | None = None,
+) -> Any:
     """A task: load the user's `module:function` in this (child) process, call it, `convert` the result.
 
     `convert` (a module-level function of the harness) turns what the user returned into plain

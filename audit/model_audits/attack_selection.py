@@ -27,8 +27,14 @@ def _claimed_epsilon(config: AuditConfig) -> float:
     return float(epsilons[0])
 
 
-def _attack_names(config: AuditConfig, attack_names: list[str] | None, has_population: bool, label_only: bool,
-                  can_train_references: bool, why_not: str) -> tuple[list[str], list[str]]:
+def _attack_names(
+    config: AuditConfig,
+    attack_names: list[str] | None,
+    has_population: bool,
+    label_only: bool,
+    can_train_references: bool,
+    why_not: str,
+) -> tuple[list[str], list[str]]:
     """(attacks to run, notes). Score models: `loss` always, population attacks with a population file and a way
     to train reference models. Label-only models: the label-only attack only."""
     explicit = attack_names is not None
@@ -41,25 +47,33 @@ def _attack_names(config: AuditConfig, attack_names: list[str] | None, has_popul
         chosen = [n for n in names if n in label_attacks]
         score_based = [n for n in names if n not in label_attacks]
         if explicit and score_based:
-            raise AuditInputError("--attacks", f"the model returns labels only: attack '{score_based[0]}' needs scores; "
-                                  f"use {' or '.join(repr(n) for n in label_attacks)}")
+            raise AuditInputError(
+                "--attacks",
+                f"the model returns labels only: attack '{score_based[0]}' needs scores; "
+                f"use {' or '.join(repr(n) for n in label_attacks)}",
+            )
         if score_based:
-            notes.append(f"the model returns labels only: score-based attacks ({', '.join(score_based)}) cannot run; "
-                         f"the label-only attack ran instead")
+            notes.append(
+                f"the model returns labels only: score-based attacks ({', '.join(score_based)}) cannot run; "
+                f"the label-only attack ran instead"
+            )
         return chosen or label_attacks[:1], notes
     names = ["loss"] + [n for n in names if n != "loss"]
     needing = [n for n in names if n in population_attacks()]
     if needing and not has_population:
         if explicit:
             raise AuditInputError(
-                "--population", f"attack '{needing[0]}' trains reference/shadow models on population data: give a population file"
+                "--population",
+                f"attack '{needing[0]}' trains reference/shadow models on population data: give a population file",
             )
         notes.append(f"attacks {', '.join(needing)} skipped: they need population data (--population)")
         names = [n for n in names if n not in population_attacks()]
     needing = [n for n in names if n in population_attacks()]
     if needing and not can_train_references:
         if explicit:
-            raise AuditInputError("--trainer", f"attack '{needing[0]}' trains reference/shadow models like the target: {why_not}")
+            raise AuditInputError(
+                "--trainer", f"attack '{needing[0]}' trains reference/shadow models like the target: {why_not}"
+            )
         notes.append(f"attacks {', '.join(needing)} skipped: {why_not}")
         names = [n for n in names if n not in population_attacks()]
     return names, notes
@@ -106,8 +120,11 @@ def _dpsgd_parameters(config: AuditConfig, n_members: int, claimed: float) -> tu
         with warnings.catch_warnings():  # the accountants' warnings about their α grid / approximations
             warnings.simplefilter("ignore")
             sigma = get_noise_multiplier(
-                target_epsilon=claimed, target_delta=config.privacy.delta, sample_rate=sample_rate,
-                epochs=config.training.epochs, accountant=config.privacy.accountant,
+                target_epsilon=claimed,
+                target_delta=config.privacy.delta,
+                sample_rate=sample_rate,
+                epochs=config.training.epochs,
+                accountant=config.privacy.accountant,
             )
     except ValueError as exc:  # "The privacy budget is too low."
         raise AuditInputError("privacy.epsilons", f"no noise multiplier reaches ε = {claimed:g} ({exc})") from None

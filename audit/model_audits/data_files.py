@@ -37,19 +37,26 @@ def _from_arrays(features, labels, path: Path, role: str, shape: tuple | None) -
     features = np.asarray(features)
     labels = np.asarray(labels)
     if features.ndim < 2 or len(features) == 0:
-        raise AuditInputError(f"{where}: features", f"must be an array (n, ...) with n ≥ 1 rows, got shape {features.shape}")
+        raise AuditInputError(
+            f"{where}: features", f"must be an array (n, ...) with n ≥ 1 rows, got shape {features.shape}"
+        )
     if not np.issubdtype(features.dtype, np.number) or np.issubdtype(features.dtype, np.complexfloating):
         raise AuditInputError(f"{where}: features", f"must hold real numbers, got dtype {features.dtype}")
     if not np.all(np.isfinite(features)):
         raise AuditInputError(f"{where}: features", "contains NaN or infinite values")
     if labels.shape != (len(features),):
-        raise AuditInputError(f"{where}: labels", f"must have shape ({len(features)},), one per row; got {labels.shape}")
+        raise AuditInputError(
+            f"{where}: labels", f"must have shape ({len(features)},), one per row; got {labels.shape}"
+        )
     if shape is not None and tuple(features.shape[1:]) != shape:
-        raise AuditInputError(f"{where}: features", f"rows have shape {tuple(features.shape[1:])}, the members' have {shape}")
+        raise AuditInputError(
+            f"{where}: features", f"rows have shape {tuple(features.shape[1:])}, the members' have {shape}"
+        )
     labels = _class_indices(pd.Series(labels), f"{where}: labels")
     features = np.ascontiguousarray(features, dtype=np.float32)
-    return _Table(path=path, role=role, features=features, labels=labels, frame=None,
-                  hashes=_array_hashes(features, labels))
+    return _Table(
+        path=path, role=role, features=features, labels=labels, frame=None, hashes=_array_hashes(features, labels)
+    )
 
 
 def _read_npz(path: Path, role: str, shape: tuple | None) -> _Table:
@@ -61,8 +68,11 @@ def _read_npz(path: Path, role: str, shape: tuple | None) -> _Table:
         with np.load(path, allow_pickle=False) as archive:  # object arrays would need unpickling: refused
             missing = [k for k in ("features", "labels") if k not in archive.files]
             if missing:
-                raise AuditInputError(where, f"has no array '{missing[0]}' (arrays: {', '.join(archive.files) or 'none'}); "
-                                      "expected 'features' (n, ...) and 'labels' (n,)")
+                raise AuditInputError(
+                    where,
+                    f"has no array '{missing[0]}' (arrays: {', '.join(archive.files) or 'none'}); "
+                    "expected 'features' (n, ...) and 'labels' (n,)",
+                )
             features, labels = archive["features"], archive["labels"]
     except AuditInputError:
         raise
@@ -145,8 +155,11 @@ def _read_table(path: Path, role: str, label: str, columns: list[str] | None) ->
         too_big = np.abs(numeric) > float(np.finfo(np.float32).max)
         if too_big.any():
             row = int(np.flatnonzero(too_big)[0])
-            raise AuditInputError(f"{where}: column '{column}'", f"row {row + 2} holds {numeric[row]:g}, beyond float32 "
-                                  f"(|x| ≤ {float(np.finfo(np.float32).max):.3g}), the type the model is queried in")
+            raise AuditInputError(
+                f"{where}: column '{column}'",
+                f"row {row + 2} holds {numeric[row]:g}, beyond float32 "
+                f"(|x| ≤ {float(np.finfo(np.float32).max):.3g}), the type the model is queried in",
+            )
     labels = _class_indices(frame[label], f"{where}: label column '{label}'")
     features = frame[feature_columns].to_numpy(dtype=np.float32)
     return _Table(path=path, role=role, features=features, labels=labels, frame=frame, hashes=_row_hashes(frame))

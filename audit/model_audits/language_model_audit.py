@@ -14,6 +14,7 @@ AUC and TPR at low FPR. The blind baseline (Das et al. 2024, arXiv 2406.16201) a
 same sets: when the text alone separates them, the attacks' numbers measure that distribution
 shift rather than leakage, and the results say so.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -84,7 +85,9 @@ def read_texts(path: str | Path, flag: str, field: str = "text") -> list[str]:
         try:
             frame = pd.read_parquet(path, columns=[field])
         except Exception as exc:  # noqa: BLE001 - any unreadable file is the user's input
-            raise AuditInputError(where, f"cannot be read as Parquet with a '{field}' column ({str(exc)[:120]})") from None
+            raise AuditInputError(
+                where, f"cannot be read as Parquet with a '{field}' column ({str(exc)[:120]})"
+            ) from None
         texts = frame[field].tolist()
     else:
         raise AuditInputError(where, "must be .jsonl or .parquet")
@@ -101,8 +104,14 @@ def _sha256(path: Path) -> str:
         return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
-def _source(hf_model: Path | None, lm_module: str | None, tokenizer: Path | None, flag: str,
-            max_length: int = 512, batch_size: int = 16) -> tuple[dict, dict]:
+def _source(
+    hf_model: Path | None,
+    lm_module: str | None,
+    tokenizer: Path | None,
+    flag: str,
+    max_length: int = 512,
+    batch_size: int = 16,
+) -> tuple[dict, dict]:
     """The model source a worker loads, and what results.json records about it (checked here, run nowhere);
     a folder's parameters and one batch's logits must fit in this machine's memory."""
     if (hf_model is None) == (lm_module is None):
@@ -113,13 +122,22 @@ def _source(hf_model: Path | None, lm_module: str | None, tokenizer: Path | None
         folder = inspect_hf_folder(hf_model, flag=flag)
         vocab = folder.config.get("vocab_size")
         vocab = vocab if isinstance(vocab, int) and not isinstance(vocab, bool) else 0
-        check_memory(language_model_bytes(folder.parameters, vocab, max_length, batch_size), f"{flag} '{hf_model}'",
-                     f"the model ({folder.parameters:,} parameters) with batches of {batch_size} × {max_length} "
-                     f"tokens × a {vocab:,}-token vocabulary")
-        return ({"kind": "hf", "path": str(folder.path.resolve())},
-                {"kind": "Hugging Face causal LM (safetensors)", "path": str(hf_model), "model_type": folder.model_type,
-                 "parameters": folder.parameters,
-                 "weights_sha256": {f: _sha256(folder.path / f) for f in folder.weight_files}})
+        check_memory(
+            language_model_bytes(folder.parameters, vocab, max_length, batch_size),
+            f"{flag} '{hf_model}'",
+            f"the model ({folder.parameters:,} parameters) with batches of {batch_size} × {max_length} "
+            f"tokens × a {vocab:,}-token vocabulary",
+        )
+        return (
+            {"kind": "hf", "path": str(folder.path.resolve())},
+            {
+                "kind": "Hugging Face causal LM (safetensors)",
+                "path": str(hf_model),
+                "model_type": folder.model_type,
+                "parameters": folder.parameters,
+                "weights_sha256": {f: _sha256(folder.path / f) for f in folder.weight_files},
+            },
+        )
     from audit.machinery.user_code import check_spec
 
     check_spec(lm_module, "--lm-module")
@@ -129,14 +147,21 @@ def _source(hf_model: Path | None, lm_module: str | None, tokenizer: Path | None
 
     if Path(tokenizer).stat().st_size > TOKENIZER_LIMIT:
         raise AuditInputError(f"--tokenizer '{tokenizer}'", f"is larger than {TOKENIZER_LIMIT:,} bytes")
-    return ({"kind": "module", "factory": lm_module, "tokenizer": str(Path(tokenizer).resolve())},
-            {"kind": "PyTorch module with logits(token_ids)", "factory": lm_module, "tokenizer": str(tokenizer),
-             "tokenizer_sha256": _sha256(Path(tokenizer))})
+    return (
+        {"kind": "module", "factory": lm_module, "tokenizer": str(Path(tokenizer).resolve())},
+        {
+            "kind": "PyTorch module with logits(token_ids)",
+            "factory": lm_module,
+            "tokenizer": str(tokenizer),
+            "tokenizer_sha256": _sha256(Path(tokenizer)),
+        },
+    )
 
 
-def _score(pool: WorkerPool, source: dict, texts: list[str], max_length: int, batch_size: int, device: str,
-           progress, what: str) -> TokenStatistics:
-    chunks = [(source, texts[i:i + CHUNK], max_length, batch_size, device) for i in range(0, len(texts), CHUNK)]
+def _score(
+    pool: WorkerPool, source: dict, texts: list[str], max_length: int, batch_size: int, device: str, progress, what: str
+) -> TokenStatistics:
+    chunks = [(source, texts[i : i + CHUNK], max_length, batch_size, device) for i in range(0, len(texts), CHUNK)]
     with progress.step(what, total=len(texts)) as step:
         done = 0
 
@@ -149,11 +174,20 @@ def _score(pool: WorkerPool, source: dict, texts: list[str], max_length: int, ba
     return TokenStatistics.concat([TokenStatistics(p["logprob"], p["mean"], p["std"]) for p in parts])
 
 
-def prepare_language_model_audit(*, members: Path, nonmembers: Path, hf_model: Path | None = None,
-                                 lm_module: str | None = None, tokenizer: Path | None = None,
-                                 reference_model: Path | None = None, text_field: str = "text", max_length: int = 512,
-                                 batch_size: int = 16, device: str = "auto",
-                                 attack_names: list[str] | None = None) -> dict[str, Any]:
+def prepare_language_model_audit(
+    *,
+    members: Path,
+    nonmembers: Path,
+    hf_model: Path | None = None,
+    lm_module: str | None = None,
+    tokenizer: Path | None = None,
+    reference_model: Path | None = None,
+    text_field: str = "text",
+    max_length: int = 512,
+    batch_size: int = 16,
+    device: str = "auto",
+    attack_names: list[str] | None = None,
+) -> dict[str, Any]:
     """Every check of a language-model audit that runs nothing: the counts (the range table), the
     texts files, the model folder (targets/language_model_sources.py) and the memory the batches
     need. The CLI calls it before it creates a run folder, so a refusal leaves nothing behind."""
@@ -166,26 +200,53 @@ def prepare_language_model_audit(*, members: Path, nonmembers: Path, hf_model: P
     source, record = _source(hf_model, lm_module, tokenizer, "--hf-model", max_length, batch_size)
     reference_source = None
     if reference_model is not None:
-        reference_source, reference_record = _source(reference_model, None, None, "--reference-model", max_length,
-                                                     batch_size)
+        reference_source, reference_record = _source(
+            reference_model, None, None, "--reference-model", max_length, batch_size
+        )
         record["reference"] = reference_record
-    names = attack_names or [n for n in TEXT_ATTACKS  # an attack that needs a reference model says so
-                             if not get_text_attack(n).needs_reference or reference_source is not None]
+    names = attack_names or [
+        n
+        for n in TEXT_ATTACKS  # an attack that needs a reference model says so
+        if not get_text_attack(n).needs_reference or reference_source is not None
+    ]
     for name in names:
         attack = get_text_attack(name)
         if attack.needs_reference and reference_source is None:
-            raise AuditInputError("--attacks", f"'{name}' needs --reference-model DIR (a model trained on disjoint data)")
-    return {"member_texts": member_texts, "nonmember_texts": nonmember_texts, "source": source, "record": record,
-            "reference_source": reference_source, "names": names}
+            raise AuditInputError(
+                "--attacks", f"'{name}' needs --reference-model DIR (a model trained on disjoint data)"
+            )
+    return {
+        "member_texts": member_texts,
+        "nonmember_texts": nonmember_texts,
+        "source": source,
+        "record": record,
+        "reference_source": reference_source,
+        "names": names,
+    }
 
 
-def audit_language_model(*, members: Path, nonmembers: Path, hf_model: Path | None = None, lm_module: str | None = None,
-                         tokenizer: Path | None = None, reference_model: Path | None = None,
-                         claimed_epsilon: float | None = None, delta: float = 1e-5, confidence: float = 0.95,
-                         text_field: str = "text", max_length: int = 512, batch_size: int = 16,
-                         device: str = "auto", timeout: float = 600.0, seed: int = 0,
-                         attack_names: list[str] | None = None, progress=None,
-                         scores_path: Path | None = None, prepared: dict[str, Any] | None = None) -> dict[str, Any]:
+def audit_language_model(
+    *,
+    members: Path,
+    nonmembers: Path,
+    hf_model: Path | None = None,
+    lm_module: str | None = None,
+    tokenizer: Path | None = None,
+    reference_model: Path | None = None,
+    claimed_epsilon: float | None = None,
+    delta: float = 1e-5,
+    confidence: float = 0.95,
+    text_field: str = "text",
+    max_length: int = 512,
+    batch_size: int = 16,
+    device: str = "auto",
+    timeout: float = 600.0,
+    seed: int = 0,
+    attack_names: list[str] | None = None,
+    progress=None,
+    scores_path: Path | None = None,
+    prepared: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """The results dict of one language-model audit (schema_version 2). Bad input → AuditInputError.
     `prepared`: what `prepare_language_model_audit` returned for these arguments (else it runs here)."""
     from audit.machinery.progress import as_progress
@@ -193,9 +254,18 @@ def audit_language_model(*, members: Path, nonmembers: Path, hf_model: Path | No
     progress = as_progress(progress)
     if prepared is None:
         prepared = prepare_language_model_audit(
-            members=members, nonmembers=nonmembers, hf_model=hf_model, lm_module=lm_module, tokenizer=tokenizer,
-            reference_model=reference_model, text_field=text_field, max_length=max_length, batch_size=batch_size,
-            device=device, attack_names=attack_names)
+            members=members,
+            nonmembers=nonmembers,
+            hf_model=hf_model,
+            lm_module=lm_module,
+            tokenizer=tokenizer,
+            reference_model=reference_model,
+            text_field=text_field,
+            max_length=max_length,
+            batch_size=batch_size,
+            device=device,
+            attack_names=attack_names,
+        )
     member_texts, nonmember_texts = prepared["member_texts"], prepared["nonmember_texts"]
     source, record, reference_source = prepared["source"], prepared["record"], prepared["reference_source"]
     names = prepared["names"]
@@ -207,42 +277,83 @@ def audit_language_model(*, members: Path, nonmembers: Path, hf_model: Path | No
     reference_stats = None
     if reference_source is not None:
         with WorkerPool(1, name="--reference-model", timeout=timeout, threads=None, what="model") as pool:
-            reference_stats = _score(pool, reference_source, texts, max_length, batch_size, device, progress,
-                                     "scoring texts with the reference model")
+            reference_stats = _score(
+                pool,
+                reference_source,
+                texts,
+                max_length,
+                batch_size,
+                device,
+                progress,
+                "scoring texts with the reference model",
+            )
     context = TextAttackContext(texts, reference=reference_stats)
     claim = claimed_epsilon if claimed_epsilon is not None and math.isfinite(claimed_epsilon) else None
     attacks, columns = [], {}
     for name in names:
         scores = np.asarray(get_text_attack(name).scores(stats, context), dtype=np.float64)
         if not np.all(np.isfinite(scores)):
-            raise AuditInputError(flag, f"attack {name}: the model's outputs give non-finite scores (NaN / inf logits?)")
+            raise AuditInputError(
+                flag, f"attack {name}: the model's outputs give non-finite scores (NaN / inf logits?)"
+            )
         columns[name] = scores
-        attacks.append(evaluate_attack(name, scores, membership, np.zeros(len(texts), dtype=int), delta=delta,
-                                       confidence=confidence, threshold_seed=seed, accountant_epsilon=claim,
-                                       membership_randomized=False))
+        attacks.append(
+            evaluate_attack(
+                name,
+                scores,
+                membership,
+                np.zeros(len(texts), dtype=int),
+                delta=delta,
+                confidence=confidence,
+                threshold_seed=seed,
+                accountant_epsilon=claim,
+                membership_randomized=False,
+            )
+        )
     with progress.step("blind baseline (text alone, permutation test)"):
         blind_scores, blind_auc, blind_p = BlindBaseline().test(texts, membership, seed=seed)
     shift = blind_p <= 1 - confidence
-    notes = [f"blind baseline (text alone, no model; Das et al. 2024): AUC {blind_auc:.3f}, permutation p = {blind_p:.3f}"]
+    notes = [
+        f"blind baseline (text alone, no model; Das et al. 2024): AUC {blind_auc:.3f}, permutation p = {blind_p:.3f}"
+    ]
     if shift:
-        notes.append("distribution shift: the member and non-member texts are distinguishable without the model, so "
-                     "the attacks' AUCs on them measure that shift, not leakage; use non-members from the same "
-                     "source and period as the members")
+        notes.append(
+            "distribution shift: the member and non-member texts are distinguishable without the model, so "
+            "the attacks' AUCs on them measure that shift, not leakage; use non-members from the same "
+            "source and period as the members"
+        )
     if scores_path is not None:
         scores_path.parent.mkdir(parents=True, exist_ok=True)
         pd.DataFrame({"member": membership.astype(int), **columns, "blind_baseline": blind_scores}).to_csv(
-            scores_path, index=False)
-    blind = {"name": "blind_baseline", "auc": blind_auc, "p_value_above_chance": blind_p,
-             "p_value_method": "label permutation of the cross-fitted classifier", "distribution_shift": bool(shift),
-             "separates": bool(shift)}
+            scores_path, index=False
+        )
+    blind = {
+        "name": "blind_baseline",
+        "auc": blind_auc,
+        "p_value_above_chance": blind_p,
+        "p_value_method": "label permutation of the cross-fitted classifier",
+        "distribution_shift": bool(shift),
+        "separates": bool(shift),
+    }
     target = {
         "kind": "text",
         "blind_baseline": blind,  # read by the leakage statement (audit.machinery.leakage)
-        "epsilon_target": claim, "delta": delta, "noise_multiplier": None, "sample_rate": None, "steps": None,
-        "max_grad_norm": None, "poisson_sampling": None, "accountant": None,
-        "epsilon": {"claimed": claim} if claim is not None else {}, "epsilon_accountant": claim,
-        "test_accuracy": None, "attacks": attacks, "epsilon_lb_best": None, "epsilon_lb_best_method": None,
-        "epsilon_lb_ratio": None, "violation": False,
+        "epsilon_target": claim,
+        "delta": delta,
+        "noise_multiplier": None,
+        "sample_rate": None,
+        "steps": None,
+        "max_grad_norm": None,
+        "poisson_sampling": None,
+        "accountant": None,
+        "epsilon": {"claimed": claim} if claim is not None else {},
+        "epsilon_accountant": claim,
+        "test_accuracy": None,
+        "attacks": attacks,
+        "epsilon_lb_best": None,
+        "epsilon_lb_best_method": None,
+        "epsilon_lb_ratio": None,
+        "violation": False,
     }
     results = {
         "schema_version": SCHEMA_VERSION,
@@ -251,8 +362,11 @@ def audit_language_model(*, members: Path, nonmembers: Path, hf_model: Path | No
         "environment": describe_environment(device, seed),
         "data": {
             "description": f"{Path(members).name} (members), {Path(nonmembers).name} (non-members)",
-            "n_rows": len(texts), "n_train": len(member_texts),
-            "n_candidates": len(texts), "n_members": len(member_texts), "n_nonmembers": len(nonmember_texts),
+            "n_rows": len(texts),
+            "n_train": len(member_texts),
+            "n_candidates": len(texts),
+            "n_members": len(member_texts),
+            "n_nonmembers": len(nonmember_texts),
             "membership": "given by the user's files (members = the model's training texts); not randomized",
             "files_sha256": {"members": _sha256(Path(members)), "nonmembers": _sha256(Path(nonmembers))},
             "model": record,

@@ -5,6 +5,7 @@ Each task scores one chunk of texts and returns plain arrays (per-token statisti
 the following chunks, so the parent can show progress chunk by chunk. Nothing of the user's
 objects crosses back to the audit's process.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -44,14 +45,16 @@ def _load(source: dict[str, Any], device: str):
             if not callable(getattr(model, "logits", None)):
                 from audit.errors import AuditInputError
 
-                raise AuditInputError("--lm-module", f"'{source['factory']}' returned an object without a "
-                                      "logits(token_ids) method")
+                raise AuditInputError(
+                    "--lm-module", f"'{source['factory']}' returned an object without a logits(token_ids) method"
+                )
             _LOADED[key] = (model, Tokenizer.from_file(source["tokenizer"]))
     return _LOADED[key]
 
 
-def score_texts_task(source: dict[str, Any], texts: list[str], max_length: int, batch_size: int,
-                     device: str) -> dict[str, np.ndarray]:
+def score_texts_task(
+    source: dict[str, Any], texts: list[str], max_length: int, batch_size: int, device: str
+) -> dict[str, np.ndarray]:
     """Per-token statistics of `texts` (truncated to `max_length` tokens) under the source's model."""
     import torch
 
@@ -64,13 +67,13 @@ def score_texts_task(source: dict[str, Any], texts: list[str], max_length: int, 
     parts = []
     name = "--hf-model" if source["kind"] == "hf" else f"--lm-module {source.get('factory')}"
     for start in range(0, len(encoded), batch_size):
-        chunk = encoded[start:start + batch_size]
+        chunk = encoded[start : start + batch_size]
         width = max(2, max(len(ids) for ids in chunk))
         ids = torch.zeros((len(chunk), width), dtype=torch.long)
         mask = torch.zeros((len(chunk), width), dtype=torch.long)
         for row, tokens in enumerate(chunk):
-            ids[row, :len(tokens)] = torch.as_tensor(tokens, dtype=torch.long)
-            mask[row, :len(tokens)] = 1
+            ids[row, : len(tokens)] = torch.as_tensor(tokens, dtype=torch.long)
+            mask[row, : len(tokens)] = 1
         ids, mask = ids.to(device), mask.to(device)
         with torch.no_grad(), user_code(name, "model"):
             logits = model.logits(ids, attention_mask=mask) if source["kind"] == "hf" else model.logits(ids)
@@ -78,8 +81,11 @@ def score_texts_task(source: dict[str, Any], texts: list[str], max_length: int, 
         if logits.shape[:2] != ids.shape:
             from audit.errors import AuditInputError
 
-            raise AuditInputError(name, f"logits have shape {tuple(logits.shape)}; expected (batch, length, vocab) "
-                                  f"= ({ids.shape[0]}, {ids.shape[1]}, V)")
+            raise AuditInputError(
+                name,
+                f"logits have shape {tuple(logits.shape)}; expected (batch, length, vocab) "
+                f"= ({ids.shape[0]}, {ids.shape[1]}, V)",
+            )
         parts.append(statistics_from_logits(logits.float(), ids, mask=mask))
     width = max_length - 1
     pad = lambda a: np.pad(a, ((0, 0), (0, max(0, width - a.shape[1]))), constant_values=np.nan)[:, :width]  # noqa: E731

@@ -34,8 +34,10 @@ def _build_model(
     model = MLP(in_features, hidden_sizes, n_classes)
     guess = _guess_hidden_sizes(state)
     # The strict check every torch weights file gets (targets.model_sources), told which MLP was expected.
-    hint = (f" (expected hidden_sizes {list(hidden_sizes)}: the MLP for {in_features} feature column(s) and "
-            f"{n_classes} class(es))")
+    hint = (
+        f" (expected hidden_sizes {list(hidden_sizes)}: the MLP for {in_features} feature column(s) and "
+        f"{n_classes} class(es))"
+    )
     if guess is not None and guess != list(hidden_sizes):
         hint += f"; the file looks like hidden_sizes {guess}: set training.hidden_sizes to match"
     return load_weights_into(model, state, where, hint)

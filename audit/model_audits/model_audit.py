@@ -31,6 +31,7 @@ violation: decided by audit.machinery.verdict from bounds proven for the setting
 The result is a results dict (schema_version 2) with one target, the shape of
 `audit.model_audits.score_audit.audit_scores`'s, so `write_outputs`, the report and the policy gate apply.
 """
+
 from __future__ import annotations
 
 import math
@@ -53,11 +54,11 @@ from audit.machinery.user_code import check_spec
 from audit.machinery.verdict import verdict_for_results
 from audit.model_audits.attack_selection import (
     PLD_PRV_TOLERANCE,
-    population_attacks,
     _attack_names,
     _check_population,
     _claimed_epsilon,
     _dpsgd_parameters,
+    population_attacks,
 )
 from audit.model_audits.data_files import _file_sha256, _read_data
 from audit.model_audits.model_opening import _model_settings, _n_classes, _open_source
@@ -130,18 +131,37 @@ def audit_user_model(
     previous = torch.get_num_threads()
     if threads is not None:
         torch.set_num_threads(threads)
-    settings = _model_settings(config, dict(
-        weights=weights, factory=factory, skops=skops, onnx=onnx, function=function, output=output, trainer=trainer,
-        members=None if isinstance(members, tuple) else members, label=label,
-        nonmembers=None if isinstance(nonmembers, tuple) else nonmembers,
-        population=None if isinstance(population, tuple) else population))
-    if (settings.trainer is not None and model is None and settings.weights and not settings.factory
-            and not (settings.skops or settings.onnx or settings.function)):
+    settings = _model_settings(
+        config,
+        dict(
+            weights=weights,
+            factory=factory,
+            skops=skops,
+            onnx=onnx,
+            function=function,
+            output=output,
+            trainer=trainer,
+            members=None if isinstance(members, tuple) else members,
+            label=label,
+            nonmembers=None if isinstance(nonmembers, tuple) else nonmembers,
+            population=None if isinstance(population, tuple) else population,
+        ),
+    )
+    if (
+        settings.trainer is not None
+        and model is None
+        and settings.weights
+        and not settings.factory
+        and not (settings.skops or settings.onnx or settings.function)
+    ):
         # An option that cannot apply is refused, never silently ignored: the built-in MLP's reference
         # models are trained by the harness's own DP-SGD, like the target it stands for.
-        raise AuditInputError("--trainer", "does not apply to the built-in MLP (--weights without --factory): its "
-                              "reference models are trained by the harness; drop --trainer, or give --factory for "
-                              "your own architecture")
+        raise AuditInputError(
+            "--trainer",
+            "does not apply to the built-in MLP (--weights without --factory): its "
+            "reference models are trained by the harness; drop --trainer, or give --factory for "
+            "your own architecture",
+        )
     data_sources = {
         "members": members if isinstance(members, tuple) else settings.members,
         "nonmembers": nonmembers if isinstance(nonmembers, tuple) else settings.nonmembers,
@@ -149,9 +169,17 @@ def audit_user_model(
     }
     try:
         with ExitStack() as stack:
-            return _audit(config, settings, model, data_sources, attack_names=attack_names, torch_device=torch_device,
-                          execution=dict(kind=executor, workers=workers, ray_address=ray_address),
-                          scores_path=scores_path, stack=stack)
+            return _audit(
+                config,
+                settings,
+                model,
+                data_sources,
+                attack_names=attack_names,
+                torch_device=torch_device,
+                execution=dict(kind=executor, workers=workers, ray_address=ray_address),
+                scores_path=scores_path,
+                stack=stack,
+            )
     finally:
         torch.set_num_threads(previous)
 
@@ -178,23 +206,33 @@ def _audit(
     label = settings.label
     member_table = _read_data(data_sources["members"], "members file", label, None)
     nonmember_table = _read_data(data_sources["nonmembers"], "non-members file", label, member_table)
-    population_table = (_read_data(data_sources["population"], "population file", label, member_table)
-                        if data_sources["population"] is not None else None)
+    population_table = (
+        _read_data(data_sources["population"], "population file", label, member_table)
+        if data_sources["population"] is not None
+        else None
+    )
     tables = [t for t in (member_table, nonmember_table, population_table) if t is not None]
     n_members, n_nonmembers = len(member_table.labels), len(nonmember_table.labels)
 
     # The specs' form is checked here; the user's modules are imported only in isolated workers.
-    for flag, spec in (("--factory", settings.factory), ("--function", settings.function), ("--trainer", settings.trainer)):
+    for flag, spec in (
+        ("--factory", settings.factory),
+        ("--function", settings.function),
+        ("--trainer", settings.trainer),
+    ):
         if spec is not None:
             check_spec(spec, flag)
     source = _open_source(settings, live_model, config, tables, stack)
     notes = list(source.notes)
     n_classes = _n_classes(source, tables)
     can_train = source.kind in ("mlp", "torch") or settings.trainer is not None
-    why_not = ("give a trainer (--trainer module:function, train(features, labels, seed) -> model) that trains "
-               "models like the audited one")
-    names, attack_notes = _attack_names(config, attack_names, population_table is not None, source.query.label_only,
-                                        can_train, why_not)
+    why_not = (
+        "give a trainer (--trainer module:function, train(features, labels, seed) -> model) that trains "
+        "models like the audited one"
+    )
+    names, attack_notes = _attack_names(
+        config, attack_names, population_table is not None, source.query.label_only, can_train, why_not
+    )
     notes += attack_notes
     if population_table is not None:
         _check_population(names, population_table, n_members, options)
@@ -203,17 +241,23 @@ def _audit(
     member_hashes = set(member_table.hashes.tolist())
     shared = int(sum(h in member_hashes for h in nonmember_table.hashes.tolist()))
     if shared:
-        notes.append(f"{shared} non-member row(s) are identical to a member row (features and label): an attack "
-                     "cannot tell them apart, which makes the bounds conservative")
+        notes.append(
+            f"{shared} non-member row(s) are identical to a member row (features and label): an attack "
+            "cannot tell them apart, which makes the bounds conservative"
+        )
     if population_table is not None:
         candidate_hashes = member_hashes | set(nonmember_table.hashes.tolist())
         overlap = int(sum(h in candidate_hashes for h in population_table.hashes.tolist()))
         if overlap:
-            notes.append(f"{overlap} population row(s) are identical to a candidate row; the population should be "
-                         "disjoint from the members and non-members")
+            notes.append(
+                f"{overlap} population row(s) are identical to a candidate row; the population should be "
+                "disjoint from the members and non-members"
+            )
     if config.privacy.delta >= 1.0 / n_members:
-        notes.append(f"δ = {config.privacy.delta:g} ≥ 1/n = {1 / n_members:.2g} (n = {n_members} members): "
-                     "such a δ permits releasing a whole record; choose δ well below 1/n")
+        notes.append(
+            f"δ = {config.privacy.delta:g} ≥ 1/n = {1 / n_members:.2g} (n = {n_members} members): "
+            "such a δ permits releasing a whole record; choose δ well below 1/n"
+        )
 
     # How the model was (claimed to be) trained: harness references are trained the same way.
     private = math.isfinite(claimed)
@@ -234,24 +278,53 @@ def _audit(
 
     def trainer_executor():
         if not trainer_executors:
-            trainer_executors.append(stack.enter_context(make_user_code_executor(
-                execution["kind"], workers=execution["workers"], ray_address=execution["ray_address"],
-                timeout=settings.timeout, name=f"model.trainer {settings.trainer}", what="trainer")))
+            trainer_executors.append(
+                stack.enter_context(
+                    make_user_code_executor(
+                        execution["kind"],
+                        workers=execution["workers"],
+                        ray_address=execution["ray_address"],
+                        timeout=settings.timeout,
+                        name=f"model.trainer {settings.trainer}",
+                        what="trainer",
+                    )
+                )
+            )
         return trainer_executors[0]
 
     if settings.trainer is not None and source.kind != "mlp":
         train_models = user_trainer(settings.trainer, pool=trainer_executor)
     elif source.kind == "torch":  # the factory's architecture, trained by the vectorized DP-SGD trainer
-        dpsgd = DPSGDSpec(noise_multiplier=sigma if private else 0.0, max_grad_norm=max_grad_norm,
-                          sample_rate=sample_rate, steps=steps, lr=config.training.lr, momentum=config.training.momentum)
+        dpsgd = DPSGDSpec(
+            noise_multiplier=sigma if private else 0.0,
+            max_grad_norm=max_grad_norm,
+            sample_rate=sample_rate,
+            steps=steps,
+            lr=config.training.lr,
+            momentum=config.training.momentum,
+        )
         train_models = vectorized_factory_trainer(settings.factory, n_classes, dpsgd, timeout=settings.timeout)
     context = AttackContext(
-        candidate_features=candidate_features, candidate_labels=candidate_labels, n_classes=n_classes,
-        pool_features=pool_features, pool_labels=pool_labels,
-        training=TargetTraining(spec=spec, noise_multiplier=sigma if private else 0.0, max_grad_norm=max_grad_norm,
-                                sample_rate=sample_rate, steps=steps, train_size=n_members),
-        epsilon=claimed, delta=config.privacy.delta, accountant=config.privacy.accountant, seed=seed,
-        device=torch_device, options=options, train_models=train_models,
+        candidate_features=candidate_features,
+        candidate_labels=candidate_labels,
+        n_classes=n_classes,
+        pool_features=pool_features,
+        pool_labels=pool_labels,
+        training=TargetTraining(
+            spec=spec,
+            noise_multiplier=sigma if private else 0.0,
+            max_grad_norm=max_grad_norm,
+            sample_rate=sample_rate,
+            steps=steps,
+            train_size=n_members,
+        ),
+        epsilon=claimed,
+        delta=config.privacy.delta,
+        accountant=config.privacy.accountant,
+        seed=seed,
+        device=torch_device,
+        options=options,
+        train_models=train_models,
     )
 
     attack_records, score_columns = [], {}
@@ -260,18 +333,28 @@ def _audit(
         score_columns[name] = scores
         attack_records.append(
             evaluate_attack(
-                name, scores, membership, candidate_labels, delta=config.privacy.delta,
-                confidence=config.attacks.confidence, threshold_seed=seed,
-                accountant_epsilon=claimed if private else None, membership_randomized=False,
+                name,
+                scores,
+                membership,
+                candidate_labels,
+                delta=config.privacy.delta,
+                confidence=config.attacks.confidence,
+                threshold_seed=seed,
+                accountant_epsilon=claimed if private else None,
+                membership_randomized=False,
             )
         )
 
     epsilon: dict[str, float] = {}
     if private and source.dpsgd:
-        epsilon = epsilons_for_event(DPSGDEvent(sigma, sample_rate, steps), config.privacy.delta, config.privacy.accountant)
+        epsilon = epsilons_for_event(
+            DPSGDEvent(sigma, sample_rate, steps), config.privacy.delta, config.privacy.accountant
+        )
         if epsilon["pld"] > epsilon["prv"] + PLD_PRV_TOLERANCE:
-            notes.append(f"PRV ε {epsilon['prv']:.3f} is below the tight PLD ε {epsilon['pld']:.3f} by more than "
-                         f"{PLD_PRV_TOLERANCE}")
+            notes.append(
+                f"PRV ε {epsilon['prv']:.3f} is below the tight PLD ε {epsilon['pld']:.3f} by more than "
+                f"{PLD_PRV_TOLERANCE}"
+            )
     test_accuracy = float((source.query.predict_labels(nonmember_table.features) == nonmember_table.labels).mean())
     best, best_method = best_sound_lower_bound(attack_records)
     violation = False  # decided by audit.machinery.verdict (only bounds proven for the setting)
@@ -298,15 +381,18 @@ def _audit(
         "seed": seed,
         # Das et al. 2024 (arXiv 2406.16201): the user's member / non-member files must not be
         # separable without the model, or the leakage figures above measure the split, not the model.
-        "blind_baseline": blind_baseline(candidate_features, candidate_labels, membership,
-                                         alpha=1 - config.attacks.confidence, seed=seed),
+        "blind_baseline": blind_baseline(
+            candidate_features, candidate_labels, membership, alpha=1 - config.attacks.confidence, seed=seed
+        ),
     }
     reasons: list[str] = []
     if target_record["blind_baseline"].get("separates"):
         shift = target_record["blind_baseline"]
-        notes.append(f"distribution shift: a classifier on the records alone (no model) separates the members file "
-                     f"from the non-members file (AUC {shift['auc']:.3f}, p = {shift['p_value']:.2g}); the leakage "
-                     "figures are confounded: they need not come from the model (Das et al. 2024, arXiv 2406.16201)")
+        notes.append(
+            f"distribution shift: a classifier on the records alone (no model) separates the members file "
+            f"from the non-members file (AUC {shift['auc']:.3f}, p = {shift['p_value']:.2g}); the leakage "
+            "figures are confounded: they need not come from the model (Das et al. 2024, arXiv 2406.16201)"
+        )
 
     notes += [
         "membership is given by the members / non-members files, not drawn by a fair coin per record: the one-run "
@@ -319,9 +405,11 @@ def _audit(
         "other transformation is applied",
     ]
     if source.query.label_only:
-        notes.append("the model returns labels only: the label-only attack (noise robustness, Choquette-Choo et al. "
-                     "2021) is a weaker adversary than score-based attacks, so its bound is a floor for a model whose "
-                     "scores are also exposed")
+        notes.append(
+            "the model returns labels only: the label-only attack (noise robustness, Choquette-Choo et al. "
+            "2021) is a weaker adversary than score-based attacks, so its bound is a floor for a model whose "
+            "scores are also exposed"
+        )
     if private and source.dpsgd:
         notes.append(
             f"claimed ε {claimed:g}: the audit assumes DP-SGD with Poisson sampling as Opacus's "
@@ -331,16 +419,24 @@ def _audit(
             "check compares with the claimed ε"
         )
     elif private:
-        notes.append(f"claimed ε {claimed:g}: the model is not a torch model trained by DP-SGD as the config describes, "
-                     "so no accountant ε is computed; the violation check compares the bounds with the claimed ε")
+        notes.append(
+            f"claimed ε {claimed:g}: the model is not a torch model trained by DP-SGD as the config describes, "
+            "so no accountant ε is computed; the violation check compares the bounds with the claimed ε"
+        )
     if any(n in population_attacks() for n in names):
-        how = (f"by the user's trainer {settings.trainer}" if settings.trainer is not None and source.kind != "mlp" else
-               f"as {settings.factory}'s architecture by the vectorized DP-SGD trainer (the config's training section"
-               + (", same σ, q, T, C)" if private else ", non-private)") if source.kind == "torch" else
-               "like the target is assumed to have been trained (the config's training section"
-               + (", same σ, q, T, C)" if private else ", non-private)"))
-        notes.append(f"reference/shadow models are trained {how}; a reference model trained differently from the "
-                     "target makes those attacks weaker, never the bounds unsound")
+        how = (
+            f"by the user's trainer {settings.trainer}"
+            if settings.trainer is not None and source.kind != "mlp"
+            else f"as {settings.factory}'s architecture by the vectorized DP-SGD trainer (the config's training section"
+            + (", same σ, q, T, C)" if private else ", non-private)")
+            if source.kind == "torch"
+            else "like the target is assumed to have been trained (the config's training section"
+            + (", same σ, q, T, C)" if private else ", non-private)")
+        )
+        notes.append(
+            f"reference/shadow models are trained {how}; a reference model trained differently from the "
+            "target makes those attacks weaker, never the bounds unsound"
+        )
     if attacks_needing(IN_OUT_REFERENCES, names) and abs(n_members - n_nonmembers) > 0.1 * n_members:
         notes.append(
             f"reference models each train on half of the {n_members + n_nonmembers} candidates while the target "
@@ -353,13 +449,16 @@ def _audit(
         frame = pd.DataFrame({"member": membership.astype(int), "label": candidate_labels, **score_columns})
         write_text_atomic(Path(scores_path), frame.to_csv(index=False))
 
-    files = {"members": member_table.path, "nonmembers": nonmember_table.path,
-             "population": population_table.path if population_table is not None else None}
+    files = {
+        "members": member_table.path,
+        "nonmembers": nonmember_table.path,
+        "population": population_table.path if population_table is not None else None,
+    }
     model_description = source.record.get("path") or source.record.get("function") or source.record.get("type")
     data = {
         "description": f"user model {Path(str(model_description)).name} on {member_table.path.name} (members) / "
-                       f"{nonmember_table.path.name} (non-members)"
-                       + (f", population {population_table.path.name}" if population_table is not None else ""),
+        f"{nonmember_table.path.name} (non-members)"
+        + (f", population {population_table.path.name}" if population_table is not None else ""),
         "n_rows": int(sum(len(t.labels) for t in tables)),
         "n_features": int(np.prod(member_table.features.shape[1:])),
         "feature_shape": [int(d) for d in member_table.features.shape[1:]],
@@ -371,8 +470,9 @@ def _audit(
         "n_pool": int(len(pool_labels)),
         "membership": "given by the user's files (members = the model's training set); not randomized",
         "label": label,
-        "feature_columns": ([c for c in member_table.frame.columns if c != label]
-                            if member_table.frame is not None else None),
+        "feature_columns": (
+            [c for c in member_table.frame.columns if c != label] if member_table.frame is not None else None
+        ),
         "files": {k: str(v) if v is not None else None for k, v in files.items()},
         "files_sha256": {k: _file_sha256(v) for k, v in files.items() if v is not None and v.is_file()},
         "model": source.record,

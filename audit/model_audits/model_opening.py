@@ -55,21 +55,35 @@ def _model_settings(config: AuditConfig, overrides: dict[str, Any]) -> ModelSour
         raise AuditInputError("model", first["msg"].removeprefix("Value error, ")) from None
 
 
-def _open_source(settings: ModelSourceConfig, live_model: Any, config: AuditConfig, tables: list[_Table],
-                 stack: ExitStack) -> _Source:
+def _open_source(
+    settings: ModelSourceConfig, live_model: Any, config: AuditConfig, tables: list[_Table], stack: ExitStack
+) -> _Source:
     output = settings.output
     if live_model is not None:
         query = live_query(live_model, output)
-        return _Source(query, "live", {"kind": "live object", "type": type(live_model).__name__, "output": query.output},
-                       [], isinstance(live_model, torch.nn.Module))
+        return _Source(
+            query,
+            "live",
+            {"kind": "live object", "type": type(live_model).__name__, "output": query.output},
+            [],
+            isinstance(live_model, torch.nn.Module),
+        )
     if settings.weights and settings.factory:
-        pool = stack.enter_context(WorkerPool(1, name=f"model.factory {settings.factory}", timeout=settings.timeout,
-                                              what="model"))
+        pool = stack.enter_context(
+            WorkerPool(1, name=f"model.factory {settings.factory}", timeout=settings.timeout, what="model")
+        )
         query, info = isolated_factory_model(pool, settings.factory, settings.weights)
         weights = Path(settings.weights)
-        record = {"kind": "torch module", "factory": settings.factory, "path": str(weights), "format": info["format"],
-                  "sha256": _file_sha256(weights), "architecture": info["architecture"],
-                  "n_parameters": info["n_parameters"], "output": "logits"}
+        record = {
+            "kind": "torch module",
+            "factory": settings.factory,
+            "path": str(weights),
+            "format": info["format"],
+            "sha256": _file_sha256(weights),
+            "architecture": info["architecture"],
+            "n_parameters": info["n_parameters"],
+            "output": "logits",
+        }
         return _Source(query, "torch", record, list(info["notes"]), True)
     if settings.weights:
         return _open_mlp(Path(settings.weights), config, tables)
@@ -78,8 +92,14 @@ def _open_source(settings: ModelSourceConfig, live_model: Any, config: AuditConf
         _check_model_file_statically(path, "skops")  # refusals in a second, before a worker starts
         pool = stack.enter_context(WorkerPool(1, name=f"skops model '{path}'", timeout=settings.timeout, what="model"))
         query, info = isolated_skops_model(pool, str(path), output)
-        record = {"kind": "scikit-learn (skops)", "path": str(path), "sha256": _file_sha256(path),
-                  "estimator": info["estimator"], "trusted_types": info["classes"], "output": query.output}
+        record = {
+            "kind": "scikit-learn (skops)",
+            "path": str(path),
+            "sha256": _file_sha256(path),
+            "estimator": info["estimator"],
+            "trusted_types": info["classes"],
+            "output": query.output,
+        }
         return _Source(query, "skops", record, [], False)
     if settings.onnx:
         path = Path(settings.onnx)
@@ -89,13 +109,24 @@ def _open_source(settings: ModelSourceConfig, live_model: Any, config: AuditConf
         record = {"kind": "ONNX", "path": str(path), "sha256": _file_sha256(path), "output": query.output}
         return _Source(query, "onnx", record, [], False)
     if settings.function:
-        pool = stack.enter_context(WorkerPool(1, name=f"model.function {settings.function}", timeout=settings.timeout,
-                                              what="prediction function"))
+        pool = stack.enter_context(
+            WorkerPool(
+                1, name=f"model.function {settings.function}", timeout=settings.timeout, what="prediction function"
+            )
+        )
         query = isolated_function_model(pool, settings.function, output or "probabilities")
-        return _Source(query, "function", {"kind": "prediction function", "function": settings.function,
-                                           "output": query.output}, [], False)
-    raise AuditInputError("--weights", "give the model to audit: --weights (optionally with --factory), --skops, "
-                          "--onnx or --function (or the config's model section)")
+        return _Source(
+            query,
+            "function",
+            {"kind": "prediction function", "function": settings.function, "output": query.output},
+            [],
+            False,
+        )
+    raise AuditInputError(
+        "--weights",
+        "give the model to audit: --weights (optionally with --factory), --skops, "
+        "--onnx or --function (or the config's model section)",
+    )
 
 
 def _check_model_file_statically(path: Path, kind: str) -> None:
@@ -112,8 +143,11 @@ def _check_model_file_statically(path: Path, kind: str) -> None:
         raise AuditInputError(where, "does not exist or is not a file")
     if kind == "skops":
         if not zipfile.is_zipfile(path):
-            raise AuditInputError(where, "is not a skops file (a zip archive); pickle and joblib files are refused "
-                                  "because loading them runs arbitrary code: save the estimator with skops.io.dump")
+            raise AuditInputError(
+                where,
+                "is not a skops file (a zip archive); pickle and joblib files are refused "
+                "because loading them runs arbitrary code: save the estimator with skops.io.dump",
+            )
         check_skops_file(path, where)
     else:
         check_onnx_file(path, where)
@@ -123,8 +157,11 @@ def _open_mlp(weights: Path, config: AuditConfig, tables: list[_Table]) -> _Sour
     """The harness's own MLP (training.hidden_sizes) from a state dict: the path reference models can copy."""
     features = tables[0].features
     if features.ndim != 2:
-        raise AuditInputError("--factory", f"the features have shape {features.shape[1:]} per row; a model for them "
-                              "needs --factory module:function building it (the default MLP takes flat rows)")
+        raise AuditInputError(
+            "--factory",
+            f"the features have shape {features.shape[1:]} per row; a model for them "
+            "needs --factory module:function building it (the default MLP takes flat rows)",
+        )
     state, weights_format, notes = load_state_dict_file(weights)
     hidden_sizes = list(config.training.hidden_sizes)
     n_classes = max(int(t.labels.max()) for t in tables) + 1
@@ -133,15 +170,22 @@ def _open_mlp(weights: Path, config: AuditConfig, tables: list[_Table]) -> _Sour
         notes.append(f"the model has {head.shape[0]} output classes; the data files use labels below {n_classes}")
         n_classes = int(head.shape[0])
     if n_classes < 2:
-        raise AuditInputError(f"{tables[0].role} '{tables[0].path}'",
-                              "the model needs ≥ 2 output classes (labels 0..K-1 with K ≥ 2)")
+        raise AuditInputError(
+            f"{tables[0].role} '{tables[0].path}'", "the model needs ≥ 2 output classes (labels 0..K-1 with K ≥ 2)"
+        )
     n_features = features.shape[1]
     model = _build_model(state, weights, n_features, hidden_sizes, n_classes)
-    query = ModelQuery(lambda x: predict_logits(model, np.ascontiguousarray(x, dtype=np.float32)), "logits",
-                       f"MLP {weights.name}")
-    record = {"kind": "torch MLP", "path": str(weights), "format": weights_format, "sha256": _file_sha256(weights),
-              "architecture": f"MLP({n_features}, hidden_sizes={hidden_sizes}, n_classes={n_classes})",
-              "output": "logits"}
+    query = ModelQuery(
+        lambda x: predict_logits(model, np.ascontiguousarray(x, dtype=np.float32)), "logits", f"MLP {weights.name}"
+    )
+    record = {
+        "kind": "torch MLP",
+        "path": str(weights),
+        "format": weights_format,
+        "sha256": _file_sha256(weights),
+        "architecture": f"MLP({n_features}, hidden_sizes={hidden_sizes}, n_classes={n_classes})",
+        "output": "logits",
+    }
     return _Source(query, "mlp", record, notes, True)
 
 
@@ -153,8 +197,10 @@ def _n_classes(source: _Source, tables: list[_Table]) -> int:
     else:
         n_classes = int(source.query.raw(tables[0].features[:8]).shape[1])
         if labels_max >= n_classes:
-            raise AuditInputError(f"{tables[0].role} '{tables[0].path}'",
-                                  f"holds label {labels_max} but the model outputs {n_classes} classes (0..{n_classes - 1})")
+            raise AuditInputError(
+                f"{tables[0].role} '{tables[0].path}'",
+                f"holds label {labels_max} but the model outputs {n_classes} classes (0..{n_classes - 1})",
+            )
     if n_classes < 2:
         raise AuditInputError(f"{tables[0].role} '{tables[0].path}'", "the model needs ≥ 2 classes")
     return n_classes

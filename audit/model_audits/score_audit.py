@@ -5,6 +5,7 @@ member) or `loss` (lower = more likely a member; scored as −loss). An optional
 the per-class breakdown. The result has the same shape as a `run`'s results.json (one target, one
 attack), so the report, the policy gate and the JSON Schema apply unchanged.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -31,7 +32,9 @@ def read_scores(path: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, s
         raise AuditInputError(where, f"has no 'member' column (columns: {', '.join(map(str, frame.columns[:10]))})")
     has_score, has_loss = "score" in frame.columns, "loss" in frame.columns
     if has_score == has_loss:
-        raise AuditInputError(where, "needs exactly one of the columns 'score' (higher = member) or 'loss' (lower = member)")
+        raise AuditInputError(
+            where, "needs exactly one of the columns 'score' (higher = member) or 'loss' (lower = member)"
+        )
     column = "score" if has_score else "loss"
     member = frame["member"]
     if not pd.api.types.is_numeric_dtype(member) or not member.isin([0, 1]).all():
@@ -40,20 +43,27 @@ def read_scores(path: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, s
     bad = values.isna() | ~np.isfinite(values.fillna(0.0))
     if bad.any():
         row = int(np.flatnonzero(bad.to_numpy())[0])
-        raise AuditInputError(f"{where}: column '{column}'", f"row {row + 2} is not a finite number ({frame[column].iloc[row]!r})")
+        raise AuditInputError(
+            f"{where}: column '{column}'", f"row {row + 2} is not a finite number ({frame[column].iloc[row]!r})"
+        )
     members = member.to_numpy().astype(bool)
     if members.all() or not members.any():
         raise AuditInputError(f"{where}: column 'member'", "needs both members (1) and non-members (0)")
     n_in, n_out = int(members.sum()), int((~members).sum())
     if min(n_in, n_out) < MIN_PER_SIDE:
         # The threshold is chosen on one half of each side and evaluated on the other.
-        raise AuditInputError(f"{where}: column 'member'", f"needs ≥ {MIN_PER_SIDE} members and ≥ {MIN_PER_SIDE} "
-                                                           f"non-members, got {n_in} and {n_out}")
+        raise AuditInputError(
+            f"{where}: column 'member'",
+            f"needs ≥ {MIN_PER_SIDE} members and ≥ {MIN_PER_SIDE} non-members, got {n_in} and {n_out}",
+        )
     scores = values.to_numpy(dtype=np.float64)
     if column == "loss":
         scores = -scores
-    labels = _labels(frame["label"], f"{where}: column 'label'") if "label" in frame.columns \
+    labels = (
+        _labels(frame["label"], f"{where}: column 'label'")
+        if "label" in frame.columns
         else np.zeros(len(frame), dtype=np.int64)
+    )
     return scores, members, labels, column
 
 
@@ -89,19 +99,33 @@ def audit_scores(
         raise AuditInputError("--claimed-epsilon", f"must be > 0, got {claimed_epsilon}")
     scores, members, labels, column = read_scores(path)
     attack = evaluate_attack(
-        name, scores, members, labels, delta=delta, confidence=confidence, threshold_seed=seed,
-        accountant_epsilon=claimed_epsilon, membership_randomized=membership_randomized,
+        name,
+        scores,
+        members,
+        labels,
+        delta=delta,
+        confidence=confidence,
+        threshold_seed=seed,
+        accountant_epsilon=claimed_epsilon,
+        membership_randomized=membership_randomized,
     )
     best, best_method = best_sound_lower_bound([attack])
     violation = False  # decided by audit.machinery.verdict (Holm over the proven tests)
-    notes = [] if membership_randomized else [
-        "one-run bound not computed: pass --membership-randomized only if each record's membership was a fair coin "
-        "flip; without it no bound proven for one model decides a claimed ε (Clopper-Pearson is shown only)"
-    ]
+    notes = (
+        []
+        if membership_randomized
+        else [
+            "one-run bound not computed: pass --membership-randomized only if each record's membership was a fair coin "
+            "flip; without it no bound proven for one model decides a claimed ε (Clopper-Pearson is shown only)"
+        ]
+    )
     target = {
         "epsilon_target": claimed_epsilon,
         "delta": delta,
-        "noise_multiplier": None, "sample_rate": None, "steps": None, "max_grad_norm": None,
+        "noise_multiplier": None,
+        "sample_rate": None,
+        "steps": None,
+        "max_grad_norm": None,
         "poisson_sampling": None,
         "accountant": "claimed" if claimed_epsilon is not None else None,
         "epsilon": {"claimed": claimed_epsilon} if claimed_epsilon is not None else {},
@@ -116,9 +140,16 @@ def audit_scores(
     reasons: list[str] = []
     results = {
         "schema_version": SCHEMA_VERSION,
-        "config": {"name": name, "source": str(path), "score_column": column, "delta": delta,
-                   "confidence": confidence, "claimed_epsilon": claimed_epsilon,
-                   "membership_randomized": membership_randomized, "seed": seed},
+        "config": {
+            "name": name,
+            "source": str(path),
+            "score_column": column,
+            "delta": delta,
+            "confidence": confidence,
+            "claimed_epsilon": claimed_epsilon,
+            "membership_randomized": membership_randomized,
+            "seed": seed,
+        },
         "environment": describe_environment("cpu", seed),
         "data": {"description": f"scores from {Path(path).name}", "n_candidates": int(len(scores))},
         "attacks_run": [name],

@@ -17,6 +17,7 @@ Model files (skops estimators, ONNX graphs) are loaded by the safe loaders of
 a skops estimator's predict is code, an ONNX graph can loop forever, and a Ctrl-C or SIGTERM of
 the audit kills the worker's whole process group (audit/machinery/workers.py).
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -78,8 +79,12 @@ def factory_weights_notes(factory: str, weights: str) -> dict:
     """Task: build and load once, return what the audit records about the weights."""
     _, file_format, notes = load_state_dict_file(weights)
     module = _factory_module(factory, weights)
-    return {"format": file_format, "notes": notes, "architecture": type(module).__name__,
-            "n_parameters": int(sum(p.numel() for p in module.parameters()))}
+    return {
+        "format": file_format,
+        "notes": notes,
+        "architecture": type(module).__name__,
+        "n_parameters": int(sum(p.numel() for p in module.parameters())),
+    }
 
 
 def function_outputs(function: str, features: np.ndarray) -> np.ndarray:
@@ -122,7 +127,9 @@ def skops_outputs(path: str, output: str | None, features: np.ndarray) -> np.nda
     try:
         return np.asarray(out, dtype=np.float64)
     except (TypeError, ValueError) as exc:
-        raise AuditInputError(f"skops model {path}", f"{method} returned something that is not numbers ({exc})") from None
+        raise AuditInputError(
+            f"skops model {path}", f"{method} returned something that is not numbers ({exc})"
+        ) from None
 
 
 def _onnx_model(path: str, output_index: int):
@@ -145,8 +152,9 @@ def onnx_outputs(path: str, output_index: int, features: np.ndarray) -> np.ndarr
 
 def isolated_skops_model(pool: WorkerPool, path: str, output: str | None) -> tuple[ModelQuery, dict]:
     info = pool.map(skops_model_info, [(path, output)])[0]
-    return ModelQuery(IsolatedModel(pool, skops_outputs, (path, output)), info["output"],
-                      f"skops model {Path(path).name}"), info
+    return ModelQuery(
+        IsolatedModel(pool, skops_outputs, (path, output)), info["output"], f"skops model {Path(path).name}"
+    ), info
 
 
 def isolated_onnx_model(pool: WorkerPool, path: str, output: str, output_index: int = 0) -> ModelQuery:
@@ -168,8 +176,9 @@ class IsolatedModel:
 
 def isolated_factory_model(pool: WorkerPool, factory: str, weights: str) -> tuple[ModelQuery, dict]:
     info = pool.map(factory_weights_notes, [(factory, weights)])[0]
-    return ModelQuery(IsolatedModel(pool, factory_outputs, (factory, weights)), "logits",
-                      f"model {factory} with weights {weights}"), info
+    return ModelQuery(
+        IsolatedModel(pool, factory_outputs, (factory, weights)), "logits", f"model {factory} with weights {weights}"
+    ), info
 
 
 def isolated_function_model(pool: WorkerPool, function: str, output: str) -> ModelQuery:
@@ -180,8 +189,9 @@ def isolated_function_model(pool: WorkerPool, function: str, output: str) -> Mod
 # reference / shadow models from the user's trainer
 
 
-def train_and_query(trainer: str, features: np.ndarray, labels: np.ndarray, seed: int,
-                    queries: list[np.ndarray]) -> list[np.ndarray]:
+def train_and_query(
+    trainer: str, features: np.ndarray, labels: np.ndarray, seed: int, queries: list[np.ndarray]
+) -> list[np.ndarray]:
     """Task: `train(features, labels, seed)` in this child, then the model's logits on each query set."""
     import torch
 
@@ -210,7 +220,9 @@ def user_trainer(trainer: str, *, pool: Callable[[], Any]) -> Callable:
         per_model = pool().map(train_and_query, tasks)
         shapes = {tuple(out.shape) for outs in per_model for out in outs[:1]}
         if len(shapes) != 1:
-            raise AuditInputError(f"model.trainer {trainer}", f"the trained models disagree on the output shape: {shapes}")
+            raise AuditInputError(
+                f"model.trainer {trainer}", f"the trained models disagree on the output shape: {shapes}"
+            )
         return [np.stack([outs[i] for outs in per_model]) for i in range(len(queries))]
 
     return train_models
@@ -238,8 +250,16 @@ def _flat_input_builder(factory: str, shape: tuple[int, ...]):
     return builder
 
 
-def vectorized_factory_train_and_query(factory: str, features: np.ndarray, labels: np.ndarray, in_masks: np.ndarray,
-                                       n_classes: int, spec, seed: int, queries: list[np.ndarray]) -> list[np.ndarray]:
+def vectorized_factory_train_and_query(
+    factory: str,
+    features: np.ndarray,
+    labels: np.ndarray,
+    in_masks: np.ndarray,
+    n_classes: int,
+    spec,
+    seed: int,
+    queries: list[np.ndarray],
+) -> list[np.ndarray]:
     """Task: K models of the factory's architecture trained together by `targets.vectorized_dpsgd.train_many`
     (Opacus's DP-SGD semantics, per-sample gradients by vmap), their logits on each query set."""
     import torch
@@ -251,12 +271,16 @@ def vectorized_factory_train_and_query(factory: str, features: np.ndarray, label
     builder = _flat_input_builder(factory, shape)
     reason = check_vectorizable(builder(0))
     if reason is not None:
-        raise AuditInputError(f"model.factory {factory}", f"cannot be trained by the vectorized DP-SGD trainer: "
-                              f"{reason}; give --trainer module:function to train reference models")
+        raise AuditInputError(
+            f"model.factory {factory}",
+            f"cannot be trained by the vectorized DP-SGD trainer: "
+            f"{reason}; give --trainer module:function to train reference models",
+        )
     flat = features.reshape(len(features), -1)
     with user_code(f"model.factory {factory}", "model's forward"):
-        models = train_many(flat.shape[1], (), n_classes, flat, labels, in_masks, spec, seed=seed, device="cpu",
-                            build=builder)
+        models = train_many(
+            flat.shape[1], (), n_classes, flat, labels, in_masks, spec, seed=seed, device="cpu", build=builder
+        )
         return [models.logits(q.reshape(len(q), -1), device="cpu").numpy() for q in queries]
 
 
@@ -265,9 +289,19 @@ def vectorized_factory_trainer(factory: str, n_classes: int, spec, *, timeout: f
     have been (DP-SGD `spec`), in one isolated worker process."""
 
     def train_models(features, labels, in_masks, queries, seed):
-        return run_isolated(vectorized_factory_train_and_query, factory, np.ascontiguousarray(features, dtype=np.float32),
-                            labels, np.asarray(in_masks), n_classes, spec, int(seed),
-                            [np.ascontiguousarray(q, dtype=np.float32) for q in queries],
-                            name=f"model.factory {factory}", timeout=timeout, what="model")
+        return run_isolated(
+            vectorized_factory_train_and_query,
+            factory,
+            np.ascontiguousarray(features, dtype=np.float32),
+            labels,
+            np.asarray(in_masks),
+            n_classes,
+            spec,
+            int(seed),
+            [np.ascontiguousarray(q, dtype=np.float32) for q in queries],
+            name=f"model.factory {factory}",
+            timeout=timeout,
+            what="model",
+        )
 
     return train_models

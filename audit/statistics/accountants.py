@@ -6,6 +6,7 @@ al. 2022, arXiv 2207.04380). Both assume Poisson subsampling with rate q, as DP-
 Opacus's DPDataLoader does: a fixed-size shuffled batch sampler is a different mechanism and must
 not be accounted with these numbers.
 """
+
 from __future__ import annotations
 
 import logging
@@ -146,8 +147,11 @@ def _single_step_pld(noise_multiplier: float, sample_rate: float, interval: floa
     # Connect-the-dots is a valid pessimistic (upper) discretisation only; the optimistic one
     # rounds privacy losses down, so its ε is a lower bound on the true ε.
     distribution = pld.from_gaussian_mechanism(
-        noise_multiplier, sampling_prob=sample_rate, pessimistic_estimate=pessimistic,
-        value_discretization_interval=interval, use_connect_dots=pessimistic,
+        noise_multiplier,
+        sampling_prob=sample_rate,
+        pessimistic_estimate=pessimistic,
+        value_discretization_interval=interval,
+        use_connect_dots=pessimistic,
     )
     size = _pmf_size(distribution)
     with _single_step_lock:
@@ -201,19 +205,31 @@ def pld_epsilon_interval(
         elapsed = time.monotonic() - start
         gap = upper - lower
         if gap <= relative_tolerance * upper or upper == 0:
-            return PLDInterval(lower, upper, interval, True, relative_tolerance, elapsed,
-                               f"upper − lower = {gap:.2g} ≤ {relative_tolerance:.0%} of ε (discretisation {interval:.2g})")
+            return PLDInterval(
+                lower,
+                upper,
+                interval,
+                True,
+                relative_tolerance,
+                elapsed,
+                f"upper − lower = {gap:.2g} ≤ {relative_tolerance:.0%} of ε (discretisation {interval:.2g})",
+            )
         # Gap ∝ h: aim a little below the tolerance, shrinking at least by half. The cost of a round
         # grows about like h^(-0.7) (measured: 1e-4 → 3e-6 costs ≈ 12×); when the aimed-for round
         # would overrun the budget, take the largest step that still fits.
         factor = min(0.5, 0.8 * relative_tolerance * upper / gap)
         remaining = time_budget_s - elapsed
-        if remaining > 0 and round_seconds / factor ** _COST_EXPONENT > remaining:
+        if remaining > 0 and round_seconds / factor**_COST_EXPONENT > remaining:
             factor = (round_seconds / remaining) ** (1 / _COST_EXPONENT)
         next_interval = interval * factor
         if factor > 0.5 or remaining <= 0 or next_interval < PLD_FINEST_DISCRETIZATION:
             return PLDInterval(
-                lower, upper, interval, False, relative_tolerance, elapsed,
+                lower,
+                upper,
+                interval,
+                False,
+                relative_tolerance,
+                elapsed,
                 f"not tight: upper − lower = {gap:.3g} ({gap / upper:.1%} of ε) at discretisation {interval:.2g}; "
                 f"refining further would exceed the {time_budget_s:g} s budget; an accountant is judged "
                 f"unsound only below the lower end {lower:.4g}",

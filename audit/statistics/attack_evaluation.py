@@ -2,6 +2,7 @@
 
 Pure: scores, coin-flip membership, labels and the accountant's ε in; a JSON-ready dict out.
 """
+
 from __future__ import annotations
 
 import math
@@ -29,9 +30,11 @@ from audit.statistics.score_ties import score_ties, tie_notes, tpr_at_fpr_random
 from audit.statistics.tradeoff_curves import pair_privacy_profile
 
 FPR_LEVELS = (0.001, 0.01, 0.1)
-TPR_CONVENTION = ("tpr_at_fpr: conservative — the highest TPR of a deterministic threshold with FPR ≤ the level "
-                  "(never interpolated across a tie); tpr_at_fpr_randomized: a randomized threshold with FPR exactly "
-                  "the level (Neyman-Pearson)")
+TPR_CONVENTION = (
+    "tpr_at_fpr: conservative — the highest TPR of a deterministic threshold with FPR ≤ the level "
+    "(never interpolated across a tie); tpr_at_fpr_randomized: a randomized threshold with FPR exactly "
+    "the level (Neyman-Pearson)"
+)
 # Lower bounds proven for the setting of this module — many candidates scored by ONE trained model
 # (or one synthetic release) — with coin-flip membership: only the one-run bound (Steinke, Nasr,
 # Jagielski 2023). Clopper-Pearson treats each candidate as an independent trial, which holds
@@ -43,13 +46,13 @@ SOUND_BOUNDS = PROVEN_BOUNDS  # the name older callers use
 BOUND_SCOPES: dict[str, dict[str, Any]] = {
     "one_run": {
         "assumption": "one training run (or release); each candidate a member by an independent fair coin flip, "
-                      "scores computed without the coins",
+        "scores computed without the coins",
         "scope": "proven (Steinke, Nasr, Jagielski 2023, arXiv 2305.08846)",
         "decides": True,
     },
     "clopper_pearson": {
         "assumption": "assumes independent trials: each candidate's score independent of the others' membership; "
-                      "proven across independent training runs, NOT for many candidates of one model",
+        "proven across independent training runs, NOT for many candidates of one model",
         "scope": "shown only: never decides a verdict for one model's candidates",
         "decides": False,
     },
@@ -61,13 +64,15 @@ BOUND_SCOPES: dict[str, dict[str, Any]] = {
 }
 BOUND_SCOPES["fdp_one_run"] = {
     "assumption": "the same coin-flip canaries; its ε reading (the Gaussian curve it refutes) assumes the "
-                  "mechanism's trade-off curve is Gaussian; its test of the claimed (ε, δ) curve assumes nothing more",
+    "mechanism's trade-off curve is Gaussian; its test of the claimed (ε, δ) curve assumes nothing more",
     "scope": "shown only (Mahloujifar, Melis, Chaudhuri 2024, arXiv 2410.22235)",
     "decides": False,
 }
 #: The pre-declared rule for one-run results (one primary test per claim, so no correction between the two).
-ONE_RUN_DECISION_RULE = ("Steinke et al.'s one-run test decides (pre-declared primary test, sound for any mechanism); "
-                         "the f-DP one-run results are shown beside it and decide nothing")
+ONE_RUN_DECISION_RULE = (
+    "Steinke et al.'s one-run test decides (pre-declared primary test, sound for any mechanism); "
+    "the f-DP one-run results are shown beside it and decide nothing"
+)
 ONE_RUN_NOT_COMPUTED = {
     "assumption": "membership was not declared an independent fair coin flip, so the one-run bound does not apply",
     "scope": "not computed",
@@ -75,14 +80,18 @@ ONE_RUN_NOT_COMPUTED = {
 }
 
 
-def fdp_one_run_summary(scores, members, *, delta: float, confidence: float,
-                        claimed_epsilon: float | None, gaussian_fit: dict | None = None) -> dict[str, Any]:
+def fdp_one_run_summary(
+    scores, members, *, delta: float, confidence: float, claimed_epsilon: float | None, gaussian_fit: dict | None = None
+) -> dict[str, Any]:
     """The f-DP one-run audit (Mahloujifar, Melis, Chaudhuri 2024, arXiv 2410.22235) as shown beside
     Steinke et al.'s bound: its GDP-family ε (a lower bound only if the trade-off curve is Gaussian)
     and, with a finite claim, whether the claimed (ε, δ) curve itself is refuted (sound under coin-flip
     membership alone). Shown only: `ONE_RUN_DECISION_RULE` names the test that decides."""
-    profile = (pair_privacy_profile(claimed_epsilon, delta)
-               if claimed_epsilon is not None and math.isfinite(claimed_epsilon) and claimed_epsilon > 0 else None)
+    profile = (
+        pair_privacy_profile(claimed_epsilon, delta)
+        if claimed_epsilon is not None and math.isfinite(claimed_epsilon) and claimed_epsilon > 0
+        else None
+    )
     audit = fdp_one_run_audit(scores, members, profile, delta=delta, confidence=confidence, gaussian_fit=gaussian_fit)
     gdp = audit["gdp_epsilon"]
     return {
@@ -90,7 +99,10 @@ def fdp_one_run_summary(scores, members, *, delta: float, confidence: float,
         # why the GDP-family ε is not given (the scores contradict a Gaussian curve: gdp_fit), else None
         "epsilon_gdp_withheld": audit.get("gdp_epsilon_withheld"),
         "claim_refuted": audit["refuted"],
-        "m": audit["m"], "m_eval": audit["m_eval"], "guesses": audit["guesses"], "right": audit["right"],
+        "m": audit["m"],
+        "m_eval": audit["m_eval"],
+        "guesses": audit["guesses"],
+        "right": audit["right"],
         "confidence": confidence,
         "assumption": BOUND_SCOPES["fdp_one_run"]["assumption"],
         "decides": False,
@@ -129,17 +141,23 @@ def evaluate_attack(
     )
     # One check of the Gaussian curve withholds every Gaussian-family figure of these scores (gdp_fit).
     fit = gaussian_tradeoff_fit(scores, members, seed=threshold_seed)
-    fdp = (fdp_one_run_summary(scores, members, delta=delta, confidence=confidence, claimed_epsilon=accountant_epsilon,
-                               gaussian_fit=fit)
-           if membership_randomized else None)
+    fdp = (
+        fdp_one_run_summary(
+            scores, members, delta=delta, confidence=confidence, claimed_epsilon=accountant_epsilon, gaussian_fit=fit
+        )
+        if membership_randomized
+        else None
+    )
     tpr = tpr_at_fpr(scores, members, FPR_LEVELS)
     tpr_randomized = tpr_at_fpr_randomized(scores, members, FPR_LEVELS)
     tie_sentences = tie_notes("", scores, members, tpr, tpr_randomized)
     ties = {**score_ties(scores), "detected": bool(tie_sentences), "note": "; ".join(tie_sentences) or None}
     notes = [f"{name}: {sentence}" for sentence in tie_sentences]
     if fit["withheld"]:
-        notes.append(f"{name}: GDP estimate withheld, as is every Gaussian-family ε of these scores (the f-DP "
-                     f"GDP-family ε) — {fit['reason']}")
+        notes.append(
+            f"{name}: GDP estimate withheld, as is every Gaussian-family ε of these scores (the f-DP "
+            f"GDP-family ε) — {fit['reason']}"
+        )
     advantage = membership_advantage(scores, members)
     bound = None
     if accountant_epsilon is not None and math.isfinite(accountant_epsilon):
@@ -220,9 +238,14 @@ def leakage_family_test(attacks: list[dict[str, Any]], delta: float, alpha: floa
             names.append(str(attack.get("name")))
             p_values.append(one_run_claim_p_value(details, 0.0, delta))
     rejected = holm_rejections(p_values, alpha) if p_values else []
-    return {"leaks": any(rejected), "rejected_by": [n for n, r in zip(names, rejected) if r],
-            "p_values": dict(zip(names, p_values)), "tested": len(p_values), "alpha": alpha,
-            "method": "Holm over the attacks' one-run tests of ε = 0 (coin-flip membership)"}
+    return {
+        "leaks": any(rejected),
+        "rejected_by": [n for n, r in zip(names, rejected) if r],
+        "p_values": dict(zip(names, p_values)),
+        "tested": len(p_values),
+        "alpha": alpha,
+        "method": "Holm over the attacks' one-run tests of ε = 0 (coin-flip membership)",
+    }
 
 
 def roc_points(scores: np.ndarray, members: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

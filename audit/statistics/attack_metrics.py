@@ -8,6 +8,7 @@ Pure functions: numpy arrays in, numbers out, no I/O. Conventions shared by ever
 Inputs are validated here, at the boundary, and a bad argument raises `ValueError` whose message
 starts with the argument's name. Everything below the boundary trusts its inputs.
 """
+
 from __future__ import annotations
 
 import math
@@ -52,9 +53,7 @@ def validate_scores_and_members(scores, members) -> tuple[np.ndarray, np.ndarray
     if m.ndim != 1:
         raise ValueError(f"members: expected a 1-D array, got shape {m.shape}")
     if s.shape[0] != m.shape[0]:
-        raise ValueError(
-            f"members: length {m.shape[0]} does not match scores length {s.shape[0]}"
-        )
+        raise ValueError(f"members: length {m.shape[0]} does not match scores length {s.shape[0]}")
     try:
         s = s.astype(float)
     except (TypeError, ValueError) as exc:
@@ -72,10 +71,7 @@ def validate_scores_and_members(scores, members) -> tuple[np.ndarray, np.ndarray
         m = m_num == 1
     n_members = int(m.sum())
     if n_members == 0 or n_members == m.shape[0]:
-        raise ValueError(
-            f"members: need both members and non-members, got {n_members} member(s) "
-            f"out of {m.shape[0]}"
-        )
+        raise ValueError(f"members: need both members and non-members, got {n_members} member(s) out of {m.shape[0]}")
     return s, m
 
 
@@ -261,9 +257,7 @@ def per_class_tpr_at_fpr(scores, members, labels, fpr: float = 0.01) -> dict[int
     s, m = validate_scores_and_members(scores, members)
     lab = np.asarray(labels)
     if lab.ndim != 1 or lab.shape[0] != s.shape[0]:
-        raise ValueError(
-            f"labels: expected a 1-D array of length {s.shape[0]}, got shape {lab.shape}"
-        )
+        raise ValueError(f"labels: expected a 1-D array of length {s.shape[0]}, got shape {lab.shape}")
     if lab.dtype.kind not in "iub" and not (
         lab.dtype.kind == "f" and np.all(np.isfinite(lab)) and np.all(lab == np.round(lab))
     ):

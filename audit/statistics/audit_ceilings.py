@@ -11,10 +11,10 @@ refuted the claim whatever the code does: it is *inconclusive*, not a pass (docs
 
 Pure functions, no I/O.
 """
+
 from __future__ import annotations
 
 import math
-
 
 from audit.statistics.epsilon_bounds import (
     epsilon_lower_bound_from_counts,
@@ -56,8 +56,9 @@ def evaluation_runs(n_per_side: int, selection_fraction: float = 0.5) -> int:
     return n - n_sel
 
 
-def ceiling_threshold_audit(n_positive_eval: int, n_negative_eval: int, delta: float,
-                            confidence: float = 0.95) -> float:
+def ceiling_threshold_audit(
+    n_positive_eval: int, n_negative_eval: int, delta: float, confidence: float = 0.95
+) -> float:
     """Largest (ε, δ) lower bound a threshold audit with these evaluation counts can give.
 
     A perfect attack (no false positive among `n_negative_eval`, no false negative among
@@ -68,8 +69,9 @@ def ceiling_threshold_audit(n_positive_eval: int, n_negative_eval: int, delta: f
     return epsilon_lower_bound_from_counts(0, int(n_negative_eval), 0, int(n_positive_eval), delta, confidence)
 
 
-def runs_needed_threshold_audit(claimed_epsilon: float, delta: float, confidence: float = 0.95,
-                                selection_fraction: float = 0.5) -> int | None:
+def runs_needed_threshold_audit(
+    claimed_epsilon: float, delta: float, confidence: float = 0.95, selection_fraction: float = 0.5
+) -> int | None:
     """Smallest number of runs PER SIDE whose ceiling exceeds `claimed_epsilon` (None: > 10⁷).
 
     Closed form for the evaluation count n: with u = 1 − (α/2)^{1/n} the ceiling is
@@ -97,8 +99,9 @@ def runs_needed_threshold_audit(claimed_epsilon: float, delta: float, confidence
     return n
 
 
-def ceiling_one_run(n_canaries: int, delta: float, confidence: float = 0.95,
-                    pilot_fraction: float = DEFAULT_PILOT_FRACTION) -> float:
+def ceiling_one_run(
+    n_canaries: int, delta: float, confidence: float = 0.95, pilot_fraction: float = DEFAULT_PILOT_FRACTION
+) -> float:
     """Largest bound `epsilon_lower_bound_one_run` can return with m = `n_canaries` canaries.
 
     Steinke, Nasr, Jagielski 2023 (arXiv 2305.08846): the guess rule is chosen on a pilot part and
@@ -109,8 +112,13 @@ def ceiling_one_run(n_canaries: int, delta: float, confidence: float = 0.95,
     return one_run_ceiling(int(n_canaries), float(delta), 1.0 - float(confidence), float(pilot_fraction))
 
 
-def canaries_needed_one_run(claimed_epsilon: float, delta: float, confidence: float = 0.95,
-                            pilot_fraction: float = DEFAULT_PILOT_FRACTION, limit: int = 10**6) -> int | None:
+def canaries_needed_one_run(
+    claimed_epsilon: float,
+    delta: float,
+    confidence: float = 0.95,
+    pilot_fraction: float = DEFAULT_PILOT_FRACTION,
+    limit: int = 10**6,
+) -> int | None:
     """Smallest m (canaries in one run) whose `ceiling_one_run` exceeds the claim; None: > `limit`.
 
     Even a perfect attack's bound stays below about ln(α / 2δ) (the 2mδ term of the p-value), so
@@ -118,5 +126,6 @@ def canaries_needed_one_run(claimed_epsilon: float, delta: float, confidence: fl
     """
     eps = float(claimed_epsilon)
 
-    return smallest_sufficient(lambda m: ceiling_one_run(m, delta, confidence, pilot_fraction) > eps,
-                               start=2, limit=limit)
+    return smallest_sufficient(
+        lambda m: ceiling_one_run(m, delta, confidence, pilot_fraction) > eps, start=2, limit=limit
+    )

@@ -14,6 +14,7 @@ bound (Clopper & Pearson 1934) of every threshold a Clopper-Pearson or GDP audit
 
 Pure functions, no I/O.
 """
+
 from __future__ import annotations
 
 import numpy as np

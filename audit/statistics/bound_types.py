@@ -6,6 +6,7 @@ the same scores the bound is computed on gives an optimistic "bound". Hence the 
 `HeldOut` (choose on one part, bound on the other) and `Bonferroni` (pay for every threshold
 tried), as small frozen dataclasses instead of string flags.
 """
+
 from __future__ import annotations
 
 import math

@@ -5,10 +5,12 @@ Clopper-Pearson upper bounds on FPR and FNR of a threshold rule, turned into the
 (ε, δ) hypothesis-testing region excludes. The rule is chosen on a held-out part or paid for by
 Bonferroni (`bound_types`). `_threshold_audit` is shared with the GDP estimate (`gdp_estimate`).
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -16,7 +18,6 @@ from numpy.typing import ArrayLike
 from audit.statistics.attack_metrics import validate_probability, validate_scores_and_members
 from audit.statistics.binomial import beta_ppf
 from audit.statistics.bound_types import (
-    Bonferroni,
     EpsilonLowerBound,
     HeldOut,
     ThresholdStrategy,
@@ -174,8 +175,9 @@ def _anticipated_upper(k: np.ndarray, n: int, n_eval: int, alpha: float) -> np.n
     return np.where(k_eval < n_eval, beta_ppf(1.0 - alpha, k_eval + 1.0, np.maximum(n_eval - k_eval, 1e-9)), 1.0)
 
 
-def _best_rule(thresholds, s, m, alpha_per_rate, delta, criterion: Criterion,
-               evaluation_sizes: tuple[int, int] | None = None) -> dict[str, Any]:
+def _best_rule(
+    thresholds, s, m, alpha_per_rate, delta, criterion: Criterion, evaluation_sizes: tuple[int, int] | None = None
+) -> dict[str, Any]:
     """The (threshold, direction) maximising `criterion` of the Clopper-Pearson upper bounds.
 
     With `evaluation_sizes` (n₀, n₁ of the held-out part) the criterion is applied to the bounds
@@ -192,8 +194,11 @@ def _best_rule(thresholds, s, m, alpha_per_rate, delta, criterion: Criterion,
         if evaluation_sizes is None:
             value = criterion(fpr_u, fnr_u, delta)
         else:
-            value = criterion(_anticipated_upper(fp_d, n0, evaluation_sizes[0], alpha_per_rate),
-                              _anticipated_upper(fn_d, n1, evaluation_sizes[1], alpha_per_rate), delta)
+            value = criterion(
+                _anticipated_upper(fp_d, n0, evaluation_sizes[0], alpha_per_rate),
+                _anticipated_upper(fn_d, n1, evaluation_sizes[1], alpha_per_rate),
+                delta,
+            )
         i = int(np.argmax(value))
         if best is None or value[i] > best["value"]:
             best = {
@@ -339,13 +344,18 @@ def epsilon_lower_bound_clopper_pearson(
     details = _threshold_audit(s, m, d, conf, strat, _cp_criterion)
     eps = float(_epsilon_from_rates_array(details["fpr_upper"], details["fnr_upper"], d))
     details.update({"delta": d, "quantity": "clopper_pearson epsilon lower bound"})
-    return EpsilonLowerBound(
-        epsilon=eps, method="clopper_pearson", confidence=conf, sound=True, details=details
-    )
+    return EpsilonLowerBound(epsilon=eps, method="clopper_pearson", confidence=conf, sound=True, details=details)
 
 
-def choose_clopper_pearson_rule(scores, members, n_eval_nonmembers: int, n_eval_members: int,
-                                alpha_per_rate: float, delta: float, max_thresholds: int = 512) -> tuple[float, bool]:
+def choose_clopper_pearson_rule(
+    scores,
+    members,
+    n_eval_nonmembers: int,
+    n_eval_members: int,
+    alpha_per_rate: float,
+    delta: float,
+    max_thresholds: int = 512,
+) -> tuple[float, bool]:
     """(threshold, member_if_higher): the rule, chosen on SELECTION scores only, whose (ε, δ)
     Clopper-Pearson bound an evaluation part of the given sizes is expected to make largest (the
     selection's error rates as that part's counts, Laplace-smoothed: `_anticipated_upper`).
@@ -360,6 +370,13 @@ def choose_clopper_pearson_rule(scores, members, n_eval_nonmembers: int, n_eval_
     if m.all() or not m.any():
         raise ValueError("members: need selection scores on both sides")
     thresholds = np.unique(np.quantile(s, np.linspace(0.0, 1.0, max_thresholds + 2)[1:-1]))
-    chosen = _best_rule(thresholds, s, m, float(alpha_per_rate), _check_delta(delta), _cp_criterion,
-                        (int(n_eval_nonmembers), int(n_eval_members)))
+    chosen = _best_rule(
+        thresholds,
+        s,
+        m,
+        float(alpha_per_rate),
+        _check_delta(delta),
+        _cp_criterion,
+        (int(n_eval_nonmembers), int(n_eval_members)),
+    )
     return chosen["threshold"], chosen["direction"] == _HIGH

@@ -11,6 +11,7 @@ every leakage figure measured on them is confounded.
 
 Pure function of arrays; scikit-learn does the classifying.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -24,8 +25,9 @@ __all__ = ["blind_baseline"]
 MAX_ROWS = 20_000  # a subsample keeps the check to seconds; the test stays exact on the rows it uses
 
 
-def blind_baseline(features: np.ndarray, labels: np.ndarray, members: np.ndarray, *, alpha: float = 0.05,
-                   seed: int = 0) -> dict[str, Any]:
+def blind_baseline(
+    features: np.ndarray, labels: np.ndarray, members: np.ndarray, *, alpha: float = 0.05, seed: int = 0
+) -> dict[str, Any]:
     """Out-of-fold AUC of a model-free classifier of membership from the records alone.
 
     A histogram gradient-boosting classifier (scikit-learn) on the flattened features plus the
@@ -35,8 +37,8 @@ def blind_baseline(features: np.ndarray, labels: np.ndarray, members: np.ndarray
     1 − 2α) are of all held-out scores, shown as the figure. Returns them, the p-value, the rows
     used and the assumption.
     """
-    from sklearn.ensemble import HistGradientBoostingClassifier
     from scipy import stats
+    from sklearn.ensemble import HistGradientBoostingClassifier
     from sklearn.model_selection import StratifiedKFold
     from threadpoolctl import threadpool_limits
 
@@ -49,8 +51,14 @@ def blind_baseline(features: np.ndarray, labels: np.ndarray, members: np.ndarray
         rows = np.sort(rng.choice(y.size, MAX_ROWS, replace=False))
     x, y = x[rows], y[rows]
     if min(int(y.sum()), int((~y).sum())) < 4:
-        return {"auc": None, "auc_ci": None, "p_value": None, "separates": False, "n_rows": int(y.size),
-                "note": "too few members or non-members for a held-out check"}
+        return {
+            "auc": None,
+            "auc_ci": None,
+            "p_value": None,
+            "separates": False,
+            "n_rows": int(y.size),
+            "note": "too few members or non-members for a held-out check",
+        }
     # Two folds: each half is scored by a classifier fitted on the other half only, so the scores of
     # one half are independent of its fit and its one-sided Mann-Whitney test (= "AUC ≤ ½") is valid
     # there; the two halves' p-values are combined by Bonferroni (2 · min). Out-of-fold scores of many
@@ -61,15 +69,21 @@ def blind_baseline(features: np.ndarray, labels: np.ndarray, members: np.ndarray
         for fit, held in StratifiedKFold(2, shuffle=True, random_state=seed).split(x, y):
             classifier = HistGradientBoostingClassifier(max_iter=100, random_state=seed).fit(x[fit], y[fit])
             scores[held] = classifier.predict_proba(x[held])[:, 1]
-            p_values.append(float(stats.mannwhitneyu(scores[held][y[held]], scores[held][~y[held]],
-                                                     alternative="greater").pvalue))
+            p_values.append(
+                float(stats.mannwhitneyu(scores[held][y[held]], scores[held][~y[held]], alternative="greater").pvalue)
+            )
     p = min(1.0, 2 * min(p_values))
     auc, (low, high) = auc_with_ci(scores, y, confidence=1 - 2 * alpha)
     return {
-        "auc": float(auc), "auc_ci": [float(low), float(high)], "p_value": float(p), "alpha": float(alpha),
-        "separates": bool(p <= alpha), "n_rows": int(y.size), "folds": 2,
+        "auc": float(auc),
+        "auc_ci": [float(low), float(high)],
+        "p_value": float(p),
+        "alpha": float(alpha),
+        "separates": bool(p <= alpha),
+        "n_rows": int(y.size),
+        "folds": 2,
         "test": "one-sided Mann-Whitney per held-out half, Bonferroni over the two halves",
         "classifier": "HistGradientBoostingClassifier on the features and label, scored on the half it did not see",
         "assumption": "members and non-members drawn from one distribution: then no model-free classifier "
-                      "beats chance (Das et al. 2024, arXiv 2406.16201)",
+        "beats chance (Das et al. 2024, arXiv 2406.16201)",
     }

@@ -13,9 +13,10 @@ This module is the one place to import them from; they live in modules named for
 `bound_types` (result and threshold strategies), `clopper_pearson_bounds`, `one_run_bounds`,
 `gdp_conversions` (μ ↔ ε) and `gdp_estimate`.
 """
+
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from audit.statistics.bound_types import GDP_LABEL, Bonferroni, EpsilonLowerBound, HeldOut, ThresholdStrategy
 from audit.statistics.clopper_pearson_bounds import (

@@ -14,6 +14,7 @@ Where R is too large to enumerate, §4.3's estimate: sample candidates, fit a sk
 their log-perplexities (−log-likelihood), and read the secret's rank fraction from the fitted CDF:
 exposure ≈ −log2 F(log-perplexity of s). An estimate under that distributional assumption.
 """
+
 from __future__ import annotations
 
 import math

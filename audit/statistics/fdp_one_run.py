@@ -18,6 +18,7 @@ can only make refutation harder (conservative).
 
 Pure functions, no I/O.
 """
+
 from __future__ import annotations
 
 import functools
@@ -29,7 +30,13 @@ from scipy import optimize, special
 
 from audit.statistics.epsilon_bounds import epsilon_from_gdp_mu, gdp_mu_from_epsilon
 from audit.statistics.gdp_fit import gaussian_family_figure, gaussian_tradeoff_fit
-from audit.statistics.one_run_guesses import DEFAULT_PILOT_FRACTION, DEFAULT_SEED, apply_guess_rule, choose_guess_rule, pilot_split
+from audit.statistics.one_run_guesses import (
+    DEFAULT_PILOT_FRACTION,
+    DEFAULT_SEED,
+    apply_guess_rule,
+    choose_guess_rule,
+    pilot_split,
+)
 from audit.statistics.tradeoff_curves import PrivacyProfile
 
 __all__ = [
@@ -39,7 +46,6 @@ __all__ = [
     "gdp_blow_up_inverse",
     "profile_blow_up_inverse",
 ]
-
 
 
 def gdp_blow_up_inverse(mu: float) -> Callable[[float], float]:
@@ -82,8 +88,9 @@ def _excess(blow_up_inverse: Callable[[float], float], m: int, n_guess: int, n_c
     return r + h - n_guess / m
 
 
-def fdp_one_run_refutes(blow_up_inverse: Callable[[float], float], m: int, n_guess: int, n_correct: int,
-                        alpha: float = 0.05) -> bool:
+def fdp_one_run_refutes(
+    blow_up_inverse: Callable[[float], float], m: int, n_guess: int, n_correct: int, alpha: float = 0.05
+) -> bool:
     """True when `n_correct` right guesses out of `n_guess` (m canaries) are impossible, at
     significance `alpha`, for a mechanism whose curve has inverse blow-up `blow_up_inverse`
     (Mahloujifar, Melis, Chaudhuri 2024, arXiv 2410.22235)."""
@@ -98,8 +105,9 @@ def _mu_of_epsilon(eps: float, delta: float) -> float:
     return gdp_mu_from_epsilon(eps, delta)
 
 
-def fdp_one_run_epsilon_gdp(m: int, n_guess: int, n_correct: int, alpha: float, delta: float,
-                            floor: float = 0.0) -> float:
+def fdp_one_run_epsilon_gdp(
+    m: int, n_guess: int, n_correct: int, alpha: float, delta: float, floor: float = 0.0
+) -> float:
     """The largest ε such that "μ-GDP with (ε, δ) on its curve" is refuted by these counts, 0 if none.
 
     A GDP-family statement: the mechanism is less private than the Gaussian mechanism whose curve
@@ -130,9 +138,18 @@ def fdp_one_run_epsilon_gdp(m: int, n_guess: int, n_correct: int, alpha: float, 
     return max(floor, epsilon_from_gdp_mu(mu, float(delta)))
 
 
-def fdp_one_run_audit(scores, members, profile: PrivacyProfile | None, *, delta: float, confidence: float = 0.95,
-                      pilot_fraction: float = DEFAULT_PILOT_FRACTION, seed: int = DEFAULT_SEED,
-                      with_gdp_epsilon: bool = True, gaussian_fit: dict | None = None) -> dict:
+def fdp_one_run_audit(
+    scores,
+    members,
+    profile: PrivacyProfile | None,
+    *,
+    delta: float,
+    confidence: float = 0.95,
+    pilot_fraction: float = DEFAULT_PILOT_FRACTION,
+    seed: int = DEFAULT_SEED,
+    with_gdp_epsilon: bool = True,
+    gaussian_fit: dict | None = None,
+) -> dict:
     """Test the claim's curve (`profile`) on coin-flipped canaries from one mechanism run.
 
     Mahloujifar, Melis, Chaudhuri 2024 (arXiv 2410.22235). The guess rule ("in" above one score
@@ -163,18 +180,41 @@ def fdp_one_run_audit(scores, members, profile: PrivacyProfile | None, *, delta:
     rule = choose_guess_rule(s[pilot], mem[pilot], n_eval, criterion)
     counts = apply_guess_rule(s[evaluation], mem[evaluation], rule)
     guesses, right = counts["r"], counts["v"]
-    refuted = (fdp_one_run_refutes(profile_blow_up_inverse(profile), n_eval, guesses, right, alpha)
-               if profile is not None else None)
+    refuted = (
+        fdp_one_run_refutes(profile_blow_up_inverse(profile), n_eval, guesses, right, alpha)
+        if profile is not None
+        else None
+    )
     gdp, withheld = None, None
     if with_gdp_epsilon:
         fit = gaussian_fit if gaussian_fit is not None else gaussian_tradeoff_fit(s, mem, seed=seed)
         gdp = gaussian_family_figure(fdp_one_run_epsilon_gdp(n_eval, guesses, right, alpha, delta), fit)
         withheld = fit["reason"] if fit.get("withheld") else None
-    row = {"m": n_eval, "guesses": guesses, "right": right, "refuted": refuted, "gdp_epsilon": gdp,
-           "k_plus": counts["k_plus"], "k_minus": counts["k_minus"]}
-    return {"m": int(s.size), "m_eval": n_eval, "m_pilot": int(pilot.size), "guesses": guesses, "right": right,
-            "refuted": refuted, "profile": None if profile is None else profile.source,
-            "gdp_epsilon": gdp, "gdp_epsilon_withheld": withheld, "alpha_each": alpha, "per_fraction": [row], "confidence": float(confidence),
-            "correction": (f"none: guess thresholds chosen on a random pilot of {pilot.size} canaries, "
-                           f"tested on the other {n_eval} only (one pre-declared test)"),
-            "assumption": "canaries inserted by independent fair coins; GDP ε assumes a Gaussian trade-off curve"}
+    row = {
+        "m": n_eval,
+        "guesses": guesses,
+        "right": right,
+        "refuted": refuted,
+        "gdp_epsilon": gdp,
+        "k_plus": counts["k_plus"],
+        "k_minus": counts["k_minus"],
+    }
+    return {
+        "m": int(s.size),
+        "m_eval": n_eval,
+        "m_pilot": int(pilot.size),
+        "guesses": guesses,
+        "right": right,
+        "refuted": refuted,
+        "profile": None if profile is None else profile.source,
+        "gdp_epsilon": gdp,
+        "gdp_epsilon_withheld": withheld,
+        "alpha_each": alpha,
+        "per_fraction": [row],
+        "confidence": float(confidence),
+        "correction": (
+            f"none: guess thresholds chosen on a random pilot of {pilot.size} canaries, "
+            f"tested on the other {n_eval} only (one pre-declared test)"
+        ),
+        "assumption": "canaries inserted by independent fair coins; GDP ε assumes a Gaussian trade-off curve",
+    }

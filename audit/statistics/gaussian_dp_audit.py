@@ -37,6 +37,7 @@ The test (`gaussian_dp_audit`), on independent runs "in" (positive) and "out" (n
 
 Pure functions, no I/O.
 """
+
 from __future__ import annotations
 
 import math
@@ -69,8 +70,10 @@ __all__ = [
     "runs_needed_gaussian_dp",
 ]
 
-GAUSSIAN_ASSUMPTION = ("the mechanism's trade-off curve is Gaussian (true for q = 1 DP-SGD with a Dirac gradient "
-                       "canary: the canary coordinate is a Gaussian shift)")
+GAUSSIAN_ASSUMPTION = (
+    "the mechanism's trade-off curve is Gaussian (true for q = 1 DP-SGD with a Dirac gradient "
+    "canary: the canary coordinate is a Gaussian shift)"
+)
 HIGHER_IN = "in if score >= threshold"
 LOWER_IN = "in if score < threshold"
 # Candidate thresholds: this many quantiles of the pooled pilot scores (plus the pilot scores'
@@ -111,8 +114,9 @@ def mu_full_batch_dpsgd(history) -> float:
     return math.sqrt(total)
 
 
-def most_refuted_profile_pair(fpr_upper: float, fnr_upper: float, mu: float,
-                              epsilon_max: float = 60.0) -> dict[str, float] | None:
+def most_refuted_profile_pair(
+    fpr_upper: float, fnr_upper: float, mu: float, epsilon_max: float = 60.0
+) -> dict[str, float] | None:
     """The strongest pair (ε', δ_μ(ε')) of the claim's privacy profile that the point (FPR̄, FNR̄)
     refutes — the largest ε' (hence smallest δ') on a fine grid — or None if it refutes none.
 
@@ -124,8 +128,12 @@ def most_refuted_profile_pair(fpr_upper: float, fnr_upper: float, mu: float,
     margin = np.full(grid.shape, -np.inf)
     for fp, fn in ((fpr_upper, fnr_upper), (fnr_upper, fpr_upper)):
         with np.errstate(divide="ignore", invalid="ignore"):
-            m = np.where(1 - delta - fp > 0, np.log(np.maximum(1 - delta - fp, 1e-300)) - math.log(max(fn, 1e-300)),
-                         -np.inf) - grid
+            m = (
+                np.where(
+                    1 - delta - fp > 0, np.log(np.maximum(1 - delta - fp, 1e-300)) - math.log(max(fn, 1e-300)), -np.inf
+                )
+                - grid
+            )
         margin = np.maximum(margin, m)
     refuted = np.flatnonzero(margin > 0)
     if refuted.size == 0:
@@ -141,8 +149,9 @@ def _cp_upper_smooth(k: np.ndarray, n_pilot: int, n_eval: int, alpha: float) -> 
     return np.where(k_eval < n_eval, beta_ppf(1.0 - alpha, k_eval + 1.0, np.maximum(n_eval - k_eval, 1e-9)), 1.0)
 
 
-def choose_rule_on_pilot(positive_pilot, negative_pilot, n_eval_positive: int, n_eval_negative: int,
-                         alpha_per_rate: float) -> tuple[float, str]:
+def choose_rule_on_pilot(
+    positive_pilot, negative_pilot, n_eval_positive: int, n_eval_negative: int, alpha_per_rate: float
+) -> tuple[float, str]:
     """(threshold, direction) maximising the μ_LB the evaluation part is expected to give.
 
     Candidates are quantiles of the pooled pilot scores; each is scored by
@@ -223,9 +232,11 @@ def _split_sizes(n: int, pilot_fraction: float) -> tuple[int, int]:
     return n_pilot, n - n_pilot
 
 
-def runs_needed_gaussian_dp(claimed_mu: float, confidence: float = 0.95, pilot_fraction: float = 0.2,
-                            limit: int = 10**8) -> int | None:
+def runs_needed_gaussian_dp(
+    claimed_mu: float, confidence: float = 0.95, pilot_fraction: float = 0.2, limit: int = 10**8
+) -> int | None:
     """Smallest runs per side whose `gaussian_dp_ceiling_mu` exceeds `claimed_mu` (None: > `limit`)."""
+
     def enough(n: int) -> bool:
         m = _split_sizes(n, pilot_fraction)[1]
         return gaussian_dp_ceiling_mu(m, m, confidence) > claimed_mu
@@ -271,8 +282,17 @@ class GaussianDPAudit:
         return asdict(self)
 
 
-def gaussian_dp_audit(positive, negative, *, claimed_mu: float, delta: float, confidence: float = 0.95,
-                      pilot_fraction: float = 0.2, seed: int = 0, rule: str = "equal_error") -> GaussianDPAudit:
+def gaussian_dp_audit(
+    positive,
+    negative,
+    *,
+    claimed_mu: float,
+    delta: float,
+    confidence: float = 0.95,
+    pilot_fraction: float = 0.2,
+    seed: int = 0,
+    rule: str = "equal_error",
+) -> GaussianDPAudit:
     """Audit a μ-GDP claim from independent runs' scores (see the module docstring for the test).
 
     `positive`: one score per run with the canary ("in"), `negative`: per run without. A random
@@ -319,9 +339,14 @@ def gaussian_dp_audit(positive, negative, *, claimed_mu: float, delta: float, co
     fnr_u = clopper_pearson_upper(fn, pos_eval.size, alpha_rate)
     # The (ε, δ) bound's own rule, from the same pilot: the equal-error point suits the curve, not
     # the tail where a likelihood ratio above e^ε shows.
-    tail_t, higher = choose_clopper_pearson_rule(np.concatenate([pos_pilot, neg_pilot]),
-                                                 np.r_[np.ones(pos_pilot.size, bool), np.zeros(neg_pilot.size, bool)],
-                                                 neg_eval.size, pos_eval.size, alpha_rate, d)
+    tail_t, higher = choose_clopper_pearson_rule(
+        np.concatenate([pos_pilot, neg_pilot]),
+        np.r_[np.ones(pos_pilot.size, bool), np.zeros(neg_pilot.size, bool)],
+        neg_eval.size,
+        pos_eval.size,
+        alpha_rate,
+        d,
+    )
     tail_direction = HIGHER_IN if higher else LOWER_IN
     tail_fp, tail_fn = _errors(tail_t, tail_direction, pos_eval, neg_eval)
     tail_fpr_u = clopper_pearson_upper(tail_fp, neg_eval.size, alpha_rate)
@@ -331,17 +356,32 @@ def gaussian_dp_audit(positive, negative, *, claimed_mu: float, delta: float, co
     refutes = bool(fnr_u < gaussian_tradeoff(fpr_u, mu_claim)) and mu_raw > mu_claim
     ceiling_mu = gaussian_dp_ceiling_mu(pos_eval.size, neg_eval.size, conf)
     return GaussianDPAudit(
-        claimed_mu=mu_claim, delta=d, confidence=conf, threshold=threshold, direction=direction,
-        n_pilot_positive=int(pos_pilot.size), n_pilot_negative=int(neg_pilot.size),
-        n_eval_positive=int(pos_eval.size), n_eval_negative=int(neg_eval.size),
-        false_positives=fp, false_negatives=fn, fpr_upper=float(fpr_u), fnr_upper=float(fnr_u),
+        claimed_mu=mu_claim,
+        delta=d,
+        confidence=conf,
+        threshold=threshold,
+        direction=direction,
+        n_pilot_positive=int(pos_pilot.size),
+        n_pilot_negative=int(neg_pilot.size),
+        n_eval_positive=int(pos_eval.size),
+        n_eval_negative=int(neg_eval.size),
+        false_positives=fp,
+        false_negatives=fn,
+        fpr_upper=float(fpr_u),
+        fnr_upper=float(fnr_u),
         refutes_claim=refutes,
         refuted_pair=most_refuted_profile_pair(fpr_u, fnr_u, mu_claim) if refutes else None,
-        mu_lower_bound=mu_lb, epsilon_gdp=epsilon_from_gdp_mu(mu_lb, d),
+        mu_lower_bound=mu_lb,
+        epsilon_gdp=epsilon_from_gdp_mu(mu_lb, d),
         claimed_epsilon_gdp=epsilon_from_gdp_mu(mu_claim, d),
         epsilon_lower_bound_clopper_pearson=float(epsilon_from_error_rates(fpr_u, fnr_u, d)),
-        tail_threshold=float(tail_t), tail_direction=tail_direction, tail_false_positives=tail_fp,
-        tail_false_negatives=tail_fn, tail_fpr_upper=float(tail_fpr_u), tail_fnr_upper=float(tail_fnr_u),
+        tail_threshold=float(tail_t),
+        tail_direction=tail_direction,
+        tail_false_positives=tail_fp,
+        tail_false_negatives=tail_fn,
+        tail_fpr_upper=float(tail_fpr_u),
+        tail_fnr_upper=float(tail_fnr_u),
         epsilon_lower_bound_tail=float(epsilon_from_error_rates(tail_fpr_u, tail_fnr_u, d)),
-        ceiling_mu=ceiling_mu, ceiling_epsilon_gdp=epsilon_from_gdp_mu(max(ceiling_mu, 0.0), d),
+        ceiling_mu=ceiling_mu,
+        ceiling_epsilon_gdp=epsilon_from_gdp_mu(max(ceiling_mu, 0.0), d),
     )

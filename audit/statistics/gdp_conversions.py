@@ -1,4 +1,5 @@
 """Gaussian DP conversions: μ from error rates, ε(μ, δ) and μ(ε, δ) (Dong, Roth, Su 2019, arXiv 1905.02383)."""
+
 from __future__ import annotations
 
 import math
@@ -13,9 +14,7 @@ __all__ = ["gdp_mu_lower_bound", "epsilon_from_gdp_mu", "gdp_mu_from_epsilon"]
 
 def _gdp_mu_array(fpr_u, fnr_u) -> np.ndarray:
     # isf(x) = Φ⁻¹(1 − x), accurate for tiny x where 1 − x would round to 1.
-    return stats.norm.isf(np.asarray(fpr_u, dtype=float)) - stats.norm.ppf(
-        np.asarray(fnr_u, dtype=float)
-    )
+    return stats.norm.isf(np.asarray(fpr_u, dtype=float)) - stats.norm.ppf(np.asarray(fnr_u, dtype=float))
 
 
 def gdp_mu_lower_bound(fpr_upper: float, fnr_upper: float) -> float:

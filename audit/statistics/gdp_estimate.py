@@ -1,4 +1,5 @@
 """The ε estimate that assumes Gaussian DP (Nasr et al. 2023, arXiv 2302.07956): never a sound bound."""
+
 from __future__ import annotations
 
 from numpy.typing import ArrayLike
@@ -57,6 +58,4 @@ def epsilon_estimate_gdp(
     mu = max(float(_gdp_mu_array(details["fpr_upper"], details["fnr_upper"])), 0.0)
     eps = epsilon_from_gdp_mu(mu, d)
     details.update({"delta": d, "mu": mu, "quantity": GDP_LABEL})
-    return EpsilonLowerBound(
-        epsilon=eps, method="gdp", confidence=conf, sound=False, details=details
-    )
+    return EpsilonLowerBound(epsilon=eps, method="gdp", confidence=conf, sound=False, details=details)

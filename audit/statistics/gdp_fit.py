@@ -22,6 +22,7 @@ above rejects, so no output (console, results.json, report.html, summary.md, MLf
 
 Pure functions of scores and membership (seeded), no I/O.
 """
+
 from __future__ import annotations
 
 import math
@@ -51,8 +52,7 @@ def _sorted_rows(scores: np.ndarray, members: np.ndarray) -> tuple[np.ndarray, n
     return members[order], group_end
 
 
-def _auc_rows(sorted_members: np.ndarray, group_end: np.ndarray, scores: np.ndarray,
-              members: np.ndarray) -> np.ndarray:
+def _auc_rows(sorted_members: np.ndarray, group_end: np.ndarray, scores: np.ndarray, members: np.ndarray) -> np.ndarray:
     """AUC (ties counted half) of each row, the Mann-Whitney U from the members' rank sum.
 
     A row without ties (every bootstrap row, almost surely) sums the 1-based positions of its
@@ -101,17 +101,30 @@ def gaussian_tradeoff_fit(scores, members, *, alpha: float = 0.05, seed: int = 0
     s = np.where(np.isnan(s), -np.inf, s)
     values, counts = np.unique(s, return_counts=True)
     tie = float(counts.max() / s.size)
-    out = {"distinct_scores": int(values.size), "largest_tie_fraction": tie, "mu_fit": None,
-           "max_vertical_gap": None, "gap_95th_if_gaussian": None, "p_value": None, "draws": 0,
-           "method": "largest vertical gap between the empirical and the fitted Gaussian trade-off curve, "
-                     "parametric bootstrap (Dong, Roth, Su 2019, arXiv 1905.02383)"}
+    out = {
+        "distinct_scores": int(values.size),
+        "largest_tie_fraction": tie,
+        "mu_fit": None,
+        "max_vertical_gap": None,
+        "gap_95th_if_gaussian": None,
+        "p_value": None,
+        "draws": 0,
+        "method": "largest vertical gap between the empirical and the fitted Gaussian trade-off curve, "
+        "parametric bootstrap (Dong, Roth, Su 2019, arXiv 1905.02383)",
+    }
     if values.size < MIN_DISTINCT or tie > 0.5:
-        out.update(withheld=True, reason=(
-            f"scores are discrete ({values.size} distinct values, the most common holding {tie:.0%}): "
-            "a Gaussian trade-off curve cannot describe them, so no GDP estimate is given"))
+        out.update(
+            withheld=True,
+            reason=(
+                f"scores are discrete ({values.size} distinct values, the most common holding {tie:.0%}): "
+                "a Gaussian trade-off curve cannot describe them, so no GDP estimate is given"
+            ),
+        )
         return out
     finite = np.isfinite(s)
-    s = np.where(finite, s, np.where(s > 0, values[np.isfinite(values)].max() + 1, values[np.isfinite(values)].min() - 1))
+    s = np.where(
+        finite, s, np.where(s > 0, values[np.isfinite(values)].max() + 1, values[np.isfinite(values)].min() - 1)
+    )
     sorted_members, group_end = _sorted_rows(s[None, :], m)
     mu = _mu_from_auc(_auc_rows(sorted_members, group_end, s[None, :], m))
     observed = float(_max_gaps(sorted_members, group_end, m, mu)[0])
@@ -122,13 +135,22 @@ def gaussian_tradeoff_fit(scores, members, *, alpha: float = 0.05, seed: int = 0
     null_mu = _mu_from_auc(_auc_rows(sorted_members, group_end, simulated, m))
     null = _max_gaps(sorted_members, group_end, m, null_mu)
     p = float((1 + np.sum(null >= observed)) / (draws + 1))
-    out.update(mu_fit=float(mu[0]), max_vertical_gap=observed, gap_95th_if_gaussian=float(np.quantile(null, 0.95)),
-               p_value=p, draws=draws)
+    out.update(
+        mu_fit=float(mu[0]),
+        max_vertical_gap=observed,
+        gap_95th_if_gaussian=float(np.quantile(null, 0.95)),
+        p_value=p,
+        draws=draws,
+    )
     if p < alpha:
-        out.update(withheld=True, reason=(
-            f"the Gaussian trade-off curve does not fit (largest vertical gap {observed:.3f}, above the "
-            f"{out['gap_95th_if_gaussian']:.3f} a Gaussian curve gives 95 % of the time; p = {p:.3f}): "
-            "no GDP estimate is given"))
+        out.update(
+            withheld=True,
+            reason=(
+                f"the Gaussian trade-off curve does not fit (largest vertical gap {observed:.3f}, above the "
+                f"{out['gap_95th_if_gaussian']:.3f} a Gaussian curve gives 95 % of the time; p = {p:.3f}): "
+                "no GDP estimate is given"
+            ),
+        )
     else:
         out.update(withheld=False, reason=None)
     return out

@@ -6,6 +6,7 @@ numbers results.json already holds, so `report` and `gate` reach the same statem
 
 Pure functions, no I/O.
 """
+
 from __future__ import annotations
 
 import math
@@ -15,8 +16,7 @@ from scipy import stats
 
 from audit.statistics.epsilon_bounds import one_run_claim_p_value
 
-__all__ = ["delong_p_value_from_interval", "held_out_threshold_p_value", "one_run_chance_p_value",
-           "plain_tpr_sentence"]
+__all__ = ["delong_p_value_from_interval", "held_out_threshold_p_value", "one_run_chance_p_value", "plain_tpr_sentence"]
 
 
 def delong_p_value_from_interval(auc: float, interval: Any, confidence: float) -> float | None:
@@ -91,8 +91,10 @@ def plain_tpr_sentence(tpr: Any, fpr: float, what: str = "training records") -> 
     """ "an attacker who accepts 1 false accusation in 100 identifies 9.4 % of the training records"."""
     if not _number(tpr) or not 0 < fpr < 1:
         return None
-    return (f"an attacker who accepts 1 false accusation in {round(1 / fpr):,} identifies "
-            f"{100 * float(tpr):.1f} % of the {what}")
+    return (
+        f"an attacker who accepts 1 false accusation in {round(1 / fpr):,} identifies "
+        f"{100 * float(tpr):.1f} % of the {what}"
+    )
 
 
 def _number(value: Any) -> bool:

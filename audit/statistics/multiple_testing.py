@@ -4,10 +4,11 @@ Pure functions of p-values. The verdict of an audit is "fail" as soon as one of 
 so the stated confidence holds for the verdict only if the probability that ANY true null is
 rejected is ≤ α — Holm's step-down procedure guarantees that under any dependence between tests.
 """
+
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 __all__ = ["holm_rejections"]
 

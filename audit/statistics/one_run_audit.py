@@ -27,6 +27,7 @@ would refute the claim's curve in the f-DP test. A claim neither could refute is
 
 Pure functions, no I/O.
 """
+
 from __future__ import annotations
 
 import math
@@ -62,10 +63,14 @@ __all__ = [
     "one_run_claim_audit",
 ]
 
-GAUSSIAN_SUM_ASSUMPTION = ("the normalized canary-aligned sums of in- and out-canaries are Gaussian with equal "
-                           "spread (asymptotic over many steps, Agrawal et al. 2026, arXiv 2606.12733); not proven here")
-ANDREW_ASSUMPTION = ("in- and out-canary scores are each Gaussian (Andrew et al. 2023, arXiv 2302.03098); a point "
-                     "estimate without a confidence interval")
+GAUSSIAN_SUM_ASSUMPTION = (
+    "the normalized canary-aligned sums of in- and out-canaries are Gaussian with equal "
+    "spread (asymptotic over many steps, Agrawal et al. 2026, arXiv 2606.12733); not proven here"
+)
+ANDREW_ASSUMPTION = (
+    "in- and out-canary scores are each Gaussian (Andrew et al. 2023, arXiv 2302.03098); a point "
+    "estimate without a confidence interval"
+)
 
 
 def delta_two_gaussians(epsilon: float, mean_0: float, sd_0: float, mean_1: float, sd_1: float) -> float:
@@ -110,9 +115,15 @@ def delta_two_gaussians(epsilon: float, mean_0: float, sd_0: float, mean_1: floa
 
 def epsilon_two_gaussians(mean_0: float, sd_0: float, mean_1: float, sd_1: float, delta: float) -> float:
     """The smallest ε with δ(ε) ≤ `delta` in both directions (P₀ vs P₁ and P₁ vs P₀); inf if none ≤ 200."""
+
     def gap(eps: float) -> float:
-        return max(delta_two_gaussians(eps, mean_0, sd_0, mean_1, sd_1),
-                   delta_two_gaussians(eps, mean_1, sd_1, mean_0, sd_0)) - delta
+        return (
+            max(
+                delta_two_gaussians(eps, mean_0, sd_0, mean_1, sd_1),
+                delta_two_gaussians(eps, mean_1, sd_1, mean_0, sd_0),
+            )
+            - delta
+        )
 
     if gap(0.0) <= 0:
         return 0.0
@@ -149,8 +160,14 @@ def epsilon_gaussian_normalized_sum(scores, members, delta: float, confidence: f
     z = float(stats.norm.ppf(confidence))
     mu_hat = (inside.mean() - outside.mean()) / sd_out
     mu_lb = max(0.0, (inside.mean() - outside.mean() - z * se) / sd_out)
-    return {"mu": mu_lb, "mu_point": float(mu_hat), "epsilon": epsilon_from_gdp_mu(mu_lb, delta),
-            "confidence": float(confidence), "assumption": GAUSSIAN_SUM_ASSUMPTION, "sound": False}
+    return {
+        "mu": mu_lb,
+        "mu_point": float(mu_hat),
+        "epsilon": epsilon_from_gdp_mu(mu_lb, delta),
+        "confidence": float(confidence),
+        "assumption": GAUSSIAN_SUM_ASSUMPTION,
+        "sound": False,
+    }
 
 
 def epsilon_andrew(scores, members, delta: float) -> dict[str, Any]:
@@ -161,12 +178,20 @@ def epsilon_andrew(scores, members, delta: float) -> dict[str, Any]:
     m1, s1 = float(inside.mean()), float(inside.std(ddof=1))
     if s0 == 0 or s1 == 0:
         raise ValueError("in- or out-canary scores do not vary: no Gaussian fit")
-    return {"epsilon": epsilon_two_gaussians(m0, s0, m1, s1, delta), "mean_out": m0, "sd_out": s0,
-            "mean_in": m1, "sd_in": s1, "assumption": ANDREW_ASSUMPTION, "sound": False}
+    return {
+        "epsilon": epsilon_two_gaussians(m0, s0, m1, s1, delta),
+        "mean_out": m0,
+        "sd_out": s0,
+        "mean_in": m1,
+        "sd_in": s1,
+        "assumption": ANDREW_ASSUMPTION,
+        "sound": False,
+    }
 
 
-def fdp_perfect_attack_refutes(profile: PrivacyProfile, m: int, alpha: float,
-                               guess_fractions=DEFAULT_GUESS_FRACTIONS) -> bool:
+def fdp_perfect_attack_refutes(
+    profile: PrivacyProfile, m: int, alpha: float, guess_fractions=DEFAULT_GUESS_FRACTIONS
+) -> bool:
     """Would an attack guessing every one of its 2⌊f·m/2⌋ canaries right refute `profile` in the
     f-DP one-run test at level `alpha` (Bonferroni over the fractions, as `fdp_one_run_audit`)?"""
     inverse = profile_blow_up_inverse(profile)
@@ -178,8 +203,7 @@ def fdp_perfect_attack_refutes(profile: PrivacyProfile, m: int, alpha: float,
     return False
 
 
-def fdp_one_run_p_value(scores, members, profile: PrivacyProfile,
-                        guess_fractions=DEFAULT_GUESS_FRACTIONS) -> float:
+def fdp_one_run_p_value(scores, members, profile: PrivacyProfile, guess_fractions=DEFAULT_GUESS_FRACTIONS) -> float:
     """p-value of the claim's curve in the f-DP one-run test (Mahloujifar, Melis, Chaudhuri 2024,
     arXiv 2410.22235): for each guess fraction the smallest α at which its counts refute `profile`
     (bisection in log α: refutation only gets easier as α grows), times the number of fractions
@@ -193,7 +217,7 @@ def fdp_one_run_p_value(scores, members, profile: PrivacyProfile,
         k = int(math.floor(f * s.size / 2))
         if k == 0:
             continue
-        right = int(mem[order[s.size - k:]].sum()) + int((~mem[order[:k]]).sum())
+        right = int(mem[order[s.size - k :]].sum()) + int((~mem[order[:k]]).sum())
         if right == 0 or not fdp_one_run_refutes(inverse, s.size, 2 * k, right, 1.0 - 1e-12):
             continue
         lo, hi = -40.0, 0.0  # log10 α
@@ -207,9 +231,11 @@ def fdp_one_run_p_value(scores, members, profile: PrivacyProfile,
     return float(min(1.0, len(guess_fractions) * best))
 
 
-def canaries_needed_one_run_claim(claimed_epsilon: float, profile: PrivacyProfile | None, delta: float,
-                                  alpha: float, limit: int = 10**6) -> int | None:
+def canaries_needed_one_run_claim(
+    claimed_epsilon: float, profile: PrivacyProfile | None, delta: float, alpha: float, limit: int = 10**6
+) -> int | None:
     """Smallest m for which a perfect attack passes either sound test (α split in two); None: > `limit`."""
+
     def enough(m: int) -> bool:
         if one_run_ceiling(m, delta, alpha / 2) > claimed_epsilon:
             return True
@@ -218,9 +244,16 @@ def canaries_needed_one_run_claim(claimed_epsilon: float, profile: PrivacyProfil
     return smallest_sufficient(enough, start=100, limit=limit)
 
 
-def one_run_claim_audit(scores, members, *, claimed_epsilon: float, delta: float,
-                        profile: PrivacyProfile | None, confidence: float = 0.95,
-                        with_estimates: bool = True) -> dict[str, Any]:
+def one_run_claim_audit(
+    scores,
+    members,
+    *,
+    claimed_epsilon: float,
+    delta: float,
+    profile: PrivacyProfile | None,
+    confidence: float = 0.95,
+    with_estimates: bool = True,
+) -> dict[str, Any]:
     """Everything the one-run white-box audit says about one claim (ε at δ, with its curve `profile`
     when known) from one run's canary `scores` and coins `members`: see the module docstring.
 
@@ -238,8 +271,13 @@ def one_run_claim_audit(scores, members, *, claimed_epsilon: float, delta: float
     ceiling = one_run_ceiling(int(s.size), delta, alpha / 2)
     # One check of the Gaussian curve for every Gaussian-family figure of these scores (gdp_fit).
     fit = gaussian_tradeoff_fit(s, mem) if with_estimates else None
-    fdp = fdp_one_run_audit(s, mem, profile, delta=delta, confidence=half, with_gdp_epsilon=with_estimates,
-                            gaussian_fit=fit) if profile is not None else None
+    fdp = (
+        fdp_one_run_audit(
+            s, mem, profile, delta=delta, confidence=half, with_gdp_epsilon=with_estimates, gaussian_fit=fit
+        )
+        if profile is not None
+        else None
+    )
     fdp_refutable = bool(profile is not None and fdp_perfect_attack_refutes(profile, int(s.size), alpha / 2))
     p_fdp = fdp_one_run_p_value(s, mem, profile) if profile is not None else 1.0
     refuted_steinke = p_steinke <= alpha / 2
@@ -252,26 +290,50 @@ def one_run_claim_audit(scores, members, *, claimed_epsilon: float, delta: float
         status = "untestable"
     needed = None if status != "untestable" else canaries_needed_one_run_claim(claimed_epsilon, profile, delta, alpha)
     result: dict[str, Any] = {
-        "claimed_epsilon": float(claimed_epsilon), "delta": float(delta), "confidence": float(confidence),
-        "m": int(s.size), "n_in": int(mem.sum()), "status": status,
-        "steinke": {"epsilon": steinke.epsilon, "p_value_claim": p_steinke, "refuted": refuted_steinke,
-                    "ceiling": ceiling, "r": steinke.details["r"], "v": steinke.details["v"],
-                    "level": alpha / 2, "sound": True, "paper": "Steinke, Nasr, Jagielski 2023, arXiv 2305.08846"},
-        "fdp": None if fdp is None else {
-            "refuted": refuted_fdp, "refutable_by_perfect_attack": fdp_refutable, "curve": fdp["profile"],
+        "claimed_epsilon": float(claimed_epsilon),
+        "delta": float(delta),
+        "confidence": float(confidence),
+        "m": int(s.size),
+        "n_in": int(mem.sum()),
+        "status": status,
+        "steinke": {
+            "epsilon": steinke.epsilon,
+            "p_value_claim": p_steinke,
+            "refuted": refuted_steinke,
+            "ceiling": ceiling,
+            "r": steinke.details["r"],
+            "v": steinke.details["v"],
+            "level": alpha / 2,
+            "sound": True,
+            "paper": "Steinke, Nasr, Jagielski 2023, arXiv 2305.08846",
+        },
+        "fdp": None
+        if fdp is None
+        else {
+            "refuted": refuted_fdp,
+            "refutable_by_perfect_attack": fdp_refutable,
+            "curve": fdp["profile"],
             "p_value_claim": p_fdp,
-            "gdp_family_epsilon": fdp["gdp_epsilon"], "gdp_family_epsilon_withheld": fdp.get("gdp_epsilon_withheld"),
-            "level": alpha / 2, "sound": True,
+            "gdp_family_epsilon": fdp["gdp_epsilon"],
+            "gdp_family_epsilon_withheld": fdp.get("gdp_epsilon_withheld"),
+            "level": alpha / 2,
+            "sound": True,
             "gdp_family_epsilon_note": "a lower bound only if the curve is Gaussian",
-            "paper": "Mahloujifar, Melis, Chaudhuri 2024, arXiv 2410.22235"},
+            "paper": "Mahloujifar, Melis, Chaudhuri 2024, arXiv 2410.22235",
+        },
         "ceiling": ceiling,
         "p_value": float(min(1.0, 2 * min(p_steinke, p_fdp))),
         "canaries_needed": needed,
     }
     if fit is not None:  # with_estimates
         withheld = fit["reason"] if fit.get("withheld") else None
-        for key, estimate in (("gaussian_sum", epsilon_gaussian_normalized_sum(s, mem, delta, confidence)),
-                              ("andrew", epsilon_andrew(s, mem, delta))):
-            result[key] = {**estimate, "epsilon": gaussian_family_figure(estimate["epsilon"], fit),
-                           "withheld": withheld}
+        for key, estimate in (
+            ("gaussian_sum", epsilon_gaussian_normalized_sum(s, mem, delta, confidence)),
+            ("andrew", epsilon_andrew(s, mem, delta)),
+        ):
+            result[key] = {
+                **estimate,
+                "epsilon": gaussian_family_figure(estimate["epsilon"], fit),
+                "withheld": withheld,
+            }
     return result

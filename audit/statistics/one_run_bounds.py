@@ -1,6 +1,7 @@
 """One-run ε lower bounds (Steinke, Nasr, Jagielski 2023, arXiv 2305.08846): the guessing game on
 coin-flip candidates of one training run, its p-value, the bound, the claim's p-value, the ceiling.
 The guess rule is chosen on a pilot split (`one_run_guesses`)."""
+
 from __future__ import annotations
 
 import functools
@@ -82,9 +83,7 @@ def _one_run_epsilon(m: int, r: int, v: int, delta: float, alpha: float) -> floa
     lo, hi = 0.0, 1.0
     while _one_run_p_value(hi, m, r, v, delta) <= alpha:
         lo, hi = hi, 2 * hi  # p → 1 as ε → ∞ (q → 1), so this terminates.
-    return float(
-        optimize.bisect(lambda e: alpha - _one_run_p_value(e, m, r, v, delta), lo, hi, xtol=1e-7)
-    )
+    return float(optimize.bisect(lambda e: alpha - _one_run_p_value(e, m, r, v, delta), lo, hi, xtol=1e-7))
 
 
 def one_run_epsilon_from_counts(m: int, r: int, v: int, delta: float, alpha: float = 0.05) -> float:
@@ -116,10 +115,12 @@ def _check_fair_coin(m: np.ndarray) -> None:
 def _one_run_criterion(m_eval: int, delta: float, alpha: float):
     """The pilot's criterion: the evaluation part's one-run bound, skipping the bisection when the
     candidate cannot beat the best so far (p is increasing in ε, so p(floor) > α means ε < floor)."""
+
     def value(r: int, v: int, floor: float) -> float:
         if floor > 0 and _one_run_p_value(floor, m_eval, r, v, delta) > alpha:
             return floor
         return _one_run_epsilon(m_eval, r, v, delta, alpha)
+
     return value
 
 
@@ -184,8 +185,10 @@ def epsilon_lower_bound_one_run(
         "threshold_in": None if rule is None or math.isinf(rule.t_in) else rule.t_in,
         "threshold_out": None if rule is None or math.isinf(rule.t_out) else rule.t_out,
         "alpha_each": alpha,
-        "correction": (f"none: guess thresholds chosen on a random pilot of {pilot.size} candidates, "
-                       f"bound computed on the other {n_eval} only (one pre-declared test)"),
+        "correction": (
+            f"none: guess thresholds chosen on a random pilot of {pilot.size} candidates, "
+            f"bound computed on the other {n_eval} only (one pre-declared test)"
+        ),
         # One row, the evaluation test; the key is what readers of results.json look for.
         "per_fraction": [row],
         "delta": d,
@@ -193,7 +196,11 @@ def epsilon_lower_bound_one_run(
         "quantity": "one-run epsilon lower bound",
     }
     return EpsilonLowerBound(
-        epsilon=float(epsilon), method="one_run", confidence=conf, sound=True, details=details,
+        epsilon=float(epsilon),
+        method="one_run",
+        confidence=conf,
+        sound=True,
+        details=details,
     )
 
 
@@ -214,8 +221,12 @@ def one_run_claim_p_value(details: dict[str, Any], claimed_epsilon: float, delta
     if not rows:
         raise ValueError("details: expected the 'per_fraction' rows written by epsilon_lower_bound_one_run")
     m = _as_count("m", details["m"])
-    best = min(_one_run_p_value(eps, _as_count("m", row.get("m", m)), int(row["r"]), int(row["v"]), d)
-               if int(row["r"]) else 1.0 for row in rows)
+    best = min(
+        _one_run_p_value(eps, _as_count("m", row.get("m", m)), int(row["r"]), int(row["v"]), d)
+        if int(row["r"])
+        else 1.0
+        for row in rows
+    )
     return float(min(1.0, len(rows) * best))
 
 

@@ -24,11 +24,12 @@ Rules are score THRESHOLDS, not counts: "in" if score â‰¥ t_in, "out" if score â
 
 Pure functions, no I/O.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
@@ -139,7 +140,8 @@ def choose_guess_rule(scores, members, n_eval: int, criterion: Criterion) -> Gue
     return GuessRule(
         t_in=float(s_sorted[n - k_in]) if k_in else math.inf,
         t_out=float(s_sorted[k_out - 1]) if k_out else -math.inf,
-        pilot_in=int(k_in), pilot_out=int(k_out),
+        pilot_in=int(k_in),
+        pilot_out=int(k_out),
     )
 
 

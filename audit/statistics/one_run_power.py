@@ -8,6 +8,7 @@ Steinke et al. ceiling (arXiv 2305.08846) follows from m and δ. The verdict ask
 first Holm level α/K whether the row could have refuted its claim (`whitebox_power`).
 `one_run_row` computes a row's statistics from one run's canary scores. Pure functions.
 """
+
 from __future__ import annotations
 
 import math
@@ -48,8 +49,15 @@ def _epsilon_at(profile, delta: float) -> float:
     return float(eps[below[0]]) if below.size else math.inf
 
 
-def curve_ceilings(noise_multiplier: float, sample_rate: float, steps: int, m: int, delta: float,
-                   claim: float, factors=CEILING_NOISE_FACTORS) -> list[dict[str, float]]:
+def curve_ceilings(
+    noise_multiplier: float,
+    sample_rate: float,
+    steps: int,
+    m: int,
+    delta: float,
+    claim: float,
+    factors=CEILING_NOISE_FACTORS,
+) -> list[dict[str, float]]:
     """[{factor, epsilon, fdp_perfect_p_value}]: for σ' = factor·σ (same q, T), the curve's ε at δ
     (the claim itself at factor 1) and the f-DP test's perfect-attack p-value against it. At level
     a, the row's f-DP ceiling is the largest ε whose p-value is ≤ a (less noise: harder to refute)."""
@@ -57,8 +65,13 @@ def curve_ceilings(noise_multiplier: float, sample_rate: float, steps: int, m: i
     for factor in factors:
         profile = dpsgd_privacy_profile(float(noise_multiplier) * factor, float(sample_rate), int(steps))
         p = fdp_perfect_p_value(profile, m)
-        rows.append({"factor": factor, "epsilon": float(claim) if factor == 1.0 else _epsilon_at(profile, delta),
-                     "fdp_perfect_p_value": p})
+        rows.append(
+            {
+                "factor": factor,
+                "epsilon": float(claim) if factor == 1.0 else _epsilon_at(profile, delta),
+                "fdp_perfect_p_value": p,
+            }
+        )
         if p >= 1.0:  # refutation only gets harder with less noise
             break
     return rows
@@ -76,24 +89,51 @@ def whitebox_power(row: dict[str, Any], level: float) -> dict[str, Any]:
     steinke = one_run_ceiling(m, delta, half) if "steinke" in tests else 0.0
     curves = [c for c in row.get("curve_ceilings") or [] if isinstance(c, dict)]
     if not curves:
-        return {"powered": bool(row.get("refutable_alone")), "ceiling": row.get("ceiling"), "steinke_ceiling": steinke,
-                "curve_ceiling": None, "needed": row.get("canaries_needed")}
+        return {
+            "powered": bool(row.get("refutable_alone")),
+            "ceiling": row.get("ceiling"),
+            "steinke_ceiling": steinke,
+            "curve_ceiling": None,
+            "needed": row.get("canaries_needed"),
+        }
     if "fdp" not in tests:
         curves = []
     refutable = [float(c["epsilon"]) for c in curves if float(c["fdp_perfect_p_value"]) <= half]
     curve_ceiling = max(refutable) if refutable else None
-    powered = steinke > claim or any(float(c["factor"]) == 1.0 and float(c["fdp_perfect_p_value"]) <= half
-                                     for c in curves)
+    powered = steinke > claim or any(
+        float(c["factor"]) == 1.0 and float(c["fdp_perfect_p_value"]) <= half for c in curves
+    )
     needed = None
     if not powered:
-        needed = next((int(k) for k, p in sorted((row.get("fdp_perfect_p_by_m") or {}).items(), key=lambda kv: int(kv[0]))
-                       if float(p) <= level / 2 or one_run_ceiling(int(k), delta, level / 2) > claim), None)
-    return {"powered": bool(powered), "ceiling": max([steinke] + refutable), "steinke_ceiling": steinke,
-            "curve_ceiling": curve_ceiling, "needed": needed}
+        needed = next(
+            (
+                int(k)
+                for k, p in sorted((row.get("fdp_perfect_p_by_m") or {}).items(), key=lambda kv: int(kv[0]))
+                if float(p) <= level / 2 or one_run_ceiling(int(k), delta, level / 2) > claim
+            ),
+            None,
+        )
+    return {
+        "powered": bool(powered),
+        "ceiling": max([steinke] + refutable),
+        "steinke_ceiling": steinke,
+        "curve_ceiling": curve_ceiling,
+        "needed": needed,
+    }
 
 
-def one_run_row(scores_all, scores_final, coins, *, claim: float, delta: float, noise_multiplier: float,
-                sample_rate: float, steps: int, confidence: float) -> dict[str, Any]:
+def one_run_row(
+    scores_all,
+    scores_final,
+    coins,
+    *,
+    claim: float,
+    delta: float,
+    noise_multiplier: float,
+    sample_rate: float,
+    steps: int,
+    confidence: float,
+) -> dict[str, Any]:
     """The statistics of a one-run canary row (every iterate decides; the final model is shown) for a
     claim whose mechanism is the Poisson-subsampled Gaussian (σ, q, T): Steinke et al. and the f-DP
     test (`one_run_claim_audit`), combined by Bonferroni over the tests a perfect attack could pass
@@ -104,33 +144,58 @@ def one_run_row(scores_all, scores_final, coins, *, claim: float, delta: float, 
     coins = np.asarray(coins, dtype=bool)
     m = int(coins.size)
     profile = dpsgd_privacy_profile(float(noise_multiplier), float(sample_rate), int(steps))
-    audit = one_run_claim_audit(scores_all, coins, claimed_epsilon=claim, delta=delta, profile=profile,
-                                confidence=confidence)
-    final = one_run_claim_audit(scores_final, coins, claimed_epsilon=claim, delta=delta, profile=profile,
-                                confidence=confidence, with_estimates=False)
+    audit = one_run_claim_audit(
+        scores_all, coins, claimed_epsilon=claim, delta=delta, profile=profile, confidence=confidence
+    )
+    final = one_run_claim_audit(
+        scores_final,
+        coins,
+        claimed_epsilon=claim,
+        delta=delta,
+        profile=profile,
+        confidence=confidence,
+        with_estimates=False,
+    )
     alpha = 1.0 - float(confidence)
     ceilings = curve_ceilings(noise_multiplier, sample_rate, steps, m, delta, claim)
     by_m = {str(k * m): fdp_perfect_p_value(profile, k * m) for k in NEEDED_M_FACTORS if k * m <= MAX_CANARIES}
-    able = {"steinke": one_run_ceiling(m, delta, alpha) > claim,
-            "fdp": float(ceilings[0]["fdp_perfect_p_value"]) <= alpha}
+    able = {
+        "steinke": one_run_ceiling(m, delta, alpha) > claim,
+        "fdp": float(ceilings[0]["fdp_perfect_p_value"]) <= alpha,
+    }
     tests = [name for name, ok in able.items() if ok] or ["steinke", "fdp"]
     p_of = {"steinke": float(audit["steinke"]["p_value_claim"]), "fdp": float(audit["fdp"]["p_value_claim"])}
     p_value = float(min(1.0, len(tests) * min(p_of[name] for name in tests)))
     refutable_alone = any(able.values()) and (
         ("steinke" in tests and one_run_ceiling(m, delta, alpha / len(tests)) > claim)
-        or ("fdp" in tests and float(ceilings[0]["fdp_perfect_p_value"]) <= alpha / len(tests)))
+        or ("fdp" in tests and float(ceilings[0]["fdp_perfect_p_value"]) <= alpha / len(tests))
+    )
     return {
-        "claim": float(claim), "delta": float(delta), "m": m, "n_in": int(coins.sum()), "observe": "every iterate",
-        "status": audit["status"], "p_value": p_value,
+        "claim": float(claim),
+        "delta": float(delta),
+        "m": m,
+        "n_in": int(coins.sum()),
+        "observe": "every iterate",
+        "status": audit["status"],
+        "p_value": p_value,
         "tests": tests,  # the sound tests in the p-value, Bonferroni over len(tests)
-        "p_value_steinke": p_of["steinke"], "p_value_fdp": p_of["fdp"],
-        "refutable_alone": bool(refutable_alone), "ceiling": audit["ceiling"],
-        "steinke_epsilon": audit["steinke"]["epsilon"], "fdp_refuted": bool(audit["fdp"]["refuted"]),
+        "p_value_steinke": p_of["steinke"],
+        "p_value_fdp": p_of["fdp"],
+        "refutable_alone": bool(refutable_alone),
+        "ceiling": audit["ceiling"],
+        "steinke_epsilon": audit["steinke"]["epsilon"],
+        "fdp_refuted": bool(audit["fdp"]["refuted"]),
         "fdp_gdp_family_epsilon": audit["fdp"]["gdp_family_epsilon"],
-        "gaussian_sum_epsilon": audit["gaussian_sum"]["epsilon"], "andrew_epsilon": audit["andrew"]["epsilon"],
+        "gaussian_sum_epsilon": audit["gaussian_sum"]["epsilon"],
+        "andrew_epsilon": audit["andrew"]["epsilon"],
         "canaries_needed": audit.get("canaries_needed"),
         # What a perfect attack would reach (before any score is read): the verdict's power at its Holm level.
-        "curve_ceilings": ceilings, "fdp_perfect_p_by_m": by_m,
-        "final_model": {"status": final["status"], "steinke_epsilon": final["steinke"]["epsilon"],
-                        "fdp_refuted": bool(final["fdp"]["refuted"]), "note": "same run, final model only: shown"},
+        "curve_ceilings": ceilings,
+        "fdp_perfect_p_by_m": by_m,
+        "final_model": {
+            "status": final["status"],
+            "steinke_epsilon": final["steinke"]["epsilon"],
+            "fdp_refuted": bool(final["fdp"]["refuted"]),
+            "note": "same run, final model only: shown",
+        },
     }

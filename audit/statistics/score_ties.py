@@ -14,6 +14,7 @@ absurdly far from the bulk: they are ties in disguise and flatten the same metri
 
 Pure functions, no I/O.
 """
+
 from __future__ import annotations
 
 from typing import TypedDict
@@ -121,8 +122,9 @@ def _flattened_levels(s: np.ndarray, m: np.ndarray, levels) -> list[float]:
     return flat
 
 
-def tie_notes(attack_name: str, scores, members, tpr_conservative: dict, tpr_randomized: dict,
-              where: str | None = None) -> list[str]:
+def tie_notes(
+    attack_name: str, scores, members, tpr_conservative: dict, tpr_randomized: dict, where: str | None = None
+) -> list[str]:
     """Plain-words notes for an attack whose scores are mostly tied or saturated, or whose TPR at a
     reported FPR is flattened by a tie group."""
     s, m = validate_scores_and_members(scores, members)
@@ -133,16 +135,22 @@ def tie_notes(attack_name: str, scores, members, tpr_conservative: dict, tpr_ran
     notes = []
     if ties["largest_tie_fraction"] >= MOSTLY_TIED:
         count = int(round(ties["largest_tie_fraction"] * s.size))
-        notes.append(f"{prefix}{count} of {s.size} scores tie at one value ({float(ties['largest_tie_value'] or 0.0):.4g}); "
-                     "metrics read off thresholds cannot separate them")
+        notes.append(
+            f"{prefix}{count} of {s.size} scores tie at one value ({float(ties['largest_tie_value'] or 0.0):.4g}); "
+            "metrics read off thresholds cannot separate them"
+        )
     if ties["saturated_fraction"] >= MOSTLY_SATURATED:
-        notes.append(f"{prefix}{ties['saturated_fraction']:.0%} of scores are saturated (non-finite, at a repeated "
-                     "extreme, or > 100 IQR from the median): the attack's output has run out of precision there")
+        notes.append(
+            f"{prefix}{ties['saturated_fraction']:.0%} of scores are saturated (non-finite, at a repeated "
+            "extreme, or > 100 IQR from the median): the attack's output has run out of precision there"
+        )
     for level in _flattened_levels(s, m, sorted(float(k) for k in tpr_randomized)):
         cons = next((v for k, v in tpr_conservative.items() if float(k) == level), None)
         rand = tpr_randomized.get(level)
         if cons is None or rand is None:
             continue
-        notes.append(f"{prefix}a tie group spans FPR {level:g}; TPR there is {cons:.4f} with a deterministic "
-                     f"threshold (FPR ≤ {level:g}, reported) and {rand:.4f} with a randomized one (FPR = {level:g} exactly)")
+        notes.append(
+            f"{prefix}a tie group spans FPR {level:g}; TPR there is {cons:.4f} with a deterministic "
+            f"threshold (FPR ≤ {level:g}, reported) and {rand:.4f} with a randomized one (FPR = {level:g} exactly)"
+        )
     return notes

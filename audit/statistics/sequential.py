@@ -27,6 +27,7 @@ How α is split over the looks (`look_levels`):
 
 Pure functions, no I/O.
 """
+
 from __future__ import annotations
 
 import math
@@ -36,8 +37,16 @@ from typing import Any
 
 from scipy import stats
 
-__all__ = ["SPENDING", "GroupSequentialDesign", "SequentialOutcome", "group_sequential_design", "look_levels",
-           "look_sizes", "obrien_fleming_spending", "run_group_sequential"]
+__all__ = [
+    "SPENDING",
+    "GroupSequentialDesign",
+    "SequentialOutcome",
+    "group_sequential_design",
+    "look_levels",
+    "look_sizes",
+    "obrien_fleming_spending",
+    "run_group_sequential",
+]
 
 SPENDING = ("haybittle-peto", "obrien-fleming", "bonferroni")
 # Share of α the interim looks get together under "haybittle-peto" (the last look keeps the rest).
@@ -54,7 +63,9 @@ def obrien_fleming_spending(t: float, alpha: float) -> float:
     return float(2.0 * stats.norm.sf(stats.norm.isf(alpha / 2.0) / math.sqrt(t)))
 
 
-def look_levels(sizes: tuple[int, ...] | list[int], alpha: float, spending: str = "haybittle-peto") -> tuple[float, ...]:
+def look_levels(
+    sizes: tuple[int, ...] | list[int], alpha: float, spending: str = "haybittle-peto"
+) -> tuple[float, ...]:
     """The nominal level of each look (ordered by size); they add up to `alpha` (Bonferroni over the looks)."""
     sizes = [int(n) for n in sizes]
     if not sizes or any(n < 1 for n in sizes) or sizes != sorted(set(sizes)):
@@ -99,21 +110,29 @@ class GroupSequentialDesign:
     spending: str
 
     def to_dict(self) -> dict[str, Any]:
-        return {"looks": list(self.sizes), "levels": list(self.levels), "alpha": self.alpha, "spending": self.spending,
-                "planned": self.sizes[-1]}
+        return {
+            "looks": list(self.sizes),
+            "levels": list(self.levels),
+            "alpha": self.alpha,
+            "spending": self.spending,
+            "planned": self.sizes[-1],
+        }
 
     def describe(self, unit: str = "runs") -> str:
         """One line a reader can check before the audit starts: planned size, looks, levels."""
         looks = ", ".join(f"{n:,} ({level:.2g})" for n, level in zip(self.sizes, self.levels))
         if len(self.sizes) == 1:
             return f"fixed size: {self.sizes[-1]:,} {unit}, one test at level {self.alpha:g}"
-        return (f"sequential: {self.sizes[-1]:,} {unit} planned, {len(self.sizes)} looks after {looks} {unit} "
-                f"(level in brackets; {self.spending} spending, Bonferroni over the looks: family-wise α = {self.alpha:g}); "
-                "it stops at the first look that refutes")
+        return (
+            f"sequential: {self.sizes[-1]:,} {unit} planned, {len(self.sizes)} looks after {looks} {unit} "
+            f"(level in brackets; {self.spending} spending, Bonferroni over the looks: family-wise α = {self.alpha:g}); "
+            "it stops at the first look that refutes"
+        )
 
 
-def group_sequential_design(planned: int, alpha: float, *, max_looks: int = 6, first_at_least: int = 1,
-                            spending: str = "haybittle-peto") -> GroupSequentialDesign:
+def group_sequential_design(
+    planned: int, alpha: float, *, max_looks: int = 6, first_at_least: int = 1, spending: str = "haybittle-peto"
+) -> GroupSequentialDesign:
     """The design of an audit that plans `planned` trials: `look_sizes` and their `look_levels`."""
     sizes = look_sizes(planned, max_looks, first_at_least)
     return GroupSequentialDesign(sizes, look_levels(sizes, alpha, spending), float(alpha), spending)
@@ -139,17 +158,23 @@ class SequentialOutcome:
         last = self.looks[-1]
         k, total = self.stopped_at + 1, len(self.design.sizes)
         if self.rejected:
-            return (f"stopped early: look {k} of {total} refuted the claim after {self.size_used:,} {unit} "
-                    f"(p = {last['p_value']:.2g} ≤ its level {last['level']:.2g})" if k < total else
-                    f"refuted at the last look ({self.size_used:,} {unit}, p = {last['p_value']:.2g} ≤ {last['level']:.2g})")
+            return (
+                f"stopped early: look {k} of {total} refuted the claim after {self.size_used:,} {unit} "
+                f"(p = {last['p_value']:.2g} ≤ its level {last['level']:.2g})"
+                if k < total
+                else f"refuted at the last look ({self.size_used:,} {unit}, p = {last['p_value']:.2g} ≤ {last['level']:.2g})"
+            )
         if total == 1:
             return f"fixed size: all {self.size_used:,} {unit} were run"
-        return (f"ran to the planned {self.size_used:,} {unit}: no look refuted the claim, and holding it needs "
-                "the full planned size")
+        return (
+            f"ran to the planned {self.size_used:,} {unit}: no look refuted the claim, and holding it needs "
+            "the full planned size"
+        )
 
 
-def run_group_sequential(design: GroupSequentialDesign,
-                         look: Callable[[int, int, float], tuple[float, dict[str, Any]]]) -> SequentialOutcome:
+def run_group_sequential(
+    design: GroupSequentialDesign, look: Callable[[int, int, float], tuple[float, dict[str, Any]]]
+) -> SequentialOutcome:
     """Take the looks in order: `look(index, size, level)` gathers the data up to `size`, tests it and
     returns (p-value, details); stop at the first p-value ≤ its level, else after the last look.
 
@@ -159,8 +184,16 @@ def run_group_sequential(design: GroupSequentialDesign,
     for index, (size, level) in enumerate(zip(design.sizes, design.levels)):
         p_value, details = look(index, int(size), float(level))
         p_value = float(p_value)
-        outcome.looks.append({"look": index + 1, "size": int(size), "level": float(level), "p_value": p_value,
-                              "rejected": bool(p_value <= level), **details})
+        outcome.looks.append(
+            {
+                "look": index + 1,
+                "size": int(size),
+                "level": float(level),
+                "p_value": p_value,
+                "rejected": bool(p_value <= level),
+                **details,
+            }
+        )
         outcome.stopped_at = index
         if p_value <= level:
             break

@@ -24,9 +24,9 @@ _QUERY_BATCH = 1000
 
 def _as_matrix(table: _Table, role: str) -> np.ndarray:
     """Rows × columns (the table's column order): scaled numerics, categorical codes as floats (−1 = missing)."""
-    return np.column_stack([
-        table.numeric[c][role] if c in table.numeric else table.codes[c][role].astype(float) for c in table.columns
-    ])
+    return np.column_stack(
+        [table.numeric[c][role] if c in table.numeric else table.codes[c][role].astype(float) for c in table.columns]
+    )
 
 
 _GE, _LE, _EQ, _ISNA = 0, 1, 2, 3
@@ -49,8 +49,9 @@ def _query_masks(data_t: np.ndarray, cols: np.ndarray, ops: np.ndarray, values: 
     return mask
 
 
-def _matched_rows(data_t: np.ndarray, cols: np.ndarray, ops: np.ndarray, values: np.ndarray,
-                  cap: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _matched_rows(
+    data_t: np.ndarray, cols: np.ndarray, ops: np.ndarray, values: np.ndarray, cap: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Which rows (columns of data_t) each predicate matches, stopping a predicate at cap + 1 matches.
 
     Returns `(query, row)` pairs and `complete` per query: True = the pairs are ALL its matching
@@ -74,8 +75,10 @@ def _matched_rows(data_t: np.ndarray, cols: np.ndarray, ops: np.ndarray, values:
         counts[active] += mask.sum(axis=1)
         active = active[counts[active] <= cap]
         start, size = stop, min(4 * size, 65536)
-    pairs = (np.concatenate(pairs_q) if pairs_q else np.zeros(0, np.int64),
-             np.concatenate(pairs_r) if pairs_r else np.zeros(0, np.int64))
+    pairs = (
+        np.concatenate(pairs_q) if pairs_q else np.zeros(0, np.int64),
+        np.concatenate(pairs_r) if pairs_r else np.zeros(0, np.int64),
+    )
     return pairs[0], pairs[1], counts <= cap
 
 
@@ -85,8 +88,9 @@ def _count_in(query: np.ndarray, rows: np.ndarray, sides: np.ndarray, n_queries:
     if query.size == 0:
         return np.zeros((n_queries, sides.shape[1]), dtype=np.int64)
     used, position = np.unique(rows, return_inverse=True)
-    incidence = sparse.csr_matrix((np.ones(query.size, np.int32), (query, position.reshape(-1))),
-                                  shape=(n_queries, used.size))
+    incidence = sparse.csr_matrix(
+        (np.ones(query.size, np.int32), (query, position.reshape(-1))), shape=(n_queries, used.size)
+    )
     return np.asarray(incidence @ sides[used].astype(np.int32), dtype=np.int64)
 
 
@@ -121,9 +125,17 @@ def _with_complements(counts: np.ndarray, query: np.ndarray, n_queries: int) -> 
     return np.concatenate([counts, total - counts], axis=1)
 
 
-def singling_out_risk(train: pd.DataFrame, control: pd.DataFrame, synthetic: pd.DataFrame, *,
-                      n_attacks: int = 500, n_cols: int = 3, confidence: float = 0.95, seed: int = 0,
-                      max_attempts: int | None = None) -> dict[str, Any]:
+def singling_out_risk(
+    train: pd.DataFrame,
+    control: pd.DataFrame,
+    synthetic: pd.DataFrame,
+    *,
+    n_attacks: int = 500,
+    n_cols: int = 3,
+    confidence: float = 0.95,
+    seed: int = 0,
+    max_attempts: int | None = None,
+) -> dict[str, Any]:
     """Multivariate singling-out risk (Giomi et al. 2022, Sec. 5.1; Cohen & Nissim 2020, arXiv 1904.06009).
 
     Predicates are built from random synthetic rows on `n_cols` random columns and kept when they
@@ -161,8 +173,9 @@ def singling_out_risk(train: pd.DataFrame, control: pd.DataFrame, synthetic: pd.
         rows = rng.integers(0, n_syn, size=size)
         cols = np.sort(np.argsort(rng.random((size, n_columns)), axis=1)[:, :n_cols], axis=1)
         values = syn[rows[:, None], cols]
-        ops = np.where(~numeric[cols], _EQ, np.where(np.isnan(values), _ISNA,
-                                                      np.where(values > medians[cols], _GE, _LE)))
+        ops = np.where(
+            ~numeric[cols], _EQ, np.where(np.isnan(values), _ISNA, np.where(values > medians[cols], _GE, _LE))
+        )
         query, _, complete = _matched_rows(syn_t, cols, ops, values, cap=1)
         singles = np.flatnonzero(complete & (np.bincount(query, minlength=size) == 1))
         for q in singles:
@@ -173,8 +186,13 @@ def singling_out_risk(train: pd.DataFrame, control: pd.DataFrame, synthetic: pd.
     queries = kept
     notes = []
     if not queries:
-        return {"name": "singling_out", "value": None, "ci": None, "n_attacks": 0,
-                "note": f"no predicate on {n_cols} columns singles out a synthetic row in {attempts} attempts"}
+        return {
+            "name": "singling_out",
+            "value": None,
+            "ci": None,
+            "n_attacks": 0,
+            "note": f"no predicate on {n_cols} columns singles out a synthetic row in {attempts} attempts",
+        }
     if len(queries) < n_attacks:
         notes.append(f"only {len(queries)} of {n_attacks} singling-out predicates found in {attempts} attempts")
     cols, ops, values = (np.array([q[i] for q in queries]) for i in range(3))
@@ -190,9 +208,18 @@ def singling_out_risk(train: pd.DataFrame, control: pd.DataFrame, synthetic: pd.
     sides = np.column_stack([in_train, splits])
     singled = _singled_out_counts(real_t, cols, ops, values, sides, seed=(seed, 11))
     n_train, n_control = int(singled[0]), int(singled[1 + NULL_RESPLITS])
-    record = _risk_record("singling_out", n_train, n_control, len(queries), len(queries), confidence,
-                          n_cols=n_cols, n_rows_each=n_equal, attempts=attempts)
-    null_differences = (singled[1:1 + NULL_RESPLITS] - singled[2 + NULL_RESPLITS:]) / len(queries)
+    record = _risk_record(
+        "singling_out",
+        n_train,
+        n_control,
+        len(queries),
+        len(queries),
+        confidence,
+        n_cols=n_cols,
+        n_rows_each=n_equal,
+        attempts=attempts,
+    )
+    null_differences = (singled[1 : 1 + NULL_RESPLITS] - singled[2 + NULL_RESPLITS :]) / len(queries)
     record["null_sd"] = float(np.std(null_differences, ddof=1))
     record["null_resplits"] = NULL_RESPLITS
     if notes:

@@ -24,6 +24,7 @@ Three nearest-neighbour passes cover everything: synthetic × train (2 nearest t
 synthetic row, and the nearest synthetic row per train row), synthetic × holdout (both directions,
 nearest only), and synthetic × synthetic (half the matrix by symmetry, or ≤ 10 000 rows × all).
 """
+
 from __future__ import annotations
 
 import math
@@ -43,7 +44,6 @@ from audit.statistics.attack_evaluation import (
     TPR_CONVENTION,
     fdp_one_run_summary,
 )
-from audit.statistics.score_ties import score_ties, tie_notes, tpr_at_fpr_randomized
 from audit.statistics.attack_metrics import (
     advantage_bound,
     auc_p_value_above_chance,
@@ -53,7 +53,7 @@ from audit.statistics.attack_metrics import (
 )
 from audit.statistics.epsilon_bounds import HeldOut, epsilon_lower_bound_clopper_pearson, epsilon_lower_bound_one_run
 from audit.statistics.multiple_testing import holm_rejections
-from audit.statistics.synthetic_risks import risk_test_count, synthetic_risks
+from audit.statistics.score_ties import score_ties, tie_notes, tpr_at_fpr_randomized
 from audit.statistics.synthetic_metrics import (
     column_fidelity,
     correlation_distance,
@@ -63,6 +63,7 @@ from audit.statistics.synthetic_metrics import (
     nndr_real_vs_synthetic_from_distances,
     tstr,
 )
+from audit.statistics.synthetic_risks import risk_test_count, synthetic_risks
 from targets.tabular_encoding import MixedTypeEncoder, NanPolicy, SyntheticDataError
 
 __all__ = ["synthetic_privacy_checks", "SyntheticDataError"]
@@ -80,10 +81,14 @@ def category_groups(encoder: MixedTypeEncoder, *encoded: np.ndarray) -> tuple[li
     columns = [c for c in encoder.columns_ if encoder.kinds_[c] == "categorical"]
     if not columns:
         return [np.zeros(x.shape[0], dtype=np.int64) for x in encoded], 0.0
-    codes = np.concatenate([
-        np.column_stack([x[:, start:start + width].argmax(axis=1) for start, width in
-                         (encoder.slices_[c] for c in columns)]) for x in encoded
-    ])
+    codes = np.concatenate(
+        [
+            np.column_stack(
+                [x[:, start : start + width].argmax(axis=1) for start, width in (encoder.slices_[c] for c in columns)]
+            )
+            for x in encoded
+        ]
+    )
     widths = [encoder.slices_[c][1] for c in columns]
     if math.fsum(math.log2(w) for w in widths) < 62:  # one mixed-radix integer per combination
         labels = codes @ np.cumprod([1, *widths[:-1]], dtype=np.int64)
@@ -91,11 +96,12 @@ def category_groups(encoder: MixedTypeEncoder, *encoded: np.ndarray) -> tuple[li
         _, labels = np.unique(codes, axis=0, return_inverse=True)
     split = np.cumsum([0, *(x.shape[0] for x in encoded)])
     labels = labels.reshape(-1)
-    return [labels[split[i]:split[i + 1]] for i in range(len(encoded))], 1.0 / encoder.n_columns_
+    return [labels[split[i] : split[i + 1]] for i in range(len(encoded))], 1.0 / encoder.n_columns_
 
 
-def _nearest_other_row(x: np.ndarray, rows: np.ndarray, groups: np.ndarray | None = None,
-                       gap: float = 0.0) -> np.ndarray:
+def _nearest_other_row(
+    x: np.ndarray, rows: np.ndarray, groups: np.ndarray | None = None, gap: float = 0.0
+) -> np.ndarray:
     """Distance from each of x[rows] to its nearest OTHER row of x (an exact duplicate counts, at 0).
     `groups`, `gap`: category combinations for the pruned search (`category_groups`); None = full search."""
     if groups is None:
@@ -141,8 +147,9 @@ def _membership_attack(
         epsilon_lb["one_run"], details["one_run"] = one_run.epsilon, one_run.details
         scope["one_run"] = BOUND_SCOPES["one_run"]
         scope["fdp_one_run"] = BOUND_SCOPES["fdp_one_run"]
-        fdp = fdp_one_run_summary(scores, members, delta=delta, confidence=confidence,
-                                  claimed_epsilon=accountant_epsilon)
+        fdp = fdp_one_run_summary(
+            scores, members, delta=delta, confidence=confidence, claimed_epsilon=accountant_epsilon
+        )
         one_run_note = None
     else:
         one_run_note = (
@@ -202,14 +209,16 @@ def _leak_tests(
     """
     tests: list[dict[str, Any]] = []
     p_dcr = dcr["permutation_p_value"] if dcr["permutation_p_value"] is not None else dcr["sign_test_p_value"]
-    tests.append({
-        "check": "dcr",
-        "p_value": float(p_dcr),
-        "assumption": "synthetic rows exchangeable between train and an equal-size holdout if nothing is memorised",
-        "message": f"synthetic rows are closer to train than to holdout more often than chance "
-        f"(dcr_share {dcr['dcr_share']:.3f} vs {dcr['expected_share_if_not_memorising']:.3f} "
-        f"expected, permutation p = {p_dcr:.2g})",
-    })
+    tests.append(
+        {
+            "check": "dcr",
+            "p_value": float(p_dcr),
+            "assumption": "synthetic rows exchangeable between train and an equal-size holdout if nothing is memorised",
+            "message": f"synthetic rows are closer to train than to holdout more often than chance "
+            f"(dcr_share {dcr['dcr_share']:.3f} vs {dcr['expected_share_if_not_memorising']:.3f} "
+            f"expected, permutation p = {p_dcr:.2g})",
+        }
+    )
     # Distinct real rows copied exactly, so that 100 copies of one record count once: under "no
     # memorisation" a copied record is a training record with probability 1/2 (equal-size sets).
     copied_train = np.unique(train_index[(d_train == 0) & (d_holdout > 0)]).size
@@ -217,33 +226,39 @@ def _leak_tests(
     p_copies = 1.0
     if copied_train + copied_holdout:
         p_copies = stats.binomtest(copied_train, copied_train + copied_holdout, 0.5, alternative="greater").pvalue
-    tests.append({
-        "check": "exact_copies",
-        "p_value": float(p_copies),
-        "assumption": "an exactly copied real row is a train row with probability ½ if nothing is memorised",
-        "message": f"{copied_train} distinct training rows are copied exactly into the synthetic "
-        f"data (vs {copied_holdout} holdout rows, p = {p_copies:.2g})",
-    })
+    tests.append(
+        {
+            "check": "exact_copies",
+            "p_value": float(p_copies),
+            "assumption": "an exactly copied real row is a train row with probability ½ if nothing is memorised",
+            "message": f"{copied_train} distinct training rows are copied exactly into the synthetic "
+            f"data (vs {copied_holdout} holdout rows, p = {p_copies:.2g})",
+        }
+    )
     p_auc = auc_p_value_above_chance(
         -np.concatenate([member_distances, nonmember_distances]),
         np.r_[np.ones(member_distances.size, bool), np.zeros(nonmember_distances.size, bool)],
     )
-    tests.append({
-        "check": "mia",
-        "p_value": float(p_auc),
-        "assumption": "DeLong normal approximation of the AUC",
-        "message": f"the distance attack tells train from holdout rows (AUC {mia['auc']:.3f}, "
-        f"one-sided p = {p_auc:.2g} against chance)",
-    })
+    tests.append(
+        {
+            "check": "mia",
+            "p_value": float(p_auc),
+            "assumption": "DeLong normal approximation of the AUC",
+            "message": f"the distance attack tells train from holdout rows (AUC {mia['auc']:.3f}, "
+            f"one-sided p = {p_auc:.2g} against chance)",
+        }
+    )
     flags = [{"check": t["check"], "message": t["message"]} for t in tests if t["p_value"] < alpha_each]
     if accountant_epsilon is not None and math.isfinite(accountant_epsilon):
         proven = mia["epsilon_lb"].get("one_run")  # Clopper-Pearson over one release is not proven
         if proven is not None and proven > accountant_epsilon:
-            flags.append({
-                "check": "epsilon_violation",
-                "message": f"empirical one-run ε lower bound {proven:.3f} exceeds the generator's claimed ε "
-                f"{accountant_epsilon:.3f}",
-            })
+            flags.append(
+                {
+                    "check": "epsilon_violation",
+                    "message": f"empirical one-run ε lower bound {proven:.3f} exceeds the generator's claimed ε "
+                    f"{accountant_epsilon:.3f}",
+                }
+            )
     return tests, flags, alpha_each
 
 
@@ -254,16 +269,22 @@ def _risk_tests(risks: dict[str, Any]) -> list[dict[str, Any]]:
         if risk is None or risk.get("p_value") is None:
             continue
         what = risk["name"].replace("_", "-") + (f" of '{risk['secret']}'" if "secret" in risk else "")
-        tests.append({
-            "check": f"risk_{risk['name']}",
-            **({"secret": risk["secret"]} if "secret" in risk else {}),
-            "p_value": float(risk["p_value"]),
-            "assumption": ("training and control targets exchangeable if nothing is memorised "
-                           + ("(z over re-split spread)" if "null_sd" in risk else "(Fisher's exact test, one-sided)")),
-            "message": (f"{what} risk {risk['value']:.3f}: attacks succeed on {risk['n_success']} of "
-                        f"{risk['n_attacks']} training rows vs {risk['n_control_success']} of "
-                        f"{risk['n_control_attacks']} control rows (one-sided p = {risk['p_value']:.2g})"),
-        })
+        tests.append(
+            {
+                "check": f"risk_{risk['name']}",
+                **({"secret": risk["secret"]} if "secret" in risk else {}),
+                "p_value": float(risk["p_value"]),
+                "assumption": (
+                    "training and control targets exchangeable if nothing is memorised "
+                    + ("(z over re-split spread)" if "null_sd" in risk else "(Fisher's exact test, one-sided)")
+                ),
+                "message": (
+                    f"{what} risk {risk['value']:.3f}: attacks succeed on {risk['n_success']} of "
+                    f"{risk['n_attacks']} training rows vs {risk['n_control_success']} of "
+                    f"{risk['n_control_attacks']} control rows (one-sided p = {risk['p_value']:.2g})"
+                ),
+            }
+        )
     return tests
 
 
@@ -306,8 +327,9 @@ def synthetic_privacy_checks(
     for role, df in (("train", train_df), ("holdout", holdout_df), ("synthetic", synthetic_df)):
         kept, n_dropped = encoder.drop_missing(df, role)
         if n_dropped:
-            warnings.append(f"{role}: dropped {n_dropped} of {df.shape[0]} rows with missing values "
-                            "(nan_policy='drop_rows')")
+            warnings.append(
+                f"{role}: dropped {n_dropped} of {df.shape[0]} rows with missing values (nan_policy='drop_rows')"
+            )
         frames[role] = kept
     encoded = {role: encoder.transform(df, role) for role, df in frames.items()}
     unseen = encoder.unseen_categories(frames["synthetic"])
@@ -354,30 +376,53 @@ def synthetic_privacy_checks(
         d_train_for_dcr, i_train_for_dcr = d[:, 0], i[:, 0]
     d_holdout_for_dcr, i_holdout_for_dcr = syn_to_holdout[:, 0], syn_to_holdout_index[:, 0]
     dcr = dcr_from_distances(
-        d_train_for_dcr, d_holdout_for_dcr, confidence, size_warnings,
-        train_index=i_train_for_dcr, holdout_index=i_holdout_for_dcr,
-        n_train=train_rows.size, n_holdout=holdout_rows.size,
+        d_train_for_dcr,
+        d_holdout_for_dcr,
+        confidence,
+        size_warnings,
+        train_index=i_train_for_dcr,
+        holdout_index=i_holdout_for_dcr,
+        n_train=train_rows.size,
+        n_holdout=holdout_rows.size,
     )
     dcr.update({"n_train": int(train_rows.size), "n_holdout": int(holdout_rows.size)})
 
     member_distances, nonmember_distances = train_to_syn[:, 0], holdout_to_syn[:, 0]
     mia = _membership_attack(
-        member_distances, nonmember_distances, delta=delta, confidence=confidence, seed=seed,
-        membership_randomized=membership_randomized, accountant_epsilon=accountant_epsilon,
+        member_distances,
+        nonmember_distances,
+        delta=delta,
+        confidence=confidence,
+        seed=seed,
+        membership_randomized=membership_randomized,
+        accountant_epsilon=accountant_epsilon,
     )
     n_tests = _N_FLAG_TESTS + (risk_test_count(len(encoder.columns_)) if risk_attacks > 0 else 0)
     alpha_each = (1 - confidence) / n_tests
     leak_tests, flags, alpha_each = _leak_tests(
-        dcr, d_train_for_dcr, d_holdout_for_dcr, i_train_for_dcr, i_holdout_for_dcr,
-        member_distances, nonmember_distances, mia,
-        confidence=confidence, accountant_epsilon=accountant_epsilon, alpha_each=alpha_each,
+        dcr,
+        d_train_for_dcr,
+        d_holdout_for_dcr,
+        i_train_for_dcr,
+        i_holdout_for_dcr,
+        member_distances,
+        nonmember_distances,
+        mia,
+        confidence=confidence,
+        accountant_epsilon=accountant_epsilon,
+        alpha_each=alpha_each,
     )
     risks = None
     if risk_attacks > 0:
         # Control set = the (equal-size) holdout rows: real rows of the population the generator never saw.
         risks = synthetic_risks(
-            frames["train"].iloc[train_rows], frames["holdout"].iloc[holdout_rows], frames["synthetic"],
-            alpha_each=alpha_each, n_attacks=risk_attacks, confidence=confidence, seed=seed,
+            frames["train"].iloc[train_rows],
+            frames["holdout"].iloc[holdout_rows],
+            frames["synthetic"],
+            alpha_each=alpha_each,
+            n_attacks=risk_attacks,
+            confidence=confidence,
+            seed=seed,
         )
         leak_tests += _risk_tests(risks)
         warnings += risks["notes"]
@@ -386,12 +431,16 @@ def synthetic_privacy_checks(
     # successes flag an independent release (issue 27); the family's null rate is measured in
     # benchmarks/bench_null_false_alarms.py.
     rejected = holm_rejections([t["p_value"] for t in leak_tests], 1 - confidence)
-    flags = [{"check": t["check"], "message": t["message"]} for t, r in zip(leak_tests, rejected) if r] + \
-        [f for f in flags if f["check"] == "epsilon_violation"]
+    flags = [{"check": t["check"], "message": t["message"]} for t, r in zip(leak_tests, rejected) if r] + [
+        f for f in flags if f["check"] == "epsilon_violation"
+    ]
     if risks is not None:
-        tested = [r for r in [risks["singling_out"], risks["linkability"], *risks["inference"]]
-                  if r is not None and r.get("p_value") is not None]
-        for risk, decision in zip(tested, rejected[len(leak_tests) - len(tested):]):
+        tested = [
+            r
+            for r in [risks["singling_out"], risks["linkability"], *risks["inference"]]
+            if r is not None and r.get("p_value") is not None
+        ]
+        for risk, decision in zip(tested, rejected[len(leak_tests) - len(tested) :]):
             risk["flagged"] = bool(decision)
         risks["flags"] = [f for f in flags if f["check"].startswith("risk_")]
 
@@ -417,7 +466,7 @@ def synthetic_privacy_checks(
         "flags": flags,
         "flag_alpha_each": alpha_each,  # Holm's first step, α/K
         "flag_family": f"Holm over {len(leak_tests)} tests (DCR, exact copies, distance MIA, risks) "
-                       f"at α {1 - confidence:.2g}",
+        f"at α {1 - confidence:.2g}",
         "passed": not flags,
         "warnings": warnings,
         "encoding": encoder.describe(),

@@ -9,6 +9,7 @@ Each privacy metric has two entry points: `x(synthetic, train, ...)` on encoded 
 `x_from_distances(...)` on nearest-neighbour distances, so that an orchestrator computing several
 metrics can share one search (see `audit.statistics.synthetic_evaluation`). All results are JSON-ready dicts.
 """
+
 from __future__ import annotations
 
 import math
@@ -86,7 +87,9 @@ def nndr(synthetic, train) -> dict[str, Any]:
     return nndr_from_distances(nearest_distances(synthetic, train, k=2))
 
 
-def nndr_real_vs_synthetic_from_distances(nearest_real: np.ndarray, nearest_other_synthetic: np.ndarray) -> dict[str, Any]:
+def nndr_real_vs_synthetic_from_distances(
+    nearest_real: np.ndarray, nearest_other_synthetic: np.ndarray
+) -> dict[str, Any]:
     """The textbook variant: d(nearest real row) / d(nearest OTHER synthetic row), per synthetic row.
 
     A ratio is undefined when the nearest other synthetic row is an exact duplicate (denominator 0):
@@ -153,7 +156,12 @@ def equal_size_reference_rows(
 
 
 def _permutation_null(
-    closer: np.ndarray, untied: np.ndarray, train_index: np.ndarray, holdout_index: np.ndarray, n_train: int, n_holdout: int
+    closer: np.ndarray,
+    untied: np.ndarray,
+    train_index: np.ndarray,
+    holdout_index: np.ndarray,
+    n_train: int,
+    n_holdout: int,
 ) -> tuple[float, float]:
     """`(p_value, standard error of the share)` of "closer to train" under random train/holdout labels.
 
@@ -206,7 +214,9 @@ def dcr_from_distances(
     d_train = np.asarray(d_train, dtype=float).reshape(-1)
     d_holdout = np.asarray(d_holdout, dtype=float).reshape(-1)
     if d_train.shape != d_holdout.shape or d_train.size == 0:
-        raise ValueError(f"d_holdout: expected the same non-empty shape as d_train {d_train.shape}, got {d_holdout.shape}")
+        raise ValueError(
+            f"d_holdout: expected the same non-empty shape as d_train {d_train.shape}, got {d_holdout.shape}"
+        )
     n = d_train.size
     closer_mask = d_train < d_holdout
     untied_mask = d_train != d_holdout
@@ -218,8 +228,12 @@ def dcr_from_distances(
     permutation_p = permutation_se = None
     if train_index is not None and holdout_index is not None and n_train and n_holdout:
         permutation_p, permutation_se = _permutation_null(
-            closer_mask, untied_mask, np.asarray(train_index).reshape(-1), np.asarray(holdout_index).reshape(-1),
-            int(n_train), int(n_holdout),
+            closer_mask,
+            untied_mask,
+            np.asarray(train_index).reshape(-1),
+            np.asarray(holdout_index).reshape(-1),
+            int(n_train),
+            int(n_holdout),
         )
     return {
         "dcr_share": closer / n,
@@ -266,8 +280,14 @@ def dcr(
     d_train, i_train = nearest_neighbours(synthetic, train[train_rows], k=1)
     d_holdout, i_holdout = nearest_neighbours(synthetic, holdout[holdout_rows], k=1)
     result = dcr_from_distances(
-        d_train[:, 0], d_holdout[:, 0], confidence, warnings,
-        train_index=i_train[:, 0], holdout_index=i_holdout[:, 0], n_train=train_rows.size, n_holdout=holdout_rows.size,
+        d_train[:, 0],
+        d_holdout[:, 0],
+        confidence,
+        warnings,
+        train_index=i_train[:, 0],
+        holdout_index=i_holdout[:, 0],
+        n_train=train_rows.size,
+        n_holdout=holdout_rows.size,
     )
     result.update({"n_train": int(train_rows.size), "n_holdout": int(holdout_rows.size)})
     return result

@@ -55,12 +55,18 @@ def residual_risk(attack: SuccessRate, control: SuccessRate) -> dict[str, Any]:
     raw = (attack.value - control.value) / room
     error = math.sqrt((attack.error / abs(room)) ** 2 + (control.error * (attack.value - 1) / room**2) ** 2)
     clip = lambda v: min(max(v, 0.0), 1.0)  # noqa: E731
-    return {"value": clip(raw), "ci": [clip(raw - error), clip(raw + error)], "raw": float(raw),
-            "error": float(error)}
+    return {"value": clip(raw), "ci": [clip(raw - error), clip(raw + error)], "raw": float(raw), "error": float(error)}
 
 
-def _risk_record(name: str, n_train_success: int, n_control_success: int, n_attacks: int, n_control_attacks: int,
-                 confidence: float, **extra: Any) -> dict[str, Any]:
+def _risk_record(
+    name: str,
+    n_train_success: int,
+    n_control_success: int,
+    n_attacks: int,
+    n_control_attacks: int,
+    confidence: float,
+    **extra: Any,
+) -> dict[str, Any]:
     attack = attack_success_rate(n_train_success, n_attacks, confidence)
     control = attack_success_rate(n_control_success, n_control_attacks, confidence)
     return {
@@ -90,8 +96,10 @@ class _Table:
         for column in first.columns:
             name = str(column)
             if self.kinds[column] == "numeric":
-                values = {role: pd.to_numeric(df[column], errors="coerce").to_numpy(dtype="float64")
-                          for role, df in frames.items()}
+                values = {
+                    role: pd.to_numeric(df[column], errors="coerce").to_numpy(dtype="float64")
+                    for role, df in frames.items()
+                }
                 reference = np.concatenate([values[r] for r in ruler])
                 finite = reference[np.isfinite(reference)]
                 span = float(finite.max() - finite.min()) if finite.size else 0.0
@@ -100,13 +108,15 @@ class _Table:
                 joined = pd.concat([df[column].astype("object") for df in frames.values()], ignore_index=True)
                 codes, _ = pd.factorize(joined, use_na_sentinel=True)  # missing → −1, its own value
                 split = np.cumsum([0, *lengths.values()])
-                self.codes[name] = {role: codes[split[i]:split[i + 1]] for i, role in enumerate(frames)}
+                self.codes[name] = {role: codes[split[i] : split[i + 1]] for i, role in enumerate(frames)}
 
     def block(self, role: str, columns: list[str]) -> tuple[np.ndarray, np.ndarray]:
         num = [self.numeric[c][role] for c in columns if c in self.numeric]
         cat = [self.codes[c][role] for c in columns if c in self.codes]
         n = len(next(iter(self.numeric.values()))[role]) if self.numeric else len(next(iter(self.codes.values()))[role])
-        return (np.column_stack(num) if num else np.zeros((n, 0))), (np.column_stack(cat) if cat else np.zeros((n, 0), int))
+        return (np.column_stack(num) if num else np.zeros((n, 0))), (
+            np.column_stack(cat) if cat else np.zeros((n, 0), int)
+        )
 
 
 # Below this many query × release pairs a block is summed in numpy: torch.cdist's per-call set-up
@@ -142,8 +152,11 @@ def _gower_l1(q_num, q_cat, s_num, s_cat) -> np.ndarray:
         if q_num.shape[1]:
             low = s_num.min(axis=0)
             q32, s32 = (q_num - low).astype(np.float32), (s_num - low).astype(np.float32)
-            parts.append(_l1_float32_numpy(q32, s32) if small else
-                         torch.cdist(torch.from_numpy(q32), torch.from_numpy(s32), p=1).numpy())
+            parts.append(
+                _l1_float32_numpy(q32, s32)
+                if small
+                else torch.cdist(torch.from_numpy(q32), torch.from_numpy(s32), p=1).numpy()
+            )
         if q_cat.shape[1]:
             if small:
                 mismatches = np.zeros((q_cat.shape[0], s_cat.shape[0]), dtype=np.int32)
@@ -151,8 +164,11 @@ def _gower_l1(q_num, q_cat, s_num, s_cat) -> np.ndarray:
                     mismatches += q_cat[:, j, None] != s_cat[None, :, j]
                 parts.append(mismatches.astype(np.float32))
             else:
-                parts.append(torch.cdist(torch.from_numpy(q_cat.astype(np.float32)),
-                                         torch.from_numpy(s_cat.astype(np.float32)), p=0).numpy())
+                parts.append(
+                    torch.cdist(
+                        torch.from_numpy(q_cat.astype(np.float32)), torch.from_numpy(s_cat.astype(np.float32)), p=0
+                    ).numpy()
+                )
         if not parts:
             return np.zeros((q_num.shape[0], s_num.shape[0]), dtype=np.float32)
         return np.add(parts[0], parts[1], out=parts[0]) if len(parts) == 2 else parts[0]
@@ -169,8 +185,9 @@ def _gower_l1(q_num, q_cat, s_num, s_cat) -> np.ndarray:
     return d
 
 
-def _nearest_rows(table: _Table, role: str, rows: np.ndarray, columns: list[str], k: int,
-                  rng: np.random.Generator) -> np.ndarray:
+def _nearest_rows(
+    table: _Table, role: str, rows: np.ndarray, columns: list[str], k: int, rng: np.random.Generator
+) -> np.ndarray:
     """Indices of the k nearest synthetic rows to each of table[role][rows] on `columns`, ties at random."""
     q_num, q_cat = table.block(role, columns)
     s_num, s_cat = table.block("synthetic", columns)
@@ -178,11 +195,11 @@ def _nearest_rows(table: _Table, role: str, rows: np.ndarray, columns: list[str]
     s_num, s_cat = s_num[order], s_cat[order]
     out = np.empty((rows.size, k), dtype=np.int64)
     for start in range(0, rows.size, _NN_CHUNK):
-        chunk = rows[start:start + _NN_CHUNK]
+        chunk = rows[start : start + _NN_CHUNK]
         d = _gower_l1(q_num[chunk], q_cat[chunk], s_num, s_cat)
         # argmin / a stable sort return the first of tied rows, i.e. a random one of the shuffled release
         nearest = d.argmin(axis=1)[:, None] if k == 1 else np.argsort(d, axis=1, kind="stable")[:, :k]
-        out[start:start + chunk.size] = order[nearest]
+        out[start : start + chunk.size] = order[nearest]
     return out
 
 
@@ -199,8 +216,11 @@ def _check_frames(train: pd.DataFrame, control: pd.DataFrame, synthetic: pd.Data
 def _frames(train, control, synthetic) -> dict[str, pd.DataFrame]:
     _check_frames(train, control, synthetic)
     order = list(train.columns)
-    return {"train": train.reset_index(drop=True), "control": control[order].reset_index(drop=True),
-            "synthetic": synthetic[order].reset_index(drop=True)}
+    return {
+        "train": train.reset_index(drop=True),
+        "control": control[order].reset_index(drop=True),
+        "synthetic": synthetic[order].reset_index(drop=True),
+    }
 
 
 def _prepare(train, control, synthetic) -> tuple[dict[str, pd.DataFrame], _Table]:

@@ -46,6 +46,7 @@ synthetic row to its closest training row, over the same median for uniformly ra
 
 Pure functions of DataFrames and a seed; no I/O.
 """
+
 from __future__ import annotations
 
 import math
@@ -89,10 +90,18 @@ _BASELINE_CHUNK = 64  # against every training row: 64 × 100k float32 distances
 # ------------------------------------------------------------------------------------- linkability
 
 
-def linkability_risk(train: pd.DataFrame, control: pd.DataFrame, synthetic: pd.DataFrame, *,
-                     aux_cols: tuple[list[str], list[str]] | None = None, n_attacks: int = 500,
-                     n_neighbors: int = 1, confidence: float = 0.95, seed: int = 0,
-                     prepared: tuple[dict[str, pd.DataFrame], _Table] | None = None) -> dict[str, Any]:
+def linkability_risk(
+    train: pd.DataFrame,
+    control: pd.DataFrame,
+    synthetic: pd.DataFrame,
+    *,
+    aux_cols: tuple[list[str], list[str]] | None = None,
+    n_attacks: int = 500,
+    n_neighbors: int = 1,
+    confidence: float = 0.95,
+    seed: int = 0,
+    prepared: tuple[dict[str, pd.DataFrame], _Table] | None = None,
+) -> dict[str, Any]:
     """Linkability risk (Giomi et al. 2022, Sec. 5.2): can the release join two halves of a record?
 
     A target is linked when its nearest `n_neighbors` synthetic rows on columns A and on columns B
@@ -116,17 +125,34 @@ def linkability_risk(train: pd.DataFrame, control: pd.DataFrame, synthetic: pd.D
     n_train, m_train = links("train")
     n_control, m_control = links("control")
     n_syn = len(frames["synthetic"])
-    return _risk_record("linkability", n_train, n_control, m_train, m_control, confidence,
-                        aux_cols=[first, second], n_neighbors=k,
-                        baseline_rate=float(1 - math.comb(n_syn - k, k) / math.comb(n_syn, k)))
+    return _risk_record(
+        "linkability",
+        n_train,
+        n_control,
+        m_train,
+        m_control,
+        confidence,
+        aux_cols=[first, second],
+        n_neighbors=k,
+        baseline_rate=float(1 - math.comb(n_syn - k, k) / math.comb(n_syn, k)),
+    )
 
 
 # --------------------------------------------------------------------------------------- inference
 
 
-def inference_risk(train: pd.DataFrame, control: pd.DataFrame, synthetic: pd.DataFrame, *, secret: str,
-                   aux_cols: list[str] | None = None, n_attacks: int = 500, confidence: float = 0.95,
-                   seed: int = 0, prepared: tuple[dict[str, pd.DataFrame], _Table] | None = None) -> dict[str, Any]:
+def inference_risk(
+    train: pd.DataFrame,
+    control: pd.DataFrame,
+    synthetic: pd.DataFrame,
+    *,
+    secret: str,
+    aux_cols: list[str] | None = None,
+    n_attacks: int = 500,
+    confidence: float = 0.95,
+    seed: int = 0,
+    prepared: tuple[dict[str, pd.DataFrame], _Table] | None = None,
+) -> dict[str, Any]:
     """Attribute-inference risk for one secret column (Giomi et al. 2022, Sec. 5.3).
 
     The attacker knows `aux_cols` (default: every other column) of a target and guesses `secret` as
@@ -162,15 +188,25 @@ def inference_risk(train: pd.DataFrame, control: pd.DataFrame, synthetic: pd.Dat
     baseline_rows = _targets(len(frames["train"]), n_attacks, rng)
     random_guess = values["synthetic"][rng.integers(0, len(frames["synthetic"]), baseline_rows.size)]
     baseline = int(correct(random_guess, values["train"][baseline_rows]).sum()) / baseline_rows.size
-    return _risk_record("inference", n_train, n_control, m_train, m_control, confidence, secret=secret,
-                        secret_kind="numeric" if numeric else "categorical", baseline_rate=float(baseline))
+    return _risk_record(
+        "inference",
+        n_train,
+        n_control,
+        m_train,
+        m_control,
+        confidence,
+        secret=secret,
+        secret_kind="numeric" if numeric else "categorical",
+        baseline_rate=float(baseline),
+    )
 
 
 # ------------------------------------------------------------------------------------ DCR baseline
 
 
-def dcr_baseline_protection(train: pd.DataFrame, synthetic: pd.DataFrame, *, seed: int = 0,
-                            max_rows: int = 2000) -> dict[str, Any]:
+def dcr_baseline_protection(
+    train: pd.DataFrame, synthetic: pd.DataFrame, *, seed: int = 0, max_rows: int = 2000
+) -> dict[str, Any]:
     """SDMetrics' DCRBaselineProtection idea: median DCR of the release over that of random rows.
 
     DCR = mean-Gower distance (L1 above ÷ number of columns, in [0, 1]) from a row to its closest
@@ -200,26 +236,41 @@ def dcr_baseline_protection(train: pd.DataFrame, synthetic: pd.DataFrame, *, see
     def median_dcr(role: str) -> float:
         q_num, q_cat = table.block(role, table.columns)
         t_num, t_cat = table.block("train", table.columns)
-        nearest = np.concatenate([
-            _gower_l1(q_num[s:s + _BASELINE_CHUNK], q_cat[s:s + _BASELINE_CHUNK], t_num, t_cat).min(axis=1)
-            for s in range(0, q_num.shape[0], _BASELINE_CHUNK)
-        ])
+        nearest = np.concatenate(
+            [
+                _gower_l1(q_num[s : s + _BASELINE_CHUNK], q_cat[s : s + _BASELINE_CHUNK], t_num, t_cat).min(axis=1)
+                for s in range(0, q_num.shape[0], _BASELINE_CHUNK)
+            ]
+        )
         return float(np.median(nearest) / n_columns)
 
     synthetic_median, random_median = median_dcr("synthetic"), median_dcr("random")
     score = 1.0 if random_median == 0 else min(1.0, synthetic_median / random_median)
-    return {"score": float(score), "median_dcr_synthetic": synthetic_median, "median_dcr_random": random_median,
-            "n_rows": int(len(synthetic)),
-            "definition": "min(1, median DCR of synthetic rows / median DCR of uniformly random rows); "
-            "1 = as far from training rows as noise, 0 = copies (SDMetrics DCRBaselineProtection); not a test"}
+    return {
+        "score": float(score),
+        "median_dcr_synthetic": synthetic_median,
+        "median_dcr_random": random_median,
+        "n_rows": int(len(synthetic)),
+        "definition": "min(1, median DCR of synthetic rows / median DCR of uniformly random rows); "
+        "1 = as far from training rows as noise, 0 = copies (SDMetrics DCRBaselineProtection); not a test",
+    }
 
 
 # ------------------------------------------------------------------------------------- all of them
 
 
-def synthetic_risks(train: pd.DataFrame, control: pd.DataFrame, synthetic: pd.DataFrame, *,
-                    alpha_each: float, n_attacks: int = 500, confidence: float = 0.95, seed: int = 0,
-                    secrets: list[str] | None = None, max_synthetic_rows: int = 20_000) -> dict[str, Any]:
+def synthetic_risks(
+    train: pd.DataFrame,
+    control: pd.DataFrame,
+    synthetic: pd.DataFrame,
+    *,
+    alpha_each: float,
+    n_attacks: int = 500,
+    confidence: float = 0.95,
+    seed: int = 0,
+    secrets: list[str] | None = None,
+    max_synthetic_rows: int = 20_000,
+) -> dict[str, Any]:
     """Singling-out, linkability and per-column inference risks vs `control`, DCR baseline, and flags.
 
     `control` = real rows the generator never saw, from the same population (the holdout).
@@ -238,14 +289,30 @@ def synthetic_risks(train: pd.DataFrame, control: pd.DataFrame, synthetic: pd.Da
         # the attack, so these risks are then lower estimates — said in the notes.
         rows = np.sort(np.random.default_rng([seed, 15]).choice(len(synthetic), max_synthetic_rows, replace=False))
         searched = synthetic.iloc[rows]
-        notes.append(f"linkability and inference attacks searched a seeded sample of {max_synthetic_rows} of the "
-                     f"{len(synthetic)} synthetic rows: an attacker using all rows may do better (lower estimates)")
+        notes.append(
+            f"linkability and inference attacks searched a seeded sample of {max_synthetic_rows} of the "
+            f"{len(synthetic)} synthetic rows: an attacker using all rows may do better (lower estimates)"
+        )
     if len(columns) >= 2:
         prepared = _prepare(train, control, searched)
-        risks.append(linkability_risk(train, control, searched, n_attacks=n_attacks, confidence=confidence, seed=seed,
-                                      prepared=prepared))
-        risks += [inference_risk(train, control, searched, secret=s, n_attacks=n_attacks, confidence=confidence,
-                                 seed=seed, prepared=prepared) for s in secrets]
+        risks.append(
+            linkability_risk(
+                train, control, searched, n_attacks=n_attacks, confidence=confidence, seed=seed, prepared=prepared
+            )
+        )
+        risks += [
+            inference_risk(
+                train,
+                control,
+                searched,
+                secret=s,
+                n_attacks=n_attacks,
+                confidence=confidence,
+                seed=seed,
+                prepared=prepared,
+            )
+            for s in secrets
+        ]
     flags = []
     test_confidence = 1 - 2 * alpha_each  # two-sided interval whose lower end is a one-sided α_each test
     for risk in risks:
@@ -262,10 +329,14 @@ def synthetic_risks(train: pd.DataFrame, control: pd.DataFrame, synthetic: pd.Da
         risk["flagged"] = low > 0
         if low > 0:
             what = risk["name"].replace("_", "-") + (f" of '{risk['secret']}'" if "secret" in risk else "")
-            flags.append({"check": f"risk_{risk['name']}",
-                          "message": f"{what} risk {risk['value']:.3f} (CI {risk['ci'][0]:.3f}–{risk['ci'][1]:.3f}): "
-                          f"attacks succeed on {risk['attack_rate']:.1%} of training rows vs {risk['control_rate']:.1%} "
-                          f"of control rows (lower bound {low:.3f} > 0 at one-sided α {alpha_each:.2g})"})
+            flags.append(
+                {
+                    "check": f"risk_{risk['name']}",
+                    "message": f"{what} risk {risk['value']:.3f} (CI {risk['ci'][0]:.3f}–{risk['ci'][1]:.3f}): "
+                    f"attacks succeed on {risk['attack_rate']:.1%} of training rows vs {risk['control_rate']:.1%} "
+                    f"of control rows (lower bound {low:.3f} > 0 at one-sided α {alpha_each:.2g})",
+                }
+            )
     inference = [r for r in risks if r["name"] == "inference"]
     return {
         "singling_out": risks[0],

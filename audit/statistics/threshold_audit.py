@@ -6,6 +6,7 @@ chosen on one part of the draws and its error counts on the rest give Clopper-Pe
 both error rates, hence an ε lower bound (Jagielski, Ullman, Oprea 2020, arXiv 2006.07709; Nasr
 et al. 2021, arXiv 2101.04535). Pure functions; the mechanism and canary audits share them.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -21,8 +22,6 @@ __all__ = ["HIGHER_MEANS_POSITIVE", "LOWER_MEANS_POSITIVE", "threshold_audit", "
 
 HIGHER_MEANS_POSITIVE = "positive if score >= threshold"
 LOWER_MEANS_POSITIVE = "positive if score < threshold"
-
-
 
 
 def validate_confidence(confidence) -> float:
@@ -133,7 +132,9 @@ def threshold_audit(
         raise AuditInputError("selection_fraction", f"must be in (0, 1), got {selection_fraction!r}")
     for name, arr in (("scores_positive", pos), ("scores_negative", neg)):
         if arr.size < 2:
-            raise AuditInputError(name, f"need at least 2 draws (one to choose the threshold, one to test it), got {arr.size}")
+            raise AuditInputError(
+                name, f"need at least 2 draws (one to choose the threshold, one to test it), got {arr.size}"
+            )
     n_sel_pos = min(max(int(selection_fraction * pos.size), 1), pos.size - 1)
     n_sel_neg = min(max(int(selection_fraction * neg.size), 1), neg.size - 1)
     alpha_per_rate = (1.0 - conf) / 2
@@ -145,10 +146,18 @@ def threshold_audit(
     return {
         "threshold": threshold,
         "direction": direction,
-        "selection": {"false_positives": sel_fp, "n_negative": n_sel_neg,
-                      "false_negatives": sel_fn, "n_positive": n_sel_pos},
-        "evaluation": {"false_positives": fp, "n_negative": int(ev_neg.size),
-                       "false_negatives": fn, "n_positive": int(ev_pos.size)},
+        "selection": {
+            "false_positives": sel_fp,
+            "n_negative": n_sel_neg,
+            "false_negatives": sel_fn,
+            "n_positive": n_sel_pos,
+        },
+        "evaluation": {
+            "false_positives": fp,
+            "n_negative": int(ev_neg.size),
+            "false_negatives": fn,
+            "n_positive": int(ev_pos.size),
+        },
         "fpr_upper": float(_cp_upper(fp, ev_neg.size, alpha_per_rate)),
         "fnr_upper": float(_cp_upper(fn, ev_pos.size, alpha_per_rate)),
         "epsilon_lower_bound": float(bound),

@@ -18,6 +18,7 @@ it is below the true curve too (a refutation is sound; at worst some refutable p
 
 Pure functions, no I/O.
 """
+
 from __future__ import annotations
 
 import math
@@ -70,8 +71,9 @@ class PrivacyProfile:
 
 
 @lru_cache(maxsize=64)
-def dpsgd_privacy_profile(noise_multiplier: float, sample_rate: float, steps: int,
-                          discretization: float = PROFILE_DISCRETIZATION) -> PrivacyProfile:
+def dpsgd_privacy_profile(
+    noise_multiplier: float, sample_rate: float, steps: int, discretization: float = PROFILE_DISCRETIZATION
+) -> PrivacyProfile:
     """The privacy profile of T = `steps` compositions of the Poisson-subsampled (rate q) Gaussian
     mechanism with noise multiplier σ (DP-SGD as its accountant sees it), from `dp_accounting`'s
     privacy-loss distribution (Koskela et al. 2020; Doroshenko et al. 2022, arXiv 2207.04380),
@@ -84,13 +86,19 @@ def dpsgd_privacy_profile(noise_multiplier: float, sample_rate: float, steps: in
     if not (math.isfinite(sigma) and sigma > 0) or not (0 < q <= 1) or t < 1:
         raise ValueError(f"need σ > 0, q in (0, 1], T ≥ 1; got σ={noise_multiplier!r}, q={sample_rate!r}, T={steps!r}")
     distribution = pld.from_gaussian_mechanism(
-        sigma, sampling_prob=q, pessimistic_estimate=True, value_discretization_interval=float(discretization),
+        sigma,
+        sampling_prob=q,
+        pessimistic_estimate=True,
+        value_discretization_interval=float(discretization),
         use_connect_dots=True,
     ).self_compose(t)
     grid = np.linspace(0.0, EPSILON_GRID_MAX, EPSILON_GRID_POINTS)
     deltas = np.clip(np.asarray(distribution.get_delta_for_epsilon(grid), dtype=float), 0.0, 1.0)
-    return PrivacyProfile(tuple(float(v) for v in grid), tuple(float(v) for v in deltas),
-                          f"PLD (pessimistic): Poisson-subsampled Gaussian σ={sigma:g}, q={q:g}, T={t}")
+    return PrivacyProfile(
+        tuple(float(v) for v in grid),
+        tuple(float(v) for v in deltas),
+        f"PLD (pessimistic): Poisson-subsampled Gaussian σ={sigma:g}, q={q:g}, T={t}",
+    )
 
 
 def pair_privacy_profile(epsilon: float, delta: float) -> PrivacyProfile:
@@ -101,8 +109,9 @@ def pair_privacy_profile(epsilon: float, delta: float) -> PrivacyProfile:
     return PrivacyProfile((eps,), (d,), f"({eps:g}, {d:g})-DP")
 
 
-def claim_profile(epsilon: float | None, delta: float, dpsgd: tuple[float, float, int] | None = None
-                  ) -> PrivacyProfile | None:
+def claim_profile(
+    epsilon: float | None, delta: float, dpsgd: tuple[float, float, int] | None = None
+) -> PrivacyProfile | None:
     """The privacy profile a claim states: DP-SGD's whole profile when the accountant's (σ, q, T) is
     known (`dpsgd`), else the bare (`epsilon`, `delta`) pair's, else None. A caller whose user
     overrode ε passes `dpsgd=None`, so that the stated pair, not the accountant, is tested."""
@@ -147,7 +156,7 @@ def tradeoff_from_profile(profile: PrivacyProfile, alpha) -> np.ndarray:
     a = np.atleast_1d(np.asarray(alpha, dtype=float))
     rows = max(1, _TERM_CHUNK_VALUES // max(1, len(profile.epsilons)))
     if a.ndim == 1 and a.size > rows:
-        best = np.concatenate([_curve_terms(profile, a[i:i + rows]).max(axis=-1) for i in range(0, a.size, rows)])
+        best = np.concatenate([_curve_terms(profile, a[i : i + rows]).max(axis=-1) for i in range(0, a.size, rows)])
     else:
         best = _curve_terms(profile, a).max(axis=-1)
     out = np.clip(best, 0.0, 1.0)
@@ -179,8 +188,14 @@ def refute_point(profile: PrivacyProfile, fpr_upper: float, fnr_upper: float) ->
     if margin <= 0:
         return None
     eps, deltas = profile.arrays()
-    return {"epsilon": float(eps[best]), "delta": float(deltas[best]), "margin": margin,
-            "fpr_upper": fpr, "fnr_upper": fnr, "claimed_fnr_floor": float(terms[best])}
+    return {
+        "epsilon": float(eps[best]),
+        "delta": float(deltas[best]),
+        "margin": margin,
+        "fpr_upper": fpr,
+        "fnr_upper": fnr,
+        "claimed_fnr_floor": float(terms[best]),
+    }
 
 
 # --------------------------------------------------------------------------------------------------
@@ -230,8 +245,10 @@ def _binomial_cdf_range(lo: int, hi: int, n: int, p: float) -> np.ndarray:
         return np.ones(hi - lo + 1)
     if p >= 1.0:
         return (np.arange(lo, hi + 1) >= n).astype(float)
-    return np.minimum(1.0, binom_cdf_scalar(lo, n, p)
-                      + np.concatenate([[0.0], np.cumsum(_binomial_pmf(np.arange(lo + 1, hi + 1), n, p))]))
+    return np.minimum(
+        1.0,
+        binom_cdf_scalar(lo, n, p) + np.concatenate([[0.0], np.cumsum(_binomial_pmf(np.arange(lo + 1, hi + 1), n, p))]),
+    )
 
 
 def _binomial_pmf(k: np.ndarray, n: int, p: float) -> np.ndarray:
@@ -240,8 +257,9 @@ def _binomial_pmf(k: np.ndarray, n: int, p: float) -> np.ndarray:
     if p <= 0.0 or p >= 1.0:
         return (k == (0 if p <= 0.0 else n)).astype(float)
     log_factorial = _log_factorials(n)  # ln j! = gammaln(j + 1), the same values looked up
-    return np.exp(log_factorial[n] - log_factorial[k] - log_factorial[n - k]
-                  + k * math.log(p) + (n - k) * math.log1p(-p))
+    return np.exp(
+        log_factorial[n] - log_factorial[k] - log_factorial[n - k] + k * math.log(p) + (n - k) * math.log1p(-p)
+    )
 
 
 @lru_cache(maxsize=16)
@@ -277,8 +295,16 @@ P_VALUE_FLOOR = 1e-16
 MAX_OPEN_CELLS = 512
 
 
-def tangent_test_p_value(false_negatives: int, n_with: int, false_positives: int, n_without: int, slope: float,
-                         profile: PrivacyProfile, alpha: float | None = None, tolerance: float = 0.01) -> float:
+def tangent_test_p_value(
+    false_negatives: int,
+    n_with: int,
+    false_positives: int,
+    n_without: int,
+    slope: float,
+    profile: PrivacyProfile,
+    alpha: float | None = None,
+    tolerance: float = 0.01,
+) -> float:
     """p-value of "the mechanism is f_claim-DP" from one rule's error counts on independent trials,
     by the weighted error W = FNR + s·FPR (s = `slope` > 0, fixed before the counts were seen).
 
@@ -326,8 +352,13 @@ def tangent_test_p_value(false_negatives: int, n_with: int, false_positives: int
         bounds = [corner_bound(lo, f_hi) for (lo, _), (_, f_hi) in zip(cells, floors)]
         upper = max(bounds)
         # Values attained on the curve, in the cells that could still hold the supremum.
-        attained = max([attained] + [corner_bound(lo, f_lo, attained=True) if u > attained else 0.0
-                                     for (lo, _), (f_lo, _), u in zip(cells, floors, bounds)])
+        attained = max(
+            [attained]
+            + [
+                corner_bound(lo, f_lo, attained=True) if u > attained else 0.0
+                for (lo, _), (f_lo, _), u in zip(cells, floors, bounds)
+            ]
+        )
         if alpha is not None and (upper <= alpha or attained > alpha):
             break  # the decision at alpha is settled
         # Refine the cells that could still hold the supremum (and, given alpha, could decide).
@@ -345,9 +376,15 @@ def tangent_test_p_value(false_negatives: int, n_with: int, false_positives: int
 SELECTION_FPR_RANGE = (0.02, 0.98)
 
 
-def best_profile_rule(scores_in, scores_out, profile: PrivacyProfile, n_eval_in: int, n_eval_out: int,
-                      confidence: float = 0.95, fpr_range: tuple[float, float] = SELECTION_FPR_RANGE
-                      ) -> tuple[ProfileRule, float]:
+def best_profile_rule(
+    scores_in,
+    scores_out,
+    profile: PrivacyProfile,
+    n_eval_in: int,
+    n_eval_out: int,
+    confidence: float = 0.95,
+    fpr_range: tuple[float, float] = SELECTION_FPR_RANGE,
+) -> tuple[ProfileRule, float]:
     """(rule, anticipated margin): the threshold rule and slope (`ProfileRule`) to evaluate on
     fresh trials, chosen on SELECTION scores only, and by how much its anticipated point would
     clear the test: f_claim(FPR) − FNR − z_{1−α}·sd(W) with the selection rates, the slope s of the
@@ -364,8 +401,11 @@ def best_profile_rule(scores_in, scores_out, profile: PrivacyProfile, n_eval_in:
         raise ValueError("need selection scores on both sides")
     z = float(stats.norm.isf(1.0 - float(confidence)))
     values = np.unique(np.concatenate([s_in, s_out]))
-    candidates = (np.concatenate([[values[0] - 1.0], (values[:-1] + values[1:]) / 2, [values[-1] + 1.0]])
-                  if values.size > 1 else np.array([values[0]]))
+    candidates = (
+        np.concatenate([[values[0] - 1.0], (values[:-1] + values[1:]) / 2, [values[-1] + 1.0]])
+        if values.size > 1
+        else np.array([values[0]])
+    )
     sorted_in, sorted_out = np.sort(s_in), np.sort(s_out)
     # Counts of "member if score >= t" at every candidate t, by binary search (no n × m matrix).
     high_fp = s_out.size - np.searchsorted(sorted_out, candidates, side="left")
@@ -375,7 +415,7 @@ def best_profile_rule(scores_in, scores_out, profile: PrivacyProfile, n_eval_in:
     for direction, fp, fn in ((HIGH, high_fp, high_fn), (LOW, s_out.size - high_fp, s_in.size - high_fn)):
         fpr, fnr = (fp + 0.5) / (s_out.size + 1), (fn + 0.5) / (s_in.size + 1)
         slope = curve_slope(profile, fpr)
-        sd = np.sqrt(fnr * (1 - fnr) / int(n_eval_in) + slope ** 2 * fpr * (1 - fpr) / int(n_eval_out))
+        sd = np.sqrt(fnr * (1 - fnr) / int(n_eval_in) + slope**2 * fpr * (1 - fpr) / int(n_eval_out))
         margin = tradeoff_from_profile(profile, fpr) - fnr - z * sd
         margin = np.where((fpr >= fpr_range[0]) & (fpr <= fpr_range[1]) & (slope > 0), margin, -np.inf)
         i = int(np.argmax(margin))
@@ -384,15 +424,20 @@ def best_profile_rule(scores_in, scores_out, profile: PrivacyProfile, n_eval_in:
     return best, best_margin
 
 
-def choose_profile_rule(scores_in, scores_out, profile: PrivacyProfile, n_eval_in: int, n_eval_out: int,
-                        confidence: float = 0.95, fpr_range: tuple[float, float] = SELECTION_FPR_RANGE
-                        ) -> ProfileRule:
+def choose_profile_rule(
+    scores_in,
+    scores_out,
+    profile: PrivacyProfile,
+    n_eval_in: int,
+    n_eval_out: int,
+    confidence: float = 0.95,
+    fpr_range: tuple[float, float] = SELECTION_FPR_RANGE,
+) -> ProfileRule:
     """The rule of `best_profile_rule` (chosen on selection scores only), without its margin."""
     return best_profile_rule(scores_in, scores_out, profile, n_eval_in, n_eval_out, confidence, fpr_range)[0]
 
 
-def profile_test(scores_in, scores_out, rule: ProfileRule, profile: PrivacyProfile,
-                 confidence: float = 0.95) -> dict:
+def profile_test(scores_in, scores_out, rule: ProfileRule, profile: PrivacyProfile, confidence: float = 0.95) -> dict:
     """Refute the claim's whole privacy profile with ONE pre-chosen rule on independent trials
     (Dong, Roth, Su 2019, arXiv 1905.02383, for the curve; cf. Nasr et al. 2023, arXiv 2302.07956,
     who audit against the f-DP curve; canaries and counts as in Jagielski, Ullman, Oprea 2020,
@@ -420,11 +465,21 @@ def profile_test(scores_in, scores_out, rule: ProfileRule, profile: PrivacyProfi
     floor = float(np.clip(terms[best], 0.0, 1.0))  # = tradeoff_from_profile(profile, fpr)
     eps, deltas = profile.arrays()
     return {
-        "threshold": threshold, "direction": direction, "slope": slope,
+        "threshold": threshold,
+        "direction": direction,
+        "slope": slope,
         "statistic": f"FNR + {slope:.4g}·FPR",
-        "false_positives": fp, "n_without": int(s_out.size), "false_negatives": fn, "n_with": int(s_in.size),
-        "fpr": fpr, "fnr": fnr, "claimed_fnr_floor": floor, "gap_below_curve": floor - fnr,
-        "p_value": p_value, "confidence": float(confidence), "refuted": p_value <= alpha,
+        "false_positives": fp,
+        "n_without": int(s_out.size),
+        "false_negatives": fn,
+        "n_with": int(s_in.size),
+        "fpr": fpr,
+        "fnr": fnr,
+        "claimed_fnr_floor": floor,
+        "gap_below_curve": floor - fnr,
+        "p_value": p_value,
+        "confidence": float(confidence),
+        "refuted": p_value <= alpha,
         "supporting_pair": {"epsilon": float(eps[best]), "delta": float(deltas[best])},
         "profile": profile.source,
     }
@@ -437,7 +492,12 @@ def tangent_test_ceiling(profile: PrivacyProfile, n_in: int, n_out: int, confide
     can refute the claim: the audit is inconclusive, whatever the code does."""
     alpha = 1.0 - float(confidence)
     p_value = tangent_test_p_value(0, int(n_in), 0, int(n_out), 1.0, profile)
-    return {"perfect_attack_p_value": p_value, "refutable": p_value <= alpha, "n_with": int(n_in), "n_without": int(n_out)}
+    return {
+        "perfect_attack_p_value": p_value,
+        "refutable": p_value <= alpha,
+        "n_with": int(n_in),
+        "n_without": int(n_out),
+    }
 
 
 def profile_ceiling(profile: PrivacyProfile, n_in: int, n_out: int, confidence: float = 0.95) -> dict:
@@ -448,5 +508,9 @@ def profile_ceiling(profile: PrivacyProfile, n_in: int, n_out: int, confidence: 
     fpr_u = clopper_pearson_upper(0, int(n_out), alpha / 2)
     fnr_u = clopper_pearson_upper(0, int(n_in), alpha / 2)
     refuted = refute_point(profile, fpr_u, fnr_u)
-    return {"fpr_upper": fpr_u, "fnr_upper": fnr_u, "refutable": refuted is not None,
-            "strongest_refutable_pair": refuted}
+    return {
+        "fpr_upper": fpr_u,
+        "fnr_upper": fnr_u,
+        "refutable": refuted is not None,
+        "strongest_refutable_pair": refuted,
+    }

@@ -15,6 +15,7 @@ In the verdict the deterministic checks are rules; the statistical checks of all
 Bonferroni-combined into ONE p-value that joins the Holm family (one test for the whole run, so the
 other rows keep their power).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -40,12 +41,20 @@ def trained_accountant_checks(target: TrainedTarget) -> list[dict[str, Any]]:
     sigmas = sorted({round(h[0], 12) for h in history})
     rates = sorted({round(h[1], 12) for h in history})
     return [
-        check("trained_steps", told == int(target.steps), told, int(target.steps),
-              "steps in the accountant's history after the target's training vs the optimizer steps it took"),
-        check("trained_sigma_q", sigmas == [round(float(target.noise_multiplier), 12)]
-              and rates == [round(float(target.sample_rate), 12)], {"sigma": sigmas, "q": rates},
-              {"sigma": float(target.noise_multiplier), "q": float(target.sample_rate)},
-              "σ and q the accountant was told during the training vs the optimizer's σ and the loader's q"),
+        check(
+            "trained_steps",
+            told == int(target.steps),
+            told,
+            int(target.steps),
+            "steps in the accountant's history after the target's training vs the optimizer steps it took",
+        ),
+        check(
+            "trained_sigma_q",
+            sigmas == [round(float(target.noise_multiplier), 12)] and rates == [round(float(target.sample_rate), 12)],
+            {"sigma": sigmas, "q": rates},
+            {"sigma": float(target.noise_multiplier), "q": float(target.sample_rate)},
+            "σ and q the accountant was told during the training vs the optimizer's σ and the loader's q",
+        ),
     ]
 
 
@@ -54,9 +63,19 @@ def trained_accountant_checks(target: TrainedTarget) -> list[dict[str, Any]]:
 CONFORMANCE_PHASES = 5
 
 
-def conformance_entry(features: np.ndarray, labels: np.ndarray, n_classes: int, spec: TrainingSpec, *,
-                      target: TrainedTarget, accountant: str, seed: int, device, secure_mode: bool = False,
-                      on_phase: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+def conformance_entry(
+    features: np.ndarray,
+    labels: np.ndarray,
+    n_classes: int,
+    spec: TrainingSpec,
+    *,
+    target: TrainedTarget,
+    accountant: str,
+    seed: int,
+    device,
+    secure_mode: bool = False,
+    on_phase: Callable[[int, int], None] | None = None,
+) -> dict[str, Any]:
     """The conformance record of one DP target (see the module docstring); `on_phase(done, CONFORMANCE_PHASES)`
     after each piece (progress)."""
     started = time.perf_counter()
@@ -72,14 +91,26 @@ def conformance_entry(features: np.ndarray, labels: np.ndarray, n_classes: int, 
         yield
         finished_one()
 
-    kwargs = dict(epsilon=float(target.epsilon_target), delta=float(target.delta), accountant=accountant,
-                  device=device, secure_mode=secure_mode)
+    kwargs = dict(
+        epsilon=float(target.epsilon_target),
+        delta=float(target.delta),
+        accountant=accountant,
+        device=device,
+        secure_mode=secure_mode,
+    )
     _, optimizer, loader, engine = private_setup(features, labels, n_classes, spec, seed=seed, **kwargs)
     finished_one()
-    stepped = object_checks(optimizer, loader, engine, spec.epochs, seed=seed, alpha=DISPLAY_ALPHA,
-                            second_optimizer=lambda: private_setup(features, labels, n_classes, spec, seed=seed + 1,
-                                                                   **kwargs)[1],
-                            guard=phase, field="training")
+    stepped = object_checks(
+        optimizer,
+        loader,
+        engine,
+        spec.epochs,
+        seed=seed,
+        alpha=DISPLAY_ALPHA,
+        second_optimizer=lambda: private_setup(features, labels, n_classes, spec, seed=seed + 1, **kwargs)[1],
+        guard=phase,
+        field="training",
+    )
     checks = trained_accountant_checks(target) + stepped
     a = DISPLAY_ALPHA / STATISTICAL
     statistical = [c for c in checks if c.get("p_value") is not None]
@@ -93,5 +124,5 @@ def conformance_entry(features: np.ndarray, labels: np.ndarray, n_classes: int, 
         "display_alpha": DISPLAY_ALPHA,
         "seconds": time.perf_counter() - started,
         "setup": "the target's own Opacus setup, built again with its seed (untrained), and the accountant "
-                 "history of its training",
+        "history of its training",
     }

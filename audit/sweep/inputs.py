@@ -4,6 +4,7 @@
 Apart from `audit.sweep.runner` so that `run --dry-run` and `run --resume DIR` load only what
 the checks need (pandas, and PyTorch for Opacus), not the attacks, the figures and the tracker the
 run itself imports (~2 s of CPU in a fresh process)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -24,7 +25,9 @@ from targets.splits import AuditSplits, make_audit_splits
 def _validate_training_set(data: TabularData, splits: AuditSplits, delta: float) -> list[str]:
     train_labels = data.labels[splits.train_idx]
     if np.unique(train_labels).size < 2:
-        raise AuditInputError("data", "the members drawn for training hold a single class; use more or more balanced data")
+        raise AuditInputError(
+            "data", "the members drawn for training hold a single class; use more or more balanced data"
+        )
     warnings_out = []
     n_train = len(splits.train_idx)
     if delta >= 1.0 / n_train:
@@ -82,8 +85,13 @@ def prepare_inputs(config: AuditConfig):
     return data, splits, run_warnings
 
 
-def check_run_inputs(config: AuditConfig, *, out_dir: str | Path = "runs", tracking_uri: str | None = None,
-                     resume: str | Path | None = None) -> list[str]:
+def check_run_inputs(
+    config: AuditConfig,
+    *,
+    out_dir: str | Path = "runs",
+    tracking_uri: str | None = None,
+    resume: str | Path | None = None,
+) -> list[str]:
     """`run --dry-run`: validate everything `run_audit` would, create and write nothing; the warnings."""
     resolve_device(config.device)
     _, splits, run_warnings = prepare_inputs(config)
@@ -111,8 +119,16 @@ def _check_noise_calibration(config: AuditConfig, n_train: int) -> None:
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                get_noise_multiplier(target_epsilon=epsilon, target_delta=config.privacy.delta, sample_rate=1 / batches,
-                                     steps=config.training.epochs * batches, accountant=config.privacy.accountant)
+                get_noise_multiplier(
+                    target_epsilon=epsilon,
+                    target_delta=config.privacy.delta,
+                    sample_rate=1 / batches,
+                    steps=config.training.epochs * batches,
+                    accountant=config.privacy.accountant,
+                )
         except ValueError as exc:
-            raise AuditInputError("privacy.epsilons", f"Opacus cannot calibrate noise for ε={epsilon:g}, "
-                                  f"δ={config.privacy.delta:g} with this data size and schedule ({str(exc)[:120]})") from None
+            raise AuditInputError(
+                "privacy.epsilons",
+                f"Opacus cannot calibrate noise for ε={epsilon:g}, "
+                f"δ={config.privacy.delta:g} with this data size and schedule ({str(exc)[:120]})",
+            ) from None

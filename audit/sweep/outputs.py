@@ -5,6 +5,7 @@ Its own module (not audit.sweep.runner) so that the single-audit commands (audit
 mechanism-audit, …) that publish through audit/cli/output.py do not import the sweep's training and
 attack stack — torch, Opacus, every attack, matplotlib's figures — only to write their outputs.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -23,7 +24,11 @@ __all__ = ["write_outputs"]
 
 
 def write_outputs(
-    results: dict[str, Any], folder: Path, policy: Policy | None, tracker: AuditTracker | None, parent_id: str | None,
+    results: dict[str, Any],
+    folder: Path,
+    policy: Policy | None,
+    tracker: AuditTracker | None,
+    parent_id: str | None,
     on_written: Callable[[int, int], None] | None = None,
 ) -> PolicyEvaluation | None:
     """The verdict (audit.machinery.verdict: built-in checks, or the policy folded in), then
@@ -52,7 +57,9 @@ def write_outputs(
     one_more()
     if tracker is not None and parent_id is not None:
         tracker.set_tags(parent_id, verdict_tags(results["verdict"]))
-        tracker.log_metrics(parent_id, {"n_violations": float(sum(bool(t.get("violation")) for t in results["targets"]))})
+        tracker.log_metrics(
+            parent_id, {"n_violations": float(sum(bool(t.get("violation")) for t in results["targets"]))}
+        )
         for path in (report, summary, junit):
             tracker.log_artifact(parent_id, path)
     one_more()

@@ -3,34 +3,47 @@
 `run_audit(config)` is the Python API (usable from a notebook); the CLI's `run` is a thin shell
 around it. Data flows one way: config → targets (data, splits, training) → attacks (scores) →
 audit (metrics, bounds, verdict, MLflow) → reports (figures, tables).
+This module is over 600 lines since wave 4's formatting pass (ruff format puts long calls one argument a line): the sweep loop; next split: per-target steps apart from the sweep
+(issue #37).
 """
+
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from attacks import AttackContext, AttackOptions, TargetTraining, get_attack
-from audit.statistics.accountants import DPSGDEvent, epsilons_for_event, pld_epsilon_interval
-from audit.statistics.attack_evaluation import best_sound_lower_bound, evaluate_attack, roc_points
+from audit.errors import AuditInputError
+from audit.machinery.attack_setup import attack_options
 from audit.machinery.checkpoints import ArrayCache, TargetCheckpoints
 from audit.machinery.config import AuditConfig, config_to_yaml
+from audit.machinery.crash_log import set_log_folder
 from audit.machinery.environment import describe_environment
 from audit.machinery.executors import Executor, LocalExecutor
-from audit.errors import AuditInputError
 from audit.machinery.policy import Policy
-from audit.machinery.crash_log import set_log_folder
-from audit.machinery.run_directory import StagedRunDirectory, run_attempt, write_json_atomic, write_text_atomic
-from audit.machinery.attack_setup import attack_options
 from audit.machinery.progress import Progress, as_progress
+from audit.machinery.run_directory import StagedRunDirectory, run_attempt, write_json_atomic, write_text_atomic
+from audit.machinery.secrets import redact
 from audit.machinery.tracking import (
-    AuditTracker, check_tracking_uri, experiment_name, open_tracker, synthetic_risk_metrics, target_metrics,
+    AuditTracker,
+    check_tracking_uri,
+    experiment_name,
+    open_tracker,
+    synthetic_risk_metrics,
+    target_metrics,
 )
+from audit.statistics.accountants import DPSGDEvent, epsilons_for_event, pld_epsilon_interval
+from audit.statistics.attack_evaluation import best_sound_lower_bound, evaluate_attack, roc_points
+from audit.sweep.inputs import prepare_inputs, resolve_resume
+from audit.sweep.outputs import write_outputs
+from audit.sweep.tasks import train_target_task
 from reports.figures import (
     RocCurve,
     epsilon_label,
@@ -42,13 +55,9 @@ from reports.figures import (
 )
 from targets.datasets import TabularData
 from targets.devices import resolve_device
-from targets.splits import AuditSplits
 from targets.models import build_model
+from targets.splits import AuditSplits
 from targets.training import TrainedTarget, TrainingSpec, train_target
-from audit.sweep.outputs import write_outputs
-from audit.sweep.inputs import prepare_inputs, resolve_resume
-from audit.sweep.tasks import train_target_task
-from audit.machinery.secrets import redact
 
 SCHEMA_VERSION = 3
 # PLD (tight) may exceed PRV only by discretisation/estimation error; more than this is reported.
@@ -195,15 +204,34 @@ def run_audit(
         run_dir.create()
     set_log_folder(run_dir.staging)  # an internal error's log lands in the run's own folder
     with run_attempt(run_dir, resume, progress) as attempt:
-        tracker = attempt["tracker"] = open_tracker(tracking_uri, experiment_name("run", config.name),
-                                                    command="run", enabled=tracking)
-        results, parent_id = _sweep(config, data, splits, attacks, device, run_dir.staging, tracker, preset,
-                                    run_warnings, progress, executor, log_models)
+        tracker = attempt["tracker"] = open_tracker(
+            tracking_uri, experiment_name("run", config.name), command="run", enabled=tracking
+        )
+        results, parent_id = _sweep(
+            config,
+            data,
+            splits,
+            attacks,
+            device,
+            run_dir.staging,
+            tracker,
+            preset,
+            run_warnings,
+            progress,
+            executor,
+            log_models,
+        )
         from audit.sweep.outputs import OUTPUTS
 
         with progress.step("report, summary and MLflow artifacts", total=OUTPUTS) as outputs_step:
-            write_outputs(results, run_dir.staging, policy, tracker, parent_id,
-                          on_written=lambda done, _: outputs_step.update(done))
+            write_outputs(
+                results,
+                run_dir.staging,
+                policy,
+                tracker,
+                parent_id,
+                on_written=lambda done, _: outputs_step.update(done),
+            )
             tracker.set_verdict(parent_id, results["verdict"])
         final = run_dir.commit()
         tracker.log_artifact(parent_id, final / "results.json")
@@ -223,20 +251,29 @@ class _SweepInputs:
     task_device: str
 
 
-def _load_or_train_target(inputs: _SweepInputs, epsilon: float, seed: int, ckpt: TargetCheckpoints,
-                          progress: Progress, label: str) -> TrainedTarget:
+def _load_or_train_target(
+    inputs: _SweepInputs, epsilon: float, seed: int, ckpt: TargetCheckpoints, progress: Progress, label: str
+) -> TrainedTarget:
     config, data, splits = inputs.config, inputs.data, inputs.splits
     meta, state = ckpt.load_json("target"), ckpt.load_state_dict("target")
     if meta is not None and state is not None:
-        model = build_model(inputs.spec.architecture, data.features.shape[1], inputs.spec.hidden_sizes, data.n_classes,
-                            seed=seed)
+        model = build_model(
+            inputs.spec.architecture, data.features.shape[1], inputs.spec.hidden_sizes, data.n_classes, seed=seed
+        )
         model.load_state_dict(state)
         return TrainedTarget(model=model.eval(), **meta)
     with progress.step(f"{label}: training (epochs)", total=inputs.spec.epochs) as step:
         trained = train_target(
-            data.features[splits.train_idx], data.labels[splits.train_idx], data.n_classes, inputs.spec,
-            epsilon=epsilon, delta=config.privacy.delta, accountant=config.privacy.accountant,
-            seed=seed, device=inputs.device, on_epoch=lambda epoch, _: step.update(epoch),
+            data.features[splits.train_idx],
+            data.labels[splits.train_idx],
+            data.n_classes,
+            inputs.spec,
+            epsilon=epsilon,
+            delta=config.privacy.delta,
+            accountant=config.privacy.accountant,
+            seed=seed,
+            device=inputs.device,
+            on_epoch=lambda epoch, _: step.update(epoch),
             secure_mode=config.privacy.secure_mode,
         )
     ckpt.save_state_dict("target", trained.model.state_dict())
@@ -259,12 +296,14 @@ def _train_targets_in_parallel(inputs: _SweepInputs, staging: Path, progress: Pr
             todo.append((index, epsilon, ckpt))
     if not todo:
         return
-    progress.note(f"training {len(todo)} target(s) on the {inputs.executor.name} executor "
-                  f"({inputs.executor.workers} worker(s))")
+    progress.note(
+        f"training {len(todo)} target(s) on the {inputs.executor.name} executor ({inputs.executor.workers} worker(s))"
+    )
 
     import torch
 
     with progress.step("target models trained", total=len(todo)) as trained:  # counts and time left in the log
+
         def checkpoint(position: int, result: dict[str, Any]) -> None:
             ckpt = todo[position][2]
             ckpt.save_state_dict("target", {k: torch.tensor(v) for k, v in result["state"].items()})
@@ -272,18 +311,32 @@ def _train_targets_in_parallel(inputs: _SweepInputs, staging: Path, progress: Pr
             trained.advance()
 
         inputs.executor.map(
-            train_target_task, [(epsilon, target_seed(config.seed, index)) for index, epsilon, _ in todo],
-            dict(features=data.features[splits.train_idx], labels=data.labels[splits.train_idx],
-                 n_classes=data.n_classes, spec=inputs.spec, delta=config.privacy.delta,
-                 accountant=config.privacy.accountant, device=inputs.task_device,
-                 secure_mode=config.privacy.secure_mode),
+            train_target_task,
+            [(epsilon, target_seed(config.seed, index)) for index, epsilon, _ in todo],
+            dict(
+                features=data.features[splits.train_idx],
+                labels=data.labels[splits.train_idx],
+                n_classes=data.n_classes,
+                spec=inputs.spec,
+                delta=config.privacy.delta,
+                accountant=config.privacy.accountant,
+                device=inputs.task_device,
+                secure_mode=config.privacy.secure_mode,
+            ),
             on_result=checkpoint,
         )
 
 
-def _audit_target(inputs: _SweepInputs, index: int, epsilon: float, attacks: list, ckpt: TargetCheckpoints,
-                  progress: Progress, label: str, on_trained: Callable[[TrainedTarget], None] | None = None,
-                  ) -> tuple[dict[str, Any], dict[str, np.ndarray], list[str]]:
+def _audit_target(
+    inputs: _SweepInputs,
+    index: int,
+    epsilon: float,
+    attacks: list,
+    ckpt: TargetCheckpoints,
+    progress: Progress,
+    label: str,
+    on_trained: Callable[[TrainedTarget], None] | None = None,
+) -> tuple[dict[str, Any], dict[str, np.ndarray], list[str]]:
     """Train (or reload) one target and run every attack on it; each finished piece is checkpointed."""
     config, data, splits = inputs.config, inputs.data, inputs.splits
     seed = target_seed(config.seed, index)
@@ -298,15 +351,28 @@ def _audit_target(inputs: _SweepInputs, index: int, epsilon: float, attacks: lis
     reporter = progress.reporter(label)  # reference / shadow model training inside the attacks
     test_accuracy = float((trained.logits(test_x).argmax(axis=1) == test_y).mean())
     context = AttackContext(
-        candidate_features=data.features[splits.candidate_idx], candidate_labels=cand_y, n_classes=data.n_classes,
-        pool_features=data.features[splits.pool_idx], pool_labels=data.labels[splits.pool_idx],
+        candidate_features=data.features[splits.candidate_idx],
+        candidate_labels=cand_y,
+        n_classes=data.n_classes,
+        pool_features=data.features[splits.pool_idx],
+        pool_labels=data.labels[splits.pool_idx],
         training=TargetTraining(
-            spec=inputs.spec, noise_multiplier=trained.noise_multiplier or 0.0, max_grad_norm=trained.max_grad_norm,
-            sample_rate=trained.sample_rate, steps=trained.steps, train_size=len(splits.train_idx),
+            spec=inputs.spec,
+            noise_multiplier=trained.noise_multiplier or 0.0,
+            max_grad_norm=trained.max_grad_norm,
+            sample_rate=trained.sample_rate,
+            steps=trained.steps,
+            train_size=len(splits.train_idx),
         ),
-        epsilon=epsilon, delta=config.privacy.delta, accountant=config.privacy.accountant, seed=seed,
-        device=inputs.device, options=inputs.attack_options, cache=ArrayCache(ckpt),
-        executor=inputs.executor, task_device=inputs.task_device,
+        epsilon=epsilon,
+        delta=config.privacy.delta,
+        accountant=config.privacy.accountant,
+        seed=seed,
+        device=inputs.device,
+        options=inputs.attack_options,
+        cache=ArrayCache(ckpt),
+        executor=inputs.executor,
+        task_device=inputs.task_device,
         report_progress=reporter,
     )
     attack_records, score_columns = [], {}
@@ -324,8 +390,13 @@ def _audit_target(inputs: _SweepInputs, index: int, epsilon: float, attacks: lis
             score_columns[attack.name] = scores
             attack_records.append(
                 evaluate_attack(
-                    attack.name, scores, splits.candidate_member, cand_y, delta=config.privacy.delta,
-                    confidence=config.attacks.confidence, threshold_seed=seed,
+                    attack.name,
+                    scores,
+                    splits.candidate_member,
+                    cand_y,
+                    delta=config.privacy.delta,
+                    confidence=config.attacks.confidence,
+                    threshold_seed=seed,
                     accountant_epsilon=trained.accountant_epsilon,
                 )
             )
@@ -334,33 +405,59 @@ def _audit_target(inputs: _SweepInputs, index: int, epsilon: float, attacks: lis
     if config.privacy.whitebox_one_run and trained.epsilon_target is not None and trained.accountant_epsilon:
         from audit.sweep.whitebox_one_run import whitebox_one_run_entry
 
-        with progress.step(f"{label}: white-box one-run audit (a twin with gradient canaries: epochs)",
-                           total=inputs.spec.epochs) as twin_step:
+        with progress.step(
+            f"{label}: white-box one-run audit (a twin with gradient canaries: epochs)", total=inputs.spec.epochs
+        ) as twin_step:
             record["whitebox_one_run"] = whitebox_one_run_entry(
-                data.features[splits.train_idx], data.labels[splits.train_idx], data.n_classes, inputs.spec,
-                target=trained, target_accuracy=test_accuracy, test_features=test_x, test_labels=test_y,
-                accountant=config.privacy.accountant, seed=seed, device=inputs.device,
-                confidence=config.attacks.confidence, n_canaries=config.privacy.one_run_canaries,
-                secure_mode=config.privacy.secure_mode, on_epoch=lambda epoch, _: twin_step.update(epoch))
+                data.features[splits.train_idx],
+                data.labels[splits.train_idx],
+                data.n_classes,
+                inputs.spec,
+                target=trained,
+                target_accuracy=test_accuracy,
+                test_features=test_x,
+                test_labels=test_y,
+                accountant=config.privacy.accountant,
+                seed=seed,
+                device=inputs.device,
+                confidence=config.attacks.confidence,
+                n_canaries=config.privacy.one_run_canaries,
+                secure_mode=config.privacy.secure_mode,
+                on_epoch=lambda epoch, _: twin_step.update(epoch),
+            )
     if config.privacy.conformance and trained.epsilon_target is not None and trained.accountant_history:
-        from audit.sweep.conformance_rows import conformance_entry
+        from audit.sweep.conformance_rows import CONFORMANCE_PHASES, conformance_entry
 
-        from audit.sweep.conformance_rows import CONFORMANCE_PHASES
-
-        with progress.step(f"{label}: conformance checks on its own Opacus setup (probes)",
-                           total=CONFORMANCE_PHASES) as probes_step:
+        with progress.step(
+            f"{label}: conformance checks on its own Opacus setup (probes)", total=CONFORMANCE_PHASES
+        ) as probes_step:
             record["conformance"] = conformance_entry(
-                data.features[splits.train_idx], data.labels[splits.train_idx], data.n_classes, inputs.spec,
-                target=trained, accountant=config.privacy.accountant, seed=seed, device=inputs.device,
-                secure_mode=config.privacy.secure_mode, on_phase=lambda done, _: probes_step.update(done))
+                data.features[splits.train_idx],
+                data.labels[splits.train_idx],
+                data.n_classes,
+                inputs.spec,
+                target=trained,
+                accountant=config.privacy.accountant,
+                seed=seed,
+                device=inputs.device,
+                secure_mode=config.privacy.secure_mode,
+                on_phase=lambda done, _: probes_step.update(done),
+            )
     ckpt.save_arrays("scores", score_columns)
     ckpt.save_json("record", {"record": record, "notes": notes})
     return record, score_columns, notes
 
 
-def _synthetic_part(config: AuditConfig, data: TabularData, splits: AuditSplits, staging: Path,
-                    tracker: AuditTracker, parent_id: str, progress: Progress,
-                    executor: Executor) -> list[dict[str, Any]]:
+def _synthetic_part(
+    config: AuditConfig,
+    data: TabularData,
+    splits: AuditSplits,
+    staging: Path,
+    tracker: AuditTracker,
+    parent_id: str,
+    progress: Progress,
+    executor: Executor,
+) -> list[dict[str, Any]]:
     """The `synthetic:` sweep: checked once per (generator, ε), checkpointed, one MLflow child each."""
     if config.synthetic is None:
         return []
@@ -374,9 +471,15 @@ def _synthetic_part(config: AuditConfig, data: TabularData, splits: AuditSplits,
         # Releases an interrupted attempt finished (in any order, on a parallel executor).
         stored = {i: ckpt.load_json(f"entry_{i}") for i in range(len(generator_runs(config)))}
         finished = {i: entry for i, entry in stored.items() if entry is not None}
-        entries = synthetic_sweep(config, data.frame, splits, progress,
-                                  executor=None if executor.name == "local" else executor, finished=finished,
-                                  on_entry=lambda i, entry: ckpt.save_json(f"entry_{i}", entry))
+        entries = synthetic_sweep(
+            config,
+            data.frame,
+            splits,
+            progress,
+            executor=None if executor.name == "local" else executor,
+            finished=finished,
+            on_entry=lambda i, entry: ckpt.save_json(f"entry_{i}", entry),
+        )
         ckpt.save_json("entries", entries)
     for entry in entries:
         # The sweep's non-DP generators are reference baselines (like the ε = ∞ target): their leak
@@ -384,14 +487,26 @@ def _synthetic_part(config: AuditConfig, data: TabularData, splits: AuditSplits,
         entry["baseline"] = entry["epsilon_target"] is None
         label = f"{entry['generator']} {epsilon_label(entry['epsilon_target'])}"
         child = tracker.start_run(f"{config.name} synthetic {label}", parent_id=parent_id)
-        tracker.log_params(child, {"generator": entry["generator"], "epsilon_target": _epsilon_tag(
-            math.inf if entry["epsilon_target"] is None else entry["epsilon_target"])})
-        tracker.log_metrics(child, {
-            "dcr_share": entry["dcr"]["dcr_share"], "nndr_p10": entry["nndr"]["p10"],
-            "mia_auc": entry["mia"]["auc"], "mia_eps_lb_cp": entry["mia"]["epsilon_lb"]["clopper_pearson"],
-            "mia_eps_lb_one_run": entry["mia"]["epsilon_lb"].get("one_run"),
-            **synthetic_risk_metrics(entry),
-        })
+        tracker.log_params(
+            child,
+            {
+                "generator": entry["generator"],
+                "epsilon_target": _epsilon_tag(
+                    math.inf if entry["epsilon_target"] is None else entry["epsilon_target"]
+                ),
+            },
+        )
+        tracker.log_metrics(
+            child,
+            {
+                "dcr_share": entry["dcr"]["dcr_share"],
+                "nndr_p10": entry["nndr"]["p10"],
+                "mia_auc": entry["mia"]["auc"],
+                "mia_eps_lb_cp": entry["mia"]["epsilon_lb"]["clopper_pearson"],
+                "mia_eps_lb_one_run": entry["mia"]["epsilon_lb"].get("one_run"),
+                **synthetic_risk_metrics(entry),
+            },
+        )
         tracker.finish(child)
     tracker.log_artifact(parent_id, plot_synthetic_summary(entries, staging / "figures" / "synthetic_summary.png"))
     return entries
@@ -401,6 +516,7 @@ def _model_logger(tracker: AuditTracker, run_id: str, example: np.ndarray, progr
     def log(trained: TrainedTarget) -> None:
         with progress.step(f"{label}: model to MLflow (PyTorch flavour)"):
             tracker.log_torch_model(run_id, trained.model, example.astype(np.float32))
+
     return log
 
 
@@ -422,8 +538,16 @@ def _sweep(
     executor: Executor,
     log_models: bool = False,
 ) -> tuple[dict[str, Any], str | None]:
-    inputs = _SweepInputs(config, data, splits, TrainingSpec(**config.training.model_dump()), device,
-                          attack_options(config), executor, executor.task_device(config.device, str(device)))
+    inputs = _SweepInputs(
+        config,
+        data,
+        splits,
+        TrainingSpec(**config.training.model_dump()),
+        device,
+        attack_options(config),
+        executor,
+        executor.task_device(config.device, str(device)),
+    )
     environment = describe_environment(str(device), config.seed)
     attempts_path = staging / "checkpoints" / "mlflow_attempts.json"
     earlier_attempts = json.loads(attempts_path.read_text()) if attempts_path.is_file() else []
@@ -445,8 +569,16 @@ def _sweep(
     save_attempts()
     frame = data.frame if data.frame is not None else pd.DataFrame(data.features).assign(label=data.labels)
     tracker.log_table(parent_id, frame, name=data.description, source=config.data.path, context="audit data")
-    tracker.log_params(parent_id, {"seed": config.seed, "device": str(device), "delta": config.privacy.delta,
-                                   "accountant": config.privacy.accountant, "n_targets": len(config.privacy.epsilons)})
+    tracker.log_params(
+        parent_id,
+        {
+            "seed": config.seed,
+            "device": str(device),
+            "delta": config.privacy.delta,
+            "accountant": config.privacy.accountant,
+            "n_targets": len(config.privacy.epsilons),
+        },
+    )
     figures = staging / "figures"
     scores_dir = staging / "scores"
     figures.mkdir(exist_ok=True)
@@ -466,9 +598,16 @@ def _sweep(
         attempt["child_run_ids"].append(child_id)
         save_attempts()
         record, score_columns, target_notes = _audit_target(
-            inputs, index, epsilon, attacks, _target_checkpoints(staging, epsilon), progress,
-            step_label, on_trained=_model_logger(tracker, child_id, data.features[:1], progress, step_label)
-            if log_models else None,
+            inputs,
+            index,
+            epsilon,
+            attacks,
+            _target_checkpoints(staging, epsilon),
+            progress,
+            step_label,
+            on_trained=_model_logger(tracker, child_id, data.features[:1], progress, step_label)
+            if log_models
+            else None,
         )
         record["mlflow_run_id"] = child_id
         notes += target_notes
@@ -480,8 +619,12 @@ def _sweep(
 
         scores_path = scores_dir / f"scores_eps_{tag}.csv"
         pd.DataFrame(
-            {"candidate_index": splits.candidate_idx, "member": members.astype(int),
-             "label": data.labels[splits.candidate_idx], **score_columns}
+            {
+                "candidate_index": splits.candidate_idx,
+                "member": members.astype(int),
+                "label": data.labels[splits.candidate_idx],
+                **score_columns,
+            }
         ).to_csv(scores_path, index=False)
         bookkeeping.advance()
         roc_path = plot_roc_curves(
@@ -490,11 +633,19 @@ def _sweep(
             title=f"ROC, {label}",
         )
         bookkeeping.advance()
-        tracker.log_params(child_id, {
-            "epsilon_target": tag, "delta": config.privacy.delta, "noise_multiplier": record["noise_multiplier"],
-            "sample_rate": record["sample_rate"], "steps": record["steps"], "max_grad_norm": record["max_grad_norm"],
-            "accountant": record["accountant"], "seed": record["seed"],
-        })
+        tracker.log_params(
+            child_id,
+            {
+                "epsilon_target": tag,
+                "delta": config.privacy.delta,
+                "noise_multiplier": record["noise_multiplier"],
+                "sample_rate": record["sample_rate"],
+                "steps": record["steps"],
+                "max_grad_norm": record["max_grad_norm"],
+                "accountant": record["accountant"],
+                "seed": record["seed"],
+            },
+        )
         tracker.log_metrics(child_id, target_metrics(record))
         tracker.log_artifact(child_id, roc_path)
         tracker.log_artifact(child_id, scores_path)
@@ -551,9 +702,15 @@ def _sweep(
         "synthetic": synthetic,
         "notes": notes,
         "verdict": None,  # decided in write_outputs, from every check at once
-        "mlflow": {"tracking_uri": redact(tracker.tracking_uri), "experiment_id": tracker.experiment_id,
-                   "parent_run_id": parent_id, "child_run_ids": attempt["child_run_ids"],
-                   "resumed_from": [a["parent_run_id"] for a in earlier_attempts]} if tracker.enabled else None,
+        "mlflow": {
+            "tracking_uri": redact(tracker.tracking_uri),
+            "experiment_id": tracker.experiment_id,
+            "parent_run_id": parent_id,
+            "child_run_ids": attempt["child_run_ids"],
+            "resumed_from": [a["parent_run_id"] for a in earlier_attempts],
+        }
+        if tracker.enabled
+        else None,
     }
     write_text_atomic(staging / "results.csv", results_table(results).to_csv(index=False))
     for figure in (roc_all, eps_fig, utility_fig):

@@ -7,6 +7,7 @@ once. Each entry is what `synthetic_privacy_checks` returns plus the generator a
 
 Each (generator, ε) is one executor task (`checked_release`), seeded from the config alone.
 """
+
 from __future__ import annotations
 
 import math
@@ -47,27 +48,49 @@ def _generator(config: AuditConfig, name: str, epsilon: float | None):
         return GaussianCopulaSynthesizer(seed=config.seed)
     if epsilon is None:  # generator_runs gives the DP generator an ε, always
         raise ValueError("dp_vae needs a finite ε")
-    return DPVAESynthesizer(epsilon, delta=config.privacy.delta, epochs=synthetic_section(config).dp_vae_epochs,
-                            accountant=config.privacy.accountant, seed=config.seed)
+    return DPVAESynthesizer(
+        epsilon,
+        delta=config.privacy.delta,
+        epochs=synthetic_section(config).dp_vae_epochs,
+        accountant=config.privacy.accountant,
+        seed=config.seed,
+    )
 
 
-def checked_release(name: str, epsilon: float | None, *, config: AuditConfig, train: pd.DataFrame,
-                    holdout: pd.DataFrame) -> dict[str, Any]:
+def checked_release(
+    name: str, epsilon: float | None, *, config: AuditConfig, train: pd.DataFrame, holdout: pd.DataFrame
+) -> dict[str, Any]:
     """A task: train generator `name` (at `epsilon`), sample a release, check it; plain data back."""
     generator = _generator(config, name, epsilon)
     release = generator.fit(train).sample(len(train), seed=config.seed)
     checks = synthetic_privacy_checks(
-        train, holdout, release, seed=config.seed, delta=config.privacy.delta,
-        confidence=config.attacks.confidence, membership_randomized=True, subsample_train=True,
+        train,
+        holdout,
+        release,
+        seed=config.seed,
+        delta=config.privacy.delta,
+        confidence=config.attacks.confidence,
+        membership_randomized=True,
+        subsample_train=True,
         accountant_epsilon=getattr(generator, "accountant_epsilon", None) or epsilon,
     )
-    return {"generator": name, "epsilon_target": epsilon,
-            "noise_multiplier": getattr(generator, "noise_multiplier", None), **checks}
+    return {
+        "generator": name,
+        "epsilon_target": epsilon,
+        "noise_multiplier": getattr(generator, "noise_multiplier", None),
+        **checks,
+    }
 
 
-def synthetic_sweep(config: AuditConfig, frame: pd.DataFrame, splits: AuditSplits, progress: Progress,
-                    executor=None, finished: dict[int, dict[str, Any]] | None = None,
-                    on_entry: Callable[[int, dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
+def synthetic_sweep(
+    config: AuditConfig,
+    frame: pd.DataFrame,
+    splits: AuditSplits,
+    progress: Progress,
+    executor=None,
+    finished: dict[int, dict[str, Any]] | None = None,
+    on_entry: Callable[[int, dict[str, Any]], None] | None = None,
+) -> list[dict[str, Any]]:
     """One checked release per (generator, ε), each a progress step.
 
     `executor` (default: here, one after another) runs the releases; `finished` holds entries of an
@@ -95,8 +118,10 @@ def synthetic_sweep(config: AuditConfig, frame: pd.DataFrame, splits: AuditSplit
             with progress.step(f"{label(i)}: generator, release, privacy checks and risks"):
                 keep(position, checked_release(*runs[i], **shared))
     else:
-        with progress.step(f"synthetic: {len(todo)} release(s) on the {getattr(executor, 'name', 'given')} executor",
-                           total=len(todo)) as step:
+        with progress.step(
+            f"synthetic: {len(todo)} release(s) on the {getattr(executor, 'name', 'given')} executor", total=len(todo)
+        ) as step:
+
             def on_result(position: int, entry: dict[str, Any]) -> None:
                 keep(position, entry)
                 step.advance()

@@ -5,6 +5,7 @@ seeded by its arguments only (the target's seed comes from (config seed, target 
 numbers do not depend on the executor or the number of workers. Nothing here writes files or
 talks to MLflow: the driver checkpoints and logs what the tasks return.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -15,14 +16,33 @@ from targets.devices import resolve_device
 from targets.training import TrainingSpec, train_target
 
 
-def train_target_task(epsilon: float, seed: int, *, features: np.ndarray, labels: np.ndarray, n_classes: int,
-                      spec: TrainingSpec, delta: float, accountant: str, device: str,
-                      secure_mode: bool) -> dict[str, Any]:
+def train_target_task(
+    epsilon: float,
+    seed: int,
+    *,
+    features: np.ndarray,
+    labels: np.ndarray,
+    n_classes: int,
+    spec: TrainingSpec,
+    delta: float,
+    accountant: str,
+    device: str,
+    secure_mode: bool,
+) -> dict[str, Any]:
     """Train one target; returns {"meta": TrainedTarget's fields but the model, "state": numpy state_dict}."""
-    trained = train_target(features, labels, n_classes, spec, epsilon=epsilon, delta=delta, accountant=accountant,
-                           seed=seed, device=resolve_device(device), secure_mode=secure_mode)
+    trained = train_target(
+        features,
+        labels,
+        n_classes,
+        spec,
+        epsilon=epsilon,
+        delta=delta,
+        accountant=accountant,
+        seed=seed,
+        device=resolve_device(device),
+        secure_mode=secure_mode,
+    )
     return {
         "meta": {k: v for k, v in trained.__dict__.items() if k != "model"},
         "state": {name: tensor.detach().cpu().numpy() for name, tensor in trained.model.state_dict().items()},
     }
-

@@ -18,6 +18,7 @@ p-value against the claim's curve and against the curves of the same DP-SGD with
 (`curve_ceilings`: the largest ε a perfect attack refutes at a level is the row's ceiling there) and
 at larger m (`fdp_perfect_p_by_m`: what m would make it testable).
 """
+
 from __future__ import annotations
 
 import math
@@ -35,25 +36,59 @@ ROW_FAMILY = "white-box one-run"
 _CANARY_STREAM = 77
 
 
-def whitebox_one_run_entry(features: np.ndarray, labels: np.ndarray, n_classes: int, spec: TrainingSpec, *,
-                           target: TrainedTarget, target_accuracy: float, test_features: np.ndarray,
-                           test_labels: np.ndarray, accountant: str, seed: int, device, confidence: float,
-                           n_canaries: int | None, secure_mode: bool = False,
-                           on_epoch: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+def whitebox_one_run_entry(
+    features: np.ndarray,
+    labels: np.ndarray,
+    n_classes: int,
+    spec: TrainingSpec,
+    *,
+    target: TrainedTarget,
+    target_accuracy: float,
+    test_features: np.ndarray,
+    test_labels: np.ndarray,
+    accountant: str,
+    seed: int,
+    device,
+    confidence: float,
+    n_canaries: int | None,
+    secure_mode: bool = False,
+    on_epoch: Callable[[int, int], None] | None = None,
+) -> dict[str, Any]:
     """Train the twin of `target` with canaries and audit its claim (the target's accountant ε); `on_epoch` as
     `train_target`'s (progress)."""
     canary_seed = int(np.random.SeedSequence([int(seed), _CANARY_STREAM]).generate_state(1)[0])
-    twin = train_target(features, labels, n_classes, spec, epsilon=float(target.epsilon_target), delta=target.delta,
-                        accountant=accountant, seed=seed, device=device, secure_mode=secure_mode,
-                        canaries={"m": n_canaries, "seed": canary_seed}, on_epoch=on_epoch)
+    twin = train_target(
+        features,
+        labels,
+        n_classes,
+        spec,
+        epsilon=float(target.epsilon_target),
+        delta=target.delta,
+        accountant=accountant,
+        seed=seed,
+        device=device,
+        secure_mode=secure_mode,
+        canaries={"m": n_canaries, "seed": canary_seed},
+        on_epoch=on_epoch,
+    )
     probes = twin.canaries
     accuracy = float((twin.logits(test_features).argmax(axis=1) == test_labels).mean())
-    row = one_run_row(probes.scores("all"), probes.scores("final"), probes.coins.copy(),
-                      claim=float(target.accountant_epsilon), delta=float(target.delta),
-                      noise_multiplier=float(twin.noise_multiplier), sample_rate=float(twin.sample_rate),
-                      steps=int(twin.steps), confidence=confidence)
-    same = (math.isclose(twin.noise_multiplier, target.noise_multiplier, rel_tol=1e-9)
-            and twin.steps == target.steps and math.isclose(twin.sample_rate, target.sample_rate))
+    row = one_run_row(
+        probes.scores("all"),
+        probes.scores("final"),
+        probes.coins.copy(),
+        claim=float(target.accountant_epsilon),
+        delta=float(target.delta),
+        noise_multiplier=float(twin.noise_multiplier),
+        sample_rate=float(twin.sample_rate),
+        steps=int(twin.steps),
+        confidence=confidence,
+    )
+    same = (
+        math.isclose(twin.noise_multiplier, target.noise_multiplier, rel_tol=1e-9)
+        and twin.steps == target.steps
+        and math.isclose(twin.sample_rate, target.sample_rate)
+    )
     return {
         "family": ROW_FAMILY,
         "paper": "Steinke, Nasr, Jagielski 2023, arXiv 2305.08846; Mahloujifar, Melis, Chaudhuri 2024, arXiv 2410.22235",

@@ -3,6 +3,7 @@
 The evaluation itself is `audit.statistics.synthetic_evaluation.synthetic_privacy_checks` (shared
 with the main run's synthesizer sweep).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -30,7 +31,9 @@ def read_table(path: str | Path, role: str) -> pd.DataFrame:
     suffix = suffixes[-2] if len(suffixes) >= 2 and suffixes[-1] == ".gz" else (suffixes[-1] if suffixes else "")
     kind = _READERS.get(suffix)
     if kind is None:
-        raise SyntheticDataError(where, f"unknown file type '{suffix or p.name}'; expected .csv, .csv.gz, .parquet or .pq")
+        raise SyntheticDataError(
+            where, f"unknown file type '{suffix or p.name}'; expected .csv, .csv.gz, .parquet or .pq"
+        )
     if not p.is_file():
         raise SyntheticDataError(where, "does not exist or is not a file")
     check_unique_header(p, kind, where)
@@ -39,7 +42,9 @@ def read_table(path: str | Path, role: str) -> pd.DataFrame:
     except pd.errors.EmptyDataError as exc:
         raise SyntheticDataError(where, "is empty") from exc
     except Exception as exc:  # pandas/pyarrow raise many types for a corrupt file; all mean "unreadable"
-        raise SyntheticDataError(where, f"cannot be read as {kind.upper()}: {type(exc).__name__}: {str(exc)[:160]}") from None
+        raise SyntheticDataError(
+            where, f"cannot be read as {kind.upper()}: {type(exc).__name__}: {str(exc)[:160]}"
+        ) from None
     if df.shape[1] == 0:
         raise SyntheticDataError(where, "has no columns")
     if df.shape[0] == 0:
@@ -76,16 +81,32 @@ def synthetic_check_results(
     from audit.statistics.synthetic_evaluation import synthetic_privacy_checks
 
     entry = synthetic_privacy_checks(
-        train, holdout, synthetic, nan_policy=nan_policy, target_column=target_column,
-        seed=seed, delta=delta, membership_randomized=membership_randomized, subsample_train=subsample_train,
+        train,
+        holdout,
+        synthetic,
+        nan_policy=nan_policy,
+        target_column=target_column,
+        seed=seed,
+        delta=delta,
+        membership_randomized=membership_randomized,
+        subsample_train=subsample_train,
         accountant_epsilon=claimed_epsilon,
     )
     entry = {"generator": generator, "epsilon_target": claimed_epsilon, **entry}
     return {
         "schema_version": 3,
-        "config": {"name": "synth-check", "train": sources[0], "holdout": sources[1], "synthetic": sources[2],
-                   "nan_policy": nan_policy, "target_column": target_column, "delta": delta, "seed": seed,
-                   "claimed_epsilon": claimed_epsilon, "membership_randomized": membership_randomized},
+        "config": {
+            "name": "synth-check",
+            "train": sources[0],
+            "holdout": sources[1],
+            "synthetic": sources[2],
+            "nan_policy": nan_policy,
+            "target_column": target_column,
+            "delta": delta,
+            "seed": seed,
+            "claimed_epsilon": claimed_epsilon,
+            "membership_randomized": membership_randomized,
+        },
         "environment": environment if environment is not None else describe_environment("cpu", seed),
         "data": {"description": "user-supplied train / holdout / synthetic tables"},
         "attacks_run": ["distance"],

@@ -24,6 +24,7 @@ an `llm:` section.
   fine-tuned without DP on the samples), whose canary scores are audited the same way: a release
   of synthetic text is post-processing of the DP model, so the same claim covers it.
 """
+
 from __future__ import annotations
 
 import math
@@ -48,12 +49,12 @@ from audit.machinery.run_directory import (
     write_json_atomic,
     write_text_atomic,
 )
+from audit.machinery.secrets import redact
 from audit.machinery.tracking import experiment_name, open_tracker, target_metrics
 from audit.machinery.verdict import verdict_for_results, verdict_tags
 from audit.statistics.accountants import DPSGDEvent, epsilons_for_event
 from audit.statistics.attack_evaluation import best_sound_lower_bound, evaluate_attack
 from audit.text.runner import UNIT_WORDS
-from audit.machinery.secrets import redact
 from reports.figures import epsilon_label
 from targets.devices import resolve_device
 from targets.hf_causal_lm import (
@@ -69,8 +70,10 @@ from targets.text_corpus import make_text_corpus
 from targets.text_models import encode_texts, mean_token_loss, train_tokenizer
 
 SCHEMA_VERSION = 3
-MODE_WORDS = {"full": "full fine-tuning (every weight private; Opacus functorch per-sample gradients)",
-              "lora": "LoRA fine-tuning (peft adapters private, pretrained weights frozen)"}
+MODE_WORDS = {
+    "full": "full fine-tuning (every weight private; Opacus functorch per-sample gradients)",
+    "lora": "LoRA fine-tuning (peft adapters private, pretrained weights frozen)",
+}
 
 
 @dataclass(frozen=True)
@@ -92,10 +95,21 @@ def llm_section(config: AuditConfig) -> LLMConfig:
 
 def llm_spec(config: AuditConfig) -> HFLMSpec:
     s = llm_section(config)
-    return HFLMSpec(d_model=s.d_model, n_layers=s.n_layers, n_heads=s.n_heads, max_length=s.max_length,
-                    pretrain_epochs=s.pretrain_epochs, epochs=s.epochs, batch_size=s.batch_size, lr=s.lr,
-                    pretrain_lr=s.lr, max_grad_norm=s.max_grad_norm, lora_rank=s.lora_rank,
-                    lora_alpha=2 * s.lora_rank, lora_lr=s.lora_lr)
+    return HFLMSpec(
+        d_model=s.d_model,
+        n_layers=s.n_layers,
+        n_heads=s.n_heads,
+        max_length=s.max_length,
+        pretrain_epochs=s.pretrain_epochs,
+        epochs=s.epochs,
+        batch_size=s.batch_size,
+        lr=s.lr,
+        pretrain_lr=s.lr,
+        max_grad_norm=s.max_grad_norm,
+        lora_rank=s.lora_rank,
+        lora_alpha=2 * s.lora_rank,
+        lora_lr=s.lora_lr,
+    )
 
 
 def canary_power(rows: list[dict[str, Any]], controls: dict[tuple[str, str], float | None]) -> None:
@@ -106,34 +120,73 @@ def canary_power(rows: list[dict[str, Any]], controls: dict[tuple[str, str], flo
         if claim is None:
             continue
         control = controls.get((row["mode"], row["design_key"]))
-        decider = ("a white-box or gradient-canary audit (canary-audit), or more canaries "
-                   "(llm.canaries_per_design) if the ε = ∞ control's bound stays below the claim")
+        decider = (
+            "a white-box or gradient-canary audit (canary-audit), or more canaries "
+            "(llm.canaries_per_design) if the ε = ∞ control's bound stays below the claim"
+        )
         if control is not None and control > claim:
-            row["power"] = {"kind": "control", "figure": control, "decider": None,
-                            "detail": f"positive control in this run: the same {row['design']} canaries, "
-                                      f"{row['mode']} fine-tuning without DP, gave a one-run ε ≥ {control:.2f} > "
-                                      f"{claim:.3g}; it detects a fine-tuning that leaks that much, not a "
-                                      f"subtler excess"}
+            row["power"] = {
+                "kind": "control",
+                "figure": control,
+                "decider": None,
+                "detail": f"positive control in this run: the same {row['design']} canaries, "
+                f"{row['mode']} fine-tuning without DP, gave a one-run ε ≥ {control:.2f} > "
+                f"{claim:.3g}; it detects a fine-tuning that leaks that much, not a "
+                f"subtler excess",
+            }
         else:
-            shown = ("no ε = ∞ target in this run" if control is None else
-                     f"a one-run bound of only {control:.2f}, not above the claim {claim:.3g}")
-            row["power"] = {"kind": "none", "figure": control, "decider": decider,
-                            "detail": f"black-box input-space canaries: power not proven, and the positive "
-                                      f"control ({row['mode']} fine-tuning without DP) gave {shown}: it cannot "
-                                      f"show that this audit would detect a violation of ε {claim:.3g}"}
+            shown = (
+                "no ε = ∞ target in this run"
+                if control is None
+                else f"a one-run bound of only {control:.2f}, not above the claim {claim:.3g}"
+            )
+            row["power"] = {
+                "kind": "none",
+                "figure": control,
+                "decider": decider,
+                "detail": f"black-box input-space canaries: power not proven, and the positive "
+                f"control ({row['mode']} fine-tuning without DP) gave {shown}: it cannot "
+                f"show that this audit would detect a violation of ε {claim:.3g}",
+            }
 
 
-def _canary_row(name: str, design: str, mode: str, scores: np.ndarray, canaries: LLMCanaries, *, claim: float | None,
-                config: AuditConfig, seed: int, unit: str | None) -> dict[str, Any]:
-    row = evaluate_attack(name, scores, canaries.inserted, np.zeros(canaries.m, dtype=int), delta=config.privacy.delta,
-                          confidence=config.attacks.confidence, threshold_seed=seed, accountant_epsilon=claim)
+def _canary_row(
+    name: str,
+    design: str,
+    mode: str,
+    scores: np.ndarray,
+    canaries: LLMCanaries,
+    *,
+    claim: float | None,
+    config: AuditConfig,
+    seed: int,
+    unit: str | None,
+) -> dict[str, Any]:
+    row = evaluate_attack(
+        name,
+        scores,
+        canaries.inserted,
+        np.zeros(canaries.m, dtype=int),
+        delta=config.privacy.delta,
+        confidence=config.attacks.confidence,
+        threshold_seed=seed,
+        accountant_epsilon=claim,
+    )
     # The row's name carries its fine-tuning: full and LoRA targets share each ε, and every table that
     # lists rows by ε (summary, report, console) must still tell them apart.
-    row.update({"design": design, "design_key": name, "mode": mode, "kind": "llm_canaries",
-                "threat_model": "black-box: the final model's token probabilities on each canary's secret given "
-                                "its prefix (no gradients, no intermediate models)",
-                "n_canaries": canaries.m, "n_inserted": int(canaries.inserted.sum()),
-                "repetitions": canaries.repetitions})
+    row.update(
+        {
+            "design": design,
+            "design_key": name,
+            "mode": mode,
+            "kind": "llm_canaries",
+            "threat_model": "black-box: the final model's token probabilities on each canary's secret given "
+            "its prefix (no gradients, no intermediate models)",
+            "n_canaries": canaries.m,
+            "n_inserted": int(canaries.inserted.sum()),
+            "repetitions": canaries.repetitions,
+        }
+    )
     if claim is not None:  # the row tests this fine-tuning's own guarantee (one claim per mode and ε)
         row["claim"] = {"epsilon": claim, "level": f"{mode} fine-tuning · {unit or 'record'}"}
     return row
@@ -146,16 +199,24 @@ def results_table(results: dict[str, Any]) -> pd.DataFrame:
         claim = target["epsilon_accountant"]
         for attack in target["attacks"]:
             bound = (attack.get("epsilon_lb") or {}).get("one_run")
-            rows.append({
-                "finetuning": target["llm"]["finetuning"],
-                "epsilon_target": target["epsilon_target"] if target["epsilon_target"] is not None else math.inf,
-                "epsilon_accountant": claim, "canaries": attack["name"], "m": attack.get("n_canaries"),
-                "eps_lb_one_run": bound, "bound_over_claim": bound / claim if claim and bound is not None else None,
-                "eps_gdp_fdp_one_run": (attack.get("fdp_one_run") or {}).get("epsilon_gdp"),
-                "fdp_claim_refuted": (attack.get("fdp_one_run") or {}).get("claim_refuted"),
-                "tpr_at_fpr_0.01": attack["tpr_at_fpr"].get("0.01"), "auc": attack["auc"],
-                "power": (attack.get("power") or {}).get("kind"),
-                "test_perplexity": target["llm"]["test_perplexity"], "train_seconds": target["train_seconds"]})
+            rows.append(
+                {
+                    "finetuning": target["llm"]["finetuning"],
+                    "epsilon_target": target["epsilon_target"] if target["epsilon_target"] is not None else math.inf,
+                    "epsilon_accountant": claim,
+                    "canaries": attack["name"],
+                    "m": attack.get("n_canaries"),
+                    "eps_lb_one_run": bound,
+                    "bound_over_claim": bound / claim if claim and bound is not None else None,
+                    "eps_gdp_fdp_one_run": (attack.get("fdp_one_run") or {}).get("epsilon_gdp"),
+                    "fdp_claim_refuted": (attack.get("fdp_one_run") or {}).get("claim_refuted"),
+                    "tpr_at_fpr_0.01": attack["tpr_at_fpr"].get("0.01"),
+                    "auc": attack["auc"],
+                    "power": (attack.get("power") or {}).get("kind"),
+                    "test_perplexity": target["llm"]["test_perplexity"],
+                    "train_seconds": target["train_seconds"],
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -169,9 +230,11 @@ def _write_outputs(results: dict[str, Any], folder: Path, policy: Policy | None,
     from reports.junit import write_junit_xml
     from reports.markdown_summary import write_summary_markdown
 
-    outputs = [write_html_report(results, folder, evaluation=evaluation),
-               write_summary_markdown(results, folder / "summary.md", evaluation=evaluation),
-               write_junit_xml(results, folder / "junit.xml", evaluation=evaluation)]
+    outputs = [
+        write_html_report(results, folder, evaluation=evaluation),
+        write_summary_markdown(results, folder / "summary.md", evaluation=evaluation),
+        write_junit_xml(results, folder / "junit.xml", evaluation=evaluation),
+    ]
     parent = (results.get("mlflow") or {}).get("parent_run_id")
     if parent:
         tracker.set_tags(parent, verdict_tags(results["verdict"]))
@@ -179,9 +242,18 @@ def _write_outputs(results: dict[str, Any], folder: Path, policy: Policy | None,
             tracker.log_artifact(parent, path)
 
 
-def run_llm_audit(config: AuditConfig, *, out_dir: str | Path = "runs", tracking_uri: str | None = None,
-                  preset: str | None = None, progress=None, policy: Policy | None = None, tracking: bool = True,
-                  resume: str | Path | None = None, executor: Any = None) -> LLMRun:
+def run_llm_audit(
+    config: AuditConfig,
+    *,
+    out_dir: str | Path = "runs",
+    tracking_uri: str | None = None,
+    preset: str | None = None,
+    progress=None,
+    policy: Policy | None = None,
+    tracking: bool = True,
+    resume: str | Path | None = None,
+    executor: Any = None,
+) -> LLMRun:
     """Run the LLM audit described by `config` (which must have an `llm:` section)."""
     llm_section(config)  # before anything is made
     if resume is not None:
@@ -195,8 +267,9 @@ def run_llm_audit(config: AuditConfig, *, out_dir: str | Path = "runs", tracking
     run_dir.create()
     set_log_folder(run_dir.staging)
     with run_attempt(run_dir, resume, progress) as attempt:
-        tracker = attempt["tracker"] = open_tracker(tracking_uri, experiment_name("run", config.name), command="run",
-                                                    enabled=tracking)
+        tracker = attempt["tracker"] = open_tracker(
+            tracking_uri, experiment_name("run", config.name), command="run", enabled=tracking
+        )
         results = _llm_sweep(config, run_dir.staging, tracker, preset, progress, device)
         with progress.step("report, summary and MLflow artifacts"):
             _write_outputs(results, run_dir.staging, policy, tracker)
@@ -208,17 +281,34 @@ def run_llm_audit(config: AuditConfig, *, out_dir: str | Path = "runs", tracking
         return LLMRun(results=results, run_dir=final)
 
 
-def _llm_sweep(config: AuditConfig, staging: Path, tracker, preset: str | None, progress,
-               device: torch.device) -> dict[str, Any]:
+def _llm_sweep(
+    config: AuditConfig, staging: Path, tracker, preset: str | None, progress, device: torch.device
+) -> dict[str, Any]:
     llm = llm_section(config)
     started, cpu_started = time.perf_counter(), time.process_time()
     spec = llm_spec(config)
-    corpus = make_text_corpus(n_candidates=llm.n_candidates, n_pool=llm.n_pool, n_test=llm.n_test, repetitions=(1,),
-                              canaries_per_repetition=1, n_controls=1, secret_digits=1, seed=config.seed)
-    parent_id = tracker.start_run(config.name, tags={"preset": preset or "custom", "config_hash": config.config_hash(),
-                                                     "dataset": corpus.description, "kind": "text"})
-    write_json_atomic(staging / "checkpoints" / "mlflow_attempts.json", [{"parent_run_id": parent_id}]) \
-        if tracker.enabled else None
+    corpus = make_text_corpus(
+        n_candidates=llm.n_candidates,
+        n_pool=llm.n_pool,
+        n_test=llm.n_test,
+        repetitions=(1,),
+        canaries_per_repetition=1,
+        n_controls=1,
+        secret_digits=1,
+        seed=config.seed,
+    )
+    parent_id = tracker.start_run(
+        config.name,
+        tags={
+            "preset": preset or "custom",
+            "config_hash": config.config_hash(),
+            "dataset": corpus.description,
+            "kind": "text",
+        },
+    )
+    write_json_atomic(
+        staging / "checkpoints" / "mlflow_attempts.json", [{"parent_run_id": parent_id}]
+    ) if tracker.enabled else None
     (staging / "config.yaml").write_text(config_to_yaml(config))
     with progress.step("tokenizer, canaries and public pretraining"):
         tokenizer = train_tokenizer([r.text for r in corpus.pool], llm.vocab_size)
@@ -228,15 +318,27 @@ def _llm_sweep(config: AuditConfig, staging: Path, tracker, preset: str | None, 
         vocab = base_vocab + llm.new_tokens
         taken = {r.name for r in corpus.candidates + corpus.pool + corpus.test}
         names = first_names(_seed(config.seed, 1), llm.canaries_per_design * len(llm.designs), taken)
-        canaries: dict[str, LLMCanaries] = {design: make_canaries(design, tokenizer, names[i * llm.canaries_per_design:
-                                                                   (i + 1) * llm.canaries_per_design],
-                                          secret_length=llm.secret_length, repetitions=llm.canary_repetitions,
-                                          max_length=llm.max_length, new_token_ids=new_tokens,
-                                          seed=_seed(config.seed, 2))
-                    for i, design in enumerate(llm.designs)}
+        canaries: dict[str, LLMCanaries] = {
+            design: make_canaries(
+                design,
+                tokenizer,
+                names[i * llm.canaries_per_design : (i + 1) * llm.canaries_per_design],
+                secret_length=llm.secret_length,
+                repetitions=llm.canary_repetitions,
+                max_length=llm.max_length,
+                new_token_ids=new_tokens,
+                seed=_seed(config.seed, 2),
+            )
+            for i, design in enumerate(llm.designs)
+        }
         public = encode_texts(tokenizer, [r.text for r in corpus.pool], llm.max_length)
-        base = pretrain(build_hf_lm(vocab, spec, seed=_seed(config.seed, 3)), public, spec,
-                        seed=_seed(config.seed, 4), device=device)
+        base = pretrain(
+            build_hf_lm(vocab, spec, seed=_seed(config.seed, 3)),
+            public,
+            spec,
+            seed=_seed(config.seed, 4),
+            device=device,
+        )
         pretrained_state = {k: v.detach().clone() for k, v in base.state_dict().items()}
     members = encode_texts(tokenizer, [r.text for r in corpus.member_records], llm.max_length)
     rows, owners = [members], [np.arange(len(members))]
@@ -256,23 +358,61 @@ def _llm_sweep(config: AuditConfig, staging: Path, tracker, preset: str | None, 
             seed = _seed(config.seed, 10, llm.modes.index(mode), index)
             label = f"{mode} {epsilon_label(epsilon)}"
             with progress.step(f"{label}: DP fine-tuning (epochs)", total=spec.epochs) as step:
-                trained, model = finetune(pretrained_state, vocab, private_rows, spec, mode=mode, epsilon=epsilon,
-                                          delta=config.privacy.delta, accountant=config.privacy.accountant, seed=seed,
-                                          device=device, owners=private_owners if llm.privacy_unit == "person" else None,
-                                          on_epoch=lambda e, _: step.update(e))
-            epsilons = {} if trained.epsilon_target is None or trained.noise_multiplier is None else epsilons_for_event(
-                DPSGDEvent(trained.noise_multiplier, trained.sample_rate, trained.steps), config.privacy.delta,
-                config.privacy.accountant)
+                trained, model = finetune(
+                    pretrained_state,
+                    vocab,
+                    private_rows,
+                    spec,
+                    mode=mode,
+                    epsilon=epsilon,
+                    delta=config.privacy.delta,
+                    accountant=config.privacy.accountant,
+                    seed=seed,
+                    device=device,
+                    owners=private_owners if llm.privacy_unit == "person" else None,
+                    on_epoch=lambda e, _: step.update(e),
+                )
+            epsilons = (
+                {}
+                if trained.epsilon_target is None or trained.noise_multiplier is None
+                else epsilons_for_event(
+                    DPSGDEvent(trained.noise_multiplier, trained.sample_rate, trained.steps),
+                    config.privacy.delta,
+                    config.privacy.accountant,
+                )
+            )
             claim = epsilons.get(config.privacy.accountant)
             with progress.step(f"{label}: canary audit"):
-                attacks = [_canary_row(f"canary_{d}_{mode}", d, mode, secret_scores(model, canaries[d]), canaries[d],
-                                       claim=claim, config=config, seed=seed, unit=trained.privacy_unit)
-                           for d in llm.designs]
+                attacks = [
+                    _canary_row(
+                        f"canary_{d}_{mode}",
+                        d,
+                        mode,
+                        secret_scores(model, canaries[d]),
+                        canaries[d],
+                        claim=claim,
+                        config=config,
+                        seed=seed,
+                        unit=trained.privacy_unit,
+                    )
+                    for d in llm.designs
+                ]
             synthetic = None
             if llm.synthetic_samples:
                 with progress.step(f"{label}: synthetic text and auxiliary model"):
-                    synthetic, extra = _synthetic_text_audit(model, canaries, pretrained_state, vocab, spec, config,
-                                                             mode, claim, trained.privacy_unit, seed, device)
+                    synthetic, extra = _synthetic_text_audit(
+                        model,
+                        canaries,
+                        pretrained_state,
+                        vocab,
+                        spec,
+                        config,
+                        mode,
+                        claim,
+                        trained.privacy_unit,
+                        seed,
+                        device,
+                    )
                     attacks += extra
             if trained.epsilon_target is None:
                 for row in attacks:
@@ -280,85 +420,177 @@ def _llm_sweep(config: AuditConfig, staging: Path, tracker, preset: str | None, 
             best, best_method = best_sound_lower_bound(attacks)
             trainable, total = trainable_share(model)
             test_loss = mean_token_loss(model, test_rows)
-            targets.append({
-                "kind": "text", "epsilon_target": trained.epsilon_target, "delta": config.privacy.delta,
-                "noise_multiplier": trained.noise_multiplier, "sample_rate": trained.sample_rate,
-                "steps": trained.steps, "max_grad_norm": trained.max_grad_norm,
-                "poisson_sampling": trained.epsilon_target is not None, "privacy_unit": trained.privacy_unit,
-                "epsilon_unit": UNIT_WORDS.get(trained.privacy_unit or ""), "n_privacy_units": trained.n_units,
-                "accountant": trained.accountant, "epsilon": epsilons, "epsilon_accountant": claim,
-                "epsilon_engine": trained.accountant_epsilon, "test_accuracy": None,
-                "train_seconds": trained.train_seconds, "attacks": attacks, "epsilon_lb_best": best,
-                "epsilon_lb_best_method": best_method,
-                "epsilon_lb_ratio": best / claim if claim and best is not None else None, "violation": False,
-                "seed": seed,
-                "llm": {"model": "GPT2LMHeadModel (transformers, built from a config, pretrained on the public "
-                                 "pool records here)", "finetuning": mode, "finetuning_words": MODE_WORDS[mode],
-                        "trainable_parameters": trainable, "parameters": total,
-                        "test_loss": test_loss, "test_perplexity": float(math.exp(test_loss)),
-                        "synthetic_text": synthetic},
-            })
+            targets.append(
+                {
+                    "kind": "text",
+                    "epsilon_target": trained.epsilon_target,
+                    "delta": config.privacy.delta,
+                    "noise_multiplier": trained.noise_multiplier,
+                    "sample_rate": trained.sample_rate,
+                    "steps": trained.steps,
+                    "max_grad_norm": trained.max_grad_norm,
+                    "poisson_sampling": trained.epsilon_target is not None,
+                    "privacy_unit": trained.privacy_unit,
+                    "epsilon_unit": UNIT_WORDS.get(trained.privacy_unit or ""),
+                    "n_privacy_units": trained.n_units,
+                    "accountant": trained.accountant,
+                    "epsilon": epsilons,
+                    "epsilon_accountant": claim,
+                    "epsilon_engine": trained.accountant_epsilon,
+                    "test_accuracy": None,
+                    "train_seconds": trained.train_seconds,
+                    "attacks": attacks,
+                    "epsilon_lb_best": best,
+                    "epsilon_lb_best_method": best_method,
+                    "epsilon_lb_ratio": best / claim if claim and best is not None else None,
+                    "violation": False,
+                    "seed": seed,
+                    "llm": {
+                        "model": "GPT2LMHeadModel (transformers, built from a config, pretrained on the public "
+                        "pool records here)",
+                        "finetuning": mode,
+                        "finetuning_words": MODE_WORDS[mode],
+                        "trainable_parameters": trainable,
+                        "parameters": total,
+                        "test_loss": test_loss,
+                        "test_perplexity": float(math.exp(test_loss)),
+                        "synthetic_text": synthetic,
+                    },
+                }
+            )
     for target in targets:
         canary_power([a for a in target["attacks"] if a.get("kind") == "llm_canaries"], controls)
     child_ids = []
     for target in targets:  # MLflow: one child per (mode, ε)
-        child = tracker.start_run(f"{config.name} {target['llm']['finetuning']} "
-                                  f"{epsilon_label(target['epsilon_target'] or math.inf)}", parent_id=parent_id)
+        child = tracker.start_run(
+            f"{config.name} {target['llm']['finetuning']} {epsilon_label(target['epsilon_target'] or math.inf)}",
+            parent_id=parent_id,
+        )
         child_ids.append(child)
         target["mlflow_run_id"] = child
         metrics = {k: v for k, v in target_metrics(target).items() if k != "test_accuracy"}
         metrics["test_perplexity"] = target["llm"]["test_perplexity"]
-        tracker.log_params(child, {"finetuning": target["llm"]["finetuning"],
-                                   "epsilon_target": target["epsilon_target"] or "inf",
-                                   "noise_multiplier": target["noise_multiplier"], "steps": target["steps"]})
+        tracker.log_params(
+            child,
+            {
+                "finetuning": target["llm"]["finetuning"],
+                "epsilon_target": target["epsilon_target"] or "inf",
+                "noise_multiplier": target["noise_multiplier"],
+                "steps": target["steps"],
+            },
+        )
         tracker.log_metrics(child, {k: v for k, v in metrics.items() if v is not None and math.isfinite(v)})
         tracker.finish(child)
     unit = llm.privacy_unit
     notes = [f"{MODE_WORDS[m]}" for m in llm.modes] + [
-        ("canary rows test the accountant's ε of each fine-tuning from this one run, black-box: their power comes "
-         "only from the positive control (the same canaries without DP); where it does not exceed a claim, a "
-         "passing row reads 'not refuted'"),
-        f"the DP targets' ε is {UNIT_WORDS[unit]}"]
+        (
+            "canary rows test the accountant's ε of each fine-tuning from this one run, black-box: their power comes "
+            "only from the positive control (the same canaries without DP); where it does not exceed a claim, a "
+            "passing row reads 'not refuted'"
+        ),
+        f"the DP targets' ε is {UNIT_WORDS[unit]}",
+    ]
     return {
-        "schema_version": SCHEMA_VERSION, "kind": "text", "config": config.to_plain(),
+        "schema_version": SCHEMA_VERSION,
+        "kind": "text",
+        "config": config.to_plain(),
         "environment": describe_environment(str(device), config.seed),
-        "data": {"description": corpus.description + "; public part: the pool records (pretraining)",
-                 "n_rows": len(corpus.candidates) + len(corpus.pool) + len(corpus.test),
-                 "n_train": len(private_rows), "n_persons": int(private_owners.max()) + 1,
-                 "privacy_unit": unit, "epsilon_unit": UNIT_WORDS[unit], "n_public": len(corpus.pool),
-                 "n_test": len(corpus.test), "n_candidates": len(corpus.candidates),
-                 "membership": "independent fair coin flip per canary (Bernoulli 1/2)",
-                 "canaries": {d: {"m": c.m, "inserted": int(c.inserted.sum()), "repetitions": c.repetitions,
-                                  "secret_length": c.secret_length} for d, c in canaries.items()},
-                 "vocab_size": vocab, "new_tokens": llm.new_tokens},
+        "data": {
+            "description": corpus.description + "; public part: the pool records (pretraining)",
+            "n_rows": len(corpus.candidates) + len(corpus.pool) + len(corpus.test),
+            "n_train": len(private_rows),
+            "n_persons": int(private_owners.max()) + 1,
+            "privacy_unit": unit,
+            "epsilon_unit": UNIT_WORDS[unit],
+            "n_public": len(corpus.pool),
+            "n_test": len(corpus.test),
+            "n_candidates": len(corpus.candidates),
+            "membership": "independent fair coin flip per canary (Bernoulli 1/2)",
+            "canaries": {
+                d: {
+                    "m": c.m,
+                    "inserted": int(c.inserted.sum()),
+                    "repetitions": c.repetitions,
+                    "secret_length": c.secret_length,
+                }
+                for d, c in canaries.items()
+            },
+            "vocab_size": vocab,
+            "new_tokens": llm.new_tokens,
+        },
         "attacks_run": [f"canary_{d}_{m}" for m in llm.modes for d in llm.designs],
-        "targets": targets, "synthetic": [],
+        "targets": targets,
+        "synthetic": [],
         "text": {"seconds": time.perf_counter() - started, "cpu_seconds": time.process_time() - cpu_started},
-        "notes": notes, "verdict": None,
-        "mlflow": {"tracking_uri": redact(tracker.tracking_uri), "experiment_id": tracker.experiment_id,
-                   "parent_run_id": parent_id, "child_run_ids": child_ids, "resumed_from": []}
-        if tracker.enabled else None,
+        "notes": notes,
+        "verdict": None,
+        "mlflow": {
+            "tracking_uri": redact(tracker.tracking_uri),
+            "experiment_id": tracker.experiment_id,
+            "parent_run_id": parent_id,
+            "child_run_ids": child_ids,
+            "resumed_from": [],
+        }
+        if tracker.enabled
+        else None,
         "execution": {"executor": "local"},
     }
 
 
-def _synthetic_text_audit(model, canaries: dict[str, LLMCanaries], pretrained_state, vocab: int, spec: HFLMSpec,
-                          config: AuditConfig, mode: str, claim: float | None, unit: str | None, seed: int,
-                          device: torch.device) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def _synthetic_text_audit(
+    model,
+    canaries: dict[str, LLMCanaries],
+    pretrained_state,
+    vocab: int,
+    spec: HFLMSpec,
+    config: AuditConfig,
+    mode: str,
+    claim: float | None,
+    unit: str | None,
+    seed: int,
+    device: torch.device,
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Mitchell & Andrew 2026's audit of synthetic text, simplified: sample text from the fine-tuned
     model, fine-tune the public pretrained model on it without DP (the auxiliary model: what anyone
     holding the synthetic text could train), and score the original canaries on the auxiliary model."""
     llm = llm_section(config)
-    texts = sample_texts(model, llm.synthetic_samples, max_length=llm.max_length,
-                         temperature=llm.synthetic_temperature, seed=seed)
+    texts = sample_texts(
+        model, llm.synthetic_samples, max_length=llm.max_length, temperature=llm.synthetic_temperature, seed=seed
+    )
     auxiliary_spec = replace(spec, epochs=llm.synthetic_epochs)
-    _, auxiliary = finetune(pretrained_state, vocab, texts, auxiliary_spec, mode="full", epsilon=math.inf,
-                            delta=config.privacy.delta, accountant=config.privacy.accountant, seed=seed + 1,
-                            device=device)
-    rows = [_canary_row(f"canary_{d}_synthetic_{mode}", d, mode, secret_scores(auxiliary, canaries[d]), canaries[d],
-                        claim=claim, config=config, seed=seed, unit=unit) for d in llm.designs]
+    _, auxiliary = finetune(
+        pretrained_state,
+        vocab,
+        texts,
+        auxiliary_spec,
+        mode="full",
+        epsilon=math.inf,
+        delta=config.privacy.delta,
+        accountant=config.privacy.accountant,
+        seed=seed + 1,
+        device=device,
+    )
+    rows = [
+        _canary_row(
+            f"canary_{d}_synthetic_{mode}",
+            d,
+            mode,
+            secret_scores(auxiliary, canaries[d]),
+            canaries[d],
+            claim=claim,
+            config=config,
+            seed=seed,
+            unit=unit,
+        )
+        for d in llm.designs
+    ]
     for row in rows:
-        row["threat_model"] = ("black-box on an auxiliary model fine-tuned on text sampled from the target "
-                               "(the synthetic-text release; Mitchell & Andrew 2026)")
-    return {"samples": len(texts), "temperature": llm.synthetic_temperature,
-            "auxiliary_epochs": llm.synthetic_epochs}, rows
+        row["threat_model"] = (
+            "black-box on an auxiliary model fine-tuned on text sampled from the target "
+            "(the synthetic-text release; Mitchell & Andrew 2026)"
+        )
+    return {
+        "samples": len(texts),
+        "temperature": llm.synthetic_temperature,
+        "auxiliary_epochs": llm.synthetic_epochs,
+    }, rows

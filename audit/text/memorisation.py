@@ -5,6 +5,7 @@ when the space is at most `exact_limit`, else their skew-normal estimate from sa
 Extraction: Carlini et al. 2021 (arXiv 2012.07805), greedy and beam completion of each canary's
 prefix, and greedy completion of candidate records up to their phone number and address.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -25,8 +26,9 @@ def digit_token_ids(tokenizer) -> list[int]:
     return ids
 
 
-def canary_exposures(model, tokenizer, corpus: TextCorpus, *, exact_limit: int, samples: int, beams: int,
-                     seed: int) -> list[dict[str, Any]]:
+def canary_exposures(
+    model, tokenizer, corpus: TextCorpus, *, exact_limit: int, samples: int, beams: int, seed: int
+) -> list[dict[str, Any]]:
     """One row per canary: repetitions, exposure (and how computed), rank, greedy / beam recovery."""
     digits = digit_token_ids(tokenizer)
     rng = np.random.default_rng(np.random.SeedSequence([seed, 31]))
@@ -48,9 +50,18 @@ def canary_exposures(model, tokenizer, corpus: TextCorpus, *, exact_limit: int, 
             rank = None
             method = f"estimate (skew-normal fit to {samples} sampled secrets, Carlini et al. 2019 §4.3)"
         beam_hit = bool(exact_recoveries([beam_continuation(model, prompt, corpus.secret_digits, beams)], [truth])[0])
-        rows.append({"name": canary.name, "repetitions": canary.repetitions, "exposure": exposure, "rank": rank,
-                     "method": method, "p_value_random": exposure_p_value(exposure),
-                     "greedy_extracted": bool(greedy_hit), "beam_extracted": beam_hit})
+        rows.append(
+            {
+                "name": canary.name,
+                "repetitions": canary.repetitions,
+                "exposure": exposure,
+                "rank": rank,
+                "method": method,
+                "p_value_random": exposure_p_value(exposure),
+                "greedy_extracted": bool(greedy_hit),
+                "beam_extracted": beam_hit,
+            }
+        )
     return rows
 
 
@@ -60,11 +71,18 @@ def exposure_summary(rows: list[dict[str, Any]], space_size: int) -> list[dict[s
     for reps in sorted({r["repetitions"] for r in rows}):
         group = [r for r in rows if r["repetitions"] == reps]
         values = np.array([r["exposure"] for r in group])
-        out.append({"repetitions": reps, "n_canaries": len(group), "exposure_mean": float(values.mean()),
-                    "exposure_max": float(values.max()), "exposure_ceiling": float(np.log2(space_size)),
-                    "random_baseline": RANDOM_EXPOSURE_MEAN,
-                    "greedy_extracted": int(sum(r["greedy_extracted"] for r in group)),
-                    "beam_extracted": int(sum(r["beam_extracted"] for r in group))})
+        out.append(
+            {
+                "repetitions": reps,
+                "n_canaries": len(group),
+                "exposure_mean": float(values.mean()),
+                "exposure_max": float(values.max()),
+                "exposure_ceiling": float(np.log2(space_size)),
+                "random_baseline": RANDOM_EXPOSURE_MEAN,
+                "greedy_extracted": int(sum(r["greedy_extracted"] for r in group)),
+                "beam_extracted": int(sum(r["beam_extracted"] for r in group)),
+            }
+        )
     return out
 
 
@@ -73,9 +91,11 @@ def record_extraction(model, tokenizer, corpus: TextCorpus, n_records: int, seed
     recoveries among members and, as the chance level, among non-members."""
     rng = np.random.default_rng(np.random.SeedSequence([seed, 32]))
     chosen = np.sort(rng.choice(len(corpus.candidates), size=min(n_records, len(corpus.candidates)), replace=False))
-    out: dict[str, Any] = {"n_prompted": int(len(chosen)),
-                           "n_members": int(corpus.candidate_member[chosen].sum()),
-                           "n_nonmembers": int((~corpus.candidate_member[chosen]).sum())}
+    out: dict[str, Any] = {
+        "n_prompted": int(len(chosen)),
+        "n_members": int(corpus.candidate_member[chosen].sum()),
+        "n_nonmembers": int((~corpus.candidate_member[chosen]).sum()),
+    }
     for field_name in ("phone", "address"):
         prompts, truths = [], []
         for i in chosen:
@@ -83,10 +103,12 @@ def record_extraction(model, tokenizer, corpus: TextCorpus, n_records: int, seed
             prompt = encode_prefix(tokenizer, record.prefix(field_name))
             full = encode_prefix(tokenizer, record.prefix(field_name) + " " + getattr(record, field_name))
             prompts.append(prompt)
-            truths.append(full[len(prompt):])
+            truths.append(full[len(prompt) :])
         longest = max((len(t) for t in truths), default=1)
         hits = exact_recoveries(greedy_continuations(model, prompts, longest), truths)
         members = corpus.candidate_member[chosen]
-        out[field_name] = {"members_recovered": int(hits[members].sum()),
-                           "nonmembers_recovered": int(hits[~members].sum())}
+        out[field_name] = {
+            "members_recovered": int(hits[members].sum()),
+            "nonmembers_recovered": int(hits[~members].sum()),
+        }
     return out

@@ -18,6 +18,7 @@ has a `text:` section (preset `text`).
 * The blind baseline (text alone, no model; Das et al. 2024) runs once on the candidates: with
   coin-flip membership it should be at chance; above chance flags distribution shift.
 """
+
 from __future__ import annotations
 
 import json
@@ -35,20 +36,25 @@ from attacks import BlindBaseline, TextAttackContext, get_text_attack
 from attacks.text_outputs import token_statistics
 from audit.errors import AuditInputError
 from audit.machinery.config import AuditConfig, TextConfig, config_to_yaml, read_config_file
-from audit.machinery.executors import LocalExecutor
 from audit.machinery.crash_log import set_log_folder
 from audit.machinery.environment import describe_environment
+from audit.machinery.executors import LocalExecutor
 from audit.machinery.policy import Policy
 from audit.machinery.progress import as_progress
-from audit.machinery.run_directory import (StagedRunDirectory, run_attempt, write_json_atomic, write_result_json_atomic,
-                                           write_text_atomic)
+from audit.machinery.run_directory import (
+    StagedRunDirectory,
+    run_attempt,
+    write_json_atomic,
+    write_result_json_atomic,
+    write_text_atomic,
+)
+from audit.machinery.secrets import redact
 from audit.machinery.tracking import AuditTracker, NullTracker, experiment_name, open_tracker, target_metrics
 from audit.machinery.verdict import verdict_for_results, verdict_tags
 from audit.statistics.accountants import DPSGDEvent, epsilons_for_event
 from audit.statistics.attack_evaluation import best_sound_lower_bound, evaluate_attack
 from audit.text.memorisation import canary_exposures, exposure_summary, record_extraction
 from audit.text.trained_targets import as_plain, load_trained, save_trained, target_checkpoints, text_target_task
-from audit.machinery.secrets import redact
 from reports.figures import epsilon_label
 from reports.html_report import write_html_report
 from reports.junit import write_junit_xml
@@ -57,12 +63,20 @@ from reports.text_figures import plot_exposure_vs_repetitions
 from targets.devices import resolve_device
 from targets.text_corpus import TextCorpus, make_text_corpus
 from targets.text_models import (
-    PAD, TextTrainingSpec, TrainedTextTarget, encode_texts, mean_token_loss, train_text_target, train_tokenizer,
+    PAD,
+    TextTrainingSpec,
+    TrainedTextTarget,
+    encode_texts,
+    mean_token_loss,
+    train_text_target,
+    train_tokenizer,
 )
 
 SCHEMA_VERSION = 3
-UNIT_WORDS = {"person": "ε per person (all of one person's documents, including repeated canaries)",
-              "record": "ε per document (record level: a secret repeated k times is protected at about k·ε)"}
+UNIT_WORDS = {
+    "person": "ε per person (all of one person's documents, including repeated canaries)",
+    "record": "ε per document (record level: a secret repeated k times is protected at about k·ε)",
+}
 
 
 def text_section(config: AuditConfig) -> TextConfig:
@@ -84,8 +98,16 @@ def _seed(config_seed: int, index: int) -> int:
 
 def text_training_spec(config: AuditConfig) -> TextTrainingSpec:
     t = text_section(config)
-    return TextTrainingSpec(d_model=t.d_model, n_layers=t.n_layers, n_heads=t.n_heads, max_length=t.max_length,
-                            epochs=t.epochs, batch_size=t.batch_size, lr=t.lr, max_grad_norm=t.max_grad_norm)
+    return TextTrainingSpec(
+        d_model=t.d_model,
+        n_layers=t.n_layers,
+        n_heads=t.n_heads,
+        max_length=t.max_length,
+        epochs=t.epochs,
+        batch_size=t.batch_size,
+        lr=t.lr,
+        max_grad_norm=t.max_grad_norm,
+    )
 
 
 @torch.no_grad()
@@ -103,9 +125,18 @@ def _accounted(trained: TrainedTextTarget, config: AuditConfig) -> dict[str, flo
     return epsilons_for_event(event, trained.delta, config.privacy.accountant)
 
 
-def _audit_target(config: AuditConfig, corpus: TextCorpus, tokenizer, encoded: dict[str, np.ndarray],
-                  reference_stats, epsilon: float, index: int, progress, device: torch.device,
-                  staging: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+def _audit_target(
+    config: AuditConfig,
+    corpus: TextCorpus,
+    tokenizer,
+    encoded: dict[str, np.ndarray],
+    reference_stats,
+    epsilon: float,
+    index: int,
+    progress,
+    device: torch.device,
+    staging: Path,
+) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     text = text_section(config)
     seed = _seed(config.seed, index + 1)
     spec = text_training_spec(config)
@@ -118,29 +149,53 @@ def _audit_target(config: AuditConfig, corpus: TextCorpus, tokenizer, encoded: d
     trained = load_trained(ckpt, tokenizer.get_vocab_size(), spec)  # trained by an executor or an earlier attempt
     if trained is None:
         with progress.step(f"{label}: training (epochs)", total=spec.epochs) as step:
-            trained = train_text_target(encoded["train"], tokenizer.get_vocab_size(), spec, epsilon=epsilon,
-                                        delta=config.privacy.delta, accountant=config.privacy.accountant, seed=seed,
-                                        device=device, owners=_owners(config, encoded),
-                                        on_epoch=lambda e, _: step.update(e))
+            trained = train_text_target(
+                encoded["train"],
+                tokenizer.get_vocab_size(),
+                spec,
+                epsilon=epsilon,
+                delta=config.privacy.delta,
+                accountant=config.privacy.accountant,
+                seed=seed,
+                device=device,
+                owners=_owners(config, encoded),
+                on_epoch=lambda e, _: step.update(e),
+            )
         save_trained(ckpt, as_plain(trained))
     model = trained.model.to(device)
     members = corpus.candidate_member
     with progress.step(f"{label}: membership attacks"):
         stats = token_statistics(model, encoded["candidates"])
-        context = TextAttackContext([r.text for r in corpus.candidates], reference=reference_stats,
-                                    min_k_fraction=text.min_k_fraction)
+        context = TextAttackContext(
+            [r.text for r in corpus.candidates], reference=reference_stats, min_k_fraction=text.min_k_fraction
+        )
         epsilons = _accounted(trained, config)
         claim = epsilons.get(config.privacy.accountant)
         attacks, columns = [], {}
         for name in text.attacks:
             scores = np.asarray(get_text_attack(name).scores(stats, context), dtype=np.float64)
             columns[name] = scores
-            row = evaluate_attack(name, scores, members, np.zeros(len(members), dtype=int), delta=config.privacy.delta,
-                                  confidence=config.attacks.confidence, threshold_seed=seed, accountant_epsilon=claim)
+            row = evaluate_attack(
+                name,
+                scores,
+                members,
+                np.zeros(len(members), dtype=int),
+                delta=config.privacy.delta,
+                confidence=config.attacks.confidence,
+                threshold_seed=seed,
+                accountant_epsilon=claim,
+            )
             attacks.append(row)
     with progress.step(f"{label}: canary exposure and extraction"):
-        canaries = canary_exposures(model, tokenizer, corpus, exact_limit=text.exact_exposure_limit,
-                                    samples=text.exposure_samples, beams=text.beams, seed=seed)
+        canaries = canary_exposures(
+            model,
+            tokenizer,
+            corpus,
+            exact_limit=text.exact_exposure_limit,
+            samples=text.exposure_samples,
+            beams=text.beams,
+            seed=seed,
+        )
         records = record_extraction(model, tokenizer, corpus, text.extraction_records, seed)
     best, best_method = best_sound_lower_bound(attacks)
     test_loss = mean_token_loss(model, encoded["test"])
@@ -187,34 +242,54 @@ def _owners(config: AuditConfig, encoded: dict[str, np.ndarray]) -> np.ndarray |
     return encoded["owners"] if text_section(config).privacy_unit == "person" else None
 
 
-def _train_targets_on(executor, config: AuditConfig, encoded: dict[str, np.ndarray], vocab_size: int, staging: Path,
-                      device: str, progress) -> None:
+def _train_targets_on(
+    executor, config: AuditConfig, encoded: dict[str, np.ndarray], vocab_size: int, staging: Path, device: str, progress
+) -> None:
     """On a parallel executor, every target not yet trained is one task (seeded as in the loop),
     checkpointed as it arrives; `_audit_target` then loads it instead of training."""
-    todo = [(index, epsilon) for index, epsilon in enumerate(config.privacy.epsilons)
-            if target_checkpoints(staging, epsilon).load_json("record") is None
-            and target_checkpoints(staging, epsilon).load_json("trained") is None]
+    todo = [
+        (index, epsilon)
+        for index, epsilon in enumerate(config.privacy.epsilons)
+        if target_checkpoints(staging, epsilon).load_json("record") is None
+        and target_checkpoints(staging, epsilon).load_json("trained") is None
+    ]
     if not todo:
         return
     with progress.step(f"training {len(todo)} target(s) on the {executor.name} executor"):
-        executor.map(text_target_task, [(epsilon, _seed(config.seed, index + 1)) for index, epsilon in todo],
-                     dict(token_ids=encoded["train"], owners=_owners(config, encoded), vocab_size=vocab_size,
-                          spec=text_training_spec(config), delta=config.privacy.delta,
-                          accountant=config.privacy.accountant, device=executor.task_device(config.device, device)),
-                     on_result=lambda position, plain: save_trained(target_checkpoints(staging, todo[position][1]),
-                                                                    plain))
+        executor.map(
+            text_target_task,
+            [(epsilon, _seed(config.seed, index + 1)) for index, epsilon in todo],
+            dict(
+                token_ids=encoded["train"],
+                owners=_owners(config, encoded),
+                vocab_size=vocab_size,
+                spec=text_training_spec(config),
+                delta=config.privacy.delta,
+                accountant=config.privacy.accountant,
+                device=executor.task_device(config.device, device),
+            ),
+            on_result=lambda position, plain: save_trained(target_checkpoints(staging, todo[position][1]), plain),
+        )
 
 
 def _blind_baseline(corpus: TextCorpus, config: AuditConfig) -> dict[str, Any]:
     texts = [r.text for r in corpus.candidates]
     _, auc, p_value = BlindBaseline().test(texts, corpus.candidate_member, seed=config.seed)
     shift = p_value <= 1 - config.attacks.confidence
-    return {"name": "blind_baseline", "auc": auc, "p_value_above_chance": p_value,
-            "p_value_method": "label permutation of the cross-fitted classifier", "distribution_shift": bool(shift),
-            "separates": bool(shift),
-            "reading": ("members and non-members are distinguishable from the text alone: attack AUCs on these sets "
-                        "measure that shift, not leakage" if shift else
-                        "the text alone does not separate members from non-members (no distribution shift found)")}
+    return {
+        "name": "blind_baseline",
+        "auc": auc,
+        "p_value_above_chance": p_value,
+        "p_value_method": "label permutation of the cross-fitted classifier",
+        "distribution_shift": bool(shift),
+        "separates": bool(shift),
+        "reading": (
+            "members and non-members are distinguishable from the text alone: attack AUCs on these sets "
+            "measure that shift, not leakage"
+            if shift
+            else "the text alone does not separate members from non-members (no distribution shift found)"
+        ),
+    }
 
 
 def results_table(results: dict[str, Any]) -> pd.DataFrame:
@@ -222,9 +297,13 @@ def results_table(results: dict[str, Any]) -> pd.DataFrame:
     rows = []
     for target in results["targets"]:
         text = target["text"]
-        row = {"epsilon_target": target["epsilon_target"] if target["epsilon_target"] is not None else math.inf,
-               "epsilon_accountant": target["epsilon_accountant"], "test_perplexity": text["test_perplexity"],
-               "best_auc": max(a["auc"] for a in target["attacks"]), "eps_lb_best": target["epsilon_lb_best"]}
+        row = {
+            "epsilon_target": target["epsilon_target"] if target["epsilon_target"] is not None else math.inf,
+            "epsilon_accountant": target["epsilon_accountant"],
+            "test_perplexity": text["test_perplexity"],
+            "best_auc": max(a["auc"] for a in target["attacks"]),
+            "eps_lb_best": target["epsilon_lb_best"],
+        }
         for entry in text["exposure"]:
             row[f"exposure_rep{entry['repetitions']}"] = entry["exposure_mean"]
         row["canaries_extracted_greedy"] = sum(e["greedy_extracted"] for e in text["exposure"] if e["repetitions"])
@@ -235,9 +314,18 @@ def results_table(results: dict[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def run_text_audit(config: AuditConfig, *, out_dir: str | Path = "runs", tracking_uri: str | None = None,
-                   preset: str | None = None, progress=None, policy: Policy | None = None,
-                   tracking: bool = True, resume: str | Path | None = None, executor: Any = None) -> TextRun:
+def run_text_audit(
+    config: AuditConfig,
+    *,
+    out_dir: str | Path = "runs",
+    tracking_uri: str | None = None,
+    preset: str | None = None,
+    progress=None,
+    policy: Policy | None = None,
+    tracking: bool = True,
+    resume: str | Path | None = None,
+    executor: Any = None,
+) -> TextRun:
     """Run the text audit described by `config` (which must have a `text:` section).
 
     `resume` (a staging folder or "latest"): continue an interrupted run of the same config, reusing
@@ -249,24 +337,36 @@ def run_text_audit(config: AuditConfig, *, out_dir: str | Path = "runs", trackin
     device = resolve_device(config.device)  # models train and are queried there (CUDA when present)
     torch.set_num_threads(config.cpu_threads)
     text = text_section(config)
-    corpus = make_text_corpus(n_candidates=text.n_candidates, n_pool=text.n_pool, n_test=text.n_test,
-                              repetitions=tuple(text.repetitions), canaries_per_repetition=text.canaries_per_repetition,
-                              n_controls=text.control_canaries, secret_digits=text.secret_digits, seed=config.seed)
+    corpus = make_text_corpus(
+        n_candidates=text.n_candidates,
+        n_pool=text.n_pool,
+        n_test=text.n_test,
+        repetitions=tuple(text.repetitions),
+        canaries_per_repetition=text.canaries_per_repetition,
+        n_controls=text.control_canaries,
+        secret_digits=text.secret_digits,
+        seed=config.seed,
+    )
     if resume is not None:
         run_dir = StagedRunDirectory.resume(out_dir, resume, config.name)
         stored = AuditConfig.model_validate(read_config_file(run_dir.staging / "config.yaml")).config_hash()
         if stored != config.config_hash():
-            raise AuditInputError(f"--resume '{resume}'", f"that run was started with another config (hash {stored}, "
-                                  f"now {config.config_hash()}); resume with the same config")
+            raise AuditInputError(
+                f"--resume '{resume}'",
+                f"that run was started with another config (hash {stored}, "
+                f"now {config.config_hash()}); resume with the same config",
+            )
     else:
         run_dir = StagedRunDirectory(out_dir, config.name)
         run_dir.create()
     set_log_folder(run_dir.staging)
     with run_attempt(run_dir, resume, progress) as attempt:
-        tracker = attempt["tracker"] = open_tracker(tracking_uri, experiment_name("run", config.name), command="run",
-                                                    enabled=tracking)
-        results = _text_sweep(config, corpus, run_dir.staging, tracker, preset, progress, str(device),
-                              executor or LocalExecutor())
+        tracker = attempt["tracker"] = open_tracker(
+            tracking_uri, experiment_name("run", config.name), command="run", enabled=tracking
+        )
+        results = _text_sweep(
+            config, corpus, run_dir.staging, tracker, preset, progress, str(device), executor or LocalExecutor()
+        )
         with progress.step("report, summary and MLflow artifacts"):
             _write_outputs(results, run_dir.staging, policy, tracker)
         final = run_dir.commit()
@@ -277,16 +377,19 @@ def run_text_audit(config: AuditConfig, *, out_dir: str | Path = "runs", trackin
         return TextRun(results=results, run_dir=final)
 
 
-def _write_outputs(results: dict[str, Any], folder: Path, policy: Policy | None,
-                   tracker: AuditTracker | NullTracker) -> None:
+def _write_outputs(
+    results: dict[str, Any], folder: Path, policy: Policy | None, tracker: AuditTracker | NullTracker
+) -> None:
     decided, evaluation = verdict_for_results(results, policy)
     results.clear()
     results.update(decided)
     write_text_atomic(folder / "results.csv", results_table(results).to_csv(index=False))
     write_result_json_atomic(folder / "results.json", results)
-    outputs = [write_html_report(results, folder, evaluation=evaluation),
-               write_summary_markdown(results, folder / "summary.md", evaluation=evaluation),
-               write_junit_xml(results, folder / "junit.xml", evaluation=evaluation)]
+    outputs = [
+        write_html_report(results, folder, evaluation=evaluation),
+        write_summary_markdown(results, folder / "summary.md", evaluation=evaluation),
+        write_junit_xml(results, folder / "junit.xml", evaluation=evaluation),
+    ]
     parent = (results.get("mlflow") or {}).get("parent_run_id")
     if parent:
         tracker.set_tags(parent, verdict_tags(results["verdict"]))
@@ -294,26 +397,45 @@ def _write_outputs(results: dict[str, Any], folder: Path, policy: Policy | None,
             tracker.log_artifact(parent, path)
 
 
-def _text_sweep(config: AuditConfig, corpus: TextCorpus, staging: Path, tracker: AuditTracker | NullTracker,
-                preset: str | None,
-                progress, device: str, executor) -> dict[str, Any]:
+def _text_sweep(
+    config: AuditConfig,
+    corpus: TextCorpus,
+    staging: Path,
+    tracker: AuditTracker | NullTracker,
+    preset: str | None,
+    progress,
+    device: str,
+    executor,
+) -> dict[str, Any]:
     text = text_section(config)
     environment = describe_environment(device, config.seed)
     attempts_path = staging / "checkpoints" / "mlflow_attempts.json"
     earlier = json.loads(attempts_path.read_text()) if attempts_path.is_file() else []
     for old in earlier:  # runs a killed attempt left RUNNING
         tracker.close_if_running([old["parent_run_id"], *old["child_run_ids"]], "KILLED")
-    tags = {"preset": preset or "custom", "config_hash": config.config_hash(), "dataset": corpus.description,
-            "kind": "text"}
+    tags = {
+        "preset": preset or "custom",
+        "config_hash": config.config_hash(),
+        "dataset": corpus.description,
+        "kind": "text",
+    }
     if earlier:
         tags["resumed_from"] = ",".join(old["parent_run_id"] for old in earlier)
     parent_id = tracker.start_run(config.name, tags=tags)
     attempt = {"parent_run_id": parent_id, "child_run_ids": []}
     if tracker.enabled:
         write_json_atomic(attempts_path, earlier + [attempt])
-    tracker.log_params(parent_id, {"seed": config.seed, "delta": config.privacy.delta,
-                                   "accountant": config.privacy.accountant, "n_targets": len(config.privacy.epsilons),
-                                   "secret_digits": text.secret_digits, "repetitions": ",".join(map(str, text.repetitions))})
+    tracker.log_params(
+        parent_id,
+        {
+            "seed": config.seed,
+            "delta": config.privacy.delta,
+            "accountant": config.privacy.accountant,
+            "n_targets": len(config.privacy.epsilons),
+            "secret_digits": text.secret_digits,
+            "repetitions": ",".join(map(str, text.repetitions)),
+        },
+    )
     write_text_atomic(staging / "config.yaml", config_to_yaml(config))
     started = time.perf_counter()
     with progress.step("corpus, tokenizer and reference model"):
@@ -321,17 +443,26 @@ def _text_sweep(config: AuditConfig, corpus: TextCorpus, staging: Path, tracker:
         tokenizer.save(str(staging / "tokenizer.json"))
         length = text.max_length
         documents, owners = corpus.training_documents()
-        encoded = {"train": encode_texts(tokenizer, documents, length), "owners": owners,
-                   "candidates": encode_texts(tokenizer, [r.text for r in corpus.candidates], length),
-                   "members": encode_texts(tokenizer, [r.text for r in corpus.member_records], length),
-                   "pool": encode_texts(tokenizer, [r.text for r in corpus.pool], length),
-                   "test": encode_texts(tokenizer, [r.text for r in corpus.test], length)}
+        encoded = {
+            "train": encode_texts(tokenizer, documents, length),
+            "owners": owners,
+            "candidates": encode_texts(tokenizer, [r.text for r in corpus.candidates], length),
+            "members": encode_texts(tokenizer, [r.text for r in corpus.member_records], length),
+            "pool": encode_texts(tokenizer, [r.text for r in corpus.pool], length),
+            "test": encode_texts(tokenizer, [r.text for r in corpus.test], length),
+        }
         reference_stats = None
         if "reference_ratio" in text.attacks:
-            reference = train_text_target(encoded["pool"], tokenizer.get_vocab_size(), text_training_spec(config),
-                                          epsilon=math.inf, delta=config.privacy.delta,
-                                          accountant=config.privacy.accountant, seed=_seed(config.seed, 0),
-                                          device=torch.device(device))
+            reference = train_text_target(
+                encoded["pool"],
+                tokenizer.get_vocab_size(),
+                text_training_spec(config),
+                epsilon=math.inf,
+                delta=config.privacy.delta,
+                accountant=config.privacy.accountant,
+                seed=_seed(config.seed, 0),
+                device=torch.device(device),
+            )
             reference_stats = token_statistics(reference.model.to(device), encoded["candidates"])
     if executor.name != "local":  # local trains each target in the loop, with per-epoch progress
         _train_targets_on(executor, config, encoded, tokenizer.get_vocab_size(), staging, device, progress)
@@ -345,34 +476,51 @@ def _text_sweep(config: AuditConfig, corpus: TextCorpus, staging: Path, tracker:
         if tracker.enabled:
             attempt["child_run_ids"] = child_ids
             write_json_atomic(attempts_path, earlier + [attempt])
-        record, columns = _audit_target(config, corpus, tokenizer, encoded, reference_stats, epsilon, index, progress,
-                                        torch.device(device), staging)
+        record, columns = _audit_target(
+            config, corpus, tokenizer, encoded, reference_stats, epsilon, index, progress, torch.device(device), staging
+        )
         record["mlflow_run_id"] = child
         record["blind_baseline"] = blind  # read by the leakage statement (audit.machinery.leakage)
         targets.append(record)
         tag = "inf" if math.isinf(epsilon) else f"{epsilon:g}"
         scores_path = scores_dir / f"scores_eps_{tag}.csv"
-        pd.DataFrame({"candidate_index": np.arange(len(corpus.candidates)),
-                      "member": corpus.candidate_member.astype(int), **columns}).to_csv(scores_path, index=False)
+        pd.DataFrame(
+            {
+                "candidate_index": np.arange(len(corpus.candidates)),
+                "member": corpus.candidate_member.astype(int),
+                **columns,
+            }
+        ).to_csv(scores_path, index=False)
         metrics = target_metrics(record)
         metrics["test_perplexity"] = record["text"]["test_perplexity"]
         for entry in record["text"]["exposure"]:
             metrics[f"exposure_rep{entry['repetitions']}"] = entry["exposure_mean"]
             metrics[f"extracted_beam_rep{entry['repetitions']}"] = float(entry["beam_extracted"])
-        tracker.log_params(child, {"epsilon_target": tag, "noise_multiplier": record["noise_multiplier"],
-                                   "steps": record["steps"], "seed": record["seed"]})
+        tracker.log_params(
+            child,
+            {
+                "epsilon_target": tag,
+                "noise_multiplier": record["noise_multiplier"],
+                "steps": record["steps"],
+                "seed": record["seed"],
+            },
+        )
         tracker.log_metrics(child, {k: v for k, v in metrics.items() if v is None or math.isfinite(v)})
         tracker.log_artifact(child, scores_path)
         tracker.finish(child)
     figure = plot_exposure_vs_repetitions(
         [(epsilon_label(t["epsilon_target"]), t["text"]["exposure"]) for t in targets],
-        staging / "figures" / "exposure_vs_repetitions.png", ceiling=math.log2(corpus.secret_space))
+        staging / "figures" / "exposure_vs_repetitions.png",
+        ceiling=math.log2(corpus.secret_space),
+    )
     tracker.log_artifact(parent_id, figure)
-    unit_note = ("the DP targets' ε is per person (user-level DP-SGD: persons sampled, each person's documents "
-                 "clipped together): a canary inserted k times is one person's secret, covered by that ε"
-                 if text.privacy_unit == "person" else
-                 "the DP targets' ε is per document (record level): a secret inserted k times is k documents, "
-                 "protected only at group level (about k·ε)")
+    unit_note = (
+        "the DP targets' ε is per person (user-level DP-SGD: persons sampled, each person's documents "
+        "clipped together): a canary inserted k times is one person's secret, covered by that ε"
+        if text.privacy_unit == "person"
+        else "the DP targets' ε is per document (record level): a secret inserted k times is k documents, "
+        "protected only at group level (about k·ε)"
+    )
     notes = [
         f"{unit_note}; exposure and extraction are shown, not tested against the claim",
         f"blind baseline (text alone, Das et al. 2024): AUC {blind['auc']:.3f}; {blind['reading']}",
@@ -383,24 +531,39 @@ def _text_sweep(config: AuditConfig, corpus: TextCorpus, staging: Path, tracker:
         "config": config.to_plain(),
         "environment": environment,
         "data": {
-            "description": corpus.description, "n_rows": len(corpus.candidates) + len(corpus.pool) + len(corpus.test),
-            "n_train": int(len(encoded["train"])), "n_persons": int(encoded["owners"].max()) + 1,
-            "privacy_unit": text.privacy_unit, "epsilon_unit": UNIT_WORDS[text.privacy_unit],
-            "n_test": len(corpus.test), "n_candidates": len(corpus.candidates), "n_pool": len(corpus.pool),
+            "description": corpus.description,
+            "n_rows": len(corpus.candidates) + len(corpus.pool) + len(corpus.test),
+            "n_train": int(len(encoded["train"])),
+            "n_persons": int(encoded["owners"].max()) + 1,
+            "privacy_unit": text.privacy_unit,
+            "epsilon_unit": UNIT_WORDS[text.privacy_unit],
+            "n_test": len(corpus.test),
+            "n_candidates": len(corpus.candidates),
+            "n_pool": len(corpus.pool),
             "membership": "independent fair coin flip per candidate record (Bernoulli 1/2)",
             "n_canaries": sum(c.repetitions > 0 for c in corpus.canaries),
             "n_control_canaries": sum(c.repetitions == 0 for c in corpus.canaries),
-            "secret_space": corpus.secret_space, "vocab_size": tokenizer.get_vocab_size(),
+            "secret_space": corpus.secret_space,
+            "vocab_size": tokenizer.get_vocab_size(),
         },
         "attacks_run": list(text.attacks),
         "targets": targets,
         "synthetic": [],
-        "text": {"blind_baseline": blind, "seconds": time.perf_counter() - started,
-                 "exposure_figure": str(Path("figures") / figure.name)},
+        "text": {
+            "blind_baseline": blind,
+            "seconds": time.perf_counter() - started,
+            "exposure_figure": str(Path("figures") / figure.name),
+        },
         "notes": notes,
         "verdict": None,
-        "mlflow": {"tracking_uri": redact(tracker.tracking_uri), "experiment_id": tracker.experiment_id,
-                   "parent_run_id": parent_id, "child_run_ids": child_ids,
-                   "resumed_from": [old["parent_run_id"] for old in earlier]} if tracker.enabled else None,
+        "mlflow": {
+            "tracking_uri": redact(tracker.tracking_uri),
+            "experiment_id": tracker.experiment_id,
+            "parent_run_id": parent_id,
+            "child_run_ids": child_ids,
+            "resumed_from": [old["parent_run_id"] for old in earlier],
+        }
+        if tracker.enabled
+        else None,
         "execution": executor.describe(),  # where the targets trained; the numbers do not depend on it
     }

@@ -11,6 +11,7 @@ A resumed run reuses a finished record as is, audits a trained-but-unaudited mod
 retraining it, and trains the rest. Every target seeds itself from (config seed, its index), so
 `local`, `processes` and `ray` — and a resumed run — give the same numbers on the CPU.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -29,11 +30,30 @@ def target_checkpoints(staging: Path, epsilon: float) -> TargetCheckpoints:
     return TargetCheckpoints(staging / "checkpoints" / f"text_eps_{'inf' if math.isinf(epsilon) else f'{epsilon:g}'}")
 
 
-def text_target_task(epsilon: float, seed: int, *, token_ids: np.ndarray, owners: np.ndarray | None, vocab_size: int,
-                     spec: TextTrainingSpec, delta: float, accountant: str, device: str) -> dict[str, Any]:
+def text_target_task(
+    epsilon: float,
+    seed: int,
+    *,
+    token_ids: np.ndarray,
+    owners: np.ndarray | None,
+    vocab_size: int,
+    spec: TextTrainingSpec,
+    delta: float,
+    accountant: str,
+    device: str,
+) -> dict[str, Any]:
     """One executor task: train one text target and return it as plain data (weights on the CPU)."""
-    trained = train_text_target(token_ids, vocab_size, spec, epsilon=epsilon, delta=delta, accountant=accountant,
-                                seed=seed, device=torch.device(device), owners=owners)
+    trained = train_text_target(
+        token_ids,
+        vocab_size,
+        spec,
+        epsilon=epsilon,
+        delta=delta,
+        accountant=accountant,
+        seed=seed,
+        device=torch.device(device),
+        owners=owners,
+    )
     return as_plain(trained)
 
 

@@ -4,6 +4,7 @@ The README links into docs/ (`docs/run.md`) and to repository files (`examples/p
 on the site those become `run.md` and, for files outside docs/, the path as code (the site holds
 only docs/). One source, so the README and its page cannot drift apart.
 """
+
 from __future__ import annotations
 
 import re
@@ -17,13 +18,14 @@ def _rewrite(match: re.Match) -> str:
     if target == "docs/" or target == "docs":
         return "](index.md)"
     if target.startswith("docs/"):
-        return f"]({target[len('docs/'):]})"
+        return f"]({target[len('docs/') :]})"
     return match.group(0)
 
 
 def readme_markdown(text: str) -> str:
     """README.md with its links made site links; a link to a repository file keeps its words and names
     the path."""
+
     def as_text(match: re.Match) -> str:
         label, path = match.group(1), match.group(2)
         return f"`{path}` (in the repository)" if label.strip("`") == path else f"{label} (`{path}` in the repository)"

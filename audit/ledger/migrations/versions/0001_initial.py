@@ -4,8 +4,9 @@ Revision ID: 0001_initial
 Revises:
 Create Date: 2026-11-26
 """
-from alembic import op
+
 import sqlalchemy as sa
+from alembic import op
 
 revision = "0001_initial"
 down_revision = None
