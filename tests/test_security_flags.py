@@ -97,3 +97,29 @@ def test_an_interrupt_a_library_reraises_as_another_error_still_ends_as_130(tmp_
     assert ended.returncode == 130 and "interrupted" in ended.stderr and "internal error" not in ended.stderr, (
         ended.stderr
     )
+
+
+@pytest.mark.parametrize("returned", ["1.0", float("nan"), -1.0, float("inf"), True])
+def test_an_accountant_that_returns_no_epsilon_is_a_finding_not_a_claim(returned):
+    """A privacy engine whose get_epsilon returns a string, NaN, a negative, ∞ or a bool: its value is
+    never coerced into the claim under audit, and the broken accountant is a failed check (said on the
+    console as the accountant's disagreement with the training), not a note only in the JSON."""
+    from types import SimpleNamespace
+
+    from audit.dp_validation.whitebox_audit import _accountant_disagreements
+    from audit.dp_validation.whitebox_runs import _opacus_settings
+
+    accountant = SimpleNamespace(history=[(1.0, 0.5, 4)])
+    engine = SimpleNamespace(accountant=accountant, get_epsilon=lambda delta: returned)
+    optimizer = SimpleNamespace(
+        noise_multiplier=1.0,
+        max_grad_norm=1.0,
+        expected_batch_size=8,
+        loss_reduction="mean",
+        original_optimizer=object(),
+    )
+    loader = SimpleNamespace(sample_rate=0.5)
+    settings = _opacus_settings(optimizer, loader, engine, 4, 1e-5)
+    assert settings["accountant_epsilon"] is None
+    assert settings["accountant_error"].startswith("get_epsilon returned")
+    assert any("accountant is broken" in text for text in _accountant_disagreements(settings))

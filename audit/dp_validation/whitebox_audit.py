@@ -130,6 +130,9 @@ def _accountant_disagreements(settings: dict[str, Any]) -> list[str]:
     """Where the accountant's history differs from what the optimizer and loader did."""
     history = settings.get("accountant_history") or []
     found = []
+    error = str(settings.get("accountant_error") or "")
+    if error.startswith("get_epsilon returned"):  # a broken accountant is a finding, said on the console
+        found.append(f"the privacy engine's accountant is broken: {error}")
     if not history:
         return ["the privacy engine's accountant recorded no steps"]
     told_steps = int(sum(h[2] for h in history))

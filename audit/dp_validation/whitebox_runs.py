@@ -6,6 +6,7 @@ setup per worker task, and every run's observations gathered from a worker pool.
 from __future__ import annotations
 
 import math
+import numbers
 import random
 from collections.abc import Callable
 from typing import Any
@@ -185,14 +186,17 @@ def _opacus_settings(optimizer, loader, engine, steps: int, delta: float) -> dic
     accountant = getattr(engine, "accountant", None)
     history = [tuple(float(v) for v in h) for h in getattr(accountant, "history", []) or []]
     try:
-        reported = float(engine.get_epsilon(delta))
+        returned = engine.get_epsilon(delta)
     except Exception as exc:  # noqa: BLE001 - the user's engine; its failure is shown, not fatal
         reported = None
         reported_error = f"{type(exc).__name__}: {str(exc)[:200]}"
     else:
+        # A number only: a string such as "1.0" is not coerced into the claim under audit.
+        is_number = isinstance(returned, numbers.Real) and not isinstance(returned, bool)
+        reported = float(returned) if is_number else None
         reported_error = None
-        if not math.isfinite(reported) or reported < 0:
-            reported, reported_error = None, f"get_epsilon returned {reported!r}"
+        if reported is None or not math.isfinite(reported) or reported < 0:
+            reported, reported_error = None, f"get_epsilon returned {str(returned)[:60]!r}, not an ε ≥ 0"
     sigma = float(optimizer.noise_multiplier)
     if not (math.isfinite(sigma) and sigma >= 0):
         raise AuditInputError("factory", f"the optimizer's noise_multiplier must be a finite number ≥ 0, got {sigma!r}")
