@@ -279,7 +279,10 @@ def _raises(*args, **kwargs):
         (lambda: run_canary_audit(noisy_centroids, n_models=0, claimed_epsilon=1.0, delta=1e-5), "--models"),
         (lambda: run_canary_audit(noisy_centroids, n_models=40, claimed_epsilon=0.0, delta=1e-5), "--claimed-epsilon"),
         (lambda: run_canary_audit(noisy_centroids, n_models=40, claimed_epsilon=-2.0, delta=1e-5), "--claimed-epsilon"),
-        (lambda: run_canary_audit(noisy_centroids, n_models=40, claimed_epsilon=1.0), "--delta"),
+        (
+            lambda: run_canary_audit(noisy_centroids, n_models=40, claimed_epsilon=1.0),
+            "delta",
+        ),  # a library error names the parameter; the CLI says --delta
         (lambda: run_canary_audit(noisy_centroids, kind="poisoned", claimed_epsilon=1.0, delta=1e-5), "--kind"),
         (lambda: run_canary_audit(noisy_centroids, mode="twice", claimed_epsilon=1.0, delta=1e-5), "--mode"),
         (lambda: run_canary_audit(_raises, n_models=40, claimed_epsilon=1.0, delta=1e-5), "--trainer"),
