@@ -47,11 +47,9 @@ from audit.machinery.run_directory import (
     StagedRunDirectory,
     run_attempt,
     write_json_atomic,
-    write_text_atomic,
 )
 from audit.machinery.secrets import redact
 from audit.machinery.tracking import experiment_name, open_tracker, target_metrics
-from audit.machinery.verdict import verdict_for_results, verdict_tags
 from audit.statistics.accountants import DPSGDEvent, epsilons_for_event
 from audit.statistics.attack_evaluation import best_sound_lower_bound, evaluate_attack
 from audit.text.runner import UNIT_WORDS
@@ -221,25 +219,10 @@ def results_table(results: dict[str, Any]) -> pd.DataFrame:
 
 
 def _write_outputs(results: dict[str, Any], folder: Path, policy: Policy | None, tracker) -> None:
-    decided, evaluation = verdict_for_results(results, policy)
-    results.clear()
-    results.update(decided)
-    write_text_atomic(folder / "results.csv", results_table(results).to_csv(index=False))
-    write_json_atomic(folder / "results.json", results)
-    from reports.html_report import write_html_report
-    from reports.junit import write_junit_xml
-    from reports.markdown_summary import write_summary_markdown
+    """The text job's writer (digest included) with the llm job's results.csv table."""
+    from audit.text.runner import _write_outputs as write_text_outputs
 
-    outputs = [
-        write_html_report(results, folder, evaluation=evaluation),
-        write_summary_markdown(results, folder / "summary.md", evaluation=evaluation),
-        write_junit_xml(results, folder / "junit.xml", evaluation=evaluation),
-    ]
-    parent = (results.get("mlflow") or {}).get("parent_run_id")
-    if parent:
-        tracker.set_tags(parent, verdict_tags(results["verdict"]))
-        for path in outputs:
-            tracker.log_artifact(parent, path)
+    write_text_outputs(results, folder, policy, tracker, table=results_table)
 
 
 def run_llm_audit(

@@ -378,12 +378,18 @@ def run_text_audit(
 
 
 def _write_outputs(
-    results: dict[str, Any], folder: Path, policy: Policy | None, tracker: AuditTracker | NullTracker
+    results: dict[str, Any],
+    folder: Path,
+    policy: Policy | None,
+    tracker: AuditTracker | NullTracker,
+    table: Any = None,
 ) -> None:
+    """The verdict, then results.csv (`table(results)`, the text job's table by default), results.json with
+    its digest, report.html, summary.md, junit.xml and the MLflow tags: shared by the text and llm jobs."""
     decided, evaluation = verdict_for_results(results, policy)
     results.clear()
     results.update(decided)
-    write_text_atomic(folder / "results.csv", results_table(results).to_csv(index=False))
+    write_text_atomic(folder / "results.csv", (table or results_table)(results).to_csv(index=False))
     write_result_json_atomic(folder / "results.json", results)
     outputs = [
         write_html_report(results, folder, evaluation=evaluation),
