@@ -80,17 +80,8 @@ def target_federation_task(
     watch_client: int | None,
     eval_data,
 ) -> dict[str, Any]:
-    target = train_federation(
-        client_data,
-        n_classes,
-        spec,
-        epsilon=epsilon,
-        delta=delta,
-        accountant=accountant,
-        seed=seed,
-        device=resolve_device(device),
-        watch_client=watch_client,
-        eval_data=eval_data,
+    target = _federation(
+        client_data, n_classes, spec, epsilon, delta, accountant, seed, device, watch_client=watch_client, eval_data=eval_data
     )
     return target_to_plain(target)
 
@@ -110,15 +101,15 @@ def reference_confidences_task(
     features: np.ndarray,
     labels: np.ndarray,
 ) -> np.ndarray:
-    reference = train_federation(
+    reference = _federation(
         client_data,
         n_classes,
         spec,
-        epsilon=epsilon,
-        delta=delta,
-        accountant=accountant,
-        seed=seed,
-        device=resolve_device(device),
+        epsilon,
+        delta,
+        accountant,
+        seed,
+        device,
         noise_multipliers=noise_multipliers,
         client_noise_multiplier=client_noise_multiplier,
     )
@@ -143,16 +134,7 @@ def client_mia_run_task(
     if not coins.any():
         coins[0] = True  # a federation needs one client; client 0 then is not a fair coin this run
     participating = [(x, y) if coins[k] else (x[:0], y[:0]) for k, (x, y) in enumerate(client_data)]
-    federation = train_federation(
-        participating,
-        n_classes,
-        spec,
-        epsilon=epsilon,
-        delta=delta,
-        accountant=accountant,
-        seed=seed,
-        device=resolve_device(device),
-    )
+    federation = _federation(participating, n_classes, spec, epsilon, delta, accountant, seed, device)
     scores = [
         float(np.mean(logit_scaled_confidence(federation.logits(x), y))) if len(y) else 0.0 for x, y in client_data
     ]
