@@ -22,6 +22,7 @@ from audit.cli.output import (
     print_verdict,
     record_audit,
 )
+from audit.cli.sequential_flags import LooksOption, SpendingOption, print_declared_design, print_runs_used
 from audit.cli.verdict_flags import FailOnInconclusiveOption
 from audit.errors import AuditInputError
 
@@ -334,6 +335,8 @@ def mechanism_audit(
     ] = None,
     delta: Annotated[float | None, typer.Option(help="δ of the claim")] = None,
     seed: Annotated[int, typer.Option(help="seed of the trials")] = 0,
+    looks: LooksOption = None,
+    spending: SpendingOption = "haybittle-peto",
     fail_on_inconclusive: FailOnInconclusiveOption = False,
     out: Annotated[Path, typer.Option("--out", help="folder that receives <timestamp>-mechanism-audit/")] = Path(
         "runs"
@@ -369,10 +372,15 @@ def mechanism_audit(
     check_number(timeout, "--timeout", low=0, low_open=True, high=86_400)
     check_output_folder(out)
     check_tracking_uri(tracking_uri)
+    from audit.dp_validation.mechanism_audit import mechanism_design
+
+    design = mechanism_design(trials, looks=looks, spending=spending)
+    if not quiet:
+        print_declared_design(design, "trials per dataset")
     # The mechanism (and its module) run only in a worker process, cut after --timeout seconds.
     progress = command_progress(quiet)
     try:  # the trials run in a worker process: the step shows elapsed time (and heartbeats in a log)
-        with progress.step(f"mechanism: {trials} trials on each dataset, threshold audit"):
+        with progress.step(f"mechanism: up to {trials} trials on each dataset, threshold audit"):
             result = run_isolated(
                 run_mechanism_audit,
                 mechanism,
@@ -383,12 +391,15 @@ def mechanism_audit(
                 claimed_epsilon=claimed_epsilon,
                 delta=delta,
                 seed=seed,
+                looks=looks,
+                spending=spending,
             )
     finally:
         progress.close()
     path, result = record_audit(
         "mechanism-audit", result, out, tracking_uri, {"mechanism": mechanism, "trials": trials, "seed": seed}
     )
+    print_runs_used(result, "trials per dataset")
     print_bound(result, f"mechanism audit of {mechanism}", path, fail_on_inconclusive)
 
 
