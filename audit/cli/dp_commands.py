@@ -505,6 +505,8 @@ def whitebox_audit(
         float | None, typer.Option("--claimed-epsilon", help="overrides the accountant's ε")
     ] = None,
     seed: Annotated[int, typer.Option(help="seed of the runs and the canary's sampling")] = 0,
+    looks: LooksOption = None,
+    spending: SpendingOption = "haybittle-peto",
     workers: Annotated[
         int | None, typer.Option("--workers", help="worker processes training in parallel (default: the cores)")
     ] = None,
@@ -583,6 +585,8 @@ def whitebox_audit(
     check_tracking_uri(tracking_uri)
     if mode not in ("runs", "one-run"):
         raise AuditInputError("--mode", f"expected runs or one-run, got {mode!r}")
+    if mode == "one-run" and looks not in (None, 1):  # one training run: nothing to look at before it ends
+        raise AuditInputError("--looks", "sequential looks apply to --mode runs; --mode one-run is one training run")
     if device is not None:
         from audit.dp_validation.whitebox_audit import builtin_device
 
@@ -612,11 +616,18 @@ def whitebox_audit(
             device,
         )
         return
+    from audit.dp_validation.whitebox_audit import whitebox_design
+    from audit.machinery.limits import check_count as check_runs
+
+    design = whitebox_design(check_runs("--runs", runs), looks=looks, spending=spending)
+    if not quiet:
+        print_declared_design(design, "runs per side")
     progress = command_progress(quiet)
     try:
         # Lazy: shown from the first finished block, so a factory that fails in its worker stays one error line.
         with progress.lazy_step(
-            f"white-box audit: training runs finished ({runs} with the Dirac canary, {runs} without)", total=2 * runs
+            f"white-box audit: training runs finished (up to {runs} with the Dirac canary, {runs} without)",
+            total=2 * runs,
         ) as runs_step:
             result = run_whitebox_audit(
                 factory=factory,
@@ -634,6 +645,8 @@ def whitebox_audit(
                 timeout=timeout,
                 device=device,
                 report_runs=lambda done, _total: runs_step.update(done),
+                looks=looks,
+                spending=spending,
             )
     finally:
         progress.close()
@@ -651,6 +664,7 @@ def whitebox_audit(
         },
     )
     record_in_ledger(ledger, dataset, "whitebox-audit", result, path)
+    print_runs_used(result, "runs per side")
     print_whitebox_result(result, path, fail_on_inconclusive)
 
 

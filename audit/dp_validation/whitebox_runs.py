@@ -313,16 +313,21 @@ def _observations(
     n_runs: int,
     block: int,
     report_runs: Callable[[int, int], None] | None = None,
+    *,
+    first: int = 0,
+    planned: int | None = None,
 ):
-    """Every run's observations, both sides, as blocks of `block` runs: task = function(*before, side, first, count, *after).
-    `report_runs(done, total)` hears of each finished block (runs of both sides)."""
-    tasks = [(side, start, min(block, n_runs - start)) for side in (_IN, _OUT) for start in range(0, n_runs, block)]
-    done = [0]
+    """The observations of runs `first` … `n_runs` − 1, both sides, as blocks of `block` runs: task =
+    function(*before, side, first, count, *after). `report_runs(done, total)` hears of each finished block (runs of
+    both sides, counting the `first` runs per side done before, of 2·`planned` planned; default `n_runs`)."""
+    tasks = [(side, start, min(block, n_runs - start)) for side in (_IN, _OUT) for start in range(first, n_runs, block)]
+    done = [2 * first]
+    total = 2 * (n_runs if planned is None else planned)
 
     def finished(index: int, _result) -> None:
         done[0] += tasks[index][2]
         if report_runs is not None:
-            report_runs(done[0], 2 * n_runs)
+            report_runs(done[0], total)
 
     results = pool.map(
         function, [(*before, side, start, count, *after) for side, start, count in tasks], kwargs, on_result=finished

@@ -159,8 +159,11 @@ class SequentialOutcome:
         last = self.looks[-1]
         k, total = self.stopped_at + 1, len(self.design.sizes)
         if self.rejected:
-            p = f"p = {last['p_value']:.2g}" if last["p_value"] > 1e-15 else "p ≤ 1e-15"
-            evidence = f"{p} ≤ {'its level ' if k < total else ''}{last['level']:.2g}"
+            if last["p_value"] is None:  # a level-α test without a p-value: its own words
+                evidence = f"{last.get('evidence') or 'its test rejected'}; look level {last['level']:.2g}"
+            else:
+                p = f"p = {last['p_value']:.2g}" if last["p_value"] > 1e-15 else "p ≤ 1e-15"
+                evidence = f"{p} ≤ {'its level ' if k < total else ''}{last['level']:.2g}"
             return (
                 f"stopped early: look {k} of {total} refuted the claim after {self.size_used:,} {unit} ({evidence})"
                 if k < total
@@ -195,7 +198,8 @@ def run_group_sequential(
     returns (p-value, details); stop at the first p-value ≤ its level, else after the last look.
 
     A look whose test is a level-`level` test without an exact p-value (a Clopper-Pearson bound whose rule was
-    chosen for that level) puts its decision in `details["rejected"]`; its p-value is then only shown.
+    chosen for that level) puts its decision in `details["rejected"]`; its p-value is then only shown, or NaN
+    (recorded as None) with `details["evidence"]` saying in words what rejected.
 
     Sound at family-wise level `design.alpha` when each look's test is valid at its level given what was chosen
     before it (union bound over the looks; the levels add up to α)."""
@@ -210,7 +214,7 @@ def run_group_sequential(
                 "look": index + 1,
                 "size": int(size),
                 "level": float(level),
-                "p_value": p_value,
+                "p_value": None if math.isnan(p_value) else p_value,  # NaN: the look's test has no p-value
                 "rejected": rejected,
                 **details,
             }
