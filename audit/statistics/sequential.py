@@ -225,7 +225,7 @@ def run_group_sequential(
     return outcome
 
 
-def smallest_rejecting_level(rejects: Callable[[float], bool], *, floor: float = 1e-15, steps: int = 50) -> float:
+def smallest_rejecting_level(rejects: Callable[[float], bool], *, floor: float = 1e-15, steps: int = 20) -> float:
     """The p-value of a test given as a family of level-α decisions `rejects(α)` that is monotone in α (a fixed
     rule's Clopper-Pearson bound: the bound at confidence 1 − α only grows with α): the smallest α in
     [`floor`, 1] at which it rejects, by bisection on log α (1.0 when it rejects at no level below 1; `floor`
