@@ -398,11 +398,12 @@ def run_whitebox_audit(
             )
             looked["found"] = found
             failing = [ch.name for ch in found.checks if ch.decides and ch.failed]
+            words = [f"{' and '.join(failing)}: refuted at {looked['per_test']:.2%} confidence each"] if failing else []
+            # An accountant that disagrees with the training is a finding whatever the runs show: no more runs.
+            words += ["the accountant disagrees with the training (a deterministic finding)"] if disagreements else []
             return math.nan, {
-                "rejected": found.refuted,
-                "evidence": f"{' and '.join(failing)}: refuted at {looked['per_test']:.2%} confidence each"
-                if failing
-                else "",
+                "rejected": found.refuted or bool(disagreements),
+                "evidence": "; ".join(words),
                 "epsilon_lower_bound": looked["audit"].epsilon_lower_bound_tail,
             }
 
