@@ -131,6 +131,8 @@ def planned_training_runs(mode: str, n_models: int | None = None) -> int | None:
     """Training runs an audit will ask for, pilot included (for progress: "runs finished of runs
     planned"); None where the count depends on what the pilot finds (multi, one-run)."""
     runs = MODE_DEFAULTS[mode][0] if n_models is None else int(n_models)
+    if runs is None:
+        return None
     if mode == "profile":
         designs = len(PROFILE_CANARY_SCALES) + len(PROFILE_ONE_CLASS_VALUES)
         return runs + max(4 * designs, runs // 4)
@@ -211,6 +213,8 @@ def run_canary_audit(
     default_models, default_canaries = MODE_DEFAULTS[mode]
     n_models = default_models if n_models is None else n_models
     n_canaries = default_canaries if n_canaries is None else n_canaries
+    # The counts this mode uses (0 where it uses none; checked below before anything runs).
+    models, canaries = (n_models if n_models is not None else 0), (n_canaries if n_canaries is not None else 0)
     # Everything checkable without running user code is checked before a worker starts.
     if mode != "one-run":
         _check_count("--models", n_models, 4 if mode in ("profile", "multi-canary") else 2)
@@ -230,7 +234,7 @@ def run_canary_audit(
         raise AuditInputError("--looks", f"sequential looks apply to --mode profile; --mode {mode} runs to its size")
     design = (
         profile_sequential_design(
-            int(n_models),
+            int(models),
             confidence,
             looks=DEFAULT_LOOKS if looks is None else looks,
             spending=spending,
@@ -239,9 +243,7 @@ def run_canary_audit(
         if mode == "profile"
         else None
     )
-    _check_canary_memory(
-        mode, int(n_models or 0), int(n_canaries or 0), int(n_rows if features is None else len(features))
-    )
+    _check_canary_memory(mode, int(models), int(canaries), int(n_rows if features is None else len(features)))
     if features is None:
         features, labels = default_audit_data(n_rows, seed)
     with _pool_for(trainer, pool, workers, timeout) as runner:
@@ -249,13 +251,18 @@ def run_canary_audit(
         claim = claim_from_declaration(*declared, claimed_epsilon=claimed_epsilon, delta=delta)
         common = dict(claimed_epsilon=claim.epsilon, delta=claim.delta, confidence=confidence, seed=seed, pool=runner)
         # The accountant's whole profile when it was told (σ, q, T) and ε was not overridden.
+        told = (claim.noise_multiplier, claim.sample_rate, claim.steps)
         dpsgd = (
-            (claim.noise_multiplier, claim.sample_rate, claim.steps)
-            if claim.is_dpsgd and claimed_epsilon is None
+            (float(told[0]), float(told[1]), int(told[2]))
+            if claim.is_dpsgd
+            and claimed_epsilon is None
+            and told[0] is not None
+            and told[1] is not None
+            and told[2] is not None
             else None
         )
         if announce is not None and design is not None:
-            pilot = planned_training_runs(mode, n_models) - int(n_models)
+            pilot = (planned_training_runs(mode, models) or models) - int(models)
             announce(
                 f"declared before the first run: {design.describe('audited runs')} (plus up to {pilot:,} pilot "
                 "runs, a quarter of each look's size)"
@@ -265,7 +272,7 @@ def run_canary_audit(
                 trainer,
                 features,
                 labels,
-                n_runs=n_models,
+                n_runs=models,
                 dpsgd=dpsgd,
                 looks=DEFAULT_LOOKS if looks is None else looks,
                 spending=spending,
@@ -274,12 +281,12 @@ def run_canary_audit(
             )
         elif mode == "multi-canary":
             result = multi_canary_audit(
-                trainer, features, labels, n_runs=n_models, n_canaries=n_canaries, dpsgd=dpsgd, **common
+                trainer, features, labels, n_runs=models, n_canaries=canaries, dpsgd=dpsgd, **common
             )
         elif mode == "multi":
-            result = multi_run_canary_audit(trainer, features, labels, canary_kind=kind, n_models=n_models, **common)
+            result = multi_run_canary_audit(trainer, features, labels, canary_kind=kind, n_models=models, **common)
         else:
-            result = one_run_canary_audit(trainer, features, labels, n_canaries=n_canaries, canary_kind=kind, **common)
+            result = one_run_canary_audit(trainer, features, labels, n_canaries=canaries, canary_kind=kind, **common)
     result["mode"] = mode
     result["trainer"] = _trainer_name(trainer)
     result["claim"] = claim.to_dict()

@@ -36,7 +36,7 @@ PILOT_MODELS = 5
 
 
 def multi_run_canary_audit(
-    trainer: Callable[[np.ndarray, np.ndarray, int], Any],
+    trainer: str | Callable[[np.ndarray, np.ndarray, int], Any],
     features,
     labels,
     *,

@@ -36,7 +36,7 @@ from audit.statistics.epsilon_bounds import epsilon_lower_bound_one_run
 
 
 def one_run_canary_audit(
-    trainer: Callable[[np.ndarray, np.ndarray, int], Any],
+    trainer: str | Callable[[np.ndarray, np.ndarray, int], Any],
     features,
     labels,
     *,

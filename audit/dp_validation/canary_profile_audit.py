@@ -188,6 +188,8 @@ def profile_canary_audit(
         else _check_count("pilot runs", n_pilot_runs, 2 * len(designs))
     )
     profile = claim_profile(eps, d, dpsgd)
+    if profile is None:  # never: ε is validated above, so at least the bare (ε, δ) pair's profile exists
+        raise AuditInputError("claimed_epsilon", "no privacy profile for this claim")
     seeds = _distinct_seeds(seed, _STREAM_MODELS, n_pilot + R)
     coins = np.random.default_rng(np.random.SeedSequence([int(seed), _STREAM_COINS])).random(n_pilot + R) < 0.5
     label = int(np.random.default_rng(np.random.SeedSequence([int(seed), _STREAM_CANARY])).integers(0, n_classes))
@@ -227,7 +229,10 @@ def profile_canary_audit(
         """Each design's best rule and margin on the first `n_piloted` pilot runs (pilot data only)."""
         pilot, plan, pilot_coins = np.array(pilot_scores[:n_piloted]), pilot_designs[:n_piloted], coins[:n_piloted]
         n_in, n_out = int(audited_coins[:size].sum()), int((~audited_coins[:size]).sum())
-        auc, rules, margins, sizes = {}, {}, {}, {}
+        auc: dict[tuple[str, float], float] = {}
+        rules: dict[tuple[str, float], Any] = {}  # a design's best pilot rule, None without one
+        margins: dict[tuple[str, float], float] = {}
+        sizes: dict[tuple[str, float], int] = {}
         for design in designs:
             on = np.array([p == design for p in plan])
             d_in, d_out = pilot[on][pilot_coins[on]], pilot[on][~pilot_coins[on]]

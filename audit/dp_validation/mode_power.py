@@ -99,19 +99,20 @@ def canary_mode_power(mode: str, size: int | None) -> dict[str, Any]:
             ),
         }
     below = [(s, bugs) for s, bugs, _ in measured if s <= size]
-    at, bugs = below[-1] if below else (measured[0][:2] if measured else (None, ()))
-    if at is None:
+    nearest: tuple[int | None, tuple[str, ...]] = below[-1] if below else (measured[0][:2] if measured else (None, ()))
+    at_size, bugs = nearest
+    if at_size is None:
         found = "this mode's power against them was not measured"
     else:
         missed = [b for b in SUITE if b not in bugs]
         found = (
-            f"at {_size_words(mode, at)}"
-            + (" (more than this run's)" if at > size else "")
+            f"at {_size_words(mode, at_size)}"
+            + (" (more than this run's)" if at_size > size else "")
             + f" it refuted {len(bugs)} of {len(SUITE)}, missing {', '.join(f'{BUG_WORDS[b]} ({b})' for b in missed)}"
         )
     return {
         "kind": "none",
-        "figure": (len(bugs) / len(SUITE)) if at is not None else None,
+        "figure": (len(bugs) / len(SUITE)) if at_size is not None else None,
         "detail": (
             f"this mode cannot detect every one of {SUITE_WORDS}: {found} (measured); a perfect attack's "
             "ceiling is not the power of canaries read from a final black-box model"

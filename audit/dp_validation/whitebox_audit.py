@@ -44,6 +44,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -156,7 +157,7 @@ def _claim(settings: dict[str, Any], delta: float) -> dict[str, Any]:
         [settings["noise_multiplier"], settings["sample_rate"] or 1.0, settings["steps"]]
     ]
     full_batch = all(h[1] >= 1 for h in history)
-    eps_pld = 0.0
+    eps_pld: float | None = 0.0
     if len(history) == 1:
         sigma, q, t = history[0]
         eps_pld = epsilon_pld(DPSGDEvent(float(sigma), float(q), int(t)), delta)
@@ -249,16 +250,22 @@ def _evaluate_look(
             "the training produced NaN or infinite parameters; the audit needs finite iterates",
         )
     per_test = 1.0 - level / 2
-    common = dict(claimed_mu=mu_claim, delta=delta, confidence=per_test, pilot_fraction=PILOT_FRACTION, seed=seed)
+    audit_at = partial(
+        gaussian_dp_audit,
+        claimed_mu=mu_claim,
+        delta=delta,
+        confidence=per_test,
+        pilot_fraction=PILOT_FRACTION,
+        seed=seed,
+    )
     other = "final" if observe == "all" else "all"
     return {
         "per_test": per_test,
-        "audit": gaussian_dp_audit(score_in, score_out, **common),
+        "audit": audit_at(score_in, score_out),
         # The other observation of the same runs, shown beside (it decides nothing: one pre-declared test).
-        "other_audit": gaussian_dp_audit(
+        "other_audit": audit_at(
             whitebox_scores(steps_in, final_in, other, sigma_claim, q_claim),
             whitebox_scores(steps_out, final_out, other, sigma_claim, q_claim),
-            **common,
         ),
     }
 
@@ -306,7 +313,7 @@ def run_whitebox_audit(
     device = arguments.device
     from audit.machinery.limits import check_workers
 
-    n_workers = default_workers() if workers is None else check_workers(workers)
+    n_workers = default_workers() if workers is None else (check_workers(workers) or default_workers())
     if builtin:
         sigma, q, t, c = check_builtin_dpsgd(noise_multiplier, sample_rate, steps, max_grad_norm)
         from audit.machinery.limits import check_memory
@@ -335,7 +342,9 @@ def run_whitebox_audit(
     else:
         from audit.machinery.user_code import check_spec
 
-        check_spec(factory, "factory")
+        if factory is None:  # check_whitebox_arguments refuses this first; said again for the type checker
+            raise AuditInputError("factory", "give a factory ('module:function') or builtin=True")
+        factory = check_spec(factory, "factory")
         subject = f"--factory {factory}"
         runs = _RunSource(
             f"--factory {factory}",

@@ -67,7 +67,7 @@ def deciding_checks(
         inconclusive = audit.ceiling_mu <= mu_claim
         needed = runs_needed_gaussian_dp(mu_claim, per_test, pilot_fraction)
         if audit.refutes_claim:
-            pair = audit.refuted_pair
+            pair = audit.refuted_pair or {}  # set whenever the claim is refuted
             message = (
                 f"refuted: the test's error rates (FPR ≤ {audit.fpr_upper:.4g}, FNR ≤ {audit.fnr_upper:.4g} at "
                 f"{per_test:.1%}) lie below the claimed μ = {mu_claim:.3f} Gaussian trade-off curve; they violate "

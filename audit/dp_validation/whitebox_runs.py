@@ -185,6 +185,8 @@ def _positive_float(value: Any, factory: str, what: str) -> float:
 def _opacus_settings(optimizer, loader, engine, steps: int, delta: float) -> dict[str, Any]:
     accountant = getattr(engine, "accountant", None)
     history = [tuple(float(v) for v in h) for h in getattr(accountant, "history", []) or []]
+    reported: float | None
+    reported_error: str | None
     try:
         returned = engine.get_epsilon(delta)
     except Exception as exc:  # noqa: BLE001 - the user's engine; its failure is shown, not fatal
@@ -247,7 +249,9 @@ def opacus_observation_task(
 
     name = f"--factory {factory}"
     function = load_factory_in_worker(factory)
-    rows, finals, settings = [], [], None
+    rows: list[list[float]] = []
+    finals: list[float] = []
+    settings: dict[str, Any] | None = None
     for i in range(count):
         run = first_run + i
         run_seed = _run_seed(seed, _STREAM_RUN, side, run)
