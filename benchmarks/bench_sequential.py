@@ -68,22 +68,9 @@ def audit_once(trainer: str, design: str, models: int, seed: int, workers: int, 
             looks=1 if design == "fixed" else None,
             **extra,
         )
-    sequential = result["sequential"]
-    return {
-        "trainer": trainer,
-        "design": design,
-        "models": models,
-        "seed": seed,
-        "refuted": result["verdict"]["status"] == "fail",
-        "status": result["verdict"]["status"],
-        "p_value": result["profile_test"]["p_value"],
-        "look": sequential["stopped_at_look"],
-        "looks": len(sequential["looks"]),
-        "runs_used": sequential["runs_used"],
-        "runs_planned": sequential["runs_planned"],
-        "cpu_s": round(_cpu() - cpu, 1),
-        "wall_s": round(time.perf_counter() - wall, 1),
-    }
+    cpu, wall = round(_cpu() - cpu, 1), round(time.perf_counter() - wall, 1)
+    p_value = result["profile_test"]["p_value"]
+    return {**_row("profile", trainer, design, seed, result, cpu, wall, p_value), "models": models}
 
 
 def _timed(function, **kwargs) -> tuple[dict, float, float]:

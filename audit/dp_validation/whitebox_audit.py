@@ -58,7 +58,7 @@ from audit.dp_validation.whitebox_arguments import (  # noqa: F401 - OBSERVATION
     check_builtin_dpsgd,
     check_whitebox_arguments,
 )
-from audit.dp_validation.whitebox_checks import deciding_checks
+from audit.dp_validation.whitebox_checks import accountant_checks, deciding_checks
 from audit.dp_validation.whitebox_runs import (  # noqa: F401 - re-exported for importers of audit.dp_validation.whitebox_audit
     _IN,
     _OUT,
@@ -72,7 +72,7 @@ from audit.dp_validation.whitebox_runs import (  # noqa: F401 - re-exported for 
     opacus_observation_task,
 )
 from audit.errors import AuditInputError
-from audit.machinery.verdict import Check, decide
+from audit.machinery.verdict import decide
 from audit.machinery.workers import WorkerPool, default_workers
 from audit.statistics.accountants import DPSGDEvent, epsilon_pld
 from audit.statistics.epsilon_bounds import epsilon_from_gdp_mu, gdp_mu_from_epsilon
@@ -430,16 +430,7 @@ def run_whitebox_audit(
     # Dirac canary, every iterate: proven power; the final model alone: none (mode_power).
     power = whitebox_power_entry(observe)
     checks = [replace(c, power=power) if c.decides else c for c in checks]
-    for text in disagreements:
-        checks.append(
-            Check(
-                subject,
-                "accountant vs training",
-                f"accountant disagrees with the training: {text}",
-                failed=True,
-                assumption="the accountant must be told what the optimizer and loader do",
-            )
-        )
+    checks += accountant_checks(subject, disagreements)
     verdict = decide(checks, alpha=1 - confidence)
     verdict["family_wise_error"]["statement"] = (
         f"two pre-declared tests (the trade-off curve at the pilot's equal-error point, the (ε, δ) bound at its tail "

@@ -17,7 +17,7 @@ from audit.machinery.verdict import Check
 from audit.statistics.audit_ceilings import ceiling_threshold_audit, runs_needed_threshold_audit
 from audit.statistics.gaussian_dp_audit import GAUSSIAN_ASSUMPTION, GaussianDPAudit, runs_needed_gaussian_dp
 
-__all__ = ["LookChecks", "deciding_checks"]
+__all__ = ["LookChecks", "accountant_checks", "deciding_checks"]
 
 
 @dataclass
@@ -181,3 +181,18 @@ def deciding_checks(
         ceiling, ceiling_kind = cp_ceiling, "Clopper-Pearson (ε, δ) bound of an attack without errors"
 
     return LookChecks(checks, float(ceiling), ceiling_kind, needed, profile_pair)
+
+
+def accountant_checks(subject: str, disagreements: list[str]) -> list[Check]:
+    """One failed check per way the accountant's history differs from what the optimizer and loader did (both
+    white-box modes): a deterministic finding, whatever the runs show."""
+    return [
+        Check(
+            subject,
+            "accountant vs training",
+            f"accountant disagrees with the training: {text}",
+            failed=True,
+            assumption="the accountant must be told what the optimizer and loader do",
+        )
+        for text in disagreements
+    ]
