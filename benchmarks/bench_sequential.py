@@ -22,7 +22,9 @@ rate of the whole sequential procedure on trainers that do what they claim.
 `audit.demos.mechanisms` (the Laplace count, its quarter-noise bug, the Gaussian mean), sequential (6 looks, none below
 200 draws per dataset) and fixed. `--audits whitebox` (`--factories`, `--runs`, default 1000 runs per side): the
 bundled Opacus setups of `audit.demos.whitebox_factories` (correct, noise not scaled by C, an accountant told the
-wrong σ, noise skipped on every 4th step), sequential (looks of 125 … 1000 runs per side) and fixed.
+wrong σ, noise skipped on every 4th step), sequential (looks of 125 … 1000 runs per side) and fixed. `--audits multi`
+(`--multi-models`, default 200 per side): `canary-audit --mode multi` on the `--trainers`, sequential (looks of 50,
+100, 200 models per side) and fixed.
 
 CPU seconds are this process plus its workers (reaped when each audit's pool closes), the comparable figure on a
 shared machine; wall seconds depend on the load (say how loaded when you quote them).
@@ -54,14 +56,16 @@ def _cpu() -> float:
     return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
-def audit_once(trainer: str, design: str, models: int, seed: int, workers: int, pool=None, **extra) -> dict:
+def audit_once(
+    trainer: str, design: str, models: int, seed: int, workers: int, pool=None, mode: str = "profile", **extra
+) -> dict:
     """One profile audit in a fresh pool (closed before the clock stops, so its workers' CPU time is counted), or
     in `pool` (the null audits share one: their CPU is counted once, for all of them)."""
     cpu, wall = _cpu(), time.perf_counter()
     with WorkerPool(workers, name="bench-sequential") if pool is None else contextlib.nullcontext(pool) as runner:
         result = run_canary_audit(
             f"audit.demos.planted_bugs:{trainer}",
-            mode="profile",
+            mode=mode,
             n_models=models,
             seed=seed,
             pool=runner,
@@ -69,8 +73,10 @@ def audit_once(trainer: str, design: str, models: int, seed: int, workers: int, 
             **extra,
         )
     cpu, wall = round(_cpu() - cpu, 1), round(time.perf_counter() - wall, 1)
-    p_value = result["profile_test"]["p_value"]
-    return {**_row("profile", trainer, design, seed, result, cpu, wall, p_value), "models": models}
+    p_value = (
+        result["profile_test"]["p_value"] if mode == "profile" else result["sequential"]["looks_taken"][-1]["p_value"]
+    )
+    return {**_row(mode, trainer, design, seed, result, cpu, wall, p_value), "models": models}
 
 
 def _timed(function, **kwargs) -> tuple[dict, float, float]:
@@ -151,7 +157,8 @@ def main() -> None:
     parser.add_argument("--null-models", type=int, default=128)
     parser.add_argument("--null-trainers", default="correct_eps_1")
     parser.add_argument("--json", default="", help="also write the rows to this file")
-    parser.add_argument("--audits", default="profile", help="profile,mechanism,whitebox (comma-separated)")
+    parser.add_argument("--audits", default="profile", help="profile,multi,mechanism,whitebox (comma-separated)")
+    parser.add_argument("--multi-models", type=int, default=200, help="planned models per side (--mode multi)")
     parser.add_argument("--mechanisms", default=MECHANISMS)
     parser.add_argument("--trials", type=int, default=20000, help="planned draws per dataset (mechanism-audit)")
     parser.add_argument("--factories", default=FACTORIES)
@@ -172,6 +179,11 @@ def main() -> None:
                 row = audit_once(trainer, design, args.models, seed, args.workers)
                 rows.append(row)
                 _print_row(row)
+    for trainer in [t for t in args.trainers.split(",") if t] if "multi" in audits else []:
+        for seed in seeds:
+            for design in designs:
+                rows.append(audit_once(trainer, design, args.multi_models, seed, args.workers, mode="multi"))
+                _print_row(rows[-1])
     for name in [m for m in args.mechanisms.split(",") if m] if "mechanism" in audits else []:
         for seed in seeds:
             for design in designs:

@@ -313,7 +313,9 @@ def canary_audit(
     )
     record_in_ledger(ledger, dataset, "canary-audit", result, path)
     sequential = result.get("sequential")
-    if isinstance(sequential, dict):  # runs used of runs planned, and why it stopped
+    if mode == "multi":
+        print_runs_used(result, "models per side")
+    elif isinstance(sequential, dict):  # runs used of runs planned, and why it stopped
         console.print(
             f"runs: {sequential['runs_used']:,} of {sequential['runs_planned']:,} planned (pilot included); "
             f"{sequential['stop_reason']}",

@@ -65,10 +65,7 @@ from audit.dp_validation.canaries import (
     profile_canary,  # noqa: F401
 )
 from audit.dp_validation.canary_multi_canary_audit import multi_canary_audit
-from audit.dp_validation.canary_multi_run_audit import (
-    PILOT_MODELS,  # noqa: F401
-    multi_run_canary_audit,
-)
+from audit.dp_validation.canary_multi_run_audit import FIRST_LOOK_MODELS, PILOT_MODELS, multi_run_canary_audit
 from audit.dp_validation.canary_one_run_audit import one_run_canary_audit
 from audit.dp_validation.canary_profile_audit import (
     DEFAULT_LOOKS,
@@ -105,6 +102,7 @@ from audit.dp_validation.claims import (
 )
 from audit.dp_validation.mode_power import canary_mode_power
 from audit.dp_validation.scope import apply_power
+from audit.dp_validation.sequential_looks import declared_design
 from audit.errors import AuditInputError
 
 __all__ = [
@@ -123,6 +121,13 @@ __all__ = [
 ]
 
 AUDIT_MODES = ("profile", "multi-canary", "multi", "one-run")
+# The modes whose runs come in looks (docs/canary-audit.md, "Sequential looks per mode"), and why the others do not.
+SEQUENTIAL_MODES = ("profile", "multi")
+NOT_SEQUENTIAL = {
+    "one-run": "--mode one-run is one training run: nothing to look at before it ends",
+    "multi-canary": "--mode multi-canary runs to its planned size (its runs are independent, so looks would be "
+    "sound, but they are not built yet: docs/canary-audit.md)",
+}
 # Per-mode defaults of --models and --canaries (None where the mode does not use it).
 MODE_DEFAULTS = {"profile": (48000, None), "multi-canary": (200, 32), "multi": (200, None), "one-run": (None, 200)}
 
@@ -174,9 +179,10 @@ def run_canary_audit(
 ) -> dict[str, Any]:
     """`privacy-audit canary-audit`: resolve the trainer's claim, run the chosen black-box audit.
 
-    Profile mode is sequential (`profile_sequential_design`: up to `looks` looks, default 6, α split by
-    `spending`; `looks=1` is the fixed-size audit); `announce(text)` receives the declared design once the
-    trainer's claim was read and before the first training run (the CLI prints it).
+    Profile and multi modes are sequential (`profile_sequential_design`, `declared_design`: up to `looks` looks,
+    default 6, α split by `spending`; `looks=1` is the fixed-size audit; one-run is one run, multi-canary runs to
+    its size: `NOT_SEQUENTIAL`); `announce(text)` receives the declared design once the trainer's claim was read
+    and before the first training run (the CLI prints it).
 
     `trainer` is a "module:function" string or a picklable callable; it is loaded and called only
     in isolated worker processes (`pool`, else a WorkerPool of `workers`, default the cores), and
@@ -229,20 +235,26 @@ def run_canary_audit(
     if looks is not None:
         from audit.machinery.limits import check_count
 
-        looks = check_count("--looks", looks)  # the range table (docs/errors.md)
-    if looks is not None and mode != "profile" and looks != 1:
-        raise AuditInputError("--looks", f"sequential looks apply to --mode profile; --mode {mode} runs to its size")
-    design = (
-        profile_sequential_design(
+        looks = check_count("--looks", looks, where="looks")  # the range table (docs/errors.md)
+    if looks is not None and mode not in SEQUENTIAL_MODES and looks != 1:
+        raise AuditInputError("looks", f"sequential looks apply to --mode profile and multi; {NOT_SEQUENTIAL[mode]}")
+    design = None
+    if mode == "profile":
+        design = profile_sequential_design(
             int(models),
             confidence,
             looks=DEFAULT_LOOKS if looks is None else looks,
             spending=spending,
             first_look_runs=first_look_runs,
         )
-        if mode == "profile"
-        else None
-    )
+    elif mode == "multi":
+        design = declared_design(
+            int(models),
+            confidence,
+            looks=looks,
+            spending=spending,
+            first_look=FIRST_LOOK_MODELS if first_look_runs is None else int(first_look_runs),
+        )
     _check_canary_memory(mode, int(models), int(canaries), int(n_rows if features is None else len(features)))
     if features is None:
         features, labels = default_audit_data(n_rows, seed)
@@ -261,11 +273,16 @@ def run_canary_audit(
             and told[2] is not None
             else None
         )
-        if announce is not None and design is not None:
+        if announce is not None and design is not None and mode == "profile":
             pilot = (planned_training_runs(mode, models) or models) - int(models)
             announce(
                 f"declared before the first run: {design.describe('audited runs')} (plus up to {pilot:,} pilot "
                 "runs, a quarter of each look's size)"
+            )
+        elif announce is not None and design is not None:
+            announce(
+                f"declared before the first run: {design.describe('models per side')} (plus {PILOT_MODELS} pilot "
+                "runs that choose the canary's label)"
             )
         if mode == "profile":
             result = profile_canary_audit(
@@ -284,7 +301,17 @@ def run_canary_audit(
                 trainer, features, labels, n_runs=models, n_canaries=canaries, dpsgd=dpsgd, **common
             )
         elif mode == "multi":
-            result = multi_run_canary_audit(trainer, features, labels, canary_kind=kind, n_models=models, **common)
+            result = multi_run_canary_audit(
+                trainer,
+                features,
+                labels,
+                canary_kind=kind,
+                n_models=models,
+                looks=looks,
+                spending=spending,
+                first_look_models=FIRST_LOOK_MODELS if first_look_runs is None else int(first_look_runs),
+                **common,
+            )
         else:
             result = one_run_canary_audit(trainer, features, labels, n_canaries=canaries, canary_kind=kind, **common)
     result["mode"] = mode

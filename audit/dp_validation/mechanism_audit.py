@@ -30,13 +30,17 @@ import numpy as np
 from audit.dp_validation.claims import PrivacyClaim, resolve_claim, validate_claim
 from audit.dp_validation.mode_power import mechanism_power
 from audit.dp_validation.scope import apply_power, claim_verdict
-from audit.dp_validation.sequential_looks import DEFAULT_LOOKS, declared_design
+from audit.dp_validation.sequential_looks import (
+    DEFAULT_LOOKS,
+    declared_design,
+    look_confidence,
+    sequential_threshold_audit,
+)
 from audit.errors import AuditInputError
 from audit.machinery.progress import Progress, as_progress
 from audit.statistics.audit_ceilings import ceiling_threshold_audit, runs_needed_threshold_audit
-from audit.statistics.epsilon_bounds import epsilon_lower_bound_from_counts
-from audit.statistics.sequential import GroupSequentialDesign, run_group_sequential, smallest_rejecting_level
-from audit.statistics.threshold_audit import threshold_audit, validate_confidence
+from audit.statistics.sequential import GroupSequentialDesign
+from audit.statistics.threshold_audit import validate_confidence
 
 __all__ = [
     "audit_mechanism",
@@ -212,29 +216,21 @@ def audit_mechanism(
     rng_a, rng_b = (np.random.default_rng(s) for s in np.random.SeedSequence(int(seed)).spawn(2))
     n = int(n_trials)
     drawn: dict[str, list[np.ndarray]] = {"a": [], "b": []}
-    last: dict[str, Any] = {}
 
-    def look(index: int, size: int, level: float) -> tuple[float, dict[str, Any]]:
+    def draw(size: int) -> tuple[np.ndarray, np.ndarray]:
         have = sum(part.size for part in drawn["a"])
         if size > have:  # the next draws of the same two generators: the last look sees the fixed audit's draws
             for side, data, rng in (("a", dataset_a, rng_a), ("b", dataset_b, rng_b)):
                 outputs = run_mechanism(mechanism, data, size - have, rng, "mechanism")
                 drawn[side].append(_statistic_values(outputs, statistic, "mechanism"))
-        scores_a, scores_b = np.concatenate(drawn["a"])[:size], np.concatenate(drawn["b"])[:size]
-        audit = threshold_audit(scores_b, scores_a, delta=d, confidence=_look_confidence(design, conf, level))
-        last.update(audit=audit, scores_a=scores_a, scores_b=scores_b)
-        refuted = bool(audit["epsilon_lower_bound"] > eps)
-        return _threshold_p_value(audit, eps, d), {
-            "rejected": refuted,
-            "epsilon_lower_bound": audit["epsilon_lower_bound"],
-        }
+        return np.concatenate(drawn["b"])[:size], np.concatenate(drawn["a"])[:size]
 
-    outcome = run_group_sequential(design, look)
-    audit, scores_a, scores_b = last["audit"], last["scores_a"], last["scores_b"]
+    outcome, audit = sequential_threshold_audit(design, draw, epsilon=eps, delta=d, confidence=conf)
+    scores_b, scores_a = draw(outcome.size_used)
     name = getattr(mechanism, "__qualname__", None) or type(mechanism).__name__
     # What a perfect rule could show with the planned draws at the last look's level: whether the audit could have
     # refuted the claim had it drawn them all (an early refutation needs no ceiling; the last look's is this one).
-    final_confidence = _look_confidence(design, conf, design.levels[-1])
+    final_confidence = look_confidence(design, conf, design.levels[-1])
     planned_eval = n - min(max(int(0.5 * n), 1), n - 1)
     ceiling = ceiling_threshold_audit(planned_eval, planned_eval, d, final_confidence)
     used = outcome.size_used
@@ -266,11 +262,6 @@ def audit_mechanism(
     }
 
 
-def _look_confidence(design: GroupSequentialDesign, confidence: float, level: float) -> float:
-    """The confidence of one look's test: 1 − its level (the fixed design keeps the caller's number, bit for bit)."""
-    return float(confidence) if len(design.sizes) == 1 else 1.0 - float(level)
-
-
 def mechanism_design(
     n_trials: int,
     confidence: float = 0.95,
@@ -282,25 +273,6 @@ def mechanism_design(
     """The looks of a mechanism audit of `n_trials` draws per dataset, declared before the first draw (the command
     prints it): `audit.dp_validation.sequential_looks.declared_design`."""
     return declared_design(n_trials, confidence, looks=looks, spending=spending, first_look=first_look_trials)
-
-
-def _threshold_p_value(audit: dict[str, Any], eps: float, delta: float) -> float:
-    """The smallest α at which the look's rule, kept fixed, refutes ε on its evaluation counts (shown beside the
-    decision; the decision is the look's own Clopper-Pearson bound at its level)."""
-    counts = audit["evaluation"]
-
-    def refutes(alpha: float) -> bool:
-        bound = epsilon_lower_bound_from_counts(
-            counts["false_positives"],
-            counts["n_negative"],
-            counts["false_negatives"],
-            counts["n_positive"],
-            delta,
-            1.0 - alpha,
-        )
-        return bool(bound > eps)
-
-    return smallest_rejecting_level(refutes)
 
 
 # --------------------------------------------------------------------------------------------------
