@@ -40,7 +40,10 @@ from audit.errors import AuditInputError
 from audit.machinery.progress import Progress, as_progress
 from audit.statistics.audit_ceilings import ceiling_threshold_audit, runs_needed_threshold_audit
 from audit.statistics.sequential import GroupSequentialDesign
-from audit.statistics.threshold_audit import validate_confidence
+from audit.statistics.threshold_audit import (  # noqa: F401 - threshold_audit: for importers of this module
+    threshold_audit,
+    validate_confidence,
+)
 
 __all__ = [
     "audit_mechanism",
