@@ -145,3 +145,41 @@ def test_looks_are_refused_for_a_one_run_whitebox_audit_and_bad_spending_names_t
     proc = cli_in_process("whitebox-audit", "--spending", "pocock", *common)
     assert proc.returncode == 2 and "--spending" in proc.stderr
     assert not (tmp_path / "runs").exists() or not list((tmp_path / "runs").iterdir())
+
+
+@pytest.mark.slow  # 250 training runs of a planted bug in worker processes (~4 s of CPU)
+def test_the_multi_run_canary_audit_stops_a_grossly_broken_trainer_at_its_first_look():
+    from audit.dp_validation.canary_audit import run_canary_audit
+
+    said: list[str] = []
+    result = run_canary_audit(
+        "audit.demos.planted_bugs:noise_divided_twice",
+        mode="multi",
+        n_models=200,
+        seed=0,
+        workers=2,
+        announce=said.append,
+    )
+    sequential = result["sequential"]
+    assert said and said[0].startswith(
+        "declared before the first run: sequential: 200 models per side planned, 3 looks"
+    )
+    assert result["verdict"]["status"] == "fail" and sequential["stopped_at_look"] == 1
+    assert sequential["runs_used"] == result["n_models_per_side"] == 50 and result["n_runs_planned"] == 200
+    assert len(result["scores"]["with_canary"]) == 50  # only the runs trained
+
+
+def test_looks_are_refused_for_the_multi_canary_mode_naming_the_flag(cli_in_process, tmp_path):
+    proc = cli_in_process(
+        "canary-audit",
+        "--trainer",
+        "audit.demos.planted_bugs:correct_eps_1",
+        "--mode",
+        "multi-canary",
+        "--looks",
+        "3",
+        "--tracking-uri",
+        f"sqlite:///{tmp_path}/m.db",
+    )
+    assert proc.returncode == 2 and "--looks" in proc.stderr and "runs to its planned size" in proc.stderr
+    assert not list(tmp_path.glob("runs/*"))
