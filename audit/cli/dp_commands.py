@@ -192,13 +192,14 @@ def canary_audit(
         int | None,
         typer.Option(
             "--looks",
-            help="profile: looks at the evidence (the planned --models halved each time; default 6; stops at the first that refutes); 1 = fixed size",
+            help="profile, multi: looks at the evidence (the planned --models halved each time; default 6; stops at the first that refutes); 1 = fixed size",
         ),
     ] = None,
     spending: Annotated[
         str,
         typer.Option(
-            "--spending", help="profile: how α is split over the looks: haybittle-peto | obrien-fleming | bonferroni"
+            "--spending",
+            help="profile, multi: how α is split over the looks: haybittle-peto | obrien-fleming | bonferroni",
         ),
     ] = "haybittle-peto",
     claimed_epsilon: Annotated[
