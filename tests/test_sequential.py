@@ -159,13 +159,14 @@ def test_the_cli_declares_the_looks_first_and_stops_a_grossly_broken_trainer_at_
     assert [look["size"] for look in sequential["looks_taken"]] == [200]
 
 
-def test_looks_apply_to_the_profile_mode_only(cli_in_process, tmp_path):
+def test_looks_apply_to_the_modes_that_spend_many_runs_only(cli_in_process, tmp_path):
+    # One-run is one training run (profile and multi take looks; multi-canary runs to its size).
     proc = cli_in_process(
         "canary-audit",
         "--trainer",
         "audit.demos.planted_bugs:correct_eps_1",
         "--mode",
-        "multi",
+        "one-run",
         "--looks",
         "3",
         "--tracking-uri",

@@ -22,6 +22,7 @@ from audit.cli.output import (
     print_verdict,
     record_audit,
 )
+from audit.cli.sequential_flags import LooksOption, SpendingOption, print_declared_design, print_runs_used
 from audit.cli.verdict_flags import FailOnInconclusiveOption
 from audit.errors import AuditInputError
 
@@ -191,13 +192,14 @@ def canary_audit(
         int | None,
         typer.Option(
             "--looks",
-            help="profile: looks at the evidence (the planned --models halved each time; default 6; stops at the first that refutes); 1 = fixed size",
+            help="profile, multi: looks at the evidence (the planned --models halved each time; default 6; stops at the first that refutes); 1 = fixed size",
         ),
     ] = None,
     spending: Annotated[
         str,
         typer.Option(
-            "--spending", help="profile: how α is split over the looks: haybittle-peto | obrien-fleming | bonferroni"
+            "--spending",
+            help="profile, multi: how α is split over the looks: haybittle-peto | obrien-fleming | bonferroni",
         ),
     ] = "haybittle-peto",
     claimed_epsilon: Annotated[
@@ -312,7 +314,9 @@ def canary_audit(
     )
     record_in_ledger(ledger, dataset, "canary-audit", result, path)
     sequential = result.get("sequential")
-    if isinstance(sequential, dict):  # runs used of runs planned, and why it stopped
+    if mode == "multi":
+        print_runs_used(result, "models per side")
+    elif isinstance(sequential, dict):  # runs used of runs planned, and why it stopped
         console.print(
             f"runs: {sequential['runs_used']:,} of {sequential['runs_planned']:,} planned (pilot included); "
             f"{sequential['stop_reason']}",
@@ -334,6 +338,8 @@ def mechanism_audit(
     ] = None,
     delta: Annotated[float | None, typer.Option(help="δ of the claim")] = None,
     seed: Annotated[int, typer.Option(help="seed of the trials")] = 0,
+    looks: LooksOption = None,
+    spending: SpendingOption = "haybittle-peto",
     fail_on_inconclusive: FailOnInconclusiveOption = False,
     out: Annotated[Path, typer.Option("--out", help="folder that receives <timestamp>-mechanism-audit/")] = Path(
         "runs"
@@ -369,10 +375,15 @@ def mechanism_audit(
     check_number(timeout, "--timeout", low=0, low_open=True, high=86_400)
     check_output_folder(out)
     check_tracking_uri(tracking_uri)
+    from audit.dp_validation.mechanism_audit import mechanism_design
+
+    design = mechanism_design(trials, looks=looks, spending=spending)
+    if not quiet:
+        print_declared_design(design, "trials per dataset")
     # The mechanism (and its module) run only in a worker process, cut after --timeout seconds.
     progress = command_progress(quiet)
     try:  # the trials run in a worker process: the step shows elapsed time (and heartbeats in a log)
-        with progress.step(f"mechanism: {trials} trials on each dataset, threshold audit"):
+        with progress.step(f"mechanism: up to {trials} trials on each dataset, threshold audit"):
             result = run_isolated(
                 run_mechanism_audit,
                 mechanism,
@@ -383,12 +394,15 @@ def mechanism_audit(
                 claimed_epsilon=claimed_epsilon,
                 delta=delta,
                 seed=seed,
+                looks=looks,
+                spending=spending,
             )
     finally:
         progress.close()
     path, result = record_audit(
         "mechanism-audit", result, out, tracking_uri, {"mechanism": mechanism, "trials": trials, "seed": seed}
     )
+    print_runs_used(result, "trials per dataset")
     print_bound(result, f"mechanism audit of {mechanism}", path, fail_on_inconclusive)
 
 
@@ -494,6 +508,8 @@ def whitebox_audit(
         float | None, typer.Option("--claimed-epsilon", help="overrides the accountant's ε")
     ] = None,
     seed: Annotated[int, typer.Option(help="seed of the runs and the canary's sampling")] = 0,
+    looks: LooksOption = None,
+    spending: SpendingOption = "haybittle-peto",
     workers: Annotated[
         int | None, typer.Option("--workers", help="worker processes training in parallel (default: the cores)")
     ] = None,
@@ -572,6 +588,8 @@ def whitebox_audit(
     check_tracking_uri(tracking_uri)
     if mode not in ("runs", "one-run"):
         raise AuditInputError("--mode", f"expected runs or one-run, got {mode!r}")
+    if mode == "one-run" and looks not in (None, 1):  # one training run: nothing to look at before it ends
+        raise AuditInputError("--looks", "sequential looks apply to --mode runs; --mode one-run is one training run")
     if device is not None:
         from audit.dp_validation.whitebox_audit import builtin_device
 
@@ -601,11 +619,18 @@ def whitebox_audit(
             device,
         )
         return
+    from audit.dp_validation.whitebox_audit import whitebox_design
+    from audit.machinery.limits import check_count as check_runs
+
+    design = whitebox_design(check_runs("--runs", runs), looks=looks, spending=spending)
+    if not quiet:
+        print_declared_design(design, "runs per side")
     progress = command_progress(quiet)
     try:
         # Lazy: shown from the first finished block, so a factory that fails in its worker stays one error line.
         with progress.lazy_step(
-            f"white-box audit: training runs finished ({runs} with the Dirac canary, {runs} without)", total=2 * runs
+            f"white-box audit: training runs finished (up to {runs} with the Dirac canary, {runs} without)",
+            total=2 * runs,
         ) as runs_step:
             result = run_whitebox_audit(
                 factory=factory,
@@ -623,6 +648,8 @@ def whitebox_audit(
                 timeout=timeout,
                 device=device,
                 report_runs=lambda done, _total: runs_step.update(done),
+                looks=looks,
+                spending=spending,
             )
     finally:
         progress.close()
@@ -640,6 +667,7 @@ def whitebox_audit(
         },
     )
     record_in_ledger(ledger, dataset, "whitebox-audit", result, path)
+    print_runs_used(result, "runs per side")
     print_whitebox_result(result, path, fail_on_inconclusive)
 
 

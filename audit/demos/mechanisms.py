@@ -21,6 +21,8 @@ one record.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -40,8 +42,12 @@ def _laplace_count_batched(data, rng: np.random.Generator, n: int, epsilon: floa
     return _count(data) + rng.laplace(0.0, 1.0 / epsilon, size=n)
 
 
-laplace_count.batched = _laplace_count_batched
-laplace_count.CLAIM = {"epsilon": 1.0, "delta": 0.0}
+def _declare(mechanism: Callable[..., float], **attributes: Any) -> None:
+    """The attributes the audit reads (`batched`, `CLAIM`, `DATASETS`), set on the function object."""
+    vars(mechanism).update(attributes)
+
+
+_declare(laplace_count, batched=_laplace_count_batched, CLAIM={"epsilon": 1.0, "delta": 0.0})
 
 
 def laplace_count_wrong_scale(data, rng: np.random.Generator, epsilon: float = 1.0) -> float:
@@ -53,8 +59,7 @@ def _wrong_scale_batched(data, rng: np.random.Generator, n: int, epsilon: float 
     return _count(data) + rng.laplace(0.0, 1.0 / (4 * epsilon), size=n)
 
 
-laplace_count_wrong_scale.batched = _wrong_scale_batched
-laplace_count_wrong_scale.CLAIM = {"epsilon": 1.0, "delta": 0.0}
+_declare(laplace_count_wrong_scale, batched=_wrong_scale_batched, CLAIM={"epsilon": 1.0, "delta": 0.0})
 
 
 def _gaussian_sigma(n_records: int, epsilon: float, delta: float) -> float:
@@ -77,8 +82,7 @@ def _gaussian_mean_batched(data, rng, n: int, epsilon: float = 0.5, delta: float
     return x.mean() + rng.normal(0.0, _gaussian_sigma(x.size, epsilon, delta), size=n)
 
 
-gaussian_mean.batched = _gaussian_mean_batched
-gaussian_mean.CLAIM = {"epsilon": 0.5, "delta": 1e-5}
+_declare(gaussian_mean, batched=_gaussian_mean_batched, CLAIM={"epsilon": 0.5, "delta": 1e-5})
 
 
 def neighbouring_datasets(n_records: int = 100, *, relation: str = "add_remove", seed: int = 0):
@@ -108,6 +112,6 @@ def _mean_neighbours():
     return neighbouring_datasets(100, relation="replace", seed=0)
 
 
-laplace_count.DATASETS = _count_neighbours
-laplace_count_wrong_scale.DATASETS = _count_neighbours
-gaussian_mean.DATASETS = _mean_neighbours
+_declare(laplace_count, DATASETS=_count_neighbours)
+_declare(laplace_count_wrong_scale, DATASETS=_count_neighbours)
+_declare(gaussian_mean, DATASETS=_mean_neighbours)

@@ -36,7 +36,7 @@ unless stated. The bugs (`PLANTED_BUGS`), each a one-line slip:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 from scipy import special
@@ -80,9 +80,9 @@ class DPSGDRecipe:
     sample_rate: float = SAMPLE_RATE
     steps: int = STEPS
     delta: float = DELTA
-    claim: dict = field(default=None)  # type: ignore[assignment]
+    claim: dict | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.claim is None:
             object.__setattr__(
                 self,
@@ -97,7 +97,7 @@ class DPSGDRecipe:
 
     @property
     def CLAIM(self) -> dict:  # noqa: N802 - the attribute name of the trainer protocol
-        return dict(self.claim)
+        return dict(self.claim or {})  # never None after __post_init__
 
     # -- the step-function protocol ------------------------------------------------------------
 

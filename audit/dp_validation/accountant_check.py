@@ -185,21 +185,21 @@ def check_accountant(
     step = progress.begin("grid points: tight PLD ε and your accountant's", total=len(grid_points))
     for sigma, q, steps, delta in grid_points:
         event = DPSGDEvent(sigma, q, steps)
+        failed: tuple[str, str, float | None] | None  # (label, message, value) when the accountant raised
         try:
             # The accountant first: a module that cannot be imported, exits or hangs fails fast.
             reported = accountant(sigma, q, steps, delta)
         except AuditInputError:  # a timeout, sys.exit or a dead worker: exit 2 naming the accountant
             raise
         except AccountantRaised as exc:
-            label, message, value = "invalid", f"raised {exc}", None
+            failed = ("invalid", f"raised {exc}", None)
         except Exception as exc:  # the accountant under test failing is a finding, not a crash
-            label, message, value = "invalid", f"raised {type(exc).__name__}: {str(exc)[:200]}", None
+            failed = ("invalid", f"raised {type(exc).__name__}: {str(exc)[:200]}", None)
         else:
-            label, message, value = None, None, None
+            failed = None
         reference = pld_epsilon_interval(event, delta, time_budget_s)
         lower, upper = reference.lower, reference.upper
-        if label is None:
-            label, message, value = classify(reported, lower, upper, margin)
+        label, message, value = failed if failed is not None else classify(reported, lower, upper, margin)
         points.append(
             AccountantCheckPoint(
                 sigma,

@@ -65,10 +65,7 @@ from audit.dp_validation.canaries import (
     profile_canary,  # noqa: F401
 )
 from audit.dp_validation.canary_multi_canary_audit import multi_canary_audit
-from audit.dp_validation.canary_multi_run_audit import (
-    PILOT_MODELS,  # noqa: F401
-    multi_run_canary_audit,
-)
+from audit.dp_validation.canary_multi_run_audit import FIRST_LOOK_MODELS, PILOT_MODELS, multi_run_canary_audit
 from audit.dp_validation.canary_one_run_audit import one_run_canary_audit
 from audit.dp_validation.canary_profile_audit import (
     DEFAULT_LOOKS,
@@ -105,6 +102,7 @@ from audit.dp_validation.claims import (
 )
 from audit.dp_validation.mode_power import canary_mode_power
 from audit.dp_validation.scope import apply_power
+from audit.dp_validation.sequential_looks import declared_design
 from audit.errors import AuditInputError
 
 __all__ = [
@@ -123,6 +121,13 @@ __all__ = [
 ]
 
 AUDIT_MODES = ("profile", "multi-canary", "multi", "one-run")
+# The modes whose runs come in looks (docs/canary-audit.md, "Sequential looks per mode"), and why the others do not.
+SEQUENTIAL_MODES = ("profile", "multi")
+NOT_SEQUENTIAL = {
+    "one-run": "--mode one-run is one training run: nothing to look at before it ends",
+    "multi-canary": "--mode multi-canary runs to its planned size (its runs are independent, so looks would be "
+    "sound, but they are not built yet: docs/canary-audit.md)",
+}
 # Per-mode defaults of --models and --canaries (None where the mode does not use it).
 MODE_DEFAULTS = {"profile": (48000, None), "multi-canary": (200, 32), "multi": (200, None), "one-run": (None, 200)}
 
@@ -131,6 +136,8 @@ def planned_training_runs(mode: str, n_models: int | None = None) -> int | None:
     """Training runs an audit will ask for, pilot included (for progress: "runs finished of runs
     planned"); None where the count depends on what the pilot finds (multi, one-run)."""
     runs = MODE_DEFAULTS[mode][0] if n_models is None else int(n_models)
+    if runs is None:
+        return None
     if mode == "profile":
         designs = len(PROFILE_CANARY_SCALES) + len(PROFILE_ONE_CLASS_VALUES)
         return runs + max(4 * designs, runs // 4)
@@ -172,9 +179,10 @@ def run_canary_audit(
 ) -> dict[str, Any]:
     """`privacy-audit canary-audit`: resolve the trainer's claim, run the chosen black-box audit.
 
-    Profile mode is sequential (`profile_sequential_design`: up to `looks` looks, default 6, α split by
-    `spending`; `looks=1` is the fixed-size audit); `announce(text)` receives the declared design once the
-    trainer's claim was read and before the first training run (the CLI prints it).
+    Profile and multi modes are sequential (`profile_sequential_design`, `declared_design`: up to `looks` looks,
+    default 6, α split by `spending`; `looks=1` is the fixed-size audit; one-run is one run, multi-canary runs to
+    its size: `NOT_SEQUENTIAL`); `announce(text)` receives the declared design once the trainer's claim was read
+    and before the first training run (the CLI prints it).
 
     `trainer` is a "module:function" string or a picklable callable; it is loaded and called only
     in isolated worker processes (`pool`, else a WorkerPool of `workers`, default the cores), and
@@ -211,6 +219,8 @@ def run_canary_audit(
     default_models, default_canaries = MODE_DEFAULTS[mode]
     n_models = default_models if n_models is None else n_models
     n_canaries = default_canaries if n_canaries is None else n_canaries
+    # The counts this mode uses (0 where it uses none; checked below before anything runs).
+    models, canaries = (n_models if n_models is not None else 0), (n_canaries if n_canaries is not None else 0)
     # Everything checkable without running user code is checked before a worker starts.
     if mode != "one-run":
         _check_count("--models", n_models, 4 if mode in ("profile", "multi-canary") else 2)
@@ -225,23 +235,27 @@ def run_canary_audit(
     if looks is not None:
         from audit.machinery.limits import check_count
 
-        looks = check_count("--looks", looks)  # the range table (docs/errors.md)
-    if looks is not None and mode != "profile" and looks != 1:
-        raise AuditInputError("--looks", f"sequential looks apply to --mode profile; --mode {mode} runs to its size")
-    design = (
-        profile_sequential_design(
-            int(n_models),
+        looks = check_count("--looks", looks, where="looks")  # the range table (docs/errors.md)
+    if looks is not None and mode not in SEQUENTIAL_MODES and looks != 1:
+        raise AuditInputError("looks", f"sequential looks apply to --mode profile and multi; {NOT_SEQUENTIAL[mode]}")
+    design = None
+    if mode == "profile":
+        design = profile_sequential_design(
+            int(models),
             confidence,
             looks=DEFAULT_LOOKS if looks is None else looks,
             spending=spending,
             first_look_runs=first_look_runs,
         )
-        if mode == "profile"
-        else None
-    )
-    _check_canary_memory(
-        mode, int(n_models or 0), int(n_canaries or 0), int(n_rows if features is None else len(features))
-    )
+    elif mode == "multi":
+        design = declared_design(
+            int(models),
+            confidence,
+            looks=looks,
+            spending=spending,
+            first_look=FIRST_LOOK_MODELS if first_look_runs is None else int(first_look_runs),
+        )
+    _check_canary_memory(mode, int(models), int(canaries), int(n_rows if features is None else len(features)))
     if features is None:
         features, labels = default_audit_data(n_rows, seed)
     with _pool_for(trainer, pool, workers, timeout) as runner:
@@ -249,23 +263,33 @@ def run_canary_audit(
         claim = claim_from_declaration(*declared, claimed_epsilon=claimed_epsilon, delta=delta)
         common = dict(claimed_epsilon=claim.epsilon, delta=claim.delta, confidence=confidence, seed=seed, pool=runner)
         # The accountant's whole profile when it was told (σ, q, T) and ε was not overridden.
+        told = (claim.noise_multiplier, claim.sample_rate, claim.steps)
         dpsgd = (
-            (claim.noise_multiplier, claim.sample_rate, claim.steps)
-            if claim.is_dpsgd and claimed_epsilon is None
+            (float(told[0]), float(told[1]), int(told[2]))
+            if claim.is_dpsgd
+            and claimed_epsilon is None
+            and told[0] is not None
+            and told[1] is not None
+            and told[2] is not None
             else None
         )
-        if announce is not None and design is not None:
-            pilot = planned_training_runs(mode, n_models) - int(n_models)
+        if announce is not None and design is not None and mode == "profile":
+            pilot = (planned_training_runs(mode, models) or models) - int(models)
             announce(
                 f"declared before the first run: {design.describe('audited runs')} (plus up to {pilot:,} pilot "
                 "runs, a quarter of each look's size)"
+            )
+        elif announce is not None and design is not None:
+            announce(
+                f"declared before the first run: {design.describe('models per side')} (plus {PILOT_MODELS} pilot "
+                "runs that choose the canary's label)"
             )
         if mode == "profile":
             result = profile_canary_audit(
                 trainer,
                 features,
                 labels,
-                n_runs=n_models,
+                n_runs=models,
                 dpsgd=dpsgd,
                 looks=DEFAULT_LOOKS if looks is None else looks,
                 spending=spending,
@@ -274,12 +298,22 @@ def run_canary_audit(
             )
         elif mode == "multi-canary":
             result = multi_canary_audit(
-                trainer, features, labels, n_runs=n_models, n_canaries=n_canaries, dpsgd=dpsgd, **common
+                trainer, features, labels, n_runs=models, n_canaries=canaries, dpsgd=dpsgd, **common
             )
         elif mode == "multi":
-            result = multi_run_canary_audit(trainer, features, labels, canary_kind=kind, n_models=n_models, **common)
+            result = multi_run_canary_audit(
+                trainer,
+                features,
+                labels,
+                canary_kind=kind,
+                n_models=models,
+                looks=looks,
+                spending=spending,
+                first_look_models=FIRST_LOOK_MODELS if first_look_runs is None else int(first_look_runs),
+                **common,
+            )
         else:
-            result = one_run_canary_audit(trainer, features, labels, n_canaries=n_canaries, canary_kind=kind, **common)
+            result = one_run_canary_audit(trainer, features, labels, n_canaries=canaries, canary_kind=kind, **common)
     result["mode"] = mode
     result["trainer"] = _trainer_name(trainer)
     result["claim"] = claim.to_dict()

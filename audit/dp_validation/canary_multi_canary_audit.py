@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from audit.dp_validation import canary_workers
 from audit.dp_validation.canaries import (
     _STREAM_CANARY,
     _STREAM_COINS,
@@ -23,15 +24,6 @@ from audit.dp_validation.canary_scoring import (
     _fdp_one_run,
     _gains,
     _per_canary_standardised,
-)
-from audit.dp_validation.canary_workers import (
-    TRAIN_TIMEOUT_S,
-    _check_count,
-    _check_trainer,
-    _distinct_seeds,
-    _pool_for,
-    _train_many,
-    _trainer_name,
 )
 from audit.dp_validation.claims import validate_claim
 from audit.dp_validation.scope import claim_verdict
@@ -72,7 +64,7 @@ def multi_canary_audit(
     dpsgd: tuple[float, float, int] | None = None,
     pool=None,
     workers: int | None = None,
-    timeout: float | None = TRAIN_TIMEOUT_S,
+    timeout: float | None = canary_workers.TRAIN_TIMEOUT_S,
 ) -> dict[str, Any]:
     """ε lower bound from R = `n_runs` training runs, each with J = `n_canaries` column canaries
     (`column_canaries`), every (run, canary) slot included by an independent fair coin.
@@ -97,22 +89,22 @@ def multi_canary_audit(
 
     `insert_canary=False` is the null: coins are drawn but no canary is ever inserted.
     """
-    trainer = _check_trainer(trainer)
+    trainer = canary_workers._check_trainer(trainer)
     X, y, n_classes = _validate_data(features, labels)
-    R = _check_count("--models", n_runs, 4)
-    J = _check_count("--canaries", n_canaries, 1)
+    R = canary_workers._check_count("--models", n_runs, 4)
+    J = canary_workers._check_count("--canaries", n_canaries, 1)
     eps, d = validate_claim(claimed_epsilon, delta, epsilon_flag="--claimed-epsilon", delta_flag="--delta")
     scales = tuple(float(v) for v in scales)
     if not scales or not all(math.isfinite(v) and v > 0 for v in scales):
         raise AuditInputError("scales", f"expected positive numbers, got {scales!r}")
     n_pilot = max(4, math.ceil(R / 4))
-    seeds = _distinct_seeds(seed, _STREAM_MODELS, n_pilot + R)
+    seeds = canary_workers._distinct_seeds(seed, _STREAM_MODELS, n_pilot + R)
     coins = np.random.default_rng(np.random.SeedSequence([int(seed), _STREAM_COINS])).random((n_pilot + R, J)) < 0.5
     canary_labels = np.random.default_rng(np.random.SeedSequence([int(seed), _STREAM_CANARY])).integers(0, n_classes, J)
 
     pilot_points = np.concatenate([column_canaries(X, J, scales[j % len(scales)])[0][j : j + 1] for j in range(J)])
-    with _pool_for(trainer, pool, workers, timeout) as runner:
-        pilot_lp = _train_many(
+    with canary_workers._pool_for(trainer, pool, workers, timeout) as runner:
+        pilot_lp = canary_workers._train_many(
             runner,
             trainer,
             _column_jobs(X, y, pilot_points, canary_labels, coins[:n_pilot], seeds[:n_pilot], insert_canary),
@@ -125,7 +117,7 @@ def multi_canary_audit(
             pilot_auc[v] = _auc(pilot_scores[:, cols].ravel(), coins[:n_pilot][:, cols].ravel()) if cols.any() else 0.5
         chosen = max(scales, key=lambda v: (pilot_auc[v], -scales.index(v)))
         points, _ = column_canaries(X, J, chosen)
-        audit_lp = _train_many(
+        audit_lp = canary_workers._train_many(
             runner, trainer, _column_jobs(X, y, points, canary_labels, coins[n_pilot:], seeds[n_pilot:], insert_canary)
         )
     scores = _per_canary_standardised(np.stack([_gains(lp, canary_labels) for lp in audit_lp]))
@@ -144,7 +136,7 @@ def multi_canary_audit(
     bound = float(result.epsilon)
     return {
         "audit": "canary, many runs × column canaries (one-run bound over all slots)",
-        "trainer": _trainer_name(trainer),
+        "trainer": canary_workers._trainer_name(trainer),
         "canary_kind": "out_of_distribution",
         "canary_design": "one column per canary (zero for real records); score = scaled-logit gain over the base point",
         "canary_inserted": bool(insert_canary),

@@ -27,16 +27,28 @@ from audit.dp_validation.canary_workers import (
 )
 from audit.dp_validation.claims import validate_claim
 from audit.dp_validation.scope import claim_verdict
+from audit.dp_validation.sequential_looks import declared_design, look_confidence, sequential_threshold_audit
 from audit.errors import AuditInputError
-from audit.statistics.audit_ceilings import runs_needed_threshold_audit
-from audit.statistics.threshold_audit import threshold_audit
+from audit.statistics.audit_ceilings import ceiling_threshold_audit, runs_needed_threshold_audit
 
 # Pilot models that pick the canary's label in a multi-run audit (one in a one-run audit).
 PILOT_MODELS = 5
+# The smallest look of the sequential multi-run audit, in models per side (half choose the rule, half test it).
+FIRST_LOOK_MODELS = 50
+
+
+def _run_scores(log_probs: list, labs: np.ndarray, statistic: str) -> np.ndarray:
+    """One score per run: the canary's statistic, minus its base point's for "scaled_logit_gain"."""
+    per_point = np.array(
+        [scores_from_log_probabilities(lp, labs, "loss" if statistic == "loss" else "scaled_logit") for lp in log_probs]
+    )
+    with np.errstate(invalid="ignore"):
+        scores = per_point[:, 0] - per_point[:, 1] if statistic == "scaled_logit_gain" else per_point[:, 0]
+    return np.where(np.isnan(scores), -np.inf, scores)  # inf − inf: a fixed rule, like NaN logits
 
 
 def multi_run_canary_audit(
-    trainer: Callable[[np.ndarray, np.ndarray, int], Any],
+    trainer: str | Callable[[np.ndarray, np.ndarray, int], Any],
     features,
     labels,
     *,
@@ -51,6 +63,9 @@ def multi_run_canary_audit(
     pool=None,
     workers: int | None = None,
     timeout: float | None = TRAIN_TIMEOUT_S,
+    looks: int | None = 1,
+    spending: str = "haybittle-peto",
+    first_look_models: int = FIRST_LOOK_MODELS,
 ) -> dict[str, Any]:
     """ε lower bound for `trainer` from K = `n_models` runs with one canary and K runs without.
 
@@ -76,6 +91,12 @@ def multi_run_canary_audit(
     be 0 in ≥ 95 % of repeats. Returns a JSON-serialisable dict (`violation`: bound > claim;
     `ceiling`, `verdict`: see `audit.dp_validation.scope.claim_verdict`).
 
+    Sequential (`looks` > 1; `canary-audit --mode multi` uses 6): the runs come in looks at K halved each time
+    (none below `first_look_models` per side), α split over them by `spending`
+    (`audit.dp_validation.sequential_looks.sequential_threshold_audit`): each look's threshold audit of the runs
+    so far is valid on its own, the first whose bound exceeds the claim stops the training. `looks=1` (this
+    function's default) is the fixed-size audit.
+
     `trainer` ("module:function" or a picklable callable) runs only in isolated workers: `pool`
     (anything with WorkerPool's `map(function, tasks)`), else a WorkerPool of `workers` processes
     (default: the cores) with `timeout` seconds per training run.
@@ -83,6 +104,7 @@ def multi_run_canary_audit(
     trainer = _check_trainer(trainer)
     X, y, n_classes = _validate_data(features, labels)
     k = _check_count("--models", n_models, 2)
+    design = declared_design(k, confidence, looks=looks, spending=spending, first_look=first_look_models)
     eps, d = validate_claim(claimed_epsilon, delta, epsilon_flag="--claimed-epsilon", delta_flag="--delta")
     if statistic is None:
         statistic = "scaled_logit_gain" if canary_kind == "out_of_distribution" else "scaled_logit"
@@ -110,28 +132,37 @@ def multi_run_canary_audit(
             base_point[-1] = 0.0
             points = np.vstack([points, base_point[None, :]])
         labs = np.full(len(points), canary.label)
-        log_probs = _train_many(
-            runner,
-            trainer,
-            [(X_in, y_in, s, points) for s in seeds_in] + [(X_out, y_out, s, points) for s in seeds_out],
-        )
-    per_point = np.array(
-        [scores_from_log_probabilities(lp, labs, "loss" if statistic == "loss" else "scaled_logit") for lp in log_probs]
-    )
-    with np.errstate(invalid="ignore"):
-        scores = per_point[:, 0] - per_point[:, 1] if statistic == "scaled_logit_gain" else per_point[:, 0]
-    scores = np.where(np.isnan(scores), -np.inf, scores)  # inf − inf: a fixed rule, like NaN logits
-    scores_in, scores_out = scores[:k], scores[k:]
+        trained: dict[str, list[float]] = {"in": [], "out": []}
 
-    audit = threshold_audit(scores_in, scores_out, delta=d, confidence=confidence)
+        def draw(size: int) -> tuple[np.ndarray, np.ndarray]:
+            have = len(trained["in"])
+            if size > have:  # runs by index: the last look sees exactly the fixed audit's runs
+                new_in, new_out = seeds_in[have:size], seeds_out[have:size]
+                log_probs = _train_many(
+                    runner,
+                    trainer,
+                    [(X_in, y_in, s, points) for s in new_in] + [(X_out, y_out, s, points) for s in new_out],
+                )
+                scores = _run_scores(log_probs, labs, statistic)
+                trained["in"] += list(scores[: len(new_in)])
+                trained["out"] += list(scores[len(new_in) :])
+            return np.asarray(trained["in"][:size]), np.asarray(trained["out"][:size])
+
+        outcome, audit = sequential_threshold_audit(design, draw, epsilon=eps, delta=d, confidence=confidence)
+    scores_in, scores_out = draw(outcome.size_used)
+    audit = dict(audit)
     bound = audit.pop("epsilon_lower_bound")
+    final_confidence = look_confidence(design, confidence, design.levels[-1])
+    planned_eval = k - min(max(int(0.5 * k), 1), k - 1)
     return {
         "audit": "canary, multi-run",
         "trainer": _trainer_name(trainer),
         "canary": canary.to_dict(),
         "canary_inserted": bool(insert_canary),
         "statistic": statistic,
-        "n_models_per_side": k,
+        "n_models_per_side": int(outcome.size_used),
+        "n_runs_planned": k,  # per side: the size the mode's power is judged at (a claim holds only at the last look)
+        "sequential": outcome.summary("models per side", outcome.size_used, k),
         "n_training_records": int(X.shape[0]),
         "seed": int(seed),
         "pilot_seeds": pilot_seeds,
@@ -141,15 +172,18 @@ def multi_run_canary_audit(
             key: (value if key != "threshold" else (value if math.isfinite(value) else None))
             for key, value in audit.items()
         },
+        "confidence": float(confidence),  # family-wise over the looks; the deciding look's is `look_confidence`
+        "look_confidence": audit["confidence"],
         "claimed_epsilon": eps,
         "epsilon_lower_bound": bound,
         "violation": bool(bound > eps),
         "verdict": claim_verdict(
             bound=bound,
-            ceiling=audit["ceiling"],
+            # What a perfect rule could show with the planned runs at the last look's level.
+            ceiling=ceiling_threshold_audit(planned_eval, planned_eval, d, final_confidence),
             claimed_epsilon=eps,
             delta=d,
-            needed=runs_needed_threshold_audit(eps, d, audit["confidence"]),
+            needed=runs_needed_threshold_audit(eps, d, final_confidence),
             unit="models per side (--models)",
             confidence=audit["confidence"],
         ),

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from audit.dp_validation import canary_workers
 from audit.dp_validation.canaries import (
     _STREAM_COINS,
     _STREAM_MODELS,
@@ -18,16 +19,6 @@ from audit.dp_validation.canary_scoring import (
     _finite_for_json,
     scores_from_log_probabilities,
 )
-from audit.dp_validation.canary_workers import (
-    TRAIN_TIMEOUT_S,
-    _check_count,
-    _check_trainer,
-    _distinct_seeds,
-    _pilot_labels,
-    _pool_for,
-    _train_many,
-    _trainer_name,
-)
 from audit.dp_validation.claims import validate_claim
 from audit.dp_validation.scope import claim_verdict
 from audit.errors import AuditInputError
@@ -36,7 +27,7 @@ from audit.statistics.epsilon_bounds import epsilon_lower_bound_one_run
 
 
 def one_run_canary_audit(
-    trainer: Callable[[np.ndarray, np.ndarray, int], Any],
+    trainer: str | Callable[[np.ndarray, np.ndarray, int], Any],
     features,
     labels,
     *,
@@ -49,7 +40,7 @@ def one_run_canary_audit(
     statistic: str = "scaled_logit",
     pool=None,
     workers: int | None = None,
-    timeout: float | None = TRAIN_TIMEOUT_S,
+    timeout: float | None = canary_workers.TRAIN_TIMEOUT_S,
 ) -> dict[str, Any]:
     """ε lower bound for `trainer` from ONE training run with m = `n_canaries` canaries.
 
@@ -61,19 +52,19 @@ def one_run_canary_audit(
     below every finite one. The bound is far from tight with hundreds of canaries (100 correct
     guesses out of 100 give 3.49 at m = 1000), but costs one training run.
     """
-    trainer = _check_trainer(trainer)
+    trainer = canary_workers._check_trainer(trainer)
     X, y, n_classes = _validate_data(features, labels)
-    m = _check_count("--canaries", n_canaries, 2)
+    m = canary_workers._check_count("--canaries", n_canaries, 2)
     eps, d = validate_claim(claimed_epsilon, delta, epsilon_flag="--claimed-epsilon", delta_flag="--delta")
     points, _, rows = make_canaries(canary_kind, X, y, m, seed)
     exclude = None if rows is None else y[rows]
-    pilot_seed, run_seed = _distinct_seeds(seed, _STREAM_MODELS, 2)
+    pilot_seed, run_seed = canary_workers._distinct_seeds(seed, _STREAM_MODELS, 2)
     coins = np.random.default_rng(np.random.SeedSequence([int(seed), _STREAM_COINS])).random(m) < 0.5
-    with _pool_for(trainer, pool, workers, timeout) as runner:
-        canary_labels = _pilot_labels(runner, trainer, X, y, points, exclude, [pilot_seed], n_classes)
+    with canary_workers._pool_for(trainer, pool, workers, timeout) as runner:
+        canary_labels = canary_workers._pilot_labels(runner, trainer, X, y, points, exclude, [pilot_seed], n_classes)
         X_train = np.vstack([X, points[coins]])
         y_train = np.concatenate([y, canary_labels[coins]])
-        (log_probs,) = _train_many(runner, trainer, [(X_train, y_train, run_seed, points)])
+        (log_probs,) = canary_workers._train_many(runner, trainer, [(X_train, y_train, run_seed, points)])
     scores = scores_from_log_probabilities(log_probs, canary_labels, statistic)
     finite = scores[np.isfinite(scores)]
     floor = (finite.min() - 1.0) if finite.size else 0.0
@@ -87,7 +78,7 @@ def one_run_canary_audit(
     ceiling = ceiling_one_run(m, d, result.confidence)
     return {
         "audit": "canary, one run",
-        "trainer": _trainer_name(trainer),
+        "trainer": canary_workers._trainer_name(trainer),
         "canary_kind": canary_kind,
         "n_canaries": m,
         "n_inserted": int(coins.sum()),

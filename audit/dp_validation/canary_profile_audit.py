@@ -37,18 +37,13 @@ from audit.dp_validation.canary_workers import (
 )
 from audit.dp_validation.claims import validate_claim
 from audit.dp_validation.scope import profile_verdict
+from audit.dp_validation.sequential_looks import DEFAULT_LOOKS, declared_design
 from audit.errors import AuditInputError
 from audit.statistics.epsilon_bounds import epsilon_lower_bound_one_run
-from audit.statistics.sequential import (
-    SPENDING,
-    GroupSequentialDesign,
-    group_sequential_design,
-    run_group_sequential,
-)
+from audit.statistics.sequential import GroupSequentialDesign, run_group_sequential
 
-# Looks of the sequential profile audit: at most this many (the planned size halved each time) …
-DEFAULT_LOOKS = 6
-# … and none with fewer audited runs than this (a smaller look refutes only what the next one would, and spends α).
+# Looks of the sequential profile audit: at most DEFAULT_LOOKS (the planned size halved each time), and none with
+# fewer audited runs than this (a smaller look refutes only what the next one would, and spends α).
 FIRST_LOOK_RUNS = 200
 
 _PROFILE_DESIGN_TEXT = {
@@ -193,6 +188,8 @@ def profile_canary_audit(
         else _check_count("pilot runs", n_pilot_runs, 2 * len(designs))
     )
     profile = claim_profile(eps, d, dpsgd)
+    if profile is None:  # never: ε is validated above, so at least the bare (ε, δ) pair's profile exists
+        raise AuditInputError("claimed_epsilon", "no privacy profile for this claim")
     seeds = _distinct_seeds(seed, _STREAM_MODELS, n_pilot + R)
     coins = np.random.default_rng(np.random.SeedSequence([int(seed), _STREAM_COINS])).random(n_pilot + R) < 0.5
     label = int(np.random.default_rng(np.random.SeedSequence([int(seed), _STREAM_CANARY])).integers(0, n_classes))
@@ -232,7 +229,10 @@ def profile_canary_audit(
         """Each design's best rule and margin on the first `n_piloted` pilot runs (pilot data only)."""
         pilot, plan, pilot_coins = np.array(pilot_scores[:n_piloted]), pilot_designs[:n_piloted], coins[:n_piloted]
         n_in, n_out = int(audited_coins[:size].sum()), int((~audited_coins[:size]).sum())
-        auc, rules, margins, sizes = {}, {}, {}, {}
+        auc: dict[tuple[str, float], float] = {}
+        rules: dict[tuple[str, float], Any] = {}  # a design's best pilot rule, None without one
+        margins: dict[tuple[str, float], float] = {}
+        sizes: dict[tuple[str, float], int] = {}
         for design in designs:
             on = np.array([p == design for p in plan])
             d_in, d_out = pilot[on][pilot_coins[on]], pilot[on][~pilot_coins[on]]
@@ -346,17 +346,7 @@ def profile_canary_audit(
         "n_with_canary": n_in,
         "n_without_canary": n_out,
         "n_pilot_runs": int(last["n_piloted"]),
-        "sequential": {
-            **sequential.to_dict(),
-            "description": sequential.describe("audited runs"),
-            "pilot_runs_planned": n_pilot,
-            "runs_planned": R + n_pilot,
-            "runs_used": int(runs_used),
-            "stopped_at_look": outcome.stopped_at + 1,
-            "stopped_early": bool(outcome.stopped_at + 1 < len(sequential.sizes)),
-            "stop_reason": outcome.reason("audited runs"),
-            "looks_taken": outcome.looks,
-        },
+        "sequential": {**outcome.summary("audited runs", runs_used, R + n_pilot), "pilot_runs_planned": n_pilot},
         "pilot_auc_by_design": {f"{kind} {v:g}": a for (kind, v), a in last["auc"].items()},
         "pilot_margin_by_design": {
             f"{kind} {v:g}": (m if math.isfinite(m) else None) for (kind, v), m in last["margins"].items()
@@ -394,13 +384,10 @@ def profile_sequential_design(
     """The looks of a profile audit of `n_runs` audited runs, declared before the first run (the CLI prints it):
     the planned size halved up to `looks` − 1 times, no look below FIRST_LOOK_RUNS audited runs, α = 1 − confidence
     split by `spending` (`audit.statistics.sequential`). `looks=1` is the fixed-size audit at the full level."""
-    looks = _check_count("--looks", looks, 1)
-    if spending not in SPENDING:
-        raise AuditInputError("--spending", f"expected one of {', '.join(SPENDING)}, got {spending!r}")
-    return group_sequential_design(
+    return declared_design(
         int(n_runs),
-        1.0 - float(confidence),
-        max_looks=looks,
-        first_at_least=FIRST_LOOK_RUNS if first_look_runs is None else int(first_look_runs),
+        confidence,
+        looks=looks,
         spending=spending,
+        first_look=FIRST_LOOK_RUNS if first_look_runs is None else int(first_look_runs),
     )

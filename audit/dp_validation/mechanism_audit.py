@@ -30,17 +30,32 @@ import numpy as np
 from audit.dp_validation.claims import PrivacyClaim, resolve_claim, validate_claim
 from audit.dp_validation.mode_power import mechanism_power
 from audit.dp_validation.scope import apply_power, claim_verdict
+from audit.dp_validation.sequential_looks import (
+    DEFAULT_LOOKS,
+    declared_design,
+    look_confidence,
+    sequential_threshold_audit,
+)
 from audit.errors import AuditInputError
 from audit.machinery.progress import Progress, as_progress
-from audit.statistics.audit_ceilings import runs_needed_threshold_audit
-from audit.statistics.threshold_audit import threshold_audit, validate_confidence
+from audit.statistics.audit_ceilings import ceiling_threshold_audit, runs_needed_threshold_audit
+from audit.statistics.sequential import GroupSequentialDesign
+from audit.statistics.threshold_audit import (  # noqa: F401 - threshold_audit: for importers of this module
+    threshold_audit,
+    validate_confidence,
+)
 
 __all__ = [
     "audit_mechanism",
     "check_neighbouring",
+    "mechanism_design",
     "run_mechanism",
     "run_mechanism_audit",
 ]
+
+# The smallest look of the sequential mechanism audit, in draws per dataset (half choose the rule, half test it):
+# a smaller look refutes only what the next would, and spends α.
+FIRST_LOOK_TRIALS = 200
 
 # --------------------------------------------------------------------------------------------------
 # Mechanisms
@@ -157,6 +172,9 @@ def audit_mechanism(
     seed: int = 0,
     statistic: Callable[[np.ndarray], float] | None = None,
     claim: PrivacyClaim | None = None,
+    looks: int | None = 1,
+    spending: str = "haybittle-peto",
+    first_look_trials: int = FIRST_LOOK_TRIALS,
 ) -> dict[str, Any]:
     """Does `mechanism` leak more than (claimed ε, δ) between two neighbouring datasets?
 
@@ -166,6 +184,14 @@ def audit_mechanism(
     be a scalar); then `threshold_audit`: threshold and direction chosen on the first half of the
     trials of each side, Clopper-Pearson (ε, δ) lower bound at `confidence` on the other half.
     `violation` is True when that lower bound is strictly above `claimed_epsilon`.
+
+    Sequential (`looks` > 1; `run_mechanism_audit`, the command, uses 6): the draws come in looks at the
+    planned `n_trials` halved each time (none below `first_look_trials`), α = 1 − `confidence` split over them
+    by `spending` (`audit.dp_validation.sequential_looks`). Each look runs the same held-out threshold audit
+    on the draws so far at its own level (the first half of them choose the rule, the second half test it: valid
+    on its own, so the union bound over the looks keeps the family-wise level); the first look whose bound
+    exceeds the claim stops the draws. A claim is held only after the last look, at the planned size.
+    `looks=1` (the default of this function) is the fixed-size audit.
 
     Datasets that are arrays (1-D of values or 2-D of rows) must differ in at most one record
     (identical datasets are allowed: that is the null run, whose bound must be 0 ≥ 95% of the
@@ -186,38 +212,70 @@ def audit_mechanism(
     from audit.machinery.limits import check_count
 
     n_trials = check_count("--trials", n_trials, where="n_trials")  # the range table: [4, 10⁸] draws per dataset
+    design = mechanism_design(n_trials, conf, looks=looks, spending=spending, first_look_trials=first_look_trials)
     if statistic is not None and not callable(statistic):
         raise AuditInputError("statistic", f"expected a callable or None, got {statistic!r}")
     distance = check_neighbouring(dataset_a, dataset_b)
     rng_a, rng_b = (np.random.default_rng(s) for s in np.random.SeedSequence(int(seed)).spawn(2))
     n = int(n_trials)
-    scores_a = _statistic_values(run_mechanism(mechanism, dataset_a, n, rng_a, "mechanism"), statistic, "mechanism")
-    scores_b = _statistic_values(run_mechanism(mechanism, dataset_b, n, rng_b, "mechanism"), statistic, "mechanism")
-    audit = threshold_audit(scores_b, scores_a, delta=d, confidence=conf)
+    drawn: dict[str, list[np.ndarray]] = {"a": [], "b": []}
+
+    def draw(size: int) -> tuple[np.ndarray, np.ndarray]:
+        have = sum(part.size for part in drawn["a"])
+        if size > have:  # the next draws of the same two generators: the last look sees the fixed audit's draws
+            for side, data, rng in (("a", dataset_a, rng_a), ("b", dataset_b, rng_b)):
+                outputs = run_mechanism(mechanism, data, size - have, rng, "mechanism")
+                drawn[side].append(_statistic_values(outputs, statistic, "mechanism"))
+        return np.concatenate(drawn["b"])[:size], np.concatenate(drawn["a"])[:size]
+
+    outcome, audit = sequential_threshold_audit(design, draw, epsilon=eps, delta=d, confidence=conf)
+    scores_b, scores_a = draw(outcome.size_used)
     name = getattr(mechanism, "__qualname__", None) or type(mechanism).__name__
+    # What a perfect rule could show with the planned draws at the last look's level: whether the audit could have
+    # refuted the claim had it drawn them all (an early refutation needs no ceiling; the last look's is this one).
+    final_confidence = look_confidence(design, conf, design.levels[-1])
+    planned_eval = n - min(max(int(0.5 * n), 1), n - 1)
+    ceiling = ceiling_threshold_audit(planned_eval, planned_eval, d, final_confidence)
+    used = outcome.size_used
     return {
         "mechanism": f"{getattr(mechanism, '__module__', '?')}:{name}",
         "claimed_epsilon": eps,
         "delta": d,
-        "confidence": conf,
         "seed": int(seed),
         "n_trials": n,
+        "n_trials_used": int(used),
         "datasets_differ_in": distance,
         "statistic": "output" if statistic is None else getattr(statistic, "__name__", "custom"),
         "statistic_mean": {"dataset_a": float(np.mean(scores_a)), "dataset_b": float(np.mean(scores_b))},
         "positive": "dataset_b",
         **audit,
+        "confidence": conf,  # family-wise, over the looks; the deciding look's own is `look_confidence`
+        "look_confidence": audit["confidence"],
+        "sequential": outcome.summary("trials per dataset", used, n),
         "violation": bool(audit["epsilon_lower_bound"] > eps),
         "verdict": claim_verdict(
             bound=audit["epsilon_lower_bound"],
-            ceiling=audit["ceiling"],
+            ceiling=ceiling,
             claimed_epsilon=eps,
             delta=d,
-            needed=runs_needed_threshold_audit(eps, d, conf),
+            needed=runs_needed_threshold_audit(eps, d, final_confidence),
             unit="trials per dataset (--trials)",
-            confidence=conf,
+            confidence=audit["confidence"],
         ),
     }
+
+
+def mechanism_design(
+    n_trials: int,
+    confidence: float = 0.95,
+    *,
+    looks: int | None = DEFAULT_LOOKS,
+    spending: str = "haybittle-peto",
+    first_look_trials: int = FIRST_LOOK_TRIALS,
+) -> GroupSequentialDesign:
+    """The looks of a mechanism audit of `n_trials` draws per dataset, declared before the first draw (the command
+    prints it): `audit.dp_validation.sequential_looks.declared_design`."""
+    return declared_design(n_trials, confidence, looks=looks, spending=spending, first_look=first_look_trials)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -269,6 +327,8 @@ def run_mechanism_audit(
     seed: int = 0,
     statistic: str | Callable | None = None,
     progress: Progress | Callable[[dict], None] | None = None,
+    looks: int | None = DEFAULT_LOOKS,
+    spending: str = "haybittle-peto",
 ) -> dict[str, Any]:
     """`privacy-audit mechanism-audit`: load the mechanism, its neighbouring datasets and its claim,
     then `audit_mechanism`.
@@ -278,6 +338,7 @@ def run_mechanism_audit(
     mechanism's (or its module's) `DATASETS` attribute. The claim is `claimed_epsilon`/`delta`,
     else the mechanism's (or its module's) `CLAIM = {"epsilon": ε, "delta": δ}`
     (`audit.dp_validation.canary_audit.resolve_claim`, same rules as for trainers). Adds "claim" to the result.
+    Sequential by default (`looks`, `spending`: `audit_mechanism`, `mechanism_design`).
     """
     from audit.machinery.user_code import load_user_function
 
@@ -289,7 +350,7 @@ def run_mechanism_audit(
         statistic = load_user_function(statistic, "statistic")
     claim = resolve_claim(mechanism, claimed_epsilon=claimed_epsilon, delta=delta)
     dataset_a, dataset_b = _resolve_datasets(mechanism, datasets)
-    with as_progress(progress).step(f"mechanism: {n_trials} trials on each dataset, threshold audit"):
+    with as_progress(progress).step(f"mechanism: up to {n_trials} trials on each dataset, threshold audit"):
         result = audit_mechanism(
             mechanism,
             dataset_a,
@@ -299,9 +360,12 @@ def run_mechanism_audit(
             confidence=confidence,
             seed=seed,
             statistic=statistic,
+            looks=looks,
+            spending=spending,
         )
     result["claim"] = claim.to_dict()
-    # Power measured on the bundled mechanism bug at a stated number of draws (mode_power).
+    # Power measured on the bundled mechanism bug at a stated number of draws (mode_power): the planned draws, the
+    # size a held claim was tested at (a claim is held only after the last look).
     result["power"] = mechanism_power(n_trials)
     result["verdict"] = apply_power(result["verdict"], result["power"])
     return result

@@ -51,6 +51,11 @@ SUITE_WORDS = (
 # at 1600 with `benchmarks/bench_sequential.py --models 1600` (seed 0): the same four bugs refuted (p 2.8e-9 … 1.7e-4)
 # and the correct recipe not (p 0.72); at 400 the same two refuted (batch_clip p 0.0097 at the last look,
 # noise_divided_twice p 1e-16 at the first), the other three not (p 1) (docs/canary-audit.md).
+# The multi mode became sequential too (looks of 50, 100, 200 models per side); re-measured at 200 with
+# `benchmarks/bench_sequential.py --audits multi` (seed 0): the same two bugs refuted (batch_clip p 7.7e-5 at the last
+# look, noise_divided_twice p 0.0015 at the first), the other two and the correct recipe not. mechanism-audit and
+# whitebox-audit --mode runs are sequential as well: the mechanism bug is refuted at the first look (625 draws per
+# dataset of 20,000); the white-box power is proven, whatever the looks (a claim is held only at the last).
 MEASURED_POWER: dict[tuple[str, int], tuple[tuple[str, ...], float]] = {
     ("one-run", 200): ((), 3.0),
     ("one-run", 1000): ((), 2.1),
@@ -99,19 +104,20 @@ def canary_mode_power(mode: str, size: int | None) -> dict[str, Any]:
             ),
         }
     below = [(s, bugs) for s, bugs, _ in measured if s <= size]
-    at, bugs = below[-1] if below else (measured[0][:2] if measured else (None, ()))
-    if at is None:
+    nearest: tuple[int | None, tuple[str, ...]] = below[-1] if below else (measured[0][:2] if measured else (None, ()))
+    at_size, bugs = nearest
+    if at_size is None:
         found = "this mode's power against them was not measured"
     else:
         missed = [b for b in SUITE if b not in bugs]
         found = (
-            f"at {_size_words(mode, at)}"
-            + (" (more than this run's)" if at > size else "")
+            f"at {_size_words(mode, at_size)}"
+            + (" (more than this run's)" if at_size > size else "")
             + f" it refuted {len(bugs)} of {len(SUITE)}, missing {', '.join(f'{BUG_WORDS[b]} ({b})' for b in missed)}"
         )
     return {
         "kind": "none",
-        "figure": (len(bugs) / len(SUITE)) if at is not None else None,
+        "figure": (len(bugs) / len(SUITE)) if at_size is not None else None,
         "detail": (
             f"this mode cannot detect every one of {SUITE_WORDS}: {found} (measured); a perfect attack's "
             "ceiling is not the power of canaries read from a final black-box model"

@@ -15,6 +15,7 @@ import numpy as np
 
 from audit.dp_validation.mode_power import whitebox_power_entry
 from audit.dp_validation.whitebox_audit import _accountant_disagreements, _claim
+from audit.dp_validation.whitebox_checks import accountant_checks
 from audit.errors import AuditInputError
 from audit.machinery.verdict import Check, decide
 from audit.statistics.one_run_audit import one_run_claim_audit
@@ -208,16 +209,7 @@ def one_run_result(
                 decides=False,
             )
         )
-    for text in disagreements:
-        checks.append(
-            Check(
-                subject,
-                "accountant vs training",
-                f"accountant disagrees with the training: {text}",
-                failed=True,
-                assumption="the accountant must be told what the optimizer and loader do",
-            )
-        )
+    checks += accountant_checks(subject, disagreements)
     checks += list(extra_checks or [])
     verdict = decide(checks, alpha=1 - confidence)
     verdict["family_wise_error"]["statement"] = (

@@ -43,12 +43,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 import numpy as np
 
 from audit.dp_validation.mode_power import whitebox_power_entry
+from audit.dp_validation.sequential_looks import DEFAULT_LOOKS, declared_design
 from audit.dp_validation.whitebox_arguments import (  # noqa: F401 - OBSERVATIONS, builtin_device: for importers
     OBSERVATIONS,
     _check_positive,
@@ -56,6 +58,7 @@ from audit.dp_validation.whitebox_arguments import (  # noqa: F401 - OBSERVATION
     check_builtin_dpsgd,
     check_whitebox_arguments,
 )
+from audit.dp_validation.whitebox_checks import accountant_checks, deciding_checks
 from audit.dp_validation.whitebox_runs import (  # noqa: F401 - re-exported for importers of audit.dp_validation.whitebox_audit
     _IN,
     _OUT,
@@ -69,20 +72,12 @@ from audit.dp_validation.whitebox_runs import (  # noqa: F401 - re-exported for 
     opacus_observation_task,
 )
 from audit.errors import AuditInputError
-from audit.machinery.verdict import Check, decide
+from audit.machinery.verdict import decide
 from audit.machinery.workers import WorkerPool, default_workers
 from audit.statistics.accountants import DPSGDEvent, epsilon_pld
-from audit.statistics.audit_ceilings import (
-    ceiling_threshold_audit,
-    runs_needed_threshold_audit,
-)
 from audit.statistics.epsilon_bounds import epsilon_from_gdp_mu, gdp_mu_from_epsilon
-from audit.statistics.gaussian_dp_audit import (
-    GAUSSIAN_ASSUMPTION,
-    gaussian_dp_audit,
-    mu_full_batch_dpsgd,
-    runs_needed_gaussian_dp,
-)
+from audit.statistics.gaussian_dp_audit import GAUSSIAN_ASSUMPTION, gaussian_dp_audit, mu_full_batch_dpsgd
+from audit.statistics.sequential import GroupSequentialDesign, run_group_sequential
 
 __all__ = [
     "OBSERVATIONS",
@@ -94,6 +89,9 @@ __all__ = [
 
 # Share of each side's runs that picks the threshold (the rest is evaluated once).
 PILOT_FRACTION = 0.2
+# The smallest look of the sequential audit, in runs per side (a fifth of them pilot): a smaller look refutes only
+# what the next one would, and spends α.
+FIRST_LOOK_RUNS = 100
 # Seconds one worker task (a block of runs) may take.
 TASK_TIMEOUT_S = 900.0
 
@@ -159,7 +157,7 @@ def _claim(settings: dict[str, Any], delta: float) -> dict[str, Any]:
         [settings["noise_multiplier"], settings["sample_rate"] or 1.0, settings["steps"]]
     ]
     full_batch = all(h[1] >= 1 for h in history)
-    eps_pld = 0.0
+    eps_pld: float | None = 0.0
     if len(history) == 1:
         sigma, q, t = history[0]
         eps_pld = epsilon_pld(DPSGDEvent(float(sigma), float(q), int(t)), delta)
@@ -169,6 +167,107 @@ def _claim(settings: dict[str, Any], delta: float) -> dict[str, Any]:
         eps_pld = None  # several (σ, q) stages: not composed here; the accountant's own ε is the claim
     mu = mu_full_batch_dpsgd([(h[0], h[2]) for h in history]) if full_batch else None
     return {"full_batch": full_batch, "mu": mu, "epsilon_pld": eps_pld, "history": history}
+
+
+@dataclass
+class _RunSource:
+    """Where the runs come from: the worker task and its arguments (task = task(*before, side, first, count,
+    *after, **kwargs)), and how many runs one task trains (the runs of a look over `per_task` tasks per worker, at
+    most `largest_block` runs each)."""
+
+    name: str
+    task: Callable[..., dict[str, Any]]
+    before: tuple
+    after: tuple
+    kwargs: dict[str, Any]
+    per_task: int = 1
+    largest_block: int = 5000
+
+
+def whitebox_design(
+    n_runs: int, confidence: float = 0.95, *, looks: int | None = DEFAULT_LOOKS, spending: str = "haybittle-peto"
+) -> GroupSequentialDesign:
+    """The looks of a white-box audit of `n_runs` runs per side, declared before the first run (the command prints
+    it): `audit.dp_validation.sequential_looks.declared_design`, no look below FIRST_LOOK_RUNS runs per side."""
+    return declared_design(n_runs, confidence, looks=looks, spending=spending, first_look=FIRST_LOOK_RUNS)
+
+
+def _claimed(arguments, claim: dict[str, Any], settings: dict[str, Any], builtin: bool, claimed_epsilon, delta: float):
+    """(ε claimed, where it came from, μ of the curve tested) once the first runs told the accountant's settings."""
+    if arguments.claim is not None:
+        eps_claim = arguments.claim.epsilon
+        claim_source = arguments.claim.source
+    elif builtin:
+        eps_claim, claim_source = float(claim["epsilon_pld"]), "PLD accountant of (σ, q, T)"
+    elif settings.get("accountant_epsilon") is not None:
+        eps_claim, claim_source = (
+            float(settings["accountant_epsilon"]),
+            f"the privacy engine's {settings['accountant']} accountant",
+        )
+    else:
+        raise AuditInputError(
+            "factory",
+            f"the privacy engine's get_epsilon failed ({settings.get('accountant_error')}); give --claimed-epsilon",
+        )
+    sigma_claim, q_claim = claim["history"][0][0], claim["history"][0][1]
+    # At q = 1 the claimed curve is G_μ of the steps the accountant was told; otherwise a CLT μ only
+    # labels the GDP estimate (Bu, Dong, Long, Su 2020, arXiv 1911.11607), it decides nothing.
+    mu_claim = (
+        claim["mu"]
+        if claim["full_batch"]
+        else q_claim * math.sqrt(sum(h[2] for h in claim["history"]) * math.expm1(1 / sigma_claim**2))
+    )
+    if claimed_epsilon is not None and claim["full_batch"]:
+        # An (ε, δ) given by flag is read as the Gaussian mechanism with that ε at δ: the curve tested.
+        mu_claim = gdp_mu_from_epsilon(eps_claim, delta)
+        claim["mu"] = mu_claim
+        claim["mu_label_override"] = "μ of the Gaussian mechanism whose ε at δ is --claimed-epsilon"
+    return eps_claim, claim_source, mu_claim
+
+
+def _evaluate_look(
+    sides: dict[int, list[dict]],
+    size: int,
+    level: float,
+    observe: str,
+    claim: dict[str, Any],
+    mu_claim: float,
+    delta: float,
+    seed: int,
+) -> dict[str, Any]:
+    """The two audits of the first `size` runs per side at one look's level: the observation that decides and the
+    other one (shown only). Two pre-declared tests decide, each at 1 − level/2 (Bonferroni within the look)."""
+    sigma_claim, q_claim = claim["history"][0][0], claim["history"][0][1]
+    steps_in = np.concatenate([p["steps"] for p in sides[_IN]])[:size]
+    steps_out = np.concatenate([p["steps"] for p in sides[_OUT]])[:size]
+    final_in = np.concatenate([p["final"] for p in sides[_IN]])[:size]
+    final_out = np.concatenate([p["final"] for p in sides[_OUT]])[:size]
+    score_in = whitebox_scores(steps_in, final_in, observe, sigma_claim, q_claim)
+    score_out = whitebox_scores(steps_out, final_out, observe, sigma_claim, q_claim)
+    if not (np.all(np.isfinite(score_in)) and np.all(np.isfinite(score_out))):
+        raise AuditInputError(
+            "noise_multiplier" if "settings" not in sides[_IN][0] else "factory",
+            "the training produced NaN or infinite parameters; the audit needs finite iterates",
+        )
+    per_test = 1.0 - level / 2
+    audit_at = partial(
+        gaussian_dp_audit,
+        claimed_mu=mu_claim,
+        delta=delta,
+        confidence=per_test,
+        pilot_fraction=PILOT_FRACTION,
+        seed=seed,
+    )
+    other = "final" if observe == "all" else "all"
+    return {
+        "per_test": per_test,
+        "audit": audit_at(score_in, score_out),
+        # The other observation of the same runs, shown beside (it decides nothing: one pre-declared test).
+        "other_audit": audit_at(
+            whitebox_scores(steps_in, final_in, other, sigma_claim, q_claim),
+            whitebox_scores(steps_out, final_out, other, sigma_claim, q_claim),
+        ),
+    }
 
 
 def run_whitebox_audit(
@@ -190,6 +289,8 @@ def run_whitebox_audit(
     canary_scale: float = CANARY_SCALE,
     report_runs: Callable[[int, int], None] | None = None,
     device: str | None = None,
+    looks: int | None = DEFAULT_LOOKS,
+    spending: str = "haybittle-peto",
 ) -> dict[str, Any]:
     """`privacy-audit whitebox-audit`: Dirac-canary audit of a user's Opacus `factory` ("module:function"
     returning (model, optimizer, data_loader, privacy_engine) made private) or of the harness's own
@@ -208,10 +309,11 @@ def run_whitebox_audit(
         device=device,
     )
     n = _check_positive(n_runs, "n_runs", integer=True, low=9, high=10**7)
+    design = whitebox_design(n, confidence, looks=looks, spending=spending)
     device = arguments.device
     from audit.machinery.limits import check_workers
 
-    n_workers = default_workers() if workers is None else check_workers(workers)
+    n_workers = default_workers() if workers is None else (check_workers(workers) or default_workers())
     if builtin:
         sigma, q, t, c = check_builtin_dpsgd(noise_multiplier, sample_rate, steps, max_grad_norm)
         from audit.machinery.limits import check_memory
@@ -229,257 +331,116 @@ def run_whitebox_audit(
             "accountant_history": [[sigma, q, t]],
             "expected_batch_size": int(HARNESS_ROWS * q),
         }
-        block = max(1, min(5000, math.ceil(n / max(1, n_workers))))
-        with WorkerPool(n_workers, name="the harness's DP-SGD", timeout=timeout) as pool:
-            sides = _observations(
-                pool,
-                harness_observation_task,
-                (sigma, q, t, c),
-                (seed, canary_scale),
-                {"device": device},
-                n,
-                block,
-                report_runs,
-            )
         subject = f"harness DP-SGD (σ {sigma:g}, q {q:g}, T {t}, C {c:g})"
-        disagreements: list[str] = []
+        runs = _RunSource(
+            "the harness's DP-SGD",
+            harness_observation_task,
+            (sigma, q, t, c),
+            (seed, canary_scale),
+            {"device": device},
+        )
     else:
         from audit.machinery.user_code import check_spec
 
-        check_spec(factory, "factory")
-        block = max(1, min(50, math.ceil(n / max(1, 4 * n_workers))))
-        with WorkerPool(n_workers, name=f"--factory {factory}", timeout=timeout) as pool:
-            sides = _observations(
-                pool,
-                opacus_observation_task,
-                (factory,),
-                (seed, delta),
-                {"canary_scale": canary_scale},
-                n,
-                block,
-                report_runs,
-            )
-        settings = sides[_IN][0]["settings"]
-        for part in sides[_IN] + sides[_OUT]:
-            if part["steps"].shape[1] != settings["steps"]:
-                raise AuditInputError(
-                    "factory", f"{factory}: runs took different numbers of steps; the audit needs a fixed T"
-                )
+        if factory is None:  # check_whitebox_arguments refuses this first; said again for the type checker
+            raise AuditInputError("factory", "give a factory ('module:function') or builtin=True")
+        factory = check_spec(factory, "factory")
         subject = f"--factory {factory}"
-        disagreements = _accountant_disagreements(settings)
+        runs = _RunSource(
+            f"--factory {factory}",
+            opacus_observation_task,
+            (factory,),
+            (seed, delta),
+            {"canary_scale": canary_scale},
+            per_task=4,
+            largest_block=50,
+        )
+    sides: dict[int, list[dict]] = {_IN: [], _OUT: []}
+    looked: dict[str, Any] = {}
+    with WorkerPool(n_workers, name=runs.name, timeout=timeout) as pool:
 
-    claim = _claim(settings, delta)
-    sigma_claim, q_claim = claim["history"][0][0], claim["history"][0][1]
-    steps_in = np.concatenate([p["steps"] for p in sides[_IN]])
-    steps_out = np.concatenate([p["steps"] for p in sides[_OUT]])
-    final_in = np.concatenate([p["final"] for p in sides[_IN]])
-    final_out = np.concatenate([p["final"] for p in sides[_OUT]])
-    score_in = whitebox_scores(steps_in, final_in, observe, sigma_claim, q_claim)
-    score_out = whitebox_scores(steps_out, final_out, observe, sigma_claim, q_claim)
-    if not (np.all(np.isfinite(score_in)) and np.all(np.isfinite(score_out))):
-        raise AuditInputError(
-            "factory" if factory else "noise_multiplier",
-            "the training produced NaN or infinite parameters; the audit needs finite iterates",
-        )
-
-    if arguments.claim is not None:
-        eps_claim = arguments.claim.epsilon
-        claim_source = arguments.claim.source
-    elif builtin:
-        eps_claim, claim_source = float(claim["epsilon_pld"]), "PLD accountant of (σ, q, T)"
-    elif settings.get("accountant_epsilon") is not None:
-        eps_claim, claim_source = (
-            float(settings["accountant_epsilon"]),
-            f"the privacy engine's {settings['accountant']} accountant",
-        )
-    else:
-        raise AuditInputError(
-            "factory",
-            f"the privacy engine's get_epsilon failed ({settings.get('accountant_error')}); give --claimed-epsilon",
-        )
-    # At q = 1 the claimed curve is G_μ of the steps the accountant was told; otherwise a CLT μ only
-    # labels the GDP estimate (Bu, Dong, Long, Su 2020, arXiv 1911.11607), it decides nothing.
-    mu_claim = (
-        claim["mu"]
-        if claim["full_batch"]
-        else q_claim * math.sqrt(sum(h[2] for h in claim["history"]) * math.expm1(1 / sigma_claim**2))
-    )
-    if claimed_epsilon is not None and claim["full_batch"]:
-        # An (ε, δ) given by flag is read as the Gaussian mechanism with that ε at δ: the curve tested.
-        mu_claim = gdp_mu_from_epsilon(eps_claim, delta)
-        claim["mu"] = mu_claim
-        claim["mu_label_override"] = "μ of the Gaussian mechanism whose ε at δ is --claimed-epsilon"
-    # Two pre-declared tests decide, each at 1 − α/2 (Bonferroni: family-wise error ≤ α): the
-    # trade-off-curve test at the pilot's equal-error point and the (ε, δ) Clopper-Pearson bound at
-    # its own tail rule from the same pilot (`gaussian_dp_audit`).
-    per_test = 1.0 - (1.0 - confidence) / 2
-    audit = gaussian_dp_audit(
-        score_in,
-        score_out,
-        claimed_mu=mu_claim,
-        delta=delta,
-        confidence=per_test,
-        pilot_fraction=PILOT_FRACTION,
-        seed=seed,
-    )
-    # The other observation of the same runs, shown beside (it decides nothing: one pre-declared test).
-    other = "final" if observe == "all" else "all"
-    other_audit = gaussian_dp_audit(
-        whitebox_scores(steps_in, final_in, other, sigma_claim, q_claim),
-        whitebox_scores(steps_out, final_out, other, sigma_claim, q_claim),
-        claimed_mu=mu_claim,
-        delta=delta,
-        confidence=per_test,
-        pilot_fraction=PILOT_FRACTION,
-        seed=seed,
-    )
-    cp_ceiling = ceiling_threshold_audit(audit.n_eval_positive, audit.n_eval_negative, delta, per_test)
-    cp = audit.epsilon_lower_bound_tail
-    cp_failed = cp > eps_claim
-    cp_message = (
-        f"violation: Clopper-Pearson bound ε ≥ {cp:.3f} > claimed ε {eps_claim:.3f} (δ {delta:g}; FPR ≤ "
-        f"{audit.tail_fpr_upper:.3g}, FNR ≤ {audit.tail_fnr_upper:.3g} at the tail rule)"
-        if cp_failed
-        else f"Clopper-Pearson bound ε ≥ {cp:.3f} ≤ claimed ε {eps_claim:.3f} (δ {delta:g}); a perfect attack "
-        f"reaches at most ε {cp_ceiling:.3f} with these runs"
-    )
-
-    checks: list[Check] = []
-    profile_pair = None
-    if claim["full_batch"]:
-        inconclusive = audit.ceiling_mu <= mu_claim
-        needed = runs_needed_gaussian_dp(mu_claim, per_test, PILOT_FRACTION)
-        if audit.refutes_claim:
-            pair = audit.refuted_pair
-            message = (
-                f"refuted: the test's error rates (FPR ≤ {audit.fpr_upper:.4g}, FNR ≤ {audit.fnr_upper:.4g} at "
-                f"{per_test:.1%}) lie below the claimed μ = {mu_claim:.3f} Gaussian trade-off curve; they violate "
-                f"the claim's (ε {pair['epsilon']:.3f}, δ {pair['delta']:.3g}); μ ≥ {audit.mu_lower_bound:.3f} "
-                f"(ε ≥ {audit.epsilon_gdp:.3f} at δ {delta:g} under the GDP-family assumption)"
-            )
-        elif inconclusive:
-            message = (
-                f"inconclusive: with {audit.n_eval_positive} evaluation runs per side a perfect attack shows at most "
-                f"μ {audit.ceiling_mu:.3f} (ε {audit.ceiling_epsilon_gdp:.3f}), at or below the claim μ {mu_claim:.3f}; "
-                f"it needs ≥ {needed} runs per side"
-            )
-        else:
-            message = (
-                f"not refuted: μ ≥ {audit.mu_lower_bound:.3f} (ε ≥ {audit.epsilon_gdp:.3f}) vs claimed μ "
-                f"{mu_claim:.3f} (ε {audit.claimed_epsilon_gdp:.3f}); the audit could have shown up to μ "
-                f"{audit.ceiling_mu:.3f} (not a proof that the claim holds)"
-            )
-        checks.append(
-            Check(
-                subject,
-                "claimed Gaussian trade-off curve (q = 1)",
-                message,
-                failed=audit.refutes_claim,
-                inconclusive=inconclusive and not audit.refutes_claim,
-                assumption="independent runs (refutation is assumption-free given them)",
-            )
-        )
-        # The (ε, δ) bound's test: it can fail the audit; its own ceiling (far below the curve
-        # test's at these run counts) does not make the audit inconclusive: the curve test decides that.
-        checks.append(
-            Check(
-                subject,
-                "Clopper-Pearson (ε, δ) bound, tail rule",
-                cp_message,
-                failed=cp_failed,
-                assumption="independent runs; any mechanism",
-            )
-        )
-        ceiling, ceiling_kind = audit.ceiling_epsilon_gdp, "ε of the largest μ a perfect attack shows (GDP conversion)"
-    else:
-        from audit.statistics.tradeoff_curves import (
-            claim_profile,
-            profile_ceiling,
-            refute_point,
-        )
-
-        needed = runs_needed_threshold_audit(eps_claim, delta, per_test, PILOT_FRACTION)
-        # A stated ε overrides the accountant; a multi-phase history has no single (σ, q, T) profile.
-        dpsgd = tuple(claim["history"][0]) if claimed_epsilon is None and len(claim["history"]) == 1 else None
-        profile = claim_profile(eps_claim if claimed_epsilon is not None else None, delta, dpsgd)
-        # A perfect attack's point (no error at all): could it refute the claimed curve?
-        profile_refutable = (
-            profile is not None
-            and profile_ceiling(profile, audit.n_eval_positive, audit.n_eval_negative, per_test)["refutable"]
-        )
-        inconclusive = cp_ceiling <= eps_claim and not profile_refutable
-        failed = cp_failed
-        message = (
-            cp_message
-            if failed
-            else f"inconclusive: neither could a perfect attack's point refute the claimed curve, nor its bound "
-            f"exceed the claim: it reaches at most ε {cp_ceiling:.3f} with these runs, at or below the "
-            f"claim {eps_claim:.3f}; it needs ≥ {needed} runs per side (q < 1: the Gaussian-curve test is not exact)"
-            if inconclusive
-            else f"no violation: Clopper-Pearson bound ε ≥ {cp:.3f} ≤ claimed ε {eps_claim:.3f} (tail rule; its ceiling {cp_ceiling:.3f}"
-            + ("; a perfect attack's point would refute the claimed trade-off curve)" if profile_refutable else ")")
-        )
-        checks.append(
-            Check(
-                subject,
-                "Clopper-Pearson (ε, δ) bound, tail rule (q < 1)",
-                message,
-                failed=failed,
-                inconclusive=inconclusive and not failed,
-                assumption="independent runs; any mechanism",
-            )
-        )
-        checks.append(
-            Check(
-                subject,
-                "GDP-family estimate (q < 1)",
-                f"GDP estimate μ ≥ {audit.mu_lower_bound:.3f}, ε {audit.epsilon_gdp:.3f}: shown only, the "
-                "trade-off curve of Poisson-subsampled DP-SGD is not Gaussian",
-                decides=False,
-                assumption=GAUSSIAN_ASSUMPTION + " — does NOT hold exactly for q < 1",
-            )
-        )
-        if profile is not None:
-            # The equal-error point against the claim's whole trade-off curve (sound for any
-            # mechanism: the PLD curve is a lower envelope of the claimed one); the second of the
-            # two tests, each at 1 − α/2.
-            profile_refuted = refute_point(profile, audit.fpr_upper, audit.fnr_upper)
-            profile_message = (
-                f"refuted: the point (FPR ≤ {audit.fpr_upper:.4g}, FNR ≤ {audit.fnr_upper:.4g}) lies "
-                f"below the claimed trade-off curve; it violates the claim's (ε "
-                f"{profile_refuted['epsilon']:.3f}, δ {profile_refuted['delta']:.3g})"
-                if profile_refuted
-                else "the point is on or above the claimed trade-off curve"
-            )
-            checks.append(
-                Check(
-                    subject,
-                    "claimed trade-off curve (q < 1)",
-                    profile_message,
-                    failed=profile_refuted is not None,
-                    assumption="independent runs; the claim's PLD profile (pessimistic) as its curve",
+        def gather(size: int) -> None:
+            have = sum(part["final"].shape[0] for part in sides[_IN])
+            if size > have:  # the next runs by index: the last look sees exactly the fixed audit's runs
+                block = max(1, min(runs.largest_block, math.ceil((size - have) / max(1, runs.per_task * n_workers))))
+                more = _observations(
+                    pool,
+                    runs.task,
+                    runs.before,
+                    runs.after,
+                    runs.kwargs,
+                    size,
+                    block,
+                    report_runs,
+                    first=have,
+                    planned=n,
                 )
+                for side in (_IN, _OUT):
+                    sides[side].extend(more[side])
+                expected = (sides[_IN][0]["settings"] or {}).get("steps") if not builtin else None
+                for part in more[_IN] + more[_OUT]:
+                    if expected is not None and part["steps"].shape[1] != expected:
+                        raise AuditInputError(
+                            "factory", f"{factory}: runs took different numbers of steps; the audit needs a fixed T"
+                        )
+
+        gather(design.sizes[0])
+        if not builtin:
+            settings = sides[_IN][0]["settings"]
+        disagreements = [] if builtin else _accountant_disagreements(settings)
+        claim = _claim(settings, delta)
+        eps_claim, claim_source, mu_claim = _claimed(arguments, claim, settings, builtin, claimed_epsilon, delta)
+
+        def look(index: int, size: int, level: float) -> tuple[float, dict[str, Any]]:
+            gather(size)
+            looked.update(_evaluate_look(sides, size, level, observe, claim, mu_claim, delta, seed))
+            found = deciding_checks(
+                looked["audit"],
+                subject=subject,
+                claim=claim,
+                eps_claim=eps_claim,
+                mu_claim=mu_claim,
+                delta=delta,
+                per_test=looked["per_test"],
+                claimed_epsilon=claimed_epsilon,
+                pilot_fraction=PILOT_FRACTION,
             )
-            profile_pair = profile_refuted
-        ceiling, ceiling_kind = cp_ceiling, "Clopper-Pearson (ε, δ) bound of an attack without errors"
+            looked["found"] = found
+            failing = [ch.name for ch in found.checks if ch.decides and ch.failed]
+            words = [f"{' and '.join(failing)}: refuted at {looked['per_test']:.2%} confidence each"] if failing else []
+            # An accountant that disagrees with the training is a finding whatever the runs show: no more runs.
+            words += ["the accountant disagrees with the training (a deterministic finding)"] if disagreements else []
+            return math.nan, {
+                "rejected": found.refuted or bool(disagreements),
+                "evidence": "; ".join(words),
+                "epsilon_lower_bound": looked["audit"].epsilon_lower_bound_tail,
+            }
+
+        outcome = run_group_sequential(design, look)
+    audit, other_audit, per_test = looked["audit"], looked["other_audit"], looked["per_test"]
+    found = looked["found"]
+    checks, ceiling, ceiling_kind, needed, profile_pair = (
+        found.checks,
+        found.ceiling,
+        found.ceiling_kind,
+        found.needed,
+        found.profile_pair,
+    )
+    other = "final" if observe == "all" else "all"
     # Dirac canary, every iterate: proven power; the final model alone: none (mode_power).
     power = whitebox_power_entry(observe)
     checks = [replace(c, power=power) if c.decides else c for c in checks]
-    for text in disagreements:
-        checks.append(
-            Check(
-                subject,
-                "accountant vs training",
-                f"accountant disagrees with the training: {text}",
-                failed=True,
-                assumption="the accountant must be told what the optimizer and loader do",
-            )
-        )
+    checks += accountant_checks(subject, disagreements)
     verdict = decide(checks, alpha=1 - confidence)
     verdict["family_wise_error"]["statement"] = (
         f"two pre-declared tests (the trade-off curve at the pilot's equal-error point, the (ε, δ) bound at its tail "
-        f"rule), each at {per_test:.1%} (Bonferroni: family-wise error ≤ {1 - confidence:g}), plus deterministic "
+        f"rule), each at {per_test:.2%} (Bonferroni: family-wise error ≤ {1 - confidence:g}), plus deterministic "
         "accountant checks"
+        if len(design.sizes) == 1
+        else f"two pre-declared tests (the trade-off curve at the pilot's equal-error point, the (ε, δ) bound at its "
+        f"tail rule) at each of {len(design.sizes)} looks, each at half its look's level ({per_test:.2%} at the "
+        f"deciding look; Bonferroni over the tests and the looks: family-wise error ≤ {1 - confidence:g}), plus "
+        "deterministic accountant checks"
     )
     verdict["ceiling"] = float(ceiling)
     verdict["needed"] = needed
@@ -506,7 +467,9 @@ def run_whitebox_audit(
             "norm_over_C": float(canary_scale),
             "inclusion": "each step with probability q (the claimed sampling rate) in 'in' runs, never in 'out' runs",
         },
-        "n_runs_per_side": n,
+        "n_runs_per_side": int(outcome.size_used),
+        "n_runs_per_side_planned": n,
+        "sequential": outcome.summary("runs per side", outcome.size_used, n),
         "seed": int(seed),
         "settings": settings,
         "claim": {

@@ -185,6 +185,8 @@ def _positive_float(value: Any, factory: str, what: str) -> float:
 def _opacus_settings(optimizer, loader, engine, steps: int, delta: float) -> dict[str, Any]:
     accountant = getattr(engine, "accountant", None)
     history = [tuple(float(v) for v in h) for h in getattr(accountant, "history", []) or []]
+    reported: float | None
+    reported_error: str | None
     try:
         returned = engine.get_epsilon(delta)
     except Exception as exc:  # noqa: BLE001 - the user's engine; its failure is shown, not fatal
@@ -247,7 +249,9 @@ def opacus_observation_task(
 
     name = f"--factory {factory}"
     function = load_factory_in_worker(factory)
-    rows, finals, settings = [], [], None
+    rows: list[list[float]] = []
+    finals: list[float] = []
+    settings: dict[str, Any] | None = None
     for i in range(count):
         run = first_run + i
         run_seed = _run_seed(seed, _STREAM_RUN, side, run)
@@ -313,16 +317,21 @@ def _observations(
     n_runs: int,
     block: int,
     report_runs: Callable[[int, int], None] | None = None,
+    *,
+    first: int = 0,
+    planned: int | None = None,
 ):
-    """Every run's observations, both sides, as blocks of `block` runs: task = function(*before, side, first, count, *after).
-    `report_runs(done, total)` hears of each finished block (runs of both sides)."""
-    tasks = [(side, start, min(block, n_runs - start)) for side in (_IN, _OUT) for start in range(0, n_runs, block)]
-    done = [0]
+    """The observations of runs `first` … `n_runs` − 1, both sides, as blocks of `block` runs: task =
+    function(*before, side, first, count, *after). `report_runs(done, total)` hears of each finished block (runs of
+    both sides, counting the `first` runs per side done before, of 2·`planned` planned; default `n_runs`)."""
+    tasks = [(side, start, min(block, n_runs - start)) for side in (_IN, _OUT) for start in range(first, n_runs, block)]
+    done = [2 * first]
+    total = 2 * (n_runs if planned is None else planned)
 
     def finished(index: int, _result) -> None:
         done[0] += tasks[index][2]
         if report_runs is not None:
-            report_runs(done[0], 2 * n_runs)
+            report_runs(done[0], total)
 
     results = pool.map(
         function, [(*before, side, start, count, *after) for side, start, count in tasks], kwargs, on_result=finished

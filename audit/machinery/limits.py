@@ -48,7 +48,12 @@ _FIXED_LIMITS: dict[str, Limit] = {
     "--rows": Limit(20, 1_000_000, "canary-audit", "rows of the generated audit table; each run trains on all of them"),
     "--models": Limit(2, 10_000_000, "canary-audit", "training runs (or models per side); the profile test needs ≥ 4"),
     "--canaries": Limit(1, 100_000, "canary-audit", "canaries per run (multi-canary) or in the one run (one-run)"),
-    "--looks": Limit(1, 20, "canary-audit", "looks at the evidence of the sequential profile audit (1 = fixed size)"),
+    "--looks": Limit(
+        1,
+        20,
+        "canary-audit, mechanism-audit, whitebox-audit",
+        "looks at the evidence of a sequential audit (1 = fixed size)",
+    ),
     "--runs": Limit(9, 10_000_000, "whitebox-audit", "training runs per side"),
     "whitebox-audit --canaries": Limit(19, 1_000_000, "whitebox-audit --one-run", "canaries of the one-run audit"),
     "ledger --steps": Limit(1, 100_000_000, "ledger record", "DP-SGD steps T of a recorded release"),

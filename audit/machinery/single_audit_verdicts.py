@@ -184,7 +184,14 @@ def single_audit_verdict(kind: str, result: dict[str, Any]) -> dict[str, Any]:
         ],
         alpha=1 - float(confidence),
     )
-    verdict["family_wise_error"]["statement"] = "one pre-declared test at the stated confidence"
+    sequential = result.get("sequential")
+    looks = sequential.get("looks") if isinstance(sequential, dict) else None
+    verdict["family_wise_error"]["statement"] = (
+        f"one pre-declared group-sequential test over {len(looks)} looks ({sequential.get('spending')} spending, "
+        f"Bonferroni over the looks): family-wise error ≤ {1 - float(confidence):g}"
+        if isinstance(sequential, dict) and isinstance(looks, list) and len(looks) > 1
+        else "one pre-declared test at the stated confidence"
+    )
     return verdict
 
 

@@ -46,6 +46,7 @@ __all__ = [
     "look_sizes",
     "obrien_fleming_spending",
     "run_group_sequential",
+    "smallest_rejecting_level",
 ]
 
 SPENDING = ("haybittle-peto", "obrien-fleming", "bonferroni")
@@ -158,11 +159,15 @@ class SequentialOutcome:
         last = self.looks[-1]
         k, total = self.stopped_at + 1, len(self.design.sizes)
         if self.rejected:
+            if last["p_value"] is None:  # a level-α test without a p-value: its own words
+                evidence = f"{last.get('evidence') or 'its test rejected'}; look level {last['level']:.2g}"
+            else:
+                p = f"p = {last['p_value']:.2g}" if last["p_value"] > 1e-15 else "p ≤ 1e-15"
+                evidence = f"{p} ≤ {'its level ' if k < total else ''}{last['level']:.2g}"
             return (
-                f"stopped early: look {k} of {total} refuted the claim after {self.size_used:,} {unit} "
-                f"(p = {last['p_value']:.2g} ≤ its level {last['level']:.2g})"
+                f"stopped early: look {k} of {total} refuted the claim after {self.size_used:,} {unit} ({evidence})"
                 if k < total
-                else f"refuted at the last look ({self.size_used:,} {unit}, p = {last['p_value']:.2g} ≤ {last['level']:.2g})"
+                else f"refuted at the last look ({self.size_used:,} {unit}, {evidence})"
             )
         if total == 1:
             return f"fixed size: all {self.size_used:,} {unit} were run"
@@ -171,6 +176,20 @@ class SequentialOutcome:
             "the full planned size"
         )
 
+    def summary(self, unit: str, runs_used: int, runs_planned: int) -> dict[str, Any]:
+        """The `sequential` block of a result file: the declared design, runs used of runs planned, where and
+        why it stopped, and every look taken."""
+        return {
+            **self.design.to_dict(),
+            "description": self.design.describe(unit),
+            "runs_planned": int(runs_planned),
+            "runs_used": int(runs_used),
+            "stopped_at_look": self.stopped_at + 1,
+            "stopped_early": bool(self.stopped_at + 1 < len(self.design.sizes)),
+            "stop_reason": self.reason(unit),
+            "looks_taken": self.looks,
+        }
+
 
 def run_group_sequential(
     design: GroupSequentialDesign, look: Callable[[int, int, float], tuple[float, dict[str, Any]]]
@@ -178,23 +197,48 @@ def run_group_sequential(
     """Take the looks in order: `look(index, size, level)` gathers the data up to `size`, tests it and
     returns (p-value, details); stop at the first p-value ≤ its level, else after the last look.
 
-    Sound at family-wise level `design.alpha` when each look's p-value is valid given what was chosen
+    A look whose test is a level-`level` test without an exact p-value (a Clopper-Pearson bound whose rule was
+    chosen for that level) puts its decision in `details["rejected"]`; its p-value is then only shown, or NaN
+    (recorded as None) with `details["evidence"]` saying in words what rejected.
+
+    Sound at family-wise level `design.alpha` when each look's test is valid at its level given what was chosen
     before it (union bound over the looks; the levels add up to α)."""
     outcome = SequentialOutcome(design)
     for index, (size, level) in enumerate(zip(design.sizes, design.levels)):
         p_value, details = look(index, int(size), float(level))
         p_value = float(p_value)
+        details = dict(details)
+        rejected = bool(details.pop("rejected")) if "rejected" in details else bool(p_value <= level)
         outcome.looks.append(
             {
                 "look": index + 1,
                 "size": int(size),
                 "level": float(level),
-                "p_value": p_value,
-                "rejected": bool(p_value <= level),
+                "p_value": None if math.isnan(p_value) else p_value,  # NaN: the look's test has no p-value
+                "rejected": rejected,
                 **details,
             }
         )
         outcome.stopped_at = index
-        if p_value <= level:
+        if rejected:
             break
     return outcome
+
+
+def smallest_rejecting_level(rejects: Callable[[float], bool], *, floor: float = 1e-15, steps: int = 20) -> float:
+    """The p-value of a test given as a family of level-α decisions `rejects(α)` that is monotone in α (a fixed
+    rule's Clopper-Pearson bound: the bound at confidence 1 − α only grows with α): the smallest α in
+    [`floor`, 1] at which it rejects, by bisection on log α (1.0 when it rejects at no level below 1; `floor`
+    when it rejects there already: confidences 1 − α closer to 1 are not representable in double precision)."""
+    if not rejects(1.0 - 1e-12):
+        return 1.0
+    if rejects(floor):
+        return float(floor)
+    lo, hi = math.log(floor), math.log(1.0 - 1e-12)
+    for _ in range(steps):
+        mid = (lo + hi) / 2
+        if rejects(math.exp(mid)):
+            hi = mid
+        else:
+            lo = mid
+    return float(math.exp(hi))
