@@ -286,7 +286,7 @@ def evaluate_policy_on_audit(
 ) -> PolicyEvaluation:
     """The rules of `policy` that apply to one pre-declared audit (pure; no I/O).
 
-    For `canary-audit`, `mechanism-audit`, `whitebox-audit`, `conformance` and `accountant-check` results
+    For the results of the single-audit kinds (audit/machinery/audit_kinds.py)
     (`<kind>.json`):
     - max_epsilon_lb: the audit's `epsilon_lower_bound` (canary, mechanism and white-box audits; a proven
       bound at the stated confidence: over independent runs, or one run with coin-flip canaries; the
