@@ -21,7 +21,14 @@ from audit.machinery.policy_model import (
 # Sound estimators only: the GDP number is an estimate under an assumption and never gates.
 # Proven for one model / one release (coin-flip membership); Clopper-Pearson over one model's
 # candidates assumes independent trials and never gates (audit.statistics.attack_evaluation).
-_SOUND_BOUNDS = ("one_run",)
+
+
+def _sound_bounds() -> tuple[str, ...]:
+    """The attack-row bounds that may decide (the registry, audit/statistics/estimators.py; imported on
+    use so that reading a policy stays light)."""
+    from audit.statistics.estimators import proven_attack_bounds
+
+    return proven_attack_bounds()
 
 
 def _check_target(policy: Policy, target: Any, where: str, reader: _Reader) -> list[RuleCheck]:
@@ -208,7 +215,7 @@ def _check_synthetic(policy: Policy, entry: Any, where: str, reader: _Reader) ->
             # A bound reported as null was not computed (e.g. one-run without coin-flip membership).
             sound = {
                 m: reader.number(bounds, m, f"{where}.mia.epsilon_lb")
-                for m in _SOUND_BOUNDS
+                for m in _sound_bounds()
                 if bounds.get(m) is not None
             }
             if not sound:
