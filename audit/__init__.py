@@ -40,6 +40,15 @@ _EXPORTS: dict[str, str] = {
     # --- In-script one-run audit (a context manager around the user's own Opacus loop). ---
     # Reserved for the helper building it ("opacus"): its names go here, one line each,
     # e.g. "OneRunAudit": "audit.<its module>", and in the TYPE_CHECKING block below.
+    # --- The verdict as types (audit/machinery/verdict_rows.py): AuditResult.typed_verdict returns a Verdict. ---
+    "Verdict": "audit.machinery.verdict_rows",
+    "ClaimRow": "audit.machinery.verdict_rows",
+    "CheckRow": "audit.machinery.verdict_rows",
+    "RuleRow": "audit.machinery.verdict_rows",
+    # --- The registries plug-ins extend: estimators, single-audit kinds. ---
+    "Estimator": "audit.statistics.estimators",
+    "AuditKind": "audit.machinery.audit_kinds",
+    "register_audit_kind": "audit.machinery.audit_kinds",
     # --- The claim and the input error. ---
     "PrivacyClaim": "audit.dp_validation.claims",
     "AuditInputError": "audit.errors",
@@ -80,6 +89,13 @@ __all__ = [  # a literal list: linters and IDEs read it; tests/test_public_api.p
     "whitebox_audit",
     "one_run_whitebox_audit",
     "accountant_check",
+    "Verdict",
+    "ClaimRow",
+    "CheckRow",
+    "RuleRow",
+    "Estimator",
+    "AuditKind",
+    "register_audit_kind",
     "PrivacyClaim",
     "AuditInputError",
     "EpsilonLowerBound",
@@ -122,6 +138,8 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ im
     from audit.dp_validation.claims import PrivacyClaim
     from audit.errors import AuditInputError
     from audit.ledger.store import BudgetExceeded, Ledger, Provenance, ReleaseInput
+    from audit.machinery.audit_kinds import AuditKind, register_audit_kind
+    from audit.machinery.verdict_rows import CheckRow, ClaimRow, RuleRow, Verdict
     from audit.statistics.accountants import DPSGDEvent, epsilon_pld
     from audit.statistics.attack_metrics import auc_with_ci, membership_advantage, tpr_at_fpr
     from audit.statistics.bound_types import Bonferroni, EpsilonLowerBound, HeldOut
@@ -130,6 +148,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ im
         epsilon_from_error_rates,
         epsilon_lower_bound_clopper_pearson,
     )
+    from audit.statistics.estimators import Estimator
     from audit.statistics.fdp_one_run import fdp_one_run_audit
     from audit.statistics.gdp_conversions import epsilon_from_gdp_mu, gdp_mu_lower_bound
     from audit.statistics.gdp_estimate import epsilon_estimate_gdp

@@ -34,7 +34,17 @@ _REPORT = "reports.audit_report"
 
 @dataclass(frozen=True)
 class AuditKind:
-    """One single-audit kind (see the module docstring)."""
+    """One single-audit kind (see the module docstring): what every consumer reads about it.
+
+    Attributes:
+        name: the command, the result file `<name>.json`, the schema's `$defs/<name>`.
+        title: what it is, in a few words.
+        bounds_epsilon: its result holds a proven `epsilon_lower_bound` against `claimed_epsilon`.
+        method: the report's "Method" text.
+        verdict, report_section, numbers_check, power, ledger_source: its builders, "module:function"
+            (see each field's comment); None where the kind has none.
+        schema: a plug-in's JSON schema, inline; None: the shipped schema's `$defs/<name>`.
+    """
 
     name: str  # the command, the result file `<name>.json`, the schema's `$defs/<name>`
     title: str  # what it is, in a few words

@@ -140,6 +140,14 @@ def auc_with_ci(scores, members, confidence: float = 0.95) -> tuple[float, tuple
 
     Pitfall: at perfect separation (AUC = 0 or 1) the DeLong variance is 0 and the interval
     collapses to a point; it is a large-sample approximation, not an exact interval.
+
+    Args:
+        scores: one score per candidate, higher = more likely a member.
+        members: membership labels (bool / 0-1), both classes present.
+        confidence: the two-sided interval's level.
+
+    Returns:
+        (auc, (low, high)).
     """
     s, m = validate_scores_and_members(scores, members)
     conf = validate_probability("confidence", confidence, open_low=True, open_high=True)
@@ -210,6 +218,14 @@ def tpr_at_fpr(scores, members, fpr_levels=(0.001, 0.01, 0.1)) -> dict[float, fl
     (Carlini et al. 2022, "Membership Inference Attacks From First Principles", arXiv 2112.03570).
     With N non-members, levels below 1/N can only be met at FPR = 0, so TPR@0.1% needs ≳ 1000
     non-members to mean anything.
+
+    Args:
+        scores: one score per candidate, higher = more likely a member.
+        members: membership labels (bool / 0-1), both classes present.
+        fpr_levels: the FPR levels to read.
+
+    Returns:
+        {level: TPR} for each level.
     """
     s, m = validate_scores_and_members(scores, members)
     levels = _validate_fpr_levels(fpr_levels)
@@ -223,6 +239,13 @@ def membership_advantage(scores, members) -> float:
     Yeom et al. 2018, "Privacy Risk in Machine Learning: Analyzing the Connection to
     Overfitting", arXiv 1709.01604. Only the "score ≥ t ⇒ member" direction is used; the
     threshold is chosen on the same data, so this is an optimistic (in-sample) point estimate.
+
+    Args:
+        scores: one score per candidate, higher = more likely a member.
+        members: membership labels (bool / 0-1), both classes present.
+
+    Returns:
+        The advantage in [0, 1].
     """
     s, m = validate_scores_and_members(scores, members)
     fpr, tpr = _full_roc(s, m)
