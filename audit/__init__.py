@@ -11,7 +11,9 @@ The jobs (`run`, `audit_scores`, `audit_model`, `synth_check`, `canary_audit`, `
 `AuditResult` (the verdict's figures, and `.to_dict()` the full results.json). The estimators take
 membership scores and fair-coin membership labels and return an ε lower bound or estimate, each
 citing its paper. `Ledger` records DP releases of a dataset and composes their ε. Bad input raises
-`AuditInputError` naming the field. docs/api.md is this API's reference page.
+`AuditInputError` naming the field. `AuditResult.typed_verdict` is the verdict as frozen types
+(`Verdict`, `ClaimRow`, `CheckRow`, `RuleRow`); `Estimator` and `AuditKind` / `register_audit_kind`
+are the registries plug-ins extend. docs/api.md is this API's reference page.
 
 Importing `audit` is cheap: each name is imported from its module when first used. Inside the
 package, rooms go lowest first: `errors` (leaf) → `statistics` → `machinery` → jobs (`sweep`,

@@ -96,3 +96,23 @@ def test_the_api_hands_out_the_typed_verdict():
     typed = wrapped.typed_verdict
     assert isinstance(typed, audit.Verdict) and typed.status == wrapped.status
     assert [c.claim for c in typed.claims] == [c["claim"] for c in wrapped.verdict["claims"]]
+
+
+# Names of audit.__all__ defined in modules other helpers own (audit/ledger/store.py): their docstrings
+# say what they are but have no Args / Attributes section yet (issue #37 item 5, left to the ledger's owner).
+_SECTIONS_PENDING = {"Ledger", "ReleaseInput", "Provenance", "BudgetExceeded"}
+
+
+def test_every_public_name_documents_its_arguments_or_attributes():
+    import inspect
+
+    import audit
+
+    missing = []
+    for name in audit.__all__:
+        obj = getattr(audit, name)
+        doc = inspect.getdoc(obj) or ""
+        wanted = ("Attributes:", "Args:") if inspect.isclass(obj) else ("Args:",)
+        if not any(w in doc for w in wanted) or (not inspect.isclass(obj) and "Returns:" not in doc):
+            missing.append(name)
+    assert sorted(missing) == sorted(_SECTIONS_PENDING)
