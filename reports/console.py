@@ -102,7 +102,8 @@ def results_summary_table(results: dict[str, Any]) -> Group:
     """The audit's numbers for the console: per target a header line and a table of its attacks."""
     accountant = get(results, "config", "privacy", "accountant", default="claimed")
     blocks: list[Any] = [_line(f"privacy-audit: {get(results, 'config', 'name', default='')}", style="bold underline")]
-    verdict = results.get("verdict") if isinstance(results.get("verdict"), dict) else {}
+    found_verdict = results.get("verdict")
+    verdict: dict[str, Any] = found_verdict if isinstance(found_verdict, dict) else {}
     for index, target in enumerate(results.get("targets") or []):
         table = _attack_table()
         for attack in target.get("attacks") or []:

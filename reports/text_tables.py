@@ -64,7 +64,7 @@ def per_epsilon_rows(results: dict[str, Any]) -> tuple[tuple[str, ...], list[tup
 
 def attack_rows(results: dict[str, Any]) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:
     headers = ("target ε", "attack", "AUC (95 % CI)", "TPR @ 1 % FPR", "ε lower bound (one-run)")
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for t in text_targets(results):
         for a in t["attacks"]:
             lo, hi = a["auc_ci"]

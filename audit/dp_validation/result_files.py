@@ -104,7 +104,8 @@ def whitebox_power(result: dict[str, Any]) -> dict[str, Any] | None:
     """whitebox-audit's power, from what it observed and its canaries (audit.dp_validation.mode_power)."""
     from audit.dp_validation.mode_power import whitebox_power_entry
 
-    canaries = result.get("canaries") if isinstance(result.get("canaries"), dict) else {}
+    found_canaries = result.get("canaries")
+    canaries: dict[str, Any] = found_canaries if isinstance(found_canaries, dict) else {}
     return whitebox_power_entry(
         str(result.get("observe") or "all"),
         one_run=result.get("mode") == "one-run",
@@ -263,7 +264,8 @@ def _fdp_refutable(result: dict[str, Any], block: dict[str, Any], level: float, 
     fdp = block.get("fdp")
     if not isinstance(fdp, dict):
         return False
-    claim = result.get("claim") if isinstance(result.get("claim"), dict) else {}
+    found_claim = result.get("claim")
+    claim: dict[str, Any] = found_claim if isinstance(found_claim, dict) else {}
     history = claim.get("history")
     dpsgd = None
     if claim.get("source") != "--claimed-epsilon" and isinstance(history, list) and len(history) == 1:

@@ -69,7 +69,7 @@ def whitebox_audit_verdict(kind: str, result: dict[str, Any]) -> dict[str, Any]:
     """A white-box audit: its own rows (refutation of the claimed curve, accountant agreement), re-decided."""
     # Its checks (refutation of the claimed curve, accountant agreement) come with the result:
     # re-deciding them here keeps the run, `report` and the MLflow tag on one verdict.
-    own = result.get("verdict") or {}
+    own: dict[str, Any] = result.get("verdict") or {}
     fields = set(Check.__dataclass_fields__)
     claimed = (
         f"{result.get('subject') or 'training'}: claimed (ε {result.get('claimed_epsilon'):.4g}, "
@@ -170,7 +170,8 @@ def bound_verdict(
     Returns:
         The verdict dict of one claim.
     """
-    own = result.get("verdict") if isinstance(result.get("verdict"), dict) else {}  # the audit's own (ceiling)
+    found_own = result.get("verdict")
+    own: dict[str, Any] = found_own if isinstance(found_own, dict) else {}  # the audit's own (ceiling)
     claim = result.get("claimed_epsilon")
     bound = result.get("epsilon_lower_bound")
     confidence = result.get("confidence") or 1 - DEFAULT_ALPHA

@@ -18,6 +18,7 @@ from audit.machinery.verdict_rows import (
     Check,
     CheckRow,
     ClaimRow,
+    Outcome,
     RuleRow,
     Status,
     Verdict,
@@ -161,9 +162,14 @@ def decide_verdict(
     checks = list(checks)
     leakage = [dict(entry) for entry in leakage]
     tests = [c for c in checks if c.decides and c.p_value is not None]
-    rejected = dict(zip(map(id, tests), holm_rejections([c.p_value for c in tests], alpha))) if tests else {}
+    rejected = (
+        dict(zip(map(id, tests), holm_rejections([c.p_value for c in tests if c.p_value is not None], alpha)))
+        if tests
+        else {}
+    )
     rows: list[CheckRow] = []
     for check in checks:
+        outcome: Outcome
         if not check.decides:
             outcome = "shown"
         elif rejected.get(id(check)) or (check.p_value is None and check.failed):
