@@ -14,7 +14,8 @@ from typing import Any, NamedTuple
 from audit.machinery.run_directory import write_text_atomic
 from audit.machinery.verdict_words import claim_line, status_word
 
-STYLE = """body{font-family:system-ui,sans-serif;max-width:960px;margin:2em auto;padding:0 1em;color:#222;line-height:1.45}
+STYLE = """body{font-family:system-ui,sans-serif;max-width:960px;margin:2em auto;padding:0 1em;color:#222;\
+line-height:1.45}
 .banner{padding:1em 1.4em;border-radius:6px;margin:1em 0;font-size:1.1em}
 .fail{background:#fde8e8;border:2px solid #b91c1c}.pass{background:#e8f6ec;border:2px solid #15803d}
 .inconclusive{background:#fff7e0;border:2px solid #b45309}

@@ -2,7 +2,8 @@
 
 Laid out for an 80-column terminal: a single wide table of every target × attack needed ~130
 columns, and rich cut every value to `0.9…` in a normal terminal. Per-target facts (ε, accuracy,
-the claim's status: held / not refuted / refuted / untestable here, or the leakage statement) go in the block's header line, so the table keeps only the per-attack numbers.
+the claim's status: held / not refuted / refuted / untestable here, or the leakage statement) go in
+the block's header line, so the table keeps only the per-attack numbers.
 """
 
 from __future__ import annotations

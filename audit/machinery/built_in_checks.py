@@ -274,8 +274,8 @@ def _target_checks(
                 subject,
                 f"{label} · no proven bound",
                 f"{label}: untestable here — membership was not an independent fair coin flip, so no bound proven "
-                f"for one model decides whether ε {claim:.3f} holds (Clopper-Pearson is shown, assuming independent trials)"
-                + _evidence_against(attacks, claim),
+                f"for one model decides whether ε {claim:.3f} holds "
+                "(Clopper-Pearson is shown, assuming independent trials)" + _evidence_against(attacks, claim),
                 inconclusive=True,
                 assumption="one-run bound needs coin-flip membership",
                 claim=claim_text,
@@ -292,7 +292,8 @@ def _target_checks(
             Check(
                 subject,
                 f"{label} · accountant vs PLD",
-                f"{label}: the {target.get('accountant')} accountant reports ε {reported:.4f}, below the tight PLD lower "
+                f"{label}: the {target.get('accountant')} accountant reports ε {reported:.4f}, "
+                "below the tight PLD lower "
                 f"end {lower:.4f}: it claims more privacy than the training gives"
                 if unsound
                 else f"{label}: accountant ε {reported:.4f} ≥ PLD lower end {lower:.4f}",

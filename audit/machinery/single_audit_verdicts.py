@@ -44,7 +44,10 @@ def accountant_check_verdict(kind: str, result: dict[str, Any]) -> dict[str, Any
     """An accountant check: one claim per grid point, that its ε is at least the true ε."""
     checks = []
     for point in result.get("points") or []:
-        where = f"σ={point.get('noise_multiplier'):g} q={point.get('sample_rate'):g} T={point.get('steps')} δ={point.get('delta'):g}"
+        where = (
+            f"σ={point.get('noise_multiplier'):g} q={point.get('sample_rate'):g} "
+            f"T={point.get('steps')} δ={point.get('delta'):g}"
+        )
         bad = point.get("label") in ("unsound", "invalid")
         checks.append(
             Check(
@@ -213,9 +216,11 @@ def bound_verdict(
         )
     elif inconclusive:
         message = (
-            f"{kind}: untestable here — the ceiling {ceiling:.3f} of this audit is at or below the claimed ε {claim:.3f}"
+            f"{kind}: untestable here — the ceiling {ceiling:.3f} of this audit is at or below "
+            f"the claimed ε {claim:.3f}"
             if isinstance(ceiling, (int, float))
-            else f"{kind}: untestable here — {result.get('status_reason', 'the audit could not have refuted the claim')}"
+            else f"{kind}: untestable here — "
+            f"{result.get('status_reason', 'the audit could not have refuted the claim')}"
         )
     else:
         message = f"{kind}: lower bound {bound:.3f} ≤ claimed ε {claim if claim is None else f'{claim:.3f}'}"

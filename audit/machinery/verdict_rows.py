@@ -1,5 +1,6 @@
-"""The verdict's vocabulary and rows as types: `Check` (one thing the verdict looks at), `CheckRow` (a decided check), `ClaimRow` (one status per claim), `RuleRow` (a
-policy rule) and `Verdict` (the whole `results["verdict"]`), frozen dataclasses.
+"""The verdict's vocabulary and rows as types: `Check` (one thing the verdict looks at), `CheckRow` (a
+decided check), `ClaimRow` (one status per claim), `RuleRow` (a policy rule) and `Verdict` (the whole
+`results["verdict"]`), frozen dataclasses.
 
 Built once (audit.machinery.verdict_decision.decide builds a `Verdict`), serialised once (`to_json`: the
 dict results.json's schema describes, `$defs/verdict` of audit/schema/results.schema.json, key for key in
