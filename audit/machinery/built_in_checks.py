@@ -15,7 +15,7 @@ from audit.machinery.conformance_verdict import (
     conformance_tests_in_family,
 )
 from audit.machinery.leakage import synthetic_leakage, target_leakage
-from audit.machinery.verdict_decision import Check
+from audit.machinery.verdict_rows import Check
 from audit.machinery.whitebox_twin_checks import whitebox_one_run_checks
 from audit.statistics.audit_ceilings import canaries_needed_one_run
 from audit.statistics.epsilon_bounds import one_run_ceiling, one_run_claim_p_value

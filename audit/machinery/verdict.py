@@ -50,16 +50,8 @@ from audit.machinery.built_in_checks import (
     built_in_checks,
     needed_candidates,
 )
-from audit.machinery.verdict_decision import (
-    BUILT_IN,
-    CLAIM_STATUSES,
-    DEFAULT_ALPHA,
-    POWER_KINDS,
-    RULE_STATUSES,
-    Check,
-    claim_statuses,
-    decide,
-)
+from audit.machinery.verdict_decision import claim_statuses, decide
+from audit.machinery.verdict_rows import BUILT_IN, CLAIM_STATUSES, DEFAULT_ALPHA, POWER_KINDS, RULE_STATUSES, Check
 from audit.machinery.verdict_words import (  # noqa: F401  (re-exported: the words every output uses)
     claim_line,
     claim_sentence,

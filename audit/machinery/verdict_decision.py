@@ -1,6 +1,7 @@
 """The verdict's core: a `Check` per test, one status per claim (held / not refuted / refuted / untestable
 here), and the top line (PASS / FAIL / INCONCLUSIVE / no claim) with the Holm step-down over the checks that
-can decide. `audit.machinery.verdict` builds the checks of a results file and re-exports these names.
+can decide. `audit.machinery.verdict` builds the checks of a results file and re-exports these names
+(the vocabulary and the row types are in audit/machinery/verdict_rows.py).
 """
 
 from __future__ import annotations
@@ -11,10 +12,7 @@ from typing import Any
 
 from audit.machinery.verdict_rows import (
     BUILT_IN,
-    CLAIM_STATUSES,
     DEFAULT_ALPHA,
-    POWER_KINDS,
-    RULE_STATUSES,
     Check,
     CheckRow,
     ClaimRow,
@@ -25,17 +23,7 @@ from audit.machinery.verdict_rows import (
 )
 from audit.statistics.multiple_testing import holm_rejections
 
-__all__ = [
-    "BUILT_IN",
-    "CLAIM_STATUSES",
-    "DEFAULT_ALPHA",
-    "POWER_KINDS",
-    "RULE_STATUSES",
-    "Check",
-    "claim_statuses",
-    "decide",
-    "decide_verdict",
-]
+__all__ = ["claim_statuses", "decide", "decide_verdict"]
 
 
 def claim_statuses(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -116,35 +104,10 @@ def _claim_power(status: str, deciding: dict[str, Any], members: list[dict[str, 
     return dict(power) if isinstance(power, dict) else None
 
 
-def decide(
-    checks: Iterable[Check],
-    *,
-    alpha: float = DEFAULT_ALPHA,
-    decided_by: str = BUILT_IN,
-    fail_on_inconclusive: bool = False,
-    notes: Iterable[str] = (),
-    leakage: Iterable[dict[str, Any]] = (),
-    fail_on_leak: bool = False,
-    rules: Iterable[dict[str, Any]] | None = None,
-) -> dict[str, Any]:
-    """The verdict dict for `checks` (pure). Holm over every deciding check that carries a p-value;
-    then one status per claim (`claims`) and the top line from them: pass only when every claim
-    held, fail when one was refuted (a policy rule is a claim too), inconclusive otherwise, and
-    "no_claim" when nothing claimed was tested: then `leakage` (statements on subjects without a
-    claim) says LEAKS or NO SIGNIFICANT LEAKAGE FOUND, and fails only with `fail_on_leak`.
-
-    The verdict is built once as a typed `Verdict` (`decide_verdict`, audit.machinery.verdict_rows) and
-    serialised once here (`Verdict.to_json`)."""
-    return decide_verdict(
-        checks,
-        alpha=alpha,
-        decided_by=decided_by,
-        fail_on_inconclusive=fail_on_inconclusive,
-        notes=notes,
-        leakage=leakage,
-        fail_on_leak=fail_on_leak,
-        rules=rules,
-    ).to_json()
+def decide(checks: Iterable[Check], **options: Any) -> dict[str, Any]:
+    """The verdict dict for `checks` (pure): `decide_verdict(checks, **options)` serialised once
+    (`Verdict.to_json`), as results.json holds it."""
+    return decide_verdict(checks, **options).to_json()
 
 
 def decide_verdict(
@@ -158,7 +121,24 @@ def decide_verdict(
     fail_on_leak: bool = False,
     rules: Iterable[dict[str, Any]] | None = None,
 ) -> Verdict:
-    """`decide`, as the typed `Verdict` (see `decide`)."""
+    """The verdict of `checks` (pure), typed. Holm over every deciding check that carries a p-value;
+    then one status per claim (`claims`) and the top line from them: pass only when every claim
+    held, fail when one was refuted (a policy rule is a claim too), inconclusive otherwise, and
+    "no_claim" when nothing claimed was tested: then `leakage` (statements on subjects without a
+    claim) says LEAKS or NO SIGNIFICANT LEAKAGE FOUND, and fails only with `fail_on_leak`.
+
+    Args:
+        checks: every check of the audit.
+        alpha: the family-wise error level of the Holm step-down.
+        decided_by: "built-in checks" or "policy <file>".
+        fail_on_inconclusive: an untestable or not-refuted claim fails the top line (a policy's rule).
+        notes: lines for the reader; leakage: the statements on subjects without a claim.
+        fail_on_leak: a LEAKS statement fails the top line.
+        rules: a policy's rules (`RuleCheck.as_rule()` dicts); None without a policy.
+
+    Returns:
+        The `Verdict` (audit.machinery.verdict_rows), built once.
+    """
     checks = list(checks)
     leakage = [dict(entry) for entry in leakage]
     tests = [c for c in checks if c.decides and c.p_value is not None]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from audit.machinery.verdict_decision import Check
+from audit.machinery.verdict_rows import Check
 from audit.statistics.one_run_power import whitebox_power
 
 __all__ = ["whitebox_one_run_checks", "whitebox_twin_power"]
