@@ -12,8 +12,10 @@ starts with the argument's name. Everything below the boundary trusts its inputs
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy import stats
 
 
@@ -127,7 +129,7 @@ def _delong_auc_and_variance(pos: np.ndarray, neg: np.ndarray) -> tuple[float, f
     return float(auc), float(s10 / m + s01 / n)
 
 
-def auc_with_ci(scores, members, confidence: float = 0.95) -> tuple[float, tuple[float, float]]:
+def auc_with_ci(scores: ArrayLike, members: ArrayLike, confidence: float = 0.95) -> tuple[float, tuple[float, float]]:
     """ROC AUC with a two-sided DeLong confidence interval: `(auc, (low, high))`.
 
     The AUC is the Mann-Whitney statistic P(score_member > score_nonmember) + ½ P(tie), identical
@@ -211,7 +213,9 @@ def _validate_fpr_levels(fpr_levels, name: str = "fpr_levels") -> tuple[float, .
     return tuple(float(x) for x in levels)
 
 
-def tpr_at_fpr(scores, members, fpr_levels=(0.001, 0.01, 0.1)) -> dict[float, float]:
+def tpr_at_fpr(
+    scores: ArrayLike, members: ArrayLike, fpr_levels: Sequence[float] = (0.001, 0.01, 0.1)
+) -> dict[float, float]:
     """`{level: TPR}`: for each FPR level, the highest TPR among ROC points with FPR ≤ level.
 
     No interpolation between ROC points: the reported TPR is achieved by an actual threshold
@@ -233,7 +237,7 @@ def tpr_at_fpr(scores, members, fpr_levels=(0.001, 0.01, 0.1)) -> dict[float, fl
     return {level: _tpr_at_fpr_from_roc(fpr, tpr, level) for level in levels}
 
 
-def membership_advantage(scores, members) -> float:
+def membership_advantage(scores: ArrayLike, members: ArrayLike) -> float:
     """Membership advantage max_t (TPR(t) − FPR(t)) over all thresholds t, which is ≥ 0.
 
     Yeom et al. 2018, "Privacy Risk in Machine Learning: Analyzing the Connection to

@@ -26,6 +26,7 @@ import math
 from collections.abc import Callable
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy import optimize, special
 
 from audit.statistics.epsilon_bounds import epsilon_from_gdp_mu, gdp_mu_from_epsilon
@@ -139,8 +140,8 @@ def fdp_one_run_epsilon_gdp(
 
 
 def fdp_one_run_audit(
-    scores,
-    members,
+    scores: ArrayLike,
+    members: ArrayLike,
     profile: PrivacyProfile | None,
     *,
     delta: float,
