@@ -11,7 +11,9 @@ The jobs (`run`, `audit_scores`, `audit_model`, `synth_check`, `canary_audit`, `
 `AuditResult` (the verdict's figures, and `.to_dict()` the full results.json). The estimators take
 membership scores and fair-coin membership labels and return an ε lower bound or estimate, each
 citing its paper. `Ledger` records DP releases of a dataset and composes their ε. Bad input raises
-`AuditInputError` naming the field. docs/api.md is this API's reference page.
+`AuditInputError` naming the field. `AuditResult.typed_verdict` is the verdict as frozen types
+(`Verdict`, `ClaimRow`, `CheckRow`, `RuleRow`); `Estimator` and `AuditKind` / `register_audit_kind`
+are the registries plug-ins extend. docs/api.md is this API's reference page.
 
 Importing `audit` is cheap: each name is imported from its module when first used. Inside the
 package, rooms go lowest first: `errors` (leaf) → `statistics` → `machinery` → jobs (`sweep`,
@@ -40,6 +42,15 @@ _EXPORTS: dict[str, str] = {
     # --- In-script one-run audit (a context manager around the user's own Opacus loop). ---
     # Reserved for the helper building it ("opacus"): its names go here, one line each,
     # e.g. "OneRunAudit": "audit.<its module>", and in the TYPE_CHECKING block below.
+    # --- The verdict as types (audit/machinery/verdict_rows.py): AuditResult.typed_verdict returns a Verdict. ---
+    "Verdict": "audit.machinery.verdict_rows",
+    "ClaimRow": "audit.machinery.verdict_rows",
+    "CheckRow": "audit.machinery.verdict_rows",
+    "RuleRow": "audit.machinery.verdict_rows",
+    # --- The registries plug-ins extend: estimators, single-audit kinds. ---
+    "Estimator": "audit.statistics.estimators",
+    "AuditKind": "audit.machinery.audit_kinds",
+    "register_audit_kind": "audit.machinery.audit_kinds",
     # --- The claim and the input error. ---
     "PrivacyClaim": "audit.dp_validation.claims",
     "AuditInputError": "audit.errors",
@@ -80,6 +91,13 @@ __all__ = [  # a literal list: linters and IDEs read it; tests/test_public_api.p
     "whitebox_audit",
     "one_run_whitebox_audit",
     "accountant_check",
+    "Verdict",
+    "ClaimRow",
+    "CheckRow",
+    "RuleRow",
+    "Estimator",
+    "AuditKind",
+    "register_audit_kind",
     "PrivacyClaim",
     "AuditInputError",
     "EpsilonLowerBound",
@@ -122,6 +140,8 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ im
     from audit.dp_validation.claims import PrivacyClaim
     from audit.errors import AuditInputError
     from audit.ledger.store import BudgetExceeded, Ledger, Provenance, ReleaseInput
+    from audit.machinery.audit_kinds import AuditKind, register_audit_kind
+    from audit.machinery.verdict_rows import CheckRow, ClaimRow, RuleRow, Verdict
     from audit.statistics.accountants import DPSGDEvent, epsilon_pld
     from audit.statistics.attack_metrics import auc_with_ci, membership_advantage, tpr_at_fpr
     from audit.statistics.bound_types import Bonferroni, EpsilonLowerBound, HeldOut
@@ -130,6 +150,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ im
         epsilon_from_error_rates,
         epsilon_lower_bound_clopper_pearson,
     )
+    from audit.statistics.estimators import Estimator
     from audit.statistics.fdp_one_run import fdp_one_run_audit
     from audit.statistics.gdp_conversions import epsilon_from_gdp_mu, gdp_mu_lower_bound
     from audit.statistics.gdp_estimate import epsilon_estimate_gdp

@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # the heavy modules are imported by the jobs, when called
 
     from audit.dp_validation.accountant_check import AccountantGrid
     from audit.machinery.config import AuditConfig
+    from audit.machinery.verdict_rows import Verdict
 
 __all__ = [
     "AuditResult",
@@ -79,6 +80,14 @@ class AuditResult:
     def verdict(self) -> dict[str, Any]:
         """The verdict dict of results.json (claims, checks, power, family-wise error), a copy."""
         return deepcopy(dict(self.results.get("verdict") or {}))
+
+    @property
+    def typed_verdict(self) -> Verdict:
+        """The verdict as a typed, frozen `Verdict` (its `claims` `ClaimRow`s, `checks` `CheckRow`s, `rules`
+        `RuleRow`s), read once from the results with `Verdict.from_json`."""
+        from audit.machinery.verdict_rows import Verdict
+
+        return Verdict.from_json(self.results.get("verdict") or {})
 
     def to_dict(self) -> dict[str, Any]:
         """The full results, a deep copy: the schema of results.json (docs/verdict.md reads it)."""

@@ -9,7 +9,12 @@ from __future__ import annotations
 
 
 class AuditInputError(ValueError):
-    """Bad user input. `where` names the field, file or column; the message says what was expected."""
+    """Bad user input. `where` names the field, file or column; the message says what was expected.
+
+    Args:
+        where: the field, file, column or parameter at fault (the CLI maps library parameters to flags).
+        message: what was expected, in one line.
+    """
 
     def __init__(self, where: str, message: str):
         self.where = where

@@ -9,12 +9,13 @@ from __future__ import annotations
 import html
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from audit.machinery.run_directory import write_text_atomic
 from audit.machinery.verdict_words import claim_line, status_word
 
-STYLE = """body{font-family:system-ui,sans-serif;max-width:960px;margin:2em auto;padding:0 1em;color:#222;line-height:1.45}
+STYLE = """body{font-family:system-ui,sans-serif;max-width:960px;margin:2em auto;padding:0 1em;color:#222;\
+line-height:1.45}
 .banner{padding:1em 1.4em;border-radius:6px;margin:1em 0;font-size:1.1em}
 .fail{background:#fde8e8;border:2px solid #b91c1c}.pass{background:#e8f6ec;border:2px solid #15803d}
 .inconclusive{background:#fff7e0;border:2px solid #b45309}
@@ -93,6 +94,144 @@ def _method(kind: str) -> str:
     return AUDIT_KINDS[kind].method if kind in AUDIT_KINDS else ""
 
 
+def _subject(result: dict[str, Any]) -> Any:
+    return result.get("trainer") or result.get("mechanism") or result.get("accountant") or ""
+
+
+class Section(NamedTuple):
+    """A kind's result section: the banner's detail line, the HTML body, the result keys it showed (the
+    set-up table lists the rest)."""
+
+    detail: str
+    body: str
+    shown: frozenset[str]
+
+
+def _section(kind: str, result: dict[str, Any], decided: dict[str, Any]) -> Section:
+    """The section the kind declares (audit/machinery/audit_kinds.py `report_section`)."""
+    from audit.machinery.audit_kinds import AUDIT_KINDS, load
+
+    builder = AUDIT_KINDS[kind].report_section if kind in AUDIT_KINDS else f"{__name__}:bound_section"
+    section: Section = load(builder)(kind, result, decided)
+    return section
+
+
+def accountant_section(kind: str, result: dict[str, Any], decided: dict[str, Any]) -> Section:
+    """accountant-check: the labels' counts and the grid points."""
+    counts = result.get("counts") or {}
+    detail = ", ".join(f"{n} {label}" for label, n in counts.items()) + " grid point(s)"
+    summary_rows = [
+        ("accountant", _subject(result)),
+        ("margin for 'loose'", result.get("margin")),
+        *((f"{label} points", n) for label, n in counts.items()),
+    ]
+    body = "<h2>Result</h2>" + _facts(summary_rows) + "<h2>Grid points</h2>" + _points_table(result.get("points") or [])
+    shown = {"accountant", "margin", "counts", "points", "passed", "mlflow", "verdict"}
+    return Section(detail, body, frozenset(shown))
+
+
+def conformance_section(kind: str, result: dict[str, Any], decided: dict[str, Any]) -> Section:
+    """conformance: one row per check."""
+    checks = [c for c in result.get("checks") or [] if isinstance(c, dict)]
+    detail = (
+        f"a family of {len(checks)} statistical checks at family-wise α {_number(result.get('alpha'))}: "
+        + "; ".join(f"{c.get('check')}: {'pass' if c.get('passed') else 'FAIL'}" for c in checks)
+    )
+    summary_rows = [
+        (
+            f"{c.get('check')} ({'pass' if c.get('passed') else 'FAIL'})",
+            f"measured {c.get('value')}, expected {c.get('expected')}: {c.get('detail')}",
+        )
+        for c in checks
+    ]
+    body = "<h2>Checks</h2>" + _facts(summary_rows)
+    shown = {"checks", "passed", "violation", "verdict", "mlflow"}
+    return Section(detail, body, frozenset(shown))
+
+
+def bound_section(kind: str, result: dict[str, Any], decided: dict[str, Any]) -> Section:
+    """One claim against one ε lower bound (or a profile test): the deciding figure first."""
+    bound, claim = result.get("epsilon_lower_bound"), result.get("claimed_epsilon")
+    confidence = result.get("confidence")
+    detail = (
+        f"empirical ε lower bound {_number(bound)}"
+        + (f" at {confidence:.0%} confidence" if isinstance(confidence, float) else "")
+        + f"; claimed ε {_number(claim)}, δ {_number(result.get('delta'))}"
+    )
+    if isinstance(result.get("profile_test"), dict):  # the deciding statistic first, the bound beside it
+        test = result["profile_test"]
+        detail = (
+            f"exact test of {test.get('statistic')} against the claim's trade-off curve: p = "
+            f"{_number(test.get('p_value'))} ({'refutes' if test.get('refuted') else 'does not refute'} the "
+            f"claim); ε lower bound {_number(bound)} shown beside; claimed ε {_number(claim)}, "
+            f"δ {_number(result.get('delta'))}"
+        )
+    claims = [c for c in decided.get("claims") or [] if isinstance(c, dict)]
+    summary_rows = [
+        ("claim", "; ".join(claim_line(c) for c in claims) or "—"),
+        ("claimed ε", claim),
+        ("δ", result.get("delta")),
+    ]
+    test = result.get("profile_test")
+    if isinstance(test, dict):
+        # The statistic that decides: the exact test of one rule's error point against the claim's curve.
+        summary_rows += [
+            (
+                f"deciding test: exact test of {test.get('statistic')} against the claim's trade-off curve "
+                f"({test.get('profile')})",
+                f"p = {_number(test.get('p_value'))}: "
+                + ("refutes the claim" if test.get("refuted") else "does not refute the claim"),
+            ),
+            (
+                "curve point (FPR, FNR) vs the claimed FNR floor",
+                f"({_number(test.get('fpr'))}, {_number(test.get('fnr'))}) vs {_number(test.get('claimed_fnr_floor'))}",
+            ),
+            ("ε lower bound at the claim's δ (shown beside: the curve test decides)", bound),
+        ]
+    else:
+        summary_rows.append(("empirical ε lower bound (decides: above the claim refutes it)", bound))
+    summary_rows.append(("confidence", confidence))
+    for ceiling_key in ("ceiling", "epsilon_ceiling"):
+        if ceiling_key in result:
+            summary_rows.append(("ceiling (a perfect attack's bound with these runs)", result[ceiling_key]))
+    gdp = result.get("gdp_estimate")
+    if isinstance(gdp, dict) and gdp.get("epsilon") is not None:
+        summary_rows.append(("GDP estimate of ε (assumes a Gaussian trade-off; not a bound)", gdp["epsilon"]))
+    whitebox = result.get("gdp_bound")
+    if isinstance(whitebox, dict) and whitebox.get("epsilon") is not None:
+        summary_rows.append(
+            (
+                f"GDP-family bound: μ ≥ {whitebox.get('mu', 0):.3f}, ε at δ (assumes: {whitebox.get('assumption')})",
+                whitebox["epsilon"],
+            )
+        )
+        refuted = (result.get("refutation") or {}).get("refuted_pair")
+        summary_rows.append(("claimed trade-off curve refuted", bool(refuted)))
+        if refuted:
+            summary_rows.append(
+                (
+                    "refuted pair of the claim's profile (ε', δ')",
+                    f"({refuted['epsilon']:.3f}, {refuted['delta']:.3g})",
+                )
+            )
+    body = "<h2>Result</h2>" + _facts(summary_rows)
+    shown = {
+        "gdp_bound",
+        "claimed_epsilon",
+        "delta",
+        "epsilon_lower_bound",
+        "confidence",
+        "violation",
+        "gdp_estimate",
+        "ceiling",
+        "epsilon_ceiling",
+        "mlflow",
+        "verdict",
+        "profile_test",
+    }
+    return Section(detail, body, frozenset(shown))
+
+
 def render_audit_report(kind: str, result: dict[str, Any]) -> str:
     decided = result.get("verdict") or {}
     status = decided.get("status") or (
@@ -100,117 +239,9 @@ def render_audit_report(kind: str, result: dict[str, Any]) -> str:
     )
     verdict = status_word(status, decided)
     banner = status if status in ("fail", "pass", "inconclusive") else "fail"
-    subject = result.get("trainer") or result.get("mechanism") or result.get("accountant") or ""
-    if kind == "accountant-check":
-        counts = result.get("counts") or {}
-        detail = ", ".join(f"{n} {label}" for label, n in counts.items()) + " grid point(s)"
-        summary_rows = [
-            ("accountant", subject),
-            ("margin for 'loose'", result.get("margin")),
-            *((f"{label} points", n) for label, n in counts.items()),
-        ]
-        body = (
-            "<h2>Result</h2>"
-            + _facts(summary_rows)
-            + "<h2>Grid points</h2>"
-            + _points_table(result.get("points") or [])
-        )
-        shown = {"accountant", "margin", "counts", "points", "passed", "mlflow", "verdict"}
-    elif kind == "conformance":
-        checks = [c for c in result.get("checks") or [] if isinstance(c, dict)]
-        detail = (
-            f"a family of {len(checks)} statistical checks at family-wise α {_number(result.get('alpha'))}: "
-            + "; ".join(f"{c.get('check')}: {'pass' if c.get('passed') else 'FAIL'}" for c in checks)
-        )
-        summary_rows = [
-            (
-                f"{c.get('check')} ({'pass' if c.get('passed') else 'FAIL'})",
-                f"measured {c.get('value')}, expected {c.get('expected')}: {c.get('detail')}",
-            )
-            for c in checks
-        ]
-        body = "<h2>Checks</h2>" + _facts(summary_rows)
-        shown = {"checks", "passed", "violation", "verdict", "mlflow"}
-    else:
-        bound, claim = result.get("epsilon_lower_bound"), result.get("claimed_epsilon")
-        confidence = result.get("confidence")
-        detail = (
-            f"empirical ε lower bound {_number(bound)}"
-            + (f" at {confidence:.0%} confidence" if isinstance(confidence, float) else "")
-            + f"; claimed ε {_number(claim)}, δ {_number(result.get('delta'))}"
-        )
-        if isinstance(result.get("profile_test"), dict):  # the deciding statistic first, the bound beside it
-            test = result["profile_test"]
-            detail = (
-                f"exact test of {test.get('statistic')} against the claim's trade-off curve: p = "
-                f"{_number(test.get('p_value'))} ({'refutes' if test.get('refuted') else 'does not refute'} the "
-                f"claim); ε lower bound {_number(bound)} shown beside; claimed ε {_number(claim)}, "
-                f"δ {_number(result.get('delta'))}"
-            )
-        claims = [c for c in decided.get("claims") or [] if isinstance(c, dict)]
-        summary_rows = [
-            ("claim", "; ".join(claim_line(c) for c in claims) or "—"),
-            ("claimed ε", claim),
-            ("δ", result.get("delta")),
-        ]
-        test = result.get("profile_test")
-        if isinstance(test, dict):
-            # The statistic that decides: the exact test of one rule's error point against the claim's curve.
-            summary_rows += [
-                (
-                    f"deciding test: exact test of {test.get('statistic')} against the claim's trade-off curve "
-                    f"({test.get('profile')})",
-                    f"p = {_number(test.get('p_value'))}: "
-                    + ("refutes the claim" if test.get("refuted") else "does not refute the claim"),
-                ),
-                (
-                    "curve point (FPR, FNR) vs the claimed FNR floor",
-                    f"({_number(test.get('fpr'))}, {_number(test.get('fnr'))}) vs {_number(test.get('claimed_fnr_floor'))}",
-                ),
-                ("ε lower bound at the claim's δ (shown beside: the curve test decides)", bound),
-            ]
-        else:
-            summary_rows.append(("empirical ε lower bound (decides: above the claim refutes it)", bound))
-        summary_rows.append(("confidence", confidence))
-        for ceiling_key in ("ceiling", "epsilon_ceiling"):
-            if ceiling_key in result:
-                summary_rows.append(("ceiling (a perfect attack's bound with these runs)", result[ceiling_key]))
-        gdp = result.get("gdp_estimate")
-        if isinstance(gdp, dict) and gdp.get("epsilon") is not None:
-            summary_rows.append(("GDP estimate of ε (assumes a Gaussian trade-off; not a bound)", gdp["epsilon"]))
-        whitebox = result.get("gdp_bound")
-        if isinstance(whitebox, dict) and whitebox.get("epsilon") is not None:
-            summary_rows.append(
-                (
-                    f"GDP-family bound: μ ≥ {whitebox.get('mu', 0):.3f}, ε at δ (assumes: "
-                    f"{whitebox.get('assumption')})",
-                    whitebox["epsilon"],
-                )
-            )
-            refuted = (result.get("refutation") or {}).get("refuted_pair")
-            summary_rows.append(("claimed trade-off curve refuted", bool(refuted)))
-            if refuted:
-                summary_rows.append(
-                    (
-                        "refuted pair of the claim's profile (ε', δ')",
-                        f"({refuted['epsilon']:.3f}, {refuted['delta']:.3g})",
-                    )
-                )
-        body = "<h2>Result</h2>" + _facts(summary_rows)
-        shown = {
-            "gdp_bound",
-            "claimed_epsilon",
-            "delta",
-            "epsilon_lower_bound",
-            "confidence",
-            "violation",
-            "gdp_estimate",
-            "ceiling",
-            "epsilon_ceiling",
-            "mlflow",
-            "verdict",
-            "profile_test",
-        }
+    subject = _subject(result)
+    section = _section(kind, result, decided)
+    detail, body, shown = section.detail, section.body, set(section.shown)
     rules = [r for r in decided.get("rules") or [] if isinstance(r, dict)]
     if rules:  # a policy's rules: their own list after the claims, never a claim (docs/verdict.md)
         from audit.machinery.verdict_words import counts_line, rule_line

@@ -2,7 +2,8 @@
 
 Laid out for an 80-column terminal: a single wide table of every target × attack needed ~130
 columns, and rich cut every value to `0.9…` in a normal terminal. Per-target facts (ε, accuracy,
-the claim's status: held / not refuted / refuted / untestable here, or the leakage statement) go in the block's header line, so the table keeps only the per-attack numbers.
+the claim's status: held / not refuted / refuted / untestable here, or the leakage statement) go in
+the block's header line, so the table keeps only the per-attack numbers.
 """
 
 from __future__ import annotations
@@ -102,7 +103,8 @@ def results_summary_table(results: dict[str, Any]) -> Group:
     """The audit's numbers for the console: per target a header line and a table of its attacks."""
     accountant = get(results, "config", "privacy", "accountant", default="claimed")
     blocks: list[Any] = [_line(f"privacy-audit: {get(results, 'config', 'name', default='')}", style="bold underline")]
-    verdict = results.get("verdict") if isinstance(results.get("verdict"), dict) else {}
+    found_verdict = results.get("verdict")
+    verdict: dict[str, Any] = found_verdict if isinstance(found_verdict, dict) else {}
     for index, target in enumerate(results.get("targets") or []):
         table = _attack_table()
         for attack in target.get("attacks") or []:

@@ -62,7 +62,7 @@ CLIENT_HEADERS = (
 
 
 def client_rows(results: dict[str, Any]) -> list[tuple[str, ...]]:
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for target in federated_targets(results):
         fed = target["federated"]
         attacks = {a["name"]: a for a in target["attacks"]}
@@ -166,7 +166,7 @@ def _canary_ceiling(results: dict[str, Any], index: int, row: dict[str, Any]) ->
 def level_rows(results: dict[str, Any]) -> list[tuple[str, ...]]:
     """Per target, the pooled attack of each level: record (loss/all, lira_offline/all), server, client;
     then the target's canary-client row (client level; its ε LB is Steinke et al.'s, candidates its canaries)."""
-    rows = []
+    rows: list[tuple[str, ...]] = []
     targets = results.get("targets", [])
     for target in federated_targets(results):
         index = next(i for i, t in enumerate(targets) if t is target)

@@ -41,7 +41,7 @@ def epsilon_label(epsilon: float | None) -> str:
 def _save(fig: plt.Figure, path: Path) -> Path:
     """Save at a fixed size (no tight bbox: the recorded boxes must match the pixels)."""
     fig.canvas.draw()
-    renderer = fig.canvas.get_renderer()
+    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]  # the Agg canvas (forced above) has one
     width, height = fig.bbox.width, fig.bbox.height
 
     def fractions(box) -> list[float]:
@@ -52,7 +52,7 @@ def _save(fig: plt.Figure, path: Path) -> Path:
             round(1 - box.y0 / height, 4),
         ]
 
-    legends = list(fig.legends) + [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None]
+    legends = list(fig.legends) + [legend for ax in fig.axes if (legend := ax.get_legend()) is not None]
     layout = {
         "legends": [fractions(legend.get_window_extent(renderer)) for legend in legends],
         "axes": [fractions(ax.get_window_extent(renderer)) for ax in fig.axes if ax.get_visible()],

@@ -33,7 +33,8 @@ _FIGURE_TEXT = {
     ),
     "privacy_utility": (
         "Privacy-utility",
-        "Test accuracy (top) and the best attack AUC (bottom, 0.5 = chance) per target ε; ∞ is drawn at the right edge.",
+        "Test accuracy (top) and the best attack AUC (bottom, 0.5 = chance) per target ε; "
+        "∞ is drawn at the right edge.",
     ),
     "roc_all": (
         "ROC of every target",

@@ -95,7 +95,8 @@ def _reproducibility(results: dict[str, Any], run_dir: Path | None, results_json
         rows.append(
             (
                 "MLflow experiment / parent run",
-                f"<code>{_text(mlflow.get('experiment_id'))}</code> / <code>{_text(mlflow.get('parent_run_id'))}</code>",
+                f"<code>{_text(mlflow.get('experiment_id'))}</code> / "
+                f"<code>{_text(mlflow.get('parent_run_id'))}</code>",
             )
         )
         child_rows = []
@@ -112,7 +113,9 @@ def _reproducibility(results: dict[str, Any], run_dir: Path | None, results_json
     if isinstance(results.get("config"), dict):
         config_yaml = (
             "<h3>Resolved configuration</h3>"
-            f"<pre>{_text(yaml.safe_dump(results['config'], sort_keys=False, allow_unicode=True, default_flow_style=None))}</pre>"
+            "<pre>"
+            + _text(yaml.safe_dump(results["config"], sort_keys=False, allow_unicode=True, default_flow_style=None))
+            + "</pre>"
         )
     return f'<section id="reproducibility"><h2>Reproducibility</h2><dl class="facts">{body}</dl>{config_yaml}</section>'
 

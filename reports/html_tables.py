@@ -138,9 +138,11 @@ def _targets_table(results: dict[str, Any]) -> str:
         '<p class="caption">Best ε lower bound: the largest Clopper-Pearson or one-run bound over all attacks '
         "(the GDP estimate is never used). Claim: <em>held</em> = tested by a check with power against it (proven, "
         "measured or a positive control) and not refuted; <em>not refuted</em> = tested only by checks that cannot "
-        "detect every violation (black-box attacks on the final model); <em>refuted</em> = a proven bound's test rejects the accountant's ε for the same δ (Holm over the "
+        "detect every violation (black-box attacks on the final model); <em>refuted</em> = a proven bound's test "
+        "rejects the accountant's ε for the same δ (Holm over the "
         "run's tests); <em>untestable here</em> = even a perfect attack could not have refuted it with these "
-        "candidates; without a DP claim, the leakage statement. AUC: area under the ROC curve (0.5 = chance) with its DeLong confidence interval; "
+        "candidates; without a DP claim, the leakage statement. AUC: area under the ROC curve (0.5 = chance) with "
+        "its DeLong confidence interval; "
         "TPR at 0.1 % FPR: share of members detected while wrongly flagging 0.1 % of non-members. The largest AUC "
         "of a target is in bold. ε = ∞ is the non-private baseline (no accountant ε).</p></section>"
     )
@@ -359,10 +361,12 @@ def _synthetic_risks_table(entries: list[dict[str, Any]]) -> str:
         worst = max(inference, key=lambda r: r["value"], default=None)
         baseline = risks.get("dcr_baseline_protection") or {}
         rows.append(
-            f"<tr><td>{_text(entry.get('generator') or f'entry {index + 1}')}</td><td>{_text(claimed_epsilon_text(entry))}</td>"
+            f"<tr><td>{_text(entry.get('generator') or f'entry {index + 1}')}</td>"
+            f"<td>{_text(claimed_epsilon_text(entry))}</td>"
             f'<td class="num">{_risk_html(risks.get("singling_out"))}</td>'
             f'<td class="num">{_risk_html(risks.get("linkability"))}</td>'
-            f'<td class="num">{_risk_html(worst)}{"<br><small>secret " + _text(worst.get("secret")) + "</small>" if worst else ""}</td>'
+            f'<td class="num">{_risk_html(worst)}'
+            f"{'<br><small>secret ' + _text(worst.get('secret')) + '</small>' if worst else ''}</td>"
             f'<td class="num">{_num(baseline.get("score"), 2)}</td></tr>'
         )
     if not rows:

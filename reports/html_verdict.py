@@ -285,9 +285,9 @@ def _policy_section(checks: list[dict[str, Any]] | None) -> str:
         "not applicable": '<span class="badge na">not applicable</span>',
     }
     rows = []
-    for check in sorted(checks, key=lambda c: order.get(c.get("status"), 3)):
+    for check in sorted(checks, key=lambda c: order.get(str(c.get("status")), 3)):
         rows.append(
-            f"<tr><td>{badge.get(check.get('status'), _text(check.get('status')))}</td>"
+            f"<tr><td>{badge.get(str(check.get('status')), _text(check.get('status')))}</td>"
             f"<td><code>{_text(check.get('rule'))}</code></td><td>{_text(check.get('target_label'))}</td>"
             f"<td>{_text(check.get('attack') or '')}</td>"
             f'<td class="num">{_value(check.get("measured"))}</td><td class="num">{_value(check.get("limit"))}</td>'

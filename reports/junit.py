@@ -6,7 +6,8 @@ what would make it testable; what the mode cannot detect, what would decide). A 
 as their own cases (`policy rule …`): passed, failed (<failure type="RuleFailed">) or not applicable
 (<skipped>); a rule is never counted as a claim.
 Figures that decide nothing (shown-only checks, the leakage statement of a subject without a DP
-claim) are suite <properties>; where a leak fails the verdict (the user's own release, no `--allow-leak`) each leakage statement is a case too.
+claim) are suite <properties>; where a leak fails the verdict (the user's own release, no
+`--allow-leak`) each leakage statement is a case too.
 Built with xml.etree.ElementTree, so names from user configs are escaped by the serializer.
 """
 

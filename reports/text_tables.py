@@ -54,7 +54,8 @@ def per_epsilon_rows(results: dict[str, Any]) -> tuple[tuple[str, ...], list[tup
                 _fmt(max(a["auc"] for a in t["attacks"]), 3),
                 _fmt(t["epsilon_lb_best"]),
                 *[_fmt(by_rep[r]["exposure_mean"], 1) for r in reps],
-                f"{sum(e['greedy_extracted'] for e in inserted)} / {sum(e['beam_extracted'] for e in inserted)} of {n_inserted}",
+                f"{sum(e['greedy_extracted'] for e in inserted)} / "
+                f"{sum(e['beam_extracted'] for e in inserted)} of {n_inserted}",
                 f"{extraction['phone']['members_recovered']} / {extraction['address']['members_recovered']} "
                 f"of {extraction['n_members']}",
             )
@@ -64,7 +65,7 @@ def per_epsilon_rows(results: dict[str, Any]) -> tuple[tuple[str, ...], list[tup
 
 def attack_rows(results: dict[str, Any]) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:
     headers = ("target ε", "attack", "AUC (95 % CI)", "TPR @ 1 % FPR", "ε lower bound (one-run)")
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for t in text_targets(results):
         for a in t["attacks"]:
             lo, hi = a["auc_ci"]

@@ -11,7 +11,6 @@ import pytest
 from scipy import stats
 
 from audit.statistics.epsilon_bounds import (
-    ESTIMATORS,
     Bonferroni,
     EpsilonLowerBound,
     HeldOut,
@@ -27,6 +26,7 @@ from audit.statistics.epsilon_bounds import (
     one_run_epsilon_from_counts,
     one_run_p_value,
 )
+from audit.statistics.estimators import ESTIMATORS
 
 DELTA = 1e-5
 

@@ -24,7 +24,7 @@ from audit.errors import AuditInputError
 try:  # recent typer vendors its own click: its exceptions are the ones raised
     from typer._click import exceptions as click_exceptions
 except ImportError:  # pragma: no cover - older typer uses click itself
-    from click import exceptions as click_exceptions
+    from click import exceptions as click_exceptions  # type: ignore[no-redef]
 
 
 class _AuditCommand(typer.core.TyperCommand):
@@ -162,7 +162,7 @@ _LINE_LIMIT = 1000
 _ENVIRONMENT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM}
 
 
-def _one_line(text: str) -> str:
+def _one_line(text: object) -> str:
     """One line, control characters escaped (audit.errors.escape_controls), at most _LINE_LIMIT long."""
     from audit.errors import escape_controls
     from audit.machinery.secrets import redact  # a URI's password never reaches the terminal or a CI log

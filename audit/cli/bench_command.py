@@ -225,12 +225,12 @@ def _bench_executor(
     projection.add_column("s / task", justify="right")
     for n in gpu_counts:
         projection.add_column(f"{n} GPU{'s' if n > 1 else ''}", justify="right")
-    rows = {
+    work = {
         "canary audit, 10,000 trainer runs": (10_000, per_run),
         f"full preset: {n_models} models, one per task": (n_models, per_model),
     }
     projections = []
-    for label, (tasks, cost) in rows.items():
+    for label, (tasks, cost) in work.items():
         walls = [projected_wall_seconds(tasks, cost, n, slots_per_gpu) for n in gpu_counts]
         projection.add_row(label, f"{tasks:,}", f"{cost:.2f}", *map(_duration, walls))
         projections.append(

@@ -92,12 +92,11 @@ def _stored_policy(results: dict[str, Any], results_file: Path):
 
 def _results_or_audit_file(path: Path) -> tuple[Path, str | None, bool]:
     """(file, audit kind or None, found inside a folder): a run folder or results.json → results.json;
-    a single audit's folder or `<kind>.json` (canary-audit, mechanism-audit, whitebox-audit,
-    conformance, accountant-check) → that file. A file found inside a folder must be a regular file
+    a single audit's folder or `<kind>.json` (any kind of audit/machinery/audit_kinds.py) → that file. A file found inside a folder must be a regular file
     there, not a link (audit.machinery.safe_files)."""
     import os
 
-    from audit.machinery.policy import SINGLE_AUDIT_KINDS
+    from audit.machinery.audit_kinds import AUDIT_KINDS as SINGLE_AUDIT_KINDS  # live: a plug-in kind too
 
     if path.is_dir():
         names = ["results.json"] + [f"{kind}.json" for kind in SINGLE_AUDIT_KINDS]

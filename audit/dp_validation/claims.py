@@ -40,6 +40,13 @@ class PrivacyClaim:
 
     When the claim is a DP-SGD configuration (σ, q, T), ε is the PLD accountant's (the tight
     reference, `audit.statistics.accountants.epsilon_pld`) and the Dirac audit can be run on it.
+
+    Attributes:
+        epsilon: the claimed ε (> 0; inf for no claim).
+        delta: the claimed δ, in [0, 1).
+        source: where the claim came from (a flag, a file, the accountant of (σ, q, T)).
+        noise_multiplier, sample_rate, steps: the DP-SGD configuration (σ, q, T) when the claim is one,
+            else None.
     """
 
     epsilon: float

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from audit.errors import AuditInputError
-from audit.machinery.audit_kinds import AUDIT_KINDS
+from audit.machinery.audit_kinds import AUDIT_KINDS, load
 from audit.machinery.input_files import clip, load_json_file
 from audit.machinery.result_integrity import IntegrityOutcome
 
@@ -39,11 +39,10 @@ def _schema_error(kind: str, result: Any, where: str) -> None:
     import jsonschema
 
     schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
-    wrapper = {
-        "$schema": schema["$schema"],
-        "$defs": schema["$defs"],
-        "$ref": f"#/$defs/{AUDIT_KINDS[kind].schema_def}",
-    }
+    declared = AUDIT_KINDS[kind]
+    # A plug-in kind declares its definition inline; the shipped kinds' are the schema's `$defs`.
+    defs = dict(schema["$defs"]) if declared.schema is None else {**schema["$defs"], kind: dict(declared.schema)}
+    wrapper = {"$schema": schema["$schema"], "$defs": defs, "$ref": f"#/$defs/{declared.schema_def}"}
     validator = jsonschema.Draft202012Validator(wrapper)
     try:
         errors = sorted(
@@ -73,33 +72,53 @@ def _own_status(result: dict[str, Any]) -> str | None:
 _POWER_RANK = {"none": 0, "measured": 1, "control": 1, "proven": 2}
 
 
+def _count(result: dict[str, Any], *keys: str) -> int:
+    for key in keys:
+        value = result.get(key)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return 0
+
+
+def canary_power(result: dict[str, Any]) -> dict[str, Any] | None:
+    """canary-audit's power, from its mode and size (audit.dp_validation.mode_power)."""
+    from audit.dp_validation.mode_power import canary_mode_power
+
+    mode = str(result.get("mode") or "")
+    size = (
+        _count(result, "n_canaries")
+        if mode == "one-run"
+        else _count(result, "n_runs_planned", "n_runs", "n_models_per_side")
+    )
+    return canary_mode_power(mode, size)
+
+
+def mechanism_power(result: dict[str, Any]) -> dict[str, Any] | None:
+    """mechanism-audit's power, from its number of trials (audit.dp_validation.mode_power)."""
+    from audit.dp_validation import mode_power
+
+    return mode_power.mechanism_power(_count(result, "n_trials"))
+
+
+def whitebox_power(result: dict[str, Any]) -> dict[str, Any] | None:
+    """whitebox-audit's power, from what it observed and its canaries (audit.dp_validation.mode_power)."""
+    from audit.dp_validation.mode_power import whitebox_power_entry
+
+    found_canaries = result.get("canaries")
+    canaries: dict[str, Any] = found_canaries if isinstance(found_canaries, dict) else {}
+    return whitebox_power_entry(
+        str(result.get("observe") or "all"),
+        one_run=result.get("mode") == "one-run",
+        canary_kind=str(canaries.get("kind") or "dirac"),
+    )
+
+
 def recomputed_power(kind: str, result: dict[str, Any]) -> dict[str, Any] | None:
-    """The power a canary / mechanism / white-box result may claim, recomputed from its mode, observation,
-    canary kind and size (audit.dp_validation.mode_power), never read on the file's word: the `power` entry
-    decides "held" vs "not refuted" (docs/verdict.md "Power"). None where the kind declares none."""
-    from audit.dp_validation.mode_power import canary_mode_power, mechanism_power, whitebox_power_entry
-
-    def count(*keys: str) -> int:
-        for key in keys:
-            value = result.get(key)
-            if isinstance(value, int) and not isinstance(value, bool):
-                return value
-        return 0
-
-    if kind == "canary-audit":
-        mode = str(result.get("mode") or "")
-        size = count("n_canaries") if mode == "one-run" else count("n_runs_planned", "n_runs", "n_models_per_side")
-        return canary_mode_power(mode, size)
-    if kind == "mechanism-audit":
-        return mechanism_power(count("n_trials"))
-    if kind == "whitebox-audit":
-        canaries = result.get("canaries") if isinstance(result.get("canaries"), dict) else {}
-        return whitebox_power_entry(
-            str(result.get("observe") or "all"),
-            one_run=result.get("mode") == "one-run",
-            canary_kind=str(canaries.get("kind") or "dirac"),
-        )
-    return None
+    """The power a result may claim, recomputed by its kind's `power` builder from its mode, observation,
+    canary kind and size, never read on the file's word: the `power` entry decides "held" vs "not refuted"
+    (docs/verdict.md "Power"). None where the kind declares none."""
+    builder = AUDIT_KINDS[kind].power
+    return None if builder is None else load(builder)(result)
 
 
 def check_power(kind: str, result: dict[str, Any], where: str) -> None:
@@ -121,86 +140,102 @@ def check_power(kind: str, result: dict[str, Any], where: str) -> None:
 
 
 def check_flags_against_numbers(kind: str, result: dict[str, Any], where: str) -> None:
-    """Raise AuditInputError when a flag the verdict reads disagrees with the numbers (see module doc)."""
+    """Raise AuditInputError when a flag the verdict reads disagrees with the numbers (see module doc):
+    the power, then the kind's own `numbers_check`."""
     check_power(kind, result, where)
-    if AUDIT_KINDS[kind].bounds_epsilon:
-        claim, bound = float(result["claimed_epsilon"]), float(result["epsilon_lower_bound"])
-        test = result.get("profile_test")
-        if isinstance(test, dict):
-            refuted = test["p_value"] <= 1 - test["confidence"] + _TOLERANCE
-            if bool(test["refuted"]) != refuted:
-                raise _contradiction(
-                    where,
-                    "profile_test.refuted",
-                    f"is {test['refuted']} but p = {test['p_value']:.3g} "
-                    f"at confidence {test['confidence']:g} means {refuted}",
-                )
-            violation = refuted
-        elif kind == "whitebox-audit":
-            # Decided by its checks (p-values re-decided by Holm); its sound (ε, δ) bound is one of
-            # them: above the claim, that check and the audit must have failed.
-            violation = None
-            if bound > claim:
-                rows = (result.get("verdict") or {}).get("checks") or []
-                if not result["violation"] or not any(isinstance(r, dict) and r.get("failed") for r in rows):
-                    raise _contradiction(
-                        where,
-                        "violation",
-                        f"is {result['violation']} but the sound lower bound "
-                        f"{bound:.4g} exceeds the claimed ε {claim:.4g}",
-                    )
-        else:
-            violation = bound > claim
-        if violation is not None and bool(result["violation"]) != violation:
+    check = AUDIT_KINDS[kind].numbers_check
+    if check is not None:
+        load(check)(result, where)
+
+
+def check_bound_flags(result: dict[str, Any], where: str, *, decided_by_checks: bool = False) -> None:
+    """One claim against one ε lower bound (or a profile test): `violation`, `status` and the own verdict's
+    status must follow from the numbers. `decided_by_checks`: the audit's rows decide (whitebox-audit)."""
+    claim, bound = float(result["claimed_epsilon"]), float(result["epsilon_lower_bound"])
+    test = result.get("profile_test")
+    if isinstance(test, dict):
+        refuted = test["p_value"] <= 1 - test["confidence"] + _TOLERANCE
+        if bool(test["refuted"]) != refuted:
             raise _contradiction(
                 where,
-                "violation",
-                f"is {result['violation']} but the lower bound {bound:.4g} vs the "
-                f"claimed ε {claim:.4g} means {violation}"
-                if not isinstance(test, dict)
-                else f"is {result['violation']} but the profile test says refuted = {violation}",
+                "profile_test.refuted",
+                f"is {test['refuted']} but p = {test['p_value']:.3g} "
+                f"at confidence {test['confidence']:g} means {refuted}",
             )
-        if kind == "whitebox-audit":
-            _check_whitebox_blocks(result, where)
-        status = _own_status(result)
-        if violation is not None and (status == "fail") != violation and status is not None:
-            raise _contradiction(where, "verdict.status", f"is {status!r} but the audit's violation is {violation}")
-        if violation is not None and result.get("status") is not None and (result["status"] == "fail") != violation:
-            raise _contradiction(where, "status", f"is {result['status']!r} but the audit's violation is {violation}")
-    elif kind == "accountant-check":
-        from audit.dp_validation.accountant_check import classify
-
-        margin = float(result["margin"])
-        for index, point in enumerate(result["points"]):
-            reported = point["reported"]
-            if reported is None:
-                if point["label"] not in ("loose", "invalid"):
-                    raise _contradiction(where, f"points[{index}].label", f"is {point['label']!r} with no reported ε")
-                continue
-            lower, upper = float(point["pld_lower"]), float(point["pld_upper"])
-            if lower > upper:
-                raise AuditInputError(f"{where}: field 'points[{index}]'", "pld_lower is above pld_upper")
-            label, _, _ = classify(float(reported), lower, upper, margin)
-            if label != point["label"]:
+        violation: bool | None = refuted
+    elif decided_by_checks:
+        # Decided by its checks (p-values re-decided by Holm); its sound (ε, δ) bound is one of
+        # them: above the claim, that check and the audit must have failed.
+        violation = None
+        if bound > claim:
+            rows = (result.get("verdict") or {}).get("checks") or []
+            if not result["violation"] or not any(isinstance(r, dict) and r.get("failed") for r in rows):
                 raise _contradiction(
                     where,
-                    f"points[{index}].label",
-                    f"is {point['label']!r} but ε {reported:.4g} against "
-                    f"the PLD interval [{lower:.4g}, {upper:.4g}] is {label!r}",
+                    "violation",
+                    f"is {result['violation']} but the sound lower bound {bound:.4g} exceeds the claimed ε {claim:.4g}",
                 )
-        passed = not any(p["label"] in ("unsound", "invalid") for p in result["points"])
-        if "passed" in result and bool(result["passed"]) != passed:
-            raise _contradiction(where, "passed", f"is {result['passed']} but the points say {passed}")
-    elif kind == "conformance":
-        passed = all(c["passed"] for c in result["checks"])
-        for field in ("passed",):
-            if field in result and bool(result[field]) != passed:
-                raise _contradiction(where, field, f"is {result[field]} but the checks say {passed}")
-        if "violation" in result and bool(result["violation"]) == passed:
-            raise _contradiction(where, "violation", f"is {result['violation']} but the checks say passed = {passed}")
-        status = _own_status(result)
-        if status is not None and (status == "fail") == passed:
-            raise _contradiction(where, "verdict.status", f"is {status!r} but the checks say passed = {passed}")
+    else:
+        violation = bound > claim
+    if violation is not None and bool(result["violation"]) != violation:
+        raise _contradiction(
+            where,
+            "violation",
+            f"is {result['violation']} but the lower bound {bound:.4g} vs the claimed ε {claim:.4g} means {violation}"
+            if not isinstance(test, dict)
+            else f"is {result['violation']} but the profile test says refuted = {violation}",
+        )
+    status = _own_status(result)
+    if violation is not None and (status == "fail") != violation and status is not None:
+        raise _contradiction(where, "verdict.status", f"is {status!r} but the audit's violation is {violation}")
+    if violation is not None and result.get("status") is not None and (result["status"] == "fail") != violation:
+        raise _contradiction(where, "status", f"is {result['status']!r} but the audit's violation is {violation}")
+
+
+def check_whitebox_flags(result: dict[str, Any], where: str) -> None:
+    """whitebox-audit: `check_bound_flags` decided by its rows, and its one-run and curve blocks."""
+    check_bound_flags(result, where, decided_by_checks=True)
+    _check_whitebox_blocks(result, where)
+
+
+def check_accountant_flags(result: dict[str, Any], where: str) -> None:
+    """accountant-check: each point's label from its reported ε and PLD interval; `passed` from the labels."""
+    from audit.dp_validation.accountant_check import classify
+
+    margin = float(result["margin"])
+    for index, point in enumerate(result["points"]):
+        reported = point["reported"]
+        if reported is None:
+            if point["label"] not in ("loose", "invalid"):
+                raise _contradiction(where, f"points[{index}].label", f"is {point['label']!r} with no reported ε")
+            continue
+        lower, upper = float(point["pld_lower"]), float(point["pld_upper"])
+        if lower > upper:
+            raise AuditInputError(f"{where}: field 'points[{index}]'", "pld_lower is above pld_upper")
+        label, _, _ = classify(float(reported), lower, upper, margin)
+        if label != point["label"]:
+            raise _contradiction(
+                where,
+                f"points[{index}].label",
+                f"is {point['label']!r} but ε {reported:.4g} against "
+                f"the PLD interval [{lower:.4g}, {upper:.4g}] is {label!r}",
+            )
+    passed = not any(p["label"] in ("unsound", "invalid") for p in result["points"])
+    if "passed" in result and bool(result["passed"]) != passed:
+        raise _contradiction(where, "passed", f"is {result['passed']} but the points say {passed}")
+
+
+def check_conformance_flags(result: dict[str, Any], where: str) -> None:
+    """conformance: `passed`, `violation` and the own verdict's status from the checks."""
+    passed = all(c["passed"] for c in result["checks"])
+    for field in ("passed",):
+        if field in result and bool(result[field]) != passed:
+            raise _contradiction(where, field, f"is {result[field]} but the checks say {passed}")
+    if "violation" in result and bool(result["violation"]) == passed:
+        raise _contradiction(where, "violation", f"is {result['violation']} but the checks say passed = {passed}")
+    status = _own_status(result)
+    if status is not None and (status == "fail") == passed:
+        raise _contradiction(where, "verdict.status", f"is {status!r} but the checks say passed = {passed}")
 
 
 def _close(a: float, b: float) -> bool:
@@ -229,7 +264,8 @@ def _fdp_refutable(result: dict[str, Any], block: dict[str, Any], level: float, 
     fdp = block.get("fdp")
     if not isinstance(fdp, dict):
         return False
-    claim = result.get("claim") if isinstance(result.get("claim"), dict) else {}
+    found_claim = result.get("claim")
+    claim: dict[str, Any] = found_claim if isinstance(found_claim, dict) else {}
     history = claim.get("history")
     dpsgd = None
     if claim.get("source") != "--claimed-epsilon" and isinstance(history, list) and len(history) == 1:

@@ -67,6 +67,31 @@ def target_from_plain(plain: dict[str, Any], spec: FederatedSpec, n_features: in
     )
 
 
+def _federation(
+    client_data,
+    n_classes: int,
+    spec: FederatedSpec,
+    epsilon: float,
+    delta: float,
+    accountant: str,
+    seed: int,
+    device: str,
+    **extra: Any,
+) -> FederatedTarget:
+    """One federation trained inside a task (the device named by the caller, resolved in the worker)."""
+    return train_federation(
+        client_data,
+        n_classes,
+        spec,
+        epsilon=epsilon,
+        delta=delta,
+        accountant=accountant,
+        seed=seed,
+        device=resolve_device(device),
+        **extra,
+    )
+
+
 def target_federation_task(
     epsilon: float,
     seed: int,

@@ -4,39 +4,66 @@ A kind is what one pre-declared audit command writes: `canary-audit`, `mechanism
 `whitebox-audit`, `conformance`, `accountant-check`. Its name is the command, the result file
 (`<name>.json`) and the definition in audit/schema/audit_result.schema.json (`$defs/<name>`). Every
 consumer reads this table instead of repeating the names: `gate` and `report` finding and validating
-the file (audit/cli/results_commands.py, audit/dp_validation/result_files.py), the verdict
-(audit/machinery/single_audit_verdicts.py), the policy rules that apply (audit/machinery/policy.py),
-the ledger (audit/ledger/sources.py) and the report's method section (reports/audit_report.py).
+the file (audit/cli/results_commands.py, audit/dp_validation/result_files.py: schema, recomputed
+power, flags against numbers), the verdict (audit/machinery/single_audit_verdicts.py), the policy
+rules that apply (audit/machinery/policy.py), the ledger (audit/ledger/sources.py) and the report's
+method and result sections (reports/audit_report.py).
 
-To add a kind: one `AuditKind` row below, its `$defs` entry in the schema, its command, and — where
-it is not one claim against one ε lower bound — its branch of the verdict builder. Data only: nothing
-here imports a job; builders are named as "module:function" and imported by whoever calls them.
+To add a kind: one `AuditKind` row (below, or `register_audit_kind` from a plug-in) and its command.
+Its schema is the shipped `$defs/<name>` or, for a plug-in, the `schema` it declares inline. Data
+only: nothing here imports a job; builders are named as "module:function" and imported by whoever
+calls them (tests/test_audit_kind_plugin.py adds a kind this way and sees it in verdict, gate and
+report).
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from audit.errors import AuditInputError
 
-__all__ = ["AUDIT_KINDS", "AuditKind", "audit_kind", "load"]
+__all__ = ["AUDIT_KINDS", "AuditKind", "audit_kind", "load", "register_audit_kind", "unregister_audit_kind"]
+
+_VERDICTS = "audit.machinery.single_audit_verdicts"
+_RESULT_FILES = "audit.dp_validation.result_files"
+_REPORT = "reports.audit_report"
 
 
 @dataclass(frozen=True)
 class AuditKind:
-    """One single-audit kind (see the module docstring)."""
+    """One single-audit kind (see the module docstring): what every consumer reads about it.
+
+    Attributes:
+        name: the command, the result file `<name>.json`, the schema's `$defs/<name>`.
+        title: what it is, in a few words.
+        bounds_epsilon: its result holds a proven `epsilon_lower_bound` against `claimed_epsilon`.
+        method: the report's "Method" text.
+        verdict, report_section, numbers_check, power, ledger_source: its builders, "module:function"
+            (see each field's comment); None where the kind has none.
+        schema: a plug-in's JSON schema, inline; None: the shipped schema's `$defs/<name>`.
+    """
 
     name: str  # the command, the result file `<name>.json`, the schema's `$defs/<name>`
     title: str  # what it is, in a few words
     bounds_epsilon: bool  # its result holds a proven `epsilon_lower_bound` against `claimed_epsilon`
     method: str  # the report's "Method" section (reports/audit_report.py)
-    verdict: str = "audit.machinery.single_audit_verdicts:single_audit_verdict"  # (kind, result) -> verdict
-    ledger_source: str | None = (
-        None  # "module:function" (result, where) -> (releases, notes) or None; None: not recorded
-    )
+    # Builders, each "module:function", imported by the consumer that calls it:
+    # the verdict: (kind, result) -> verdict dict (audit.machinery.verdict's vocabulary)
+    verdict: str = f"{_VERDICTS}:bound_verdict"
+    # the report's result section: (kind, result, verdict) -> reports.audit_report.Section
+    report_section: str = f"{_REPORT}:bound_section"
+    # `gate`'s check of the flags the verdict reads against the numbers: (result, where) -> None, raising
+    # AuditInputError; None: nothing beyond the schema
+    numbers_check: str | None = f"{_RESULT_FILES}:check_bound_flags"
+    # the power a result of this mode and size may claim, recomputed: (result) -> power dict or None
+    power: str | None = None
+    # "module:function" (result, where) -> (releases, notes) or None; None: not recorded in the ledger
+    ledger_source: str | None = None
+    # A plug-in kind's JSON schema (one object definition); None: the shipped schema's `$defs/<name>`
+    schema: Mapping[str, Any] | None = field(default=None, compare=False)
 
     @property
     def result_file(self) -> str:
@@ -79,6 +106,8 @@ AUDIT_KINDS: dict[str, AuditKind] = {
                 "audit could not have refuted it) and the verdict INCONCLUSIVE."
             ),
             ledger_source="audit.ledger.sources:canary_releases",
+            verdict=f"{_VERDICTS}:canary_audit_verdict",
+            power=f"{_RESULT_FILES}:canary_power",
         ),
         AuditKind(
             "mechanism-audit",
@@ -90,6 +119,7 @@ AUDIT_KINDS: dict[str, AuditKind] = {
                 "gives an ε lower bound. A bound above the claimed ε refutes the claim; when even a perfect test's "
                 "bound (the ceiling) is at or below the claim, the claim is untestable here (INCONCLUSIVE)."
             ),
+            power=f"{_RESULT_FILES}:mechanism_power",
         ),
         AuditKind(
             "whitebox-audit",
@@ -111,6 +141,9 @@ AUDIT_KINDS: dict[str, AuditKind] = {
                 "would show with these runs: at or below the claim the audit is INCONCLUSIVE."
             ),
             ledger_source="audit.ledger.sources:whitebox_releases",
+            verdict=f"{_VERDICTS}:whitebox_audit_verdict",
+            numbers_check=f"{_RESULT_FILES}:check_whitebox_flags",
+            power=f"{_RESULT_FILES}:whitebox_power",
         ),
         AuditKind(
             "conformance",
@@ -124,6 +157,9 @@ AUDIT_KINDS: dict[str, AuditKind] = {
                 "the noise from the generator, and per-example clipping (one huge gradient may move the sum by at "
                 "most C). Each check is a statistical test; their family-wise false-alarm rate is alpha."
             ),
+            verdict=f"{_VERDICTS}:conformance_checks_verdict",
+            report_section=f"{_REPORT}:conformance_section",
+            numbers_check=f"{_RESULT_FILES}:check_conformance_flags",
         ),
         AuditKind(
             "accountant-check",
@@ -135,9 +171,34 @@ AUDIT_KINDS: dict[str, AuditKind] = {
                 "Gaussian mechanism). unsound = below the optimistic value; loose = above the pessimistic value by "
                 "more than the margin."
             ),
+            verdict=f"{_VERDICTS}:accountant_check_verdict",
+            report_section=f"{_REPORT}:accountant_section",
+            numbers_check=f"{_RESULT_FILES}:check_accountant_flags",
         ),
     )
 }
+
+
+def register_audit_kind(kind: AuditKind) -> AuditKind:
+    """Add a kind (a plug-in's): every consumer sees it from now on. A name already taken is refused.
+
+    Args:
+        kind: the kind's declaration; its builders are "module:function" strings loaded on use.
+
+    Returns:
+        The registered kind.
+    """
+    if kind.name in AUDIT_KINDS:
+        raise ValueError(f"audit kind {kind.name!r} is already registered")
+    if not kind.name or not all(c.isalnum() or c == "-" for c in kind.name):
+        raise ValueError(f"audit kind name {kind.name!r}: letters, digits and '-' only (it names a file)")
+    AUDIT_KINDS[kind.name] = kind
+    return kind
+
+
+def unregister_audit_kind(name: str) -> None:
+    """Remove a kind added by `register_audit_kind` (tests undo their plug-ins with it)."""
+    AUDIT_KINDS.pop(name, None)
 
 
 def audit_kind(name: str, where: str = "results") -> AuditKind:

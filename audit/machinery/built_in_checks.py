@@ -1,30 +1,24 @@
 """The built-in checks of a results dict (`run`, `audit-model`, `audit-scores`, `synth-check`): one
 `Check` per claim a target, attack, white-box twin or synthetic release makes, with where its power
 against that claim comes from (docs/verdict.md "Power").
-This module is over 600 lines since wave 4's formatting pass (ruff format puts long calls one argument a line): the checks of targets, attacks, twins and synthetic releases; next split: one module per subject kind
-(issue #37).
+The white-box one-run twin's checks are in audit/machinery/whitebox_twin_checks.py.
 """
 
 from __future__ import annotations
 
 import functools
 import math
-from typing import Any
+from typing import Any, cast
 
 from audit.machinery.conformance_verdict import (
     conformance_check_fields,
     conformance_tests_in_family,
 )
 from audit.machinery.leakage import synthetic_leakage, target_leakage
-from audit.machinery.verdict_decision import Check
+from audit.machinery.verdict_rows import Check
+from audit.machinery.whitebox_twin_checks import whitebox_one_run_checks
 from audit.statistics.audit_ceilings import canaries_needed_one_run
 from audit.statistics.epsilon_bounds import one_run_ceiling, one_run_claim_p_value
-from audit.statistics.one_run_power import whitebox_power
-
-
-def _estimate_text(value: Any) -> str:
-    """A Gaussian-family estimate: None when withheld (its scores contradict a Gaussian curve, gdp_fit)."""
-    return "withheld" if value is None else f"{float(value):.2f}"
 
 
 def _eps_text(value: Any) -> str:
@@ -100,7 +94,8 @@ def membership_power(results: dict[str, Any], target: dict[str, Any]) -> dict[st
     scores): none. A perfect attack's ceiling above the claim is not power: these attacks see the final
     model only, and their real power against a broken mechanism can be orders of magnitude below it
     (issue #35: bugs with true ε ≈ 1400 pass them). A claim they alone test is "not refuted"."""
-    config = results.get("config") if isinstance(results.get("config"), dict) else {}
+    found_config = results.get("config")
+    config: dict[str, Any] = found_config if isinstance(found_config, dict) else {}
     if "score_column" in config:  # audit-scores: the user's scores are the attack
         return {
             "kind": "none",
@@ -125,37 +120,6 @@ def membership_power(results: dict[str, Any], target: dict[str, Any]) -> dict[st
         "detail": "black-box membership attacks on the final model cannot detect a mechanism whose violation a "
         "loss / LiRA attack on that model does not expose",
         "decider": "the white-box one-run twin decides (privacy.whitebox_one_run, on by default)",
-    }
-
-
-def whitebox_twin_power(row: dict[str, Any]) -> dict[str, Any]:
-    """The white-box one-run twin's power against its claim. Dirac gradient canaries: proven (each
-    canary owns a coordinate, observed at every iterate, so a perfect attack is what a broken mechanism
-    gives and the ceiling is reachable). Random-direction gradient canaries overlap the real gradients,
-    so the ceiling is not proven reachable; their power is measured on the planted-bug suite
-    (docs/one-run-audits.md: every planted bug flagged, no correct setup flagged). The federated twin's
-    canary clients have no such measurement: none."""
-    if str(row.get("family") or "").startswith("canary clients"):
-        return {
-            "kind": "none",
-            "figure": None,
-            "detail": "canary clients with random directions have no proven or measured power against a broken "
-            "aggregation",
-            "decider": "a white-box audit of the client training decides (whitebox-audit with Dirac canaries)",
-        }
-    if str(row.get("kind")) == "dirac":
-        return {
-            "kind": "proven",
-            "figure": None,
-            "decider": "",
-            "detail": "worst-case Dirac gradient canaries, observed at every iterate: the ceiling is reachable",
-        }
-    return {
-        "kind": "measured",
-        "figure": None,
-        "decider": "",
-        "detail": "random-direction gradient canaries at every iterate: power measured on the planted-bug suite "
-        "(docs/one-run-audits.md: every planted bug flagged, no correct setup flagged)",
     }
 
 
@@ -225,7 +189,8 @@ def _target_checks(
                 f"{label}: {row_claim.get('level', 'record')}-level "
                 f"(ε {_attack_claim(target, attack):.4g}, δ {delta:g})-DP"
             )
-        row_eps = _attack_claim(target, attack)
+        # Not None: a row whose own claim has no ε was skipped above; any other row tests a claim that exists here.
+        row_eps = cast(float, _attack_claim(target, attack))
         cp = (attack.get("epsilon_lb") or {}).get("clopper_pearson")
         if cp is not None:
             checks.append(
@@ -301,7 +266,7 @@ def _target_checks(
             # federated canary clients: their level's claim
             else (f"{label}: {whitebox['level']}-level (ε {float(whitebox['claim']):.4g}, δ {delta:g})-DP")
         )
-        checks += _whitebox_one_run_checks(subject, label, whitebox, key, alpha_each)
+        checks += whitebox_one_run_checks(subject, label, whitebox, key, alpha_each)
         tested = True
     if not tested:
         checks.append(
@@ -309,8 +274,8 @@ def _target_checks(
                 subject,
                 f"{label} · no proven bound",
                 f"{label}: untestable here — membership was not an independent fair coin flip, so no bound proven "
-                f"for one model decides whether ε {claim:.3f} holds (Clopper-Pearson is shown, assuming independent trials)"
-                + _evidence_against(attacks, claim),
+                f"for one model decides whether ε {claim:.3f} holds "
+                "(Clopper-Pearson is shown, assuming independent trials)" + _evidence_against(attacks, claim),
                 inconclusive=True,
                 assumption="one-run bound needs coin-flip membership",
                 claim=claim_text,
@@ -327,7 +292,8 @@ def _target_checks(
             Check(
                 subject,
                 f"{label} · accountant vs PLD",
-                f"{label}: the {target.get('accountant')} accountant reports ε {reported:.4f}, below the tight PLD lower "
+                f"{label}: the {target.get('accountant')} accountant reports ε {reported:.4f}, "
+                "below the tight PLD lower "
                 f"end {lower:.4f}: it claims more privacy than the training gives"
                 if unsound
                 else f"{label}: accountant ε {reported:.4f} ≥ PLD lower end {lower:.4f}",
@@ -363,93 +329,6 @@ def _evidence_against(attacks: list[dict[str, Any]], claim: float) -> str:
         "was assigned by a fair coin flip per record, --membership-randomized makes this a proven one-run "
         "test that decides the claim"
     )
-
-
-def _whitebox_one_run_checks(
-    subject: str, label: str, row: dict[str, Any], claim_key: str, level: float
-) -> list[Check]:
-    """The target's white-box one-run row (a twin trained with gradient canaries, row family
-    "white-box one-run"): a test of the *same* claim as the membership rows, in the same Holm family
-    when it could refute the claim alone (`refutable_alone`), judged for power at the family's first
-    Holm level `level` (α/K) like every row; accuracy shown beside."""
-    family = str(row.get("family") or "white-box one-run")
-    name = f"{label} · {family}"
-    claim, m = float(row["claim"]), int(row["m"])
-    power = whitebox_power(row, level)
-    ceiling = float(power["ceiling"]) if isinstance(power.get("ceiling"), (int, float)) else None
-    assumption = (
-        "one training run of a twin with gradient canaries by fair coins (proven: Steinke et al., f-DP one-run)"
-    )
-    accuracy = Check(
-        subject,
-        f"{name} · accuracy",
-        f"{label}: test accuracy {row['test_accuracy_target']:.3f} (released target) vs "
-        f"{row['test_accuracy_with_canaries']:.3f} (twin with {m} canaries); training "
-        f"{row['train_seconds_target']:.1f} s vs {row['train_seconds_with_canaries']:.1f} s",
-        decides=False,
-        assumption="shown only",
-    )
-    need = power.get("needed")
-    needed = (
-        f"needs ≥ {int(need):,} canaries (privacy.one_run_canaries)"
-        if need
-        else f"needs more than {max([m] + [int(k) for k in row.get('fdp_perfect_p_by_m') or {}]):,} canaries"
-    )
-    curve = power.get("curve_ceiling")
-    steinke_used = "steinke" in (row.get("tests") or ["steinke"])
-    reach = (
-        f"a perfect attack reaches ε {power['steinke_ceiling']:.2f} (Steinke et al.) and "
-        if steinke_used
-        else "a perfect attack "
-    ) + (
-        f"refutes the DP-SGD curves up to ε {curve:.2f} (f-DP, same q and T)"
-        if curve is not None
-        else "could not refute the claim's curve (f-DP)"
-    )
-    if not row.get("refutable_alone"):
-        return [
-            Check(
-                subject,
-                name,
-                f"{label}, {family}: untestable here — with {m} canaries {reach}, even "
-                f"alone, at or below the claim {claim:.3f}; {needed} (left out of the Holm family)",
-                inconclusive=True,
-                assumption=assumption,
-                claim=claim_key,
-                ceiling=ceiling,
-                needed=needed,
-                power=whitebox_twin_power(row),
-            ),
-            accuracy,
-        ]
-    p = float(row["p_value"])
-    message = (
-        f"{label}, {family} ({m} {row.get('kind')} canaries, every iterate): Steinke et al. ε ≥ "
-        f"{float(row['steinke_epsilon']):.3f}, f-DP test {'refutes' if row.get('fdp_refuted') else 'does not refute'} "
-        f"the claim's curve, vs accountant ε {claim:.3f} (p = {p:.2g}); at the family's level {reach}"
-        f" (estimates: Gaussian sum ε ≈ {_estimate_text(row.get('gaussian_sum_epsilon'))}, Andrew et al. ε ≈ "
-        f"{_estimate_text(row.get('andrew_epsilon'))})"
-    )
-    if not power["powered"]:
-        message = (
-            f"{label}, {family}: untestable here — at the family's Holm level with {m} canaries "
-            f"{reach}, at or below the claim {claim:.3f} (p = {p:.2g}); {needed}"
-        )
-    return [
-        Check(
-            subject,
-            name,
-            message,
-            p_value=p,
-            inconclusive=not power["powered"],
-            assumption=assumption,
-            claim=claim_key,
-            ceiling=ceiling,
-            needed="" if power["powered"] else needed,
-            power=whitebox_twin_power(row),
-        ),
-        accuracy,
-    ]
 
 
 def _synthetic_checks(index: int, entry: dict[str, Any], alpha_each: float, confidence: float) -> list[Check]:
@@ -489,7 +368,8 @@ def _synthetic_checks(index: int, entry: dict[str, Any], alpha_each: float, conf
                 )
             )
         else:
-            delta = float(details.get("delta") if details.get("delta") is not None else 0.0)
+            stated_delta = details.get("delta")
+            delta = float(stated_delta if stated_delta is not None else 0.0)
             p = one_run_claim_p_value(details, claim, delta)
             ceiling = one_run_ceiling(int(details["m"]), delta, alpha_each)
             bound = (mia.get("epsilon_lb") or {}).get("one_run")

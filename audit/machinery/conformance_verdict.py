@@ -45,7 +45,7 @@ def conformance_check_fields(results: dict[str, Any]) -> list[dict[str, Any]]:
     fields: list[dict[str, Any]] = []
     for label, record in records:
         for name in record.get("rules_failed") or []:
-            found = next((c for c in record["checks"] if c.get("check") == name), {})
+            found: dict[str, Any] = next((c for c in record["checks"] if c.get("check") == name), {})
             fields.append(
                 {
                     "subject": "conformance",

@@ -21,7 +21,7 @@ Pure functions of a results dict: the run, `report` and `gate` reach the same st
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, TypeGuard
 
 from audit.statistics.leakage_tests import (
     delong_p_value_from_interval,
@@ -56,7 +56,7 @@ _SYNTHETIC_TESTS = {
 }
 
 
-def _number(value: Any) -> bool:
+def _number(value: Any) -> TypeGuard[int | float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 

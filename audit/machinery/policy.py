@@ -19,9 +19,9 @@ A policy states what a release must satisfy, e.g.
 `load_policy` validates the file at the boundary (AuditInputError naming file and field);
 `evaluate_policy` is a pure function of (policy, results) returning one `RuleCheck` per rule ×
 target (× attack / FPR level) it applies to; `audit.machinery.verdict.verdict_for_results` folds
-that into the one `results["verdict"]` dict every command writes. A rule without the data to evaluate it (synthetic rules on a results
-file without synthetic data, a TPR level the results do not report) gives a check marked not
-applicable, which never fails the gate but is listed (and is a skipped test case in JUnit).
+that into the one `results["verdict"]` dict every command writes. A rule without the data to
+evaluate it (synthetic rules on a results file without synthetic data, a TPR level the results do
+not report) gives a check marked not applicable, which never fails the gate but is listed (and is a skipped test case in JUnit).
 
 Which numbers the rules read (results.json schema_version 1, 2 or 3):
 - max_auc, max_tpr_at_fpr: every `targets[].attacks[]` entry, and the distance attack of every
@@ -286,7 +286,7 @@ def evaluate_policy_on_audit(
 ) -> PolicyEvaluation:
     """The rules of `policy` that apply to one pre-declared audit (pure; no I/O).
 
-    For `canary-audit`, `mechanism-audit`, `whitebox-audit`, `conformance` and `accountant-check` results
+    For the results of the single-audit kinds (audit/machinery/audit_kinds.py)
     (`<kind>.json`):
     - max_epsilon_lb: the audit's `epsilon_lower_bound` (canary, mechanism and white-box audits; a proven
       bound at the stated confidence: over independent runs, or one run with coin-flip canaries; the

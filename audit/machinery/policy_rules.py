@@ -21,7 +21,14 @@ from audit.machinery.policy_model import (
 # Sound estimators only: the GDP number is an estimate under an assumption and never gates.
 # Proven for one model / one release (coin-flip membership); Clopper-Pearson over one model's
 # candidates assumes independent trials and never gates (audit.statistics.attack_evaluation).
-_SOUND_BOUNDS = ("one_run",)
+
+
+def _sound_bounds() -> tuple[str, ...]:
+    """The attack-row bounds that may decide (the registry, audit/statistics/estimators.py; imported on
+    use so that reading a policy stays light)."""
+    from audit.statistics.estimators import proven_attack_bounds
+
+    return proven_attack_bounds()
 
 
 def _check_target(policy: Policy, target: Any, where: str, reader: _Reader) -> list[RuleCheck]:
@@ -62,7 +69,7 @@ def _check_target(policy: Policy, target: Any, where: str, reader: _Reader) -> l
     if rules.fail_on_violation is not False:  # default on: a violation means the DP claim is false
         accountant_eps = reader.optional_number(target, "epsilon_accountant", where)
         violation = reader.boolean(target, "violation", where)
-        best = reader.optional_number(target, "epsilon_lb_best", where)
+        best_bound = reader.optional_number(target, "epsilon_lb_best", where)
         method = target.get("epsilon_lb_best_method")
         how = f" ({method})" if method else ""
         if accountant_eps is None and not violation:
@@ -76,7 +83,7 @@ def _check_target(policy: Policy, target: Any, where: str, reader: _Reader) -> l
         else:
             relation = "exceeds" if violation else "does not exceed"
             text = (
-                f"{label}: proven empirical ε lower bound {_fmt(best)}{how} {relation} the accountant's "
+                f"{label}: proven empirical ε lower bound {_fmt(best_bound)}{how} {relation} the accountant's "
                 f"ε {_fmt(accountant_eps)} (Holm-corrected one-run tests)"
             )
             checks.append(
@@ -84,7 +91,7 @@ def _check_target(policy: Policy, target: Any, where: str, reader: _Reader) -> l
                     "fail_on_violation",
                     label,
                     None,
-                    best,
+                    best_bound,
                     accountant_eps,
                     not violation,
                     text + (" (violation: the claimed ε is contradicted)" if violation else ""),
@@ -149,7 +156,7 @@ def _attack_limits(
             (
                 k
                 for k in table
-                if _number_from_key(k) is not None and math.isclose(_number_from_key(k), level, rel_tol=1e-9)
+                if (number := _number_from_key(k)) is not None and math.isclose(number, level, rel_tol=1e-9)
             ),
             None,
         )
@@ -208,7 +215,7 @@ def _check_synthetic(policy: Policy, entry: Any, where: str, reader: _Reader) ->
             # A bound reported as null was not computed (e.g. one-run without coin-flip membership).
             sound = {
                 m: reader.number(bounds, m, f"{where}.mia.epsilon_lb")
-                for m in _SOUND_BOUNDS
+                for m in _sound_bounds()
                 if bounds.get(m) is not None
             }
             if not sound:

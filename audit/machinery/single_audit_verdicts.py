@@ -1,114 +1,180 @@
-"""The verdicts of the single-claim audits: canary-audit, mechanism-audit, whitebox-audit,
-conformance and accountant-check, in the vocabulary of audit.machinery.verdict (one status per claim:
-held / refuted / untestable, the top line from them), with or without a policy.
+"""The verdicts of the single-claim audits, in the vocabulary of audit.machinery.verdict (one status per
+claim: held / refuted / untestable, the top line from them), with or without a policy.
+
+Each kind names its builder in audit/machinery/audit_kinds.py (`AuditKind.verdict`): `bound_verdict`
+(one claim against one ε lower bound: the default), `canary_audit_verdict`, `whitebox_audit_verdict`,
+`conformance_checks_verdict`, `accountant_check_verdict`. `single_audit_verdict` reads the table.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from audit.machinery.audit_kinds import audit_kind, load
 from audit.machinery.verdict import DEFAULT_ALPHA, RULE_STATUSES, Check, decide
 
-__all__ = ["single_audit_verdict", "single_audit_verdict_with_policy"]
+__all__ = [
+    "accountant_check_verdict",
+    "bound_verdict",
+    "canary_audit_verdict",
+    "conformance_checks_verdict",
+    "single_audit_verdict",
+    "single_audit_verdict_with_policy",
+    "whitebox_audit_verdict",
+]
 
 
 def single_audit_verdict(kind: str, result: dict[str, Any]) -> dict[str, Any]:
-    """The verdict of a canary / mechanism audit (one pre-declared test) or an accountant check."""
-    if kind == "accountant-check":
-        checks = []
-        for point in result.get("points") or []:
-            where = f"σ={point.get('noise_multiplier'):g} q={point.get('sample_rate'):g} T={point.get('steps')} δ={point.get('delta'):g}"
-            bad = point.get("label") in ("unsound", "invalid")
-            checks.append(
-                Check(
-                    where,
-                    "accountant vs PLD interval",
-                    f"{point.get('label')}: {point.get('message')}",
-                    failed=bad,
-                    assumption="true ε lies in the PLD interval [lower, upper]",
-                    power={
-                        "kind": "proven",
-                        "figure": None,
-                        "decider": "",
-                        "detail": "exact: the tight PLD interval of the same σ, q, T",
-                    },
-                    claim=f"accountant at {where}: its ε is at least the true ε",
-                )
-            )
-        return decide(checks)
-    if kind == "whitebox-audit":
-        # Its checks (refutation of the claimed curve, accountant agreement) come with the result:
-        # re-deciding them here keeps the run, `report` and the MLflow tag on one verdict.
-        own = result.get("verdict") or {}
-        fields = set(Check.__dataclass_fields__)
-        claimed = (
-            f"{result.get('subject') or 'training'}: claimed (ε {result.get('claimed_epsilon'):.4g}, "
-            f"δ {result.get('delta'):g})"
-            if isinstance(result.get("claimed_epsilon"), (int, float)) and isinstance(result.get("delta"), (int, float))
-            else ""
+    """The built-in verdict of a single audit's result, by the builder its kind declares.
+
+    Args:
+        kind: a registered kind (audit/machinery/audit_kinds.py); an unknown one is exit 2.
+        result: the audit's result, as written to `<kind>.json`.
+
+    Returns:
+        The verdict dict (status, passed, claims, checks, reasons, family_wise_error, ...).
+    """
+    builder: Callable[[str, dict[str, Any]], dict[str, Any]] = load(audit_kind(kind).verdict)
+    return builder(kind, result)
+
+
+def accountant_check_verdict(kind: str, result: dict[str, Any]) -> dict[str, Any]:
+    """An accountant check: one claim per grid point, that its ε is at least the true ε."""
+    checks = []
+    for point in result.get("points") or []:
+        where = (
+            f"σ={point.get('noise_multiplier'):g} q={point.get('sample_rate'):g} "
+            f"T={point.get('steps')} δ={point.get('delta'):g}"
         )
-        needed = (
-            f"needs ≥ {own['needed']:,} {own.get('needed_unit') or 'runs per side'}"
-            if isinstance(own.get("needed"), int)
-            else ""
-        )
-        checks = []
-        default_power = whitebox_audit_power(result)
-        for row in own.get("checks") or []:
-            check = Check(**{k: v for k, v in row.items() if k in fields})
-            if check.power is None and check.decides and check.name != "accountant vs training":
-                check = replace(check, power=default_power)
-            if not check.claim and check.decides:
-                accountant = check.name == "accountant vs training"
-                check = replace(
-                    check,
-                    claim=(
-                        f"{check.subject}: the accountant matches the training"
-                        if accountant
-                        else claimed or f"{check.subject}: claimed trade-off curve"
-                    ),
-                    ceiling=None if accountant else own.get("ceiling"),
-                    needed="" if accountant else needed,
-                )
-            checks.append(check)
-        verdict = decide(checks, alpha=1 - float(result.get("confidence") or 1 - DEFAULT_ALPHA))
-        for key in ("ceiling", "needed", "needed_unit"):
-            verdict[key] = own.get(key)
-        verdict["family_wise_error"]["statement"] = (own.get("family_wise_error") or {}).get(
-            "statement", verdict["family_wise_error"]["statement"]
-        )
-        return verdict
-    if kind == "conformance":
-        alpha = float(result.get("alpha") or 0.01)
-        checks = [
+        bad = point.get("label") in ("unsound", "invalid")
+        checks.append(
             Check(
-                str(c.get("check")),
-                "conformance check",
-                f"{c.get('check')}: {c.get('detail')}",
-                failed=not c.get("passed"),
-                assumption=f"one of a family of statistical checks at α {alpha:g}",
+                where,
+                "accountant vs PLD interval",
+                f"{point.get('label')}: {point.get('message')}",
+                failed=bad,
+                assumption="true ε lies in the PLD interval [lower, upper]",
                 power={
                     "kind": "proven",
                     "figure": None,
                     "decider": "",
-                    "detail": "the check observes the mechanism's own noise, clipping or sampling directly",
+                    "detail": "exact: the tight PLD interval of the same σ, q, T",
                 },
-                claim=f"conformance: {c.get('check')}",
+                claim=f"accountant at {where}: its ε is at least the true ε",
             )
-            for c in result.get("checks") or []
-            if isinstance(c, dict)
-        ]
-        verdict = decide(checks, alpha=alpha)
-        verdict["family_wise_error"] = {
-            "method": "bonferroni",
-            "alpha": alpha,
-            "n_tests": len(checks),
-            "statement": f"a family of {len(checks)} statistical checks at family-wise α {alpha:g} (Bonferroni: "
-            f"each at α/{len(checks) or 1}); a check that fails is a finding at that level",
-        }
-        return verdict
-    own = result.get("verdict") if isinstance(result.get("verdict"), dict) else {}  # the audit's own (ceiling)
+        )
+    return decide(checks)
+
+
+def whitebox_audit_verdict(kind: str, result: dict[str, Any]) -> dict[str, Any]:
+    """A white-box audit: its own rows (refutation of the claimed curve, accountant agreement), re-decided."""
+    # Its checks (refutation of the claimed curve, accountant agreement) come with the result:
+    # re-deciding them here keeps the run, `report` and the MLflow tag on one verdict.
+    own: dict[str, Any] = result.get("verdict") or {}
+    fields = set(Check.__dataclass_fields__)
+    claimed = (
+        f"{result.get('subject') or 'training'}: claimed (ε {result.get('claimed_epsilon'):.4g}, "
+        f"δ {result.get('delta'):g})"
+        if isinstance(result.get("claimed_epsilon"), (int, float)) and isinstance(result.get("delta"), (int, float))
+        else ""
+    )
+    needed = (
+        f"needs ≥ {own['needed']:,} {own.get('needed_unit') or 'runs per side'}"
+        if isinstance(own.get("needed"), int)
+        else ""
+    )
+    checks = []
+    default_power = whitebox_audit_power(result)
+    for row in own.get("checks") or []:
+        check = Check(**{k: v for k, v in row.items() if k in fields})
+        if check.power is None and check.decides and check.name != "accountant vs training":
+            check = replace(check, power=default_power)
+        if not check.claim and check.decides:
+            accountant = check.name == "accountant vs training"
+            check = replace(
+                check,
+                claim=(
+                    f"{check.subject}: the accountant matches the training"
+                    if accountant
+                    else claimed or f"{check.subject}: claimed trade-off curve"
+                ),
+                ceiling=None if accountant else own.get("ceiling"),
+                needed="" if accountant else needed,
+            )
+        checks.append(check)
+    verdict = decide(checks, alpha=1 - float(result.get("confidence") or 1 - DEFAULT_ALPHA))
+    for key in ("ceiling", "needed", "needed_unit"):
+        verdict[key] = own.get(key)
+    verdict["family_wise_error"]["statement"] = (own.get("family_wise_error") or {}).get(
+        "statement", verdict["family_wise_error"]["statement"]
+    )
+    return verdict
+
+
+def conformance_checks_verdict(kind: str, result: dict[str, Any]) -> dict[str, Any]:
+    """Conformance checks: one claim per check, a Bonferroni family at the result's alpha."""
+    alpha = float(result.get("alpha") or 0.01)
+    checks = [
+        Check(
+            str(c.get("check")),
+            "conformance check",
+            f"{c.get('check')}: {c.get('detail')}",
+            failed=not c.get("passed"),
+            assumption=f"one of a family of statistical checks at α {alpha:g}",
+            power={
+                "kind": "proven",
+                "figure": None,
+                "decider": "",
+                "detail": "the check observes the mechanism's own noise, clipping or sampling directly",
+            },
+            claim=f"conformance: {c.get('check')}",
+        )
+        for c in result.get("checks") or []
+        if isinstance(c, dict)
+    ]
+    verdict = decide(checks, alpha=alpha)
+    verdict["family_wise_error"] = {
+        "method": "bonferroni",
+        "alpha": alpha,
+        "n_tests": len(checks),
+        "statement": f"a family of {len(checks)} statistical checks at family-wise α {alpha:g} (Bonferroni: "
+        f"each at α/{len(checks) or 1}); a check that fails is a finding at that level",
+    }
+    return verdict
+
+
+def canary_audit_verdict(kind: str, result: dict[str, Any]) -> dict[str, Any]:
+    """A canary audit: `bound_verdict`, where a result that declares no power and reads input-space
+    canaries from one final model (one-run, multi-canary) has none: a perfect attack's ceiling is not
+    their power (issue #35)."""
+    mode = str(result.get("mode") or "")
+    final_model = {
+        "kind": "none",
+        "figure": None,
+        "detail": f"{mode} canaries read from the final model cannot detect a trainer bug whose violation "
+        "they do not expose (their power can be orders of magnitude below the ceiling)",
+        "decider": "independent training runs decide (canary-audit --models 1600)",
+    }
+    return bound_verdict(kind, result, undeclared_power=final_model if mode in ("one-run", "multi-canary") else None)
+
+
+def bound_verdict(
+    kind: str, result: dict[str, Any], *, undeclared_power: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """One pre-declared test: the claimed ε against the audit's ε lower bound (or its profile test).
+
+    Args:
+        kind: the kind's name (it prefixes the messages).
+        result: the result (`claimed_epsilon`, `epsilon_lower_bound`, `confidence`, `ceiling`, ...).
+        undeclared_power: the power where the result declares none (None: undeclared, read as proven).
+
+    Returns:
+        The verdict dict of one claim.
+    """
+    found_own = result.get("verdict")
+    own: dict[str, Any] = found_own if isinstance(found_own, dict) else {}  # the audit's own (ceiling)
     claim = result.get("claimed_epsilon")
     bound = result.get("epsilon_lower_bound")
     confidence = result.get("confidence") or 1 - DEFAULT_ALPHA
@@ -150,9 +216,11 @@ def single_audit_verdict(kind: str, result: dict[str, Any]) -> dict[str, Any]:
         )
     elif inconclusive:
         message = (
-            f"{kind}: untestable here — the ceiling {ceiling:.3f} of this audit is at or below the claimed ε {claim:.3f}"
+            f"{kind}: untestable here — the ceiling {ceiling:.3f} of this audit is at or below "
+            f"the claimed ε {claim:.3f}"
             if isinstance(ceiling, (int, float))
-            else f"{kind}: untestable here — {result.get('status_reason', 'the audit could not have refuted the claim')}"
+            else f"{kind}: untestable here — "
+            f"{result.get('status_reason', 'the audit could not have refuted the claim')}"
         )
     else:
         message = f"{kind}: lower bound {bound:.3f} ≤ claimed ε {claim if claim is None else f'{claim:.3f}'}"
@@ -177,7 +245,7 @@ def single_audit_verdict(kind: str, result: dict[str, Any]) -> dict[str, Any]:
                 inconclusive=inconclusive and not failed,
                 assumption=assumption,
                 claim=claim_text,
-                power=audit_power(kind, result),
+                power=audit_power(result, undeclared_power),
                 ceiling=float(ceiling) if isinstance(ceiling, (int, float)) else None,
                 needed=needed if inconclusive and not failed else "",
             )
@@ -222,24 +290,14 @@ def whitebox_audit_power(result: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
-def audit_power(kind: str, result: dict[str, Any]) -> dict[str, Any] | None:
+def audit_power(result: dict[str, Any], undeclared: dict[str, Any] | None = None) -> dict[str, Any] | None:
     """The power of a canary / mechanism audit against its claim: what the audit declared (`power`, set
     by audit.dp_validation per mode: proven, measured on the planted-bug suite, or a positive control),
-    else, for the modes that read input-space canaries from one final model (one-run, multi-canary),
-    none: a perfect attack's ceiling is not their power (issue #35). None: undeclared (read as proven)."""
+    else `undeclared` (its kind's builder says what a result of this mode has)."""
     declared = result.get("power")
     if isinstance(declared, dict) and declared.get("kind"):
         return dict(declared)
-    mode = str(result.get("mode") or "")
-    if kind == "canary-audit" and mode in ("one-run", "multi-canary"):
-        return {
-            "kind": "none",
-            "figure": None,
-            "detail": f"{mode} canaries read from the final model cannot detect a trainer bug whose violation "
-            "they do not expose (their power can be orders of magnitude below the ceiling)",
-            "decider": "independent training runs decide (canary-audit --models 1600)",
-        }
-    return None
+    return undeclared
 
 
 def single_audit_verdict_with_policy(

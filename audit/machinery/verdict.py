@@ -30,9 +30,9 @@ a claim is **refuted** if one of its checks failed, **held** if at least one wit
 failed (ceiling above the claim) and none did, **not refuted** if checks could have failed but none
 has power, **untestable** here if none could have failed. A policy's rules are a list of their own
 (`rules`), never claims. The top line: "fail" if a claim was refuted or a rule failed,
-"inconclusive" if one was untestable or not refuted (fail with a policy's `fail_on_inconclusive`), "pass" only when every claim held, and
-"no_claim" when nothing claimed was tested: then the leakage statements (audit.machinery.leakage)
-say LEAKS or NO SIGNIFICANT LEAKAGE FOUND, and the verdict fails only with `--fail-on-leak`.
+"inconclusive" if one was untestable or not refuted (fail with a policy's `fail_on_inconclusive`),
+"pass" only when every claim held, and "no_claim" when nothing claimed was tested: then the leakage
+statements (audit.machinery.leakage) say LEAKS or NO SIGNIFICANT LEAKAGE FOUND, and the verdict fails only with `--fail-on-leak`.
 
 `verdict_for_results` builds the built-in checks from a results dict (targets, synthetic entries)
 and adds a policy's rules beside its claims; `gate` and `report` recompute it from results.json, so the
@@ -50,16 +50,8 @@ from audit.machinery.built_in_checks import (
     built_in_checks,
     needed_candidates,
 )
-from audit.machinery.verdict_decision import (
-    BUILT_IN,
-    CLAIM_STATUSES,
-    DEFAULT_ALPHA,
-    POWER_KINDS,
-    RULE_STATUSES,
-    Check,
-    claim_statuses,
-    decide,
-)
+from audit.machinery.verdict_decision import claim_statuses, decide
+from audit.machinery.verdict_rows import BUILT_IN, CLAIM_STATUSES, DEFAULT_ALPHA, POWER_KINDS, RULE_STATUSES, Check
 from audit.machinery.verdict_words import (  # noqa: F401  (re-exported: the words every output uses)
     claim_line,
     claim_sentence,

@@ -1,57 +1,29 @@
 """The verdict's core: a `Check` per test, one status per claim (held / not refuted / refuted / untestable
 here), and the top line (PASS / FAIL / INCONCLUSIVE / no claim) with the Holm step-down over the checks that
-can decide. `audit.machinery.verdict` builds the checks of a results file and re-exports these names.
+can decide. `audit.machinery.verdict` builds the checks of a results file and re-exports these names
+(the vocabulary and the row types are in audit/machinery/verdict_rows.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from dataclasses import fields
+from typing import Any
 
+from audit.machinery.verdict_rows import (
+    BUILT_IN,
+    DEFAULT_ALPHA,
+    Check,
+    CheckRow,
+    ClaimRow,
+    Outcome,
+    RuleRow,
+    Status,
+    Verdict,
+)
 from audit.statistics.multiple_testing import holm_rejections
 
-Status = Literal["pass", "fail", "inconclusive", "no_claim"]
-
-
-# Every claim status, in the order outputs count them. "not_refuted": a check that could have refuted the
-# claim ran and did not, but its mode has no proven or measured power against this violation.
-CLAIM_STATUSES = ("held", "not_refuted", "refuted", "untestable")
-
-
-POWER_KINDS = ("proven", "measured", "control", "none")
-
-
-# A policy's rules are not claims: each is passed, failed or not applicable, and counted apart.
-RULE_STATUSES = ("passed", "failed", "not_applicable")
-
-
-BUILT_IN = "built-in checks"
-
-
-DEFAULT_ALPHA = 0.05
-
-
-@dataclass(frozen=True)
-class Check:
-    """One thing the verdict looks at (see the module docstring for the four kinds)."""
-
-    subject: str
-    name: str
-    message: str
-    p_value: float | None = None
-    failed: bool = False
-    inconclusive: bool = False
-    decides: bool = True
-    assumption: str = ""
-    claim: str = ""  # the claim this check tests (checks of one claim decide it together)
-    ceiling: float | None = None  # the most a perfect attack could show here (an ε), where computable
-    needed: str = ""  # what would make an untestable claim testable ("needs ≥ 3,100 candidates")
-    # Where this check's power against its claim comes from (docs/verdict.md "Power"): a dict
-    # {"kind": "proven" | "measured" | "control" | "none", "detail": plain words, "figure": number or None,
-    #  "decider": for "none", the mode / flag that would decide}. A passing check whose power is "none"
-    # makes its claim "not refuted", never "held". None: not declared yet (legacy rows: read as proven).
-    power: dict[str, Any] | None = None
+__all__ = ["claim_statuses", "decide", "decide_verdict"]
 
 
 def claim_statuses(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -132,7 +104,13 @@ def _claim_power(status: str, deciding: dict[str, Any], members: list[dict[str, 
     return dict(power) if isinstance(power, dict) else None
 
 
-def decide(
+def decide(checks: Iterable[Check], **options: Any) -> dict[str, Any]:
+    """The verdict dict for `checks` (pure): `decide_verdict(checks, **options)` serialised once
+    (`Verdict.to_json`), as results.json holds it."""
+    return decide_verdict(checks, **options).to_json()
+
+
+def decide_verdict(
     checks: Iterable[Check],
     *,
     alpha: float = DEFAULT_ALPHA,
@@ -142,18 +120,36 @@ def decide(
     leakage: Iterable[dict[str, Any]] = (),
     fail_on_leak: bool = False,
     rules: Iterable[dict[str, Any]] | None = None,
-) -> dict[str, Any]:
-    """The verdict dict for `checks` (pure). Holm over every deciding check that carries a p-value;
+) -> Verdict:
+    """The verdict of `checks` (pure), typed. Holm over every deciding check that carries a p-value;
     then one status per claim (`claims`) and the top line from them: pass only when every claim
     held, fail when one was refuted (a policy rule is a claim too), inconclusive otherwise, and
     "no_claim" when nothing claimed was tested: then `leakage` (statements on subjects without a
-    claim) says LEAKS or NO SIGNIFICANT LEAKAGE FOUND, and fails only with `fail_on_leak`."""
+    claim) says LEAKS or NO SIGNIFICANT LEAKAGE FOUND, and fails only with `fail_on_leak`.
+
+    Args:
+        checks: every check of the audit.
+        alpha: the family-wise error level of the Holm step-down.
+        decided_by: "built-in checks" or "policy <file>".
+        fail_on_inconclusive: an untestable or not-refuted claim fails the top line (a policy's rule).
+        notes: lines for the reader; leakage: the statements on subjects without a claim.
+        fail_on_leak: a LEAKS statement fails the top line.
+        rules: a policy's rules (`RuleCheck.as_rule()` dicts); None without a policy.
+
+    Returns:
+        The `Verdict` (audit.machinery.verdict_rows), built once.
+    """
     checks = list(checks)
     leakage = [dict(entry) for entry in leakage]
     tests = [c for c in checks if c.decides and c.p_value is not None]
-    rejected = dict(zip(map(id, tests), holm_rejections([c.p_value for c in tests], alpha))) if tests else {}
-    rows = []
+    rejected = (
+        dict(zip(map(id, tests), holm_rejections([c.p_value for c in tests if c.p_value is not None], alpha)))
+        if tests
+        else {}
+    )
+    rows: list[CheckRow] = []
     for check in checks:
+        outcome: Outcome
         if not check.decides:
             outcome = "shown"
         elif rejected.get(id(check)) or (check.p_value is None and check.failed):
@@ -162,8 +158,8 @@ def decide(
             outcome = "inconclusive"
         else:
             outcome = "pass"
-        rows.append({**asdict(check), "outcome": outcome})
-    claims = claim_statuses(rows)
+        rows.append(CheckRow(**{f.name: getattr(check, f.name) for f in fields(check)}, outcome=outcome))
+    claims = claim_statuses([row.to_json() for row in rows])
     refuted = [c for c in claims if c["status"] == "refuted"]
     open_claims = [c for c in claims if c["status"] in ("untestable", "not_refuted")]
     leaks = [e for e in leakage if e.get("status") == "leaks"]
@@ -214,26 +210,17 @@ def decide(
             else ""
         )
     )
-    return {
-        "status": status,
-        "passed": status == "pass",
-        "reasons": reasons,
-        "decided_by": decided_by,
-        "policy": None if decided_by == BUILT_IN else decided_by.removeprefix("policy "),
-        "family_wise_error": {"method": "holm" if k else "none", "alpha": alpha, "n_tests": k, "statement": statement},
-        "inconclusive": [c["reason"] for c in open_claims],
-        "notes": list(notes),
-        "claims": claims,
-        "counts": {s: sum(1 for c in claims if c["status"] == s) for s in CLAIM_STATUSES},
-        "leakage": leakage,
-        "fail_on_leak": bool(fail_on_leak),
-        "checks": rows,
-        **(
-            {
-                "rules": rule_list,
-                "rule_counts": {s: sum(1 for r in rule_list if r.get("status") == s) for s in RULE_STATUSES},
-            }
-            if rules is not None
-            else {}
-        ),
-    }
+    return Verdict(
+        status=status,
+        reasons=tuple(reasons),
+        decided_by=decided_by,
+        policy=None if decided_by == BUILT_IN else decided_by.removeprefix("policy "),
+        family_wise_error={"method": "holm" if k else "none", "alpha": alpha, "n_tests": k, "statement": statement},
+        inconclusive=tuple(c["reason"] for c in open_claims),
+        notes=tuple(notes),
+        claims=tuple(ClaimRow.from_json(c) for c in claims),
+        leakage=tuple(leakage),
+        fail_on_leak=bool(fail_on_leak),
+        checks=tuple(rows),
+        rules=None if rules is None else tuple(RuleRow.from_json(r) for r in rule_list),
+    )

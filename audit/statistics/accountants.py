@@ -32,7 +32,13 @@ _COST_EXPONENT = 0.7
 
 @dataclass(frozen=True)
 class DPSGDEvent:
-    """What happened in training: T steps of the Poisson-subsampled Gaussian mechanism."""
+    """What happened in training: T steps of the Poisson-subsampled Gaussian mechanism.
+
+    Attributes:
+        noise_multiplier: σ, the noise's standard deviation over the clipping norm.
+        sample_rate: q, each record's Poisson inclusion probability per step.
+        steps: T, the noisy steps.
+    """
 
     noise_multiplier: float
     sample_rate: float

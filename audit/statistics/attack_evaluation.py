@@ -24,6 +24,7 @@ from audit.statistics.epsilon_bounds import (
     epsilon_lower_bound_clopper_pearson,
     epsilon_lower_bound_one_run,
 )
+from audit.statistics.estimators import attack_row_scopes, proven_attack_bounds
 from audit.statistics.fdp_one_run import fdp_one_run_audit
 from audit.statistics.gdp_fit import gaussian_family_figure, gaussian_tradeoff_fit
 from audit.statistics.score_ties import score_ties, tie_notes, tpr_at_fpr_randomized
@@ -39,35 +40,12 @@ TPR_CONVENTION = (
 # (or one synthetic release) — with coin-flip membership: only the one-run bound (Steinke, Nasr,
 # Jagielski 2023). Clopper-Pearson treats each candidate as an independent trial, which holds
 # across separate training runs, not across one model's candidates: shown, never deciding.
-PROVEN_BOUNDS = ("one_run",)
+# Both read the one registry of estimators (audit/statistics/estimators.py).
+PROVEN_BOUNDS = proven_attack_bounds()
 SOUND_BOUNDS = PROVEN_BOUNDS  # the name older callers use
 
 # What each bound rests on and where it is proven (results.json `epsilon_lb_scope`, report, MLflow).
-BOUND_SCOPES: dict[str, dict[str, Any]] = {
-    "one_run": {
-        "assumption": "one training run (or release); each candidate a member by an independent fair coin flip, "
-        "scores computed without the coins",
-        "scope": "proven (Steinke, Nasr, Jagielski 2023, arXiv 2305.08846)",
-        "decides": True,
-    },
-    "clopper_pearson": {
-        "assumption": "assumes independent trials: each candidate's score independent of the others' membership; "
-        "proven across independent training runs, NOT for many candidates of one model",
-        "scope": "shown only: never decides a verdict for one model's candidates",
-        "decides": False,
-    },
-    "gdp": {
-        "assumption": "assumes the mechanism's trade-off curve is Gaussian (Dong, Roth, Su 2019)",
-        "scope": "estimate, not a lower bound: never decides a verdict",
-        "decides": False,
-    },
-}
-BOUND_SCOPES["fdp_one_run"] = {
-    "assumption": "the same coin-flip canaries; its ε reading (the Gaussian curve it refutes) assumes the "
-    "mechanism's trade-off curve is Gaussian; its test of the claimed (ε, δ) curve assumes nothing more",
-    "scope": "shown only (Mahloujifar, Melis, Chaudhuri 2024, arXiv 2410.22235)",
-    "decides": False,
-}
+BOUND_SCOPES: dict[str, dict[str, Any]] = attack_row_scopes()
 #: The pre-declared rule for one-run results (one primary test per claim, so no correction between the two).
 ONE_RUN_DECISION_RULE = (
     "Steinke et al.'s one-run test decides (pre-declared primary test, sound for any mechanism); "

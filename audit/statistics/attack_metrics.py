@@ -12,8 +12,10 @@ starts with the argument's name. Everything below the boundary trusts its inputs
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy import stats
 
 
@@ -127,7 +129,7 @@ def _delong_auc_and_variance(pos: np.ndarray, neg: np.ndarray) -> tuple[float, f
     return float(auc), float(s10 / m + s01 / n)
 
 
-def auc_with_ci(scores, members, confidence: float = 0.95) -> tuple[float, tuple[float, float]]:
+def auc_with_ci(scores: ArrayLike, members: ArrayLike, confidence: float = 0.95) -> tuple[float, tuple[float, float]]:
     """ROC AUC with a two-sided DeLong confidence interval: `(auc, (low, high))`.
 
     The AUC is the Mann-Whitney statistic P(score_member > score_nonmember) + ½ P(tie), identical
@@ -140,6 +142,14 @@ def auc_with_ci(scores, members, confidence: float = 0.95) -> tuple[float, tuple
 
     Pitfall: at perfect separation (AUC = 0 or 1) the DeLong variance is 0 and the interval
     collapses to a point; it is a large-sample approximation, not an exact interval.
+
+    Args:
+        scores: one score per candidate, higher = more likely a member.
+        members: membership labels (bool / 0-1), both classes present.
+        confidence: the two-sided interval's level.
+
+    Returns:
+        (auc, (low, high)).
     """
     s, m = validate_scores_and_members(scores, members)
     conf = validate_probability("confidence", confidence, open_low=True, open_high=True)
@@ -203,13 +213,23 @@ def _validate_fpr_levels(fpr_levels, name: str = "fpr_levels") -> tuple[float, .
     return tuple(float(x) for x in levels)
 
 
-def tpr_at_fpr(scores, members, fpr_levels=(0.001, 0.01, 0.1)) -> dict[float, float]:
+def tpr_at_fpr(
+    scores: ArrayLike, members: ArrayLike, fpr_levels: Sequence[float] = (0.001, 0.01, 0.1)
+) -> dict[float, float]:
     """`{level: TPR}`: for each FPR level, the highest TPR among ROC points with FPR ≤ level.
 
     No interpolation between ROC points: the reported TPR is achieved by an actual threshold
     (Carlini et al. 2022, "Membership Inference Attacks From First Principles", arXiv 2112.03570).
     With N non-members, levels below 1/N can only be met at FPR = 0, so TPR@0.1% needs ≳ 1000
     non-members to mean anything.
+
+    Args:
+        scores: one score per candidate, higher = more likely a member.
+        members: membership labels (bool / 0-1), both classes present.
+        fpr_levels: the FPR levels to read.
+
+    Returns:
+        {level: TPR} for each level.
     """
     s, m = validate_scores_and_members(scores, members)
     levels = _validate_fpr_levels(fpr_levels)
@@ -217,12 +237,19 @@ def tpr_at_fpr(scores, members, fpr_levels=(0.001, 0.01, 0.1)) -> dict[float, fl
     return {level: _tpr_at_fpr_from_roc(fpr, tpr, level) for level in levels}
 
 
-def membership_advantage(scores, members) -> float:
+def membership_advantage(scores: ArrayLike, members: ArrayLike) -> float:
     """Membership advantage max_t (TPR(t) − FPR(t)) over all thresholds t, which is ≥ 0.
 
     Yeom et al. 2018, "Privacy Risk in Machine Learning: Analyzing the Connection to
     Overfitting", arXiv 1709.01604. Only the "score ≥ t ⇒ member" direction is used; the
     threshold is chosen on the same data, so this is an optimistic (in-sample) point estimate.
+
+    Args:
+        scores: one score per candidate, higher = more likely a member.
+        members: membership labels (bool / 0-1), both classes present.
+
+    Returns:
+        The advantage in [0, 1].
     """
     s, m = validate_scores_and_members(scores, members)
     fpr, tpr = _full_roc(s, m)

@@ -32,6 +32,13 @@ class EpsilonLowerBound:
     `sound` is False for the GDP estimate: it assumes a Gaussian trade-off curve and must never
     decide a violation verdict on its own. `details` is JSON-serialisable (plain floats, ints,
     strings, lists, dicts).
+
+    Attributes:
+        epsilon: the bound (or estimate), ≥ 0; inf where a perfect attack's counts allow it.
+        method: the estimator's name in the registry (audit/statistics/estimators.py).
+        confidence: the level it holds at.
+        sound: a proven lower bound under the method's assumption (False: an estimate).
+        details: the counts, rule and levels that reproduce it.
     """
 
     epsilon: float
@@ -44,7 +51,12 @@ class EpsilonLowerBound:
 @dataclass(frozen=True)
 class HeldOut:
     """Choose threshold and direction on a random stratified `fraction` of the candidates
-    (members and non-members split separately, seeded by `seed`); bound on the rest only."""
+    (members and non-members split separately, seeded by `seed`); bound on the rest only.
+
+    Attributes:
+        fraction: the share of candidates the threshold is chosen on, in (0, 1).
+        seed: seeds the stratified split.
+    """
 
     fraction: float = 0.5
     seed: int = 0
@@ -57,7 +69,11 @@ class HeldOut:
 @dataclass(frozen=True)
 class Bonferroni:
     """Try up to `max_thresholds` thresholds (quantiles of all scores) × both directions on all
-    data, splitting the failure probability equally across every one-sided bound computed."""
+    data, splitting the failure probability equally across every one-sided bound computed.
+
+    Attributes:
+        max_thresholds: the most thresholds tried (≥ 1); each costs its share of the error level.
+    """
 
     max_thresholds: int = 100
 

@@ -51,6 +51,14 @@ def clopper_pearson_upper(k: int, n: int, alpha: float) -> float:
 
     Returns the (1 − alpha) quantile of Beta(k + 1, n − k), i.e. P[p ≤ p̄] ≥ 1 − alpha; 1.0 when
     k == n (Clopper & Pearson 1934, Biometrika 26:404-413).
+
+    Args:
+        k: successes (errors of the test, e.g. false positives).
+        n: trials.
+        alpha: one-sided error level.
+
+    Returns:
+        The upper bound p̄ in [0, 1].
     """
     k_ = _as_count("k", k)
     n_ = _as_count("n", n)
@@ -88,6 +96,14 @@ def epsilon_from_error_rates(fpr_upper: float, fnr_upper: float, delta: float) -
     Viswanath 2015, arXiv 1311.0776); plugging in upper confidence bounds on FPR and FNR gives a
     lower bound on ε (Jagielski et al. 2020, arXiv 2006.07709; Nasr et al. 2021, arXiv 2101.04535).
     A term with numerator ≤ 0 contributes 0; a zero denominator with a positive numerator gives inf.
+
+    Args:
+        fpr_upper: an upper confidence bound on the false-positive rate.
+        fnr_upper: an upper confidence bound on the false-negative rate.
+        delta: the δ of the claim.
+
+    Returns:
+        The ε lower bound (≥ 0; inf where a rate bound is 0 and the other term positive).
     """
     f = _check_rate("fpr_upper", fpr_upper)
     g = _check_rate("fnr_upper", fnr_upper)

@@ -11,12 +11,11 @@ argument. They return an `EpsilonLowerBound`.
 
 This module is the one place to import them from; they live in modules named for what they hold:
 `bound_types` (result and threshold strategies), `clopper_pearson_bounds`, `one_run_bounds`,
-`gdp_conversions` (μ ↔ ε) and `gdp_estimate`.
+`gdp_conversions` (μ ↔ ε) and `gdp_estimate`. The registry of estimators (name, paper, function,
+scope) is audit.statistics.estimators.
 """
 
 from __future__ import annotations
-
-from collections.abc import Callable
 
 from audit.statistics.bound_types import GDP_LABEL, Bonferroni, EpsilonLowerBound, HeldOut, ThresholdStrategy
 from audit.statistics.clopper_pearson_bounds import (
@@ -58,18 +57,6 @@ __all__ = [
     "epsilon_from_gdp_mu",
     "gdp_mu_from_epsilon",
     "epsilon_estimate_gdp",
-    "ESTIMATORS",
     "_held_out_split",
     "_threshold_audit",
 ]
-
-# --------------------------------------------------------------------------------------------------
-# Registry
-# --------------------------------------------------------------------------------------------------
-
-#: Score-based estimators by name; each is callable as f(scores, members, delta, confidence).
-ESTIMATORS: dict[str, Callable[..., EpsilonLowerBound]] = {
-    "clopper_pearson": epsilon_lower_bound_clopper_pearson,
-    "one_run": epsilon_lower_bound_one_run,
-    "gdp": epsilon_estimate_gdp,
-}

@@ -26,6 +26,7 @@ import math
 from collections.abc import Callable
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy import optimize, special
 
 from audit.statistics.epsilon_bounds import epsilon_from_gdp_mu, gdp_mu_from_epsilon
@@ -139,8 +140,8 @@ def fdp_one_run_epsilon_gdp(
 
 
 def fdp_one_run_audit(
-    scores,
-    members,
+    scores: ArrayLike,
+    members: ArrayLike,
     profile: PrivacyProfile | None,
     *,
     delta: float,
@@ -163,6 +164,21 @@ def fdp_one_run_audit(
     mechanism's trade-off curve is Gaussian; `with_gdp_epsilon=False` skips its root search), None
     with `gdp_epsilon_withheld` saying why when the scores contradict a Gaussian curve
     (`gdp_fit.gaussian_family_figure`; `gaussian_fit`: that check, when the caller already ran it).
+
+    Args:
+        scores: one score per canary, higher = more likely inserted.
+        members: the coin flips (bool / 0-1), one per canary.
+        profile: the claim's privacy profile (audit.statistics.tradeoff_curves); None skips the test.
+        delta: the δ at which the GDP-family ε is read.
+        confidence: 1 − α of the one pre-declared test.
+        pilot_fraction: the share of canaries the guess rule is chosen on.
+        seed: seeds the pilot split.
+        with_gdp_epsilon: compute the GDP-family ε (a root search).
+        gaussian_fit: the Gaussian-curve check, when the caller already ran it.
+
+    Returns:
+        A dict: `refuted`, `gdp_epsilon` (or None, `gdp_epsilon_withheld` saying why), the counts `m`,
+        `m_eval`, `m_pilot`, `guesses`, `right`, and `confidence`, `correction`, `assumption` in words.
     """
     s = np.asarray(scores, dtype=float)
     mem = np.asarray(members, dtype=bool)

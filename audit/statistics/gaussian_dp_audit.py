@@ -32,8 +32,8 @@ The test (`gaussian_dp_audit`), on independent runs "in" (positive) and "out" (n
    (c) the Clopper-Pearson (ε, δ) bound of a SECOND rule chosen on the same pilot for that bound
    (`choose_clopper_pearson_rule`: the tail, where a likelihood ratio above e^ε shows): 1.6-2.9×
    the equal-error point's with 2000-50000 runs a side at q = 1 (benchmarks/bench_dirac_tightness.py),
-   but it can be lower when the pilot is too small to see the tail. Each of (a)-(c) holds at `confidence` on its own; a caller that
-   decides on two of them splits its α (`whitebox_audit` does).
+   but it can be lower when the pilot is too small to see the tail. Each of (a)-(c) holds at
+   `confidence` on its own; a caller that decides on two of them splits its α (`whitebox_audit` does).
 
 Pure functions, no I/O.
 """

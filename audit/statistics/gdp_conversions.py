@@ -22,6 +22,13 @@ def gdp_mu_lower_bound(fpr_upper: float, fnr_upper: float) -> float:
 
     A μ-GDP mechanism's trade-off curve is G_μ(x) = Φ(Φ⁻¹(1 − x) − μ) (Dong, Roth, Su 2019,
     "Gaussian Differential Privacy", arXiv 1905.02383); solving FNR = G_μ(FPR) for μ.
+
+    Args:
+        fpr_upper: an upper confidence bound on the false-positive rate.
+        fnr_upper: an upper confidence bound on the false-negative rate.
+
+    Returns:
+        The μ lower bound (≥ 0; inf at a zero rate bound).
     """
     f = _check_rate("fpr_upper", fpr_upper)
     g = _check_rate("fnr_upper", fnr_upper)
@@ -45,6 +52,13 @@ def epsilon_from_gdp_mu(mu: float, delta: float) -> float:
 
     Found with `scipy.optimize.brentq`. 0 for μ = 0 or when δ already exceeds the ε = 0 value
     2Φ(μ/2) − 1; inf for δ = 0 and μ > 0, or μ = inf.
+
+    Args:
+        mu: the GDP parameter μ ≥ 0.
+        delta: the δ at which ε is read.
+
+    Returns:
+        ε ≥ 0 (inf for δ = 0 and μ > 0, or μ = inf).
     """
     try:
         mu_ = float(mu)

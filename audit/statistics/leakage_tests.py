@@ -10,7 +10,7 @@ Pure functions, no I/O.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, TypeGuard
 
 from scipy import stats
 
@@ -19,7 +19,7 @@ from audit.statistics.epsilon_bounds import one_run_claim_p_value
 __all__ = ["delong_p_value_from_interval", "held_out_threshold_p_value", "one_run_chance_p_value", "plain_tpr_sentence"]
 
 
-def delong_p_value_from_interval(auc: float, interval: Any, confidence: float) -> float | None:
+def delong_p_value_from_interval(auc: float | None, interval: Any, confidence: float) -> float | None:
     """One-sided p-value of "AUC ≤ ½" from the two-sided DeLong interval `auc ± z·sd` results.json holds.
 
     DeLong, DeLong & Clarke-Pearson 1988 (Biometrics 44:837-845), the normal test of
@@ -97,5 +97,5 @@ def plain_tpr_sentence(tpr: Any, fpr: float, what: str = "training records") -> 
     )
 
 
-def _number(value: Any) -> bool:
+def _number(value: Any) -> TypeGuard[int | float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

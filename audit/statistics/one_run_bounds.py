@@ -93,6 +93,16 @@ def one_run_epsilon_from_counts(m: int, r: int, v: int, delta: float, alpha: flo
     probability ½, r guesses of which v correct; p(ε) as in `one_run_p_value`, found by bisection
     (p is increasing in ε). Valid for a guess set fixed before looking at membership; choosing
     among several guess sets needs a correction (see `epsilon_lower_bound_one_run`).
+
+    Args:
+        m: canaries (candidates), each a member by an independent fair coin.
+        r: guesses made (abstentions not counted).
+        v: correct guesses among them.
+        delta: the δ of the (ε, δ) claim tested.
+        alpha: the error level (1 − confidence).
+
+    Returns:
+        The ε lower bound at confidence 1 − alpha (0.0 when no ε > 0 is rejected).
     """
     m_, r_, v_ = _check_one_run_counts(m, r, v)
     d = _check_delta(delta)
@@ -238,6 +248,15 @@ def one_run_ceiling(m: int, delta: float, alpha: float, pilot_fraction: float = 
     evaluates on m_eval = m − pilot; the best outcome is a guess on every one of them, all right
     (the bound grows with r at v = r). A claim at or above this ceiling cannot be refuted by this
     audit: it is inconclusive for it.
+
+    Args:
+        m: canaries (candidates), each a member by an independent fair coin.
+        delta: the δ of the claim.
+        alpha: the error level (1 − confidence).
+        pilot_fraction: the share of the canaries the guess rule is chosen on (not evaluated).
+
+    Returns:
+        The ceiling ε: no attack on m canaries can show a larger one-run bound.
     """
     m_ = _as_count("m", m)
     d = _check_delta(delta)

@@ -80,9 +80,9 @@ def curve_ceilings(
 def whitebox_power(row: dict[str, Any], level: float) -> dict[str, Any]:
     """What a perfect attack could show with the white-box one-run row at Holm level `level` (the
     sound tests its p-value combines, `row["tests"]`, at `level`/len each, Bonferroni):
-    {powered, ceiling, steinke_ceiling, curve_ceiling, needed}. Pure; reads only what the row computed before any score (m, δ, the curves' perfect-attack
-    p-values), so the family stays pre-declared. Rows of older results (without `curve_ceilings`)
-    fall back to `refutable_alone`."""
+    {powered, ceiling, steinke_ceiling, curve_ceiling, needed}. Pure; reads only what the row computed
+    before any score (m, δ, the curves' perfect-attack p-values), so the family stays pre-declared. Rows of
+    older results (without `curve_ceilings`) fall back to `refutable_alone`."""
     claim, m, delta = float(row["claim"]), int(row["m"]), float(row.get("delta") or 0.0)
     tests = [t for t in row.get("tests") or ["steinke", "fdp"] if t in ("steinke", "fdp")] or ["steinke", "fdp"]
     half = level / len(tests)  # each test of the row's Bonferroni pair (or the one test alone)

@@ -400,7 +400,7 @@ def tstr(
     # One OpenMP thread: HistGradientBoosting's many short parallel regions stall on shared or
     # oversubscribed CPUs (measured 50 s instead of 1 s for 1 500 rows on 2 busy cores).
     with threadpool_limits(limits=1, user_api="openmp"):
-        scores = _fit_and_score(x, y, is_classification, seed)
+        scores = _fit_and_score(x, y, bool(is_classification), seed)
     real = scores["train"]
     relative = scores["synthetic"] / real if real > 0 and math.isfinite(real) else None
     return {
