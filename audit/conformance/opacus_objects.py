@@ -271,7 +271,7 @@ def object_checks(
     alpha: float,
     second_optimizer: Callable[[], Any] | None = None,
     guard: Callable[[str], Any] = lambda what: contextlib.nullcontext(),
-    field: str = "--factory",
+    field: str = "factory",
 ) -> list[dict[str, Any]]:
     """Every check of the module docstring on a fresh setup (`optimizer` a DPOptimizer, `loader`
     its data loader, `engine` its PrivacyEngine, trained for `epochs`); `second_optimizer()` builds

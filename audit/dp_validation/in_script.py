@@ -73,11 +73,30 @@ def loader_rate(loader) -> float:
 
 
 class OpacusAudit:
-    """The one-run audit of the user's own training (module docstring). Arguments: the
-    `PrivacyEngine`, the `DPOptimizer` and the model `make_private` returned, and its data loader
-    (the DPDataLoader, not a BatchMemoryManager's: it holds the logical rate q); `claimed_epsilon`
-    overrides the accountant's ε; `out` the folder that receives the result (None: nothing written);
-    `extra_parameters` names released tensors outside `model`."""
+    """The one-run audit of the user's own Opacus training, as a context manager around their loop
+    (module docstring; Steinke, Nasr, Jagielski 2023, arXiv 2305.08846).
+
+        with OpacusAudit(privacy_engine, optimizer, model, data_loader=train_loader, out="runs") as audit:
+            ...  # the user's loop, unchanged
+        audit.verdict["status"]  # "pass" | "fail" | "inconclusive"
+
+    Args:
+        privacy_engine: the `opacus.PrivacyEngine` whose accountant states the claim.
+        optimizer: the `DPOptimizer` that `make_private` / `make_private_with_epsilon` returned.
+        model: the model it returned (its parameters are the release; None: the optimizer's only).
+        data_loader: its data loader (the DPDataLoader, or a BatchMemoryManager's: it holds q).
+        claimed_epsilon: the ε to test instead of the accountant's; delta: its δ.
+        out: the folder that receives `<timestamp>-whitebox-audit/whitebox-audit.json` (None: nothing
+            written, the result stays in `.result`).
+        canaries, canary_kind, canary_scale, observe, confidence, seed: as `whitebox-audit --mode one-run`.
+        tracking_uri: an MLflow store to log the result to; subject: the name in the verdict.
+        extra_parameters: {name: tensor} released beside `model` (checked like its parameters).
+
+    Returns:
+        On a normal exit of the block: `.result` (the result dict `gate` and `ledger record` read),
+        `.verdict` and `.path` (the file written). Raises `AuditInputError` naming the argument for
+        what it cannot audit; an exception inside the block writes nothing.
+    """
 
     def __init__(
         self,

@@ -33,7 +33,6 @@ from typing import Any
 
 import numpy as np
 
-from audit.dp_validation.claims import validate_claim
 from audit.dp_validation.one_run_result import (  # noqa: F401
     CANARY_KINDS,
     CLIP_TOLERANCE,
@@ -229,7 +228,7 @@ def one_run_task(
             audit.start()
     except AuditInputError as exc:  # the API's field names, as this command's flags
         raise AuditInputError(
-            "--canaries" if exc.where == "canaries" else "--factory",
+            "n_canaries" if exc.where == "canaries" else "factory",
             exc.message if exc.where == "canaries" else f"{name}: {exc.message}",
         ) from None
     planned = _planned_steps(loader, epochs, max_steps)
@@ -285,37 +284,36 @@ def run_one_run_whitebox_audit(
 ) -> dict[str, Any]:
     """One training run with gradient canaries, its claim held / refuted / untestable (module
     docstring); `report_steps(done, total)` hears of the optimizer steps as the worker trains."""
-    from audit.dp_validation.whitebox_audit import (
-        OBSERVATIONS,
+    from audit.dp_validation.whitebox_arguments import (
         _check_positive,
-        builtin_device,
+        check_builtin_dpsgd,
+        check_whitebox_arguments,
     )
 
-    if (factory is None) == (not builtin):
-        raise AuditInputError("--factory", "give either --factory module:function or --builtin")
-    if observe not in OBSERVATIONS:
-        raise AuditInputError("--observe", f"expected one of {', '.join(OBSERVATIONS)}, got {observe!r}")
+    arguments = check_whitebox_arguments(
+        factory=factory,
+        builtin=builtin,
+        observe=observe,
+        delta=delta,
+        confidence=confidence,
+        claimed_epsilon=claimed_epsilon,
+        canary_scale=canary_scale,
+        min_canary_scale=0.999,
+        device=device,
+    )
     if canary_kind not in CANARY_KINDS:
-        raise AuditInputError("--canary-kind", f"expected one of {', '.join(CANARY_KINDS)}, got {canary_kind!r}")
+        raise AuditInputError("canary_kind", f"expected one of {', '.join(CANARY_KINDS)}, got {canary_kind!r}")
     if n_canaries is not None:
-        n_canaries = _check_positive(n_canaries, "--canaries", integer=True, low=19, high=10**6)
-    if not (isinstance(delta, (int, float)) and 0 < delta < 1):
-        raise AuditInputError("--delta", f"must be in (0, 1), got {delta!r}")
-    if not (isinstance(confidence, (int, float)) and 0.5 <= confidence < 1):
-        raise AuditInputError("--confidence", f"must be in [0.5, 1), got {confidence!r}")
-    if claimed_epsilon is not None:
-        validate_claim(claimed_epsilon, delta, epsilon_flag="--claimed-epsilon", delta_flag="--delta")
-    _check_positive(canary_scale, "canary_scale", low=0.999, high=1e9)
-    device = builtin_device(device, builtin)
+        n_canaries = _check_positive(n_canaries, "n_canaries", integer=True, low=19, high=10**6)
+    device = arguments.device
     spec = None
     if builtin:
-        if noise_multiplier is None:
-            raise AuditInputError("--noise-multiplier", "--builtin needs the noise multiplier σ of the DP-SGD to audit")
+        sigma, q, T, C = check_builtin_dpsgd(noise_multiplier, sample_rate, steps, max_grad_norm)
         spec = {
-            "noise_multiplier": _check_positive(noise_multiplier, "--noise-multiplier", high=1e6),
-            "sample_rate": _check_positive(sample_rate, "--sample-rate", high=1.0),
-            "steps": _check_positive(steps, "--steps", integer=True, high=100_000),
-            "max_grad_norm": _check_positive(max_grad_norm, "--max-grad-norm", high=1e6),
+            "noise_multiplier": sigma,
+            "sample_rate": q,
+            "steps": T,
+            "max_grad_norm": C,
             "rows": int(builtin_rows),
             "hidden": tuple(builtin_hidden),
             "seed": int(seed),
@@ -328,7 +326,7 @@ def run_one_run_whitebox_audit(
     else:
         from audit.machinery.user_code import check_spec
 
-        check_spec(factory, "--factory")
+        check_spec(factory, "factory")
         subject = f"--factory {factory}"
     with step_reports(report_steps) as steps_path:
         run = run_isolated(

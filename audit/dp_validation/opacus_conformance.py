@@ -139,7 +139,7 @@ def opacus_conformance_task(factory: str, seed: int, alpha: float) -> dict[str, 
     warnings.filterwarnings("ignore", message="divide by zero encountered in log", module=r"opacus\.")
     name = f"--factory {factory}"
     with user_code(name, "module"):
-        function = load_user_function(factory, "--factory")
+        function = load_user_function(factory, "factory")
     torch_seed(seed + 2)
     with user_code(name):
         probed = training_probe(function(), name, seed)
@@ -178,8 +178,8 @@ def run_factory_conformance(
     from audit.machinery.user_code import check_spec
 
     if not (0 < alpha < 1):
-        raise AuditInputError("--alpha", f"must be in (0, 1), got {alpha!r}")
-    check_spec(factory, "--factory")
+        raise AuditInputError("alpha", f"must be in (0, 1), got {alpha!r}")
+    check_spec(factory, "factory")
     found = run_isolated(
         opacus_conformance_task,
         factory,
