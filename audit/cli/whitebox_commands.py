@@ -138,30 +138,24 @@ def whitebox_audit(
         from audit.dp_validation.whitebox_audit import builtin_device
 
         device = builtin_device(device, builtin)  # before any worker starts: CUDA without a GPU is one line
+    # What both modes take (each checks it again as a library function would, naming parameters).
+    common: dict[str, Any] = {
+        "factory": factory,
+        "builtin": builtin,
+        "noise_multiplier": noise_multiplier,
+        "sample_rate": sample_rate,
+        "steps": steps,
+        "max_grad_norm": max_grad_norm,
+        "observe": observe,
+        "delta": delta,
+        "claimed_epsilon": claimed_epsilon,
+        "seed": seed,
+        "timeout": timeout,
+        "device": device,
+    }
+    recording = (out, tracking_uri, ledger, dataset, fail_on_inconclusive)
     if mode == "one-run":
-        _one_run(
-            factory,
-            builtin,
-            noise_multiplier,
-            sample_rate,
-            steps,
-            max_grad_norm,
-            canaries,
-            canary_kind,
-            observe,
-            delta,
-            claimed_epsilon,
-            seed,
-            timeout,
-            compare_plain,
-            fail_on_inconclusive,
-            out,
-            tracking_uri,
-            quiet,
-            ledger,
-            dataset,
-            device,
-        )
+        _one_run(common, canaries, canary_kind, compare_plain, quiet, recording)
         return
     progress = command_progress(quiet)
     try:
@@ -170,21 +164,7 @@ def whitebox_audit(
             f"white-box audit: training runs finished ({runs} with the Dirac canary, {runs} without)", total=2 * runs
         ) as runs_step:
             result = run_whitebox_audit(
-                factory=factory,
-                builtin=builtin,
-                noise_multiplier=noise_multiplier,
-                sample_rate=sample_rate,
-                steps=steps,
-                max_grad_norm=max_grad_norm,
-                n_runs=runs,
-                observe=observe,
-                delta=delta,
-                claimed_epsilon=claimed_epsilon,
-                seed=seed,
-                workers=workers,
-                timeout=timeout,
-                device=device,
-                report_runs=lambda done, _total: runs_step.update(done),
+                **common, n_runs=runs, workers=workers, report_runs=lambda done, _total: runs_step.update(done)
             )
     finally:
         progress.close()
@@ -244,27 +224,12 @@ def print_whitebox_result(result: dict, path: Path, fail_on_inconclusive: bool) 
 
 
 def _one_run(
-    factory,
-    builtin,
-    noise_multiplier,
-    sample_rate,
-    steps,
-    max_grad_norm,
-    canaries,
-    canary_kind,
-    observe,
-    delta,
-    claimed_epsilon,
-    seed,
-    timeout,
-    compare_plain,
-    fail_on_inconclusive,
-    out,
-    tracking_uri,
-    quiet,
-    ledger=None,
-    dataset=None,
-    device=None,
+    common: dict[str, Any],
+    canaries: int | None,
+    canary_kind: str,
+    compare_plain: bool,
+    quiet: bool,
+    recording: tuple[Path, str | None, Path | None, str | None, bool],
 ) -> None:
     from audit.dp_validation.one_run_whitebox import run_one_run_whitebox_audit
 
@@ -280,32 +245,22 @@ def _one_run(
                 training.update(done)
 
             result = run_one_run_whitebox_audit(
-                factory=factory,
-                builtin=builtin,
-                noise_multiplier=noise_multiplier,
-                sample_rate=sample_rate,
-                steps=steps,
-                max_grad_norm=max_grad_norm,
+                **common,
                 n_canaries=canaries,
                 canary_kind=canary_kind,
-                observe=observe,
-                delta=delta,
-                claimed_epsilon=claimed_epsilon,
-                seed=seed,
-                timeout=timeout,
                 compare_plain=compare_plain,
-                device=device,
                 report_steps=report_steps,
             )
     finally:
         progress.close()
+    out, tracking_uri, ledger, dataset, fail_on_inconclusive = recording
     path, result = _record(
         result,
         out,
         tracking_uri,
         ledger,
         dataset,
-        {"mode": "one-run", "observe": observe, "canaries": result["canaries"]["m"], "seed": seed},
+        {"mode": "one-run", "observe": common["observe"], "canaries": result["canaries"]["m"], "seed": common["seed"]},
     )
     print_one_run_result(result, path, fail_on_inconclusive)
 
