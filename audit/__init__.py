@@ -8,7 +8,9 @@
 
 The jobs (`run`, `audit_scores`, `audit_model`, `synth_check`, `canary_audit`, `whitebox_audit`,
 `one_run_whitebox_audit`, `accountant_check`) are the CLI's commands as functions: each returns an
-`AuditResult` (the verdict's figures, and `.to_dict()` the full results.json). The estimators take
+`AuditResult` (the verdict's figures, and `.to_dict()` the full results.json). `OpacusAudit` audits
+the user's own Opacus loop from inside their script (`with OpacusAudit(engine, optimizer, model,
+data_loader=loader): ...`). The estimators take
 membership scores and fair-coin membership labels and return an ε lower bound or estimate, each
 citing its paper. `Ledger` records DP releases of a dataset and composes their ε. Bad input raises
 `AuditInputError` naming the field. `AuditResult.typed_verdict` is the verdict as frozen types
@@ -40,8 +42,7 @@ _EXPORTS: dict[str, str] = {
     "one_run_whitebox_audit": "audit.api",
     "accountant_check": "audit.api",
     # --- In-script one-run audit (a context manager around the user's own Opacus loop). ---
-    # Reserved for the helper building it ("opacus"): its names go here, one line each,
-    # e.g. "OneRunAudit": "audit.<its module>", and in the TYPE_CHECKING block below.
+    "OpacusAudit": "audit.dp_validation.in_script",
     # --- The verdict as types (audit/machinery/verdict_rows.py): AuditResult.typed_verdict returns a Verdict. ---
     "Verdict": "audit.machinery.verdict_rows",
     "ClaimRow": "audit.machinery.verdict_rows",
@@ -98,6 +99,7 @@ __all__ = [  # a literal list: linters and IDEs read it; tests/test_public_api.p
     "Estimator",
     "AuditKind",
     "register_audit_kind",
+    "OpacusAudit",
     "PrivacyClaim",
     "AuditInputError",
     "EpsilonLowerBound",
@@ -138,6 +140,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ im
         whitebox_audit,
     )
     from audit.dp_validation.claims import PrivacyClaim
+    from audit.dp_validation.in_script import OpacusAudit
     from audit.errors import AuditInputError
     from audit.ledger.store import BudgetExceeded, Ledger, Provenance, ReleaseInput
     from audit.machinery.audit_kinds import AuditKind, register_audit_kind

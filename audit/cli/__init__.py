@@ -12,6 +12,7 @@ from audit.cli import (  # noqa: F401 - importing a module registers its command
     results_commands,
     run_command,
     synthetic_command,
+    whitebox_commands,
 )
 from audit.cli.app import app, main
 

@@ -37,6 +37,7 @@ PARAMETER_FLAGS: dict[str, str] = {
     "trainer": "--trainer",
     "workers": "--workers",
     "timeout": "--timeout",
+    "alpha": "--alpha",
 }
 
 # The commands whose library functions name parameters (the others name their flags or config fields).

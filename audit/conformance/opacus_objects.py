@@ -44,6 +44,7 @@ __all__ = [
     "Tap",
     "check",
     "inclusion_check",
+    "is_ghost",
     "logical_sampler",
     "object_checks",
     "parameter_check",
@@ -52,6 +53,7 @@ __all__ = [
 
 FACTORY_CHECKS = (
     "parameters",
+    "one_poisson_batch_per_step",
     "noisy_steps",
     "steps",
     "accountant_sigma",
@@ -162,7 +164,10 @@ class Tap:
     def __init__(self, optimizer):
         self.optimizer, self.last = optimizer, None
         self.params = [p for p in optimizer.params if p.requires_grad]
-        self.calls = self.skipped = 0
+        self.calls = self.skipped = self.deferred = 0
+        # Ghost clipping keeps no per-sample gradients: its criterion's double backward leaves the
+        # clipped SUM in p.grad, which is what its optimizer noises (the rows are summed here).
+        self.ghost = is_ghost(optimizer)
         inner = optimizer.step_hook
 
         def hook(opt):
@@ -182,10 +187,19 @@ class Tap:
         """One user optimizer.step() on the given per-sample gradients {param index: (b, *shape)}."""
         self.optimizer.zero_grad()
         for p, g in zip(self.params, rows):
-            p.grad_sample = g
+            if self.ghost:
+                p.grad = g.sum(0)
+            else:
+                p.grad_sample = g
         self.last = None
         self.optimizer.step()
         self.calls += 1
+        if self.last is None and getattr(self.optimizer, "_is_last_step_skipped", False) and self.deferred < 10**4:
+            # The optimizer deferred this batch into its next noisy step on its own (no
+            # BatchMemoryManager asked it to: this loop draws no batches): one noise for several
+            # batches. Counted for `noisy_steps`; the next call (zero rows) gives the noisy step.
+            self.deferred += 1
+            return self.step([torch_zeros_like(g) for g in rows])
         if self.last is None:
             # No noisy step (its pre_step skipped the noise and the accountant): a finding, not bad
             # input — counted for the `noisy_steps` check; the missing noise reads as zero.
@@ -194,27 +208,29 @@ class Tap:
         return self.last
 
 
-def parameter_check(model, optimizer, extra_parameters: dict | None = None) -> dict[str, Any]:
-    """Every trainable parameter of the released model (and of `extra_parameters`, released tensors
-    outside it) is one the DP optimizer privatises; frozen ones are listed."""
-    dp = {id(p) for p in optimizer.params if p.requires_grad}
-    named = list(model.named_parameters()) if hasattr(model, "named_parameters") else []
-    named += list((extra_parameters or {}).items())
-    uncovered = [n.removeprefix("_module.") for n, p in named if p.requires_grad and id(p) not in dp]
-    frozen = [n.removeprefix("_module.") for n, p in named if not p.requires_grad]
-    listed = f"{len(dp)} privatised by the DP optimizer; frozen: {', '.join(frozen) or 'none'}"
-    return check(
-        "parameters",
-        not uncovered,
-        uncovered,
-        [],
-        (
-            f"trainable parameters the DP optimizer does not privatise: {', '.join(uncovered)} — trained by "
-            f"anything else they are not private ({listed})"
-        )
-        if uncovered
-        else f"every trainable parameter of the released model is privatised ({listed})",
+def parameter_check(summary: dict[str, Any], steps: int) -> dict[str, Any]:
+    """`parameters`: the training probe's parameter ledger (`dp_validation.training_watch`,
+    `ParameterLedger.summary()`) after `steps` noisy steps of the setup's whole training: every
+    parameter that changed was updated only by the DP optimizer's noisy step; frozen ones, and
+    trainable ones in no optimizer that stayed unchanged, are listed."""
+    updates = summary["non_private_updates"]
+    frozen, unchanged = summary["frozen"], summary["not_privatised_unchanged"]
+    listed = (
+        f"{len(summary['privatised'])} privatised by the DP optimizer; frozen, unchanged: {', '.join(frozen) or 'none'}"
+        + (f"; trainable but in no optimizer, unchanged: {', '.join(unchanged)}" if unchanged else "")
     )
+    if updates:
+        named = "; ".join(f"{u['parameter']}: {u['why']}" for u in updates)
+        detail = (
+            f"over one training of the setup ({steps} noisy steps), {len(updates)} parameter(s) were updated by "
+            f"something other than the DP optimizer's noisy step — {named} ({listed})"
+        )
+    else:
+        detail = (
+            f"over one training of the setup ({steps} noisy steps), every parameter that changed was updated only "
+            f"by the DP optimizer's noisy steps ({listed})"
+        )
+    return check("parameters", not updates, [u["parameter"] for u in updates], [], detail)
 
 
 def logical_sampler(loader):
@@ -226,6 +242,17 @@ def logical_sampler(loader):
         if candidate is not None and type(candidate).__name__ == "UniformWithReplacementSampler":
             return candidate
     return None
+
+
+def is_ghost(optimizer) -> bool:
+    """Opacus's ghost clipping optimizer (`grad_sample_mode="ghost"`): clipping lives in the criterion."""
+    return "FastGradientClipping" in type(optimizer).__name__
+
+
+def torch_zeros_like(g):
+    import torch
+
+    return torch.zeros_like(g)
 
 
 def zero_rows(params, b: int):
@@ -244,7 +271,7 @@ def object_checks(
     alpha: float,
     second_optimizer: Callable[[], Any] | None = None,
     guard: Callable[[str], Any] = lambda what: contextlib.nullcontext(),
-    field: str = "--factory",
+    field: str = "factory",
 ) -> list[dict[str, Any]]:
     """Every check of the module docstring on a fresh setup (`optimizer` a DPOptimizer, `loader`
     its data loader, `engine` its PrivacyEngine, trained for `epochs`); `second_optimizer()` builds
@@ -283,44 +310,48 @@ def object_checks(
         )
     )
 
-    direction = rng.normal(size=d)
-    direction /= np.linalg.norm(direction)
-    rows, start = zero_rows(params, b), 0
-    for p, g in zip(params, rows):
-        size = p.numel()
-        g[0] = torch.as_tensor(direction[start : start + size] * HUGE_NORM * C, dtype=g.dtype).reshape(p.shape)
-        start += size
-    with guard("optimizer.step() on one huge per-sample gradient"):
-        projections = np.array([tap.step([g.clone() for g in rows]) @ direction for _ in range(CLIPPING_STEPS)])
-    se = float(projections.std(ddof=1) / math.sqrt(CLIPPING_STEPS)) or 1e-12
-    z_clip = (float(projections.mean()) - C) / se
-    p_clip = float(stats.norm.sf(z_clip))
-    results.append(
-        check(
-            "per_example_clipping",
-            p_clip > a,
-            float(projections.mean()),
-            C,
-            f"mean movement along one example's gradient of norm {HUGE_NORM:g}·C over {CLIPPING_STEPS} "
-            f"steps of the optimizer (one-sided z = {z_clip:.1f} against ≤ C)",
-            p_clip,
+    if not tap.ghost:  # ghost clipping clips in the criterion's backward, which no optimizer step reaches
+        direction = rng.normal(size=d)
+        direction /= np.linalg.norm(direction)
+        rows, start = zero_rows(params, b), 0
+        for p, g in zip(params, rows):
+            size = p.numel()
+            g[0] = torch.as_tensor(direction[start : start + size] * HUGE_NORM * C, dtype=g.dtype).reshape(p.shape)
+            start += size
+        with guard("optimizer.step() on one huge per-sample gradient"):
+            projections = np.array([tap.step([g.clone() for g in rows]) @ direction for _ in range(CLIPPING_STEPS)])
+        se = float(projections.std(ddof=1) / math.sqrt(CLIPPING_STEPS)) or 1e-12
+        z_clip = (float(projections.mean()) - C) / se
+        p_clip = float(stats.norm.sf(z_clip))
+        results.append(
+            check(
+                "per_example_clipping",
+                p_clip > a,
+                float(projections.mean()),
+                C,
+                f"mean movement along one example's gradient of norm {HUGE_NORM:g}·C over {CLIPPING_STEPS} "
+                f"steps of the optimizer (one-sided z = {z_clip:.1f} against ≤ C)",
+                p_clip,
+            )
         )
-    )
 
-    results.append(
-        check(
-            "noisy_steps",
-            tap.skipped == 0,
-            tap.calls - tap.skipped,
-            tap.calls,
-            f"calls of optimizer.step() that added noise and told the accountant ({tap.skipped} skipped "
-            "them: an update without noise is not private)"
-            if tap.skipped
-            else "calls of optimizer.step() that added noise and told the accountant",
+    noisy = tap.calls - tap.skipped - tap.deferred
+    if tap.skipped:
+        detail = (
+            f"calls of optimizer.step() that added noise and told the accountant ({tap.skipped} skipped them: an "
+            "update without noise is not private)"
         )
-    )
+    elif tap.deferred:
+        detail = (
+            f"calls of optimizer.step() that added noise and told the accountant: {tap.deferred} call(s) deferred "
+            "their batch into the next noisy step without a BatchMemoryManager splitting one Poisson batch — one "
+            "noise for several batches, a true sampling rate above the accountant's q"
+        )
+    else:
+        detail = "calls of optimizer.step() that added noise and told the accountant"
+    results.append(check("noisy_steps", not (tap.skipped or tap.deferred), noisy, tap.calls, detail))
     # Accountant: every step above must be in its history, at the optimizer's σ.
-    taken = NOISE_STEPS + CLIPPING_STEPS - tap.skipped
+    taken = noisy
     accountant = getattr(engine, "accountant", None)
     history = [tuple(float(v) for v in h) for h in (getattr(accountant, "history", None) or [])]
     told = int(sum(h[2] for h in history))

@@ -138,7 +138,15 @@ def wide_noise_not_scaled_by_clip_norm():
 USAGE_ROWS, USAGE_BATCH, USAGE_PHYSICAL, USAGE_EPOCHS, USAGE_EPSILON = 400, 40, 10, 2, 2.0
 
 
-def _usage_setup(*, frozen: bool = False, groups: bool = False, poisson: bool = True):
+def _usage_setup(
+    *,
+    frozen: bool = False,
+    groups: bool = False,
+    poisson: bool = True,
+    **private,
+):
+    """The usage model made private with `make_private_with_epsilon`; `private` passes Opacus's own
+    options (grad_sample_mode, clipping, ...)."""
     from opacus import PrivacyEngine
 
     features = torch.randn(USAGE_ROWS, 4)
@@ -151,26 +159,29 @@ def _usage_setup(*, frozen: bool = False, groups: bool = False, poisson: bool = 
         [{"params": params[:1], "lr": 0.05}, {"params": params[1:], "lr": 0.1}] if groups else params, lr=0.1
     )
     loader = DataLoader(TensorDataset(features, labels), batch_size=USAGE_BATCH, shuffle=not poisson)
+    ghost = private.get("grad_sample_mode") == "ghost"
+    if private.get("clipping") == "per_layer":
+        private["max_grad_norm"] = [MAX_GRAD_NORM / len(params) ** 0.5] * len(params)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         engine = PrivacyEngine(accountant="prv")
-        model, optimizer, loader = engine.make_private_with_epsilon(
+        made = engine.make_private_with_epsilon(
             module=model,
             optimizer=optimizer,
             data_loader=loader,
             target_epsilon=USAGE_EPSILON,
             target_delta=1e-5,
             epochs=USAGE_EPOCHS,
-            max_grad_norm=MAX_GRAD_NORM,
             poisson_sampling=poisson,
+            **({"criterion": nn.CrossEntropyLoss()} if ghost else {}),
+            **{"max_grad_norm": MAX_GRAD_NORM, **private},
         )
-    return {
-        "model": model,
-        "optimizer": optimizer,
-        "data_loader": loader,
-        "privacy_engine": engine,
-        "epochs": USAGE_EPOCHS,
-    }
+    setup = {"privacy_engine": engine, "epochs": USAGE_EPOCHS}
+    if ghost:  # ghost clipping returns the criterion whose backward does the two passes
+        setup["model"], setup["optimizer"], setup["loss"], setup["data_loader"] = made
+    else:
+        setup["model"], setup["optimizer"], setup["data_loader"] = made
+    return setup
 
 
 def usage_batch_memory_manager():
@@ -191,11 +202,102 @@ def usage_frozen_param_groups():
     return _usage_setup(frozen=True, groups=True)
 
 
+def usage_ghost_clipping():
+    """Correct: Opacus's ghost clipping (`grad_sample_mode="ghost"`, the criterion it returns as `loss`)."""
+    return _usage_setup(grad_sample_mode="ghost")
+
+
+def usage_functorch():
+    """Correct: per-sample gradients through functorch (`grad_sample_mode="functorch"`)."""
+    return _usage_setup(grad_sample_mode="functorch")
+
+
+def usage_per_layer_clipping():
+    """Correct: per-layer clipping (`clipping="per_layer"`, C_k = C/√tensors, total C)."""
+    return _usage_setup(clipping="per_layer")
+
+
+def _chain_after_step(optimizer, after) -> None:
+    # The tool's loop calls optimizer.step(); a factory can only reach its other updates through it.
+    step = optimizer.step
+
+    def stepped(*args, **kwargs):
+        out = step(*args, **kwargs)
+        after()
+        return out
+
+    optimizer.step = stepped
+
+
+class _WithOffset(nn.Module):
+    """The released model: the private network plus a learnable logit offset outside it."""
+
+    def __init__(self, private):
+        super().__init__()
+        self.net = private
+        self.logit_offset = nn.Parameter(torch.zeros(2))
+
+    def forward(self, x):
+        return self.net(x) + self.logit_offset
+
+
 def usage_parameter_outside():
     """Broken: a learnable logit offset outside the module given to make_private, released with it
-    (`extra_parameters`) and trained by a plain optimizer: the DP optimizer does not privatise it."""
+    and trained by a second, plain SGD after every step (not declared anywhere: true ε = ∞)."""
     setup = _usage_setup()
-    setup["extra_parameters"] = {"logit_offset": nn.Parameter(torch.zeros(2))}
+    released = _WithOffset(setup["model"])
+    plain = torch.optim.SGD([released.logit_offset], lr=0.1)
+    _chain_after_step(setup["optimizer"], plain.step)
+    dp_zero_grad = setup["optimizer"].zero_grad
+
+    def zero_grad(*args, **kwargs):
+        plain.zero_grad()
+        return dp_zero_grad(*args, **kwargs)
+
+    setup["optimizer"].zero_grad = zero_grad
+    setup["model"] = released
+    return setup
+
+
+def usage_non_private_epoch():
+    """Broken: the last epoch steps the original (non-private) optimizer on the plain gradient."""
+    setup = _usage_setup()
+    optimizer, steps_per_epoch = setup["optimizer"], len(setup["data_loader"])
+    dp_step, calls = optimizer.step, {"n": 0}
+
+    def step(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] <= steps_per_epoch * (USAGE_EPOCHS - 1):
+            return dp_step(*args, **kwargs)
+        return optimizer.original_optimizer.step()  # the bug: no clipping, no noise, no accountant
+
+    optimizer.step = step
+    return setup
+
+
+def usage_tenth_q():
+    """Broken: the accountant is told the sampling rate of a 10× larger dataset (q/10)."""
+    setup = _usage_setup()
+    optimizer, engine = setup["optimizer"], setup["privacy_engine"]
+    optimizer.attach_step_hook(
+        engine.accountant.get_optimizer_hook_fn(sample_rate=setup["data_loader"].sample_rate / 10)
+    )
+    return setup
+
+
+def usage_accumulate_poisson_batches():
+    """Broken gradient accumulation: every other step is deferred (`signal_skip_step`), so one noise
+    covers two separate Poisson batches — a true rate of about 2q, the accountant told q."""
+    setup = _usage_setup()
+    optimizer = setup["optimizer"]
+    dp_step, calls = optimizer.step, {"n": 0}
+
+    def step(*args, **kwargs):
+        calls["n"] += 1
+        optimizer.signal_skip_step(calls["n"] % 2 == 1)
+        return dp_step(*args, **kwargs)
+
+    optimizer.step = step
     return setup
 
 

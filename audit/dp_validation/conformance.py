@@ -65,37 +65,37 @@ def _claim_of(recipe) -> tuple[float, float, int, float, float]:
     claim = getattr(recipe, "CLAIM", None)
     if not isinstance(claim, dict) or not {"noise_multiplier", "sample_rate", "steps", "delta"} <= set(claim):
         raise AuditInputError(
-            "--trainer", "a step-function trainer needs CLAIM = {noise_multiplier, sample_rate, steps, delta}"
+            "trainer", "a step-function trainer needs CLAIM = {noise_multiplier, sample_rate, steps, delta}"
         )
     from audit.machinery.input_files import check_number
 
-    where = "--trainer: CLAIM"  # validated like any input: no coercion of "4.5", 20.9 steps or δ = True
+    where = "trainer: CLAIM"  # validated like any input: no coercion of "4.5", 20.9 steps or δ = True
     sigma = check_number(claim["noise_multiplier"], f"{where}['noise_multiplier']", low=0, low_open=True, high=1e6)
     q = check_number(claim["sample_rate"], f"{where}['sample_rate']", low=0, low_open=True, high=1)
     steps = claim["steps"]
     if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= 10**7:
         raise AuditInputError(f"{where}['steps']", f"expected an integer in [1, 10⁷], got {steps!r}"[:200])
     delta = check_number(claim["delta"], f"{where}['delta']", low=0, low_open=True, high=1, high_open=True)
-    C = check_number(getattr(recipe, "max_grad_norm", None), "--trainer: max_grad_norm", low=0, low_open=True, high=1e6)
+    C = check_number(getattr(recipe, "max_grad_norm", None), "trainer: max_grad_norm", low=0, low_open=True, high=1e6)
     T = int(steps)
     for name in ("sample_batches", "privatize_gradients"):
         if not callable(getattr(recipe, name, None)):
-            raise AuditInputError("--trainer", f"a step-function trainer needs a method {name}(...)")
+            raise AuditInputError("trainer", f"a step-function trainer needs a method {name}(...)")
     return sigma, q, T, delta, C
 
 
 def _privatize(recipe, grads, rng, step) -> np.ndarray:
     out = recipe.privatize_gradients({k: v.copy() for k, v in grads.items()}, rng, step)
     if not isinstance(out, dict) or set(out) != set(grads):
-        raise AuditInputError("--trainer", f"privatize_gradients must return a dict with keys {sorted(grads)}")
+        raise AuditInputError("trainer", f"privatize_gradients must return a dict with keys {sorted(grads)}")
     try:
         flat = np.concatenate([np.asarray(out[k], dtype=np.float64).ravel() for k in grads])
     except (TypeError, ValueError) as exc:
         raise AuditInputError(
-            "--trainer", f"privatize_gradients returned values that are not arrays of numbers ({str(exc)[:120]})"
+            "trainer", f"privatize_gradients returned values that are not arrays of numbers ({str(exc)[:120]})"
         ) from None
     if not np.all(np.isfinite(flat)):  # NaN / inf noise: the trainer's fault, never a crash of the checks
-        raise AuditInputError("--trainer", f"privatize_gradients returned NaN or infinite values at step {step}")
+        raise AuditInputError("trainer", f"privatize_gradients returned NaN or infinite values at step {step}")
     return flat
 
 
@@ -106,24 +106,27 @@ def conformance_checks(
     sigma, q, T, _, C = _claim_of(recipe)
     a = alpha / len(CHECKS)
     streams = np.random.SeedSequence(int(seed)).spawn(5)
-    results = []
+    results: list[dict[str, Any]] = []
 
     # Sampling: steps, rate, Poisson dispersion, independent inclusion across steps.
     rng = np.random.default_rng(streams[0])
-    sizes, counts, duplicates, inclusions = [], [], 0, []
+    size_list: list[int] = []
+    counts: list[int] = []
+    inclusions: list[tuple[int, np.ndarray]] = []
+    duplicates = 0
     for _ in range(SAMPLING_REPEATS):
         batches = [np.asarray(batch).ravel() for batch in recipe.sample_batches(n_records, rng)]
         counts.append(len(batches))
         joined = np.concatenate(batches).astype(np.int64) if batches else np.zeros(0, np.int64)
         if joined.size and (joined.min() < 0 or joined.max() >= n_records):
             raise AuditInputError(
-                "--trainer",
+                "trainer",
                 f"sample_batches(n={n_records}, rng) returned an index outside "
                 f"[0, {n_records}): {int(joined.min())}..{int(joined.max())}",
             )
         inclusions.append((len(batches), np.bincount(joined, minlength=n_records)))
         for batch in batches:
-            sizes.append(batch.size)
+            size_list.append(batch.size)
             duplicates += int(batch.size != np.unique(batch).size)
     results.append(
         _check(
@@ -134,7 +137,7 @@ def conformance_checks(
             f"batches per training over {SAMPLING_REPEATS} draws: {sorted(set(counts))}",
         )
     )
-    sizes = np.asarray(sizes, dtype=float)
+    sizes = np.asarray(size_list, dtype=float)
     mean, expected_mean = sizes.mean(), n_records * q
     binom_var = n_records * q * (1 - q)
     z = (
@@ -252,7 +255,7 @@ def conformance_task(trainer, seed: int, alpha: float) -> list[dict[str, Any]]:
         from audit.machinery.user_code import load_user_function
 
         with user_code("--trainer", f"module of trainer {trainer}"):
-            trainer = load_user_function(trainer, "--trainer", require_callable=False)  # an object: CLAIM + methods
+            trainer = load_user_function(trainer, "trainer", require_callable=False)  # an object: CLAIM + methods
     with user_code("--trainer", f"step functions of {trainer!r}"[:120]):
         return conformance_checks(trainer, seed=seed, alpha=alpha)
 
@@ -262,7 +265,7 @@ def run_conformance(
 ) -> dict[str, Any]:
     """`privacy-audit conformance`: the checks in an isolated worker; `verdict` fail if any fails."""
     if not (0 < alpha < 1):
-        raise AuditInputError("--alpha", f"must be in (0, 1), got {alpha!r}")
+        raise AuditInputError("alpha", f"must be in (0, 1), got {alpha!r}")
     if pool is None:
         from audit.machinery.workers import run_isolated
 

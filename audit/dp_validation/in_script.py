@@ -12,16 +12,12 @@ On entry it hooks the user's DPOptimizer (no change to their loop):
   `BatchMemoryManager` a logical batch is several physical steps, all skipped but the last
   (`signal_skip_step`): the canaries are drawn once per LOGICAL step, at its last physical step, at
   the logical rate q, and the skipped physical steps only have the canaries' coordinates zeroed;
-* a count of the noisy steps (the optimizer's step hook, which Opacus calls only on a step that
-  added noise), compared on exit with what the accountant was told;
-* the parameter accounting: every parameter of the released model (and `extra_parameters`) is
-  either privatised by the DP optimizer or must not change. A PyTorch optimizer-step post-hook
-  (`torch.optim.optimizer.register_optimizer_step_post_hook`) sees every optimizer's step: the DP
-  optimizer's inner optimizer stepping without a noisy step (a "non-private epoch" through the
-  original optimizer, a pre_step that skipped the noise), or any other optimizer stepping a
-  parameter with a gradient (a second, plain optimizer) is a non-private update, named; the DP
-  parameters are compared with their value after the last noisy step at every step (an in-place
-  edit between steps shows), and the others with their value at entry on exit.
+* `training_watch.TrainingWatch`: a count of the noisy steps (the optimizer's step hook, which
+  Opacus calls only on a step that added noise), compared on exit with what the accountant was
+  told; the real rows each noise privatised; and the parameter accounting: every parameter of the
+  released model (and `extra_parameters`) is either privatised by the DP optimizer or must not
+  change — any optimizer's step (a PyTorch optimizer-step post-hook) that is not the DP
+  optimizer's noisy step, and any in-place edit, is a non-private update, named.
 
 On exit (no exception) the claim is decided as `whitebox-audit --mode one-run` decides it
 (`one_run_whitebox.one_run_result`, the same result block), any non-private update or accountant
@@ -40,8 +36,14 @@ from typing import Any, Self
 import numpy as np
 
 from audit.conformance.opacus_objects import logical_sampler
+from audit.dp_validation.training_watch import (
+    ParameterLedger,
+    TrainingWatch,
+    dataset_size,
+    parameter_checks,
+    rows_check,
+)
 from audit.errors import AuditInputError
-from audit.machinery.verdict import Check
 
 __all__ = ["OpacusAudit", "ParameterLedger", "loader_rate", "parameter_checks", "rows_check"]
 
@@ -53,178 +55,6 @@ _DP_ATTRIBUTES = (
     "pre_step",
     "step_hook",
 )
-
-
-def _shape(p) -> str:
-    return "×".join(str(s) for s in p.shape) or "scalar"
-
-
-class ParameterLedger:
-    """Which parameters the DP optimizer privatises, which the release holds, and every update that
-    was not the DP optimizer's noisy step (module docstring)."""
-
-    def __init__(self, optimizer, model=None, extra_parameters: dict[str, Any] | None = None):
-        self.optimizer = optimizer
-        self.inner = optimizer.original_optimizer
-        self.dp = [p for p in optimizer.params if p.requires_grad]
-        dp_ids = {id(p) for p in self.dp}
-        named: list[tuple[str, Any]] = []
-        if model is not None:
-            named += [(name.removeprefix("_module."), p) for name, p in model.named_parameters()]
-        named += list((extra_parameters or {}).items())
-        self.names = {id(p): name for name, p in named}
-        for i, p in enumerate(self.dp):
-            self.names.setdefault(id(p), f"DP optimizer parameter #{i} ({_shape(p)}, not in the model given)")
-        self.privatised = [self.names[id(p)] for p in self.dp]
-        self.frozen = [name for name, p in named if not p.requires_grad and id(p) not in dp_ids]
-        self.outside = [(name, p) for name, p in named if id(p) not in dp_ids]
-        self.violations: dict[str, str] = {}
-        self._start = [p.detach().clone() for _, p in self.outside]
-        self._last = [p.detach().clone() for p in self.dp]
-        self.in_noisy_step = False
-        self._handle = None
-
-    def _name(self, p) -> str:
-        return self.names.get(id(p), f"a parameter of shape {_shape(p)} outside the released model")
-
-    def note(self, p, why: str) -> None:
-        self.violations.setdefault(self._name(p), why)
-
-    def start(self) -> None:
-        from torch.optim.optimizer import register_optimizer_step_post_hook
-
-        self._handle = register_optimizer_step_post_hook(self._after_any_step)
-
-    def stop(self) -> None:
-        if self._handle is not None:
-            self._handle.remove()
-            self._handle = None
-
-    def _after_any_step(self, opt, args, kwargs) -> None:
-        if opt is self.optimizer:
-            return  # the DPOptimizer's own step: its inner optimizer's step follows
-        if opt is self.inner:
-            if self.in_noisy_step:
-                self.in_noisy_step = False
-                for last, p in zip(self._last, self.dp):
-                    last.copy_(p.detach())
-                return
-            why = (
-                "stepped by the DP optimizer's inner (original) optimizer without a noisy step: a non-private "
-                f"update ({type(opt).__name__}.step() called directly, or a pre_step that skipped the noise)"
-            )
-        else:
-            why = (
-                f"updated by a second optimizer ({type(opt).__name__}) outside the DP optimizer: no clipping, no noise"
-            )
-        for group in opt.param_groups:
-            for p in group["params"]:
-                if p.grad is not None:
-                    self.note(p, why)
-
-    def check_untouched(self) -> None:
-        """Before a DP step: the DP parameters still hold what the last noisy step left."""
-        for last, p in zip(self._last, self.dp):
-            if not self.in_noisy_step and not torch_equal(last, p):
-                self.note(
-                    p,
-                    "changed between two noisy steps by something other than the DP optimizer "
-                    "(an in-place edit, a load_state_dict, another update rule)",
-                )
-                last.copy_(p.detach())
-
-    def finish(self) -> None:
-        self.check_untouched()
-        for (name, p), start in zip(self.outside, self._start):
-            if not torch_equal(start, p):
-                self.violations.setdefault(
-                    name,
-                    "changed during training but not privatised by the DP optimizer "
-                    "(frozen or outside the module given to make_private)",
-                )
-
-    def checks(self, subject: str) -> list[Check]:
-        return parameter_checks(self.summary(), subject)
-
-    def summary(self) -> dict[str, Any]:
-        return {
-            "privatised": self.privatised,
-            "frozen": self.frozen,
-            "not_privatised_unchanged": [
-                n for n, _ in self.outside if n not in self.violations and n not in self.frozen
-            ],
-            "non_private_updates": [{"parameter": k, "why": v} for k, v in sorted(self.violations.items())],
-        }
-
-
-def parameter_checks(summary: dict[str, Any], subject: str) -> list[Check]:
-    """The check `ParameterLedger.summary()` decides: failed when any parameter was updated by
-    something other than the DP optimizer's noisy step, naming each."""
-    frozen, updates = summary["frozen"], summary["non_private_updates"]
-    listed = f"{len(summary['privatised'])} parameter tensor(s) privatised by the DP optimizer" + (
-        f"; frozen, unchanged: {', '.join(frozen)}" if frozen else "; none frozen"
-    )
-    assumption = "the accountant's ε covers only updates made by the DP optimizer's noisy step"
-    if updates:
-        named = "; ".join(f"{u['parameter']}: {u['why']}" for u in updates)
-        return [
-            Check(
-                subject,
-                "every trainable parameter privatised",
-                f"{len(updates)} parameter(s) updated by something other than the DP optimizer's noisy step — "
-                f"{named} ({listed})",
-                failed=True,
-                assumption=assumption,
-            )
-        ]
-    return [
-        Check(
-            subject,
-            "every trainable parameter privatised",
-            f"every parameter that changed was updated only by the DP optimizer's noisy steps ({listed})",
-            assumption=assumption,
-        )
-    ]
-
-
-# One-sided level of the rows check: far below the claim tests' α/2, so the verdict's family-wise
-# error stays α (+ 1e-6); a batch twice the claimed size gives z in the tens at any useful T.
-ROWS_Z = 4.753  # Φ⁻¹(1 − 1e-6)
-
-
-def rows_check(settings: dict[str, Any], n_records: int | None, subject: str) -> list[Check]:
-    """Real rows per noisy step vs the accountant's q·n: each noisy step must privatise ONE Poisson
-    batch. Accumulating several Poisson micro-batches into one noise (`signal_skip_step` on separate
-    draws) multiplies the rows, and the true rate, by their number. Σ rows over T steps is
-    Binomial(T·n, q) under the claim: a one-sided z-test at ROWS_Z."""
-    mean, q, steps = settings.get("rows_per_noisy_step"), settings.get("sample_rate"), settings.get("steps")
-    if mean is None or not q or not steps or not n_records:
-        return []
-    expected, sd = n_records * q, math.sqrt(n_records * q * (1 - q) / steps) if q < 1 else 0.0
-    z = (mean - expected) / sd if sd > 0 else (0.0 if mean <= expected else math.inf)
-    bad = z > ROWS_Z
-    return [
-        Check(
-            subject,
-            "one Poisson batch per noisy step",
-            (
-                f"{mean:.1f} real rows per noisy step on average vs q·n = {expected:.1f} (z = {z:.1f}): each noise "
-                f"privatised about {mean / expected:.1f} batches — several Poisson micro-batches accumulated into "
-                "one noisy step, a true sampling rate above the q the accountant was told"
-            )
-            if bad
-            else f"{mean:.1f} real rows per noisy step on average vs q·n = {expected:.1f} (z = {z:.1f}, one-sided at "
-            "1e-6)",
-            failed=bad,
-            assumption="the accountant's q is the rate at which a record joins one noisy step",
-        )
-    ]
-
-
-def torch_equal(a, b) -> bool:
-    import torch
-
-    return bool(torch.equal(a, b.detach()))
 
 
 def loader_rate(loader) -> float:
@@ -243,11 +73,30 @@ def loader_rate(loader) -> float:
 
 
 class OpacusAudit:
-    """The one-run audit of the user's own training (module docstring). Arguments: the
-    `PrivacyEngine`, the `DPOptimizer` and the model `make_private` returned, and its data loader
-    (the DPDataLoader, not a BatchMemoryManager's: it holds the logical rate q); `claimed_epsilon`
-    overrides the accountant's ε; `out` the folder that receives the result (None: nothing written);
-    `extra_parameters` names released tensors outside `model`."""
+    """The one-run audit of the user's own Opacus training, as a context manager around their loop
+    (module docstring; Steinke, Nasr, Jagielski 2023, arXiv 2305.08846).
+
+        with OpacusAudit(privacy_engine, optimizer, model, data_loader=train_loader, out="runs") as audit:
+            ...  # the user's loop, unchanged
+        audit.verdict["status"]  # "pass" | "fail" | "inconclusive"
+
+    Args:
+        privacy_engine: the `opacus.PrivacyEngine` whose accountant states the claim.
+        optimizer: the `DPOptimizer` that `make_private` / `make_private_with_epsilon` returned.
+        model: the model it returned (its parameters are the release; None: the optimizer's only).
+        data_loader: its data loader (the DPDataLoader, or a BatchMemoryManager's: it holds q).
+        claimed_epsilon: the ε to test instead of the accountant's; delta: its δ.
+        out: the folder that receives `<timestamp>-whitebox-audit/whitebox-audit.json` (None: nothing
+            written, the result stays in `.result`).
+        canaries, canary_kind, canary_scale, observe, confidence, seed: as `whitebox-audit --mode one-run`.
+        tracking_uri: an MLflow store to log the result to; subject: the name in the verdict.
+        extra_parameters: {name: tensor} released beside `model` (checked like its parameters).
+
+    Returns:
+        On a normal exit of the block: `.result` (the result dict `gate` and `ledger record` read),
+        `.verdict` and `.path` (the file written). Raises `AuditInputError` naming the argument for
+        what it cannot audit; an exception inside the block writes nothing.
+    """
 
     def __init__(
         self,
@@ -345,52 +194,38 @@ class OpacusAudit:
             )
         self._step_hook, self._own_pre_step = opt.step_hook, vars(opt).get("pre_step")
         self.canaries.attach(opt)  # chains its observer before the accountant's hook
-        observer = opt.step_hook
-        self.noisy_steps = self.physical_steps = 0
+        dp = self.ledger.dp
 
-        self.rows_per_noisy_step: list[int] = []
-        self._rows = 0
-
-        def counted(o):
-            self.noisy_steps += 1
-            self.rows_per_noisy_step.append(self._rows)
-            self._rows = 0
-            self.ledger.in_noisy_step = True
-            observer(o)
-
-        opt.step_hook = counted
-        pre_step = opt.pre_step
-
-        def audited_pre_step(closure=None):
-            self.ledger.check_untouched()
-            queue = getattr(opt, "_step_skip_queue", None) or []
-            skip = bool(queue[0]) if queue else False
-            sample = next((p.grad_sample for p in self.ledger.dp if getattr(p, "grad_sample", None) is not None), None)
-            if sample is not None:
-                self._rows += int(sum(g.shape[0] for g in sample) if isinstance(sample, list) else sample.shape[0])
+        def insert(skip: bool) -> None:
+            if any(getattr(p, "grad_sample", None) is not None for p in dp):
                 self.canaries.insert(join=not skip)
             elif self.ghost:
                 self.canaries.insert_into_sum(join=not skip)
-            self.physical_steps += 1
-            return pre_step(closure) if closure is not None else pre_step()
 
-        opt.pre_step = audited_pre_step
-        self.ledger.start()
+        # The watch wraps the canaries' observer: noisy steps counted, rows per noise, every
+        # parameter accounted for (training_watch); the canaries go in at each pre_step's start.
+        self.watch = TrainingWatch(opt, self.ledger, before_pre_step=insert).start()
         self._active = True
         self._cpu, self._wall = time.process_time(), time.perf_counter()
         return self
+
+    @property
+    def noisy_steps(self) -> int:
+        return self.watch.noisy_steps
+
+    @property
+    def physical_steps(self) -> int:
+        return self.watch.physical_steps
 
     def stop(self) -> None:
         if not self._active:
             return
         self.cpu_seconds, self.seconds = time.process_time() - self._cpu, time.perf_counter() - self._wall
+        self.watch.stop()
         opt = self.optimizer
-        opt.step_hook = self._step_hook
-        if self._own_pre_step is None:
-            del opt.pre_step
-        else:  # the user's own pre_step (an instance attribute) stays theirs
+        opt.step_hook = self._step_hook  # before the canaries' observer was chained in
+        if self._own_pre_step is not None:
             opt.pre_step = self._own_pre_step
-        self.ledger.stop()
         self._active = False
 
     def __enter__(self) -> Self:
@@ -405,10 +240,7 @@ class OpacusAudit:
     # -- result ----------------------------------------------------------------------------------
 
     def _records(self) -> int | None:
-        try:
-            return len(self.loader.dataset)
-        except Exception:  # noqa: BLE001 - a loader without a sized dataset: the check is not run
-            return None
+        return dataset_size(self.loader)
 
     def observations(self) -> dict[str, Any]:
         """What the run showed, in the shape `one_run_whitebox.one_run_task` returns."""
@@ -418,9 +250,7 @@ class OpacusAudit:
         settings = _opacus_settings(self.optimizer, self.loader, self.engine, self.noisy_steps, self.delta)
         settings["physical_steps"] = self.physical_steps
         settings["clipping"] = "per_layer" if self.per_layer else "flat"
-        settings["rows_per_noisy_step"] = (
-            float(np.mean(self.rows_per_noisy_step)) if self.rows_per_noisy_step and not self.ghost else None
-        )
+        settings["rows_per_noisy_step"] = self.watch.rows_mean() if not self.ghost else None
         settings["grad_sample_mode"] = "ghost" if self.ghost else "per-sample"
         poisson = logical_sampler(self.loader)
         if poisson is not None:  # a BatchMemoryManager's loader: the logical batches are Poisson at q

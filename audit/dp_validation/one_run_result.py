@@ -84,7 +84,7 @@ def one_run_result(
     device: str | None,
     extra_checks: list[Check] | None = None,
     extra: dict[str, Any] | None = None,
-    claim_flag: str = "--claimed-epsilon",
+    claim_flag: str = "claimed_epsilon",
 ) -> dict[str, Any]:
     """The result of one canary run (`run`: what `one_run_task` or the in-script `OpacusAudit`
     observed): the claim held / refuted / untestable, the accountant checked against the training,
@@ -116,7 +116,7 @@ def one_run_result(
     primary = np.asarray(run[f"scores_{observe}"], dtype=float)
     if not np.all(np.isfinite(primary)):
         raise AuditInputError(
-            "--factory" if factory else "--noise-multiplier",
+            "factory" if factory else "noise_multiplier",
             "the training produced NaN or infinite parameters; the audit needs finite iterates",
         )
     audit = one_run_claim_audit(

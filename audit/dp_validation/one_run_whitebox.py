@@ -21,19 +21,25 @@ the overhead and accuracy comparison, one plain run of a fresh setup from the sa
 
 from __future__ import annotations
 
+import contextlib
+import os
 import random
+import shutil
+import tempfile
+import threading
 import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 
-from audit.dp_validation.claims import validate_claim
 from audit.dp_validation.one_run_result import (  # noqa: F401
     CANARY_KINDS,
     CLIP_TOLERANCE,
     PAPER,
     one_run_result,
 )
+from audit.dp_validation.training_watch import released_parameters
 from audit.dp_validation.whitebox_audit import (
     _unpack_setup,
     load_factory_in_worker,
@@ -55,11 +61,19 @@ def _seed_everything(seed: int) -> None:
 
 
 def train_loop(
-    model, optimizer, loader, epochs: int, loss=None, *, canaries=None, max_steps: int | None = None
+    model,
+    optimizer,
+    loader,
+    epochs: int,
+    loss=None,
+    *,
+    canaries=None,
+    max_steps: int | None = None,
+    on_step: Callable[[], None] | None = None,
 ) -> tuple[int, float]:
     """The training the audit runs on a factory's objects: cross-entropy (or the factory's `loss`),
     every batch, `epochs` times (stopping at `max_steps`), canaries inserted between backward() and
-    step(). Returns (steps, seconds)."""
+    step(); `on_step()` after each step. Returns (steps, seconds)."""
     import torch.nn.functional as F
 
     steps, start = 0, time.perf_counter()
@@ -77,7 +91,71 @@ def train_loop(
                 canaries.insert()
             optimizer.step()
             steps += 1
+            if on_step is not None:
+                on_step()
     return steps, time.perf_counter() - start
+
+
+class StepReport:
+    """Steps done / planned, written by the worker to a file the command's progress reads (a worker
+    has no other channel back before it returns): `done total`, replaced atomically, at most every
+    `every` seconds."""
+
+    def __init__(self, path: str | None, total: int, every: float = 0.5):
+        self.path, self.total, self.every = path, max(1, int(total)), every
+        self.done, self._last = 0, 0.0
+
+    def __call__(self) -> None:
+        self.done += 1
+        now = time.monotonic()
+        if self.path is not None and (now - self._last >= self.every or self.done >= self.total):
+            self._last = now
+            with open(self.path + ".tmp", "w", encoding="utf-8") as f:
+                f.write(f"{self.done} {max(self.total, self.done)}")
+            os.replace(self.path + ".tmp", self.path)
+
+
+@contextlib.contextmanager
+def step_reports(report: Callable[[int, int], None] | None) -> Iterator[str | None]:
+    """A file for `StepReport` in a private temporary folder, polled by a thread that calls
+    `report(done, total)` while the worker runs; None (nothing polled) without `report`."""
+    if report is None:
+        yield None
+        return
+    folder = tempfile.mkdtemp(prefix="privacy-audit-steps-")
+    path = os.path.join(folder, "steps")
+    stop = threading.Event()
+
+    def poll() -> None:
+        seen = ""
+        while not stop.wait(0.5):
+            try:
+                with open(path, encoding="utf-8") as f:
+                    text = f.read()
+            except OSError:
+                continue
+            if text != seen and len(text.split()) == 2:
+                seen = text
+                done, total = (int(v) for v in text.split())
+                report(done, total)
+
+    thread = threading.Thread(target=poll, name="one-run-steps", daemon=True)
+    thread.start()
+    try:
+        yield path
+    finally:
+        stop.set()
+        thread.join(timeout=2)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _planned_steps(loader, epochs: int, max_steps: int | None) -> int:
+    try:
+        per_epoch = len(loader)
+    except TypeError:
+        per_epoch = 1
+    planned = max(1, per_epoch) * int(epochs)
+    return min(planned, int(max_steps)) if max_steps else planned
 
 
 def _accuracy(model, loader) -> float | None:
@@ -113,8 +191,10 @@ def one_run_task(
     seed: int,
     delta: float,
     compare_plain: bool,
+    steps_path: str | None = None,
 ) -> dict[str, Any]:
-    """A worker task: one training run of the setup with canaries (and one plain run); plain data back."""
+    """A worker task: one training run of the setup with canaries (and one plain run); plain data back.
+    `steps_path`: where to report the optimizer steps done (`StepReport`)."""
     import torch
 
     from audit.dp_validation.in_script import OpacusAudit
@@ -127,9 +207,11 @@ def one_run_task(
     extra = made if isinstance(made, dict) else {}
     max_steps = extra.get("steps")
     # The same hooks as the in-script API (audit.dp_validation.in_script): canaries per logical
-    # step, noisy steps counted, every parameter accounted for; only the loop is the tool's.
+    # step, noisy steps counted, every parameter accounted for — the model's and every tensor,
+    # module or second optimizer the factory returned, declared or not; only the loop is the tool's.
     try:
         with user_code(name, "training setup"):
+            released = released_parameters(made, model, optimizer)
             audit = OpacusAudit(
                 engine,
                 optimizer,
@@ -141,17 +223,19 @@ def one_run_task(
                 canary_scale=scale,
                 seed=seed,
                 delta=delta,
-                extra_parameters=extra.get("extra_parameters"),
+                extra_parameters=released,
             )
             audit.start()
     except AuditInputError as exc:  # the API's field names, as this command's flags
         raise AuditInputError(
-            "--canaries" if exc.where == "canaries" else "--factory",
+            "n_canaries" if exc.where == "canaries" else "factory",
             exc.message if exc.where == "canaries" else f"{name}: {exc.message}",
         ) from None
+    planned = _planned_steps(loader, epochs, max_steps)
+    tick = StepReport(steps_path, planned * (2 if compare_plain else 1))
     with user_code(name, "training setup"):
         try:
-            train_loop(model, optimizer, loader, epochs, loss, max_steps=max_steps)
+            train_loop(model, optimizer, loader, epochs, loss, max_steps=max_steps, on_step=tick)
         finally:
             audit.stop()
         audit.ledger.finish()
@@ -164,7 +248,10 @@ def one_run_task(
         model, optimizer, loader, _, epochs, loss = _unpack_setup(made, factory or "--builtin")
         cpu_start = time.process_time()
         with user_code(name, "training setup"):
-            plain_steps, plain_seconds = train_loop(model, optimizer, loader, epochs, loss, max_steps=max_steps)
+            tick.total = max(tick.total, tick.done + _planned_steps(loader, epochs, max_steps))
+            plain_steps, plain_seconds = train_loop(
+                model, optimizer, loader, epochs, loss, max_steps=max_steps, on_step=tick
+            )
             result["plain_cpu_seconds"] = time.process_time() - cpu_start
             result["plain_accuracy"] = _accuracy(model, (made if isinstance(made, dict) else {}).get("test_loader"))
         result["plain_seconds"], result["plain_steps"] = plain_seconds, plain_steps
@@ -193,39 +280,40 @@ def run_one_run_whitebox_audit(
     builtin_rows: int = 2000,
     builtin_hidden: tuple[int, ...] = (256, 256),
     device: str | None = None,
+    report_steps: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
-    """One training run with gradient canaries, its claim held / refuted / untestable (module docstring)."""
-    from audit.dp_validation.whitebox_audit import (
-        OBSERVATIONS,
+    """One training run with gradient canaries, its claim held / refuted / untestable (module
+    docstring); `report_steps(done, total)` hears of the optimizer steps as the worker trains."""
+    from audit.dp_validation.whitebox_arguments import (
         _check_positive,
-        builtin_device,
+        check_builtin_dpsgd,
+        check_whitebox_arguments,
     )
 
-    if (factory is None) == (not builtin):
-        raise AuditInputError("--factory", "give either --factory module:function or --builtin")
-    if observe not in OBSERVATIONS:
-        raise AuditInputError("--observe", f"expected one of {', '.join(OBSERVATIONS)}, got {observe!r}")
+    arguments = check_whitebox_arguments(
+        factory=factory,
+        builtin=builtin,
+        observe=observe,
+        delta=delta,
+        confidence=confidence,
+        claimed_epsilon=claimed_epsilon,
+        canary_scale=canary_scale,
+        min_canary_scale=0.999,
+        device=device,
+    )
     if canary_kind not in CANARY_KINDS:
-        raise AuditInputError("--canary-kind", f"expected one of {', '.join(CANARY_KINDS)}, got {canary_kind!r}")
+        raise AuditInputError("canary_kind", f"expected one of {', '.join(CANARY_KINDS)}, got {canary_kind!r}")
     if n_canaries is not None:
-        n_canaries = _check_positive(n_canaries, "--canaries", integer=True, low=19, high=10**6)
-    if not (isinstance(delta, (int, float)) and 0 < delta < 1):
-        raise AuditInputError("--delta", f"must be in (0, 1), got {delta!r}")
-    if not (isinstance(confidence, (int, float)) and 0.5 <= confidence < 1):
-        raise AuditInputError("--confidence", f"must be in [0.5, 1), got {confidence!r}")
-    if claimed_epsilon is not None:
-        validate_claim(claimed_epsilon, delta, epsilon_flag="--claimed-epsilon", delta_flag="--delta")
-    _check_positive(canary_scale, "canary_scale", low=0.999, high=1e9)
-    device = builtin_device(device, builtin)
+        n_canaries = _check_positive(n_canaries, "n_canaries", integer=True, low=19, high=10**6)
+    device = arguments.device
     spec = None
     if builtin:
-        if noise_multiplier is None:
-            raise AuditInputError("--noise-multiplier", "--builtin needs the noise multiplier σ of the DP-SGD to audit")
+        sigma, q, T, C = check_builtin_dpsgd(noise_multiplier, sample_rate, steps, max_grad_norm)
         spec = {
-            "noise_multiplier": _check_positive(noise_multiplier, "--noise-multiplier", high=1e6),
-            "sample_rate": _check_positive(sample_rate, "--sample-rate", high=1.0),
-            "steps": _check_positive(steps, "--steps", integer=True, high=100_000),
-            "max_grad_norm": _check_positive(max_grad_norm, "--max-grad-norm", high=1e6),
+            "noise_multiplier": sigma,
+            "sample_rate": q,
+            "steps": T,
+            "max_grad_norm": C,
             "rows": int(builtin_rows),
             "hidden": tuple(builtin_hidden),
             "seed": int(seed),
@@ -238,23 +326,25 @@ def run_one_run_whitebox_audit(
     else:
         from audit.machinery.user_code import check_spec
 
-        check_spec(factory, "--factory")
+        check_spec(factory, "factory")
         subject = f"--factory {factory}"
-    run = run_isolated(
-        one_run_task,
-        factory,
-        spec,
-        n_canaries,
-        canary_kind,
-        float(canary_scale),
-        int(seed),
-        float(delta),
-        bool(compare_plain),
-        name=subject,
-        timeout=timeout,
-        what="one training run with canaries",
-    )
-    from audit.dp_validation.in_script import parameter_checks, rows_check
+    with step_reports(report_steps) as steps_path:
+        run = run_isolated(
+            one_run_task,
+            factory,
+            spec,
+            n_canaries,
+            canary_kind,
+            float(canary_scale),
+            int(seed),
+            float(delta),
+            bool(compare_plain),
+            steps_path,
+            name=subject,
+            timeout=timeout,
+            what="one training run with canaries",
+        )
+    from audit.dp_validation.training_watch import parameter_checks, rows_check
 
     return one_run_result(
         run,
