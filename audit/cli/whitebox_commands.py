@@ -247,7 +247,7 @@ def _one_run(
     canary_kind: str,
     compare_plain: bool,
     quiet: bool,
-    recording: tuple[Path, str | None, Path | None, str | None, bool],
+    recording: tuple[Path, str | None, str | None, str | None, bool],
 ) -> None:
     from audit.dp_validation.one_run_whitebox import run_one_run_whitebox_audit
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 import time
 from pathlib import Path
-from typing import Any, Self
+from typing import Any
 
 import numpy as np
 
@@ -228,14 +228,13 @@ class OpacusAudit:
             opt.pre_step = self._own_pre_step
         self._active = False
 
-    def __enter__(self) -> Self:
+    def __enter__(self) -> OpacusAudit:
         return self.start()
 
-    def __exit__(self, exc_type, exc, tb) -> bool:
+    def __exit__(self, exc_type, exc, tb) -> None:  # None: an exception in the user's loop propagates
         self.stop()
         if exc_type is None:
             self.finish()
-        return False
 
     # -- result ----------------------------------------------------------------------------------
 

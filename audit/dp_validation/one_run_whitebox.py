@@ -326,7 +326,7 @@ def run_one_run_whitebox_audit(
     else:
         from audit.machinery.user_code import check_spec
 
-        check_spec(factory, "factory")
+        check_spec(factory, "factory")  # type: ignore[arg-type]  # check_spec refuses None itself, naming it
         subject = f"--factory {factory}"
     with step_reports(report_steps) as steps_path:
         run = run_isolated(

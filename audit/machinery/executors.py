@@ -83,6 +83,11 @@ class Executor(Protocol):
 
     def close(self) -> None: ...
 
+    # Every executor is a context manager that closes itself (the commands use `with`).
+    def __enter__(self) -> Executor: ...
+
+    def __exit__(self, *exc_info: object) -> None: ...
+
 
 class _Base:
     name = "base"
