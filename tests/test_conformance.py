@@ -87,7 +87,7 @@ def test_a_sampler_returning_indices_outside_the_table_is_bad_input():
                 }
             )
         )
-    assert info.value.where == "--trainer" and "outside [0, 256)" in str(info.value)
+    assert info.value.where == "trainer" and "outside [0, 256)" in str(info.value)
 
 
 def test_the_checks_run_in_a_worker_and_give_a_verdict():
@@ -96,7 +96,7 @@ def test_the_checks_run_in_a_worker_and_give_a_verdict():
     json.dumps(result, allow_nan=False)
     with pytest.raises(AuditInputError) as info:
         run_conformance("audit.demos.planted_bugs:SoftmaxRegression")
-    assert info.value.where == "--trainer"
+    assert info.value.where == "trainer"
 
 
 @pytest.mark.slow  # ~7 s of CPU: trains the planted bug in a fresh process
