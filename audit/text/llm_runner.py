@@ -71,7 +71,7 @@ from targets.text_models import encode_texts, mean_token_loss, train_tokenizer
 SCHEMA_VERSION = 3
 MODE_WORDS = {
     "full": "full fine-tuning (every weight private; Opacus functorch per-sample gradients)",
-    "lora": "LoRA fine-tuning (peft adapters private, pretrained weights frozen)",
+    "lora": "LoRA fine-tuning (peft adapters and the output head private, pretrained weights frozen)",
 }
 
 
@@ -462,9 +462,10 @@ def _llm_sweep(
     unit = llm.privacy_unit
     notes = [f"{MODE_WORDS[m]}" for m in llm.modes] + [
         (
-            "canary rows test the accountant's ε of each fine-tuning from this one run, black-box: their power comes "
-            "only from the positive control (the same canaries without DP); where it does not exceed a claim, a "
-            "passing row reads 'not refuted'"
+            f"each DP fine-tuning's accountant ε is tested by one pre-declared row from this one run, black-box: the "
+            f"{decider} canaries' one-run row (Steinke et al.; f-DP test against the claim's DP-SGD curve); its power "
+            "comes only from the positive control (the same canaries without DP), and where the control does not "
+            "refute the claim at the family's level a passing row reads 'not refuted'; the other canary rows are shown"
         ),
         f"the DP targets' ε is {UNIT_WORDS[unit]}",
     ]
