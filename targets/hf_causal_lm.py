@@ -44,6 +44,7 @@ from targets.text_models import (
     BOS,
     EOS,
     PAD,
+    TextTrainingSpec,
     TrainedTextTarget,
     document_losses,
     train_language_model,
@@ -61,17 +62,14 @@ def offline() -> None:
 
 
 @dataclass(frozen=True)
-class HFLMSpec:
-    d_model: int = 64
-    n_layers: int = 2
-    n_heads: int = 4
+class HFLMSpec(TextTrainingSpec):
+    """The text job's training spec (width, layers, schedule) with the fine-tuning's own: a shorter
+    context, fewer epochs, public pretraining and LoRA."""
+
     max_length: int = 48
-    pretrain_epochs: int = 4
     epochs: int = 4
-    batch_size: int = 32
-    lr: float = 3e-3
+    pretrain_epochs: int = 4
     pretrain_lr: float = 3e-3
-    max_grad_norm: float = 1.0
     lora_rank: int = 8
     lora_alpha: int = 16
     lora_lr: float = 1e-2
@@ -200,10 +198,8 @@ def finetune(
     trained = train_language_model(
         model.to(device),
         token_ids,
+        spec,
         lr=spec.lora_lr if mode == "lora" else spec.lr,
-        epochs=spec.epochs,
-        batch_size=spec.batch_size,
-        max_grad_norm=spec.max_grad_norm,
         epsilon=epsilon,
         delta=delta,
         accountant=accountant,

@@ -274,10 +274,8 @@ def train_text_target(
     return train_language_model(
         model,
         token_ids,
+        spec,
         lr=spec.lr,
-        epochs=spec.epochs,
-        batch_size=spec.batch_size,
-        max_grad_norm=spec.max_grad_norm,
         epsilon=epsilon,
         delta=delta,
         accountant=accountant,
@@ -291,11 +289,9 @@ def train_text_target(
 def train_language_model(
     model: nn.Module,
     token_ids: np.ndarray,
+    schedule: TextTrainingSpec,
     *,
     lr: float,
-    epochs: int,
-    batch_size: int,
-    max_grad_norm: float,
     epsilon: float,
     delta: float,
     accountant: str,
@@ -309,7 +305,8 @@ def train_language_model(
 ) -> TrainedTextTarget:
     """Train `model` (on `device`; its parameters that require a gradient) on `token_ids`, the loop of
     both causal LMs (`train_text_target`; targets.hf_causal_lm's GPT-2, full or LoRA): ε = ∞ =
-    Adam on shuffled batches of documents; finite ε = Opacus DP-SGD at that ε (persons when `owners`
+    Adam on shuffled batches of documents (`schedule`: epochs, batch size, clipping norm; `lr` apart: LoRA
+    has its own); finite ε = Opacus DP-SGD at that ε (persons when `owners`
     is given; `copies` as `PersonBatches`'s, repeated where the unit is the document). Returns the
     target with its plain model (Opacus wrapper removed) on the CPU in eval mode."""
     from torch.utils.data import DataLoader, TensorDataset
@@ -328,7 +325,9 @@ def train_language_model(
         if persons is not None
         else TensorDataset(torch.as_tensor(token_ids))
     )
-    loader = DataLoader(units, batch_size=batch_size, shuffle=True, generator=torch.Generator().manual_seed(seed))
+    loader = DataLoader(
+        units, batch_size=schedule.batch_size, shuffle=True, generator=torch.Generator().manual_seed(seed)
+    )
     engine = None
     torch.manual_seed(seed)
     if private:
@@ -338,15 +337,15 @@ def train_language_model(
             loader,
             epsilon=epsilon,
             delta=delta,
-            epochs=epochs,
-            max_grad_norm=max_grad_norm,
+            epochs=schedule.epochs,
+            max_grad_norm=schedule.max_grad_norm,
             accountant=accountant,
             what="corpus",
             grad_sample_mode=grad_sample_mode,
         )
     sample_rate = 1.0 / len(loader)
     steps, last, seconds = train_on_documents(
-        model, optimizer, loader, epochs=epochs, device=device, persons=persons, on_epoch=on_epoch, quiet=quiet
+        model, optimizer, loader, epochs=schedule.epochs, device=device, persons=persons, on_epoch=on_epoch, quiet=quiet
     )
     plain = model._module if private else model
     noise, accountant_eps = None, None
@@ -363,7 +362,7 @@ def train_language_model(
         noise_multiplier=noise,
         sample_rate=sample_rate,
         steps=steps,
-        max_grad_norm=max_grad_norm if private else None,
+        max_grad_norm=schedule.max_grad_norm if private else None,
         accountant=accountant if private else None,
         accountant_epsilon=accountant_eps,
         train_seconds=seconds,
