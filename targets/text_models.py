@@ -36,6 +36,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -313,12 +314,13 @@ def train_language_model(
 
     from targets.opacus_setups import private_at_epsilon
 
-    optimizer = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=lr)
+    net: Any = model  # Opacus wraps it (GradSampleModule): typed loosely from here on
+    optimizer: Any = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=lr)
     private = math.isfinite(epsilon)
     by_person = private and owners is not None
     if copies is not None and not by_person:  # each copy its own document (record level, or without DP)
         token_ids = np.repeat(token_ids, copies, axis=0)
-    persons = PersonBatches(token_ids, owners, copies) if by_person else None
+    persons = PersonBatches(token_ids, owners, copies) if private and owners is not None else None
     # Record level (and without DP) the loader draws documents; at person level it draws persons.
     units = (
         TensorDataset(torch.arange(persons.n_persons))
@@ -328,11 +330,11 @@ def train_language_model(
     loader = DataLoader(
         units, batch_size=schedule.batch_size, shuffle=True, generator=torch.Generator().manual_seed(seed)
     )
-    engine = None
+    engine: Any = None
     torch.manual_seed(seed)
     if private:
-        engine, model, optimizer, loader = private_at_epsilon(
-            model,
+        engine, net, optimizer, loader = private_at_epsilon(
+            net,
             optimizer,
             loader,
             epsilon=epsilon,
@@ -345,12 +347,12 @@ def train_language_model(
         )
     sample_rate = 1.0 / len(loader)
     steps, last, seconds = train_on_documents(
-        model, optimizer, loader, epochs=schedule.epochs, device=device, persons=persons, on_epoch=on_epoch, quiet=quiet
+        net, optimizer, loader, epochs=schedule.epochs, device=device, persons=persons, on_epoch=on_epoch, quiet=quiet
     )
-    plain = model._module if private else model
+    plain = net._module if private else net
     noise, accountant_eps = None, None
     if private:
-        model.remove_hooks()
+        net.remove_hooks()
         noise = float(optimizer.noise_multiplier)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -425,5 +427,5 @@ def mean_token_loss(model: nn.Module, token_ids: np.ndarray, batch_size: int = 2
     batches = [
         torch.as_tensor(token_ids[i : i + batch_size], device=device) for i in range(0, len(token_ids), batch_size)
     ]
-    losses = [document_losses(model.logits(batch), batch).cpu() for batch in batches]
+    losses = [document_losses(cast(Any, model).logits(batch), batch).cpu() for batch in batches]
     return float(torch.cat(losses).mean())
