@@ -100,8 +100,13 @@ def test_one_row_standing_for_k_copies_gives_the_persons_gradient_exactly():
     times one copy's. The weighted row (PersonBatches `copies`) gives the same per-person gradient."""
     from opacus import GradSampleModule
 
-    from targets.text_models import PersonBatches, build_text_model, document_losses, sum_grad_samples_by_person
-    from targets.text_models import TextTrainingSpec
+    from targets.text_models import (
+        PersonBatches,
+        TextTrainingSpec,
+        build_text_model,
+        document_losses,
+        sum_grad_samples_by_person,
+    )
 
     spec = TextTrainingSpec(d_model=16, n_layers=1, n_heads=2, max_length=12)
     docs = torch.randint(4, 30, (3, 12)).numpy()

@@ -67,7 +67,9 @@ def test_lora_trains_only_the_adapters_and_keeps_the_pretrained_weights():
         sorted(state.items()),
         sorted(
             (
-                k.replace("inner.base_model.model.", "inner.").replace(".base_layer", "").replace(".original_module", ""),
+                k.replace("inner.base_model.model.", "inner.")
+                .replace(".base_layer", "")
+                .replace(".original_module", ""),
                 v,
             )
             for k, v in base.items()
