@@ -81,6 +81,8 @@ def _twin_line(twin: dict[str, Any]) -> str:
         f"canary clients 1-run: a twin federation with {twin.get('m')} canary clients (random directions), "
         "scored over every round"
         if _is_canary_clients(twin)
+        else f"{twin.get('family')}: {twin.get('m')} canaries, scored on {twin.get('observe')}"
+        if str(twin.get("family") or "").startswith("black-box")
         else f"white-box 1-run: a twin with {twin.get('m')} {twin.get('kind')} canaries, scored at every iterate"
     )
     return (
@@ -120,7 +122,11 @@ def results_summary_table(results: dict[str, Any]) -> Group:
         twin = target.get("whitebox_one_run")
         if isinstance(twin, dict):  # row family "white-box one-run": a twin with canaries, every iterate
             table.add_row(
-                "canary clients 1-run" if _is_canary_clients(twin) else "white-box 1-run",
+                "canary clients 1-run"
+                if _is_canary_clients(twin)
+                else f"{twin.get('kind')} 1-run (f-DP)"
+                if str(twin.get("family") or "").startswith("black-box")
+                else "white-box 1-run",
                 "—",
                 "—",
                 "—",

@@ -164,6 +164,8 @@ def _whitebox_cell(target: dict[str, Any]) -> str:
     p_value = f"{float(twin['p_value']):.2g}" if _is_number(twin.get("p_value")) else "—"
     if str(twin.get("family") or "").startswith("canary clients"):  # the federated job's twin federation
         what = f"canary clients (one-run) ({_text(twin.get('m'))} canary clients in a twin federation, every round)"
+    elif str(twin.get("family") or "").startswith("black-box"):  # the llm job: canaries in the target itself
+        what = f"{_text(twin.get('family'))} ({_text(twin.get('m'))} canaries, {_text(twin.get('observe'))})"
     else:
         what = f"white-box one-run ({_text(twin.get('m'))} {_text(twin.get('kind'))} canaries in a twin, every iterate)"
     return (

@@ -33,6 +33,7 @@ import os
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import torch
@@ -43,14 +44,15 @@ from targets.text_models import (
     BOS,
     EOS,
     PAD,
-    PersonBatches,
+    TextTrainingSpec,
     TrainedTextTarget,
     document_losses,
-    train_on_documents,
+    train_language_model,
 )
 
 FINETUNE_MODES = ("full", "lora")
 LORA_TARGETS = ("c_attn", "c_proj", "c_fc")  # GPT-2's attention and MLP projections (Conv1D)
+LORA_SAVED = ("lm_head",)  # trained in full beside the adapters (an nn.Linear: Opacus's hooks)
 
 
 def offline() -> None:
@@ -60,17 +62,14 @@ def offline() -> None:
 
 
 @dataclass(frozen=True)
-class HFLMSpec:
-    d_model: int = 64
-    n_layers: int = 2
-    n_heads: int = 4
+class HFLMSpec(TextTrainingSpec):
+    """The text job's training spec (width, layers, schedule) with the fine-tuning's own: a shorter
+    context, fewer epochs, public pretraining and LoRA."""
+
     max_length: int = 48
-    pretrain_epochs: int = 4
     epochs: int = 4
-    batch_size: int = 32
-    lr: float = 3e-3
+    pretrain_epochs: int = 4
     pretrain_lr: float = 3e-3
-    max_grad_norm: float = 1.0
     lora_rank: int = 8
     lora_alpha: int = 16
     lora_lr: float = 1e-2
@@ -152,6 +151,10 @@ def with_lora(model: HFCausalLM, spec: HFLMSpec) -> HFCausalLM:
         target_modules=list(LORA_TARGETS),
         fan_in_fan_out=True,
         bias="none",
+        # The output head trains too (a full copy, private like the adapters): the rows of tokens added
+        # after pretraining (Panda et al.'s secrets) are random, and adapters on the blocks alone can
+        # hardly raise a random row's logit — what people do when they add tokens before LoRA.
+        modules_to_save=list(LORA_SAVED),
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -177,93 +180,39 @@ def finetune(
     seed: int,
     device: torch.device,
     owners: np.ndarray | None = None,
+    copies: np.ndarray | None = None,
     on_epoch: Callable[[int, int], None] | None = None,
 ) -> tuple[TrainedTextTarget, HFCausalLM]:
     """Fine-tune a copy of the pretrained model on `token_ids` (full or LoRA); finite ε = Opacus
     DP-SGD (Poisson sampling, σ calibrated for the epochs; persons when `owners` is given), ε = ∞
-    = ordinary training with the same optimizer and schedule. Returns the target's record and the
-    model (eval mode, on the CPU)."""
-    from opacus import PrivacyEngine
-    from torch.utils.data import DataLoader, TensorDataset
-
-    from audit.errors import AuditInputError
-
+    = ordinary training with the same optimizer and schedule. `copies` (one count per row): the row
+    stands for that many identical documents — person-level DP-SGD weights the row (`PersonBatches`:
+    the same per-person gradient), everywhere else the row is repeated. Returns the target's record
+    and the model (eval mode, on the CPU)."""
     if mode not in FINETUNE_MODES:
         raise ValueError(f"fine-tuning mode must be one of {FINETUNE_MODES}, got {mode!r}")
     model = build_hf_lm(vocab_size, spec, seed=0)
     model.load_state_dict(pretrained_state)
-    lr = spec.lr
     if mode == "lora":
         model = with_lora(model, spec)
-        lr = spec.lora_lr
-    model = model.to(device)
-    params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.Adam(params, lr=lr)
-    private = math.isfinite(epsilon)
-    by_person = private and owners is not None
-    persons = PersonBatches(token_ids, owners) if by_person else None
-    units = TensorDataset(torch.arange(persons.n_persons)) if by_person else TensorDataset(torch.as_tensor(token_ids))
-    loader = DataLoader(units, batch_size=spec.batch_size, shuffle=True, generator=torch.Generator().manual_seed(seed))
-    engine = None
-    torch.manual_seed(seed)
-    if private:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            engine = PrivacyEngine(accountant=accountant)
-            try:
-                model, optimizer, loader = engine.make_private_with_epsilon(
-                    module=model,
-                    optimizer=optimizer,
-                    data_loader=loader,
-                    target_epsilon=epsilon,
-                    target_delta=delta,
-                    epochs=spec.epochs,
-                    max_grad_norm=spec.max_grad_norm,
-                    poisson_sampling=True,
-                    grad_sample_mode="functorch" if mode == "full" else "hooks",
-                )
-            except ValueError as exc:
-                raise AuditInputError(
-                    "privacy.epsilons",
-                    f"Opacus cannot calibrate noise for ε={epsilon:g}, "
-                    f"δ={delta:g} with this corpus and schedule ({str(exc)[:120]})",
-                ) from None
-    sample_rate = 1.0 / len(loader)
-    steps, last, seconds = train_on_documents(
-        model,
-        optimizer,
-        loader,
-        epochs=spec.epochs,
-        device=device,
-        persons=persons if by_person else None,
-        on_epoch=on_epoch,
-        quiet=True,
-    )
-    plain = model._module if private else model
-    noise, accountant_eps = None, None
-    if private:
-        if hasattr(model, "remove_hooks"):  # Opacus's GradSampleModule: the plain module is returned
-            model.remove_hooks()
-        noise = float(optimizer.noise_multiplier)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            accountant_eps = float(engine.get_epsilon(delta))
-    trained = TrainedTextTarget(
-        model=None,
-        epsilon_target=epsilon if private else None,
+    trained = train_language_model(
+        model.to(device),
+        token_ids,
+        spec,
+        lr=spec.lora_lr if mode == "lora" else spec.lr,
+        epsilon=epsilon,
         delta=delta,
-        noise_multiplier=noise,
-        sample_rate=sample_rate,
-        steps=steps,
-        max_grad_norm=spec.max_grad_norm if private else None,
-        accountant=accountant if private else None,
-        accountant_epsilon=accountant_eps,
-        train_seconds=seconds,
-        final_loss=last,
-        privacy_unit=("person" if by_person else "record") if private else None,
-        n_units=(persons.n_persons if by_person else len(token_ids)) if private else None,
+        accountant=accountant,
+        seed=seed,
+        device=device,
+        owners=owners,
+        copies=copies,
+        # GPT-2's Conv1D has no Opacus hook rule: functorch's vmap(grad); LoRA's adapters are nn.Linear
+        grad_sample_mode="functorch" if mode == "full" else "hooks",
+        quiet=True,
+        on_epoch=on_epoch,
     )
-    return trained, plain.cpu().eval()
+    return trained, cast(HFCausalLM, trained.model)  # the record keeps its model, as the text job's
 
 
 @torch.no_grad()

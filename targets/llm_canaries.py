@@ -72,7 +72,7 @@ def make_canaries(
         raise ValueError("the tokenizer has no single-digit tokens for Secret Sharer canaries")
     if design == "panda" and (new_token_ids is None or len(new_token_ids) < 2):
         raise ValueError("Panda canaries need at least two new token ids")
-    alphabet = np.asarray(digits if design == "secret_sharer" else list(new_token_ids))
+    alphabet = np.asarray(digits if design == "secret_sharer" else list(new_token_ids or ()))
     rows = np.full((len(names), max_length), PAD, dtype=np.int64)
     starts = np.zeros(len(names), dtype=np.int64)
     for i, name in enumerate(names):

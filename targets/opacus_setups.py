@@ -41,10 +41,12 @@ def private_at_epsilon(
     accountant: str,
     secure_mode: bool = False,
     what: str = "data size",
+    grad_sample_mode: str = "hooks",
 ) -> tuple:
     """(engine, model, optimizer, loader) made private by Opacus to reach `epsilon` at `delta` over
     `epochs` passes of `loader` (Poisson sampling at 1 / len(loader), clipping to `max_grad_norm`).
-    `what` names, in the error, what the schedule was calibrated for ("corpus", "data size")."""
+    `what` names, in the error, what the schedule was calibrated for ("corpus", "data size");
+    `grad_sample_mode` is Opacus's ("functorch" for layers it has no hook rule for)."""
     from opacus import PrivacyEngine
 
     from audit.errors import AuditInputError
@@ -66,6 +68,7 @@ def private_at_epsilon(
                 epochs=epochs,
                 max_grad_norm=max_grad_norm,
                 poisson_sampling=True,
+                grad_sample_mode=grad_sample_mode,
             )
         except ValueError as exc:  # "privacy budget is too low", "floating point errors will dominate"
             raise AuditInputError(

@@ -36,6 +36,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -172,7 +173,7 @@ class TextTrainingSpec:
 
 @dataclass
 class TrainedTextTarget(DPTrainingRecord):
-    model: TinyCausalLM  # plain module (Opacus wrapper removed), on the CPU, eval mode
+    model: nn.Module  # plain module (Opacus wrapper removed), on the CPU, eval mode
     train_seconds: float
     final_loss: float
     privacy_unit: str | None = None  # "person" | "record" (what one clipped gradient is); None without DP
@@ -213,24 +214,41 @@ def sum_grad_samples_by_person(params, owner: torch.Tensor, n_persons: int) -> N
 
 class PersonBatches:
     """Documents grouped by person: `documents(people)` gives the token rows of the drawn persons'
-    documents and, for each row, its person's position in `people`."""
+    documents and, for each row, its person's position in `people`.
 
-    def __init__(self, token_ids: np.ndarray, owners: np.ndarray):
+    `copies` (optional, one count per row): the row stands for that many identical documents of its
+    person. A person's clipped gradient is the SUM of their documents' gradients, so k identical
+    copies contribute exactly k times one copy's gradient: `weights(people)` gives that k per row and
+    the training loop weights the row's loss by it — the same per-person gradient, at the cost of one
+    document instead of k."""
+
+    def __init__(self, token_ids: np.ndarray, owners: np.ndarray, copies: np.ndarray | None = None):
         owners = np.asarray(owners, dtype=np.int64)
         if owners.shape != (len(token_ids),):
             raise ValueError("owners must give one person per document")
         self.n_persons = int(owners.max()) + 1 if len(owners) else 0
         if len(np.unique(owners)) != self.n_persons:
             raise ValueError("owners must number the persons 0 .. n_persons - 1")
+        copies = np.ones(len(owners), dtype=np.int64) if copies is None else np.asarray(copies, dtype=np.int64)
+        if copies.shape != owners.shape or (copies < 1).any():
+            raise ValueError("copies must give a count ≥ 1 per document")
         order = np.argsort(owners, kind="stable")
         self.tokens = torch.as_tensor(token_ids[order])
+        self.copies = torch.as_tensor(copies[order], dtype=torch.float32)
         self.counts = torch.as_tensor(np.bincount(owners, minlength=self.n_persons))
         self.starts = torch.cumsum(self.counts, 0) - self.counts
 
+    def _rows(self, people: torch.Tensor) -> torch.Tensor:
+        counts = self.counts[people]
+        return torch.cat([torch.arange(int(s), int(s) + int(c)) for s, c in zip(self.starts[people], counts)])
+
     def documents(self, people: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         counts = self.counts[people]
-        rows = torch.cat([torch.arange(int(s), int(s) + int(c)) for s, c in zip(self.starts[people], counts)])
-        return self.tokens[rows], torch.repeat_interleave(torch.arange(len(people)), counts)
+        return self.tokens[self._rows(people)], torch.repeat_interleave(torch.arange(len(people)), counts)
+
+    def weights(self, people: torch.Tensor) -> torch.Tensor:
+        """The copies each row of `documents(people)` stands for (1.0 where every row is one document)."""
+        return self.copies[self._rows(people)]
 
 
 def train_text_target(
@@ -253,47 +271,88 @@ def train_text_target(
     `owners` (one person index per document, 0 .. P - 1): user-level DP-SGD — persons are sampled
     and clipped, `spec.batch_size` is the expected number of persons per batch, and the ε is per
     person. None: record level, each document its own unit."""
+    model = build_text_model(vocab_size, spec, seed).to(device)
+    return train_language_model(
+        model,
+        token_ids,
+        spec,
+        lr=spec.lr,
+        epsilon=epsilon,
+        delta=delta,
+        accountant=accountant,
+        seed=seed,
+        device=device,
+        owners=owners,
+        on_epoch=on_epoch,
+    )
+
+
+def train_language_model(
+    model: nn.Module,
+    token_ids: np.ndarray,
+    schedule: TextTrainingSpec,
+    *,
+    lr: float,
+    epsilon: float,
+    delta: float,
+    accountant: str,
+    seed: int,
+    device: torch.device,
+    owners: np.ndarray | None = None,
+    copies: np.ndarray | None = None,
+    grad_sample_mode: str = "hooks",
+    quiet: bool = False,
+    on_epoch: Callable[[int, int], None] | None = None,
+) -> TrainedTextTarget:
+    """Train `model` (on `device`; its parameters that require a gradient) on `token_ids`, the loop of
+    both causal LMs (`train_text_target`; targets.hf_causal_lm's GPT-2, full or LoRA): ε = ∞ =
+    Adam on shuffled batches of documents (`schedule`: epochs, batch size, clipping norm; `lr` apart: LoRA
+    has its own); finite ε = Opacus DP-SGD at that ε (persons when `owners`
+    is given; `copies` as `PersonBatches`'s, repeated where the unit is the document). Returns the
+    target with its plain model (Opacus wrapper removed) on the CPU in eval mode."""
     from torch.utils.data import DataLoader, TensorDataset
 
     from targets.opacus_setups import private_at_epsilon
 
-    model = build_text_model(vocab_size, spec, seed).to(device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=spec.lr)
+    net: Any = model  # Opacus wraps it (GradSampleModule): typed loosely from here on
+    optimizer: Any = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=lr)
     private = math.isfinite(epsilon)
     by_person = private and owners is not None
-    persons = PersonBatches(token_ids, owners) if by_person else None
+    if copies is not None and not by_person:  # each copy its own document (record level, or without DP)
+        token_ids = np.repeat(token_ids, copies, axis=0)
+    persons = PersonBatches(token_ids, owners, copies) if private and owners is not None else None
     # Record level (and without DP) the loader draws documents; at person level it draws persons.
-    units = TensorDataset(torch.arange(persons.n_persons)) if by_person else TensorDataset(torch.as_tensor(token_ids))
-    loader = DataLoader(units, batch_size=spec.batch_size, shuffle=True, generator=torch.Generator().manual_seed(seed))
-    engine = None
+    units = (
+        TensorDataset(torch.arange(persons.n_persons))
+        if persons is not None
+        else TensorDataset(torch.as_tensor(token_ids))
+    )
+    loader = DataLoader(
+        units, batch_size=schedule.batch_size, shuffle=True, generator=torch.Generator().manual_seed(seed)
+    )
+    engine: Any = None
     torch.manual_seed(seed)
     if private:
-        engine, model, optimizer, loader = private_at_epsilon(
-            model,
+        engine, net, optimizer, loader = private_at_epsilon(
+            net,
             optimizer,
             loader,
             epsilon=epsilon,
             delta=delta,
-            epochs=spec.epochs,
-            max_grad_norm=spec.max_grad_norm,
+            epochs=schedule.epochs,
+            max_grad_norm=schedule.max_grad_norm,
             accountant=accountant,
             what="corpus",
+            grad_sample_mode=grad_sample_mode,
         )
     sample_rate = 1.0 / len(loader)
     steps, last, seconds = train_on_documents(
-        model,
-        optimizer,
-        loader,
-        epochs=spec.epochs,
-        device=device,
-        persons=persons if by_person else None,
-        on_epoch=on_epoch,
+        net, optimizer, loader, epochs=schedule.epochs, device=device, persons=persons, on_epoch=on_epoch, quiet=quiet
     )
-    plain = model._module if private else model
-    if private:
-        model.remove_hooks()
+    plain = net._module if private else net
     noise, accountant_eps = None, None
     if private:
+        net.remove_hooks()
         noise = float(optimizer.noise_multiplier)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -305,13 +364,13 @@ def train_text_target(
         noise_multiplier=noise,
         sample_rate=sample_rate,
         steps=steps,
-        max_grad_norm=spec.max_grad_norm if private else None,
+        max_grad_norm=schedule.max_grad_norm if private else None,
         accountant=accountant if private else None,
         accountant_epsilon=accountant_eps,
         train_seconds=seconds,
         final_loss=last,
         privacy_unit=("person" if by_person else "record") if private else None,
-        n_units=(persons.n_persons if by_person else len(token_ids)) if private else None,
+        n_units=(persons.n_persons if persons is not None else len(token_ids)) if private else None,
     )
 
 
@@ -340,12 +399,15 @@ def train_on_documents(
             for (batch,) in loader:
                 if len(batch) == 0:  # Poisson sampling may draw an empty batch (odds e^-batch_size)
                     continue
-                owner, drawn = None, len(batch)
+                owner, drawn, weights = None, len(batch), None
                 if persons is not None:
+                    weights = persons.weights(batch).to(device)
                     batch, owner = persons.documents(batch)
                 batch = batch.to(device)
                 optimizer.zero_grad(set_to_none=True)
-                loss = document_losses(model(batch), batch).mean()
+                losses = document_losses(model(batch), batch)
+                # a row standing for k identical copies of a person's document counts k times (× 1.0: exact)
+                loss = (losses if weights is None else losses * weights).mean()
                 loss.backward()
                 if owner is not None:
                     sum_grad_samples_by_person(optimizer.params, owner, drawn)
@@ -365,5 +427,5 @@ def mean_token_loss(model: nn.Module, token_ids: np.ndarray, batch_size: int = 2
     batches = [
         torch.as_tensor(token_ids[i : i + batch_size], device=device) for i in range(0, len(token_ids), batch_size)
     ]
-    losses = [document_losses(model.logits(batch), batch).cpu() for batch in batches]
+    losses = [document_losses(cast(Any, model).logits(batch), batch).cpu() for batch in batches]
     return float(torch.cat(losses).mean())

@@ -95,10 +95,15 @@ def test_the_llm_preset_runs_offline_end_to_end(tmp_path):
             assert row["n_canaries"] == 24 and 0 < row["n_inserted"] < 24
         if target["epsilon_target"] is not None:
             assert target["noise_multiplier"] > 0 and target["privacy_unit"] == "person"
-            assert all(a["power"]["kind"] in ("control", "none") for a in target["attacks"])
+            # one pre-declared row tests the claim (the Panda canaries', f-DP against the claim's curve), its
+            # power from the ε = ∞ control; the other rows are shown beside it
+            deciding = target["whitebox_one_run"]
+            assert deciding["design_key"] == f"canary_panda_{mode}" and deciding["family"].startswith("black-box")
+            assert deciding["power"]["kind"] in ("control", "none") and deciding["tests"]
+            assert all(a.get("decides") is False for a in target["attacks"])
     lora = targets[2]["llm"]
-    assert lora["trainable_parameters"] < lora["parameters"] / 5  # only the adapters are trained (and private)
-    # the verdict has one claim per DP fine-tuning, each tested by the canary rows (24 canaries: untestable here)
+    assert lora["trainable_parameters"] < lora["parameters"] / 2  # adapters and the head copy: trained and private
+    # the verdict has one claim per DP fine-tuning, each tested by its Panda row (24 canaries: untestable here)
     claims = [c["claim"] for c in results["verdict"]["claims"]]
     assert any("full fine-tuning" in c for c in claims) and any("lora fine-tuning" in c for c in claims)
     assert results["verdict"]["status"] != "pass"

@@ -1,6 +1,6 @@
 """The LLM job's pieces: GPT-2's per-sample gradients through Opacus's functorch path are each
 document's own gradient; LoRA trains and privatises only the adapters; the canaries of both designs;
-a canary row's power comes only from the positive control, and a powerless pass reads "not refuted"."""
+a powerless pass reads "not refuted" (the claim rows' power: tests/test_llm_one_run.py)."""
 
 from __future__ import annotations
 
@@ -59,14 +59,29 @@ def test_lora_trains_only_the_adapters_and_keeps_the_pretrained_weights():
         owners=np.arange(24) // 2,
     )
     assert trained.privacy_unit == "person" and trained.n_units == 12 and trained.noise_multiplier > 0
-    base = {k: v for k, v in tuned.state_dict().items() if "lora_" not in k}
+    tuned_state = tuned.state_dict()
+    # the frozen pretrained weights (the output head's original among them) are unchanged
+    base = {k: v for k, v in tuned_state.items() if "lora_" not in k and "modules_to_save" not in k}
     assert len(base) == len(state)
     for (_, before), (name, after) in zip(
         sorted(state.items()),
-        sorted((k.replace("inner.base_model.model.", "inner.").replace(".base_layer", ""), v) for k, v in base.items()),
+        sorted(
+            (
+                k.replace("inner.base_model.model.", "inner.")
+                .replace(".base_layer", "")
+                .replace(".original_module", ""),
+                v,
+            )
+            for k, v in base.items()
+        ),
     ):
         assert torch.equal(before, after), name
-    assert any(not torch.all(v == 0) for k, v in tuned.state_dict().items() if "lora_B" in k)  # adapters moved
+    assert any(not torch.all(v == 0) for k, v in tuned_state.items() if "lora_B" in k)  # adapters moved
+    # the output head trains beside the adapters (a private copy: new tokens' rows can learn)
+    (head,) = [v for k, v in tuned_state.items() if "lm_head.modules_to_save" in k]
+    assert not torch.equal(head, state["inner.lm_head.weight"])
+    trainable_names = {n for n, p in tuned.named_parameters() if p.requires_grad}
+    assert trainable_names and all("lora_" in n or "modules_to_save" in n for n in trainable_names)
 
 
 def test_canaries_of_both_designs():
@@ -101,28 +116,6 @@ def test_canaries_of_both_designs():
     s = int(panda.secret_start[0])
     expected = np.mean([float(logprob[t - 1, ids[0, t]]) for t in range(s, s + 3)])
     assert secret_scores(model, panda)[0] == pytest.approx(expected, abs=1e-5)
-
-
-def _row(mode, key, claim, bound=None):
-    return {
-        "mode": mode,
-        "design_key": key,
-        "design": key,
-        "claim": {"epsilon": claim},
-        "epsilon_lb": {"one_run": bound},
-    }
-
-
-def test_canary_power_comes_from_the_positive_control_only():
-    from audit.text.llm_runner import canary_power
-
-    rows = [_row("full", "canary_panda", 1.0), _row("full", "canary_panda", 8.0), _row("lora", "canary_panda", 1.0)]
-    canary_power(rows, {("full", "canary_panda"): 2.5, ("lora", "canary_panda"): 0.4})
-    assert [r["power"]["kind"] for r in rows] == ["control", "none", "none"]
-    assert rows[0]["power"]["figure"] == 2.5 and rows[1]["power"]["decider"]
-    no_control = [_row("full", "canary_panda", 1.0)]
-    canary_power(no_control, {})
-    assert no_control[0]["power"]["kind"] == "none"
 
 
 def test_a_passing_canary_row_without_power_is_not_refuted():

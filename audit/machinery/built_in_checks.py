@@ -54,7 +54,7 @@ def _could_refute(target: dict[str, Any], attack: dict[str, Any], alpha: float) 
     stays pre-declared and its rows keep their power."""
     details = _one_run_details(attack)
     claim = _attack_claim(target, attack)
-    if details is None or claim is None:
+    if details is None or claim is None or attack.get("decides") is False:  # a row shown beside its claim's test
         return False
     return one_run_ceiling(int(details["m"]), float(target.get("delta") or 0.0), alpha) > claim
 
@@ -203,7 +203,7 @@ def _target_checks(
                 )
             )
         details = _one_run_details(attack)
-        if details is None:
+        if details is None or attack.get("decides") is False:  # shown only (the llm job's comparison rows)
             continue
         tested = True
         if alpha is not None and not _could_refute(target, attack, alpha):

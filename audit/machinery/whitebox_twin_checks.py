@@ -59,21 +59,28 @@ def whitebox_one_run_checks(subject: str, label: str, row: dict[str, Any], claim
     claim, m = float(row["claim"]), int(row["m"])
     power = whitebox_power(row, level)
     ceiling = float(power["ceiling"]) if isinstance(power.get("ceiling"), (int, float)) else None
-    assumption = (
+    assumption = row.get("assumption") or (
         "one training run of a twin with gradient canaries by fair coins (proven: Steinke et al., f-DP one-run)"
     )
-    accuracy = Check(
-        subject,
-        f"{name} · accuracy",
-        f"{label}: test accuracy {row['test_accuracy_target']:.3f} (released target) vs "
-        f"{row['test_accuracy_with_canaries']:.3f} (twin with {m} canaries); training "
-        f"{row['train_seconds_target']:.1f} s vs {row['train_seconds_with_canaries']:.1f} s",
-        decides=False,
-        assumption="shown only",
+    # a row that measured its own power (the llm job's positive control) speaks for itself
+    row_power = row["power"] if isinstance(row.get("power"), dict) else whitebox_twin_power(row)
+    accuracy = (
+        Check(
+            subject,
+            f"{name} · accuracy",
+            f"{label}: test accuracy {row['test_accuracy_target']:.3f} (released target) vs "
+            f"{row['test_accuracy_with_canaries']:.3f} (twin with {m} canaries); training "
+            f"{row['train_seconds_target']:.1f} s vs {row['train_seconds_with_canaries']:.1f} s",
+            decides=False,
+            assumption="shown only",
+        )
+        if "test_accuracy_target" in row
+        else None
     )
+    shown = [accuracy] if accuracy is not None else []
     need = power.get("needed")
     needed = (
-        f"needs ≥ {int(need):,} canaries (privacy.one_run_canaries)"
+        f"needs ≥ {int(need):,} canaries ({row.get('canaries_setting') or 'privacy.one_run_canaries'})"
         if need
         else f"needs more than {max([m] + [int(k) for k in row.get('fdp_perfect_p_by_m') or {}]):,} canaries"
     )
@@ -100,13 +107,13 @@ def whitebox_one_run_checks(subject: str, label: str, row: dict[str, Any], claim
                 claim=claim_key,
                 ceiling=ceiling,
                 needed=needed,
-                power=whitebox_twin_power(row),
+                power=row_power,
             ),
-            accuracy,
+            *shown,
         ]
     p = float(row["p_value"])
     message = (
-        f"{label}, {family} ({m} {row.get('kind')} canaries, every iterate): Steinke et al. ε ≥ "
+        f"{label}, {family} ({m} {row.get('kind')} canaries, {row.get('observe') or 'every iterate'}): Steinke et al. ε ≥ "
         f"{float(row['steinke_epsilon']):.3f}, f-DP test {'refutes' if row.get('fdp_refuted') else 'does not refute'} "
         f"the claim's curve, vs accountant ε {claim:.3f} (p = {p:.2g}); at the family's level {reach}"
         f" (estimates: Gaussian sum ε ≈ {_estimate_text(row.get('gaussian_sum_epsilon'))}, Andrew et al. ε ≈ "
@@ -128,7 +135,7 @@ def whitebox_one_run_checks(subject: str, label: str, row: dict[str, Any], claim
             claim=claim_key,
             ceiling=ceiling,
             needed="" if power["powered"] else needed,
-            power=whitebox_twin_power(row),
+            power=row_power,
         ),
-        accuracy,
+        *shown,
     ]

@@ -51,8 +51,9 @@ from audit.machinery.run_directory import (
 from audit.machinery.secrets import redact
 from audit.machinery.tracking import experiment_name, open_tracker, target_metrics
 from audit.statistics.accountants import DPSGDEvent, epsilons_for_event
-from audit.statistics.attack_evaluation import best_sound_lower_bound, evaluate_attack
-from audit.text.runner import UNIT_WORDS
+from audit.statistics.attack_evaluation import evaluate_attack
+from audit.text.llm_one_run import canary_claim_row, claim_power, control_p_value, deciding_design
+from audit.text.trained_targets import UNIT_WORDS, target_record
 from reports.figures import epsilon_label
 from targets.devices import resolve_device
 from targets.hf_causal_lm import (
@@ -70,7 +71,7 @@ from targets.text_models import encode_texts, mean_token_loss, train_tokenizer
 SCHEMA_VERSION = 3
 MODE_WORDS = {
     "full": "full fine-tuning (every weight private; Opacus functorch per-sample gradients)",
-    "lora": "LoRA fine-tuning (peft adapters private, pretrained weights frozen)",
+    "lora": "LoRA fine-tuning (peft adapters and the output head private, pretrained weights frozen)",
 }
 
 
@@ -110,42 +111,21 @@ def llm_spec(config: AuditConfig) -> HFLMSpec:
     )
 
 
-def canary_power(rows: list[dict[str, Any]], controls: dict[tuple[str, str], float | None]) -> None:
-    """Set each canary row's `power` from the run's positive control (module docstring): "control"
-    where the same design and mode trained without DP gave a one-run bound above the row's claim."""
-    for row in rows:
-        claim = (row.get("claim") or {}).get("epsilon")
-        if claim is None:
-            continue
-        control = controls.get((row["mode"], row["design_key"]))
-        decider = (
-            "a white-box or gradient-canary audit (canary-audit), or more canaries "
-            "(llm.canaries_per_design) if the ε = ∞ control's bound stays below the claim"
-        )
-        if control is not None and control > claim:
-            row["power"] = {
-                "kind": "control",
-                "figure": control,
-                "decider": None,
-                "detail": f"positive control in this run: the same {row['design']} canaries, "
-                f"{row['mode']} fine-tuning without DP, gave a one-run ε ≥ {control:.2f} > "
-                f"{claim:.3g}; it detects a fine-tuning that leaks that much, not a "
-                f"subtler excess",
-            }
-        else:
-            shown = (
-                "no ε = ∞ target in this run"
-                if control is None
-                else f"a one-run bound of only {control:.2f}, not above the claim {claim:.3g}"
-            )
-            row["power"] = {
-                "kind": "none",
-                "figure": control,
-                "decider": decider,
-                "detail": f"black-box input-space canaries: power not proven, and the positive "
-                f"control ({row['mode']} fine-tuning without DP) gave {shown}: it cannot "
-                f"show that this audit would detect a violation of ε {claim:.3g}",
-            }
+SHOWN_BECAUSE = (
+    "shown, not tested: each DP fine-tuning's claim is tested by one pre-declared row, its deciding design's "
+    "one-run row (whitebox_one_run); the other rows are the comparison"
+)
+
+
+def _set_power(
+    rows: list[dict[str, Any]], controls: dict[str, np.ndarray], coins: np.ndarray, confidence: float
+) -> None:
+    """Each claim row's power from its mode's positive control (audit/text/llm_one_run.py `claim_power`)."""
+    p = [
+        control_p_value(controls[row["mode"]], coins, row, confidence) if row["mode"] in controls else None
+        for row in rows
+    ]
+    claim_power(rows, p, 1.0 - float(confidence))
 
 
 def _canary_row(
@@ -195,8 +175,10 @@ def results_table(results: dict[str, Any]) -> pd.DataFrame:
     rows = []
     for target in results["targets"]:
         claim = target["epsilon_accountant"]
+        deciding = target.get("whitebox_one_run") or {}
         for attack in target["attacks"]:
             bound = (attack.get("epsilon_lb") or {}).get("one_run")
+            decides = attack["name"] == deciding.get("design_key")  # the claim's one pre-declared test
             rows.append(
                 {
                     "finetuning": target["llm"]["finetuning"],
@@ -210,7 +192,10 @@ def results_table(results: dict[str, Any]) -> pd.DataFrame:
                     "fdp_claim_refuted": (attack.get("fdp_one_run") or {}).get("claim_refuted"),
                     "tpr_at_fpr_0.01": attack["tpr_at_fpr"].get("0.01"),
                     "auc": attack["auc"],
-                    "power": (attack.get("power") or {}).get("kind"),
+                    "tests_claim": decides,
+                    "claim_p_value": deciding.get("p_value") if decides else None,
+                    "claim_fdp_p_value": deciding.get("p_value_fdp") if decides else None,
+                    "power": (deciding.get("power") or {}).get("kind") if decides else None,
                     "test_perplexity": target["llm"]["test_perplexity"],
                     "train_seconds": target["train_seconds"],
                 }
@@ -324,17 +309,21 @@ def _llm_sweep(
         )
         pretrained_state = {k: v.detach().clone() for k, v in base.state_dict().items()}
     members = encode_texts(tokenizer, [r.text for r in corpus.member_records], llm.max_length)
-    rows, owners = [members], [np.arange(len(members))]
+    # One row per person: each member record, and each inserted canary standing for its copies (`finetune`
+    # repeats it, or at person level weights it: the same per-person gradient at the cost of one row).
+    rows, copies = [members], [np.ones(len(members), dtype=np.int64)]
     for design in llm.designs:
-        block = canaries[design].training_rows()
-        first = int(owners[-1].max()) + 1 if sum(len(o) for o in owners) else 0
+        block = canaries[design].token_ids[canaries[design].inserted]
         rows.append(block)
-        owners.append(first + np.repeat(np.arange(int(canaries[design].inserted.sum())), llm.canary_repetitions))
-    private_rows, private_owners = np.concatenate(rows), np.concatenate(owners)
+        copies.append(np.full(len(block), llm.canary_repetitions, dtype=np.int64))
+    private_rows, private_copies = np.concatenate(rows), np.concatenate(copies)
+    private_owners = np.arange(len(private_rows))
     test_rows = encode_texts(tokenizer, [r.text for r in corpus.test], llm.max_length)
     targets: list[dict[str, Any]] = []
-    controls: dict[tuple[str, str], float | None] = {}
-    # ε = ∞ first: it is the positive control every DP row's power is read from (canary_power).
+    decider = deciding_design(llm.designs)
+    one_run_rows: list[dict[str, Any]] = []
+    control_scores: dict[str, np.ndarray] = {}  # per mode: the deciding design's scores without DP
+    # ε = ∞ first: it is the positive control every DP row's power is read from (_set_power).
     order = sorted(config.privacy.epsilons, key=lambda e: -math.inf if math.isinf(e) else e)
     for mode in llm.modes:
         for index, epsilon in enumerate(order):
@@ -353,6 +342,7 @@ def _llm_sweep(
                     seed=seed,
                     device=device,
                     owners=private_owners if llm.privacy_unit == "person" else None,
+                    copies=private_copies,
                     on_epoch=lambda e, _: step.update(e),
                 )
             epsilons = (
@@ -366,12 +356,13 @@ def _llm_sweep(
             )
             claim = epsilons.get(config.privacy.accountant)
             with progress.step(f"{label}: canary audit"):
+                scores = {d: secret_scores(model, canaries[d]) for d in llm.designs}
                 attacks = [
                     _canary_row(
                         f"canary_{d}_{mode}",
                         d,
                         mode,
-                        secret_scores(model, canaries[d]),
+                        scores[d],
                         canaries[d],
                         claim=claim,
                         config=config,
@@ -380,6 +371,24 @@ def _llm_sweep(
                     )
                     for d in llm.designs
                 ]
+                one_run = None
+                if claim is not None:  # the pre-declared test of this claim (audit/text/llm_one_run.py)
+                    one_run = canary_claim_row(
+                        scores[decider],
+                        canaries[decider].inserted,
+                        design=decider,
+                        mode=mode,
+                        unit=trained.privacy_unit or "record",
+                        claim=claim,
+                        delta=config.privacy.delta,
+                        noise_multiplier=float(trained.noise_multiplier or 0.0),
+                        sample_rate=trained.sample_rate,
+                        steps=trained.steps,
+                        confidence=config.attacks.confidence,
+                    )
+                    one_run_rows.append(one_run)
+                else:
+                    control_scores[mode] = scores[decider]
             synthetic = None
             if llm.synthetic_samples:
                 with progress.step(f"{label}: synthetic text and auxiliary model"):
@@ -397,37 +406,24 @@ def _llm_sweep(
                         device,
                     )
                     attacks += extra
-            if trained.epsilon_target is None:
-                for row in attacks:
-                    controls[(mode, row["design_key"])] = (row.get("epsilon_lb") or {}).get("one_run")
-            best, best_method = best_sound_lower_bound(attacks)
+            if claim is not None:
+                for row in attacks:  # shown beside the deciding row, not tested (one test per claim)
+                    row["decides"] = False
+                    row["shown_because"] = SHOWN_BECAUSE
             trainable, total = trainable_share(model)
             test_loss = mean_token_loss(model, test_rows)
             targets.append(
                 {
-                    "kind": "text",
-                    "epsilon_target": trained.epsilon_target,
-                    "delta": config.privacy.delta,
-                    "noise_multiplier": trained.noise_multiplier,
-                    "sample_rate": trained.sample_rate,
-                    "steps": trained.steps,
-                    "max_grad_norm": trained.max_grad_norm,
-                    "poisson_sampling": trained.epsilon_target is not None,
-                    "privacy_unit": trained.privacy_unit,
-                    "epsilon_unit": UNIT_WORDS.get(trained.privacy_unit or ""),
-                    "n_privacy_units": trained.n_units,
-                    "accountant": trained.accountant,
-                    "epsilon": epsilons,
-                    "epsilon_accountant": claim,
-                    "epsilon_engine": trained.accountant_epsilon,
-                    "test_accuracy": None,
-                    "train_seconds": trained.train_seconds,
-                    "attacks": attacks,
-                    "epsilon_lb_best": best,
-                    "epsilon_lb_best_method": best_method,
-                    "epsilon_lb_ratio": best / claim if claim and best is not None else None,
-                    "violation": False,
-                    "seed": seed,
+                    **target_record(
+                        trained,
+                        delta=config.privacy.delta,
+                        epsilons=epsilons,
+                        claim=claim,
+                        test_accuracy=None,
+                        attacks=attacks,
+                        seed=seed,
+                    ),
+                    "whitebox_one_run": one_run,
                     "llm": {
                         "model": "GPT2LMHeadModel (transformers, built from a config, pretrained on the public "
                         "pool records here)",
@@ -441,8 +437,7 @@ def _llm_sweep(
                     },
                 }
             )
-    for target in targets:
-        canary_power([a for a in target["attacks"] if a.get("kind") == "llm_canaries"], controls)
+    _set_power(one_run_rows, control_scores, canaries[decider].inserted, config.attacks.confidence)
     child_ids = []
     for target in targets:  # MLflow: one child per (mode, ε)
         child = tracker.start_run(
@@ -467,9 +462,10 @@ def _llm_sweep(
     unit = llm.privacy_unit
     notes = [f"{MODE_WORDS[m]}" for m in llm.modes] + [
         (
-            "canary rows test the accountant's ε of each fine-tuning from this one run, black-box: their power comes "
-            "only from the positive control (the same canaries without DP); where it does not exceed a claim, a "
-            "passing row reads 'not refuted'"
+            f"each DP fine-tuning's accountant ε is tested by one pre-declared row from this one run, black-box: the "
+            f"{decider} canaries' one-run row (Steinke et al.; f-DP test against the claim's DP-SGD curve); its power "
+            "comes only from the positive control (the same canaries without DP), and where the control does not "
+            "refute the claim at the family's level a passing row reads 'not refuted'; the other canary rows are shown"
         ),
         f"the DP targets' ε is {UNIT_WORDS[unit]}",
     ]
@@ -481,7 +477,7 @@ def _llm_sweep(
         "data": {
             "description": corpus.description + "; public part: the pool records (pretraining)",
             "n_rows": len(corpus.candidates) + len(corpus.pool) + len(corpus.test),
-            "n_train": len(private_rows),
+            "n_train": int(private_copies.sum()),
             "n_persons": int(private_owners.max()) + 1,
             "privacy_unit": unit,
             "epsilon_unit": UNIT_WORDS[unit],

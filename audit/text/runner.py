@@ -52,9 +52,17 @@ from audit.machinery.secrets import redact
 from audit.machinery.tracking import AuditTracker, NullTracker, experiment_name, open_tracker, target_metrics
 from audit.machinery.verdict import verdict_for_results, verdict_tags
 from audit.statistics.accountants import DPSGDEvent, epsilons_for_event
-from audit.statistics.attack_evaluation import best_sound_lower_bound, evaluate_attack
+from audit.statistics.attack_evaluation import evaluate_attack
 from audit.text.memorisation import canary_exposures, exposure_summary, record_extraction
-from audit.text.trained_targets import as_plain, load_trained, save_trained, target_checkpoints, text_target_task
+from audit.text.trained_targets import (
+    UNIT_WORDS,
+    as_plain,
+    load_trained,
+    save_trained,
+    target_checkpoints,
+    target_record,
+    text_target_task,
+)
 from reports.figures import epsilon_label
 from reports.html_report import write_html_report
 from reports.junit import write_junit_xml
@@ -73,10 +81,6 @@ from targets.text_models import (
 )
 
 SCHEMA_VERSION = 3
-UNIT_WORDS = {
-    "person": "ε per person (all of one person's documents, including repeated canaries)",
-    "record": "ε per document (record level: a secret repeated k times is protected at about k·ε)",
-}
 
 
 def text_section(config: AuditConfig) -> TextConfig:
@@ -197,32 +201,17 @@ def _audit_target(
             seed=seed,
         )
         records = record_extraction(model, tokenizer, corpus, text.extraction_records, seed)
-    best, best_method = best_sound_lower_bound(attacks)
     test_loss = mean_token_loss(model, encoded["test"])
     record = {
-        "kind": "text",
-        "epsilon_target": trained.epsilon_target,
-        "delta": config.privacy.delta,
-        "noise_multiplier": trained.noise_multiplier,
-        "sample_rate": trained.sample_rate,
-        "steps": trained.steps,
-        "max_grad_norm": trained.max_grad_norm,
-        "poisson_sampling": trained.epsilon_target is not None,
-        "privacy_unit": trained.privacy_unit,
-        "epsilon_unit": UNIT_WORDS.get(trained.privacy_unit or ""),
-        "n_privacy_units": trained.n_units,
-        "accountant": trained.accountant,
-        "epsilon": epsilons,
-        "epsilon_accountant": claim,
-        "epsilon_engine": trained.accountant_epsilon,
-        "test_accuracy": next_token_accuracy(model, encoded["test"]),
-        "train_seconds": trained.train_seconds,
-        "attacks": attacks,
-        "epsilon_lb_best": best,
-        "epsilon_lb_best_method": best_method,
-        "epsilon_lb_ratio": best / claim if claim and best is not None else None,
-        "violation": False,  # set by the verdict
-        "seed": seed,
+        **target_record(
+            trained,
+            delta=config.privacy.delta,
+            epsilons=epsilons,
+            claim=claim,
+            test_accuracy=next_token_accuracy(model, encoded["test"]),
+            attacks=attacks,
+            seed=seed,
+        ),
         "text": {
             "test_loss": test_loss,
             "test_perplexity": float(math.exp(test_loss)),

@@ -57,6 +57,54 @@ def text_target_task(
     return as_plain(trained)
 
 
+UNIT_WORDS = {
+    "person": "ε per person (all of one person's documents, including repeated canaries)",
+    "record": "ε per document (record level: a secret repeated k times is protected at about k·ε)",
+}
+
+
+def target_record(
+    trained: TrainedTextTarget,
+    *,
+    delta: float,
+    epsilons: dict[str, float],
+    claim: float | None,
+    test_accuracy: float | None,
+    attacks: list[dict[str, Any]],
+    seed: int,
+) -> dict[str, Any]:
+    """The results.json fields every language-model target shares (the text job's and the llm job's):
+    its DP training, its claim, its attacks and their best sound bound; each job adds its own block."""
+    from audit.statistics.attack_evaluation import best_sound_lower_bound
+
+    best, best_method = best_sound_lower_bound(attacks)
+    return {
+        "kind": "text",
+        "epsilon_target": trained.epsilon_target,
+        "delta": delta,
+        "noise_multiplier": trained.noise_multiplier,
+        "sample_rate": trained.sample_rate,
+        "steps": trained.steps,
+        "max_grad_norm": trained.max_grad_norm,
+        "poisson_sampling": trained.epsilon_target is not None,
+        "privacy_unit": trained.privacy_unit,
+        "epsilon_unit": UNIT_WORDS.get(trained.privacy_unit or ""),
+        "n_privacy_units": trained.n_units,
+        "accountant": trained.accountant,
+        "epsilon": epsilons,
+        "epsilon_accountant": claim,
+        "epsilon_engine": trained.accountant_epsilon,
+        "test_accuracy": test_accuracy,
+        "train_seconds": trained.train_seconds,
+        "attacks": attacks,
+        "epsilon_lb_best": best,
+        "epsilon_lb_best_method": best_method,
+        "epsilon_lb_ratio": best / claim if claim and best is not None else None,
+        "violation": False,  # set by the verdict
+        "seed": seed,
+    }
+
+
 def as_plain(trained: TrainedTextTarget) -> dict[str, Any]:
     meta = {f.name: getattr(trained, f.name) for f in dataclasses.fields(trained) if f.name != "model"}
     return {"meta": meta, "state": {k: v.detach().cpu() for k, v in trained.model.state_dict().items()}}
