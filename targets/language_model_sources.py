@@ -321,7 +321,7 @@ def load_hf_causal_lm(folder: str | Path, device: str = "cpu"):
     folder = Path(folder)
     where = f"--hf-model '{folder}'"
     try:
-        model, info = AutoModelForCausalLM.from_pretrained(
+        loaded: Any = AutoModelForCausalLM.from_pretrained(
             str(folder), local_files_only=True, trust_remote_code=False, use_safetensors=True, output_loading_info=True
         )
     except (MemoryError, KeyboardInterrupt):
@@ -330,6 +330,7 @@ def load_hf_causal_lm(folder: str | Path, device: str = "cpu"):
         raise _refuse(
             where, f"cannot be loaded as a causal LM ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})"
         ) from None
+    model, info = loaded  # output_loading_info=True: (model, the loading report)
     missing = list(info.get("missing_keys") or []) + list(info.get("mismatched_keys") or [])
     if missing:
         # The weights are of another architecture (GPT-2 weights under model_type: bert): transformers

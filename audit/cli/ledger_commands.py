@@ -479,7 +479,7 @@ def ledger_record(
                         "recorded": True,
                         "release_ids": outcome.release_ids,
                         "dataset": dataset,
-                        "composition": outcome.composition.as_dict(),
+                        "composition": outcome.composition.as_dict() if outcome.composition is not None else None,
                         "max_total_epsilon": outcome.limit,
                     }
                 )

@@ -385,6 +385,7 @@ class Ledger:
                 "max_total_epsilon": None,
                 "created_at": datetime.now(UTC),
             }
+            statement: Any  # the two dialects' Insert classes share no declared base with on_conflict_do_nothing
             if self.url.get_backend_name() == "postgresql":
                 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 

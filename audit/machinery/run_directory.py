@@ -130,7 +130,7 @@ def new_file_mode() -> int:
     return 0o666 & ~mask
 
 
-def write_atomic(path: Path, write: Callable[[str], None]) -> None:
+def write_atomic(path: Path, write: Callable[[str], object]) -> None:
     """`write(temporary_name)` in the same folder, then chmod to the umask's mode and rename into place:
     readers never see half a file."""
     path = Path(path)
