@@ -308,16 +308,15 @@ def load_hf_causal_lm(folder: str | Path, device: str = "cpu"):
     Call only in an isolated worker, after `inspect_hf_folder`."""
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ["TRANSFORMERS_OFFLINE"] = "1"
-    os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     from tokenizers import Tokenizer
     from transformers import AutoModelForCausalLM
-    from transformers.utils import logging as transformers_logging
 
-    # transformers' own warnings and loading report (raw ANSI codes) never reach the console: what
-    # matters from them (weights that do not fit the architecture) is checked below and said in one line.
-    transformers_logging.set_verbosity_error()
-    transformers_logging.disable_progress_bar()
+    from targets.library_output import route_library_output
+
+    # transformers' own warnings and loading report (raw ANSI codes) go to the run's library.log, never
+    # the console: what matters from them (weights that do not fit the architecture) is checked below
+    # and said in one line.
+    route_library_output()
     folder = Path(folder)
     where = f"--hf-model '{folder}'"
     try:
