@@ -79,6 +79,10 @@ def check_sqlite_path(path: Path, where: str) -> None:
     try:
         info = os.stat(path)  # follows a symlink: what matters is what would be opened
     except FileNotFoundError:
+        if path.is_symlink():  # a new database would be created wherever the dangling link points
+            raise AuditInputError(
+                f"{where} '{path}'", "is a symbolic link to nothing; give the ledger file itself"
+            ) from None
         if not path.parent.resolve().is_dir():
             raise AuditInputError(f"{where} '{path}'", f"folder '{path.parent}' does not exist") from None
         return

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from urllib.parse import unquote
 
 __all__ = ["MASK", "redact", "redact_argv", "redact_environment", "is_secret_name"]
 
@@ -56,8 +57,19 @@ def is_secret_name(name: str) -> bool:
 
 
 def redact(text) -> str:
-    """`text` (any object: str() of it) with every secret above replaced by `***`."""
-    out = str(text)
+    """`text` (any object: str() of it) with every secret above replaced by `***`. A secret that shows
+    only once percent-decoded (`?pass%77ord=PW`, `%70assword=PW`: the database driver decodes the
+    name) is found in the decoded text, which is then what is shown."""
+    out = _redact_plain(str(text))
+    if "%" in out:
+        decoded = unquote(out)
+        hidden = _redact_plain(decoded)
+        if hidden != decoded:
+            return hidden
+    return out
+
+
+def _redact_plain(out: str) -> str:
     if not out:
         return out
     out = _USERINFO.sub(lambda m: f"{m['head']}:{MASK}@", out)
