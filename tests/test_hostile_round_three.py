@@ -37,11 +37,9 @@ def _files_holding(folder: Path, needle: str) -> list[str]:
 
 @pytest.fixture
 def private_temp(tmp_path, monkeypatch):
-    """Crash logs fall back to the temp folder: put it inside the test's folder, to grep it too."""
-    folder = tmp_path / "tmp"
-    folder.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(folder))
-    return folder
+    """Crash logs fall back to the temp folder: it is made a folder of the test's own, to be grepped."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
 
 
 # --------------------------------------------------------------------------------------------------
@@ -520,25 +518,24 @@ def _wait_for_pids(record: str, count: int) -> None:
         time.sleep(0.05)
 
 
-def forks_a_child_that_ignores_sigterm(record: str) -> str:
+def _stubborn_child(record: str, *, own_group: bool) -> str:
     if os.fork() == 0:
+        if own_group:
+            os.setpgid(0, 0)  # its own group: a kill of the worker's group misses it
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         Path(record).open("a").write(f"{os.getpid()}\n")
         time.sleep(300)
         os._exit(0)
     _wait_for_pids(record, 1)
     return "done"
+
+
+def forks_a_child_that_ignores_sigterm(record: str) -> str:
+    return _stubborn_child(record, own_group=False)
 
 
 def leaves_its_process_group(record: str) -> str:
-    if os.fork() == 0:
-        os.setpgid(0, 0)  # its own group: a kill of the worker's group misses it
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        Path(record).open("a").write(f"{os.getpid()}\n")
-        time.sleep(300)
-        os._exit(0)
-    _wait_for_pids(record, 1)
-    return "done"
+    return _stubborn_child(record, own_group=True)
 
 
 def starts_a_new_session_with_subprocess(record: str) -> str:
