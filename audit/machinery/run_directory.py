@@ -110,7 +110,7 @@ class StagedRunDirectory:
 
     def commit(self) -> Path:
         os.replace(self.staging, self.final)
-        _name_library_log(self.final)
+        _name_library_log(None)  # the run's work is done: a later command (same process) names its own
         return self.final
 
     def discard(self) -> None:
