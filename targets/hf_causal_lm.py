@@ -96,9 +96,10 @@ def build_hf_lm(vocab_size: int, spec: HFLMSpec, seed: int) -> HFCausalLM:
     is untied from the token embedding (one parameter, one layer: what per-sample clipping assumes)."""
     offline()
     from transformers import GPT2Config, GPT2LMHeadModel
-    from transformers.utils import logging as hf_logging
 
-    hf_logging.set_verbosity_error()
+    from targets.library_output import route_library_output
+
+    route_library_output()  # its warnings to the run's library.log, never the console
     config = GPT2Config(
         vocab_size=vocab_size,
         n_positions=spec.max_length,

@@ -173,6 +173,30 @@ def _estimated_parameters(config: dict[str, Any]) -> int:
     return get("vocab_size") * width + get("num_hidden_layers", "n_layer", "num_layers") * 12 * width * width
 
 
+def _class_parameters(config: dict[str, Any], model_type: str, flag: str) -> int:
+    """The same lower estimate, from the config as transformers' class for `model_type` reads it: its
+    defaults fill what the file leaves out (GPT-2's `n_embd` means nothing to a Llama config, whose
+    default width is 4096). Building a config object allocates no weights."""
+    from transformers import AutoConfig
+
+    from targets.library_output import route_library_output
+
+    route_library_output()  # the config class's own warnings (ids outside the vocabulary…): to the log
+    fields = {k: v for k, v in config.items() if k != "model_type"}
+    try:
+        built = AutoConfig.for_model(model_type, **fields)
+    except Exception as exc:  # noqa: BLE001 - the class's own validation of the file's values
+        raise _refuse(
+            f"{flag} file 'config.json'", f"is not a valid {model_type} config ({' '.join(str(exc).split())[:160]})"
+        ) from None
+    width = getattr(built, "hidden_size", 0)
+    layers = getattr(built, "num_hidden_layers", 0)
+    vocab = getattr(built, "vocab_size", 0)
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (width, layers, vocab)):
+        return 0
+    return vocab * width + layers * 12 * width * width
+
+
 def safetensors_parameters(path: Path, where: str) -> int:
     """Σ of the tensors' element counts in a safetensors header (nothing else of the file is read)."""
     with path.open("rb") as handle:
@@ -271,10 +295,11 @@ def inspect_hf_folder(
             f"{flag} file 'config.json': field 'model_type'",
             f"{str(model_type)[:40]!r} is not a causal-LM type transformers knows",
         )
-    if _estimated_parameters(config) > max_parameters:
+    described = max(_estimated_parameters(config), _class_parameters(config, model_type, flag))
+    if described > max_parameters:
         raise _refuse(
             f"{flag} file 'config.json'",
-            f"describes about {_estimated_parameters(config):.3g} parameters, more than the limit {max_parameters:.3g}",
+            f"describes about {described:.3g} parameters, more than the limit {max_parameters:.3g}",
         )
     tokenizer_config = path / "tokenizer_config.json"
     if tokenizer_config.is_file():
@@ -298,6 +323,14 @@ def inspect_hf_folder(
     for index in sorted(f for f in files if f.name.endswith(".index.json")):
         _check_weight_index(path, index, flag)
     parameters = sum(safetensors_parameters(f, f"{flag} file '{f.relative_to(path)}'") for f in weights)
+    if described > 2 * parameters + 1_000_000:
+        # model_type (with its class's defaults) describes a model the weights cannot fill: transformers
+        # would allocate it whole (a Llama's defaults are 6.7·10⁹ parameters) and leave it mostly random.
+        raise _refuse(
+            f"{flag} file 'config.json'",
+            f"model_type '{model_type}' describes about {described:.3g} parameters but the safetensors files "
+            f"hold {parameters:.3g}: the config does not match the weights",
+        )
     if parameters > max_parameters:
         raise _refuse(where, f"holds {parameters:.3g} parameters, more than the limit {max_parameters:.3g}")
     return HFFolder(path, model_type, parameters, [str(f.relative_to(path)) for f in weights], config)
@@ -308,20 +341,19 @@ def load_hf_causal_lm(folder: str | Path, device: str = "cpu"):
     Call only in an isolated worker, after `inspect_hf_folder`."""
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ["TRANSFORMERS_OFFLINE"] = "1"
-    os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     from tokenizers import Tokenizer
     from transformers import AutoModelForCausalLM
-    from transformers.utils import logging as transformers_logging
 
-    # transformers' own warnings and loading report (raw ANSI codes) never reach the console: what
-    # matters from them (weights that do not fit the architecture) is checked below and said in one line.
-    transformers_logging.set_verbosity_error()
-    transformers_logging.disable_progress_bar()
+    from targets.library_output import route_library_output
+
+    # transformers' own warnings and loading report (raw ANSI codes) go to the run's library.log, never
+    # the console: what matters from them (weights that do not fit the architecture) is checked below
+    # and said in one line.
+    route_library_output()
     folder = Path(folder)
     where = f"--hf-model '{folder}'"
     try:
-        model, info = AutoModelForCausalLM.from_pretrained(
+        loaded: Any = AutoModelForCausalLM.from_pretrained(
             str(folder), local_files_only=True, trust_remote_code=False, use_safetensors=True, output_loading_info=True
         )
     except (MemoryError, KeyboardInterrupt):
@@ -330,6 +362,7 @@ def load_hf_causal_lm(folder: str | Path, device: str = "cpu"):
         raise _refuse(
             where, f"cannot be loaded as a causal LM ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})"
         ) from None
+    model, info = loaded  # output_loading_info=True: (model, the loading report)
     missing = list(info.get("missing_keys") or []) + list(info.get("mismatched_keys") or [])
     if missing:
         # The weights are of another architecture (GPT-2 weights under model_type: bert): transformers

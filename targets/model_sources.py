@@ -138,7 +138,7 @@ def outputs_as_logits(out: np.ndarray, output: str) -> np.ndarray:
 # PyTorch
 
 
-def load_state_dict_file(path: Path) -> tuple[dict[str, torch.Tensor], str, list[str]]:
+def load_state_dict_file(path: Path | str) -> tuple[dict[str, torch.Tensor], str, list[str]]:
     """(state dict, format, notes). Never unpickles anything but tensors and plain containers."""
     import torch
 
@@ -256,7 +256,7 @@ def module_logits(module: nn.Module, features: np.ndarray, batch_size: int = 409
 # scikit-learn via skops
 
 
-def load_skops_estimator(path: Path) -> tuple[Any, list[str]]:
+def load_skops_estimator(path: Path | str) -> tuple[Any, list[str]]:
     """(fitted estimator, the classes it is made of). Every object the file names is checked against
     the reviewed allow-list of `targets.skops_allowlist` before skops imports or builds anything;
     pickle/joblib files are refused. Call it in an isolated worker (audit/model_audits/user_models.py):
@@ -353,7 +353,7 @@ def clip_name(name: str, limit: int = 60) -> str:
     return name if len(name) <= limit else name[: limit - 1] + "…"
 
 
-def onnx_session(path: Path, output_index: int = 0):
+def onnx_session(path: Path | str, output_index: int = 0):
     """(session, input name, output name) of an ONNX graph, on the CPU, one thread. Call it in an
     isolated worker: a graph may loop forever, and only the worker's timeout stops it."""
     path = Path(path)
@@ -413,7 +413,7 @@ def live_query(model: Any, output: str | None = None, description: str | None = 
     if hasattr(model, "predict_proba") or hasattr(model, "predict"):
         return estimator_query(model, description or type(model).__name__, output)
     if callable(model):
-        return ModelQuery(model, output or "probabilities", description or getattr(model, "__name__", "function"))
+        return ModelQuery(model, output or "probabilities", description or str(getattr(model, "__name__", "function")))
     raise AuditInputError(
         "model", f"expected an nn.Module, a fitted estimator or a callable, got {type(model).__name__}"
     )

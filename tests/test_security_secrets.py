@@ -186,7 +186,7 @@ def test_the_ledger_records_its_own_command_line_without_the_password(tmp_path):
     # a flag whose value is a secret-bearing URI is stored redacted.
     import sys
 
-    from audit.cli.ledger_commands import _provenance  # noqa: F401 - the function the commands call
+    from audit.cli.ledger_recording import provenance  # noqa: F401 - the function the commands call
     from audit.ledger.store import Provenance
 
     argv = sys.argv

@@ -108,6 +108,22 @@ def audit_scores_command(
     print_verdict(results, fail_on_inconclusive=fail_on_inconclusive)
 
 
+# audit-model's data and model options (one line each in its signature).
+_MembersOption = Annotated[Path | None, typer.Option("--members", help="CSV/Parquet/.npz of the model's training rows")]
+_NonmembersOption = Annotated[Path | None, typer.Option("--nonmembers", help="CSV/Parquet/.npz of rows it never saw")]
+_LabelOption = Annotated[
+    str | None, typer.Option("--label", help="label column of CSV/Parquet files (integer classes)")
+]
+_ConfigOption = Annotated[
+    Path | None,
+    typer.Option("--config", help="YAML: model section (model, trainer, data), training, privacy, attacks"),
+]
+_ClaimOption = Annotated[str | None, typer.Option("--claimed-epsilon", help="the ε the model claims ('inf' = none)")]
+_PopulationOption = Annotated[
+    Path | None, typer.Option("--population", help="population rows for reference/shadow models")
+]
+
+
 @app.command("audit-model")
 def audit_model(
     weights: Annotated[
@@ -138,25 +154,12 @@ def audit_model(
             "--trainer", help="module:function train(features, labels, seed) -> model, for reference/shadow models"
         ),
     ] = None,
-    members: Annotated[
-        Path | None, typer.Option("--members", help="CSV/Parquet/.npz of the model's training rows")
-    ] = None,
-    nonmembers: Annotated[
-        Path | None, typer.Option("--nonmembers", help="CSV/Parquet/.npz of rows it never saw")
-    ] = None,
-    label: Annotated[
-        str | None, typer.Option("--label", help="label column of CSV/Parquet files (integer classes)")
-    ] = None,
-    config: Annotated[
-        Path | None,
-        typer.Option("--config", help="YAML: model section (model, trainer, data), training, privacy, attacks"),
-    ] = None,
-    claimed_epsilon: Annotated[
-        str | None, typer.Option("--claimed-epsilon", help="the ε the model claims ('inf' = none)")
-    ] = None,
-    population: Annotated[
-        Path | None, typer.Option("--population", help="population rows for reference/shadow models")
-    ] = None,
+    members: _MembersOption = None,
+    nonmembers: _NonmembersOption = None,
+    label: _LabelOption = None,
+    config: _ConfigOption = None,
+    claimed_epsilon: _ClaimOption = None,
+    population: _PopulationOption = None,
     attacks: Annotated[
         str | None,
         typer.Option(

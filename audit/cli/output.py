@@ -218,12 +218,21 @@ def _publish_results(
         final = run_dir.commit()
         tracker.finish(run_id)
         progress.end(report_step)
-    except BaseException:
-        if tracker is not None:
-            tracker.fail_open_runs()
+    except BaseException as exc:
+        _end_open_runs(tracker, exc)
         run_dir.discard()
         raise
     return results, final
+
+
+def _end_open_runs(tracker, exc: BaseException) -> None:
+    """MLflow runs left open by `exc`: KILLED for Ctrl-C / SIGTERM (also when a library re-raised it as
+    its own error), FAILED for anything else; never RUNNING."""
+    from audit.machinery.interrupts import interrupt_received
+
+    if tracker is not None:
+        interrupted = isinstance(exc, KeyboardInterrupt) or interrupt_received()
+        tracker.fail_open_runs("KILLED" if interrupted else "FAILED")
 
 
 def record_audit(kind: str, result: dict, out: Path, tracking_uri: str | None, params: dict) -> tuple[Path, dict]:
@@ -272,8 +281,8 @@ def record_audit(kind: str, result: dict, out: Path, tracking_uri: str | None, p
         tracker.log_artifact(run_id, final / f"{kind}.json")
         tracker.log_artifact(run_id, final / "report.html")
         tracker.finish(run_id)
-    except BaseException:
-        tracker.fail_open_runs()
+    except BaseException as exc:
+        _end_open_runs(tracker, exc)
         run_dir.discard()
         raise
     return final / f"{kind}.json", result

@@ -134,6 +134,8 @@ def _pld_accountant_with_pairs() -> type:
         this version); we compose the pair's PLD onto it exactly as the accountant composes its own.
         """
 
+        _pld: Any  # set by pld.PLDAccountant.__init__ (dp_accounting is untyped)
+
         def compose_pair(self, epsilon: float, delta: float, count: int) -> None:
             pair = pld_library.from_privacy_parameters(
                 pld_common.DifferentialPrivacyParameters(epsilon, delta),

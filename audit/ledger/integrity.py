@@ -28,9 +28,9 @@ import stat
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
-from sqlalchemy import Table, inspect, text
+from sqlalchemy import FromClause, inspect, text
 from sqlalchemy.engine import Connection
 
 from audit.errors import AuditInputError
@@ -79,6 +79,10 @@ def check_sqlite_path(path: Path, where: str) -> None:
     try:
         info = os.stat(path)  # follows a symlink: what matters is what would be opened
     except FileNotFoundError:
+        if path.is_symlink():  # a new database would be created wherever the dangling link points
+            raise AuditInputError(
+                f"{where} '{path}'", "is a symbolic link to nothing; give the ledger file itself"
+            ) from None
         if not path.parent.resolve().is_dir():
             raise AuditInputError(f"{where} '{path}'", f"folder '{path.parent}' does not exist") from None
         return
@@ -176,7 +180,7 @@ class RowChecker:
     def __init__(self, connection_dialect, where: str):
         self.dialect, self.where = connection_dialect, where
 
-    def _decoded(self, table: Table, row: dict[str, Any], label: str) -> dict[str, Any]:
+    def _decoded(self, table: FromClause, row: dict[str, Any], label: str) -> dict[str, Any]:
         out = {}
         for column in table.columns:
             if column.name not in row:
@@ -197,7 +201,7 @@ class RowChecker:
                 self.fail(label, f"column {column.name} is empty")
         return out
 
-    def fail(self, label: str, problem: str):
+    def fail(self, label: str, problem: str) -> NoReturn:
         raise LedgerRowError(self.where, f"{label} was edited by hand or is corrupt: {problem[:200]}; {_RESTORE}")
 
     def _when(self, value: Any, label: str, column: str) -> None:

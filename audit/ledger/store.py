@@ -11,32 +11,37 @@ SQLite: every transaction starts with BEGIN IMMEDIATE (the database write lock, 
 first read) and waits up to `BUSY_TIMEOUT_S` for it. PostgreSQL: the dataset's row is locked
 with SELECT … FOR UPDATE; the migration runs under a transaction-scoped advisory lock so that
 writers opening a fresh database at once do not race to create the tables.
-This module is over 600 lines since wave 4's formatting pass (ruff format puts long calls one argument a line): the Ledger class and its URI checks; next split: URI/preflight checks apart from the store
-(issue #37).
+Where a ledger lives (URI checks, engines) is audit/ledger/database.py; who recorded a row is
+audit/ledger/provenance.py.
 """
 
 from __future__ import annotations
 
-import getpass
-import hashlib
 import math
-import socket
-import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import create_engine, event, func, select, text
-from sqlalchemy.engine import URL, Engine, make_url
-from sqlalchemy.exc import ArgumentError, DatabaseError, DBAPIError, NoSuchModuleError, OperationalError
+from sqlalchemy import create_engine, func, select, text
+from sqlalchemy.engine import URL, Engine
+from sqlalchemy.exc import DatabaseError, DBAPIError, NoSuchModuleError, OperationalError
 from sqlalchemy.orm import Session
 
 from audit.errors import AuditInputError
 from audit.ledger.composition import Composition, compose_mechanisms
+from audit.ledger.database import (
+    BUSY_TIMEOUT_S,
+    check_ledger_uri,
+    describe_url,
+    engine_for,
+    known_revisions,
+    sqlite_file,
+)
 from audit.ledger.integrity import check_dataset_name  # noqa: F401  (re-exported: the CLI and sources call it here)
 from audit.ledger.mechanisms import describe_mechanism, validate_mechanism
 from audit.ledger.models import BudgetChange, Dataset, Release, Removal
+from audit.ledger.provenance import Provenance, file_sha256
 
 __all__ = [
     "DEFAULT_LEDGER",
@@ -56,7 +61,6 @@ __all__ = [
 
 DEFAULT_LEDGER = "privacy-ledger.db"
 DEFAULT_DELTA = 1e-5  # a new dataset's δ until `set-budget --delta` says otherwise
-BUSY_TIMEOUT_S = 120
 _MIGRATION_LOCK_KEY = 0x5052_4956_4C45_4447 & 0x7FFF_FFFF_FFFF_FFFF  # "PRIVLEDG": any fixed bigint
 
 
@@ -99,16 +103,6 @@ class ReleaseInput:
 
 
 @dataclass(frozen=True)
-class Provenance:
-    """Who, when and what: filled from the environment unless given (tests pin them)."""
-
-    command: str = field(default_factory=lambda: " ".join(["privacy-audit", *_redacted_argv()])[:4000])
-    by: str = field(default_factory=lambda: f"{_user()}@{socket.gethostname()}")
-    git_commit: str | None = field(default_factory=lambda: _git_commit())
-    at: datetime = field(default_factory=lambda: datetime.now(UTC))
-
-
-@dataclass(frozen=True)
 class RecordOutcome:
     release_ids: list[int]
     composition: Composition | None  # None when recorded with compute_spent=False and no limit
@@ -118,95 +112,6 @@ class RecordOutcome:
     # and the holder itself when the caller asked to keep holding until it has said what was recorded.
     interrupted_after_commit: bool = False
     held: Any = None
-
-
-def _redacted_argv() -> list[str]:
-    from audit.machinery.secrets import redact_argv
-
-    return redact_argv(sys.argv[1:])
-
-
-def _user() -> str:
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):  # no passwd entry (containers): the uid is still an answer
-        import os
-
-        return f"uid {os.getuid()}"
-
-
-def _git_commit() -> str | None:
-    from audit.machinery.environment import git_sha
-
-    return git_sha()
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def check_ledger_uri(uri: Any, where: str = "--ledger") -> URL:
-    """The database URL of a ledger URI or path, checked without creating or connecting to anything.
-
-    A path (or sqlite:///path) must name a SQLite database file or a new file in an existing folder;
-    an existing file that is not a SQLite database is refused (corrupt, or some other file).
-    """
-    if not isinstance(uri, str) or not uri.strip():
-        raise AuditInputError(where, "expected a path or a database URI (sqlite:///file.db, postgresql+psycopg://…)")
-    text = uri.strip()
-    if "://" not in text:
-        return _sqlite_url(Path(text), where)
-    from audit.machinery.secrets import redact
-
-    try:
-        url = make_url(text)
-        port = url.port  # SQLAlchemy parses it lazily in some versions: a bad one must fail here
-    except (ArgumentError, ValueError):
-        raise AuditInputError(
-            where,
-            f"{redact(text[:200])!r} is not a database URI (expected "
-            "postgresql+psycopg://user@host:port/db with a numeric port)",
-        ) from None
-    if port is not None and not 0 < port < 65536:
-        raise AuditInputError(where, f"port {port} of {redact(text[:200])!r} is not in 1–65535")
-    backend, _, driver = url.drivername.partition("+")
-    if backend == "sqlite" and driver in ("", "pysqlite"):
-        if not url.database or url.database == ":memory:":
-            raise AuditInputError(
-                where,
-                "a SQLite ledger needs a file (sqlite:///path/to/ledger.db); an in-memory ledger would record nothing",
-            )
-        return _sqlite_url(Path(url.database), where)
-    if backend in ("postgresql", "postgres") and driver in ("", "psycopg"):
-        if not url.database:
-            raise AuditInputError(where, "a PostgreSQL URI must name the database (postgresql+psycopg://user@host/db)")
-        return url.set(drivername="postgresql+psycopg")
-    raise AuditInputError(
-        where,
-        f"{url.drivername!r} is not a supported ledger database: use a file path, "
-        "sqlite:///path or postgresql+psycopg://user@host/db",
-    )
-
-
-def _sqlite_url(path: Path, where: str) -> URL:
-    from audit.ledger.integrity import check_sqlite_path
-
-    path = path.expanduser()
-    check_sqlite_path(path, where)  # a FIFO, directory, device or non-SQLite file is refused unopened
-    return URL.create("sqlite+pysqlite", database=str(path.resolve()))
-
-
-def _known_revisions() -> set[str]:
-    from alembic.config import Config
-    from alembic.script import ScriptDirectory
-
-    config = Config()
-    config.set_main_option("script_location", str(Path(__file__).resolve().parent / "migrations"))
-    return {script.revision for script in ScriptDirectory.from_config(config).walk_revisions()}
 
 
 def preflight_ledger(uri: Any, where: str = "--ledger") -> URL:
@@ -220,7 +125,7 @@ def preflight_ledger(uri: Any, where: str = "--ledger") -> URL:
 
     url = check_ledger_uri(uri, where)
     if url.get_backend_name() == "sqlite":
-        path = _sqlite_file(url, where)
+        path = sqlite_file(url, where)
         if not path.is_file() or path.stat().st_size == 0:
             return url
         from urllib.parse import quote
@@ -231,7 +136,7 @@ def preflight_ledger(uri: Any, where: str = "--ledger") -> URL:
         )
     else:
         try:
-            engine = _engine_for(url)
+            engine = engine_for(url)
         except (NoSuchModuleError, ImportError):
             raise AuditInputError(
                 where, "PostgreSQL needs the [postgres] extra (pip install 'privacy-audit[postgres]')"
@@ -239,44 +144,10 @@ def preflight_ledger(uri: Any, where: str = "--ledger") -> URL:
     ledger = Ledger(url, engine, where)
     try:
         with ledger._errors(), engine.connect() as connection:
-            check_schema(connection, _known_revisions(), f"{where} '{ledger.description}'")
+            check_schema(connection, known_revisions(), f"{where} '{ledger.description}'")
     finally:
         engine.dispose()
     return url
-
-
-def _engine_for(url: URL) -> Engine:
-    if url.get_backend_name() == "sqlite":
-        engine = create_engine(url, connect_args={"timeout": BUSY_TIMEOUT_S}, poolclass=None)
-
-        @event.listens_for(engine, "connect")
-        def _connect(dbapi_connection, _record):
-            # pysqlite's own BEGIN is deferred (takes the write lock at the first write, after our
-            # reads): switch it off and begin every transaction IMMEDIATE ourselves (below).
-            dbapi_connection.isolation_level = None
-            dbapi_connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_S * 1000}")
-            dbapi_connection.execute("PRAGMA foreign_keys = ON")
-
-        @event.listens_for(engine, "begin")
-        def _begin(connection):
-            connection.exec_driver_sql("BEGIN IMMEDIATE")
-
-        return engine
-    return create_engine(url, pool_pre_ping=True, connect_args={"connect_timeout": 15})
-
-
-def _sqlite_file(url: URL, where: str) -> Path:
-    """The file of a SQLite ledger URL (`check_ledger_uri` refuses one that names none)."""
-    if not url.database:
-        raise AuditInputError(where, "a SQLite ledger must name a file")
-    return Path(url.database)
-
-
-def _describe(url: URL) -> str:
-    from audit.machinery.secrets import redact
-
-    # render_as_string hides the user-info password only; a `?password=` query parameter needs redact.
-    return str(url.database) if url.get_backend_name() == "sqlite" else redact(url.render_as_string(hide_password=True))
 
 
 class Ledger:
@@ -289,12 +160,12 @@ class Ledger:
     def open(cls, uri: str, where: str = "--ledger", *, create: bool = True) -> Ledger:
         """`create=False` (commands that only read or amend): a SQLite file that does not exist is an error."""
         url = check_ledger_uri(uri, where)
-        if not create and url.get_backend_name() == "sqlite" and not _sqlite_file(url, where).is_file():
+        if not create and url.get_backend_name() == "sqlite" and not sqlite_file(url, where).is_file():
             raise AuditInputError(
                 f"{where} '{url.database}'", "no ledger there yet (record a release or set a budget first)"
             )
         try:
-            engine = _engine_for(url)
+            engine = engine_for(url)
         except NoSuchModuleError:
             raise AuditInputError(
                 where, "PostgreSQL needs the [postgres] extra (pip install 'privacy-audit[postgres]')"
@@ -319,7 +190,7 @@ class Ledger:
 
     @property
     def description(self) -> str:
-        return _describe(self.url)
+        return describe_url(self.url)
 
     # -----------------------------------------------------------------------------------------
     def _errors(self):
@@ -374,7 +245,7 @@ class Ledger:
             config.attributes["connection"] = connection
             from audit.ledger.integrity import check_schema
 
-            check_schema(connection, _known_revisions(), f"{self.where} '{self.description}'")
+            check_schema(connection, known_revisions(), f"{self.where} '{self.description}'")
             command.upgrade(config, "head")
 
     def _dataset(self, session: Session, name: str, *, create: bool, lock: bool) -> Dataset | None:
@@ -385,6 +256,7 @@ class Ledger:
                 "max_total_epsilon": None,
                 "created_at": datetime.now(UTC),
             }
+            statement: Any  # the two dialects' Insert classes share no declared base with on_conflict_do_nothing
             if self.url.get_backend_name() == "postgresql":
                 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 

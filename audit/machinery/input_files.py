@@ -263,4 +263,4 @@ def load_json_file(path: str | Path, where: str, *, follow: bool = True) -> Any:
             where, f"is not valid JSON ({clip(exc.msg, 80)} at line {exc.lineno}, column {exc.colno})"
         ) from None
     except ValueError as exc:
-        raise AuditInputError(where, f"is not valid JSON ({clip(exc, 120)})") from None
+        raise AuditInputError(where, f"is not valid JSON ({clip(str(exc), 120)})") from None

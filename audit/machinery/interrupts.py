@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import signal
 import threading
+from typing import Any
 
 __all__ = [
     "HeldInterrupts",
@@ -28,7 +29,7 @@ class HeldInterrupts:
 
     def __init__(self):
         self.fired = False
-        self._previous: dict[int, object] = {}
+        self._previous: dict[int, Any] = {}
         self._active = False
 
     def _handler(self, signum, frame):  # noqa: ARG002 - the signal module's signature

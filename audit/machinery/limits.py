@@ -191,7 +191,7 @@ MIN_CLIENT_ROWS = 8
 # results file or a ledger row holds): (low, high, low included?, high included?, why). Inside these
 # every composition finishes in seconds — a composed ε beyond what a PLD grid holds is bounded by
 # RDP instead (audit/ledger/composition.py) — and outside them the figure is meaningless anyway.
-LEDGER_RANGES = {
+LEDGER_RANGES: dict[str, tuple[float, float, bool, bool, str]] = {
     "ledger --noise-multiplier": (1e-3, 1e6, True, True, "DP-SGD σ; at σ = 10⁻³ one step alone spends ε ≈ 5·10⁵"),
     "ledger --sample-rate": (1e-9, 1.0, True, True, "DP-SGD Poisson sampling rate q"),
     "ledger --gaussian-scale": (1e-9, 1e12, True, True, "noise standard deviation; scale / sensitivity ≥ 10⁻³"),
@@ -321,13 +321,13 @@ def limits_table_markdown() -> list[str]:
     """The rows of docs/errors.md's range table, generated from `COUNT_LIMITS`."""
     rows = []
     for option, limit in COUNT_LIMITS.items():
-        high = "4 × cores" if option == "--workers" else f"{limit.high:,}"
-        rows.append(f"| `{option}` | [{limit.low:,}, {high}] | {limit.commands} | {limit.why} |")
+        shown_high = "4 × cores" if option == "--workers" else f"{limit.high:,}"
+        rows.append(f"| `{option}` | [{limit.low:,}, {shown_high}] | {limit.commands} | {limit.why} |")
         if option == _ATTACKS_AFTER:  # the attacks' knobs that are not counts sit after their counts
             at_end_of_attacks = len(rows) + sum(1 for o in COUNT_LIMITS if o.startswith("attacks."))
     rows[at_end_of_attacks:at_end_of_attacks] = attack_knob_rows_markdown()
-    for field, (low, high, why) in FEDERATED_RANGES.items():
-        rows.append(f"| `{field}` | [{low:g}, {high:g}] | run (federated) | {why} |")
+    for field, (federated_low, federated_high, why) in FEDERATED_RANGES.items():
+        rows.append(f"| `{field}` | [{federated_low:g}, {federated_high:g}] | run (federated) | {why} |")
     for option, (low, high, low_in, high_in, why) in LEDGER_RANGES.items():
         interval = f"{'[' if low_in else '('}{low:g}, {high:g}{']' if high_in else ')'}"
         where = (

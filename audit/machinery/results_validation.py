@@ -66,6 +66,54 @@ def validate_results(results: Any, *, source: str = "results") -> None:
         extra = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
         # jsonschema's message quotes the offending value whole: cut it (it can be megabytes).
         raise AuditInputError(f"{source}: field '{location}'", clip(first.message) + extra)
+    _check_rows_agree(results, schema, source)
+
+
+def _check_rows_agree(results: dict[str, Any], schema: dict[str, Any], source: str) -> None:
+    """What a schema cannot say: the parts of a target's one-run and conformance rows that the
+    verdict reads must agree with the figures beside them (a flag is never trusted over its figures).
+
+    - a one-run row holds only the fields its schema names; n_in ≤ m; its Steinke et al. bound is at
+      most the ceiling (the bound a perfect attack reaches with the same m, δ and α);
+    - a conformance row's `rules_failed` is exactly its failed exact checks, and its
+      `statistical_p_values` exactly its statistical checks' p-values (the verdict reads both lists).
+    """
+    known = set(schema.get("$defs", {}).get("one_run_row", {}).get("properties", {}))
+    for i, target in enumerate(results.get("targets") or []):
+        if not isinstance(target, dict):
+            continue
+        row = target.get("whitebox_one_run")
+        if isinstance(row, dict):
+            where = f"{source}: field 'targets[{i}].whitebox_one_run"
+            unknown = sorted(set(row) - known) if known else []
+            if unknown:
+                raise AuditInputError(f"{where}.{clip(unknown[0], 40)}'", "is not a field of a one-run row (edited?)")
+            if isinstance(row.get("n_in"), int) and isinstance(row.get("m"), int) and row["n_in"] > row["m"]:
+                raise AuditInputError(f"{where}.n_in'", f"{row['n_in']} canaries in the run, of only {row['m']}")
+            ceiling, bound = row.get("ceiling"), row.get("steinke_epsilon")
+            if isinstance(ceiling, (int, float)) and ceiling < 0:
+                raise AuditInputError(f"{where}.ceiling'", f"{ceiling!r} is negative")
+            if isinstance(bound, (int, float)) and bound < 0:
+                raise AuditInputError(f"{where}.steinke_epsilon'", f"{bound!r} is negative")
+            if isinstance(ceiling, (int, float)) and isinstance(bound, (int, float)) and bound > ceiling + 1e-9:
+                raise AuditInputError(
+                    f"{where}.steinke_epsilon'",
+                    f"{bound:.4g} is above the ceiling {ceiling:.4g} a perfect attack reaches: the row was edited",
+                )
+        conformance = target.get("conformance")
+        if isinstance(conformance, dict) and isinstance(conformance.get("checks"), list):
+            where = f"{source}: field 'targets[{i}].conformance"
+            checks = [c for c in conformance["checks"] if isinstance(c, dict)]
+            failed = sorted(str(c.get("check")) for c in checks if c.get("p_value") is None and not c.get("passed"))
+            if failed != sorted(map(str, conformance.get("rules_failed") or [])):
+                raise AuditInputError(
+                    f"{where}.rules_failed'", f"does not list the failed exact checks {clip(str(failed), 120)}"
+                )
+            p_values = {str(c.get("check")): c["p_value"] for c in checks if c.get("p_value") is not None}
+            if p_values != (conformance.get("statistical_p_values") or {}):
+                raise AuditInputError(
+                    f"{where}.statistical_p_values'", "are not the p-values of its statistical checks (edited?)"
+                )
 
 
 def _json_path(parts) -> str:

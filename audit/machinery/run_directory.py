@@ -73,6 +73,7 @@ class StagedRunDirectory:
             if self.staging.is_dir():
                 shutil.rmtree(self.staging, ignore_errors=True)
             raise AuditInputError(f"--out '{self.out_root}'", f"is not a writable directory ({exc.strerror})") from None
+        _name_library_log(self.staging)
         return self.staging
 
     @classmethod
@@ -104,19 +105,31 @@ class StagedRunDirectory:
         run.staging = staging
         run.name = staging.name.removeprefix(".").removesuffix(".partial")
         run.final = staging.parent / run.name
+        _name_library_log(staging)
         return run
 
     def commit(self) -> Path:
         os.replace(self.staging, self.final)
+        _name_library_log(None)  # the run's work is done: a later command (same process) names its own
         return self.final
 
     def discard(self) -> None:
+        _name_library_log(None)
         shutil.rmtree(self.staging, ignore_errors=True)
         for folder in getattr(self, "_created_parents", []):  # innermost first; only if still empty
             try:
                 folder.rmdir()
             except OSError:
                 break
+
+
+def _name_library_log(folder: Path | None) -> None:
+    # transformers' warnings, its loading report and the resource tracker's notes go to the run
+    # folder's library.log (targets/library_output.py), never to the console; worker processes
+    # started from now on inherit the name.
+    from targets.library_output import LOG_NAME, set_library_log
+
+    set_library_log(None if folder is None else folder / LOG_NAME)
 
 
 def new_file_mode() -> int:
@@ -130,7 +143,7 @@ def new_file_mode() -> int:
     return 0o666 & ~mask
 
 
-def write_atomic(path: Path, write: Callable[[str], None]) -> None:
+def write_atomic(path: Path, write: Callable[[str], object]) -> None:
     """`write(temporary_name)` in the same folder, then chmod to the umask's mode and rename into place:
     readers never see half a file."""
     path = Path(path)

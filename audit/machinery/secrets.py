@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from urllib.parse import unquote
 
 __all__ = ["MASK", "redact", "redact_argv", "redact_environment", "is_secret_name"]
 
@@ -30,25 +31,23 @@ _SECRET_WORD = (
     r"(?:pass(?:word|wd|phrase)?|pwd|secret|token|api[_-]?key|apikey|access[_-]?key|private[_-]?key|"
     r"credentials?|auth(?:orization)?|signature|sig)"
 )
-_SECRET_NAME = re.compile(rf"(?i)^[-\w.]*{_SECRET_WORD}[-\w.]*$")
+_NAME = rf"[-\w.]*{_SECRET_WORD}[-\w.]*"  # password, sslpassword, MLFLOW_TRACKING_TOKEN, x-api-key …
+_SECRET_NAME = re.compile(rf"(?i)^{_NAME}$")
 # name=value, name%3Dvalue (a URI quoted inside another), name: value (a header or YAML line).
 _PAIR = re.compile(
-    rf"(?i)(?P<name>(?<![\w-])[-\w.]*{_SECRET_WORD}[-\w.]*)(?P<sep>\s*=\s*|%3[dD]|:\s+)"
-    rf"(?P<value>(?!\*\*\*)[^\s&;,'\"<>)\]}}]+)"
+    rf"(?i)(?P<name>(?<![\w-]){_NAME})(?P<sep>\s*=\s*|%3[dD]|:\s+)(?P<value>(?!\*\*\*)[^\s&;,'\"<>)\]}}]+)"
 )
-# scheme://user:password@host — the password runs to the last '@' before the host (it may hold '/').
-_USERINFO = re.compile(
-    r"(?i)(?P<head>\b[a-z][a-z0-9+.\-]*://[^/\s:@'\"]*):(?P<password>[^\s'\"]*)@(?=[^\s@'\"]*(?:[\s'\"]|$))"
-)
-_USERINFO_LOOSE = re.compile(r"(?i)(?P<head>\b[a-z][a-z0-9+.\-]*://[^/\s:@'\"]*):(?P<password>[^\s@'\"]+)@")
+# scheme://user:password@host — the password runs to the last '@' before the host (it may hold '/');
+# the loose form catches what is left when no host follows that '@' cleanly.
+_HEAD = r"(?P<head>\b[a-z][a-z0-9+.\-]*://[^/\s:@'\"]*)"
+_USERINFO = re.compile(rf"(?i){_HEAD}:(?P<password>[^\s'\"]*)@(?=[^\s@'\"]*(?:[\s'\"]|$))")
+_USERINFO_LOOSE = re.compile(rf"(?i){_HEAD}:(?P<password>[^\s@'\"]+)@")
 _TOKENS = re.compile(
     r"(?<![\w-])(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|hf_[A-Za-z0-9]{20,}|"
     r"sk-[A-Za-z0-9_-]{20,}|xox[abprs]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16})"
 )
 # `--token VALUE` written as two words inside a message (an argument list quoted in an error).
-_FLAG_WORDS = re.compile(
-    rf"(?i)(?P<flag>(?<![\w-])--[-\w.]*{_SECRET_WORD}[-\w.]*)(?P<space>\s+)(?P<value>(?!-|\*\*\*)[^\s'\"]+)"
-)
+_FLAG_WORDS = re.compile(rf"(?i)(?P<flag>(?<![\w-])--{_NAME})(?P<space>\s+)(?P<value>(?!-|\*\*\*)[^\s'\"]+)")
 _BEARER = re.compile(r"(?i)\b(?P<kind>bearer|basic)\s+(?P<value>[A-Za-z0-9._~+/=-]{8,})")
 
 
@@ -58,8 +57,19 @@ def is_secret_name(name: str) -> bool:
 
 
 def redact(text) -> str:
-    """`text` (any object: str() of it) with every secret above replaced by `***`."""
-    out = str(text)
+    """`text` (any object: str() of it) with every secret above replaced by `***`. A secret that shows
+    only once percent-decoded (`?pass%77ord=PW`, `%70assword=PW`: the database driver decodes the
+    name) is found in the decoded text, which is then what is shown."""
+    out = _redact_plain(str(text))
+    if "%" in out:
+        decoded = unquote(out)
+        hidden = _redact_plain(decoded)
+        if hidden != decoded:
+            return hidden
+    return out
+
+
+def _redact_plain(out: str) -> str:
     if not out:
         return out
     out = _USERINFO.sub(lambda m: f"{m['head']}:{MASK}@", out)

@@ -277,7 +277,7 @@ class AuditTracker:
 
         with warnings.catch_warnings():  # schema hints and source-guessing notes meant for model authors
             warnings.simplefilter("ignore")
-            dataset = mlflow.data.from_pandas(frame, source=source, name=name)
+            dataset = mlflow.data.from_pandas(frame, source=source, name=name)  # type: ignore[attr-defined]
             entry = DatasetInput(
                 dataset=dataset._to_mlflow_entity(), tags=[InputTag(key="mlflow.data.context", value=context)]
             )
@@ -424,7 +424,8 @@ def gate_run_target(results: dict[str, Any], tracking_uri: str | None) -> tuple[
     the gate's verdict cannot be logged there. A URI read from the file is used only when it names an
     existing SQLite MLflow store: a results file must not make `gate` create a database or contact a
     server; `--tracking-uri` names any other store explicitly."""
-    mlflow = results.get("mlflow") if isinstance(results.get("mlflow"), dict) else {}
+    found = results.get("mlflow")
+    mlflow: dict[str, Any] = found if isinstance(found, dict) else {}
     run_id = mlflow.get("parent_run_id") or mlflow.get("run_id")
     if not isinstance(run_id, str) or not run_id.isalnum() or len(run_id) > 64:
         return "MLflow: the results name no MLflow run, so the gate's verdict is in the files only"

@@ -6,6 +6,7 @@ models are trained with.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from attacks import AttackOptions, attacks_needing, get_attack, knobs_of
 from attacks.registry import IN_OUT_REFERENCES, LABELS_ONLY, POPULATION, TRAINS_MODELS
@@ -38,7 +39,10 @@ def _attack_names(
     """(attacks to run, notes). Score models: `loss` always, population attacks with a population file and a way
     to train reference models. Label-only models: the label-only attack only."""
     explicit = attack_names is not None
-    names = list(dict.fromkeys(attack_names if explicit else config.attacks.names))
+    # The `attacks:` section's class is built at import from the attack registry, so its fields are
+    # not visible to the type checker.
+    section: Any = config.attacks
+    names: list[str] = list(dict.fromkeys(attack_names if attack_names is not None else section.names))
     for name in names:
         get_attack(name)  # unknown name → AuditInputError naming attacks.names
     notes: list[str] = []

@@ -97,7 +97,7 @@ def _read_data(source, role: str, label: str | None, reference: _Table | None) -
         raise AuditInputError(_where(role, path), "is a table while the members file is .npz: use one format")
     if not label:
         raise AuditInputError("--label", f"the {role} '{path}' is a table: name its label column")
-    columns = list(reference.frame.columns) if reference is not None else None
+    columns = list(reference.frame.columns) if reference is not None and reference.frame is not None else None
     return _read_table(path, role, label, columns)
 
 

@@ -140,6 +140,7 @@ def _source(
         )
     from audit.machinery.user_code import check_spec
 
+    assert lm_module is not None  # exactly one of the two was given (checked above)
     check_spec(lm_module, "--lm-module")
     if tokenizer is None or not Path(tokenizer).is_file() or Path(tokenizer).is_symlink():
         raise AuditInputError("--tokenizer", "--lm-module needs --tokenizer FILE, a Hugging Face tokenizers JSON file")

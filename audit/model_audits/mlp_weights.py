@@ -40,4 +40,5 @@ def _build_model(
     )
     if guess is not None and guess != list(hidden_sizes):
         hint += f"; the file looks like hidden_sizes {guess}: set training.hidden_sizes to match"
-    return load_weights_into(model, state, where, hint)
+    load_weights_into(model, state, where, hint)
+    return model

@@ -261,8 +261,9 @@ def _audit(
 
     # How the model was (claimed to be) trained: harness references are trained the same way.
     private = math.isfinite(claimed)
+    attack_section: Any = config.attacks  # its class is built from the attack registry at import
     sigma, sample_rate, steps = _dpsgd_parameters(config, n_members, claimed) if source.dpsgd else (0.0, 1.0, 0)
-    spec = TrainingSpec(**config.training.model_dump())
+    training_spec = TrainingSpec(**config.training.model_dump())
     max_grad_norm = config.training.max_grad_norm if private and source.dpsgd else None
     seed = config.seed
     candidate_features = np.concatenate([member_table.features, nonmember_table.features])
@@ -295,6 +296,7 @@ def _audit(
     if settings.trainer is not None and source.kind != "mlp":
         train_models = user_trainer(settings.trainer, pool=trainer_executor)
     elif source.kind == "torch":  # the factory's architecture, trained by the vectorized DP-SGD trainer
+        assert settings.factory is not None  # a torch source is always a factory's module
         dpsgd = DPSGDSpec(
             noise_multiplier=sigma if private else 0.0,
             max_grad_norm=max_grad_norm,
@@ -311,7 +313,7 @@ def _audit(
         pool_features=pool_features,
         pool_labels=pool_labels,
         training=TargetTraining(
-            spec=spec,
+            spec=training_spec,
             noise_multiplier=sigma if private else 0.0,
             max_grad_norm=max_grad_norm,
             sample_rate=sample_rate,
@@ -338,7 +340,7 @@ def _audit(
                 membership,
                 candidate_labels,
                 delta=config.privacy.delta,
-                confidence=config.attacks.confidence,
+                confidence=attack_section.confidence,
                 threshold_seed=seed,
                 accountant_epsilon=claimed if private else None,
                 membership_randomized=False,
@@ -359,7 +361,7 @@ def _audit(
     best, best_method = best_sound_lower_bound(attack_records)
     violation = False  # decided by audit.machinery.verdict (only bounds proven for the setting)
     dpsgd_known = private and source.dpsgd
-    target_record = {
+    target_record: dict[str, Any] = {
         "epsilon_target": claimed if private else None,
         "delta": config.privacy.delta,
         "noise_multiplier": sigma if dpsgd_known else None,
@@ -382,7 +384,7 @@ def _audit(
         # Das et al. 2024 (arXiv 2406.16201): the user's member / non-member files must not be
         # separable without the model, or the leakage figures above measure the split, not the model.
         "blind_baseline": blind_baseline(
-            candidate_features, candidate_labels, membership, alpha=1 - config.attacks.confidence, seed=seed
+            candidate_features, candidate_labels, membership, alpha=1 - attack_section.confidence, seed=seed
         ),
     }
     reasons: list[str] = []

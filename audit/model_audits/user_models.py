@@ -42,7 +42,7 @@ from targets.model_sources import (
 )
 
 # In the child: the user's model built once per (spec, weights) and kept for later queries.
-_CHILD_MODELS: dict[tuple, object] = {}
+_CHILD_MODELS: dict[tuple, Any] = {}
 
 
 def _factory_module(factory: str, weights: str):
