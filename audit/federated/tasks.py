@@ -106,7 +106,16 @@ def target_federation_task(
     eval_data,
 ) -> dict[str, Any]:
     target = _federation(
-        client_data, n_classes, spec, epsilon, delta, accountant, seed, device, watch_client=watch_client, eval_data=eval_data
+        client_data,
+        n_classes,
+        spec,
+        epsilon,
+        delta,
+        accountant,
+        seed,
+        device,
+        watch_client=watch_client,
+        eval_data=eval_data,
     )
     return target_to_plain(target)
 
