@@ -376,21 +376,24 @@ def submit_side_work(inputs: SweepInputs, staging: Path, side: SideLane, labels:
         if math.isinf(epsilon):
             continue
         seed = target_seed(config.seed, index)
-        if config.privacy.whitebox_one_run:
-            side.submit(
-                f"twin {index}",
-                twin_task,
-                _training_rows(inputs),
-                _twin_arguments(inputs, epsilon, seed),
-                description=f"{labels[index]}: {_TWIN_STEP}",
-                total=inputs.spec.epochs + 1,
-            )
-        if config.privacy.conformance:
-            side.submit(
-                f"conformance {index}",
+        rows: list[tuple[str, Callable[..., dict[str, Any]], dict[str, Any], str, int]] = [
+            ("twin", twin_task, _twin_arguments(inputs, epsilon, seed), _TWIN_STEP, inputs.spec.epochs + 1),
+            (
+                "conformance",
                 conformance_probes_task,
-                _training_rows(inputs),
                 _setup_arguments(inputs, epsilon, seed),
-                description=f"{labels[index]}: {_CONFORMANCE_STEP}",
-                total=CONFORMANCE_PHASES,
-            )
+                _CONFORMANCE_STEP,
+                CONFORMANCE_PHASES,
+            ),
+        ]
+        wanted = {"twin": config.privacy.whitebox_one_run, "conformance": config.privacy.conformance}
+        for kind, task, arguments, what, total in rows:
+            if wanted[kind]:
+                side.submit(
+                    f"{kind} {index}",
+                    task,
+                    _training_rows(inputs),
+                    arguments,
+                    description=f"{labels[index]}: {what}",
+                    total=total,
+                )
