@@ -167,7 +167,7 @@ def run_audit(
         # An AuditTracker, or a NullTracker with tracking off (its run ids are None): both take what follows.
         tracker: Any = open_tracker(tracking_uri, experiment_name("run", config.name), command="run", enabled=tracking)
         attempt["tracker"] = tracker
-        with _side_lane(progress, config, executor, side_process) as side:
+        with _side_lane(progress, config, executor, side_process, device.type == "cpu") as side:
             results, parent_id = _sweep(
                 config,
                 data,
@@ -265,12 +265,12 @@ def _synthetic_part(
 
 @contextmanager
 def _side_lane(
-    progress: Progress, config: AuditConfig, executor: Executor, requested: bool | None
+    progress: Progress, config: AuditConfig, executor: Executor, requested: bool | None, on_cpu: bool
 ) -> Iterator[SideLane | None]:
     if not side_lane_wanted(executor.name, requested):
         yield None
         return
-    with SideLane(progress, threads=config.cpu_threads) as side:
+    with SideLane(progress, threads=config.cpu_threads if on_cpu else None) as side:  # torch threads as run_audit's
         yield side
 
 

@@ -56,7 +56,11 @@ class SideLane:
 
     def __init__(self, progress: Progress, threads: int | None = 1):
         self.progress = progress
-        self._pool = WorkerPool(1, name="privacy-audit side task", threads=threads)
+        # threads=None: the child keeps the driver's environment, so numpy's BLAS runs with the driver's threads
+        # (the PRV accountant's ε moves in its last digits with the BLAS thread count); torch gets the run's
+        # cpu_threads per task (`_with_torch_threads`), as the driver has it.
+        self._pool = WorkerPool(1, name="privacy-audit side task", threads=None)
+        self._torch_threads = threads
         self._queue: queue.Queue[_Task | None] = queue.Queue()
         self._tasks: dict[str, _Task] = {}
         self._failure: BaseException | None = None
@@ -120,8 +124,8 @@ class SideLane:
 
             try:
                 [result] = self._pool.map(
-                    task.function,
-                    [task.args],
+                    _with_torch_threads,
+                    [(self._torch_threads, task.function, task.args)],
                     task.kwargs,
                     on_progress=advance,
                 )
@@ -134,3 +138,12 @@ class SideLane:
                 task.outcome = (False, exc)
                 self.progress.end(step, False)
             task.done.set()
+
+
+def _with_torch_threads(threads: int | None, function: Callable[..., Any], args: tuple, **kwargs: Any) -> Any:
+    """In the side process: `function(*args, **kwargs)` with torch's intra-op threads those of the driver."""
+    if threads is not None:
+        import torch
+
+        torch.set_num_threads(threads)
+    return function(*args, **kwargs)
