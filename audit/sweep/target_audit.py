@@ -230,7 +230,9 @@ def audit_target(
     )
     attack_records, score_columns = [], {}
     for attack in attacks:
-        with progress.step(f"{label}: attack {attack.name} (scores, metrics, ε bounds)"):
+        # total 1: the attack is its unit (its row waits at 0/1 while the shadow or reference models it asked for
+        # train on rows of their own, counted in their DP-SGD steps)
+        with progress.step(f"{label}: attack {attack.name} (scores, metrics, ε bounds)", total=1) as attack_step:
             stored = ckpt.load_arrays(f"scores_{attack.name}")
             if stored is None:
                 try:
@@ -253,6 +255,7 @@ def audit_target(
                     accountant_epsilon=trained.accountant_epsilon,
                 )
             )
+            attack_step.advance()
     record, notes = _target_record(trained, config, test_accuracy, attack_records)
     record["seed"] = seed
     if config.privacy.whitebox_one_run and trained.epsilon_target is not None and trained.accountant_epsilon:
