@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 
@@ -151,7 +152,7 @@ def _train_logits(
         return trained
     slices = model_slices(len(in_masks), context.options.models_per_task)
     tasks = [(in_masks[k0:k1], k0) for k0, k1 in slices]
-    shared = dict(
+    shared: dict[str, Any] = dict(
         features=features,
         labels=labels,
         hidden_sizes=tuple(context.training.spec.hidden_sizes),
@@ -162,44 +163,63 @@ def _train_logits(
         query_rows=query_rows,
         architecture=getattr(context.training.spec, "architecture", "mlp"),
     )
-    report, n_models = context.report_progress, len(in_masks)
-    # The piece starts now (its time is its own, not the attack's that asked for it), in the unit it advances by.
-    if context.executor is None or getattr(context.executor, "name", None) == "local":
-        # In this process (no executor, or the local one: the same calls in the same order) the vectorized trainer
-        # reports after every DP-SGD step of a batch of models: count in
-        # those steps (models finish only together, so "models done" would read 0 until the batch ends and the
-        # time left could not be estimated).
-        steps = max(1, int(shared["spec"].steps))
-        units, unit_what = len(slices) * steps, f"{what}, training steps"
+    report = context.report_progress
+    # audit.machinery.executors.Executor (TaskRunner is its slice that attacks name): map with on_result/on_progress.
+    executor: Any = context.executor
+    local = executor is None or getattr(executor, "name", None) == "local"
+    sender = None if local else getattr(executor, "task_progress", None)
+    if not local and sender is None:  # Ray: tasks report nothing on the way, so count them as they return
+        return _join(_train_by_task(context, tasks, shared, slices, what), len(query_rows))
+    # Count in DP-SGD steps of the vectorized batches, the unit the trainer advances by (models finish only
+    # together: "models done" would read 0 until the batch ends and the time left could not be estimated).
+    # In this process the trainer calls back after every step; in `processes` workers it sends the same
+    # figures through the executor (`task_progress`).
+    steps = max(1, int(shared["spec"].steps))
+    units, unit_what = len(slices) * steps, f"{what}, training steps"
+    done_steps = [0] * len(slices)
+
+    def task_progress(index: int, figures: tuple[float, int | None]) -> None:
+        models_done, n_task_models = figures
+        done_steps[index] = round(models_done / max(1, n_task_models or 1) * steps)
         if report is not None:
-            report(unit_what, 0, units)
+            report(unit_what, sum(done_steps), units)
+
+    if report is not None:
+        report(unit_what, 0, units)
+    if local:
         parts = []
-        for index, ((k0, k1), task) in enumerate(zip(slices, tasks)):
-            on_progress = (
-                None
-                if report is None
-                else (
-                    lambda done, _total, k0=k0, k1=k1, index=index: report(
-                        unit_what, index * steps + round((done - k0) / max(1, k1 - k0) * steps), units
-                    )
-                )
-            )
+        for index, task in enumerate(tasks):
+
+            def on_progress(done: float, total: int, index: int = index) -> None:
+                task_progress(index, (done, total))
+
             parts.append(train_models_logits(*task, **shared, on_progress=on_progress))
     else:
+        parts = executor.map(train_models_logits, tasks, {**shared, "on_progress": sender}, on_progress=task_progress)
+    return _join(parts, len(query_rows))
+
+
+def _train_by_task(context: AttackContext, tasks: list, shared: dict, slices: list, what: str) -> list:
+    """Train on an executor whose tasks report only when they return: progress counts models by finished task."""
+    report, n_models = context.report_progress, slices[-1][1]
+    if report is not None:
+        report(what, 0, n_models)
+    finished = [0]
+
+    def on_result(index: int, _result) -> None:
+        k0, k1 = slices[index]
+        finished[0] += k1 - k0
         if report is not None:
-            report(what, 0, n_models)
-        finished = [0]
+            report(what, finished[0], n_models)
 
-        def on_result(index: int, _result) -> None:  # progress by whole tasks, in this process
-            k0, k1 = slices[index]
-            finished[0] += k1 - k0
-            if report is not None:
-                report(what, finished[0], n_models)
+    executor: Any = context.executor
+    return executor.map(train_models_logits, tasks, shared, on_result=on_result)
 
-        parts = context.executor.map(train_models_logits, tasks, shared, on_result=on_result)
+
+def _join(parts: list, n_queries: int) -> list[np.ndarray]:
     if len(parts) == 1:
         return parts[0]
-    return [np.concatenate([part[i] for part in parts]) for i in range(len(query_rows))]
+    return [np.concatenate([part[i] for part in parts]) for i in range(n_queries)]
 
 
 def reference_bank(context: AttackContext) -> ReferenceBank:

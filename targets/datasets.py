@@ -31,7 +31,7 @@ class TabularData:
     feature_names: list[str]
     n_classes: int
     description: str
-    subpopulation: np.ndarray = field(default=None)  # (n,) str or None: where each row came from
+    subpopulation: np.ndarray | None = field(default=None)  # (n,) str or None: where each row came from
     # The rows before encoding (mixed types, label included): what synthesizers are trained on.
     frame: pd.DataFrame | None = field(default=None, repr=False)
 
@@ -205,5 +205,7 @@ def load_dataset(source: str, *, n_rows: int, seed: int, path: str | None, label
     if source == "synthetic":
         return make_default_tabular(n_rows, seed)
     if source == "file":
+        if path is None or label is None:  # the config's validation requires both for a file source
+            raise ValueError("a file source needs data.path and data.label")
         return load_table_dataset(path, label)
     return load_sklearn_dataset(source)

@@ -68,7 +68,7 @@ from targets.dpsgd_step import (
     mean_gradient,
     supports_ghost_norms,
 )
-from targets.models import MLP, build_model
+from targets.models import build_model
 
 __all__ = [
     "DPSGDSpec",
@@ -191,8 +191,8 @@ class StackedModels:
     def epsilon(self, delta: float, accountant: str = "prv") -> float:
         return self.spec.epsilon(delta, accountant)
 
-    def model(self, k: int) -> MLP:
-        """Model k as an ordinary `MLP` (a fresh module on CPU; its state_dict is MLP's)."""
+    def model(self, k: int) -> nn.Module:
+        """Model k as an ordinary module (an `MLP` unless `architecture`/`build` says otherwise; a fresh one on CPU)."""
         if not (-len(self) <= k < len(self)):
             raise IndexError(f"model index {k} out of range for {len(self)} models")
         module = self._module(0)
@@ -279,7 +279,9 @@ def _as_float_matrix(X, name: str, in_features: int) -> torch.Tensor:
     return X
 
 
-def _validate_inputs(in_features, hidden_sizes, n_classes, X, y, in_masks, spec):
+def _validate_inputs(
+    in_features, hidden_sizes, n_classes, X, y, in_masks, spec
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     _positive_int(in_features, "in_features")
     if isinstance(hidden_sizes, (str, bytes)) or not all(
         isinstance(h, (int, np.integer)) and not isinstance(h, bool) and h > 0 for h in hidden_sizes

@@ -170,7 +170,7 @@ def run(
             raise AuditInputError("--no-tracking/--log-models", "not supported by the federated job yet")
         extra = {}
     else:
-        from audit.sweep.runner import run_audit
+        from audit.sweep.runner import run_audit  # type: ignore[assignment]  # the same call, another job
 
         extra = {"tracking": tracking, "log_models": log_models}
     from reports.console import results_summary_table, synthetic_risks_table, synthetic_summary_table
@@ -257,7 +257,7 @@ def _run_text(
     from reports.console import results_summary_table
 
     if resolved.llm is not None:  # DP fine-tuning of a transformers LM (audit/text/llm_runner.py)
-        from audit.text.llm_runner import run_llm_audit as run_text_audit
+        from audit.text.llm_runner import run_llm_audit as run_text_audit  # type: ignore[assignment]  # same call
     from reports.text_tables import text_console_tables
 
     text_run = _run_job(

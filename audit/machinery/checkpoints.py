@@ -37,7 +37,7 @@ class TargetCheckpoints:
     def save_arrays(self, name: str, arrays: dict[str, np.ndarray]) -> None:
         def write(temp: str) -> None:
             with open(temp, "wb") as handle:
-                np.savez(handle, **arrays)
+                np.savez(handle, **arrays)  # type: ignore[arg-type]  # numpy's stub types **kwds as allow_pickle
 
         _atomic(self.folder / f"{name}.npz", write)
 

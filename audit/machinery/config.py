@@ -223,7 +223,10 @@ def attack_config_model() -> type[_AttackConfigBase]:
     return model
 
 
-AttackConfig = attack_config_model()
+if TYPE_CHECKING:  # for mypy the section is its base: the knobs are read through its __getattr__
+    AttackConfig = _AttackConfigBase
+else:
+    AttackConfig = attack_config_model()
 
 
 class SyntheticConfig(_Strict):

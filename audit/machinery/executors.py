@@ -36,7 +36,13 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from audit.errors import AuditInputError
-from audit.machinery.workers import UserCodeError, WorkerInternalError, WorkerPool, default_workers
+from audit.machinery.workers import (
+    UserCodeError,
+    WorkerInternalError,
+    WorkerPool,
+    default_workers,
+    report_task_progress,
+)
 
 __all__ = [
     "EXECUTORS",
@@ -69,12 +75,19 @@ class Executor(Protocol):
     name: str
     workers: int
 
+    # A module-level function a task may call as `task_progress(done, total)` to report how far it is; the
+    # executor hands it to `map`'s `on_progress(index, (done, total))` in the driver. None where an executor
+    # cannot carry it (local tasks get their callback directly; Ray counts whole tasks).
+    @property
+    def task_progress(self) -> Callable[[float, int | None], None] | None: ...
+
     def map(
         self,
         function: Callable,
         tasks: Iterable[Sequence[Any]],
         kwargs: dict[str, Any] | None = None,
         on_result: Callable[[int, Any], None] | None = None,
+        on_progress: Callable[[int, tuple[float, int | None]], None] | None = None,
     ) -> list[Any]: ...
 
     def task_device(self, requested: str, driver_device: str) -> str: ...
@@ -92,6 +105,7 @@ class Executor(Protocol):
 class _Base:
     name = "base"
     workers = 1
+    task_progress: Callable[[float, int | None], None] | None = None
 
     def __enter__(self):
         return self
@@ -115,7 +129,7 @@ class LocalExecutor(_Base):
 
     name = "local"
 
-    def map(self, function, tasks, kwargs=None, on_result=None) -> list[Any]:
+    def map(self, function, tasks, kwargs=None, on_result=None, on_progress=None) -> list[Any]:
         results = []
         for index, args in enumerate(tasks):
             result = function(*args, **(kwargs or {}))
@@ -129,6 +143,7 @@ class ProcessExecutor(_Base):
     """`workers` spawned child processes on this machine (a `WorkerPool`, kept for repeated maps)."""
 
     name = "processes"
+    task_progress = staticmethod(report_task_progress)
 
     def __init__(
         self,
@@ -142,8 +157,8 @@ class ProcessExecutor(_Base):
         self.workers = workers
         self._pool = WorkerPool(workers, name=name, timeout=timeout, threads=threads, what=what)
 
-    def map(self, function, tasks, kwargs=None, on_result=None) -> list[Any]:
-        return self._pool.map(function, tasks, kwargs, on_result=on_result)
+    def map(self, function, tasks, kwargs=None, on_result=None, on_progress=None) -> list[Any]:
+        return self._pool.map(function, tasks, kwargs, on_result=on_result, on_progress=on_progress)
 
     def close(self) -> None:
         self._pool.close()
@@ -323,7 +338,8 @@ class RayExecutor(_Base):
             "the timeout; raise it if this is just slow)",
         )
 
-    def map(self, function, tasks, kwargs=None, on_result=None) -> list[Any]:
+    def map(self, function, tasks, kwargs=None, on_result=None, on_progress=None) -> list[Any]:
+        # on_progress: Ray tasks cannot report on the way (task_progress is None); they count when they return.
         ray = self._ray
         tasks = [tuple(args) for args in tasks]
         if not tasks:

@@ -60,6 +60,9 @@ class Step:
     total: int | None
     depth: int
     started: float = field(default_factory=time.monotonic)
+    # "main": the driver's own work; "side": a step running beside it (the run's second process,
+    # audit.sweep.side_lane). Off a terminal each lane's innermost step gets its heartbeat line.
+    lane: str = "main"
     completed: int = 0
     _owner: Progress | None = field(default=None, repr=False, compare=False)
     handle: Any = field(default=None, repr=False, compare=False)
@@ -128,9 +131,9 @@ class Progress:
             if lazy.step is not None:
                 self.end(lazy.step, ok)
 
-    def begin(self, description: str, total: int | None = None) -> Step:
-        """Start a step by hand (prefer `step`); end it with `end`."""
-        step = Step(description, None if total is None else int(total), depth=len(self._stack), _owner=self)
+    def begin(self, description: str, total: int | None = None, lane: str = "main") -> Step:
+        """Start a step by hand (prefer `step`); end it with `end`. `lane`: see `Step.lane`."""
+        step = Step(description, None if total is None else int(total), depth=len(self._stack), lane=lane, _owner=self)
         with self._lock:
             self._stack.append(step)
         self._started(step)
@@ -246,7 +249,8 @@ class PieceReporter:
         if self.current is None or self.current.description != what:
             self.close()
             with self.progress._lock:
-                self.parent = self.progress._stack[-1] if self.progress._stack else None
+                main = [step for step in self.progress._stack if step.lane == "main"]
+                self.parent = main[-1] if main else None
             self.current = self.progress.begin(what, total)
         self.current.update(int(done))
 
@@ -319,18 +323,19 @@ class LineProgress(Progress):
         beats = 0
         while not self._stop.wait(min(self.heartbeat_s, self._heartbeat_poll, FIRST_HEARTBEAT_SECONDS)):
             with self._lock:
-                running = self._stack[-1] if self._stack else None
-            if running is None:
+                lanes = {step.lane: step for step in self._stack}  # each lane's innermost running step
+            if not lanes:
                 continue
-            early = beats == 0 and running.completed > 0 and running.total is not None
+            early = beats == 0 and any(s.completed > 0 and s.total is not None for s in lanes.values())
             wait = FIRST_HEARTBEAT_SECONDS if early else self.heartbeat_s
             if time.monotonic() - self._last_line < min(wait, self.heartbeat_s):
                 continue
             beats += 1
-            self._print(
-                f"… {running.description}{running.counts()}: running for {_duration(running.elapsed)}"
-                f"{_time_left(running)}"
-            )
+            for running in lanes.values():
+                self._print(
+                    f"… {running.description}{running.counts()}: running for {_duration(running.elapsed)}"
+                    f"{_time_left(running)}"
+                )
 
     def close(self) -> None:
         self._stop.set()
@@ -398,7 +403,7 @@ def _rich_column_base():
     return ProgressColumn
 
 
-class _CountsColumn(_rich_column_base()):
+class _CountsColumn(_rich_column_base()):  # type: ignore[misc]  # rich is imported only on a terminal
     """done/total of the step in its own unit (runs, epochs, steps); "done" alone where no total is known."""
 
     def render(self, task):
@@ -409,7 +414,7 @@ class _CountsColumn(_rich_column_base()):
         return Text(text or "0", style="progress.download", no_wrap=True, overflow="ignore")
 
 
-class _TimeLeftColumn(_rich_column_base()):
+class _TimeLeftColumn(_rich_column_base()):  # type: ignore[misc]  # rich is imported only on a terminal
     """The time left from the step's own pace (`Step.seconds_left`: linear, once one unit is done), refreshed on
     every frame: "left 01:23", "left ?" before the first unit, "finishing" once every unit is done and the step still
     works (a twin scoring its canaries after training); nothing for a step without a total."""

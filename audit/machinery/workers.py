@@ -47,6 +47,7 @@ __all__ = [
     "WorkerInternalError",
     "WorkerPool",
     "default_workers",
+    "report_task_progress",
     "run_isolated",
     "user_code",
 ]
@@ -75,7 +76,7 @@ def default_workers() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def _short(text: str) -> str:
+def _short(text: object) -> str:
     text = " ".join(str(text).split())
     return text if len(text) <= _MESSAGE_LIMIT else text[: _MESSAGE_LIMIT - 1] + "…"
 
@@ -109,6 +110,24 @@ def user_code(name: str, what: str = "function"):
 # --------------------------------------------------------------------------------------------------
 # The child side
 # --------------------------------------------------------------------------------------------------
+
+
+# In a worker, the task being run and the connection to its parent (`report_task_progress`).
+_CURRENT_TASK: tuple[Connection, int] | None = None
+
+
+def report_task_progress(done: float, total: int | None) -> None:
+    """From inside a task: tell the parent how far it is (`WorkerPool.imap`'s `on_progress(index, (done, total))`),
+    so a long task is counted in its own unit (epochs, DP-SGD steps) rather than only when it returns. Outside a
+    worker, or between tasks, it does nothing."""
+    current = _CURRENT_TASK
+    if current is None:
+        return
+    conn, task_id = current
+    try:
+        conn.send(("progress", task_id, (float(done), None if total is None else int(total))))
+    except (OSError, ValueError):  # the parent is gone: the task's own result will fail the same way
+        pass
 
 
 def _worker_main(conn: Connection, threads: int | None) -> None:
@@ -223,6 +242,8 @@ def _serve(conn: Connection, threads: int | None) -> None:
         if message is None:
             return
         task_id, function, args, kwargs = message
+        global _CURRENT_TASK
+        _CURRENT_TASK = (conn, task_id)
         try:
             reply = ("ok", task_id, function(*args, **kwargs))
         except AuditInputError as exc:
@@ -231,6 +252,7 @@ def _serve(conn: Connection, threads: int | None) -> None:
             reply = ("interrupt", task_id, None)
         except BaseException as exc:  # noqa: BLE001 - SystemExit from our own code is a bug too
             reply = ("bug", task_id, (f"{type(exc).__name__}: {_short(exc)}", traceback.format_exc()))
+        _CURRENT_TASK = None
         try:
             conn.send(reply)
         except Exception as exc:  # the result could not be pickled
@@ -342,10 +364,15 @@ class WorkerPool:
     # -- running tasks -------------------------------------------------------------------------
 
     def imap(
-        self, function: Callable, tasks: Iterable[Sequence[Any]], kwargs: dict[str, Any] | None = None
+        self,
+        function: Callable,
+        tasks: Iterable[Sequence[Any]],
+        kwargs: dict[str, Any] | None = None,
+        on_progress: Callable[[int, tuple[float, int | None]], None] | None = None,
     ) -> Iterator[tuple[int, Any]]:
         """Yield (index, result) as tasks finish (any order). On the first failure every worker is
-        killed and the error raised; nothing of a half-finished map stays running."""
+        killed and the error raised; nothing of a half-finished map stays running. `on_progress(index,
+        (done, total))` gets what a running task reports with `report_task_progress`."""
         pending = list(enumerate(tasks))
         pending.reverse()
         kwargs = kwargs or {}
@@ -373,6 +400,10 @@ class WorkerPool:
                             raise UserCodeError(
                                 self.name, f"the {self.what}'s worker process {_describe_exit(worker.process.exitcode)}"
                             ) from None
+                        if status == "progress":  # the task runs on
+                            if on_progress is not None:
+                                on_progress(index, payload)
+                            continue
                         worker.task, worker.deadline = None, None
                         in_flight -= 1
                         if status == "ok":
@@ -406,11 +437,12 @@ class WorkerPool:
         tasks: Iterable[Sequence[Any]],
         kwargs: dict[str, Any] | None = None,
         on_result: Callable[[int, Any], None] | None = None,
+        on_progress: Callable[[int, tuple[float, int | None]], None] | None = None,
     ) -> list[Any]:
         """Results of `function(*task, **kwargs)` for every task, in task order."""
         tasks = list(tasks)
         results: list[Any] = [None] * len(tasks)
-        for index, result in self.imap(function, tasks, kwargs):
+        for index, result in self.imap(function, tasks, kwargs, on_progress):
             results[index] = result
             if on_result is not None:
                 on_result(index, result)

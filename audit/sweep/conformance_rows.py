@@ -26,9 +26,10 @@ from typing import Any
 import numpy as np
 
 from audit.conformance.opacus_objects import STATISTICAL, check, object_checks
+from targets.devices import resolve_device
 from targets.training import TrainedTarget, TrainingSpec, private_setup
 
-__all__ = ["conformance_entry"]
+__all__ = ["conformance_entry", "conformance_probes_task", "conformance_record"]
 
 # The level each target's checks report `passed` at (the verdict decides from the p-values).
 DISPLAY_ALPHA = 0.05
@@ -50,9 +51,10 @@ def trained_accountant_checks(target: TrainedTarget) -> list[dict[str, Any]]:
         ),
         check(
             "trained_sigma_q",
-            sigmas == [round(float(target.noise_multiplier), 12)] and rates == [round(float(target.sample_rate), 12)],
+            sigmas == [round(float(target.noise_multiplier or 0.0), 12)]
+            and rates == [round(float(target.sample_rate), 12)],
             {"sigma": sigmas, "q": rates},
-            {"sigma": float(target.noise_multiplier), "q": float(target.sample_rate)},
+            {"sigma": float(target.noise_multiplier or 0.0), "q": float(target.sample_rate)},
             "σ and q the accountant was told during the training vs the optimizer's σ and the loader's q",
         ),
     ]
@@ -76,26 +78,63 @@ def conformance_entry(
     secure_mode: bool = False,
     on_phase: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
-    """The conformance record of one DP target (see the module docstring); `on_phase(done, CONFORMANCE_PHASES)`
-    after each piece (progress)."""
+    """The conformance record of one DP target (see the module docstring), its probes run here; `on_phase(done,
+    CONFORMANCE_PHASES)` after each piece (progress)."""
+    probes = conformance_probes_task(
+        features,
+        labels,
+        n_classes,
+        spec,
+        epsilon=float(target.epsilon_target or 0.0),  # the record is made for DP targets only
+        delta=float(target.delta),
+        accountant=accountant,
+        seed=seed,
+        device=str(device),
+        secure_mode=secure_mode,
+        on_phase=on_phase,
+    )
+    return conformance_record(probes, target)
+
+
+def conformance_probes_task(
+    features: np.ndarray,
+    labels: np.ndarray,
+    n_classes: int,
+    spec: TrainingSpec,
+    *,
+    epsilon: float,
+    delta: float,
+    accountant: str,
+    seed: int,
+    device: str,
+    secure_mode: bool = False,
+    on_phase: Callable[[int, int], None] | None = None,
+) -> dict[str, Any]:
+    """The stepped part: the target's setup (ε, index seed `seed`) built again, untrained, and probed. Plain data,
+    an executor task (`on_phase(done, CONFORMANCE_PHASES)`: progress; in a worker it reports through the
+    worker's channel). The setup's σ calibration is cached (targets.opacus_setups), so the second setup and a
+    target trained in the same process pay for it once."""
+    if on_phase is None:
+        from audit.machinery.workers import report_task_progress
+
+        on_phase = report_task_progress  # a no-op outside a worker
     started = time.perf_counter()
     done = [0]
 
     def finished_one() -> None:
         done[0] += 1
-        if on_phase is not None:
-            on_phase(min(done[0], CONFORMANCE_PHASES), CONFORMANCE_PHASES)
+        on_phase(min(done[0], CONFORMANCE_PHASES), CONFORMANCE_PHASES)
 
     @contextlib.contextmanager
     def phase(_what: str):
         yield
         finished_one()
 
-    kwargs = dict(
-        epsilon=float(target.epsilon_target),
-        delta=float(target.delta),
+    kwargs: dict[str, Any] = dict(
+        epsilon=float(epsilon),
+        delta=float(delta),
         accountant=accountant,
-        device=device,
+        device=resolve_device(device),
         secure_mode=secure_mode,
     )
     _, optimizer, loader, engine = private_setup(features, labels, n_classes, spec, seed=seed, **kwargs)
@@ -111,7 +150,12 @@ def conformance_entry(
         guard=phase,
         field="training",
     )
-    checks = trained_accountant_checks(target) + stepped
+    return {"checks": stepped, "seconds": time.perf_counter() - started}
+
+
+def conformance_record(probes: dict[str, Any], target: TrainedTarget) -> dict[str, Any]:
+    """The record from the probes (`conformance_probes_task`) and the target's own training (its accountant history)."""
+    checks = trained_accountant_checks(target) + list(probes["checks"])
     a = DISPLAY_ALPHA / STATISTICAL
     statistical = [c for c in checks if c.get("p_value") is not None]
     # A statistical check failing while its p-value is above its level failed on something exact
@@ -122,7 +166,7 @@ def conformance_entry(
         "statistical_p_values": {c["check"]: float(c["p_value"]) for c in statistical},
         "rules_failed": [c["check"] for c in rules if not c["passed"]],
         "display_alpha": DISPLAY_ALPHA,
-        "seconds": time.perf_counter() - started,
+        "seconds": probes["seconds"],
         "setup": "the target's own Opacus setup, built again with its seed (untrained), and the accountant "
         "history of its training",
     }

@@ -3,26 +3,26 @@
 `run_audit(config)` is the Python API (usable from a notebook); the CLI's `run` is a thin shell
 around it. Data flows one way: config → targets (data, splits, training) → attacks (scores) →
 audit (metrics, bounds, verdict, MLflow) → reports (figures, tables).
-This module is over 600 lines since wave 4's formatting pass (ruff format puts long calls one argument a line): the sweep loop; next split: per-target steps apart from the sweep
-(issue #37).
+One target's steps (train, attack, twin, conformance) are in `audit.sweep.target_audit`; the second process
+that runs part of them beside this one in `audit.sweep.side_lane`.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
-from attacks import AttackContext, AttackOptions, TargetTraining, get_attack
+from attacks import get_attack
 from audit.errors import AuditInputError
 from audit.machinery.attack_setup import attack_options
-from audit.machinery.checkpoints import ArrayCache, TargetCheckpoints
+from audit.machinery.checkpoints import TargetCheckpoints
 from audit.machinery.config import AuditConfig, config_to_yaml
 from audit.machinery.crash_log import set_log_folder
 from audit.machinery.environment import describe_environment
@@ -39,11 +39,20 @@ from audit.machinery.tracking import (
     synthetic_risk_metrics,
     target_metrics,
 )
-from audit.statistics.accountants import DPSGDEvent, epsilons_for_event, pld_epsilon_interval
-from audit.statistics.attack_evaluation import best_sound_lower_bound, evaluate_attack, roc_points
+from audit.statistics.attack_evaluation import roc_points
 from audit.sweep.inputs import prepare_inputs, resolve_resume
 from audit.sweep.outputs import write_outputs
-from audit.sweep.tasks import train_target_task
+from audit.sweep.side_lane import SideLane, side_lane_wanted
+from audit.sweep.target_audit import (
+    SweepInputs,
+    audit_target,
+    epsilon_tag,
+    model_logger,
+    submit_side_work,
+    target_checkpoints,
+    target_seed,
+    train_targets_in_parallel,
+)
 from reports.figures import (
     RocCurve,
     epsilon_label,
@@ -55,71 +64,18 @@ from reports.figures import (
 )
 from targets.datasets import TabularData
 from targets.devices import resolve_device
-from targets.models import build_model
 from targets.splits import AuditSplits
-from targets.training import TrainedTarget, TrainingSpec, train_target
+from targets.training import TrainingSpec
+
+__all__ = ["SCHEMA_VERSION", "AuditRun", "results_table", "run_audit", "target_seed"]
 
 SCHEMA_VERSION = 3
-# PLD (tight) may exceed PRV only by discretisation/estimation error; more than this is reported.
-PLD_PRV_TOLERANCE = 0.05
 
 
 @dataclass(frozen=True)
 class AuditRun:
     results: dict[str, Any]
     run_dir: Path
-
-
-def target_seed(config_seed: int, index: int) -> int:
-    """Seed of the `index`-th target: one config seed drives everything, streams stay independent."""
-    return int(np.random.SeedSequence([config_seed, 1, index]).generate_state(1)[0])
-
-
-def _target_record(
-    trained: TrainedTarget, config: AuditConfig, test_accuracy: float, attacks: list[dict[str, Any]]
-) -> tuple[dict[str, Any], list[str]]:
-    notes = []
-    epsilon: dict[str, float] = {}
-    accountant_eps = None
-    interval = None
-    if trained.epsilon_target is not None:
-        event = DPSGDEvent(trained.noise_multiplier, trained.sample_rate, trained.steps)
-        epsilon = epsilons_for_event(event, trained.delta, config.privacy.accountant)
-        accountant_eps = epsilon[config.privacy.accountant]
-        # The tight interval judges the accountant (an ε below its lower end is unsound); cached.
-        # (without its timing: two runs with the same seed write the same numbers)
-        interval = {k: v for k, v in pld_epsilon_interval(event, trained.delta).as_dict().items() if k != "seconds"}
-        if not interval["tight"]:
-            notes.append(f"ε target {trained.epsilon_target:g}: PLD interval {interval['note']}")
-        if epsilon["pld"] > epsilon["prv"] + PLD_PRV_TOLERANCE:
-            notes.append(
-                f"ε target {trained.epsilon_target:g}: PRV ε {epsilon['prv']:.3f} is below the tight PLD ε "
-                f"{epsilon['pld']:.3f} by more than {PLD_PRV_TOLERANCE}"
-            )
-    best, best_method = best_sound_lower_bound(attacks)
-    violation = False  # set by the verdict: Holm over every target's tests (audit.machinery.verdict)
-    record = {
-        "epsilon_target": trained.epsilon_target,
-        "delta": trained.delta,
-        "noise_multiplier": trained.noise_multiplier,
-        "sample_rate": trained.sample_rate,
-        "steps": trained.steps,
-        "max_grad_norm": trained.max_grad_norm,
-        "poisson_sampling": trained.poisson_sampling,
-        "accountant": trained.accountant,
-        "epsilon": epsilon,
-        "epsilon_accountant": accountant_eps,
-        "epsilon_pld_interval": interval,
-        "epsilon_engine": trained.accountant_epsilon,
-        "test_accuracy": test_accuracy,
-        "train_seconds": trained.train_seconds,
-        "attacks": attacks,
-        "epsilon_lb_best": best,
-        "epsilon_lb_best_method": best_method,
-        "epsilon_lb_ratio": (best / accountant_eps) if accountant_eps and best is not None else None,
-        "violation": bool(violation),
-    }
-    return record, notes
 
 
 def results_table(results: dict[str, Any]) -> pd.DataFrame:
@@ -164,6 +120,7 @@ def run_audit(
     executor: Executor | None = None,
     tracking: bool = True,
     log_models: bool = False,
+    side_process: bool | None = None,
 ) -> AuditRun:
     """Run the whole audit described by `config`; returns the results dict and the run folder.
 
@@ -181,6 +138,9 @@ def run_audit(
     to experiment `privacy-audit/run/<config name>` of `tracking_uri` (default sqlite:///mlflow.db).
     `log_models`: also log each target model trained in this attempt in MLflow's PyTorch flavour
     (child run artifact `model`; about a second per model).
+    `side_process`: run each target's training, white-box twin and conformance probes in a second process
+    beside the reference-model training (`audit.sweep.side_lane`); None: on the local executor when this
+    machine gives the run two or more cores. The numbers are the same either way.
     """
     progress = as_progress(progress)
     executor = executor or LocalExecutor()
@@ -204,23 +164,25 @@ def run_audit(
         run_dir.create()
     set_log_folder(run_dir.staging)  # an internal error's log lands in the run's own folder
     with run_attempt(run_dir, resume, progress) as attempt:
-        tracker = attempt["tracker"] = open_tracker(
-            tracking_uri, experiment_name("run", config.name), command="run", enabled=tracking
-        )
-        results, parent_id = _sweep(
-            config,
-            data,
-            splits,
-            attacks,
-            device,
-            run_dir.staging,
-            tracker,
-            preset,
-            run_warnings,
-            progress,
-            executor,
-            log_models,
-        )
+        # An AuditTracker, or a NullTracker with tracking off (its run ids are None): both take what follows.
+        tracker: Any = open_tracker(tracking_uri, experiment_name("run", config.name), command="run", enabled=tracking)
+        attempt["tracker"] = tracker
+        with _side_lane(progress, config, executor, side_process, device.type == "cpu") as side:
+            results, parent_id = _sweep(
+                config,
+                data,
+                splits,
+                attacks,
+                device,
+                run_dir.staging,
+                tracker,
+                preset,
+                run_warnings,
+                progress,
+                executor,
+                log_models,
+                side,
+            )
         from audit.sweep.outputs import OUTPUTS
 
         with progress.step("report, summary and MLflow artifacts", total=OUTPUTS) as outputs_step:
@@ -237,215 +199,6 @@ def run_audit(
         tracker.log_artifact(parent_id, final / "results.json")
         tracker.finish(parent_id, "FINISHED")
         return AuditRun(results=results, run_dir=final)
-
-
-@dataclass
-class _SweepInputs:
-    config: AuditConfig
-    data: TabularData
-    splits: AuditSplits
-    spec: TrainingSpec
-    device: object
-    attack_options: AttackOptions
-    executor: Executor
-    task_device: str
-
-
-def _load_or_train_target(
-    inputs: _SweepInputs, epsilon: float, seed: int, ckpt: TargetCheckpoints, progress: Progress, label: str
-) -> TrainedTarget:
-    config, data, splits = inputs.config, inputs.data, inputs.splits
-    meta, state = ckpt.load_json("target"), ckpt.load_state_dict("target")
-    if meta is not None and state is not None:
-        model = build_model(
-            inputs.spec.architecture, data.features.shape[1], inputs.spec.hidden_sizes, data.n_classes, seed=seed
-        )
-        model.load_state_dict(state)
-        return TrainedTarget(model=model.eval(), **meta)
-    with progress.step(f"{label}: training (epochs)", total=inputs.spec.epochs) as step:
-        trained = train_target(
-            data.features[splits.train_idx],
-            data.labels[splits.train_idx],
-            data.n_classes,
-            inputs.spec,
-            epsilon=epsilon,
-            delta=config.privacy.delta,
-            accountant=config.privacy.accountant,
-            seed=seed,
-            device=inputs.device,
-            on_epoch=lambda epoch, _: step.update(epoch),
-            secure_mode=config.privacy.secure_mode,
-        )
-    ckpt.save_state_dict("target", trained.model.state_dict())
-    ckpt.save_json("target", {k: v for k, v in trained.__dict__.items() if k != "model"})
-    return trained
-
-
-def _target_checkpoints(staging: Path, epsilon: float) -> TargetCheckpoints:
-    return TargetCheckpoints(staging / "checkpoints" / f"eps_{_epsilon_tag(epsilon)}")
-
-
-def _train_targets_in_parallel(inputs: _SweepInputs, staging: Path, progress: Progress) -> None:
-    """Train every target not yet checkpointed as one executor task each; checkpoint each as it
-    arrives, so an interruption keeps the finished ones. The per-target loop then reloads them."""
-    config, data, splits = inputs.config, inputs.data, inputs.splits
-    todo = []
-    for index, epsilon in enumerate(config.privacy.epsilons):
-        ckpt = _target_checkpoints(staging, epsilon)
-        if ckpt.load_json("record") is None and ckpt.load_json("target") is None:
-            todo.append((index, epsilon, ckpt))
-    if not todo:
-        return
-    progress.note(
-        f"training {len(todo)} target(s) on the {inputs.executor.name} executor ({inputs.executor.workers} worker(s))"
-    )
-
-    import torch
-
-    with progress.step("target models trained", total=len(todo)) as trained:  # counts and time left in the log
-
-        def checkpoint(position: int, result: dict[str, Any]) -> None:
-            ckpt = todo[position][2]
-            ckpt.save_state_dict("target", {k: torch.tensor(v) for k, v in result["state"].items()})
-            ckpt.save_json("target", result["meta"])
-            trained.advance()
-
-        inputs.executor.map(
-            train_target_task,
-            [(epsilon, target_seed(config.seed, index)) for index, epsilon, _ in todo],
-            dict(
-                features=data.features[splits.train_idx],
-                labels=data.labels[splits.train_idx],
-                n_classes=data.n_classes,
-                spec=inputs.spec,
-                delta=config.privacy.delta,
-                accountant=config.privacy.accountant,
-                device=inputs.task_device,
-                secure_mode=config.privacy.secure_mode,
-            ),
-            on_result=checkpoint,
-        )
-
-
-def _audit_target(
-    inputs: _SweepInputs,
-    index: int,
-    epsilon: float,
-    attacks: list,
-    ckpt: TargetCheckpoints,
-    progress: Progress,
-    label: str,
-    on_trained: Callable[[TrainedTarget], None] | None = None,
-) -> tuple[dict[str, Any], dict[str, np.ndarray], list[str]]:
-    """Train (or reload) one target and run every attack on it; each finished piece is checkpointed."""
-    config, data, splits = inputs.config, inputs.data, inputs.splits
-    seed = target_seed(config.seed, index)
-    finished = ckpt.load_json("record")
-    if finished is not None:  # completed by an earlier, interrupted attempt
-        return finished["record"], ckpt.load_arrays("scores"), finished["notes"]
-    trained = _load_or_train_target(inputs, epsilon, seed, ckpt, progress, label)
-    if on_trained is not None:
-        on_trained(trained)
-    test_x, test_y = data.features[splits.test_idx], data.labels[splits.test_idx]
-    cand_y = data.labels[splits.candidate_idx]
-    reporter = progress.reporter(label)  # reference / shadow model training inside the attacks
-    test_accuracy = float((trained.logits(test_x).argmax(axis=1) == test_y).mean())
-    context = AttackContext(
-        candidate_features=data.features[splits.candidate_idx],
-        candidate_labels=cand_y,
-        n_classes=data.n_classes,
-        pool_features=data.features[splits.pool_idx],
-        pool_labels=data.labels[splits.pool_idx],
-        training=TargetTraining(
-            spec=inputs.spec,
-            noise_multiplier=trained.noise_multiplier or 0.0,
-            max_grad_norm=trained.max_grad_norm,
-            sample_rate=trained.sample_rate,
-            steps=trained.steps,
-            train_size=len(splits.train_idx),
-        ),
-        epsilon=epsilon,
-        delta=config.privacy.delta,
-        accountant=config.privacy.accountant,
-        seed=seed,
-        device=inputs.device,
-        options=inputs.attack_options,
-        cache=ArrayCache(ckpt),
-        executor=inputs.executor,
-        task_device=inputs.task_device,
-        report_progress=reporter,
-    )
-    attack_records, score_columns = [], {}
-    for attack in attacks:
-        with progress.step(f"{label}: attack {attack.name} (scores, metrics, ε bounds)"):
-            stored = ckpt.load_arrays(f"scores_{attack.name}")
-            if stored is None:
-                try:
-                    scores = np.asarray(attack.scores(trained, context), dtype=np.float64)
-                finally:
-                    reporter.close()
-                ckpt.save_arrays(f"scores_{attack.name}", {"scores": scores})
-            else:
-                scores = stored["scores"]
-            score_columns[attack.name] = scores
-            attack_records.append(
-                evaluate_attack(
-                    attack.name,
-                    scores,
-                    splits.candidate_member,
-                    cand_y,
-                    delta=config.privacy.delta,
-                    confidence=config.attacks.confidence,
-                    threshold_seed=seed,
-                    accountant_epsilon=trained.accountant_epsilon,
-                )
-            )
-    record, notes = _target_record(trained, config, test_accuracy, attack_records)
-    record["seed"] = seed
-    if config.privacy.whitebox_one_run and trained.epsilon_target is not None and trained.accountant_epsilon:
-        from audit.sweep.whitebox_one_run import whitebox_one_run_entry
-
-        with progress.step(
-            f"{label}: white-box one-run audit (a twin with gradient canaries: epochs)", total=inputs.spec.epochs
-        ) as twin_step:
-            record["whitebox_one_run"] = whitebox_one_run_entry(
-                data.features[splits.train_idx],
-                data.labels[splits.train_idx],
-                data.n_classes,
-                inputs.spec,
-                target=trained,
-                target_accuracy=test_accuracy,
-                test_features=test_x,
-                test_labels=test_y,
-                accountant=config.privacy.accountant,
-                seed=seed,
-                device=inputs.device,
-                confidence=config.attacks.confidence,
-                n_canaries=config.privacy.one_run_canaries,
-                secure_mode=config.privacy.secure_mode,
-                on_epoch=lambda epoch, _: twin_step.update(epoch),
-            )
-    if config.privacy.conformance and trained.epsilon_target is not None and trained.accountant_history:
-        from audit.sweep.conformance_rows import CONFORMANCE_PHASES, conformance_entry
-
-        with progress.step(
-            f"{label}: conformance checks on its own Opacus setup (probes)", total=CONFORMANCE_PHASES
-        ) as probes_step:
-            record["conformance"] = conformance_entry(
-                data.features[splits.train_idx],
-                data.labels[splits.train_idx],
-                data.n_classes,
-                inputs.spec,
-                target=trained,
-                accountant=config.privacy.accountant,
-                seed=seed,
-                device=inputs.device,
-                secure_mode=config.privacy.secure_mode,
-                on_phase=lambda done, _: probes_step.update(done),
-            )
-    ckpt.save_arrays("scores", score_columns)
-    ckpt.save_json("record", {"record": record, "notes": notes})
-    return record, score_columns, notes
 
 
 def _synthetic_part(
@@ -491,9 +244,7 @@ def _synthetic_part(
             child,
             {
                 "generator": entry["generator"],
-                "epsilon_target": _epsilon_tag(
-                    math.inf if entry["epsilon_target"] is None else entry["epsilon_target"]
-                ),
+                "epsilon_target": epsilon_tag(math.inf if entry["epsilon_target"] is None else entry["epsilon_target"]),
             },
         )
         tracker.log_metrics(
@@ -512,16 +263,15 @@ def _synthetic_part(
     return entries
 
 
-def _model_logger(tracker: AuditTracker, run_id: str, example: np.ndarray, progress: Progress, label: str):
-    def log(trained: TrainedTarget) -> None:
-        with progress.step(f"{label}: model to MLflow (PyTorch flavour)"):
-            tracker.log_torch_model(run_id, trained.model, example.astype(np.float32))
-
-    return log
-
-
-def _epsilon_tag(epsilon: float) -> str:
-    return "inf" if math.isinf(epsilon) else f"{epsilon:g}"
+@contextmanager
+def _side_lane(
+    progress: Progress, config: AuditConfig, executor: Executor, requested: bool | None, on_cpu: bool
+) -> Iterator[SideLane | None]:
+    if not side_lane_wanted(executor.name, requested):
+        yield None
+        return
+    with SideLane(progress, threads=config.cpu_threads if on_cpu else None) as side:  # torch threads as run_audit's
+        yield side
 
 
 def _sweep(
@@ -537,8 +287,9 @@ def _sweep(
     progress: Progress,
     executor: Executor,
     log_models: bool = False,
+    side: SideLane | None = None,
 ) -> tuple[dict[str, Any], str | None]:
-    inputs = _SweepInputs(
+    inputs = SweepInputs(
         config,
         data,
         splits,
@@ -586,28 +337,31 @@ def _sweep(
     splits.save(staging / "splits.npz")
     write_text_atomic(staging / "config.yaml", config_to_yaml(config))
 
-    if executor.name != "local":  # local trains each target in the loop, with per-epoch progress
-        _train_targets_in_parallel(inputs, staging, progress)
+    if executor.name != "local":  # local trains each target in the loop (or on the side lane), with per-epoch progress
+        train_targets_in_parallel(inputs, staging, progress)
+    n_targets = len(config.privacy.epsilons)
+    if side is not None:
+        inputs.side = side
+        labels = [f"target {i + 1}/{n_targets} ({epsilon_label(e)})" for i, e in enumerate(config.privacy.epsilons)]
+        submit_side_work(inputs, staging, side, labels)
     members = splits.candidate_member
     targets, notes, curves = [], list(run_warnings), []
     all_targets = progress.begin("targets", total=len(config.privacy.epsilons))
     for index, epsilon in enumerate(config.privacy.epsilons):
-        label, tag = epsilon_label(epsilon), _epsilon_tag(epsilon)
-        step_label = f"target {index + 1}/{len(config.privacy.epsilons)} ({label})"
+        label, tag = epsilon_label(epsilon), epsilon_tag(epsilon)
+        step_label = f"target {index + 1}/{n_targets} ({label})"
         child_id = tracker.start_run(f"{config.name} {label}", parent_id=parent_id)
         attempt["child_run_ids"].append(child_id)
         save_attempts()
-        record, score_columns, target_notes = _audit_target(
+        record, score_columns, target_notes = audit_target(
             inputs,
             index,
             epsilon,
             attacks,
-            _target_checkpoints(staging, epsilon),
+            target_checkpoints(staging, epsilon),
             progress,
             step_label,
-            on_trained=_model_logger(tracker, child_id, data.features[:1], progress, step_label)
-            if log_models
-            else None,
+            on_trained=model_logger(tracker, child_id, data.features[:1], progress, step_label) if log_models else None,
         )
         record["mlflow_run_id"] = child_id
         notes += target_notes

@@ -29,7 +29,10 @@ def train_target_task(
     device: str,
     secure_mode: bool,
 ) -> dict[str, Any]:
-    """Train one target; returns {"meta": TrainedTarget's fields but the model, "state": numpy state_dict}."""
+    """Train one target; returns {"meta": TrainedTarget's fields but the model, "state": numpy state_dict}. In a
+    worker it reports its epochs through the worker's progress channel."""
+    from audit.machinery.workers import report_task_progress
+
     trained = train_target(
         features,
         labels,
@@ -41,6 +44,7 @@ def train_target_task(
         seed=seed,
         device=resolve_device(device),
         secure_mode=secure_mode,
+        on_epoch=report_task_progress,
     )
     return {
         "meta": {k: v for k, v in trained.__dict__.items() if k != "model"},
