@@ -120,7 +120,8 @@ MEASURED_SLOW = frozenset(
 # a file not in it counts as DEFAULT_FILE_CPU_SECONDS. Stale numbers cost balance, never correctness.
 DEFAULT_FILE_CPU_SECONDS = 5.0
 FILE_CPU_SECONDS: dict[str, float] = {
-    "tests/test_readme_examples.py": 116,
+    "tests/test_readme_examples.py": 60,
+    "tests/test_readme_examples_no_inputs.py": 60,
     "tests/test_end_to_end.py": 97,
     "tests/test_executors.py": 85,
     "tests/test_verdict.py": 76,
