@@ -530,9 +530,10 @@ def test_canary_audit_on_ray_with_a_hung_trainer_exits_2_naming_it(tmp_path, ray
     ],
 )
 def test_bad_executor_flags_exit_2_before_any_user_code_runs(tmp_path, command, flags, where):
-    from tests.conftest import run_cli
+    # in this process: the README runs canary-audit and audit-model in fresh ones, with their exit codes
+    from tests.conftest import run_cli_in_process
 
-    done = run_cli(*command, *flags, "--out", str(tmp_path / "runs"), cwd=tmp_path, timeout=120)
+    done = run_cli_in_process(*command, *flags, "--out", str(tmp_path / "runs"), cwd=tmp_path)
     assert done.returncode == 2 and done.stderr.strip().splitlines()[-1].startswith(f"error: {where}:"), done.stderr
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
 
