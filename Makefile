@@ -52,7 +52,11 @@ lint: $(STAMP)
 # The whole suite on JOBS cores (pytest-xdist; loadfile keeps a file, and its module-scoped fixtures, on one
 # worker; --no-loadscope-reorder keeps tests/conftest.py's order, the costliest files first, so the workers
 # finish together). docs/test-suite.md: per-file times, markers, conventions.
-test: $(STAMP) $(ANON_STAMP) lint
+# On a fresh clone the side venv's build (mostly downloading ~120 MB of wheels) and the first, uncached
+# `make lint` (mypy without its cache: about a minute of CPU) each take a minute or so: they run side by
+# side (-j2), and the suite starts only once both are done (a lint error still stops it first).
+test: $(STAMP)
+	@$(MAKE) --no-print-directory -j2 $(ANON_STAMP) lint
 	PRIVACY_AUDIT_REQUIRE_RAY=1 PRIVACY_AUDIT_ANONYMETER_PYTHON=$(CURDIR)/$(ANON_VENV)/bin/python \
 		$(BIN)/python -m pytest -q -n $(JOBS) --dist loadfile --no-loadscope-reorder $(ARGS)
 

@@ -336,7 +336,8 @@ def test_a_run_killed_mid_sweep_resumes_to_the_same_results_and_a_strict_policy_
 
 
 def test_resume_with_another_config_is_refused(tmp_path):
-    from tests.conftest import run_cli
+    # refused before any training: in this process (the smoke and killed runs above are the fresh ones)
+    from tests.conftest import run_cli_in_process as run_cli
 
     partial = tmp_path / "runs" / ".20260101T000000Z-smoke.partial"
     partial.mkdir(parents=True)
@@ -347,11 +348,17 @@ def test_resume_with_another_config_is_refused(tmp_path):
     assert proc.returncode == 2 and "not the folder of an interrupted run" in proc.stderr
 
 
-def test_the_synthetic_section_adds_checked_releases_and_flags_the_copying_generator(cli, tmp_path):
+def test_the_synthetic_section_adds_checked_releases_and_flags_the_copying_generator(cli_in_process, tmp_path):
+    # reads what the run prints and writes: in this process, sparing a fresh interpreter's imports
     import mlflow
 
+    cli = cli_in_process
+
+    # The synthetic section's checks are what this test reads: the ε = 1 target's white-box twin and
+    # conformance checks (the module's smoke run covers both) are left out to spare their training.
     (tmp_path / "syn.yaml").write_text(
-        "privacy:\n  epsilons: [1.0, .inf]\nattacks:\n  names: [loss]\n"
+        "privacy:\n  epsilons: [1.0, .inf]\n  whitebox_one_run: false\n  conformance: false\n"
+        "attacks:\n  names: [loss]\n"
         "synthetic:\n  generators: [noisy_copy, gaussian_copula, dp_vae]\n"
     )
     proc = cli("run", "--preset", "smoke", "--config", "syn.yaml", "--tracking-uri", f"sqlite:///{tmp_path}/m.db")

@@ -24,7 +24,9 @@ federated: {level: record, n_clients: 2, rounds: 2, n_reference_federations: 1}
 
 
 @pytest.mark.slow
-def test_federated_run_writes_per_level_results_and_a_per_client_auc_gate_fails_it(cli, tmp_path):
+def test_federated_run_writes_per_level_results_and_a_per_client_auc_gate_fails_it(cli_in_process, tmp_path):
+    # reads what the run writes and exits with: in this process (test_end_to_end runs `run` fresh)
+    cli = cli_in_process
     (tmp_path / "fed.yaml").write_text(SMALL)
     (tmp_path / "policy.yaml").write_text("name: any-auc\nrules: {max_auc: 0.01}\n")
     result = cli(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -115,10 +114,11 @@ def test_one_run_on_opacus_holds_a_correct_setup_and_refutes_noise_without_c():
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run(
-        [sys.executable, "-m", "audit.cli", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=900
-    )
+    # In this process: these tests read what the command prints, writes and exits with; a fresh
+    # interpreter would re-pay ~4-5 s of CPU of imports (the README runs whitebox-audit in a fresh one).
+    from tests.conftest import run_cli_in_process
+
+    return run_cli_in_process(*args, cwd=cwd)
 
 
 def test_cli_one_run_builtin_reports_cost_accuracy_and_claim_status(tmp_path):

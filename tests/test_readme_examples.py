@@ -10,6 +10,12 @@ trailing comment may carry markers (the convention is documented in CONTRIBUTING
   e.g. `--dry-run` or a smaller `--models` for a slow audit.
 
 Both markers may share a comment: `# exit 1; ci: --models 400`.
+
+The blocks run in two files so that `make test`'s two workers share them (`--dist loadfile` keeps a
+file on one worker; run in one test they were the suite's longest, ~2-3 min of ~25 fresh processes):
+this file runs `make_inputs.py`'s block and every block that reads what it writes (`data/`, `gated/`),
+in README order; `tests/test_readme_examples_no_inputs.py` runs the others, each half in its own fresh
+copy of `examples/`. Every runnable block belongs to exactly one half (`readme_blocks_for`).
 """
 
 from __future__ import annotations
@@ -114,8 +120,33 @@ def _shims(folder: Path) -> dict[str, str]:
     return env
 
 
-@pytest.mark.slow
-def test_readme_code_blocks_run_from_a_fresh_copy(tmp_path):
+def uses_example_inputs(block: list[ReadmeCommand]) -> bool:
+    """A block that runs `make_inputs.py` or reads what it writes (`examples/data/`, then `gated/`)."""
+    return any(re.search(r"make_inputs\.py|\bdata/|\bgated/", c.text) for c in block if c.skip is None)
+
+
+def readme_blocks_for(needs_inputs: bool) -> list[tuple[int, list[ReadmeCommand]]]:
+    """The README's runnable blocks (README order, with their index) of one half: those that use
+    `make_inputs.py`'s outputs (this file) or those that do not (`test_readme_examples_no_inputs.py`)."""
+    return [
+        (index, block)
+        for index, block in enumerate(readme_commands())
+        if not all(c.skip for c in block) and uses_example_inputs(block) == needs_inputs
+    ]
+
+
+def test_the_two_halves_run_every_runnable_block_once_and_inputs_come_first():
+    with_inputs, without = readme_blocks_for(True), readme_blocks_for(False)
+    runnable = [i for i, block in enumerate(readme_commands()) if not all(c.skip for c in block)]
+    assert sorted(i for i, _ in with_inputs + without) == runnable
+    assert with_inputs and without
+    # the half that reads data/ starts with the block that writes it
+    assert any("make_inputs.py" in c.text for c in with_inputs[0][1])
+    assert sum(1 for _, block in with_inputs + without for c in block if c.skip is None) >= 10
+
+
+def run_readme_blocks(tmp_path: Path, blocks: list[tuple[int, list[ReadmeCommand]]]) -> int:
+    """Run the blocks, in order, from one fresh copy of `examples/`; return how many commands ran."""
     workdir = tmp_path / "clone"
     workdir.mkdir()
     shutil.copytree(
@@ -126,9 +157,7 @@ def test_readme_code_blocks_run_from_a_fresh_copy(tmp_path):
     )
     env = _shims(tmp_path / "bin")
     ran = 0
-    for index, block in enumerate(readme_commands()):
-        if all(c.skip for c in block):
-            continue
+    for index, block in blocks:
         script = ["set -u"]
         for command in block:
             if command.skip:
@@ -143,7 +172,12 @@ def test_readme_code_blocks_run_from_a_fresh_copy(tmp_path):
             ["bash", "-c", "\n".join(script)], cwd=workdir, env=env, capture_output=True, text=True, timeout=1800
         )
         assert result.returncode == 0, (result.stderr[-4000:], result.stdout[-2000:])
-    assert ran >= 10
-    assert not list(workdir.glob("runs")) or not any(
-        p.name.startswith("privacy-audit-crash") for p in (workdir / "runs").iterdir()
-    )
+    # no command left an internal error's log behind, wherever it ran
+    assert not list(workdir.rglob("privacy-audit-crash*"))
+    return ran
+
+
+@pytest.mark.slow  # ~10 fresh CLI processes, make_inputs.py's training included
+def test_readme_code_blocks_run_from_a_fresh_copy(tmp_path):
+    """The blocks that use `make_inputs.py`'s outputs; the others: test_readme_examples_no_inputs.py."""
+    assert run_readme_blocks(tmp_path, readme_blocks_for(True)) >= 4

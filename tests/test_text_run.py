@@ -35,6 +35,14 @@ def _attack_numbers(results):
     return [[(a["name"], a["auc"], a["epsilon_lb"]["one_run"]) for a in t["attacks"]] for t in results["targets"]]
 
 
+@pytest.fixture
+def cli(cli_in_process):
+    """The resumed, refused and processes-executor runs read what `run` prints, writes and exits with:
+    in this process (a fresh interpreter re-pays ~4-5 s of CPU importing torch, MLflow, scikit-learn
+    before the command starts). The module's own text run stays a fresh process, as a user runs it."""
+    return cli_in_process
+
+
 @pytest.fixture(scope="module")
 def text_run(tmp_path_factory):
     """The tiny text run on the local executor, in a fresh process: read by the end-to-end test and
