@@ -6,12 +6,14 @@ Shared by `canary-audit` (profile mode), `mechanism-audit` and `whitebox-audit -
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from audit.cli.app import console
-from audit.statistics.sequential import GroupSequentialDesign
+
+if TYPE_CHECKING:  # the statistics import scipy: `--help` and start-up stay light (tests/test_cli_startup.py)
+    from audit.statistics.sequential import GroupSequentialDesign
 
 __all__ = ["LooksOption", "SpendingOption", "print_declared_design", "print_runs_used"]
 

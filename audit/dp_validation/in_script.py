@@ -88,23 +88,27 @@ class OpacusAudit:
         claimed_epsilon: the ε to test instead of the accountant's; delta: its δ.
         out: the folder that receives `<timestamp>-whitebox-audit/whitebox-audit.json` (None: nothing
             written, the result stays in `.result`).
-        canaries, canary_kind, canary_scale, observe, confidence, seed: as `whitebox-audit --mode one-run`.
+        canaries: m, the number of gradient canaries (None: from the model size), as `--canaries`.
+        canary_kind: auto | dirac | random, as `--canary-kind`.
+        canary_scale: the canaries' gradient scale before clipping.
+        observe: all (every iterate) | final, as `--observe`.
+        confidence: the one-sided confidence of the bounds.
+        seed: the seed of the canaries' coins and directions.
         tracking_uri: an MLflow store to log the result to; subject: the name in the verdict.
         extra_parameters: {name: tensor} released beside `model` (checked like its parameters).
 
-    Returns:
-        On a normal exit of the block: `.result` (the result dict `gate` and `ledger record` read),
-        `.verdict` and `.path` (the file written). Raises `AuditInputError` naming the argument for
-        what it cannot audit; an exception inside the block writes nothing.
+    After a normal exit of the block: `.result` (the result dict `gate` and `ledger record` read),
+    `.verdict` and `.path` (the file written). Raises `AuditInputError` naming the argument for
+    what it cannot audit; an exception inside the block writes nothing.
     """
 
     def __init__(
         self,
-        privacy_engine,
-        optimizer,
-        model=None,
+        privacy_engine: Any,
+        optimizer: Any,
+        model: Any = None,
         *,
-        data_loader,
+        data_loader: Any,
         claimed_epsilon: float | None = None,
         delta: float = 1e-5,
         out: str | Path | None = "runs",
