@@ -8,6 +8,8 @@ same error ends a command, `audit/cli/app.py` shows it under the flag the user t
 
 from __future__ import annotations
 
+import re
+
 from audit.errors import AuditInputError
 
 __all__ = ["FLAG_COMMANDS", "PARAMETER_FLAGS", "flag_error"]
@@ -48,6 +50,11 @@ FLAG_COMMANDS = frozenset(
 
 def flag_error(error: AuditInputError, command: str | None) -> AuditInputError:
     """`error` with its parameter name replaced by the command's flag (the same error when there is none)."""
-    if command not in FLAG_COMMANDS or error.where not in PARAMETER_FLAGS:
+    if command not in FLAG_COMMANDS:
         return error
-    return AuditInputError(PARAMETER_FLAGS[error.where], error.message)
+    # `where` is a parameter ("trainer") or a path inside one ("trainer: CLAIM['delta']", "trainer[0]"):
+    # the parameter at its head becomes the flag, the rest of the path stays.
+    head = re.match(r"[A-Za-z_][A-Za-z0-9_]*", error.where or "")
+    if head is None or head.group(0) not in PARAMETER_FLAGS:
+        return error
+    return AuditInputError(PARAMETER_FLAGS[head.group(0)] + error.where[head.end() :], error.message)
