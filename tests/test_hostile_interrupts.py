@@ -38,34 +38,45 @@ attacks: {names: [loss, shadow], n_shadow_models: 2, models_per_task: 2}
 """
 
 # Patches `module:Class.method` so that its N-th call writes the marker file and, with `self`,
-# sends SIGINT to this process from inside the call (the library's frame is on the stack).
+# sends SIGINT to this process from inside the call (the library's frame is on the stack). The hook
+# is read from the environment and installed at import, outside the main guard: `run` trains its
+# targets in a second, spawned process (audit/sweep/side_lane.py), which imports this file as
+# `__mp_main__` and so carries the hook too; only the command itself runs under the guard.
 LAUNCHER = textwrap.dedent(
     """\
     import importlib, os, signal, sys
 
-    target, nth, how, marker = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
-    module_name, _, attribute = target.partition(":")
-    owner_name, _, method = attribute.rpartition(".")
-    owner = importlib.import_module(module_name)
-    if owner_name:
-        owner = getattr(owner, owner_name)
-    original = getattr(owner, method)
-    calls = [0]
 
-    def hooked(*args, **kwargs):
-        calls[0] += 1
-        if calls[0] == nth:
-            with open(marker, "w") as handle:
-                handle.write(target)
-            if how == "self":
-                os.kill(os.getpid(), signal.SIGINT)
-        return original(*args, **kwargs)
+    def _install():
+        target, nth = os.environ["HOOK_TARGET"], int(os.environ["HOOK_NTH"])
+        how, marker = os.environ["HOOK_HOW"], os.environ["HOOK_MARKER"]
+        module_name, _, attribute = target.partition(":")
+        owner_name, _, method = attribute.rpartition(".")
+        owner = importlib.import_module(module_name)
+        if owner_name:
+            owner = getattr(owner, owner_name)
+        original = getattr(owner, method)
+        calls = [0]
 
-    setattr(owner, method, hooked)
-    sys.argv = ["privacy-audit", *sys.argv[5:]]
-    from audit.cli import main
+        def hooked(*args, **kwargs):
+            calls[0] += 1
+            if calls[0] == nth:
+                with open(marker, "w") as handle:
+                    handle.write(target)
+                if how == "self":
+                    os.kill(os.getpid(), signal.SIGINT)
+            return original(*args, **kwargs)
 
-    main()
+        setattr(owner, method, hooked)
+
+
+    _install()
+
+    if __name__ == "__main__":
+        sys.argv = ["privacy-audit", *sys.argv[1:]]
+        from audit.cli import main
+
+        main()
     """
 )
 
@@ -77,9 +88,16 @@ def _interrupted_run(tmp_path: Path, target: str, nth: int, how: str) -> tuple[s
     args = ["run", "--preset", "smoke", "--config", "tiny.yaml", "--out", "runs"]
     args += ["--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}"]
     proc = subprocess.Popen(
-        [sys.executable, "launch.py", target, str(nth), how, str(marker), *args],
+        [sys.executable, "launch.py", *args],
         cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+        env={
+            **os.environ,
+            "PYTHONPATH": str(REPO),
+            "HOOK_TARGET": target,
+            "HOOK_NTH": str(nth),
+            "HOOK_HOW": how,
+            "HOOK_MARKER": str(marker),
+        },
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
