@@ -9,6 +9,7 @@ import pytest
 
 from audit.demos import dp_trainers  # noqa: E402
 from audit.dp_validation.canary_audit import (
+    PrivacyClaim,
     canary_scores,
     default_audit_data,
     make_canary,
@@ -84,8 +85,7 @@ def _audit(trainer, pool, seed=0, **kwargs):
         LABELS,
         canary_kind="out_of_distribution",
         n_models=50,
-        claimed_epsilon=CLAIMED,
-        delta=dp_trainers.CLAIM["delta"],
+        claim=PrivacyClaim.stated(CLAIMED, dp_trainers.CLAIM["delta"]),
         seed=seed,
         pool=pool,
         **kwargs,
@@ -126,8 +126,7 @@ def test_null_runs_never_inserting_the_canary_give_zero_in_at_least_95_percent_o
             FEATURES,
             LABELS,
             n_models=50,
-            claimed_epsilon=1.0,
-            delta=1e-5,
+            claim=PrivacyClaim.stated(1.0, 1e-5),
             seed=s,
             insert_canary=False,
             pool=pool,
@@ -146,8 +145,7 @@ def test_null_runs_of_the_leakiest_demo_trainer_give_zero(pool):
         FEATURES,
         LABELS,
         n_models=20,
-        claimed_epsilon=CLAIMED,
-        delta=1e-5,
+        claim=PrivacyClaim.stated(CLAIMED, 1e-5),
         seed=0,
         insert_canary=False,
         pool=pool,
@@ -167,8 +165,7 @@ def test_a_memorising_trainer_is_caught_in_one_run(pool):
         LABELS,
         n_canaries=1000,
         canary_kind="out_of_distribution",
-        claimed_epsilon=1.0,
-        delta=1e-5,
+        claim=PrivacyClaim.stated(1.0, 1e-5),
         seed=0,
         pool=pool,
     )
@@ -188,8 +185,7 @@ def test_one_run_audit_of_correct_dpsgd_stays_below_its_claim(pool):
         FEATURES,
         LABELS,
         n_canaries=200,
-        claimed_epsilon=CLAIMED,
-        delta=1e-5,
+        claim=PrivacyClaim.stated(CLAIMED, 1e-5),
         seed=0,
         pool=pool,
     )
@@ -257,7 +253,7 @@ def test_the_cli_entry_point_loads_a_user_trainer_and_its_claim(tmp_path, monkey
     json.dumps(result, allow_nan=False)
     with pytest.raises(AuditInputError) as info:
         run_canary_audit("my_trainer_module:no_logits", mode="multi-canary", n_models=4)
-    assert info.value.where == "--trainer" and "logits" in info.value.message
+    assert info.value.where == "trainer" and "logits" in info.value.message
 
 
 def test_dirac_kind_refuses_a_black_box_trainer_instead_of_auditing_other_code():
@@ -266,7 +262,7 @@ def test_dirac_kind_refuses_a_black_box_trainer_instead_of_auditing_other_code()
     for trainer in (dp_trainers.correct_dpsgd, _raises):
         with pytest.raises(AuditInputError) as info:
             run_canary_audit(trainer, kind="dirac", claimed_epsilon=1.0, delta=1e-5)
-        assert info.value.where == "--kind" and "black-box" in info.value.message
+        assert info.value.where == "kind" and "black-box" in info.value.message
 
 
 def _raises(*args, **kwargs):
@@ -276,20 +272,20 @@ def _raises(*args, **kwargs):
 @pytest.mark.parametrize(
     "call, where",
     [
-        (lambda: run_canary_audit(noisy_centroids, n_models=0, claimed_epsilon=1.0, delta=1e-5), "--models"),
-        (lambda: run_canary_audit(noisy_centroids, n_models=40, claimed_epsilon=0.0, delta=1e-5), "--claimed-epsilon"),
-        (lambda: run_canary_audit(noisy_centroids, n_models=40, claimed_epsilon=-2.0, delta=1e-5), "--claimed-epsilon"),
+        (lambda: run_canary_audit(noisy_centroids, n_models=0, claimed_epsilon=1.0, delta=1e-5), "n_models"),
+        (lambda: run_canary_audit(noisy_centroids, n_models=40, claimed_epsilon=0.0, delta=1e-5), "claimed_epsilon"),
+        (lambda: run_canary_audit(noisy_centroids, n_models=40, claimed_epsilon=-2.0, delta=1e-5), "claimed_epsilon"),
         (
             lambda: run_canary_audit(noisy_centroids, n_models=40, claimed_epsilon=1.0),
             "delta",
         ),  # a library error names the parameter; the CLI says --delta
-        (lambda: run_canary_audit(noisy_centroids, kind="poisoned", claimed_epsilon=1.0, delta=1e-5), "--kind"),
-        (lambda: run_canary_audit(noisy_centroids, mode="twice", claimed_epsilon=1.0, delta=1e-5), "--mode"),
-        (lambda: run_canary_audit(_raises, n_models=40, claimed_epsilon=1.0, delta=1e-5), "--trainer"),
-        (lambda: run_canary_audit("no_such_module:train"), "--trainer"),
+        (lambda: run_canary_audit(noisy_centroids, kind="poisoned", claimed_epsilon=1.0, delta=1e-5), "kind"),
+        (lambda: run_canary_audit(noisy_centroids, mode="twice", claimed_epsilon=1.0, delta=1e-5), "mode"),
+        (lambda: run_canary_audit(_raises, n_models=40, claimed_epsilon=1.0, delta=1e-5), "trainer"),
+        (lambda: run_canary_audit("no_such_module:train"), "trainer"),
         (
             lambda: multi_run_canary_audit(
-                noisy_centroids, FEATURES, LABELS[:10], n_models=4, claimed_epsilon=1.0, delta=1e-5
+                noisy_centroids, FEATURES, LABELS[:10], n_models=4, claim=PrivacyClaim.stated(1.0, 1e-5)
             ),
             "labels",
         ),
@@ -316,7 +312,7 @@ def test_a_malformed_claim_in_the_trainer_module_is_bad_input(monkeypatch):
 def test_an_audit_whose_ceiling_is_below_the_claim_is_inconclusive_not_a_pass(pool):
     # 10 models per side leave 5 for evaluation: even a perfect attack gets at most ~0.4 < 3.
     result = multi_run_canary_audit(
-        nearest_neighbour, FEATURES, LABELS, n_models=10, claimed_epsilon=3.0, delta=1e-5, seed=0, pool=pool
+        nearest_neighbour, FEATURES, LABELS, n_models=10, claim=PrivacyClaim.stated(3.0, 1e-5), seed=0, pool=pool
     )
     verdict = result["verdict"]
     assert result["ceiling"] == verdict["ceiling"] < 3.0
@@ -327,11 +323,11 @@ def test_an_audit_whose_ceiling_is_below_the_claim_is_inconclusive_not_a_pass(po
 
 def test_a_leaky_trainer_with_enough_models_fails_and_a_zero_bound_with_power_passes(pool):
     leaky = multi_run_canary_audit(
-        nearest_neighbour, FEATURES, LABELS, n_models=30, claimed_epsilon=1.0, delta=1e-5, seed=0, pool=pool
+        nearest_neighbour, FEATURES, LABELS, n_models=30, claim=PrivacyClaim.stated(1.0, 1e-5), seed=0, pool=pool
     )
     assert leaky["verdict"]["status"] == "fail" and not leaky["verdict"]["passed"]
     quiet = multi_run_canary_audit(
-        noisy_centroids, FEATURES, LABELS, n_models=30, claimed_epsilon=1.0, delta=1e-5, seed=0, pool=pool
+        noisy_centroids, FEATURES, LABELS, n_models=30, claim=PrivacyClaim.stated(1.0, 1e-5), seed=0, pool=pool
     )
     assert quiet["ceiling"] > 1.0 and quiet["verdict"]["status"] == (
         "pass" if quiet["epsilon_lower_bound"] <= 1.0 else "fail"
@@ -340,7 +336,7 @@ def test_a_leaky_trainer_with_enough_models_fails_and_a_zero_bound_with_power_pa
 
 def test_the_one_run_audit_reports_its_ceiling(pool):
     result = one_run_canary_audit(
-        noisy_centroids, FEATURES, LABELS, n_canaries=40, claimed_epsilon=8.0, delta=1e-5, seed=0, pool=pool
+        noisy_centroids, FEATURES, LABELS, n_canaries=40, claim=PrivacyClaim.stated(8.0, 1e-5), seed=0, pool=pool
     )
     assert result["epsilon_lower_bound"] <= result["ceiling"] < 8.0
     assert result["verdict"]["status"] == "inconclusive" and "canaries" in result["verdict"]["needed_unit"]
@@ -353,7 +349,7 @@ def test_the_trainer_runs_in_workers_and_its_module_is_never_imported_by_the_aud
     monkeypatch.chdir(tmp_path)
     with pytest.raises(AuditInputError) as info:
         run_canary_audit("exit_trainer:train", n_models=40, workers=1)
-    assert info.value.where == "--trainer" and "sys.exit" in info.value.message
+    assert info.value.where == "trainer" and "sys.exit" in info.value.message
     assert "exit_trainer" not in sys.modules
 
 
@@ -397,8 +393,7 @@ def test_null_column_canary_audits_give_zero_in_at_least_95_percent_of_repeats(p
             LABELS,
             n_runs=8,
             n_canaries=32,
-            claimed_epsilon=1.0,
-            delta=1e-5,
+            claim=PrivacyClaim.stated(1.0, 1e-5),
             seed=s,
             insert_canary=False,
             pool=pool,
@@ -479,9 +474,7 @@ def test_the_profile_audit_refutes_the_profile_of_a_grossly_broken_trainer(pool)
         FEATURES,
         LABELS,
         n_runs=120,
-        claimed_epsilon=1.0,
-        delta=1e-5,
-        dpsgd=(4.5, 0.25, 20),
+        claim=PrivacyClaim(1.0, 1e-5, "a DP-SGD claim", 4.5, 0.25, 20),
         seed=0,
         pool=pool,
     )
@@ -531,8 +524,7 @@ def test_the_one_class_design_keeps_one_record_of_each_class_and_relabels_the_re
         LABELS,
         n_runs=16,
         n_pilot_runs=8,
-        claimed_epsilon=8.0,
-        delta=1e-5,
+        claim=PrivacyClaim.stated(8.0, 1e-5),
         seed=0,
         scales=(),
         pool=pool,
@@ -566,8 +558,7 @@ def test_the_profile_audit_reports_each_designs_pilot_margin(pool):
         LABELS,
         n_runs=40,
         n_pilot_runs=40,
-        claimed_epsilon=8.0,
-        delta=1e-5,
+        claim=PrivacyClaim.stated(8.0, 1e-5),
         seed=0,
         pool=pool,
     )
@@ -598,8 +589,7 @@ def test_profile_null_audits_refute_nothing_in_at_least_95_percent_of_repeats(po
             FEATURES,
             LABELS,
             n_runs=60,
-            claimed_epsilon=0.1,
-            delta=1e-5,
+            claim=PrivacyClaim.stated(0.1, 1e-5),
             seed=s,
             insert_canary=False,
             pool=pool,

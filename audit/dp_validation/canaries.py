@@ -122,7 +122,7 @@ def make_canary(
     """
     X, y, n_classes = _validate_data(features, labels)
     if kind not in CANARY_KINDS:
-        raise AuditInputError("--kind", f"expected one of {', '.join(CANARY_KINDS)}, got {kind!r}")
+        raise AuditInputError("kind", f"expected one of {', '.join(CANARY_KINDS)}, got {kind!r}")
     if label is not None and not (0 <= int(label) < n_classes):
         raise AuditInputError("label", f"expected a class index in 0..{n_classes - 1}, got {label!r}")
     rng = np.random.default_rng(np.random.SeedSequence([int(seed), _STREAM_CANARY]))
@@ -154,7 +154,7 @@ def make_canaries(kind: str, features, labels, m: int, seed: int, *, scale: floa
     if kind == "mislabeled":
         if m > X.shape[0]:
             raise AuditInputError(
-                "--canaries", f"mislabeled canaries copy distinct records: at most {X.shape[0]}, got {m}"
+                "n_canaries", f"mislabeled canaries copy distinct records: at most {X.shape[0]}, got {m}"
             )
         rows = rng.choice(X.shape[0], size=m, replace=False)
         shift = rng.integers(1, n_classes, size=m)  # a different class, uniformly
@@ -165,7 +165,7 @@ def make_canaries(kind: str, features, labels, m: int, seed: int, *, scale: floa
         directions /= np.linalg.norm(directions, axis=1, keepdims=True)
         points = (centre + scale * radius * directions).astype(np.float32)
         return points, rng.integers(0, n_classes, size=m), None
-    raise AuditInputError("--kind", f"expected one of {', '.join(CANARY_KINDS)}, got {kind!r}")
+    raise AuditInputError("kind", f"expected one of {', '.join(CANARY_KINDS)}, got {kind!r}")
 
 
 def column_canaries(features, n_canaries: int, scale: float) -> tuple[np.ndarray, np.ndarray]:

@@ -96,9 +96,9 @@ from audit.dp_validation.canary_workers import (
 )
 from audit.dp_validation.claims import (
     PrivacyClaim,
+    check_stated_claim,
     claim_from_declaration,
     resolve_claim,
-    validate_claim,
 )
 from audit.dp_validation.mode_power import canary_mode_power
 from audit.dp_validation.scope import apply_power
@@ -150,7 +150,7 @@ def default_audit_data(n_rows: int = 256, seed: int = 0) -> tuple[np.ndarray, np
     """The harness's default synthetic table (`targets.datasets.make_default_tabular`), small."""
     from targets.datasets import make_default_tabular
 
-    n = _check_count("--rows", n_rows, 20)
+    n = _check_count("--rows", n_rows, 20, "n_rows")
     data = make_default_tabular(n, seed)
     return data.features.astype(np.float32), data.labels.astype(np.int64)
 
@@ -201,18 +201,18 @@ def run_canary_audit(
     trainer = _check_trainer(trainer)
     if kind == "dirac":
         raise AuditInputError(
-            "--kind",
+            "kind",
             "dirac inserts a gradient canary inside DP-SGD, which a black-box train(features, labels, "
             "seed) cannot receive; use --kind out_of_distribution or mislabeled to audit this trainer, or "
             "`privacy-audit whitebox-audit --factory module:function` to audit an Opacus training setup with it",
         )
     if kind not in CANARY_KINDS:
-        raise AuditInputError("--kind", f"expected one of {', '.join(CANARY_KINDS)}, got {kind!r}")
+        raise AuditInputError("kind", f"expected one of {', '.join(CANARY_KINDS)}, got {kind!r}")
     if mode not in AUDIT_MODES:
-        raise AuditInputError("--mode", f"expected one of {', '.join(AUDIT_MODES)}, got {mode!r}")
+        raise AuditInputError("mode", f"expected one of {', '.join(AUDIT_MODES)}, got {mode!r}")
     if mode in ("profile", "multi-canary") and kind != "out_of_distribution":
         raise AuditInputError(
-            "--kind",
+            "kind",
             f"the {mode} mode uses out-of-distribution column canaries; "
             "use --mode multi or one-run for mislabeled canaries",
         )
@@ -223,15 +223,13 @@ def run_canary_audit(
     models, canaries = (n_models if n_models is not None else 0), (n_canaries if n_canaries is not None else 0)
     # Everything checkable without running user code is checked before a worker starts.
     if mode != "one-run":
-        _check_count("--models", n_models, 4 if mode in ("profile", "multi-canary") else 2)
+        _check_count("--models", n_models, 4 if mode in ("profile", "multi-canary") else 2, "n_models")
     if mode not in ("multi", "profile"):
-        _check_count("--canaries", n_canaries, 1 if mode == "multi-canary" else 2)
-    if claimed_epsilon is not None:
-        validate_claim(
-            claimed_epsilon, 0.0 if delta is None else delta, epsilon_flag="--claimed-epsilon", delta_flag="--delta"
-        )
+        _check_count("--canaries", n_canaries, 1 if mode == "multi-canary" else 2, "n_canaries")
+    # The one check of the explicit claim (the declared CLAIM is read, and checked, in a worker below).
+    stated_epsilon, stated_delta = check_stated_claim(claimed_epsilon, delta)
     if features is None:
-        _check_count("--rows", n_rows, 20)
+        _check_count("--rows", n_rows, 20, "n_rows")
     if looks is not None:
         from audit.machinery.limits import check_count
 
@@ -260,19 +258,10 @@ def run_canary_audit(
         features, labels = default_audit_data(n_rows, seed)
     with _pool_for(trainer, pool, workers, timeout) as runner:
         (declared,) = runner.map(declared_claim_task, [(trainer,)])
-        claim = claim_from_declaration(*declared, claimed_epsilon=claimed_epsilon, delta=delta)
-        common = dict(claimed_epsilon=claim.epsilon, delta=claim.delta, confidence=confidence, seed=seed, pool=runner)
-        # The accountant's whole profile when it was told (σ, q, T) and ε was not overridden.
-        told = (claim.noise_multiplier, claim.sample_rate, claim.steps)
-        dpsgd = (
-            (float(told[0]), float(told[1]), int(told[2]))
-            if claim.is_dpsgd
-            and claimed_epsilon is None
-            and told[0] is not None
-            and told[1] is not None
-            and told[2] is not None
-            else None
-        )
+        # The claim, built once; it flows down unchanged (a stated ε carries no (σ, q, T), so the
+        # audits test the accountant's whole profile only when it was declared and not overridden).
+        claim = claim_from_declaration(*declared, claimed_epsilon=stated_epsilon, delta=stated_delta)
+        common = dict(claim=claim, confidence=confidence, seed=seed, pool=runner)
         if announce is not None and design is not None and mode == "profile":
             pilot = (planned_training_runs(mode, models) or models) - int(models)
             announce(
@@ -290,16 +279,13 @@ def run_canary_audit(
                 features,
                 labels,
                 n_runs=models,
-                dpsgd=dpsgd,
                 looks=DEFAULT_LOOKS if looks is None else looks,
                 spending=spending,
                 first_look_runs=first_look_runs,
                 **common,
             )
         elif mode == "multi-canary":
-            result = multi_canary_audit(
-                trainer, features, labels, n_runs=models, n_canaries=canaries, dpsgd=dpsgd, **common
-            )
+            result = multi_canary_audit(trainer, features, labels, n_runs=models, n_canaries=canaries, **common)
         elif mode == "multi":
             result = multi_run_canary_audit(
                 trainer,

@@ -25,7 +25,7 @@ from audit.dp_validation.canary_scoring import (
     _gains,
     _per_canary_standardised,
 )
-from audit.dp_validation.claims import validate_claim
+from audit.dp_validation.claims import PrivacyClaim, require_claim
 from audit.dp_validation.scope import claim_verdict
 from audit.errors import AuditInputError
 from audit.statistics.audit_ceilings import canaries_needed_one_run, ceiling_one_run
@@ -55,19 +55,20 @@ def multi_canary_audit(
     *,
     n_runs: int = 200,
     n_canaries: int = 32,
-    claimed_epsilon: float,
-    delta: float,
+    claim: PrivacyClaim,
     confidence: float = 0.95,
     seed: int = 0,
     scales: tuple[float, ...] = COLUMN_CANARY_SCALES,
     insert_canary: bool = True,
-    dpsgd: tuple[float, float, int] | None = None,
     pool=None,
     workers: int | None = None,
     timeout: float | None = canary_workers.TRAIN_TIMEOUT_S,
 ) -> dict[str, Any]:
     """ε lower bound from R = `n_runs` training runs, each with J = `n_canaries` column canaries
     (`column_canaries`), every (run, canary) slot included by an independent fair coin.
+
+    `claim`: the `PrivacyClaim` under audit (`PrivacyClaim.stated(ε, δ)`, `resolve_claim`), checked where it was
+    built and read here as it is.
 
     Bound: the one-run audit of Steinke, Nasr, Jagielski 2023 (arXiv 2305.08846) over all m = R·J
     slots. It is valid here because each slot changes one run's training set by one record and
@@ -84,16 +85,17 @@ def multi_canary_audit(
     bound uses the audited runs only, so choosing on the pilots costs nothing in validity.
 
     Also reported (`fdp_one_run`): the one-run f-DP test of Mahloujifar, Melis, Chaudhuri 2024
-    (arXiv 2410.22235) of the claim's whole curve (the PLD profile of `dpsgd` = (σ, q, T) when
+    (arXiv 2410.22235) of the claim's whole curve (the PLD profile of `claim.dpsgd` = (σ, q, T) when
     known, else the (ε, δ) pair) over the same slots, sound for the same reason.
 
     `insert_canary=False` is the null: coins are drawn but no canary is ever inserted.
     """
     trainer = canary_workers._check_trainer(trainer)
     X, y, n_classes = _validate_data(features, labels)
-    R = canary_workers._check_count("--models", n_runs, 4)
-    J = canary_workers._check_count("--canaries", n_canaries, 1)
-    eps, d = validate_claim(claimed_epsilon, delta, epsilon_flag="--claimed-epsilon", delta_flag="--delta")
+    R = canary_workers._check_count("--models", n_runs, 4, "n_runs")
+    J = canary_workers._check_count("--canaries", n_canaries, 1, "n_canaries")
+    claim = require_claim(claim)  # checked once, where it was built: read here as it is
+    eps, d = claim.epsilon, claim.delta
     scales = tuple(float(v) for v in scales)
     if not scales or not all(math.isfinite(v) and v > 0 for v in scales):
         raise AuditInputError("scales", f"expected positive numbers, got {scales!r}")
@@ -125,10 +127,10 @@ def multi_canary_audit(
     try:
         result = epsilon_lower_bound_one_run(_below_every_finite(scores.ravel()), members.ravel(), d, confidence)
     except ValueError as exc:
-        raise AuditInputError("--canaries", str(exc)) from None
+        raise AuditInputError("n_canaries", str(exc)) from None
     from audit.statistics.tradeoff_curves import claim_profile
 
-    profile = claim_profile(eps, d, dpsgd)
+    profile = claim_profile(eps, d, claim.dpsgd)
     fdp = _fdp_one_run(scores, members, profile, d, result.confidence)
     m = R * J
     ceiling = ceiling_one_run(m, d, result.confidence)

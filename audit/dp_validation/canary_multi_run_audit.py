@@ -25,7 +25,7 @@ from audit.dp_validation.canary_workers import (
     _train_many,
     _trainer_name,
 )
-from audit.dp_validation.claims import validate_claim
+from audit.dp_validation.claims import PrivacyClaim, require_claim
 from audit.dp_validation.scope import claim_verdict
 from audit.dp_validation.sequential_looks import declared_design, look_confidence, sequential_threshold_audit
 from audit.errors import AuditInputError
@@ -54,8 +54,7 @@ def multi_run_canary_audit(
     *,
     canary_kind: str = "out_of_distribution",
     n_models: int,
-    claimed_epsilon: float,
-    delta: float,
+    claim: PrivacyClaim,
     confidence: float = 0.95,
     seed: int = 0,
     statistic: str | None = None,
@@ -68,6 +67,9 @@ def multi_run_canary_audit(
     first_look_models: int = FIRST_LOOK_MODELS,
 ) -> dict[str, Any]:
     """ε lower bound for `trainer` from K = `n_models` runs with one canary and K runs without.
+
+    `claim`: the `PrivacyClaim` under audit (`PrivacyClaim.stated(ε, δ)`, `resolve_claim`), checked where it was
+    built and read here as it is.
 
     Jagielski, Ullman, Oprea 2020 (arXiv 2006.07709); Nasr et al. 2021 (arXiv 2101.04535).
     The canary (`make_canary(canary_kind, ...)`, labelled by the pilot models, see the module
@@ -103,9 +105,10 @@ def multi_run_canary_audit(
     """
     trainer = _check_trainer(trainer)
     X, y, n_classes = _validate_data(features, labels)
-    k = _check_count("--models", n_models, 2)
+    k = _check_count("--models", n_models, 2, "n_models")
     design = declared_design(k, confidence, looks=looks, spending=spending, first_look=first_look_models)
-    eps, d = validate_claim(claimed_epsilon, delta, epsilon_flag="--claimed-epsilon", delta_flag="--delta")
+    claim = require_claim(claim)  # checked once, where it was built: read here as it is
+    eps, d = claim.epsilon, claim.delta
     if statistic is None:
         statistic = "scaled_logit_gain" if canary_kind == "out_of_distribution" else "scaled_logit"
     if statistic not in MULTI_RUN_STATISTICS:

@@ -19,7 +19,7 @@ from audit.dp_validation.canary_scoring import (
     _finite_for_json,
     scores_from_log_probabilities,
 )
-from audit.dp_validation.claims import validate_claim
+from audit.dp_validation.claims import PrivacyClaim, require_claim
 from audit.dp_validation.scope import claim_verdict
 from audit.errors import AuditInputError
 from audit.statistics.audit_ceilings import canaries_needed_one_run, ceiling_one_run
@@ -33,8 +33,7 @@ def one_run_canary_audit(
     *,
     n_canaries: int,
     canary_kind: str = "mislabeled",
-    claimed_epsilon: float,
-    delta: float,
+    claim: PrivacyClaim,
     confidence: float = 0.95,
     seed: int = 0,
     statistic: str = "scaled_logit",
@@ -43,6 +42,9 @@ def one_run_canary_audit(
     timeout: float | None = canary_workers.TRAIN_TIMEOUT_S,
 ) -> dict[str, Any]:
     """ε lower bound for `trainer` from ONE training run with m = `n_canaries` canaries.
+
+    `claim`: the `PrivacyClaim` under audit (`PrivacyClaim.stated(ε, δ)`, `resolve_claim`), checked where it was
+    built and read here as it is.
 
     Steinke, Nasr, Jagielski 2023, "Privacy Auditing with One (1) Training Run", arXiv
     2305.08846. The canaries (`make_canaries`, labels from the pilot model) each join the
@@ -54,8 +56,9 @@ def one_run_canary_audit(
     """
     trainer = canary_workers._check_trainer(trainer)
     X, y, n_classes = _validate_data(features, labels)
-    m = canary_workers._check_count("--canaries", n_canaries, 2)
-    eps, d = validate_claim(claimed_epsilon, delta, epsilon_flag="--claimed-epsilon", delta_flag="--delta")
+    m = canary_workers._check_count("--canaries", n_canaries, 2, "n_canaries")
+    claim = require_claim(claim)  # checked once, where it was built: read here as it is
+    eps, d = claim.epsilon, claim.delta
     points, _, rows = make_canaries(canary_kind, X, y, m, seed)
     exclude = None if rows is None else y[rows]
     pilot_seed, run_seed = canary_workers._distinct_seeds(seed, _STREAM_MODELS, 2)
@@ -70,11 +73,11 @@ def one_run_canary_audit(
     floor = (finite.min() - 1.0) if finite.size else 0.0
     ranked = np.where(np.isfinite(scores), scores, floor)
     if coins.all() or not coins.any():
-        raise AuditInputError("--canaries", f"all {m} coins came up the same; use more canaries")
+        raise AuditInputError("n_canaries", f"all {m} coins came up the same; use more canaries")
     try:
         result = epsilon_lower_bound_one_run(ranked, coins, d, confidence)
     except ValueError as exc:
-        raise AuditInputError("--canaries", str(exc)) from None
+        raise AuditInputError("n_canaries", str(exc)) from None
     ceiling = ceiling_one_run(m, d, result.confidence)
     return {
         "audit": "canary, one run",

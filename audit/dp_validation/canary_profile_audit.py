@@ -35,7 +35,7 @@ from audit.dp_validation.canary_workers import (
     _train_many,
     _trainer_name,
 )
-from audit.dp_validation.claims import validate_claim
+from audit.dp_validation.claims import PrivacyClaim, require_claim
 from audit.dp_validation.scope import profile_verdict
 from audit.dp_validation.sequential_looks import DEFAULT_LOOKS, declared_design
 from audit.errors import AuditInputError
@@ -101,9 +101,7 @@ def profile_canary_audit(
     *,
     n_runs: int = 48000,
     n_pilot_runs: int | None = None,
-    claimed_epsilon: float,
-    delta: float,
-    dpsgd: tuple[float, float, int] | None = None,
+    claim: PrivacyClaim,
     confidence: float = 0.95,
     seed: int = 0,
     scales: tuple[float, ...] = PROFILE_CANARY_SCALES,
@@ -118,12 +116,15 @@ def profile_canary_audit(
 ) -> dict[str, Any]:
     """Does the trainer's output stay within the WHOLE privacy profile its accountant states?
 
+    `claim`: the `PrivacyClaim` under audit (`PrivacyClaim.stated(ε, δ)`, `resolve_claim`), checked where it was
+    built and read here as it is.
+
     `n_runs` independent training runs, each on the audit's dataset plus (by its own fair coin) one
     canary of the design the pilot chose: a column canary (`profile_canary`, the real records as
     given; score = its centred logit gain over the base point, `_centred_logit_gain`) or the
     one-class design (`one_class_canary`: the real records relabelled to one class, the canary
     another, but for one record of each class; score = its centred logit, `_centred_logit`). The claim's trade-off curve f_claim (`audit.statistics.tradeoff_curves`:
-    from the PLD profile of (σ, q, T) = `dpsgd` when the accountant's configuration is known, else
+    from the PLD profile of (σ, q, T) = `claim.dpsgd` when the accountant's configuration is known, else
     from the bare (ε, δ) pair) is the null hypothesis: `profile_test` refutes it when one
     threshold rule's errors lie below f_claim by more than chance allows (an exact test of the
     weighted error FNR + s·FPR, s the curve's slope there) — Dong, Roth, Su 2019 (arXiv
@@ -169,11 +170,12 @@ def profile_canary_audit(
 
     trainer = _check_trainer(trainer)
     X, y, n_classes = _validate_data(features, labels)
-    R = _check_count("--models", n_runs, 4)
+    R = _check_count("--models", n_runs, 4, "n_runs")
     sequential = profile_sequential_design(
         R, confidence, looks=looks, spending=spending, first_look_runs=first_look_runs
     )
-    eps, d = validate_claim(claimed_epsilon, delta, epsilon_flag="--claimed-epsilon", delta_flag="--delta")
+    claim = require_claim(claim)  # checked once, where it was built: read here as it is
+    eps, d = claim.epsilon, claim.delta
     scales = tuple(float(v) for v in scales)
     one_class_values = tuple(float(v) for v in one_class_values)
     for name, values in (("scales", scales), ("one_class_values", one_class_values)):
@@ -185,9 +187,9 @@ def profile_canary_audit(
     n_pilot = (
         max(4 * len(designs), R // 4)
         if n_pilot_runs is None
-        else _check_count("pilot runs", n_pilot_runs, 2 * len(designs))
+        else _check_count("pilot runs", n_pilot_runs, 2 * len(designs), "n_pilot_runs")
     )
-    profile = claim_profile(eps, d, dpsgd)
+    profile = claim_profile(eps, d, claim.dpsgd)
     if profile is None:  # never: ε is validated above, so at least the bare (ε, δ) pair's profile exists
         raise AuditInputError("claimed_epsilon", "no privacy profile for this claim")
     seeds = _distinct_seeds(seed, _STREAM_MODELS, n_pilot + R)
@@ -219,7 +221,7 @@ def profile_canary_audit(
     pilot_designs = pilot_design_plan(designs, preferred, n_pilot)
     audited_coins = coins[n_pilot:]
     if audited_coins.all() or not audited_coins.any():
-        raise AuditInputError("--models", "every coin came up the same; use more runs")
+        raise AuditInputError("n_runs", "every coin came up the same; use more runs")
     pilot_scores: list[float] = []
     audited_scores = np.full(R, np.nan)
     audited_design: list = [None] * R
@@ -266,7 +268,7 @@ def profile_canary_audit(
         chosen = choose_profile_design(margins, sizes, preferred=preferred)
         rule = rules[chosen]
         if rule is None and final:
-            raise AuditInputError("--models", "every pilot coin came up the same; use more runs")
+            raise AuditInputError("n_runs", "every pilot coin came up the same; use more runs")
         done = int(sum(design is not None for design in audited_design))
         if size > done:  # the new audited runs carry the canary design chosen now
             new = range(done, size)
@@ -290,7 +292,7 @@ def profile_canary_audit(
         }
         if rule is None or s_in.size == 0 or s_out.size == 0:
             if final:  # the last look must decide: a verdict never rests on an interim look's test
-                raise AuditInputError("--models", "too few runs of the chosen canary design on one side; use more runs")
+                raise AuditInputError("n_runs", "too few runs of the chosen canary design on one side; use more runs")
             return 1.0, {**details, "note": "no rule or no run on one side yet: this look tests nothing"}
         test = profile_test(s_in, s_out, rule, profile, 1.0 - level)
         # Refuted at this look's level; the audit's confidence is the family-wise one (the levels add up to α).

@@ -45,7 +45,7 @@ def scores_from_log_probabilities(log_probs: np.ndarray, labels, statistic: str 
     labels = np.asarray(labels, dtype=np.int64)
     if log_probs.shape[1] <= int(labels.max()):
         raise AuditInputError(
-            "--trainer",
+            "trainer",
             f"the model outputs {log_probs.shape[1]} classes but the canary's label is {int(labels.max())}",
         )
     rows = np.arange(labels.size)

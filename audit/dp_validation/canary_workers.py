@@ -30,8 +30,8 @@ def _load_trainer(trainer: str | Callable) -> Callable:
     if isinstance(trainer, str):
         from audit.machinery.user_code import load_user_function
 
-        with user_code("--trainer", f"module of trainer {trainer}"):
-            trainer = load_user_function(trainer, "--trainer")
+        with user_code("trainer", f"module of trainer {trainer}"):
+            trainer = load_user_function(trainer, "trainer")
     return _check_trainer(trainer)
 
 
@@ -41,7 +41,7 @@ def train_and_score_task(
     """A worker task: train the user's model once on (X, y) with `seed`, return its (n_points, C)
     log class probabilities at `points` (plain float64: the model never leaves the worker)."""
     function = _load_trainer(trainer)
-    with user_code("--trainer", f"trainer {_trainer_name(trainer)}"):
+    with user_code("trainer", f"trainer {_trainer_name(trainer)}"):
         model = function(X.copy(), y.copy(), int(seed))
     log_probs = _log_probabilities(model, np.asarray(points, dtype=np.float32))
     _check_model_output(log_probs, int(np.max(y)) + 1)
@@ -54,21 +54,21 @@ def _check_model_output(log_probs: np.ndarray, n_classes: int) -> None:
     signal" and let a broken trainer pass (exit 2 instead, naming what was wrong)."""
     if log_probs.shape[1] != n_classes:
         raise AuditInputError(
-            "--trainer",
+            "trainer",
             f"the returned model outputs {log_probs.shape[1]} classes but its "
             f"training labels have {n_classes} (0..{n_classes - 1})",
         )
     bad = ~np.isfinite(log_probs) & ~np.isneginf(log_probs)  # p = 0 (log −inf) is a valid probability
     if bad.any() or np.isneginf(log_probs).all(axis=1).any():
         raise AuditInputError(
-            "--trainer",
+            "trainer",
             f"the returned model's outputs are not finite probabilities at "
             f"{int(bad.any(axis=1).sum() or 1)} of {log_probs.shape[0]} points (NaN or infinite logits)",
         )
     total = np.exp(log_probs).sum(axis=1)
     if not np.allclose(total, 1.0, atol=1e-3):
         raise AuditInputError(
-            "--trainer",
+            "trainer",
             "the returned model's predict_proba rows do not sum to 1 "
             f"(e.g. {float(total[np.argmax(np.abs(total - 1))]):.4g})",
         )
@@ -104,7 +104,7 @@ def _pool_for(trainer, pool, workers: int | None, timeout: float | None):
     from audit.machinery.workers import WorkerPool, default_workers
 
     n = default_workers() if workers is None else workers
-    with WorkerPool(n, name="--trainer", timeout=timeout, what=f"trainer {_trainer_name(trainer)}") as own:
+    with WorkerPool(n, name="trainer", timeout=timeout, what=f"trainer {_trainer_name(trainer)}") as own:
         yield own
 
 
@@ -126,7 +126,7 @@ def _log_probabilities(model, X: np.ndarray) -> np.ndarray:
         raise
     except Exception as exc:
         raise AuditInputError(
-            "--trainer", f"the returned torch model failed on the canary: {type(exc).__name__}: {exc}"
+            "trainer", f"the returned torch model failed on the canary: {type(exc).__name__}: {exc}"
         ) from None
     if callable(getattr(model, "logits", None)):
         source, fn = "logits", model.logits
@@ -134,17 +134,17 @@ def _log_probabilities(model, X: np.ndarray) -> np.ndarray:
         source, fn = "predict_proba", model.predict_proba
     else:
         raise AuditInputError(
-            "--trainer",
+            "trainer",
             f"returned a {type(model).__name__}, which is neither a torch nn.Module nor has "
             ".logits(features) or .predict_proba(features)",
         )
     try:
         out = np.asarray(fn(X), dtype=float)
     except Exception as exc:
-        raise AuditInputError("--trainer", f"model.{source}(features) raised {type(exc).__name__}: {exc}") from None
+        raise AuditInputError("trainer", f"model.{source}(features) raised {type(exc).__name__}: {exc}") from None
     if out.ndim != 2 or out.shape[0] != X.shape[0]:
         raise AuditInputError(
-            "--trainer", f"model.{source}(features) returned shape {out.shape}, expected ({X.shape[0]}, classes)"
+            "trainer", f"model.{source}(features) returned shape {out.shape}, expected ({X.shape[0]}, classes)"
         )
     if source == "logits":
         return special.log_softmax(out, axis=1)
@@ -173,7 +173,7 @@ def _pilot_labels(pool, trainer, X_base, y_base, points, exclude, pilot_seeds, n
     for log_probs in _train_many(pool, trainer, [(X_base, y_base, s, points) for s in pilot_seeds]):
         if log_probs.shape[1] < n_classes:
             raise AuditInputError(
-                "--trainer", f"the model outputs {log_probs.shape[1]} classes, the labels have {n_classes}"
+                "trainer", f"the model outputs {log_probs.shape[1]} classes, the labels have {n_classes}"
             )
         per_pilot.append(np.nan_to_num(log_probs[:, :n_classes], nan=0.0, neginf=-1e300))
     median = np.median(np.stack(per_pilot), axis=0)
@@ -182,14 +182,15 @@ def _pilot_labels(pool, trainer, X_base, y_base, points, exclude, pilot_seeds, n
     return np.argmin(median, axis=1)
 
 
-def _check_count(name: str, value, minimum: int) -> int:
-    """A count in the range table of audit.machinery.limits (its lower end raised to `minimum`)."""
+def _check_count(option: str, value, minimum: int, parameter: str) -> int:
+    """A count in the range table of audit.machinery.limits under `option` (its lower end raised to
+    `minimum`); errors name the library `parameter` (the command shows its flag)."""
     from audit.machinery.limits import COUNT_LIMITS, check_count
 
-    if name in COUNT_LIMITS:
-        return check_count(name, value, low=minimum)
+    if option in COUNT_LIMITS:
+        return check_count(option, value, low=minimum, where=parameter)
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise AuditInputError(name, f"expected an integer ≥ {minimum}, got {value!r}")
+        raise AuditInputError(parameter, f"expected an integer ≥ {minimum}, got {value!r}")
     return int(value)
 
 
@@ -209,7 +210,7 @@ def _check_canary_memory(mode: str, n_models: int, n_canaries: int, n_rows: int)
         needed = n_canaries * _BYTES_PER_SCORE + (n_rows + n_canaries) * _BYTES_PER_ROW * 8
     check_memory(
         needed,
-        "--models" if mode != "one-run" else "--canaries",
+        "n_models" if mode != "one-run" else "n_canaries",
         f"canary-audit --mode {mode} with {n_models:,} runs, {n_canaries:,} canaries and {n_rows:,} rows",
     )
 
@@ -217,8 +218,8 @@ def _check_canary_memory(mode: str, n_models: int, n_canaries: int, n_rows: int)
 def _check_trainer(trainer):
     if isinstance(trainer, str):
         if ":" not in trainer:
-            raise AuditInputError("--trainer", f"expected module:function, got {trainer!r}")
+            raise AuditInputError("trainer", f"expected module:function, got {trainer!r}")
         return trainer
     if not callable(trainer):
-        raise AuditInputError("--trainer", f"expected a callable train(features, labels, seed), got {trainer!r}")
+        raise AuditInputError("trainer", f"expected a callable train(features, labels, seed), got {trainer!r}")
     return trainer

@@ -2,6 +2,12 @@
 
 A claim is either {epsilon, delta} or a DP-SGD configuration {noise_multiplier, sample_rate, steps,
 delta}, whose ε is the tight PLD accountant's. Shared by the canary and mechanism audits.
+
+Validated once, at the boundary: `check_stated_claim` (the explicit ε / δ a caller passed, before any
+user code runs) and `claim_from_declaration` (the declared CLAIM, read in a worker) build one frozen
+`PrivacyClaim`; the audits below take it as it is (`claim=`) and never check it again. Errors name the
+library parameter (`claimed_epsilon`, `delta`) or the place of the CLAIM; the commands show the flag
+(`audit/cli/parameter_flags.py`).
 """
 
 from __future__ import annotations
@@ -14,24 +20,57 @@ from typing import Any
 from audit.errors import AuditInputError
 from audit.statistics.accountants import DPSGDEvent, epsilon_pld
 
-__all__ = ["PrivacyClaim", "claim_from_declaration", "declared_claim", "resolve_claim", "validate_claim"]
+__all__ = [
+    "PrivacyClaim",
+    "check_stated_claim",
+    "claim_from_declaration",
+    "declared_claim",
+    "require_claim",
+    "resolve_claim",
+    "validate_claim",
+]
+
+# Where an explicit claim came from, as results.json has always recorded it.
+STATED_SOURCE = "--claimed-epsilon/--delta"
 
 
 def validate_claim(
     claimed_epsilon, delta, *, epsilon_flag: str = "claimed_epsilon", delta_flag: str = "delta"
 ) -> tuple[float, float]:
-    """(ε, δ) as floats; ε must be finite and > 0, δ in [0, 1). AuditInputError otherwise.
+    """(ε, δ) as floats; ε must be finite and > 0, δ in [0, 1). AuditInputError otherwise, naming
+    `epsilon_flag` / `delta_flag` (a parameter, or the place of a declared CLAIM).
 
     Strict types (a CLAIM is input like any other): "4.5" and True are not numbers."""
+    return _check_epsilon(claimed_epsilon, epsilon_flag), _check_delta(delta, delta_flag)
+
+
+def _check_epsilon(value: Any, where: str) -> float:
     from audit.machinery.input_files import check_finite, shorten
 
-    eps = check_finite(claimed_epsilon, epsilon_flag)
+    eps = check_finite(value, where)
     if not eps > 0:
-        raise AuditInputError(epsilon_flag, f"must be a finite number > 0, got {shorten(claimed_epsilon, 40)}")
-    d = check_finite(delta, delta_flag)
+        raise AuditInputError(where, f"must be a finite number > 0, got {shorten(value, 40)}")
+    return eps
+
+
+def _check_delta(value: Any, where: str) -> float:
+    from audit.machinery.input_files import check_finite, shorten
+
+    d = check_finite(value, where)
     if not (0 <= d < 1):
-        raise AuditInputError(delta_flag, f"must be in [0, 1), got {shorten(delta, 40)}")
-    return eps, d
+        raise AuditInputError(where, f"must be in [0, 1), got {shorten(value, 40)}")
+    return d
+
+
+def check_stated_claim(claimed_epsilon: Any, delta: Any) -> tuple[float | None, float | None]:
+    """The explicit parts of a claim a caller passed, as checked floats (None where not passed).
+
+    Called once at a library boundary, before any user code runs; `claim_from_declaration` then
+    combines them with the declared CLAIM without checking them again."""
+    return (
+        None if claimed_epsilon is None else _check_epsilon(claimed_epsilon, "claimed_epsilon"),
+        None if delta is None else _check_delta(delta, "delta"),
+    )
 
 
 @dataclass(frozen=True)
@@ -56,12 +95,40 @@ class PrivacyClaim:
     sample_rate: float | None = None
     steps: int | None = None
 
+    @classmethod
+    def stated(cls, epsilon: Any, delta: Any) -> PrivacyClaim:
+        """A claim of (`epsilon`, `delta`) as a caller states it, checked here (errors name
+        `claimed_epsilon` and `delta`): the form the audit functions take as `claim=`."""
+        eps, d = check_stated_claim(epsilon, delta)
+        if eps is None or d is None:
+            raise AuditInputError("claimed_epsilon" if eps is None else "delta", "required for a stated claim")
+        return cls(eps, d, STATED_SOURCE)
+
     @property
     def is_dpsgd(self) -> bool:
         return self.noise_multiplier is not None
 
+    @property
+    def dpsgd(self) -> tuple[float, float, int] | None:
+        """(σ, q, T) when the claim is a DP-SGD configuration (its whole privacy profile is known), else None."""
+        if self.noise_multiplier is None or self.sample_rate is None or self.steps is None:
+            return None
+        return float(self.noise_multiplier), float(self.sample_rate), int(self.steps)
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def require_claim(claim: Any) -> PrivacyClaim:
+    """`claim` when it is a `PrivacyClaim` (built, and checked, at the boundary): the audits take it as it
+    is. Anything else is refused, so that no bare number slips past the one check."""
+    if not isinstance(claim, PrivacyClaim):
+        raise AuditInputError(
+            "claim",
+            f"expected a PrivacyClaim (PrivacyClaim.stated(epsilon, delta) or resolve_claim(...)), "
+            f"got {type(claim).__name__}",
+        )
+    return claim
 
 
 def _claim_from_dict(claim: Any, where: str, delta_override: float | None) -> PrivacyClaim:
@@ -78,8 +145,8 @@ def _claim_from_dict(claim: Any, where: str, delta_override: float | None) -> Pr
         steps = claim["steps"]
         if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= 10**7:
             raise AuditInputError(f"{where}['steps']", f"expected an integer in [1, 10⁷], got {steps!r}"[:200])
-        delta = claim["delta"] if delta_override is None else delta_override
-        _, d = validate_claim(1.0, delta, delta_flag="delta" if delta_override is not None else where)
+        # An override was checked at the boundary (`check_stated_claim`); the declared δ is checked here.
+        d = _check_delta(claim["delta"], where) if delta_override is None else delta_override
         if d == 0:
             raise AuditInputError(where, "delta must be > 0 for a Gaussian-noise (DP-SGD) claim")
         eps = epsilon_pld(DPSGDEvent(sigma, q, steps), d)
@@ -113,17 +180,19 @@ def claim_from_declaration(
     declared: Any, where: str | None, *, claimed_epsilon: float | None = None, delta: float | None = None
 ) -> PrivacyClaim:
     """The claim to audit: explicit `claimed_epsilon` (+ `delta`) first, else the `declared` CLAIM
-    (found at `where`). AuditInputError when there is none."""
+    (found at `where`). AuditInputError when there is none.
+
+    `claimed_epsilon` and `delta` are the floats `check_stated_claim` returned at the boundary: they
+    are not checked again; what the declaration adds is checked here, once."""
     if claimed_epsilon is not None:
         if delta is None:
             if isinstance(declared, dict) and "delta" in declared:
-                delta = declared["delta"]
+                delta = _check_delta(declared["delta"], "delta")
             else:
                 raise AuditInputError(
                     "delta", "required with --claimed-epsilon (the trainer declares no CLAIM with a delta)"
                 )
-        eps, d = validate_claim(claimed_epsilon, delta)
-        return PrivacyClaim(eps, d, "--claimed-epsilon/--delta")
+        return PrivacyClaim(claimed_epsilon, delta, STATED_SOURCE)
     if declared is None:
         raise AuditInputError(
             "claimed_epsilon",
@@ -137,6 +206,9 @@ def resolve_claim(
     trainer: Callable | None = None, *, claimed_epsilon: float | None = None, delta: float | None = None
 ) -> PrivacyClaim:
     """The claim to audit: explicit `claimed_epsilon` (+ `delta`) first, else the trainer's CLAIM
-    (an attribute of the function, else of its module). AuditInputError when there is none."""
+    (an attribute of the function, else of its module). AuditInputError when there is none.
+
+    The boundary for a caller in this process: the explicit parts are checked here, once."""
+    eps, d = check_stated_claim(claimed_epsilon, delta)
     declared, where = declared_claim(trainer) if trainer is not None else (None, None)
-    return claim_from_declaration(declared, where, claimed_epsilon=claimed_epsilon, delta=delta)
+    return claim_from_declaration(declared, where, claimed_epsilon=eps, delta=d)
