@@ -278,13 +278,14 @@ def _search(
                     tile_blocks = torch.amin(tile.view(qc, _BLOCK, row_blocks_per_tile), dim=1)
                     if block_min is not None:
                         block_min[:, t * row_blocks_per_tile : (t + 1) * row_blocks_per_tile] = tile_blocks
-                    else:
+                    elif rows_state is not None:  # k_a == 1: always set
                         rows_state.offer(q0, tile_blocks, 1, t * row_blocks_per_tile)
                 if cols_state is not None and not (symmetric and t == c):
                     col_blocks = torch.amin(tile.view(_BLOCK, col_blocks_per_chunk, rc), dim=0)
                     cols_state.offer(r0, col_blocks, 0, c * col_blocks_per_chunk)
             n_valid = min(qc, n_a - q0)
-            if block_min is not None and n_valid > 0:
+            # block_min is set only when k_a ≥ 2, and then so are dist_a and index_a.
+            if block_min is not None and dist_a is not None and index_a is not None and n_valid > 0:
                 b0, b1 = t_first * row_blocks_per_tile, t_stop * row_blocks_per_tile
                 if b1 <= b0:
                     dist_a[q0 : q0 + n_valid], index_a[q0 : q0 + n_valid] = math.inf, -1

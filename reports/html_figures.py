@@ -58,9 +58,15 @@ def _collect_figures(
     """Figure groups (heading, columns, figures) and the names of figures this rendering lacks."""
     from audit.machinery.safe_files import PNG_MAGIC, read_run_file, run_folder_files
 
-    folder = run_dir / "figures" if run_dir is not None else None
     # Regular files only, no symlink below the run folder, bounded: a figure cannot pull in a system file.
-    available = run_folder_files(run_dir, folder, "*.png") if folder is not None else []
+    available = run_folder_files(run_dir, run_dir / "figures", "*.png") if run_dir is not None else []
+
+    def png(path: Path) -> bytes:
+        """A figure listed in `available` (there is none without a run folder), read safely."""
+        if run_dir is None:
+            raise ValueError(f"no run folder to read {path.name} from")
+        return read_run_file(run_dir, path, magic=PNG_MAGIC)
+
     by_stem = {p.stem: p for p in available}
     summary: list[_Figure] = []
     missing: list[str] = []
@@ -71,9 +77,7 @@ def _collect_figures(
     for stem in ("empirical_vs_accountant", "privacy_utility"):
         title, caption = _FIGURE_TEXT[stem]
         if stem in by_stem:
-            summary.append(
-                _Figure(title, caption, read_run_file(run_dir, by_stem[stem], magic=PNG_MAGIC), "run folder")
-            )
+            summary.append(_Figure(title, caption, png(by_stem[stem]), "run folder"))
             used.add(stem)
             continue
         if redrawn is None:
@@ -85,7 +89,7 @@ def _collect_figures(
 
     if "roc_all" in by_stem:
         title, caption = _FIGURE_TEXT["roc_all"]
-        every_roc = [_Figure(title, caption, read_run_file(run_dir, by_stem["roc_all"], magic=PNG_MAGIC), "run folder")]
+        every_roc = [_Figure(title, caption, png(by_stem["roc_all"]), "run folder")]
         used.add("roc_all")
     elif results.get("targets"):
         missing.append("ROC curves (they need the run folder's figures/; results.json holds no ROC points)")
@@ -97,7 +101,7 @@ def _collect_figures(
             _Figure(
                 f"ROC, ε = {label}",
                 "Every attack on this target.",
-                read_run_file(run_dir, path, magic=PNG_MAGIC),
+                png(path),
                 "run folder",
             )
         )
@@ -105,15 +109,9 @@ def _collect_figures(
     synthetic = []
     for path in (p for p in available if p.stem.startswith("synthetic_")):
         title = path.stem.removeprefix("synthetic_").replace("_", " ")
-        synthetic.append(
-            _Figure(f"Synthetic data: {title}", "", read_run_file(run_dir, path, magic=PNG_MAGIC), "run folder")
-        )
+        synthetic.append(_Figure(f"Synthetic data: {title}", "", png(path), "run folder"))
         used.add(path.stem)
-    others = [
-        _Figure(p.stem.replace("_", " "), "", read_run_file(run_dir, p, magic=PNG_MAGIC), "run folder")
-        for p in available
-        if p.stem not in used
-    ]
+    others = [_Figure(p.stem.replace("_", " "), "", png(p), "run folder") for p in available if p.stem not in used]
     groups = [
         ("Summary", 2, summary),
         ("ROC of every target", 1, every_roc),

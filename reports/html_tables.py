@@ -72,7 +72,8 @@ def _split_counts(data: dict[str, Any]) -> str:
     ]
     total = data.get("n_rows")
     listed = " + ".join(f"{_num(n)} {name}" for n, name in parts if n is not None)
-    adds_up = all(_is_number(n) for n, _ in parts) and _is_number(total) and sum(n for n, _ in parts) == total
+    counts = [n for n, _ in parts if _is_number(n)]
+    adds_up = len(counts) == len(parts) and _is_number(total) and sum(counts) == total
     text = f"{_num(total)} total {'=' if adds_up else ':'} {listed}"
     n_train, n_candidates = data.get("n_train"), data.get("n_candidates")
     if _is_number(n_train) and _is_number(n_candidates):
@@ -181,7 +182,7 @@ def _attack_cell(attacks: list[dict[str, Any]]) -> str:
     """Every attack on one target as a small borderless table inside the target's row."""
     if not attacks:
         return "—"
-    aucs = [a.get("auc") for a in attacks if _is_number(a.get("auc"))]
+    aucs = [auc for auc in (a.get("auc") for a in attacks) if _is_number(auc)]
     top = max(aucs) if len(aucs) > 1 else None
     rows = []
     for attack in attacks:
@@ -285,14 +286,20 @@ def _training_table(results: dict[str, Any]) -> str:
     )
 
 
+def _dict_at(entry: dict[str, Any], key: str) -> dict[str, Any]:
+    """`entry[key]` when it is a dict, else an empty one (a hand-edited results file may hold anything)."""
+    value = entry.get(key)
+    return value if isinstance(value, dict) else {}
+
+
 def _synthetic_section(results: dict[str, Any]) -> str:
     entries = [e for e in results.get("synthetic") or [] if isinstance(e, dict)]
     if not entries:
         return ""
     rows, flag_items = [], []
     for index, entry in enumerate(entries):
-        nndr, dcr, mia = (entry.get(k) if isinstance(entry.get(k), dict) else {} for k in ("nndr", "dcr", "mia"))
-        bounds = mia.get("epsilon_lb") if isinstance(mia.get("epsilon_lb"), dict) else {}
+        nndr, dcr, mia = (_dict_at(entry, k) for k in ("nndr", "dcr", "mia"))
+        bounds = _dict_at(mia, "epsilon_lb")
         sound = [v for k, v in bounds.items() if k in _ESTIMATOR_NAMES and _is_number(v)]
         generator = entry.get("generator") or f"entry {index + 1}"
         share = _num(dcr.get("dcr_share"))

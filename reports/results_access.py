@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeGuard
 
 from audit.machinery.leakage import tpr_at  # noqa: F401  (re-exported: one reading of a TPR key)
 
@@ -16,7 +16,8 @@ def get(mapping: Any, *keys: str, default: Any = None) -> Any:
     return mapping
 
 
-def is_number(value: Any) -> bool:
+def is_number(value: Any) -> TypeGuard[int | float]:
+    """A JSON number: int or float, not a bool (the guard lets a checker use it as one)."""
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 

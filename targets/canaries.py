@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import numpy as np
 import torch
@@ -64,6 +65,16 @@ MIN_ROWS_PER_STEP = 4
 WITNESS_STEP_SHARE = 0.1
 MAX_DEFAULT_CANARIES = 10_000
 MIN_DEFAULT_CANARIES = 1_000
+
+
+_T = TypeVar("_T")
+
+
+def _given(value: _T | None, what: str) -> _T:
+    """`value`, which the canaries' kind or the training step guarantees is set (a ValueError if not)."""
+    if value is None:
+        raise ValueError(f"{what} is not set")
+    return value
 
 
 def canary_count_for(n_parameters: int) -> int:
@@ -103,7 +114,7 @@ class GradientCanaries:
         # Its own stream, so which canaries join a step does not depend on how many go as rows.
         self._pick_rng = np.random.default_rng(np.random.SeedSequence([int(self.seed), 32]))
         self._in = np.flatnonzero(self.coins)
-        self._params: list[torch.Tensor] | None = None
+        self._params: list[torch.Tensor] = []  # the optimizer's trainable parameters, from attach()
         self._buffer: torch.Tensor | None = None
         self._joined: np.ndarray | None = None
         self._norms: np.ndarray | None = None  # per-canary clipping norm under per-layer clipping (attach)
@@ -124,7 +135,7 @@ class GradientCanaries:
         if self.kind == "dirac":
             # Coordinates are sorted, so each parameter's canaries are one contiguous slice.
             self._coordinates = torch.as_tensor(self.coordinates, dtype=torch.long)
-            self._slices = np.searchsorted(self.coordinates, self._offsets)
+            self._slices = np.searchsorted(_given(self.coordinates, "Dirac canaries' coordinates"), self._offsets)
             self._local = [
                 self._coordinates[self._slices[k] : self._slices[k + 1]] - int(self._offsets[k])
                 for k in range(len(self._params))
@@ -169,8 +180,9 @@ class GradientCanaries:
 
     def _project_random(self, tensors) -> np.ndarray:
         """Random directions: one matrix-vector product of the (m, d) directions with the flat tensors."""
-        flat = torch.cat([t.reshape(-1).to(self.directions.dtype).cpu() for t in tensors])
-        return (self.directions @ flat).double().numpy()
+        directions = _given(self.directions, "random canaries' directions")
+        flat = torch.cat([t.reshape(-1).to(directions.dtype).cpu() for t in tensors])
+        return (directions @ flat).double().numpy()
 
     # -- every step ------------------------------------------------------------------------------
 
@@ -210,7 +222,7 @@ class GradientCanaries:
         self._joined[included] += 1.0
         samples = []
         for p in self._params:
-            grad_sample = p.grad_sample
+            grad_sample = p.grad_sample  # type: ignore[attr-defined]  # set by Opacus's GradSampleModule
             if isinstance(grad_sample, list):
                 grad_sample = torch.cat(grad_sample)
             if not isinstance(grad_sample, torch.Tensor):
@@ -229,7 +241,7 @@ class GradientCanaries:
                     keep = self._keep_like(grad_sample)[start:stop]
                     # In place: Opacus made this tensor for this step alone (a list was joined above).
                     grad_sample = grad_sample.reshape(b, -1).mul_(keep).view(b, *p.shape)
-                p.grad_sample = grad_sample
+                p.grad_sample = grad_sample  # type: ignore[attr-defined]  # read by Opacus's clipping
         else:
             buffer = self._rows(b + r, first)
             for index, grad_sample in enumerate(samples):
@@ -243,10 +255,11 @@ class GradientCanaries:
                     value
                 )
             else:
-                torch.mul(self.directions[torch.as_tensor(as_rows)].to(device, first.dtype), value, out=buffer[b:])
+                rows = _given(self.directions, "random canaries' directions")[torch.as_tensor(as_rows)]
+                torch.mul(rows.to(device, first.dtype), value, out=buffer[b:])
             for index, p in enumerate(self._params):
                 start, stop = int(self._offsets[index]), int(self._offsets[index + 1])
-                p.grad_sample = buffer[:, start:stop].view(b + r, *p.shape)
+                p.grad_sample = buffer[:, start:stop].view(b + r, *p.shape)  # type: ignore[attr-defined]
         if direct.size:
             # What a correct per-sample clipping makes of each: C along its direction. Opacus adds
             # the clipped rows' sum to `p.summed_grad` (`clip_and_accumulate`), then the noise.
@@ -256,11 +269,13 @@ class GradientCanaries:
                     C if self._norms is None else torch.as_tensor(self._norms[direct], dtype=first.dtype, device=device)
                 )
             else:
-                added = (self.directions[torch.as_tensor(direct)].sum(0) * C).to(device, first.dtype)
+                rows = _given(self.directions, "random canaries' directions")[torch.as_tensor(direct)]
+                added = (rows.sum(0) * C).to(device, first.dtype)
             for index, p in enumerate(self._params):
                 start, stop = int(self._offsets[index]), int(self._offsets[index + 1])
                 part = added[start:stop].view(p.shape)
-                p.summed_grad = part if getattr(p, "summed_grad", None) is None else p.summed_grad + part
+                summed = getattr(p, "summed_grad", None)
+                p.summed_grad = part if summed is None else summed + part  # type: ignore[attr-defined]  # Opacus's
         self.inserted += k
         self.as_rows += r
         self.inserted_steps += int(join)
@@ -336,7 +351,7 @@ class GradientCanaries:
             x = self._gather(lambda p: p.grad.detach()) * factor
             self._check_clipping(optimizer)
         else:
-            x = self._project_random([p.grad.detach() for p in self._params]) * factor
+            x = self._project_random([_given(p.grad, "a parameter's gradient").detach() for p in self._params]) * factor
         self.sums += x
         if self.noise_multiplier is not None and self.sample_rate < 1:
             a = (2 * x - 1) / (2 * float(self.noise_multiplier) ** 2)

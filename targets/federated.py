@@ -311,9 +311,11 @@ def train_locally(
             loss.backward()
             optimizer.step()
             steps += 1
-    plain = model._module if private else model
+    plain = model._module if private else model  # Opacus's GradSampleModule wraps the model
+    if not isinstance(plain, nn.Module):
+        raise TypeError(f"expected the trained nn.Module, got {type(plain).__name__}")
     if private:
-        model.remove_hooks()
+        model.remove_hooks()  # type: ignore[operator]  # GradSampleModule's (the static type is nn.Module)
     return {k: v.detach().cpu().clone() for k, v in plain.state_dict().items()}, steps
 
 

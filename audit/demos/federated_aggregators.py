@@ -11,12 +11,14 @@ claim). Both claim σ = 1.1, q = 0.1 of the clients per round, 20 rounds, δ = 1
 
 from __future__ import annotations
 
+from typing import Any
+
 from targets.federated import dp_fedavg_aggregate
 from targets.federated_step_functions import DPFedAvgStepFunctions
 
 __all__ = ["dp_fedavg", "dp_fedavg_noise_sigma_not_sigma_c"]
 
-CLAIM_ARGS = dict(noise_multiplier=1.1, client_sample_rate=0.1, rounds=20, delta=1e-5)
+CLAIM_ARGS: dict[str, Any] = dict(noise_multiplier=1.1, client_sample_rate=0.1, rounds=20, delta=1e-5)
 
 
 def _noise_sigma_not_sigma_c(updates, clip, noise_multiplier, expected_clients, generator):

@@ -97,11 +97,14 @@ def canary_client_entry(
 ) -> dict[str, Any]:
     """Train the twin federation with canary clients and audit the client-level claim `claim`; without `m`,
     as many as make it testable in a Holm family of up to `decisive_rows` rows (`default_canary_clients`)."""
+    sigma, epsilon = target.client_noise_multiplier, target.epsilon_target
+    if sigma is None or epsilon is None:  # a non-private federation has no client-level claim to audit
+        raise ValueError("canary clients audit a client-level DP federation; this target is not one")
     n_parameters = sum(int(p.numel()) for p in target.model.state_dict().values())
     canary_seed = int(np.random.SeedSequence([int(seed), _CANARY_STREAM]).generate_state(1)[0])
     if m is None:
         m = default_canary_clients(
-            target.client_noise_multiplier,
+            sigma,
             spec.client_sample_rate,
             spec.rounds,
             claim,
@@ -115,12 +118,12 @@ def canary_client_entry(
         client_data,
         n_classes,
         spec,
-        epsilon=float(target.epsilon_target),
+        epsilon=float(epsilon),
         delta=delta,
         accountant=accountant,
         seed=seed,
         device=device,
-        client_noise_multiplier=target.client_noise_multiplier,
+        client_noise_multiplier=sigma,
         canary_clients=canaries,
     )
     accuracy = float((twin.logits(test_features).argmax(axis=1) == test_labels).mean())
@@ -130,7 +133,7 @@ def canary_client_entry(
         canaries.coins.copy(),
         claim=float(claim),
         delta=float(delta),
-        noise_multiplier=float(target.client_noise_multiplier),
+        noise_multiplier=float(sigma),
         sample_rate=float(spec.client_sample_rate),
         steps=int(spec.rounds),
         confidence=confidence,

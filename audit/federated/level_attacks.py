@@ -130,14 +130,15 @@ def client_mia_scores(
 
 def server_update_scores(target: FederatedTarget, inputs: FederationInputs) -> tuple[np.ndarray, np.ndarray] | None:
     """Update-level MIA of the honest-but-curious server on the watched client's candidates."""
-    if target.watched_before is None:
+    before, after = target.watched_before, target.watched_after  # both set, or neither
+    if before is None or after is None:
         return None
     k = target.watched_client
     cand = inputs.splits.candidate_idx
     own = inputs.client_of_row[cand] == k
     x, y = inputs.data.features[cand[own]], inputs.data.labels[cand[own]]
     models = []
-    for state in (target.watched_before, target.watched_after):
+    for state in (before, after):
         model = build_mlp(x.shape[1], inputs.spec.hidden_sizes, inputs.data.n_classes, seed=0)
         model.load_state_dict(state)
         models.append(model)
@@ -190,21 +191,21 @@ def attack_rows(
                 rows.append((f"{name}/client_{k}", scores[own], members[own], cand_y[own], record_claim(k)))
     server = server_update_scores(target, inputs)
     if server is not None:
-        k = target.watched_client
-        own = site == k
+        watched = target.watched_client
+        own = site == watched
         claim = (
-            record_claim(k)
+            record_claim(watched)
             if level == "record"
             else {
                 "level": "record",
-                "client": k,
+                "client": watched,
                 "epsilon": None,
                 "note": "none: under client-level DP the server sees clipped updates before the noise"
                 if level == "client"
                 else "non-private",
             }
         )
-        rows.append((f"server_update/client_{k}", server[0], server[1], cand_y[own], claim))
+        rows.append((f"server_update/client_{watched}", server[0], server[1], cand_y[own], claim))
     client_mia = client_mia_scores(inputs, epsilon, index, ckpt, progress)
     if client_mia is not None:
         claim = {

@@ -50,7 +50,7 @@ def target_to_plain(target: FederatedTarget) -> dict[str, Any]:
 
 def target_from_plain(plain: dict[str, Any], spec: FederatedSpec, n_features: int, n_classes: int) -> FederatedTarget:
     model = build_mlp(n_features, spec.hidden_sizes, n_classes, seed=0)
-    model.load_state_dict(_torch_state(plain["state"]))
+    model.load_state_dict({k: torch.as_tensor(v) for k, v in plain["state"].items()})
     meta = plain["meta"]
     return FederatedTarget(
         model=model.eval(),

@@ -184,7 +184,7 @@ class _AttackConfigBase(_Strict):
 def _knob_field(knob) -> tuple[Any, Any]:
     """A pydantic (annotation, FieldInfo) for one attack `Knob` (attacks/registry.py)."""
     if knob.choices:
-        annotation: Any = Literal[knob.choices]  # type: ignore[valid-type]
+        annotation: Any = Literal[knob.choices]
         field = Field(knob.default, description=knob.why)
     else:
         bounds: dict[str, Any] = {"gt" if knob.low_open else "ge": knob.low} if knob.low is not None else {}
@@ -229,13 +229,15 @@ else:
     AttackConfig = attack_config_model()
 
 
+SyntheticGenerator = Literal["noisy_copy", "gaussian_copula", "dp_vae"]
+SYNTHETIC_GENERATORS: tuple[SyntheticGenerator, ...] = ("noisy_copy", "gaussian_copula", "dp_vae")
+
+
 class SyntheticConfig(_Strict):
     """The synthetic-data sweep of `run`: generators trained on the target's training rows (the
     coin-flip members), checked against the non-member candidates as holdout."""
 
-    generators: list[Literal["noisy_copy", "gaussian_copula", "dp_vae"]] = Field(
-        default_factory=lambda: ["noisy_copy", "gaussian_copula", "dp_vae"], min_length=1
-    )
+    generators: list[SyntheticGenerator] = Field(default_factory=lambda: list(SYNTHETIC_GENERATORS), min_length=1)
     epsilons: list[float] | None = Field(
         None, max_length=64, description="ε sweep of dp_vae; default: the finite privacy.epsilons"
     )

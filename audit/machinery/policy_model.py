@@ -119,7 +119,7 @@ class PolicyOverride(_Strict):
 class Policy(_Strict):
     name: str | None = Field(None, description="shown in reports; defaults to the file name")
     description: str | None = None
-    rules: PolicyRules = Field(default_factory=PolicyRules)  # type: ignore[arg-type]  # pydantic's overloads read a model class as Never
+    rules: PolicyRules = Field(default_factory=PolicyRules)
     overrides: list[PolicyOverride] = Field(default_factory=list)
     path: str | None = Field(None, exclude=True, description="file it was read from (set by load_policy)")
 
