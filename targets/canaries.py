@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
@@ -407,21 +407,26 @@ def make_canaries(
         kind = "dirac" if m <= DIRAC_SHARE * d else "random"
     rng = np.random.default_rng(np.random.SeedSequence([int(seed), 30]))
     coins = rng.random(m) < 0.5
+
+    def made(**where: Any) -> GradientCanaries:
+        # Everything but where the canaries point (Dirac coordinates or random directions) is common to both kinds.
+        return GradientCanaries(
+            kind,
+            coins,
+            float(sample_rate),
+            float(scale),
+            int(seed),
+            noise_multiplier=noise_multiplier,
+            max_rows=max_rows,
+            **where,
+        )
+
     if kind == "dirac":
         if m > d:
             raise ValueError(f"{m} Dirac canaries need {m} coordinates; the model has {d}")
         coordinates = np.sort(rng.choice(d, size=m, replace=False))
         # Coins must not follow the coordinate order (ties in scores break by position).
-        return GradientCanaries(
-            "dirac",
-            coins,
-            float(sample_rate),
-            float(scale),
-            int(seed),
-            coordinates=coordinates,
-            noise_multiplier=noise_multiplier,
-            max_rows=max_rows,
-        )
+        return made(coordinates=coordinates)
     if kind != "random":
         raise ValueError(f"canary kind must be auto, dirac or random, got {kind!r}")
     if m * d > RANDOM_DIRECTIONS_LIMIT:
@@ -429,13 +434,4 @@ def make_canaries(
     generator = torch.Generator().manual_seed(int(rng.integers(2**62)))
     directions = torch.randn((m, d), generator=generator, dtype=torch.float32)
     directions /= directions.norm(dim=1, keepdim=True)
-    return GradientCanaries(
-        "random",
-        coins,
-        float(sample_rate),
-        float(scale),
-        int(seed),
-        directions=directions,
-        noise_multiplier=noise_multiplier,
-        max_rows=max_rows,
-    )
+    return made(directions=directions)

@@ -12,7 +12,7 @@ from attacks.lira import lira_offline_scores
 from attacks.model_outputs import logit_scaled_confidence
 from audit.errors import AuditInputError
 from audit.federated.setup import FederationInputs, federated_section, federation_seed
-from audit.federated.tasks import client_mia_run_task, reference_confidences_task
+from audit.federated.tasks import FederationSettings, client_mia_run_task, reference_confidences_task
 from audit.machinery.checkpoints import TargetCheckpoints
 from reports.figures import epsilon_label
 from targets.federated import FederatedTarget
@@ -43,6 +43,14 @@ def _map(inputs: FederationInputs, function, tasks: list[tuple], kwargs: dict, p
     return executor.map(function, tasks, kwargs, on_result=note)
 
 
+def _federation_settings(inputs: FederationInputs, client_data, epsilon: float) -> FederationSettings:
+    """The settings every federation a task trains for this target shares (`audit.federated.tasks`)."""
+    privacy = inputs.config.privacy
+    return FederationSettings(
+        client_data, inputs.data.n_classes, inputs.spec, epsilon, privacy.delta, privacy.accountant, inputs.task_device
+    )
+
+
 def reference_confidences(
     inputs: FederationInputs, epsilon: float, index: int, target: FederatedTarget, ckpt: TargetCheckpoints, progress
 ) -> np.ndarray | None:
@@ -62,13 +70,7 @@ def reference_confidences(
             "a client holds no pool rows to train reference federations on; set it to 0 or use more data",
         )
     kwargs = dict(
-        client_data=pool_clients,
-        n_classes=inputs.data.n_classes,
-        spec=inputs.spec,
-        epsilon=epsilon,
-        delta=inputs.config.privacy.delta,
-        accountant=inputs.config.privacy.accountant,
-        device=inputs.task_device,
+        settings=_federation_settings(inputs, pool_clients, epsilon),
         noise_multipliers=[c.noise_multiplier for c in target.clients],
         client_noise_multiplier=target.client_noise_multiplier,
         features=inputs.data.features[cand],
@@ -99,15 +101,7 @@ def client_mia_scores(
     stored = ckpt.load_arrays("client_mia")
     if stored is not None:
         return stored["scores"], stored["members"].astype(bool)
-    kwargs = dict(
-        client_data=inputs.client_data(inputs.splits.train_idx),
-        n_classes=inputs.data.n_classes,
-        spec=inputs.spec,
-        epsilon=epsilon,
-        delta=inputs.config.privacy.delta,
-        accountant=inputs.config.privacy.accountant,
-        device=inputs.task_device,
-    )
+    kwargs = dict(settings=_federation_settings(inputs, inputs.client_data(inputs.splits.train_idx), epsilon))
     tasks = [
         (federation_seed(inputs.config.seed, index, 2, j), federation_seed(inputs.config.seed, index, 3, j))
         for j in range(runs)

@@ -10,7 +10,7 @@ so `--executor local|processes|ray` and any `--workers` give the same numbers.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -67,29 +67,35 @@ def target_from_plain(plain: dict[str, Any], spec: FederatedSpec, n_features: in
     )
 
 
-def _federation(
-    client_data,
-    n_classes: int,
-    spec: FederatedSpec,
-    epsilon: float,
-    delta: float,
-    accountant: str,
-    seed: int,
-    device: str,
-    **extra: Any,
-) -> FederatedTarget:
-    """One federation trained inside a task (the device named by the caller, resolved in the worker)."""
-    return train_federation(
-        client_data,
-        n_classes,
-        spec,
-        epsilon=epsilon,
-        delta=delta,
-        accountant=accountant,
-        seed=seed,
-        device=resolve_device(device),
-        **extra,
-    )
+@dataclass(frozen=True)
+class FederationSettings:
+    """What every federation trained for one target shares: the clients' data, the classes, the spec, the
+    claim (ε, δ, accountant) and the device (named by the caller, resolved in the worker). One task
+    argument, so the tasks' signatures do not repeat it."""
+
+    client_data: Sequence[tuple[np.ndarray, np.ndarray]]
+    n_classes: int
+    spec: FederatedSpec
+    epsilon: float
+    delta: float
+    accountant: str
+    device: str
+
+    def train(
+        self, seed: int, client_data: Sequence[tuple[np.ndarray, np.ndarray]] | None = None, **extra: Any
+    ) -> FederatedTarget:
+        """One federation trained inside a task (on `client_data` instead of the settings' when given)."""
+        return train_federation(
+            self.client_data if client_data is None else client_data,
+            self.n_classes,
+            self.spec,
+            epsilon=self.epsilon,
+            delta=self.delta,
+            accountant=self.accountant,
+            seed=seed,
+            device=resolve_device(self.device),
+            **extra,
+        )
 
 
 def target_federation_task(
@@ -105,70 +111,34 @@ def target_federation_task(
     watch_client: int | None,
     eval_data,
 ) -> dict[str, Any]:
-    target = _federation(
-        client_data,
-        n_classes,
-        spec,
-        epsilon,
-        delta,
-        accountant,
-        seed,
-        device,
-        watch_client=watch_client,
-        eval_data=eval_data,
-    )
-    return target_to_plain(target)
+    settings = FederationSettings(client_data, n_classes, spec, epsilon, delta, accountant, device)
+    return target_to_plain(settings.train(seed, watch_client=watch_client, eval_data=eval_data))
 
 
 def reference_confidences_task(
     seed: int,
     *,
-    client_data,
-    n_classes: int,
-    spec: FederatedSpec,
-    epsilon: float,
-    delta: float,
-    accountant: str,
-    device: str,
+    settings: FederationSettings,
     noise_multipliers: Sequence[float | None],
     client_noise_multiplier: float | None,
     features: np.ndarray,
     labels: np.ndarray,
 ) -> np.ndarray:
-    reference = _federation(
-        client_data,
-        n_classes,
-        spec,
-        epsilon,
-        delta,
-        accountant,
-        seed,
-        device,
-        noise_multipliers=noise_multipliers,
-        client_noise_multiplier=client_noise_multiplier,
+    reference = settings.train(
+        seed, noise_multipliers=noise_multipliers, client_noise_multiplier=client_noise_multiplier
     )
     return logit_scaled_confidence(reference.logits(features), labels)
 
 
-def client_mia_run_task(
-    coin_seed: int,
-    seed: int,
-    *,
-    client_data,
-    n_classes: int,
-    spec: FederatedSpec,
-    epsilon: float,
-    delta: float,
-    accountant: str,
-    device: str,
-) -> tuple[list[float], list[bool]]:
+def client_mia_run_task(coin_seed: int, seed: int, *, settings: FederationSettings) -> tuple[list[float], list[bool]]:
     """One federation with every client's participation a fair coin (from `coin_seed`); the score of
     each client is the final model's mean logit-scaled confidence on its rows."""
+    client_data = settings.client_data
     coins = np.random.default_rng(coin_seed).random(len(client_data)) < 0.5
     if not coins.any():
         coins[0] = True  # a federation needs one client; client 0 then is not a fair coin this run
     participating = [(x, y) if coins[k] else (x[:0], y[:0]) for k, (x, y) in enumerate(client_data)]
-    federation = _federation(participating, n_classes, spec, epsilon, delta, accountant, seed, device)
+    federation = settings.train(seed, participating)
     scores = [
         float(np.mean(logit_scaled_confidence(federation.logits(x), y))) if len(y) else 0.0 for x, y in client_data
     ]
