@@ -170,14 +170,16 @@ def canary_audit(
     mode: Annotated[
         str,
         typer.Option(
-            help="profile (independent runs vs the claim's trade-off curve) | multi-canary (runs × column canaries) | multi (K models with, K without) | one-run"
+            help="profile (independent runs vs the claim's trade-off curve) | multi-canary (runs × column canaries) "
+            "| multi (K models with, K without) | one-run"
         ),
     ] = "profile",
     models: Annotated[
         int | None,
         typer.Option(
             "--models",
-            help="runs (profile, default 48000 plus a quarter as many pilot runs; multi-canary, default 200) or models per side (multi, default 200)",
+            help="runs (profile, default 48000 plus a quarter as many pilot runs; multi-canary, default 200) "
+            "or models per side (multi, default 200)",
         ),
     ] = None,
     canaries: Annotated[
@@ -190,7 +192,8 @@ def canary_audit(
         int | None,
         typer.Option(
             "--looks",
-            help="profile, multi: looks at the evidence (the planned --models halved each time; default 6; stops at the first that refutes); 1 = fixed size",
+            help="profile, multi: looks at the evidence (the planned --models halved each time; default 6; "
+            "stops at the first that refutes); 1 = fixed size",
         ),
     ] = None,
     spending: Annotated[
@@ -417,7 +420,8 @@ def conformance(
         str | None,
         typer.Option(
             "--factory",
-            help="module:function () -> (model, optimizer, data_loader, privacy_engine) made private by Opacus: the checks drive YOUR optimizer, loader and accountant; runs your code",
+            help="module:function () -> (model, optimizer, data_loader, privacy_engine) made private by Opacus: "
+            "the checks drive YOUR optimizer, loader and accountant; runs your code",
         ),
     ] = None,
     seed: Annotated[int, typer.Option(help="seed of the checks' draws")] = 0,

@@ -73,7 +73,8 @@ LedgerOption = Annotated[
     typer.Option(
         "--ledger",
         callback=_ledger_callback,
-        help="privacy ledger to record this release in: a file path (SQLite) or postgresql+psycopg://user@host/db; with --dataset",
+        help="privacy ledger to record this release in: a file path (SQLite) or "
+        "postgresql+psycopg://user@host/db; with --dataset",
     ),
 ]
 DatasetOption = Annotated[

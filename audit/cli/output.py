@@ -312,7 +312,8 @@ def print_bound(result: dict, what: str, path: Path, fail_on_inconclusive: bool 
         )
         if isinstance(result.get("one_run_epsilon_lower_bound"), (int, float)):
             console.print(
-                f"one-run bound (Steinke et al. 2023) over the same runs: ε ≥ {result['one_run_epsilon_lower_bound']:.3f}"
+                "one-run bound (Steinke et al. 2023) over the same runs: "
+                f"ε ≥ {result['one_run_epsilon_lower_bound']:.3f}"
             )
     fdp = result.get("fdp_one_run")
     if isinstance(fdp, dict) and "refuted" in fdp:

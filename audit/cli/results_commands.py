@@ -92,8 +92,8 @@ def _stored_policy(results: dict[str, Any], results_file: Path):
 
 def _results_or_audit_file(path: Path) -> tuple[Path, str | None, bool]:
     """(file, audit kind or None, found inside a folder): a run folder or results.json → results.json;
-    a single audit's folder or `<kind>.json` (any kind of audit/machinery/audit_kinds.py) → that file. A file found inside a folder must be a regular file
-    there, not a link (audit.machinery.safe_files)."""
+    a single audit's folder or `<kind>.json` (any kind of audit/machinery/audit_kinds.py) → that file. A
+    file found inside a folder must be a regular file there, not a link (audit.machinery.safe_files)."""
     import os
 
     from audit.machinery.audit_kinds import AUDIT_KINDS as SINGLE_AUDIT_KINDS  # live: a plug-in kind too
@@ -241,7 +241,8 @@ def gate(
         Path,
         typer.Argument(
             metavar="RESULTS",
-            help="a results.json or run folder, or a canary-audit / mechanism-audit / whitebox-audit / conformance / accountant-check JSON or folder",
+            help="a results.json or run folder, or a canary-audit / mechanism-audit / whitebox-audit / conformance "
+            "/ accountant-check JSON or folder",
         ),
     ],
     policy: Annotated[Path, typer.Option("--policy", help="YAML policy")],
@@ -256,7 +257,8 @@ def gate(
         str | None,
         typer.Option(
             "--tracking-uri",
-            help="MLflow store of the run the results name (default: the SQLite store the results point to, if it exists here)",
+            help="MLflow store of the run the results name "
+            "(default: the SQLite store the results point to, if it exists here)",
         ),
     ] = None,
     fail_on_inconclusive: FailOnInconclusiveOption = False,
@@ -307,7 +309,8 @@ def report(
         str | None,
         typer.Option(
             "--tracking-uri",
-            help="with --policy: MLflow store of the run the results name (default: the SQLite store the results point to, if it exists here)",
+            help="with --policy: MLflow store of the run the results name "
+            "(default: the SQLite store the results point to, if it exists here)",
         ),
     ] = None,
     fail_on_inconclusive: FailOnInconclusiveOption = False,

@@ -45,5 +45,6 @@ def print_runs_used(result: dict[str, Any], unit: str) -> None:
     sequential = result.get("sequential")
     if isinstance(sequential, dict):
         _say(
-            f"{unit}: {sequential['runs_used']:,} of {sequential['runs_planned']:,} planned; {sequential['stop_reason']}"
+            f"{unit}: {sequential['runs_used']:,} of {sequential['runs_planned']:,} planned; "
+            f"{sequential['stop_reason']}"
         )

@@ -209,9 +209,10 @@ def one_class_canary(n_features: int, value: float) -> tuple[np.ndarray, np.ndar
 
     The auditor picks the whole dataset (DP holds for every pair of neighbours; Nasr et al. 2021,
     arXiv 2101.04535, audit with crafted datasets): the real records keep their features but are
-    all labelled one class (but for one record of each class), and the canary, `value` in its own column and 0 elsewhere, carries
-    another label. The model learns the bias toward the real records' class within a few steps,
-    after which their residuals (and gradients) vanish while the canary's stays near its largest:
+    all labelled one class (but for one record of each class), and the canary, `value` in its own
+    column and 0 elsewhere, carries another label. The model learns the bias toward the real
+    records' class within a few steps, after which their residuals (and gradients) vanish while
+    the canary's stays near its largest:
     its clipped gradient is the full C at every step it is sampled, as a Dirac canary's would be.
     Its score (`_centred_logit`) reads its own column's weights AND the bias, so an error that
     gives the bias more than its share of the clipping budget (per-tensor clipping) shows, which

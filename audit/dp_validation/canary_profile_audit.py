@@ -123,7 +123,8 @@ def profile_canary_audit(
     canary of the design the pilot chose: a column canary (`profile_canary`, the real records as
     given; score = its centred logit gain over the base point, `_centred_logit_gain`) or the
     one-class design (`one_class_canary`: the real records relabelled to one class, the canary
-    another, but for one record of each class; score = its centred logit, `_centred_logit`). The claim's trade-off curve f_claim (`audit.statistics.tradeoff_curves`:
+    another, but for one record of each class; score = its centred logit, `_centred_logit`). The claim's
+    trade-off curve f_claim (`audit.statistics.tradeoff_curves`:
     from the PLD profile of (σ, q, T) = `claim.dpsgd` when the accountant's configuration is known, else
     from the bare (ε, δ) pair) is the null hypothesis: `profile_test` refutes it when one
     threshold rule's errors lie below f_claim by more than chance allows (an exact test of the

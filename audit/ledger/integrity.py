@@ -67,7 +67,10 @@ SQLITE_HEADER = b"SQLite format 3\x00"
 VERSION_TABLE = "ledger_alembic_version"
 LEDGER_TABLES = frozenset(t.__tablename__ for t in (Dataset, Release, Removal, BudgetChange))
 MAX_BUDGET = 1e4  # the largest max_total_epsilon `set-budget` accepts
-_RESTORE = "restore the ledger from a backup (rows are never edited by privacy-audit; a release is removed with `ledger remove`)"
+_RESTORE = (
+    "restore the ledger from a backup (rows are never edited by privacy-audit; "
+    "a release is removed with `ledger remove`)"
+)
 
 
 class LedgerRowError(AuditInputError):

@@ -348,7 +348,8 @@ def model_folder_limits_markdown() -> list[str]:
     rows += [
         f"| any other integer in `config.json` | ≤ {lm.ANY_INT_LIMIT:,} |",
         f"| parameters (config estimate and safetensors headers) | ≤ {lm.DEFAULT_MAX_PARAMETERS:,} |",
-        f"| `config.json`, `tokenizer_config.json`, `generation_config.json`, index files | ≤ {lm.JSON_LIMIT:,} bytes |",
+        "| `config.json`, `tokenizer_config.json`, `generation_config.json`, index files "
+        f"| ≤ {lm.JSON_LIMIT:,} bytes |",
         f"| `tokenizer.json` | ≤ {lm.TOKENIZER_LIMIT:,} bytes |",
         f"| one safetensors header | ≤ {lm.HEADER_LIMIT:,} bytes |",
         f"| files in the folder | ≤ {lm.MAX_FILES:,} |",

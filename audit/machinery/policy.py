@@ -21,7 +21,8 @@ A policy states what a release must satisfy, e.g.
 target (× attack / FPR level) it applies to; `audit.machinery.verdict.verdict_for_results` folds
 that into the one `results["verdict"]` dict every command writes. A rule without the data to
 evaluate it (synthetic rules on a results file without synthetic data, a TPR level the results do
-not report) gives a check marked not applicable, which never fails the gate but is listed (and is a skipped test case in JUnit).
+not report) gives a check marked not applicable, which never fails the gate but is listed (and is
+a skipped test case in JUnit).
 
 Which numbers the rules read (results.json schema_version 1, 2 or 3):
 - max_auc, max_tpr_at_fpr: every `targets[].attacks[]` entry, and the distance attack of every

@@ -441,7 +441,10 @@ def gate_run_target(results: dict[str, Any], tracking_uri: str | None) -> tuple[
             "give --tracking-uri to log the gate's verdict there"
         )
     if not _is_mlflow_sqlite(Path(uri[len("sqlite:///") :])):
-        return f"MLflow: the store '{shown_uri}' the results point to is not an MLflow SQLite store here, so the gate's verdict is in the files only"
+        return (
+            f"MLflow: the store '{shown_uri}' the results point to is not an MLflow SQLite store here, "
+            "so the gate's verdict is in the files only"
+        )
     return uri, run_id
 
 
@@ -457,7 +460,10 @@ def log_gate_verdict(tracking_uri: str, run_id: str, tags: dict[str, str], polic
         try:
             client.get_run(run_id)
         except Exception:  # noqa: BLE001 - mlflow raises MlflowException / RestException for a missing run
-            return f"MLflow: run {run_id} is not in the store '{tracking_uri[:120]}', so the gate's verdict is in the files only"
+            return (
+                f"MLflow: run {run_id} is not in the store '{tracking_uri[:120]}', "
+                "so the gate's verdict is in the files only"
+            )
         tag_run(tracking_uri, run_id, tags)
         if policy_file is not None and policy_file.is_file():
             _with_lock_retries(client.log_artifact, run_id, str(policy_file), "gate")

@@ -32,7 +32,8 @@ has power, **untestable** here if none could have failed. A policy's rules are a
 (`rules`), never claims. The top line: "fail" if a claim was refuted or a rule failed,
 "inconclusive" if one was untestable or not refuted (fail with a policy's `fail_on_inconclusive`),
 "pass" only when every claim held, and "no_claim" when nothing claimed was tested: then the leakage
-statements (audit.machinery.leakage) say LEAKS or NO SIGNIFICANT LEAKAGE FOUND, and the verdict fails only with `--fail-on-leak`.
+statements (audit.machinery.leakage) say LEAKS or NO SIGNIFICANT LEAKAGE FOUND, and the verdict
+fails only with `--fail-on-leak`.
 
 `verdict_for_results` builds the built-in checks from a results dict (targets, synthetic entries)
 and adds a policy's rules beside its claims; `gate` and `report` recompute it from results.json, so the

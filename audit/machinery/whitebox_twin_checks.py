@@ -113,7 +113,8 @@ def whitebox_one_run_checks(subject: str, label: str, row: dict[str, Any], claim
         ]
     p = float(row["p_value"])
     message = (
-        f"{label}, {family} ({m} {row.get('kind')} canaries, {row.get('observe') or 'every iterate'}): Steinke et al. ε ≥ "
+        f"{label}, {family} ({m} {row.get('kind')} canaries, {row.get('observe') or 'every iterate'}): "
+        "Steinke et al. ε ≥ "
         f"{float(row['steinke_epsilon']):.3f}, f-DP test {'refutes' if row.get('fdp_refuted') else 'does not refute'} "
         f"the claim's curve, vs accountant ε {claim:.3f} (p = {p:.2g}); at the family's level {reach}"
         f" (estimates: Gaussian sum ε ≈ {_estimate_text(row.get('gaussian_sum_epsilon'))}, Andrew et al. ε ≈ "

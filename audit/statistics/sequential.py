@@ -126,7 +126,8 @@ class GroupSequentialDesign:
             return f"fixed size: {self.sizes[-1]:,} {unit}, one test at level {self.alpha:g}"
         return (
             f"sequential: {self.sizes[-1]:,} {unit} planned, {len(self.sizes)} looks after {looks} {unit} "
-            f"(level in brackets; {self.spending} spending, Bonferroni over the looks: family-wise α = {self.alpha:g}); "
+            f"(level in brackets; {self.spending} spending, Bonferroni over the looks: "
+            f"family-wise α = {self.alpha:g}); "
             "it stops at the first look that refutes"
         )
 
