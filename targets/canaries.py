@@ -186,6 +186,14 @@ class GradientCanaries:
 
     # -- every step ------------------------------------------------------------------------------
 
+    def _joining(self, join: bool) -> np.ndarray:
+        """This step's canaries: each in-coin canary by its own Bernoulli(q) draw (none when not `join`)."""
+        if not join:
+            return self._in[:0]
+        if self.sample_rate >= 1:
+            return self._in
+        return self._in[self._rng.random(self._in.size) < self.sample_rate]
+
     def insert(self, join: bool = True) -> int:
         """After backward(), before optimizer.step(): zero Dirac coordinates in the real rows, append
         this step's witness canaries as rows and add the others to the clipped sum (module
@@ -198,12 +206,7 @@ class GradientCanaries:
         `join=False`: a physical step that the optimizer will skip (Opacus's BatchMemoryManager
         splits one logical batch into several): no canary joins (they are drawn once per LOGICAL
         step, at its last physical step), the real rows are still zeroed on the canaries' coordinates."""
-        if not join:
-            included = self._in[:0]
-        elif self.sample_rate >= 1:
-            included = self._in
-        else:
-            included = self._in[self._rng.random(self._in.size) < self.sample_rate]
+        included = self._joining(join)
         k = int(included.size)
         C = float(self._optimizer.max_grad_norm)
         value = float(self.scale) * C
@@ -292,12 +295,7 @@ class GradientCanaries:
                 "ghost clipping keeps no per-sample gradients: only Dirac canaries (a model of ≥ 10 "
                 "coordinates per canary) can join its clipped sum"
             )
-        if not join:
-            included = self._in[:0]
-        elif self.sample_rate >= 1:
-            included = self._in
-        else:
-            included = self._in[self._rng.random(self._in.size) < self.sample_rate]
+        included = self._joining(join)
         C = float(self._optimizer.max_grad_norm)
         values = np.full(self.m, C) if self._norms is None else self._norms
         for k, p in enumerate(self._params):

@@ -97,8 +97,8 @@ def canary_client_entry(
 ) -> dict[str, Any]:
     """Train the twin federation with canary clients and audit the client-level claim `claim`; without `m`,
     as many as make it testable in a Holm family of up to `decisive_rows` rows (`default_canary_clients`)."""
-    sigma, epsilon = target.client_noise_multiplier, target.epsilon_target
-    if sigma is None or epsilon is None:  # a non-private federation has no client-level claim to audit
+    sigma, target_epsilon = target.client_noise_multiplier, target.epsilon_target
+    if sigma is None or target_epsilon is None:  # a non-private federation has no client-level claim to audit
         raise ValueError("canary clients audit a client-level DP federation; this target is not one")
     n_parameters = sum(int(p.numel()) for p in target.model.state_dict().values())
     canary_seed = int(np.random.SeedSequence([int(seed), _CANARY_STREAM]).generate_state(1)[0])
@@ -118,7 +118,7 @@ def canary_client_entry(
         client_data,
         n_classes,
         spec,
-        epsilon=float(epsilon),
+        epsilon=float(target_epsilon),
         delta=delta,
         accountant=accountant,
         seed=seed,
