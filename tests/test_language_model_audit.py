@@ -146,12 +146,14 @@ def test_a_pytorch_module_with_logits_is_audited_in_a_worker(cli, tmp_path, text
 
 
 def test_a_shifted_member_set_is_flagged_by_the_blind_baseline(tmp_path, hf_folder):
-    from audit.model_audits.language_model_audit import audit_language_model
+    from audit.model_audits.language_model_audit import LanguageModelInputs, audit_language_model
 
     members = _write_jsonl(tmp_path / "m.jsonl", [r.text + " signed dr smith ." for r in CORPUS.candidates[16:36]])
     nonmembers = _write_jsonl(tmp_path / "n.jsonl", [r.text for r in CORPUS.pool[:20]])
     results = audit_language_model(
-        members=members, nonmembers=nonmembers, hf_model=hf_folder, max_length=64, attack_names=["lm_loss"]
+        LanguageModelInputs(
+            members=members, nonmembers=nonmembers, hf_model=hf_folder, max_length=64, attack_names=("lm_loss",)
+        )
     )
     assert results["text"]["blind_baseline"]["distribution_shift"] is True
     assert any("distribution shift" in note for note in results["notes"])

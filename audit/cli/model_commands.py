@@ -370,7 +370,11 @@ def _audit_language_model(
     from audit.machinery.policy import load_policy
     from audit.machinery.run_directory import check_output_folder
     from audit.machinery.tracking import check_tracking_uri
-    from audit.model_audits.language_model_audit import audit_language_model, prepare_language_model_audit
+    from audit.model_audits.language_model_audit import (
+        LanguageModelInputs,
+        audit_language_model,
+        prepare_language_model_audit,
+    )
     from reports.console import results_summary_table
     from reports.text_tables import text_console_tables
 
@@ -392,7 +396,7 @@ def _audit_language_model(
     names = [name.strip() for name in attacks.split(",") if name.strip()] if attacks else None
     model_name = Path(hf_model).name if hf_model is not None else lm_module
     # Counts, texts, the model folder and the memory it needs: checked before a run folder exists.
-    prepared = prepare_language_model_audit(
+    inputs = LanguageModelInputs(
         members=members,
         nonmembers=nonmembers,
         hf_model=hf_model,
@@ -403,25 +407,16 @@ def _audit_language_model(
         max_length=max_length,
         batch_size=batch_size,
         device=device,
-        attack_names=names,
+        attack_names=None if names is None else tuple(names),
     )
+    prepared = prepare_language_model_audit(inputs)
     progress = command_progress(quiet)
     results, final = publish_results(
         lambda staging: with_fail_on_leak(
             audit_language_model(
-                members=members,
-                nonmembers=nonmembers,
-                hf_model=hf_model,
-                lm_module=lm_module,
-                tokenizer=tokenizer,
-                reference_model=reference_model,
+                inputs,
                 claimed_epsilon=claim,
-                text_field=text_field,
-                max_length=max_length,
-                batch_size=batch_size,
-                device=device,
                 timeout=timeout or 600.0,
-                attack_names=names,
                 progress=progress,
                 scores_path=staging / "scores" / "scores.csv",
                 prepared=prepared,

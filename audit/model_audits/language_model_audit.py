@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -175,37 +176,51 @@ def _score(
     return TokenStatistics.concat([TokenStatistics(p["logprob"], p["mean"], p["std"]) for p in parts])
 
 
-def prepare_language_model_audit(
-    *,
-    members: Path,
-    nonmembers: Path,
-    hf_model: Path | None = None,
-    lm_module: str | None = None,
-    tokenizer: Path | None = None,
-    reference_model: Path | None = None,
-    text_field: str = "text",
-    max_length: int = 512,
-    batch_size: int = 16,
-    device: str = "auto",
-    attack_names: list[str] | None = None,
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class LanguageModelInputs:
+    """What one language-model audit reads: the member and non-member texts files (`text_field` of each
+    JSON line), the model (a Hugging Face folder `hf_model`, or `lm_module` "module:function"), its
+    `tokenizer`, an optional `reference_model` (trained on disjoint data), how the texts are batched
+    (`max_length` tokens, `batch_size` texts, on `device`) and the attacks (`attack_names`; None: every
+    text attack the inputs allow)."""
+
+    members: Path
+    nonmembers: Path
+    hf_model: Path | None = None
+    lm_module: str | None = None
+    tokenizer: Path | None = None
+    reference_model: Path | None = None
+    text_field: str = "text"
+    max_length: int = 512
+    batch_size: int = 16
+    device: str = "auto"
+    attack_names: tuple[str, ...] | None = None
+
+
+def prepare_language_model_audit(inputs: LanguageModelInputs) -> dict[str, Any]:
     """Every check of a language-model audit that runs nothing: the counts (the range table), the
     texts files, the model folder (targets/language_model_sources.py) and the memory the batches
     need. The CLI calls it before it creates a run folder, so a refusal leaves nothing behind."""
+    max_length, batch_size, device, reference_model = (
+        inputs.max_length,
+        inputs.batch_size,
+        inputs.device,
+        inputs.reference_model,
+    )
     check_count("--max-length", max_length)  # the range table (audit/machinery/limits.py)
     check_count("--batch-size", batch_size)
     if device not in ("auto", "cpu") and not str(device).startswith("cuda"):
         raise AuditInputError("--device", f"expected auto, cpu or cuda, got {device!r}")
-    member_texts = read_texts(members, "--members", text_field)
-    nonmember_texts = read_texts(nonmembers, "--nonmembers", text_field)
-    source, record = _source(hf_model, lm_module, tokenizer, "--hf-model", max_length, batch_size)
+    member_texts = read_texts(inputs.members, "--members", inputs.text_field)
+    nonmember_texts = read_texts(inputs.nonmembers, "--nonmembers", inputs.text_field)
+    source, record = _source(inputs.hf_model, inputs.lm_module, inputs.tokenizer, "--hf-model", max_length, batch_size)
     reference_source = None
     if reference_model is not None:
         reference_source, reference_record = _source(
             reference_model, None, None, "--reference-model", max_length, batch_size
         )
         record["reference"] = reference_record
-    names = attack_names or [
+    names = list(inputs.attack_names or []) or [
         n
         for n in TEXT_ATTACKS  # an attack that needs a reference model says so
         if not get_text_attack(n).needs_reference or reference_source is not None
@@ -227,46 +242,26 @@ def prepare_language_model_audit(
 
 
 def audit_language_model(
+    inputs: LanguageModelInputs,
     *,
-    members: Path,
-    nonmembers: Path,
-    hf_model: Path | None = None,
-    lm_module: str | None = None,
-    tokenizer: Path | None = None,
-    reference_model: Path | None = None,
     claimed_epsilon: float | None = None,
     delta: float = 1e-5,
     confidence: float = 0.95,
-    text_field: str = "text",
-    max_length: int = 512,
-    batch_size: int = 16,
-    device: str = "auto",
     timeout: float = 600.0,
     seed: int = 0,
-    attack_names: list[str] | None = None,
     progress=None,
     scores_path: Path | None = None,
     prepared: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The results dict of one language-model audit (schema_version 2). Bad input → AuditInputError.
-    `prepared`: what `prepare_language_model_audit` returned for these arguments (else it runs here)."""
+    `prepared`: what `prepare_language_model_audit(inputs)` returned (else it runs here)."""
     from audit.machinery.progress import as_progress
 
     progress = as_progress(progress)
     if prepared is None:
-        prepared = prepare_language_model_audit(
-            members=members,
-            nonmembers=nonmembers,
-            hf_model=hf_model,
-            lm_module=lm_module,
-            tokenizer=tokenizer,
-            reference_model=reference_model,
-            text_field=text_field,
-            max_length=max_length,
-            batch_size=batch_size,
-            device=device,
-            attack_names=attack_names,
-        )
+        prepared = prepare_language_model_audit(inputs)
+    members, nonmembers, hf_model, lm_module = inputs.members, inputs.nonmembers, inputs.hf_model, inputs.lm_module
+    max_length, batch_size, device = inputs.max_length, inputs.batch_size, inputs.device
     member_texts, nonmember_texts = prepared["member_texts"], prepared["nonmember_texts"]
     source, record, reference_source = prepared["source"], prepared["record"], prepared["reference_source"]
     names = prepared["names"]
