@@ -36,6 +36,7 @@ from audit.machinery.memory_estimates import language_model_bytes
 from audit.machinery.verdict import verdict_for_results
 from audit.machinery.workers import WorkerPool
 from audit.model_audits.language_model_scoring import score_texts_task
+from audit.model_audits.score_audit import NOT_TRAINED_HERE
 from audit.statistics.attack_evaluation import evaluate_attack
 
 SCHEMA_VERSION = 3
@@ -336,11 +337,7 @@ def audit_language_model(
         "blind_baseline": blind,  # read by the leakage statement (audit.machinery.leakage)
         "epsilon_target": claim,
         "delta": delta,
-        "noise_multiplier": None,
-        "sample_rate": None,
-        "steps": None,
-        "max_grad_norm": None,
-        "poisson_sampling": None,
+        **NOT_TRAINED_HERE,
         "accountant": None,
         "epsilon": {"claimed": claim} if claim is not None else {},
         "epsilon_accountant": claim,

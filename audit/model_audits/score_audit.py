@@ -22,6 +22,16 @@ from audit.statistics.attack_evaluation import best_sound_lower_bound, evaluate_
 from targets.datasets import read_table
 
 SCHEMA_VERSION = 3
+# The DP-SGD settings of a target the harness did not train (the user's scores or model): unknown, so
+# null in results.json, in the places the sweep's targets hold them (an audit of scores and the
+# language-model audit share it).
+NOT_TRAINED_HERE: dict[str, None] = {
+    "noise_multiplier": None,
+    "sample_rate": None,
+    "steps": None,
+    "max_grad_norm": None,
+    "poisson_sampling": None,
+}
 
 
 def read_scores(path: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, str]:
@@ -122,11 +132,7 @@ def audit_scores(
     target = {
         "epsilon_target": claimed_epsilon,
         "delta": delta,
-        "noise_multiplier": None,
-        "sample_rate": None,
-        "steps": None,
-        "max_grad_norm": None,
-        "poisson_sampling": None,
+        **NOT_TRAINED_HERE,
         "accountant": "claimed" if claimed_epsilon is not None else None,
         "epsilon": {"claimed": claimed_epsilon} if claimed_epsilon is not None else {},
         "epsilon_accountant": claimed_epsilon,
