@@ -26,9 +26,10 @@ __all__ = ["MASK", "redact", "redact_argv", "redact_environment", "is_secret_nam
 
 MASK = "***"
 
-# A name that says its value is a secret (query parameter, keyword, flag, environment variable).
+# A name that says its value is a secret (query parameter, keyword, flag, environment variable). "pass" is one
+# (PGPASS, pass=...), but not as the verb: "rule passed: ε = 1" is a verdict line, not a secret.
 _SECRET_WORD = (
-    r"(?:pass(?:word|wd|phrase)?|pwd|secret|token|api[_-]?key|apikey|access[_-]?key|private[_-]?key|"
+    r"(?:pass(?:word|wd|phrase)?(?!(?:ed|es|ing)\b)|pwd|secret|token|api[_-]?key|apikey|access[_-]?key|private[_-]?key|"
     r"credentials?|auth(?:orization)?|signature|sig)"
 )
 _NAME = rf"[-\w.]*{_SECRET_WORD}[-\w.]*"  # password, sslpassword, MLFLOW_TRACKING_TOKEN, x-api-key …

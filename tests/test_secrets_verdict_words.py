@@ -1,0 +1,16 @@
+"""The console's secret redaction (audit/machinery/secrets.py) must not eat the verdict's own words: "rule
+passed: ε = 1" was shown as "rule passed: *** = 1", because "pass" in "passed" read as a secret's name."""
+
+from audit.machinery.secrets import MASK, redact
+
+
+def test_a_passed_rule_line_is_shown_as_written():
+    line = "rule passed: ε = 1, attack loss: AUC = 0.5132 ≤ 0.65 (max_auc)"
+    assert redact(line) == line
+    assert redact("3 passes: ε = 8") == "3 passes: ε = 8"
+
+
+def test_pass_as_a_secret_name_is_still_masked():
+    for text, secret in (("pass=hunter2", "hunter2"), ("PGPASS=hunter2", "hunter2"), ("password: hunter2", "hunter2")):
+        shown = redact(text)
+        assert secret not in shown and MASK in shown
