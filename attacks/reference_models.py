@@ -123,19 +123,21 @@ def train_models_logits(
     return [models.logits(rows, device=device).numpy() for rows in query_rows]
 
 
-# By default a bank trains as two tasks, its last 5/16 models in the second: on the run's side lane
+# By default a bank trains as two tasks, its last 3/8 models in the second: on the run's side lane
 # (audit.sweep.side_lane.LaneSharingExecutor) the driver trains the first part while the second process trains the
-# other. Per DP target the driver's own work is its shadow and reference models (≈ 72 % of the target's CPU time)
-# and the lane's the target's training, its twin and its probes (≈ 27 %): with 5/16 of each bank on the lane both
-# do ≈ 50 % (docs/run.md, "Where the time goes"). The split is the same with or without a lane, on any executor:
-# which models are stepped together moves the last float bits (the padded batch block is the widest Poisson batch
-# among them), so a bank is always these two parts and the numbers do not depend on the machine.
-SECOND_TASK_SHARE = 5 / 16
+# other. Per run of the default config the driver's own work is the banks (≈ 207 s of CPU per target: 23 s for the
+# 8 shadow models, ≈ 184 s for the 64 references) and the lane's the targets' training, twins and probes (≈ 65 s
+# per DP target, ≈ 8 s for ε = ∞): 3/8 of each bank on the lane gives each side ≈ half (docs/run.md, "Where the
+# time goes"); when the lane is still busy the driver takes its part back rather than wait. The split is the same
+# with or without a lane, on any executor: which models are stepped together moves the last float bits (the
+# padded batch block is the widest Poisson batch among them), so a bank is always these two parts and the
+# numbers do not depend on the machine.
+SECOND_TASK_SHARE = 3 / 8
 
 
 def model_slices(n_models: int, models_per_task: int | None) -> list[tuple[int, int]]:
     """[start, stop) of each task's models: `models_per_task` at a time (None: two tasks, the second with the
-    last ⌊K·5/16⌋ models; one task below 4 models)."""
+    last ⌊3K/8⌋ models; one task below 3 models)."""
     if models_per_task is None:
         second = int(n_models * SECOND_TASK_SHARE)
         return [(0, n_models - second), (n_models - second, n_models)] if second else [(0, n_models)]
