@@ -4,10 +4,13 @@ On the default (`local`) executor the driver trains the reference and shadow mod
 one target after another, on one core. The rest of a target's work depends only on the config, the
 data and the target's index — its Opacus training, its white-box canary twin, the probes of its Opacus
 setup — so on a machine with two or more cores it runs here, in one spawned worker
-(`audit.machinery.workers.WorkerPool`), in the order it was submitted, while the driver works: the run
-then keeps two cores busy. Each task is a module-level function seeded by its arguments only, the same
-function the driver would call, so the numbers are those of a run without the lane (a test compares
-every number of the smoke run both ways).
+(`audit.machinery.workers.WorkerPool`), in the order it was submitted, while the driver works. The driver's
+own work, the banks of reference and shadow models, is the larger part: each bank trains as two tasks
+(`attacks.reference_models.model_slices`) and `LaneSharingExecutor` puts the second one on this lane ahead of
+what waits there, or the driver takes it back if the lane has not started it when the driver is done with the
+first. The run then keeps two cores busy. Each task is a module-level function seeded by its arguments only,
+the same function the driver would call, so the numbers are those of a run without the lane (a test compares
+every number of a small run both ways, tests/test_side_lane.py; the shared bank: tests/test_shared_reference_bank.py).
 
 Progress: each task is a step of its own, shown while it runs and counted in its own unit (epochs,
 probes) through the worker's progress channel (`report_task_progress`). A task's failure is raised in
@@ -55,7 +58,8 @@ class _Task:
 
 
 class SideLane:
-    """One child process running submitted tasks in order; `result(key)` waits for one. Use as a context
+    """One child process running submitted tasks in order (those submitted `first` before the others); `result(key)`
+    waits for one, `withdraw(key)` takes back one not started. Use as a context
     manager (or call `close`): the child is killed at the end, interrupted or not."""
 
     def __init__(self, progress: Progress, threads: int | None = 1):
