@@ -8,7 +8,7 @@ RMIA's population samples z come from the pool and are in no reference's trainin
 Shadow models (Shokri et al. 2017) are trained on the pool only: each takes a random subset of the
 target's training-set size as its IN set and the rest of the pool as OUT.
 
-Training is split into tasks of `options.models_per_task` models (default: one task), run by the
+Training is split into tasks of `options.models_per_task` models (default: two, `model_slices`), run by the
 context's executor (`--executor processes|ray`) or here. A task returns only the models' logits on
 the rows the attacks query; model k is seeded from (seed, k) whichever task trains it.
 """
@@ -123,9 +123,26 @@ def train_models_logits(
     return [models.logits(rows, device=device).numpy() for rows in query_rows]
 
 
+# By default a bank trains as two tasks, its last quarter of models in the second: on the run's side lane
+# (audit.sweep.side_lane.LaneSharingExecutor) the driver trains the first part while the second process trains the
+# other. Per DP target of the default config (CPU seconds, one process, docs/run.md "Where the time goes") the
+# driver's own work is its banks, 131 s (23 s for the 8 shadow models, 108 s for the 64 references), and the
+# lane's its training, twin and probes, 77 s (30 + 36 + 11; ≈ 8 s for ε = ∞, no twin, no probes): over the six
+# targets 786 s against 393 s, so a quarter of each bank on the lane gives each side ≈ 590 s. When the lane has
+# not started its part by the time the driver is done with its own, the driver takes it back rather than wait.
+# The split is the same with or without a lane, on any executor: which models are stepped together moves the
+# last float bits (the padded batch block is the widest Poisson batch among them), so a bank is always these two
+# parts and the numbers do not depend on the machine.
+SECOND_TASK_SHARE = 1 / 4
+
+
 def model_slices(n_models: int, models_per_task: int | None) -> list[tuple[int, int]]:
-    """[start, stop) of each task's models: `models_per_task` at a time (None: one task)."""
-    size = n_models if models_per_task is None else max(1, int(models_per_task))
+    """[start, stop) of each task's models: `models_per_task` at a time (None: two tasks, the second with the
+    last ⌊K/4⌋ models; one task below 4 models)."""
+    if models_per_task is None:
+        second = int(n_models * SECOND_TASK_SHARE)
+        return [(0, n_models - second), (n_models - second, n_models)] if second else [(0, n_models)]
+    size = max(1, int(models_per_task))
     return [(k0, min(k0 + size, n_models)) for k0 in range(0, n_models, size)]
 
 
@@ -151,6 +168,11 @@ def _train_logits(
             context.report_progress(what, len(in_masks), len(in_masks))
         return trained
     slices = model_slices(len(in_masks), context.options.models_per_task)
+    executor: Any = context.executor
+    local = executor is None or getattr(executor, "name", None) == "local"
+    # A local executor with a second lane (audit.sweep.side_lane.LaneSharingExecutor) trains the bank's second
+    # task there while this process trains the first: the same two tasks, the same numbers.
+    shared_bank = local and hasattr(executor, "share") and len(slices) == 2 and context.options.models_per_task is None
     tasks = [(in_masks[k0:k1], k0) for k0, k1 in slices]
     shared: dict[str, Any] = dict(
         features=features,
@@ -164,9 +186,8 @@ def _train_logits(
         architecture=getattr(context.training.spec, "architecture", "mlp"),
     )
     report = context.report_progress
-    # audit.machinery.executors.Executor (TaskRunner is its slice that attacks name): map with on_result/on_progress.
-    executor: Any = context.executor
-    local = executor is None or getattr(executor, "name", None) == "local"
+    if shared_bank:
+        return _join(_train_shared(executor, tasks, shared, what, report), len(query_rows))
     sender = None if local else getattr(executor, "task_progress", None)
     if not local and sender is None:  # Ray: tasks report nothing on the way, so count them as they return
         return _join(_train_by_task(context, tasks, shared, slices, what), len(query_rows))
@@ -197,6 +218,44 @@ def _train_logits(
     else:
         parts = executor.map(train_models_logits, tasks, {**shared, "on_progress": sender}, on_progress=task_progress)
     return _join(parts, len(query_rows))
+
+
+def _train_shared(executor: Any, tasks: list, shared: dict, what: str, report: Any) -> list:
+    """The first task here, the second queued on the executor's side lane ahead of the lane's other work; each part
+    counted in its DP-SGD steps on a line of its own. If the lane has not started its part when this process is
+    done with its own (it was busy with a task of its own), this process takes it back and trains it too."""
+    steps = max(1, int(shared["spec"].steps))
+    (here_masks, _), (side_masks, side_first) = tasks
+    handle = executor.share(
+        train_models_logits,
+        tasks[1],
+        shared,
+        what=f"{what}: {len(side_masks)} in the side process (from model {side_first + 1}), training steps",
+        total=steps,
+        units=lambda figures: round(figures[0] / max(1, figures[1] or 1) * steps),
+    )
+
+    def train_here(task: tuple, line: str) -> list[np.ndarray]:
+        def on_progress(done: float, total: int) -> None:
+            if report is not None:
+                report(line, round(done / max(1, total) * steps), steps)
+
+        on_progress(0, 1)
+        return train_models_logits(*task, **shared, on_progress=on_progress)
+
+    first = train_here(tasks[0], f"{what}: {len(here_masks)} here, training steps")
+    if handle.take_back():
+        second = train_here(
+            tasks[1], f"{what}: {len(side_masks)} more here (the side process was busy), training steps"
+        )
+    else:  # on a line of its own, so the log shows how long this process waited for the other lane
+        wait = f"{what}: waiting for the {len(side_masks)} in the side process"
+        if report is not None:
+            report(wait, 0, 1)
+        second = handle.result()
+        if report is not None:
+            report(wait, 1, 1)
+    return [first, second]
 
 
 def _train_by_task(context: AttackContext, tasks: list, shared: dict, slices: list, what: str) -> list:

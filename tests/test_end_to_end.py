@@ -69,7 +69,10 @@ def test_a_run_whose_output_is_not_a_terminal_logs_one_line_per_step_with_elapse
     step = re.compile(r"^\[\d\d:\d\d\] (.+): \d+\.\d s$")
     steps = [m.group(1) for m in map(step.match, lines) if m]
     assert "targets 3/3" in steps
-    assert any(re.fullmatch(r"target 1/3 \(ε = 1\): \d+ reference models(, training steps)? \d+/\d+", s) for s in steps)
+    assert any(
+        re.fullmatch(r"target 1/3 \(ε = 1\): \d+ reference models(: \d+ here)?(, training steps)? \d+/\d+", s)
+        for s in steps
+    )
     assert any(s.startswith("target 3/3 (ε = ∞): attack lira") for s in steps)
     assert "figures 3/3" in steps and "\x1b[" not in proc.stderr  # plain lines, no terminal control codes
 

@@ -235,7 +235,8 @@ class PieceReporter:
     """Turns `report(what, done, total)` calls from code that cannot import audit/ into steps.
 
     Attacks and trainers take a plain callable (e.g. `AttackContext.report_progress`); each new
-    `what` ends the previous piece and starts a step for it. `close()` ends the last one.
+    `what` ends the previous piece and starts a step for it, and a piece whose `done` reaches its `total` ends
+    there (its line's time is its own work). `close()` ends the last one.
     """
 
     def __init__(self, progress: Progress, prefix: str = ""):
@@ -253,6 +254,8 @@ class PieceReporter:
                 self.parent = main[-1] if main else None
             self.current = self.progress.begin(what, total)
         self.current.update(int(done))
+        if total is not None and done >= total:  # done: its time is its own, not what the caller does next
+            self.close()
 
     def close(self, ok: bool = True) -> None:
         if self.current is not None:

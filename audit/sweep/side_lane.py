@@ -4,10 +4,13 @@ On the default (`local`) executor the driver trains the reference and shadow mod
 one target after another, on one core. The rest of a target's work depends only on the config, the
 data and the target's index — its Opacus training, its white-box canary twin, the probes of its Opacus
 setup — so on a machine with two or more cores it runs here, in one spawned worker
-(`audit.machinery.workers.WorkerPool`), in the order it was submitted, while the driver works: the run
-then keeps two cores busy. Each task is a module-level function seeded by its arguments only, the same
-function the driver would call, so the numbers are those of a run without the lane (a test compares
-every number of the smoke run both ways).
+(`audit.machinery.workers.WorkerPool`), in the order it was submitted, while the driver works. The driver's
+own work, the banks of reference and shadow models, is the larger part: each bank trains as two tasks
+(`attacks.reference_models.model_slices`) and `LaneSharingExecutor` puts the second one on this lane ahead of
+what waits there, or the driver takes it back if the lane has not started it when the driver is done with the
+first. The run then keeps two cores busy. Each task is a module-level function seeded by its arguments only,
+the same function the driver would call, so the numbers are those of a run without the lane (a test compares
+every number of a small run both ways, tests/test_side_lane.py; the shared bank: tests/test_shared_reference_bank.py).
 
 Progress: each task is a step of its own, shown while it runs and counted in its own unit (epochs,
 probes) through the worker's progress channel (`report_task_progress`). A task's failure is raised in
@@ -23,10 +26,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from audit.machinery.executors import LocalExecutor
 from audit.machinery.progress import Progress, Step
-from audit.machinery.workers import WorkerPool, default_workers
+from audit.machinery.workers import WorkerPool, default_workers, report_task_progress
 
-__all__ = ["SideLane", "side_lane_wanted"]
+__all__ = ["LaneSharingExecutor", "SideLane", "side_lane_wanted"]
 
 
 def side_lane_wanted(executor_name: str, requested: bool | None) -> bool:
@@ -47,11 +51,15 @@ class _Task:
     total: int | None
     on_result: Callable[[Any], None] | None
     done: threading.Event
+    units: Callable[[tuple[float, int | None]], int] | None = None  # a task's (done, total) figures -> step units
+    started: bool = False  # taken by the lane (under SideLane._lock): too late to withdraw
+    withdrawn: bool = False
     outcome: tuple[bool, Any] | None = None  # (ok, result or exception)
 
 
 class SideLane:
-    """One child process running submitted tasks in order; `result(key)` waits for one. Use as a context
+    """One child process running submitted tasks in order (those submitted `first` before the others); `result(key)`
+    waits for one, `withdraw(key)` takes back one not started. Use as a context
     manager (or call `close`): the child is killed at the end, interrupted or not."""
 
     def __init__(self, progress: Progress, threads: int | None = 1):
@@ -61,8 +69,12 @@ class SideLane:
         # cpu_threads per task (`_with_torch_threads`), as the driver has it.
         self._pool = WorkerPool(1, name="privacy-audit side task", threads=None)
         self._torch_threads = threads
-        self._queue: queue.Queue[_Task | None] = queue.Queue()
+        # (rank, order, task): rank 0 for work the driver waits on next (`submit(..., first=True)`), 1 otherwise;
+        # the order keeps submission order within a rank; None (rank -1) ends the lane before anything still queued.
+        self._queue: queue.PriorityQueue[tuple[int, int, _Task | None]] = queue.PriorityQueue()
+        self._order = 0
         self._tasks: dict[str, _Task] = {}
+        self._lock = threading.Lock()  # a task is either started by the lane or withdrawn by the driver, never both
         self._failure: BaseException | None = None
         self._thread = threading.Thread(target=self._serve, name="side-lane", daemon=True)
         self._thread.start()
@@ -83,12 +95,19 @@ class SideLane:
         description: str,
         total: int | None = None,
         on_result: Callable[[Any], None] | None = None,
+        first: bool = False,
+        units: Callable[[tuple[float, int | None]], int] | None = None,
     ) -> None:
         """Queue `function(*args, **kwargs)` under `key`; `on_result(result)` runs in this process when it
-        returns (e.g. a checkpoint), before `result(key)` gives it out."""
-        task = _Task(key, function, tuple(args), dict(kwargs or {}), description, total, on_result, threading.Event())
+        returns (e.g. a checkpoint), before `result(key)` gives it out. `first`: run it before everything queued
+        and not started (work the driver is about to wait for). `units`: how the task's reported
+        `(done, total)` (`report_task_progress`) becomes its step's count (default: `done`)."""
+        task = _Task(
+            key, function, tuple(args), dict(kwargs or {}), description, total, on_result, threading.Event(), units
+        )
         self._tasks[key] = task
-        self._queue.put(task)
+        self._order += 1
+        self._queue.put((0 if first else 1, self._order, task))
 
     def has(self, key: str) -> bool:
         return key in self._tasks
@@ -104,23 +123,38 @@ class SideLane:
             raise value
         return value
 
+    def withdraw(self, key: str) -> bool:
+        """Take back a queued task the lane has not started (True: the caller runs it itself); False once it runs."""
+        task = self._tasks[key]
+        with self._lock:
+            if task.started:
+                return False
+            task.withdrawn = True
+        del self._tasks[key]
+        return True
+
     def close(self) -> None:
-        self._queue.put(None)
+        self._order += 1
+        self._queue.put((-1, self._order, None))
         self._pool.close()
 
     def _serve(self) -> None:
         while True:
-            task = self._queue.get()
+            _, _, task = self._queue.get()
             if task is None:
                 return
+            with self._lock:
+                if task.withdrawn:
+                    continue
+                task.started = True
             if self._failure is not None:  # queued after a failed task: it fails with it
                 task.outcome = (False, self._failure)
                 task.done.set()
                 continue
             step = self.progress.begin(task.description, task.total, lane="side")
 
-            def advance(_index: int, figures: tuple[float, int | None], step: Step = step) -> None:
-                step.update(int(figures[0]))
+            def advance(_index: int, figures: tuple[float, int | None], step: Step = step, task: _Task = task) -> None:
+                step.update(int(figures[0]) if task.units is None else task.units(figures))
 
             try:
                 [result] = self._pool.map(
@@ -138,6 +172,58 @@ class SideLane:
                 task.outcome = (False, exc)
                 self.progress.end(step, False)
             task.done.set()
+
+
+class LaneSharingExecutor(LocalExecutor):
+    """The local executor of one target's attacks with the side lane's help: a vectorized bank of reference or
+    shadow models trains as two tasks (attacks.reference_models.model_slices), and `share` queues the second on the
+    lane ahead of the work waiting there, returning its handle (`take_back` or `result`) while the driver trains
+    the first. The attacks' code sees a local executor that can share; the numbers are those of the same two tasks
+    run here one after the other."""
+
+    def __init__(self, side: SideLane, label: str):
+        self._side = side
+        self._label = label
+        self._shared = 0
+
+    def share(
+        self,
+        function: Callable[..., Any],
+        args: tuple,
+        kwargs: dict[str, Any],
+        *,
+        what: str,
+        total: int,
+        units: Callable[[tuple[float, int | None]], int],
+    ) -> _SharedTask:
+        self._shared += 1
+        key = f"shared {self._shared} of {self._label}"
+        self._side.submit(
+            key,
+            function,
+            args,
+            {**kwargs, "on_progress": report_task_progress},
+            description=f"{self._label}: {what}",
+            total=total,
+            first=True,
+            units=units,
+        )
+        return _SharedTask(self._side, key)
+
+
+@dataclass
+class _SharedTask:
+    """A bank's part queued on the side lane: `take_back()` withdraws it if the lane has not started it (the driver,
+    done with its own part, then trains it rather than wait for the lane's current task); else `result()`."""
+
+    side: SideLane
+    key: str
+
+    def take_back(self) -> bool:
+        return self.side.withdraw(self.key)
+
+    def result(self) -> Any:
+        return self.side.result(self.key)
 
 
 def _with_torch_threads(threads: int | None, function: Callable[..., Any], args: tuple, **kwargs: Any) -> Any:

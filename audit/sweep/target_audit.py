@@ -3,9 +3,9 @@
 The sweep (`audit.sweep.runner`) calls `audit_target` once per target ε; every finished piece is checkpointed
 in the target's folder, so an interrupted run resumes with only the missing pieces. With a side lane
 (`audit.sweep.side_lane`, two or more cores on the local executor) the target's training, its twin and the
-probes of its Opacus setup run in a second process while this one trains the reference and shadow models:
-`submit_side_work` queues them, `audit_target` takes their results when it needs them; the numbers are
-the same either way.
+probes of its Opacus setup run in a second process while this one trains the reference and shadow models, and
+the last quarter of each reference and shadow bank trains there too (`LaneSharingExecutor`): `submit_side_work`
+queues the first, `audit_target` takes their results when it needs them; the numbers are the same either way.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from audit.machinery.progress import Progress
 from audit.machinery.tracking import AuditTracker
 from audit.statistics.accountants import DPSGDEvent, epsilons_for_event, pld_epsilon_interval
 from audit.statistics.attack_evaluation import best_sound_lower_bound, evaluate_attack
-from audit.sweep.side_lane import SideLane
+from audit.sweep.side_lane import LaneSharingExecutor, SideLane
 from audit.sweep.tasks import train_target_task
 from targets.datasets import TabularData
 from targets.models import build_model
@@ -224,7 +224,10 @@ def audit_target(
         device=inputs.device,
         options=inputs.attack_options,
         cache=ArrayCache(ckpt),
-        executor=inputs.executor,
+        # With a side lane, part of each reference and shadow bank trains there while this process trains the rest.
+        executor=LaneSharingExecutor(side, label)
+        if side is not None and inputs.executor.name == "local"
+        else inputs.executor,
         task_device=inputs.task_device,
         report_progress=reporter,
     )
@@ -337,66 +340,83 @@ def _twin_arguments(inputs: SweepInputs, epsilon: float, seed: int) -> dict[str,
 
 
 def submit_side_work(inputs: SweepInputs, staging: Path, side: SideLane, labels: list[str]) -> None:
-    """Queue on the side lane, in this order, what the targets not yet finished need and no attack does: their
-    training (checkpointed as it returns), then per DP target its twin and its conformance probes. The driver
-    meanwhile trains target 1's reference and shadow models; the side lane keeps ahead of it."""
+    """Queue on the side lane what the targets not yet finished need and no attack does: their training
+    (checkpointed as it returns) and per DP target its twin and its conformance probes, in the order the driver
+    asks for them: target 1's and target 2's training, then target 1's twin and probes, target 3's training,
+    target 2's twin and probes, … (the lane keeps one target's training ahead of the driver, and a target's twin
+    is ready when the driver is done with its attacks). The driver meanwhile trains target 1's reference and
+    shadow models, with the lane's help (`LaneSharingExecutor`: those parts jump this queue)."""
+    config = inputs.config
+    pending = [
+        (index, epsilon)
+        for index, epsilon in enumerate(config.privacy.epsilons)
+        if target_checkpoints(staging, epsilon).load_json("record") is None
+    ]
+    for position, (index, epsilon) in enumerate(pending):
+        if position == 0:
+            _submit_training(inputs, staging, side, labels, index, epsilon)
+        if position + 1 < len(pending):
+            _submit_training(inputs, staging, side, labels, *pending[position + 1])
+        if not math.isinf(epsilon):
+            _submit_twin_and_probes(inputs, side, labels, index, epsilon)
 
+
+def _submit_training(
+    inputs: SweepInputs, staging: Path, side: SideLane, labels: list[str], index: int, epsilon: float
+) -> None:
+    config = inputs.config
+    ckpt = target_checkpoints(staging, epsilon)
+    if ckpt.load_json("target") is not None:
+        return
+
+    def checkpoint(result: dict[str, Any]) -> None:
+        ckpt.save_state_dict("target", {k: torch.tensor(v) for k, v in result["state"].items()})
+        ckpt.save_json("target", result["meta"])
+
+    side.submit(
+        f"target {index}",
+        train_target_task,
+        (epsilon, target_seed(config.seed, index)),
+        dict(
+            features=inputs.data.features[inputs.splits.train_idx],
+            labels=inputs.data.labels[inputs.splits.train_idx],
+            n_classes=inputs.data.n_classes,
+            spec=inputs.spec,
+            delta=config.privacy.delta,
+            accountant=config.privacy.accountant,
+            device=inputs.task_device,
+            secure_mode=config.privacy.secure_mode,
+        ),
+        description=f"{labels[index]}: training (epochs)",
+        total=inputs.spec.epochs,
+        on_result=checkpoint,
+    )
+
+
+def _submit_twin_and_probes(inputs: SweepInputs, side: SideLane, labels: list[str], index: int, epsilon: float) -> None:
     from audit.sweep.conformance_rows import CONFORMANCE_PHASES, conformance_probes_task
     from audit.sweep.whitebox_one_run import twin_task
 
     config = inputs.config
-    pending = []
-    for index, epsilon in enumerate(config.privacy.epsilons):
-        ckpt = target_checkpoints(staging, epsilon)
-        if ckpt.load_json("record") is not None:
-            continue
-        pending.append((index, epsilon))
-        if ckpt.load_json("target") is None:
-
-            def checkpoint(result: dict[str, Any], ckpt: TargetCheckpoints = ckpt) -> None:
-                ckpt.save_state_dict("target", {k: torch.tensor(v) for k, v in result["state"].items()})
-                ckpt.save_json("target", result["meta"])
-
+    seed = target_seed(config.seed, index)
+    rows: list[tuple[str, Callable[..., dict[str, Any]], dict[str, Any], str, int]] = [
+        ("twin", twin_task, _twin_arguments(inputs, epsilon, seed), _TWIN_STEP, inputs.spec.epochs + 1),
+        (
+            "conformance",
+            conformance_probes_task,
+            _setup_arguments(inputs, epsilon, seed),
+            _CONFORMANCE_STEP,
+            CONFORMANCE_PHASES,
+        ),
+    ]
+    wanted = {"twin": config.privacy.whitebox_one_run, "conformance": config.privacy.conformance}
+    for kind, task, arguments, what, total in rows:
+        if wanted[kind]:
             side.submit(
-                f"target {index}",
-                train_target_task,
-                (epsilon, target_seed(config.seed, index)),
-                dict(
-                    features=inputs.data.features[inputs.splits.train_idx],
-                    labels=inputs.data.labels[inputs.splits.train_idx],
-                    n_classes=inputs.data.n_classes,
-                    spec=inputs.spec,
-                    delta=config.privacy.delta,
-                    accountant=config.privacy.accountant,
-                    device=inputs.task_device,
-                    secure_mode=config.privacy.secure_mode,
-                ),
-                description=f"{labels[index]}: training (epochs)",
-                total=inputs.spec.epochs,
-                on_result=checkpoint,
+                f"{kind} {index}",
+                task,
+                _training_rows(inputs),
+                arguments,
+                description=f"{labels[index]}: {what}",
+                total=total,
             )
-    for index, epsilon in pending:
-        if math.isinf(epsilon):
-            continue
-        seed = target_seed(config.seed, index)
-        rows: list[tuple[str, Callable[..., dict[str, Any]], dict[str, Any], str, int]] = [
-            ("twin", twin_task, _twin_arguments(inputs, epsilon, seed), _TWIN_STEP, inputs.spec.epochs + 1),
-            (
-                "conformance",
-                conformance_probes_task,
-                _setup_arguments(inputs, epsilon, seed),
-                _CONFORMANCE_STEP,
-                CONFORMANCE_PHASES,
-            ),
-        ]
-        wanted = {"twin": config.privacy.whitebox_one_run, "conformance": config.privacy.conformance}
-        for kind, task, arguments, what, total in rows:
-            if wanted[kind]:
-                side.submit(
-                    f"{kind} {index}",
-                    task,
-                    _training_rows(inputs),
-                    arguments,
-                    description=f"{labels[index]}: {what}",
-                    total=total,
-                )
