@@ -17,8 +17,6 @@ from pathlib import Path
 import pytest
 import torch
 
-pytest.importorskip("lightning")
-
 ROOT = Path(__file__).resolve().parents[1]
 ROWS, EPOCHS = 800, 2
 
