@@ -98,6 +98,11 @@ class GradientCanaries:
     sums: np.ndarray = field(init=False)
     mixture: np.ndarray = field(init=False)
     max_rows: int | None = None  # canaries per step through the optimizer's clipping as rows (None: ROW_SHARE)
+    # Dirac, steps without witness rows: the real rows are not zeroed on the canaries' coordinates before
+    # clipping (a pass over every per-sample gradient); their clipped sum is overwritten there after it
+    # (`attach` wraps the optimizer's clip_and_accumulate). Still a per-record map (clip, then zero some
+    # coordinates: norm ≤ C), so privacy is unchanged and the coordinates stay the canaries' own.
+    zero_after_clip: bool = False
     steps: int = field(init=False, default=0)
     inserted: int = field(init=False, default=0)
     as_rows: int = field(init=False, default=0)
@@ -118,6 +123,8 @@ class GradientCanaries:
         self._buffer: torch.Tensor | None = None
         self._joined: np.ndarray | None = None
         self._norms: np.ndarray | None = None  # per-canary clipping norm under per-layer clipping (attach)
+        self._overwrite = False  # zero_after_clip: this physical step's clipped sum is overwritten after clipping
+        self._overwritten = False  # ... and the last one was (the clip check has nothing of the optimizer's to read)
 
     @property
     def m(self) -> int:
@@ -159,6 +166,14 @@ class GradientCanaries:
         else:
             # ⟨θ_0, u_i⟩ for every canary, so the final score needs no copy of θ_0.
             self._start = self._project_random([p.detach() for p in self._params])
+        if self.zero_after_clip and self.kind == "dirac":
+            clip = optimizer.clip_and_accumulate
+
+            def clip_then_overwrite(*args, **kwargs):
+                clip(*args, **kwargs)
+                self._after_clip()
+
+            optimizer.clip_and_accumulate = clip_then_overwrite
         inner = optimizer.step_hook
 
         def hook(opt):
@@ -237,9 +252,10 @@ class GradientCanaries:
         b, r = samples[0].shape[0], int(as_rows.size)
         first = samples[0]
         device = first.device
+        self._overwrite = self._overwritten = r == 0 and self.zero_after_clip and self.kind == "dirac"
         if r == 0:
             for index, (p, grad_sample) in enumerate(zip(self._params, samples)):
-                if self.kind == "dirac" and self._local[index].numel():
+                if self.kind == "dirac" and self._local[index].numel() and not self._overwrite:
                     start, stop = int(self._offsets[index]), int(self._offsets[index + 1])
                     keep = self._keep_like(grad_sample)[start:stop]
                     # In place: Opacus made this tensor for this step alone (a list was joined above).
@@ -283,6 +299,23 @@ class GradientCanaries:
         self.as_rows += r
         self.inserted_steps += int(join)
         return k
+
+    def _after_clip(self) -> None:
+        """zero_after_clip: the clipped sum on each canary's coordinate set to what the canaries put
+        there this logical step (C, or C_k, per joining), the real rows' clipped share there dropped."""
+        if not self._overwrite:
+            return
+        self._overwrite = False
+        joined = self._joined if self._joined is not None else np.zeros(self.m)
+        own = float(self._optimizer.max_grad_norm) if self._norms is None else self._norms
+        values = own * joined
+        for k, p in enumerate(self._params):
+            lo, hi = int(self._slices[k]), int(self._slices[k + 1])
+            summed = getattr(p, "summed_grad", None)
+            if hi == lo or summed is None:
+                continue
+            flat = summed.view(-1)
+            flat[self._local[k].to(flat.device)] = torch.as_tensor(values[lo:hi], dtype=flat.dtype, device=flat.device)
 
     def insert_into_sum(self, join: bool = True) -> int:
         """Opacus's ghost clipping (`grad_sample_mode="ghost"`) keeps no per-sample gradients: after
@@ -362,6 +395,9 @@ class GradientCanaries:
         of the optimizer's clipping on the rows it clipped and of the sum the others joined."""
         if self._joined is None or any(getattr(p, "summed_grad", None) is None for p in self._params):
             self.clip_unchecked_steps += 1
+            self._joined = None
+            return
+        if self._overwritten:  # set by `_after_clip`: no row of this step went through the optimizer's clipping
             self._joined = None
             return
         summed = self._gather(lambda p: p.summed_grad.detach())

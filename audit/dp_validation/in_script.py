@@ -197,6 +197,10 @@ class OpacusAudit:
                 f"{d // 10} (give canaries ≤ {d // 10}, or a larger model)",
             )
         self._step_hook, self._own_pre_step = opt.step_hook, vars(opt).get("pre_step")
+        self._own_clip = vars(opt).get("clip_and_accumulate")
+        # Per-step cost: the real rows zeroed on the canaries' coordinates after clipping (their clipped
+        # sum overwritten there), not before it, except on the witness steps (targets.canaries).
+        self.canaries.zero_after_clip = not self.ghost
         self.canaries.attach(opt)  # chains its observer before the accountant's hook
         dp = self.ledger.dp
 
@@ -230,6 +234,10 @@ class OpacusAudit:
         opt.step_hook = self._step_hook  # before the canaries' observer was chained in
         if self._own_pre_step is not None:
             opt.pre_step = self._own_pre_step
+        if self._own_clip is not None:
+            opt.clip_and_accumulate = self._own_clip
+        elif "clip_and_accumulate" in vars(opt):
+            del opt.clip_and_accumulate
         self._active = False
 
     def __enter__(self) -> OpacusAudit:

@@ -91,7 +91,10 @@ def one_run_result(
     `extra_checks` (the in-script API's parameter accounting) decided beside them."""
     settings = run["settings"]
     disagreements = _accountant_disagreements(settings)
-    claim = _claim(settings, delta)
+    # The run's PLD ε is the claim only where nobody states one (a built-in setup, or an engine
+    # whose accountant gave none): computed only then (seconds of CPU at q < 1, per audit).
+    from_pld = claimed_epsilon is None and (builtin or settings.get("accountant_epsilon") is None)
+    claim = _claim(settings, delta, with_pld=from_pld)
     history = claim["history"]
     if claimed_epsilon is not None:
         eps_claim, source = float(claimed_epsilon), "--claimed-epsilon"
@@ -141,15 +144,22 @@ def one_run_result(
     # Dirac canaries with every iterate observed: proven power; random directions or the final model: none.
     power = whitebox_power_entry(observe, one_run=True, canary_kind=str(run["kind"]))
     if settings.get("clipping") == "per_layer":
-        # Per-layer clipping bounds each tensor's row by its own C_k (√Σ C_k² = C): a Dirac canary
-        # in one tensor moves by C_k < C, not the worst case the accountant covers (C across tensors).
+        # Opacus's per-layer clipping bounds each tensor's part of a row by its own C_k and adds noise
+        # σ·C, C = √Σ C_k² (opacus/optimizers/perlayeroptimizer.py). A Dirac canary lives in one tensor:
+        # clipped to C_k, its signal is C_k/(σC) < 1/σ, not the worst case the accountant covers. The
+        # worst case (signal 1/σ, Nasr et al. 2023's argument for Dirac canaries) is a row with norm
+        # C_k in EVERY tensor on coordinates no real row touches: one coordinate of its own per canary
+        # in every clipped tensor, which the small tensors (biases: a few to a few hundred coordinates)
+        # cannot give a thousand canaries. So no power is claimed, and the line says what decides.
         power = {
             "kind": "none",
             "figure": None,
-            "decider": None,
-            "detail": "per-layer clipping: each canary is clipped to its own tensor's C_k < C, weaker than the "
-            "worst case the accountant covers (a row of norm C_k in every tensor); no power is proven "
-            "or measured for it",
+            "decider": "flat clipping (one max_grad_norm: proven power here), or `conformance --factory`, whose "
+            "per_example_clipping check tests the per-layer clipping itself",
+            "detail": "per-layer clipping: each canary lives in one tensor and is clipped to that tensor's C_k, "
+            "a signal C_k/(σC) below the worst case the accountant covers (norm C_k in every tensor, total "
+            "C = √Σ C_k², signal 1/σ); that worst case needs one coordinate of each canary's own in every "
+            "clipped tensor, more than the smallest tensors hold, so no power is proven or measured for it",
         }
     checks = _claim_checks(audit, subject, label, power)
     for key, name in (("gaussian_sum", "Gaussian normalized-sum estimate"), ("andrew", "Andrew et al. estimate")):

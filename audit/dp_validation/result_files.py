@@ -356,10 +356,14 @@ def _check_whitebox_blocks(result: dict[str, Any], where: str) -> None:
             f"{ceiling:.4g} against the claimed ε {claim:.4g} mean {status!r}",
         )
     claims = (result.get("verdict") or {}).get("claims") or []
+    # A failed deterministic row beside the claim test (the in-script parameter accounting, the rows per
+    # noisy step, the canary clipping, the accountant) refutes the claim whatever the test said.
+    found = any(r.get("failed") for r in rows if not str(r.get("name", "")).startswith("claim "))
     for index, entry in enumerate(claims):
         if isinstance(entry, dict) and entry.get("status") not in (
             status,
             "not_refuted" if status == "held" else status,
+            *(("refuted",) if found else ()),
         ):
             raise _contradiction(
                 where,

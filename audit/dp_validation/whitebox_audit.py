@@ -151,14 +151,18 @@ def _accountant_disagreements(settings: dict[str, Any]) -> list[str]:
     return found
 
 
-def _claim(settings: dict[str, Any], delta: float) -> dict[str, Any]:
-    """The mechanism the accountant was told about: (σ, q) stages, T, its PLD ε and (q = 1) μ."""
+def _claim(settings: dict[str, Any], delta: float, *, with_pld: bool = True) -> dict[str, Any]:
+    """The mechanism the accountant was told about: (σ, q) stages, T, its PLD ε and (q = 1) μ.
+    `with_pld=False`: its PLD ε is not computed (None; seconds of CPU at q < 1) where the claim is the
+    privacy engine's own ε or a stated one."""
     history = settings["accountant_history"] or [
         [settings["noise_multiplier"], settings["sample_rate"] or 1.0, settings["steps"]]
     ]
     full_batch = all(h[1] >= 1 for h in history)
     eps_pld: float | None = 0.0
-    if len(history) == 1:
+    if len(history) == 1 and not with_pld:
+        eps_pld = None
+    elif len(history) == 1:
         sigma, q, t = history[0]
         eps_pld = epsilon_pld(DPSGDEvent(float(sigma), float(q), int(t)), delta)
     elif full_batch:
