@@ -24,9 +24,10 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import pandas as pd
@@ -348,22 +349,64 @@ def run_text_audit(
     else:
         run_dir = StagedRunDirectory(out_dir, config.name)
         run_dir.create()
+    results, final = run_staged_job(
+        config,
+        run_dir,
+        lambda tracker: _text_sweep(
+            config, corpus, run_dir.staging, tracker, preset, progress, str(device), executor or LocalExecutor()
+        ),
+        resume=resume,
+        progress=progress,
+        tracking_uri=tracking_uri,
+        tracking=tracking,
+        policy=policy,
+    )
+    return TextRun(results=results, run_dir=final)
+
+
+class RunOptions(TypedDict, total=False):
+    """`run_text_audit`'s keywords: what the llm job's entry (`audit.text.llm_runner.run_llm_audit`) takes too."""
+
+    out_dir: str | Path
+    tracking_uri: str | None
+    preset: str | None
+    progress: Any
+    policy: Policy | None
+    tracking: bool
+    resume: str | Path | None
+    executor: Any
+
+
+def run_staged_job(
+    config: AuditConfig,
+    run_dir: StagedRunDirectory,
+    sweep: Callable[[AuditTracker | NullTracker], dict[str, Any]],
+    *,
+    resume: str | Path | None,
+    progress: Any,
+    tracking_uri: str | None,
+    tracking: bool,
+    policy: Policy | None,
+    table: Callable[[dict[str, Any]], pd.DataFrame] | None = None,
+) -> tuple[dict[str, Any], Path]:
+    """The text and llm jobs' run around their sweep: the MLflow tracker, `sweep(tracker)` in the staged
+    folder (an interrupted or failed attempt left as the run machinery leaves it), then the verdict and
+    every output (`_write_outputs`, `table` for results.csv), the folder committed and the parent run
+    finished. Returns (results, the final folder)."""
     set_log_folder(run_dir.staging)
     with run_attempt(run_dir, resume, progress) as attempt:
         tracker = attempt["tracker"] = open_tracker(
             tracking_uri, experiment_name("run", config.name), command="run", enabled=tracking
         )
-        results = _text_sweep(
-            config, corpus, run_dir.staging, tracker, preset, progress, str(device), executor or LocalExecutor()
-        )
+        results = sweep(tracker)
         with progress.step("report, summary and MLflow artifacts"):
-            _write_outputs(results, run_dir.staging, policy, tracker)
+            _write_outputs(results, run_dir.staging, policy, tracker, table=table)
         final = run_dir.commit()
         parent = (results.get("mlflow") or {}).get("parent_run_id")
         if parent:
             tracker.log_artifact(parent, final / "results.json")
             tracker.finish(parent, "FINISHED")
-        return TextRun(results=results, run_dir=final)
+        return results, final
 
 
 def _write_outputs(
