@@ -43,7 +43,7 @@ from audit.machinery.environment import describe_environment
 from audit.machinery.progress import as_progress
 from audit.machinery.run_directory import StagedRunDirectory, write_json_atomic
 from audit.machinery.secrets import redact
-from audit.machinery.tracking import AuditTracker, NullTracker, target_metrics
+from audit.machinery.tracking import AuditTracker, target_metrics
 from audit.statistics.accountants import DPSGDEvent, epsilons_for_event
 from audit.statistics.attack_evaluation import evaluate_attack
 from audit.text.llm_one_run import canary_claim_row, claim_power, control_p_value, deciding_design
@@ -229,7 +229,7 @@ def run_llm_audit(config: AuditConfig, **options: Unpack[RunOptions]) -> LLMRun:
 def _llm_sweep(
     config: AuditConfig,
     staging: Path,
-    tracker: AuditTracker | NullTracker,
+    tracker: AuditTracker,
     preset: str | None,
     progress: Any,
     device: torch.device,
@@ -338,7 +338,7 @@ def _llm_sweep(
             )
             claim = epsilons.get(config.privacy.accountant)
             with progress.step(f"{label}: canary audit"):
-                scores = {d: secret_scores(model, canaries[d]) for d in llm.designs}
+                scores: dict[str, np.ndarray] = {d: secret_scores(model, canaries[d]) for d in llm.designs}
                 attacks = [
                     _canary_row(
                         f"canary_{d}_{mode}",

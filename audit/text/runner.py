@@ -27,14 +27,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, TypedDict, cast
 
 import numpy as np
 import pandas as pd
 import torch
 
 from attacks import BlindBaseline, TextAttackContext, get_text_attack
-from attacks.text_outputs import token_statistics
+from attacks.text_outputs import CausalLanguageModel, token_statistics
 from audit.errors import AuditInputError
 from audit.machinery.config import AuditConfig, TextConfig, config_to_yaml, read_config_file
 from audit.machinery.crash_log import set_log_folder
@@ -170,7 +170,7 @@ def _audit_target(
     model = trained.model.to(device)
     members = corpus.candidate_member
     with progress.step(f"{label}: membership attacks"):
-        stats = token_statistics(model, encoded["candidates"])
+        stats = token_statistics(cast(CausalLanguageModel, model), encoded["candidates"])
         context = TextAttackContext(
             [r.text for r in corpus.candidates], reference=reference_stats, min_k_fraction=text.min_k_fraction
         )
@@ -380,7 +380,7 @@ class RunOptions(TypedDict, total=False):
 def run_staged_job(
     config: AuditConfig,
     run_dir: StagedRunDirectory,
-    sweep: Callable[[AuditTracker | NullTracker], dict[str, Any]],
+    sweep: Callable[[AuditTracker], dict[str, Any]],
     *,
     resume: str | Path | None,
     progress: Any,
@@ -395,9 +395,9 @@ def run_staged_job(
     finished. Returns (results, the final folder)."""
     set_log_folder(run_dir.staging)
     with run_attempt(run_dir, resume, progress) as attempt:
-        tracker = attempt["tracker"] = open_tracker(
-            tracking_uri, experiment_name("run", config.name), command="run", enabled=tracking
-        )
+        # tracking off is a NullTracker: the AuditTracker interface doing nothing (typed as one, as the sweep's)
+        tracker: Any = open_tracker(tracking_uri, experiment_name("run", config.name), command="run", enabled=tracking)
+        attempt["tracker"] = tracker
         results = sweep(tracker)
         with progress.step("report, summary and MLflow artifacts"):
             _write_outputs(results, run_dir.staging, policy, tracker, table=table)
@@ -439,7 +439,7 @@ def _text_sweep(
     config: AuditConfig,
     corpus: TextCorpus,
     staging: Path,
-    tracker: AuditTracker | NullTracker,
+    tracker: AuditTracker,
     preset: str | None,
     progress,
     device: str,
@@ -460,7 +460,7 @@ def _text_sweep(
     if earlier:
         tags["resumed_from"] = ",".join(old["parent_run_id"] for old in earlier)
     parent_id = tracker.start_run(config.name, tags=tags)
-    attempt = {"parent_run_id": parent_id, "child_run_ids": []}
+    attempt: dict[str, Any] = {"parent_run_id": parent_id, "child_run_ids": []}
     if tracker.enabled:
         write_json_atomic(attempts_path, earlier + [attempt])
     tracker.log_params(
@@ -501,7 +501,9 @@ def _text_sweep(
                 seed=_seed(config.seed, 0),
                 device=torch.device(device),
             )
-            reference_stats = token_statistics(reference.model.to(device), encoded["candidates"])
+            reference_stats = token_statistics(
+                cast(CausalLanguageModel, reference.model.to(device)), encoded["candidates"]
+            )
     if executor.name != "local":  # local trains each target in the loop, with per-epoch progress
         _train_targets_on(executor, config, encoded, tokenizer.get_vocab_size(), staging, device, progress)
     blind = _blind_baseline(corpus, config)
