@@ -26,6 +26,7 @@ functions of scores, coins and (σ, q, T); no I/O.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -48,7 +49,7 @@ PAPERS = (
 )
 
 
-def deciding_design(designs: list[str]) -> str:
+def deciding_design(designs: Sequence[str]) -> str:
     """The design whose row tests each claim: Panda et al.'s when the run has it (the design built to
     be found), else the only one. Fixed by the config, never by the scores."""
     return "panda" if "panda" in designs else designs[0]

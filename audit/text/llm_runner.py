@@ -31,7 +31,7 @@ import math
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 import numpy as np
 import pandas as pd
@@ -39,20 +39,15 @@ import torch
 
 from audit.errors import AuditInputError
 from audit.machinery.config import AuditConfig, LLMConfig, config_to_yaml
-from audit.machinery.crash_log import set_log_folder
 from audit.machinery.environment import describe_environment
-from audit.machinery.policy import Policy
 from audit.machinery.progress import as_progress
-from audit.machinery.run_directory import (
-    StagedRunDirectory,
-    run_attempt,
-    write_json_atomic,
-)
+from audit.machinery.run_directory import StagedRunDirectory, write_json_atomic
 from audit.machinery.secrets import redact
-from audit.machinery.tracking import experiment_name, open_tracker, target_metrics
+from audit.machinery.tracking import AuditTracker, target_metrics
 from audit.statistics.accountants import DPSGDEvent, epsilons_for_event
 from audit.statistics.attack_evaluation import evaluate_attack
 from audit.text.llm_one_run import canary_claim_row, claim_power, control_p_value, deciding_design
+from audit.text.runner import RunOptions, run_staged_job
 from audit.text.trained_targets import UNIT_WORDS, target_record
 from reports.figures import epsilon_label
 from targets.devices import resolve_device
@@ -203,54 +198,41 @@ def results_table(results: dict[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _write_outputs(results: dict[str, Any], folder: Path, policy: Policy | None, tracker) -> None:
-    """The text job's writer (digest included) with the llm job's results.csv table."""
-    from audit.text.runner import _write_outputs as write_text_outputs
-
-    write_text_outputs(results, folder, policy, tracker, table=results_table)
-
-
-def run_llm_audit(
-    config: AuditConfig,
-    *,
-    out_dir: str | Path = "runs",
-    tracking_uri: str | None = None,
-    preset: str | None = None,
-    progress=None,
-    policy: Policy | None = None,
-    tracking: bool = True,
-    resume: str | Path | None = None,
-    executor: Any = None,
-) -> LLMRun:
-    """Run the LLM audit described by `config` (which must have an `llm:` section)."""
+def run_llm_audit(config: AuditConfig, **options: Unpack[RunOptions]) -> LLMRun:
+    """Run the LLM audit described by `config` (which must have an `llm:` section); the keywords are
+    `audit.text.runner.run_text_audit`'s (`out_dir`, `tracking_uri`, `preset`, `progress`, `policy`,
+    `tracking`), less `resume` and a non-local `executor`, which this job refuses (exit 2)."""
     llm_section(config)  # before anything is made
-    if resume is not None:
+    if options.get("resume") is not None:
         raise AuditInputError("--resume", "not supported by the llm job yet (its targets take minutes: rerun)")
-    if executor is not None and getattr(executor, "name", "local") != "local":
+    if getattr(options.get("executor"), "name", "local") != "local":
         raise AuditInputError("--executor", "the llm job trains in this process only (use --executor local)")
-    progress = as_progress(progress)
+    progress = as_progress(options.get("progress"))
     device = resolve_device(config.device)
     torch.set_num_threads(config.cpu_threads)
-    run_dir = StagedRunDirectory(out_dir, config.name)
+    run_dir = StagedRunDirectory(options.get("out_dir", "runs"), config.name)
     run_dir.create()
-    set_log_folder(run_dir.staging)
-    with run_attempt(run_dir, resume, progress) as attempt:
-        tracker = attempt["tracker"] = open_tracker(
-            tracking_uri, experiment_name("run", config.name), command="run", enabled=tracking
-        )
-        results = _llm_sweep(config, run_dir.staging, tracker, preset, progress, device)
-        with progress.step("report, summary and MLflow artifacts"):
-            _write_outputs(results, run_dir.staging, policy, tracker)
-        final = run_dir.commit()
-        parent = (results.get("mlflow") or {}).get("parent_run_id")
-        if parent:
-            tracker.log_artifact(parent, final / "results.json")
-            tracker.finish(parent, "FINISHED")
-        return LLMRun(results=results, run_dir=final)
+    results, final = run_staged_job(
+        config,
+        run_dir,
+        lambda tracker: _llm_sweep(config, run_dir.staging, tracker, options.get("preset"), progress, device),
+        resume=None,
+        progress=progress,
+        tracking_uri=options.get("tracking_uri"),
+        tracking=options.get("tracking", True),
+        policy=options.get("policy"),
+        table=results_table,
+    )
+    return LLMRun(results=results, run_dir=final)
 
 
 def _llm_sweep(
-    config: AuditConfig, staging: Path, tracker, preset: str | None, progress, device: torch.device
+    config: AuditConfig,
+    staging: Path,
+    tracker: AuditTracker,
+    preset: str | None,
+    progress: Any,
+    device: torch.device,
 ) -> dict[str, Any]:
     llm = llm_section(config)
     started, cpu_started = time.perf_counter(), time.process_time()
@@ -356,7 +338,7 @@ def _llm_sweep(
             )
             claim = epsilons.get(config.privacy.accountant)
             with progress.step(f"{label}: canary audit"):
-                scores = {d: secret_scores(model, canaries[d]) for d in llm.designs}
+                scores: dict[str, np.ndarray] = {d: secret_scores(model, canaries[d]) for d in llm.designs}
                 attacks = [
                     _canary_row(
                         f"canary_{d}_{mode}",
@@ -389,8 +371,9 @@ def _llm_sweep(
                     one_run_rows.append(one_run)
                 else:
                     control_scores[mode] = scores[decider]
-            synthetic = None
+            synthetic: dict[str, Any] | None = None
             if llm.synthetic_samples:
+                synthetic_started = (time.perf_counter(), time.process_time())
                 with progress.step(f"{label}: synthetic text and auxiliary model"):
                     synthetic, extra = _synthetic_text_audit(
                         model,
@@ -406,6 +389,9 @@ def _llm_sweep(
                         device,
                     )
                     attacks += extra
+                # its own cost, apart from the run's: what the synthetic-text audit adds to one target
+                synthetic["seconds"] = time.perf_counter() - synthetic_started[0]
+                synthetic["cpu_seconds"] = time.process_time() - synthetic_started[1]
             if claim is not None:
                 for row in attacks:  # shown beside the deciding row, not tested (one test per claim)
                     row["decides"] = False

@@ -24,16 +24,17 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, cast
 
 import numpy as np
 import pandas as pd
 import torch
 
 from attacks import BlindBaseline, TextAttackContext, get_text_attack
-from attacks.text_outputs import token_statistics
+from attacks.text_outputs import CausalLanguageModel, token_statistics
 from audit.errors import AuditInputError
 from audit.machinery.config import AuditConfig, TextConfig, config_to_yaml, read_config_file
 from audit.machinery.crash_log import set_log_folder
@@ -169,7 +170,7 @@ def _audit_target(
     model = trained.model.to(device)
     members = corpus.candidate_member
     with progress.step(f"{label}: membership attacks"):
-        stats = token_statistics(model, encoded["candidates"])
+        stats = token_statistics(cast(CausalLanguageModel, model), encoded["candidates"])
         context = TextAttackContext(
             [r.text for r in corpus.candidates], reference=reference_stats, min_k_fraction=text.min_k_fraction
         )
@@ -348,22 +349,64 @@ def run_text_audit(
     else:
         run_dir = StagedRunDirectory(out_dir, config.name)
         run_dir.create()
+    results, final = run_staged_job(
+        config,
+        run_dir,
+        lambda tracker: _text_sweep(
+            config, corpus, run_dir.staging, tracker, preset, progress, str(device), executor or LocalExecutor()
+        ),
+        resume=resume,
+        progress=progress,
+        tracking_uri=tracking_uri,
+        tracking=tracking,
+        policy=policy,
+    )
+    return TextRun(results=results, run_dir=final)
+
+
+class RunOptions(TypedDict, total=False):
+    """`run_text_audit`'s keywords: what the llm job's entry (`audit.text.llm_runner.run_llm_audit`) takes too."""
+
+    out_dir: str | Path
+    tracking_uri: str | None
+    preset: str | None
+    progress: Any
+    policy: Policy | None
+    tracking: bool
+    resume: str | Path | None
+    executor: Any
+
+
+def run_staged_job(
+    config: AuditConfig,
+    run_dir: StagedRunDirectory,
+    sweep: Callable[[AuditTracker], dict[str, Any]],
+    *,
+    resume: str | Path | None,
+    progress: Any,
+    tracking_uri: str | None,
+    tracking: bool,
+    policy: Policy | None,
+    table: Callable[[dict[str, Any]], pd.DataFrame] | None = None,
+) -> tuple[dict[str, Any], Path]:
+    """The text and llm jobs' run around their sweep: the MLflow tracker, `sweep(tracker)` in the staged
+    folder (an interrupted or failed attempt left as the run machinery leaves it), then the verdict and
+    every output (`_write_outputs`, `table` for results.csv), the folder committed and the parent run
+    finished. Returns (results, the final folder)."""
     set_log_folder(run_dir.staging)
     with run_attempt(run_dir, resume, progress) as attempt:
-        tracker = attempt["tracker"] = open_tracker(
-            tracking_uri, experiment_name("run", config.name), command="run", enabled=tracking
-        )
-        results = _text_sweep(
-            config, corpus, run_dir.staging, tracker, preset, progress, str(device), executor or LocalExecutor()
-        )
+        # tracking off is a NullTracker: the AuditTracker interface doing nothing (typed as one, as the sweep's)
+        tracker: Any = open_tracker(tracking_uri, experiment_name("run", config.name), command="run", enabled=tracking)
+        attempt["tracker"] = tracker
+        results = sweep(tracker)
         with progress.step("report, summary and MLflow artifacts"):
-            _write_outputs(results, run_dir.staging, policy, tracker)
+            _write_outputs(results, run_dir.staging, policy, tracker, table=table)
         final = run_dir.commit()
         parent = (results.get("mlflow") or {}).get("parent_run_id")
         if parent:
             tracker.log_artifact(parent, final / "results.json")
             tracker.finish(parent, "FINISHED")
-        return TextRun(results=results, run_dir=final)
+        return results, final
 
 
 def _write_outputs(
@@ -396,7 +439,7 @@ def _text_sweep(
     config: AuditConfig,
     corpus: TextCorpus,
     staging: Path,
-    tracker: AuditTracker | NullTracker,
+    tracker: AuditTracker,
     preset: str | None,
     progress,
     device: str,
@@ -417,7 +460,7 @@ def _text_sweep(
     if earlier:
         tags["resumed_from"] = ",".join(old["parent_run_id"] for old in earlier)
     parent_id = tracker.start_run(config.name, tags=tags)
-    attempt = {"parent_run_id": parent_id, "child_run_ids": []}
+    attempt: dict[str, Any] = {"parent_run_id": parent_id, "child_run_ids": []}
     if tracker.enabled:
         write_json_atomic(attempts_path, earlier + [attempt])
     tracker.log_params(
@@ -458,7 +501,9 @@ def _text_sweep(
                 seed=_seed(config.seed, 0),
                 device=torch.device(device),
             )
-            reference_stats = token_statistics(reference.model.to(device), encoded["candidates"])
+            reference_stats = token_statistics(
+                cast(CausalLanguageModel, reference.model.to(device)), encoded["candidates"]
+            )
     if executor.name != "local":  # local trains each target in the loop, with per-epoch progress
         _train_targets_on(executor, config, encoded, tokenizer.get_vocab_size(), staging, device, progress)
     blind = _blind_baseline(corpus, config)
