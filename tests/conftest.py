@@ -35,8 +35,12 @@ TESTS = REPO / "tests"
 
 def run_cli(*args: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
     """Run `privacy-audit ARGS` as a user would, in a fresh process, from `cwd`."""
+    return _run_this_checkout([sys.executable, "-m", "audit.cli", *args], cwd, timeout)
+
+
+def _run_this_checkout(argv: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "audit.cli", *args],
+        argv,
         cwd=cwd,
         capture_output=True,
         text=True,
@@ -85,6 +89,53 @@ def cli_in_process(tmp_path):
 
     def _run(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:  # timeout: run_cli's signature
         return run_cli_in_process(*args, cwd=tmp_path)
+
+    return _run
+
+
+# --- a preloaded CLI: many commands, each its own process, without each paying the imports -----------
+CLI_SERVER = TESTS / "cli_server.py"
+
+
+@pytest.fixture(scope="module")
+def preloaded_cli_socket(tmp_path_factory):
+    """tests/cli_server.py started once per file that asks for it: it imports torch, MLflow, scikit-learn,
+    SciPy, pandas and Opacus once (~11 s of CPU) and forks one process per command (`run_cli_preloaded`):
+    worth it from ~3 commands a file. Module scope, so that the commands' CPU time (the server reaps them)
+    is counted in that file's last test (PRIVACY_AUDIT_TEST_TIMES), not in whichever test ends the session."""
+    folder = tmp_path_factory.mktemp("cli")
+    socket_path = folder / "s"
+    server = subprocess.Popen(
+        [sys.executable, str(CLI_SERVER), str(socket_path)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    try:
+        assert server.stdout is not None and server.stdout.readline().strip() == "ready", "cli_server did not start"
+        yield socket_path
+    finally:
+        server.kill()
+        server.wait()
+
+
+def preloaded_cli_command(socket_path: Path) -> list[str]:
+    """The argv prefix of a client: `[*prefix, ARGS]` runs `privacy-audit ARGS` in a fresh forked process."""
+    return [sys.executable, "-S", str(CLI_SERVER), str(socket_path)]
+
+
+def run_cli_preloaded(*args: str, cwd: Path, socket_path: Path, timeout: float = 600) -> subprocess.CompletedProcess:
+    """`run_cli`'s call and result, the command forked from the preloaded server instead of a fresh
+    interpreter: a process of its own (exit code, output, signals, workers), without ~4-11 s of imports."""
+    return _run_this_checkout([*preloaded_cli_command(socket_path), *args], cwd, timeout)
+
+
+@pytest.fixture
+def preloaded_cli(tmp_path, preloaded_cli_socket):
+    """Like `cli` (same call, same result object), each command forked from the preloaded server."""
+
+    def _run(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+        return run_cli_preloaded(*args, cwd=tmp_path, socket_path=preloaded_cli_socket, timeout=timeout)
 
     return _run
 
@@ -255,16 +306,47 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 # --- where the time goes ---------------------------------------------------------------------------
 # PRIVACY_AUDIT_TEST_TIMES=FILE appends one line per test as it finishes (setup, call and teardown
-# together): nodeid, wall seconds, CPU seconds (this process plus the children it waited for: CLI runs, worker pools). Works
+# together): nodeid, wall seconds, CPU seconds (this process, the children it waited for, and its live descendants:
+# CLI runs, worker pools, tests/cli_server.py and the commands it forks, each counted in the test it ran in). Works
 # under xdist (each worker appends its own lines); `python -m tests.timing FILE` sums them per file.
 _TIMES = os.environ.get("PRIVACY_AUDIT_TEST_TIMES")
+
+
+def _live_descendants_cpu_seconds() -> float:
+    """CPU seconds of this process's live descendants (and of the children they reaped), from /proc: a
+    module-scoped worker pool or server is reaped only when its file ends, and without this its workers'
+    CPU would all land on the file's last test. Linux only; elsewhere 0 (children count when reaped)."""
+    parents: dict[int, int] = {}
+    spent: dict[int, int] = {}
+    try:
+        entries = [entry.name for entry in os.scandir("/proc") if entry.name.isdigit()]
+    except OSError:
+        return 0.0
+    for name in entries:
+        try:
+            with open(f"/proc/{name}/stat", encoding="ascii", errors="replace") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents[int(name)] = int(fields[1])
+        spent[int(name)] = sum(int(field) for field in fields[11:15])  # utime stime cutime cstime
+    children: dict[int, list[int]] = {}
+    for pid, parent in parents.items():
+        children.setdefault(parent, []).append(pid)
+    total, stack = 0, list(children.get(os.getpid(), []))
+    while stack:
+        pid = stack.pop()
+        total += spent.get(pid, 0)
+        stack.extend(children.get(pid, []))
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def _cpu_seconds() -> float:
     import resource
 
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+    reaped = own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+    return reaped + _live_descendants_cpu_seconds()
 
 
 if _TIMES:
