@@ -41,8 +41,9 @@ def _serve(path: str) -> None:
     listener.listen(16)
     running: dict[int, tuple[socket.socket, int]] = {}  # pidfd -> (client connection, child pid)
     print("ready", flush=True)
-    while True:
-        readable, _, _ = select.select([listener, *running, *(conn for conn, _ in running.values())], [], [])
+    parent = os.getppid()
+    while os.getppid() == parent:  # a test run that died without stopping the server: stop with it
+        readable, _, _ = select.select([listener, *running, *(conn for conn, _ in running.values())], [], [], 5)
         for ready in readable:
             if ready is listener:
                 conn, _ = listener.accept()
