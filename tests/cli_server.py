@@ -34,8 +34,12 @@ PRELOAD = ("numpy", "scipy.stats", "pandas", "sklearn.linear_model", "torch", "o
 def _serve(path: str) -> None:
     import importlib
 
+    before = dict(os.environ)
     for name in PRELOAD:
         importlib.import_module(name)
+    # What the imports set in the environment (audit/machinery/tracking.py: MLflow's telemetry off): a fresh
+    # process would set it too, so each child gets it unless its own environment says otherwise.
+    set_by_imports = {key: value for key, value in os.environ.items() if before.get(key) != value}
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     listener.bind(path)
     listener.listen(16)
@@ -51,7 +55,7 @@ def _serve(path: str) -> None:
                 pid = os.fork()
                 if pid == 0:
                     listener.close()
-                    _child(json.loads(message), fds)  # never returns
+                    _child(json.loads(message), fds, set_by_imports)  # never returns
                 for fd in fds:
                     os.close(fd)
                 conn.send(struct.pack("i", pid))
@@ -73,7 +77,7 @@ def _serve(path: str) -> None:
                         del running[pidfd]
 
 
-def _child(request: dict, fds: list[int]) -> None:
+def _child(request: dict, fds: list[int], set_by_imports: dict[str, str]) -> None:
     """In the forked child: become `python -m audit.cli ARGS` started by the client, run it, exit."""
     code = 1
     try:
@@ -83,7 +87,7 @@ def _child(request: dict, fds: list[int]) -> None:
             os.close(fd)
         os.chdir(request["cwd"])
         os.environ.clear()
-        os.environ.update(request["env"])
+        os.environ.update({**set_by_imports, **request["env"]})
         sys.path[0] = os.getcwd()  # what `python -m` puts first: the user's own modules (--trainer m:f) import
         sys.argv = ["privacy-audit", *request["argv"]]
         # __main__ as `python -m audit.cli` has it, so spawned workers import what they would there (not this file)

@@ -180,6 +180,7 @@ FILE_CPU_SECONDS: dict[str, float] = {
     "tests/test_executors.py": 197,
     "tests/test_readme_examples_no_inputs.py": 113,  # 167 x 145/214: the preloaded CLI (docs/test-suite.md)
     "tests/test_end_to_end.py": 164,
+    "tests/test_cli_server.py": 16,  # new: measured alone at load ~12 (its server starts once)
     "tests/test_readme_examples.py": 100,  # 126, less the same per-command saving (estimated)
     "tests/test_opacus_setup_table.py": 116,
     "tests/test_in_script_audit.py": 96,
