@@ -30,6 +30,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import preloaded_cli_command
+
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 MAX_README_LINES = 350
@@ -104,12 +106,16 @@ def test_readme_is_short_and_every_command_it_shows_exists():
         assert any(c.skip is None for c in block) or all(c.skip for c in block)
 
 
-def _shims(folder: Path) -> dict[str, str]:
-    """`python` and `privacy-audit` on PATH = this interpreter, running this checkout's code."""
+def _shims(folder: Path, cli_socket: Path) -> dict[str, str]:
+    """`python` and `privacy-audit` on PATH = this interpreter, running this checkout's code. Each
+    `privacy-audit` command is its own process forked from tests/cli_server.py, which imported torch,
+    MLflow, scikit-learn, SciPy, pandas and Opacus once: ~20 commands would each pay ~4-11 s of CPU
+    importing them in a fresh interpreter (tests/test_cli_startup.py checks a fresh one's start-up)."""
     folder.mkdir()
+    client = " ".join(f'"{part}"' for part in preloaded_cli_command(cli_socket))
     for name, target in (
         ("python", f'exec "{sys.executable}" "$@"'),
-        ("privacy-audit", f'exec "{sys.executable}" -m audit.cli "$@"'),
+        ("privacy-audit", f'exec {client} "$@"'),
     ):
         shim = folder / name
         shim.write_text(f"#!/bin/sh\n{target}\n")
@@ -145,7 +151,7 @@ def test_the_two_halves_run_every_runnable_block_once_and_inputs_come_first():
     assert sum(1 for _, block in with_inputs + without for c in block if c.skip is None) >= 10
 
 
-def run_readme_blocks(tmp_path: Path, blocks: list[tuple[int, list[ReadmeCommand]]]) -> int:
+def run_readme_blocks(tmp_path: Path, blocks: list[tuple[int, list[ReadmeCommand]]], cli_socket: Path) -> int:
     """Run the blocks, in order, from one fresh copy of `examples/`; return how many commands ran."""
     workdir = tmp_path / "clone"
     workdir.mkdir()
@@ -155,7 +161,7 @@ def run_readme_blocks(tmp_path: Path, blocks: list[tuple[int, list[ReadmeCommand
         symlinks=False,
         ignore=shutil.ignore_patterns("data", "runs", "gated", "mlflow.db", "mlartifacts", "__pycache__"),
     )
-    env = _shims(tmp_path / "bin")
+    env = _shims(tmp_path / "bin", cli_socket)
     ran = 0
     for index, block in blocks:
         script = ["set -u"]
@@ -177,7 +183,7 @@ def run_readme_blocks(tmp_path: Path, blocks: list[tuple[int, list[ReadmeCommand
     return ran
 
 
-@pytest.mark.slow  # ~10 fresh CLI processes, make_inputs.py's training included
-def test_readme_code_blocks_run_from_a_fresh_copy(tmp_path):
+@pytest.mark.slow  # ~10 CLI processes, make_inputs.py's training included
+def test_readme_code_blocks_run_from_a_fresh_copy(tmp_path, preloaded_cli_socket):
     """The blocks that use `make_inputs.py`'s outputs; the others: test_readme_examples_no_inputs.py."""
-    assert run_readme_blocks(tmp_path, readme_blocks_for(True)) >= 4
+    assert run_readme_blocks(tmp_path, readme_blocks_for(True), preloaded_cli_socket) >= 4
