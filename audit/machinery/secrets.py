@@ -30,7 +30,10 @@ MASK = "***"
 # (PGPASS, pass=...), but not as the verb: "rule passed: ε = 1" is a verdict line, not a secret.
 _SECRET_WORD = (
     r"(?:pass(?:word|wd|phrase)?(?!(?:ed|es|ing)\b)|pwd|secret|token|api[_-]?key|apikey|access[_-]?key|private[_-]?key|"
-    r"credentials?|auth(?:orization)?|signature|sig)"
+    r"credentials?|signature|"
+    # "auth" and "sig" only as a whole part of a name (x-auth, auth_token, SIG): inside a word they are
+    # "author", "design", "authority" — a console line "design: 20 runs" is not a secret.
+    r"(?<![A-Za-z0-9])(?:auth(?:orization)?|sig)(?![A-Za-z0-9]))"
 )
 _NAME = rf"[-\w.]*{_SECRET_WORD}[-\w.]*"  # password, sslpassword, MLFLOW_TRACKING_TOKEN, x-api-key …
 _SECRET_NAME = re.compile(rf"(?i)^{_NAME}$")
