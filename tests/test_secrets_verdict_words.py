@@ -14,3 +14,15 @@ def test_pass_as_a_secret_name_is_still_masked():
     for text, secret in (("pass=hunter2", "hunter2"), ("PGPASS=hunter2", "hunter2"), ("password: hunter2", "hunter2")):
         shown = redact(text)
         assert secret not in shown and MASK in shown
+
+
+def test_words_that_hold_auth_or_sig_are_shown_as_written():
+    # "design" holds "sig", "author" / "authority" hold "auth": words of a console line, not secrets' names.
+    for line in ("design: 20 runs planned, 4 looks", "author: alice", "authority: the accountant"):
+        assert redact(line) == line
+
+
+def test_auth_and_sig_as_a_whole_part_of_a_name_are_still_masked():
+    for text in ("auth=hunter2", "x-auth-token: hunter2", "AUTH_TOKEN=hunter2", "sig=hunter2", "aws_sig=hunter2"):
+        shown = redact(text)
+        assert "hunter2" not in shown and MASK in shown
