@@ -101,6 +101,8 @@ def test_the_llm_preset_runs_offline_end_to_end(tmp_path):
             assert deciding["design_key"] == f"canary_panda_{mode}" and deciding["family"].startswith("black-box")
             assert deciding["power"]["kind"] in ("control", "none") and deciding["tests"]
             assert all(a.get("decides") is False for a in target["attacks"])
+        synthetic = target["llm"]["synthetic_text"]  # its own cost, apart from the run's (docs' time split)
+        assert synthetic["samples"] == 16 and 0 < synthetic["cpu_seconds"] <= results["text"]["cpu_seconds"]
     lora = targets[2]["llm"]
     assert lora["trainable_parameters"] < lora["parameters"] / 2  # adapters and the head copy: trained and private
     # the verdict has one claim per DP fine-tuning, each tested by its Panda row (24 canaries: untestable here)

@@ -31,7 +31,7 @@ import math
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Unpack
+from typing import Any, TypedDict, Unpack
 
 import numpy as np
 import pandas as pd
@@ -40,6 +40,7 @@ import torch
 from audit.errors import AuditInputError
 from audit.machinery.config import AuditConfig, LLMConfig, config_to_yaml
 from audit.machinery.environment import describe_environment
+from audit.machinery.policy import Policy
 from audit.machinery.progress import as_progress
 from audit.machinery.run_directory import StagedRunDirectory, write_json_atomic
 from audit.machinery.secrets import redact
@@ -47,7 +48,7 @@ from audit.machinery.tracking import AuditTracker, target_metrics
 from audit.statistics.accountants import DPSGDEvent, epsilons_for_event
 from audit.statistics.attack_evaluation import evaluate_attack
 from audit.text.llm_one_run import canary_claim_row, claim_power, control_p_value, deciding_design
-from audit.text.runner import RunOptions, run_staged_job
+from audit.text.runner import run_staged_job
 from audit.text.trained_targets import UNIT_WORDS, target_record
 from reports.figures import epsilon_label
 from targets.devices import resolve_device
@@ -68,6 +69,19 @@ MODE_WORDS = {
     "full": "full fine-tuning (every weight private; Opacus functorch per-sample gradients)",
     "lora": "LoRA fine-tuning (peft adapters and the output head private, pretrained weights frozen)",
 }
+
+
+class RunOptions(TypedDict, total=False):
+    """`audit.text.runner.run_text_audit`'s keywords, which `run_llm_audit` takes too."""
+
+    out_dir: str | Path
+    tracking_uri: str | None
+    preset: str | None
+    progress: Any
+    policy: Policy | None
+    tracking: bool
+    resume: str | Path | None
+    executor: Any
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypedDict, cast
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -362,19 +362,6 @@ def run_text_audit(
         policy=policy,
     )
     return TextRun(results=results, run_dir=final)
-
-
-class RunOptions(TypedDict, total=False):
-    """`run_text_audit`'s keywords: what the llm job's entry (`audit.text.llm_runner.run_llm_audit`) takes too."""
-
-    out_dir: str | Path
-    tracking_uri: str | None
-    preset: str | None
-    progress: Any
-    policy: Policy | None
-    tracking: bool
-    resume: str | Path | None
-    executor: Any
 
 
 def run_staged_job(
