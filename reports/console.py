@@ -17,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from audit.errors import escape_controls
-from reports.results_access import get, is_number, subject_status, tpr_at
+from reports.results_access import finetuning_label, get, is_number, subject_status, tpr_at
 from reports.synthetic_report import claimed_epsilon_text
 
 
@@ -46,6 +46,9 @@ def _epsilon(value: Any) -> str:
 def _target_header(target: dict[str, Any], accountant: str, status: str) -> Text:
     claimed = get(target, "epsilon", accountant, default=target.get("epsilon_accountant"))
     parts = [f"ε target {_epsilon(target.get('epsilon_target'))}"]
+    finetuning = finetuning_label(target)
+    if finetuning:  # the llm job fine-tunes each ε twice: say which block is which
+        parts.append(f"{finetuning} fine-tuning")
     if target.get("epsilon_target") is not None or is_number(claimed):
         parts.append(f"{accountant} ε {_fmt(claimed)}")
         parts.append(f"PLD ε {_fmt(get(target, 'epsilon', 'pld'))}")

@@ -19,9 +19,9 @@ from reports.html_format import (
 )
 from reports.results_access import attack_names as _attack_names
 from reports.results_access import confidence as _confidence
+from reports.results_access import finetuning_label, subject_status
 from reports.results_access import get as _get
 from reports.results_access import is_number as _is_number
-from reports.results_access import subject_status
 from reports.results_access import tpr_at as _tpr
 from reports.synthetic_report import claimed_epsilon_text
 
@@ -123,7 +123,7 @@ def _targets_table(results: dict[str, Any]) -> str:
             f'<span class="badge {badge}">{_text(word_here)}</span>' if badge else f"<small>{_text(word_here)}</small>"
         )
         cells = [
-            f"<td><strong>{_eps(target.get('epsilon_target'))}</strong></td>",
+            f"<td><strong>{_target_eps(target)}</strong></td>",
             f'<td class="num">{_num(eps_acc)}</td>',
             f'<td class="num">{_num((target.get("epsilon") or {}).get("pld"))}</td>',
             f'<td class="num">{best}</td>',
@@ -227,7 +227,7 @@ def _attack_details(results: dict[str, Any]) -> str:
                     "(assumes a Gaussian trade-off curve; shown only)</small>"
                 )
             rows.append(
-                f"<tr><td>{_eps(target.get('epsilon_target'))}</td><td>{_text(attack.get('name'))}</td>"
+                f"<tr><td>{_target_eps(target)}</td><td>{_text(attack.get('name'))}</td>"
                 f'<td class="num">{_num(attack.get("auc"))}<br><small>({_ci(attack.get("auc_ci"), 3)})</small></td>'
                 f'<td class="num">{_num(_tpr(attack, 0.001), 4)}</td>'
                 f'<td class="num">{_num(_tpr(attack, 0.01), 4)}</td>'
@@ -267,7 +267,7 @@ def _training_table(results: dict[str, Any]) -> str:
     for target in targets:
         poisson = target.get("poisson_sampling")
         rows.append(
-            f"<tr><td>{_eps(target.get('epsilon_target'))}</td>"
+            f"<tr><td>{_target_eps(target)}</td>"
             f'<td class="num">{_num(target.get("noise_multiplier"), 4)}</td>'
             f'<td class="num">{_num(target.get("sample_rate"), 4)}</td>'
             f'<td class="num">{_num(target.get("steps"))}</td>'
@@ -394,3 +394,9 @@ def _synthetic_risks_table(entries: list[dict[str, Any]]) -> str:
         "closest training row over that of uniformly random rows (SDMetrics DCRBaselineProtection; 1 = like "
         "noise, 0 = copies; descriptive, not a test).</p>"
     )
+
+
+def _target_eps(target: dict[str, Any]) -> str:
+    """The target's ε, and for the llm job's targets which fine-tuning (each ε is fine-tuned both ways)."""
+    label = finetuning_label(target)
+    return _eps(target.get("epsilon_target")) + (f" · {_text(label)}" if label else "")

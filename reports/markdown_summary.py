@@ -15,8 +15,8 @@ from audit.machinery.run_directory import write_text_atomic
 from audit.machinery.verdict import claim_sentence, extra_reasons, status_word
 from audit.machinery.verdict_words import counts_line, pass_caveat, rule_line
 from reports.results_access import confidence as _confidence
+from reports.results_access import finetuning_label, subject_status
 from reports.results_access import get as _get
-from reports.results_access import subject_status
 from reports.results_access import tpr_at as _tpr
 from reports.synthetic_report import claimed_epsilon_text
 
@@ -50,9 +50,17 @@ def render_summary_markdown(results: dict[str, Any], *, evaluation: Any = None) 
         accountant = _get(results, "config", "privacy", "accountant") or "accountant"
         # Few columns (a PR comment): the claim, the best proven bound, the strongest attack, the status.
         header = ["ε target", f"{_cell(accountant)} ε", "best ε LB", "strongest attack: AUC (CI) · TPR@1%", "claim"]
-        twins = any(isinstance(t.get("whitebox_one_run"), dict) for t in targets)
-        if twins:  # the main job's white-box one-run twins: the canaries' cost in accuracy, side by side
+        # The main job's white-box one-run twins: the canaries' cost in accuracy, side by side. The llm job's
+        # targets carry a one-run block too but no accuracy: their column is the test perplexity.
+        twins = any(
+            isinstance(t.get("whitebox_one_run"), dict) and "test_accuracy_with_canaries" in t["whitebox_one_run"]
+            for t in targets
+        )
+        language_models = any(isinstance(t.get("llm"), dict) for t in targets)
+        if twins:
             header.insert(4, "test acc (with canaries)")
+        elif language_models:
+            header.insert(4, "test perplexity")
         lines.append("| " + " | ".join(header) + " |")
         lines.append("|" + "|".join("---:" for _ in header) + "|")
         for index, target in enumerate(targets):
@@ -62,7 +70,11 @@ def render_summary_markdown(results: dict[str, Any], *, evaluation: Any = None) 
             best = _num(target.get("epsilon_lb_best"), 2)
             if target.get("epsilon_lb_best_method"):
                 best += f" ({_cell(target['epsilon_lb_best_method'])})"
-            row = [_eps(target.get("epsilon_target")), _num(eps_acc) if eps_acc is not None else "no DP claim", best]
+            row = [
+                _eps(target.get("epsilon_target")) + _finetuning(target),
+                _num(eps_acc) if eps_acc is not None else "no DP claim",
+                best,
+            ]
             found = [a for a in target.get("attacks") or [] if isinstance(a, dict)]
             top = max(found, key=lambda a: (_tpr(a, 0.01) or 0.0, a.get("auc") or 0.0), default=None)
             if top is None:
@@ -73,6 +85,8 @@ def render_summary_markdown(results: dict[str, Any], *, evaluation: Any = None) 
                     f"{_cell(top.get('name'))}: {_num(top.get('auc'))} ({_num(ci[0], 2)}–{_num(ci[1], 2)}) · "
                     f"{_num(_tpr(top, 0.01), 3)}"
                 )
+            if not twins and language_models:
+                row.append(_num((target.get("llm") or {}).get("test_perplexity"), 1))
             if twins:
                 twin = twin_found if isinstance(twin_found := target.get("whitebox_one_run"), dict) else {}
                 row.append(
@@ -166,6 +180,12 @@ def write_summary_markdown(results: dict[str, Any], path: Path, *, evaluation: A
     path = Path(path)
     write_text_atomic(path, render_summary_markdown(results, evaluation=evaluation))
     return path
+
+
+def _finetuning(target: dict[str, Any]) -> str:
+    """' · full' / ' · LoRA' for the llm job's targets: the same ε is fine-tuned both ways, one row each."""
+    label = finetuning_label(target)
+    return f" · {_cell(label)}" if label else ""
 
 
 def _cell(value: Any, *, table: bool = True) -> str:

@@ -57,3 +57,10 @@ def subject_status(verdict: dict[str, Any], subject: str) -> str:
         if isinstance(entry, dict) and entry.get("subject") == subject:
             return "no DP claim · " + ("LEAKS" if entry.get("status") == "leaks" else "no significant leakage found")
     return "—"
+
+
+def finetuning_label(target: dict[str, Any]) -> str:
+    """ "full" / "LoRA" for the llm job's targets (each ε is fine-tuned both ways, one target each), else ""."""
+    found = target.get("llm")
+    kind = found.get("finetuning") if isinstance(found, dict) else None
+    return ("LoRA" if kind == "lora" else str(kind)) if kind else ""
