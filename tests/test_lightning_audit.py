@@ -158,20 +158,9 @@ def test_noise_skipped_on_some_steps_is_refuted():
 
     class SkipsNoise(example.LitClassifier):
         def configure_optimizers(self):
-            optimizer = super().configure_optimizers()
-            real, calls = optimizer.pre_step, {"n": 0}
+            from audit.demos.whitebox_factories import skip_noise_every
 
-            def sometimes_no_noise(closure=None):
-                calls["n"] += 1
-                if calls["n"] % 4:
-                    return real()
-                optimizer.clip_and_accumulate()  # the bug: clipped, then stepped without noise or accountant
-                for p in optimizer.params:
-                    p.grad = p.summed_grad.view_as(p) / optimizer.expected_batch_size
-                return True
-
-            optimizer.pre_step = sometimes_no_noise
-            return optimizer
+            return skip_noise_every(super().configure_optimizers())
 
     callback = _fit(SkipsNoise(rows=ROWS), None)
     assert callback.verdict["status"] == "fail"

@@ -301,22 +301,28 @@ def usage_accumulate_poisson_batches():
     return setup
 
 
-def usage_noise_skipped():
-    """Broken: every 4th optimizer.step() clips but adds no noise and tells the accountant nothing."""
-    setup = _usage_setup()
-    optimizer = setup["optimizer"]
+def skip_noise_every(optimizer, every: int = 4):
+    """The planted bug of `usage_noise_skipped`, on any Opacus DP optimizer: every `every`-th step()
+    clips but adds no noise and tells the accountant nothing (tests plant it in their own loops too)."""
     real, calls = optimizer.pre_step, {"n": 0}
 
     def pre_step(closure=None):
         calls["n"] += 1
-        if calls["n"] % 4:
+        if calls["n"] % every:
             return real()
-        optimizer.clip_and_accumulate()
+        optimizer.clip_and_accumulate()  # the bug: clipped, then stepped without noise or accountant
         for p in optimizer.params:
             p.grad = p.summed_grad.view_as(p) / optimizer.expected_batch_size
         return True
 
     optimizer.pre_step = pre_step
+    return optimizer
+
+
+def usage_noise_skipped():
+    """Broken: every 4th optimizer.step() clips but adds no noise and tells the accountant nothing."""
+    setup = _usage_setup()
+    skip_noise_every(setup["optimizer"])
     return setup
 
 
