@@ -6,7 +6,8 @@ log nothing to MLflow). Each is a thin layer over the library function the CLI c
 numbers are the CLI's. Bad input raises `audit.errors.AuditInputError` (its `where` names the field
 or file); user code given as "module:function" runs in isolated worker processes with a timeout.
 
-`import audit` exposes these names lazily (see `audit/__init__.py`); docs/api.md renders this page.
+`import audit` exposes these names lazily (`audit.__all__` is the one list of the public surface, see
+`audit/__init__.py`); docs/api.md renders this page.
 """
 
 from __future__ import annotations
@@ -23,19 +24,6 @@ if TYPE_CHECKING:  # the heavy modules are imported by the jobs, when called
     from audit.dp_validation.accountant_check import AccountantGrid
     from audit.machinery.config import AuditConfig
     from audit.machinery.verdict_rows import Verdict
-
-__all__ = [
-    "AuditResult",
-    "load_config",
-    "run",
-    "audit_scores",
-    "audit_model",
-    "synth_check",
-    "canary_audit",
-    "whitebox_audit",
-    "one_run_whitebox_audit",
-    "accountant_check",
-]
 
 
 @dataclass(frozen=True)

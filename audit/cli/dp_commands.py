@@ -15,6 +15,7 @@ from audit.cli.output import (
     QuietOption,
     RayAddressOption,
     TrackingUriOption,
+    WorkersOption,
     command_progress,
     print_bound,
     print_verdict,
@@ -217,13 +218,7 @@ def canary_audit(
             "local (one child process) | processes | ray (same numbers on each)",
         ),
     ] = "processes",
-    workers: Annotated[
-        int | None,
-        typer.Option(
-            "--workers",
-            help="processes: child processes [default: the cores]; ray: CPUs of the local cluster started here",
-        ),
-    ] = None,
+    workers: WorkersOption = None,
     ray_address: RayAddressOption = None,
     timeout: Annotated[
         float, typer.Option("--timeout", help="seconds one training run may take (every executor)")
