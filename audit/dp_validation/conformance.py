@@ -38,22 +38,14 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from audit.conformance.opacus_objects import SAMPLING_CHECKS, STEP_CHECKS, sampling_checks
 from audit.conformance.opacus_objects import check as _check  # the shared core
-from audit.conformance.opacus_objects import sampling_checks
 from audit.errors import AuditInputError
 from audit.machinery.workers import user_code
 
 __all__ = ["CHECKS", "conformance_checks", "conformance_task", "run_conformance"]
 
-CHECKS = (
-    "steps",
-    "sampling_rate",
-    "poisson_sampling",
-    "independent_inclusion",
-    "noise_std",
-    "noise_independence",
-    "per_example_clipping",
-)
+CHECKS = ("steps", *SAMPLING_CHECKS, *STEP_CHECKS)
 N_RECORDS = 256
 SAMPLING_REPEATS = 50
 NOISE_DRAWS_PER_STEP = 50
