@@ -11,6 +11,7 @@ import math
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from audit.machinery.audit_results import ConformanceResult
 from audit.machinery.run_directory import write_text_atomic
 from audit.machinery.verdict_words import claim_line, status_word
 
@@ -132,17 +133,14 @@ def accountant_section(kind: str, result: dict[str, Any], decided: dict[str, Any
 
 def conformance_section(kind: str, result: dict[str, Any], decided: dict[str, Any]) -> Section:
     """conformance: one row per check."""
-    checks = [c for c in result.get("checks") or [] if isinstance(c, dict)]
+    typed = ConformanceResult.from_json(result)
     detail = (
-        f"a family of {len(checks)} statistical checks at family-wise α {_number(result.get('alpha'))}: "
-        + "; ".join(f"{c.get('check')}: {'pass' if c.get('passed') else 'FAIL'}" for c in checks)
+        f"a family of {len(typed.checks)} statistical checks at family-wise α {_number(typed.alpha)}: "
+        + "; ".join(f"{c.check}: {'pass' if c.passed else 'FAIL'}" for c in typed.checks)
     )
     summary_rows = [
-        (
-            f"{c.get('check')} ({'pass' if c.get('passed') else 'FAIL'})",
-            f"measured {c.get('value')}, expected {c.get('expected')}: {c.get('detail')}",
-        )
-        for c in checks
+        (f"{c.check} ({'pass' if c.passed else 'FAIL'})", f"measured {c.value}, expected {c.expected}: {c.detail}")
+        for c in typed.checks
     ]
     body = "<h2>Checks</h2>" + _facts(summary_rows)
     shown = {"checks", "passed", "violation", "verdict", "mlflow"}

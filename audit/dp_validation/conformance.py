@@ -41,6 +41,7 @@ from scipy import stats
 from audit.conformance.opacus_objects import SAMPLING_CHECKS, STEP_CHECKS, sampling_checks
 from audit.conformance.opacus_objects import check as _check  # the shared core
 from audit.errors import AuditInputError
+from audit.machinery.audit_results import ConformanceResult
 from audit.machinery.workers import user_code
 
 __all__ = ["CHECKS", "conformance_checks", "conformance_task", "run_conformance"]
@@ -232,23 +233,10 @@ def run_conformance(
         )
     else:
         (checks,) = pool.map(conformance_task, [(trainer, int(seed), float(alpha))])
-    failed = [c for c in checks if not c["passed"]]
-    status = "fail" if failed else "pass"
-    return {
-        "audit": "conformance checks of a step-function DP-SGD implementation",
-        "trainer": trainer if isinstance(trainer, str) else repr(trainer),
-        "seed": int(seed),
-        "alpha": float(alpha),
-        "checks": checks,
-        "passed": not failed,
-        "violation": bool(failed),
-        "verdict": {
-            "status": status,
-            "passed": not failed,
-            "decided_by": "built-in checks",
-            "reasons": [
-                f"{c['check']} failed: {c['detail']} (measured {c['value']}, expected {c['expected']})" for c in failed
-            ]
-            or [f"all {len(checks)} checks passed (family-wise α = {alpha:g})"],
-        },
-    }
+    return ConformanceResult.decided(
+        "conformance checks of a step-function DP-SGD implementation",
+        trainer=trainer if isinstance(trainer, str) else repr(trainer),
+        seed=seed,
+        alpha=alpha,
+        checks=checks,
+    ).to_json()

@@ -28,6 +28,7 @@ from typing import Any
 
 from audit.errors import AuditInputError
 from audit.machinery.audit_kinds import AUDIT_KINDS, load
+from audit.machinery.audit_results import ConformanceResult
 from audit.machinery.input_files import clip, load_json_file
 from audit.machinery.result_integrity import IntegrityOutcome
 
@@ -227,7 +228,7 @@ def check_accountant_flags(result: dict[str, Any], where: str) -> None:
 
 def check_conformance_flags(result: dict[str, Any], where: str) -> None:
     """conformance: `passed`, `violation` and the own verdict's status from the checks."""
-    passed = all(c["passed"] for c in result["checks"])
+    passed = ConformanceResult.from_json(result).passed
     for field in ("passed",):
         if field in result and bool(result[field]) != passed:
             raise _contradiction(where, field, f"is {result[field]} but the checks say {passed}")

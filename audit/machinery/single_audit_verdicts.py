@@ -13,6 +13,7 @@ from dataclasses import replace
 from typing import Any
 
 from audit.machinery.audit_kinds import audit_kind, load
+from audit.machinery.audit_results import ConformanceResult
 from audit.machinery.verdict import DEFAULT_ALPHA, RULE_STATUSES, Check, decide
 
 __all__ = [
@@ -115,13 +116,14 @@ def whitebox_audit_verdict(kind: str, result: dict[str, Any]) -> dict[str, Any]:
 
 def conformance_checks_verdict(kind: str, result: dict[str, Any]) -> dict[str, Any]:
     """Conformance checks: one claim per check, a Bonferroni family at the result's alpha."""
-    alpha = float(result.get("alpha") or 0.01)
+    typed = ConformanceResult.from_json(result)
+    alpha = float(typed.alpha or 0.01)
     checks = [
         Check(
-            str(c.get("check")),
+            c.check,
             "conformance check",
-            f"{c.get('check')}: {c.get('detail')}",
-            failed=not c.get("passed"),
+            f"{c.check}: {c.detail}",
+            failed=not c.passed,
             assumption=f"one of a family of statistical checks at α {alpha:g}",
             power={
                 "kind": "proven",
@@ -129,10 +131,9 @@ def conformance_checks_verdict(kind: str, result: dict[str, Any]) -> dict[str, A
                 "decider": "",
                 "detail": "the check observes the mechanism's own noise, clipping or sampling directly",
             },
-            claim=f"conformance: {c.get('check')}",
+            claim=f"conformance: {c.check}",
         )
-        for c in result.get("checks") or []
-        if isinstance(c, dict)
+        for c in typed.checks
     ]
     verdict = decide(checks, alpha=alpha)
     verdict["family_wise_error"] = {
