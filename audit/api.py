@@ -467,8 +467,8 @@ def accountant_check(
         IsolatedAccountant,
         check_accountant,
         load_grid,
-        summarize,
     )
+    from audit.machinery.audit_results import AccountantCheckResult
 
     loaded = grid if isinstance(grid, AccountantGrid) else load_grid(None if grid is None else str(grid))
     if isinstance(accountant, str):
@@ -478,4 +478,4 @@ def accountant_check(
     else:
         points = check_accountant(accountant, loaded, margin)
         name = getattr(accountant, "__qualname__", repr(accountant))
-    return _single_audit("accountant-check", {"accountant": name, "margin": margin, **summarize(points)})
+    return _single_audit("accountant-check", AccountantCheckResult(name, margin, tuple(points)).to_json())

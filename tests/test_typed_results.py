@@ -4,12 +4,18 @@ reads back what the schema allows, and is what the registry names."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from audit.machinery.audit_kinds import audit_kind, load
-from audit.machinery.audit_results import ConformanceCheck, ConformanceResult
+from audit.machinery.audit_results import (
+    AccountantCheckPoint,
+    AccountantCheckResult,
+    ConformanceCheck,
+    ConformanceResult,
+)
 
 DATA = Path(__file__).parent / "data" / "audit_results"
 CONFORMANCE_FILES = [DATA / "conformance.json", DATA / "current" / "conformance-factory.json"]
@@ -81,5 +87,41 @@ def test_a_minimal_file_the_schema_allows_reads_back():
 
 def test_the_registry_names_the_type_its_consumers_read():
     assert load(audit_kind("conformance").result_type or "") is ConformanceResult
-    untyped = ("canary-audit", "mechanism-audit", "whitebox-audit", "accountant-check")  # not typed yet
+    assert load(audit_kind("accountant-check").result_type or "") is AccountantCheckResult
+    untyped = ("canary-audit", "mechanism-audit", "whitebox-audit")  # not typed yet
     assert all(audit_kind(name).result_type is None for name in untyped)  # docs/architecture.md says so too
+
+
+def _summarized(accountant, margin, points):
+    """The accountant-check result as `{"accountant", "margin", **summarize(points)}` built it before the type
+    (commit f4deb70): the reference for the typed result's bytes."""
+    from dataclasses import asdict
+
+    counts = {label: sum(p.label == label for p in points) for label in ("ok", "loose", "unsound", "invalid")}
+    return {
+        "accountant": accountant,
+        "margin": margin,
+        "counts": counts,
+        "passed": counts["unsound"] == 0 and counts["invalid"] == 0,
+        "reference": "dp_accounting PLD interval refined until upper − lower ≤ 1% of ε",
+        "reference_not_tight": len([p for p in points if not p.pld_tight]),
+        "points": [asdict(p) for p in points],
+    }
+
+
+def test_the_typed_accountant_check_writes_the_bytes_the_dict_did():
+    recorded = json.loads((DATA / "accountant-check.json").read_text())
+    points = [AccountantCheckPoint.from_json(p) for p in recorded["points"]]
+    points[1] = replace(points[1], label="unsound", pld_tight=False)  # a failing, not-tight point too
+    typed = AccountantCheckResult("mine:epsilon", 0.1, tuple(points))
+    assert json.dumps(typed.to_json(), ensure_ascii=False) == json.dumps(
+        _summarized("mine:epsilon", 0.1, points), ensure_ascii=False
+    )
+    assert not typed.passed and typed.counts["unsound"] == 1
+
+
+def test_a_recorded_accountant_check_reads_back_into_the_type_and_out_unchanged():
+    recorded = json.loads((DATA / "accountant-check.json").read_text())
+    written = AccountantCheckResult.from_json(recorded).to_json()
+    assert list(written) == [key for key in recorded if key in written]
+    assert written == {key: recorded[key] for key in written}

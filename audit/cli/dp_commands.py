@@ -90,7 +90,8 @@ def accountant_check(
     """Check a user accountant against the tight PLD reference on a grid; exit 1 if any point is unsound."""
     from rich.table import Table
 
-    from audit.dp_validation.accountant_check import IsolatedAccountant, check_accountant, load_grid, summarize
+    from audit.dp_validation.accountant_check import IsolatedAccountant, check_accountant, load_grid
+    from audit.machinery.audit_results import AccountantCheckResult
     from audit.machinery.crash_log import set_log_folder
     from audit.machinery.input_files import check_number
     from audit.machinery.run_directory import check_output_folder, write_result_json_atomic
@@ -111,7 +112,7 @@ def accountant_check(
             points = check_accountant(function, loaded_grid, margin, progress=progress)
     finally:
         progress.close()
-    summary = {"accountant": accountant, "margin": margin, **summarize(points)}
+    summary = AccountantCheckResult(accountant, margin, tuple(points)).to_json()
     table = Table(title=f"accountant-check: {accountant}")
     for header in ("σ", "q", "T", "δ", "reported ε", "PLD ε [lower, upper]", "label"):
         table.add_column(header, justify="right")

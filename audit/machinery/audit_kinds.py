@@ -178,6 +178,7 @@ AUDIT_KINDS: dict[str, AuditKind] = {
             ),
             verdict=f"{_VERDICTS}:accountant_check_verdict",
             report_section=f"{_REPORT}:accountant_section",
+            result_type="audit.machinery.audit_results:AccountantCheckResult",
             numbers_check=f"{_RESULT_FILES}:check_accountant_flags",
         ),
     )

@@ -6,17 +6,17 @@ reads a result back (the verdict builder, the report section, `gate`'s check of 
 `from_json`, which accepts whatever the schema allows (optional fields absent, extra fields ignored).
 The kind registry names the type (`AuditKind.result_type`, audit/machinery/audit_kinds.py).
 
-Typed so far: `conformance` (both modes: a step-function trainer, `--factory`). The other kinds still travel
-as dicts (docs/architecture.md says which).
+Typed so far: `conformance` (both modes: a step-function trainer, `--factory`) and `accountant-check`. The other
+kinds still travel as dicts (docs/architecture.md says which).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-__all__ = ["ConformanceCheck", "ConformanceResult"]
+__all__ = ["AccountantCheckPoint", "AccountantCheckResult", "ConformanceCheck", "ConformanceResult"]
 
 
 @dataclass(frozen=True)
@@ -161,4 +161,97 @@ class ConformanceResult:
             factory=data.get("factory"),
             not_checked=tuple(not_checked) if isinstance(not_checked, list) else None,
             verdict=data.get("verdict") if isinstance(data.get("verdict"), Mapping) else None,
+        )
+
+
+ACCOUNTANT_LABELS = ("ok", "loose", "unsound", "invalid")
+
+
+@dataclass(frozen=True)
+class AccountantCheckPoint:
+    """One grid point of an accountant check: the user's ε against the tight PLD interval of the same σ, q, T, δ.
+
+    Attributes:
+        noise_multiplier, sample_rate, steps, delta: the DP-SGD parameters asked about.
+        reported: the accountant's ε; None when it gave none (label invalid, or loose for an infinite ε).
+        pld_lower, pld_upper: dp_accounting's optimistic and pessimistic PLD ε (the true ε lies between).
+        label: ok | loose | unsound (below the lower end) | invalid (raised or returned a non-number).
+        message: the comparison in words.
+        pld_tight: False when the time budget ended the PLD refinement (`pld_note` says how wide).
+        pld_discretization: the PLD's last discretisation interval.
+        pld_note: how tight the reference is, in words.
+    """
+
+    noise_multiplier: float
+    sample_rate: float
+    steps: int
+    delta: float
+    reported: float | None
+    pld_lower: float
+    pld_upper: float
+    label: str  # ok | loose | unsound | invalid
+    message: str
+    pld_tight: bool = True  # False: the time budget ended the refinement; `pld_note` says how wide
+    pld_discretization: float | None = None
+    pld_note: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> AccountantCheckPoint:
+        """A point read back: the schema's required fields, the optional ones where present."""
+        known = {f.name for f in fields(cls)}
+        values = {key: value for key, value in data.items() if key in known}
+        values.setdefault("message", "")
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class AccountantCheckResult:
+    """What `privacy-audit accountant-check` found (kind `accountant-check`).
+
+    Attributes:
+        accountant: the accountant as the user named it (`module:function`, or a function's qualified name).
+        margin: how far above the pessimistic PLD ε a reported ε is called loose (a fraction).
+        points: one per grid point, in grid order.
+    """
+
+    accountant: str | None
+    margin: float
+    points: tuple[AccountantCheckPoint, ...]
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """How many points carry each label."""
+        return {label: sum(p.label == label for p in self.points) for label in ACCOUNTANT_LABELS}
+
+    @property
+    def passed(self) -> bool:
+        """No point unsound or invalid."""
+        return not any(p.label in ("unsound", "invalid") for p in self.points)
+
+    def to_json(self) -> dict[str, Any]:
+        """The result as results files hold it ($defs/accountant-check), before recording adds the verdict."""
+        from audit.statistics.accountants import PLD_RELATIVE_TOLERANCE
+
+        return {
+            "accountant": self.accountant,
+            "margin": self.margin,
+            "counts": self.counts,
+            "passed": self.passed,
+            "reference": f"dp_accounting PLD interval refined until upper − lower ≤ {PLD_RELATIVE_TOLERANCE:.0%} of ε",
+            "reference_not_tight": sum(not p.pld_tight for p in self.points),
+            "points": [p.to_json() for p in self.points],
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> AccountantCheckResult:
+        """An accountant check read back (a results file, a re-rendered report); points that are not objects are
+        skipped (the schema refuses them where `gate` validates first)."""
+        points = data.get("points") or []
+        return cls(
+            accountant=data.get("accountant"),
+            margin=data.get("margin"),  # type: ignore[arg-type]  # required by the schema; shown as found
+            points=tuple(AccountantCheckPoint.from_json(p) for p in points if isinstance(p, Mapping)),
         )

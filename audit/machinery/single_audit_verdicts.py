@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import Any
 
 from audit.machinery.audit_kinds import audit_kind, load
-from audit.machinery.audit_results import ConformanceResult
+from audit.machinery.audit_results import AccountantCheckResult, ConformanceResult
 from audit.machinery.verdict import DEFAULT_ALPHA, RULE_STATUSES, Check, decide
 
 __all__ = [
@@ -44,17 +44,14 @@ def single_audit_verdict(kind: str, result: dict[str, Any]) -> dict[str, Any]:
 def accountant_check_verdict(kind: str, result: dict[str, Any]) -> dict[str, Any]:
     """An accountant check: one claim per grid point, that its ε is at least the true ε."""
     checks = []
-    for point in result.get("points") or []:
-        where = (
-            f"σ={point.get('noise_multiplier'):g} q={point.get('sample_rate'):g} "
-            f"T={point.get('steps')} δ={point.get('delta'):g}"
-        )
-        bad = point.get("label") in ("unsound", "invalid")
+    for point in AccountantCheckResult.from_json(result).points:
+        where = f"σ={point.noise_multiplier:g} q={point.sample_rate:g} T={point.steps} δ={point.delta:g}"
+        bad = point.label in ("unsound", "invalid")
         checks.append(
             Check(
                 where,
                 "accountant vs PLD interval",
-                f"{point.get('label')}: {point.get('message')}",
+                f"{point.label}: {point.message}",
                 failed=bad,
                 assumption="true ε lies in the PLD interval [lower, upper]",
                 power={
