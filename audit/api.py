@@ -77,6 +77,17 @@ class AuditResult:
 
         return Verdict.from_json(self.results.get("verdict") or {})
 
+    @property
+    def typed_results(self) -> Any:
+        """The results as the kind's typed, frozen result (`AuditKind.result_type`: `AccountantCheckResult` for
+        `accountant-check`), read once with its `from_json`; None for a kind not typed yet."""
+        from audit.machinery.audit_kinds import AUDIT_KINDS, load
+
+        kind = AUDIT_KINDS.get(self.kind)
+        if kind is None or kind.result_type is None:
+            return None
+        return load(kind.result_type).from_json(self.results)
+
     def to_dict(self) -> dict[str, Any]:
         """The full results, a deep copy: the schema of results.json (docs/verdict.md reads it)."""
         return deepcopy(dict(self.results))

@@ -125,3 +125,19 @@ def test_a_recorded_accountant_check_reads_back_into_the_type_and_out_unchanged(
     written = AccountantCheckResult.from_json(recorded).to_json()
     assert list(written) == [key for key in recorded if key in written]
     assert written == {key: recorded[key] for key in written}
+
+
+@pytest.mark.slow  # the tight PLD reference of one grid point: seconds of CPU
+def test_the_public_api_hands_back_the_typed_result():
+    import audit
+
+    def tiny(noise_multiplier, sample_rate, steps, delta):  # claims far more privacy than σ 1 gives: unsound
+        return 0.01
+
+    from audit.dp_validation.accountant_check import AccountantGrid
+
+    grid = AccountantGrid(noise_multipliers=[1.0], sample_rates=[0.01], steps=[100])
+    found = audit.accountant_check(tiny, grid=grid)
+    typed = found.typed_results
+    assert isinstance(typed, AccountantCheckResult) and typed.counts["unsound"] == 1 and not typed.passed
+    assert found.status == "fail" and typed.to_json()["points"] == found.results["points"]
