@@ -86,7 +86,8 @@ class AuditResult:
         kind = AUDIT_KINDS.get(self.kind)
         if kind is None or kind.result_type is None:
             return None
-        return load(kind.result_type).from_json(self.results)
+        result_type: Any = load(kind.result_type)  # a class with `from_json` (audit/machinery/audit_results.py)
+        return result_type.from_json(self.results)
 
     def to_dict(self) -> dict[str, Any]:
         """The full results, a deep copy: the schema of results.json (docs/verdict.md reads it)."""
