@@ -6,7 +6,8 @@ log nothing to MLflow). Each is a thin layer over the library function the CLI c
 numbers are the CLI's. Bad input raises `audit.errors.AuditInputError` (its `where` names the field
 or file); user code given as "module:function" runs in isolated worker processes with a timeout.
 
-`import audit` exposes these names lazily (see `audit/__init__.py`); docs/api.md renders this page.
+`import audit` exposes these names lazily (`audit.__all__` is the one list of the public surface, see
+`audit/__init__.py`); docs/api.md renders this page.
 """
 
 from __future__ import annotations
@@ -23,19 +24,6 @@ if TYPE_CHECKING:  # the heavy modules are imported by the jobs, when called
     from audit.dp_validation.accountant_check import AccountantGrid
     from audit.machinery.config import AuditConfig
     from audit.machinery.verdict_rows import Verdict
-
-__all__ = [
-    "AuditResult",
-    "load_config",
-    "run",
-    "audit_scores",
-    "audit_model",
-    "synth_check",
-    "canary_audit",
-    "whitebox_audit",
-    "one_run_whitebox_audit",
-    "accountant_check",
-]
 
 
 @dataclass(frozen=True)
@@ -88,6 +76,18 @@ class AuditResult:
         from audit.machinery.verdict_rows import Verdict
 
         return Verdict.from_json(self.results.get("verdict") or {})
+
+    @property
+    def typed_results(self) -> Any:
+        """The results as the kind's typed, frozen result (`AuditKind.result_type`: `AccountantCheckResult` for
+        `accountant-check`), read once with its `from_json`; None for a kind not typed yet."""
+        from audit.machinery.audit_kinds import AUDIT_KINDS, load
+
+        kind = AUDIT_KINDS.get(self.kind)
+        if kind is None or kind.result_type is None:
+            return None
+        result_type: Any = load(kind.result_type)  # a class with `from_json` (audit/machinery/audit_results.py)
+        return result_type.from_json(self.results)
 
     def to_dict(self) -> dict[str, Any]:
         """The full results, a deep copy: the schema of results.json (docs/verdict.md reads it)."""
@@ -479,8 +479,8 @@ def accountant_check(
         IsolatedAccountant,
         check_accountant,
         load_grid,
-        summarize,
     )
+    from audit.machinery.audit_results import AccountantCheckResult
 
     loaded = grid if isinstance(grid, AccountantGrid) else load_grid(None if grid is None else str(grid))
     if isinstance(accountant, str):
@@ -490,4 +490,4 @@ def accountant_check(
     else:
         points = check_accountant(accountant, loaded, margin)
         name = getattr(accountant, "__qualname__", repr(accountant))
-    return _single_audit("accountant-check", {"accountant": name, "margin": margin, **summarize(points)})
+    return _single_audit("accountant-check", AccountantCheckResult(name, margin, tuple(points)).to_json())

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import html
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from audit.machinery.audit_results import AccountantCheckPoint, AccountantCheckResult, ConformanceResult
 from audit.machinery.run_directory import write_text_atomic
 from audit.machinery.verdict_words import claim_line, status_word
 
@@ -72,17 +74,16 @@ def _setup_rows(result: dict[str, Any], shown: set[str], kind: str) -> list[tupl
     return rows
 
 
-def _points_table(points: list[dict[str, Any]]) -> str:
+def _points_table(points: Sequence[AccountantCheckPoint]) -> str:
     head = "".join(f"<th>{h}</th>" for h in ("σ", "q", "T", "δ", "reported ε", "PLD ε lower", "PLD ε upper", "label"))
     rows = "".join(
         "<tr>"
         + "".join(
-            f"<td class='num'>{_text(_number(p.get(k)))}</td>"
-            for k in ("noise_multiplier", "sample_rate", "steps", "delta", "reported", "pld_lower", "pld_upper")
+            f"<td class='num'>{_text(_number(value))}</td>"
+            for value in (p.noise_multiplier, p.sample_rate, p.steps, p.delta, p.reported, p.pld_lower, p.pld_upper)
         )
-        + f"<td>{_text(p.get('label'))}</td></tr>"
+        + f"<td>{_text(p.label)}</td></tr>"
         for p in points
-        if isinstance(p, dict)
     )
     return f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
 
@@ -118,31 +119,28 @@ def _section(kind: str, result: dict[str, Any], decided: dict[str, Any]) -> Sect
 
 def accountant_section(kind: str, result: dict[str, Any], decided: dict[str, Any]) -> Section:
     """accountant-check: the labels' counts and the grid points."""
-    counts = result.get("counts") or {}
-    detail = ", ".join(f"{n} {label}" for label, n in counts.items()) + " grid point(s)"
+    typed = AccountantCheckResult.from_json(result)
+    detail = ", ".join(f"{n} {label}" for label, n in typed.counts.items()) + " grid point(s)"
     summary_rows = [
         ("accountant", _subject(result)),
-        ("margin for 'loose'", result.get("margin")),
-        *((f"{label} points", n) for label, n in counts.items()),
+        ("margin for 'loose'", typed.margin),
+        *((f"{label} points", n) for label, n in typed.counts.items()),
     ]
-    body = "<h2>Result</h2>" + _facts(summary_rows) + "<h2>Grid points</h2>" + _points_table(result.get("points") or [])
+    body = "<h2>Result</h2>" + _facts(summary_rows) + "<h2>Grid points</h2>" + _points_table(typed.points)
     shown = {"accountant", "margin", "counts", "points", "passed", "mlflow", "verdict"}
     return Section(detail, body, frozenset(shown))
 
 
 def conformance_section(kind: str, result: dict[str, Any], decided: dict[str, Any]) -> Section:
     """conformance: one row per check."""
-    checks = [c for c in result.get("checks") or [] if isinstance(c, dict)]
+    typed = ConformanceResult.from_json(result)
     detail = (
-        f"a family of {len(checks)} statistical checks at family-wise α {_number(result.get('alpha'))}: "
-        + "; ".join(f"{c.get('check')}: {'pass' if c.get('passed') else 'FAIL'}" for c in checks)
+        f"a family of {len(typed.checks)} statistical checks at family-wise α {_number(typed.alpha)}: "
+        + "; ".join(f"{c.check}: {'pass' if c.passed else 'FAIL'}" for c in typed.checks)
     )
     summary_rows = [
-        (
-            f"{c.get('check')} ({'pass' if c.get('passed') else 'FAIL'})",
-            f"measured {c.get('value')}, expected {c.get('expected')}: {c.get('detail')}",
-        )
-        for c in checks
+        (f"{c.check} ({'pass' if c.passed else 'FAIL'})", f"measured {c.value}, expected {c.expected}: {c.detail}")
+        for c in typed.checks
     ]
     body = "<h2>Checks</h2>" + _facts(summary_rows)
     shown = {"checks", "passed", "violation", "verdict", "mlflow"}

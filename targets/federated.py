@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import math
 import time
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -222,20 +221,9 @@ def local_steps_per_epoch(n_rows: int, batch_size: int) -> int:
 def _noise_multiplier(
     epsilon: float, delta: float, sample_rate: float, epochs: int | None, steps: int | None, accountant: str
 ) -> float:
-    from opacus.accountants.utils import get_noise_multiplier
+    from targets.opacus_setups import noise_multiplier_for
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # RDP's "optimal order is the largest alpha": the PLD column says it
-        return float(
-            get_noise_multiplier(
-                target_epsilon=epsilon,
-                target_delta=delta,
-                sample_rate=sample_rate,
-                epochs=epochs,
-                steps=steps,
-                accountant=accountant,
-            )
-        )
+    return noise_multiplier_for(epsilon, delta, sample_rate, accountant, epochs=epochs, steps=steps)
 
 
 def record_level_noise_multiplier(
@@ -287,20 +275,12 @@ def train_locally(
         dataset, batch_size=spec.batch_size, shuffle=True, generator=torch.Generator().manual_seed(seed)
     )
     private = noise_multiplier is not None
-    if private:
-        from opacus import PrivacyEngine
+    if noise_multiplier is not None:
+        from targets.opacus_setups import private_at_sigma
 
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            engine = PrivacyEngine(accountant="prv")
-            model, optimizer, loader = engine.make_private(
-                module=model,
-                optimizer=optimizer,
-                data_loader=loader,
-                noise_multiplier=noise_multiplier,
-                max_grad_norm=spec.max_grad_norm,
-                poisson_sampling=True,
-            )
+        _, model, optimizer, loader = private_at_sigma(
+            model, optimizer, loader, noise_multiplier=noise_multiplier, max_grad_norm=spec.max_grad_norm
+        )
     criterion = nn.CrossEntropyLoss()
     steps = 0
     for _ in range(spec.local_epochs):

@@ -25,7 +25,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from targets.datasets import make_default_tabular
 from targets.models import build_model
 
-__all__ = ["calibrated_noise_multiplier", "private_at_epsilon", "tabular_mlp_setup"]
+__all__ = ["calibrated_noise_multiplier", "private_at_epsilon", "private_at_sigma", "tabular_mlp_setup"]
 
 TEST_SHARE = 0.2
 
@@ -36,17 +36,62 @@ def calibrated_noise_multiplier(
 ) -> float:
     """Opacus's σ for (ε, δ) over `epochs` at Poisson rate `sample_rate` under `accountant` (its
     `get_noise_multiplier`, as `make_private_with_epsilon` calls it), cached per process."""
+    return noise_multiplier_for(epsilon, delta, sample_rate, accountant, epochs=epochs)
+
+
+def noise_multiplier_for(
+    epsilon: float,
+    delta: float,
+    sample_rate: float,
+    accountant: str,
+    *,
+    epochs: int | None = None,
+    steps: int | None = None,
+) -> float:
+    """Opacus's `get_noise_multiplier` for (ε, δ) over `epochs` (or `steps`) at Poisson rate `sample_rate`,
+    its warnings silenced (RDP's "optimal order is the largest alpha": the PLD and PRV columns say it)."""
     from opacus.accountants.utils import get_noise_multiplier
 
-    return float(
-        get_noise_multiplier(
-            target_epsilon=epsilon,
-            target_delta=delta,
-            sample_rate=sample_rate,
-            epochs=epochs,
-            accountant=accountant,
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return float(
+            get_noise_multiplier(
+                target_epsilon=epsilon,
+                target_delta=delta,
+                sample_rate=sample_rate,
+                epochs=epochs,
+                steps=steps,
+                accountant=accountant,
+            )
         )
+
+
+def _make_private(engine, model, optimizer, loader, noise_multiplier, max_grad_norm, grad_sample_mode="hooks"):
+    """Opacus's `make_private` as every harness setup calls it: Poisson sampling, flat clipping, σ given."""
+    return engine.make_private(
+        module=model,
+        optimizer=optimizer,
+        data_loader=loader,
+        noise_multiplier=noise_multiplier,
+        max_grad_norm=max_grad_norm,
+        poisson_sampling=True,
+        grad_sample_mode=grad_sample_mode,
     )
+
+
+def private_at_sigma(
+    model, optimizer, loader, *, noise_multiplier: float, max_grad_norm: float, accountant: str = "prv"
+):
+    """(engine, model, optimizer, loader) made private by Opacus at noise multiplier `noise_multiplier` (Poisson
+    sampling at 1 / len(loader), flat clipping to `max_grad_norm`, noise σ·C), Opacus's warnings silenced
+    (its non-secure RNG notice: not what is audited)."""
+    from opacus import PrivacyEngine
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        engine = PrivacyEngine(accountant=accountant)
+        model, optimizer, loader = _make_private(engine, model, optimizer, loader, noise_multiplier, max_grad_norm)
+    return engine, model, optimizer, loader
 
 
 def private_at_epsilon(
@@ -86,14 +131,8 @@ def private_at_epsilon(
             noise_multiplier = calibrated_noise_multiplier(
                 epsilon, delta, 1 / len(loader), epochs, engine.accountant.mechanism()
             )
-            model, optimizer, loader = engine.make_private(
-                module=model,
-                optimizer=optimizer,
-                data_loader=loader,
-                noise_multiplier=noise_multiplier,
-                max_grad_norm=max_grad_norm,
-                poisson_sampling=True,
-                grad_sample_mode=grad_sample_mode,
+            model, optimizer, loader = _make_private(
+                engine, model, optimizer, loader, noise_multiplier, max_grad_norm, grad_sample_mode
             )
         except ValueError as exc:  # "privacy budget is too low", "floating point errors will dominate"
             raise AuditInputError(
@@ -140,19 +179,19 @@ def tabular_mlp_setup(
     model = build_model("mlp", X.shape[1], list(hidden), int(y.max()) + 1, seed=int(seed)).to(place)
     optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum)
     loader = DataLoader(train, batch_size=batch, shuffle=True)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # Opacus's non-secure RNG warning: not what is audited
-        engine = PrivacyEngine(accountant=accountant)
-        if make_private is None:
-            model, optimizer, loader = engine.make_private(
-                module=model,
-                optimizer=optimizer,
-                data_loader=loader,
-                noise_multiplier=float(noise_multiplier),
-                max_grad_norm=float(max_grad_norm),
-                poisson_sampling=True,
-            )
-        else:
+    if make_private is None:
+        engine, model, optimizer, loader = private_at_sigma(
+            model,
+            optimizer,
+            loader,
+            noise_multiplier=float(noise_multiplier),
+            max_grad_norm=float(max_grad_norm),
+            accountant=accountant,
+        )
+    else:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # Opacus's non-secure RNG warning: not what is audited
+            engine = PrivacyEngine(accountant=accountant)
             model, optimizer, loader = make_private(engine, model, optimizer, loader)
     per_epoch = max(1, len(loader))
     return {

@@ -5,8 +5,9 @@ import json
 import numpy as np
 import pytest
 
+from audit.conformance.opacus_objects import inclusion_check as _inclusion_check
 from audit.demos import planted_bugs
-from audit.dp_validation.conformance import CHECKS, _inclusion_check, conformance_checks, run_conformance
+from audit.dp_validation.conformance import CHECKS, conformance_checks, run_conformance
 from audit.errors import AuditInputError
 
 

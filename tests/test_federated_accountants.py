@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from audit.demos.federated_accountants import dp_fedavg_sqrt_composition, hospitals_abadi_approximation
-from audit.dp_validation.accountant_check import DEFAULT_MARGIN, AccountantGrid, check_accountant, classify, summarize
+from audit.dp_validation.accountant_check import DEFAULT_MARGIN, AccountantGrid, check_accountant, classify
+from audit.machinery.audit_results import AccountantCheckResult
 from audit.statistics.accountants import DPSGDEvent, _pld_bounds_at, pld_epsilon_interval
 
 
@@ -61,7 +62,7 @@ def test_the_check_flags_the_documents_accountants_where_the_coarse_interval_wou
     )
     coarse_lower, _ = _pld_bounds_at(DPSGDEvent(2.0, 0.004, 100), 1e-5, 1e-4)
     assert coarse_lower <= point.reported < point.pld_lower and point.label == "unsound" and point.pld_tight
-    assert not summarize([point])["passed"]
+    assert not AccountantCheckResult("accountant", DEFAULT_MARGIN, (point,)).to_json()["passed"]
 
 
 def test_dp_fedavg_formula_matches_the_document():

@@ -10,7 +10,7 @@ from audit.statistics.epsilon_bounds import clopper_pearson_upper
 from audit.statistics.tradeoff_curves import (
     HIGH,
     ProfileRule,
-    choose_profile_rule,
+    best_profile_rule,
     curve_slope,
     dpsgd_privacy_profile,
     gdp_tradeoff,
@@ -83,7 +83,7 @@ def test_a_mechanism_exactly_at_its_claim_is_refuted_in_at_most_5_percent_of_200
     refuted = 0
     for _ in range(200):
         sel_in, sel_out = (_dirac_world(rng, 200, sigma, 1.0, steps, v) for v in (True, False))
-        rule = choose_profile_rule(sel_in, sel_out, profile, n, n)
+        rule = best_profile_rule(sel_in, sel_out, profile, n, n)[0]
         ev_in, ev_out = (_dirac_world(rng, n, sigma, 1.0, steps, v) for v in (True, False))
         refuted += profile_test(ev_in, ev_out, rule, profile)["refuted"]
     assert refuted <= 10
@@ -190,11 +190,11 @@ def test_rule_choice_uses_moderate_fprs_and_the_right_direction():
     rng = np.random.default_rng(2)
     s_in, s_out = rng.normal(1.0, 1, 500), rng.normal(0.0, 1, 500)
     profile = dpsgd_privacy_profile(4.5, 0.25, 20)
-    threshold, direction, slope = choose_profile_rule(s_in, s_out, profile, 2000, 2000)
+    threshold, direction, slope = best_profile_rule(s_in, s_out, profile, 2000, 2000)[0]
     assert direction == "member if score >= threshold"
     fpr = np.mean(s_out >= threshold)
     assert 0.02 <= fpr <= 0.98 and slope == pytest.approx(float(curve_slope(profile, fpr)))
-    threshold, direction, _ = choose_profile_rule(-s_in, -s_out, profile, 2000, 2000)
+    threshold, direction, _ = best_profile_rule(-s_in, -s_out, profile, 2000, 2000)[0]
     assert direction == "member if score < threshold"
 
 

@@ -15,6 +15,7 @@ from audit.cli.output import (
     QuietOption,
     RayAddressOption,
     TrackingUriOption,
+    WorkersOption,
     command_progress,
     print_bound,
     print_verdict,
@@ -89,7 +90,8 @@ def accountant_check(
     """Check a user accountant against the tight PLD reference on a grid; exit 1 if any point is unsound."""
     from rich.table import Table
 
-    from audit.dp_validation.accountant_check import IsolatedAccountant, check_accountant, load_grid, summarize
+    from audit.dp_validation.accountant_check import IsolatedAccountant, check_accountant, load_grid
+    from audit.machinery.audit_results import AccountantCheckResult
     from audit.machinery.crash_log import set_log_folder
     from audit.machinery.input_files import check_number
     from audit.machinery.run_directory import check_output_folder, write_result_json_atomic
@@ -110,7 +112,7 @@ def accountant_check(
             points = check_accountant(function, loaded_grid, margin, progress=progress)
     finally:
         progress.close()
-    summary = {"accountant": accountant, "margin": margin, **summarize(points)}
+    summary = AccountantCheckResult(accountant, margin, tuple(points)).to_json()
     table = Table(title=f"accountant-check: {accountant}")
     for header in ("σ", "q", "T", "δ", "reported ε", "PLD ε [lower, upper]", "label"):
         table.add_column(header, justify="right")
@@ -217,13 +219,7 @@ def canary_audit(
             "local (one child process) | processes | ray (same numbers on each)",
         ),
     ] = "processes",
-    workers: Annotated[
-        int | None,
-        typer.Option(
-            "--workers",
-            help="processes: child processes [default: the cores]; ray: CPUs of the local cluster started here",
-        ),
-    ] = None,
+    workers: WorkersOption = None,
     ray_address: RayAddressOption = None,
     timeout: Annotated[
         float, typer.Option("--timeout", help="seconds one training run may take (every executor)")

@@ -32,6 +32,13 @@ TrackingUriOption = Annotated[
     str | None,
     typer.Option("--tracking-uri", help="MLflow tracking URI (default: sqlite:///mlflow.db in the working directory)"),
 ]
+WorkersOption = Annotated[
+    int | None,
+    typer.Option(
+        "--workers",
+        help="processes: child processes [default: the cores]; ray: CPUs of the local cluster started here",
+    ),
+]
 RayAddressOption = Annotated[
     str | None,
     typer.Option(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -13,6 +13,7 @@ from audit.cli.output import (
     QuietOption,
     RayAddressOption,
     TrackingUriOption,
+    WorkersOption,
     command_progress,
     print_one_run_bounds,
     print_verdict,
@@ -44,13 +45,7 @@ def run(
         str,
         typer.Option("--executor", help="where the parallel work runs: local | processes | ray (same numbers on each)"),
     ] = "local",
-    workers: Annotated[
-        int | None,
-        typer.Option(
-            "--workers",
-            help="processes: child processes [default: the cores]; ray: CPUs of the local cluster started here",
-        ),
-    ] = None,
+    workers: WorkersOption = None,
     ray_address: RayAddressOption = None,
     tracking: Annotated[
         bool, switch("tracking", "log to MLflow; --no-tracking: results folder and report only")
@@ -146,20 +141,24 @@ def run(
         )
         return
     # Imported after the inputs are validated: a typo in a flag should not wait for torch to load.
+    # What every job is called with: where it runs, what it shows, where it writes and logs, and the policy.
+    job_options = dict(
+        executor=executor,
+        workers=workers,
+        ray_address=ray_address,
+        quiet=quiet,
+        out_dir=out,
+        tracking_uri=tracking_uri,
+        preset=preset or "default",
+        resume=resume,
+        policy=loaded_policy,
+    )
     if resolved.text is not None or resolved.llm is not None:  # the language-model jobs (presets text, llm)
         _run_text(
             resolved,
-            out=out,
-            tracking_uri=tracking_uri,
-            preset=preset,
-            policy=loaded_policy,
-            resume=resume,
-            executor=executor,
-            workers=workers,
-            ray_address=ray_address,
+            job_options,
             log_models=log_models,
             tracking=tracking,
-            quiet=quiet,
             fail_on_inconclusive=fail_on_inconclusive,
         )
         return
@@ -175,20 +174,7 @@ def run(
         extra = {"tracking": tracking, "log_models": log_models}
     from reports.console import results_summary_table, synthetic_risks_table, synthetic_summary_table
 
-    audit_run = _run_job(
-        run_audit,
-        resolved,
-        executor=executor,
-        workers=workers,
-        ray_address=ray_address,
-        quiet=quiet,
-        out_dir=out,
-        tracking_uri=tracking_uri,
-        preset=preset or "default",
-        resume=resume,
-        policy=loaded_policy,
-        **extra,
-    )
+    audit_run = _run_job(run_audit, resolved, **job_options, **extra)
     results = audit_run.results
     console.print(results_summary_table(results))
     print_one_run_bounds(results)
@@ -231,22 +217,7 @@ def _run_job(job, resolved, *, executor, workers, ray_address, quiet, **kwargs):
         pool.close()
 
 
-def _run_text(
-    resolved,
-    *,
-    out,
-    tracking_uri,
-    preset,
-    policy,
-    resume,
-    executor,
-    workers,
-    ray_address,
-    log_models,
-    tracking,
-    quiet,
-    fail_on_inconclusive=False,
-) -> None:
+def _run_text(resolved, job_options: dict[str, Any], *, log_models, tracking, fail_on_inconclusive) -> None:
     """`run` of a config with a `text:` section: the language-model job (audit/text/)."""
     if log_models:
         raise AuditInputError(
@@ -260,20 +231,7 @@ def _run_text(
         from audit.text.llm_runner import run_llm_audit as run_text_audit  # type: ignore[assignment]  # same call
     from reports.text_tables import text_console_tables
 
-    text_run = _run_job(
-        run_text_audit,
-        resolved,
-        executor=executor,
-        workers=workers,
-        ray_address=ray_address,
-        quiet=quiet,
-        out_dir=out,
-        tracking_uri=tracking_uri,
-        preset=preset or "default",
-        policy=policy,
-        tracking=tracking,
-        resume=resume,
-    )
+    text_run = _run_job(run_text_audit, resolved, **job_options, tracking=tracking)
     results = text_run.results
     console.print(results_summary_table(results))
     for table in text_console_tables(results):

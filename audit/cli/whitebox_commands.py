@@ -186,21 +186,16 @@ def whitebox_audit(
     finally:
         progress.close()
     path, result = _record(
-        result,
-        out,
-        tracking_uri,
-        ledger,
-        dataset,
-        {"observe": observe, "runs": runs, "seed": seed, "mu_lower_bound": result["gdp_bound"]["mu"]},
+        result, recording, {"observe": observe, "runs": runs, "seed": seed, "mu_lower_bound": result["gdp_bound"]["mu"]}
     )
     print_runs_used(result, "runs per side")
     print_whitebox_result(result, path, fail_on_inconclusive)
 
 
-def _record(
-    result: dict, out: Path, tracking_uri, ledger, dataset, params: dict[str, Any]
-) -> tuple[Path, dict[str, Any]]:
-    """Write the result (its digest, MLflow) and, with --ledger/--dataset, record its spend: both modes."""
+def _record(result: dict, recording: tuple, params: dict[str, Any]) -> tuple[Path, dict[str, Any]]:
+    """Write the result (its digest, MLflow) and, with --ledger/--dataset, record its spend: both modes.
+    `recording` is the command's (out, tracking_uri, ledger, dataset, fail_on_inconclusive)."""
+    out, tracking_uri, ledger, dataset, _ = recording
     path, result = record_audit("whitebox-audit", result, out, tracking_uri, {"subject": result["subject"], **params})
     record_in_ledger(ledger, dataset, "whitebox-audit", result, path)
     return path, result
@@ -271,16 +266,12 @@ def _one_run(
             )
     finally:
         progress.close()
-    out, tracking_uri, ledger, dataset, fail_on_inconclusive = recording
     path, result = _record(
         result,
-        out,
-        tracking_uri,
-        ledger,
-        dataset,
+        recording,
         {"mode": "one-run", "observe": common["observe"], "canaries": result["canaries"]["m"], "seed": common["seed"]},
     )
-    print_one_run_result(result, path, fail_on_inconclusive)
+    print_one_run_result(result, path, recording[-1])
 
 
 def print_one_run_result(result: dict, path: Path, fail_on_inconclusive: bool) -> None:

@@ -40,6 +40,8 @@ from audit.errors import AuditInputError
 
 __all__ = [
     "FACTORY_CHECKS",
+    "SAMPLING_CHECKS",
+    "STEP_CHECKS",
     "STATISTICAL",
     "Tap",
     "check",
@@ -51,18 +53,17 @@ __all__ = [
     "sampling_checks",
 ]
 
+# The checks both conformance modes run, in order: `sampling_checks`' three, then the noise and clipping checks.
+SAMPLING_CHECKS = ("sampling_rate", "poisson_sampling", "independent_inclusion")
+STEP_CHECKS = ("noise_std", "noise_independence", "per_example_clipping")
 FACTORY_CHECKS = (
     "parameters",
     "one_poisson_batch_per_step",
     "noisy_steps",
     "steps",
     "accountant_sigma",
-    "sampling_rate",
-    "poisson_sampling",
-    "independent_inclusion",
-    "noise_std",
-    "noise_independence",
-    "per_example_clipping",
+    *SAMPLING_CHECKS,
+    *STEP_CHECKS,
 )
 STATISTICAL = 6  # checks with a false-alarm rate (Bonferroni divisor)
 SAMPLING_TRAININGS = 20

@@ -75,7 +75,7 @@ def train_dpsgd(
 
 
 def _train_dpsgd(features, labels, seed, *, noise_multiplier, max_grad_norm) -> nn.Module:
-    from opacus import PrivacyEngine
+    from targets.opacus_setups import private_at_sigma
 
     X = torch.as_tensor(np.asarray(features, dtype=np.float32))
     y = torch.as_tensor(np.asarray(labels, dtype=np.int64))
@@ -84,17 +84,9 @@ def _train_dpsgd(features, labels, seed, *, noise_multiplier, max_grad_norm) -> 
     model = build_mlp(X.shape[1], HIDDEN_SIZES, max(n_classes, 2), seed=INIT_SEED)
     optimizer = torch.optim.SGD(model.parameters(), lr=LEARNING_RATE)
     loader = DataLoader(TensorDataset(X, y), batch_size=math.ceil(len(X) / STEPS_PER_EPOCH))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # secure_mode notice
-        engine = PrivacyEngine(accountant="prv")
-        private_model, optimizer, loader = engine.make_private(
-            module=model,
-            optimizer=optimizer,
-            data_loader=loader,
-            noise_multiplier=noise_multiplier,
-            max_grad_norm=max_grad_norm,
-            poisson_sampling=True,
-        )
+    _, private_model, optimizer, loader = private_at_sigma(
+        model, optimizer, loader, noise_multiplier=noise_multiplier, max_grad_norm=max_grad_norm
+    )
     criterion = nn.CrossEntropyLoss()
     private_model.train()
     with warnings.catch_warnings():

@@ -67,18 +67,10 @@ def _setup(noise_multiplier: float = BUG_NOISE_MULTIPLIER, seed: int = 0, **kwar
 
 
 def correct_sigma(epsilon: float) -> float:
-    from opacus.accountants.utils import get_noise_multiplier
+    from targets.opacus_setups import noise_multiplier_for
 
     spec = _spec(1.0)
-    return float(
-        get_noise_multiplier(
-            target_epsilon=epsilon,
-            target_delta=DELTA,
-            sample_rate=spec["sample_rate"],
-            steps=spec["steps"],
-            accountant="prv",
-        )
-    )
+    return noise_multiplier_for(epsilon, DELTA, spec["sample_rate"], "prv", steps=spec["steps"])
 
 
 def correct(epsilon: float, seed: int):

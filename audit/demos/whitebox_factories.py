@@ -18,32 +18,25 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
+from targets.opacus_setups import private_at_sigma
+
 NOISE_MULTIPLIER = 2.0
 MAX_GRAD_NORM = 2.0
 EPOCHS = 4
 ROWS = 16
 
 
-def _setup(noise_multiplier: float = NOISE_MULTIPLIER):
-    from opacus import PrivacyEngine
-
+def _setup(noise_multiplier: float = NOISE_MULTIPLIER, hidden: int = 8):
+    """ROWS rows, a 4 → `hidden` → 2 MLP, full batch, made private by Opacus at σ = `noise_multiplier`, C = 2."""
     # Data and weights come from the global RNG, which the audit seeds per run.
     features = torch.randn(ROWS, 4)
     labels = (features[:, 0] > 0).long()
-    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    model = nn.Sequential(nn.Linear(4, hidden), nn.ReLU(), nn.Linear(hidden, 2))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     loader = DataLoader(TensorDataset(features, labels), batch_size=ROWS)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # Opacus warns about its non-secure RNG: not what is audited here
-        engine = PrivacyEngine(accountant="prv")
-        model, optimizer, loader = engine.make_private(
-            module=model,
-            optimizer=optimizer,
-            data_loader=loader,
-            noise_multiplier=noise_multiplier,
-            max_grad_norm=MAX_GRAD_NORM,
-            poisson_sampling=True,
-        )
+    engine, model, optimizer, loader = private_at_sigma(
+        model, optimizer, loader, noise_multiplier=noise_multiplier, max_grad_norm=MAX_GRAD_NORM
+    )
     return {"model": model, "optimizer": optimizer, "data_loader": loader, "privacy_engine": engine, "epochs": EPOCHS}
 
 
@@ -96,36 +89,14 @@ def accountant_told_wrong_sigma():
 WIDE_HIDDEN = 4096
 
 
-def _wide_setup(noise_multiplier: float = NOISE_MULTIPLIER):
-    from opacus import PrivacyEngine
-
-    features = torch.randn(ROWS, 4)
-    labels = (features[:, 0] > 0).long()
-    model = nn.Sequential(nn.Linear(4, WIDE_HIDDEN), nn.ReLU(), nn.Linear(WIDE_HIDDEN, 2))
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    loader = DataLoader(TensorDataset(features, labels), batch_size=ROWS)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        engine = PrivacyEngine(accountant="prv")
-        model, optimizer, loader = engine.make_private(
-            module=model,
-            optimizer=optimizer,
-            data_loader=loader,
-            noise_multiplier=noise_multiplier,
-            max_grad_norm=MAX_GRAD_NORM,
-            poisson_sampling=True,
-        )
-    return {"model": model, "optimizer": optimizer, "data_loader": loader, "privacy_engine": engine, "epochs": EPOCHS}
-
-
 def wide_correct_opacus():
     """Opacus as shipped, on the wide model (one-run audits)."""
-    return _wide_setup()
+    return _setup(hidden=WIDE_HIDDEN)
 
 
 def wide_noise_not_scaled_by_clip_norm():
     """Buggy like `noise_not_scaled_by_clip_norm`, on the wide model: true μ = 2, the claim says 1."""
-    setup = _wide_setup()
+    setup = _setup(hidden=WIDE_HIDDEN)
     setup["optimizer"].add_noise = types.MethodType(_add_noise_without_clip_norm, setup["optimizer"])
     return setup
 

@@ -16,12 +16,13 @@ from __future__ import annotations
 import itertools
 import math
 import numbers
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from audit.errors import AuditInputError
+from audit.machinery.audit_results import AccountantCheckPoint
 from audit.machinery.progress import Progress, as_progress
 from audit.statistics.accountants import (
     PLD_RELATIVE_TOLERANCE,
@@ -116,22 +117,6 @@ def accountant_table(
 
 
 @dataclass(frozen=True)
-class AccountantCheckPoint:
-    noise_multiplier: float
-    sample_rate: float
-    steps: int
-    delta: float
-    reported: float | None
-    pld_lower: float
-    pld_upper: float
-    label: str  # ok | loose | unsound | invalid
-    message: str
-    pld_tight: bool = True  # False: the time budget ended the refinement; `pld_note` says how wide
-    pld_discretization: float | None = None
-    pld_note: str = ""
-
-
-@dataclass(frozen=True)
 class NotANumber:
     """What an isolated accountant returned when it was not a real number (type name and a short repr)."""
 
@@ -219,18 +204,6 @@ def check_accountant(
         step.advance()
     progress.end(step)
     return points
-
-
-def summarize(points: Sequence[AccountantCheckPoint]) -> dict:
-    counts = {label: sum(p.label == label for p in points) for label in ("ok", "loose", "unsound", "invalid")}
-    not_tight = [p for p in points if not p.pld_tight]
-    return {
-        "counts": counts,
-        "passed": counts["unsound"] == 0 and counts["invalid"] == 0,
-        "reference": f"dp_accounting PLD interval refined until upper − lower ≤ {PLD_RELATIVE_TOLERANCE:.0%} of ε",
-        "reference_not_tight": len(not_tight),
-        "points": [asdict(p) for p in points],
-    }
 
 
 # --------------------------------------------------------------------------------------------------

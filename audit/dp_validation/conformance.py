@@ -38,22 +38,15 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from audit.conformance.opacus_objects import SAMPLING_CHECKS, STEP_CHECKS, sampling_checks
 from audit.conformance.opacus_objects import check as _check  # the shared core
-from audit.conformance.opacus_objects import inclusion_check as _inclusion_check
 from audit.errors import AuditInputError
+from audit.machinery.audit_results import ConformanceResult
 from audit.machinery.workers import user_code
 
 __all__ = ["CHECKS", "conformance_checks", "conformance_task", "run_conformance"]
 
-CHECKS = (
-    "steps",
-    "sampling_rate",
-    "poisson_sampling",
-    "independent_inclusion",
-    "noise_std",
-    "noise_independence",
-    "per_example_clipping",
-)
+CHECKS = ("steps", *SAMPLING_CHECKS, *STEP_CHECKS)
 N_RECORDS = 256
 SAMPLING_REPEATS = 50
 NOISE_DRAWS_PER_STEP = 50
@@ -110,13 +103,9 @@ def conformance_checks(
 
     # Sampling: steps, rate, Poisson dispersion, independent inclusion across steps.
     rng = np.random.default_rng(streams[0])
-    size_list: list[int] = []
-    counts: list[int] = []
-    inclusions: list[tuple[int, np.ndarray]] = []
-    duplicates = 0
+    trainings: list[list[np.ndarray]] = []
     for _ in range(SAMPLING_REPEATS):
         batches = [np.asarray(batch).ravel() for batch in recipe.sample_batches(n_records, rng)]
-        counts.append(len(batches))
         joined = np.concatenate(batches).astype(np.int64) if batches else np.zeros(0, np.int64)
         if joined.size and (joined.min() < 0 or joined.max() >= n_records):
             raise AuditInputError(
@@ -124,10 +113,8 @@ def conformance_checks(
                 f"sample_batches(n={n_records}, rng) returned an index outside "
                 f"[0, {n_records}): {int(joined.min())}..{int(joined.max())}",
             )
-        inclusions.append((len(batches), np.bincount(joined, minlength=n_records)))
-        for batch in batches:
-            size_list.append(batch.size)
-            duplicates += int(batch.size != np.unique(batch).size)
+        trainings.append(batches)
+    counts = [len(batches) for batches in trainings]
     results.append(
         _check(
             "steps",
@@ -137,42 +124,8 @@ def conformance_checks(
             f"batches per training over {SAMPLING_REPEATS} draws: {sorted(set(counts))}",
         )
     )
-    sizes = np.asarray(size_list, dtype=float)
-    mean, expected_mean = sizes.mean(), n_records * q
-    binom_var = n_records * q * (1 - q)
-    z = (
-        (mean - expected_mean) / math.sqrt(binom_var / sizes.size)
-        if binom_var > 0
-        else (0.0 if mean == expected_mean else math.inf)
-    )
-    p_rate = 2 * stats.norm.sf(abs(z))
-    results.append(
-        _check(
-            "sampling_rate",
-            p_rate > a,
-            float(mean / n_records),
-            q,
-            f"mean batch {mean:.2f} of n = {n_records} over {sizes.size} batches (z = {z:.2f})",
-            p_rate,
-        )
-    )
-    if binom_var > 0:
-        statistic = (sizes.size - 1) * sizes.var(ddof=1) / binom_var
-        cdf = stats.chi2.cdf(statistic, sizes.size - 1)
-        p_disp = 2 * min(cdf, 1 - cdf)
-    else:
-        p_disp = 1.0 if sizes.var() == 0 else 0.0
-    results.append(
-        _check(
-            "poisson_sampling",
-            p_disp > a and duplicates == 0,
-            float(sizes.var(ddof=1)),
-            binom_var,
-            f"batch-size variance vs Binomial(n, q)'s n·q·(1−q); {duplicates} batch(es) with a repeated index",
-            p_disp,
-        )
-    )
-    results.append(_inclusion_check(inclusions, q, a))
+    # Rate, Poisson dispersion and independent inclusion: the same tests as on live Opacus objects.
+    results.extend(sampling_checks(trainings, n_records, q, a))
 
     # Noise: zero gradients, one expected-size batch, every step.
     b = max(1, round(q * n_records))
@@ -280,23 +233,10 @@ def run_conformance(
         )
     else:
         (checks,) = pool.map(conformance_task, [(trainer, int(seed), float(alpha))])
-    failed = [c for c in checks if not c["passed"]]
-    status = "fail" if failed else "pass"
-    return {
-        "audit": "conformance checks of a step-function DP-SGD implementation",
-        "trainer": trainer if isinstance(trainer, str) else repr(trainer),
-        "seed": int(seed),
-        "alpha": float(alpha),
-        "checks": checks,
-        "passed": not failed,
-        "violation": bool(failed),
-        "verdict": {
-            "status": status,
-            "passed": not failed,
-            "decided_by": "built-in checks",
-            "reasons": [
-                f"{c['check']} failed: {c['detail']} (measured {c['value']}, expected {c['expected']})" for c in failed
-            ]
-            or [f"all {len(checks)} checks passed (family-wise α = {alpha:g})"],
-        },
-    }
+    return ConformanceResult.decided(
+        "conformance checks of a step-function DP-SGD implementation",
+        trainer=trainer if isinstance(trainer, str) else repr(trainer),
+        seed=seed,
+        alpha=alpha,
+        checks=checks,
+    ).to_json()

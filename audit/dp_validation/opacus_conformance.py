@@ -60,6 +60,7 @@ from audit.conformance.opacus_objects import (  # noqa: F401 (the shared core; n
 )
 from audit.dp_validation.whitebox_audit import _unpack_setup
 from audit.errors import AuditInputError
+from audit.machinery.audit_results import ConformanceResult
 from audit.machinery.workers import run_isolated, user_code
 
 __all__ = ["FACTORY_CHECKS", "opacus_conformance_task", "run_factory_conformance", "sampling_checks"]
@@ -189,25 +190,12 @@ def run_factory_conformance(
         timeout=timeout,
         what=f"factory {factory}",
     )
-    checks = found["checks"]
-    failed = [c for c in checks if not c["passed"]]
-    return {
-        "audit": "conformance checks through the user's own Opacus objects (DPOptimizer, data loader, accountant)",
-        "not_checked": found["not_checked"],
-        "trainer": f"--factory {factory}",
-        "factory": factory,
-        "seed": int(seed),
-        "alpha": float(alpha),
-        "checks": checks,
-        "passed": not failed,
-        "violation": bool(failed),
-        "verdict": {
-            "status": "fail" if failed else "pass",
-            "passed": not failed,
-            "decided_by": "built-in checks",
-            "reasons": [
-                f"{c['check']} failed: {c['detail']} (measured {c['value']}, expected {c['expected']})" for c in failed
-            ]
-            or [f"all {len(checks)} checks passed (family-wise α = {alpha:g})"],
-        },
-    }
+    return ConformanceResult.decided(
+        "conformance checks through the user's own Opacus objects (DPOptimizer, data loader, accountant)",
+        trainer=f"--factory {factory}",
+        seed=seed,
+        alpha=alpha,
+        checks=found["checks"],
+        factory=factory,
+        not_checked=found["not_checked"],
+    ).to_json()

@@ -28,6 +28,7 @@ from typing import Any
 
 from audit.errors import AuditInputError
 from audit.machinery.audit_kinds import AUDIT_KINDS, load
+from audit.machinery.audit_results import AccountantCheckResult, ConformanceResult
 from audit.machinery.input_files import clip, load_json_file
 from audit.machinery.result_integrity import IntegrityOutcome
 
@@ -202,32 +203,33 @@ def check_accountant_flags(result: dict[str, Any], where: str) -> None:
     """accountant-check: each point's label from its reported ε and PLD interval; `passed` from the labels."""
     from audit.dp_validation.accountant_check import classify
 
-    margin = float(result["margin"])
-    for index, point in enumerate(result["points"]):
-        reported = point["reported"]
+    typed = AccountantCheckResult.from_json(result)
+    margin = float(typed.margin)
+    for index, point in enumerate(typed.points):
+        reported = point.reported
         if reported is None:
-            if point["label"] not in ("loose", "invalid"):
-                raise _contradiction(where, f"points[{index}].label", f"is {point['label']!r} with no reported ε")
+            if point.label not in ("loose", "invalid"):
+                raise _contradiction(where, f"points[{index}].label", f"is {point.label!r} with no reported ε")
             continue
-        lower, upper = float(point["pld_lower"]), float(point["pld_upper"])
+        lower, upper = float(point.pld_lower), float(point.pld_upper)
         if lower > upper:
             raise AuditInputError(f"{where}: field 'points[{index}]'", "pld_lower is above pld_upper")
         label, _, _ = classify(float(reported), lower, upper, margin)
-        if label != point["label"]:
+        if label != point.label:
             raise _contradiction(
                 where,
                 f"points[{index}].label",
-                f"is {point['label']!r} but ε {reported:.4g} against "
+                f"is {point.label!r} but ε {reported:.4g} against "
                 f"the PLD interval [{lower:.4g}, {upper:.4g}] is {label!r}",
             )
-    passed = not any(p["label"] in ("unsound", "invalid") for p in result["points"])
+    passed = typed.passed
     if "passed" in result and bool(result["passed"]) != passed:
         raise _contradiction(where, "passed", f"is {result['passed']} but the points say {passed}")
 
 
 def check_conformance_flags(result: dict[str, Any], where: str) -> None:
     """conformance: `passed`, `violation` and the own verdict's status from the checks."""
-    passed = all(c["passed"] for c in result["checks"])
+    passed = ConformanceResult.from_json(result).passed
     for field in ("passed",):
         if field in result and bool(result[field]) != passed:
             raise _contradiction(where, field, f"is {result[field]} but the checks say {passed}")

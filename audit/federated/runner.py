@@ -64,10 +64,8 @@ from reports.figures import epsilon_label
 from reports.html_report import write_html_report
 from reports.junit import write_junit_xml
 from reports.markdown_summary import write_summary_markdown
-from targets.datasets import load_dataset
 from targets.devices import resolve_device
 from targets.federated import train_federation
-from targets.splits import make_audit_splits
 
 SCHEMA_VERSION = 3
 
@@ -318,15 +316,8 @@ def run_federated_audit(
     device = resolve_device(config.device)
     if device.type == "cpu":
         torch.set_num_threads(config.cpu_threads)
-    data = load_dataset(
-        config.data.source, n_rows=config.data.n_rows, seed=config.seed, path=config.data.path, label=config.data.label
-    )
-    splits = make_audit_splits(
-        data.n_rows,
-        test_fraction=config.split.test_fraction,
-        candidate_fraction=config.split.candidate_fraction,
-        seed=config.seed,
-    )
+    data = config.load_data()
+    splits = config.audit_splits(data.n_rows)
     executor = executor or LocalExecutor()
     inputs = FederationInputs(
         config,

@@ -101,12 +101,7 @@ def assign_clients(config: AuditConfig, data: TabularData) -> np.ndarray:
 def check_client_split(config: AuditConfig) -> None:
     """`run --dry-run` on a federated config: the client split the run would make (same data, same
     seed) must give every client its minimum, so a split that fails is refused before any work."""
-    from targets.datasets import load_dataset
-
-    data = load_dataset(
-        config.data.source, n_rows=config.data.n_rows, seed=config.seed, path=config.data.path, label=config.data.label
-    )
-    assign_clients(config, data)
+    assign_clients(config, config.load_data())
 
 
 def federated_spec(config: AuditConfig, level: str | None = None) -> FederatedSpec:

@@ -43,6 +43,7 @@ class AuditKind:
         method: the report's "Method" text.
         verdict, report_section, numbers_check, power, ledger_source: its builders, "module:function"
             (see each field's comment); None where the kind has none.
+        result_type: the typed result, "module:Class" (`from_json` / `to_json`); None: still a dict.
         schema: a plug-in's JSON schema, inline; None: the shipped schema's `$defs/<name>`.
     """
 
@@ -62,6 +63,9 @@ class AuditKind:
     power: str | None = None
     # "module:function" (result, where) -> (releases, notes) or None; None: not recorded in the ledger
     ledger_source: str | None = None
+    # "module:Class": the frozen dataclass its job builds and its consumers read back (`from_json` / `to_json`,
+    # audit/machinery/audit_results.py); None: the result travels as a dict (not typed yet)
+    result_type: str | None = None
     # A plug-in kind's JSON schema (one object definition); None: the shipped schema's `$defs/<name>`
     schema: Mapping[str, Any] | None = field(default=None, compare=False)
 
@@ -75,7 +79,7 @@ class AuditKind:
 
 
 def load(target: str) -> Callable[..., Any]:
-    """The function a "module:function" string names (a builder of this table)."""
+    """The function (or class) a "module:function" string names (a builder or result type of this table)."""
     module, _, function = target.partition(":")
     return getattr(importlib.import_module(module), function)
 
@@ -160,6 +164,7 @@ AUDIT_KINDS: dict[str, AuditKind] = {
             verdict=f"{_VERDICTS}:conformance_checks_verdict",
             report_section=f"{_REPORT}:conformance_section",
             numbers_check=f"{_RESULT_FILES}:check_conformance_flags",
+            result_type="audit.machinery.audit_results:ConformanceResult",
         ),
         AuditKind(
             "accountant-check",
@@ -173,6 +178,7 @@ AUDIT_KINDS: dict[str, AuditKind] = {
             ),
             verdict=f"{_VERDICTS}:accountant_check_verdict",
             report_section=f"{_REPORT}:accountant_section",
+            result_type="audit.machinery.audit_results:AccountantCheckResult",
             numbers_check=f"{_RESULT_FILES}:check_accountant_flags",
         ),
     )

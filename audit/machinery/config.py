@@ -43,6 +43,10 @@ from audit.machinery.config_sections import (  # noqa: F401 - re-exported: calle
 )
 from audit.machinery.input_files import SEED_LIMIT, clip, load_yaml_file, max_threads, shorten
 
+if TYPE_CHECKING:
+    from targets.datasets import TabularData
+    from targets.splits import AuditSplits
+
 
 class DataConfig(_Strict):
     source: Literal["synthetic", "file", "breast_cancer", "digits"] = "synthetic"
@@ -291,6 +295,24 @@ class AuditConfig(_Strict):
         if value > max_threads():
             raise ValueError(f"must be ≤ {max_threads()} (4 per CPU core of this machine), got {value}")
         return value
+
+    def load_data(self) -> TabularData:
+        """The table `data:` names, drawn or read with this config's rows, seed, file and label column."""
+        from targets.datasets import load_dataset
+
+        d = self.data
+        return load_dataset(d.source, n_rows=d.n_rows, seed=self.seed, path=d.path, label=d.label)
+
+    def audit_splits(self, n_rows: int, seed: int | None = None) -> AuditSplits:
+        """The train / candidate / pool / test split of `n_rows` rows at `split:`'s fractions (seed: the config's)."""
+        from targets.splits import make_audit_splits
+
+        return make_audit_splits(
+            n_rows,
+            test_fraction=self.split.test_fraction,
+            candidate_fraction=self.split.candidate_fraction,
+            seed=self.seed if seed is None else seed,
+        )
 
     def to_plain(self) -> dict[str, Any]:
         """JSON/YAML-safe dict: inf ε written as the string 'inf' (JSON has no infinity)."""

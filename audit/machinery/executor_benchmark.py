@@ -124,16 +124,10 @@ def full_preset_seconds_per_model(steps_measured: int = 20) -> tuple[float, dict
     import torch
 
     from audit.machinery.config import resolve_config
-    from targets.splits import make_audit_splits
     from targets.vectorized_dpsgd import DPSGDSpec, train_many
 
     config = resolve_config("full")
-    splits = make_audit_splits(
-        config.data.n_rows,
-        test_fraction=config.split.test_fraction,
-        candidate_fraction=config.split.candidate_fraction,
-        seed=0,
-    )
+    splits = config.audit_splits(config.data.n_rows, seed=0)
     n_train = len(splits.train_idx)
     q = config.training.batch_size / n_train
     steps_full = config.training.epochs * math.ceil(n_train / config.training.batch_size)

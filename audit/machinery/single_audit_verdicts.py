@@ -13,6 +13,7 @@ from dataclasses import replace
 from typing import Any
 
 from audit.machinery.audit_kinds import audit_kind, load
+from audit.machinery.audit_results import AccountantCheckResult, ConformanceResult
 from audit.machinery.verdict import DEFAULT_ALPHA, RULE_STATUSES, Check, decide
 
 __all__ = [
@@ -43,17 +44,14 @@ def single_audit_verdict(kind: str, result: dict[str, Any]) -> dict[str, Any]:
 def accountant_check_verdict(kind: str, result: dict[str, Any]) -> dict[str, Any]:
     """An accountant check: one claim per grid point, that its ε is at least the true ε."""
     checks = []
-    for point in result.get("points") or []:
-        where = (
-            f"σ={point.get('noise_multiplier'):g} q={point.get('sample_rate'):g} "
-            f"T={point.get('steps')} δ={point.get('delta'):g}"
-        )
-        bad = point.get("label") in ("unsound", "invalid")
+    for point in AccountantCheckResult.from_json(result).points:
+        where = f"σ={point.noise_multiplier:g} q={point.sample_rate:g} T={point.steps} δ={point.delta:g}"
+        bad = point.label in ("unsound", "invalid")
         checks.append(
             Check(
                 where,
                 "accountant vs PLD interval",
-                f"{point.get('label')}: {point.get('message')}",
+                f"{point.label}: {point.message}",
                 failed=bad,
                 assumption="true ε lies in the PLD interval [lower, upper]",
                 power={
@@ -115,13 +113,14 @@ def whitebox_audit_verdict(kind: str, result: dict[str, Any]) -> dict[str, Any]:
 
 def conformance_checks_verdict(kind: str, result: dict[str, Any]) -> dict[str, Any]:
     """Conformance checks: one claim per check, a Bonferroni family at the result's alpha."""
-    alpha = float(result.get("alpha") or 0.01)
+    typed = ConformanceResult.from_json(result)
+    alpha = float(typed.alpha or 0.01)
     checks = [
         Check(
-            str(c.get("check")),
+            c.check,
             "conformance check",
-            f"{c.get('check')}: {c.get('detail')}",
-            failed=not c.get("passed"),
+            f"{c.check}: {c.detail}",
+            failed=not c.passed,
             assumption=f"one of a family of statistical checks at α {alpha:g}",
             power={
                 "kind": "proven",
@@ -129,10 +128,9 @@ def conformance_checks_verdict(kind: str, result: dict[str, Any]) -> dict[str, A
                 "decider": "",
                 "detail": "the check observes the mechanism's own noise, clipping or sampling directly",
             },
-            claim=f"conformance: {c.get('check')}",
+            claim=f"conformance: {c.check}",
         )
-        for c in result.get("checks") or []
-        if isinstance(c, dict)
+        for c in typed.checks
     ]
     verdict = decide(checks, alpha=alpha)
     verdict["family_wise_error"] = {

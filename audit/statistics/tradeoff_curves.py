@@ -38,7 +38,6 @@ __all__ = [
     "gdp_tradeoff",
     "pair_privacy_profile",
     "best_profile_rule",
-    "choose_profile_rule",
     "claim_profile",
     "curve_slope",
     "ProfileRule",
@@ -422,19 +421,6 @@ def best_profile_rule(
         if margin[i] > best_margin:
             best, best_margin = ProfileRule(float(candidates[i]), direction, float(slope[i])), float(margin[i])
     return best, best_margin
-
-
-def choose_profile_rule(
-    scores_in,
-    scores_out,
-    profile: PrivacyProfile,
-    n_eval_in: int,
-    n_eval_out: int,
-    confidence: float = 0.95,
-    fpr_range: tuple[float, float] = SELECTION_FPR_RANGE,
-) -> ProfileRule:
-    """The rule of `best_profile_rule` (chosen on selection scores only), without its margin."""
-    return best_profile_rule(scores_in, scores_out, profile, n_eval_in, n_eval_out, confidence, fpr_range)[0]
 
 
 def profile_test(scores_in, scores_out, rule: ProfileRule, profile: PrivacyProfile, confidence: float = 0.95) -> dict:

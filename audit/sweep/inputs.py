@@ -17,9 +17,9 @@ from audit.machinery.attack_setup import attack_options
 from audit.machinery.config import AuditConfig, read_config_file
 from audit.machinery.run_directory import StagedRunDirectory, check_output_folder
 from audit.machinery.tracking import check_tracking_uri
-from targets.datasets import TabularData, load_dataset
+from targets.datasets import TabularData
 from targets.devices import resolve_device
-from targets.splits import AuditSplits, make_audit_splits
+from targets.splits import AuditSplits
 
 
 def _validate_training_set(data: TabularData, splits: AuditSplits, delta: float) -> list[str]:
@@ -71,15 +71,8 @@ def _stored(run_dir: StagedRunDirectory) -> AuditConfig:
 def prepare_inputs(config: AuditConfig):
     """Data, splits and warnings: everything validated before a folder or an MLflow run exists (the
     attack names were checked with the config; the pool they need is checked here)."""
-    data = load_dataset(
-        config.data.source, n_rows=config.data.n_rows, seed=config.seed, path=config.data.path, label=config.data.label
-    )
-    splits = make_audit_splits(
-        data.n_rows,
-        test_fraction=config.split.test_fraction,
-        candidate_fraction=config.split.candidate_fraction,
-        seed=config.seed,
-    )
+    data = config.load_data()
+    splits = config.audit_splits(data.n_rows)
     run_warnings = _validate_training_set(data, splits, config.privacy.delta)
     check_pool_capacity(config.attacks.names, attack_options(config), len(splits.pool_idx), len(splits.train_idx))
     return data, splits, run_warnings
