@@ -203,11 +203,11 @@ FILE_CPU_SECONDS: dict[str, float] = {
     "tests/test_hostile_fuzz.py": 84,
     "tests/test_hostile_user_code.py": 83,
     "tests/test_ledger_store.py": 76,
-    "tests/test_side_lane.py": 74,
+    "tests/test_side_lane.py": 60,  # wave 7: 80 at load 11 / 1.34
     "tests/test_opacus_conformance.py": 69,
     "tests/test_sequential.py": 68,
     "tests/test_null_false_alarms.py": 63,
-    "tests/test_concurrent_runs.py": 63,
+    "tests/test_concurrent_runs.py": 51,  # wave 7: 68 at load 11 / 1.34
     "tests/test_bad_inputs.py": 60,
     "tests/test_whitebox_audit.py": 59,
     "tests/test_any_model_audit.py": 58,
@@ -220,7 +220,7 @@ FILE_CPU_SECONDS: dict[str, float] = {
     "tests/test_llm_run.py": 46,
     "tests/test_cli_audits.py": 45,
     "tests/test_hostile_interrupts.py": 44,
-    "tests/test_progress_terminal.py": 42,
+    "tests/test_progress_terminal.py": 35,  # wave 7: 47 at load 13 / 1.34
     "tests/test_fuzz_inputs.py": 41,
     "tests/test_security_ledger.py": 39,
     "tests/test_language_model_audit.py": 36,
