@@ -190,9 +190,9 @@ DEFAULT_FILE_CPU_SECONDS = 5.0
 FILE_CPU_SECONDS: dict[str, float] = {
     "tests/test_canary_audit.py": 217,
     "tests/test_verdict.py": 216,
-    "tests/test_executors.py": 197,
+    "tests/test_executors.py": 185,  # wave 7: the failed-and-resumed run 40 idle → 38 at load 14 (28 idle est.)
     "tests/test_readme_examples_no_inputs.py": 113,  # 167 x 145/214: the preloaded CLI (docs/test-suite.md)
-    "tests/test_end_to_end.py": 164,
+    "tests/test_end_to_end.py": 140,  # wave 7: the killed run 86 idle → 83 at load 13 (62 idle est.)
     "tests/test_cli_server.py": 16,  # new: measured alone at load ~12 (its server starts once)
     "tests/test_readme_examples.py": 100,  # 126, less the same per-command saving (estimated)
     "tests/test_opacus_setup_table.py": 116,
