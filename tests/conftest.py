@@ -32,6 +32,19 @@ os.environ.setdefault("DO_NOT_TRACK", "true")
 REPO = Path(__file__).resolve().parents[1]
 TESTS = REPO / "tests"
 
+# A tiny `run` over the smoke preset (a `--config` diff, YAML) for tests of plumbing — concurrent writers,
+# resume, executors, progress lines — whose guarantee does not depend on the audit's size. 400 rows train a
+# [16] MLP for 3 epochs; batch 16 keeps Opacus's Poisson rate at 1/8: at the small training set's default
+# rate (batch 64: q = 1/2) the PRV accountant's noise calibration alone took ~10 s of CPU, at 1/8 about 1 s.
+# One DP target and the non-private one, the loss attack; the white-box twin and the conformance probes (driver
+# or side-lane training, checked by the smoke run in tests/test_end_to_end.py) left out.
+TINY_RUN_YAML = (
+    "data:\n  n_rows: 400\n"
+    "training:\n  hidden_sizes: [16]\n  epochs: 3\n  batch_size: 16\n"
+    "privacy:\n  epsilons: [1.0, .inf]\n  whitebox_one_run: false\n  conformance: false\n"
+    "attacks:\n  names: [loss]\n"
+)
+
 
 def run_cli(*args: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
     """Run `privacy-audit ARGS` as a user would, in a fresh process, from `cwd`."""
@@ -177,9 +190,9 @@ DEFAULT_FILE_CPU_SECONDS = 5.0
 FILE_CPU_SECONDS: dict[str, float] = {
     "tests/test_canary_audit.py": 217,
     "tests/test_verdict.py": 216,
-    "tests/test_executors.py": 197,
+    "tests/test_executors.py": 185,  # wave 7: the failed-and-resumed run 40 idle → 38 at load 14 (28 idle est.)
     "tests/test_readme_examples_no_inputs.py": 113,  # 167 x 145/214: the preloaded CLI (docs/test-suite.md)
-    "tests/test_end_to_end.py": 164,
+    "tests/test_end_to_end.py": 140,  # wave 7: the killed run 86 idle → 83 at load 13 (62 idle est.)
     "tests/test_cli_server.py": 16,  # new: measured alone at load ~12 (its server starts once)
     "tests/test_readme_examples.py": 100,  # 126, less the same per-command saving (estimated)
     "tests/test_opacus_setup_table.py": 116,
@@ -190,11 +203,11 @@ FILE_CPU_SECONDS: dict[str, float] = {
     "tests/test_hostile_fuzz.py": 84,
     "tests/test_hostile_user_code.py": 83,
     "tests/test_ledger_store.py": 76,
-    "tests/test_side_lane.py": 74,
+    "tests/test_side_lane.py": 60,  # wave 7: 80 at load 11 / 1.34
     "tests/test_opacus_conformance.py": 69,
     "tests/test_sequential.py": 68,
     "tests/test_null_false_alarms.py": 63,
-    "tests/test_concurrent_runs.py": 63,
+    "tests/test_concurrent_runs.py": 51,  # wave 7: 68 at load 11 / 1.34
     "tests/test_bad_inputs.py": 60,
     "tests/test_whitebox_audit.py": 59,
     "tests/test_any_model_audit.py": 58,
@@ -207,7 +220,7 @@ FILE_CPU_SECONDS: dict[str, float] = {
     "tests/test_llm_run.py": 46,
     "tests/test_cli_audits.py": 45,
     "tests/test_hostile_interrupts.py": 44,
-    "tests/test_progress_terminal.py": 42,
+    "tests/test_progress_terminal.py": 35,  # wave 7: 47 at load 13 / 1.34
     "tests/test_fuzz_inputs.py": 41,
     "tests/test_security_ledger.py": 39,
     "tests/test_language_model_audit.py": 36,
