@@ -3,6 +3,7 @@ is reported against the function it was, and never ends or passes the audit by i
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import textwrap
 import time
@@ -15,6 +16,7 @@ from audit.machinery.workers import (
     WorkerInternalError,
     WorkerPool,
     call_user_function,
+    forkserver_modules,
     run_isolated,
 )
 
@@ -49,6 +51,9 @@ USER_MODULE = textwrap.dedent(
     def torch_threads(x):
         import torch
         return torch.get_num_threads()
+
+    def environment(x):
+        return os.environ.get("PRIVACY_AUDIT_TEST_MARK"), os.getcwd(), sys.path
     """
 )
 
@@ -107,9 +112,12 @@ def test_results_come_back_in_task_order_from_several_workers(user_module):
     assert len({pid for pid, _ in results}) == 2  # both workers took part
 
 
-def test_a_worker_loads_torch_only_for_a_task_that_needs_it_and_then_with_the_pools_threads(user_module):
-    """Workers do not import PyTorch to set its thread count (~1.5 s of CPU each): a numpy task runs
-    without it, and a task that imports it gets the pool's `threads` all the same (OMP_NUM_THREADS)."""
+def test_a_worker_has_torch_loaded_only_if_the_audit_had_and_a_task_that_needs_it_gets_the_pools_threads(
+    user_module,
+):
+    """Workers do not import PyTorch to set its thread count (~1.5 s of CPU each): a worker starts with torch
+    loaded only where the fork server preloaded it, because the audit's process had it loaded (forked, not
+    imported again); a task that imports it gets the pool's `threads` all the same (OMP_NUM_THREADS)."""
     with WorkerPool(1, name="x", timeout=60, threads=1) as pool:
         loaded, threads, loaded_after = pool.map(
             call_user_function,
@@ -119,7 +127,25 @@ def test_a_worker_loads_torch_only_for_a_task_that_needs_it_and_then_with_the_po
                 (f"{user_module}:torch_loaded", "--trainer", (0,)),
             ],
         )
-    assert (loaded, threads, loaded_after) == (False, 1, True)
+    assert (threads, loaded_after) == (1, True)
+    forked = "forkserver" in multiprocessing.get_all_start_methods()
+    assert loaded == (forked and "torch" in forkserver_modules())
+
+
+def test_a_worker_sees_the_audits_environment_and_folder_as_they_are_when_it_starts(user_module, monkeypatch):
+    """The fork server started with the process's first pool, in another folder and environment (an
+    earlier test's); a worker must see the audit's state now, as a spawned child would."""
+    with WorkerPool(1, name="x", timeout=60) as pool:  # the server is running after this pool, whatever came first
+        pool.map(call_user_function, [(f"{user_module}:square", "--trainer", (2,))])
+    monkeypatch.setenv("PRIVACY_AUDIT_TEST_MARK", "set after the server started")
+    elsewhere = os.getcwd() + "/elsewhere"
+    os.mkdir(elsewhere)
+    monkeypatch.syspath_prepend(elsewhere)
+    with WorkerPool(1, name="x", timeout=60) as pool:
+        [(mark, cwd, path)] = pool.map(call_user_function, [(f"{user_module}:environment", "--trainer", (0,))])
+    assert mark == "set after the server started"
+    assert cwd == os.getcwd()
+    assert elsewhere in path  # the audit's sys.path now, not the server's
 
 
 def test_a_failure_in_one_task_stops_the_whole_map_and_kills_the_workers(user_module):
