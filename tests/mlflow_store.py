@@ -33,7 +33,9 @@ def _migrated_template() -> Path:
 
 
 def fresh_store(folder: Path, name: str = "m.db") -> str:
-    """Copy a migrated, empty store to `folder/name`; return its `sqlite:///` tracking URI."""
+    """The `sqlite:///` tracking URI of `folder/name`, copied from a migrated, empty store unless it is there
+    already (so a test whose commands share one store may call this before each of them)."""
     target = Path(folder) / name
-    shutil.copyfile(_migrated_template(), target)
+    if not target.exists():
+        shutil.copyfile(_migrated_template(), target)
     return f"sqlite:///{target}"

@@ -8,6 +8,7 @@ import pytest
 
 from audit.cli import main
 from audit.dp_validation.whitebox_audit import harness_observation_task, run_whitebox_audit
+from tests.mlflow_store import fresh_store
 
 
 def test_the_canary_coordinate_of_the_vectorized_trainer_is_the_claimed_gaussian_shift():
@@ -56,7 +57,7 @@ def test_correct_opacus_passes_and_the_sigma_not_sigma_c_bug_is_flagged(tmp_path
                 "--out",
                 str(tmp_path / "runs"),
                 "--tracking-uri",
-                f"sqlite:///{tmp_path / 'mlflow.db'}",
+                fresh_store(tmp_path, "mlflow.db"),
                 "--quiet",
             ]
         )
