@@ -13,6 +13,7 @@ from audit.dp_validation.accountant_check import (
     opacus_prv,
     opacus_rdp,
 )
+from tests.mlflow_store import fresh_store
 
 
 @pytest.fixture
@@ -85,7 +86,7 @@ def test_cli_flags_an_unsound_user_accountant_with_exit_1_and_writes_json(cli, u
         "--json",
         "check.json",
         "--tracking-uri",
-        f"sqlite:///{tmp_path}/m.db",
+        fresh_store(tmp_path),
     )
     assert proc.returncode == 1, proc.stderr
     assert "unsound" in proc.stdout
@@ -109,7 +110,7 @@ def test_cli_passes_opacus_prv_with_exit_0(cli, user_module, tmp_path):
         "--grid",
         "grid.yaml",
         "--tracking-uri",
-        f"sqlite:///{tmp_path}/m.db",
+        fresh_store(tmp_path),
     )
     assert proc.returncode == 0, proc.stderr
 
@@ -137,6 +138,6 @@ def test_cli_a_raising_accountant_fails_the_check_with_exit_1(cli, user_module, 
         "--grid",
         "grid.yaml",
         "--tracking-uri",
-        f"sqlite:///{tmp_path}/m.db",
+        fresh_store(tmp_path),
     )
     assert proc.returncode == 1 and "invalid" in proc.stdout

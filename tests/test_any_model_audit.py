@@ -22,6 +22,7 @@ from audit.machinery.tracking import target_metrics
 from audit.model_audits.model_audit import audit_user_model
 from targets.datasets import make_default_tabular
 from targets.models import MLP
+from tests.mlflow_store import fresh_store
 
 N = 150  # members = non-members = N rows: small, so the tests stay fast on a shared 2-core machine
 
@@ -109,7 +110,7 @@ def _publish(workdir: Path, config: AuditConfig, name: str, **kwargs) -> tuple[d
         out=workdir / "runs",
         folder_name=name,
         experiment="any-model",
-        tracking_uri=f"sqlite:///{workdir}/mlflow.db",
+        tracking_uri=fresh_store(workdir, "mlflow.db"),
         run_name=f"audit-model {name}",
         tags={"model": name},
         metrics_of=lambda r: target_metrics(r["targets"][0]),
@@ -306,7 +307,7 @@ def test_a_label_only_function_gets_the_label_only_attack_from_the_cli(workdir):
         "--out",
         "cli-runs",
         "--tracking-uri",
-        f"sqlite:///{workdir}/mlflow.db",
+        fresh_store(workdir, "mlflow.db"),
         cwd=workdir,
     )
     assert done.returncode == 0, done.stderr

@@ -9,6 +9,7 @@ import pytest
 
 from audit.machinery.config import resolve_config
 from audit.sweep.runner import run_audit
+from tests.mlflow_store import fresh_store
 
 
 def test_the_preset_is_a_cnn_on_digits_at_three_epsilons():
@@ -27,7 +28,7 @@ def test_a_shortened_digits_cnn_run_trains_attacks_and_reports(tmp_path):
             "attacks": {"names": ["loss", "lira"], "n_reference_models": 4},
         },
     )
-    run = run_audit(config, out_dir=tmp_path / "runs", tracking_uri=f"sqlite:///{tmp_path}/mlflow.db")
+    run = run_audit(config, out_dir=tmp_path / "runs", tracking_uri=fresh_store(tmp_path, "mlflow.db"))
     results = json.loads((run.run_dir / "results.json").read_text())
     assert (run.run_dir / "report.html").is_file()
     private, plain = results["targets"]

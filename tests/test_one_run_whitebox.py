@@ -20,6 +20,7 @@ from audit.statistics.one_run_audit import (
     one_run_claim_audit,
 )
 from audit.statistics.tradeoff_curves import dpsgd_privacy_profile
+from tests.mlflow_store import fresh_store
 
 ROOT = Path(__file__).resolve().parent.parent
 DELTA = 1e-5
@@ -140,7 +141,7 @@ def test_cli_one_run_builtin_reports_cost_accuracy_and_claim_status(tmp_path):
         "--out",
         str(tmp_path / "runs"),
         "--tracking-uri",
-        f"sqlite:///{tmp_path / 'm.db'}",
+        fresh_store(tmp_path),
         cwd=tmp_path,
     )
     assert done.returncode in (0,), done.stdout + done.stderr

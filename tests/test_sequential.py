@@ -15,6 +15,7 @@ from audit.statistics.sequential import (
     obrien_fleming_spending,
     run_group_sequential,
 )
+from tests.mlflow_store import fresh_store
 
 
 def test_obrien_fleming_spending_matches_lan_demets_reference_values():
@@ -146,7 +147,7 @@ def test_the_cli_declares_the_looks_first_and_stops_a_grossly_broken_trainer_at_
         "--models",
         "800",
         "--tracking-uri",
-        f"sqlite:///{tmp_path}/m.db",
+        fresh_store(tmp_path),
     )
     assert proc.returncode == 1, proc.stderr
     text = proc.stdout + proc.stderr
@@ -170,6 +171,6 @@ def test_looks_apply_to_the_modes_that_spend_many_runs_only(cli_in_process, tmp_
         "--looks",
         "3",
         "--tracking-uri",
-        f"sqlite:///{tmp_path}/m.db",
+        fresh_store(tmp_path),
     )
     assert proc.returncode == 2 and "--looks" in proc.stderr and not list(tmp_path.glob("runs/*"))

@@ -18,6 +18,7 @@ from audit.dp_validation.whitebox_runs import _IN, _OUT
 from audit.errors import AuditInputError
 from audit.statistics.gaussian_dp_audit import mu_full_batch_dpsgd
 from audit.statistics.sequential import run_group_sequential
+from tests.mlflow_store import fresh_store
 
 COUNTS = neighbouring_datasets(100, relation="add_remove", seed=0)
 
@@ -124,7 +125,7 @@ def test_the_mechanism_cli_declares_the_looks_first_and_reports_the_trials_used(
         "--out",
         str(tmp_path / "runs"),
         "--tracking-uri",
-        f"sqlite:///{tmp_path}/m.db",
+        fresh_store(tmp_path),
     )
     assert proc.returncode == 1, proc.stderr
     text = proc.stdout
@@ -138,7 +139,7 @@ def test_the_mechanism_cli_declares_the_looks_first_and_reports_the_trials_used(
 
 
 def test_looks_are_refused_for_a_one_run_whitebox_audit_and_bad_spending_names_the_flag(cli_in_process, tmp_path):
-    common = ["--builtin", "--noise-multiplier", "1", "--tracking-uri", f"sqlite:///{tmp_path}/m.db"]
+    common = ["--builtin", "--noise-multiplier", "1", "--tracking-uri", fresh_store(tmp_path)]
     common += ["--out", str(tmp_path / "runs")]
     proc = cli_in_process("whitebox-audit", "--mode", "one-run", "--looks", "3", *common)
     assert proc.returncode == 2 and "--looks" in proc.stderr and "one training run" in proc.stderr
@@ -179,7 +180,7 @@ def test_looks_are_refused_for_the_multi_canary_mode_naming_the_flag(cli_in_proc
         "--looks",
         "3",
         "--tracking-uri",
-        f"sqlite:///{tmp_path}/m.db",
+        fresh_store(tmp_path),
     )
     assert proc.returncode == 2 and "--looks" in proc.stderr and "runs to its planned size" in proc.stderr
     assert not list(tmp_path.glob("runs/*"))
