@@ -20,6 +20,10 @@ from torch import nn
 from audit.dp_validation.one_run_whitebox import one_run_task
 from audit.dp_validation.opacus_conformance import opacus_conformance_task
 from audit.dp_validation.training_watch import parameter_checks, released_parameters, rows_check
+from tests.opacus_sigma_memo import memoised_noise_multiplier  # noqa: F401 - the module fixture
+
+# Every usage setup asks Opacus for the same σ (ε 2, δ 1e-5, q 0.1, 2 epochs): computed once here.
+pytestmark = pytest.mark.usefixtures("memoised_noise_multiplier")
 
 F = "audit.demos.whitebox_factories:"
 
