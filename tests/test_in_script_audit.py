@@ -217,12 +217,25 @@ def test_example_script_result_passes_gate_and_ledger_record(tmp_path):
     (path,) = (tmp_path / "runs").glob("*-whitebox-audit/whitebox-audit.json")
     result = json.loads(path.read_text())
     assert result["verdict"]["status"] == "pass" and result["physical_steps"] > result["steps"]
-    cli = [sys.executable, "-m", "audit.cli"]
-    gate = run(*cli, "gate", "--policy", str(ROOT / "examples" / "policy-strict.yaml"), str(path))
+    # The example is the user's own script (a fresh process); `gate` and `ledger record` on its result are
+    # read for their exit code and output only: in-process (tests/conftest.py's convention).
+    from tests.conftest import run_cli_in_process
+
+    gate = run_cli_in_process(
+        "gate", "--policy", str(ROOT / "examples" / "policy-strict.yaml"), str(path), cwd=tmp_path
+    )
     assert gate.returncode == 0, gate.stdout[-2000:] + gate.stderr[-2000:]
     assert "PASS" in gate.stdout
-    ledger = run(
-        *cli, "ledger", "record", "--dataset", "demo", "--ledger", str(tmp_path / "l.db"), "--results", str(path)
+    ledger = run_cli_in_process(
+        "ledger",
+        "record",
+        "--dataset",
+        "demo",
+        "--ledger",
+        str(tmp_path / "l.db"),
+        "--results",
+        str(path),
+        cwd=tmp_path,
     )
     assert ledger.returncode == 0, ledger.stdout[-2000:] + ledger.stderr[-2000:]
     assert "recorded #1" in ledger.stdout

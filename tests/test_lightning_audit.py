@@ -56,22 +56,11 @@ def _failed(callback) -> dict[str, str]:
 
 
 def _gate(path: Path, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "audit.cli",
-            "gate",
-            "--policy",
-            str(ROOT / "examples" / "policy-strict.yaml"),
-            str(path),
-        ],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    """`gate` on a result, read for its exit code and output only: in-process (tests/conftest.py's convention;
+    the example itself stays a fresh process, as the user runs it)."""
+    from tests.conftest import run_cli_in_process
+
+    return run_cli_in_process("gate", "--policy", str(ROOT / "examples" / "policy-strict.yaml"), str(path), cwd=cwd)
 
 
 @pytest.mark.slow
@@ -98,10 +87,9 @@ def test_lightning_example_holds_and_its_result_passes_gate_and_ledger_record(tm
     assert result["parameters"]["privatised"][0] == "net.0.weight"
     gate = _gate(path, tmp_path)
     assert gate.returncode == 0 and "PASS" in gate.stdout, gate.stdout[-2000:] + gate.stderr[-2000:]
-    ledger = run(
-        sys.executable,
-        "-m",
-        "audit.cli",
+    from tests.conftest import run_cli_in_process
+
+    ledger = run_cli_in_process(
         "ledger",
         "record",
         "--dataset",
@@ -110,6 +98,7 @@ def test_lightning_example_holds_and_its_result_passes_gate_and_ledger_record(tm
         str(tmp_path / "l.db"),
         "--results",
         str(path),
+        cwd=tmp_path,
     )
     assert ledger.returncode == 0, ledger.stdout[-2000:] + ledger.stderr[-2000:]
     assert "recorded #1" in ledger.stdout

@@ -17,18 +17,12 @@ import pytest
 import torch
 from torch import nn
 
-from audit.dp_validation.one_run_whitebox import one_run_task
-from audit.dp_validation.opacus_conformance import opacus_conformance_task
-from audit.dp_validation.training_watch import parameter_checks, released_parameters, rows_check
+from audit.dp_validation.training_watch import released_parameters
+from tests.opacus_sigma_memo import memoised_noise_multiplier  # noqa: F401 - the module fixture
+from tests.opacus_usage_support import F, conformance_in_process, one_run_in_process
 
-F = "audit.demos.whitebox_factories:"
-
-
-def _conformance(factory: str) -> tuple[set[str], dict]:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        found = opacus_conformance_task(F + factory, 0, 0.01)
-    return {c["check"] for c in found["checks"] if not c["passed"]}, found
+# Every usage setup asks Opacus for the same σ (ε 2, δ 1e-5, q 0.1, 2 epochs): computed once here.
+pytestmark = pytest.mark.usefixtures("memoised_noise_multiplier")
 
 
 @pytest.mark.slow
@@ -44,7 +38,7 @@ def _conformance(factory: str) -> tuple[set[str], dict]:
     ],
 )
 def test_conformance_factory_table(factory, failing):
-    failed, found = _conformance(factory)
+    failed, found = conformance_in_process(factory)
     assert failing <= failed and bool(failed) == bool(failing), found["checks"]
     detail = {c["check"]: c["detail"] for c in found["checks"]}
     if factory == "usage_non_private_epoch":  # each parameter named, the inner optimizer named
@@ -54,31 +48,6 @@ def test_conformance_factory_table(factory, failing):
     if factory == "usage_ghost_clipping":  # what these checks cannot reach is said, never passed silently
         assert [n["check"] for n in found["not_checked"]] == ["per_example_clipping"]
         assert "per_example_clipping" not in detail
-
-
-def _one_run(factory: str) -> dict:
-    """`whitebox-audit --mode one-run --factory` without its worker process: the same task and decision."""
-    from audit.dp_validation.one_run_result import one_run_result
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        run = one_run_task(F + factory, None, None, "auto", 1000.0, 0, 1e-5, False)
-    subject = f"--factory {F + factory}"
-    return one_run_result(
-        run,
-        subject=subject,
-        factory=F + factory,
-        builtin=False,
-        observe="all",
-        delta=1e-5,
-        claimed_epsilon=None,
-        confidence=0.95,
-        seed=0,
-        device=None,
-        extra_checks=parameter_checks(run["parameters"], subject)
-        + rows_check(run["settings"], run.get("n_records"), subject),
-        extra={"parameters": run["parameters"], "physical_steps": run["settings"].get("physical_steps", run["steps"])},
-    )
 
 
 @pytest.mark.slow
@@ -95,7 +64,7 @@ def _one_run(factory: str) -> dict:
     ],
 )
 def test_one_run_factory_table(factory, status, words):
-    result = _one_run(factory)
+    result = one_run_in_process(factory)
     verdict = result["verdict"]
     failed = " ".join(c["message"] for c in verdict["checks"] if c.get("failed"))
     assert verdict["status"] == status, failed
