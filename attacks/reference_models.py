@@ -123,23 +123,22 @@ def train_models_logits(
     return [models.logits(rows, device=device).numpy() for rows in query_rows]
 
 
-# By default a bank trains as two tasks, its last eighth of models in the second: on the run's side lane
+# By default a bank trains as two tasks, its last quarter of models in the second: on the run's side lane
 # (audit.sweep.side_lane.LaneSharingExecutor) the driver trains the first part while the second process trains the
-# other. Per DP target of the default config the driver's own work is its banks and the lane's the target's Opacus
-# training, its twin and its probes (docs/run.md "Where the time goes"). Since the vectorized trainer takes the
-# per-sample gradients from one backward pass (targets/dpsgd_step.py) the banks cost about half what they did and
-# the two lanes' own work is about even (≈ 65 s each per DP target on one core), so the lane takes a smaller part
-# than the quarter it took before. When the lane has not started its part by the time the driver is done with its
-# own, the driver takes it back rather than wait.
+# other. Per DP target of the default config (CPU seconds, one process, docs/run.md "Where the time goes") the
+# driver's own work is its banks, 131 s (23 s for the 8 shadow models, 108 s for the 64 references), and the
+# lane's its training, twin and probes, 77 s (30 + 36 + 11; ≈ 8 s for ε = ∞, no twin, no probes): over the six
+# targets 786 s against 393 s, so a quarter of each bank on the lane gives each side ≈ 590 s. When the lane has
+# not started its part by the time the driver is done with its own, the driver takes it back rather than wait.
 # The split is the same with or without a lane, on any executor: which models are stepped together moves the
 # last float bits (the padded batch block is the widest Poisson batch among them), so a bank is always these two
 # parts and the numbers do not depend on the machine.
-SECOND_TASK_SHARE = 1 / 8
+SECOND_TASK_SHARE = 1 / 4
 
 
 def model_slices(n_models: int, models_per_task: int | None) -> list[tuple[int, int]]:
     """[start, stop) of each task's models: `models_per_task` at a time (None: two tasks, the second with the
-    last ⌊K/8⌋ models; one task below 8 models)."""
+    last ⌊K/4⌋ models; one task below 4 models)."""
     if models_per_task is None:
         second = int(n_models * SECOND_TASK_SHARE)
         return [(0, n_models - second), (n_models - second, n_models)] if second else [(0, n_models)]

@@ -1,7 +1,7 @@
 """A bank of reference models shared between the run's two lanes (audit.sweep.side_lane.LaneSharingExecutor).
 
 A vectorized bank trains as two tasks (attacks.reference_models.model_slices): with a side lane the driver trains
-the first while the side process trains the second (the last eighth of the models), or takes it back when the lane is
+the first while the side process trains the second (the last quarter of the models), or takes it back when the lane is
 busy; the bank must be the one trained here as the same two tasks, bit for bit. And the lane's
 queue: a shared part runs before the work queued earlier, and a part the lane has not started can be taken back.
 """

@@ -4,7 +4,7 @@ The sweep (`audit.sweep.runner`) calls `audit_target` once per target ε; every 
 in the target's folder, so an interrupted run resumes with only the missing pieces. With a side lane
 (`audit.sweep.side_lane`, two or more cores on the local executor) the target's training, its twin and the
 probes of its Opacus setup run in a second process while this one trains the reference and shadow models, and
-the last eighth of each reference and shadow bank trains there too (`LaneSharingExecutor`): `submit_side_work`
+the last quarter of each reference and shadow bank trains there too (`LaneSharingExecutor`): `submit_side_work`
 queues the first, `audit_target` takes their results when it needs them; the numbers are the same either way.
 """
 
