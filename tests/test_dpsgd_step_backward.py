@@ -1,6 +1,6 @@
-"""The per-sample output gradients of `targets.dpsgd_step` (one backward pass of the summed loss) against
-`torch.func`'s per-row `vmap(grad)`, the reference they replaced: the clipped sum and the non-private mean
-gradient of K stacked MLPs, with padding rows and a model whose batch is empty."""
+"""`targets.dpsgd_step`'s "ghost" clipped sum and its non-private mean gradient for K stacked MLPs, against
+per-sample gradients computed row by row (`vmap(grad)` of one row's loss) and clipped by hand, in float64:
+padding rows add nothing, a model whose Poisson batch is empty gets a zero sum."""
 
 import torch
 import torch.nn.functional as F
