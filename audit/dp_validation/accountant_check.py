@@ -112,8 +112,17 @@ def accountant_table(
     from audit.statistics.accountants import epsilon_opacus
 
     event = DPSGDEvent(noise_multiplier, sample_rate, steps)
-    values = {name: float(epsilon_opacus(event, delta, name)) for name in ("rdp", "prv", "gdp")}
-    return values, pld_epsilon_interval(event, delta).as_dict()
+    try:
+        values = {name: float(epsilon_opacus(event, delta, name)) for name in ("rdp", "prv", "gdp")}
+        return values, pld_epsilon_interval(event, delta).as_dict()
+    except MemoryError as exc:
+        # Inside the flags' ranges, Opacus's PRV discretisation (or the PLD grid) can ask for petabytes (e.g.
+        # σ 0.1, q 1, 10⁷ steps): the parameters are beyond what can be computed, not a bug of the harness.
+        raise AuditInputError(
+            "--steps",
+            f"ε cannot be computed here for σ {noise_multiplier:g}, q {sample_rate:g} over {steps} steps: "
+            f"the accountant ran out of memory ({str(exc)[:80]}); fewer steps or a larger σ",
+        ) from None
 
 
 @dataclass(frozen=True)
