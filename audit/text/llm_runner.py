@@ -49,7 +49,7 @@ from audit.statistics.accountants import DPSGDEvent, epsilons_for_event
 from audit.statistics.attack_evaluation import evaluate_attack
 from audit.text.llm_one_run import MODE_LABELS, canary_claim_row, claim_power, control_p_value, deciding_design
 from audit.text.runner import run_staged_job
-from audit.text.trained_targets import UNIT_WORDS, target_record
+from audit.text.trained_targets import UNIT_WORDS, save_canary_scores, target_record
 from reports.figures import epsilon_label
 from targets.devices import resolve_device
 from targets.hf_causal_lm import (
@@ -351,7 +351,9 @@ def _llm_sweep(
             with progress.step(f"{label}: canary audit"):
                 scores: dict[str, np.ndarray] = {d: secret_scores(model, canaries[d]) for d in llm.designs}
                 score_files = [
-                    _save_scores(staging, f"{mode}_eps_{epsilon_tag(epsilon)}_{d}", scores[d], canaries[d])
+                    save_canary_scores(
+                        staging, f"{mode}_eps_{epsilon_tag(epsilon)}_{d}", scores[d], canaries[d].inserted
+                    )
                     for d in llm.designs
                 ]
                 attacks = [
@@ -405,7 +407,7 @@ def _llm_sweep(
                     )
                     attacks += extra
                     score_files += [
-                        _save_scores(
+                        save_canary_scores(
                             staging,
                             f"{mode}_eps_{epsilon_tag(epsilon)}_{d}_synthetic",
                             synthetic_scores[d],
@@ -528,18 +530,6 @@ def _llm_sweep(
         else None,
         "execution": {"executor": "local"},
     }
-
-
-def _save_scores(staging: Path, tag: str, scores: np.ndarray, canaries: LLMCanaries) -> Path:
-    """One target's scores of one canary design, `scores/scores_<mode>_eps_<ε>_<design>.csv`: `member` (the
-    canary's coin) and `score` (higher = inserted), the columns `privacy-audit audit-scores
-    --membership-randomized` reads, so anyone can recompute the bounds (docs/language-models.md)."""
-    path = staging / "scores" / f"scores_{tag}.csv"
-    path.parent.mkdir(exist_ok=True)
-    pd.DataFrame(
-        {"canary_index": np.arange(canaries.m), "member": canaries.inserted.astype(int), "score": scores}
-    ).to_csv(path, index=False)
-    return path
 
 
 def _synthetic_text_audit(
