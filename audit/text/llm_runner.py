@@ -411,7 +411,7 @@ def _llm_sweep(
                             staging,
                             f"{mode}_eps_{epsilon_tag(epsilon)}_{d}_synthetic",
                             synthetic_scores[d],
-                            canaries[d],
+                            canaries[d].inserted,
                         )
                         for d in llm.designs
                     ]
@@ -565,7 +565,7 @@ def _synthetic_text_audit(
         seed=seed + 1,
         device=device,
     )
-    scores = {d: secret_scores(auxiliary, canaries[d]) for d in llm.designs}
+    scores: dict[str, np.ndarray] = {d: secret_scores(auxiliary, canaries[d]) for d in llm.designs}
     rows = [
         _canary_row(
             f"canary_{d}_synthetic_{mode}",
