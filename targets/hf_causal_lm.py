@@ -31,9 +31,8 @@ from __future__ import annotations
 import math
 import os
 import warnings
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import cast
+from typing import Unpack, cast
 
 import numpy as np
 import torch
@@ -46,6 +45,7 @@ from targets.text_models import (
     PAD,
     TextTrainingSpec,
     TrainedTextTarget,
+    TrainingRun,
     document_losses,
     train_language_model,
 )
@@ -175,14 +175,7 @@ def finetune(
     spec: HFLMSpec,
     *,
     mode: str,
-    epsilon: float,
-    delta: float,
-    accountant: str,
-    seed: int,
-    device: torch.device,
-    owners: np.ndarray | None = None,
-    copies: np.ndarray | None = None,
-    on_epoch: Callable[[int, int], None] | None = None,
+    **run: Unpack[TrainingRun],
 ) -> tuple[TrainedTextTarget, HFCausalLM]:
     """Fine-tune a copy of the pretrained model on `token_ids` (full or LoRA); finite ε = Opacus
     DP-SGD (Poisson sampling, σ calibrated for the epochs; persons when `owners` is given), ε = ∞
@@ -197,21 +190,14 @@ def finetune(
     if mode == "lora":
         model = with_lora(model, spec)
     trained = train_language_model(
-        model.to(device),
+        model.to(run["device"]),
         token_ids,
         spec,
         lr=spec.lora_lr if mode == "lora" else spec.lr,
-        epsilon=epsilon,
-        delta=delta,
-        accountant=accountant,
-        seed=seed,
-        device=device,
-        owners=owners,
-        copies=copies,
         # GPT-2's Conv1D has no Opacus hook rule: functorch's vmap(grad); LoRA's adapters are nn.Linear
         grad_sample_mode="functorch" if mode == "full" else "hooks",
         quiet=True,
-        on_epoch=on_epoch,
+        **run,
     )
     return trained, cast(HFCausalLM, trained.model)  # the record keeps its model, as the text job's
 

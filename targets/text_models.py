@@ -35,8 +35,8 @@ import time
 import warnings
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass
-from typing import Any, cast
+from dataclasses import dataclass, fields
+from typing import Any, NotRequired, Self, TypedDict, Unpack, cast
 
 import numpy as np
 import torch
@@ -170,6 +170,26 @@ class TextTrainingSpec:
     lr: float = 3e-3
     max_grad_norm: float = 1.0
 
+    @classmethod
+    def from_section(cls, section: Any, **extra: Any) -> Self:
+        """The spec from a config section's fields of the same names (the text job's `text:`, the llm
+        job's `llm:`), plus `extra` for a subclass's own fields."""
+        return cls(**{f.name: getattr(section, f.name) for f in fields(TextTrainingSpec)}, **extra)
+
+
+class TrainingRun(TypedDict):
+    """One training's privacy and run keywords: `train_text_target`'s and the fine-tunings'
+    (targets/hf_causal_lm.py `finetune`), passed on to `train_language_model`."""
+
+    epsilon: float
+    delta: float
+    accountant: str
+    seed: int
+    device: torch.device
+    owners: NotRequired[np.ndarray | None]
+    copies: NotRequired[np.ndarray | None]
+    on_epoch: NotRequired[Callable[[int, int], None] | None]
+
 
 @dataclass
 class TrainedTextTarget(DPTrainingRecord):
@@ -252,17 +272,7 @@ class PersonBatches:
 
 
 def train_text_target(
-    token_ids: np.ndarray,
-    vocab_size: int,
-    spec: TextTrainingSpec,
-    *,
-    epsilon: float,
-    delta: float,
-    accountant: str,
-    seed: int,
-    device: torch.device,
-    owners: np.ndarray | None = None,
-    on_epoch: Callable[[int, int], None] | None = None,
+    token_ids: np.ndarray, vocab_size: int, spec: TextTrainingSpec, **run: Unpack[TrainingRun]
 ) -> TrainedTextTarget:
     """Train one causal LM on `token_ids` (n, length); `epsilon = inf` = ordinary training (Adam,
     shuffled fixed batches of documents); finite ε = Opacus DP-SGD (Adam on clipped, noised
@@ -271,20 +281,8 @@ def train_text_target(
     `owners` (one person index per document, 0 .. P - 1): user-level DP-SGD — persons are sampled
     and clipped, `spec.batch_size` is the expected number of persons per batch, and the ε is per
     person. None: record level, each document its own unit."""
-    model = build_text_model(vocab_size, spec, seed).to(device)
-    return train_language_model(
-        model,
-        token_ids,
-        spec,
-        lr=spec.lr,
-        epsilon=epsilon,
-        delta=delta,
-        accountant=accountant,
-        seed=seed,
-        device=device,
-        owners=owners,
-        on_epoch=on_epoch,
-    )
+    model = build_text_model(vocab_size, spec, run["seed"]).to(run["device"])
+    return train_language_model(model, token_ids, spec, lr=spec.lr, **run)
 
 
 def train_language_model(

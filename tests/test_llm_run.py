@@ -9,8 +9,10 @@ import os
 import subprocess
 import sys
 
+import pandas as pd
 import pytest
 import yaml
+from sklearn.metrics import roc_auc_score
 
 from tests.conftest import REPO
 
@@ -101,13 +103,24 @@ def test_the_llm_preset_runs_offline_end_to_end(tmp_path):
             assert deciding["design_key"] == f"canary_panda_{mode}" and deciding["family"].startswith("black-box")
             assert deciding["power"]["kind"] in ("control", "none") and deciding["tests"]
             assert all(a.get("decides") is False for a in target["attacks"])
+        # the canary scores are saved, one CSV per design (and its synthetic-text row): a user recomputes the rows
+        assert len(target["llm"]["score_files"]) == 4 and all(
+            (folder / f).is_file() for f in target["llm"]["score_files"]
+        )
+        for row in target["attacks"]:
+            design = row["design"] + ("_synthetic" if "synthetic" in row["name"] else "")
+            tag = "inf" if target["epsilon_target"] is None else f"{target['epsilon_target']:g}"
+            frame = pd.read_csv(folder / "scores" / f"scores_{mode}_eps_{tag}_{design}.csv")
+            assert list(frame.columns) == ["canary_index", "member", "score"] and len(frame) == 24
+            assert frame["member"].sum() == row["n_inserted"]
+            assert roc_auc_score(frame["member"], frame["score"]) == pytest.approx(row["auc"], abs=1e-9)
         synthetic = target["llm"]["synthetic_text"]  # its own cost, apart from the run's (docs' time split)
         assert synthetic["samples"] == 16 and 0 < synthetic["cpu_seconds"] <= results["text"]["cpu_seconds"]
     lora = targets[2]["llm"]
     assert lora["trainable_parameters"] < lora["parameters"] / 2  # adapters and the head copy: trained and private
     # the verdict has one claim per DP fine-tuning, each tested by its Panda row (24 canaries: untestable here)
     claims = [c["claim"] for c in results["verdict"]["claims"]]
-    assert any("full fine-tuning" in c for c in claims) and any("lora fine-tuning" in c for c in claims)
+    assert any("full fine-tuning" in c for c in claims) and any("LoRA fine-tuning" in c for c in claims)
     assert results["verdict"]["status"] != "pass"
     summary = (folder / "summary.md").read_text()
     assert "canary_panda_full" in summary and "canary_panda_lora" in summary  # full and LoRA told apart

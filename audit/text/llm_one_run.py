@@ -35,9 +35,10 @@ from audit.statistics.one_run_audit import one_run_claim_audit
 from audit.statistics.one_run_power import one_run_row
 from audit.statistics.tradeoff_curves import dpsgd_privacy_profile
 
-__all__ = ["FAMILY", "canary_claim_row", "claim_power", "control_p_value", "deciding_design"]
+__all__ = ["FAMILY", "MODE_LABELS", "canary_claim_row", "claim_power", "control_p_value", "deciding_design"]
 
 FAMILY = "black-box one-run canaries"
+MODE_LABELS = {"full": "full", "lora": "LoRA"}  # how each fine-tuning is named in claims and tables
 DESIGN_WORDS = {
     "panda": "Panda et al. new-token canaries",
     "secret_sharer": "Secret Sharer digit canaries",
@@ -89,7 +90,7 @@ def canary_claim_row(
         "kind": design,
         "design_key": f"canary_{design}_{mode}",
         "mode": mode,
-        "level": f"{mode} fine-tuning · {unit}",
+        "level": f"{MODE_LABELS.get(mode, mode)} fine-tuning · {unit}",
         "observe": "the final model only (black-box)",
         "assumption": "one fine-tuning run, canaries inserted by fair coins, scored black-box on the final "
         "model (proven: Steinke et al.; f-DP one-run test against the claim's DP-SGD curve)",
@@ -133,13 +134,13 @@ def claim_power(rows: list[dict[str, Any]], control_p: list[float | None], alpha
                 "kind": "control",
                 "figure": p,
                 "decider": None,
-                "detail": f"positive control in this run: the same {row['kind']} canaries, {row['mode']} fine-tuning "
+                "detail": f"positive control in this run: the same {row['kind']} canaries, {MODE_LABELS.get(row['mode'], row['mode'])} fine-tuning "
                 f"without DP, refute ε {claim:.3g}'s curve at p = {p:.2g} ≤ {level:.2g} (the family's first Holm "
                 f"level); it detects a fine-tuning that leaks that much, not a subtler excess",
             }
             continue
         shown = (
-            f"no ε = ∞ {row['mode']} target in this run"
+            f"no ε = ∞ {MODE_LABELS.get(row['mode'], row['mode'])} target in this run"
             if p is None
             else f"p = {p:.2g} against ε {claim:.3g}'s curve, above the family's first Holm level {level:.2g}"
         )
@@ -148,7 +149,7 @@ def claim_power(rows: list[dict[str, Any]], control_p: list[float | None], alpha
             "figure": p,
             "decider": "a white-box or gradient-canary audit (canary-audit), or more canaries "
             "(llm.canaries_per_design), or a fine-tuning whose control memorises its canaries",
-            "detail": f"black-box input-space canaries: power not proven, and the positive control ({row['mode']} "
+            "detail": f"black-box input-space canaries: power not proven, and the positive control ({MODE_LABELS.get(row['mode'], row['mode'])} "
             f"fine-tuning without DP) gave {shown}: it cannot show that this audit would detect a violation",
         }
     return level

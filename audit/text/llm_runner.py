@@ -47,9 +47,9 @@ from audit.machinery.secrets import redact
 from audit.machinery.tracking import AuditTracker, target_metrics
 from audit.statistics.accountants import DPSGDEvent, epsilons_for_event
 from audit.statistics.attack_evaluation import evaluate_attack
-from audit.text.llm_one_run import canary_claim_row, claim_power, control_p_value, deciding_design
+from audit.text.llm_one_run import MODE_LABELS, canary_claim_row, claim_power, control_p_value, deciding_design
 from audit.text.runner import run_staged_job
-from audit.text.trained_targets import UNIT_WORDS, target_record
+from audit.text.trained_targets import UNIT_WORDS, save_canary_scores, target_record
 from reports.figures import epsilon_label
 from targets.devices import resolve_device
 from targets.hf_causal_lm import (
@@ -90,6 +90,10 @@ class LLMRun:
     run_dir: Path
 
 
+def epsilon_tag(epsilon: float) -> str:
+    return "inf" if math.isinf(epsilon) else f"{epsilon:g}"
+
+
 def _seed(config_seed: int, *parts: int) -> int:
     return int(np.random.SeedSequence([config_seed, 41, *parts]).generate_state(1)[0])
 
@@ -103,17 +107,10 @@ def llm_section(config: AuditConfig) -> LLMConfig:
 
 def llm_spec(config: AuditConfig) -> HFLMSpec:
     s = llm_section(config)
-    return HFLMSpec(
-        d_model=s.d_model,
-        n_layers=s.n_layers,
-        n_heads=s.n_heads,
-        max_length=s.max_length,
+    return HFLMSpec.from_section(
+        s,
         pretrain_epochs=s.pretrain_epochs,
-        epochs=s.epochs,
-        batch_size=s.batch_size,
-        lr=s.lr,
         pretrain_lr=s.lr,
-        max_grad_norm=s.max_grad_norm,
         lora_rank=s.lora_rank,
         lora_alpha=2 * s.lora_rank,
         lora_lr=s.lora_lr,
@@ -175,7 +172,7 @@ def _canary_row(
         }
     )
     if claim is not None:  # the row tests this fine-tuning's own guarantee (one claim per mode and ε)
-        row["claim"] = {"epsilon": claim, "level": f"{mode} fine-tuning · {unit or 'record'}"}
+        row["claim"] = {"epsilon": claim, "level": f"{MODE_LABELS[mode]} fine-tuning · {unit or 'record'}"}
     return row
 
 
@@ -324,7 +321,7 @@ def _llm_sweep(
     for mode in llm.modes:
         for index, epsilon in enumerate(order):
             seed = _seed(config.seed, 10, llm.modes.index(mode), index)
-            label = f"{mode} {epsilon_label(epsilon)}"
+            label = f"{MODE_LABELS[mode]} {epsilon_label(epsilon)}"
             with progress.step(f"{label}: DP fine-tuning (epochs)", total=spec.epochs) as step:
                 trained, model = finetune(
                     pretrained_state,
@@ -353,6 +350,12 @@ def _llm_sweep(
             claim = epsilons.get(config.privacy.accountant)
             with progress.step(f"{label}: canary audit"):
                 scores: dict[str, np.ndarray] = {d: secret_scores(model, canaries[d]) for d in llm.designs}
+                score_files = [
+                    save_canary_scores(
+                        staging, f"{mode}_eps_{epsilon_tag(epsilon)}_{d}", scores[d], canaries[d].inserted
+                    )
+                    for d in llm.designs
+                ]
                 attacks = [
                     _canary_row(
                         f"canary_{d}_{mode}",
@@ -389,7 +392,7 @@ def _llm_sweep(
             if llm.synthetic_samples:
                 synthetic_started = (time.perf_counter(), time.process_time())
                 with progress.step(f"{label}: synthetic text and auxiliary model"):
-                    synthetic, extra = _synthetic_text_audit(
+                    synthetic, extra, synthetic_scores = _synthetic_text_audit(
                         model,
                         canaries,
                         pretrained_state,
@@ -403,6 +406,15 @@ def _llm_sweep(
                         device,
                     )
                     attacks += extra
+                    score_files += [
+                        save_canary_scores(
+                            staging,
+                            f"{mode}_eps_{epsilon_tag(epsilon)}_{d}_synthetic",
+                            synthetic_scores[d],
+                            canaries[d].inserted,
+                        )
+                        for d in llm.designs
+                    ]
                 # its own cost, apart from the run's: what the synthetic-text audit adds to one target
                 synthetic["seconds"] = time.perf_counter() - synthetic_started[0]
                 synthetic["cpu_seconds"] = time.process_time() - synthetic_started[1]
@@ -434,6 +446,8 @@ def _llm_sweep(
                         "test_loss": test_loss,
                         "test_perplexity": float(math.exp(test_loss)),
                         "synthetic_text": synthetic,
+                        # the canary scores (member, score) of each row: recompute the bounds from them
+                        "score_files": [str(path.relative_to(staging)) for path in score_files],
                     },
                 }
             )
@@ -458,6 +472,8 @@ def _llm_sweep(
             },
         )
         tracker.log_metrics(child, {k: v for k, v in metrics.items() if v is not None and math.isfinite(v)})
+        for path in target["llm"]["score_files"]:
+            tracker.log_artifact(child, staging / path)
         tracker.finish(child)
     unit = llm.privacy_unit
     notes = [f"{MODE_WORDS[m]}" for m in llm.modes] + [
@@ -528,7 +544,7 @@ def _synthetic_text_audit(
     unit: str | None,
     seed: int,
     device: torch.device,
-) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, np.ndarray]]:
     """Mitchell & Andrew 2026's audit of synthetic text, simplified: sample text from the fine-tuned
     model, fine-tune the public pretrained model on it without DP (the auxiliary model: what anyone
     holding the synthetic text could train), and score the original canaries on the auxiliary model."""
@@ -549,12 +565,13 @@ def _synthetic_text_audit(
         seed=seed + 1,
         device=device,
     )
+    scores: dict[str, np.ndarray] = {d: secret_scores(auxiliary, canaries[d]) for d in llm.designs}
     rows = [
         _canary_row(
             f"canary_{d}_synthetic_{mode}",
             d,
             mode,
-            secret_scores(auxiliary, canaries[d]),
+            scores[d],
             canaries[d],
             claim=claim,
             config=config,
@@ -568,8 +585,12 @@ def _synthetic_text_audit(
             "black-box on an auxiliary model fine-tuned on text sampled from the target "
             "(the synthetic-text release; Mitchell & Andrew 2026)"
         )
-    return {
-        "samples": len(texts),
-        "temperature": llm.synthetic_temperature,
-        "auxiliary_epochs": llm.synthetic_epochs,
-    }, rows
+    return (
+        {
+            "samples": len(texts),
+            "temperature": llm.synthetic_temperature,
+            "auxiliary_epochs": llm.synthetic_epochs,
+        },
+        rows,
+        scores,
+    )

@@ -102,17 +102,7 @@ def _seed(config_seed: int, index: int) -> int:
 
 
 def text_training_spec(config: AuditConfig) -> TextTrainingSpec:
-    t = text_section(config)
-    return TextTrainingSpec(
-        d_model=t.d_model,
-        n_layers=t.n_layers,
-        n_heads=t.n_heads,
-        max_length=t.max_length,
-        epochs=t.epochs,
-        batch_size=t.batch_size,
-        lr=t.lr,
-        max_grad_norm=t.max_grad_norm,
-    )
+    return TextTrainingSpec.from_section(text_section(config))
 
 
 @torch.no_grad()

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import torch
 
 from audit.machinery.checkpoints import TargetCheckpoints
@@ -123,3 +124,14 @@ def load_trained(ckpt: TargetCheckpoints, vocab_size: int, spec: TextTrainingSpe
     model = build_text_model(vocab_size, spec, seed=0)
     model.load_state_dict(state)
     return TrainedTextTarget(model=model.eval(), **meta)
+
+
+def save_canary_scores(staging: Path, tag: str, scores: np.ndarray, inserted: np.ndarray) -> Path:
+    """The llm job's scores of one canary design on one target, `scores/scores_<mode>_eps_<ε>_<design>.csv`:
+    `member` (the canary's coin) and `score` (higher = inserted), the columns `privacy-audit audit-scores
+    --membership-randomized` reads, so anyone can recompute the bounds (docs/language-models.md)."""
+    path = staging / "scores" / f"scores_{tag}.csv"
+    path.parent.mkdir(exist_ok=True)
+    frame = {"canary_index": np.arange(len(scores)), "member": np.asarray(inserted).astype(int), "score": scores}
+    pd.DataFrame(frame).to_csv(path, index=False)
+    return path
