@@ -16,6 +16,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from audit.one_run import OpacusAudit
+from tests.gate_and_ledger import assert_passes_gate_and_is_recorded
 
 ROOT = Path(__file__).resolve().parents[1]
 ROWS, BATCH, EPOCHS = 1000, 50, 2
@@ -217,28 +218,9 @@ def test_example_script_result_passes_gate_and_ledger_record(tmp_path):
     (path,) = (tmp_path / "runs").glob("*-whitebox-audit/whitebox-audit.json")
     result = json.loads(path.read_text())
     assert result["verdict"]["status"] == "pass" and result["physical_steps"] > result["steps"]
-    # The example is the user's own script (a fresh process); `gate` and `ledger record` on its result are
-    # read for their exit code and output only: in-process (tests/conftest.py's convention).
-    from tests.conftest import run_cli_in_process
-
-    gate = run_cli_in_process(
-        "gate", "--policy", str(ROOT / "examples" / "policy-strict.yaml"), str(path), cwd=tmp_path
-    )
-    assert gate.returncode == 0, gate.stdout[-2000:] + gate.stderr[-2000:]
-    assert "PASS" in gate.stdout
-    ledger = run_cli_in_process(
-        "ledger",
-        "record",
-        "--dataset",
-        "demo",
-        "--ledger",
-        str(tmp_path / "l.db"),
-        "--results",
-        str(path),
-        cwd=tmp_path,
-    )
-    assert ledger.returncode == 0, ledger.stdout[-2000:] + ledger.stderr[-2000:]
-    assert "recorded #1" in ledger.stdout
+    # The example is the user's own script (a fresh process); `gate` and `ledger record` on its result run
+    # in-process (tests/gate_and_ledger.py).
+    assert_passes_gate_and_is_recorded(path, tmp_path)
 
 
 @pytest.mark.slow

@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.gate_and_ledger import assert_passes_gate_and_is_recorded, gate
+
 ROOT = Path(__file__).resolve().parents[1]
 ROWS, EPOCHS = 800, 2
 
@@ -55,14 +57,6 @@ def _failed(callback) -> dict[str, str]:
     return {c["name"]: c["message"] for c in callback.verdict["checks"] if c.get("failed")}
 
 
-def _gate(path: Path, cwd: Path) -> subprocess.CompletedProcess:
-    """`gate` on a result, read for its exit code and output only: in-process (tests/conftest.py's convention;
-    the example itself stays a fresh process, as the user runs it)."""
-    from tests.conftest import run_cli_in_process
-
-    return run_cli_in_process("gate", "--policy", str(ROOT / "examples" / "policy-strict.yaml"), str(path), cwd=cwd)
-
-
 @pytest.mark.slow
 def test_lightning_example_holds_and_its_result_passes_gate_and_ledger_record(tmp_path):
     def run(*args: str) -> subprocess.CompletedProcess:
@@ -85,23 +79,7 @@ def test_lightning_example_holds_and_its_result_passes_gate_and_ledger_record(tm
     assert result["verdict"]["claims"][0]["status"] == "held"
     assert result["steps"] == EPOCHS * 8  # q = 1/8: the accountant's steps, each a noisy one
     assert result["parameters"]["privatised"][0] == "net.0.weight"
-    gate = _gate(path, tmp_path)
-    assert gate.returncode == 0 and "PASS" in gate.stdout, gate.stdout[-2000:] + gate.stderr[-2000:]
-    from tests.conftest import run_cli_in_process
-
-    ledger = run_cli_in_process(
-        "ledger",
-        "record",
-        "--dataset",
-        "demo",
-        "--ledger",
-        str(tmp_path / "l.db"),
-        "--results",
-        str(path),
-        cwd=tmp_path,
-    )
-    assert ledger.returncode == 0, ledger.stdout[-2000:] + ledger.stderr[-2000:]
-    assert "recorded #1" in ledger.stdout
+    assert_passes_gate_and_is_recorded(path, tmp_path)
 
 
 @pytest.mark.slow
@@ -137,8 +115,8 @@ def test_a_parameter_updated_outside_the_dp_optimizer_is_refuted_by_name(tmp_pat
     callback = _fit(WithOffset(), tmp_path)
     assert callback.verdict["status"] == "fail"
     assert "offset: updated by a second optimizer (SGD)" in _failed(callback)["every trainable parameter privatised"]
-    gate = _gate(callback.audit.path, tmp_path)
-    assert gate.returncode == 1 and "FAIL" in gate.stdout + gate.stderr, gate.stdout[-2000:] + gate.stderr[-2000:]
+    gated = gate(callback.audit.path, tmp_path)
+    assert gated.returncode == 1 and "FAIL" in gated.stdout + gated.stderr, gated.stdout[-2000:] + gated.stderr[-2000:]
 
 
 @pytest.mark.slow
