@@ -162,6 +162,8 @@ def test_redact_hides_every_form(form):
         "max_total_epsilon=3.5",
         "runs/20261127T0000Z-smoke/results.json",
         "--dataset adult --max-epsilon 2",
+        # the Secret Sharer canary design's rows in a policy line (Carlini et al.), not a secret
+        "rule failed: ε = ∞, attack canary_secret_sharer_full: AUC = 0.8243 > 0.6 (max_auc)",
     ],
 )
 def test_redact_leaves_what_is_no_secret(text):
