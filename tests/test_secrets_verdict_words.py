@@ -26,3 +26,16 @@ def test_auth_and_sig_as_a_whole_part_of_a_name_are_still_masked():
     for text in ("auth=hunter2", "x-auth-token: hunter2", "AUTH_TOKEN=hunter2", "sig=hunter2", "aws_sig=hunter2"):
         shown = redact(text)
         assert "hunter2" not in shown and MASK in shown
+
+
+def test_a_count_of_tokens_is_shown_as_written():
+    # "tokens: 5" (a language model's text size) read as a secret's name: the llm run's console showed "*** = 5".
+    for line in ("tokens: 5", "new tokens: 512", "max_new_tokens=512", "secret tokens_per_canary: 8"):
+        assert redact(line) == line
+
+
+def test_a_token_as_a_secret_name_is_still_masked():
+    for text in ("token=hunter2", "MLFLOW_TRACKING_TOKEN=hunter2", "x-auth-token: hunter2", "--token hunter2"):
+        shown = redact(text)
+        assert "hunter2" not in shown and MASK in shown
+    assert "hf_abcdefghijklmnopqrstuvwxyz012345" not in redact("tokens: hf_abcdefghijklmnopqrstuvwxyz012345")

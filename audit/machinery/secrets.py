@@ -28,9 +28,11 @@ MASK = "***"
 
 # A name that says its value is a secret (query parameter, keyword, flag, environment variable). "pass" is one
 # (PGPASS, pass=...), but not as the verb: "rule passed: ε = 1" is a verdict line, not a secret; "secret" is one,
-# but not the Secret Sharer canary design (Carlini et al.): "canary_secret_sharer_full: AUC = 0.82" is a policy line.
+# but not the Secret Sharer canary design (Carlini et al.): "canary_secret_sharer_full: AUC = 0.82" is a policy line;
+# "token" is one (MLFLOW_TRACKING_TOKEN), but not the plural count of a language model's text: "new tokens: 512",
+# "max_new_tokens=512" are sizes (a token-shaped value, hf_…, is still masked by its shape below).
 _SECRET_WORD = (
-    r"(?:pass(?:word|wd|phrase)?(?!(?:ed|es|ing)\b)|pwd|secret(?![_ -]?sharer)|token|api[_-]?key|apikey|access[_-]?key|private[_-]?key|"
+    r"(?:pass(?:word|wd|phrase)?(?!(?:ed|es|ing)\b)|pwd|secret(?![_ -]?sharer)|token(?!s(?![A-Za-z]))|api[_-]?key|apikey|access[_-]?key|private[_-]?key|"
     r"credentials?|signature|"
     # "auth" and "sig" only as a whole part of a name (x-auth, auth_token, SIG): inside a word they are
     # "author", "design", "authority" — a console line "design: 20 runs" is not a secret.
