@@ -218,6 +218,11 @@ class OpacusAudit:
         return self
 
     @property
+    def running(self) -> bool:
+        """True between `start()` and `stop()`: the canaries and the watch are on the optimizer."""
+        return self._active
+
+    @property
     def noisy_steps(self) -> int:
         return self.watch.noisy_steps
 

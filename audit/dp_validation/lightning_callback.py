@@ -82,7 +82,7 @@ class OpacusAuditCallback(pl.Callback):
         self.audit.start()
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        if self.audit is not None and self.audit._active:
+        if self.audit is not None and self.audit.running:
             self.audit.stop()
             self.audit.finish()
 
