@@ -32,6 +32,7 @@ from audit.machinery.bound_results import (
     read_bound_result,
 )
 from audit.machinery.workers import WorkerPool
+from tests.test_canary_audit import noisy_centroids  # numpy class means: microseconds, imported by name in workers
 
 DATA = Path(__file__).parent / "data" / "audit_results"
 TYPES = {
@@ -97,21 +98,6 @@ def test_a_result_without_the_top_level_ceiling_reads_its_verdicts():
 # ----------------------------------------------------------------------------------------------------------------
 # Real small audits: the job's typed result against the dict its builder wrote before the type.
 # ----------------------------------------------------------------------------------------------------------------
-
-
-class _Centroids:
-    def __init__(self, centres):
-        self.centres = centres
-
-    def logits(self, features):
-        return -((features[:, None, :] - self.centres[None]) ** 2).sum(-1)
-
-
-def noisy_centroids(features, labels, seed):
-    """Class means plus noise (numpy, microseconds): the statistics do not care how a model is made."""
-    rng = np.random.default_rng(seed)
-    centres = np.stack([features[labels == c].mean(0) for c in range(int(labels.max()) + 1)])
-    return _Centroids(centres + rng.normal(0, 0.1, centres.shape))
 
 
 def _old_canary_assembly(found, *, mode, trainer, claim, size):
