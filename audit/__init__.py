@@ -14,7 +14,9 @@ data_loader=loader): ...`). The estimators take
 membership scores and fair-coin membership labels and return an ε lower bound or estimate, each
 citing its paper. `Ledger` records DP releases of a dataset and composes their ε. Bad input raises
 `AuditInputError` naming the field. `AuditResult.typed_verdict` is the verdict as frozen types
-(`Verdict`, `ClaimRow`, `CheckRow`, `RuleRow`); `Estimator` and `AuditKind` / `register_audit_kind`
+(`Verdict`, `ClaimRow`, `CheckRow`, `RuleRow`), and `AuditResult.typed_results` a single audit's result
+(`CanaryAuditResult`, `MechanismAuditResult`, `WhiteboxAuditResult` on their shared `EpsilonBoundTest`,
+`ConformanceResult`, `AccountantCheckResult`); `Estimator` and `AuditKind` / `register_audit_kind`
 are the registries plug-ins extend. docs/api.md is this API's reference page.
 
 Importing `audit` is cheap: each name is imported from its module when first used. Inside the
@@ -48,6 +50,13 @@ _EXPORTS: dict[str, str] = {
     "ClaimRow": "audit.machinery.verdict_rows",
     "CheckRow": "audit.machinery.verdict_rows",
     "RuleRow": "audit.machinery.verdict_rows",
+    # --- A single audit's result as types: AuditResult.typed_results returns its kind's (AuditKind.result_type). ---
+    "EpsilonBoundTest": "audit.machinery.bound_results",
+    "CanaryAuditResult": "audit.machinery.bound_results",
+    "MechanismAuditResult": "audit.machinery.bound_results",
+    "WhiteboxAuditResult": "audit.machinery.bound_results",
+    "ConformanceResult": "audit.machinery.audit_results",
+    "AccountantCheckResult": "audit.machinery.audit_results",
     # --- The registries plug-ins extend: estimators, single-audit kinds. ---
     "Estimator": "audit.statistics.estimators",
     "AuditKind": "audit.machinery.audit_kinds",
@@ -96,6 +105,12 @@ __all__ = [  # a literal list: linters and IDEs read it; tests/test_public_api.p
     "ClaimRow",
     "CheckRow",
     "RuleRow",
+    "EpsilonBoundTest",
+    "CanaryAuditResult",
+    "MechanismAuditResult",
+    "WhiteboxAuditResult",
+    "ConformanceResult",
+    "AccountantCheckResult",
     "Estimator",
     "AuditKind",
     "register_audit_kind",
@@ -144,6 +159,13 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ im
     from audit.errors import AuditInputError
     from audit.ledger.store import BudgetExceeded, Ledger, Provenance, ReleaseInput
     from audit.machinery.audit_kinds import AuditKind, register_audit_kind
+    from audit.machinery.audit_results import AccountantCheckResult, ConformanceResult
+    from audit.machinery.bound_results import (
+        CanaryAuditResult,
+        EpsilonBoundTest,
+        MechanismAuditResult,
+        WhiteboxAuditResult,
+    )
     from audit.machinery.verdict_rows import CheckRow, ClaimRow, RuleRow, Verdict
     from audit.statistics.accountants import DPSGDEvent, epsilon_pld
     from audit.statistics.attack_metrics import auc_with_ci, membership_advantage, tpr_at_fpr

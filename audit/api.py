@@ -80,7 +80,9 @@ class AuditResult:
     @property
     def typed_results(self) -> Any:
         """The results as the kind's typed, frozen result (`AuditKind.result_type`: `AccountantCheckResult` for
-        `accountant-check`), read once with its `from_json`; None for a kind not typed yet."""
+        `accountant-check`, `ConformanceResult` for `conformance`, `CanaryAuditResult`, `MechanismAuditResult`
+        and `WhiteboxAuditResult`, built on the shared `EpsilonBoundTest` block, for the bound audits), read once
+        with its `from_json`; None for a kind not typed yet (`run`, `audit-model`, `audit-scores`, `synth-check`)."""
         from audit.machinery.audit_kinds import AUDIT_KINDS, load
 
         kind = AUDIT_KINDS.get(self.kind)

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from audit.machinery.audit_results import AccountantCheckPoint, AccountantCheckResult, ConformanceResult
+from audit.machinery.bound_results import read_bound_result
 from audit.machinery.run_directory import write_text_atomic
 from audit.machinery.verdict_words import claim_line, status_word
 
@@ -149,29 +150,29 @@ def conformance_section(kind: str, result: dict[str, Any], decided: dict[str, An
 
 def bound_section(kind: str, result: dict[str, Any], decided: dict[str, Any]) -> Section:
     """One claim against one ε lower bound (or a profile test): the deciding figure first."""
-    bound, claim = result.get("epsilon_lower_bound"), result.get("claimed_epsilon")
-    confidence = result.get("confidence")
+    typed = read_bound_result(kind, result)
+    found = typed.bound
+    bound, claim, confidence, delta = found.epsilon_lower_bound, found.claimed_epsilon, found.confidence, found.delta
     detail = (
         f"empirical ε lower bound {_number(bound)}"
         + (f" at {confidence:.0%} confidence" if isinstance(confidence, float) else "")
-        + f"; claimed ε {_number(claim)}, δ {_number(result.get('delta'))}"
+        + f"; claimed ε {_number(claim)}, δ {_number(delta)}"
     )
-    if isinstance(result.get("profile_test"), dict):  # the deciding statistic first, the bound beside it
-        test = result["profile_test"]
+    test = found.profile_test
+    if isinstance(test, Mapping):  # the deciding statistic first, the bound beside it
         detail = (
             f"exact test of {test.get('statistic')} against the claim's trade-off curve: p = "
             f"{_number(test.get('p_value'))} ({'refutes' if test.get('refuted') else 'does not refute'} the "
             f"claim); ε lower bound {_number(bound)} shown beside; claimed ε {_number(claim)}, "
-            f"δ {_number(result.get('delta'))}"
+            f"δ {_number(delta)}"
         )
     claims = [c for c in decided.get("claims") or [] if isinstance(c, dict)]
     summary_rows = [
         ("claim", "; ".join(claim_line(c) for c in claims) or "—"),
         ("claimed ε", claim),
-        ("δ", result.get("delta")),
+        ("δ", delta),
     ]
-    test = result.get("profile_test")
-    if isinstance(test, dict):
+    if isinstance(test, Mapping):
         # The statistic that decides: the exact test of one rule's error point against the claim's curve.
         summary_rows += [
             (
@@ -190,20 +191,20 @@ def bound_section(kind: str, result: dict[str, Any], decided: dict[str, Any]) ->
         summary_rows.append(("empirical ε lower bound (decides: above the claim refutes it)", bound))
     summary_rows.append(("confidence", confidence))
     for ceiling_key in ("ceiling", "epsilon_ceiling"):
-        if ceiling_key in result:
-            summary_rows.append(("ceiling (a perfect attack's bound with these runs)", result[ceiling_key]))
-    gdp = result.get("gdp_estimate")
-    if isinstance(gdp, dict) and gdp.get("epsilon") is not None:
+        if typed.holds(ceiling_key):
+            summary_rows.append(("ceiling (a perfect attack's bound with these runs)", typed.found(ceiling_key)))
+    gdp = typed.found("gdp_estimate")
+    if isinstance(gdp, Mapping) and gdp.get("epsilon") is not None:
         summary_rows.append(("GDP estimate of ε (assumes a Gaussian trade-off; not a bound)", gdp["epsilon"]))
-    whitebox = result.get("gdp_bound")
-    if isinstance(whitebox, dict) and whitebox.get("epsilon") is not None:
+    whitebox = typed.found("gdp_bound")  # the white-box runs mode's GDP-family bound
+    if isinstance(whitebox, Mapping) and whitebox.get("epsilon") is not None:
         summary_rows.append(
             (
                 f"GDP-family bound: μ ≥ {whitebox.get('mu', 0):.3f}, ε at δ (assumes: {whitebox.get('assumption')})",
                 whitebox["epsilon"],
             )
         )
-        refuted = (result.get("refutation") or {}).get("refuted_pair")
+        refuted = (typed.found("refutation") or {}).get("refuted_pair")
         summary_rows.append(("claimed trade-off curve refuted", bool(refuted)))
         if refuted:
             summary_rows.append(

@@ -16,6 +16,7 @@ from audit.machinery.audit_results import (
     ConformanceCheck,
     ConformanceResult,
 )
+from audit.machinery.bound_results import CanaryAuditResult, MechanismAuditResult, WhiteboxAuditResult
 
 DATA = Path(__file__).parent / "data" / "audit_results"
 CONFORMANCE_FILES = [DATA / "conformance.json", DATA / "current" / "conformance-factory.json"]
@@ -88,8 +89,9 @@ def test_a_minimal_file_the_schema_allows_reads_back():
 def test_the_registry_names_the_type_its_consumers_read():
     assert load(audit_kind("conformance").result_type or "") is ConformanceResult
     assert load(audit_kind("accountant-check").result_type or "") is AccountantCheckResult
-    untyped = ("canary-audit", "mechanism-audit", "whitebox-audit")  # not typed yet
-    assert all(audit_kind(name).result_type is None for name in untyped)  # docs/architecture.md says so too
+    assert load(audit_kind("canary-audit").result_type or "") is CanaryAuditResult
+    assert load(audit_kind("mechanism-audit").result_type or "") is MechanismAuditResult
+    assert load(audit_kind("whitebox-audit").result_type or "") is WhiteboxAuditResult
 
 
 def _summarized(accountant, margin, points):

@@ -104,6 +104,7 @@ from audit.dp_validation.mode_power import canary_mode_power
 from audit.dp_validation.scope import apply_power
 from audit.dp_validation.sequential_looks import declared_design
 from audit.errors import AuditInputError
+from audit.machinery.bound_results import CanaryAuditResult
 
 __all__ = [
     "CANARY_KINDS",
@@ -117,6 +118,7 @@ __all__ = [
     "one_run_canary_audit",
     "profile_canary_audit",
     "resolve_claim",
+    "canary_result",
     "run_canary_audit",
 ]
 
@@ -300,10 +302,22 @@ def run_canary_audit(
             )
         else:
             result = one_run_canary_audit(trainer, features, labels, n_canaries=canaries, canary_kind=kind, **common)
-    result["mode"] = mode
-    result["trainer"] = _trainer_name(trainer)
-    result["claim"] = claim.to_dict()
+    return canary_result(
+        result,
+        mode=mode,
+        trainer=_trainer_name(trainer),
+        claim=claim,
+        size=n_canaries if mode == "one-run" else n_models,
+    )
+
+
+def canary_result(
+    found: dict[str, Any], *, mode: str, trainer: str, claim: PrivacyClaim, size: int | None
+) -> dict[str, Any]:
+    """A mode's result as the kind's typed result (`CanaryAuditResult`), completed with what every mode shares
+    (its mode, the trainer, the claim, the mode's power at its planned `size` and the verdict that power allows),
+    serialised once in the field order results files have always had."""
+    typed = CanaryAuditResult.from_json(found).with_fields(mode=mode, trainer=trainer, claim=claim.to_dict())
     # Black-box canaries read from the final model: the ceiling is not their power (mode_power).
-    result["power"] = canary_mode_power(mode, n_canaries if mode == "one-run" else n_models)
-    result["verdict"] = apply_power(result["verdict"], result["power"])
-    return result
+    power = canary_mode_power(mode, size)
+    return typed.with_fields(power=power, verdict=apply_power(dict(typed.bound.own), power)).to_json()

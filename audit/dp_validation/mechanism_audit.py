@@ -37,6 +37,7 @@ from audit.dp_validation.sequential_looks import (
     sequential_threshold_audit,
 )
 from audit.errors import AuditInputError
+from audit.machinery.bound_results import MechanismAuditResult
 from audit.machinery.progress import Progress, as_progress
 from audit.statistics.audit_ceilings import ceiling_threshold_audit, runs_needed_threshold_audit
 from audit.statistics.sequential import GroupSequentialDesign
@@ -49,6 +50,7 @@ __all__ = [
     "audit_mechanism",
     "check_neighbouring",
     "mechanism_design",
+    "mechanism_result",
     "run_mechanism",
     "run_mechanism_audit",
 ]
@@ -363,9 +365,15 @@ def run_mechanism_audit(
             looks=looks,
             spending=spending,
         )
-    result["claim"] = claim.to_dict()
+    return mechanism_result(result, claim=claim, n_trials=n_trials)
+
+
+def mechanism_result(found: dict[str, Any], *, claim: PrivacyClaim, n_trials: int) -> dict[str, Any]:
+    """`audit_mechanism`'s result as the kind's typed result (`MechanismAuditResult`), completed with the claim,
+    the power at the planned draws and the verdict that power allows, serialised once (the field order results
+    files have always had)."""
+    typed = MechanismAuditResult.from_json(found).with_fields(claim=claim.to_dict())
     # Power measured on the bundled mechanism bug at a stated number of draws (mode_power): the planned draws, the
     # size a held claim was tested at (a claim is held only after the last look).
-    result["power"] = mechanism_power(n_trials)
-    result["verdict"] = apply_power(result["verdict"], result["power"])
-    return result
+    power = mechanism_power(n_trials)
+    return typed.with_fields(power=power, verdict=apply_power(dict(typed.bound.own), power)).to_json()

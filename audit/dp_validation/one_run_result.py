@@ -17,6 +17,7 @@ from audit.dp_validation.mode_power import whitebox_power_entry
 from audit.dp_validation.whitebox_audit import _accountant_disagreements, _claim
 from audit.dp_validation.whitebox_checks import accountant_checks
 from audit.errors import AuditInputError
+from audit.machinery.bound_results import WhiteboxAuditResult
 from audit.machinery.verdict import Check, decide
 from audit.statistics.one_run_audit import one_run_claim_audit
 from audit.statistics.tradeoff_curves import claim_profile
@@ -242,7 +243,8 @@ def one_run_result(
         }
     ]
     overhead = (run["seconds"] / run["plain_seconds"]) if run.get("plain_seconds") else None
-    return {
+    # The kind's typed result (whitebox-audit, one-run mode), serialised once; this literal is its field order.
+    found: dict[str, Any] = {
         "audit": f"white-box one-run gradient canaries ({PAPER})",
         "mode": "one-run",
         "power": power,
@@ -323,5 +325,5 @@ def one_run_result(
         },
         "violation": verdict["status"] == "fail",
         "verdict": verdict,
-        **(extra or {}),
     }
+    return WhiteboxAuditResult.from_json(found).with_fields(**(extra or {})).to_json()

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,12 @@ from typing import Any
 from audit.errors import AuditInputError
 from audit.machinery.audit_kinds import AUDIT_KINDS, load
 from audit.machinery.audit_results import AccountantCheckResult, ConformanceResult
+from audit.machinery.bound_results import (
+    BoundAuditResult,
+    CanaryAuditResult,
+    MechanismAuditResult,
+    WhiteboxAuditResult,
+)
 from audit.machinery.input_files import clip, load_json_file
 from audit.machinery.result_integrity import IntegrityOutcome
 
@@ -73,43 +80,31 @@ def _own_status(result: dict[str, Any]) -> str | None:
 _POWER_RANK = {"none": 0, "measured": 1, "control": 1, "proven": 2}
 
 
-def _count(result: dict[str, Any], *keys: str) -> int:
-    for key in keys:
-        value = result.get(key)
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    return 0
-
-
 def canary_power(result: dict[str, Any]) -> dict[str, Any] | None:
     """canary-audit's power, from its mode and size (audit.dp_validation.mode_power)."""
     from audit.dp_validation.mode_power import canary_mode_power
 
-    mode = str(result.get("mode") or "")
-    size = (
-        _count(result, "n_canaries")
-        if mode == "one-run"
-        else _count(result, "n_runs_planned", "n_runs", "n_models_per_side")
-    )
-    return canary_mode_power(mode, size)
+    typed = CanaryAuditResult.from_json(result)
+    return canary_mode_power(typed.mode_name, typed.planned_size)
 
 
 def mechanism_power(result: dict[str, Any]) -> dict[str, Any] | None:
     """mechanism-audit's power, from its number of trials (audit.dp_validation.mode_power)."""
     from audit.dp_validation import mode_power
 
-    return mode_power.mechanism_power(_count(result, "n_trials"))
+    trials = MechanismAuditResult.from_json(result).n_trials
+    return mode_power.mechanism_power(trials if isinstance(trials, int) and not isinstance(trials, bool) else 0)
 
 
 def whitebox_power(result: dict[str, Any]) -> dict[str, Any] | None:
     """whitebox-audit's power, from what it observed and its canaries (audit.dp_validation.mode_power)."""
     from audit.dp_validation.mode_power import whitebox_power_entry
 
-    found_canaries = result.get("canaries")
-    canaries: dict[str, Any] = found_canaries if isinstance(found_canaries, dict) else {}
+    typed = WhiteboxAuditResult.from_json(result)
+    canaries = typed.canaries if isinstance(typed.canaries, Mapping) else {}
     return whitebox_power_entry(
-        str(result.get("observe") or "all"),
-        one_run=result.get("mode") == "one-run",
+        str(typed.observe or "all"),
+        one_run=typed.mode == "one-run",
         canary_kind=str(canaries.get("kind") or "dirac"),
     )
 
@@ -152,9 +147,10 @@ def check_flags_against_numbers(kind: str, result: dict[str, Any], where: str) -
 def check_bound_flags(result: dict[str, Any], where: str, *, decided_by_checks: bool = False) -> None:
     """One claim against one ε lower bound (or a profile test): `violation`, `status` and the own verdict's
     status must follow from the numbers. `decided_by_checks`: the audit's rows decide (whitebox-audit)."""
-    claim, bound = float(result["claimed_epsilon"]), float(result["epsilon_lower_bound"])
-    test = result.get("profile_test")
-    if isinstance(test, dict):
+    found = BoundAuditResult.from_json(result).bound
+    claim, bound = float(found.claimed_epsilon), float(found.epsilon_lower_bound)  # type: ignore[arg-type]  # schema
+    test = found.profile_test
+    if isinstance(test, Mapping):
         refuted = test["p_value"] <= 1 - test["confidence"] + _TOLERANCE
         if bool(test["refuted"]) != refuted:
             raise _contradiction(
@@ -169,28 +165,28 @@ def check_bound_flags(result: dict[str, Any], where: str, *, decided_by_checks: 
         # them: above the claim, that check and the audit must have failed.
         violation = None
         if bound > claim:
-            rows = (result.get("verdict") or {}).get("checks") or []
-            if not result["violation"] or not any(isinstance(r, dict) and r.get("failed") for r in rows):
+            rows = found.own.get("checks") or []
+            if not found.violation or not any(isinstance(r, dict) and r.get("failed") for r in rows):
                 raise _contradiction(
                     where,
                     "violation",
-                    f"is {result['violation']} but the sound lower bound {bound:.4g} exceeds the claimed ε {claim:.4g}",
+                    f"is {found.violation} but the sound lower bound {bound:.4g} exceeds the claimed ε {claim:.4g}",
                 )
     else:
         violation = bound > claim
-    if violation is not None and bool(result["violation"]) != violation:
+    if violation is not None and bool(found.violation) != violation:
         raise _contradiction(
             where,
             "violation",
-            f"is {result['violation']} but the lower bound {bound:.4g} vs the claimed ε {claim:.4g} means {violation}"
-            if not isinstance(test, dict)
-            else f"is {result['violation']} but the profile test says refuted = {violation}",
+            f"is {found.violation} but the lower bound {bound:.4g} vs the claimed ε {claim:.4g} means {violation}"
+            if not isinstance(test, Mapping)
+            else f"is {found.violation} but the profile test says refuted = {violation}",
         )
     status = _own_status(result)
     if violation is not None and (status == "fail") != violation and status is not None:
         raise _contradiction(where, "verdict.status", f"is {status!r} but the audit's violation is {violation}")
-    if violation is not None and result.get("status") is not None and (result["status"] == "fail") != violation:
-        raise _contradiction(where, "status", f"is {result['status']!r} but the audit's violation is {violation}")
+    if violation is not None and found.status is not None and (found.status == "fail") != violation:
+        raise _contradiction(where, "status", f"is {found.status!r} but the audit's violation is {violation}")
 
 
 def check_whitebox_flags(result: dict[str, Any], where: str) -> None:
@@ -240,11 +236,11 @@ def check_conformance_flags(result: dict[str, Any], where: str) -> None:
         raise _contradiction(where, "verdict.status", f"is {status!r} but the checks say passed = {passed}")
 
 
-def _close(a: float, b: float) -> bool:
+def _close(a: Any, b: Any) -> bool:
     return abs(float(a) - float(b)) <= _TOLERANCE * max(1.0, abs(float(a)), abs(float(b)))
 
 
-def one_run_status(block: dict[str, Any], claim: float, fdp_refutable: bool) -> str:
+def one_run_status(block: Mapping[str, Any], claim: float, fdp_refutable: bool) -> str:
     """The one-run audit's status from its numbers, as audit.statistics.one_run_audit decides it:
     refuted when either sound test rejected; held when a perfect attack could have refuted the claim
     (Steinke ceiling above it, or the f-DP test's perfect point refuting its curve); else untestable."""
@@ -256,7 +252,7 @@ def one_run_status(block: dict[str, Any], claim: float, fdp_refutable: bool) -> 
     return "untestable"
 
 
-def _fdp_refutable(result: dict[str, Any], block: dict[str, Any], level: float, where: str) -> bool:
+def _fdp_refutable(result: WhiteboxAuditResult, block: Mapping[str, Any], level: float, where: str) -> bool:
     """Recomputed, not read: could the f-DP test's perfect attack refute the claim's curve? The curve is
     the one the audit tested (whitebox-audit --mode one-run: DP-SGD's (σ, q, T) when ε came from the
     accountant of a one-stage history, else the stated (ε, δ) pair)."""
@@ -266,8 +262,7 @@ def _fdp_refutable(result: dict[str, Any], block: dict[str, Any], level: float, 
     fdp = block.get("fdp")
     if not isinstance(fdp, dict):
         return False
-    found_claim = result.get("claim")
-    claim: dict[str, Any] = found_claim if isinstance(found_claim, dict) else {}
+    claim = result.claim if isinstance(result.claim, Mapping) else {}
     history = claim.get("history")
     dpsgd = None
     if claim.get("source") != "--claimed-epsilon" and isinstance(history, list) and len(history) == 1:
@@ -283,32 +278,35 @@ def _fdp_refutable(result: dict[str, Any], block: dict[str, Any], level: float, 
                     f"{where}: field 'claim.history'", "is not a DP-SGD (σ, q, T) this audit could have run"
                 )
             dpsgd = (sigma, q, int(steps))
-    profile = claim_profile(None if dpsgd else float(result["claimed_epsilon"]), float(block["delta"]), dpsgd)
+    stated = None if dpsgd else float(result.bound.claimed_epsilon)  # type: ignore[arg-type]  # required by the schema
+    profile = claim_profile(stated, float(block["delta"]), dpsgd)
     return bool(profile is not None and fdp_perfect_attack_refutes(profile, int(block["m"]), level))
 
 
 def _check_whitebox_blocks(result: dict[str, Any], where: str) -> None:
     """whitebox-audit: an accountant disagreement is a failed check; a one-run block's flags
     (each test's refutation, the ceiling, the status) recomputed from its numbers."""
-    disagreements = result.get("accountant_disagreements") or []
-    rows = [r for r in ((result.get("verdict") or {}).get("checks") or []) if isinstance(r, dict)]
+    typed = WhiteboxAuditResult.from_json(result)
+    found = typed.bound
+    disagreements = typed.accountant_disagreements or []
+    rows = [r for r in (found.own.get("checks") or []) if isinstance(r, dict)]
     if disagreements:
         failed = [r for r in rows if r.get("name") == "accountant vs training" and r.get("failed")]
-        if len(failed) < len(disagreements) or not result["violation"]:
+        if len(failed) < len(disagreements) or not found.violation:
             raise _contradiction(
                 where,
                 "accountant_disagreements",
                 f"lists {len(disagreements)} disagreement(s) "
                 "between the accountant and the training, but the verdict does not fail on them",
             )
-    if result.get("mode") != "one-run":
+    if typed.mode != "one-run":
         return
-    block = result["one_run"]
-    claim, confidence = float(result["claimed_epsilon"]), float(result["confidence"])
+    block: Mapping[str, Any] = typed.one_run  # type: ignore[assignment]  # required in one-run mode by the schema
+    claim, confidence = float(found.claimed_epsilon), float(found.confidence)  # type: ignore[arg-type]  # schema
     for field in ("claimed_epsilon", "delta", "confidence"):
-        if not _close(block[field], result[field]):
+        if not _close(block[field], getattr(found, field)):
             raise _contradiction(
-                where, f"one_run.{field}", f"is {block[field]!r} but the audit's {field} is {result[field]!r}"
+                where, f"one_run.{field}", f"is {block[field]!r} but the audit's {field} is {getattr(found, field)!r}"
             )
     level = (1 - confidence) / 2
     steinke = block["steinke"]
@@ -324,7 +322,7 @@ def _check_whitebox_blocks(result: dict[str, Any], where: str) -> None:
             "one_run.steinke.refuted",
             f"is {steinke['refuted']} but p = {steinke['p_value_claim']:.3g} at α/2 = {level:.3g} means the opposite",
         )
-    if not _close(steinke["epsilon"], result["epsilon_lower_bound"]):
+    if not _close(steinke["epsilon"], found.epsilon_lower_bound):
         raise _contradiction(where, "epsilon_lower_bound", "differs from the one-run block's Steinke et al. bound")
     from audit.statistics.one_run_bounds import one_run_ceiling
 
@@ -332,7 +330,7 @@ def _check_whitebox_blocks(result: dict[str, Any], where: str) -> None:
     for field, value in (
         ("one_run.ceiling", block["ceiling"]),
         ("one_run.steinke.ceiling", steinke["ceiling"]),
-        ("ceiling", result["ceiling"]),
+        ("ceiling", found.ceiling),
     ):
         if not _close(value, ceiling):
             raise _contradiction(
@@ -341,7 +339,7 @@ def _check_whitebox_blocks(result: dict[str, Any], where: str) -> None:
                 f"is {value:.6g} but {block['m']} canaries at δ {block['delta']:g} give a ceiling of {ceiling:.6g}",
             )
     fdp = block.get("fdp") if isinstance(block.get("fdp"), dict) else None
-    refutable = _fdp_refutable(result, block, level, where)
+    refutable = _fdp_refutable(typed, block, level, where)
     if fdp is not None and bool(fdp["refutable_by_perfect_attack"]) != refutable:
         raise _contradiction(
             where,
@@ -357,15 +355,15 @@ def _check_whitebox_blocks(result: dict[str, Any], where: str) -> None:
             f"is {block['status']!r} but its tests and ceiling "
             f"{ceiling:.4g} against the claimed ε {claim:.4g} mean {status!r}",
         )
-    claims = (result.get("verdict") or {}).get("claims") or []
+    claims = found.own.get("claims") or []
     # A failed deterministic row beside the claim test (the in-script parameter accounting, the rows per
     # noisy step, the canary clipping, the accountant) refutes the claim whatever the test said.
-    found = any(r.get("failed") for r in rows if not str(r.get("name", "")).startswith("claim "))
+    failed_beside = any(r.get("failed") for r in rows if not str(r.get("name", "")).startswith("claim "))
     for index, entry in enumerate(claims):
         if isinstance(entry, dict) and entry.get("status") not in (
             status,
             "not_refuted" if status == "held" else status,
-            *(("refuted",) if found else ()),
+            *(("refuted",) if failed_beside else ()),
         ):
             raise _contradiction(
                 where,

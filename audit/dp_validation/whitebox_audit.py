@@ -72,6 +72,7 @@ from audit.dp_validation.whitebox_runs import (  # noqa: F401 - re-exported for 
     opacus_observation_task,
 )
 from audit.errors import AuditInputError
+from audit.machinery.bound_results import WhiteboxAuditResult
 from audit.machinery.verdict import decide
 from audit.machinery.workers import WorkerPool, default_workers
 from audit.statistics.accountants import DPSGDEvent, epsilon_pld
@@ -450,7 +451,8 @@ def run_whitebox_audit(
     verdict["needed"] = needed
     verdict["needed_unit"] = "runs per side (--runs)"
     sound_bound = audit.epsilon_lower_bound_tail
-    return {
+    # The kind's typed result, serialised once; this literal is its field order (the schema's $defs/whitebox-audit).
+    written: dict[str, Any] = {
         "audit": "white-box Dirac gradient canary (hidden state visible, Nasr et al. 2023, arXiv 2302.07956)",
         "subject": subject,
         "factory": factory,
@@ -539,3 +541,4 @@ def run_whitebox_audit(
         "power": power,
         "verdict": verdict,
     }
+    return WhiteboxAuditResult.from_json(written).to_json()

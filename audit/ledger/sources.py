@@ -18,6 +18,7 @@ from typing import Any
 
 from audit.errors import AuditInputError
 from audit.machinery.audit_kinds import AUDIT_KINDS, load
+from audit.machinery.bound_results import CanaryAuditResult, WhiteboxAuditResult
 
 __all__ = ["releases_in_results", "refuted_claims"]
 
@@ -160,8 +161,9 @@ def _run_or_synthetic(results: dict[str, Any], where: str):
 
 
 def _canary(results: dict[str, Any], where: str):
-    claim = results["claim"]
-    trainer = str(results.get("trainer") or "trainer")[:120]
+    typed = CanaryAuditResult.from_json(results)
+    claim: Any = typed.claim  # an object: canary_releases checked it
+    trainer = str(typed.trainer or "trainer")[:120]
     if claim.get("noise_multiplier") is not None:
         return [
             (
@@ -178,10 +180,12 @@ def _canary(results: dict[str, Any], where: str):
 
 
 def _whitebox(results: dict[str, Any], where: str):
-    settings, claim = results["settings"], results.get("claim") or {}
-    subject = str(results.get("subject") or "DP-SGD")[:120]
+    typed = WhiteboxAuditResult.from_json(results)
+    settings: Any = typed.settings  # an object: _is_whitebox checked it
+    claim = typed.claim or {}
+    subject = str(typed.subject or "DP-SGD")[:120]
     if claim.get("source") == "--claimed-epsilon":
-        eps, delta = _number(results.get("claimed_epsilon")), _number(results.get("delta"))
+        eps, delta = _number(typed.bound.claimed_epsilon), _number(typed.bound.delta)
         if eps is None or delta is None:
             raise AuditInputError(f"{where}: field 'claimed_epsilon'", "expected the claimed ε and δ")
         return [

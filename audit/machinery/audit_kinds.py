@@ -64,7 +64,7 @@ class AuditKind:
     # "module:function" (result, where) -> (releases, notes) or None; None: not recorded in the ledger
     ledger_source: str | None = None
     # "module:Class": the frozen dataclass its job builds and its consumers read back (`from_json` / `to_json`,
-    # audit/machinery/audit_results.py); None: the result travels as a dict (not typed yet)
+    # audit/machinery/audit_results.py, audit/machinery/bound_results.py); None: the result travels as a dict
     result_type: str | None = None
     # A plug-in kind's JSON schema (one object definition); None: the shipped schema's `$defs/<name>`
     schema: Mapping[str, Any] | None = field(default=None, compare=False)
@@ -112,6 +112,7 @@ AUDIT_KINDS: dict[str, AuditKind] = {
             ledger_source="audit.ledger.sources:canary_releases",
             verdict=f"{_VERDICTS}:canary_audit_verdict",
             power=f"{_RESULT_FILES}:canary_power",
+            result_type="audit.machinery.bound_results:CanaryAuditResult",
         ),
         AuditKind(
             "mechanism-audit",
@@ -124,6 +125,7 @@ AUDIT_KINDS: dict[str, AuditKind] = {
                 "bound (the ceiling) is at or below the claim, the claim is untestable here (INCONCLUSIVE)."
             ),
             power=f"{_RESULT_FILES}:mechanism_power",
+            result_type="audit.machinery.bound_results:MechanismAuditResult",
         ),
         AuditKind(
             "whitebox-audit",
@@ -148,6 +150,7 @@ AUDIT_KINDS: dict[str, AuditKind] = {
             verdict=f"{_VERDICTS}:whitebox_audit_verdict",
             numbers_check=f"{_RESULT_FILES}:check_whitebox_flags",
             power=f"{_RESULT_FILES}:whitebox_power",
+            result_type="audit.machinery.bound_results:WhiteboxAuditResult",
         ),
         AuditKind(
             "conformance",

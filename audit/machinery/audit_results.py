@@ -6,8 +6,9 @@ reads a result back (the verdict builder, the report section, `gate`'s check of 
 `from_json`, which accepts whatever the schema allows (optional fields absent, extra fields ignored).
 The kind registry names the type (`AuditKind.result_type`, audit/machinery/audit_kinds.py).
 
-Typed so far: `conformance` (both modes: a step-function trainer, `--factory`) and `accountant-check`. The other
-kinds still travel as dicts (docs/architecture.md says which).
+Here: `conformance` (both modes: a step-function trainer, `--factory`) and `accountant-check`. The bound audits
+(`canary-audit`, `mechanism-audit`, `whitebox-audit`) are typed in audit/machinery/bound_results.py, on one shared
+block (`EpsilonBoundTest`).
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ from typing import Any
 
 from audit.machinery.audit_kinds import audit_kind, load
 from audit.machinery.audit_results import AccountantCheckResult, ConformanceResult
+from audit.machinery.bound_results import BoundAuditResult, WhiteboxAuditResult, read_bound_result
 from audit.machinery.verdict import DEFAULT_ALPHA, RULE_STATUSES, Check, decide
 
 __all__ = [
@@ -70,12 +71,13 @@ def whitebox_audit_verdict(kind: str, result: dict[str, Any]) -> dict[str, Any]:
     """A white-box audit: its own rows (refutation of the claimed curve, accountant agreement), re-decided."""
     # Its checks (refutation of the claimed curve, accountant agreement) come with the result:
     # re-deciding them here keeps the run, `report` and the MLflow tag on one verdict.
-    own: dict[str, Any] = result.get("verdict") or {}
+    typed = WhiteboxAuditResult.from_json(result)
+    own = typed.bound.own
     fields = set(Check.__dataclass_fields__)
+    claim, delta = typed.bound.claimed_epsilon, typed.bound.delta
     claimed = (
-        f"{result.get('subject') or 'training'}: claimed (ε {result.get('claimed_epsilon'):.4g}, "
-        f"δ {result.get('delta'):g})"
-        if isinstance(result.get("claimed_epsilon"), (int, float)) and isinstance(result.get("delta"), (int, float))
+        f"{typed.subject or 'training'}: claimed (ε {claim:.4g}, δ {delta:g})"
+        if isinstance(claim, (int, float)) and isinstance(delta, (int, float))
         else ""
     )
     needed = (
@@ -84,7 +86,7 @@ def whitebox_audit_verdict(kind: str, result: dict[str, Any]) -> dict[str, Any]:
         else ""
     )
     checks = []
-    default_power = whitebox_audit_power(result)
+    default_power = whitebox_audit_power(typed)
     for row in own.get("checks") or []:
         check = Check(**{k: v for k, v in row.items() if k in fields})
         if check.power is None and check.decides and check.name != "accountant vs training":
@@ -102,7 +104,7 @@ def whitebox_audit_verdict(kind: str, result: dict[str, Any]) -> dict[str, Any]:
                 needed="" if accountant else needed,
             )
         checks.append(check)
-    verdict = decide(checks, alpha=1 - float(result.get("confidence") or 1 - DEFAULT_ALPHA))
+    verdict = decide(checks, alpha=1 - float(typed.bound.confidence or 1 - DEFAULT_ALPHA))
     for key in ("ceiling", "needed", "needed_unit"):
         verdict[key] = own.get(key)
     verdict["family_wise_error"]["statement"] = (own.get("family_wise_error") or {}).get(
@@ -147,7 +149,7 @@ def canary_audit_verdict(kind: str, result: dict[str, Any]) -> dict[str, Any]:
     """A canary audit: `bound_verdict`, where a result that declares no power and reads input-space
     canaries from one final model (one-run, multi-canary) has none: a perfect attack's ceiling is not
     their power (issue #35)."""
-    mode = str(result.get("mode") or "")
+    mode = read_bound_result(kind, result).mode_name
     final_model = {
         "kind": "none",
         "figure": None,
@@ -171,13 +173,13 @@ def bound_verdict(
     Returns:
         The verdict dict of one claim.
     """
-    found_own = result.get("verdict")
-    own: dict[str, Any] = found_own if isinstance(found_own, dict) else {}  # the audit's own (ceiling)
-    claim = result.get("claimed_epsilon")
-    bound = result.get("epsilon_lower_bound")
-    confidence = result.get("confidence") or 1 - DEFAULT_ALPHA
-    ceiling = result.get("ceiling", own.get("ceiling"))
-    mode = str(result.get("mode") or "")
+    typed = read_bound_result(kind, result)
+    test = typed.bound
+    own = test.own  # the audit's own verdict (its ceiling, its reasons)
+    claim, bound = test.claimed_epsilon, test.epsilon_lower_bound
+    confidence = test.confidence or 1 - DEFAULT_ALPHA
+    ceiling = typed.deciding_ceiling
+    mode = typed.mode_name
     one_run = "one" in mode
     assumption = (
         "one training run, coin-flip canaries (proven)"
@@ -186,18 +188,15 @@ def bound_verdict(
     )
     # A test that ran with a ceiling above the claim but without power against it (its mode's `power` is
     # "none", audit.dp_validation.mode_power) is not untestable: its claim reads "not refuted".
-    not_refuted = (
-        own.get("claim_status") == "not_refuted"  # the audit's own verdict, or one re-read from a file
-        or any(isinstance(c, dict) and c.get("status") == "not_refuted" for c in own.get("claims") or [])
-    )
+    not_refuted = test.claim_not_refuted  # the audit's own verdict, or one re-read from a file
     inconclusive = (
-        result.get("status") == "inconclusive"
+        test.status == "inconclusive"
         or own.get("status") == "inconclusive"
         or (isinstance(ceiling, (int, float)) and isinstance(claim, (int, float)) and ceiling <= claim)
     )
-    failed = bool(result.get("violation")) or result.get("status") == "fail" or own.get("status") == "fail"
-    subject = str(result.get("trainer") or result.get("mechanism") or kind)
-    if isinstance(result.get("profile_test"), dict):
+    failed = bool(test.violation) or test.status == "fail" or own.get("status") == "fail"
+    subject = typed.subject_name(kind)
+    if test.tests_profile:
         # A test against the claim's whole trade-off curve: its own verdict says what it refuted, and
         # its ceiling is "could a perfect attack refute the profile", not an ε at the claim's δ.
         inconclusive = own.get("status") == "inconclusive"
@@ -206,7 +205,7 @@ def bound_verdict(
             "trade-off curve (a pessimistic-PLD lower envelope; proven)"
         )
     inconclusive = inconclusive and not not_refuted
-    if failed and own.get("reasons") and isinstance(result.get("profile_test"), dict):
+    if failed and own.get("reasons") and test.tests_profile:
         message = f"{kind}: " + "; ".join(dict.fromkeys(map(str, own["reasons"])))
     elif failed:
         message = (
@@ -218,20 +217,20 @@ def bound_verdict(
             f"the claimed ε {claim:.3f}"
             if isinstance(ceiling, (int, float))
             else f"{kind}: untestable here — "
-            f"{result.get('status_reason', 'the audit could not have refuted the claim')}"
+            f"{test.status_reason if typed.holds('status_reason') else 'the audit could not have refuted the claim'}"
         )
     else:
         message = f"{kind}: lower bound {bound:.3f} ≤ claimed ε {claim if claim is None else f'{claim:.3f}'}"
     if inconclusive and not failed and own.get("reasons"):
         message = f"{kind}: " + "; ".join(dict.fromkeys(map(str, own["reasons"])))  # the audit's own words
-    delta = result.get("delta")
+    delta = test.delta
     claim_text = (
         f"{subject}: claimed (ε {claim:.4g}" + (f", δ {delta:g})" if isinstance(delta, (int, float)) else ")")
         if isinstance(claim, (int, float))
         else f"{subject}: its claim"
     )
-    needed_n = result.get("needed", own.get("needed"))
-    unit = result.get("needed_unit", own.get("needed_unit")) or ("canaries" if one_run else "runs per side")
+    needed_n = typed.deciding_needed
+    unit = typed.deciding_needed_unit or ("canaries" if one_run else "runs per side")
     needed = f"needs ≥ {needed_n:,} {unit}" if isinstance(needed_n, int) and not isinstance(needed_n, bool) else ""
     verdict = decide(
         [
@@ -243,42 +242,35 @@ def bound_verdict(
                 inconclusive=inconclusive and not failed,
                 assumption=assumption,
                 claim=claim_text,
-                power=audit_power(result, undeclared_power),
+                power=audit_power(typed, undeclared_power),
                 ceiling=float(ceiling) if isinstance(ceiling, (int, float)) else None,
                 needed=needed if inconclusive and not failed else "",
             )
         ],
         alpha=1 - float(confidence),
     )
-    sequential = result.get("sequential")
-    looks = sequential.get("looks") if isinstance(sequential, dict) else None
+    looks = test.looks
     verdict["family_wise_error"]["statement"] = (
-        f"one pre-declared group-sequential test over {len(looks)} looks ({sequential.get('spending')} spending, "
+        f"one pre-declared group-sequential test over {len(looks)} looks ({test.spending} spending, "
         f"Bonferroni over the looks): family-wise error ≤ {1 - float(confidence):g}"
-        if isinstance(sequential, dict) and isinstance(looks, list) and len(looks) > 1
+        if looks is not None and len(looks) > 1
         else "one pre-declared test at the stated confidence"
     )
     return verdict
 
 
-def whitebox_audit_power(result: dict[str, Any]) -> dict[str, Any] | None:
+def whitebox_audit_power(result: WhiteboxAuditResult) -> dict[str, Any] | None:
     """A white-box audit's power where its rows do not declare one: proven for Dirac canaries observed
     at every iterate (the ceiling is reachable); none when only the final model is observed (a bug can
     hide in the intermediate steps); None (undeclared) otherwise."""
-    kind = (
-        str((result.get("canaries") or result.get("canary") or {}).get("kind") or "")
-        if isinstance(result.get("canaries") or result.get("canary"), dict)
-        else ""
-    )
-    dirac = kind == "dirac" or "Dirac" in str(result.get("audit") or "")
-    if result.get("observe") == "all" and dirac:
+    if result.observe == "all" and result.dirac:
         return {
             "kind": "proven",
             "figure": None,
             "decider": "",
             "detail": "worst-case Dirac gradient canaries observed at every iterate: the ceiling is reachable",
         }
-    if result.get("observe") not in (None, "all"):
+    if result.observe not in (None, "all"):
         return {
             "kind": "none",
             "figure": None,
@@ -288,14 +280,12 @@ def whitebox_audit_power(result: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
-def audit_power(result: dict[str, Any], undeclared: dict[str, Any] | None = None) -> dict[str, Any] | None:
+def audit_power(result: BoundAuditResult, undeclared: dict[str, Any] | None = None) -> dict[str, Any] | None:
     """The power of a canary / mechanism audit against its claim: what the audit declared (`power`, set
     by audit.dp_validation per mode: proven, measured on the planted-bug suite, or a positive control),
     else `undeclared` (its kind's builder says what a result of this mode has)."""
-    declared = result.get("power")
-    if isinstance(declared, dict) and declared.get("kind"):
-        return dict(declared)
-    return undeclared
+    declared = result.bound.declared_power
+    return undeclared if declared is None else declared
 
 
 def single_audit_verdict_with_policy(
