@@ -206,7 +206,7 @@ def bound_verdict(
         )
     inconclusive = inconclusive and not not_refuted
     if failed and own.get("reasons") and test.tests_profile:
-        message = f"{kind}: " + "; ".join(dict.fromkeys(map(str, own["reasons"])))
+        message = _own_words(kind, own["reasons"])
     elif failed:
         message = (
             f"{kind}: the lower bound {bound:.3f} exceeds the claimed ε {claim:.3f} at {confidence:.0%} confidence"
@@ -222,7 +222,7 @@ def bound_verdict(
     else:
         message = f"{kind}: lower bound {bound:.3f} ≤ claimed ε {claim if claim is None else f'{claim:.3f}'}"
     if inconclusive and not failed and own.get("reasons"):
-        message = f"{kind}: " + "; ".join(dict.fromkeys(map(str, own["reasons"])))  # the audit's own words
+        message = _own_words(kind, own["reasons"])  # the audit's own words
     delta = test.delta
     claim_text = (
         f"{subject}: claimed (ε {claim:.4g}" + (f", δ {delta:g})" if isinstance(delta, (int, float)) else ")")
@@ -332,3 +332,11 @@ def single_audit_verdict_with_policy(
     )
     verdict["built_in"] = {"status": built_in["status"], "reasons": built_in["reasons"], "claims": built_in["claims"]}
     return verdict, evaluation
+
+
+def _own_words(kind: str, reasons: Any) -> str:
+    """The audit's own reasons as one line after its kind. A results file re-read by `gate` holds the verdict
+    already written, whose reasons begin with the kind: it is named once ("canary-audit: inconclusive: …",
+    not "canary-audit: canary-audit: inconclusive: …")."""
+    words = (str(reason).removeprefix(f"{kind}: ") for reason in reasons)
+    return f"{kind}: " + "; ".join(dict.fromkeys(words))
