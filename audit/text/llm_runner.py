@@ -60,7 +60,8 @@ from targets.text_models import mean_token_loss
 SCHEMA_VERSION = 3
 MODE_WORDS = {
     "full": "full fine-tuning (every weight private; Opacus functorch per-sample gradients)",
-    "lora": "LoRA fine-tuning (peft adapters and the output head private, pretrained weights frozen)",
+    "lora": "LoRA fine-tuning (peft adapters, the output head and, with llm.lora_train_embeddings, the token "
+    "embedding private; the other pretrained weights frozen)",
 }
 
 
