@@ -10,7 +10,8 @@ inside the interval), the difference Panda − Secret Sharer with its interval (
 distinct canaries in the same run: resampled independently), and — where the interval includes 0 —
 the canaries per design a two-proportion test would need to find the measured difference at 95 %
 with 80 % power (normal approximation, n = (z_α/2 + z_β)² (p₁q₁ + p₂q₂) / d² members per design,
-twice that in canaries: half are inserted; the threshold's noise is not in it, so it is a floor).
+twice that in canaries: half are inserted; the threshold's noise is not in it, so it is a floor), and the
+smallest difference this many members would find so.
 """
 
 from __future__ import annotations
@@ -43,9 +44,14 @@ def design_tpr(frame: pd.DataFrame, seed: int) -> tuple[float, tuple[float, floa
     member = frame["member"].to_numpy() == 1
     scores = frame["score"].to_numpy()
     point = float(_tpr(scores[member], scores[~member])[0])
+    return point, _interval((scores[member], scores[~member]), _tpr, seed), scores[member], scores[~member]
+
+
+def _interval(samples: tuple[np.ndarray, ...], statistic, seed: int) -> tuple[float, float]:
+    """95 % percentile bootstrap interval, each sample resampled apart."""
     ci = stats.bootstrap(
-        (scores[member], scores[~member]),
-        _tpr,
+        samples,
+        statistic,
         vectorized=True,
         paired=False,
         n_resamples=2000,
@@ -53,7 +59,7 @@ def design_tpr(frame: pd.DataFrame, seed: int) -> tuple[float, tuple[float, floa
         method="percentile",
         random_state=seed,
     ).confidence_interval
-    return point, (float(ci.low), float(ci.high)), scores[member], scores[~member]
+    return float(ci.low), float(ci.high)
 
 
 def needed_canaries(p1: float, p2: float) -> float | None:
@@ -62,6 +68,18 @@ def needed_canaries(p1: float, p2: float) -> float | None:
         return None
     z = stats.norm.ppf(0.975) + stats.norm.ppf(0.8)
     return 2 * math.ceil(z**2 * (p1 * (1 - p1) + p2 * (1 - p2)) / d**2)
+
+
+def detectable_difference(p2: float, members: int) -> float:
+    """The smallest TPR difference over `p2` (at least the 1 % chance level) that `members` members per
+    design find at 95 % with 80 % power, by the same normal approximation (a fixed point: p₁ = p₂ + d)."""
+    z = stats.norm.ppf(0.975) + stats.norm.ppf(0.8)
+    p2 = max(p2, FPR)
+    d = 0.01
+    for _ in range(50):
+        p1 = min(p2 + d, 1.0)
+        d = z * math.sqrt((p1 * (1 - p1) + p2 * (1 - p2)) / members)
+    return d
 
 
 def compare(run_dir: Path, seed: int = 0) -> list[dict]:
@@ -78,16 +96,7 @@ def compare(run_dir: Path, seed: int = 0) -> list[dict]:
         def difference(a_m, a_n, b_m, b_n, axis=-1):
             return _tpr(a_m, a_n) - _tpr(b_m, b_n)
 
-        d_ci = stats.bootstrap(
-            (pm, pn, sm, sn),
-            difference,
-            vectorized=True,
-            paired=False,
-            n_resamples=2000,
-            confidence_level=0.95,
-            method="percentile",
-            random_state=seed,
-        ).confidence_interval
+        d_ci = _interval((pm, pn, sm, sn), difference, seed)
         rows.append(
             {
                 "target": tag,
@@ -96,11 +105,12 @@ def compare(run_dir: Path, seed: int = 0) -> list[dict]:
                 "secret_sharer_tpr": s,
                 "secret_sharer_ci": s_ci,
                 "difference": p - s,
-                "difference_ci": (float(d_ci.low), float(d_ci.high)),
-                "panda_wins": bool(d_ci.low > 0),
+                "difference_ci": d_ci,
+                "panda_wins": bool(d_ci[0] > 0),
                 "members": (len(pm), len(sm)),
                 "nonmembers": (len(pn), len(sn)),
-                "canaries_needed_per_design": None if d_ci.low > 0 else needed_canaries(p, s),
+                "canaries_needed_per_design": needed_canaries(p, s) if p > s and d_ci[0] <= 0 else None,
+                "detectable_difference": detectable_difference(s, min(len(pm), len(sm))),
             }
         )
     return rows
