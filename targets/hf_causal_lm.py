@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 import os
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Unpack, cast
 
 import numpy as np
@@ -73,6 +73,9 @@ class HFLMSpec(TextTrainingSpec):
     lora_rank: int = 8
     lora_alpha: int = 16
     lora_lr: float = 1e-2
+    lora_epochs: int | None = None  # None: `epochs`, as full fine-tuning
+    lora_targets: tuple[str, ...] = LORA_TARGETS
+    lora_saved: tuple[str, ...] = LORA_SAVED
 
 
 class HFCausalLM(nn.Module):
@@ -149,13 +152,13 @@ def with_lora(model: HFCausalLM, spec: HFLMSpec) -> HFCausalLM:
         r=spec.lora_rank,
         lora_alpha=spec.lora_alpha,
         lora_dropout=0.0,
-        target_modules=list(LORA_TARGETS),
+        target_modules=list(spec.lora_targets),
         fan_in_fan_out=True,
         bias="none",
         # The output head trains too (a full copy, private like the adapters): the rows of tokens added
         # after pretraining (Panda et al.'s secrets) are random, and adapters on the blocks alone can
         # hardly raise a random row's logit — what people do when they add tokens before LoRA.
-        modules_to_save=list(LORA_SAVED),
+        modules_to_save=list(spec.lora_saved),
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -189,6 +192,8 @@ def finetune(
     model.load_state_dict(pretrained_state)
     if mode == "lora":
         model = with_lora(model, spec)
+        if spec.lora_epochs is not None:
+            spec = replace(spec, epochs=spec.lora_epochs)
     trained = train_language_model(
         model.to(run["device"]),
         token_ids,

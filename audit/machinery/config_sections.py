@@ -236,6 +236,11 @@ class LLMConfig(_Strict):
     lr: float = Field(3e-3, gt=0, le=1)
     lora_lr: float = Field(1e-2, gt=0, le=1)
     lora_rank: int = Field(8, ge=1, le=1024)
+    lora_train_embeddings: bool = Field(
+        False,
+        description="LoRA: train the token embedding in full beside the adapters and the output head (the "
+        "new tokens' input rows), as people do when they add tokens before LoRA",
+    )
     max_grad_norm: float = Field(1.0, gt=0, le=1e6)
     modes: list[Literal["full", "lora"]] = Field(default_factory=lambda: list(_LLM_MODES), min_length=1, max_length=2)
     designs: list[Literal["panda", "secret_sharer"]] = Field(

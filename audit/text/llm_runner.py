@@ -48,26 +48,20 @@ from audit.machinery.tracking import AuditTracker, target_metrics
 from audit.statistics.accountants import DPSGDEvent, epsilons_for_event
 from audit.statistics.attack_evaluation import evaluate_attack
 from audit.text.llm_one_run import MODE_LABELS, canary_claim_row, claim_power, control_p_value, deciding_design
+from audit.text.llm_setup import derived_seed, prepare_llm
 from audit.text.runner import run_staged_job
 from audit.text.trained_targets import UNIT_WORDS, save_canary_scores, target_record
 from reports.figures import epsilon_label
 from targets.devices import resolve_device
-from targets.hf_causal_lm import (
-    HFLMSpec,
-    build_hf_lm,
-    finetune,
-    pretrain,
-    sample_texts,
-    trainable_share,
-)
-from targets.llm_canaries import LLMCanaries, first_names, make_canaries, secret_scores
-from targets.text_corpus import make_text_corpus
-from targets.text_models import encode_texts, mean_token_loss, train_tokenizer
+from targets.hf_causal_lm import LORA_SAVED, HFLMSpec, finetune, sample_texts, trainable_share
+from targets.llm_canaries import LLMCanaries, secret_scores
+from targets.text_models import mean_token_loss
 
 SCHEMA_VERSION = 3
 MODE_WORDS = {
     "full": "full fine-tuning (every weight private; Opacus functorch per-sample gradients)",
-    "lora": "LoRA fine-tuning (peft adapters and the output head private, pretrained weights frozen)",
+    "lora": "LoRA fine-tuning (peft adapters, the output head and, with llm.lora_train_embeddings, the token "
+    "embedding private; the other pretrained weights frozen)",
 }
 
 
@@ -94,10 +88,6 @@ def epsilon_tag(epsilon: float) -> str:
     return "inf" if math.isinf(epsilon) else f"{epsilon:g}"
 
 
-def _seed(config_seed: int, *parts: int) -> int:
-    return int(np.random.SeedSequence([config_seed, 41, *parts]).generate_state(1)[0])
-
-
 def llm_section(config: AuditConfig) -> LLMConfig:
     """The config's `llm:` section; the llm job refuses a config without one (exit 2)."""
     if config.llm is None:
@@ -114,6 +104,7 @@ def llm_spec(config: AuditConfig) -> HFLMSpec:
         lora_rank=s.lora_rank,
         lora_alpha=2 * s.lora_rank,
         lora_lr=s.lora_lr,
+        lora_saved=LORA_SAVED + (("wte",) if s.lora_train_embeddings else ()),
     )
 
 
@@ -248,16 +239,12 @@ def _llm_sweep(
     llm = llm_section(config)
     started, cpu_started = time.perf_counter(), time.process_time()
     spec = llm_spec(config)
-    corpus = make_text_corpus(
-        n_candidates=llm.n_candidates,
-        n_pool=llm.n_pool,
-        n_test=llm.n_test,
-        repetitions=(1,),
-        canaries_per_repetition=1,
-        n_controls=1,
-        secret_digits=1,
-        seed=config.seed,
-    )
+    with progress.step("tokenizer, canaries and public pretraining"):
+        setup = prepare_llm(config, spec, device)
+    corpus, canaries, vocab, pretrained_state = setup.corpus, setup.canaries, setup.vocab, setup.pretrained_state
+    private_rows, private_copies, private_owners = setup.private_rows, setup.private_copies, setup.private_owners
+    test_rows = setup.test_rows
+    setup.tokenizer.save(str(staging / "tokenizer.json"))
     parent_id = tracker.start_run(
         config.name,
         tags={
@@ -271,47 +258,6 @@ def _llm_sweep(
         staging / "checkpoints" / "mlflow_attempts.json", [{"parent_run_id": parent_id}]
     ) if tracker.enabled else None
     (staging / "config.yaml").write_text(config_to_yaml(config))
-    with progress.step("tokenizer, canaries and public pretraining"):
-        tokenizer = train_tokenizer([r.text for r in corpus.pool], llm.vocab_size)
-        tokenizer.save(str(staging / "tokenizer.json"))
-        base_vocab = tokenizer.get_vocab_size()
-        new_tokens = range(base_vocab, base_vocab + llm.new_tokens)  # Panda et al.'s new tokens: never pretrained
-        vocab = base_vocab + llm.new_tokens
-        taken = {r.name for r in corpus.candidates + corpus.pool + corpus.test}
-        names = first_names(_seed(config.seed, 1), llm.canaries_per_design * len(llm.designs), taken)
-        canaries: dict[str, LLMCanaries] = {
-            design: make_canaries(
-                design,
-                tokenizer,
-                names[i * llm.canaries_per_design : (i + 1) * llm.canaries_per_design],
-                secret_length=llm.secret_length,
-                repetitions=llm.canary_repetitions,
-                max_length=llm.max_length,
-                new_token_ids=new_tokens,
-                seed=_seed(config.seed, 2),
-            )
-            for i, design in enumerate(llm.designs)
-        }
-        public = encode_texts(tokenizer, [r.text for r in corpus.pool], llm.max_length)
-        base = pretrain(
-            build_hf_lm(vocab, spec, seed=_seed(config.seed, 3)),
-            public,
-            spec,
-            seed=_seed(config.seed, 4),
-            device=device,
-        )
-        pretrained_state = {k: v.detach().clone() for k, v in base.state_dict().items()}
-    members = encode_texts(tokenizer, [r.text for r in corpus.member_records], llm.max_length)
-    # One row per person: each member record, and each inserted canary standing for its copies (`finetune`
-    # repeats it, or at person level weights it: the same per-person gradient at the cost of one row).
-    rows, copies = [members], [np.ones(len(members), dtype=np.int64)]
-    for design in llm.designs:
-        block = canaries[design].token_ids[canaries[design].inserted]
-        rows.append(block)
-        copies.append(np.full(len(block), llm.canary_repetitions, dtype=np.int64))
-    private_rows, private_copies = np.concatenate(rows), np.concatenate(copies)
-    private_owners = np.arange(len(private_rows))
-    test_rows = encode_texts(tokenizer, [r.text for r in corpus.test], llm.max_length)
     targets: list[dict[str, Any]] = []
     decider = deciding_design(llm.designs)
     one_run_rows: list[dict[str, Any]] = []
@@ -320,7 +266,7 @@ def _llm_sweep(
     order = sorted(config.privacy.epsilons, key=lambda e: -math.inf if math.isinf(e) else e)
     for mode in llm.modes:
         for index, epsilon in enumerate(order):
-            seed = _seed(config.seed, 10, llm.modes.index(mode), index)
+            seed = derived_seed(config.seed, 10, llm.modes.index(mode), index)
             label = f"{MODE_LABELS[mode]} {epsilon_label(epsilon)}"
             with progress.step(f"{label}: DP fine-tuning (epochs)", total=spec.epochs) as step:
                 trained, model = finetune(
