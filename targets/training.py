@@ -260,7 +260,7 @@ def planned_schedule(
 ) -> PlannedSchedule:
     """The schedule `train_target` gives `n_train` rows at `epsilon`, computed as it computes it (the loader's
     length, Opacus's Poisson sampler's batches per epoch, the cached σ calibration) without training."""
-    batches = len(DataLoader(range(n_train), batch_size=spec.batch_size))
+    batches = -(-n_train // spec.batch_size)  # len() of `_setup`'s DataLoader (drop_last False)
     if not math.isfinite(epsilon):
         return PlannedSchedule(None, 1.0 / batches, spec.epochs * batches, None, None)
     from opacus.accountants import create_accountant
