@@ -32,6 +32,9 @@ from audit.machinery.workers import WorkerPool, default_workers, report_task_pro
 
 __all__ = ["LaneSharingExecutor", "SideLane", "side_lane_wanted"]
 
+# (ε, δ, q, epochs, accountant): the arguments of targets.opacus_setups.calibrated_noise_multiplier
+SigmaKey = tuple[float, float, float, int, str]
+
 
 def side_lane_wanted(executor_name: str, requested: bool | None) -> bool:
     """Use the lane? `requested` None: where it pays, on the local executor with two or more cores (another
@@ -75,7 +78,7 @@ class SideLane:
         self._queue: queue.PriorityQueue[tuple[tuple[int, ...], int, _Task | None]] = queue.PriorityQueue()
         # σ the driver calibrated (targets.opacus_setups.remember_noise_multiplier's arguments): sent with every
         # task, so the side process does not search for them again.
-        self._sigmas: dict[tuple, float] = {}
+        self._sigmas: dict[SigmaKey, float] = {}
         self._order = 0
         self._tasks: dict[str, _Task] = {}
         self._lock = threading.Lock()  # a task is either started by the lane or withdrawn by the driver, never both
@@ -115,7 +118,7 @@ class SideLane:
         self._order += 1
         self._queue.put(((0,) if first else (1, *priority), self._order, task))
 
-    def remember_sigma(self, key: tuple, sigma: float) -> None:
+    def remember_sigma(self, key: SigmaKey, sigma: float) -> None:
         """σ calibrated here for `key` (ε, δ, q, epochs, accountant): every task sent after this carries it."""
         self._sigmas[key] = float(sigma)
 
@@ -298,7 +301,7 @@ class _SharedTask:
 
 
 def _with_torch_threads(
-    threads: int | None, sigmas: dict[tuple, float], function: Callable[..., Any], args: tuple, **kwargs: Any
+    threads: int | None, sigmas: dict[SigmaKey, float], function: Callable[..., Any], args: tuple, **kwargs: Any
 ) -> Any:
     """In the side process: `function(*args, **kwargs)` with torch's intra-op threads those of the driver and the σ
     it calibrated known (`targets.opacus_setups.remember_noise_multiplier`: the same float, not searched again)."""

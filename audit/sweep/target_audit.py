@@ -436,7 +436,7 @@ def submit_side_work(
                     {**plan.shared, "on_progress": report_task_progress},
                     description=f"{labels[index]}: {plan.what}: models {first + 1}–{stop}, training steps",
                     total=steps,
-                    units=lambda figures, steps=steps: round(figures[0] / max(1, figures[1] or 1) * steps),
+                    units=_in_steps(steps),
                     priority=(index, 1, number, part),
                 )
                 keys.append(key)
@@ -444,6 +444,11 @@ def submit_side_work(
         inputs.banks[index] = (schedule, plans)
         if not math.isinf(epsilon):
             _submit_twin_and_probes(inputs, side, labels, index, epsilon)
+
+
+def _in_steps(steps: int) -> Callable[[tuple[float, int | None]], int]:
+    """A bank task's reported (models done, models) as DP-SGD steps of its vectorized batch."""
+    return lambda figures: round(figures[0] / max(1, figures[1] or 1) * steps)
 
 
 def _submit_training(
