@@ -1,21 +1,22 @@
-"""The run's second lane: per-target work that needs no attack, in one child process beside the driver.
+"""The run's second lane: a child process beside the driver, both taking tasks from one queue.
 
-On the default (`local`) executor the driver trains the reference and shadow models and runs the attacks,
-one target after another, on one core. The rest of a target's work depends only on the config, the
-data and the target's index — its Opacus training, its white-box canary twin, the probes of its Opacus
-setup — so on a machine with two or more cores it runs here, in one spawned worker
-(`audit.machinery.workers.WorkerPool`), in the order it was submitted, while the driver works. The driver's
-own work, the banks of reference and shadow models, is the larger part: each bank trains as two tasks
-(`attacks.reference_models.model_slices`) and `LaneSharingExecutor` puts the second one on this lane ahead of
-what waits there, or the driver takes it back if the lane has not started it when the driver is done with the
-first. The run then keeps two cores busy. Each task is a module-level function seeded by its arguments only,
-the same function the driver would call, so the numbers are those of a run without the lane (a test compares
-every number of a small run both ways, tests/test_side_lane.py; the shared bank: tests/test_shared_reference_bank.py).
+On the default (`local`) executor, on a machine with two or more cores, every piece of a target that needs no
+attack is a queued task (audit.sweep.target_audit.submit_side_work): its Opacus training, each of its reference
+and shadow banks' two tasks (`attacks.reference_models.model_slices`, laid out before the target trains), its
+white-box canary twin and the probes of its Opacus setup. The child process (one worker of
+`audit.machinery.workers.WorkerPool`) runs them in the queue's order; the driver, whenever it asks for a result that
+is not there yet (`SideLane.result`), runs that task itself if nobody has started it, else the next queued one, and
+waits only when the queue is empty: both cores stay busy until the queue is done. Each task is a module-level
+function seeded by its arguments only, the same function the driver would call, so the numbers are those of a run
+without the lane (a test compares every number of a small run both ways, tests/test_side_lane.py; the bank's two
+tasks: tests/test_shared_reference_bank.py). σ the driver calibrated travels with every task
+(`remember_sigma`), so the child does not search for it again. A bank the attacks train themselves (one not laid
+out ahead) still shares its second task with the lane (`LaneSharingExecutor`).
 
-Progress: each task is a step of its own, shown while it runs and counted in its own unit (epochs,
-probes) through the worker's progress channel (`report_task_progress`). A task's failure is raised in
-the driver when it asks for that task's result (a bad ε is still exit 2, a bug exit 3), and every task
-queued after it fails with it.
+Progress: each task is a step of its own, on the lane of the process that runs it, counted in its own unit
+(epochs, DP-SGD steps, probes) through the worker's progress channel (`report_task_progress`; in the driver
+`reporting_to`). A task's failure is raised in the driver when it asks for that task's result (a bad ε is still
+exit 2, a bug exit 3), and every task taken after it fails with it.
 """
 
 from __future__ import annotations

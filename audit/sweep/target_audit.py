@@ -2,10 +2,10 @@
 
 The sweep (`audit.sweep.runner`) calls `audit_target` once per target ε; every finished piece is checkpointed
 in the target's folder, so an interrupted run resumes with only the missing pieces. With a side lane
-(`audit.sweep.side_lane`, two or more cores on the local executor) the target's training, its twin and the
-probes of its Opacus setup run in a second process while this one trains the reference and shadow models, and
-the last quarter of each reference and shadow bank trains there too (`LaneSharingExecutor`): `submit_side_work`
-queues the first, `audit_target` takes their results when it needs them; the numbers are the same either way.
+(`audit.sweep.side_lane`, two or more cores on the local executor) `submit_side_work` queues every target's
+training, its reference and shadow banks' tasks (with the σ, q, T and C its training will have) and its twin and
+probes, for both processes; `audit_target` takes their results when it needs them (running queued tasks itself
+meanwhile), checks the banks' schedule against the trained target, and attacks; the numbers are the same either way.
 """
 
 from __future__ import annotations
