@@ -167,24 +167,12 @@ def _train_logits(
         if context.report_progress is not None:
             context.report_progress(what, len(in_masks), len(in_masks))
         return trained
-    slices = model_slices(len(in_masks), context.options.models_per_task)
+    slices, tasks, shared = _bank_tasks(context, features, labels, in_masks, seed, query_rows)
     executor: Any = context.executor
     local = executor is None or getattr(executor, "name", None) == "local"
     # A local executor with a second lane (audit.sweep.side_lane.LaneSharingExecutor) trains the bank's second
     # task there while this process trains the first: the same two tasks, the same numbers.
     shared_bank = local and hasattr(executor, "share") and len(slices) == 2 and context.options.models_per_task is None
-    tasks = [(in_masks[k0:k1], k0) for k0, k1 in slices]
-    shared: dict[str, Any] = dict(
-        features=features,
-        labels=labels,
-        hidden_sizes=tuple(context.training.spec.hidden_sizes),
-        n_classes=context.n_classes,
-        spec=dpsgd_spec_like_target(context),
-        seed=seed,
-        device=context.task_device or str(context.device),
-        query_rows=query_rows,
-        architecture=getattr(context.training.spec, "architecture", "mlp"),
-    )
     report = context.report_progress
     if shared_bank:
         return _join(_train_shared(executor, tasks, shared, what, report), len(query_rows))
@@ -218,6 +206,68 @@ def _train_logits(
     else:
         parts = executor.map(train_models_logits, tasks, {**shared, "on_progress": sender}, on_progress=task_progress)
     return _join(parts, len(query_rows))
+
+
+def _bank_tasks(
+    context: AttackContext,
+    features: np.ndarray,
+    labels: np.ndarray,
+    in_masks: np.ndarray,
+    seed: int,
+    query_rows: list[np.ndarray],
+) -> tuple[list[tuple[int, int]], list[tuple[np.ndarray, int]], dict[str, Any]]:
+    """A bank's model slices, each task's positional arguments of `train_models_logits` and their common keywords."""
+    slices = model_slices(len(in_masks), context.options.models_per_task)
+    tasks = [(in_masks[k0:k1], k0) for k0, k1 in slices]
+    shared: dict[str, Any] = dict(
+        features=features,
+        labels=labels,
+        hidden_sizes=tuple(context.training.spec.hidden_sizes),
+        n_classes=context.n_classes,
+        spec=dpsgd_spec_like_target(context),
+        seed=seed,
+        device=context.task_device or str(context.device),
+        query_rows=query_rows,
+        architecture=getattr(context.training.spec, "architecture", "mlp"),
+    )
+    return slices, tasks, shared
+
+
+@dataclass
+class BankPlan:
+    """A bank of reference or shadow models laid out before it trains: its cache key, the tasks of
+    `train_models_logits` (`tasks[i]` positional, `shared` keywords; `slices[i]` the models of task i) and how the
+    tasks' logits become what the cache holds (`finish`). A run schedules the tasks on its two lanes before its
+    target is trained (audit.sweep.target_audit); `reference_bank` / `shadow_models` train them here otherwise."""
+
+    key: str
+    what: str
+    rows: tuple[np.ndarray, np.ndarray, np.ndarray, int]  # (features, labels, in_masks (K, n), seed)
+    slices: list[tuple[int, int]]
+    tasks: list[tuple[np.ndarray, int]]
+    shared: dict[str, Any]
+    finish: Callable[[list[np.ndarray]], dict[str, Any]]
+
+    def store(self, context: AttackContext, parts: list[list[np.ndarray]]) -> None:
+        """Put the bank trained from the task results `parts` (in task order) in the context's cache."""
+        context.cache[self.key] = self.finish(_join(parts, len(self.shared["query_rows"])))
+
+
+def bank_plans(context: AttackContext, attack_names: list[str]) -> list[BankPlan]:
+    """The banks the attacks `attack_names` will ask for (by the knobs they read, attacks/registry.py) and the
+    context's cache does not hold yet, laid out as tasks; none where a user's trainer trains them
+    (`context.train_models`)."""
+    from attacks.registry import knobs_of
+
+    if context.train_models is not None:
+        return []
+    read = {knob.name for knob in knobs_of(attack_names)}
+    plans = []
+    if "n_shadow_models" in read and "shadow_models" not in context.cache:
+        plans.append(_shadow_plan(context, context.training.train_size))
+    if "n_reference_models" in read and "reference_bank" not in context.cache:
+        plans.append(_reference_plan(context))
+    return plans
 
 
 def _train_shared(executor: Any, tasks: list, shared: dict, what: str, report: Any) -> list:
@@ -283,8 +333,12 @@ def _join(parts: list, n_queries: int) -> list[np.ndarray]:
 
 def reference_bank(context: AttackContext) -> ReferenceBank:
     """Train (once per target, cached in the context) the K reference models."""
-    if "reference_bank" in context.cache:
-        return ReferenceBank(**context.cache["reference_bank"])
+    if "reference_bank" not in context.cache:
+        _train_plan(context, _reference_plan(context))
+    return ReferenceBank(**context.cache["reference_bank"])
+
+
+def _reference_plan(context: AttackContext) -> BankPlan:
     options = context.options
     n_models = options.n_reference_models
     if n_models < 2:
@@ -296,24 +350,45 @@ def reference_bank(context: AttackContext) -> ReferenceBank:
     masks = balanced_in_masks(n_models, len(context.candidate_features), rng)
     population = rng.choice(len(context.pool_features), size=options.rmia_population, replace=False)
     pop_x, pop_y = context.pool_features[population], context.pool_labels[population]
-    candidate_logits, population_logits = _train_logits(
+
+    def finish(logits: list[np.ndarray]) -> dict[str, Any]:
+        candidate_logits, population_logits = logits
+        bank = ReferenceBank(
+            in_masks=masks,
+            candidate_logits=candidate_logits,
+            population_features=pop_x,
+            population_labels=pop_y,
+            population_logits=population_logits,
+        )
+        return asdict(bank)  # plain arrays: the cache may checkpoint them to disk
+
+    return _plan(
         context,
-        context.candidate_features,
-        context.candidate_labels,
-        masks,
-        context.seed + 1,
+        "reference_bank",
+        f"{n_models} reference models",
+        (context.candidate_features, context.candidate_labels, masks, context.seed + 1),
         [context.candidate_features, pop_x],
-        what=f"{n_models} reference models",
+        finish,
     )
-    bank = ReferenceBank(
-        in_masks=masks,
-        candidate_logits=candidate_logits,
-        population_features=pop_x,
-        population_labels=pop_y,
-        population_logits=population_logits,
-    )
-    context.cache["reference_bank"] = asdict(bank)  # plain arrays: the cache may checkpoint them to disk
-    return bank
+
+
+def _plan(
+    context: AttackContext,
+    key: str,
+    what: str,
+    rows: tuple[np.ndarray, np.ndarray, np.ndarray, int],
+    query_rows: list[np.ndarray],
+    finish: Callable[[list[np.ndarray]], dict[str, Any]],
+) -> BankPlan:
+    features, labels, masks, seed = rows
+    slices, tasks, shared = _bank_tasks(context, features, labels, masks, seed, query_rows)
+    return BankPlan(key, what, rows, slices, tasks, shared, finish)
+
+
+def _train_plan(context: AttackContext, plan: BankPlan) -> None:
+    """Train a bank here (or on the context's executor) and cache it."""
+    logits = _train_logits(context, *plan.rows, plan.shared["query_rows"], what=plan.what)
+    context.cache[plan.key] = plan.finish(logits)
 
 
 @dataclass(frozen=True)
@@ -323,24 +398,30 @@ class ShadowModels:
 
 
 def shadow_models(context: AttackContext, n_train: int) -> ShadowModels:
+    _check_shadow_pool(context.options.n_shadow_models, len(context.pool_features), n_train)
+    if "shadow_models" not in context.cache:
+        _train_plan(context, _shadow_plan(context, n_train))
+    return ShadowModels(**context.cache["shadow_models"])
+
+
+def _shadow_plan(context: AttackContext, n_train: int) -> BankPlan:
     n_models = context.options.n_shadow_models
     n_pool = len(context.pool_features)
     _check_shadow_pool(n_models, n_pool, n_train)
-    if "shadow_models" in context.cache:
-        return ShadowModels(**context.cache["shadow_models"])
     rng = np.random.default_rng([context.seed, 0x5AD0])
     masks = np.zeros((n_models, n_pool), dtype=bool)
     for k in range(n_models):
         masks[k, rng.choice(n_pool, size=n_train, replace=False)] = True
-    (pool_logits,) = _train_logits(
+
+    def finish(logits: list[np.ndarray]) -> dict[str, Any]:
+        (pool_logits,) = logits
+        return asdict(ShadowModels(in_masks=masks, pool_logits=pool_logits))
+
+    return _plan(
         context,
-        context.pool_features,
-        context.pool_labels,
-        masks,
-        context.seed + 2,
+        "shadow_models",
+        f"{n_models} shadow models",
+        (context.pool_features, context.pool_labels, masks, context.seed + 2),
         [context.pool_features],
-        what=f"{n_models} shadow models",
+        finish,
     )
-    shadows = ShadowModels(in_masks=masks, pool_logits=pool_logits)
-    context.cache["shadow_models"] = asdict(shadows)
-    return shadows

@@ -25,9 +25,20 @@ from torch.utils.data import DataLoader, TensorDataset
 from targets.datasets import make_default_tabular
 from targets.models import build_model
 
-__all__ = ["calibrated_noise_multiplier", "private_at_epsilon", "private_at_sigma", "tabular_mlp_setup"]
+__all__ = [
+    "calibrated_noise_multiplier",
+    "private_at_epsilon",
+    "private_at_sigma",
+    "remember_noise_multiplier",
+    "tabular_mlp_setup",
+]
 
 TEST_SHARE = 0.2
+
+
+# σ calibrated elsewhere (the run's driver) and handed to this process with the task (`remember_noise_multiplier`):
+# key (ε, δ, q, epochs, accountant) → σ, the same float the search returns there.
+_KNOWN_SIGMAS: dict[tuple[float, float, float, int, str], float] = {}
 
 
 @functools.lru_cache(maxsize=256)
@@ -35,8 +46,21 @@ def calibrated_noise_multiplier(
     epsilon: float, delta: float, sample_rate: float, epochs: int, accountant: str
 ) -> float:
     """Opacus's σ for (ε, δ) over `epochs` at Poisson rate `sample_rate` under `accountant` (its
-    `get_noise_multiplier`, as `make_private_with_epsilon` calls it), cached per process."""
+    `get_noise_multiplier`, as `make_private_with_epsilon` calls it), cached per process; a σ another process
+    calibrated for the same arguments and handed over (`remember_noise_multiplier`) is taken as it is."""
+    known = _KNOWN_SIGMAS.get((float(epsilon), float(delta), float(sample_rate), int(epochs), accountant))
+    if known is not None:
+        return known
     return noise_multiplier_for(epsilon, delta, sample_rate, accountant, epochs=epochs)
+
+
+def remember_noise_multiplier(
+    epsilon: float, delta: float, sample_rate: float, epochs: int, accountant: str, sigma: float
+) -> None:
+    """Record σ that `calibrated_noise_multiplier` returned for these arguments in another process (the run's
+    driver), so this one does not search again: the search is deterministic, so the float is the one it would
+    find (1–6 s of CPU per ε with PRV at the default run's settings)."""
+    _KNOWN_SIGMAS[(float(epsilon), float(delta), float(sample_rate), int(epochs), accountant)] = float(sigma)
 
 
 def noise_multiplier_for(

@@ -231,3 +231,46 @@ def train_target(
         canaries=probes,
         accountant_history=history,
     )
+
+
+@dataclass(frozen=True)
+class PlannedSchedule:
+    """What `train_target` will give a target before it is trained: its σ (None for ε = ∞), q, T and C, and the
+    key of σ's calibration (`targets.opacus_setups.calibrated_noise_multiplier`'s arguments; None for ε = ∞).
+    Reference and shadow models are trained with these, so a run can start them while the target trains;
+    `matches` checks them against the trained target (a run that finds them different trains its banks again)."""
+
+    noise_multiplier: float | None
+    sample_rate: float
+    steps: int
+    max_grad_norm: float | None
+    sigma_key: tuple[float, float, float, int, str] | None
+
+    def matches(self, trained: DPTrainingRecord) -> bool:
+        return (
+            self.noise_multiplier == trained.noise_multiplier
+            and self.sample_rate == trained.sample_rate
+            and self.steps == trained.steps
+            and self.max_grad_norm == trained.max_grad_norm
+        )
+
+
+def planned_schedule(
+    n_train: int, spec: TrainingSpec, *, epsilon: float, delta: float, accountant: str
+) -> PlannedSchedule:
+    """The schedule `train_target` gives `n_train` rows at `epsilon`, computed as it computes it (the loader's
+    length, Opacus's Poisson sampler's batches per epoch, the cached σ calibration) without training."""
+    batches = -(-n_train // spec.batch_size)  # len() of `_setup`'s DataLoader (drop_last False)
+    if not math.isfinite(epsilon):
+        return PlannedSchedule(None, 1.0 / batches, spec.epochs * batches, None, None)
+    from opacus.accountants import create_accountant
+    from opacus.utils.uniform_sampler import UniformWithReplacementSampler
+
+    sample_rate = 1 / batches  # what DPDataLoader.from_data_loader sets
+    per_epoch = len(UniformWithReplacementSampler(num_samples=n_train, sample_rate=sample_rate))
+    mechanism = create_accountant(accountant).mechanism()
+    key = (float(epsilon), float(delta), float(sample_rate), int(spec.epochs), mechanism)
+    from targets.opacus_setups import calibrated_noise_multiplier
+
+    sigma = calibrated_noise_multiplier(*key)
+    return PlannedSchedule(sigma, sample_rate, spec.epochs * per_epoch, spec.max_grad_norm, key)

@@ -70,7 +70,9 @@ def test_a_run_whose_output_is_not_a_terminal_logs_one_line_per_step_with_elapse
     steps = [m.group(1) for m in map(step.match, lines) if m]
     assert "targets 3/3" in steps
     assert any(
-        re.fullmatch(r"target 1/3 \(ε = 1\): \d+ reference models(: \d+ here)?(, training steps)? \d+/\d+", s)
+        re.fullmatch(
+            r"target 1/3 \(ε = 1\): \d+ reference models(: \d+ here|: models \d+–\d+)?(, training steps)? \d+/\d+", s
+        )
         for s in steps
     )
     assert any(s.startswith("target 3/3 (ε = ∞): attack lira") for s in steps)

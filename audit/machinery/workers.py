@@ -50,6 +50,7 @@ __all__ = [
     "WorkerPool",
     "default_workers",
     "report_task_progress",
+    "reporting_to",
     "run_isolated",
     "user_code",
 ]
@@ -118,12 +119,32 @@ def user_code(name: str, what: str = "function"):
 _CURRENT_TASK: tuple[Connection, int] | None = None
 
 
+# Outside a worker: where `report_task_progress` goes while a task runs in this process (`reporting_to`).
+_LOCAL_REPORTER: Callable[[float, int | None], None] | None = None
+
+
+@contextmanager
+def reporting_to(callback: Callable[[float, int | None], None]) -> Iterator[None]:
+    """Run a task in this process (not a worker) with its `report_task_progress` figures sent to `callback`: the
+    run's driver runs queued side-lane tasks itself while it waits (audit.sweep.side_lane), counted in the same
+    units as in the worker."""
+    global _LOCAL_REPORTER
+    previous, _LOCAL_REPORTER = _LOCAL_REPORTER, callback
+    try:
+        yield
+    finally:
+        _LOCAL_REPORTER = previous
+
+
 def report_task_progress(done: float, total: int | None) -> None:
     """From inside a task: tell the parent how far it is (`WorkerPool.imap`'s `on_progress(index, (done, total))`),
-    so a long task is counted in its own unit (epochs, DP-SGD steps) rather than only when it returns. Outside a
-    worker, or between tasks, it does nothing."""
+    so a long task is counted in its own unit (epochs, DP-SGD steps) rather than only when it returns. In this
+    process within `reporting_to(callback)`, `callback(done, total)`; otherwise outside a worker, or between
+    tasks, it does nothing."""
     current = _CURRENT_TASK
     if current is None:
+        if _LOCAL_REPORTER is not None and not _IN_WORKER:
+            _LOCAL_REPORTER(float(done), None if total is None else int(total))
         return
     conn, task_id = current
     try:

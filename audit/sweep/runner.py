@@ -343,7 +343,7 @@ def _sweep(
     if side is not None:
         inputs.side = side
         labels = [f"target {i + 1}/{n_targets} ({epsilon_label(e)})" for i, e in enumerate(config.privacy.epsilons)]
-        submit_side_work(inputs, staging, side, labels)
+        submit_side_work(inputs, staging, side, labels, [a.name for a in attacks])
     members = splits.candidate_member
     targets, notes, curves = [], list(run_warnings), []
     all_targets = progress.begin("targets", total=len(config.privacy.epsilons))

@@ -2,17 +2,17 @@
 
 The sweep (`audit.sweep.runner`) calls `audit_target` once per target ε; every finished piece is checkpointed
 in the target's folder, so an interrupted run resumes with only the missing pieces. With a side lane
-(`audit.sweep.side_lane`, two or more cores on the local executor) the target's training, its twin and the
-probes of its Opacus setup run in a second process while this one trains the reference and shadow models, and
-the last quarter of each reference and shadow bank trains there too (`LaneSharingExecutor`): `submit_side_work`
-queues the first, `audit_target` takes their results when it needs them; the numbers are the same either way.
+(`audit.sweep.side_lane`, two or more cores on the local executor) `submit_side_work` queues every target's
+training, its reference and shadow banks' tasks (with the σ, q, T and C its training will have) and its twin and
+probes, for both processes; `audit_target` takes their results when it needs them (running queued tasks itself
+meanwhile), checks the banks' schedule against the trained target, and attacks; the numbers are the same either way.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +20,13 @@ import numpy as np
 import torch
 
 from attacks import AttackContext, AttackOptions, TargetTraining
+from attacks.reference_models import BankPlan, bank_plans, train_models_logits
 from audit.machinery.checkpoints import ArrayCache, TargetCheckpoints
 from audit.machinery.config import AuditConfig
 from audit.machinery.executors import Executor
 from audit.machinery.progress import Progress
 from audit.machinery.tracking import AuditTracker
+from audit.machinery.workers import report_task_progress
 from audit.statistics.accountants import DPSGDEvent, epsilons_for_event, pld_epsilon_interval
 from audit.statistics.attack_evaluation import best_sound_lower_bound, evaluate_attack
 from audit.sweep.side_lane import LaneSharingExecutor, SideLane
@@ -32,7 +34,7 @@ from audit.sweep.tasks import train_target_task
 from targets.datasets import TabularData
 from targets.models import build_model
 from targets.splits import AuditSplits
-from targets.training import TrainedTarget, TrainingSpec, train_target
+from targets.training import PlannedSchedule, TrainedTarget, TrainingSpec, planned_schedule, train_target
 
 # PLD (tight) may exceed PRV only by discretisation/estimation error; more than this is reported.
 PLD_PRV_TOLERANCE = 0.05
@@ -101,6 +103,9 @@ class SweepInputs:
     executor: Executor
     task_device: str
     side: SideLane | None = None  # the second process, where there is one (submit_side_work)
+    # Per target index: the schedule its banks were laid out with and each bank's plan with its lane keys
+    # (submit_side_work), collected by audit_target once the target is trained.
+    banks: dict[int, tuple[PlannedSchedule, list[tuple[BankPlan, list[str]]]]] = field(default_factory=dict)
 
 
 def _load_or_train_target(
@@ -203,34 +208,19 @@ def audit_target(
     cand_y = data.labels[splits.candidate_idx]
     reporter = progress.reporter(label)  # reference / shadow model training inside the attacks
     test_accuracy = float((trained.logits(test_x).argmax(axis=1) == test_y).mean())
-    context = AttackContext(
-        candidate_features=data.features[splits.candidate_idx],
-        candidate_labels=cand_y,
-        n_classes=data.n_classes,
-        pool_features=data.features[splits.pool_idx],
-        pool_labels=data.labels[splits.pool_idx],
-        training=TargetTraining(
-            spec=inputs.spec,
-            noise_multiplier=trained.noise_multiplier or 0.0,
-            max_grad_norm=trained.max_grad_norm,
-            sample_rate=trained.sample_rate,
-            steps=trained.steps,
-            train_size=len(splits.train_idx),
-        ),
-        epsilon=epsilon,
-        delta=config.privacy.delta,
-        accountant=config.privacy.accountant,
-        seed=seed,
-        device=inputs.device,
-        options=inputs.attack_options,
-        cache=ArrayCache(ckpt),
+    context = _attack_context(
+        inputs,
+        epsilon,
+        seed,
+        trained,
+        ArrayCache(ckpt),
         # With a side lane, part of each reference and shadow bank trains there while this process trains the rest.
         executor=LaneSharingExecutor(side, label)
         if side is not None and inputs.executor.name == "local"
         else inputs.executor,
-        task_device=inputs.task_device,
-        report_progress=reporter,
+        reporter=reporter,
     )
+    _collect_banks(inputs, index, trained, context, progress, label)
     attack_records, score_columns = [], {}
     for attack in attacks:
         # total 1: the attack is its unit (its row waits at 0/1 while the shadow or reference models it asked for
@@ -294,6 +284,65 @@ def audit_target(
     return record, score_columns, notes
 
 
+def _attack_context(
+    inputs: SweepInputs,
+    epsilon: float,
+    seed: int,
+    trained: TrainedTarget | PlannedSchedule,
+    cache: Any,
+    *,
+    executor: Any,
+    reporter: Any = None,
+) -> AttackContext:
+    """The attacks' view of one target: its data, and how it was (or will be: a `PlannedSchedule`) trained."""
+    data, splits = inputs.data, inputs.splits
+    return AttackContext(
+        candidate_features=data.features[splits.candidate_idx],
+        candidate_labels=data.labels[splits.candidate_idx],
+        n_classes=data.n_classes,
+        pool_features=data.features[splits.pool_idx],
+        pool_labels=data.labels[splits.pool_idx],
+        training=TargetTraining(
+            spec=inputs.spec,
+            noise_multiplier=trained.noise_multiplier or 0.0,
+            max_grad_norm=trained.max_grad_norm,
+            sample_rate=trained.sample_rate,
+            steps=trained.steps,
+            train_size=len(splits.train_idx),
+        ),
+        epsilon=epsilon,
+        delta=inputs.config.privacy.delta,
+        accountant=inputs.config.privacy.accountant,
+        seed=seed,
+        device=inputs.device,
+        options=inputs.attack_options,
+        cache=cache,
+        executor=executor,
+        task_device=inputs.task_device,
+        report_progress=reporter,
+    )
+
+
+def _collect_banks(
+    inputs: SweepInputs, index: int, trained: TrainedTarget, context: AttackContext, progress: Progress, label: str
+) -> None:
+    """Put the banks laid out for this target before it was trained (submit_side_work) in its cache, once their
+    tasks are done, if they were laid out with the schedule it was trained with (else the attacks train them again,
+    with the trained target's σ, q, T and C, and a note says so)."""
+    planned = inputs.banks.pop(index, None)
+    if planned is None or inputs.side is None:
+        return
+    schedule, plans = planned
+    if not schedule.matches(trained):
+        progress.note(
+            f"{label}: its training's σ, q, T or C differ from those its reference and shadow models were laid "
+            "out with: they are trained again"
+        )
+        return
+    for plan, keys in plans:
+        plan.store(context, [inputs.side.result(key) for key in keys])
+
+
 def model_logger(tracker: AuditTracker, run_id: str, example: np.ndarray, progress: Progress, label: str):
     def log(trained: TrainedTarget) -> None:
         with progress.step(f"{label}: model to MLflow (PyTorch flavour)"):
@@ -339,26 +388,67 @@ def _twin_arguments(inputs: SweepInputs, epsilon: float, seed: int) -> dict[str,
     )
 
 
-def submit_side_work(inputs: SweepInputs, staging: Path, side: SideLane, labels: list[str]) -> None:
-    """Queue on the side lane what the targets not yet finished need and no attack does: their training
-    (checkpointed as it returns) and per DP target its twin and its conformance probes, in the order the driver
-    asks for them: target 1's and target 2's training, then target 1's twin and probes, target 3's training,
-    target 2's twin and probes, … (the lane keeps one target's training ahead of the driver, and a target's twin
-    is ready when the driver is done with its attacks). The driver meanwhile trains target 1's reference and
-    shadow models, with the lane's help (`LaneSharingExecutor`: those parts jump this queue)."""
+def submit_side_work(
+    inputs: SweepInputs, staging: Path, side: SideLane, labels: list[str], attack_names: list[str]
+) -> None:
+    """Queue on the two lanes (the side process takes them in order; the driver takes the next one whenever it
+    would otherwise wait, `SideLane.result`) every piece of the targets not yet finished that needs no attack: per
+    target its training (checkpointed as it returns), its shadow and reference models (each bank as its two tasks,
+    `attacks.reference_models.model_slices`), and per DP target its twin and its conformance probes. The banks do
+    not wait for their target: they are trained with the σ, q, T and C its training will have
+    (`targets.training.planned_schedule`: this process calibrates σ once per ε and the side process is handed the
+    same float), checked against the trained target before the attacks read them (`_collect_banks`). Order:
+    target 1's training and banks, target 2's training and banks, target 1's twin and probes, target 3's …, so the
+    driver can attack target i while both lanes work on target i + 1, and the last tasks of the run are short."""
     config = inputs.config
     pending = [
         (index, epsilon)
         for index, epsilon in enumerate(config.privacy.epsilons)
         if target_checkpoints(staging, epsilon).load_json("record") is None
     ]
-    for position, (index, epsilon) in enumerate(pending):
-        if position == 0:
+    n_train = len(inputs.splits.train_idx)
+    for index, epsilon in pending:
+        ckpt = target_checkpoints(staging, epsilon)
+        meta = ckpt.load_json("target")
+        if meta is not None:  # trained by an earlier attempt: its banks take its own schedule
+            schedule = PlannedSchedule(
+                meta["noise_multiplier"], meta["sample_rate"], meta["steps"], meta["max_grad_norm"], None
+            )
+        else:
+            schedule = planned_schedule(
+                n_train, inputs.spec, epsilon=epsilon, delta=config.privacy.delta, accountant=config.privacy.accountant
+            )
+            if schedule.sigma_key is not None and schedule.noise_multiplier is not None:
+                side.remember_sigma(schedule.sigma_key, schedule.noise_multiplier)
             _submit_training(inputs, staging, side, labels, index, epsilon)
-        if position + 1 < len(pending):
-            _submit_training(inputs, staging, side, labels, *pending[position + 1])
+        seed = target_seed(config.seed, index)
+        context = _attack_context(inputs, epsilon, seed, schedule, ArrayCache(ckpt), executor=None)
+        plans = []
+        for number, plan in enumerate(bank_plans(context, attack_names)):
+            keys = []
+            steps = max(1, int(plan.shared["spec"].steps))
+            for part, (task, (first, stop)) in enumerate(zip(plan.tasks, plan.slices, strict=True)):
+                key = f"{plan.key} {part} of target {index}"
+                side.submit(
+                    key,
+                    train_models_logits,
+                    task,
+                    {**plan.shared, "on_progress": report_task_progress},
+                    description=f"{labels[index]}: {plan.what}: models {first + 1}–{stop}, training steps",
+                    total=steps,
+                    units=_in_steps(steps),
+                    priority=(index, 1, number, part),
+                )
+                keys.append(key)
+            plans.append((plan, keys))
+        inputs.banks[index] = (schedule, plans)
         if not math.isinf(epsilon):
             _submit_twin_and_probes(inputs, side, labels, index, epsilon)
+
+
+def _in_steps(steps: int) -> Callable[[tuple[float, int | None]], int]:
+    """A bank task's reported (models done, models) as DP-SGD steps of its vectorized batch."""
+    return lambda figures: round(figures[0] / max(1, figures[1] or 1) * steps)
 
 
 def _submit_training(
@@ -390,6 +480,7 @@ def _submit_training(
         description=f"{labels[index]}: training (epochs)",
         total=inputs.spec.epochs,
         on_result=checkpoint,
+        priority=(index, 0),
     )
 
 
@@ -419,4 +510,5 @@ def _submit_twin_and_probes(inputs: SweepInputs, side: SideLane, labels: list[st
                 arguments,
                 description=f"{labels[index]}: {what}",
                 total=total,
+                priority=(index + 1, 2),  # after the next target's training and banks
             )
