@@ -186,7 +186,34 @@ def _worker_context() -> Any:
         return multiprocessing.get_context("spawn")
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(list(forkserver_modules()))
+    _stop_fork_server_at_exit()
     return context
+
+
+_stop_registered = False
+
+
+def _stop_fork_server_at_exit() -> None:
+    """At this process's exit, stop its fork server and wait for it (once registered per process).
+
+    The server reaps the workers it forked, so their CPU time is counted in the server's children; unless the
+    server is itself waited for, it is reaped by init and that time is lost to whoever measures this process
+    (`/usr/bin/time privacy-audit run` showed 60 s of CPU for a run that kept the machine 82 s busy)."""
+    global _stop_registered
+    if _stop_registered:
+        return
+    _stop_registered = True
+    import atexit
+    import multiprocessing.forkserver as forkserver
+
+    def stop() -> None:
+        server = getattr(forkserver, "_forkserver", None)
+        try:
+            server._stop()  # type: ignore[union-attr]  # CPython's own, used by its tests; absent: nothing to wait for
+        except (AttributeError, OSError, ChildProcessError):
+            pass
+
+    atexit.register(stop)
 
 
 @dataclass(frozen=True)
