@@ -25,6 +25,14 @@ def test_every_preset_has_an_entry_measured_or_marked_not_measured():
             assert 0 < measured.low_s <= measured.high_s and measured.command and measured.machine
 
 
+def test_every_preset_says_what_it_is_for():
+    # `presets` listed the llm preset as "llm              ; measured …": no description had been written.
+    from audit.cli.presets_command import _DESCRIPTIONS
+
+    assert set(_DESCRIPTIONS) == set(PRESETS)
+    assert all(text.strip() for text in _DESCRIPTIONS.values())
+
+
 def test_durations_read_as_a_person_says_them():
     assert duration_text(40) == "40 s" and duration_text(68) == "1 min 8 s" and duration_text(420) == "7 min"
     assert duration_text(3 * 3600 + 120) == "3 h 2 min"

@@ -23,6 +23,8 @@ _DESCRIPTIONS = {  # what each is for; how long each took lives in audit/machine
     "hospitals": "federated, record-level DP: 3 sites, local DP-SGD, MIA per site",
     "text": "language models: DP causal LMs on faker records with canaries; exposure, extraction, LM MIAs",
     "clients": "federated, client-level DP-FedAvg: 20 clients, client-level MIA",
+    "llm": "DP fine-tuning of a GPT-2-style transformers model (full and LoRA) at ε 1, 8, ∞, audited in one run "
+    "with Panda et al.'s and Secret Sharer canaries",
 }
 
 presets_app = AuditApp(
