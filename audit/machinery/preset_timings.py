@@ -42,7 +42,10 @@ class MeasuredTime:
 PRESET_WALL_TIMES: dict[str, MeasuredTime | None] = {
     "smoke": MeasuredTime(68, 172, "privacy-audit run --preset smoke", "2 shared CPU cores; 18–21 s CPU; two runs"),
     # With the white-box canary twins and the conformance checks (issue 28); before them 7 min 3 s – 11 min 45 s.
-    "default": MeasuredTime(378, 2459, "make audit", "2 shared CPU cores at load 3–15; canary twins included"),
+    # Wave 8: idle, after the one queue of both processes (docs/run.md); earlier 6 min 18 s – 40 min 59 s at load 3–15.
+    "default": MeasuredTime(
+        469, 469, "make audit", "2 idle CPU cores; 902 s CPU, all processes; canary twins included"
+    ),
     "full": None,
     "digits-cnn": MeasuredTime(443, 443, "privacy-audit run --preset digits-cnn", "2 shared CPU cores at load 13–17"),
     "hospitals": MeasuredTime(
@@ -54,9 +57,7 @@ PRESET_WALL_TIMES: dict[str, MeasuredTime | None] = {
     "text": MeasuredTime(
         461, 582, "python benchmarks/bench_text_preset.py", "2 shared CPU cores at load 8–16; 1.5 GiB peak; two runs"
     ),
-    "llm": MeasuredTime(
-        393, 393, "privacy-audit run --preset llm --no-tracking", "2 shared CPU cores, other jobs running; 109 s CPU"
-    ),
+    "llm": MeasuredTime(471, 471, "privacy-audit run --preset llm", "2 idle CPU cores; 472 s CPU; 1.05 GiB peak"),
 }
 
 
