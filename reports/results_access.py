@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, TypeGuard
 
-from audit.machinery.leakage import tpr_at  # noqa: F401  (re-exported: one reading of a TPR key)
+from audit.machinery.leakage import finetuning_label, tpr_at  # noqa: F401  (re-exported: one reading of each)
 
 
 def get(mapping: Any, *keys: str, default: Any = None) -> Any:
@@ -57,10 +57,3 @@ def subject_status(verdict: dict[str, Any], subject: str) -> str:
         if isinstance(entry, dict) and entry.get("subject") == subject:
             return "no DP claim · " + ("LEAKS" if entry.get("status") == "leaks" else "no significant leakage found")
     return "—"
-
-
-def finetuning_label(target: dict[str, Any]) -> str:
-    """ "full" / "LoRA" for the llm job's targets (each ε is fine-tuned both ways, one target each), else ""."""
-    found = target.get("llm")
-    kind = found.get("finetuning") if isinstance(found, dict) else None
-    return ("LoRA" if kind == "lora" else str(kind)) if kind else ""

@@ -31,7 +31,7 @@ from audit.statistics.leakage_tests import (
 )
 from audit.statistics.multiple_testing import holm_rejections
 
-__all__ = ["target_leakage", "synthetic_leakage"]
+__all__ = ["finetuning_label", "target_leakage", "synthetic_leakage"]
 
 _TESTS = {
     "delong_auc": (
@@ -176,6 +176,13 @@ def _statement(
     }
 
 
+def finetuning_label(target: dict[str, Any]) -> str:
+    """ "full" / "LoRA" for the llm job's targets (each ε is fine-tuned both ways, one target each), else ""."""
+    found = target.get("llm")
+    kind = found.get("finetuning") if isinstance(found, dict) else None
+    return ("LoRA" if kind == "lora" else str(kind)) if kind else ""
+
+
 def target_leakage(index: int, target: dict[str, Any], label: str, alpha: float) -> dict[str, Any]:
     """The leakage statement of a target without a DP claim (ε = ∞, `audit-model --claimed-epsilon inf`)."""
     confidence = 1 - alpha
@@ -187,6 +194,9 @@ def target_leakage(index: int, target: dict[str, Any], label: str, alpha: float)
     top = max(ranked, key=lambda a: (_resolvable_tpr(a, 0.01) or 0.0, a.get("auc") or 0.0), default={})
     baseline = target.get("blind_baseline")
     confounded = baseline if isinstance(baseline, dict) and baseline.get("separates") else None
+    # Two llm targets share ε = ∞ (full and LoRA fine-tuning): the statement names which one it is about.
+    finetuning = finetuning_label(target)
+    label = f"{label} · {finetuning} fine-tuning" if finetuning else label
     return _statement(
         f"{label} (no DP claim)", f"targets[{index}]", tests, alpha, _figures(top), "training records", confounded
     )
