@@ -185,6 +185,20 @@ def test_a_terminal_shows_the_time_left_too():
     assert "left" in out.getvalue()
 
 
+def test_a_unit_done_is_drawn_at_once_even_when_the_rest_follow_before_the_next_timed_frame():
+    # A slow first unit (start-up) then quick ones: rich's timed frames (10 a second) alone can skip every count
+    # between 0 and the total, and the step never shows its time left (seen in CI on a loaded machine).
+    out = io.StringIO()
+    progress = RichProgress(Console(file=out, force_terminal=True, width=100))
+    with progress.step("target 1: training (epochs)", total=4) as step:
+        time.sleep(0.3)  # long enough for the start frame; the updates below come well inside one frame
+        for epoch in range(1, 5):
+            step.update(epoch)
+    progress.close()
+    shown = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", out.getvalue())  # colours and cursor moves dropped
+    assert re.search(r" 1/4 +\d+:\d\d:\d\d left \d", shown), shown[-500:]
+
+
 def test_counted_runs_show_only_once_the_users_code_has_run_so_bad_input_stays_one_line():
     from audit.machinery.progress import CountingPool
 

@@ -370,6 +370,7 @@ class RichProgress(Progress):
             expand=True,
         )
         self._live = False
+        self._last_frame = 0.0
 
     def _started(self, step: Step) -> None:
         # Started on the first step, not before: input errors found earlier print one clean line.
@@ -379,7 +380,14 @@ class RichProgress(Progress):
         step.handle = self.bars.add_task("  " * step.depth + step.description, total=step.total, step=step)
 
     def _updated(self, step: Step) -> None:
-        self.bars.update(step.handle, completed=step.completed, total=step.total)
+        # A unit done is drawn at once, not at rich's next timed frame (10 a second, taken by a thread that waits for
+        # the GIL): a step whose first unit is slow (start-up) and whose last ones are quick would otherwise go from
+        # 0/4 to 4/4 on screen and never show its time left. At most 20 such frames a second.
+        now = time.monotonic()
+        refresh = now - self._last_frame >= 0.05
+        if refresh:
+            self._last_frame = now
+        self.bars.update(step.handle, completed=step.completed, total=step.total, refresh=refresh)
 
     def _finished(self, step: Step, ok: bool) -> None:
         if step.depth > 0 or not ok:  # failed steps vanish too: the error line says what happened
