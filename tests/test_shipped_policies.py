@@ -26,7 +26,8 @@ SHIPPED = sorted(
         *(REPO / "audit" / "policies").glob("*.yaml"),
     ]
 )
-PROMISE = re.compile(r"^#\s+(smoke run|default run|audit-scores null scores --claimed-epsilon 1): (.+)$")
+EXAMPLES = ("smoke run", "default run", "audit-scores null scores --claimed-epsilon 1", "llm run (run --preset llm)")
+PROMISE = re.compile(r"^#\s+(" + "|".join(re.escape(e) for e in EXAMPLES) + r"): (.+)$")
 
 
 def _promises(path: Path) -> dict[str, str]:
@@ -36,7 +37,8 @@ def _promises(path: Path) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def examples(tmp_path_factory) -> dict[str, dict]:
     # smoke: the results.json of a real `run --preset smoke` (schema 3, white-box twins); default:
-    # the stored default-run results; audit-scores: coin-flip members, scores that know nothing.
+    # the stored default-run results; audit-scores: coin-flip members, scores that know nothing; llm: the
+    # results.json of a real `run --preset llm` (wave 8, b9a8d37; MLflow and integrity fields dropped).
     rng = np.random.default_rng(36)
     n = 2000
     frame = pd.DataFrame({"member": rng.integers(0, 2, n), "score": rng.normal(size=n)})
@@ -48,14 +50,13 @@ def examples(tmp_path_factory) -> dict[str, dict]:
         "audit-scores null scores --claimed-epsilon 1": audit_scores(
             path, claimed_epsilon=1.0, membership_randomized=True
         ),
+        "llm run (run --preset llm)": json.loads((REPO / "tests" / "data" / "results_llm_example.json").read_text()),
     }
 
 
 def test_every_shipped_policy_states_its_verdicts_on_the_readme_examples():
     for path in SHIPPED:
-        assert set(_promises(path)) == {"smoke run", "default run", "audit-scores null scores --claimed-epsilon 1"}, (
-            path
-        )
+        assert set(_promises(path)) == set(EXAMPLES), path
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: str(p.relative_to(REPO)))
@@ -86,3 +87,20 @@ def test_a_rule_that_cannot_apply_never_fails_an_audit_scores_claim(examples):
         if "required_accountant" in {rule for rule, _ in rules}:
             assert ("required_accountant", "not_applicable") in rules
         assert [c["status"] for c in verdict["claims"]] == ["not_refuted"]
+
+
+def test_a_policy_limit_on_what_attacks_find_about_records_does_not_fail_the_llm_runs_power_controls(examples):
+    # The llm run's ε = ∞ fine-tunings find every planted Panda canary (AUC 1): that is the power control its DP
+    # claims rest on. max_auc / max_tpr_at_fpr bound attacks on the training records and say "not applicable" on a
+    # row of planted canaries; the strict policy still fails the run, on the canaries' ε bound (max_epsilon_lb).
+    results = examples["llm run (run --preset llm)"]
+    lenient = recompute_verdict(results, load_policy(REPO / "audit" / "policies" / "policy-lenient.yaml"))
+    canary_rows = [r for r in lenient["rules"] if r["rule"] == "max_auc"]
+    assert canary_rows and all(r["status"] == "not_applicable" for r in canary_rows)
+    assert all("planted" in r["message"] for r in canary_rows)
+    assert {c["status"] for c in lenient["claims"]} == {"held"} and lenient["status"] == "pass"
+    strict = recompute_verdict(results, load_policy(REPO / "audit" / "policies" / "policy-strict.yaml"))
+    assert {r["rule"] for r in strict["rules"] if r["status"] == "failed"} == {"max_epsilon_lb"}
+    # The no-claim statement says what was found: the inserted canaries, not "the training records".
+    statements = [s["statement"] for s in lenient.get("leakage") or []]
+    assert statements and all("of the inserted canaries" in s and "training records" not in s for s in statements)

@@ -31,7 +31,18 @@ from audit.statistics.leakage_tests import (
 )
 from audit.statistics.multiple_testing import holm_rejections
 
-__all__ = ["finetuning_label", "target_leakage", "synthetic_leakage"]
+__all__ = ["finetuning_label", "planted_canaries", "target_leakage", "synthetic_leakage"]
+
+# Attack rows whose members are secrets the audit planted (each inserted by a fair coin), not the training records:
+# the llm job's Panda / Secret Sharer canaries. They test the claim (their one-run bounds); what they find is said as
+# "inserted canaries", and a policy's AUC / TPR limits on what attacks find about the records do not read them.
+PLANTED_CANARY_KINDS = frozenset({"llm_canaries"})
+
+
+def planted_canaries(attack: dict[str, Any]) -> bool:
+    """True for an attack row scored on planted canaries (`PLANTED_CANARY_KINDS`), not on the training records."""
+    return attack.get("kind") in PLANTED_CANARY_KINDS
+
 
 _TESTS = {
     "delong_auc": (
@@ -197,9 +208,8 @@ def target_leakage(index: int, target: dict[str, Any], label: str, alpha: float)
     # Two llm targets share ε = ∞ (full and LoRA fine-tuning): the statement names which one it is about.
     finetuning = finetuning_label(target)
     label = f"{label} · {finetuning} fine-tuning" if finetuning else label
-    return _statement(
-        f"{label} (no DP claim)", f"targets[{index}]", tests, alpha, _figures(top), "training records", confounded
-    )
+    what = "inserted canaries (secrets the audit planted)" if planted_canaries(top) else "training records"
+    return _statement(f"{label} (no DP claim)", f"targets[{index}]", tests, alpha, _figures(top), what, confounded)
 
 
 def synthetic_leakage(index: int, entry: dict[str, Any], label: str, alpha: float) -> dict[str, Any]:

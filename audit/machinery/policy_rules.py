@@ -9,6 +9,7 @@ from typing import Any
 
 from audit.errors import AuditInputError
 from audit.machinery.input_files import shorten
+from audit.machinery.leakage import planted_canaries
 from audit.machinery.policy_model import (
     _INF_WORDS,
     Policy,
@@ -139,6 +140,20 @@ def _check_attack(rules: PolicyRules, attack: Any, where: str, label: str, reade
     if not isinstance(attack, dict):
         raise AuditInputError(f"{reader.source}: field '{where}'", "expected an object")
     name = reader.text(attack, "name", where)
+    if planted_canaries(attack):
+        # max_auc / max_tpr_at_fpr bound what an attack finds about the training records. A row of planted
+        # canaries is a test of the claim (fail_on_violation, max_epsilon_lb read its bound): at ε = ∞ it is the
+        # run's power control, whose canaries are meant to be found, and a limit on it would fail every audit
+        # with power.
+        why = (
+            "the row scores canaries the audit planted, not the training records (it measures the audit's power; "
+            "fail_on_violation and max_epsilon_lb read its ε bound)"
+        )
+        return [
+            _not_applicable(rule, label, why, attack=name)
+            for rule in (["max_auc"] if rules.max_auc is not None else [])
+            + [f"max_tpr_at_fpr[{level:g}]" for level in sorted(rules.max_tpr_at_fpr or {})]
+        ]
     return _attack_limits(rules, attack, where, label, name, reader)
 
 
