@@ -27,8 +27,8 @@ attacks: {{names: [lira, lira_offline, rmia], n_reference_models: {count}}}
 
 def run_one(out: Path, seed: int, count: int) -> Path:
     folder = out / f"s{seed}_k{count}"
-    if not list(folder.glob("out/*/results.json")):
-        folder.mkdir(parents=True, exist_ok=True)
+    if not folder.exists():  # a folder already there is a finished run (or one still running): read, never rerun
+        folder.mkdir(parents=True)
         (folder / "cfg.yaml").write_text(CONFIG.format(seed=seed, count=count))
         command = ["/usr/bin/time", "-f", "%e s wall, %U s user + %S s sys", "-o", str(folder / "time.txt")]
         command += [str(Path(sys.executable).with_name("privacy-audit")), "run", "--config", str(folder / "cfg.yaml")]
@@ -39,7 +39,7 @@ def run_one(out: Path, seed: int, count: int) -> Path:
 
 
 def rows(folder: Path) -> list[str]:
-    (results,) = folder.glob("out/*/results.json")
+    results = sorted(folder.glob("out/*/results.json"))[-1]
     timing = (folder / "time.txt").read_text().strip().splitlines()[-1] if (folder / "time.txt").exists() else ""
     lines = []
     for target in json.loads(results.read_text())["targets"]:
