@@ -48,13 +48,13 @@ from audit.machinery.tracking import AuditTracker, target_metrics
 from audit.statistics.accountants import DPSGDEvent, epsilons_for_event
 from audit.statistics.attack_evaluation import evaluate_attack
 from audit.text.llm_one_run import MODE_LABELS, canary_claim_row, claim_power, control_p_value, deciding_design
-from audit.text.llm_setup import derived_seed, prepare_llm
+from audit.text.llm_setup import LLMSetup, derived_seed, prepare_llm
 from audit.text.runner import run_staged_job
 from audit.text.trained_targets import UNIT_WORDS, save_canary_scores, target_record
 from reports.figures import epsilon_label
 from targets.devices import resolve_device
 from targets.hf_causal_lm import LORA_SAVED, HFLMSpec, finetune, sample_texts, trainable_share
-from targets.llm_canaries import LLMCanaries, secret_scores
+from targets.llm_canaries import LLMCanaries
 from targets.text_models import mean_token_loss
 
 SCHEMA_VERSION = 3
@@ -282,6 +282,7 @@ def _llm_sweep(
                     device=device,
                     owners=private_owners if llm.privacy_unit == "person" else None,
                     copies=private_copies,
+                    loss_mask=setup.private_loss_mask,
                     on_epoch=lambda e, _: step.update(e),
                 )
             epsilons = (
@@ -295,7 +296,7 @@ def _llm_sweep(
             )
             claim = epsilons.get(config.privacy.accountant)
             with progress.step(f"{label}: canary audit"):
-                scores: dict[str, np.ndarray] = {d: secret_scores(model, canaries[d]) for d in llm.designs}
+                scores: dict[str, np.ndarray] = setup.scores(model)
                 score_files = [
                     save_canary_scores(
                         staging, f"{mode}_eps_{epsilon_tag(epsilon)}_{d}", scores[d], canaries[d].inserted
@@ -340,7 +341,7 @@ def _llm_sweep(
                 with progress.step(f"{label}: synthetic text and auxiliary model"):
                     synthetic, extra, synthetic_scores = _synthetic_text_audit(
                         model,
-                        canaries,
+                        setup,
                         pretrained_state,
                         vocab,
                         spec,
@@ -458,6 +459,10 @@ def _llm_sweep(
             },
             "vocab_size": vocab,
             "new_tokens": llm.new_tokens,
+            "canary_loss": llm.canary_loss,
+            "canary_score": "log-probability minus the pretrained model's"
+            if llm.canary_score_reference
+            else "log-probability",
         },
         "attacks_run": [f"canary_{d}_{m}" for m in llm.modes for d in llm.designs],
         "targets": targets,
@@ -480,7 +485,7 @@ def _llm_sweep(
 
 def _synthetic_text_audit(
     model,
-    canaries: dict[str, LLMCanaries],
+    setup: LLMSetup,
     pretrained_state,
     vocab: int,
     spec: HFLMSpec,
@@ -511,7 +516,8 @@ def _synthetic_text_audit(
         seed=seed + 1,
         device=device,
     )
-    scores: dict[str, np.ndarray] = {d: secret_scores(auxiliary, canaries[d]) for d in llm.designs}
+    canaries = setup.canaries
+    scores: dict[str, np.ndarray] = setup.scores(auxiliary)  # the same scoring rule as the target's
     rows = [
         _canary_row(
             f"canary_{d}_synthetic_{mode}",
