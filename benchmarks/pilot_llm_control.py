@@ -106,7 +106,7 @@ def main() -> None:
     parser.add_argument("--epsilon", type=float, nargs="+", default=[math.inf], help="target ε of each fine-tuning")
     parser.add_argument("--llm", action="append", default=[], metavar="KEY=VALUE", help="an llm: field")
     parser.add_argument("--canaries", type=int, help="llm.canaries_per_design (default: the preset's)")
-    parser.add_argument("--epochs", type=int, help="fine-tuning epochs of this mode (default: the preset's)")
+    parser.add_argument("--epochs", type=int, help="fine-tuning epochs (default: the preset's)")
     parser.add_argument("--lora-rank", type=int)
     parser.add_argument("--lora-alpha", type=int)
     parser.add_argument("--lora-lr", type=float)
@@ -130,7 +130,7 @@ def main() -> None:
     if args.lora_saved:
         changes["lora_saved"] = tuple(args.lora_saved.split(","))
     if args.epochs:
-        changes["lora_epochs" if "lora" in args.mode else "epochs"] = args.epochs
+        changes["epochs"] = args.epochs  # both modes (LoRA's lora_epochs is None: the same)
     spec = replace(spec, **changes)
     device = torch.device("cpu")
     torch.set_num_threads(1)
