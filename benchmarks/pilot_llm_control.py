@@ -34,8 +34,8 @@ from audit.statistics.one_run_power import fdp_perfect_p_value
 from audit.statistics.tradeoff_curves import dpsgd_privacy_profile
 from audit.text.llm_one_run import canary_claim_row, control_p_value
 from audit.text.llm_runner import llm_spec
-from audit.text.llm_setup import derived_seed, prepare_llm
-from targets.hf_causal_lm import build_hf_lm, finetune
+from audit.text.llm_setup import derived_seed, finetune_target, prepare_llm
+from targets.hf_causal_lm import build_hf_lm
 from targets.llm_canaries import secret_scores
 from targets.opacus_setups import calibrated_noise_multiplier
 from targets.text_models import mean_token_loss
@@ -145,21 +145,7 @@ def main() -> None:
             index = order.index(epsilon) if epsilon in order else 100 + int(epsilon * 10)
             seed = derived_seed(config.seed, 10, ["full", "lora"].index(mode), index)
             cpu = time.process_time()
-            trained, model = finetune(
-                setup.pretrained_state,
-                setup.vocab,
-                setup.private_rows,
-                spec,
-                mode=mode,
-                epsilon=epsilon,
-                delta=config.privacy.delta,
-                accountant=config.privacy.accountant,
-                seed=seed,
-                device=device,
-                owners=setup.private_owners if math.isfinite(epsilon) else None,
-                copies=setup.private_copies,
-                loss_mask=setup.private_loss_mask,
-            )
+            trained, model = finetune_target(setup, config, spec, mode=mode, epsilon=epsilon, seed=seed, device=device)
             cpu = time.process_time() - cpu
             out: dict = {"seed": args.seed, "mode": mode, "epsilon": epsilon, "llm": llm}
             out["spec"] = {k: str(v) for k, v in changes.items()}

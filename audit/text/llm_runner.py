@@ -48,7 +48,7 @@ from audit.machinery.tracking import AuditTracker, target_metrics
 from audit.statistics.accountants import DPSGDEvent, epsilons_for_event
 from audit.statistics.attack_evaluation import evaluate_attack
 from audit.text.llm_one_run import MODE_LABELS, canary_claim_row, claim_power, control_p_value, deciding_design
-from audit.text.llm_setup import LLMSetup, derived_seed, prepare_llm
+from audit.text.llm_setup import LLMSetup, derived_seed, finetune_target, prepare_llm
 from audit.text.runner import run_staged_job
 from audit.text.trained_targets import UNIT_WORDS, save_canary_scores, target_record
 from reports.figures import epsilon_label
@@ -242,7 +242,7 @@ def _llm_sweep(
     with progress.step("tokenizer, canaries and public pretraining"):
         setup = prepare_llm(config, spec, device)
     corpus, canaries, vocab, pretrained_state = setup.corpus, setup.canaries, setup.vocab, setup.pretrained_state
-    private_rows, private_copies, private_owners = setup.private_rows, setup.private_copies, setup.private_owners
+    private_copies, private_owners = setup.private_copies, setup.private_owners
     test_rows = setup.test_rows
     setup.tokenizer.save(str(staging / "tokenizer.json"))
     parent_id = tracker.start_run(
@@ -269,20 +269,14 @@ def _llm_sweep(
             seed = derived_seed(config.seed, 10, llm.modes.index(mode), index)
             label = f"{MODE_LABELS[mode]} {epsilon_label(epsilon)}"
             with progress.step(f"{label}: DP fine-tuning (epochs)", total=spec.epochs) as step:
-                trained, model = finetune(
-                    pretrained_state,
-                    vocab,
-                    private_rows,
+                trained, model = finetune_target(
+                    setup,
+                    config,
                     spec,
                     mode=mode,
                     epsilon=epsilon,
-                    delta=config.privacy.delta,
-                    accountant=config.privacy.accountant,
                     seed=seed,
                     device=device,
-                    owners=private_owners if llm.privacy_unit == "person" else None,
-                    copies=private_copies,
-                    loss_mask=setup.private_loss_mask,
                     on_epoch=lambda e, _: step.update(e),
                 )
             epsilons = (

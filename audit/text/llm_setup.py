@@ -8,6 +8,7 @@ without copying it. Deterministic in the config's seed.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,10 +16,10 @@ import numpy as np
 import torch
 
 from audit.machinery.config import AuditConfig
-from targets.hf_causal_lm import HFCausalLM, HFLMSpec, build_hf_lm, pretrain
+from targets.hf_causal_lm import HFCausalLM, HFLMSpec, build_hf_lm, finetune, pretrain
 from targets.llm_canaries import LLMCanaries, first_names, make_canaries, secret_scores
 from targets.text_corpus import TextCorpus, make_text_corpus
-from targets.text_models import encode_texts, train_tokenizer
+from targets.text_models import TrainedTextTarget, encode_texts, train_tokenizer
 
 
 def derived_seed(config_seed: int, *parts: int) -> int:
@@ -117,4 +118,36 @@ def prepare_llm(config: AuditConfig, spec: HFLMSpec, device: torch.device) -> LL
         private_loss_mask=np.concatenate(masks) if llm.canary_loss == "secret" else None,
         reference_scores=reference,
         test_rows=encode_texts(tokenizer, [r.text for r in corpus.test], llm.max_length),
+    )
+
+
+def finetune_target(
+    setup: LLMSetup,
+    config: AuditConfig,
+    spec: HFLMSpec,
+    *,
+    mode: str,
+    epsilon: float,
+    seed: int,
+    device: torch.device,
+    on_epoch: Callable[[int, int], None] | None = None,
+) -> tuple[TrainedTextTarget, HFCausalLM]:
+    """One fine-tuning of the job (`mode` at `epsilon`) on the private set, as the sweep and the pilot run it."""
+    llm = config.llm
+    person = llm is not None and llm.privacy_unit == "person"
+    return finetune(
+        setup.pretrained_state,
+        setup.vocab,
+        setup.private_rows,
+        spec,
+        mode=mode,
+        epsilon=epsilon,
+        delta=config.privacy.delta,
+        accountant=config.privacy.accountant,
+        seed=seed,
+        device=device,
+        owners=setup.private_owners if person else None,
+        copies=setup.private_copies,
+        loss_mask=setup.private_loss_mask,
+        on_epoch=on_epoch,
     )
