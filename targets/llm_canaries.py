@@ -15,8 +15,10 @@ copies: covered by a person-level ε).
   the output head that no public text ever trained, so the model's loss on them before
   fine-tuning is flat across canaries and any drop is the canary's own gradient.
 
-Score (black-box, the final model only): minus the mean loss of the secret's tokens given the
-prefix — higher = more likely inserted. The auditor's threshold is chosen by the one-run
+Where `new_tokens` ≥ canaries × secret length, each Panda canary's secret is its own new ids (drawn
+without replacement). Score (black-box, the final model only): minus the mean loss of the secret's
+tokens given the prefix — higher = more likely inserted; `audit.text.llm_setup` can subtract the same
+under the public pretrained model (a per-canary reference, Carlini et al. 2021's calibration). The auditor's threshold is chosen by the one-run
 procedure (guesses on the top and bottom scores), never by looking at membership.
 """
 
@@ -51,6 +53,13 @@ class LLMCanaries:
         """The inserted canaries' rows, each `repetitions` times (in canary order)."""
         return np.repeat(self.token_ids[self.inserted], self.repetitions, axis=0)
 
+    def secret_targets(self) -> np.ndarray:
+        """(m, max_length - 1) bool: the next-token targets that are the secret's tokens (target t is
+        token t + 1), the loss of Panda et al.'s SFT-style canaries (the prefix is the prompt)."""
+        position = np.arange(self.token_ids.shape[1] - 1)
+        first = (self.secret_start - 1)[:, None]
+        return (position >= first) & (position < first + self.secret_length)
+
 
 def make_canaries(
     design: str,
@@ -73,11 +82,17 @@ def make_canaries(
     if design == "panda" and (new_token_ids is None or len(new_token_ids) < 2):
         raise ValueError("Panda canaries need at least two new token ids")
     alphabet = np.asarray(digits if design == "secret_sharer" else list(new_token_ids or ()))
+    # Where there are enough new ids, each Panda canary gets its own (drawn without replacement): a shared
+    # id is trained by every member canary that holds it, so a non-member's secret would be raised by other
+    # canaries' training and the signal DP lets through most easily (a new row pulled up) would not be the
+    # canary's own.
+    own = design == "panda" and len(alphabet) >= len(names) * secret_length
+    distinct = rng.permutation(alphabet)[: len(names) * secret_length].reshape(-1, secret_length) if own else None
     rows = np.full((len(names), max_length), PAD, dtype=np.int64)
     starts = np.zeros(len(names), dtype=np.int64)
     for i, name in enumerate(names):
         prefix = encode_prefix(tokenizer, PREFIX_TEMPLATE.format(name=name))
-        secret = rng.choice(alphabet, size=secret_length).tolist()
+        secret = distinct[i].tolist() if distinct is not None else rng.choice(alphabet, size=secret_length).tolist()
         row = prefix + secret + [EOS]
         if len(row) > max_length:
             raise ValueError(f"a canary needs {len(row)} tokens; raise max_length above {max_length}")

@@ -188,6 +188,7 @@ class TrainingRun(TypedDict):
     device: torch.device
     owners: NotRequired[np.ndarray | None]
     copies: NotRequired[np.ndarray | None]
+    loss_mask: NotRequired[np.ndarray | None]
     on_epoch: NotRequired[Callable[[int, int], None] | None]
 
 
@@ -200,11 +201,12 @@ class TrainedTextTarget(DPTrainingRecord):
     n_units: int | None = None  # persons (or documents) DP-SGD sampled from
 
 
-def document_losses(logits: torch.Tensor, token_ids: torch.Tensor) -> torch.Tensor:
-    """Each document's mean next-token cross-entropy over its non-padding targets, shape (batch,)."""
+def document_losses(logits: torch.Tensor, token_ids: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+    """Each document's mean next-token cross-entropy over its non-padding targets, shape (batch,);
+    `mask` (batch, length - 1), optional: only the targets it marks count (a canary's secret)."""
     targets = token_ids[:, 1:]
     per_token = F.cross_entropy(logits[:, :-1].transpose(1, 2), targets, reduction="none")
-    valid = (targets != PAD).float()
+    valid = (targets != PAD).float() if mask is None else ((targets != PAD) & mask).float()
     return (per_token * valid).sum(dim=1) / valid.sum(dim=1).clamp(min=1.0)
 
 
@@ -242,7 +244,13 @@ class PersonBatches:
     the training loop weights the row's loss by it — the same per-person gradient, at the cost of one
     document instead of k."""
 
-    def __init__(self, token_ids: np.ndarray, owners: np.ndarray, copies: np.ndarray | None = None):
+    def __init__(
+        self,
+        token_ids: np.ndarray,
+        owners: np.ndarray,
+        copies: np.ndarray | None = None,
+        loss_mask: np.ndarray | None = None,
+    ):
         owners = np.asarray(owners, dtype=np.int64)
         if owners.shape != (len(token_ids),):
             raise ValueError("owners must give one person per document")
@@ -255,6 +263,7 @@ class PersonBatches:
         order = np.argsort(owners, kind="stable")
         self.tokens = torch.as_tensor(token_ids[order])
         self.copies = torch.as_tensor(copies[order], dtype=torch.float32)
+        self.loss_mask = None if loss_mask is None else torch.as_tensor(np.asarray(loss_mask, dtype=bool)[order])
         self.counts = torch.as_tensor(np.bincount(owners, minlength=self.n_persons))
         self.starts = torch.cumsum(self.counts, 0) - self.counts
 
@@ -269,6 +278,10 @@ class PersonBatches:
     def weights(self, people: torch.Tensor) -> torch.Tensor:
         """The copies each row of `documents(people)` stands for (1.0 where every row is one document)."""
         return self.copies[self._rows(people)]
+
+    def masks(self, people: torch.Tensor) -> torch.Tensor | None:
+        """Each row's loss mask (`document_losses`), None where every target counts."""
+        return None if self.loss_mask is None else self.loss_mask[self._rows(people)]
 
 
 def train_text_target(
@@ -298,6 +311,7 @@ def train_language_model(
     device: torch.device,
     owners: np.ndarray | None = None,
     copies: np.ndarray | None = None,
+    loss_mask: np.ndarray | None = None,
     grad_sample_mode: str = "hooks",
     quiet: bool = False,
     on_epoch: Callable[[int, int], None] | None = None,
@@ -306,7 +320,8 @@ def train_language_model(
     both causal LMs (`train_text_target`; targets.hf_causal_lm's GPT-2, full or LoRA): ε = ∞ =
     Adam on shuffled batches of documents (`schedule`: epochs, batch size, clipping norm; `lr` apart: LoRA
     has its own); finite ε = Opacus DP-SGD at that ε (persons when `owners`
-    is given; `copies` as `PersonBatches`'s, repeated where the unit is the document). Returns the
+    is given; `copies` as `PersonBatches`'s, repeated where the unit is the document; `loss_mask` one
+    row per document, the targets its loss counts, as `document_losses`'s). Returns the
     target with its plain model (Opacus wrapper removed) on the CPU in eval mode."""
     from torch.utils.data import DataLoader, TensorDataset
 
@@ -318,12 +333,15 @@ def train_language_model(
     by_person = private and owners is not None
     if copies is not None and not by_person:  # each copy its own document (record level, or without DP)
         token_ids = np.repeat(token_ids, copies, axis=0)
-    persons = PersonBatches(token_ids, owners, copies) if private and owners is not None else None
+        loss_mask = None if loss_mask is None else np.repeat(loss_mask, copies, axis=0)
+    persons = PersonBatches(token_ids, owners, copies, loss_mask) if private and owners is not None else None
     # Record level (and without DP) the loader draws documents; at person level it draws persons.
     units = (
         TensorDataset(torch.arange(persons.n_persons))
         if persons is not None
-        else TensorDataset(torch.as_tensor(token_ids))
+        else TensorDataset(
+            torch.as_tensor(token_ids), *([] if loss_mask is None else [torch.as_tensor(np.asarray(loss_mask, bool))])
+        )
     )
     loader = DataLoader(
         units, batch_size=schedule.batch_size, shuffle=True, generator=torch.Generator().manual_seed(seed)
@@ -394,16 +412,18 @@ def train_on_documents(
             warnings.simplefilter("ignore")  # Opacus's "full backward hook" notes
         for epoch in range(epochs):
             model.train()
-            for (batch,) in loader:
+            for batch, *rest in loader:
                 if len(batch) == 0:  # Poisson sampling may draw an empty batch (odds e^-batch_size)
                     continue
                 owner, drawn, weights = None, len(batch), None
+                mask = rest[0] if rest else None  # the rows' loss masks, where the loader carries them
                 if persons is not None:
                     weights = persons.weights(batch).to(device)
+                    mask = persons.masks(batch)
                     batch, owner = persons.documents(batch)
                 batch = batch.to(device)
                 optimizer.zero_grad(set_to_none=True)
-                losses = document_losses(model(batch), batch)
+                losses = document_losses(model(batch), batch, None if mask is None else mask.to(device))
                 # a row standing for k identical copies of a person's document counts k times (× 1.0: exact)
                 loss = (losses if weights is None else losses * weights).mean()
                 loss.backward()

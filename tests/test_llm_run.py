@@ -24,6 +24,12 @@ TINY = {
         "n_test": 10,
         "vocab_size": 250,
         "canaries_per_design": 24,
+        # Panda et al.'s design options (off in the preset; docs/language-models.md): one new id per Panda
+        # canary (a 1-token secret), the canaries' loss on the secret only, scores against the pretrained model
+        "new_tokens": 24,
+        "panda_secret_length": 1,
+        "canary_loss": "secret",
+        "canary_score_reference": True,
         "canary_repetitions": 4,
         "d_model": 32,
         "n_heads": 2,
@@ -78,6 +84,8 @@ def test_the_llm_preset_runs_offline_end_to_end(tmp_path):
 
     validate_results(results)
     targets = results["targets"]
+    assert results["data"]["canary_loss"] == "secret" and "pretrained" in results["data"]["canary_score"]
+    assert results["data"]["canaries"]["panda"]["secret_length"] == 1
     assert [(t["llm"]["finetuning"], t["epsilon_target"]) for t in targets] == [
         ("full", None),
         ("full", 8.0),

@@ -249,6 +249,18 @@ class LLMConfig(_Strict):
     canaries_per_design: int = Field(200, ge=4, le=1_000_000, description="m: each inserted by a fair coin")
     canary_repetitions: int = Field(4, ge=1, le=1000, description="copies of an inserted canary (one person's)")
     secret_length: int = Field(4, ge=1, le=64, description="tokens per secret")
+    panda_secret_length: int | None = Field(
+        None, ge=1, le=64, description="tokens per Panda et al. secret (None: secret_length)"
+    )
+    canary_loss: Literal["document", "secret"] = Field(
+        "document",
+        description="what a canary's training loss covers: the whole document, or its secret's tokens only "
+        "(Panda et al.'s SFT-style canaries); real records always the whole document",
+    )
+    canary_score_reference: bool = Field(
+        False,
+        description="score each canary against the public pretrained model (its log-probability minus the pretrained one's)",
+    )
     privacy_unit: Literal["person", "record"] = "person"
     synthetic_samples: int = Field(
         0,

@@ -48,13 +48,13 @@ from audit.machinery.tracking import AuditTracker, target_metrics
 from audit.statistics.accountants import DPSGDEvent, epsilons_for_event
 from audit.statistics.attack_evaluation import evaluate_attack
 from audit.text.llm_one_run import MODE_LABELS, canary_claim_row, claim_power, control_p_value, deciding_design
-from audit.text.llm_setup import derived_seed, prepare_llm
+from audit.text.llm_setup import LLMSetup, derived_seed, finetune_target, prepare_llm
 from audit.text.runner import run_staged_job
 from audit.text.trained_targets import UNIT_WORDS, save_canary_scores, target_record
 from reports.figures import epsilon_label
 from targets.devices import resolve_device
 from targets.hf_causal_lm import LORA_SAVED, HFLMSpec, finetune, sample_texts, trainable_share
-from targets.llm_canaries import LLMCanaries, secret_scores
+from targets.llm_canaries import LLMCanaries
 from targets.text_models import mean_token_loss
 
 SCHEMA_VERSION = 3
@@ -242,7 +242,7 @@ def _llm_sweep(
     with progress.step("tokenizer, canaries and public pretraining"):
         setup = prepare_llm(config, spec, device)
     corpus, canaries, vocab, pretrained_state = setup.corpus, setup.canaries, setup.vocab, setup.pretrained_state
-    private_rows, private_copies, private_owners = setup.private_rows, setup.private_copies, setup.private_owners
+    private_copies, private_owners = setup.private_copies, setup.private_owners
     test_rows = setup.test_rows
     setup.tokenizer.save(str(staging / "tokenizer.json"))
     parent_id = tracker.start_run(
@@ -269,19 +269,14 @@ def _llm_sweep(
             seed = derived_seed(config.seed, 10, llm.modes.index(mode), index)
             label = f"{MODE_LABELS[mode]} {epsilon_label(epsilon)}"
             with progress.step(f"{label}: DP fine-tuning (epochs)", total=spec.epochs) as step:
-                trained, model = finetune(
-                    pretrained_state,
-                    vocab,
-                    private_rows,
+                trained, model = finetune_target(
+                    setup,
+                    config,
                     spec,
                     mode=mode,
                     epsilon=epsilon,
-                    delta=config.privacy.delta,
-                    accountant=config.privacy.accountant,
                     seed=seed,
                     device=device,
-                    owners=private_owners if llm.privacy_unit == "person" else None,
-                    copies=private_copies,
                     on_epoch=lambda e, _: step.update(e),
                 )
             epsilons = (
@@ -295,7 +290,7 @@ def _llm_sweep(
             )
             claim = epsilons.get(config.privacy.accountant)
             with progress.step(f"{label}: canary audit"):
-                scores: dict[str, np.ndarray] = {d: secret_scores(model, canaries[d]) for d in llm.designs}
+                scores: dict[str, np.ndarray] = setup.scores(model)
                 score_files = [
                     save_canary_scores(
                         staging, f"{mode}_eps_{epsilon_tag(epsilon)}_{d}", scores[d], canaries[d].inserted
@@ -340,7 +335,7 @@ def _llm_sweep(
                 with progress.step(f"{label}: synthetic text and auxiliary model"):
                     synthetic, extra, synthetic_scores = _synthetic_text_audit(
                         model,
-                        canaries,
+                        setup,
                         pretrained_state,
                         vocab,
                         spec,
@@ -458,6 +453,10 @@ def _llm_sweep(
             },
             "vocab_size": vocab,
             "new_tokens": llm.new_tokens,
+            "canary_loss": llm.canary_loss,
+            "canary_score": "log-probability minus the pretrained model's"
+            if llm.canary_score_reference
+            else "log-probability",
         },
         "attacks_run": [f"canary_{d}_{m}" for m in llm.modes for d in llm.designs],
         "targets": targets,
@@ -480,7 +479,7 @@ def _llm_sweep(
 
 def _synthetic_text_audit(
     model,
-    canaries: dict[str, LLMCanaries],
+    setup: LLMSetup,
     pretrained_state,
     vocab: int,
     spec: HFLMSpec,
@@ -511,7 +510,8 @@ def _synthetic_text_audit(
         seed=seed + 1,
         device=device,
     )
-    scores: dict[str, np.ndarray] = {d: secret_scores(auxiliary, canaries[d]) for d in llm.designs}
+    canaries = setup.canaries
+    scores: dict[str, np.ndarray] = setup.scores(auxiliary)  # the same scoring rule as the target's
     rows = [
         _canary_row(
             f"canary_{d}_synthetic_{mode}",

@@ -8,6 +8,7 @@ without copying it. Deterministic in the config's seed.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,10 +16,10 @@ import numpy as np
 import torch
 
 from audit.machinery.config import AuditConfig
-from targets.hf_causal_lm import HFLMSpec, build_hf_lm, pretrain
-from targets.llm_canaries import LLMCanaries, first_names, make_canaries
+from targets.hf_causal_lm import HFCausalLM, HFLMSpec, build_hf_lm, finetune, pretrain
+from targets.llm_canaries import LLMCanaries, first_names, make_canaries, secret_scores
 from targets.text_corpus import TextCorpus, make_text_corpus
-from targets.text_models import encode_texts, train_tokenizer
+from targets.text_models import TrainedTextTarget, encode_texts, train_tokenizer
 
 
 def derived_seed(config_seed: int, *parts: int) -> int:
@@ -37,6 +38,16 @@ class LLMSetup:
     private_copies: np.ndarray  # the copies each row stands for
     private_owners: np.ndarray
     test_rows: np.ndarray
+    private_loss_mask: np.ndarray | None = None  # per row, the targets its loss counts (None: all)
+    reference_scores: dict[str, np.ndarray] | None = None  # per design, the pretrained model's scores
+
+    def scores(self, model: HFCausalLM) -> dict[str, np.ndarray]:
+        """Each design's canary scores on `model` (black-box), minus the public pretrained model's where
+        the config asks for the reference (`llm.canary_score_reference`)."""
+        raw = {d: secret_scores(model, c) for d, c in self.canaries.items()}
+        if self.reference_scores is None:
+            return raw
+        return {d: raw[d] - self.reference_scores[d] for d in raw}
 
 
 def prepare_llm(config: AuditConfig, spec: HFLMSpec, device: torch.device) -> LLMSetup:
@@ -65,7 +76,7 @@ def prepare_llm(config: AuditConfig, spec: HFLMSpec, device: torch.device) -> LL
             design,
             tokenizer,
             names[i * llm.canaries_per_design : (i + 1) * llm.canaries_per_design],
-            secret_length=llm.secret_length,
+            secret_length=(llm.panda_secret_length or llm.secret_length) if design == "panda" else llm.secret_length,
             repetitions=llm.canary_repetitions,
             max_length=llm.max_length,
             new_token_ids=new_tokens,
@@ -85,11 +96,16 @@ def prepare_llm(config: AuditConfig, spec: HFLMSpec, device: torch.device) -> LL
     # One row per person: each member record, and each inserted canary standing for its copies (`finetune`
     # repeats it, or at person level weights it: the same per-person gradient at the cost of one row).
     rows, copies = [members], [np.ones(len(members), dtype=np.int64)]
+    masks = [np.ones((len(members), members.shape[1] - 1), dtype=bool)]  # a record: its whole document
     for design in llm.designs:
         block = canaries[design].token_ids[canaries[design].inserted]
         rows.append(block)
         copies.append(np.full(len(block), llm.canary_repetitions, dtype=np.int64))
+        masks.append(canaries[design].secret_targets()[canaries[design].inserted])
     private_rows = np.concatenate(rows)
+    reference = None
+    if llm.canary_score_reference:
+        reference = {d: secret_scores(base, c) for d, c in canaries.items()}
     return LLMSetup(
         corpus=corpus,
         tokenizer=tokenizer,
@@ -99,5 +115,39 @@ def prepare_llm(config: AuditConfig, spec: HFLMSpec, device: torch.device) -> LL
         private_rows=private_rows,
         private_copies=np.concatenate(copies),
         private_owners=np.arange(len(private_rows)),
+        private_loss_mask=np.concatenate(masks) if llm.canary_loss == "secret" else None,
+        reference_scores=reference,
         test_rows=encode_texts(tokenizer, [r.text for r in corpus.test], llm.max_length),
+    )
+
+
+def finetune_target(
+    setup: LLMSetup,
+    config: AuditConfig,
+    spec: HFLMSpec,
+    *,
+    mode: str,
+    epsilon: float,
+    seed: int,
+    device: torch.device,
+    on_epoch: Callable[[int, int], None] | None = None,
+) -> tuple[TrainedTextTarget, HFCausalLM]:
+    """One fine-tuning of the job (`mode` at `epsilon`) on the private set, as the sweep and the pilot run it."""
+    llm = config.llm
+    person = llm is not None and llm.privacy_unit == "person"
+    return finetune(
+        setup.pretrained_state,
+        setup.vocab,
+        setup.private_rows,
+        spec,
+        mode=mode,
+        epsilon=epsilon,
+        delta=config.privacy.delta,
+        accountant=config.privacy.accountant,
+        seed=seed,
+        device=device,
+        owners=setup.private_owners if person else None,
+        copies=setup.private_copies,
+        loss_mask=setup.private_loss_mask,
+        on_epoch=on_epoch,
     )
