@@ -36,7 +36,7 @@ import signal
 import sys
 import time
 import traceback
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
@@ -166,11 +166,20 @@ def forkserver_modules() -> tuple[str, ...]:
     once per process)."""
     global _forkserver_modules
     if _forkserver_modules is None:
-        _forkserver_modules = (
-            *(name for name in _PRELOAD_CANDIDATES if name in sys.modules),
-            "audit.machinery.workers",
-        )
+        _forkserver_modules = preload_for(sys.modules)
     return _forkserver_modules
+
+
+def preload_for(loaded: Collection[str]) -> tuple[str, ...]:
+    """What a fork server preloads for a process that has imported `loaded` (module names)."""
+    chosen = [name for name in _PRELOAD_CANDIDATES if name in loaded]
+    # torch imports torch._dynamo (~1-2 s of CPU) at the first optimizer a process makes (the
+    # `torch._disable_dynamo` around `Optimizer.add_param_group`), so every training worker paid it again.
+    # Where Opacus is loaded the workers train (DP-SGD trainers, canaries, the side lane); where this
+    # process made an optimizer itself, so will they. The server pays it once for all its workers.
+    if "torch" in chosen and ("opacus" in loaded or "torch._dynamo" in loaded):
+        chosen.append("torch._dynamo")
+    return (*chosen, "audit.machinery.workers")
 
 
 def _worker_context() -> Any:
