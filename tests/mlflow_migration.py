@@ -29,14 +29,15 @@ from typing import Any
 _template: Path | None = None
 
 
-def _migrated_template(initialize: Callable[[Any], None]) -> Path:
+def _migrated_template(initialize: Callable[[Any], None], folder: Path | None = None) -> Path:
     global _template
     if _template is None:
         import sqlalchemy
 
-        folder = Path(tempfile.mkdtemp(prefix="privacy-audit-mlflow-schema-"))
-        atexit.register(shutil.rmtree, folder, True)
-        path = folder / "schema.db"
+        if folder is None:
+            folder = Path(tempfile.mkdtemp(prefix="privacy-audit-mlflow-schema-"))
+            atexit.register(shutil.rmtree, folder, True)
+        path = Path(folder) / "mlflow-schema.db"
         engine = sqlalchemy.create_engine(f"sqlite:///{path}")
         try:
             initialize(engine)  # MLflow's own: create_all and the alembic upgrade to head
@@ -77,9 +78,13 @@ def copying_initializer(initialize: Callable[[Any], None]) -> Callable[[Any], No
     return initialize_tables
 
 
-def install() -> None:
-    """Wrap MLflow's `_initialize_tables` in this process (once: installing again changes nothing)."""
+def install(template_folder: Path | None = None) -> None:
+    """Wrap MLflow's `_initialize_tables` in this process (once: installing again changes nothing). With
+    `template_folder`, the template is made there now (a server whose forked children share it: made in each
+    child, it would be made once per child), else at the first new store."""
     import mlflow.store.db.utils as db_utils
 
     if not hasattr(db_utils._initialize_tables, "migrates_with"):
         db_utils._initialize_tables = copying_initializer(db_utils._initialize_tables)
+    if template_folder is not None:
+        _migrated_template(db_utils._initialize_tables.migrates_with, template_folder)  # type: ignore[attr-defined]
