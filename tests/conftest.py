@@ -163,6 +163,40 @@ def _no_crash_log_folder_left_behind():
         crash_log.set_log_folder(None)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "mlflow_migration: the test is about MLflow creating a new store: its schema is migrated by MLflow, "
+        "not copied from the process's template (tests/mlflow_migration.py)",
+    )
+
+
+@pytest.fixture(autouse=True)
+def _new_mlflow_stores_copy_a_migrated_schema(request):
+    """A new MLflow SQLite store opened in this process gets the schema MLflow migrated once for the process,
+    copied (tests/mlflow_migration.py): 2.4-4.4 s of CPU per store otherwise. Only once MLflow is loaded (a
+    test that never touches it does not import it); a test marked `mlflow_migration` migrates."""
+    if "mlflow.store.db.utils" not in sys.modules:
+        yield
+        return
+    from tests import mlflow_migration
+
+    if request.node.get_closest_marker("mlflow_migration") is None:
+        mlflow_migration.install()  # stays installed: the next tests find it there
+        yield
+        return
+    import mlflow.store.db.utils as db_utils
+
+    copying = db_utils._initialize_tables
+    original = getattr(copying, "migrates_with", None)
+    if original is not None:
+        db_utils._initialize_tables = original
+    try:
+        yield
+    finally:
+        db_utils._initialize_tables = copying
+
+
 # Tests measured at or above a CPU cost each (`python -m tests.timing TIMES --slow S` over a whole-suite run,
 # docs/test-suite.md) are listed in tests/measured_slow.txt and marked `slow` here, so `make test-fast` leaves
 # them out; `make test` and CI still run them. A data file, not code: regenerating it touches no test file.

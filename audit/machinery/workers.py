@@ -36,7 +36,7 @@ import signal
 import sys
 import time
 import traceback
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
@@ -153,24 +153,28 @@ def report_task_progress(done: float, total: int | None) -> None:
         pass
 
 
-# What the fork server may import once, so that a worker starts with it loaded (forked) instead of importing
-# it again (torch and Opacus: ~6-8 s of CPU per worker on a 2-core machine). Only what the audit's own
-# process has already imported when the server starts (a command that never loads torch does not pay for it
-# in its workers either), and never user code, which each worker imports afresh.
+# What the fork server may import once, so that a worker starts with it loaded (forked), not importing it again
+# (torch and Opacus: ~6-8 s of CPU per worker on 2 cores). Only what the audit's process has imported when the
+# server starts (a command that never loads torch spares its workers too); never user code (imported afresh).
 _PRELOAD_CANDIDATES = ("numpy", "scipy.stats", "pandas", "sklearn", "torch", "opacus", "dp_accounting")
 _forkserver_modules: tuple[str, ...] | None = None
 
 
 def forkserver_modules() -> tuple[str, ...]:
-    """The modules this process's fork server imports: fixed when the first pool is made (the server starts
-    once per process)."""
+    """The modules this process's fork server imports: fixed at the first pool (one server per process)."""
     global _forkserver_modules
-    if _forkserver_modules is None:
-        _forkserver_modules = (
-            *(name for name in _PRELOAD_CANDIDATES if name in sys.modules),
-            "audit.machinery.workers",
-        )
+    _forkserver_modules = _forkserver_modules or preload_for(sys.modules)
     return _forkserver_modules
+
+
+def preload_for(loaded: Collection[str]) -> tuple[str, ...]:
+    """What a fork server preloads for a process that has imported `loaded`. torch imports torch._dynamo
+    (~1-2 s of CPU) at a process's first optimizer (`Optimizer.add_param_group`): where Opacus is loaded the
+    workers train, and where this process made an optimizer so will they; the server pays it once for all."""
+    chosen = [name for name in _PRELOAD_CANDIDATES if name in loaded]
+    if "torch" in chosen and ("opacus" in loaded or "torch._dynamo" in loaded):
+        chosen.append("torch._dynamo")
+    return (*chosen, "audit.machinery.workers")
 
 
 def _worker_context() -> Any:
@@ -194,10 +198,9 @@ _stop_registered = False
 
 
 def _stop_fork_server_at_exit() -> None:
-    """At this process's exit, stop its fork server and wait for it (once registered per process).
-
-    The server reaps the workers it forked, so their CPU time is counted in the server's children; unless the
-    server is itself waited for, it is reaped by init and that time is lost to whoever measures this process
+    """At this process's exit, stop its fork server and wait for it (once registered per process). The server
+    reaps the workers it forked, so their CPU time is counted in the server's children; unless the server is
+    itself waited for, it is reaped by init and that time is lost to whoever measures this process
     (`/usr/bin/time privacy-audit run` showed 60 s of CPU for a run that kept the machine 82 s busy)."""
     global _stop_registered
     if _stop_registered:
