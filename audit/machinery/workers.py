@@ -168,13 +168,10 @@ def forkserver_modules() -> tuple[str, ...]:
 
 
 def preload_for(loaded: Collection[str]) -> tuple[str, ...]:
-    """What a fork server preloads for a process that has imported `loaded`. torch imports torch._dynamo
-    (~1-2 s of CPU) at a process's first optimizer (`Optimizer.add_param_group`): where Opacus is loaded the
-    workers train, and where this process made an optimizer so will they; the server pays it once for all."""
-    chosen = [name for name in _PRELOAD_CANDIDATES if name in loaded]
-    if "torch" in chosen and ("opacus" in loaded or "torch._dynamo" in loaded):
-        chosen.append("torch._dynamo")
-    return (*chosen, "audit.machinery.workers")
+    """What a fork server preloads for a process that has imported `loaded`: the candidates it has loaded.
+    Not torch._dynamo (torch imports it at a process's first optimizer): preloading it cost more CPU than it
+    saved, measured side by side (the README-blocks test 137 → 150 s, docs/test-suite.md, wave 9)."""
+    return (*(name for name in _PRELOAD_CANDIDATES if name in loaded), "audit.machinery.workers")
 
 
 def _worker_context() -> Any:
