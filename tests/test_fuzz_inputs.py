@@ -96,6 +96,7 @@ def configs(draw):
 POLICY_RULES = [
     "max_auc",
     "max_tpr_at_fpr",
+    "max_canary_tpr_at_fpr",
     "max_epsilon_lb",
     "fail_on_violation",
     "required_accountant",

@@ -5,6 +5,7 @@ A policy states what a release must satisfy, e.g.
     rules:
       max_auc: 0.6                 # every attack on every target
       max_tpr_at_fpr: {0.001: 0.01}
+      max_canary_tpr_at_fpr: {0.01: 0.05}  # planted canaries (run --preset llm): share found at FPR 1 %
       max_epsilon_lb: 2.0          # best sound empirical ε lower bound of a target
       fail_on_violation: true      # default true: a lower bound above the accountant's ε fails
       fail_on_inconclusive: false  # default false: a claim the audit could not have refuted exits 0
@@ -25,8 +26,10 @@ not report) gives a check marked not applicable, which never fails the gate but 
 a skipped test case in JUnit).
 
 Which numbers the rules read (results.json schema_version 1, 2 or 3):
-- max_auc, max_tpr_at_fpr: every `targets[].attacks[]` entry, and the distance attack of every
-  `synthetic[].mia` entry when present;
+- max_auc, max_tpr_at_fpr: every `targets[].attacks[]` entry that scores the training records, and the
+  distance attack of every `synthetic[].mia` entry when present;
+- max_canary_tpr_at_fpr: every `targets[].attacks[]` entry of planted canaries (`kind` in
+  audit.machinery.leakage.PLANTED_CANARY_KINDS), which max_auc and max_tpr_at_fpr leave out;
 - max_epsilon_lb: `targets[].epsilon_lb_best` (the bound proven for one model: one-run with coin-flip
   membership; null when none is proven, and the rule is then not applicable, which the verdict
   reports as inconclusive), and for synthetic entries the one-run bound in `mia.epsilon_lb`;
@@ -181,7 +184,14 @@ def evaluate_policy(policy: Policy, results: dict[str, Any], *, source: str = "r
         raise AuditInputError(f"{source}: field 'synthetic'", f"expected a list, got {type(synthetic).__name__}")
 
     checks: list[RuleCheck] = []
-    model_rules = ("max_auc", "max_tpr_at_fpr", "max_epsilon_lb", "fail_on_violation", "required_accountant")
+    model_rules = (
+        "max_auc",
+        "max_tpr_at_fpr",
+        "max_canary_tpr_at_fpr",
+        "max_epsilon_lb",
+        "fail_on_violation",
+        "required_accountant",
+    )
     for index, target in enumerate(targets):
         checks += _check_target(policy, target, f"targets[{index}]", reader)
     if not targets:
@@ -279,7 +289,14 @@ def _signature_checks(policy: Policy, results: dict[str, Any]) -> list[RuleCheck
 
 
 SINGLE_AUDIT_KINDS = tuple(AUDIT_KINDS)  # declared in audit/machinery/audit_kinds.py
-_MODEL_AND_DATA_RULES = ("max_auc", "max_tpr_at_fpr", "required_accountant", "max_dcr_share", "min_nndr_p10")
+_MODEL_AND_DATA_RULES = (
+    "max_auc",
+    "max_tpr_at_fpr",
+    "max_canary_tpr_at_fpr",
+    "required_accountant",
+    "max_dcr_share",
+    "min_nndr_p10",
+)
 
 
 def evaluate_policy_on_audit(

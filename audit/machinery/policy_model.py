@@ -30,6 +30,11 @@ class PolicyRules(_Strict):
     max_tpr_at_fpr: dict[float, float] | None = Field(
         None, description="FPR level in (0, 1) → largest allowed TPR at that FPR, per attack and target"
     )
+    max_canary_tpr_at_fpr: dict[float, float] | None = Field(
+        None,
+        description="FPR level in (0, 1) → largest allowed share of the audit's planted canaries identified at that "
+        "FPR (TPR), per canary row and target: a release criterion on planted secrets (Carlini et al. 2019)",
+    )
     max_epsilon_lb: float | None = Field(
         None, ge=0, allow_inf_nan=False, description="largest allowed sound empirical ε lower bound"
     )
@@ -68,7 +73,7 @@ class PolicyRules(_Strict):
             return self.max_total_epsilon.get(dataset)
         return self.max_total_epsilon
 
-    @field_validator("max_tpr_at_fpr", mode="before")
+    @field_validator("max_tpr_at_fpr", "max_canary_tpr_at_fpr", mode="before")
     @classmethod
     def _fpr_levels(cls, value: Any) -> Any:
         if not isinstance(value, dict):

@@ -40,9 +40,19 @@ def _check_target(policy: Policy, target: Any, where: str, reader: _Reader) -> l
     label = _eps_label(epsilon)
     checks: list[RuleCheck] = []
 
-    if rules.max_auc is not None or rules.max_tpr_at_fpr:
-        for a_index, attack in enumerate(reader.sequence(target, "attacks", where)):
+    if rules.max_auc is not None or rules.max_tpr_at_fpr or rules.max_canary_tpr_at_fpr:
+        attacks = reader.sequence(target, "attacks", where)
+        for a_index, attack in enumerate(attacks):
             checks += _check_attack(rules, attack, f"{where}.attacks[{a_index}]", label, reader)
+        if rules.max_canary_tpr_at_fpr and not any(isinstance(a, dict) and planted_canaries(a) for a in attacks):
+            checks += [
+                _not_applicable(
+                    f"max_canary_tpr_at_fpr[{level:g}]",
+                    label,
+                    "this target has no rows of planted canaries (`run --preset llm` plants them)",
+                )
+                for level in sorted(rules.max_canary_tpr_at_fpr)
+            ]
 
     if rules.max_epsilon_lb is not None and reader.optional_number(target, "epsilon_lb_best", where) is None:
         checks.append(
@@ -144,7 +154,8 @@ def _check_attack(rules: PolicyRules, attack: Any, where: str, label: str, reade
         # max_auc / max_tpr_at_fpr bound what an attack finds about the training records. A row of planted
         # canaries is a test of the claim (fail_on_violation, max_epsilon_lb read its bound): at ε = ∞ it is the
         # run's power control, whose canaries are meant to be found, and a limit on it would fail every audit
-        # with power.
+        # with power. A release criterion on the planted secrets themselves is its own rule,
+        # max_canary_tpr_at_fpr, which a policy sets where it means it (usually for the DP targets only).
         why = (
             "the row scores canaries the audit planted, not the training records (it measures the audit's power; "
             "fail_on_violation and max_epsilon_lb read its ε bound)"
@@ -153,7 +164,16 @@ def _check_attack(rules: PolicyRules, attack: Any, where: str, label: str, reade
             _not_applicable(rule, label, why, attack=name)
             for rule in (["max_auc"] if rules.max_auc is not None else [])
             + [f"max_tpr_at_fpr[{level:g}]" for level in sorted(rules.max_tpr_at_fpr or {})]
-        ]
+        ] + _tpr_limits(
+            "max_canary_tpr_at_fpr",
+            rules.max_canary_tpr_at_fpr or {},
+            attack,
+            where,
+            label,
+            name,
+            reader,
+            what="share of the planted canaries identified (TPR) at FPR",
+        )
     return _attack_limits(rules, attack, where, label, name, reader)
 
 
@@ -164,8 +184,27 @@ def _attack_limits(
     if rules.max_auc is not None:
         auc = reader.number(attack, "auc", where)
         checks.append(_compare("max_auc", label, name, auc, rules.max_auc, at_most=True, what="AUC"))
-    for level, limit in sorted((rules.max_tpr_at_fpr or {}).items()):
-        rule = f"max_tpr_at_fpr[{level:g}]"
+    checks += _tpr_limits(
+        "max_tpr_at_fpr", rules.max_tpr_at_fpr or {}, attack, where, label, name, reader, what="TPR at FPR"
+    )
+    return checks
+
+
+def _tpr_limits(
+    rule_name: str,
+    limits: dict[float, float],
+    attack: dict[str, Any],
+    where: str,
+    label: str,
+    name: str,
+    reader: _Reader,
+    *,
+    what: str,
+) -> list[RuleCheck]:
+    """One check per FPR level of a `{level: largest TPR}` rule on one attack row's `tpr_at_fpr`."""
+    checks = []
+    for level, limit in sorted(limits.items()):
+        rule = f"{rule_name}[{level:g}]"
         table = reader.mapping(attack, "tpr_at_fpr", where)
         key = next(
             (
@@ -187,7 +226,7 @@ def _attack_limits(
             )
             continue
         tpr = reader.number(table, key, f"{where}.tpr_at_fpr")
-        checks.append(_compare(rule, label, name, tpr, limit, at_most=True, what=f"TPR at FPR {level:g}"))
+        checks.append(_compare(rule, label, name, tpr, limit, at_most=True, what=f"{what} {level:g}"))
     return checks
 
 
