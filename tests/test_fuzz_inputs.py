@@ -23,6 +23,7 @@ from audit.errors import AuditInputError  # noqa: E402
 from audit.machinery.config import PRESETS, AuditConfig, resolve_config  # noqa: E402
 from audit.machinery.input_files import parse_yaml_text  # noqa: E402
 from audit.machinery.policy import evaluate_policy, policy_from_dict, validate_results  # noqa: E402
+from audit.machinery.policy_model import PolicyRules  # noqa: E402
 
 EXAMPLE = json.loads((Path(__file__).parent / "data" / "results_smoke_example.json").read_text())
 PER_EXAMPLE_SECONDS = 10.0  # a hang shows up as a slow example
@@ -93,17 +94,8 @@ def configs(draw):
     return config
 
 
-POLICY_RULES = [
-    "max_auc",
-    "max_tpr_at_fpr",
-    "max_canary_tpr_at_fpr",
-    "max_epsilon_lb",
-    "fail_on_violation",
-    "required_accountant",
-    "max_dcr_share",
-    "min_nndr_p10",
-    "max_aucc",
-]
+# Every rule a policy may set (the model is the one place they are declared), and one near-miss typo.
+POLICY_RULES = [*PolicyRules.model_fields, "max_aucc"]
 
 
 @st.composite
