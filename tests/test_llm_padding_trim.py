@@ -4,6 +4,7 @@ documents' losses and the same DP-SGD training, for less work (the canaries are 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 
 from targets.hf_causal_lm import HFLMSpec, build_hf_lm
@@ -46,6 +47,7 @@ def test_a_trimmed_batch_gives_every_document_the_same_loss_and_gradient():
         assert torch.allclose(whole, cut, atol=1e-6)
 
 
+@pytest.mark.slow  # two DP fine-tunings (Opacus's functorch path and its imports)
 def test_a_dp_fine_tuning_with_trimmed_batches_trains_the_same_weights():
     # Person-level DP-SGD, full fine-tuning (functorch per-sample gradients): trimming changes no
     # clipped per-person gradient and no noise draw, so the weights match the untrimmed loop's.
