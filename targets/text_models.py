@@ -210,6 +210,18 @@ def document_losses(logits: torch.Tensor, token_ids: torch.Tensor, mask: torch.T
     return (per_token * valid).sum(dim=1) / valid.sum(dim=1).clamp(min=1.0)
 
 
+def trim_padding(batch: torch.Tensor, mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """`batch` (and its loss `mask`) without the trailing columns that are [PAD] in every row: a causal
+    model's outputs at a position depend on the positions before it only, and a [PAD] target never counts
+    (`document_losses`), so every document's loss and gradient are the same (up to float rounding) for a
+    fraction of the work — the llm job's canaries are ≈ 15 tokens in rows of 48."""
+    used = (batch != PAD).any(dim=0).nonzero()
+    width = max(int(used.max()) + 1 if len(used) else 0, 2)
+    if width >= batch.shape[1]:
+        return batch, mask
+    return batch[:, :width], None if mask is None else mask[:, : width - 1]
+
+
 def build_text_model(vocab_size: int, spec: TextTrainingSpec, seed: int) -> TinyCausalLM:
     torch.manual_seed(seed)
     return TinyCausalLM(
@@ -315,13 +327,15 @@ def train_language_model(
     grad_sample_mode: str = "hooks",
     quiet: bool = False,
     on_epoch: Callable[[int, int], None] | None = None,
+    trim: bool = False,
 ) -> TrainedTextTarget:
     """Train `model` (on `device`; its parameters that require a gradient) on `token_ids`, the loop of
     both causal LMs (`train_text_target`; targets.hf_causal_lm's GPT-2, full or LoRA): ε = ∞ =
     Adam on shuffled batches of documents (`schedule`: epochs, batch size, clipping norm; `lr` apart: LoRA
     has its own); finite ε = Opacus DP-SGD at that ε (persons when `owners`
     is given; `copies` as `PersonBatches`'s, repeated where the unit is the document; `loss_mask` one
-    row per document, the targets its loss counts, as `document_losses`'s). Returns the
+    row per document, the targets its loss counts, as `document_losses`'s; `trim`: each batch without its
+    all-[PAD] trailing columns, `trim_padding` — the llm job's; the text job keeps its rows whole). Returns the
     target with its plain model (Opacus wrapper removed) on the CPU in eval mode."""
     from torch.utils.data import DataLoader, TensorDataset
 
@@ -363,7 +377,15 @@ def train_language_model(
         )
     sample_rate = 1.0 / len(loader)
     steps, last, seconds = train_on_documents(
-        net, optimizer, loader, epochs=schedule.epochs, device=device, persons=persons, on_epoch=on_epoch, quiet=quiet
+        net,
+        optimizer,
+        loader,
+        epochs=schedule.epochs,
+        device=device,
+        persons=persons,
+        on_epoch=on_epoch,
+        quiet=quiet,
+        trim=trim,
     )
     plain = net._module if private else net
     noise, accountant_eps = None, None
@@ -400,11 +422,12 @@ def train_on_documents(
     persons: PersonBatches | None,
     on_epoch: Callable[[int, int], None] | None = None,
     quiet: bool = False,
+    trim: bool = False,
 ) -> tuple[int, float, float]:
     """The training loop of both causal LMs (this module's `TinyCausalLM`, `targets.hf_causal_lm`'s GPT-2):
     mean document loss, one optimizer step per non-empty batch; with `persons` (user-level DP) each drawn
     person's documents, their per-sample gradients summed per person before Opacus clips them.
-    `quiet`: Opacus's warnings silenced. Returns (steps, the last batch's loss, seconds)."""
+    `quiet`: Opacus's warnings silenced; `trim`: each batch through `trim_padding`. Returns (steps, the last batch's loss, seconds)."""
     steps, last = 0, float("nan")
     started = time.perf_counter()
     with torch_threads(1 if device.type == "cpu" else None), warnings.catch_warnings() if quiet else nullcontext():
@@ -421,6 +444,8 @@ def train_on_documents(
                     weights = persons.weights(batch).to(device)
                     mask = persons.masks(batch)
                     batch, owner = persons.documents(batch)
+                if trim:
+                    batch, mask = trim_padding(batch, mask)
                 batch = batch.to(device)
                 optimizer.zero_grad(set_to_none=True)
                 losses = document_losses(model(batch), batch, None if mask is None else mask.to(device))
