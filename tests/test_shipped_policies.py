@@ -38,7 +38,7 @@ def _promises(path: Path) -> dict[str, str]:
 def examples(tmp_path_factory) -> dict[str, dict]:
     # smoke: the results.json of a real `run --preset smoke` (schema 3, white-box twins); default:
     # the stored default-run results; audit-scores: coin-flip members, scores that know nothing; llm: the
-    # results.json of a real `run --preset llm` (wave 8, b9a8d37; MLflow and integrity fields dropped).
+    # results.json of a real `run --preset llm` (wave 10, run 20261128T012101Z; MLflow and integrity fields dropped).
     rng = np.random.default_rng(36)
     n = 2000
     frame = pd.DataFrame({"member": rng.integers(0, 2, n), "score": rng.normal(size=n)})
