@@ -14,10 +14,15 @@ STAMP  := $(VENV)/.installed-$(EXTRAS)
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "privacy-audit needs Python >= 3.11 (set PYTHON=python3.11)")'
 	$(PYTHON) -m venv $(VENV)
-	@# torch 2.13.0 first: where a CPU build of it is cached locally pip takes that (fast, small);
-	@# elsewhere pip takes the normal build for the platform (CUDA on Linux GPUs).
-	$(BIN)/python -m pip install -q torch==2.13.0 || echo "torch==2.13.0 unavailable: the project's torch>= range decides"
-	$(BIN)/python -m pip install -q -e '.[$(EXTRAS)]'
+	@# torch 2.13.0 pinned in the same install: where a CPU build of it is cached locally pip takes that (fast,
+	@# small); elsewhere pip takes the normal build for the platform (CUDA on Linux GPUs); where 2.13.0 is not to
+	@# be had at all, the project's torch>= range decides (the second command).
+	@# --no-compile: pip byte-compiled every installed .py (24,000 files; torch, ray, transformers, pandas ship
+	@# thousands each, most never imported): ~120 s of a fresh clone's setup CPU. Python compiles a module the
+	@# first time it is imported and keeps the .pyc, so only what runs is compiled, once (docs/test-suite.md, wave 10).
+	$(BIN)/python -m pip install -q --no-compile torch==2.13.0 -e '.[$(EXTRAS)]' \
+		|| { echo "torch==2.13.0 unavailable: the project's torch>= range decides"; \
+		     $(BIN)/python -m pip install -q --no-compile -e '.[$(EXTRAS)]'; }
 	@touch $(STAMP)
 
 setup: $(STAMP)
@@ -32,7 +37,7 @@ $(ANON_STAMP): $(STAMP)
 	$(BIN)/python -m venv --without-pip $(ANON_VENV)
 	$(BIN)/python -c 'import site, sysconfig; print("import site; site.addsitedir(%r)" % sysconfig.get_paths()["purelib"])' \
 		> "$$($(ANON_VENV)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/project-venv.pth"
-	$(BIN)/python -m pip --python $(ANON_VENV)/bin/python install -q --no-deps \
+	$(BIN)/python -m pip --python $(ANON_VENV)/bin/python install -q --no-deps --no-compile \
 		anonymeter==1.1.0 numba llvmlite polars polars-runtime-32
 	@touch $(ANON_STAMP)
 
