@@ -31,6 +31,7 @@ from scipy import special, stats
 
 from audit.statistics.binomial import binom_cdf_scalar
 from audit.statistics.epsilon_bounds import clopper_pearson_upper
+from audit.statistics.pld_deltas import pld_deltas
 
 __all__ = [
     "PrivacyProfile",
@@ -92,7 +93,8 @@ def dpsgd_privacy_profile(
         use_connect_dots=True,
     ).self_compose(t)
     grid = np.linspace(0.0, EPSILON_GRID_MAX, EPSILON_GRID_POINTS)
-    deltas = np.clip(np.asarray(distribution.get_delta_for_epsilon(grid), dtype=float), 0.0, 1.0)
+    # The library's get_delta_for_epsilon(grid), bit for bit, without its Python loop (audit.statistics.pld_deltas).
+    deltas = np.clip(pld_deltas(distribution, grid), 0.0, 1.0)
     return PrivacyProfile(
         tuple(float(v) for v in grid),
         tuple(float(v) for v in deltas),
