@@ -35,6 +35,11 @@ def _ys(seed: int) -> np.ndarray:
         pytest.param(pair_privacy_profile(1.0, 0.0), id="pure_pair"),
         pytest.param(pair_privacy_profile(0.5, 1e-5), id="approx_pair"),
         pytest.param(PrivacyProfile((0.0, 0.3, 0.3, 2.0), (0.4, 0.1, 0.1, 0.0), "ties"), id="tied_lines"),
+        pytest.param(
+            PrivacyProfile((0.5, 800.0), (0.01, 0.0), "beyond e^709"),
+            id="overflowing_scale",  # the reference's own overflow (inf·0 at y = 1) is the behaviour kept
+            marks=pytest.mark.filterwarnings("ignore::RuntimeWarning"),
+        ),
     ],
 )
 def test_the_fast_inverse_equals_the_reference_on_every_y(profile):

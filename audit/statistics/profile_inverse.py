@@ -31,10 +31,12 @@ from audit.statistics.tradeoff_curves import PrivacyProfile
 
 __all__ = ["profile_inverse_fast", "profile_inverse_reference"]
 
-# Bins: 2^12 equal bins on [2^-12, 1]; below, one bin per binary exponent [2^(e-1), 2^e] (the recursion
-# starts at y = α·c/m, as small as 10⁻⁴⁰ in the p-value's bisection); and y = 0 alone.
-_UNIFORM_BITS = 12
-_UNIFORM_BINS = 1 << _UNIFORM_BITS
+# Coarse bins: 2^8 equal bins on [2^-8, 1]; below, one per binary exponent [2^(e-1), 2^e] (the recursion
+# starts at y = α·c/m, as small as 10⁻⁴⁰ in the p-value's bisection); y = 0 alone. Each coarse bin is cut
+# into 2^6 equal fine bins (not below 2^-1000, where the cuts would not be exact binary fractions); a fine
+# bin's lines are sought among its coarse bin's kept lines (module docstring: still every possible maximum).
+_COARSE_BITS, _FINE_BITS = 8, 6
+_SUBNORMAL_SAFE_EXPONENT = -1000
 # A bin whose kept lines are more than this is evaluated with numpy over the kept lines (same values).
 _PYTHON_LINES = 48
 # 16 units of 2⁻⁵³ times the terms' magnitude: a line's value at y and at a bin's end each cost ≤ 3 of them,
@@ -56,61 +58,93 @@ def profile_inverse_reference(profile: PrivacyProfile) -> Callable[[float], floa
     return inverse
 
 
-def _bin_of(y: float) -> tuple[int, float, float]:
-    """(key, a, b): the bin [a, b] ∋ y (exact binary fractions, so y ∈ [a, b] holds exactly)."""
-    if y >= 1.0 / _UNIFORM_BINS:
-        k = min(int(y * _UNIFORM_BINS), _UNIFORM_BINS - 1)
-        return k, k / _UNIFORM_BINS, (k + 1) / _UNIFORM_BINS
+def _bins_of(y: float) -> tuple[tuple[int, float, float], tuple[int, float, float]]:
+    """((key, a, b) of the coarse bin, (key, a, b) of the fine bin) ∋ y, y in [0, 1]: exact binary
+    fractions, so y ∈ [a, b] holds exactly, and the fine bin lies inside the coarse one."""
+    coarse, fine = 1 << _COARSE_BITS, 1 << (_COARSE_BITS + _FINE_BITS)
+    if y >= 1.0 / coarse:
+        k, j = min(int(y * coarse), coarse - 1), min(int(y * fine), fine - 1)
+        return (k, k / coarse, (k + 1) / coarse), (j, j / fine, (j + 1) / fine)
     if y <= 0.0:
-        return -1, 0.0, 0.0
-    _, e = math.frexp(y)  # y = mantissa·2^e, mantissa ∈ [½, 1): y ∈ [2^(e−1), 2^e)
-    return -10_000 + e, math.ldexp(1.0, e - 1), math.ldexp(1.0, e)
+        return (-1, 0.0, 0.0), (-1, 0.0, 0.0)
+    mantissa, e = math.frexp(y)  # y = mantissa·2^e, mantissa ∈ [½, 1): y ∈ [2^(e−1), 2^e)
+    octave = (-10_000 + e, math.ldexp(1.0, e - 1), math.ldexp(1.0, e))
+    if e - 1 - _FINE_BITS < _SUBNORMAL_SAFE_EXPONENT:
+        return octave, octave
+    part = int((2.0 * mantissa - 1.0) * (1 << _FINE_BITS))  # exact: y ∈ 2^(e−1)·[1 + part/64, 1 + (part+1)/64)
+    start = (1 << _FINE_BITS) + part
+    return octave, (
+        -10_000_000 + e * 1000 + part,
+        math.ldexp(float(start), e - 1 - _FINE_BITS),
+        math.ldexp(float(start + 1), e - 1 - _FINE_BITS),
+    )
+
+
+def _kept_lines(
+    a: float, b: float, d_first: np.ndarray, s_first: np.ndarray, d_second: np.ndarray, u_second: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Indices of the first-family lines (y − δ)·s and second-family lines (1 − δ) − (1 − y)·u that can
+    give the floating-point maximum somewhere in [a, b] with a value ≥ 0 (below 0 the result is 0,
+    whatever the line): those whose larger end value plus its error bound reaches the largest smaller
+    end value less its error bound, and 0."""
+    first_a, first_b = (a - d_first) * s_first, (b - d_first) * s_first
+    one_minus = 1.0 - d_second
+    second_a, second_b = one_minus - (1.0 - a) * u_second, one_minus - (1.0 - b) * u_second
+    err_first = _ERROR_UNITS * (b + d_first) * s_first
+    err_second = _ERROR_UNITS * (1.0 + d_second + (1.0 - a) * u_second)
+    low = max(
+        0.0,
+        float(np.max(np.minimum(first_a, first_b) - err_first, initial=-np.inf)),
+        float(np.max(np.minimum(second_a, second_b) - err_second, initial=-np.inf)),
+    )
+    return (
+        np.flatnonzero(np.maximum(first_a, first_b) + err_first >= low),
+        np.flatnonzero(np.maximum(second_a, second_b) + err_second >= low),
+    )
 
 
 def profile_inverse_fast(profile: PrivacyProfile) -> Callable[[float], float]:
     """f̄⁻¹ of the profile's curve, equal bit for bit to `profile_inverse_reference` (module docstring)."""
     eps, deltas = profile.arrays()
     scale_down, scale_up = np.exp(-eps), np.exp(eps)
-    one_minus = 1.0 - deltas
-    memo: dict[int, tuple] = {}
+    if not (np.all(np.isfinite(scale_up)) and np.all(scale_down > 0)):
+        return profile_inverse_reference(profile)  # ε' beyond e^709: inf·0 would make NaNs; no fast path
+    every = np.arange(deltas.size)
+    coarse_memo: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    fine_memo: dict[int, tuple] = {}
 
-    def kept(a: float, b: float) -> tuple:
-        first_a, first_b = (a - deltas) * scale_down, (b - deltas) * scale_down
-        second_a, second_b = one_minus - (1.0 - a) * scale_up, one_minus - (1.0 - b) * scale_up
-        err_first = _ERROR_UNITS * (b + deltas) * scale_down
-        err_second = _ERROR_UNITS * (1.0 + deltas + (1.0 - a) * scale_up)
-        low = max(
-            float(np.max(np.minimum(first_a, first_b) - err_first)),
-            float(np.max(np.minimum(second_a, second_b) - err_second)),
-        )
-        keep_first = np.flatnonzero(np.maximum(first_a, first_b) + err_first >= low)
-        keep_second = np.flatnonzero(np.maximum(second_a, second_b) + err_second >= low)
-        if keep_first.size + keep_second.size > _PYTHON_LINES:
-            return (
-                "numpy",
-                (deltas[keep_first], scale_down[keep_first]),
-                (deltas[keep_second], scale_up[keep_second]),
+    def lines(y: float) -> tuple:
+        (coarse_key, ca, cb), (fine_key, a, b) = _bins_of(y)
+        found = fine_memo.get(fine_key)
+        if found is not None:
+            return found
+        parent = coarse_memo.get(coarse_key)
+        if parent is None:
+            kept = _kept_lines(ca, cb, deltas, scale_down, deltas, scale_up)
+            parent = coarse_memo[coarse_key] = (every[kept[0]], every[kept[1]])
+        first, second = parent
+        keep_first, keep_second = _kept_lines(a, b, deltas[first], scale_down[first], deltas[second], scale_up[second])
+        first, second = first[keep_first], second[keep_second]
+        if first.size + second.size > _PYTHON_LINES:
+            found = ("numpy", deltas[first], scale_down[first], deltas[second], scale_up[second])
+        else:
+            found = (
+                "python",
+                [(float(deltas[i]), float(scale_down[i])) for i in first],
+                [(float(deltas[i]), float(scale_up[i])) for i in second],
             )
-        return (
-            "python",
-            [(float(deltas[i]), float(scale_down[i])) for i in keep_first],
-            [(float(deltas[i]), float(scale_up[i])) for i in keep_second],
-        )
+        fine_memo[fine_key] = found
+        return found
 
     def inverse(y: float) -> float:
         y = min(max(float(y), 0.0), 1.0)
-        key, a, b = _bin_of(y)
-        lines = memo.get(key)
-        if lines is None:
-            lines = memo[key] = kept(a, b)
-        kind, first, second = lines
-        if kind == "numpy":
-            (d1, s1), (d2, s2) = first, second
+        found = lines(y)
+        if found[0] == "numpy":
+            _, d1, s1, d2, u2 = found
             values = [float(np.max((y - d1) * s1))] if d1.size else []
-            values += [float(np.max(1.0 - d2 - (1.0 - y) * s2))] if d2.size else []
-            best = max(values)
+            values += [float(np.max(1.0 - d2 - (1.0 - y) * u2))] if d2.size else []
         else:
-            best = max([(y - d) * s for d, s in first] + [(1.0 - d) - (1.0 - y) * u for d, u in second])
-        return float(min(1.0, max(0.0, best)))
+            values = [(y - d) * s for d, s in found[1]] + [(1.0 - d) - (1.0 - y) * u for d, u in found[2]]
+        return float(min(1.0, max(0.0, *values))) if values else 0.0
 
     return inverse
