@@ -270,13 +270,27 @@ def _log_factorials(n: int) -> np.ndarray:
     return special.gammaln(np.arange(n + 1) + 1)
 
 
-def _prob_weighted_at_most(fn: int, fp: int, n_in: int, n_out: int, slope: float, p_fpr: float, p_fnr: float) -> float:
+def _prob_weighted_at_most(
+    fn: int,
+    fp: int,
+    n_in: int,
+    n_out: int,
+    slope: float,
+    p_fpr: float,
+    p_fnr: float,
+    pmf_memo: dict[float, tuple[np.ndarray, np.ndarray]] | None = None,
+) -> float:
     """Upper bound on P(FN'/n_in + slope·FP'/n_out ≤ fn/n_in + slope·fp/n_out) for FP' ~ Bin(n_out,
     p_fpr), FN' ~ Bin(n_in, p_fnr) independent: the exact sum over FP' within 12 standard deviations
     of its mean, the omitted mass counted in full (so leaving it out can only raise the bound)."""
-    spread = 12.0 * math.sqrt(n_out * p_fpr * (1.0 - p_fpr)) + 2.0
-    x = np.arange(max(0, math.floor(n_out * p_fpr - spread)), min(n_out, math.ceil(n_out * p_fpr + spread)) + 1)
-    pmf = _binomial_pmf(x, n_out, p_fpr)
+    found = None if pmf_memo is None else pmf_memo.get(p_fpr)
+    if found is None:
+        spread = 12.0 * math.sqrt(n_out * p_fpr * (1.0 - p_fpr)) + 2.0
+        x = np.arange(max(0, math.floor(n_out * p_fpr - spread)), min(n_out, math.ceil(n_out * p_fpr + spread)) + 1)
+        found = (x, _binomial_pmf(x, n_out, p_fpr))
+        if pmf_memo is not None:  # (x, pmf) depend on n_out and p_fpr alone: the caller's n_out is fixed
+            pmf_memo[p_fpr] = found
+    x, pmf = found
     # Largest FN' with the statistic ≤ the observed one; integer-exact at x = fp (the observed point counts).
     k = np.minimum(fn + np.floor(n_in * slope * (fp - x) / n_out + 1e-9), n_in).astype(np.int64)
     cdf = np.zeros(k.size)
@@ -335,7 +349,19 @@ def tangent_test_p_value(
     observed = fn / n1 + s * fp / n0
     hoeffding_scale = 1.0 / n1 + s * s / n0  # Σ of squared ranges of the 0/1 terms of W'
 
+    # A halved cell's left half keeps its parent's left corner and curve value: each is computed once
+    # (the same pure function on the same arguments; memoised within this call only).
+    corners: dict[tuple[float, float, bool], float] = {}
+    false_positive_pmfs: dict[float, tuple[np.ndarray, np.ndarray]] = {}  # a cell's two corners share its FPR
+    curve: dict[float, float] = {}
+
     def corner_bound(a: float, b: float, attained: bool = False) -> float:
+        key = (a, b, attained)
+        if key not in corners:
+            corners[key] = _corner_bound(a, b, attained)
+        return corners[key]
+
+    def _corner_bound(a: float, b: float, attained: bool) -> float:
         # Far above the observed W, Hoeffding's bound settles the cell without the exact sum; as a
         # value "attained on the curve" it would overstate, so there the lower value 0 is used.
         gap = b + s * a - observed
@@ -343,13 +369,20 @@ def tangent_test_p_value(
             cheap = math.exp(-2.0 * gap * gap / hoeffding_scale)
             if cheap < 1e-9:
                 return 0.0 if attained else cheap
-        return _prob_weighted_at_most(fn, fp, n1, n0, s, a, b)
+        return _prob_weighted_at_most(fn, fp, n1, n0, s, a, b, false_positive_pmfs)
 
-    edges = np.linspace(0.0, 1.0, 33)
+    def floors_of(cells: list[tuple[float, float]]) -> list[tuple[float, float]]:
+        # f at the cells' ends; each α's value is computed once (row by row: the same value in any batch).
+        new = sorted({a for cell in cells for a in cell if a not in curve})
+        if new:
+            curve.update(zip(new, (float(v) for v in tradeoff_from_profile(profile, np.array(new)))))
+        return [(curve[lo], curve[hi]) for lo, hi in cells]
+
+    edges = [float(e) for e in np.linspace(0.0, 1.0, 33)]
     cells = list(zip(edges[:-1], edges[1:]))
     attained, upper = 0.0, 1.0
     for _ in range(40):
-        floors = tradeoff_from_profile(profile, np.array([c for cell in cells for c in cell])).reshape(-1, 2)
+        floors = floors_of(cells)
         bounds = [corner_bound(lo, f_hi) for (lo, _), (_, f_hi) in zip(cells, floors)]
         upper = max(bounds)
         # Values attained on the curve, in the cells that could still hold the supremum.
@@ -368,6 +401,8 @@ def tangent_test_p_value(
         if not open_cells or len(open_cells) > MAX_OPEN_CELLS:
             break  # precise enough, or flat over a wide range: `upper` is still a valid bound
         cells = [half for lo, hi in open_cells for half in ((lo, (lo + hi) / 2), ((lo + hi) / 2, hi))]
+        kept = {lo for lo, _ in cells}  # the pmfs the next cells can use (a few MiB at most)
+        false_positive_pmfs = {a: v for a, v in false_positive_pmfs.items() if a in kept}
     return float(min(1.0, max(upper, P_VALUE_FLOOR)))
 
 
