@@ -21,7 +21,7 @@ def _ys(seed: int) -> np.ndarray:
             edges,
             np.nextafter(edges, 2.0),
             np.nextafter(edges, -1.0),
-            [0.0, 1.0, 5e-324, 2.0**-12, -1.0, 2.0, np.inf],
+            [0.0, 1.0, 5e-324, 2.0**-8, 2.0**-12, -1.0, 2.0, np.inf, np.nan],
         ]
     )
 

@@ -12,9 +12,14 @@ not depend on which other lines are evaluated; the maximum over any subset that 
 is the maximum over all. For a bin [a, b] of y, a line can be the (floating-point) maximum somewhere in it
 only if its larger end value, plus a bound on its rounding error, reaches the largest smaller end value
 of any line less that line's error bound (each line is linear, so its extremes on [a, b] are its end
-values). Only those lines are kept for the bin (computed once per bin visited, on first use), and y is
-evaluated on them alone. The error bounds are 16 units of 2⁻⁵³ times the terms' magnitudes, more than
-the roundings of a value at y, at the bin's end and of the bounds themselves can cost together. `profile_inverse_reference` is the plain evaluation over
+values) — and, as the result is floored at 0, only if that larger end value plus its error bound is ≥ 0
+(when every line is below 0 the result is 0 whichever are kept). Only those lines are kept for the bin
+(computed once per bin visited, on first use), and y is evaluated on them alone. Bins come in two levels:
+a fine bin's lines are sought among its coarse bin's kept lines, which hold every line that can be the
+maximum anywhere in the coarse bin, so in the fine bin too; the threshold computed over that subset is
+no higher than over every line, so nothing that can be the maximum is dropped. The error bounds are 16
+units of 2⁻⁵³ times the terms' magnitudes, more than the roundings of a value at y, at the bin's end and
+of the bounds themselves can cost together. `profile_inverse_reference` is the plain evaluation over
 every line; tests/test_profile_inverse.py checks both agree bit for bit on dense and tiny y.
 
 Pure functions (a closure's per-bin memo changes no result), no I/O.
@@ -33,9 +38,9 @@ __all__ = ["profile_inverse_fast", "profile_inverse_reference"]
 
 # Coarse bins: 2^8 equal bins on [2^-8, 1]; below, one per binary exponent [2^(e-1), 2^e] (the recursion
 # starts at y = α·c/m, as small as 10⁻⁴⁰ in the p-value's bisection); y = 0 alone. Each coarse bin is cut
-# into 2^6 equal fine bins (not below 2^-1000, where the cuts would not be exact binary fractions); a fine
+# into 2^3 equal fine bins (not below 2^-1000, where the cuts would not be exact binary fractions); a fine
 # bin's lines are sought among its coarse bin's kept lines (module docstring: still every possible maximum).
-_COARSE_BITS, _FINE_BITS = 8, 6
+_COARSE_BITS, _FINE_BITS = 8, 3
 _SUBNORMAL_SAFE_EXPONENT = -1000
 # A bin whose kept lines are more than this is evaluated with numpy over the kept lines (same values).
 _PYTHON_LINES = 48
@@ -71,7 +76,7 @@ def _bins_of(y: float) -> tuple[tuple[int, float, float], tuple[int, float, floa
     octave = (-10_000 + e, math.ldexp(1.0, e - 1), math.ldexp(1.0, e))
     if e - 1 - _FINE_BITS < _SUBNORMAL_SAFE_EXPONENT:
         return octave, octave
-    part = int((2.0 * mantissa - 1.0) * (1 << _FINE_BITS))  # exact: y ∈ 2^(e−1)·[1 + part/64, 1 + (part+1)/64)
+    part = int((2.0 * mantissa - 1.0) * (1 << _FINE_BITS))  # exact: y ∈ 2^(e−1)·[1 + part/8, 1 + (part+1)/8)
     start = (1 << _FINE_BITS) + part
     return octave, (
         -10_000_000 + e * 1000 + part,
@@ -126,25 +131,47 @@ def profile_inverse_fast(profile: PrivacyProfile) -> Callable[[float], float]:
         keep_first, keep_second = _kept_lines(a, b, deltas[first], scale_down[first], deltas[second], scale_up[second])
         first, second = first[keep_first], second[keep_second]
         if first.size + second.size > _PYTHON_LINES:
-            found = ("numpy", deltas[first], scale_down[first], deltas[second], scale_up[second])
-        else:
+            found = (True, deltas[first], scale_down[first], deltas[second], scale_up[second])
+        else:  # second-family lines as (1 − δ, e^ε): the reference forms 1 − δ first, too
             found = (
-                "python",
+                False,
                 [(float(deltas[i]), float(scale_down[i])) for i in first],
-                [(float(deltas[i]), float(scale_up[i])) for i in second],
+                [(float(1.0 - deltas[i]), float(scale_up[i])) for i in second],
             )
         fine_memo[fine_key] = found
         return found
 
+    lowest_uniform, fine_scale = 2.0**-_COARSE_BITS, float(1 << (_COARSE_BITS + _FINE_BITS))
+    last_uniform, fine_parts = (1 << (_COARSE_BITS + _FINE_BITS)) - 1, 1 << _FINE_BITS
+
     def inverse(y: float) -> float:
         y = min(max(float(y), 0.0), 1.0)
-        found = lines(y)
-        if found[0] == "numpy":
+        if y != y:
+            return 0.0  # NaN: the reference's max(0.0, nan, nan) is 0.0
+        # The fine bin's key of `_bins_of`, read without building the bins.
+        if y >= lowest_uniform:
+            found = fine_memo.get(min(int(y * fine_scale), last_uniform))
+        else:
+            mantissa, e = math.frexp(y)
+            found = fine_memo.get(-10_000_000 + e * 1000 + int((2.0 * mantissa - 1.0) * fine_parts))
+        if found is None:
+            found = lines(y)
+        if found[0]:
             _, d1, s1, d2, u2 = found
             values = [float(np.max((y - d1) * s1))] if d1.size else []
             values += [float(np.max(1.0 - d2 - (1.0 - y) * u2))] if d2.size else []
-        else:
-            values = [(y - d) * s for d, s in found[1]] + [(1.0 - d) - (1.0 - y) * u for d, u in found[2]]
-        return float(min(1.0, max(0.0, *values))) if values else 0.0
+            return float(min(1.0, max(0.0, *values))) if values else 0.0
+        # max(0.0, every value), as the reference's max(0.0, max(first), max(second)): ties are equal values.
+        best = 0.0
+        for d, scale in found[1]:
+            value = (y - d) * scale
+            if value > best:
+                best = value
+        rest = 1.0 - y
+        for one_minus_d, scale in found[2]:
+            value = one_minus_d - rest * scale
+            if value > best:
+                best = value
+        return 1.0 if best > 1.0 else best
 
     return inverse
