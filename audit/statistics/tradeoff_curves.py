@@ -270,6 +270,18 @@ def _log_factorials(n: int) -> np.ndarray:
     return special.gammaln(np.arange(n + 1) + 1)
 
 
+@lru_cache(maxsize=512)
+def _false_positive_pmf(n_out: int, p_fpr: float) -> tuple[np.ndarray, np.ndarray]:
+    """(x, Bin(n_out, p_fpr) pmf at x) over FP' within 12 standard deviations of its mean: the same
+    arrays for the same (n_out, p_fpr), which the p-value's cells share (a cell's two corners, a halved
+    cell's left half, the 33 first edges in every call at one n_out): computed once. Read-only."""
+    spread = 12.0 * math.sqrt(n_out * p_fpr * (1.0 - p_fpr)) + 2.0
+    x = np.arange(max(0, math.floor(n_out * p_fpr - spread)), min(n_out, math.ceil(n_out * p_fpr + spread)) + 1)
+    pmf = _binomial_pmf(x, n_out, p_fpr)
+    x.flags.writeable = pmf.flags.writeable = False
+    return x, pmf
+
+
 def _prob_weighted_at_most(
     fn: int,
     fp: int,
@@ -278,19 +290,11 @@ def _prob_weighted_at_most(
     slope: float,
     p_fpr: float,
     p_fnr: float,
-    pmf_memo: dict[float, tuple[np.ndarray, np.ndarray]] | None = None,
 ) -> float:
     """Upper bound on P(FN'/n_in + slope·FP'/n_out ≤ fn/n_in + slope·fp/n_out) for FP' ~ Bin(n_out,
     p_fpr), FN' ~ Bin(n_in, p_fnr) independent: the exact sum over FP' within 12 standard deviations
     of its mean, the omitted mass counted in full (so leaving it out can only raise the bound)."""
-    found = None if pmf_memo is None else pmf_memo.get(p_fpr)
-    if found is None:
-        spread = 12.0 * math.sqrt(n_out * p_fpr * (1.0 - p_fpr)) + 2.0
-        x = np.arange(max(0, math.floor(n_out * p_fpr - spread)), min(n_out, math.ceil(n_out * p_fpr + spread)) + 1)
-        found = (x, _binomial_pmf(x, n_out, p_fpr))
-        if pmf_memo is not None:  # (x, pmf) depend on n_out and p_fpr alone: the caller's n_out is fixed
-            pmf_memo[p_fpr] = found
-    x, pmf = found
+    x, pmf = _false_positive_pmf(n_out, p_fpr)
     # Largest FN' with the statistic ≤ the observed one; integer-exact at x = fp (the observed point counts).
     k = np.minimum(fn + np.floor(n_in * slope * (fp - x) / n_out + 1e-9), n_in).astype(np.int64)
     cdf = np.zeros(k.size)
@@ -350,9 +354,9 @@ def tangent_test_p_value(
     hoeffding_scale = 1.0 / n1 + s * s / n0  # Σ of squared ranges of the 0/1 terms of W'
 
     # A halved cell's left half keeps its parent's left corner and curve value: each is computed once
-    # (the same pure function on the same arguments; memoised within this call only).
+    # (the same pure function on the same arguments; memoised within this call only; the false-positive
+    # pmfs across calls, `_false_positive_pmf`).
     corners: dict[tuple[float, float, bool], float] = {}
-    false_positive_pmfs: dict[float, tuple[np.ndarray, np.ndarray]] = {}  # a cell's two corners share its FPR
     curve: dict[float, float] = {}
 
     def corner_bound(a: float, b: float, attained: bool = False) -> float:
@@ -369,7 +373,7 @@ def tangent_test_p_value(
             cheap = math.exp(-2.0 * gap * gap / hoeffding_scale)
             if cheap < 1e-9:
                 return 0.0 if attained else cheap
-        return _prob_weighted_at_most(fn, fp, n1, n0, s, a, b, false_positive_pmfs)
+        return _prob_weighted_at_most(fn, fp, n1, n0, s, a, b)
 
     def floors_of(cells: list[tuple[float, float]]) -> list[tuple[float, float]]:
         # f at the cells' ends; each α's value is computed once (row by row: the same value in any batch).
@@ -401,8 +405,6 @@ def tangent_test_p_value(
         if not open_cells or len(open_cells) > MAX_OPEN_CELLS:
             break  # precise enough, or flat over a wide range: `upper` is still a valid bound
         cells = [half for lo, hi in open_cells for half in ((lo, (lo + hi) / 2), ((lo + hi) / 2, hi))]
-        kept = {lo for lo, _ in cells}  # the pmfs the next cells can use (a few MiB at most)
-        false_positive_pmfs = {a: v for a, v in false_positive_pmfs.items() if a in kept}
     return float(min(1.0, max(upper, P_VALUE_FLOOR)))
 
 
