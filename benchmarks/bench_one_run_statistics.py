@@ -20,7 +20,7 @@ import time
 
 import numpy as np
 
-from audit.statistics import fdp_one_run, tradeoff_curves
+from audit.statistics import fdp_one_run, one_run_power, tradeoff_curves
 from audit.statistics.one_run_power import one_run_row
 
 # (ε target, σ) of the default run's DP targets; q = 1/19, T = 570 for all (results_default_example.json).
@@ -29,7 +29,12 @@ SAMPLE_RATE, STEPS, DELTA = 0.05263157894736842, 570, 1e-5
 
 
 def _clear_caches() -> None:
-    for function in (tradeoff_curves.dpsgd_privacy_profile, getattr(fdp_one_run, "profile_blow_up_inverse", None)):
+    for function in (
+        tradeoff_curves.dpsgd_privacy_profile,
+        fdp_one_run.profile_blow_up_inverse,
+        one_run_power.fdp_perfect_p_value,
+        getattr(tradeoff_curves, "_false_positive_pmf", None),
+    ):
         if hasattr(function, "cache_clear"):
             function.cache_clear()
 
