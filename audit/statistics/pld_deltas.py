@@ -35,8 +35,9 @@ def _dense_deltas(pmf: Any, epsilons: np.ndarray) -> np.ndarray | None:
     upper = np.cumsum(np.concatenate(([pmf._infinity_mass], probs[::-1])))
     lower = np.cumsum(np.concatenate(([0.0], probs[::-1] * np.exp(-losses[::-1]))))
     added = probs.size - np.searchsorted(losses, epsilons, side="right")  # losses ℓ > ε' (sorted ascending)
-    deltas = upper[added] - np.exp(epsilons) * lower[added]
-    return np.where(np.isposinf(epsilons), pmf._infinity_mass, deltas)
+    infinite = np.isposinf(epsilons)  # the library's δ(∞) is the infinite loss's mass (no e^∞ · 0)
+    deltas = upper[added] - np.exp(np.where(infinite, 0.0, epsilons)) * lower[added]
+    return np.where(infinite, pmf._infinity_mass, deltas)
 
 
 def pld_deltas(distribution: Any, epsilons: np.ndarray) -> np.ndarray:
