@@ -38,6 +38,7 @@ from audit.statistics.one_run_guesses import (
     choose_guess_rule,
     pilot_split,
 )
+from audit.statistics.profile_inverse import profile_inverse_fast
 from audit.statistics.tradeoff_curves import PrivacyProfile
 
 __all__ = [
@@ -55,18 +56,11 @@ def gdp_blow_up_inverse(mu: float) -> Callable[[float], float]:
     return lambda y: float(special.ndtr(special.ndtri(min(max(y, 0.0), 1.0)) - m))
 
 
+@functools.lru_cache(maxsize=32)  # one twin asks for the same curve's inverse for many canary counts
 def profile_blow_up_inverse(profile: PrivacyProfile) -> Callable[[float], float]:
-    """f̄⁻¹ of the curve a privacy profile implies (see the module docstring)."""
-    eps, deltas = profile.arrays()
-    scale_down, scale_up = np.exp(-eps), np.exp(eps)
-
-    def inverse(y: float) -> float:
-        y = min(max(float(y), 0.0), 1.0)
-        first = (y - deltas) * scale_down
-        second = 1.0 - deltas - (1.0 - y) * scale_up
-        return float(min(1.0, max(0.0, np.max(first), np.max(second))))
-
-    return inverse
+    """f̄⁻¹ of the curve a privacy profile implies (see the module docstring), evaluated on the lines that
+    can be largest near y (`profile_inverse.profile_inverse_fast`: bit for bit the value over every line)."""
+    return profile_inverse_fast(profile)
 
 
 def _check_counts(m: int, n_guess: int, n_correct: int) -> tuple[int, int, int]:

@@ -11,6 +11,7 @@ first Holm level α/K whether the row could have refuted its claim (`whitebox_po
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -31,6 +32,7 @@ NEEDED_M_FACTORS = (1, 2, 4, 8, 16, 32, 64)
 MAX_CANARIES = 1_000_000
 
 
+@functools.lru_cache(maxsize=64)  # a row asks for (its claim's curve, m) twice: `curve_ceilings` and `by_m`
 def fdp_perfect_p_value(profile, m: int) -> float:
     """The f-DP one-run test's p-value (`fdp_one_run_p_value`, Mahloujifar, Melis, Chaudhuri 2024,
     arXiv 2410.22235) of `profile` for an attack that guesses every one of its canaries right, with

@@ -31,6 +31,7 @@ from scipy import special, stats
 
 from audit.statistics.binomial import binom_cdf_scalar
 from audit.statistics.epsilon_bounds import clopper_pearson_upper
+from audit.statistics.pld_deltas import pld_deltas
 
 __all__ = [
     "PrivacyProfile",
@@ -92,7 +93,8 @@ def dpsgd_privacy_profile(
         use_connect_dots=True,
     ).self_compose(t)
     grid = np.linspace(0.0, EPSILON_GRID_MAX, EPSILON_GRID_POINTS)
-    deltas = np.clip(np.asarray(distribution.get_delta_for_epsilon(grid), dtype=float), 0.0, 1.0)
+    # The library's get_delta_for_epsilon(grid), bit for bit, without its Python loop (audit.statistics.pld_deltas).
+    deltas = np.clip(pld_deltas(distribution, grid), 0.0, 1.0)
     return PrivacyProfile(
         tuple(float(v) for v in grid),
         tuple(float(v) for v in deltas),
@@ -268,13 +270,31 @@ def _log_factorials(n: int) -> np.ndarray:
     return special.gammaln(np.arange(n + 1) + 1)
 
 
-def _prob_weighted_at_most(fn: int, fp: int, n_in: int, n_out: int, slope: float, p_fpr: float, p_fnr: float) -> float:
-    """Upper bound on P(FN'/n_in + slope·FP'/n_out ≤ fn/n_in + slope·fp/n_out) for FP' ~ Bin(n_out,
-    p_fpr), FN' ~ Bin(n_in, p_fnr) independent: the exact sum over FP' within 12 standard deviations
-    of its mean, the omitted mass counted in full (so leaving it out can only raise the bound)."""
+@lru_cache(maxsize=512)
+def _false_positive_pmf(n_out: int, p_fpr: float) -> tuple[np.ndarray, np.ndarray]:
+    """(x, Bin(n_out, p_fpr) pmf at x) over FP' within 12 standard deviations of its mean: the same
+    arrays for the same (n_out, p_fpr), which the p-value's cells share (a cell's two corners, a halved
+    cell's left half, the 33 first edges in every call at one n_out): computed once. Read-only."""
     spread = 12.0 * math.sqrt(n_out * p_fpr * (1.0 - p_fpr)) + 2.0
     x = np.arange(max(0, math.floor(n_out * p_fpr - spread)), min(n_out, math.ceil(n_out * p_fpr + spread)) + 1)
     pmf = _binomial_pmf(x, n_out, p_fpr)
+    x.flags.writeable = pmf.flags.writeable = False
+    return x, pmf
+
+
+def _prob_weighted_at_most(
+    fn: int,
+    fp: int,
+    n_in: int,
+    n_out: int,
+    slope: float,
+    p_fpr: float,
+    p_fnr: float,
+) -> float:
+    """Upper bound on P(FN'/n_in + slope·FP'/n_out ≤ fn/n_in + slope·fp/n_out) for FP' ~ Bin(n_out,
+    p_fpr), FN' ~ Bin(n_in, p_fnr) independent: the exact sum over FP' within 12 standard deviations
+    of its mean, the omitted mass counted in full (so leaving it out can only raise the bound)."""
+    x, pmf = _false_positive_pmf(n_out, p_fpr)
     # Largest FN' with the statistic ≤ the observed one; integer-exact at x = fp (the observed point counts).
     k = np.minimum(fn + np.floor(n_in * slope * (fp - x) / n_out + 1e-9), n_in).astype(np.int64)
     cdf = np.zeros(k.size)
@@ -333,7 +353,19 @@ def tangent_test_p_value(
     observed = fn / n1 + s * fp / n0
     hoeffding_scale = 1.0 / n1 + s * s / n0  # Σ of squared ranges of the 0/1 terms of W'
 
+    # A halved cell's left half keeps its parent's left corner and curve value: each is computed once
+    # (the same pure function on the same arguments; memoised within this call only; the false-positive
+    # pmfs across calls, `_false_positive_pmf`).
+    corners: dict[tuple[float, float, bool], float] = {}
+    curve: dict[float, float] = {}
+
     def corner_bound(a: float, b: float, attained: bool = False) -> float:
+        key = (a, b, attained)
+        if key not in corners:
+            corners[key] = _corner_bound(a, b, attained)
+        return corners[key]
+
+    def _corner_bound(a: float, b: float, attained: bool) -> float:
         # Far above the observed W, Hoeffding's bound settles the cell without the exact sum; as a
         # value "attained on the curve" it would overstate, so there the lower value 0 is used.
         gap = b + s * a - observed
@@ -343,11 +375,18 @@ def tangent_test_p_value(
                 return 0.0 if attained else cheap
         return _prob_weighted_at_most(fn, fp, n1, n0, s, a, b)
 
-    edges = np.linspace(0.0, 1.0, 33)
+    def floors_of(cells: list[tuple[float, float]]) -> list[tuple[float, float]]:
+        # f at the cells' ends; each α's value is computed once (row by row: the same value in any batch).
+        new = sorted({a for cell in cells for a in cell if a not in curve})
+        if new:
+            curve.update(zip(new, (float(v) for v in tradeoff_from_profile(profile, np.array(new)))))
+        return [(curve[lo], curve[hi]) for lo, hi in cells]
+
+    edges = [float(e) for e in np.linspace(0.0, 1.0, 33)]
     cells = list(zip(edges[:-1], edges[1:]))
     attained, upper = 0.0, 1.0
     for _ in range(40):
-        floors = tradeoff_from_profile(profile, np.array([c for cell in cells for c in cell])).reshape(-1, 2)
+        floors = floors_of(cells)
         bounds = [corner_bound(lo, f_hi) for (lo, _), (_, f_hi) in zip(cells, floors)]
         upper = max(bounds)
         # Values attained on the curve, in the cells that could still hold the supremum.
