@@ -40,11 +40,14 @@ class MeasuredTime:
 # None: not measured (say so rather than guess). "shared": the development machine, 2 CPU cores and no
 # GPU, shared with up to seven other developers' test runs.
 PRESET_WALL_TIMES: dict[str, MeasuredTime | None] = {
-    "smoke": MeasuredTime(68, 172, "privacy-audit run --preset smoke", "2 shared CPU cores; 18–21 s CPU; two runs"),
+    # Wave 10: idle, after its merges (with the white-box twins; before them 18–21 s of CPU, 1 min 8 s – 2 min 52 s
+    # wall on the shared machine).
+    "smoke": MeasuredTime(48, 48, "privacy-audit run --preset smoke", "2 idle CPU cores; 64 s CPU, all processes"),
     # With the white-box canary twins and the conformance checks (issue 28); before them 7 min 3 s – 11 min 45 s.
-    # Wave 8: idle, after the one queue of both processes (docs/run.md); earlier 6 min 18 s – 40 min 59 s at load 3–15.
+    # Wave 10: idle, after its merges (docs/run.md); wave 8 7 min 49 s (902 s CPU), wave 9 8 min 12 s (940 s CPU);
+    # earlier 6 min 18 s – 40 min 59 s at load 3–15.
     "default": MeasuredTime(
-        469, 469, "make audit", "2 idle CPU cores; 902 s CPU, all processes; canary twins included"
+        434, 434, "make audit", "2 idle CPU cores; 835 s CPU, all processes; canary twins included"
     ),
     "full": None,
     "digits-cnn": MeasuredTime(443, 443, "privacy-audit run --preset digits-cnn", "2 shared CPU cores at load 13–17"),
@@ -57,7 +60,8 @@ PRESET_WALL_TIMES: dict[str, MeasuredTime | None] = {
     "text": MeasuredTime(
         461, 582, "python benchmarks/bench_text_preset.py", "2 shared CPU cores at load 8–16; 1.5 GiB peak; two runs"
     ),
-    "llm": MeasuredTime(471, 471, "privacy-audit run --preset llm", "2 idle CPU cores; 472 s CPU; 1.05 GiB peak"),
+    # Wave 10: idle, the adopted canaries (one new token each, secret-only loss); wave 8's design 7 min 51 s, 472 s CPU.
+    "llm": MeasuredTime(522, 522, "privacy-audit run --preset llm", "2 idle CPU cores; 524 s CPU; 1.20 GiB peak"),
 }
 
 
