@@ -57,6 +57,9 @@ def test_set_for_the_dp_targets_only_it_passes_a_run_whose_dp_fine_tunings_keep_
     evaluation = evaluate_policy(_policy(tmp_path, text), llm_results)
     dp_checks = [c for c in evaluation.checks if c.rule.startswith("max_canary") and c.target_label != "ε = ∞"]
     assert dp_checks and all(c.passed and c.applicable for c in dp_checks)
+    # The lifted limit (1) says so: no "passed" for a control whose canaries are all found.
+    lifted = [c for c in evaluation.checks if c.rule.startswith("max_canary") and c.target_label == "ε = ∞"]
+    assert lifted and all(not c.applicable and "no limit here" in c.message for c in lifted)
     assert evaluation.passed
 
 

@@ -205,6 +205,12 @@ def _tpr_limits(
     checks = []
     for level, limit in sorted(limits.items()):
         rule = f"{rule_name}[{level:g}]"
+        if limit >= 1:
+            # A TPR limit of 1 cannot fail: it is how an override lifts the rule for one target ε (an override
+            # changes a rule, it cannot remove it). Listed as not applicable, so that no report says "passed"
+            # of a row whose attack finds every member (the ε = ∞ power controls of the llm run).
+            checks.append(_not_applicable(rule, label, "the policy sets no limit here (a TPR limit of 1)", attack=name))
+            continue
         table = reader.mapping(attack, "tpr_at_fpr", where)
         key = next(
             (
