@@ -8,7 +8,7 @@ ARGS   ?=
 EXTRAS ?= dev,ray
 JOBS   ?= 2
 STAMP  := $(VENV)/.installed-$(EXTRAS)
-# What every `run` and most other commands import (the tests' preloaded CLI, tests/cli_server.py, imports the same).
+# What every `run` and most other commands import (the tests' preloaded CLI, tests/cli_server.py, preloads a subset of it).
 WARM_IMPORTS := import torch, torch._dynamo, opacus, mlflow, sklearn.linear_model, sklearn.ensemble, scipy.stats, \
 	pandas, matplotlib.pyplot, dp_accounting, audit.sweep.runner
 
